@@ -1,0 +1,52 @@
+// Costs of compute ops and collectives. One interface, two implementations: the analytic
+// model (from a HardwareSpec) and the profile-backed model (measured tables with the
+// analytic model as fallback). Pure and thread-safe: every method is const and keeps no
+// mutable state, so the tuner may share one CostModel across threads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "fsdptune/hardware.hpp"
+#include "fsdptune/workload.hpp"
+
+namespace fsdptune {
+
+struct Profile;  // profile.hpp
+
+// A cost with where it came from; callers count fallbacks (measured == false where a
+// profile was given) so results can say how much was measured.
+struct CostEstimate {
+  double seconds = 0;
+  bool measured = false;
+};
+
+// How overlap slows things down (DESIGN.md "Overlap is not free"). The simulator turns
+// these into rates: a compute task runs at 1/compute_slowdown_with_comm of its speed while
+// any collective is in flight; k collectives that share the network each progress at
+// comm_share_efficiency / k of their standalone rate (k >= 2).
+struct ContentionFactors {
+  double compute_slowdown_with_comm = 1.08;
+  double comm_share_efficiency = 0.95;
+  bool operator==(const ContentionFactors&) const = default;
+};
+
+class CostModel {
+ public:
+  virtual ~CostModel() = default;
+  virtual CostEstimate compute(const Op& op) const = 0;
+  // `bytes` is the full buffer: all-gather output, reduce-scatter input, all-reduce buffer.
+  virtual CostEstimate collective(CollectiveKind kind, std::int64_t bytes,
+                                  CommGroup group) const = 0;
+  // Device-to-device copy of `bytes` (copy-in / copy-out of flat bucket buffers).
+  virtual CostEstimate copy(std::int64_t bytes) const = 0;
+  virtual ContentionFactors contention() const = 0;
+  virtual const HardwareSpec& hardware() const = 0;
+};
+
+std::unique_ptr<CostModel> make_analytic_cost_model(const HardwareSpec& hardware);
+// Measured entries from `profile`, analytic model of `hardware` where unmeasured.
+std::unique_ptr<CostModel> make_profile_cost_model(const Profile& profile,
+                                                   const HardwareSpec& hardware);
+
+}  // namespace fsdptune

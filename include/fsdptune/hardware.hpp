@@ -1,0 +1,47 @@
+// Hardware specs: the figures the analytic cost model is built from
+// (profiles/*.json, sources in docs/hardware.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace fsdptune {
+
+inline constexpr int kHardwareFormatVersion = 1;
+
+struct HardwareSpec {
+  std::string id;    // "h100-sxm"
+  std::string name;  // "NVIDIA H100 SXM 80GB"
+  double peak_bf16_flops_per_s = 0;  // dense
+  double peak_fp8_flops_per_s = 0;   // dense; 0 when unsupported
+  double peak_fp32_flops_per_s = 0;  // non-tensor-core fp32
+  std::int64_t hbm_bytes = 0;
+  double hbm_bytes_per_s = 0;
+  std::int64_t sm_count = 0;
+  std::int64_t gpus_per_node = 8;
+  double nvlink_bytes_per_s = 0;           // per GPU per direction
+  double nvlink_busbw_bytes_per_s = 0;     // achievable AG/RS bus bandwidth inside a node
+  double network_bytes_per_s = 0;          // achievable per GPU (one NIC per GPU)
+  double collective_base_latency_s = 0;    // per collective launch
+  double nvlink_hop_latency_s = 0;         // per ring step inside a node
+  double network_hop_latency_s = 0;        // per ring step across nodes
+  double gemm_efficiency_ceiling = 0.8;    // large bf16 GEMM / dense peak
+  double memory_bound_efficiency = 0.8;    // achieved / peak HBM bandwidth
+  double kernel_launch_s = 4e-6;
+  std::int64_t memory_reserve_bytes = 0;   // kept free for CUDA context, NCCL, fragmentation
+
+  bool operator==(const HardwareSpec&) const = default;
+};
+
+HardwareSpec hardware_from_json(const nlohmann::json& json, const std::string& source);
+nlohmann::json hardware_to_json(const HardwareSpec& spec);
+
+// Built-in specs, compiled in from profiles/{h100-sxm,h200,a100-80g}.json.
+std::vector<std::string> builtin_hardware_names();
+// Throws Error(kBadInput) listing the built-ins.
+HardwareSpec builtin_hardware(const std::string& id);
+
+}  // namespace fsdptune

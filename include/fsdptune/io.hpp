@@ -1,0 +1,31 @@
+// The thin I/O layer: the only core functions that touch the file system. Everything
+// else takes and returns values.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "fsdptune/hardware.hpp"
+#include "fsdptune/model.hpp"
+
+namespace fsdptune {
+
+// Throws Error(kBadInput) naming `path` when it cannot be read.
+std::string read_text_file(const std::string& path);
+// Writes `content` to a temporary file beside `path`, then renames it over `path`, so a
+// failure never leaves a half-written file. Throws Error(kRuntime) naming `path`.
+void write_file_atomically(const std::string& path, const std::string& content);
+// Parses JSON text; a syntax error becomes Error(kBadInput) with "source:line:column".
+nlohmann::json parse_json_text(const std::string& text, const std::string& source);
+nlohmann::json read_json_file(const std::string& path);
+// Deterministic JSON text: 2-space indent, keys sorted, trailing newline.
+std::string dump_json(const nlohmann::json& json);
+
+// --model: a built-in name, a path to one of our model files, or a Hugging Face
+// config.json.
+ModelSpec resolve_model(const std::string& name_or_path);
+// --hardware: a built-in id or a path to a hardware spec file.
+HardwareSpec resolve_hardware(const std::string& id_or_path);
+
+}  // namespace fsdptune

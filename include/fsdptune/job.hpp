@@ -1,0 +1,55 @@
+// The training job: mesh, cluster, batch, dtypes, activation checkpointing.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "fsdptune/model.hpp"
+
+namespace fsdptune {
+
+enum class DType { kBF16, kFP16, kFP32, kFP8 };
+int bytes_per_element(DType dtype);
+std::string to_string(DType dtype);
+DType dtype_from_string(const std::string& text, const std::string& where);
+
+enum class ActivationCheckpointing { kNone, kSelective, kFull };
+std::string to_string(ActivationCheckpointing ac);
+ActivationCheckpointing ac_from_string(const std::string& text, const std::string& where);
+
+enum class PipelineSchedule { k1F1B, kInterleaved1F1B, kGPipe };
+std::string to_string(PipelineSchedule schedule);
+PipelineSchedule pipeline_schedule_from_string(const std::string& text, const std::string& where);
+
+struct JobSpec {
+  std::int64_t gpus = 8;           // world size
+  std::int64_t gpus_per_node = 8;
+  std::int64_t dp_shard = 0;       // FSDP shard group size; 0 = derived by normalize_job
+  std::int64_t dp_replicate = 1;   // HSDP replicas
+  std::int64_t tp = 1;             // tensor parallel degree
+  std::int64_t pp = 1;             // pipeline stages
+  std::int64_t microbatches = 1;   // pipeline microbatches per step
+  std::int64_t virtual_stages = 1; // interleaved 1F1B chunks per rank
+  PipelineSchedule pp_schedule = PipelineSchedule::k1F1B;
+  std::int64_t local_batch = 1;    // sequences per data-parallel rank per step
+  std::int64_t seq_len = 8192;
+  ActivationCheckpointing ac = ActivationCheckpointing::kNone;
+  DType param_dtype = DType::kBF16;   // dtype of gathered parameters and compute
+  DType reduce_dtype = DType::kFP32;  // dtype of reduce-scattered gradients
+  bool float8 = false;                // float8 linears and float8 all-gather
+  bool async_tp = false;              // overlap TP collectives with the GEMMs
+
+  bool operator==(const JobSpec&) const = default;
+};
+
+// Fills derived fields (dp_shard = gpus / (tp * pp * dp_replicate)) and validates the job
+// against the model: positive sizes, heads and kv heads divisible by tp, gpus divisible by
+// tp*pp*dp_replicate, ... Throws Error(kBadInput) naming the flag (e.g. "--tp").
+JobSpec normalize_job(const ModelSpec& model, JobSpec job);
+
+nlohmann::json job_to_json(const JobSpec& job);
+JobSpec job_from_json(const nlohmann::json& json, const std::string& source);
+
+}  // namespace fsdptune

@@ -1,0 +1,54 @@
+// A Plan: the knobs of an FSDP schedule (docs/plan-format.md). Buckets are contiguous,
+// inclusive ranges of unit indices; each list of buckets partitions the units in order.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fsdptune/workload.hpp"
+
+namespace fsdptune {
+
+inline constexpr int kPlanFormatVersion = 1;
+
+struct UnitRange {
+  int first = 0;  // inclusive
+  int last = 0;   // inclusive
+  int size() const { return last - first + 1; }
+  bool contains(int unit) const { return first <= unit && unit <= last; }
+  bool operator==(const UnitRange&) const = default;
+};
+
+enum class StreamLayout {
+  kSeparate,  // all-gathers and reduce-scatters on their own streams (FSDP2)
+  kShared,    // one communication stream for both
+};
+std::string to_string(StreamLayout layout);
+
+struct Plan {
+  std::string name;                           // "fsdp2", "simplefsdp-block", "tuned", ...
+  std::vector<UnitRange> forward_buckets;     // all-gathers before forward
+  std::vector<UnitRange> backward_buckets;    // all-gathers before backward
+  std::vector<UnitRange> reduce_scatter_buckets;
+  int forward_prefetch = 1;                   // buckets gathered ahead of the one computing
+  int backward_prefetch = 1;
+  std::vector<bool> reshard_after_forward;    // one per forward bucket
+  StreamLayout stream_layout = StreamLayout::kSeparate;
+  bool one_collective_per_parameter = false;  // simplefsdp-none: no bucketing at all
+  bool copy_in_out = true;                    // flat-buffer copy-in/copy-out around collectives
+
+  bool operator==(const Plan&) const = default;
+};
+
+// Throws Error(kBadInput) when a bucket list does not partition [0, unit_count) in order
+// (a unit covered twice or missing, unknown unit), when reshard_after_forward has the wrong
+// length, or when prefetch is negative (or zero with reordering). `where` names the source.
+void validate_plan(const Plan& plan, int unit_count, const std::string& where);
+
+nlohmann::json plan_to_json(const Plan& plan);
+Plan plan_from_json(const nlohmann::json& json, const std::string& source);
+
+}  // namespace fsdptune

@@ -1,0 +1,61 @@
+// Cost profiles: measured compute and collective costs (docs/profile-format.md).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fsdptune/cost_model.hpp"
+#include "fsdptune/workload.hpp"
+
+namespace fsdptune {
+
+inline constexpr int kProfileFormatVersion = 1;
+
+struct ComputeEntry {
+  std::string signature;           // Op::signature()
+  Op op;                           // the op measured (shape, dtype, flops, bytes)
+  std::vector<double> samples_s;   // kernel durations, one per repetition
+  bool operator==(const ComputeEntry&) const = default;
+};
+
+struct CollectivePoint {
+  std::int64_t bytes = 0;          // full buffer, nccl-tests convention
+  std::vector<double> samples_s;
+  bool operator==(const CollectivePoint&) const = default;
+};
+
+struct CollectiveSweep {
+  CollectiveKind kind = CollectiveKind::kAllGather;
+  CommGroup group;
+  std::vector<CollectivePoint> points;  // sorted by bytes
+  bool operator==(const CollectiveSweep&) const = default;
+};
+
+struct Provenance {
+  std::string tool;      // "fsdptune 0.1.0"
+  std::string date;      // ISO 8601
+  std::string method;    // "cupti", "cpu-steady-clock", "nccl-tests import", "kineto import"
+  std::string command;   // command line that produced it
+  std::map<std::string, std::string> environment;  // gpu, driver, cuda, nccl versions, host
+  bool operator==(const Provenance&) const = default;
+};
+
+struct Profile {
+  int version = kProfileFormatVersion;
+  std::string hardware;  // HardwareSpec id this profile was measured on
+  std::vector<ComputeEntry> compute;
+  std::vector<CollectiveSweep> collectives;
+  ContentionFactors contention;
+  Provenance provenance;
+  bool operator==(const Profile&) const = default;
+};
+
+// Throws Error(kBadInput) naming `source` and the field (wrong version, negative time...).
+Profile profile_from_json(const nlohmann::json& json, const std::string& source);
+nlohmann::json profile_to_json(const Profile& profile);
+
+}  // namespace fsdptune

@@ -1,0 +1,107 @@
+// The Program: tasks on streams with dependencies and memory events -- the one IR that
+// the simulator times in virtual time and the executor replays on hardware (DESIGN.md).
+// Built from Workload + Plan by one lowering function.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fsdptune/cost_model.hpp"
+#include "fsdptune/plan.hpp"
+#include "fsdptune/workload.hpp"
+
+namespace fsdptune {
+
+enum class StreamRole { kCompute, kAllGather, kReduceScatter, kCommunication };
+std::string to_string(StreamRole role);
+
+struct Stream {
+  std::string name;  // "compute", "all_gather", "reduce_scatter", "comm"
+  StreamRole role = StreamRole::kCompute;
+  bool operator==(const Stream&) const = default;
+};
+
+enum class TaskKind {
+  kForward,        // forward ops of a unit
+  kRecompute,      // activation-checkpointing replay of a unit's forward
+  kBackward,       // backward ops of a unit
+  kCopyIn,         // shards -> flat send buffer (before all-gather / reduce-scatter)
+  kAllGather,
+  kCopyOut,        // flat receive buffer -> parameters / gradient shards
+  kReduceScatter,
+  kAllReduce,      // HSDP replica all-reduce of sharded gradients
+  kOptimizer,      // AdamW on the shards
+};
+std::string to_string(TaskKind kind);
+
+enum class MemoryCategory {
+  kShardedState,      // fp32 params, grads, AdamW states
+  kGatheredParams,    // unsharded parameters of buckets in flight
+  kGradients,         // unsharded gradients and reduce-scatter buffers
+  kActivations,       // saved activations
+  kWorkspace,         // transients: logits, loss, GEMM workspaces
+  kCount,
+};
+std::string to_string(MemoryCategory category);
+using MemoryBreakdown = std::array<std::int64_t, static_cast<int>(MemoryCategory::kCount)>;
+
+struct MemoryEvent {
+  MemoryCategory category = MemoryCategory::kWorkspace;
+  std::int64_t bytes = 0;  // > 0 allocates, < 0 frees
+  bool at_end = false;     // applied when the task ends (else when it starts)
+  bool operator==(const MemoryEvent&) const = default;
+};
+
+struct Task {
+  int id = 0;           // index in Program::tasks
+  int stream = 0;       // index in Program::streams
+  TaskKind kind = TaskKind::kForward;
+  std::string name;     // "fwd layers.3", "AG b2 [layers.3..layers.5]"
+  int unit = -1;        // compute tasks: the unit
+  int bucket = -1;      // communication/copy tasks: index in Program::buckets
+  std::int64_t bytes = 0;  // collectives: full buffer; copies: bytes copied
+  CommGroup group;         // collectives
+  double duration_s = 0;   // standalone cost from the CostModel at lowering
+  std::vector<int> deps;   // task ids that must end before this starts
+  std::vector<MemoryEvent> memory;
+  bool operator==(const Task&) const = default;
+};
+
+// Where a parameter sits in a bucket's flat buffer (per rank: the shard at
+// offset/dp_shard; gathered: rank r's shard lands at r * shard_elements + offset).
+struct BufferSlot {
+  std::string param;         // parameter name
+  int unit = 0;
+  std::int64_t offset = 0;   // elements, within one rank's shard of the flat buffer
+  std::int64_t shard_numel = 0;
+  std::int64_t numel = 0;    // unpadded elements of the full (TP-local) parameter
+  bool operator==(const BufferSlot&) const = default;
+};
+
+struct BucketLayout {
+  CollectiveKind kind = CollectiveKind::kAllGather;
+  UnitRange units;
+  DType dtype = DType::kBF16;
+  std::vector<BufferSlot> slots;
+  std::int64_t shard_elements = 0;  // per rank; the collective's buffer is this * ranks
+  bool operator==(const BucketLayout&) const = default;
+};
+
+struct Program {
+  std::vector<Stream> streams;
+  std::vector<Task> tasks;          // in issue order per stream; deps point backwards
+  std::vector<BucketLayout> buckets;
+  std::int64_t persistent_bytes = 0;  // sharded state present all step
+  ContentionFactors contention;
+  int cost_queries = 0;    // costs looked up at lowering
+  int cost_fallbacks = 0;  // of which not measured (analytic)
+  bool operator==(const Program&) const = default;
+};
+
+// Lowers `plan` over `workload` into tasks, costed with `costs`.
+// REQUIRES: validate_plan(plan, workload.units.size(), ...) passed.
+Program lower(const Workload& workload, const Plan& plan, const CostModel& costs);
+
+}  // namespace fsdptune

@@ -1,0 +1,33 @@
+// Sizes and times as they travel through fsdptune (STYLE.md rule 4): sizes are
+// std::int64_t counts of bytes in variables named `*_bytes`, times are double seconds in
+// variables named `*_s` (or `*_us` where microseconds are meant). Binary prefixes are
+// written KiB/MiB/GiB (powers of 1024), decimal ones KB/MB/GB (powers of 1000).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace fsdptune {
+
+inline constexpr std::int64_t kKiB = 1024;
+inline constexpr std::int64_t kMiB = 1024 * kKiB;
+inline constexpr std::int64_t kGiB = 1024 * kMiB;
+
+// Parses "64MiB", "1GiB", "80GB", "512KiB", "2e9", "4096" (plain numbers are bytes).
+// Throws Error(kBadInput) naming `what` (e.g. "--bytes") on malformed, negative or zero
+// input.
+std::int64_t parse_size_bytes(std::string_view text, std::string_view what);
+
+// "1.50 GiB", "64.0 MiB", "512 B": binary units, three significant figures.
+std::string format_bytes(std::int64_t bytes);
+
+// "1.234 s", "12.3 ms", "45.6 us".
+std::string format_seconds(double seconds);
+
+// Rounds `value` up to a multiple of `multiple` (multiple > 0).
+constexpr std::int64_t round_up(std::int64_t value, std::int64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+}  // namespace fsdptune

@@ -1,0 +1,121 @@
+// The FSDP workload: a model + job turned into ordered FSDP units, each with its
+// parameters, the ops of its forward and backward, its saved activations and its
+// tensor-parallel collectives. Pure: build_workload does no I/O.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fsdptune/job.hpp"
+#include "fsdptune/model.hpp"
+
+namespace fsdptune {
+
+enum class CollectiveKind { kAllGather, kReduceScatter, kAllReduce, kSendRecv };
+std::string to_string(CollectiveKind kind);  // "all_gather", "reduce_scatter", ...
+CollectiveKind collective_from_string(const std::string& text, const std::string& where);
+
+// A group of ranks that a collective runs over.
+struct CommGroup {
+  std::int64_t ranks = 1;
+  std::int64_t ranks_per_node = 1;  // how many of the ranks share a node (NVLink domain)
+  std::int64_t nodes() const { return (ranks + ranks_per_node - 1) / ranks_per_node; }
+  bool operator==(const CommGroup&) const = default;
+};
+
+enum class OpKind {
+  kGemm,          // C[m,n] = A[m,k] * B[k,n]
+  kAttention,     // causal flash-style attention (forward or backward)
+  kMemoryBound,   // norms, RoPE, SwiGLU, residual adds, embedding gather, loss, optimizer
+  kCollective,    // a tensor-parallel collective on the compute critical path
+};
+std::string to_string(OpKind kind);
+
+struct GemmShape {
+  std::int64_t m = 0, n = 0, k = 0;
+  bool operator==(const GemmShape&) const = default;
+};
+
+struct AttentionShape {
+  std::int64_t batch = 0, heads = 0, kv_heads = 0, seq = 0, head_dim = 0;
+  bool causal = true;
+  bool operator==(const AttentionShape&) const = default;
+};
+
+struct Op {
+  OpKind kind = OpKind::kGemm;
+  std::string name;          // e.g. "layers.3.attention.wq", "layers.3.attention_norm"
+  DType dtype = DType::kBF16;
+  bool backward = false;     // attention: the backward kernel
+  double flops = 0;          // floating-point operations (multiply-add = 2)
+  std::int64_t bytes = 0;    // HBM bytes read + written; for kCollective the full buffer
+  GemmShape gemm;            // kGemm
+  AttentionShape attention;  // kAttention
+  CollectiveKind collective = CollectiveKind::kAllGather;  // kCollective
+  CommGroup group;                                         // kCollective
+
+  // The cost-profile key: same signature, same cost. E.g. "gemm bf16 m=8192 n=4096 k=4096",
+  // "attention_fwd bf16 b=1 h=32 kv=8 s=8192 d=128", "memory rmsnorm bytes=...".
+  std::string signature() const;
+  bool operator==(const Op&) const = default;
+};
+
+enum class UnitKind { kEmbedding, kBlock, kOutput };
+std::string to_string(UnitKind kind);
+
+struct Param {
+  std::string name;                 // torchtitan name, e.g. "layers.3.attention.wq.weight"
+  std::vector<std::int64_t> shape;  // local shape (after TP sharding)
+  std::int64_t numel = 0;           // elements of the local (TP-sharded) tensor
+  std::int64_t padded_numel = 0;    // numel rounded up to a multiple of dp_shard
+  std::int64_t shard_numel = 0;     // padded_numel / dp_shard
+  bool tp_sharded = false;
+  bool operator==(const Param&) const = default;
+};
+
+struct Unit {
+  int index = 0;
+  std::string name;                  // "tok_embeddings", "layers.0", ..., "norm+output"
+  std::vector<std::string> modules;  // torchtitan module names: {"norm", "output"}
+  UnitKind kind = UnitKind::kBlock;
+  std::vector<Param> params;
+  std::vector<Op> forward_ops;       // in execution order, TP collectives included
+  std::vector<Op> backward_ops;      // gradient computation only (no recompute)
+  std::vector<Op> recompute_ops;     // re-run before backward_ops under the job's AC mode
+  std::int64_t saved_activation_bytes = 0;  // kept from forward to backward, job's AC mode
+  std::int64_t workspace_bytes = 0;  // transient peak inside the unit (logits + loss)
+
+  // Sums over params, in the job's dtypes.
+  std::int64_t numel() const;
+  std::int64_t padded_numel() const;
+  std::int64_t shard_numel() const;
+  bool operator==(const Unit&) const = default;
+};
+
+struct Workload {
+  ModelSpec model;
+  JobSpec job;  // normalized
+  std::vector<Unit> units;
+  std::vector<Op> optimizer_ops;  // AdamW step on this rank's shards
+
+  // Bytes of one rank's persistent state: fp32 master params, grads, AdamW m and v
+  // (16 bytes per shard element).
+  std::int64_t persistent_state_bytes() const;
+  // Forward+backward FLOPs of one step on this rank, no recompute.
+  double model_flops_per_step() const;
+  // Tokens this rank processes per step (local_batch * seq_len * microbatches).
+  std::int64_t tokens_per_step() const;
+  bool operator==(const Workload&) const = default;
+};
+
+// REQUIRES: job normalized against model (normalize_job).
+Workload build_workload(const ModelSpec& model, const JobSpec& job);
+
+nlohmann::json workload_to_json(const Workload& workload);  // for `fsdptune workload --json`
+nlohmann::json op_to_json(const Op& op);
+Op op_from_json(const nlohmann::json& json, const std::string& where);
+
+}  // namespace fsdptune

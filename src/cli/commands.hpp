@@ -1,0 +1,12 @@
+// The `fsdptune` subcommands. Each area registers its own in its own file; main.cpp
+// calls every register_* in a fixed order. Handlers throw fsdptune::Error; main maps
+// it to the exit code.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace fsdptune::cli {
+
+// Registered subcommands (one line per area; keep the order of the README).
+
+}  // namespace fsdptune::cli

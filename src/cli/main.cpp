@@ -1,0 +1,39 @@
+// fsdptune: simulate, tune and validate FSDP training schedules.
+#include <cstdio>
+#include <exception>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "fsdptune/error.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"fsdptune: performance simulator and schedule autotuner for FSDP training"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("fsdptune ") + FSDPTUNE_VERSION);
+
+  // One line per area, in the README's order.
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    fmt::print(stderr, "fsdptune: error: {}\n", e.what());
+    fmt::print(stderr, "run with --help for usage\n");
+    return 2;
+  } catch (const fsdptune::Error& e) {
+    fmt::print(stderr, "fsdptune: error: {}\n", e.what());
+    if (!e.hint().empty()) fmt::print(stderr, "  hint: {}\n", e.hint());
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "fsdptune: error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

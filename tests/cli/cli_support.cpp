@@ -1,0 +1,50 @@
+#include "cli_support.hpp"
+
+#include <sys/wait.h>
+
+#include <array>
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include <unistd.h>
+
+namespace fsdptune::testing {
+
+std::string make_temp_dir(const std::string& prefix) {
+  static std::atomic<int> counter{0};
+  const auto dir = std::filesystem::temp_directory_path() /
+                   (prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+CommandResult run_command(const std::string& command_line) {
+  const std::string dir = make_temp_dir("fsdptune-cmd");
+  const std::string err_path = dir + "/stderr";
+  const std::string full = command_line + " 2>" + err_path;
+  CommandResult result;
+  FILE* pipe = ::popen(full.c_str(), "r");
+  if (pipe == nullptr) throw std::runtime_error("popen failed: " + command_line);
+  std::array<char, 4096> buffer{};
+  std::size_t n = 0;
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.out.append(buffer.data(), n);
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  std::ifstream err(err_path);
+  std::ostringstream err_text;
+  err_text << err.rdbuf();
+  result.err = err_text.str();
+  std::filesystem::remove_all(dir);
+  return result;
+}
+
+CommandResult run_fsdptune(const std::string& arguments) {
+  return run_command(std::string(FSDPTUNE_BINARY) + " " + arguments);
+}
+
+}  // namespace fsdptune::testing

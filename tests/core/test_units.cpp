@@ -1,0 +1,37 @@
+#include <catch2/catch.hpp>
+
+#include "fsdptune/error.hpp"
+#include "fsdptune/units.hpp"
+
+using namespace fsdptune;
+
+TEST_CASE("parse_size_bytes reads binary, decimal and plain sizes", "[units]") {
+  CHECK(parse_size_bytes("4096", "--bytes") == 4096);
+  CHECK(parse_size_bytes("64MiB", "--bytes") == 64 * kMiB);
+  CHECK(parse_size_bytes("1GiB", "--bytes") == kGiB);
+  CHECK(parse_size_bytes("80GB", "--bytes") == 80'000'000'000);
+  CHECK(parse_size_bytes("2e9", "--bytes") == 2'000'000'000);
+  CHECK(parse_size_bytes("1.5KiB", "--bytes") == 1536);
+}
+
+TEST_CASE("parse_size_bytes rejects junk, zero and negatives naming the flag", "[units]") {
+  for (const char* bad : {"", "abc", "12XB", "-5", "0", "MiB", "1e400"}) {
+    try {
+      parse_size_bytes(bad, "--memory-limit");
+      FAIL("accepted '" << bad << "'");
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::kBadInput);
+      CHECK(e.where() == "--memory-limit");
+      CHECK(e.exit_code() == 2);
+    }
+  }
+}
+
+TEST_CASE("format_bytes and format_seconds pick readable units", "[units]") {
+  CHECK(format_bytes(512) == "512 B");
+  CHECK(format_bytes(64 * kMiB) == "64.0 MiB");
+  CHECK(format_bytes(kGiB + kGiB / 2) == "1.50 GiB");
+  CHECK(format_seconds(1.5) == "1.500 s");
+  CHECK(format_seconds(0.0123) == "12.30 ms");
+  CHECK(format_seconds(45.6e-6) == "45.6 us");
+}
