@@ -32,8 +32,8 @@ struct ModelSpec {
 
 // Parameter counts (elements).
 std::int64_t parameter_count(const ModelSpec& model);
-// tok_embeddings (plus the output projection when it is not tied): what
-// FLOPs-per-token formulas leave out.
+// tok_embeddings.weight only, as torchtitan counts nparams_embedding: what the
+// FLOPs-per-token formula leaves out (the output projection is a GEMM and counts).
 std::int64_t embedding_parameter_count(const ModelSpec& model);
 std::int64_t block_parameter_count(const ModelSpec& model);
 

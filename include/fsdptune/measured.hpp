@@ -1,0 +1,39 @@
+// The measured results of replaying a schedule (docs/measured-format.md): the same shape
+// as the prediction, so compare can put them side by side task by task.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fsdptune/simulator.hpp"
+
+namespace fsdptune {
+
+inline constexpr int kMeasuredFormatVersion = 1;
+
+struct MeasuredResult {
+  int version = kMeasuredFormatVersion;
+  std::string schedule_hash;      // schedule_hash() of the schedule replayed
+  std::string backend;            // "cpu" or "cuda"
+  std::int64_t world_size = 0;
+  std::int64_t iterations = 0;    // measured (after warm-up)
+  std::int64_t warmup = 0;
+  bool data_checked = false;      // ran with --check-data and every check passed
+  std::vector<double> step_times_s;      // one per measured iteration (rank 0's view, max over ranks)
+  double step_time_s = 0;                // median of step_times_s
+  double compute_s = 0;                  // median busy time of the compute stream
+  double exposed_comm_s = 0;             // median
+  std::int64_t peak_allocated_bytes = 0; // max over ranks
+  std::vector<TaskTiming> timings;       // per task id: median start/end relative to step start
+  std::map<std::string, std::string> environment;  // host, devices, versions, date, command
+  bool operator==(const MeasuredResult&) const = default;
+};
+
+nlohmann::json measured_to_json(const MeasuredResult& measured);
+MeasuredResult measured_from_json(const nlohmann::json& json, const std::string& source);
+
+}  // namespace fsdptune
