@@ -505,23 +505,6 @@ std::string kind_title(TaskKind kind) {
   return "task";
 }
 
-// The label drawn inside a task's bar, the longest that fits: the full name ("AG b2
-// [layers.3..layers.5]"), the name without its unit list ("AG b2"), its last word ("b2",
-// "layers.3"), the number that ends it ("3"); else nothing.
-std::string fitting_label(const std::string& name, double width_px) {
-  auto fits = [&](const std::string& label) {
-    return !label.empty() && static_cast<double>(label.size()) * kCharWidthPx + 4 <= width_px;
-  };
-  const std::string without_units = name.substr(0, name.find(" ["));
-  const std::string last_word = without_units.substr(without_units.rfind(' ') + 1);
-  std::size_t digits = last_word.size();
-  while (digits > 0 && std::isdigit(static_cast<unsigned char>(last_word[digits - 1]))) --digits;
-  for (const std::string& label : {name, without_units, last_word, last_word.substr(digits)}) {
-    if (fits(label)) return label;
-  }
-  return "";
-}
-
 // One step of `program` with `timings` (one per task), tasks starting in [begin_s, end_s).
 std::string gantt_chart(const std::string& id, const std::string& title, const Program& program,
                         const std::vector<TaskTiming>& timings, double begin_s, double end_s) {
@@ -583,7 +566,7 @@ std::string gantt_chart(const std::string& id, const std::string& title, const P
         escape_xml(fmt::format("#{} {} ({}): {} at {}", task.id, task.name, kind_title(task.kind),
                                format_seconds(timing.end_s - timing.start_s),
                                format_seconds(timing.start_s))));
-    const std::string label = fitting_label(task.name, width);
+    const std::string label = gantt_label(task.name, width);
     if (!label.empty()) labels += text(x0 + 2, y + h / 2 + 4, label, "task-label");
   }
   // Labels after all bars so that no bar covers a neighbour's label.
@@ -1042,6 +1025,49 @@ std::string schedule_section(const Report& report, std::size_t index, const Repo
 }
 
 }  // namespace
+
+// The label drawn inside a task's bar, the longest that fits. Communication tasks
+// ("AG fwd b3 layers.2..layers.4", "copy-in AG fwd b3 layers.2"): the full name, the name up
+// to its bucket ("AG fwd b3"), the bucket ("b3"). Compute tasks ("bwd layers.3"): the full
+// name, the unit ("layers.3"), its number ("3"). Else nothing.
+std::string gantt_label(const std::string& name, double width_px) {
+  auto fits = [&](const std::string& label) {
+    return !label.empty() && static_cast<double>(label.size()) * kCharWidthPx + 4 <= width_px;
+  };
+  std::vector<std::string> words;
+  for (std::size_t begin = 0; begin < name.size();) {
+    const std::size_t end = std::min(name.find(' ', begin), name.size());
+    if (end > begin) words.push_back(name.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  auto is_bucket = [](const std::string& word) {
+    return word.size() > 1 && word[0] == 'b' &&
+           word.find_first_not_of("0123456789", 1) == std::string::npos;
+  };
+  std::vector<std::string> candidates = {name};
+  std::string prefix;
+  bool bucket = false;
+  for (const std::string& word : words) {
+    prefix += (prefix.empty() ? "" : " ") + word;
+    if (is_bucket(word)) {
+      candidates.push_back(prefix);
+      candidates.push_back(word);
+      bucket = true;
+      break;
+    }
+  }
+  if (!bucket && !words.empty()) {
+    const std::string& last = words.back();
+    std::size_t digits = last.size();
+    while (digits > 0 && std::isdigit(static_cast<unsigned char>(last[digits - 1]))) --digits;
+    candidates.push_back(last);
+    candidates.push_back(last.substr(digits));
+  }
+  for (const std::string& label : candidates) {
+    if (fits(label)) return label;
+  }
+  return "";
+}
 
 std::string render_report_html(const std::vector<ReportEntry>& entries,
                                const ReportOptions& options) {
