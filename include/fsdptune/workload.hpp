@@ -87,6 +87,10 @@ struct Unit {
   std::vector<Op> recompute_ops;     // re-run before backward_ops under the job's AC mode
   std::int64_t saved_activation_bytes = 0;  // kept from forward to backward, job's AC mode
   std::int64_t workspace_bytes = 0;  // transient peak inside the unit (logits + loss)
+  // Activations the recompute_ops regenerate and hold through the unit's backward (0 when
+  // the AC mode recomputes nothing). The simulator allocates them at the recompute's start
+  // and frees them at the end of the unit's backward.
+  std::int64_t recompute_activation_bytes = 0;
 
   // Sums over params, in the job's dtypes.
   std::int64_t numel() const;
