@@ -31,23 +31,12 @@ Plan per_unit_plan(const Workload& workload, const std::string& name) {
   return plan;
 }
 
-std::int64_t dtype_bytes(DType dtype) {
-  switch (dtype) {
-    case DType::kBF16:
-    case DType::kFP16:
-      return 2;
-    case DType::kFP32:
-      return 4;
-    case DType::kFP8:
-      return 1;
-  }
-  return 2;
-}
-
 // Per-unit figures the greedy scan adds up.
 struct UnitFigures {
-  std::int64_t gathered_elements = 0;  // shard elements * ranks (padded)
-  double backward_compute_s = 0;       // recompute + backward
+  std::int64_t gathered_bytes = 0;        // all-gather output, gather dtypes
+  std::int64_t gradient_bytes = 0;        // reduce-scatter input, reduce dtypes
+  std::int64_t unsharded_grad_bytes = 0;  // param dtype
+  double backward_compute_s = 0;          // recompute + backward
 };
 
 double sum_ops(const std::vector<Op>& ops, const CostModel& costs) {
@@ -106,19 +95,16 @@ Plan simplefsdp_greedy_plan(const Workload& workload, const CostModel& costs,
   FSDPTUNE_CHECK(memory_limit_bytes > 0, "the greedy plan needs a memory limit");
   const int count = unit_count(workload);
   const CommGroup group = shard_group(workload.job);
-  const std::int64_t ranks = group.ranks;
-  const std::int64_t param_bytes = dtype_bytes(workload.job.param_dtype);
-  const std::int64_t reduce_bytes = dtype_bytes(workload.job.reduce_dtype);
+  const std::int64_t param_bytes = bytes_per_element(workload.job.param_dtype);
 
   std::vector<UnitFigures> figures(count);
-  std::int64_t baseline_bytes = 0;
+  std::int64_t baseline_bytes = workload.persistent_state_bytes();
   std::int64_t largest_workspace_bytes = 0;
   for (int u = 0; u < count; ++u) {
     const Unit& unit = workload.units[u];
-    for (const Param& param : unit.params) {
-      figures[u].gathered_elements += param.shard_numel * ranks;
-      baseline_bytes += 16 * param.shard_numel;
-    }
+    figures[u].gathered_bytes = unit.gathered_bytes();
+    figures[u].gradient_bytes = unit.gradient_bytes();
+    figures[u].unsharded_grad_bytes = unit.padded_numel() * param_bytes;
     figures[u].backward_compute_s =
         sum_ops(unit.recompute_ops, costs) + sum_ops(unit.backward_ops, costs);
     baseline_bytes += unit.saved_activation_bytes;
@@ -126,15 +112,26 @@ Plan simplefsdp_greedy_plan(const Workload& workload, const CostModel& costs,
   }
   baseline_bytes += largest_workspace_bytes;
 
-  auto gather_s = [&](std::int64_t elements) {
-    return costs.collective(CollectiveKind::kAllGather, elements * param_bytes, group).seconds;
+  // A bucket being built: sums of its units' figures.
+  struct Sums {
+    std::int64_t gathered_bytes = 0, gradient_bytes = 0, unsharded_grad_bytes = 0;
+    double backward_compute_s = 0;
+    void add(const UnitFigures& unit) {
+      gathered_bytes += unit.gathered_bytes;
+      gradient_bytes += unit.gradient_bytes;
+      unsharded_grad_bytes += unit.unsharded_grad_bytes;
+      backward_compute_s += unit.backward_compute_s;
+    }
   };
-  auto reduce_s = [&](std::int64_t elements) {
-    return costs.collective(CollectiveKind::kReduceScatter, elements * reduce_bytes, group).seconds;
+  auto gather_s = [&](const Sums& bucket) {
+    return costs.collective(CollectiveKind::kAllGather, bucket.gathered_bytes, group).seconds;
   };
-  auto peak_bytes = [&](std::int64_t elements) {
-    return baseline_bytes + 2 * elements * param_bytes + elements * param_bytes +
-           elements * reduce_bytes;
+  auto reduce_s = [&](const Sums& bucket) {
+    return costs.collective(CollectiveKind::kReduceScatter, bucket.gradient_bytes, group).seconds;
+  };
+  auto peak_bytes = [&](const Sums& bucket) {
+    return baseline_bytes + 2 * bucket.gathered_bytes + bucket.unsharded_grad_bytes +
+           bucket.gradient_bytes;
   };
 
   Plan plan = per_unit_plan(workload, "simplefsdp-greedy");
@@ -142,28 +139,26 @@ Plan simplefsdp_greedy_plan(const Workload& workload, const CostModel& costs,
   plan.copy_in_out = true;
   plan.forward_buckets.clear();
   plan.forward_buckets.push_back({0, 0});  // the first all-gather is never merged
-  std::int64_t previous_elements = figures[0].gathered_elements;
-  double previous_compute_s = figures[0].backward_compute_s;
-  std::int64_t current_elements = 0;
-  double current_compute_s = 0;
+  Sums previous;
+  previous.add(figures[0]);
+  Sums current;
   for (int u = 1; u < count; ++u) {
     const bool open = plan.forward_buckets.back().first != 0;
-    const std::int64_t merged = current_elements + figures[u].gathered_elements;
-    const bool too_slow = gather_s(merged) + reduce_s(previous_elements) > previous_compute_s;
-    const bool too_big = peak_bytes(merged) > memory_limit_bytes;
-    if (open && !too_slow && !too_big) {
-      plan.forward_buckets.back().last = u;
-      current_elements = merged;
-      current_compute_s += figures[u].backward_compute_s;
-      continue;
-    }
     if (open) {
-      previous_elements = current_elements;
-      previous_compute_s = current_compute_s;
+      Sums merged = current;
+      merged.add(figures[u]);
+      const bool too_slow = gather_s(merged) + reduce_s(previous) > previous.backward_compute_s;
+      const bool too_big = peak_bytes(merged) > memory_limit_bytes;
+      if (!too_slow && !too_big) {
+        plan.forward_buckets.back().last = u;
+        current = merged;
+        continue;
+      }
+      previous = current;
     }
     plan.forward_buckets.push_back({u, u});
-    current_elements = figures[u].gathered_elements;
-    current_compute_s = figures[u].backward_compute_s;
+    current = Sums{};
+    current.add(figures[u]);
   }
   plan.backward_buckets = plan.forward_buckets;
   plan.reduce_scatter_buckets = plan.forward_buckets;

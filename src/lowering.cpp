@@ -90,19 +90,6 @@ CommGroup replicate_group(const JobSpec& job) {
 
 namespace {
 
-int element_bytes(DType dtype) {
-  switch (dtype) {
-    case DType::kBF16:
-    case DType::kFP16:
-      return 2;
-    case DType::kFP32:
-      return 4;
-    case DType::kFP8:
-      return 1;
-  }
-  return 2;
-}
-
 // One item of the compute stream, before ids are assigned.
 struct ComputeItem {
   TaskKind kind = TaskKind::kForward;
@@ -133,8 +120,7 @@ class Lowering {
       : workload_(workload), plan_(plan), costs_(costs) {
     unit_count_ = static_cast<int>(workload.units.size());
     ranks_ = std::max<std::int64_t>(1, workload.job.dp_shard);
-    param_bytes_ = element_bytes(workload.job.param_dtype);
-    reduce_bytes_ = element_bytes(workload.job.reduce_dtype);
+    param_bytes_ = bytes_per_element(workload.job.param_dtype);
     group_ = shard_group(workload.job);
   }
 
@@ -174,6 +160,15 @@ class Lowering {
       for (int u = plan_.forward_buckets[b].first; u <= plan_.forward_buckets[b].last; ++u) {
         forward_bucket_of_[u] = b;
         kept_[u] = !plan_.reshard_after_forward[b];
+      }
+    }
+    // Tied embeddings: a unit whose parameters another unit's compute reads (the output
+    // GEMM reads tok_embeddings.weight) stays gathered from its forward to its backward,
+    // as the FSDP2 root does: its whole forward bucket is kept.
+    for (const Unit& unit : workload_.units) {
+      for (int shared : unit.shared_param_units) {
+        const UnitRange bucket = plan_.forward_buckets[forward_bucket_of_[shared]];
+        for (int u = bucket.first; u <= bucket.last; ++u) kept_[u] = true;
       }
     }
     forward_item_.assign(unit_count_, -1);
@@ -338,7 +333,18 @@ class Lowering {
     BucketLayout layout;
     layout.kind = kind;
     layout.units = units;
+    // The buffer's dtype: the parameters' wire dtype when they agree, else `dtype` (a
+    // float8 bucket that also holds bf16 norms; the byte counts are per parameter).
     layout.dtype = dtype;
+    if (!params.empty()) {
+      const auto wire = [&](const Param& param) {
+        return kind == CollectiveKind::kAllGather ? param.gather_dtype : param.reduce_dtype;
+      };
+      const DType first = wire(*params.front().second);
+      bool uniform = true;
+      for (const auto& entry : params) uniform = uniform && wire(*entry.second) == first;
+      if (uniform) layout.dtype = first;
+    }
     for (const auto& [unit, param] : params) {
       BufferSlot slot;
       slot.param = param->name;
@@ -375,7 +381,11 @@ class Lowering {
       const int layout_id =
           add_layout(CollectiveKind::kAllGather, group.units, workload_.job.param_dtype, params);
       const BucketLayout& layout = program_.buckets[layout_id];
-      const std::int64_t shard_bytes = layout.shard_elements * param_bytes_;
+      // Bytes on the wire in each parameter's gather dtype (fp8 for float8 linears).
+      std::int64_t shard_bytes = 0;
+      for (const auto& [unit, param] : params) {
+        shard_bytes += param->shard_numel * bytes_per_element(param->gather_dtype);
+      }
       const std::int64_t gathered_bytes = shard_bytes * ranks_;
       const std::string label = plan_.one_collective_per_parameter
                                     ? fmt::format("{} {}", prefix, layout.slots[0].param)
@@ -417,7 +427,10 @@ class Lowering {
       const int layout_id = add_layout(CollectiveKind::kReduceScatter, group.units,
                                        workload_.job.reduce_dtype, params);
       const BucketLayout& layout = program_.buckets[layout_id];
-      const std::int64_t shard_bytes = layout.shard_elements * reduce_bytes_;
+      std::int64_t shard_bytes = 0;
+      for (const auto& [unit, param] : params) {
+        shard_bytes += param->shard_numel * bytes_per_element(param->reduce_dtype);
+      }
       const std::int64_t full_bytes = shard_bytes * ranks_;
       const std::string label = plan_.one_collective_per_parameter
                                     ? fmt::format("{} {}", prefix, layout.slots[0].param)
@@ -553,7 +566,7 @@ class Lowering {
         task.deps.push_back(gather.last_comm_task);
       }
       // Reshard after forward: the bucket's parameters go when its last unit is done.
-      if (plan_.reshard_after_forward[b] && u == plan_.forward_buckets[b].last) {
+      if (!kept_[u] && u == plan_.forward_buckets[b].last) {
         free_gathered(task, gather);
       }
     } else if (item.kind == TaskKind::kRecompute) {
@@ -652,7 +665,6 @@ class Lowering {
   int unit_count_ = 0;
   std::int64_t ranks_ = 1;
   std::int64_t param_bytes_ = 2;
-  std::int64_t reduce_bytes_ = 4;
   CommGroup group_;
   int gather_stream_ = 1;
   int reduce_stream_ = 2;

@@ -76,6 +76,8 @@ inline Workload make_workload(const std::vector<SyntheticUnit>& units, std::int6
       param.shape = {param.numel};
       param.padded_numel = (param.numel + dp_shard - 1) / dp_shard * dp_shard;
       param.shard_numel = param.padded_numel / dp_shard;
+      param.gather_dtype = param_dtype;
+      param.reduce_dtype = reduce_dtype;
       unit.params.push_back(param);
     }
     unit.forward_ops.push_back(fixed_op(spec.name + ".forward", spec.forward_s));
