@@ -9,6 +9,5 @@ namespace fsdptune::cli {
 
 // Registered subcommands (one line per area; keep the order of the README).
 void register_model_commands(CLI::App& app);  // model, workload (model_commands.cpp)
-void register_report_commands(CLI::App& app);  // report (report_commands.cpp)
 
 }  // namespace fsdptune::cli

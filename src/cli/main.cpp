@@ -15,7 +15,6 @@ int main(int argc, char** argv) {
 
   // One line per area, in the README's order.
   fsdptune::cli::register_model_commands(app);
-  fsdptune::cli::register_report_commands(app);
 
   try {
     app.parse(argc, argv);
