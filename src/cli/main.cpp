@@ -14,6 +14,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("fsdptune ") + FSDPTUNE_VERSION);
 
   // One line per area, in the README's order.
+  fsdptune::cli::register_cost_commands(app);
+  fsdptune::cli::register_profile_commands(app);
 
   try {
     app.parse(argc, argv);
