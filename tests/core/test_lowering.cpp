@@ -237,3 +237,13 @@ TEST_CASE("lowering without reordering waits for each reduce-scatter", "[lowerin
     }
   }
 }
+
+TEST_CASE("lowering with precomputed compute costs gives the same program", "[lowering]") {
+  const Workload workload = make_uniform_workload(4, 1 << 20, 1e-3, 2e-3, 1 << 20, 2);
+  const FixedCostModel costs({.collective_latency_s = 1e-4, .measured = false});
+  Plan plan = per_unit_plan(4);
+  const ComputeCosts compute = compute_costs(workload, costs);
+  CHECK(compute.forward_s == std::vector<double>(4, 1e-3));
+  CHECK(compute.queries == 8);  // one forward and one backward op per unit
+  CHECK(lower(workload, plan, costs, compute) == lower(workload, plan, costs));
+}
