@@ -247,3 +247,30 @@ TEST_CASE("lowering with precomputed compute costs gives the same program", "[lo
   CHECK(compute.queries == 8);  // one forward and one backward op per unit
   CHECK(lower(workload, plan, costs, compute) == lower(workload, plan, costs));
 }
+
+TEST_CASE("lowering: a unit whose parameters another unit reads stays gathered", "[lowering]") {
+  // Tied embeddings: the output unit (2) reads unit 0's weight, so unit 0's bucket is
+  // kept from forward to backward even though the plan reshards everything.
+  Workload workload = make_uniform_workload(3, 1 << 20, 1e-3, 2e-3, 1 << 20, 2);
+  workload.units[2].shared_param_units = {0};
+  const Program program = lower(workload, per_unit_plan(3), FixedCostModel());
+  check_well_formed(program);
+  int backward_gathers = 0;
+  for (const Task& task : program.tasks) {
+    if (task.kind == TaskKind::kAllGather && task.name.rfind("AG bwd", 0) == 0) {
+      ++backward_gathers;
+      CHECK(task.name.find("u0") == std::string::npos);
+    }
+    if (task.name == "fwd u0") {
+      for (const MemoryEvent& event : task.memory) CHECK(event.bytes >= 0);  // no reshard
+    }
+    if (task.name == "bwd u0") {
+      bool frees_params = false;
+      for (const MemoryEvent& event : task.memory) {
+        frees_params |= event.category == MemoryCategory::kGatheredParams && event.bytes < 0;
+      }
+      CHECK(frees_params);
+    }
+  }
+  CHECK(backward_gathers == 2);  // units 1 and 2
+}
