@@ -274,3 +274,29 @@ TEST_CASE("lowering: a unit whose parameters another unit reads stays gathered",
   }
   CHECK(backward_gathers == 2);  // units 1 and 2
 }
+
+TEST_CASE("lowering: collectives carry each parameter's wire dtype", "[lowering]") {
+  // Float8 all-gather: a 1 Mi-element weight travels as fp8 (1 B), a 1 Mi-element norm as
+  // bf16 (2 B): 3 MiB gathered. Reduce-scatter stays fp32: 2 Mi * 4 B = 8 MiB.
+  std::vector<SyntheticUnit> units(1);
+  units[0] = {.name = "u0",
+              .param_numel = 2 << 20,
+              .param_count = 2,
+              .forward_s = 1e-3,
+              .backward_s = 1e-3};
+  Workload workload = make_workload(units, 2);
+  workload.units[0].params[0].gather_dtype = DType::kFP8;
+  Plan plan = per_unit_plan(1);
+  const Program program = lower(workload, plan, FixedCostModel());
+  check_well_formed(program);
+  for (const Task& task : program.tasks) {
+    if (task.kind == TaskKind::kAllGather) {
+      CHECK(task.bytes == 3 << 20);
+      CHECK(program.buckets[task.bucket].dtype == DType::kBF16);  // mixed: the param dtype
+    }
+    if (task.kind == TaskKind::kReduceScatter) {
+      CHECK(task.bytes == 8 << 20);
+      CHECK(program.buckets[task.bucket].dtype == DType::kFP32);
+    }
+  }
+}
