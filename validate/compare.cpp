@@ -38,10 +38,10 @@ Comparison compare(const ScheduleFile& schedule, const MeasuredResult& measured,
                    const std::string& measured_source, int top_tasks) {
   const std::string hash = schedule_hash(schedule);
   if (measured.schedule_hash != hash) {
-    throw_bad_input(measured_source + ": schedule_hash",
-                    fmt::format("measured schedule {} but this schedule is {}",
-                                measured.schedule_hash, hash),
-                    "compare a measurement with the schedule it replayed");
+    throw_bad_input(
+        measured_source + ": schedule_hash",
+        fmt::format("measured schedule {} but this schedule is {}", measured.schedule_hash, hash),
+        "compare a measurement with the schedule it replayed");
   }
   const std::vector<Task>& tasks = schedule.program.tasks;
   if (measured.timings.size() != tasks.size()) {
@@ -79,7 +79,8 @@ Comparison compare(const ScheduleFile& schedule, const MeasuredResult& measured,
                      return std::abs(a.duration_s.measured - a.duration_s.predicted) >
                             std::abs(b.duration_s.measured - b.duration_s.predicted);
                    });
-  differences.resize(std::min(differences.size(), static_cast<std::size_t>(std::max(top_tasks, 0))));
+  differences.resize(
+      std::min(differences.size(), static_cast<std::size_t>(std::max(top_tasks, 0))));
   comparison.tasks_differing_most = std::move(differences);
   return comparison;
 }

@@ -174,8 +174,8 @@ class CpuBackend final : public Backend {
       check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup");
       MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
       comms_.push_back(comm);
-      workers_.push_back(std::make_unique<Worker>(
-          [this](const std::exception_ptr& error) { fail(error); }));
+      workers_.push_back(
+          std::make_unique<Worker>([this](const std::exception_ptr& error) { fail(error); }));
     }
     persistent_ = make_buffer(layout.persistent_bytes);
     track(layout.persistent_bytes);
@@ -200,7 +200,7 @@ class CpuBackend final : public Backend {
         buffers.receive = make_buffer(bytes);
       }
       staging_bytes_ += static_cast<std::int64_t>(buffers.send.size() + buffers.receive.size() +
-                                                   buffers.unsharded.size());
+                                                  buffers.unsharded.size());
       buckets_.push_back(std::move(buffers));
     }
   }
@@ -228,10 +228,9 @@ class CpuBackend final : public Backend {
         for (int r = 0; r < layout_.world_size; ++r) {
           for (std::int64_t j = 0; j < slot.slot.shard_numel; ++j) {
             const std::int64_t element = r * slot.slot.shard_numel + j;
-            const float value =
-                element < slot.slot.numel
-                    ? data_pattern::gradient_value(layout_.rank, slot.salt, element)
-                    : 0.0f;
+            const float value = element < slot.slot.numel
+                                    ? data_pattern::gradient_value(layout_.rank, slot.salt, element)
+                                    : 0.0f;
             store(buffers.send.data(), layout.dtype,
                   r * layout.shard_elements + slot.slot.offset + j, value);
           }
@@ -249,8 +248,8 @@ class CpuBackend final : public Backend {
       if (layout.kind == CollectiveKind::kAllGather) {
         // Bitwise: the gathered elements travel as bytes whatever their dtype.
         const int bytes = count * element_bytes(layout.dtype);
-        check_mpi(MPI_Allgather(buffers.send.data(), bytes, MPI_BYTE, buffers.receive.data(),
-                                bytes, MPI_BYTE, comm),
+        check_mpi(MPI_Allgather(buffers.send.data(), bytes, MPI_BYTE, buffers.receive.data(), bytes,
+                                MPI_BYTE, comm),
                   "MPI_Allgather");
         return;
       }

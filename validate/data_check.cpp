@@ -61,8 +61,7 @@ std::optional<std::string> check_bucket(const ReplayBucket& bucket, int bucket_i
                                         BucketBuffer which, int rank, int world_size,
                                         const std::vector<float>& contents) {
   const std::int64_t shard = bucket.shard_elements;
-  const std::int64_t expected_size =
-      which == BucketBuffer::kReduced ? shard : shard * world_size;
+  const std::int64_t expected_size = which == BucketBuffer::kReduced ? shard : shard * world_size;
   if (static_cast<std::int64_t>(contents.size()) != expected_size) {
     return fmt::format("{}: buffer holds {} elements, expected {}", describe(bucket, bucket_index),
                        contents.size(), expected_size);

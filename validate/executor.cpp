@@ -263,7 +263,8 @@ class Replay {
     has_copy_out_.assign(program_.buckets.size(), false);
     for (const Task& task : program_.tasks) {
       if (task.bucket < 0) continue;
-      if (task.kind == TaskKind::kCopyIn) has_copy_in_[static_cast<std::size_t>(task.bucket)] = true;
+      if (task.kind == TaskKind::kCopyIn)
+        has_copy_in_[static_cast<std::size_t>(task.bucket)] = true;
       if (task.kind == TaskKind::kCopyOut) {
         has_copy_out_[static_cast<std::size_t>(task.bucket)] = true;
       }
@@ -428,17 +429,18 @@ void check_replayable(const ScheduleFile& schedule, int world_size, const std::s
   const Workload workload = workload_of(schedule);
   const std::int64_t dp_shard = workload.job.dp_shard;
   if (dp_shard != world_size) {
-    throw_bad_input(source + ": job.dp_shard",
-                    fmt::format("the schedule is for {} ranks but {} were started", dp_shard,
-                                world_size),
-                    fmt::format("run it with mpirun -np {} (or srun -n {})", dp_shard, dp_shard));
+    throw_bad_input(
+        source + ": job.dp_shard",
+        fmt::format("the schedule is for {} ranks but {} were started", dp_shard, world_size),
+        fmt::format("run it with mpirun -np {} (or srun -n {})", dp_shard, dp_shard));
   }
   const Program& program = schedule.program;
   if (program.streams.empty()) throw_bad_input(source + ": program.streams", "no streams");
   for (std::size_t b = 0; b < program.buckets.size(); ++b) {
     const BucketLayout& bucket = program.buckets[b];
     const std::string where = fmt::format("{}: program.buckets[{}]", source, b);
-    if (bucket.kind != CollectiveKind::kAllGather && bucket.kind != CollectiveKind::kReduceScatter) {
+    if (bucket.kind != CollectiveKind::kAllGather &&
+        bucket.kind != CollectiveKind::kReduceScatter) {
       throw_bad_input(where, "the executor replays all-gather and reduce-scatter buckets only");
     }
     if (bucket.dtype != DType::kBF16 && bucket.dtype != DType::kFP32) {
@@ -452,7 +454,8 @@ void check_replayable(const ScheduleFile& schedule, int world_size, const std::s
       throw_bad_input(where + ".stream", "unknown stream");
     }
     for (const int dep : task.deps) {
-      if (dep < 0 || dep >= task.id) throw_bad_input(where + ".deps", "a dependency must point back");
+      if (dep < 0 || dep >= task.id)
+        throw_bad_input(where + ".deps", "a dependency must point back");
     }
     if (task.kind == TaskKind::kAllReduce) {
       throw_bad_input(where, "all-reduce tasks (HSDP) are not replayed");
@@ -568,12 +571,11 @@ MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& opti
         if (options.corrupt_bucket >= 0 &&
             options.corrupt_bucket < static_cast<int>(layout.buckets.size()) && rank == world - 1) {
           const auto& bucket = layout.buckets[static_cast<std::size_t>(options.corrupt_bucket)];
-          backend->corrupt_bucket(options.corrupt_bucket,
-                                  bucket.kind == CollectiveKind::kAllGather
-                                      ? BucketBuffer::kGathered
-                                      : BucketBuffer::kReduced,
-                                  bucket.slots.empty() ? 0 : bucket.slots.front().slot.offset,
-                                  1000.0f);
+          backend->corrupt_bucket(
+              options.corrupt_bucket,
+              bucket.kind == CollectiveKind::kAllGather ? BucketBuffer::kGathered
+                                                        : BucketBuffer::kReduced,
+              bucket.slots.empty() ? 0 : bucket.slots.front().slot.offset, 1000.0f);
         }
         watchdog.beat("checking data");
         std::optional<Error> failure;

@@ -28,9 +28,9 @@ namespace fsdptune {
 
 // A bucket's parameters with where their fp32 shards live in the persistent state.
 struct ReplaySlot {
-  BufferSlot slot;                   // layout in the bucket's flat buffer
-  std::int64_t storage_offset = 0;   // elements, into the fp32 parameter / gradient shards
-  std::uint32_t salt = 0;            // data_pattern::param_salt(slot.param)
+  BufferSlot slot;                  // layout in the bucket's flat buffer
+  std::int64_t storage_offset = 0;  // elements, into the fp32 parameter / gradient shards
+  std::uint32_t salt = 0;           // data_pattern::param_salt(slot.param)
   bool operator==(const ReplaySlot&) const = default;
 };
 

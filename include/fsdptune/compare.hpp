@@ -27,7 +27,7 @@ ComparedValue compare_values(double predicted, double measured);
 struct TaskDifference {
   int task = 0;
   std::string name;
-  std::string kind;      // to_string(TaskKind)
+  std::string kind;  // to_string(TaskKind)
   ComparedValue duration_s;
   ComparedValue start_s;  // relative to the step start
   bool operator==(const TaskDifference&) const = default;

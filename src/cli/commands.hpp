@@ -8,5 +8,6 @@
 namespace fsdptune::cli {
 
 // Registered subcommands (one line per area; keep the order of the README).
+void register_validate_commands(CLI::App& app);  // validate, compare (validate_commands.cpp)
 
 }  // namespace fsdptune::cli

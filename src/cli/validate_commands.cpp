@@ -44,9 +44,10 @@ void run_validate(const ValidateArgs& args) {
   if (options.backend != "cpu" && options.backend != "cuda") {
     throw_bad_input("--backend", "unknown backend '" + options.backend + "'", "cpu or cuda");
   }
-  options.command = fmt::format("fsdptune validate {} --backend {} --iters {} --warmup {}{} --out {}",
-                                args.schedule, options.backend, options.iterations, options.warmup,
-                                options.check_data ? " --check-data" : "", args.out);
+  options.command =
+      fmt::format("fsdptune validate {} --backend {} --iters {} --warmup {}{} --out {}",
+                  args.schedule, options.backend, options.iterations, options.warmup,
+                  options.check_data ? " --check-data" : "", args.out);
 
   MpiSession mpi;
   ScheduleFile schedule;
@@ -63,13 +64,13 @@ void run_validate(const ValidateArgs& args) {
   if (mpi.rank() != 0) return;
   // Only rank 0 writes, and only after every rank finished: no partial measured.json.
   write_file_atomically(args.out, dump_json(measured_to_json(measured)));
-  fmt::print("validated {} on {} rank(s), backend {}: step {} (median of {}), compute {}, "
-             "exposed comm {}, peak {}{}\nwrote {}\n",
-             args.schedule, measured.world_size, measured.backend,
-             format_seconds(measured.step_time_s), measured.iterations,
-             format_seconds(measured.compute_s), format_seconds(measured.exposed_comm_s),
-             format_bytes(measured.peak_allocated_bytes),
-             measured.data_checked ? ", data checked" : "", args.out);
+  fmt::print(
+      "validated {} on {} rank(s), backend {}: step {} (median of {}), compute {}, "
+      "exposed comm {}, peak {}{}\nwrote {}\n",
+      args.schedule, measured.world_size, measured.backend, format_seconds(measured.step_time_s),
+      measured.iterations, format_seconds(measured.compute_s),
+      format_seconds(measured.exposed_comm_s), format_bytes(measured.peak_allocated_bytes),
+      measured.data_checked ? ", data checked" : "", args.out);
 }
 
 void run_compare(const CompareArgs& args) {
@@ -93,8 +94,7 @@ void register_validate_commands(CLI::App& app) {
       "validate",
       "Replay a schedule on real hardware under mpirun/srun (one process per rank) and measure "
       "it");
-  validate->add_option("schedule", validate_args->schedule, "schedule.json to replay")
-      ->required();
+  validate->add_option("schedule", validate_args->schedule, "schedule.json to replay")->required();
   validate->add_option("--backend", validate_args->options.backend, "cpu or cuda")
       ->capture_default_str();
   validate->add_option("--iters", validate_args->options.iterations, "measured steps")
@@ -104,8 +104,9 @@ void register_validate_commands(CLI::App& app) {
   validate->add_flag("--check-data", validate_args->options.check_data,
                      "check every bucket's gathered parameters and reduced gradients in one "
                      "extra step before the warm-up");
-  validate->add_option("--timeout", validate_args->options.timeout_s,
-                       "seconds without progress after which every rank aborts")
+  validate
+      ->add_option("--timeout", validate_args->options.timeout_s,
+                   "seconds without progress after which every rank aborts")
       ->capture_default_str();
   validate->add_option("--out", validate_args->out, "measured.json to write (rank 0)")->required();
   // Test hooks, hidden from --help.
