@@ -8,6 +8,7 @@
 namespace fsdptune::cli {
 
 // Registered subcommands (one line per area; keep the order of the README).
+void register_model_commands(CLI::App& app);  // model, workload (model_commands.cpp)
 void register_validate_commands(CLI::App& app);  // validate, compare (validate_commands.cpp)
 
 }  // namespace fsdptune::cli
