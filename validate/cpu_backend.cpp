@@ -44,6 +44,18 @@ void bf16_sum(void* in, void* inout, int* count, MPI_Datatype* /*type*/) {
   }
 }
 
+// Waits for a nonblocking collective by polling with short sleeps: a blocking MPI call
+// spins on its core, and with several ranks per machine that spinning would steal the
+// cycles of the compute threads whose overlap with communication is being measured.
+void complete(MPI_Request& request, const char* call) {
+  int done = 0;
+  for (;;) {
+    check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), call);
+    if (done) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
 int element_bytes(DType dtype) { return dtype == DType::kFP32 ? 4 : 2; }
 
 float load(const std::byte* data, DType dtype, std::int64_t i) {
@@ -248,16 +260,20 @@ class CpuBackend final : public Backend {
       if (layout.kind == CollectiveKind::kAllGather) {
         // Bitwise: the gathered elements travel as bytes whatever their dtype.
         const int bytes = count * element_bytes(layout.dtype);
-        check_mpi(MPI_Allgather(buffers.send.data(), bytes, MPI_BYTE, buffers.receive.data(), bytes,
-                                MPI_BYTE, comm),
-                  "MPI_Allgather");
+        MPI_Request request = MPI_REQUEST_NULL;
+        check_mpi(MPI_Iallgather(buffers.send.data(), bytes, MPI_BYTE, buffers.receive.data(),
+                                 bytes, MPI_BYTE, comm, &request),
+                  "MPI_Iallgather");
+        complete(request, "MPI_Iallgather");
         return;
       }
       const bool fp32 = layout.dtype == DType::kFP32;
-      check_mpi(MPI_Reduce_scatter_block(buffers.send.data(), buffers.receive.data(), count,
-                                         fp32 ? MPI_FLOAT : MPI_UINT16_T,
-                                         fp32 ? MPI_SUM : bf16_sum_, comm),
-                "MPI_Reduce_scatter_block");
+      MPI_Request request = MPI_REQUEST_NULL;
+      check_mpi(MPI_Ireduce_scatter_block(buffers.send.data(), buffers.receive.data(), count,
+                                          fp32 ? MPI_FLOAT : MPI_UINT16_T,
+                                          fp32 ? MPI_SUM : bf16_sum_, comm, &request),
+                "MPI_Ireduce_scatter_block");
+      complete(request, "MPI_Ireduce_scatter_block");
     });
   }
 
