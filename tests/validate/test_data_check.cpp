@@ -10,13 +10,25 @@ namespace {
 
 // Two parameters in one bucket over 2 ranks: "a" with 5 elements (padded to 6, 3 per
 // rank) at offset 0 and "b" with 4 elements (2 per rank) at offset 3: 5 elements per rank.
+ReplaySlot make_slot(const std::string& param, std::int64_t offset, std::int64_t shard_numel,
+                     std::int64_t numel, std::int64_t storage_offset) {
+  ReplaySlot slot;
+  slot.slot.param = param;
+  slot.slot.offset = offset;
+  slot.slot.shard_numel = shard_numel;
+  slot.slot.numel = numel;
+  slot.storage_offset = storage_offset;
+  slot.salt = data_pattern::param_salt(param);
+  return slot;
+}
+
 ReplayBucket two_param_bucket(CollectiveKind kind, DType dtype) {
   ReplayBucket bucket;
   bucket.kind = kind;
   bucket.dtype = dtype;
   bucket.shard_elements = 5;
-  bucket.slots.push_back({{"a", 0, 0, 3, 5}, 0, data_pattern::param_salt("a")});
-  bucket.slots.push_back({{"b", 0, 3, 2, 4}, 3, data_pattern::param_salt("b")});
+  bucket.slots.push_back(make_slot("a", 0, 3, 5, 0));
+  bucket.slots.push_back(make_slot("b", 3, 2, 4, 3));
   return bucket;
 }
 
@@ -59,7 +71,8 @@ TEST_CASE("data pattern values are small integers exact in bf16", "[data_check]"
 }
 
 TEST_CASE("shard values are the full parameter split by rank, zero padded", "[data_check]") {
-  const ReplaySlot slot{{"a", 0, 0, 3, 5}, 0, 9};
+  ReplaySlot slot = make_slot("a", 0, 3, 5, 0);
+  slot.salt = 9;
   // Rank 1 holds full elements 3, 4 and one padding element.
   CHECK(data_pattern::shard_value(slot, 1, 0) == data_pattern::param_value(9, 3));
   CHECK(data_pattern::shard_value(slot, 1, 1) == data_pattern::param_value(9, 4));
