@@ -11,6 +11,5 @@ namespace fsdptune::cli {
 void register_model_commands(CLI::App& app);  // model, workload (model_commands.cpp)
 void register_cost_commands(CLI::App& app);     // cost (cost_commands.cpp)
 void register_profile_commands(CLI::App& app);  // profile ... (profile_commands.cpp)
-void register_validate_commands(CLI::App& app);  // validate, compare (validate_commands.cpp)
 
 }  // namespace fsdptune::cli

@@ -17,7 +17,6 @@ int main(int argc, char** argv) {
   fsdptune::cli::register_model_commands(app);
   fsdptune::cli::register_cost_commands(app);
   fsdptune::cli::register_profile_commands(app);
-  fsdptune::cli::register_validate_commands(app);
 
   try {
     app.parse(argc, argv);
