@@ -635,9 +635,17 @@ class Lowering {
           emit_gather(groups_[index]);
         } else {
           emit_reduce(groups_[index]);
-          // Without reordering the compute stream waits for each reduce-scatter before
-          // going on (the collective's wait sits right after it).
-          if (!plan_.reorder) pending_reduce_waits_.push_back(groups_[index].last_comm_task);
+          // The compute stream waits for reduce-scatters, which bounds the unsharded
+          // gradients alive. Without reordering the wait sits right after each one. With
+          // it, the wait of RS_k is deferred until RS_{k+1} is issued (SimpleFSDP), which
+          // is also FSDP2's rule: post_backward makes the current stream wait for the
+          // previous reduce-scatter's event before issuing the next.
+          if (!plan_.reorder) {
+            pending_reduce_waits_.push_back(groups_[index].last_comm_task);
+          } else if (previous_reduce_end_ >= 0) {
+            pending_reduce_waits_.push_back(previous_reduce_end_);
+          }
+          previous_reduce_end_ = groups_[index].last_comm_task;
         }
       }
     };
@@ -680,6 +688,7 @@ class Lowering {
   std::vector<int> item_task_;
   std::vector<int> reduce_ends_;
   std::vector<int> pending_reduce_waits_;
+  int previous_reduce_end_ = -1;
 };
 
 }  // namespace

@@ -108,6 +108,16 @@ TEST_CASE("lowering a per-unit plan with separate streams", "[lowering]") {
   CHECK(program.tasks[gathers[4]->deps[0]].name == "bwd u2");
   CHECK(program.cost_fallbacks == 0);
   CHECK(program.cost_queries > 0);
+  // Reduce-scatter back-pressure: the first compute after RS u1 is issued (the copy-out
+  // of unit 0's backward gather) waits for the reduce chain of u2 to end.
+  const Task* copy_out = nullptr;
+  for (const Task& task : program.tasks) {
+    if (task.name == "copy-out AG bwd b0 u0") copy_out = &task;
+  }
+  REQUIRE(copy_out != nullptr);
+  REQUIRE(copy_out->deps.size() == 2);
+  CHECK(program.tasks[copy_out->deps[0]].kind == TaskKind::kAllGather);
+  CHECK(program.tasks[copy_out->deps[1]].name == "copy-out RS b2 u2");
 }
 
 TEST_CASE("lowering: shared stream, per-parameter collectives, HSDP", "[lowering]") {
