@@ -475,7 +475,15 @@ class Search {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   }
   bool out_of_budget() {
-    if (stopped_) return true;
+    if (stopped_ || stalled_) return true;
+    // Converged for practical purposes: the best plan has not improved by more than
+    // kStallImprovement in the last stall_evaluations simulations. Counted in
+    // simulations, not seconds, so it keeps the search deterministic.
+    if (options_.stall_evaluations > 0 && best_ && best_->fits &&
+        evaluated_ - last_improvement_ >= options_.stall_evaluations) {
+      stalled_ = true;
+      return true;
+    }
     if (options_.time_budget_s > 0 && elapsed_s() >= options_.time_budget_s) stopped_ = true;
     if (options_.max_evaluations > 0 && evaluated_ >= options_.max_evaluations) {
       stopped_ = true;
@@ -492,6 +500,7 @@ class Search {
   std::vector<Plan> neighbours(const Plan& plan) const;
   Plan perturb(const Plan& plan);
   std::vector<Plan> pair_moves(const Plan& plan);
+  std::vector<Evaluation> keep_gathered_variants(std::vector<Evaluation> starts);
   // Simulates `candidates` in seeded order, batch by batch; moves `current` to the best
   // of the first batch that holds a strictly better plan. False when none does.
   bool improve(Evaluation& current, std::vector<Plan> candidates);
@@ -511,6 +520,8 @@ class Search {
   std::int64_t evaluated_ = 0;
   std::int64_t aborted_ = 0;
   bool stopped_ = false;
+  bool stalled_ = false;
+  std::int64_t last_improvement_ = 0;  // evaluated_ when the best last improved notably
   std::optional<Evaluation> best_;
   std::optional<Evaluation> smallest_peak_;
   std::vector<ParetoPoint> pareto_;  // kept non-dominated, sorted by peak
@@ -562,7 +573,14 @@ void Search::record(const Evaluation& evaluation) {
       pareto_.insert(at, point);
     }
   }
-  if (!best_ || better(evaluation, *best_)) best_ = evaluation;
+  if (!best_ || better(evaluation, *best_)) {
+    constexpr double kStallImprovement = 1e-4;  // relative step time
+    if (!best_ || !best_->fits ||
+        evaluation.step_time_s < best_->step_time_s * (1 - kStallImprovement)) {
+      last_improvement_ = evaluation.index + 1;
+    }
+    best_ = evaluation;
+  }
 }
 
 void Search::report_progress() {
@@ -672,6 +690,64 @@ Plan Search::perturb(const Plan& plan) {
   return current;
 }
 
+std::vector<Evaluation> Search::keep_gathered_variants(std::vector<Evaluation> starts) {
+  // Keeping a bucket gathered from forward to backward (reshard_after_forward false)
+  // saves its backward all-gather and costs its parameters' memory until its backward;
+  // the last buckets are the cheapest to keep (backward reaches them first). Here the
+  // number m of last forward buckets kept is swept for the best starting points: eight
+  // values evenly spread over 1..k, then eight between the best that fits and the next,
+  // so ~16 simulations per start find the most that memory allows.
+  std::stable_sort(starts.begin(), starts.end(),
+                   [](const Evaluation& a, const Evaluation& b) { return better(a, b); });
+  std::erase_if(starts, [](const Evaluation& e) { return !e.fits; });
+  const auto count = static_cast<std::size_t>(std::max(options_.restarts, 1));
+  if (starts.size() > count) starts.resize(count);
+
+  const auto keep_last = [](const Plan& plan, int kept) {
+    Plan out = plan;
+    const int k = static_cast<int>(out.reshard_after_forward.size());
+    for (int b = 0; b < k; ++b) out.reshard_after_forward[b] = b < k - kept;
+    return out;
+  };
+  constexpr int kSteps = 8;
+  std::vector<Evaluation> found;
+  for (const Evaluation& start : starts) {
+    const int k = static_cast<int>(start.plan.forward_buckets.size());
+    int low = 0;   // most buckets kept known to fit (0: the start itself, which fits)
+    int high = k;  // search (low, high]
+    for (int round = 0; round < 2 && high > low && !out_of_budget(); ++round) {
+      std::vector<std::pair<Plan, std::string>> batch;
+      std::vector<int> kept_counts;
+      for (int j = 1; j <= kSteps; ++j) {
+        const int kept = low + (j * (high - low) + kSteps - 1) / kSteps;
+        if (kept <= low || (!kept_counts.empty() && kept == kept_counts.back())) continue;
+        kept_counts.push_back(kept);
+        batch.emplace_back(keep_last(start.plan, kept),
+                           fmt::format("{}, last {} kept", start.label, kept));
+      }
+      const std::vector<Evaluation> results = evaluate(batch, /*abort_over_limit=*/true);
+      report_progress();
+      int next_high = high;
+      int next_low = low;
+      for (const Evaluation& result : results) {
+        found.push_back(result);
+        const int kept =
+            static_cast<int>(std::count(result.plan.reshard_after_forward.begin(),
+                                        result.plan.reshard_after_forward.end(), false));
+        if (result.fits) {
+          next_low = std::max(next_low, kept);
+        } else {
+          next_high = std::min(next_high, kept - 1);
+        }
+      }
+      if (next_low == low && next_high == high) break;  // nothing new (already seen)
+      low = next_low;
+      high = std::max(next_high, low);
+    }
+  }
+  return found;
+}
+
 std::vector<Plan> Search::pair_moves(const Plan& plan) {
   // Two moves at once: what a single move cannot reach when the knobs interact (a merge
   // that only pays with a deeper prefetch, a shift on two partitions together). All pairs
@@ -774,6 +850,10 @@ TunerResult Search::run() {
   std::vector<Evaluation> starts = evaluate(seed_plans, /*abort_over_limit=*/true);
   report_progress();
   for (const Evaluation& evaluation : fixed) starts.push_back(evaluation);
+  if (options_.search_reshard) {
+    const std::vector<Evaluation> kept = keep_gathered_variants(starts);
+    starts.insert(starts.end(), kept.begin(), kept.end());
+  }
 
   // 3. Local search from the most promising starts, best first.
   if (best_ && best_->fits) {

@@ -71,6 +71,9 @@ struct TunerOptions {
   int pair_moves = 1024;
   // Perturbation restarts after the local search from every seed has converged.
   int perturbations = 8;
+  // Stop once the best plan has not improved by more than 0.01% in this many
+  // simulations (deterministic, unlike the time budget); 0 = search to convergence.
+  std::int64_t stall_evaluations = 1500;
   // Called after every batch; returning false stops the search (keeping the best so far).
   std::function<bool(const TunerProgress&)> progress;
 };

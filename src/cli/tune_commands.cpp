@@ -7,13 +7,17 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
 #include "commands.hpp"
+#include "cost_options.hpp"
 #include "fsdptune/cost_model.hpp"
 #include "fsdptune/error.hpp"
 #include "fsdptune/io.hpp"
+#include "fsdptune/profile.hpp"
 #include "fsdptune/program.hpp"
 #include "fsdptune/schedule.hpp"
 #include "fsdptune/simulator.hpp"
@@ -27,7 +31,7 @@ namespace {
 
 struct TuneOptions {
   JobOptions job;
-  std::string hardware = "h100-sxm";
+  CostOptions cost;          // --hardware (default h100-sxm) / --profile
   std::string memory_limit;  // SIZE; empty = hardware default
   double time_budget_s = 10.0;
   std::int64_t max_evaluations = 0;
@@ -47,7 +51,8 @@ std::string canonical_command(const TuneOptions& o) {
       "--batch {} --seq {} --ac {} --param-dtype {} --reduce-dtype {}{}",
       o.job.model, o.job.gpus, o.job.gpus_per_node, o.job.tp, o.job.dp_replicate, o.job.batch,
       o.job.seq, o.job.ac, o.job.param_dtype, o.job.reduce_dtype, o.job.float8 ? " --float8" : "");
-  command += fmt::format(" --hardware {}", o.hardware);
+  if (!o.cost.hardware.empty()) command += fmt::format(" --hardware {}", o.cost.hardware);
+  if (!o.cost.profile.empty()) command += fmt::format(" --profile {}", o.cost.profile);
   if (!o.memory_limit.empty()) command += fmt::format(" --memory-limit {}", o.memory_limit);
   command +=
       fmt::format(" --time-budget {} --threads {} --seed {}", o.time_budget_s, o.threads, o.seed);
@@ -82,12 +87,15 @@ void run_tune(const TuneOptions& options) {
 
   const ModelSpec model = resolve_model_option(options.job);
   const JobSpec job = to_job_spec(options.job, model);
-  const HardwareSpec hardware = resolve_hardware(options.hardware);
-  // The analytic model of --hardware. (Measured profiles join here once profile I/O and
-  // the profile-backed cost model land: cost_source/cost_hash then name the profile.)
-  const std::unique_ptr<CostModel> costs = make_analytic_cost_model(hardware);
-  const std::string cost_source = hardware.id;
-  const std::string cost_hash = fnv1a64_hex(dump_json(hardware_to_json(hardware)));
+  const ResolvedCostModel resolved = resolve_cost_model(options.cost, "h100-sxm");
+  const HardwareSpec& hardware = resolved.hardware;
+  const CostModel& costs = *resolved.model;
+  // What the costs came from, for the provenance: the profile (measured, with the
+  // hardware's analytic model where unmeasured) or the hardware spec alone.
+  const std::string cost_source = resolved.profile ? options.cost.profile : hardware.id;
+  const std::string cost_hash = resolved.profile
+                                    ? fnv1a64_hex(dump_json(profile_to_json(*resolved.profile)))
+                                    : fnv1a64_hex(dump_json(hardware_to_json(hardware)));
   const Workload workload = build_workload(model, job);
 
   TunerOptions tuner_options;
@@ -98,23 +106,26 @@ void run_tune(const TuneOptions& options) {
   tuner_options.max_evaluations = options.max_evaluations;
   tuner_options.threads = options.threads;
   tuner_options.seed = options.seed;
-  // Progress on stderr once a search has run for a second, at most twice a second.
+  // Progress on stderr once a search has run for a second: rewritten in place twice a
+  // second on a terminal, a line every two seconds otherwise (logs).
+  const bool terminal = isatty(fileno(stderr)) != 0;
   double last_report_s = 0;
   bool reported = false;
   tuner_options.progress = [&](const TunerProgress& progress) {
-    if (progress.elapsed_s >= 1.0 && progress.elapsed_s - last_report_s >= 0.5) {
+    const double interval_s = terminal ? 0.5 : 2.0;
+    if (progress.elapsed_s >= 1.0 && progress.elapsed_s - last_report_s >= interval_s) {
       last_report_s = progress.elapsed_s;
-      reported = true;
-      fmt::print(stderr, "\rtuning: {} plans simulated, best {}, {:.1f} s",
+      reported = terminal;
+      fmt::print(stderr, "{}tuning: {} plans simulated, best {}, {:.1f} s{}", terminal ? "\r" : "",
                  progress.plans_evaluated,
                  progress.best_step_time_s > 0 ? format_seconds(progress.best_step_time_s) : "-",
-                 progress.elapsed_s);
+                 progress.elapsed_s, terminal ? "" : "\n");
       std::fflush(stderr);
     }
     return true;
   };
   const auto started = std::chrono::steady_clock::now();
-  const TunerResult result = Tuner(tuner_options).tune(workload, *costs);
+  const TunerResult result = Tuner(tuner_options).tune(workload, costs);
   const double elapsed_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (reported) fmt::print(stderr, "\n");
@@ -144,7 +155,7 @@ void run_tune(const TuneOptions& options) {
   schedule.hardware = hardware;
   schedule.memory_limit_bytes = result.memory_limit_bytes;
   schedule.plan = result.best_plan;
-  schedule.program = lower(workload, schedule.plan, *costs);
+  schedule.program = lower(workload, schedule.plan, costs);
   const SimResult simulated = simulate(schedule.program);
   schedule.predicted =
       summarize_plan("tuned", workload, hardware, simulated, result.memory_limit_bytes);
@@ -236,9 +247,7 @@ void register_tune_commands(CLI::App& app) {
   CLI::App* tune = app.add_subcommand(
       "tune", "Search bucketing, prefetch, resharding and streams; write the best schedule");
   add_job_options(tune, options->job);
-  tune->add_option("--hardware", options->hardware,
-                   "Hardware: built-in id (h100-sxm, h200, a100-80g) or spec file")
-      ->capture_default_str();
+  add_cost_options(tune, options->cost);
   tune->add_option("--memory-limit", options->memory_limit,
                    "Peak memory per GPU, e.g. 76GiB (default: HBM minus the hardware's reserve)");
   tune->add_option("--time-budget", options->time_budget_s, "Search time limit in seconds")

@@ -164,7 +164,8 @@ TunerOptions small_space_options(std::int64_t limit_bytes, int max_prefetch,
   options.memory_limit_bytes = limit_bytes;
   options.max_prefetch = max_prefetch;
   options.independent_partitions = independent_partitions;
-  options.time_budget_s = 0;  // converge: the comparison must not depend on the clock
+  options.time_budget_s = 0;      // converge: the comparison must not depend on the clock
+  options.stall_evaluations = 0;  // and run to convergence
   options.seed = 7;
   return options;
 }
