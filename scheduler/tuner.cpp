@@ -115,8 +115,9 @@ struct Evaluation {
   bool aborted = false;
   bool fits = false;
   double step_time_s = kInfinity;
-  std::int64_t peak_allocated_bytes = 0;
-  std::int64_t peak_reserved_bytes = std::numeric_limits<std::int64_t>::max();
+  // What the limit is compared with: the allocated peak (max when the simulation stopped
+  // early over the limit, so that such a plan ranks last).
+  std::int64_t peak_allocated_bytes = std::numeric_limits<std::int64_t>::max();
   SimResult result;  // scalars only (no timings, no timeline)
 };
 
@@ -126,10 +127,10 @@ bool better(const Evaluation& a, const Evaluation& b) {
   if (a.fits != b.fits) return a.fits;
   if (a.fits) {
     if (a.step_time_s != b.step_time_s) return a.step_time_s < b.step_time_s;
-    return a.peak_reserved_bytes < b.peak_reserved_bytes;
+    return a.peak_allocated_bytes < b.peak_allocated_bytes;
   }
   if (a.aborted != b.aborted) return !a.aborted;
-  return a.peak_reserved_bytes < b.peak_reserved_bytes;
+  return a.peak_allocated_bytes < b.peak_allocated_bytes;
 }
 
 class Evaluator {
@@ -143,7 +144,7 @@ class Evaluator {
 
   // Simulates every plan of `batch` (in parallel when threads > 1); results in batch order.
   // `abort_over_limit` stops a simulation as soon as allocated memory passes the limit
-  // (reserved >= allocated, so such a plan cannot fit).
+  // (so such a plan cannot fit).
   std::vector<Evaluation> evaluate(std::vector<Evaluation> batch, bool abort_over_limit) const {
     SimOptions options;
     options.record_timings = false;
@@ -156,13 +157,11 @@ class Evaluator {
       if (evaluation.aborted) {
         evaluation.fits = false;
         evaluation.step_time_s = kInfinity;
-        evaluation.peak_reserved_bytes = std::numeric_limits<std::int64_t>::max();
-        evaluation.peak_allocated_bytes = evaluation.result.peak_allocated_bytes;
+        evaluation.peak_allocated_bytes = std::numeric_limits<std::int64_t>::max();
       } else {
         evaluation.fits = plan_fits(evaluation.result, memory_limit_bytes_);
         evaluation.step_time_s = evaluation.result.step_time_s;
         evaluation.peak_allocated_bytes = evaluation.result.peak_allocated_bytes;
-        evaluation.peak_reserved_bytes = evaluation.result.peak_reserved_bytes;
       }
     };
     const int workers = std::min<int>(threads_, static_cast<int>(batch.size()));
@@ -550,7 +549,7 @@ void Search::record(const Evaluation& evaluation) {
   if (evaluation.aborted) {
     ++aborted_;
   } else {
-    if (!smallest_peak_ || evaluation.peak_reserved_bytes < smallest_peak_->peak_reserved_bytes) {
+    if (!smallest_peak_ || evaluation.peak_allocated_bytes < smallest_peak_->peak_allocated_bytes) {
       smallest_peak_ = evaluation;
     }
     // Pareto front of (peak allocated, step time): drop what the new point dominates,
@@ -894,7 +893,7 @@ TunerResult Search::run() {
     result.efficiency = result.lower_bound_s / best.step_time_s;
   }
   if (smallest_peak_) {
-    result.smallest_peak_bytes = smallest_peak_->peak_reserved_bytes;
+    result.smallest_peak_bytes = smallest_peak_->peak_allocated_bytes;
     result.smallest_peak_plan = smallest_peak_->label;
   }
   result.pareto = pareto_;
@@ -919,7 +918,9 @@ double step_time_lower_bound(const Workload& workload, const CostModel& costs) {
 }
 
 bool plan_fits(const SimResult& result, std::int64_t memory_limit_bytes) {
-  return !result.aborted && result.peak_reserved_bytes <= memory_limit_bytes;
+  // As `simulate` judges it: the allocated peak against the limit (the limit itself
+  // already leaves the hardware's reserve for the allocator's slack, CUDA and NCCL).
+  return !result.aborted && result.peak_allocated_bytes <= memory_limit_bytes;
 }
 
 PlanSummary summarize_plan(const std::string& plan_name, const Workload& workload,
