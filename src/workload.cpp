@@ -300,15 +300,17 @@ Unit block_unit(const ModelSpec& model, const JobSpec& job, const Dims& dims, in
   const std::int64_t Ts = dims.sp_tokens;
   const std::int64_t block_input = Ts * d * a;
   const std::int64_t lse = T * dims.heads * kFp32Bytes;
+  // attention_norm input (T/tp x d) and its fp32 rstd (T/tp); the normed, gathered input of
+  // wq/wk/wv (T x d); q and k after RoPE and v (T x (h+2kv) hd); the attention output O
+  // (T x h hd, also wo's input) and LSE (fp32, T x h); ffn_norm input and rstd; the normed,
+  // gathered input of w1/w3 (T x d); w1 and w3 outputs and the SwiGLU output (w2's input),
+  // 3 x T x ffn.
+  const std::int64_t all_saved_bytes = 2 * (Ts * d * a + Ts * kFp32Bytes) + 2 * T * d * a +
+                                       T * (2 * q_dim + 2 * kv_dim) * a + lse +
+                                       3 * T * dims.ffn * a;
   switch (job.ac) {
     case ActivationCheckpointing::kNone:
-      // attention_norm input (T/tp x d) and its fp32 rstd (T/tp); the normed, gathered
-      // input of wq/wk/wv (T x d); q and k after RoPE and v (T x (h+2kv) hd); the attention
-      // output O (T x h hd, also wo's input) and LSE (fp32, T x h); ffn_norm input and
-      // rstd; the normed, gathered input of w1/w3 (T x d); w1 and w3 outputs and the SwiGLU
-      // output (w2's input), 3 x T x ffn.
-      unit.saved_activation_bytes = 2 * (Ts * d * a + Ts * kFp32Bytes) + 2 * T * d * a +
-                                    T * (2 * q_dim + 2 * kv_dim) * a + lse + 3 * T * dims.ffn * a;
+      unit.saved_activation_bytes = all_saved_bytes;
       break;
     case ActivationCheckpointing::kSelective:
       // torchtitan's op-level selective AC: keep the outputs of the 1st, 3rd, 5th and 7th
@@ -341,6 +343,10 @@ Unit block_unit(const ModelSpec& model, const JobSpec& job, const Dims& dims, in
       }
       break;
   }
+  // The recompute regenerates what this mode did not keep, and the backward holds it until
+  // the unit's gradients are done (the simulator frees it at the end of the backward).
+  unit.recompute_activation_bytes =
+      std::max<std::int64_t>(0, all_saved_bytes - unit.saved_activation_bytes);
   return unit;
 }
 
@@ -711,6 +717,7 @@ nlohmann::json workload_to_json(const Workload& workload) {
                      {"backward_flops", backward_flops},
                      {"saved_activation_bytes", unit.saved_activation_bytes},
                      {"workspace_bytes", unit.workspace_bytes},
+                     {"recompute_activation_bytes", unit.recompute_activation_bytes},
                      {"shared_param_units", unit.shared_param_units},
                      {"forward_ops", ops(unit.forward_ops)},
                      {"backward_ops", ops(unit.backward_ops)},
@@ -782,6 +789,8 @@ Workload workload_from_json(const nlohmann::json& json, const std::string& sourc
       unit.recompute_ops = ops(field(j, "recompute_ops", where), where + ".recompute_ops");
       unit.saved_activation_bytes = field(j, "saved_activation_bytes", where).get<std::int64_t>();
       unit.workspace_bytes = field(j, "workspace_bytes", where).get<std::int64_t>();
+      unit.recompute_activation_bytes =
+          field(j, "recompute_activation_bytes", where).get<std::int64_t>();
       unit.shared_param_units = field(j, "shared_param_units", where).get<std::vector<int>>();
       workload.units.push_back(std::move(unit));
     }

@@ -2,8 +2,8 @@
 #include <cstdio>
 #include <exception>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "commands.hpp"
 #include "fsdptune/error.hpp"
@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   fsdptune::cli::register_profile_commands(app);
   fsdptune::cli::register_sim_commands(app);
   fsdptune::cli::register_tune_commands(app);
+  fsdptune::cli::register_report_commands(app);
 
   try {
     app.parse(argc, argv);

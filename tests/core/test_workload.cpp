@@ -268,6 +268,21 @@ TEST_CASE("selective AC saves between full and none and replays a subset", "[wor
   CHECK(sel < none);
 }
 
+TEST_CASE("recompute regenerates exactly what the AC mode did not keep", "[workload]") {
+  // Hand count at T = 4: no AC saves 896 bytes per block (the hand-counted test),
+  // selective keeps 448 of them, so its recompute regenerates 896 - 448 = 448.
+  const ModelSpec model = hand_model();
+  const Unit none = make(model, 3, 1, 1, 4).units.at(1);
+  const Unit sel = make(model, 3, 1, 1, 4, ActivationCheckpointing::kSelective).units.at(1);
+  const Unit full = make(model, 3, 1, 1, 4, ActivationCheckpointing::kFull).units.at(1);
+  CHECK(none.recompute_activation_bytes == 0);
+  CHECK(sel.recompute_activation_bytes == 448);
+  CHECK(sel.recompute_activation_bytes + sel.saved_activation_bytes == none.saved_activation_bytes);
+  CHECK(full.recompute_activation_bytes + full.saved_activation_bytes ==
+        none.saved_activation_bytes);
+  CHECK(full.recompute_activation_bytes > sel.recompute_activation_bytes);
+}
+
 TEST_CASE("tied embeddings live in the embedding unit", "[workload]") {
   const Workload w = make(builtin_model("llama3.2-1b"), 8, 1, 1, 2048);
   const Unit& output = w.units.back();
