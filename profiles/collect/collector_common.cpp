@@ -1,0 +1,81 @@
+// The hardware-free parts of the collectors: what to measure and how to reduce samples.
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "fsdptune/collector.hpp"
+#include "fsdptune/error.hpp"
+#include "fsdptune/units.hpp"
+
+namespace fsdptune {
+
+void validate_collector_options(const CollectorOptions& options) {
+  if (options.reps < 1) throw_bad_input("--reps", "must be at least 1");
+  if (options.warmup < 0) throw_bad_input("--warmup", "must not be negative");
+  for (const std::int64_t bytes : options.collective_sizes_bytes) {
+    if (bytes <= 0) throw_bad_input("--sizes", fmt::format("size {} is not positive", bytes));
+  }
+  if (options.ranks_per_node < 0) throw_bad_input("--ranks-per-node", "must not be negative");
+}
+
+std::vector<Op> distinct_compute_ops(const Workload& workload) {
+  std::vector<Op> ops;
+  std::set<std::string> seen;
+  auto visit = [&](const std::vector<Op>& list) {
+    for (const auto& op : list) {
+      if (op.kind == OpKind::kCollective) continue;
+      if (seen.insert(op.signature()).second) ops.push_back(op);
+    }
+  };
+  for (const auto& unit : workload.units) {
+    visit(unit.forward_ops);
+    visit(unit.recompute_ops);
+    visit(unit.backward_ops);
+  }
+  visit(workload.optimizer_ops);
+  return ops;
+}
+
+std::vector<std::int64_t> power_of_two_sizes(std::int64_t min_bytes, std::int64_t max_bytes) {
+  auto is_power_of_two = [](std::int64_t v) { return v > 0 && (v & (v - 1)) == 0; };
+  FSDPTUNE_CHECK(is_power_of_two(min_bytes) && is_power_of_two(max_bytes) && min_bytes <= max_bytes,
+                 fmt::format("power_of_two_sizes({}, {})", min_bytes, max_bytes));
+  std::vector<std::int64_t> sizes;
+  for (std::int64_t bytes = min_bytes; bytes <= max_bytes; bytes *= 2) sizes.push_back(bytes);
+  return sizes;
+}
+
+std::vector<std::int64_t> default_collective_sizes(const std::string& backend) {
+  // GPUs: nccl-tests' usual 1 KiB .. 4 GiB covers latency-bound through bandwidth-bound
+  // (an 8B bucket all-gather is ~1-3 GiB). CPUs: the tiny models' buckets are well below
+  // 64 MiB, and larger sizes would dominate a 2-core machine's run time.
+  if (backend == "cuda") return power_of_two_sizes(kKiB, 4 * kGiB);
+  return power_of_two_sizes(kKiB, 64 * kMiB);
+}
+
+std::int64_t collective_buffer_bytes(std::int64_t bytes, std::int64_t ranks) {
+  FSDPTUNE_CHECK(bytes > 0 && ranks > 0, "collective_buffer_bytes of a non-positive size");
+  return round_up(bytes, 4 * ranks);
+}
+
+double median_seconds(std::vector<double> samples_s) {
+  FSDPTUNE_CHECK(!samples_s.empty(), "median of no samples");
+  std::sort(samples_s.begin(), samples_s.end());
+  const std::size_t n = samples_s.size();
+  return n % 2 == 1 ? samples_s[n / 2] : 0.5 * (samples_s[n / 2 - 1] + samples_s[n / 2]);
+}
+
+ContentionFactors contention_from_measurements(double gemm_alone_s, double gemm_with_comm_s,
+                                               double single_collective_s,
+                                               double collective_pair_s) {
+  FSDPTUNE_CHECK(
+      gemm_alone_s > 0 && gemm_with_comm_s > 0 && single_collective_s > 0 && collective_pair_s > 0,
+      "contention measurements must be positive");
+  ContentionFactors factors;
+  factors.compute_slowdown_with_comm = std::max(1.0, gemm_with_comm_s / gemm_alone_s);
+  factors.comm_share_efficiency = std::min(1.0, 2.0 * single_collective_s / collective_pair_s);
+  return factors;
+}
+
+}  // namespace fsdptune

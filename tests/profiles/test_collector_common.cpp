@@ -1,0 +1,111 @@
+// The collectors' hardware-free helpers (include/fsdptune/collector.hpp).
+#include <catch2/catch.hpp>
+
+#include "fsdptune/collector.hpp"
+#include "fsdptune/error.hpp"
+#include "fsdptune/units.hpp"
+
+using namespace fsdptune;
+
+namespace {
+
+Op gemm(const std::string& name, std::int64_t m, std::int64_t n, std::int64_t k) {
+  Op op;
+  op.kind = OpKind::kGemm;
+  op.name = name;
+  op.gemm = {m, n, k};
+  op.flops = 2.0 * static_cast<double>(m * n * k);
+  return op;
+}
+
+Op tp_all_reduce() {
+  Op op;
+  op.kind = OpKind::kCollective;
+  op.name = "tp.all_reduce";
+  op.collective = CollectiveKind::kAllReduce;
+  op.bytes = 1 << 20;
+  op.group = {2, 2};
+  return op;
+}
+
+}  // namespace
+
+TEST_CASE("distinct_compute_ops keeps each signature once, in order of appearance",
+          "[profiler][collector]") {
+  Workload workload;
+  Unit block0;
+  block0.forward_ops = {gemm("layers.0.wq", 64, 256, 256), gemm("layers.0.w1", 64, 768, 256),
+                        tp_all_reduce()};
+  block0.backward_ops = {gemm("layers.0.w1.grad_input", 64, 256, 768)};
+  Unit block1;
+  // Same shapes as block 0 under other names: the same signatures, measured once.
+  block1.forward_ops = {gemm("layers.1.wq", 64, 256, 256), gemm("layers.1.w1", 64, 768, 256)};
+  block1.recompute_ops = {gemm("layers.1.wq", 64, 256, 256)};
+  block1.backward_ops = {gemm("layers.1.w1.grad_input", 64, 256, 768)};
+  workload.units = {block0, block1};
+  workload.optimizer_ops = {gemm("not.really.an.optimizer", 1, 2, 3)};
+
+  const auto ops = distinct_compute_ops(workload);
+  // wq fwd, w1 fwd, w1 grad-input, the "optimizer" op: 4; the TP all-reduce is left out.
+  REQUIRE(ops.size() == 4);
+  CHECK(ops[0].name == "layers.0.wq");
+  CHECK(ops[1].name == "layers.0.w1");
+  CHECK(ops[2].name == "layers.0.w1.grad_input");
+  CHECK(ops[3].name == "not.really.an.optimizer");
+  for (const auto& op : ops) CHECK(op.kind != OpKind::kCollective);
+}
+
+TEST_CASE("collective size sweeps", "[profiler][collector]") {
+  CHECK(power_of_two_sizes(kKiB, 8 * kKiB) == std::vector<std::int64_t>{1024, 2048, 4096, 8192});
+  CHECK(power_of_two_sizes(64, 64) == std::vector<std::int64_t>{64});
+  const auto cuda = default_collective_sizes("cuda");
+  CHECK(cuda.front() == kKiB);
+  CHECK(cuda.back() == 4 * kGiB);
+  CHECK(cuda.size() == 23);  // 2^10 .. 2^32
+  const auto cpu = default_collective_sizes("cpu");
+  CHECK(cpu.front() == kKiB);
+  CHECK(cpu.back() == 64 * kMiB);
+  // 1000 bytes over 3 ranks: a multiple of 4 * 3 = 12 bytes -> 1008.
+  CHECK(collective_buffer_bytes(1000, 3) == 1008);
+  CHECK(collective_buffer_bytes(1024, 2) == 1024);
+}
+
+TEST_CASE("median_seconds", "[profiler][collector]") {
+  CHECK(median_seconds({3.0, 1.0, 2.0}) == 2.0);
+  CHECK(median_seconds({4.0, 1.0, 3.0, 2.0}) == 2.5);  // (2 + 3) / 2
+  CHECK(median_seconds({7.0}) == 7.0);
+}
+
+TEST_CASE("contention factors from measurements, by hand", "[profiler][collector]") {
+  // GEMM 1.0 ms alone, 1.1 ms beside a collective: slowdown 1.1. One all-gather 2 ms, two
+  // at once 5 ms: each ran at S/5 = eff/2 * S/2, so eff = 2 * 2 / 5 = 0.8.
+  const auto factors = contention_from_measurements(1.0e-3, 1.1e-3, 2.0e-3, 5.0e-3);
+  CHECK(factors.compute_slowdown_with_comm == Approx(1.1));
+  CHECK(factors.comm_share_efficiency == Approx(0.8));
+  // Noise below 1 is clamped; a pair faster than two in sequence caps at 1.
+  const auto clamped = contention_from_measurements(1.0e-3, 0.97e-3, 2.0e-3, 3.0e-3);
+  CHECK(clamped.compute_slowdown_with_comm == 1.0);
+  CHECK(clamped.comm_share_efficiency == 1.0);
+}
+
+TEST_CASE("collector options are validated with the flag at fault", "[profiler][collector]") {
+  CHECK_NOTHROW(validate_collector_options({}));
+  auto expect_flag = [](CollectorOptions options, const std::string& flag) {
+    try {
+      validate_collector_options(options);
+      FAIL("expected an error for " << flag);
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::kBadInput);
+      CHECK(e.where() == flag);
+    }
+  };
+  CollectorOptions no_reps;
+  no_reps.reps = 0;
+  expect_flag(no_reps, "--reps");
+  CollectorOptions negative_warmup;
+  negative_warmup.warmup = -1;
+  expect_flag(negative_warmup, "--warmup");
+  CollectorOptions zero_size;
+  zero_size.collective_sizes_bytes = {1024, 0};
+  expect_flag(zero_size, "--sizes");
+}
