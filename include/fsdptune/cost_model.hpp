@@ -44,6 +44,14 @@ class CostModel {
   virtual const HardwareSpec& hardware() const = 0;
 };
 
+// nccl-tests' bus-bandwidth factor (busbw = algbw * factor, algbw = bytes / time):
+// (n-1)/n for all-gather and reduce-scatter, 2(n-1)/n for all-reduce, 1 for send/recv.
+double busbw_factor(CollectiveKind kind, std::int64_t ranks);
+
+// The analytic model (docs/hardware.md "Cost model"): GEMM roofline with tile and wave
+// quantization, flash-style attention, memory-bound ops at a fraction of HBM bandwidth,
+// ring collectives with a size-dependent bandwidth ramp. Every estimate has
+// measured == false. Precondition: `hardware` came from hardware_from_json (validated).
 std::unique_ptr<CostModel> make_analytic_cost_model(const HardwareSpec& hardware);
 // Measured entries from `profile`, analytic model of `hardware` where unmeasured.
 std::unique_ptr<CostModel> make_profile_cost_model(const Profile& profile,

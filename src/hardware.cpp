@@ -1,0 +1,192 @@
+#include "fsdptune/hardware.hpp"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "fsdptune/embedded.hpp"
+#include "fsdptune/error.hpp"
+#include "fsdptune/io.hpp"
+
+namespace fsdptune {
+namespace {
+
+constexpr const char* kFormat = "fsdptune-hardware";
+
+// One table drives reading, writing and validation so the three cannot drift apart.
+struct RealField {
+  const char* name;
+  double HardwareSpec::*member;
+  bool required;
+  bool must_be_positive;  // false: zero allowed (e.g. no fp8 support)
+};
+
+struct IntegerField {
+  const char* name;
+  std::int64_t HardwareSpec::*member;
+  bool required;
+  bool must_be_positive;
+};
+
+constexpr RealField kRealFields[] = {
+    {"peak_bf16_flops_per_s", &HardwareSpec::peak_bf16_flops_per_s, true, true},
+    {"peak_fp8_flops_per_s", &HardwareSpec::peak_fp8_flops_per_s, true, false},
+    {"peak_fp32_flops_per_s", &HardwareSpec::peak_fp32_flops_per_s, true, true},
+    {"hbm_bytes_per_s", &HardwareSpec::hbm_bytes_per_s, true, true},
+    {"nvlink_bytes_per_s", &HardwareSpec::nvlink_bytes_per_s, true, true},
+    {"nvlink_busbw_bytes_per_s", &HardwareSpec::nvlink_busbw_bytes_per_s, true, true},
+    {"nvlink_allreduce_busbw_bytes_per_s", &HardwareSpec::nvlink_allreduce_busbw_bytes_per_s, false,
+     false},
+    {"network_bytes_per_s", &HardwareSpec::network_bytes_per_s, true, true},
+    {"collective_base_latency_s", &HardwareSpec::collective_base_latency_s, true, false},
+    {"nvlink_hop_latency_s", &HardwareSpec::nvlink_hop_latency_s, true, false},
+    {"network_hop_latency_s", &HardwareSpec::network_hop_latency_s, true, false},
+    {"busbw_ramp_step_bytes", &HardwareSpec::busbw_ramp_step_bytes, false, true},
+    {"busbw_ramp_exponent", &HardwareSpec::busbw_ramp_exponent, false, true},
+    {"gemm_efficiency_ceiling", &HardwareSpec::gemm_efficiency_ceiling, false, true},
+    {"memory_bound_efficiency", &HardwareSpec::memory_bound_efficiency, false, true},
+    {"attention_efficiency", &HardwareSpec::attention_efficiency, false, true},
+    {"kernel_launch_s", &HardwareSpec::kernel_launch_s, false, false},
+};
+
+constexpr IntegerField kIntegerFields[] = {
+    {"hbm_bytes", &HardwareSpec::hbm_bytes, true, true},
+    {"sm_count", &HardwareSpec::sm_count, true, true},
+    {"gpus_per_node", &HardwareSpec::gpus_per_node, false, true},
+    {"memory_reserve_bytes", &HardwareSpec::memory_reserve_bytes, false, false},
+};
+
+bool is_known_field(const std::string& key) {
+  if (key == "format" || key == "version" || key == "id" || key == "name") return true;
+  for (const RealField& field : kRealFields) {
+    if (key == field.name) return true;
+  }
+  for (const IntegerField& field : kIntegerFields) {
+    if (key == field.name) return true;
+  }
+  return false;
+}
+
+std::string field_where(const std::string& source, const std::string& field) {
+  return fmt::format("{}: field '{}'", source, field);
+}
+
+void check_sign(double value, bool must_be_positive, const std::string& where) {
+  if (!std::isfinite(value)) throw_bad_input(where, "must be a finite number");
+  if (must_be_positive ? !(value > 0) : value < 0) {
+    throw_bad_input(where, fmt::format("must be {} (got {})",
+                                       must_be_positive ? "positive" : "non-negative", value));
+  }
+}
+
+}  // namespace
+
+HardwareSpec hardware_from_json(const nlohmann::json& json, const std::string& source) {
+  if (!json.is_object()) throw_bad_input(source, "a hardware spec must be a JSON object");
+  if (json.contains("format") &&
+      (!json["format"].is_string() || json["format"].get<std::string>() != kFormat)) {
+    throw_bad_input(field_where(source, "format"), fmt::format("expected \"{}\"", kFormat));
+  }
+  if (!json.contains("version") || !json["version"].is_number_integer()) {
+    throw_bad_input(
+        field_where(source, "version"), "missing or not an integer",
+        fmt::format("hardware specs of this fsdptune are version {}", kHardwareFormatVersion));
+  }
+  if (json["version"].get<int>() != kHardwareFormatVersion) {
+    throw_bad_input(field_where(source, "version"),
+                    fmt::format("unsupported version {} (this fsdptune reads version {})",
+                                json["version"].get<int>(), kHardwareFormatVersion));
+  }
+  for (const auto& [key, value] : json.items()) {
+    if (!is_known_field(key)) {
+      throw_bad_input(field_where(source, key), "unknown field",
+                      "see docs/hardware.md for the fields of a hardware spec");
+    }
+  }
+  HardwareSpec spec;
+  for (const char* key : {"id", "name"}) {
+    if (!json.contains(key) || !json[key].is_string() || json[key].get<std::string>().empty()) {
+      throw_bad_input(field_where(source, key), "missing or not a non-empty string");
+    }
+  }
+  spec.id = json["id"].get<std::string>();
+  spec.name = json["name"].get<std::string>();
+  for (const RealField& field : kRealFields) {
+    const std::string where = field_where(source, field.name);
+    if (!json.contains(field.name)) {
+      if (field.required) throw_bad_input(where, "missing");
+      continue;
+    }
+    const nlohmann::json& value = json[field.name];
+    if (!value.is_number()) throw_bad_input(where, "must be a number");
+    spec.*field.member = value.get<double>();
+    check_sign(spec.*field.member, field.must_be_positive, where);
+  }
+  for (const IntegerField& field : kIntegerFields) {
+    const std::string where = field_where(source, field.name);
+    if (!json.contains(field.name)) {
+      if (field.required) throw_bad_input(where, "missing");
+      continue;
+    }
+    const nlohmann::json& value = json[field.name];
+    // Accept 8e10 written as a float as long as it is a whole number.
+    if (!value.is_number()) throw_bad_input(where, "must be a number");
+    const double number = value.get<double>();
+    if (value.is_number_float() && number != std::floor(number)) {
+      throw_bad_input(where, "must be a whole number");
+    }
+    spec.*field.member =
+        value.is_number_integer() ? value.get<std::int64_t>() : static_cast<std::int64_t>(number);
+    check_sign(static_cast<double>(spec.*field.member), field.must_be_positive, where);
+  }
+  for (const char* key :
+       {"gemm_efficiency_ceiling", "memory_bound_efficiency", "attention_efficiency"}) {
+    if (json.contains(key) && json[key].get<double>() > 1) {
+      throw_bad_input(field_where(source, key), "an efficiency must be at most 1");
+    }
+  }
+  // Exponents above 1 would make a collective's time decrease with size somewhere.
+  if (spec.busbw_ramp_exponent > 1) {
+    throw_bad_input(field_where(source, "busbw_ramp_exponent"), "must be in (0, 1]");
+  }
+  // Achievable bus bandwidth cannot exceed the link's bandwidth.
+  for (const char* key : {"nvlink_busbw_bytes_per_s", "nvlink_allreduce_busbw_bytes_per_s"}) {
+    if (json.contains(key) && json[key].get<double>() > spec.nvlink_bytes_per_s) {
+      throw_bad_input(field_where(source, key),
+                      fmt::format("exceeds nvlink_bytes_per_s ({})", spec.nvlink_bytes_per_s));
+    }
+  }
+  return spec;
+}
+
+nlohmann::json hardware_to_json(const HardwareSpec& spec) {
+  nlohmann::json json;
+  json["format"] = kFormat;
+  json["version"] = kHardwareFormatVersion;
+  json["id"] = spec.id;
+  json["name"] = spec.name;
+  for (const RealField& field : kRealFields) json[field.name] = spec.*field.member;
+  for (const IntegerField& field : kIntegerFields) json[field.name] = spec.*field.member;
+  return json;
+}
+
+std::vector<std::string> builtin_hardware_names() {
+  std::vector<std::string> names;
+  for (const auto& [stem, content] : embedded::hardware_files()) names.push_back(stem);
+  return names;
+}
+
+HardwareSpec builtin_hardware(const std::string& id) {
+  for (const auto& [stem, content] : embedded::hardware_files()) {
+    if (stem == id) {
+      const std::string source = fmt::format("built-in hardware '{}'", id);
+      return hardware_from_json(parse_json_text(content, source), source);
+    }
+  }
+  throw_bad_input(fmt::format("hardware '{}'", id), "unknown hardware",
+                  fmt::format("built-in hardware: {}", fmt::join(builtin_hardware_names(), ", ")));
+}
+
+}  // namespace fsdptune

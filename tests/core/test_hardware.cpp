@@ -1,0 +1,117 @@
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "fsdptune/error.hpp"
+#include "fsdptune/hardware.hpp"
+#include "fsdptune/io.hpp"
+
+using namespace fsdptune;
+
+namespace {
+
+void require_bad_input_naming(const nlohmann::json& json, const std::string& field) {
+  try {
+    hardware_from_json(json, "spec.json");
+    FAIL("accepted a bad spec; expected an error about " << field);
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::kBadInput);
+    CHECK(e.exit_code() == 2);
+    CHECK_THAT(e.where(), Catch::Contains("spec.json"));
+    CHECK_THAT(e.where(), Catch::Contains(field));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("built-in hardware specs load with their datasheet figures", "[hardware]") {
+  CHECK(builtin_hardware_names() == std::vector<std::string>{"h100-sxm", "h200", "a100-80g"});
+  const HardwareSpec h100 = builtin_hardware("h100-sxm");
+  CHECK(h100.peak_bf16_flops_per_s == 989e12);
+  CHECK(h100.peak_fp8_flops_per_s == 1979e12);
+  CHECK(h100.hbm_bytes_per_s == 3.35e12);
+  CHECK(h100.sm_count == 132);
+  CHECK(h100.nvlink_bytes_per_s == 450e9);
+  const HardwareSpec h200 = builtin_hardware("h200");
+  CHECK(h200.hbm_bytes == 141000000000);
+  CHECK(h200.hbm_bytes_per_s == 4.8e12);
+  const HardwareSpec a100 = builtin_hardware("a100-80g");
+  CHECK(a100.peak_bf16_flops_per_s == 312e12);
+  CHECK(a100.peak_fp8_flops_per_s == 0);
+  CHECK(a100.sm_count == 108);
+  for (const std::string& id : builtin_hardware_names()) {
+    const HardwareSpec spec = builtin_hardware(id);
+    CHECK(spec.id == id);
+    // Achievable bus bandwidth never above the link's.
+    CHECK(spec.nvlink_busbw_bytes_per_s <= spec.nvlink_bytes_per_s);
+    CHECK(spec.nvlink_allreduce_busbw_bytes_per_s <= spec.nvlink_bytes_per_s);
+  }
+}
+
+TEST_CASE("hardware spec JSON round-trips", "[hardware]") {
+  for (const std::string& id : builtin_hardware_names()) {
+    const HardwareSpec spec = builtin_hardware(id);
+    const nlohmann::json json = hardware_to_json(spec);
+    CHECK(hardware_from_json(json, "round-trip") == spec);
+    CHECK(dump_json(hardware_to_json(hardware_from_json(json, "again"))) == dump_json(json));
+  }
+}
+
+TEST_CASE("unknown hardware lists the built-ins", "[hardware]") {
+  try {
+    builtin_hardware("tpu-v5");
+    FAIL("accepted unknown hardware");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::kBadInput);
+    CHECK_THAT(e.where(), Catch::Contains("tpu-v5"));
+    CHECK_THAT(e.hint(), Catch::Contains("h100-sxm"));
+  }
+  CHECK_THROWS_AS(resolve_hardware("tpu-v5"), Error);
+  CHECK(resolve_hardware("h200") == builtin_hardware("h200"));
+}
+
+TEST_CASE("bad hardware specs name the field", "[hardware]") {
+  const nlohmann::json good = hardware_to_json(builtin_hardware("h100-sxm"));
+  CHECK_NOTHROW(hardware_from_json(good, "spec.json"));
+
+  nlohmann::json json = good;
+  json["version"] = 2;
+  require_bad_input_naming(json, "version");
+
+  json = good;
+  json.erase("sm_count");
+  require_bad_input_naming(json, "sm_count");
+
+  json = good;
+  json["hbm_bytes_per_s"] = -1;
+  require_bad_input_naming(json, "hbm_bytes_per_s");
+
+  json = good;
+  json["nvlink_hop_latency_s"] = "fast";
+  require_bad_input_naming(json, "nvlink_hop_latency_s");
+
+  json = good;
+  json["nvlink_bandwidth"] = 1e9;  // a typo of a real field
+  require_bad_input_naming(json, "nvlink_bandwidth");
+
+  json = good;
+  json["nvlink_busbw_bytes_per_s"] = 500e9;  // above the 450 GB/s link
+  require_bad_input_naming(json, "nvlink_busbw_bytes_per_s");
+
+  json = good;
+  json["busbw_ramp_exponent"] = 1.5;
+  require_bad_input_naming(json, "busbw_ramp_exponent");
+
+  json = good;
+  json["gemm_efficiency_ceiling"] = 1.2;
+  require_bad_input_naming(json, "gemm_efficiency_ceiling");
+}
+
+TEST_CASE("optional hardware fields take their documented defaults", "[hardware]") {
+  nlohmann::json json = hardware_to_json(builtin_hardware("h100-sxm"));
+  json.erase("busbw_ramp_exponent");
+  json.erase("kernel_launch_s");
+  const HardwareSpec spec = hardware_from_json(json, "spec.json");
+  CHECK(spec.busbw_ramp_exponent == HardwareSpec{}.busbw_ramp_exponent);
+  CHECK(spec.kernel_launch_s == HardwareSpec{}.kernel_launch_s);
+}

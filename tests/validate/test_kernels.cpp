@@ -1,0 +1,174 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "fsdptune/error.hpp"
+#include "fsdptune/kernels.hpp"
+
+using namespace fsdptune;
+
+namespace {
+
+// Reference attention: the full [seq, seq] score matrix with the causal mask, in double.
+std::vector<double> naive_attention(const AttentionShape& s, const std::vector<float>& q,
+                                    const std::vector<float>& k, const std::vector<float>& v) {
+  const auto d = s.head_dim;
+  std::vector<double> o(q.size(), 0.0);
+  for (std::int64_t b = 0; b < s.batch; ++b) {
+    for (std::int64_t h = 0; h < s.heads; ++h) {
+      const std::int64_t kvh = h / (s.heads / s.kv_heads);
+      const auto qo = ((b * s.heads + h) * s.seq) * d;
+      const auto ko = ((b * s.kv_heads + kvh) * s.seq) * d;
+      for (std::int64_t i = 0; i < s.seq; ++i) {
+        std::vector<double> p(static_cast<std::size_t>(i + 1));
+        double max_score = -1e300, sum = 0;
+        for (std::int64_t j = 0; j <= i; ++j) {
+          double dot = 0;
+          for (std::int64_t c = 0; c < d; ++c) dot += double(q[qo + i * d + c]) * k[ko + j * d + c];
+          p[j] = dot / std::sqrt(double(d));
+          max_score = std::max(max_score, p[j]);
+        }
+        for (auto& x : p) sum += (x = std::exp(x - max_score));
+        for (std::int64_t c = 0; c < d; ++c) {
+          double acc = 0;
+          for (std::int64_t j = 0; j <= i; ++j) acc += p[j] / sum * v[ko + j * d + c];
+          o[qo + i * d + c] = acc;
+        }
+      }
+    }
+  }
+  return o;
+}
+
+std::vector<float> pattern(std::size_t n, int salt) {
+  std::vector<float> x(n);
+  for (std::size_t i = 0; i < n; ++i) x[i] = std::sin(0.37f * float(i) + float(salt)) * 0.8f;
+  return x;
+}
+
+// 2 sequences, 4 query heads sharing 2 kv heads, 7 positions, head_dim 3.
+const AttentionShape kShape{2, 4, 2, 7, 3, true};
+
+}  // namespace
+
+TEST_CASE("cpu gemm multiplies row-major matrices", "[kernels]") {
+  // [1 2 3; 4 5 6] * [1 0; 0 1; 1 1] = [1+3 2+3; 4+6 5+6] = [4 5; 10 11].
+  const std::vector<float> a{1, 2, 3, 4, 5, 6};
+  const std::vector<float> b{1, 0, 0, 1, 1, 1};
+  std::vector<float> c(4, -1);
+  cpu_math::gemm(a.data(), b.data(), c.data(), 2, 2, 3);
+  CHECK(c == std::vector<float>{4, 5, 10, 11});
+}
+
+TEST_CASE("cpu causal attention matches the unblocked reference for any block", "[kernels]") {
+  const auto q_n = static_cast<std::size_t>(kShape.batch * kShape.heads * kShape.seq * 3);
+  const auto kv_n = static_cast<std::size_t>(kShape.batch * kShape.kv_heads * kShape.seq * 3);
+  const auto q = pattern(q_n, 1), k = pattern(kv_n, 2), v = pattern(kv_n, 3);
+  const auto expected = naive_attention(kShape, q, k, v);
+  for (std::int64_t block : {1, 3, 7, 64}) {
+    std::vector<float> o(q_n, 0.0f);
+    cpu_math::causal_attention_forward(kShape, q.data(), k.data(), v.data(), o.data(), block);
+    for (std::size_t i = 0; i < q_n; ++i) {
+      INFO("block " << block << " element " << i);
+      CHECK(o[i] == Approx(expected[i]).margin(1e-5));
+    }
+  }
+  // Position 0 attends only to itself: its output is its own value row.
+  std::vector<float> o(q_n);
+  cpu_math::causal_attention_forward(kShape, q.data(), k.data(), v.data(), o.data(), 3);
+  CHECK(o[0] == Approx(v[0]));
+}
+
+TEST_CASE("cpu causal attention backward matches finite differences", "[kernels]") {
+  const auto q_n = static_cast<std::size_t>(kShape.batch * kShape.heads * kShape.seq * 3);
+  const auto kv_n = static_cast<std::size_t>(kShape.batch * kShape.kv_heads * kShape.seq * 3);
+  auto q = pattern(q_n, 1), k = pattern(kv_n, 2), v = pattern(kv_n, 3);
+  const auto d_o = pattern(q_n, 4);
+  std::vector<float> dq(q_n), dk(kv_n), dv(kv_n);
+  cpu_math::causal_attention_backward(kShape, q.data(), k.data(), v.data(), d_o.data(), dq.data(),
+                                      dk.data(), dv.data(), 3);
+  // loss = sum(o * d_o); central difference with step 1e-2 (fp32 forward).
+  auto loss = [&] {
+    const auto o = naive_attention(kShape, q, k, v);
+    double total = 0;
+    for (std::size_t i = 0; i < q_n; ++i) total += o[i] * d_o[i];
+    return total;
+  };
+  auto numeric = [&](std::vector<float>& x, std::size_t i) {
+    const float saved = x[i];
+    x[i] = saved + 1e-2f;
+    const double up = loss();
+    x[i] = saved - 1e-2f;
+    const double down = loss();
+    x[i] = saved;
+    return (up - down) / 2e-2;
+  };
+  for (std::size_t i : {0ul, 5ul, 40ul, q_n - 1})
+    CHECK(dq[i] == Approx(numeric(q, i)).margin(1e-3));
+  for (std::size_t i : {0ul, 7ul, 30ul, kv_n - 1}) {
+    CHECK(dk[i] == Approx(numeric(k, i)).margin(1e-3));
+    CHECK(dv[i] == Approx(numeric(v, i)).margin(1e-3));
+  }
+}
+
+TEST_CASE("cpu memory-bound loop writes a * in + b", "[kernels]") {
+  const std::vector<float> in{0, 2, -4};
+  std::vector<float> out(3);
+  cpu_math::memory_bound(in.data(), out.data(), 3);
+  CHECK(out == std::vector<float>{1, 2, -1});
+}
+
+TEST_CASE("cpu kernels run every op kind and grow their workspace", "[kernels]") {
+  auto kernels = make_cpu_kernels();
+  CHECK(kernels->device() == "cpu");
+  Op gemm;
+  gemm.kind = OpKind::kGemm;
+  gemm.gemm = {8, 16, 4};
+  kernels->run(gemm);
+  // A 8x4 + B 4x16 + C 8x16 floats = (32 + 64 + 128) * 4 bytes.
+  CHECK(kernels->workspace_bytes() == (32 + 64 + 128) * 4);
+  Op attention;
+  attention.kind = OpKind::kAttention;
+  attention.attention = kShape;
+  attention.backward = true;
+  kernels->run(attention);
+  Op memory;
+  memory.kind = OpKind::kMemoryBound;
+  memory.bytes = 8000;  // 1000 floats read, 1000 written
+  const auto samples = kernels->time(memory, 1, 3);
+  CHECK(samples.size() == 3);
+  for (double s : samples) CHECK(s >= 0);
+  Op collective;
+  collective.kind = OpKind::kCollective;
+  collective.name = "layers.0.tp_all_reduce";
+  try {
+    kernels->run(collective);
+    FAIL("ran a collective as a kernel");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::kBadInput);
+    CHECK(e.where() == "layers.0.tp_all_reduce");
+  }
+}
+
+TEST_CASE("cuda kernels run a GEMM where a GPU is present", "[kernels][cuda]") {
+  if (cuda_device_count() == 0) {
+    WARN("skipped: no GPU (cuda_device_count() == 0)");
+    SUCCEED("skipped: no GPU");
+    return;
+  }
+  auto kernels = make_cuda_kernels();
+  Op gemm;
+  gemm.kind = OpKind::kGemm;
+  gemm.gemm = {256, 256, 256};
+  const auto samples = kernels->time(gemm, 2, 3);
+  CHECK(samples.size() == 3);
+  CHECK(kernels->workspace_bytes() == 3 * 256 * 256 * 2);
+  Op attention;
+  attention.kind = OpKind::kAttention;
+  attention.attention = {1, 8, 2, 1024, 64, true};
+  kernels->run(attention);
+  attention.backward = true;
+  kernels->run(attention);
+  kernels->synchronize();
+}
