@@ -79,10 +79,8 @@ std::vector<std::int64_t> default_collective_sizes(const std::string& backend);
 // `bytes` rounded up so each of `ranks` ranks holds a whole number of fp32 elements.
 std::int64_t collective_buffer_bytes(std::int64_t bytes, std::int64_t ranks);
 
-// Median of the samples (mean of the middle two for an even count). REQUIRES: non-empty.
-double median_seconds(std::vector<double> samples_s);
-
-// The contention factors of cost_model.hpp from measurements (medians, seconds):
+// The contention factors of cost_model.hpp from measurements (medians -- median_seconds
+// of profile.hpp -- in seconds):
 // compute_slowdown_with_comm = gemm_with_comm / gemm_alone, at least 1 (a kernel does not
 // get faster because NCCL runs beside it; a ratio below 1 is noise);
 // comm_share_efficiency: two collectives of one size issued together take `pair` where one

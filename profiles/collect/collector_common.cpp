@@ -59,13 +59,6 @@ std::int64_t collective_buffer_bytes(std::int64_t bytes, std::int64_t ranks) {
   return round_up(bytes, 4 * ranks);
 }
 
-double median_seconds(std::vector<double> samples_s) {
-  FSDPTUNE_CHECK(!samples_s.empty(), "median of no samples");
-  std::sort(samples_s.begin(), samples_s.end());
-  const std::size_t n = samples_s.size();
-  return n % 2 == 1 ? samples_s[n / 2] : 0.5 * (samples_s[n / 2 - 1] + samples_s[n / 2]);
-}
-
 ContentionFactors contention_from_measurements(double gemm_alone_s, double gemm_with_comm_s,
                                                double single_collective_s,
                                                double collective_pair_s) {

@@ -70,12 +70,6 @@ TEST_CASE("collective size sweeps", "[profiler][collector]") {
   CHECK(collective_buffer_bytes(1024, 2) == 1024);
 }
 
-TEST_CASE("median_seconds", "[profiler][collector]") {
-  CHECK(median_seconds({3.0, 1.0, 2.0}) == 2.0);
-  CHECK(median_seconds({4.0, 1.0, 3.0, 2.0}) == 2.5);  // (2 + 3) / 2
-  CHECK(median_seconds({7.0}) == 7.0);
-}
-
 TEST_CASE("contention factors from measurements, by hand", "[profiler][collector]") {
   // GEMM 1.0 ms alone, 1.1 ms beside a collective: slowdown 1.1. One all-gather 2 ms, two
   // at once 5 ms: each ran at S/5 = eff/2 * S/2, so eff = 2 * 2 / 5 = 0.8.
