@@ -27,10 +27,10 @@ struct CommGroup {
 };
 
 enum class OpKind {
-  kGemm,          // C[m,n] = A[m,k] * B[k,n]
-  kAttention,     // causal flash-style attention (forward or backward)
-  kMemoryBound,   // norms, RoPE, SwiGLU, residual adds, embedding gather, loss, optimizer
-  kCollective,    // a tensor-parallel collective on the compute critical path
+  kGemm,         // C[m,n] = A[m,k] * B[k,n]
+  kAttention,    // causal flash-style attention (forward or backward)
+  kMemoryBound,  // norms, RoPE, SwiGLU, residual adds, embedding gather, loss, optimizer
+  kCollective,   // a tensor-parallel collective on the compute critical path
 };
 std::string to_string(OpKind kind);
 
@@ -47,7 +47,7 @@ struct AttentionShape {
 
 struct Op {
   OpKind kind = OpKind::kGemm;
-  std::string name;          // e.g. "layers.3.attention.wq", "layers.3.attention_norm"
+  std::string name;  // e.g. "layers.3.attention.wq", "layers.3.attention_norm"
   DType dtype = DType::kBF16;
   bool backward = false;     // attention: the backward kernel
   double flops = 0;          // floating-point operations (multiply-add = 2)
@@ -56,9 +56,15 @@ struct Op {
   AttentionShape attention;  // kAttention
   CollectiveKind collective = CollectiveKind::kAllGather;  // kCollective
   CommGroup group;                                         // kCollective
+  // kMemoryBound: what the kernel does, the cost-profile key together with `bytes`:
+  // "rmsnorm_fwd", "rmsnorm_bwd", "rope_fwd", "rope_bwd", "swiglu_fwd", "swiglu_bwd",
+  // "residual_add", "embedding_fwd", "embedding_bwd", "cross_entropy_fwd",
+  // "cross_entropy_bwd", "adamw" (docs/workload.md lists their byte counts).
+  std::string memory_op;
 
   // The cost-profile key: same signature, same cost. E.g. "gemm bf16 m=8192 n=4096 k=4096",
-  // "attention_fwd bf16 b=1 h=32 kv=8 s=8192 d=128", "memory rmsnorm bytes=...".
+  // "attention_fwd bf16 b=1 h=32 kv=8 s=8192 d=128", "memory rmsnorm_fwd bytes=33554432",
+  // "collective all_gather bytes=67108864 ranks=8 per_node=8".
   std::string signature() const;
   bool operator==(const Op&) const = default;
 };
@@ -66,13 +72,24 @@ struct Op {
 enum class UnitKind { kEmbedding, kBlock, kOutput };
 std::string to_string(UnitKind kind);
 
+// One parameter as FSDP2 holds it. FSDP2 shards dim 0 of the (TP-local) tensor over the
+// dp_shard ranks, padding dim 0 up to a multiple of dp_shard: every rank holds
+// ceil(shape[0] / dp_shard) rows, so the padding is less than dp_shard rows.
 struct Param {
   std::string name;                 // torchtitan name, e.g. "layers.3.attention.wq.weight"
-  std::vector<std::int64_t> shape;  // local shape (after TP sharding)
+  std::vector<std::int64_t> shape;  // local shape (after TP sharding), torch [out, in]
   std::int64_t numel = 0;           // elements of the local (TP-sharded) tensor
-  std::int64_t padded_numel = 0;    // numel rounded up to a multiple of dp_shard
+  std::int64_t padded_numel = 0;    // numel with dim 0 rounded up to a multiple of dp_shard
   std::int64_t shard_numel = 0;     // padded_numel / dp_shard
   bool tp_sharded = false;
+  DType gather_dtype = DType::kBF16;  // on the all-gather wire: param dtype, fp8 for float8
+                                      // linears with float8 all-gather
+  DType reduce_dtype = DType::kFP32;  // on the reduce-scatter wire
+
+  // Gathered (unpadded) bytes of the TP-local tensor in gather_dtype.
+  std::int64_t unsharded_bytes() const;
+  // One rank's shard in gather_dtype: sharded_bytes() * dp_shard >= unsharded_bytes().
+  std::int64_t sharded_bytes() const;
   bool operator==(const Param&) const = default;
 };
 
@@ -82,16 +99,25 @@ struct Unit {
   std::vector<std::string> modules;  // torchtitan module names: {"norm", "output"}
   UnitKind kind = UnitKind::kBlock;
   std::vector<Param> params;
-  std::vector<Op> forward_ops;       // in execution order, TP collectives included
-  std::vector<Op> backward_ops;      // gradient computation only (no recompute)
-  std::vector<Op> recompute_ops;     // re-run before backward_ops under the job's AC mode
+  std::vector<Op> forward_ops;              // in execution order, TP collectives included
+  std::vector<Op> backward_ops;             // gradient computation only (no recompute)
+  std::vector<Op> recompute_ops;            // re-run before backward_ops under the job's AC mode
   std::int64_t saved_activation_bytes = 0;  // kept from forward to backward, job's AC mode
-  std::int64_t workspace_bytes = 0;  // transient peak inside the unit (logits + loss)
+  std::int64_t workspace_bytes = 0;         // transient peak inside the unit (logits + loss)
+  // Other units whose gathered parameters this unit's compute also reads. Tied embeddings
+  // (llama3.2-1b/3b): tok_embeddings.weight lives in unit 0 (as in torchtitan) and the
+  // output GEMM of "norm+output" reads it, so that unit lists {0}. Empty otherwise.
+  std::vector<int> shared_param_units;
 
-  // Sums over params, in the job's dtypes.
+  // Sums over params (elements).
   std::int64_t numel() const;
   std::int64_t padded_numel() const;
   std::int64_t shard_numel() const;
+  // The unit's all-gather output (padded, gather dtypes) and one rank's input to it.
+  std::int64_t gathered_bytes() const;
+  std::int64_t sharded_bytes() const;
+  // The unit's reduce-scatter input (padded, reduce dtype).
+  std::int64_t gradient_bytes() const;
   bool operator==(const Unit&) const = default;
 };
 
@@ -106,7 +132,8 @@ struct Workload {
   std::int64_t persistent_state_bytes() const;
   // Forward+backward FLOPs of one step on this rank, no recompute.
   double model_flops_per_step() const;
-  // Tokens this rank processes per step (local_batch * seq_len * microbatches).
+  // Tokens this rank processes per step (local_batch * seq_len * microbatches). With
+  // tp > 1 the ranks of one TP group process the same tokens.
   std::int64_t tokens_per_step() const;
   bool operator==(const Workload&) const = default;
 };
@@ -117,5 +144,10 @@ Workload build_workload(const ModelSpec& model, const JobSpec& job);
 nlohmann::json workload_to_json(const Workload& workload);  // for `fsdptune workload --json`
 nlohmann::json op_to_json(const Op& op);
 Op op_from_json(const nlohmann::json& json, const std::string& where);
+
+// String forms used in JSON: "gemm", "attention", "memory", "collective"; "embedding",
+// "block", "output".
+OpKind op_kind_from_string(const std::string& text, const std::string& where);
+UnitKind unit_kind_from_string(const std::string& text, const std::string& where);
 
 }  // namespace fsdptune

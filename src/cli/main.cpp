@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("fsdptune ") + FSDPTUNE_VERSION);
 
   // One line per area, in the README's order.
+  fsdptune::cli::register_model_commands(app);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,146 @@
+// Reports (docs/report.md): what the tuner predicted for each plan, and how the
+// prediction held up against a measured replay, as a terminal table, Markdown, one
+// self-contained HTML page (inline SVG and CSS, no script, no network) and a JSON summary.
+//
+// Pure: the renderers take values and return strings. Reading the schedule and measured
+// files, matching them and writing the outputs is the CLI's job (`fsdptune report`).
+// Every renderer is deterministic: the same inputs give the same bytes.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fsdptune/measured.hpp"
+#include "fsdptune/schedule.hpp"
+
+namespace fsdptune {
+
+inline constexpr int kReportFormatVersion = 1;
+
+// One schedule file and, when the schedule was replayed, its measured result.
+// REQUIRES: schedule.timings is empty or has one entry per program task; the same for
+// measured->timings.
+struct ReportEntry {
+  std::string source;  // the file the schedule came from; labels the schedule in reports
+  ScheduleFile schedule;
+  std::optional<MeasuredResult> measured;
+  bool operator==(const ReportEntry&) const = default;
+};
+
+struct ReportOptions {
+  int largest_task_errors = 10;  // rows of the per-task error table
+  bool operator==(const ReportOptions&) const = default;
+};
+
+// --- The summary: every figure that the renderers show, computed once. ----------------
+
+// One plan as the comparison table shows it: the schedule's tuned plan or a baseline.
+struct ReportPlan {
+  PlanSummary summary;
+  bool tuned = false;  // the schedule's own plan (ScheduleFile::predicted)
+  // peak_reserved_bytes - peak_allocated_bytes (never negative): what the caching
+  // allocator holds on top of live tensors at the peak.
+  std::int64_t allocator_reserve_bytes = 0;
+  bool operator==(const ReportPlan&) const = default;
+};
+
+// Busy time of one stream: the sum of its tasks' durations (end - start).
+struct StreamComparison {
+  std::string stream;
+  double predicted_busy_s = 0;
+  double measured_busy_s = 0;
+  double relative_error = 0;  // predicted / measured - 1; 0 when measured is 0
+  bool operator==(const StreamComparison&) const = default;
+};
+
+struct TaskError {
+  int task = 0;
+  std::string name;
+  std::string stream;
+  double predicted_s = 0;     // duration in the prediction
+  double measured_s = 0;      // median duration measured
+  double error_s = 0;         // predicted - measured
+  double relative_error = 0;  // predicted / measured - 1; 0 when measured is 0
+  bool operator==(const TaskError&) const = default;
+};
+
+struct MeasuredComparison {
+  std::string backend;
+  std::int64_t world_size = 0;
+  std::int64_t iterations = 0;
+  bool data_checked = false;
+  double predicted_step_time_s = 0;
+  double measured_step_time_s = 0;
+  double step_time_relative_error = 0;  // predicted / measured - 1
+  double predicted_exposed_comm_s = 0;
+  double measured_exposed_comm_s = 0;
+  std::int64_t predicted_peak_allocated_bytes = 0;
+  std::int64_t measured_peak_allocated_bytes = 0;
+  std::vector<StreamComparison> streams;  // in Program::streams order
+  // Largest |error_s| first; ties by task id. At most ReportOptions::largest_task_errors.
+  std::vector<TaskError> largest_task_errors;
+  bool operator==(const MeasuredComparison&) const = default;
+};
+
+struct ScheduleReport {
+  std::string source;
+  std::string model;     // ModelSpec::name
+  std::string hardware;  // HardwareSpec::id
+  std::int64_t gpus = 0;
+  std::int64_t dp_shard = 0;
+  std::int64_t local_batch = 0;
+  std::int64_t seq_len = 0;
+  std::int64_t memory_limit_bytes = 0;
+  std::int64_t task_count = 0;
+  double lower_bound_s = 0;
+  // lower_bound_s / tuned step time, in (0, 1]; 0 when there is no lower bound.
+  double tuned_efficiency = 0;
+  std::vector<ReportPlan> plans;  // baselines in the file's order, then the tuned plan
+  std::optional<MeasuredComparison> measured;
+  bool operator==(const ScheduleReport&) const = default;
+};
+
+struct Report {
+  int version = kReportFormatVersion;
+  std::vector<ScheduleReport> schedules;
+  bool operator==(const Report&) const = default;
+};
+
+Report summarize_report(const std::vector<ReportEntry>& entries, const ReportOptions& options = {});
+
+// The `--json` summary (docs/report.md), and back (round-trip; errors name `source`).
+nlohmann::json report_to_json(const Report& report);
+Report report_from_json(const nlohmann::json& json, const std::string& source);
+
+// --- Renderers. -------------------------------------------------------------------------
+
+// The terminal table: plans side by side, the tuned plan against the lower bound, and
+// predicted vs measured where measured results are given.
+std::string render_report_text(const std::vector<ReportEntry>& entries,
+                               const ReportOptions& options = {});
+// The same tables and key figures as GitHub-flavoured Markdown.
+std::string render_report_markdown(const std::vector<ReportEntry>& entries,
+                                   const ReportOptions& options = {});
+// One self-contained XHTML-compatible page: step-time and peak-memory breakdowns per plan,
+// and per schedule a Gantt chart of one step, memory over the step, the Pareto front, and
+// predicted vs measured. Every figure in its tables carries
+// `data-json="<JSON pointer into report_to_json>"` and `data-value="<the JSON number>"`.
+std::string render_report_html(const std::vector<ReportEntry>& entries,
+                               const ReportOptions& options = {});
+
+// Shared by the renderers (exposed for tests).
+// Escapes & < > " ' for XML text and attribute values.
+std::string escape_xml(const std::string& text);
+// The text of a number exactly as report_to_json dumps it.
+std::string json_number_text(double value);
+std::string json_number_text(std::int64_t value);
+// Display formats of the tables: "12.3 ms", "1.50 GiB", "45.2%", "+3.1%", "1234".
+std::string format_percent(double fraction);         // 0.452 -> "45.2%"
+std::string format_signed_percent(double fraction);  // 0.031 -> "+3.1%", -0.2 -> "-20.0%"
+std::string format_rate(double tokens_per_s);        // rounded to an integer
+
+}  // namespace fsdptune

@@ -1,0 +1,53 @@
+#include "job_options.hpp"
+
+#include "fsdptune/io.hpp"
+
+namespace fsdptune::cli {
+
+void add_job_options(CLI::App* command, JobOptions& options, JobFlags flags) {
+  command
+      ->add_option("--model", options.model,
+                   "built-in model name, model JSON file, or Hugging Face config.json")
+      ->required();
+  if (flags == JobFlags::kModelOnly) return;
+  // Values are validated by normalize_job so that every error names its flag the same way.
+  command->add_option("--gpus", options.gpus, "world size (GPUs)")->capture_default_str();
+  command->add_option("--gpus-per-node", options.gpus_per_node, "GPUs per node")
+      ->capture_default_str();
+  command->add_option("--tp", options.tp, "tensor-parallel degree")->capture_default_str();
+  command->add_option("--dp-replicate", options.dp_replicate, "HSDP replica groups")
+      ->capture_default_str();
+  command->add_option("--batch", options.batch, "local batch: sequences per data-parallel rank")
+      ->capture_default_str();
+  command->add_option("--seq", options.seq, "sequence length (tokens)")->capture_default_str();
+  command->add_option("--ac", options.ac, "activation checkpointing: none, selective or full")
+      ->capture_default_str();
+  command
+      ->add_option("--param-dtype", options.param_dtype,
+                   "dtype of gathered params: bf16, fp16, fp32")
+      ->capture_default_str();
+  command
+      ->add_option("--reduce-dtype", options.reduce_dtype,
+                   "dtype of gradient reduce-scatter: fp32, bf16, fp16")
+      ->capture_default_str();
+  command->add_flag("--float8", options.float8, "float8 linears and float8 all-gather");
+}
+
+ModelSpec resolve_model_option(const JobOptions& options) { return resolve_model(options.model); }
+
+JobSpec to_job_spec(const JobOptions& options, const ModelSpec& model) {
+  JobSpec job;
+  job.gpus = options.gpus;
+  job.gpus_per_node = options.gpus_per_node;
+  job.tp = options.tp;
+  job.dp_replicate = options.dp_replicate;
+  job.local_batch = options.batch;
+  job.seq_len = options.seq;
+  job.ac = ac_from_string(options.ac, "--ac");
+  job.param_dtype = dtype_from_string(options.param_dtype, "--param-dtype");
+  job.reduce_dtype = dtype_from_string(options.reduce_dtype, "--reduce-dtype");
+  job.float8 = options.float8;
+  return normalize_job(model, job);
+}
+
+}  // namespace fsdptune::cli

@@ -1,0 +1,45 @@
+// The job flags every job-taking subcommand shares (model, workload, simulate, tune, ...).
+// Register them with add_job_options, then turn the parsed values into a validated model
+// and JobSpec with resolve_job_options.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "fsdptune/job.hpp"
+#include "fsdptune/model.hpp"
+
+namespace fsdptune::cli {
+
+// The raw flag values. Defaults match torchtitan's: one 8-GPU node, FSDP over all of it,
+// bf16 params, fp32 gradient reduction, no AC. Later areas add their own flags (hardware,
+// profile, plan, memory limit) to their own option structs next to this one.
+struct JobOptions {
+  std::string model;                  // --model (required)
+  std::int64_t gpus = 8;              // --gpus
+  std::int64_t gpus_per_node = 8;     // --gpus-per-node
+  std::int64_t tp = 1;                // --tp
+  std::int64_t dp_replicate = 1;      // --dp-replicate
+  std::int64_t batch = 1;             // --batch: local batch (sequences per DP rank)
+  std::int64_t seq = 8192;            // --seq
+  std::string ac = "none";            // --ac none|selective|full
+  std::string param_dtype = "bf16";   // --param-dtype
+  std::string reduce_dtype = "fp32";  // --reduce-dtype
+  bool float8 = false;                // --float8
+};
+
+// Which flags a subcommand takes: `model` needs only --model.
+enum class JobFlags { kModelOnly, kFull };
+
+void add_job_options(CLI::App* command, JobOptions& options, JobFlags flags = JobFlags::kFull);
+
+// The model named by --model (built-in, model file or HF config.json).
+ModelSpec resolve_model_option(const JobOptions& options);
+
+// The JobSpec of the flags, normalized against `model` (normalize_job): throws
+// Error(kBadInput) naming the flag at fault.
+JobSpec to_job_spec(const JobOptions& options, const ModelSpec& model);
+
+}  // namespace fsdptune::cli

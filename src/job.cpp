@@ -1,0 +1,256 @@
+#include "fsdptune/job.hpp"
+
+#include <optional>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "fsdptune/error.hpp"
+
+namespace fsdptune {
+namespace {
+
+std::string field_where(const std::string& source, const std::string& field) {
+  return fmt::format("{}: field '{}'", source, field);
+}
+
+void require_positive(std::int64_t value, const char* flag) {
+  if (value <= 0) throw_bad_input(flag, fmt::format("must be > 0, got {}", value));
+}
+
+}  // namespace
+
+int bytes_per_element(DType dtype) {
+  switch (dtype) {
+    case DType::kBF16:
+    case DType::kFP16:
+      return 2;
+    case DType::kFP32:
+      return 4;
+    case DType::kFP8:
+      return 1;
+  }
+  return 2;
+}
+
+std::string to_string(DType dtype) {
+  switch (dtype) {
+    case DType::kBF16:
+      return "bf16";
+    case DType::kFP16:
+      return "fp16";
+    case DType::kFP32:
+      return "fp32";
+    case DType::kFP8:
+      return "fp8";
+  }
+  return "bf16";
+}
+
+DType dtype_from_string(const std::string& text, const std::string& where) {
+  if (text == "bf16" || text == "bfloat16") return DType::kBF16;
+  if (text == "fp16" || text == "float16") return DType::kFP16;
+  if (text == "fp32" || text == "float32") return DType::kFP32;
+  if (text == "fp8" || text == "float8") return DType::kFP8;
+  throw_bad_input(where,
+                  fmt::format("unknown dtype '{}' (expected bf16, fp16, fp32 or fp8)", text));
+}
+
+std::string to_string(ActivationCheckpointing ac) {
+  switch (ac) {
+    case ActivationCheckpointing::kNone:
+      return "none";
+    case ActivationCheckpointing::kSelective:
+      return "selective";
+    case ActivationCheckpointing::kFull:
+      return "full";
+  }
+  return "none";
+}
+
+ActivationCheckpointing ac_from_string(const std::string& text, const std::string& where) {
+  if (text == "none") return ActivationCheckpointing::kNone;
+  if (text == "selective" || text == "op") return ActivationCheckpointing::kSelective;
+  if (text == "full") return ActivationCheckpointing::kFull;
+  throw_bad_input(where,
+                  fmt::format("unknown activation checkpointing '{}' (expected none, selective "
+                              "or full)",
+                              text));
+}
+
+std::string to_string(PipelineSchedule schedule) {
+  switch (schedule) {
+    case PipelineSchedule::k1F1B:
+      return "1f1b";
+    case PipelineSchedule::kInterleaved1F1B:
+      return "interleaved-1f1b";
+    case PipelineSchedule::kGPipe:
+      return "gpipe";
+  }
+  return "1f1b";
+}
+
+PipelineSchedule pipeline_schedule_from_string(const std::string& text, const std::string& where) {
+  if (text == "1f1b") return PipelineSchedule::k1F1B;
+  if (text == "interleaved-1f1b") return PipelineSchedule::kInterleaved1F1B;
+  if (text == "gpipe") return PipelineSchedule::kGPipe;
+  throw_bad_input(where,
+                  fmt::format("unknown pipeline schedule '{}' (expected 1f1b, interleaved-1f1b "
+                              "or gpipe)",
+                              text));
+}
+
+JobSpec normalize_job(const ModelSpec& model, JobSpec job) {
+  require_positive(job.gpus, "--gpus");
+  require_positive(job.gpus_per_node, "--gpus-per-node");
+  require_positive(job.tp, "--tp");
+  require_positive(job.dp_replicate, "--dp-replicate");
+  require_positive(job.pp, "--pp");
+  require_positive(job.microbatches, "--microbatches");
+  require_positive(job.virtual_stages, "--virtual-stages");
+  require_positive(job.local_batch, "--batch");
+  require_positive(job.seq_len, "--seq");
+  if (job.dp_shard < 0)
+    throw_bad_input("--dp-shard", fmt::format("must be >= 0 (0 = derived), got {}", job.dp_shard));
+
+  // Tensor parallelism shards heads, kv heads, the FFN hidden size and the vocabulary
+  // (Megatron column/row sharding), and sequence parallelism shards the sequence.
+  if (model.n_heads % job.tp != 0) {
+    throw_bad_input("--tp", fmt::format("{} attention heads of {} are not divisible by tp {}",
+                                        model.n_heads, model.name, job.tp));
+  }
+  if (model.n_kv_heads % job.tp != 0) {
+    throw_bad_input("--tp", fmt::format("{} kv heads of {} are not divisible by tp {}",
+                                        model.n_kv_heads, model.name, job.tp));
+  }
+  if (model.ffn_dim % job.tp != 0) {
+    throw_bad_input("--tp", fmt::format("ffn_dim {} of {} is not divisible by tp {}", model.ffn_dim,
+                                        model.name, job.tp));
+  }
+  if (model.vocab_size % job.tp != 0) {
+    throw_bad_input("--tp", fmt::format("vocab_size {} of {} is not divisible by tp {}",
+                                        model.vocab_size, model.name, job.tp));
+  }
+  if (job.seq_len % job.tp != 0) {
+    throw_bad_input("--seq", fmt::format("sequence length {} is not divisible by tp {} "
+                                         "(sequence parallelism shards it)",
+                                         job.seq_len, job.tp));
+  }
+  const std::int64_t model_parallel = job.tp * job.pp * job.dp_replicate;
+  if (job.gpus % model_parallel != 0) {
+    throw_bad_input("--gpus",
+                    fmt::format("{} GPUs are not divisible by tp*pp*dp_replicate = {}*{}*{} = {}",
+                                job.gpus, job.tp, job.pp, job.dp_replicate, model_parallel));
+  }
+  const std::int64_t dp_shard = job.gpus / model_parallel;
+  if (job.dp_shard != 0 && job.dp_shard != dp_shard) {
+    throw_bad_input("--dp-shard", fmt::format("{} does not match gpus / (tp*pp*dp_replicate) = {}",
+                                              job.dp_shard, dp_shard));
+  }
+  job.dp_shard = dp_shard;
+  if (job.pp > 1 && model.n_layers < job.pp * job.virtual_stages) {
+    throw_bad_input("--pp", fmt::format("{} layers cannot fill {} pipeline stages x {} "
+                                        "virtual stages",
+                                        model.n_layers, job.pp, job.virtual_stages));
+  }
+  if (job.param_dtype == DType::kFP8) {
+    throw_bad_input("--param-dtype",
+                    "fp8 is not a parameter dtype; use --float8 for float8 "
+                    "linears and all-gathers");
+  }
+  if (job.reduce_dtype == DType::kFP8) {
+    throw_bad_input("--reduce-dtype", "gradients cannot be reduced in fp8");
+  }
+  return job;
+}
+
+nlohmann::json job_to_json(const JobSpec& job) {
+  return nlohmann::json{{"gpus", job.gpus},
+                        {"gpus_per_node", job.gpus_per_node},
+                        {"dp_shard", job.dp_shard},
+                        {"dp_replicate", job.dp_replicate},
+                        {"tp", job.tp},
+                        {"pp", job.pp},
+                        {"microbatches", job.microbatches},
+                        {"virtual_stages", job.virtual_stages},
+                        {"pp_schedule", to_string(job.pp_schedule)},
+                        {"local_batch", job.local_batch},
+                        {"seq_len", job.seq_len},
+                        {"activation_checkpointing", to_string(job.ac)},
+                        {"param_dtype", to_string(job.param_dtype)},
+                        {"reduce_dtype", to_string(job.reduce_dtype)},
+                        {"float8", job.float8},
+                        {"async_tp", job.async_tp}};
+}
+
+JobSpec job_from_json(const nlohmann::json& json, const std::string& source) {
+  if (!json.is_object()) {
+    throw_bad_input(source, fmt::format("expected a JSON object, got {}", json.type_name()));
+  }
+  static const std::set<std::string> known = {"gpus",         "gpus_per_node",
+                                              "dp_shard",     "dp_replicate",
+                                              "tp",           "pp",
+                                              "microbatches", "virtual_stages",
+                                              "pp_schedule",  "local_batch",
+                                              "seq_len",      "activation_checkpointing",
+                                              "param_dtype",  "reduce_dtype",
+                                              "float8",       "async_tp"};
+  for (const auto& [key, value] : json.items()) {
+    if (known.count(key) == 0) throw_bad_input(field_where(source, key), "unknown field");
+  }
+  JobSpec job;
+  auto integer = [&](const char* field, std::int64_t& out) {
+    const auto it = json.find(field);
+    if (it == json.end()) return;
+    if (!it->is_number_integer()) {
+      throw_bad_input(field_where(source, field),
+                      fmt::format("expected an integer, got {}", it->dump()));
+    }
+    out = it->get<std::int64_t>();
+  };
+  auto text = [&](const char* field) -> std::optional<std::string> {
+    const auto it = json.find(field);
+    if (it == json.end()) return std::nullopt;
+    if (!it->is_string()) {
+      throw_bad_input(field_where(source, field),
+                      fmt::format("expected a string, got {}", it->dump()));
+    }
+    return it->get<std::string>();
+  };
+  auto flag = [&](const char* field, bool& out) {
+    const auto it = json.find(field);
+    if (it == json.end()) return;
+    if (!it->is_boolean()) {
+      throw_bad_input(field_where(source, field),
+                      fmt::format("expected true or false, got {}", it->dump()));
+    }
+    out = it->get<bool>();
+  };
+  integer("gpus", job.gpus);
+  integer("gpus_per_node", job.gpus_per_node);
+  integer("dp_shard", job.dp_shard);
+  integer("dp_replicate", job.dp_replicate);
+  integer("tp", job.tp);
+  integer("pp", job.pp);
+  integer("microbatches", job.microbatches);
+  integer("virtual_stages", job.virtual_stages);
+  integer("local_batch", job.local_batch);
+  integer("seq_len", job.seq_len);
+  if (auto value = text("pp_schedule")) {
+    job.pp_schedule = pipeline_schedule_from_string(*value, field_where(source, "pp_schedule"));
+  }
+  if (auto value = text("activation_checkpointing")) {
+    job.ac = ac_from_string(*value, field_where(source, "activation_checkpointing"));
+  }
+  if (auto value = text("param_dtype")) {
+    job.param_dtype = dtype_from_string(*value, field_where(source, "param_dtype"));
+  }
+  if (auto value = text("reduce_dtype")) {
+    job.reduce_dtype = dtype_from_string(*value, field_where(source, "reduce_dtype"));
+  }
+  flag("float8", job.float8);
+  flag("async_tp", job.async_tp);
+  return job;
+}
+
+}  // namespace fsdptune

@@ -1,0 +1,264 @@
+#include "fsdptune/model.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "fsdptune/embedded.hpp"
+#include "fsdptune/error.hpp"
+#include "fsdptune/units.hpp"
+
+namespace fsdptune {
+namespace {
+
+constexpr const char* kModelFormatName = "fsdptune-model";
+
+std::string field_where(const std::string& source, const std::string& field) {
+  return fmt::format("{}: field '{}'", source, field);
+}
+
+// A required (or, with `fallback`, optional) integer field, > 0.
+std::int64_t positive_int(const nlohmann::json& json, const std::string& source,
+                          const std::string& field, const std::int64_t* fallback = nullptr) {
+  const auto it = json.find(field);
+  if (it == json.end()) {
+    if (fallback != nullptr) return *fallback;
+    throw_bad_input(field_where(source, field), "missing");
+  }
+  if (!it->is_number_integer()) {
+    throw_bad_input(field_where(source, field),
+                    fmt::format("expected a positive integer, got {}", it->dump()));
+  }
+  const std::int64_t value = it->get<std::int64_t>();
+  if (value <= 0) {
+    throw_bad_input(field_where(source, field), fmt::format("must be > 0, got {}", value));
+  }
+  return value;
+}
+
+double positive_number(const nlohmann::json& json, const std::string& source,
+                       const std::string& field, double fallback) {
+  const auto it = json.find(field);
+  if (it == json.end() || it->is_null()) return fallback;
+  if (!it->is_number()) {
+    throw_bad_input(field_where(source, field),
+                    fmt::format("expected a positive number, got {}", it->dump()));
+  }
+  const double value = it->get<double>();
+  if (!(value > 0)) {
+    throw_bad_input(field_where(source, field), fmt::format("must be > 0, got {}", value));
+  }
+  return value;
+}
+
+bool boolean(const nlohmann::json& json, const std::string& source, const std::string& field,
+             bool fallback) {
+  const auto it = json.find(field);
+  if (it == json.end() || it->is_null()) return fallback;
+  if (!it->is_boolean()) {
+    throw_bad_input(field_where(source, field),
+                    fmt::format("expected true or false, got {}", it->dump()));
+  }
+  return it->get<bool>();
+}
+
+std::string string_field(const nlohmann::json& json, const std::string& source,
+                         const std::string& field) {
+  const auto it = json.find(field);
+  if (it == json.end()) throw_bad_input(field_where(source, field), "missing");
+  if (!it->is_string() || it->get<std::string>().empty()) {
+    throw_bad_input(field_where(source, field),
+                    fmt::format("expected a non-empty string, got {}", it->dump()));
+  }
+  return it->get<std::string>();
+}
+
+// A Hugging Face transformers LlamaConfig (config.json).
+ModelSpec model_from_hf_config(const nlohmann::json& json, const std::string& source) {
+  ModelSpec model;
+  // The name: the repository id when transformers saved it, else the folder holding
+  // config.json (HF snapshots live in a folder named after the model), else the stem.
+  const auto name_it = json.find("_name_or_path");
+  if (name_it != json.end() && name_it->is_string() && !name_it->get<std::string>().empty()) {
+    model.name = std::filesystem::path(name_it->get<std::string>()).filename().string();
+  } else {
+    const std::filesystem::path path(source);
+    model.name = path.stem().string();
+    if (model.name == "config" && path.has_parent_path() &&
+        !path.parent_path().filename().empty()) {
+      model.name = path.parent_path().filename().string();
+    }
+  }
+  model.dim = positive_int(json, source, "hidden_size");
+  model.n_layers = positive_int(json, source, "num_hidden_layers");
+  model.n_heads = positive_int(json, source, "num_attention_heads");
+  model.n_kv_heads = positive_int(json, source, "num_key_value_heads", &model.n_heads);
+  if (model.dim % model.n_heads != 0 && json.find("head_dim") == json.end()) {
+    throw_bad_input(field_where(source, "num_attention_heads"),
+                    fmt::format("{} heads do not divide hidden_size {} and no head_dim is given",
+                                model.n_heads, model.dim));
+  }
+  const std::int64_t default_head_dim = model.dim / model.n_heads;
+  model.head_dim = positive_int(json, source, "head_dim", &default_head_dim);
+  model.ffn_dim = positive_int(json, source, "intermediate_size");
+  model.vocab_size = positive_int(json, source, "vocab_size");
+  model.tie_embeddings = boolean(json, source, "tie_word_embeddings", false);
+  model.rope_theta = positive_number(json, source, "rope_theta", 500000.0);
+  model.norm_eps = positive_number(json, source, "rms_norm_eps", 1e-5);
+  return model;
+}
+
+ModelSpec model_from_our_format(const nlohmann::json& json, const std::string& source) {
+  static const std::set<std::string> known = {
+      "format",     "version",        "name",       "source",   "dim",
+      "n_layers",   "n_heads",        "n_kv_heads", "head_dim", "ffn_dim",
+      "vocab_size", "tie_embeddings", "rope_theta", "norm_eps"};
+  for (const auto& [key, value] : json.items()) {
+    if (known.count(key) == 0) {
+      throw_bad_input(field_where(source, key), "unknown field (docs/model-format.md lists them)");
+    }
+  }
+  const auto format_it = json.find("format");
+  if (format_it != json.end() &&
+      !(format_it->is_string() && format_it->get<std::string>() == kModelFormatName)) {
+    throw_bad_input(field_where(source, "format"),
+                    fmt::format("expected \"{}\", got {}", kModelFormatName, format_it->dump()));
+  }
+  const std::int64_t version = positive_int(json, source, "version");
+  if (version != kModelFormatVersion) {
+    throw_bad_input(field_where(source, "version"),
+                    fmt::format("unsupported version {} (this fsdptune reads version {})", version,
+                                kModelFormatVersion));
+  }
+  ModelSpec model;
+  model.name = string_field(json, source, "name");
+  model.dim = positive_int(json, source, "dim");
+  model.n_layers = positive_int(json, source, "n_layers");
+  model.n_heads = positive_int(json, source, "n_heads");
+  model.n_kv_heads = positive_int(json, source, "n_kv_heads");
+  if (model.dim % model.n_heads != 0 && json.find("head_dim") == json.end()) {
+    throw_bad_input(field_where(source, "n_heads"),
+                    fmt::format("{} heads do not divide dim {} and no head_dim is given",
+                                model.n_heads, model.dim));
+  }
+  const std::int64_t default_head_dim = model.dim / model.n_heads;
+  model.head_dim = positive_int(json, source, "head_dim", &default_head_dim);
+  model.ffn_dim = positive_int(json, source, "ffn_dim");
+  model.vocab_size = positive_int(json, source, "vocab_size");
+  model.tie_embeddings = boolean(json, source, "tie_embeddings", false);
+  model.rope_theta = positive_number(json, source, "rope_theta", 500000.0);
+  model.norm_eps = positive_number(json, source, "norm_eps", 1e-5);
+  return model;
+}
+
+}  // namespace
+
+std::int64_t embedding_parameter_count(const ModelSpec& model) {
+  return model.vocab_size * model.dim;
+}
+
+std::int64_t block_parameter_count(const ModelSpec& model) {
+  const std::int64_t q_dim = model.n_heads * model.head_dim;
+  const std::int64_t kv_dim = model.n_kv_heads * model.head_dim;
+  // wq + wk + wv + wo, w1 + w2 + w3, attention_norm + ffn_norm.
+  return model.dim * q_dim + 2 * model.dim * kv_dim + q_dim * model.dim +
+         3 * model.dim * model.ffn_dim + 2 * model.dim;
+}
+
+std::int64_t parameter_count(const ModelSpec& model) {
+  const std::int64_t output = model.tie_embeddings ? 0 : model.vocab_size * model.dim;
+  return embedding_parameter_count(model) + model.n_layers * block_parameter_count(model) +
+         model.dim /* norm */ + output;
+}
+
+std::int64_t llama_ffn_dim(std::int64_t dim, double ffn_dim_multiplier, std::int64_t multiple_of) {
+  // Meta's llama3 model.py: hidden = int(2 * 4*dim / 3); hidden = int(multiplier * hidden);
+  // hidden = multiple_of * ceil(hidden / multiple_of).
+  const auto hidden = static_cast<std::int64_t>(2 * (4 * dim) / 3);
+  const auto scaled = static_cast<std::int64_t>(ffn_dim_multiplier * static_cast<double>(hidden));
+  return round_up(scaled, multiple_of);
+}
+
+double training_flops_per_token(const ModelSpec& model, std::int64_t seq_len) {
+  const double n = static_cast<double>(parameter_count(model));
+  const double n_embedding = static_cast<double>(embedding_parameter_count(model));
+  return 6.0 * (n - n_embedding) +
+         12.0 * static_cast<double>(model.n_layers) * static_cast<double>(model.n_heads) *
+             static_cast<double>(model.head_dim) * static_cast<double>(seq_len);
+}
+
+ModelSpec model_from_json(const nlohmann::json& json, const std::string& source) {
+  if (!json.is_object()) {
+    throw_bad_input(source, fmt::format("expected a JSON object, got {}", json.type_name()));
+  }
+  ModelSpec model = json.contains("hidden_size") ? model_from_hf_config(json, source)
+                                                 : model_from_our_format(json, source);
+  validate_model(model, source);
+  return model;
+}
+
+nlohmann::json model_to_json(const ModelSpec& model) {
+  return nlohmann::json{{"format", kModelFormatName},
+                        {"version", kModelFormatVersion},
+                        {"name", model.name},
+                        {"dim", model.dim},
+                        {"n_layers", model.n_layers},
+                        {"n_heads", model.n_heads},
+                        {"n_kv_heads", model.n_kv_heads},
+                        {"head_dim", model.head_dim},
+                        {"ffn_dim", model.ffn_dim},
+                        {"vocab_size", model.vocab_size},
+                        {"tie_embeddings", model.tie_embeddings},
+                        {"rope_theta", model.rope_theta},
+                        {"norm_eps", model.norm_eps}};
+}
+
+void validate_model(const ModelSpec& model, const std::string& source) {
+  if (model.name.empty()) throw_bad_input(field_where(source, "name"), "must not be empty");
+  const std::pair<const char*, std::int64_t> sizes[] = {{"dim", model.dim},
+                                                        {"n_layers", model.n_layers},
+                                                        {"n_heads", model.n_heads},
+                                                        {"n_kv_heads", model.n_kv_heads},
+                                                        {"head_dim", model.head_dim},
+                                                        {"ffn_dim", model.ffn_dim},
+                                                        {"vocab_size", model.vocab_size}};
+  for (const auto& [field, value] : sizes) {
+    if (value <= 0) {
+      throw_bad_input(field_where(source, field), fmt::format("must be > 0, got {}", value));
+    }
+  }
+  if (model.n_heads % model.n_kv_heads != 0) {
+    throw_bad_input(field_where(source, "n_kv_heads"),
+                    fmt::format("{} kv heads do not divide {} heads (grouped-query attention)",
+                                model.n_kv_heads, model.n_heads));
+  }
+  if (!(model.rope_theta > 0)) {
+    throw_bad_input(field_where(source, "rope_theta"), "must be > 0");
+  }
+  if (!(model.norm_eps > 0)) throw_bad_input(field_where(source, "norm_eps"), "must be > 0");
+}
+
+std::vector<std::string> builtin_model_names() {
+  std::vector<std::string> names;
+  for (const auto& [stem, content] : embedded::model_files()) names.push_back(stem);
+  return names;
+}
+
+ModelSpec builtin_model(const std::string& name) {
+  for (const auto& [stem, content] : embedded::model_files()) {
+    if (stem != name) continue;
+    const std::string source = fmt::format("models/{}.json", stem);
+    try {
+      return model_from_json(nlohmann::json::parse(content), source);
+    } catch (const nlohmann::json::exception& e) {
+      FSDPTUNE_CHECK(false, fmt::format("built-in {} does not parse: {}", source, e.what()));
+    }
+  }
+  throw_bad_input(fmt::format("model '{}'", name),
+                  fmt::format("unknown built-in model; built-in models: {}",
+                              fmt::join(builtin_model_names(), ", ")));
+}
+
+}  // namespace fsdptune

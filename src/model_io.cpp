@@ -1,0 +1,30 @@
+// resolve_model: the --model argument. Thin I/O: the only model code that reads files.
+#include <algorithm>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "fsdptune/error.hpp"
+#include "fsdptune/io.hpp"
+#include "fsdptune/model.hpp"
+
+namespace fsdptune {
+
+ModelSpec resolve_model(const std::string& name_or_path) {
+  if (name_or_path.empty()) throw_bad_input("--model", "must not be empty");
+  const auto names = builtin_model_names();
+  if (std::find(names.begin(), names.end(), name_or_path) != names.end()) {
+    return builtin_model(name_or_path);
+  }
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(name_or_path, ec)) {
+    // Our model format or a Hugging Face config.json; model_from_json tells them apart.
+    return model_from_json(read_json_file(name_or_path), name_or_path);
+  }
+  throw_bad_input("--model",
+                  fmt::format("unknown model '{}': not a built-in model nor a file; built-in "
+                              "models: {}",
+                              name_or_path, fmt::join(names, ", ")));
+}
+
+}  // namespace fsdptune

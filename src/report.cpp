@@ -1,0 +1,608 @@
+// Report summary, its JSON form, and the terminal and Markdown renderers
+// (docs/report.md). The HTML renderer is in report_html.cpp; both read the one summary
+// computed here so that every renderer shows the same figures.
+#include "fsdptune/report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "fsdptune/error.hpp"
+#include "fsdptune/units.hpp"
+#include "report_internal.hpp"
+
+namespace fsdptune {
+namespace {
+
+// predicted / measured - 1: positive when the simulator was pessimistic. A zero
+// measurement has no meaningful ratio; report 0 rather than infinity.
+double relative_error(double predicted, double measured) {
+  if (measured == 0) return 0;
+  return predicted / measured - 1;
+}
+
+ReportPlan make_plan(const PlanSummary& summary, bool tuned) {
+  ReportPlan plan;
+  plan.summary = summary;
+  plan.tuned = tuned;
+  plan.allocator_reserve_bytes =
+      std::max<std::int64_t>(0, summary.peak_reserved_bytes - summary.peak_allocated_bytes);
+  return plan;
+}
+
+MeasuredComparison compare_measured(const ScheduleFile& schedule, const MeasuredResult& measured,
+                                    const ReportOptions& options) {
+  MeasuredComparison comparison;
+  comparison.backend = measured.backend;
+  comparison.world_size = measured.world_size;
+  comparison.iterations = measured.iterations;
+  comparison.data_checked = measured.data_checked;
+  comparison.predicted_step_time_s = schedule.predicted.step_time_s;
+  comparison.measured_step_time_s = measured.step_time_s;
+  comparison.step_time_relative_error =
+      relative_error(schedule.predicted.step_time_s, measured.step_time_s);
+  comparison.predicted_exposed_comm_s = schedule.predicted.exposed_comm_s;
+  comparison.measured_exposed_comm_s = measured.exposed_comm_s;
+  comparison.predicted_peak_allocated_bytes = schedule.predicted.peak_allocated_bytes;
+  comparison.measured_peak_allocated_bytes = measured.peak_allocated_bytes;
+
+  const Program& program = schedule.program;
+  const std::vector<double> predicted = report_detail::task_durations(program, schedule.timings);
+  const bool have_measured = measured.timings.size() == program.tasks.size();
+  std::vector<double> predicted_busy(program.streams.size(), 0.0);
+  std::vector<double> measured_busy(program.streams.size(), 0.0);
+  std::vector<TaskError> errors;
+  for (const Task& task : program.tasks) {
+    const auto stream = static_cast<std::size_t>(task.stream);
+    if (stream >= program.streams.size()) continue;
+    predicted_busy[stream] += predicted[static_cast<std::size_t>(task.id)];
+    if (!have_measured) continue;
+    const TaskTiming& timing = measured.timings[static_cast<std::size_t>(task.id)];
+    const double measured_s = timing.end_s - timing.start_s;
+    measured_busy[stream] += measured_s;
+    TaskError error;
+    error.task = task.id;
+    error.name = task.name;
+    error.stream = program.streams[stream].name;
+    error.predicted_s = predicted[static_cast<std::size_t>(task.id)];
+    error.measured_s = measured_s;
+    error.error_s = error.predicted_s - measured_s;
+    error.relative_error = relative_error(error.predicted_s, measured_s);
+    errors.push_back(std::move(error));
+  }
+  if (have_measured) {
+    for (std::size_t s = 0; s < program.streams.size(); ++s) {
+      comparison.streams.push_back({program.streams[s].name, predicted_busy[s], measured_busy[s],
+                                    relative_error(predicted_busy[s], measured_busy[s])});
+    }
+  }
+  std::stable_sort(errors.begin(), errors.end(), [](const TaskError& a, const TaskError& b) {
+    const double abs_a = std::fabs(a.error_s);
+    const double abs_b = std::fabs(b.error_s);
+    if (abs_a != abs_b) return abs_a > abs_b;
+    return a.task < b.task;
+  });
+  const auto keep = static_cast<std::size_t>(std::max(0, options.largest_task_errors));
+  if (errors.size() > keep) errors.resize(keep);
+  comparison.largest_task_errors = std::move(errors);
+  return comparison;
+}
+
+// --- JSON ------------------------------------------------------------------------------
+
+nlohmann::json breakdown_to_json(const MemoryBreakdown& breakdown) {
+  nlohmann::json json = nlohmann::json::object();
+  for (int c = 0; c < static_cast<int>(MemoryCategory::kCount); ++c) {
+    json[report_detail::category_key(static_cast<MemoryCategory>(c))] =
+        breakdown[static_cast<std::size_t>(c)];
+  }
+  return json;
+}
+
+// Field access that names the JSON pointer of a missing or mistyped field.
+template <typename T>
+T field(const nlohmann::json& json, const char* key, const std::string& where) {
+  if (!json.is_object() || !json.contains(key)) {
+    throw_bad_input(where + "/" + key, "missing field");
+  }
+  try {
+    return json.at(key).get<T>();
+  } catch (const nlohmann::json::exception& e) {
+    throw_bad_input(where + "/" + key, fmt::format("wrong type: {}", e.what()));
+  }
+}
+
+const nlohmann::json& array_field(const nlohmann::json& json, const char* key,
+                                  const std::string& where) {
+  if (!json.is_object() || !json.contains(key) || !json.at(key).is_array()) {
+    throw_bad_input(where + "/" + key, "missing array");
+  }
+  return json.at(key);
+}
+
+PlanSummary plan_summary_from_json(const nlohmann::json& json, const std::string& where) {
+  PlanSummary summary;
+  summary.plan_name = field<std::string>(json, "name", where);
+  summary.step_time_s = field<double>(json, "step_time_s", where);
+  summary.tokens_per_s_per_gpu = field<double>(json, "tokens_per_s_per_gpu", where);
+  summary.mfu = field<double>(json, "mfu", where);
+  summary.compute_s = field<double>(json, "compute_s", where);
+  summary.comm_s = field<double>(json, "comm_s", where);
+  summary.exposed_comm_s = field<double>(json, "exposed_comm_s", where);
+  summary.idle_s = field<double>(json, "idle_s", where);
+  summary.peak_allocated_bytes = field<std::int64_t>(json, "peak_allocated_bytes", where);
+  summary.peak_reserved_bytes = field<std::int64_t>(json, "peak_reserved_bytes", where);
+  summary.fits = field<bool>(json, "fits", where);
+  const std::string breakdown_where = where + "/peak_breakdown";
+  if (!json.contains("peak_breakdown")) throw_bad_input(breakdown_where, "missing field");
+  for (int c = 0; c < static_cast<int>(MemoryCategory::kCount); ++c) {
+    summary.peak_breakdown[static_cast<std::size_t>(c)] = field<std::int64_t>(
+        json.at("peak_breakdown"),
+        report_detail::category_key(static_cast<MemoryCategory>(c)).c_str(), breakdown_where);
+  }
+  return summary;
+}
+
+// --- Text ------------------------------------------------------------------------------
+
+std::string schedule_heading(const ScheduleReport& schedule) {
+  return fmt::format("{}: {} on {} x {} (dp_shard {}, batch {} x {} tokens), limit {}",
+                     schedule.source, schedule.model, schedule.gpus, schedule.hardware,
+                     schedule.dp_shard, schedule.local_batch, schedule.seq_len,
+                     format_bytes(schedule.memory_limit_bytes));
+}
+
+std::string measured_heading(const MeasuredComparison& measured) {
+  return fmt::format("{} backend, {} ranks, {} iterations{}", measured.backend, measured.world_size,
+                     measured.iterations, measured.data_checked ? ", data checked" : "");
+}
+
+// A table as rows of cells; column 0 left-aligned, the rest right-aligned.
+std::string text_table(const std::vector<std::vector<std::string>>& rows,
+                       const std::string& indent) {
+  std::vector<std::size_t> widths;
+  for (const auto& row : rows) {
+    if (widths.size() < row.size()) widths.resize(row.size(), 0);
+    for (std::size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line = indent;
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      if (c > 0) line += "  ";
+      line += c == 0 ? fmt::format("{:<{}}", row[c], widths[c])
+                     : fmt::format("{:>{}}", row[c], widths[c]);
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::string markdown_cell(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '|') {
+      out += "\\|";
+    } else if (c == '\n') {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string markdown_table(const std::vector<std::vector<std::string>>& rows) {
+  std::string out;
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    out += "|";
+    for (std::size_t c = 0; c < rows[r].size(); ++c) {
+      out += ' ';
+      out += markdown_cell(rows[r][c]);
+      out += " |";
+    }
+    out += "\n";
+    if (r == 0) {
+      out += "|";
+      for (std::size_t c = 0; c < rows[r].size(); ++c) out += c == 0 ? " --- |" : " ---: |";
+      out += "\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+namespace report_detail {
+
+std::string category_key(MemoryCategory category) {
+  switch (category) {
+    case MemoryCategory::kShardedState:
+      return "sharded_state";
+    case MemoryCategory::kGatheredParams:
+      return "gathered_params";
+    case MemoryCategory::kGradients:
+      return "gradients";
+    case MemoryCategory::kActivations:
+      return "activations";
+    case MemoryCategory::kWorkspace:
+      return "workspace";
+    case MemoryCategory::kCount:
+      break;
+  }
+  return "unknown";
+}
+
+std::string category_title(MemoryCategory category) {
+  switch (category) {
+    case MemoryCategory::kShardedState:
+      return "sharded state";
+    case MemoryCategory::kGatheredParams:
+      return "gathered parameters";
+    case MemoryCategory::kGradients:
+      return "gradients and buffers";
+    case MemoryCategory::kActivations:
+      return "activations";
+    case MemoryCategory::kWorkspace:
+      return "workspace";
+    case MemoryCategory::kCount:
+      break;
+  }
+  return "unknown";
+}
+
+std::vector<double> task_durations(const Program& program, const std::vector<TaskTiming>& timings) {
+  std::vector<double> durations(program.tasks.size(), 0.0);
+  const bool timed = timings.size() == program.tasks.size();
+  for (std::size_t t = 0; t < program.tasks.size(); ++t) {
+    durations[t] = timed ? timings[t].end_s - timings[t].start_s : program.tasks[t].duration_s;
+  }
+  return durations;
+}
+
+std::vector<std::vector<std::string>> plan_table_rows(const ScheduleReport& schedule) {
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back({"plan", "step time", "tokens/s/GPU", "MFU", "exposed comm", "peak allocated",
+                  "peak reserved", "fits"});
+  for (const ReportPlan& plan : schedule.plans) {
+    const PlanSummary& s = plan.summary;
+    rows.push_back({(plan.tuned ? "* " : "  ") + s.plan_name, format_seconds(s.step_time_s),
+                    format_rate(s.tokens_per_s_per_gpu), format_percent(s.mfu),
+                    format_seconds(s.exposed_comm_s), format_bytes(s.peak_allocated_bytes),
+                    format_bytes(s.peak_reserved_bytes), s.fits ? "yes" : "no"});
+  }
+  return rows;
+}
+
+std::string efficiency_line(const ScheduleReport& schedule) {
+  if (schedule.lower_bound_s <= 0) return "tuned plan vs lower bound: no lower bound recorded";
+  return fmt::format("tuned plan vs lower bound: {} (lower bound {}, tuned {})",
+                     format_percent(schedule.tuned_efficiency),
+                     format_seconds(schedule.lower_bound_s),
+                     format_seconds(schedule.lower_bound_s / schedule.tuned_efficiency));
+}
+
+}  // namespace report_detail
+
+std::string escape_xml(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        // Control characters other than tab and newline are not allowed in XML 1.0.
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n') {
+          out += ' ';
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+std::string json_number_text(double value) { return nlohmann::json(value).dump(); }
+std::string json_number_text(std::int64_t value) { return nlohmann::json(value).dump(); }
+
+std::string format_percent(double fraction) { return fmt::format("{:.1f}%", fraction * 100); }
+
+std::string format_signed_percent(double fraction) {
+  return fmt::format("{:+.1f}%", fraction * 100);
+}
+
+std::string format_rate(double tokens_per_s) { return fmt::format("{:.0f}", tokens_per_s); }
+
+Report summarize_report(const std::vector<ReportEntry>& entries, const ReportOptions& options) {
+  Report report;
+  for (const ReportEntry& entry : entries) {
+    const ScheduleFile& file = entry.schedule;
+    ScheduleReport schedule;
+    schedule.source = entry.source;
+    schedule.model = file.model.name;
+    schedule.hardware = file.hardware.id;
+    schedule.gpus = file.job.gpus;
+    schedule.dp_shard = file.job.dp_shard;
+    schedule.local_batch = file.job.local_batch;
+    schedule.seq_len = file.job.seq_len;
+    schedule.memory_limit_bytes = file.memory_limit_bytes;
+    schedule.task_count = static_cast<std::int64_t>(file.program.tasks.size());
+    schedule.lower_bound_s = file.lower_bound_s;
+    if (file.lower_bound_s > 0 && file.predicted.step_time_s > 0) {
+      schedule.tuned_efficiency = file.lower_bound_s / file.predicted.step_time_s;
+    }
+    for (const PlanSummary& baseline : file.baselines) {
+      schedule.plans.push_back(make_plan(baseline, false));
+    }
+    schedule.plans.push_back(make_plan(file.predicted, true));
+    if (entry.measured) schedule.measured = compare_measured(file, *entry.measured, options);
+    report.schedules.push_back(std::move(schedule));
+  }
+  return report;
+}
+
+nlohmann::json report_to_json(const Report& report) {
+  nlohmann::json json;
+  json["version"] = report.version;
+  json["schedules"] = nlohmann::json::array();
+  for (const ScheduleReport& schedule : report.schedules) {
+    nlohmann::json s;
+    s["source"] = schedule.source;
+    s["model"] = schedule.model;
+    s["hardware"] = schedule.hardware;
+    s["gpus"] = schedule.gpus;
+    s["dp_shard"] = schedule.dp_shard;
+    s["local_batch"] = schedule.local_batch;
+    s["seq_len"] = schedule.seq_len;
+    s["memory_limit_bytes"] = schedule.memory_limit_bytes;
+    s["task_count"] = schedule.task_count;
+    s["lower_bound_s"] = schedule.lower_bound_s;
+    s["tuned_efficiency"] = schedule.tuned_efficiency;
+    s["plans"] = nlohmann::json::array();
+    for (const ReportPlan& plan : schedule.plans) {
+      const PlanSummary& p = plan.summary;
+      nlohmann::json row;
+      row["name"] = p.plan_name;
+      row["tuned"] = plan.tuned;
+      row["step_time_s"] = p.step_time_s;
+      row["tokens_per_s_per_gpu"] = p.tokens_per_s_per_gpu;
+      row["mfu"] = p.mfu;
+      row["compute_s"] = p.compute_s;
+      row["comm_s"] = p.comm_s;
+      row["exposed_comm_s"] = p.exposed_comm_s;
+      row["idle_s"] = p.idle_s;
+      row["peak_allocated_bytes"] = p.peak_allocated_bytes;
+      row["peak_reserved_bytes"] = p.peak_reserved_bytes;
+      row["allocator_reserve_bytes"] = plan.allocator_reserve_bytes;
+      row["peak_breakdown"] = breakdown_to_json(p.peak_breakdown);
+      row["fits"] = p.fits;
+      s["plans"].push_back(std::move(row));
+    }
+    if (schedule.measured) {
+      const MeasuredComparison& m = *schedule.measured;
+      nlohmann::json measured;
+      measured["backend"] = m.backend;
+      measured["world_size"] = m.world_size;
+      measured["iterations"] = m.iterations;
+      measured["data_checked"] = m.data_checked;
+      measured["predicted_step_time_s"] = m.predicted_step_time_s;
+      measured["measured_step_time_s"] = m.measured_step_time_s;
+      measured["step_time_relative_error"] = m.step_time_relative_error;
+      measured["predicted_exposed_comm_s"] = m.predicted_exposed_comm_s;
+      measured["measured_exposed_comm_s"] = m.measured_exposed_comm_s;
+      measured["predicted_peak_allocated_bytes"] = m.predicted_peak_allocated_bytes;
+      measured["measured_peak_allocated_bytes"] = m.measured_peak_allocated_bytes;
+      measured["streams"] = nlohmann::json::array();
+      for (const StreamComparison& stream : m.streams) {
+        measured["streams"].push_back({{"stream", stream.stream},
+                                       {"predicted_busy_s", stream.predicted_busy_s},
+                                       {"measured_busy_s", stream.measured_busy_s},
+                                       {"relative_error", stream.relative_error}});
+      }
+      measured["largest_task_errors"] = nlohmann::json::array();
+      for (const TaskError& error : m.largest_task_errors) {
+        measured["largest_task_errors"].push_back({{"task", error.task},
+                                                   {"name", error.name},
+                                                   {"stream", error.stream},
+                                                   {"predicted_s", error.predicted_s},
+                                                   {"measured_s", error.measured_s},
+                                                   {"error_s", error.error_s},
+                                                   {"relative_error", error.relative_error}});
+      }
+      s["measured"] = std::move(measured);
+    } else {
+      s["measured"] = nullptr;
+    }
+    json["schedules"].push_back(std::move(s));
+  }
+  return json;
+}
+
+Report report_from_json(const nlohmann::json& json, const std::string& source) {
+  Report report;
+  report.version = field<int>(json, "version", source);
+  if (report.version != kReportFormatVersion) {
+    throw_bad_input(source + "/version",
+                    fmt::format("report version {} is not supported (this build reads {})",
+                                report.version, kReportFormatVersion));
+  }
+  const nlohmann::json& schedules = array_field(json, "schedules", source);
+  for (std::size_t i = 0; i < schedules.size(); ++i) {
+    const nlohmann::json& s = schedules[i];
+    const std::string where = fmt::format("{}/schedules/{}", source, i);
+    ScheduleReport schedule;
+    schedule.source = field<std::string>(s, "source", where);
+    schedule.model = field<std::string>(s, "model", where);
+    schedule.hardware = field<std::string>(s, "hardware", where);
+    schedule.gpus = field<std::int64_t>(s, "gpus", where);
+    schedule.dp_shard = field<std::int64_t>(s, "dp_shard", where);
+    schedule.local_batch = field<std::int64_t>(s, "local_batch", where);
+    schedule.seq_len = field<std::int64_t>(s, "seq_len", where);
+    schedule.memory_limit_bytes = field<std::int64_t>(s, "memory_limit_bytes", where);
+    schedule.task_count = field<std::int64_t>(s, "task_count", where);
+    schedule.lower_bound_s = field<double>(s, "lower_bound_s", where);
+    schedule.tuned_efficiency = field<double>(s, "tuned_efficiency", where);
+    const nlohmann::json& plans = array_field(s, "plans", where);
+    for (std::size_t p = 0; p < plans.size(); ++p) {
+      const std::string plan_where = fmt::format("{}/plans/{}", where, p);
+      ReportPlan plan;
+      plan.summary = plan_summary_from_json(plans[p], plan_where);
+      plan.tuned = field<bool>(plans[p], "tuned", plan_where);
+      plan.allocator_reserve_bytes =
+          field<std::int64_t>(plans[p], "allocator_reserve_bytes", plan_where);
+      schedule.plans.push_back(std::move(plan));
+    }
+    if (!s.contains("measured")) throw_bad_input(where + "/measured", "missing field");
+    if (!s.at("measured").is_null()) {
+      const nlohmann::json& m = s.at("measured");
+      const std::string measured_where = where + "/measured";
+      MeasuredComparison measured;
+      measured.backend = field<std::string>(m, "backend", measured_where);
+      measured.world_size = field<std::int64_t>(m, "world_size", measured_where);
+      measured.iterations = field<std::int64_t>(m, "iterations", measured_where);
+      measured.data_checked = field<bool>(m, "data_checked", measured_where);
+      measured.predicted_step_time_s = field<double>(m, "predicted_step_time_s", measured_where);
+      measured.measured_step_time_s = field<double>(m, "measured_step_time_s", measured_where);
+      measured.step_time_relative_error =
+          field<double>(m, "step_time_relative_error", measured_where);
+      measured.predicted_exposed_comm_s =
+          field<double>(m, "predicted_exposed_comm_s", measured_where);
+      measured.measured_exposed_comm_s =
+          field<double>(m, "measured_exposed_comm_s", measured_where);
+      measured.predicted_peak_allocated_bytes =
+          field<std::int64_t>(m, "predicted_peak_allocated_bytes", measured_where);
+      measured.measured_peak_allocated_bytes =
+          field<std::int64_t>(m, "measured_peak_allocated_bytes", measured_where);
+      const nlohmann::json& streams = array_field(m, "streams", measured_where);
+      for (std::size_t k = 0; k < streams.size(); ++k) {
+        const std::string stream_where = fmt::format("{}/streams/{}", measured_where, k);
+        measured.streams.push_back({field<std::string>(streams[k], "stream", stream_where),
+                                    field<double>(streams[k], "predicted_busy_s", stream_where),
+                                    field<double>(streams[k], "measured_busy_s", stream_where),
+                                    field<double>(streams[k], "relative_error", stream_where)});
+      }
+      const nlohmann::json& errors = array_field(m, "largest_task_errors", measured_where);
+      for (std::size_t k = 0; k < errors.size(); ++k) {
+        const std::string error_where = fmt::format("{}/largest_task_errors/{}", measured_where, k);
+        measured.largest_task_errors.push_back(
+            {field<int>(errors[k], "task", error_where),
+             field<std::string>(errors[k], "name", error_where),
+             field<std::string>(errors[k], "stream", error_where),
+             field<double>(errors[k], "predicted_s", error_where),
+             field<double>(errors[k], "measured_s", error_where),
+             field<double>(errors[k], "error_s", error_where),
+             field<double>(errors[k], "relative_error", error_where)});
+      }
+      schedule.measured = std::move(measured);
+    }
+    report.schedules.push_back(std::move(schedule));
+  }
+  return report;
+}
+
+std::string render_report_text(const std::vector<ReportEntry>& entries,
+                               const ReportOptions& options) {
+  const Report report = summarize_report(entries, options);
+  std::string out;
+  for (std::size_t i = 0; i < report.schedules.size(); ++i) {
+    const ScheduleReport& schedule = report.schedules[i];
+    if (i > 0) out += "\n";
+    out += schedule_heading(schedule) + "\n";
+    out += text_table(report_detail::plan_table_rows(schedule), "  ");
+    out += "  (* = the schedule's tuned plan)\n";
+    out += "  " + report_detail::efficiency_line(schedule) + "\n";
+    if (!schedule.measured) continue;
+    const MeasuredComparison& m = *schedule.measured;
+    out += fmt::format("  predicted vs measured ({}):\n", measured_heading(m));
+    std::vector<std::vector<std::string>> rows;
+    rows.push_back({"figure", "predicted", "measured", "error"});
+    rows.push_back({"step time", format_seconds(m.predicted_step_time_s),
+                    format_seconds(m.measured_step_time_s),
+                    format_signed_percent(m.step_time_relative_error)});
+    rows.push_back({"exposed comm", format_seconds(m.predicted_exposed_comm_s),
+                    format_seconds(m.measured_exposed_comm_s), ""});
+    rows.push_back({"peak allocated", format_bytes(m.predicted_peak_allocated_bytes),
+                    format_bytes(m.measured_peak_allocated_bytes), ""});
+    for (const StreamComparison& stream : m.streams) {
+      rows.push_back({"busy " + stream.stream, format_seconds(stream.predicted_busy_s),
+                      format_seconds(stream.measured_busy_s),
+                      format_signed_percent(stream.relative_error)});
+    }
+    out += text_table(rows, "    ");
+    if (!m.largest_task_errors.empty()) {
+      out += "  largest per-task errors:\n";
+      std::vector<std::vector<std::string>> task_rows;
+      task_rows.push_back({"task", "stream", "predicted", "measured", "error"});
+      for (const TaskError& error : m.largest_task_errors) {
+        task_rows.push_back({fmt::format("#{} {}", error.task, error.name), error.stream,
+                             format_seconds(error.predicted_s), format_seconds(error.measured_s),
+                             format_signed_percent(error.relative_error)});
+      }
+      out += text_table(task_rows, "    ");
+    }
+  }
+  return out;
+}
+
+std::string render_report_markdown(const std::vector<ReportEntry>& entries,
+                                   const ReportOptions& options) {
+  const Report report = summarize_report(entries, options);
+  std::string out = "# fsdptune report\n";
+  for (const ScheduleReport& schedule : report.schedules) {
+    out += "\n## " + markdown_cell(schedule_heading(schedule)) + "\n\n";
+    out += markdown_table(report_detail::plan_table_rows(schedule));
+    out += "\n`*` marks the schedule's tuned plan. " +
+           markdown_cell(report_detail::efficiency_line(schedule)) + ".\n";
+    if (!schedule.measured) continue;
+    const MeasuredComparison& m = *schedule.measured;
+    out += "\n### Predicted vs measured (" + markdown_cell(measured_heading(m)) + ")\n\n";
+    std::vector<std::vector<std::string>> rows;
+    rows.push_back({"figure", "predicted", "measured", "error"});
+    rows.push_back({"step time", format_seconds(m.predicted_step_time_s),
+                    format_seconds(m.measured_step_time_s),
+                    format_signed_percent(m.step_time_relative_error)});
+    rows.push_back({"exposed comm", format_seconds(m.predicted_exposed_comm_s),
+                    format_seconds(m.measured_exposed_comm_s), ""});
+    rows.push_back({"peak allocated", format_bytes(m.predicted_peak_allocated_bytes),
+                    format_bytes(m.measured_peak_allocated_bytes), ""});
+    for (const StreamComparison& stream : m.streams) {
+      rows.push_back({"busy " + stream.stream, format_seconds(stream.predicted_busy_s),
+                      format_seconds(stream.measured_busy_s),
+                      format_signed_percent(stream.relative_error)});
+    }
+    out += markdown_table(rows);
+    if (!m.largest_task_errors.empty()) {
+      out += "\n#### Largest per-task errors\n\n";
+      std::vector<std::vector<std::string>> task_rows;
+      task_rows.push_back({"task", "stream", "predicted", "measured", "error"});
+      for (const TaskError& error : m.largest_task_errors) {
+        task_rows.push_back({fmt::format("#{} {}", error.task, error.name), error.stream,
+                             format_seconds(error.predicted_s), format_seconds(error.measured_s),
+                             format_signed_percent(error.relative_error)});
+      }
+      out += markdown_table(task_rows);
+    }
+  }
+  return out;
+}
+
+}  // namespace fsdptune

@@ -1,0 +1,1041 @@
+// The HTML report (docs/report.md): one self-contained page, inline CSS and SVG, no
+// script and no network, written as XHTML-compatible markup (every element closed, every
+// attribute quoted, all text escaped) so that a strict XML parser reads it too.
+//
+// Charts share one convention: a plot area inside margins, numeric axes with "nice"
+// ticks (1, 2, 5 x 10^k) and a label that names the quantity and its unit, e.g.
+// "time since step start (ms)". Coordinates are written with one decimal: enough for
+// screen pixels and it keeps a 405B Gantt chart (thousands of rectangles) to a few
+// hundred KiB.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "fsdptune/report.hpp"
+#include "fsdptune/units.hpp"
+#include "report_internal.hpp"
+
+namespace fsdptune {
+namespace {
+
+constexpr double kChartWidth = 1320;
+constexpr double kCharWidthPx = 6.6;  // average glyph width of the 11px chart font
+
+std::string px(double value) {
+  if (std::fabs(value) < 0.05) return "0";
+  return fmt::format("{:.1f}", value);
+}
+
+// --- Units and ticks --------------------------------------------------------------------
+
+struct DisplayUnit {
+  double base_per_unit = 1;  // seconds or bytes per displayed unit
+  std::string name;          // "ms", "GiB"
+};
+
+DisplayUnit time_unit(double max_s) {
+  if (max_s >= 1.0) return {1.0, "s"};
+  if (max_s >= 1e-3) return {1e-3, "ms"};
+  return {1e-6, "us"};
+}
+
+DisplayUnit bytes_unit(double max_bytes) {
+  if (max_bytes >= static_cast<double>(kGiB)) return {static_cast<double>(kGiB), "GiB"};
+  if (max_bytes >= static_cast<double>(kMiB)) return {static_cast<double>(kMiB), "MiB"};
+  if (max_bytes >= static_cast<double>(kKiB)) return {static_cast<double>(kKiB), "KiB"};
+  return {1.0, "B"};
+}
+
+// Tick step of about `target` ticks over [0, max]: 1, 2 or 5 times a power of ten.
+double nice_step(double max, int target) {
+  if (!(max > 0)) return 1;
+  const double raw = max / target;
+  const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+  const double normalized = raw / magnitude;
+  double step = 10;
+  if (normalized < 1.5) {
+    step = 1;
+  } else if (normalized < 3) {
+    step = 2;
+  } else if (normalized < 7) {
+    step = 5;
+  }
+  return step * magnitude;
+}
+
+struct Axis {
+  DisplayUnit unit;
+  double max_units = 1;  // axis end, in display units (a whole number of steps)
+  double step_units = 1;
+  int decimals = 0;
+  std::string label;  // "time since step start (ms)"
+};
+
+// An axis from 0 to at least `max_base` (seconds or bytes) in `unit`.
+Axis make_axis(double max_base, const DisplayUnit& unit, const std::string& quantity, int target) {
+  Axis axis;
+  axis.unit = unit;
+  const double max_units = std::max(max_base / unit.base_per_unit, 1e-12);
+  axis.step_units = nice_step(max_units, target);
+  axis.max_units = std::ceil(max_units / axis.step_units - 1e-9) * axis.step_units;
+  if (axis.max_units <= 0) axis.max_units = axis.step_units;
+  axis.decimals = std::max(0, static_cast<int>(-std::floor(std::log10(axis.step_units) + 1e-9)));
+  axis.label = fmt::format("{} ({})", quantity, unit.name);
+  return axis;
+}
+
+// The plot rectangle inside an SVG.
+struct Area {
+  double left = 0;
+  double top = 0;
+  double width = 0;
+  double height = 0;
+  double right() const { return left + width; }
+  double bottom() const { return top + height; }
+};
+
+double map_x(const Area& area, const Axis& axis, double base) {
+  return area.left + base / axis.unit.base_per_unit / axis.max_units * area.width;
+}
+double map_y(const Area& area, const Axis& axis, double base) {
+  return area.bottom() - base / axis.unit.base_per_unit / axis.max_units * area.height;
+}
+
+std::string svg_open(double width, double height, const std::string& id, const std::string& title) {
+  return fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart\" id=\"{}\" width=\"{}\" "
+      "height=\"{}\" viewBox=\"0 0 {} {}\" role=\"img\" aria-label=\"{}\">\n",
+      escape_xml(id), px(width), px(height), px(width), px(height), escape_xml(title));
+}
+
+std::string text(double x, double y, const std::string& content, const std::string& css_class,
+                 const std::string& anchor = "start") {
+  return fmt::format("<text x=\"{}\" y=\"{}\" class=\"{}\" text-anchor=\"{}\">{}</text>\n", px(x),
+                     px(y), css_class, anchor, escape_xml(content));
+}
+
+std::string x_axis(const Area& area, const Axis& axis, bool grid) {
+  std::string out =
+      fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" class=\"axis\"/>\n", px(area.left),
+                  px(area.bottom()), px(area.right()), px(area.bottom()));
+  const int ticks = static_cast<int>(std::llround(axis.max_units / axis.step_units));
+  for (int i = 0; i <= ticks; ++i) {
+    const double value = i * axis.step_units;
+    const double x = area.left + value / axis.max_units * area.width;
+    if (grid && i > 0) {
+      out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" class=\"grid\"/>\n", px(x),
+                         px(area.top), px(x), px(area.bottom()));
+    }
+    out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" class=\"axis\"/>\n", px(x),
+                       px(area.bottom()), px(x), px(area.bottom() + 4));
+    out +=
+        text(x, area.bottom() + 16, fmt::format("{:.{}f}", value, axis.decimals), "tick", "middle");
+  }
+  out += fmt::format(
+      "<text x=\"{}\" y=\"{}\" class=\"axis-label\" data-axis=\"x\" data-unit=\"{}\" "
+      "text-anchor=\"middle\">{}</text>\n",
+      px(area.left + area.width / 2), px(area.bottom() + 34), escape_xml(axis.unit.name),
+      escape_xml(axis.label));
+  return out;
+}
+
+std::string y_axis(const Area& area, const Axis& axis, bool grid) {
+  std::string out = fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" class=\"axis\"/>\n",
+                                px(area.left), px(area.top), px(area.left), px(area.bottom()));
+  const int ticks = static_cast<int>(std::llround(axis.max_units / axis.step_units));
+  for (int i = 0; i <= ticks; ++i) {
+    const double value = i * axis.step_units;
+    const double y = area.bottom() - value / axis.max_units * area.height;
+    if (grid && i > 0) {
+      out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" class=\"grid\"/>\n",
+                         px(area.left), px(y), px(area.right()), px(y));
+    }
+    out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" class=\"axis\"/>\n",
+                       px(area.left - 4), px(y), px(area.left), px(y));
+    out += text(area.left - 7, y + 4, fmt::format("{:.{}f}", value, axis.decimals), "tick", "end");
+  }
+  const double x = area.left - 52;
+  const double y = area.top + area.height / 2;
+  out += fmt::format(
+      "<text x=\"{}\" y=\"{}\" class=\"axis-label\" data-axis=\"y\" data-unit=\"{}\" "
+      "text-anchor=\"middle\" transform=\"rotate(-90 {} {})\">{}</text>\n",
+      px(x), px(y), escape_xml(axis.unit.name), px(x), px(y), escape_xml(axis.label));
+  return out;
+}
+
+// The label of a categorical axis (plans, streams): no unit.
+std::string category_axis_label(const Area& area, const std::string& label, double x) {
+  const double y = area.top + area.height / 2;
+  return fmt::format(
+      "<text x=\"{}\" y=\"{}\" class=\"axis-label\" data-axis=\"y\" text-anchor=\"middle\" "
+      "transform=\"rotate(-90 {} {})\">{}</text>\n",
+      px(x), px(y), px(x), px(y), escape_xml(label));
+}
+
+struct LegendItem {
+  std::string css_class;
+  std::string label;
+};
+
+std::string legend(double x, double y, const std::vector<LegendItem>& items) {
+  std::string out;
+  for (const LegendItem& item : items) {
+    out += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" class=\"{}\"/>\n", px(x),
+                       px(y - 10), item.css_class);
+    out += text(x + 16, y, item.label, "legend");
+    x += 16 + static_cast<double>(item.label.size()) * kCharWidthPx + 18;
+  }
+  return out;
+}
+
+std::string data_attributes(const std::string& pointer, const std::string& value) {
+  return fmt::format(" data-json=\"{}\" data-value=\"{}\"", escape_xml(pointer), escape_xml(value));
+}
+
+// --- Tables -----------------------------------------------------------------------------
+
+// A table cell showing `display` for the JSON number at `pointer`.
+std::string number_cell(const std::string& pointer, const std::string& value,
+                        const std::string& display) {
+  return fmt::format("<td class=\"num\"{}>{}</td>", data_attributes(pointer, value),
+                     escape_xml(display));
+}
+std::string seconds_cell(const std::string& pointer, double seconds) {
+  return number_cell(pointer, json_number_text(seconds), format_seconds(seconds));
+}
+std::string bytes_cell(const std::string& pointer, std::int64_t bytes) {
+  return number_cell(pointer, json_number_text(bytes), format_bytes(bytes));
+}
+std::string percent_cell(const std::string& pointer, double fraction) {
+  return number_cell(pointer, json_number_text(fraction), format_percent(fraction));
+}
+std::string signed_percent_cell(const std::string& pointer, double fraction) {
+  return number_cell(pointer, json_number_text(fraction), format_signed_percent(fraction));
+}
+std::string rate_cell(const std::string& pointer, double rate) {
+  return number_cell(pointer, json_number_text(rate), format_rate(rate));
+}
+std::string text_cell(const std::string& content) { return "<td>" + escape_xml(content) + "</td>"; }
+
+std::string header_row(const std::vector<std::string>& headers) {
+  std::string out = "<tr>";
+  for (const std::string& header : headers) out += "<th>" + escape_xml(header) + "</th>";
+  return out + "</tr>\n";
+}
+
+// "fsdp2", "tuned", "greedy (tuned)": marks the schedule's own plan unless its name says so.
+std::string plan_name(const ReportPlan& plan) {
+  const bool says_tuned = plan.summary.plan_name.find("tuned") != std::string::npos;
+  return plan.summary.plan_name + (plan.tuned && !says_tuned ? " (tuned)" : "");
+}
+
+std::string plan_label(const Report& report, std::size_t schedule, const ReportPlan& plan) {
+  std::string label = plan_name(plan);
+  if (report.schedules.size() > 1) label = fmt::format("[{}] {}", schedule + 1, label);
+  return label;
+}
+
+std::string plans_table(const Report& report, std::size_t index) {
+  const ScheduleReport& schedule = report.schedules[index];
+  std::string out = "<table class=\"plans\">\n";
+  out += header_row({"plan", "step time", "tokens/s/GPU", "MFU", "compute", "communication",
+                     "exposed comm", "idle", "peak allocated", "peak reserved", "allocator reserve",
+                     "fits"});
+  for (std::size_t p = 0; p < schedule.plans.size(); ++p) {
+    const ReportPlan& plan = schedule.plans[p];
+    const PlanSummary& s = plan.summary;
+    const std::string base = fmt::format("/schedules/{}/plans/{}/", index, p);
+    out += plan.tuned ? "<tr class=\"tuned\">" : "<tr>";
+    out += text_cell(plan_name(plan));
+    out += seconds_cell(base + "step_time_s", s.step_time_s);
+    out += rate_cell(base + "tokens_per_s_per_gpu", s.tokens_per_s_per_gpu);
+    out += percent_cell(base + "mfu", s.mfu);
+    out += seconds_cell(base + "compute_s", s.compute_s);
+    out += seconds_cell(base + "comm_s", s.comm_s);
+    out += seconds_cell(base + "exposed_comm_s", s.exposed_comm_s);
+    out += seconds_cell(base + "idle_s", s.idle_s);
+    out += bytes_cell(base + "peak_allocated_bytes", s.peak_allocated_bytes);
+    out += bytes_cell(base + "peak_reserved_bytes", s.peak_reserved_bytes);
+    out += bytes_cell(base + "allocator_reserve_bytes", plan.allocator_reserve_bytes);
+    out += fmt::format("<td class=\"{}\">{}</td>", s.fits ? "yes" : "no", s.fits ? "yes" : "no");
+    out += "</tr>\n";
+  }
+  return out + "</table>\n";
+}
+
+std::string memory_table(const Report& report, std::size_t index) {
+  const ScheduleReport& schedule = report.schedules[index];
+  std::vector<std::string> headers = {"plan"};
+  for (int c = 0; c < static_cast<int>(MemoryCategory::kCount); ++c) {
+    headers.push_back(report_detail::category_title(static_cast<MemoryCategory>(c)));
+  }
+  headers.push_back("allocator reserve");
+  headers.push_back("peak reserved");
+  std::string out = "<table class=\"memory\">\n" + header_row(headers);
+  for (std::size_t p = 0; p < schedule.plans.size(); ++p) {
+    const ReportPlan& plan = schedule.plans[p];
+    const std::string base = fmt::format("/schedules/{}/plans/{}/", index, p);
+    out += plan.tuned ? "<tr class=\"tuned\">" : "<tr>";
+    out += text_cell(plan_name(plan));
+    for (int c = 0; c < static_cast<int>(MemoryCategory::kCount); ++c) {
+      const auto category = static_cast<MemoryCategory>(c);
+      out += bytes_cell(base + "peak_breakdown/" + report_detail::category_key(category),
+                        plan.summary.peak_breakdown[static_cast<std::size_t>(c)]);
+    }
+    out += bytes_cell(base + "allocator_reserve_bytes", plan.allocator_reserve_bytes);
+    out += bytes_cell(base + "peak_reserved_bytes", plan.summary.peak_reserved_bytes);
+    out += "</tr>\n";
+  }
+  return out + "</table>\n";
+}
+
+// --- Per-plan bar charts -----------------------------------------------------------------
+
+struct Segment {
+  double value = 0;  // seconds or bytes
+  std::string css_class;
+  std::string pointer;  // JSON pointer of the figure, "" for none
+  std::string value_text;
+  std::string title;
+};
+
+struct Bar {
+  std::string label;
+  std::vector<Segment> segments;
+  double total_marker = -1;  // draws a tick at this value (seconds/bytes) when >= 0
+  double limit = -1;         // draws a limit line across the row when > 0
+  std::string end_text;      // printed after the bar
+};
+
+std::string bar_chart(const std::string& id, const std::string& title, const std::vector<Bar>& bars,
+                      const std::vector<LegendItem>& items, const DisplayUnit& unit,
+                      const std::string& quantity, double max_base) {
+  std::size_t longest = 4;
+  for (const Bar& bar : bars) longest = std::max(longest, bar.label.size());
+  Area area;
+  area.left = std::min(360.0, 70 + static_cast<double>(longest) * kCharWidthPx);
+  area.top = 40;
+  area.width = kChartWidth - area.left - 110;
+  const double row = 26;
+  area.height = std::max(1.0, static_cast<double>(bars.size())) * row;
+  const double height = area.bottom() + 48;
+  const Axis axis = make_axis(max_base, unit, quantity, 8);
+
+  std::string out = svg_open(kChartWidth, height, id, title);
+  out += legend(area.left, 20, items);
+  out += x_axis(area, axis, true);
+  out += category_axis_label(area, "plan", 14);
+  for (std::size_t b = 0; b < bars.size(); ++b) {
+    const Bar& bar = bars[b];
+    const double y = area.top + static_cast<double>(b) * row + 4;
+    const double h = row - 8;
+    out += text(area.left - 8, y + h / 2 + 4, bar.label, "row-label", "end");
+    double cursor = 0;
+    for (const Segment& segment : bar.segments) {
+      if (segment.value <= 0) continue;
+      const double x0 = map_x(area, axis, cursor);
+      const double x1 = map_x(area, axis, cursor + segment.value);
+      out += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" class=\"{}\"{}>",
+                         px(x0), px(y), px(std::max(x1 - x0, 0.5)), px(h), segment.css_class,
+                         segment.pointer.empty()
+                             ? std::string()
+                             : data_attributes(segment.pointer, segment.value_text));
+      out += "<title>" + escape_xml(segment.title) + "</title></rect>\n";
+      cursor += segment.value;
+    }
+    if (bar.total_marker >= 0) {
+      const double x = map_x(area, axis, bar.total_marker);
+      out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" class=\"marker\"/>\n",
+                         px(x), px(y - 2), px(x), px(y + h + 2));
+      cursor = std::max(cursor, bar.total_marker);
+    }
+    if (bar.limit > 0) {
+      const double x = map_x(area, axis, bar.limit);
+      out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" class=\"limit\"/>\n", px(x),
+                         px(y - 3), px(x), px(y + h + 3));
+      cursor = std::max(cursor, bar.limit);
+    }
+    out += text(map_x(area, axis, cursor) + 6, y + h / 2 + 4, bar.end_text, "bar-value");
+  }
+  return out + "</svg>\n";
+}
+
+std::string step_time_chart(const Report& report) {
+  std::vector<Bar> bars;
+  double max_s = 0;
+  for (std::size_t i = 0; i < report.schedules.size(); ++i) {
+    const ScheduleReport& schedule = report.schedules[i];
+    for (std::size_t p = 0; p < schedule.plans.size(); ++p) {
+      const PlanSummary& s = schedule.plans[p].summary;
+      const std::string base = fmt::format("/schedules/{}/plans/{}/", i, p);
+      Bar bar;
+      bar.label = plan_label(report, i, schedule.plans[p]);
+      bar.segments = {
+          {s.compute_s, "c-compute", base + "compute_s", json_number_text(s.compute_s),
+           "compute " + format_seconds(s.compute_s)},
+          {s.exposed_comm_s, "c-exposed", base + "exposed_comm_s",
+           json_number_text(s.exposed_comm_s),
+           "exposed communication " + format_seconds(s.exposed_comm_s)},
+          {s.idle_s, "c-idle", base + "idle_s", json_number_text(s.idle_s),
+           "idle " + format_seconds(s.idle_s)},
+      };
+      bar.total_marker = s.step_time_s;
+      bar.end_text = format_seconds(s.step_time_s);
+      max_s = std::max({max_s, s.step_time_s, s.compute_s + s.exposed_comm_s + s.idle_s});
+      bars.push_back(std::move(bar));
+    }
+  }
+  return bar_chart("step-time", "Step time per plan: compute, exposed communication, idle", bars,
+                   {{"c-compute", "compute"},
+                    {"c-exposed", "exposed communication"},
+                    {"c-idle", "idle"},
+                    {"marker-key", "step time"}},
+                   time_unit(max_s), "time per step", max_s);
+}
+
+std::string memory_chart(const Report& report) {
+  std::vector<Bar> bars;
+  double max_bytes = 0;
+  for (std::size_t i = 0; i < report.schedules.size(); ++i) {
+    const ScheduleReport& schedule = report.schedules[i];
+    for (std::size_t p = 0; p < schedule.plans.size(); ++p) {
+      const ReportPlan& plan = schedule.plans[p];
+      const std::string base = fmt::format("/schedules/{}/plans/{}/", i, p);
+      Bar bar;
+      bar.label = plan_label(report, i, plan);
+      for (int c = 0; c < static_cast<int>(MemoryCategory::kCount); ++c) {
+        const auto category = static_cast<MemoryCategory>(c);
+        const std::int64_t bytes = plan.summary.peak_breakdown[static_cast<std::size_t>(c)];
+        bar.segments.push_back(
+            {static_cast<double>(bytes), "m-" + report_detail::category_key(category),
+             base + "peak_breakdown/" + report_detail::category_key(category),
+             json_number_text(bytes),
+             report_detail::category_title(category) + " " + format_bytes(bytes)});
+      }
+      bar.segments.push_back({static_cast<double>(plan.allocator_reserve_bytes), "m-reserve",
+                              base + "allocator_reserve_bytes",
+                              json_number_text(plan.allocator_reserve_bytes),
+                              "allocator reserve " + format_bytes(plan.allocator_reserve_bytes)});
+      bar.limit = static_cast<double>(schedule.memory_limit_bytes);
+      bar.end_text = fmt::format("{} reserved{}", format_bytes(plan.summary.peak_reserved_bytes),
+                                 plan.summary.fits ? "" : " (does not fit)");
+      max_bytes = std::max(
+          {max_bytes, static_cast<double>(plan.summary.peak_reserved_bytes),
+           static_cast<double>(plan.summary.peak_allocated_bytes + plan.allocator_reserve_bytes),
+           static_cast<double>(schedule.memory_limit_bytes)});
+      bars.push_back(std::move(bar));
+    }
+  }
+  std::vector<LegendItem> items;
+  for (int c = 0; c < static_cast<int>(MemoryCategory::kCount); ++c) {
+    const auto category = static_cast<MemoryCategory>(c);
+    items.push_back(
+        {"m-" + report_detail::category_key(category), report_detail::category_title(category)});
+  }
+  items.push_back({"m-reserve", "allocator reserve"});
+  items.push_back({"limit-key", "device limit"});
+  return bar_chart("peak-memory", "Peak memory per plan against the device limit", bars, items,
+                   bytes_unit(max_bytes), "peak memory per GPU", max_bytes);
+}
+
+// --- Gantt chart ----------------------------------------------------------------------------
+
+std::string kind_class(TaskKind kind) {
+  switch (kind) {
+    case TaskKind::kForward:
+      return "t-fwd";
+    case TaskKind::kRecompute:
+      return "t-rec";
+    case TaskKind::kBackward:
+      return "t-bwd";
+    case TaskKind::kCopyIn:
+    case TaskKind::kCopyOut:
+      return "t-copy";
+    case TaskKind::kAllGather:
+      return "t-ag";
+    case TaskKind::kReduceScatter:
+      return "t-rs";
+    case TaskKind::kAllReduce:
+      return "t-ar";
+    case TaskKind::kOptimizer:
+      return "t-opt";
+  }
+  return "t-opt";
+}
+
+std::string kind_title(TaskKind kind) {
+  switch (kind) {
+    case TaskKind::kForward:
+      return "forward";
+    case TaskKind::kRecompute:
+      return "recompute";
+    case TaskKind::kBackward:
+      return "backward";
+    case TaskKind::kCopyIn:
+      return "copy-in";
+    case TaskKind::kCopyOut:
+      return "copy-out";
+    case TaskKind::kAllGather:
+      return "all-gather";
+    case TaskKind::kReduceScatter:
+      return "reduce-scatter";
+    case TaskKind::kAllReduce:
+      return "all-reduce";
+    case TaskKind::kOptimizer:
+      return "optimizer";
+  }
+  return "task";
+}
+
+// The label drawn inside a task's bar: the full name when it fits, else the name up to
+// its bracketed unit list ("AG b2"), else nothing.
+std::string fitting_label(const std::string& name, double width_px) {
+  auto fits = [&](const std::string& label) {
+    return !label.empty() && static_cast<double>(label.size()) * kCharWidthPx + 4 <= width_px;
+  };
+  if (fits(name)) return name;
+  std::string shorter = name.substr(0, name.find(" ["));
+  if (fits(shorter)) return shorter;
+  return "";
+}
+
+// One step of `program` with `timings` (one per task), tasks starting in [begin_s, end_s).
+std::string gantt_chart(const std::string& id, const std::string& title, const Program& program,
+                        const std::vector<TaskTiming>& timings, double begin_s, double end_s) {
+  std::size_t longest = 6;
+  for (const Stream& stream : program.streams) longest = std::max(longest, stream.name.size());
+  Area area;
+  area.left = 70 + static_cast<double>(longest) * kCharWidthPx;
+  area.top = 40;
+  area.width = kChartWidth - area.left - 20;
+  const double row = 34;
+  area.height = std::max<double>(1, static_cast<double>(program.streams.size())) * row;
+  const double height = area.bottom() + 48;
+  const double span_s = std::max(end_s - begin_s, 1e-12);
+  const Axis axis = make_axis(span_s, time_unit(span_s),
+                              begin_s > 0 ? "time since step start, from " + format_seconds(begin_s)
+                                          : "time since step start",
+                              10);
+
+  std::string out = svg_open(kChartWidth, height, id, title);
+  out += legend(area.left, 20,
+                {{"t-fwd", "forward"},
+                 {"t-rec", "recompute"},
+                 {"t-bwd", "backward"},
+                 {"t-opt", "optimizer"},
+                 {"t-copy", "copy-in/out"},
+                 {"t-ag", "all-gather"},
+                 {"t-rs", "reduce-scatter"},
+                 {"t-ar", "all-reduce"}});
+  out += x_axis(area, axis, true);
+  out += category_axis_label(area, "stream", 14);
+  for (std::size_t s = 0; s < program.streams.size(); ++s) {
+    const double y = area.top + static_cast<double>(s) * row;
+    out += text(area.left - 8, y + row / 2 + 4, program.streams[s].name, "row-label", "end");
+    if (s > 0) {
+      out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" class=\"grid\"/>\n",
+                         px(area.left), px(y), px(area.right()), px(y));
+    }
+  }
+  std::string labels;
+  for (const Task& task : program.tasks) {
+    const TaskTiming& timing = timings[static_cast<std::size_t>(task.id)];
+    if (timing.end_s <= begin_s || timing.start_s >= end_s) continue;
+    if (task.stream < 0 || static_cast<std::size_t>(task.stream) >= program.streams.size())
+      continue;
+    const double start = std::max(timing.start_s, begin_s) - begin_s;
+    const double stop = std::min(timing.end_s, end_s) - begin_s;
+    const double x0 = map_x(area, axis, start);
+    const double width = std::max(map_x(area, axis, stop) - x0, 0.4);
+    const double y = area.top + task.stream * row + 5;
+    const double h = row - 10;
+    out += fmt::format(
+        "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" "
+        "class=\"{}\"><title>{}</title></rect>\n",
+        px(x0), px(y), px(width), px(h), kind_class(task.kind),
+        escape_xml(fmt::format("#{} {} ({}): {} at {}", task.id, task.name, kind_title(task.kind),
+                               format_seconds(timing.end_s - timing.start_s),
+                               format_seconds(timing.start_s))));
+    const std::string label = fitting_label(task.name, width);
+    if (!label.empty()) labels += text(x0 + 2, y + h / 2 + 4, label, "task-label");
+  }
+  // Labels after all bars so that no bar covers a neighbour's label.
+  out += labels;
+  return out + "</svg>\n";
+}
+
+// --- Memory over the step ---------------------------------------------------------------
+
+std::string memory_timeline_chart(const std::string& id, const ScheduleFile& schedule) {
+  const std::vector<MemorySample>& samples = schedule.memory_timeline;
+  double max_bytes = static_cast<double>(schedule.memory_limit_bytes);
+  double max_s = schedule.predicted.step_time_s;
+  for (const MemorySample& sample : samples) {
+    max_bytes = std::max(max_bytes, static_cast<double>(sample.allocated_bytes));
+    max_s = std::max(max_s, sample.time_s);
+  }
+  Area area;
+  area.left = 90;
+  area.top = 40;
+  area.width = kChartWidth - area.left - 30;
+  area.height = 260;
+  const Axis x_axis_spec = make_axis(max_s, time_unit(max_s), "time since step start", 10);
+  const Axis y_axis_spec = make_axis(max_bytes, bytes_unit(max_bytes), "allocated memory", 6);
+  std::string out = svg_open(kChartWidth, area.bottom() + 48, id,
+                             "Allocated memory over one step against the device limit");
+  out += legend(area.left, 20, {{"line-key", "allocated"}, {"limit-key", "device limit"}});
+  out += x_axis(area, x_axis_spec, true);
+  out += y_axis(area, y_axis_spec, true);
+
+  // The allocation is a step function: it holds its value until the next sample. With
+  // many samples, each half-pixel column keeps its first, highest, lowest and last value
+  // so that no peak is lost.
+  std::string path;
+  if (!samples.empty()) {
+    auto x_of = [&](double t) { return map_x(area, x_axis_spec, t); };
+    auto y_of = [&](std::int64_t b) { return map_y(area, y_axis_spec, static_cast<double>(b)); };
+    constexpr double kColumnPx = 0.5;
+    std::size_t i = 0;
+    double previous_y = 0;
+    bool first = true;
+    while (i < samples.size()) {
+      const double column = std::floor(x_of(samples[i].time_s) / kColumnPx);
+      const double x = column * kColumnPx;
+      std::int64_t high = samples[i].allocated_bytes;
+      std::int64_t low = samples[i].allocated_bytes;
+      const std::int64_t begin_bytes = samples[i].allocated_bytes;
+      std::size_t j = i;
+      while (j < samples.size() && std::floor(x_of(samples[j].time_s) / kColumnPx) == column) {
+        high = std::max(high, samples[j].allocated_bytes);
+        low = std::min(low, samples[j].allocated_bytes);
+        ++j;
+      }
+      const std::int64_t end_bytes = samples[j - 1].allocated_bytes;
+      if (first) {
+        path += fmt::format("M{} {}", px(x), px(y_of(begin_bytes)));
+        first = false;
+      } else {
+        path += fmt::format("H{}V{}", px(x), px(y_of(begin_bytes)));
+      }
+      if (high != low) path += fmt::format("V{}V{}", px(y_of(high)), px(y_of(low)));
+      path += fmt::format("V{}", px(y_of(end_bytes)));
+      previous_y = y_of(end_bytes);
+      i = j;
+    }
+    (void)previous_y;
+    path += fmt::format("H{}", px(x_of(max_s)));
+    out += "<path class=\"memory-line\" d=\"" + path + "\"/>\n";
+    std::int64_t peak = samples.front().allocated_bytes;
+    double peak_t = samples.front().time_s;
+    for (const MemorySample& sample : samples) {
+      if (sample.allocated_bytes > peak) {
+        peak = sample.allocated_bytes;
+        peak_t = sample.time_s;
+      }
+    }
+    out += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"3.5\" class=\"peak\"/>\n", px(x_of(peak_t)),
+                       px(y_of(peak)));
+    out += text(x_of(peak_t) + 6, y_of(peak) - 6,
+                fmt::format("peak {} at {}", format_bytes(peak), format_seconds(peak_t)),
+                "annotation");
+  } else {
+    out += text(area.left + area.width / 2, area.top + area.height / 2,
+                "no memory timeline recorded in this schedule", "annotation", "middle");
+  }
+  if (schedule.memory_limit_bytes > 0) {
+    const double y = map_y(area, y_axis_spec, static_cast<double>(schedule.memory_limit_bytes));
+    out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" class=\"limit\"/>\n",
+                       px(area.left), px(y), px(area.right()), px(y));
+    out += text(area.right() - 4, y - 5,
+                "device limit " + format_bytes(schedule.memory_limit_bytes), "annotation", "end");
+  }
+  return out + "</svg>\n";
+}
+
+// --- Pareto front -------------------------------------------------------------------------
+
+struct ScatterPoint {
+  double step_time_s = 0;
+  double peak_bytes = 0;
+  std::string label;
+};
+
+std::string pareto_chart(const std::string& id, const ScheduleFile& schedule) {
+  std::vector<ScatterPoint> explored;
+  for (const ParetoPoint& point : schedule.pareto) {
+    explored.push_back(
+        {point.step_time_s, static_cast<double>(point.peak_allocated_bytes), point.label});
+  }
+  std::vector<ScatterPoint> named;
+  for (const PlanSummary& baseline : schedule.baselines) {
+    named.push_back({baseline.step_time_s, static_cast<double>(baseline.peak_allocated_bytes),
+                     baseline.plan_name});
+  }
+  const ScatterPoint tuned{schedule.predicted.step_time_s,
+                           static_cast<double>(schedule.predicted.peak_allocated_bytes),
+                           schedule.predicted.plan_name.find("tuned") != std::string::npos
+                               ? schedule.predicted.plan_name
+                               : schedule.predicted.plan_name + " (tuned)"};
+  double max_s = tuned.step_time_s;
+  double max_bytes = std::max(tuned.peak_bytes, static_cast<double>(schedule.memory_limit_bytes));
+  for (const auto* list : {&explored, &named}) {
+    for (const ScatterPoint& point : *list) {
+      max_s = std::max(max_s, point.step_time_s);
+      max_bytes = std::max(max_bytes, point.peak_bytes);
+    }
+  }
+  Area area;
+  area.left = 90;
+  area.top = 40;
+  area.width = kChartWidth - area.left - 200;
+  area.height = 320;
+  const Axis x_spec = make_axis(max_s, time_unit(max_s), "step time", 10);
+  const Axis y_spec = make_axis(max_bytes, bytes_unit(max_bytes), "peak allocated memory", 6);
+  std::string out = svg_open(kChartWidth, area.bottom() + 48, id,
+                             "Pareto front of peak memory against step time");
+  out += legend(area.left, 20,
+                {{"p-explored", "explored plan"},
+                 {"p-front", "Pareto front"},
+                 {"p-baseline", "baseline"},
+                 {"p-tuned", "tuned plan"},
+                 {"limit-key", "device limit"}});
+  out += x_axis(area, x_spec, true);
+  out += y_axis(area, y_spec, true);
+
+  // Non-dominated points: sorted by step time (then memory), a point is on the front
+  // when it needs less memory than every faster point.
+  std::vector<ScatterPoint> sorted = explored;
+  sorted.push_back(tuned);
+  for (const ScatterPoint& point : named) sorted.push_back(point);
+  std::stable_sort(sorted.begin(), sorted.end(), [](const ScatterPoint& a, const ScatterPoint& b) {
+    if (a.step_time_s != b.step_time_s) return a.step_time_s < b.step_time_s;
+    return a.peak_bytes < b.peak_bytes;
+  });
+  std::vector<ScatterPoint> front;
+  double lowest = std::numeric_limits<double>::infinity();
+  for (const ScatterPoint& point : sorted) {
+    if (point.peak_bytes < lowest) {
+      front.push_back(point);
+      lowest = point.peak_bytes;
+    }
+  }
+  for (const ScatterPoint& point : explored) {
+    out += fmt::format(
+        "<circle cx=\"{}\" cy=\"{}\" r=\"2.5\" class=\"p-explored\"><title>{}</title></circle>\n",
+        px(map_x(area, x_spec, point.step_time_s)), px(map_y(area, y_spec, point.peak_bytes)),
+        escape_xml(fmt::format("{}: {}, {}", point.label, format_seconds(point.step_time_s),
+                               format_bytes(static_cast<std::int64_t>(point.peak_bytes)))));
+  }
+  if (!front.empty()) {
+    std::string path;
+    for (std::size_t f = 0; f < front.size(); ++f) {
+      const double x = map_x(area, x_spec, front[f].step_time_s);
+      const double y = map_y(area, y_spec, front[f].peak_bytes);
+      path += f == 0 ? fmt::format("M{} {}", px(x), px(y)) : fmt::format("H{}V{}", px(x), px(y));
+    }
+    out += "<path class=\"front-line\" d=\"" + path + "\"/>\n";
+    for (const ScatterPoint& point : front) {
+      out += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"3.5\" class=\"p-front\"/>\n",
+                         px(map_x(area, x_spec, point.step_time_s)),
+                         px(map_y(area, y_spec, point.peak_bytes)));
+    }
+  }
+  if (schedule.memory_limit_bytes > 0) {
+    const double y = map_y(area, y_spec, static_cast<double>(schedule.memory_limit_bytes));
+    out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" class=\"limit\"/>\n",
+                       px(area.left), px(y), px(area.right()), px(y));
+    out += text(area.right() - 4, y - 5,
+                "device limit " + format_bytes(schedule.memory_limit_bytes), "annotation", "end");
+  }
+  for (std::size_t n = 0; n < named.size(); ++n) {
+    const double x = map_x(area, x_spec, named[n].step_time_s);
+    const double y = map_y(area, y_spec, named[n].peak_bytes);
+    out += fmt::format(
+        "<rect x=\"{}\" y=\"{}\" width=\"8\" height=\"8\" class=\"p-baseline\" "
+        "transform=\"rotate(45 {} {})\"/>\n",
+        px(x - 4), px(y - 4), px(x), px(y));
+    // Alternate labels above and below so that close baselines stay readable.
+    out += text(x + 8, y + (n % 2 == 0 ? -7 : 14), named[n].label, "annotation");
+  }
+  const double tx = map_x(area, x_spec, tuned.step_time_s);
+  const double ty = map_y(area, y_spec, tuned.peak_bytes);
+  out += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"6\" class=\"p-tuned\"/>\n", px(tx), px(ty));
+  out += text(tx + 9, ty + 4, tuned.label, "annotation strong");
+  return out + "</svg>\n";
+}
+
+// --- Predicted vs measured --------------------------------------------------------------
+
+std::string measured_chart(const std::string& id, std::size_t index,
+                           const MeasuredComparison& measured) {
+  struct Row {
+    std::string label;
+    double predicted_s;
+    double measured_s;
+    std::string predicted_pointer;
+    std::string measured_pointer;
+  };
+  const std::string base = fmt::format("/schedules/{}/measured/", index);
+  std::vector<Row> rows;
+  rows.push_back({"step time", measured.predicted_step_time_s, measured.measured_step_time_s,
+                  base + "predicted_step_time_s", base + "measured_step_time_s"});
+  for (std::size_t s = 0; s < measured.streams.size(); ++s) {
+    const StreamComparison& stream = measured.streams[s];
+    const std::string stream_base = fmt::format("{}streams/{}/", base, s);
+    rows.push_back({"busy " + stream.stream, stream.predicted_busy_s, stream.measured_busy_s,
+                    stream_base + "predicted_busy_s", stream_base + "measured_busy_s"});
+  }
+  double max_s = 0;
+  std::size_t longest = 4;
+  for (const Row& row : rows) {
+    max_s = std::max({max_s, row.predicted_s, row.measured_s});
+    longest = std::max(longest, row.label.size());
+  }
+  Area area;
+  area.left = 70 + static_cast<double>(longest) * kCharWidthPx;
+  area.top = 40;
+  area.width = kChartWidth - area.left - 110;
+  const double row_height = 40;
+  area.height = static_cast<double>(rows.size()) * row_height;
+  const Axis axis = make_axis(max_s, time_unit(max_s), "time", 8);
+  std::string out =
+      svg_open(kChartWidth, area.bottom() + 48, id, "Predicted against measured time per stream");
+  out += legend(area.left, 20, {{"v-predicted", "predicted"}, {"v-measured", "measured"}});
+  out += x_axis(area, axis, true);
+  out += category_axis_label(area, "figure", 14);
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    const Row& row = rows[r];
+    const double y = area.top + static_cast<double>(r) * row_height + 5;
+    out += text(area.left - 8, y + 19, row.label, "row-label", "end");
+    const double predicted_w = map_x(area, axis, row.predicted_s) - area.left;
+    const double measured_w = map_x(area, axis, row.measured_s) - area.left;
+    out += fmt::format(
+        "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"14\" class=\"v-predicted\"{}/>\n",
+        px(area.left), px(y), px(std::max(predicted_w, 0.5)),
+        data_attributes(row.predicted_pointer, json_number_text(row.predicted_s)));
+    out +=
+        fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"14\" class=\"v-measured\"{}/>\n",
+                    px(area.left), px(y + 15), px(std::max(measured_w, 0.5)),
+                    data_attributes(row.measured_pointer, json_number_text(row.measured_s)));
+    out += text(area.left + predicted_w + 5, y + 11, format_seconds(row.predicted_s), "bar-value");
+    out += text(area.left + measured_w + 5, y + 26, format_seconds(row.measured_s), "bar-value");
+  }
+  return out + "</svg>\n";
+}
+
+std::string measured_tables(std::size_t index, const MeasuredComparison& m) {
+  const std::string base = fmt::format("/schedules/{}/measured/", index);
+  std::string out = "<table class=\"measured\">\n";
+  out += header_row({"figure", "predicted", "measured", "error"});
+  out += "<tr>" + text_cell("step time") +
+         seconds_cell(base + "predicted_step_time_s", m.predicted_step_time_s) +
+         seconds_cell(base + "measured_step_time_s", m.measured_step_time_s) +
+         signed_percent_cell(base + "step_time_relative_error", m.step_time_relative_error) +
+         "</tr>\n";
+  out += "<tr>" + text_cell("exposed comm") +
+         seconds_cell(base + "predicted_exposed_comm_s", m.predicted_exposed_comm_s) +
+         seconds_cell(base + "measured_exposed_comm_s", m.measured_exposed_comm_s) +
+         "<td></td></tr>\n";
+  out += "<tr>" + text_cell("peak allocated") +
+         bytes_cell(base + "predicted_peak_allocated_bytes", m.predicted_peak_allocated_bytes) +
+         bytes_cell(base + "measured_peak_allocated_bytes", m.measured_peak_allocated_bytes) +
+         "<td></td></tr>\n";
+  for (std::size_t s = 0; s < m.streams.size(); ++s) {
+    const StreamComparison& stream = m.streams[s];
+    const std::string stream_base = fmt::format("{}streams/{}/", base, s);
+    out += "<tr>" + text_cell("busy " + stream.stream) +
+           seconds_cell(stream_base + "predicted_busy_s", stream.predicted_busy_s) +
+           seconds_cell(stream_base + "measured_busy_s", stream.measured_busy_s) +
+           signed_percent_cell(stream_base + "relative_error", stream.relative_error) + "</tr>\n";
+  }
+  out += "</table>\n";
+  if (m.largest_task_errors.empty()) {
+    return out + "<p>The measured file has no per-task timings.</p>\n";
+  }
+  out += "<h4>Largest per-task errors</h4>\n<table class=\"task-errors\">\n";
+  out += header_row(
+      {"task", "name", "stream", "predicted", "measured", "predicted - measured", "error"});
+  for (std::size_t k = 0; k < m.largest_task_errors.size(); ++k) {
+    const TaskError& error = m.largest_task_errors[k];
+    const std::string error_base = fmt::format("{}largest_task_errors/{}/", base, k);
+    out += "<tr>" + text_cell(fmt::format("#{}", error.task)) + text_cell(error.name) +
+           text_cell(error.stream) + seconds_cell(error_base + "predicted_s", error.predicted_s) +
+           seconds_cell(error_base + "measured_s", error.measured_s) +
+           seconds_cell(error_base + "error_s", error.error_s) +
+           signed_percent_cell(error_base + "relative_error", error.relative_error) + "</tr>\n";
+  }
+  return out + "</table>\n";
+}
+
+constexpr const char* kStyle = R"(
+body { font-family: "DejaVu Sans", "Liberation Sans", Arial, sans-serif; margin: 24px 32px;
+       color: #1d1d1f; background: #ffffff; }
+h1 { font-size: 24px; margin: 0 0 4px 0; }
+h2 { font-size: 19px; margin: 30px 0 8px 0; border-bottom: 1px solid #d0d0d0; }
+h3 { font-size: 15px; margin: 20px 0 6px 0; }
+h4 { font-size: 13px; margin: 14px 0 6px 0; }
+p.meta, p.note { color: #555555; font-size: 13px; margin: 4px 0; }
+table { border-collapse: collapse; font-size: 12px; margin: 6px 0 10px 0; }
+th, td { border: 1px solid #d6d6d6; padding: 3px 8px; }
+th { background: #f2f2f2; text-align: left; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.no { color: #b00020; font-weight: bold; }
+tr.tuned td { background: #eef5ff; font-weight: bold; }
+.figures { display: flex; flex-wrap: wrap; gap: 12px; margin: 8px 0; }
+.figure { border: 1px solid #d6d6d6; border-radius: 6px; padding: 6px 12px; min-width: 150px; }
+.figure .value { font-size: 20px; font-weight: bold; }
+.figure .name { font-size: 12px; color: #555555; }
+svg.chart { display: block; margin: 6px 0 14px 0; background: #ffffff; }
+svg text { font-family: "DejaVu Sans", "Liberation Sans", Arial, sans-serif; font-size: 11px;
+           fill: #1d1d1f; }
+svg text.axis-label { font-size: 12px; font-weight: bold; }
+svg text.tick, svg text.bar-value { fill: #444444; }
+svg text.task-label { font-size: 9px; fill: #ffffff; pointer-events: none; }
+svg text.strong { font-weight: bold; }
+svg .axis { stroke: #333333; stroke-width: 1; }
+svg .grid { stroke: #e4e4e4; stroke-width: 1; }
+svg .marker { stroke: #1d1d1f; stroke-width: 2; }
+svg .limit { stroke: #d62728; stroke-width: 2; stroke-dasharray: 6 3; }
+svg .marker-key { fill: #1d1d1f; }
+svg .limit-key { fill: #d62728; }
+svg .line-key { fill: #1f5fa8; }
+svg .memory-line { fill: none; stroke: #1f5fa8; stroke-width: 1.5; }
+svg .front-line { fill: none; stroke: #2ca02c; stroke-width: 1.5; }
+svg .peak { fill: #d62728; }
+svg .c-compute { fill: #4c78a8; } svg .c-exposed { fill: #f58518; } svg .c-idle { fill: #bab0ac; }
+svg .m-sharded_state { fill: #4c78a8; } svg .m-gathered_params { fill: #f58518; }
+svg .m-gradients { fill: #e45756; } svg .m-activations { fill: #54a24b; }
+svg .m-workspace { fill: #b279a2; }
+svg .m-reserve { fill: #e8e8e8; stroke: #999999; stroke-width: 0.5; }
+svg .t-fwd { fill: #4c78a8; } svg .t-rec { fill: #72b7b2; } svg .t-bwd { fill: #2f7d32; }
+svg .t-opt { fill: #7f7f7f; } svg .t-copy { fill: #b279a2; } svg .t-ag { fill: #f58518; }
+svg .t-rs { fill: #d62728; } svg .t-ar { fill: #9d755d; }
+svg .p-explored { fill: #c7c7c7; } svg .p-front { fill: #2ca02c; }
+svg .p-baseline { fill: #9467bd; } svg .p-tuned { fill: #1f5fa8; stroke: #ffffff; stroke-width: 1.5; }
+svg .v-predicted { fill: #4c78a8; } svg .v-measured { fill: #f58518; }
+)";
+
+std::string key_figure(const std::string& pointer, const std::string& value,
+                       const std::string& display, const std::string& name) {
+  return fmt::format(
+      "<div class=\"figure\"><div class=\"value\"{}>{}</div><div class=\"name\">{}</div></div>\n",
+      data_attributes(pointer, value), escape_xml(display), escape_xml(name));
+}
+
+std::string schedule_section(const Report& report, std::size_t index, const ReportEntry& entry) {
+  const ScheduleReport& schedule = report.schedules[index];
+  const ScheduleFile& file = entry.schedule;
+  const std::size_t tuned_index = schedule.plans.size() - 1;
+  const std::string tuned_base = fmt::format("/schedules/{}/plans/{}/", index, tuned_index);
+  const PlanSummary& tuned = schedule.plans[tuned_index].summary;
+  const std::string base = fmt::format("/schedules/{}/", index);
+  std::string out = fmt::format("<section class=\"schedule\" id=\"schedule-{}\">\n", index + 1);
+  out += fmt::format("<h2>[{}] {}: {} on {} x {}</h2>\n", index + 1, escape_xml(schedule.source),
+                     escape_xml(schedule.model), schedule.gpus, escape_xml(schedule.hardware));
+  out += fmt::format(
+      "<p class=\"meta\">dp_shard {}, local batch {} x {} tokens, memory limit {}, {} tasks in "
+      "the program; tool {}, costs from {}</p>\n",
+      schedule.dp_shard, schedule.local_batch, schedule.seq_len,
+      escape_xml(format_bytes(schedule.memory_limit_bytes)), schedule.task_count,
+      escape_xml(file.provenance.tool), escape_xml(file.provenance.cost_source));
+  out += "<div class=\"figures\">\n";
+  out += key_figure(tuned_base + "step_time_s", json_number_text(tuned.step_time_s),
+                    format_seconds(tuned.step_time_s), "tuned step time");
+  out +=
+      key_figure(tuned_base + "tokens_per_s_per_gpu", json_number_text(tuned.tokens_per_s_per_gpu),
+                 format_rate(tuned.tokens_per_s_per_gpu), "tokens/s/GPU");
+  out +=
+      key_figure(tuned_base + "mfu", json_number_text(tuned.mfu), format_percent(tuned.mfu), "MFU");
+  out += key_figure(tuned_base + "peak_reserved_bytes", json_number_text(tuned.peak_reserved_bytes),
+                    format_bytes(tuned.peak_reserved_bytes), "peak reserved memory");
+  if (schedule.lower_bound_s > 0) {
+    out += key_figure(base + "lower_bound_s", json_number_text(schedule.lower_bound_s),
+                      format_seconds(schedule.lower_bound_s), "lower bound on step time");
+    out += key_figure(base + "tuned_efficiency", json_number_text(schedule.tuned_efficiency),
+                      format_percent(schedule.tuned_efficiency), "lower bound / tuned step time");
+  }
+  out += "</div>\n";
+  out += "<h3>Plans</h3>\n" + plans_table(report, index);
+  out += "<h3>Peak memory breakdown</h3>\n" + memory_table(report, index);
+
+  const Program& program = file.program;
+  if (program.tasks.empty() || file.timings.size() != program.tasks.size()) {
+    out += "<p class=\"note\">This schedule has no per-task timings: no Gantt chart.</p>\n";
+  } else {
+    double step_s = file.predicted.step_time_s;
+    for (const TaskTiming& timing : file.timings) step_s = std::max(step_s, timing.end_s);
+    out += "<h3>One step, predicted (Gantt)</h3>\n";
+    out += gantt_chart(fmt::format("gantt-{}", index + 1), "Gantt chart of one predicted step",
+                       program, file.timings, 0, step_s);
+    // A dense step (hundreds of tasks) gets a readable close-up of its start: the first
+    // all-gathers and forward units with their labels.
+    if (program.tasks.size() > 200) {
+      out += "<h3>The first tenth of the step, enlarged</h3>\n";
+      out += gantt_chart(fmt::format("gantt-{}-start", index + 1),
+                         "Gantt chart of the first tenth of the predicted step", program,
+                         file.timings, 0, step_s / 10);
+    }
+  }
+  out += "<h3>Memory over the step</h3>\n";
+  out += memory_timeline_chart(fmt::format("memory-{}", index + 1), file);
+  out += "<h3>Pareto front explored by the tuner</h3>\n";
+  out += pareto_chart(fmt::format("pareto-{}", index + 1), file);
+  if (schedule.measured) {
+    const MeasuredComparison& m = *schedule.measured;
+    out += fmt::format("<h3>Predicted vs measured ({} backend, {} ranks, {} iterations{})</h3>\n",
+                       escape_xml(m.backend), m.world_size, m.iterations,
+                       m.data_checked ? ", data checked" : "");
+    out += measured_chart(fmt::format("measured-{}", index + 1), index, m);
+    out += measured_tables(index, m);
+    if (entry.measured && entry.measured->timings.size() == program.tasks.size() &&
+        !program.tasks.empty()) {
+      double step_s = entry.measured->step_time_s;
+      for (const TaskTiming& timing : entry.measured->timings)
+        step_s = std::max(step_s, timing.end_s);
+      out += "<h3>One step, measured (Gantt)</h3>\n";
+      out += gantt_chart(fmt::format("gantt-{}-measured", index + 1),
+                         "Gantt chart of one measured step", program, entry.measured->timings, 0,
+                         step_s);
+    }
+  }
+  return out + "</section>\n";
+}
+
+}  // namespace
+
+std::string render_report_html(const std::vector<ReportEntry>& entries,
+                               const ReportOptions& options) {
+  const Report report = summarize_report(entries, options);
+  std::string out =
+      "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n"
+      "<meta charset=\"utf-8\"/>\n<title>fsdptune report</title>\n<style>";
+  out += kStyle;
+  out += "</style>\n</head>\n<body>\n<h1>fsdptune report</h1>\n";
+  out += fmt::format("<p class=\"meta\">{} schedule{}: ", report.schedules.size(),
+                     report.schedules.size() == 1 ? "" : "s");
+  for (std::size_t i = 0; i < report.schedules.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += fmt::format("<a href=\"#schedule-{}\">[{}] {}</a>", i + 1, i + 1,
+                       escape_xml(report.schedules[i].source));
+  }
+  out += ". Times are per training step, memory is per GPU.</p>\n";
+  if (!report.schedules.empty()) {
+    out += "<section id=\"overview\">\n<h2>All plans</h2>\n<h3>Step time breakdown</h3>\n";
+    out += step_time_chart(report);
+    out += "<h3>Peak memory breakdown</h3>\n";
+    out += memory_chart(report);
+    out += "</section>\n";
+  }
+  for (std::size_t i = 0; i < report.schedules.size(); ++i) {
+    out += schedule_section(report, i, entries[i]);
+  }
+  out += "</body>\n</html>\n";
+  return out;
+}
+
+}  // namespace fsdptune

@@ -1,0 +1,732 @@
+// The workload builder: model + job -> FSDP units with their ops, bytes and activations.
+// The formulas (shapes, byte counts, saved activations per AC mode) are documented in
+// docs/workload.md; each one is also stated next to the code that computes it.
+#include "fsdptune/workload.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "fsdptune/error.hpp"
+
+namespace fsdptune {
+namespace {
+
+// Everything the builder needs, in elements and bytes of one rank.
+struct Dims {
+  std::int64_t batch = 0;      // b: sequences per data-parallel rank
+  std::int64_t seq = 0;        // s
+  std::int64_t tokens = 0;     // T = b*s: tokens the TP group works on
+  std::int64_t sp_tokens = 0;  // T/tp: tokens of the sequence-parallel regions (norms, adds)
+  std::int64_t dim = 0;        // d
+  std::int64_t heads = 0;      // query heads per TP rank
+  std::int64_t kv_heads = 0;   // kv heads per TP rank
+  std::int64_t head_dim = 0;
+  std::int64_t ffn = 0;    // FFN hidden per TP rank
+  std::int64_t vocab = 0;  // vocabulary rows per TP rank
+  std::int64_t tp = 1;
+  std::int64_t act_bytes = 2;  // activations are in the param (compute) dtype
+  DType act_dtype = DType::kBF16;
+  DType linear_dtype = DType::kBF16;  // block linears: fp8 with float8
+  CommGroup tp_group;
+};
+
+constexpr std::int64_t kFp32Bytes = 4;
+constexpr std::int64_t kTokenIdBytes = 8;  // int64 token ids
+
+Op gemm_op(std::string name, std::int64_t m, std::int64_t n, std::int64_t k, DType dtype,
+           const Dims& dims, bool backward) {
+  Op op;
+  op.kind = OpKind::kGemm;
+  op.name = std::move(name);
+  op.dtype = dtype;
+  op.backward = backward;
+  op.gemm = {m, n, k};
+  // 2*m*n*k: one multiply and one add per term.
+  op.flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  // Read A[m,k] and B[k,n] in the GEMM dtype, write C[m,n] in the activation dtype
+  // (float8 GEMMs output bf16).
+  op.bytes = (m * k + k * n) * bytes_per_element(dtype) + m * n * dims.act_bytes;
+  return op;
+}
+
+Op memory_op(std::string name, std::string kernel, std::int64_t bytes, const Dims& dims,
+             bool backward) {
+  Op op;
+  op.kind = OpKind::kMemoryBound;
+  op.name = std::move(name);
+  op.memory_op = std::move(kernel);
+  op.dtype = dims.act_dtype;
+  op.backward = backward;
+  op.bytes = bytes;
+  // Model-FLOPs convention (torchtitan, PaLM appendix B): only matmuls count, so the
+  // memory-bound ops carry no FLOPs; the cost model times them by `bytes`.
+  op.flops = 0;
+  return op;
+}
+
+Op attention_op(std::string name, const Dims& dims, bool backward) {
+  Op op;
+  op.kind = OpKind::kAttention;
+  op.name = std::move(name);
+  op.dtype = dims.act_dtype;
+  op.backward = backward;
+  op.attention = {dims.batch, dims.heads, dims.kv_heads, dims.seq, dims.head_dim, true};
+  // Forward: QK^T and PV, each 2*b*s*s*h*hd, no causal discount (torchtitan's convention).
+  // Backward: twice the forward (dQ, dK, dV, dP); flash's extra recompute of QK^T is
+  // left to the cost model so that the model-FLOPs total stays 12*L*h*hd*s per token.
+  const double forward_flops = 4.0 * static_cast<double>(dims.batch) *
+                               static_cast<double>(dims.seq) * static_cast<double>(dims.seq) *
+                               static_cast<double>(dims.heads) * static_cast<double>(dims.head_dim);
+  op.flops = backward ? 2.0 * forward_flops : forward_flops;
+  const std::int64_t q_elements = dims.tokens * dims.heads * dims.head_dim;
+  const std::int64_t kv_elements = dims.tokens * dims.kv_heads * dims.head_dim;
+  const std::int64_t lse_bytes = dims.tokens * dims.heads * kFp32Bytes;
+  if (!backward) {
+    // Read Q, K, V; write O and the fp32 log-sum-exp.
+    op.bytes = (2 * q_elements + 2 * kv_elements) * dims.act_bytes + lse_bytes;
+  } else {
+    // Read Q, K, V, O, dO and LSE; write dQ, dK, dV.
+    op.bytes = (4 * q_elements + 4 * kv_elements) * dims.act_bytes + lse_bytes;
+  }
+  return op;
+}
+
+Op collective_op(std::string name, CollectiveKind kind, std::int64_t bytes, const Dims& dims,
+                 bool backward) {
+  Op op;
+  op.kind = OpKind::kCollective;
+  op.name = std::move(name);
+  op.dtype = dims.act_dtype;
+  op.backward = backward;
+  op.collective = kind;
+  op.bytes = bytes;
+  op.group = dims.tp_group;
+  return op;
+}
+
+CollectiveKind mirror(CollectiveKind kind) {
+  // Sequence parallelism: the backward of an all-gather is a reduce-scatter and back.
+  if (kind == CollectiveKind::kAllGather) return CollectiveKind::kReduceScatter;
+  if (kind == CollectiveKind::kReduceScatter) return CollectiveKind::kAllGather;
+  return kind;
+}
+
+// The backward of a GEMM C[m,n] = A[m,k] B[k,n]: dgrad dA = dC B^T (m, k, n) and
+// wgrad dB = A^T dC (k, n, m). Returned in the order they run: dgrad, then wgrad.
+void add_gemm_backward(const Op& forward, const Dims& dims, std::vector<Op>& out) {
+  const auto& g = forward.gemm;
+  out.push_back(gemm_op(forward.name + ".dgrad", g.m, g.k, g.n, forward.dtype, dims, true));
+  out.push_back(gemm_op(forward.name + ".wgrad", g.k, g.n, g.m, forward.dtype, dims, true));
+}
+
+Param make_param(std::string name, std::vector<std::int64_t> shape, bool tp_sharded,
+                 DType gather_dtype, const JobSpec& job) {
+  Param param;
+  param.name = std::move(name);
+  param.shape = std::move(shape);
+  param.tp_sharded = tp_sharded;
+  param.gather_dtype = gather_dtype;
+  param.reduce_dtype = job.reduce_dtype;
+  std::int64_t row_numel = 1;
+  for (std::size_t i = 1; i < param.shape.size(); ++i) row_numel *= param.shape[i];
+  param.numel = param.shape[0] * row_numel;
+  // FSDP2 Shard(0): each of the dp_shard ranks holds ceil(rows / dp_shard) rows, padded.
+  const std::int64_t rows_per_shard = (param.shape[0] + job.dp_shard - 1) / job.dp_shard;
+  param.shard_numel = rows_per_shard * row_numel;
+  param.padded_numel = param.shard_numel * job.dp_shard;
+  return param;
+}
+
+// RMSNorm over `tokens` rows of d: forward reads x and the weight, writes y; backward
+// reads x, dy and the weight, writes dx and the weight gradient.
+std::int64_t rmsnorm_forward_bytes(std::int64_t tokens, const Dims& dims) {
+  return 2 * tokens * dims.dim * dims.act_bytes + dims.dim * dims.act_bytes;
+}
+std::int64_t rmsnorm_backward_bytes(std::int64_t tokens, const Dims& dims) {
+  return 3 * tokens * dims.dim * dims.act_bytes + 2 * dims.dim * dims.act_bytes;
+}
+// Residual add (or the gradient accumulation at a residual fork): read two, write one.
+std::int64_t residual_bytes(const Dims& dims) {
+  return 3 * dims.sp_tokens * dims.dim * dims.act_bytes;
+}
+
+Unit embedding_unit(const ModelSpec& model, const JobSpec& job, const Dims& dims) {
+  Unit unit;
+  unit.kind = UnitKind::kEmbedding;
+  unit.name = "tok_embeddings";
+  unit.modules = {"tok_embeddings"};
+  // Vocab-parallel embedding under TP (torchtitan: RowwiseParallel, Shard(1) output).
+  unit.params.push_back(make_param("tok_embeddings.weight", {dims.vocab, model.dim}, dims.tp > 1,
+                                   job.param_dtype, job));
+  const std::int64_t activation_bytes = dims.tokens * dims.dim * dims.act_bytes;
+  // Gather: read the token ids, read T rows of d, write T x d.
+  unit.forward_ops.push_back(memory_op("tok_embeddings", "embedding_fwd",
+                                       dims.tokens * kTokenIdBytes + 2 * activation_bytes, dims,
+                                       false));
+  if (dims.tp > 1) {
+    // Each TP rank holds a vocab slice: partial sums, reduce-scattered to sequence shards.
+    unit.forward_ops.push_back(collective_op("tok_embeddings.sp_reduce_scatter",
+                                             CollectiveKind::kReduceScatter, activation_bytes, dims,
+                                             false));
+    unit.backward_ops.push_back(collective_op("tok_embeddings.sp_reduce_scatter.backward",
+                                              CollectiveKind::kAllGather, activation_bytes, dims,
+                                              true));
+  }
+  // Scatter-add: zero the (vocab/tp x d) gradient, read ids and dY, read-modify-write rows.
+  unit.backward_ops.push_back(memory_op(
+      "tok_embeddings.backward", "embedding_bwd",
+      dims.vocab * dims.dim * dims.act_bytes + dims.tokens * kTokenIdBytes + 3 * activation_bytes,
+      dims, true));
+  // The token ids, for the scatter-add. AC never applies to the embedding.
+  unit.saved_activation_bytes = dims.tokens * kTokenIdBytes;
+  return unit;
+}
+
+Unit block_unit(const ModelSpec& model, const JobSpec& job, const Dims& dims, int layer) {
+  Unit unit;
+  unit.kind = UnitKind::kBlock;
+  const std::string p = fmt::format("layers.{}", layer);
+  unit.name = p;
+  unit.modules = {p};
+  const DType linear_gather = job.float8 ? DType::kFP8 : job.param_dtype;
+  const std::int64_t q_dim = dims.heads * dims.head_dim;  // per TP rank
+  const std::int64_t kv_dim = dims.kv_heads * dims.head_dim;
+  // torch Linear weights are [out, in]. Column-parallel (wq, wk, wv, w1, w3) shard `out`,
+  // row-parallel (wo, w2) shard `in`; norms are replicated.
+  const bool sharded = dims.tp > 1;
+  unit.params = {
+      make_param(p + ".attention.wq.weight", {q_dim, model.dim}, sharded, linear_gather, job),
+      make_param(p + ".attention.wk.weight", {kv_dim, model.dim}, sharded, linear_gather, job),
+      make_param(p + ".attention.wv.weight", {kv_dim, model.dim}, sharded, linear_gather, job),
+      make_param(p + ".attention.wo.weight", {model.dim, q_dim}, sharded, linear_gather, job),
+      make_param(p + ".feed_forward.w1.weight", {dims.ffn, model.dim}, sharded, linear_gather, job),
+      make_param(p + ".feed_forward.w2.weight", {model.dim, dims.ffn}, sharded, linear_gather, job),
+      make_param(p + ".feed_forward.w3.weight", {dims.ffn, model.dim}, sharded, linear_gather, job),
+      make_param(p + ".attention_norm.weight", {model.dim}, false, job.param_dtype, job),
+      make_param(p + ".ffn_norm.weight", {model.dim}, false, job.param_dtype, job),
+  };
+
+  const std::int64_t T = dims.tokens;
+  const std::int64_t d = dims.dim;
+  const std::int64_t a = dims.act_bytes;
+  const std::int64_t full_activation_bytes = T * d * a;  // the SP all-gather output
+  const DType lin = dims.linear_dtype;
+  auto& fwd = unit.forward_ops;
+
+  // Attention half. Under SP the norm runs on T/tp tokens, then the activations are
+  // all-gathered to T tokens for the column-parallel GEMMs.
+  fwd.push_back(memory_op(p + ".attention_norm", "rmsnorm_fwd",
+                          rmsnorm_forward_bytes(dims.sp_tokens, dims), dims, false));
+  if (sharded) {
+    fwd.push_back(collective_op(p + ".attention.sp_all_gather", CollectiveKind::kAllGather,
+                                full_activation_bytes, dims, false));
+  }
+  fwd.push_back(gemm_op(p + ".attention.wq", T, q_dim, d, lin, dims, false));
+  fwd.push_back(gemm_op(p + ".attention.wk", T, kv_dim, d, lin, dims, false));
+  fwd.push_back(gemm_op(p + ".attention.wv", T, kv_dim, d, lin, dims, false));
+  // RoPE on q and k: read and write both.
+  fwd.push_back(
+      memory_op(p + ".attention.rope", "rope_fwd", 2 * T * (q_dim + kv_dim) * a, dims, false));
+  fwd.push_back(attention_op(p + ".attention.sdpa", dims, false));
+  fwd.push_back(gemm_op(p + ".attention.wo", T, d, q_dim, lin, dims, false));
+  if (sharded) {
+    fwd.push_back(collective_op(p + ".attention.sp_reduce_scatter", CollectiveKind::kReduceScatter,
+                                full_activation_bytes, dims, false));
+  }
+  fwd.push_back(
+      memory_op(p + ".attention_residual", "residual_add", residual_bytes(dims), dims, false));
+  // FFN half: SwiGLU w2(silu(w1 x) * w3 x).
+  fwd.push_back(memory_op(p + ".ffn_norm", "rmsnorm_fwd",
+                          rmsnorm_forward_bytes(dims.sp_tokens, dims), dims, false));
+  if (sharded) {
+    fwd.push_back(collective_op(p + ".feed_forward.sp_all_gather", CollectiveKind::kAllGather,
+                                full_activation_bytes, dims, false));
+  }
+  fwd.push_back(gemm_op(p + ".feed_forward.w1", T, dims.ffn, d, lin, dims, false));
+  fwd.push_back(gemm_op(p + ".feed_forward.w3", T, dims.ffn, d, lin, dims, false));
+  // SwiGLU: read w1 and w3 outputs, write their gated product.
+  fwd.push_back(
+      memory_op(p + ".feed_forward.swiglu", "swiglu_fwd", 3 * T * dims.ffn * a, dims, false));
+  fwd.push_back(gemm_op(p + ".feed_forward.w2", T, d, dims.ffn, lin, dims, false));
+  if (sharded) {
+    fwd.push_back(collective_op(p + ".feed_forward.sp_reduce_scatter",
+                                CollectiveKind::kReduceScatter, full_activation_bytes, dims,
+                                false));
+  }
+  fwd.push_back(memory_op(p + ".ffn_residual", "residual_add", residual_bytes(dims), dims, false));
+
+  // Backward: the forward in reverse, each op replaced by its gradient computation.
+  auto find = [&](const std::string& name) -> const Op& {
+    for (const Op& op : fwd) {
+      if (op.name == name) return op;
+    }
+    FSDPTUNE_CHECK(false, "no forward op " + name);
+  };
+  auto& bwd = unit.backward_ops;
+  auto mirrored = [&](const std::string& name) {
+    const Op& op = find(name);
+    bwd.push_back(collective_op(name + ".backward", mirror(op.collective), op.bytes, dims, true));
+  };
+  if (sharded) mirrored(p + ".feed_forward.sp_reduce_scatter");
+  add_gemm_backward(find(p + ".feed_forward.w2"), dims, bwd);
+  // SwiGLU backward: read dY and both inputs, write both input gradients.
+  bwd.push_back(memory_op(p + ".feed_forward.swiglu.backward", "swiglu_bwd", 5 * T * dims.ffn * a,
+                          dims, true));
+  add_gemm_backward(find(p + ".feed_forward.w3"), dims, bwd);
+  add_gemm_backward(find(p + ".feed_forward.w1"), dims, bwd);
+  if (sharded) mirrored(p + ".feed_forward.sp_all_gather");
+  bwd.push_back(memory_op(p + ".ffn_norm.backward", "rmsnorm_bwd",
+                          rmsnorm_backward_bytes(dims.sp_tokens, dims), dims, true));
+  // The residual fork: the branch gradient is added to the skip gradient.
+  bwd.push_back(
+      memory_op(p + ".ffn_residual.backward", "residual_add", residual_bytes(dims), dims, true));
+  if (sharded) mirrored(p + ".attention.sp_reduce_scatter");
+  add_gemm_backward(find(p + ".attention.wo"), dims, bwd);
+  bwd.push_back(attention_op(p + ".attention.sdpa.backward", dims, true));
+  bwd.push_back(memory_op(p + ".attention.rope.backward", "rope_bwd", 2 * T * (q_dim + kv_dim) * a,
+                          dims, true));
+  add_gemm_backward(find(p + ".attention.wv"), dims, bwd);
+  add_gemm_backward(find(p + ".attention.wk"), dims, bwd);
+  add_gemm_backward(find(p + ".attention.wq"), dims, bwd);
+  if (sharded) mirrored(p + ".attention.sp_all_gather");
+  bwd.push_back(memory_op(p + ".attention_norm.backward", "rmsnorm_bwd",
+                          rmsnorm_backward_bytes(dims.sp_tokens, dims), dims, true));
+  bwd.push_back(memory_op(p + ".attention_residual.backward", "residual_add", residual_bytes(dims),
+                          dims, true));
+
+  // Saved activations (Korthikanti et al. 2022, "Reducing Activation Recomputation in
+  // Large Transformer Models", section 4, counted tensor by tensor for this block):
+  const std::int64_t Ts = dims.sp_tokens;
+  const std::int64_t block_input = Ts * d * a;
+  const std::int64_t lse = T * dims.heads * kFp32Bytes;
+  switch (job.ac) {
+    case ActivationCheckpointing::kNone:
+      // attention_norm input (T/tp x d) and its fp32 rstd (T/tp); the normed, gathered
+      // input of wq/wk/wv (T x d); q and k after RoPE and v (T x (h+2kv) hd); the attention
+      // output O (T x h hd, also wo's input) and LSE (fp32, T x h); ffn_norm input and
+      // rstd; the normed, gathered input of w1/w3 (T x d); w1 and w3 outputs and the SwiGLU
+      // output (w2's input), 3 x T x ffn.
+      unit.saved_activation_bytes = 2 * (Ts * d * a + Ts * kFp32Bytes) + 2 * T * d * a +
+                                    T * (2 * q_dim + 2 * kv_dim) * a + lse + 3 * T * dims.ffn * a;
+      break;
+    case ActivationCheckpointing::kSelective:
+      // torchtitan's op-level selective AC: keep the outputs of the 1st, 3rd, 5th and 7th
+      // matmul of the block (wq, wv, w1, w2 in execution order), of the attention kernel
+      // (O and LSE) and of the TP reduce-scatters, plus the block input that the
+      // checkpoint holds; everything else is recomputed before the backward.
+      unit.saved_activation_bytes = block_input + T * q_dim * a + T * kv_dim * a + T * q_dim * a +
+                                    lse + T * dims.ffn * a + T * d * a +
+                                    (sharded ? 2 * Ts * d * a : 0);
+      for (const Op& op : fwd) {
+        const bool saved =
+            op.name == p + ".attention.wq" || op.name == p + ".attention.wv" ||
+            op.name == p + ".feed_forward.w1" || op.name == p + ".feed_forward.w2" ||
+            op.kind == OpKind::kAttention ||
+            (op.kind == OpKind::kCollective && op.collective == CollectiveKind::kReduceScatter);
+        if (saved) continue;
+        Op replay = op;
+        replay.name += ".recompute";
+        unit.recompute_ops.push_back(std::move(replay));
+      }
+      break;
+    case ActivationCheckpointing::kFull:
+      // Only the block input survives; the whole forward, TP collectives included, is
+      // replayed before the backward.
+      unit.saved_activation_bytes = block_input;
+      for (const Op& op : fwd) {
+        Op replay = op;
+        replay.name += ".recompute";
+        unit.recompute_ops.push_back(std::move(replay));
+      }
+      break;
+  }
+  return unit;
+}
+
+Unit output_unit(const ModelSpec& model, const JobSpec& job, const Dims& dims, int index) {
+  Unit unit;
+  unit.kind = UnitKind::kOutput;
+  unit.index = index;
+  unit.name = "norm+output";
+  unit.modules = {"norm", "output"};
+  unit.params.push_back(make_param("norm.weight", {model.dim}, false, job.param_dtype, job));
+  if (model.tie_embeddings) {
+    // The tied weight stays in the embedding unit (as torchtitan wraps it); the output
+    // GEMM reads it there, so this unit needs unit 0 gathered too.
+    unit.shared_param_units = {0};
+  } else {
+    // Vocab-parallel output under TP (ColwiseParallel); float8 leaves it in bf16.
+    unit.params.push_back(
+        make_param("output.weight", {dims.vocab, model.dim}, dims.tp > 1, job.param_dtype, job));
+  }
+  const std::int64_t T = dims.tokens;
+  const std::int64_t d = dims.dim;
+  const std::int64_t a = dims.act_bytes;
+  const std::int64_t logits = T * dims.vocab;  // elements per TP rank
+  const std::int64_t full_activation_bytes = T * d * a;
+  auto& fwd = unit.forward_ops;
+  fwd.push_back(
+      memory_op("norm", "rmsnorm_fwd", rmsnorm_forward_bytes(dims.sp_tokens, dims), dims, false));
+  if (dims.tp > 1) {
+    fwd.push_back(collective_op("output.sp_all_gather", CollectiveKind::kAllGather,
+                                full_activation_bytes, dims, false));
+  }
+  const Op output_gemm = gemm_op("output", T, dims.vocab, d, dims.act_dtype, dims, false);
+  fwd.push_back(output_gemm);
+  if (dims.tp > 1) {
+    // Loss parallel: the softmax over vocab shards all-reduces the per-token max, the
+    // sum of exponentials and the target logit (3 fp32 per token).
+    fwd.push_back(collective_op("loss.parallel_all_reduce", CollectiveKind::kAllReduce,
+                                3 * T * kFp32Bytes, dims, false));
+  }
+  // torchtitan: cross_entropy(logits.float(), labels): the upcast reads the logits and
+  // writes fp32 (a + 4), log_softmax reads and writes fp32 (4 + 4).
+  fwd.push_back(memory_op("loss", "cross_entropy_fwd", logits * (a + 12), dims, false));
+
+  auto& bwd = unit.backward_ops;
+  // nll backward writes the fp32 gradient (4), log_softmax backward reads it and its saved
+  // output and writes fp32 (4 + 4 + 4), the upcast's backward reads fp32, writes a (4 + a).
+  bwd.push_back(memory_op("loss.backward", "cross_entropy_bwd", logits * (20 + a), dims, true));
+  add_gemm_backward(output_gemm, dims, bwd);
+  if (dims.tp > 1) {
+    bwd.push_back(collective_op("output.sp_all_gather.backward", CollectiveKind::kReduceScatter,
+                                full_activation_bytes, dims, true));
+  }
+  bwd.push_back(memory_op("norm.backward", "rmsnorm_bwd",
+                          rmsnorm_backward_bytes(dims.sp_tokens, dims), dims, true));
+  // Saved: the norm input and rstd (T/tp), the normed, gathered input of the output GEMM
+  // (T x d). AC never applies to this unit (torchtitan checkpoints blocks only).
+  unit.saved_activation_bytes =
+      dims.sp_tokens * d * a + dims.sp_tokens * kFp32Bytes + full_activation_bytes;
+  // The loss transients: logits in the activation dtype, their fp32 upcast, the fp32
+  // log-softmax (kept for the backward) and the fp32 gradient of the loss w.r.t. it.
+  unit.workspace_bytes = logits * (a + 3 * kFp32Bytes);
+  return unit;
+}
+
+}  // namespace
+
+std::string to_string(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllGather:
+      return "all_gather";
+    case CollectiveKind::kReduceScatter:
+      return "reduce_scatter";
+    case CollectiveKind::kAllReduce:
+      return "all_reduce";
+    case CollectiveKind::kSendRecv:
+      return "send_recv";
+  }
+  return "all_gather";
+}
+
+CollectiveKind collective_from_string(const std::string& text, const std::string& where) {
+  for (CollectiveKind kind : {CollectiveKind::kAllGather, CollectiveKind::kReduceScatter,
+                              CollectiveKind::kAllReduce, CollectiveKind::kSendRecv}) {
+    if (to_string(kind) == text) return kind;
+  }
+  throw_bad_input(where, fmt::format("unknown collective '{}' (expected all_gather, "
+                                     "reduce_scatter, all_reduce or send_recv)",
+                                     text));
+}
+
+std::string to_string(OpKind kind) {
+  switch (kind) {
+    case OpKind::kGemm:
+      return "gemm";
+    case OpKind::kAttention:
+      return "attention";
+    case OpKind::kMemoryBound:
+      return "memory";
+    case OpKind::kCollective:
+      return "collective";
+  }
+  return "gemm";
+}
+
+OpKind op_kind_from_string(const std::string& text, const std::string& where) {
+  for (OpKind kind :
+       {OpKind::kGemm, OpKind::kAttention, OpKind::kMemoryBound, OpKind::kCollective}) {
+    if (to_string(kind) == text) return kind;
+  }
+  throw_bad_input(where, fmt::format("unknown op kind '{}' (expected gemm, attention, memory "
+                                     "or collective)",
+                                     text));
+}
+
+std::string to_string(UnitKind kind) {
+  switch (kind) {
+    case UnitKind::kEmbedding:
+      return "embedding";
+    case UnitKind::kBlock:
+      return "block";
+    case UnitKind::kOutput:
+      return "output";
+  }
+  return "block";
+}
+
+UnitKind unit_kind_from_string(const std::string& text, const std::string& where) {
+  for (UnitKind kind : {UnitKind::kEmbedding, UnitKind::kBlock, UnitKind::kOutput}) {
+    if (to_string(kind) == text) return kind;
+  }
+  throw_bad_input(
+      where, fmt::format("unknown unit kind '{}' (expected embedding, block or output)", text));
+}
+
+std::string Op::signature() const {
+  switch (kind) {
+    case OpKind::kGemm:
+      return fmt::format("gemm {} m={} n={} k={}", to_string(dtype), gemm.m, gemm.n, gemm.k);
+    case OpKind::kAttention:
+      return fmt::format("attention_{} {} b={} h={} kv={} s={} d={}{}", backward ? "bwd" : "fwd",
+                         to_string(dtype), attention.batch, attention.heads, attention.kv_heads,
+                         attention.seq, attention.head_dim, attention.causal ? "" : " noncausal");
+    case OpKind::kMemoryBound:
+      return fmt::format("memory {} bytes={}", memory_op, bytes);
+    case OpKind::kCollective:
+      return fmt::format("collective {} bytes={} ranks={} per_node={}", to_string(collective),
+                         bytes, group.ranks, group.ranks_per_node);
+  }
+  return name;
+}
+
+std::int64_t Param::unsharded_bytes() const { return numel * bytes_per_element(gather_dtype); }
+std::int64_t Param::sharded_bytes() const { return shard_numel * bytes_per_element(gather_dtype); }
+
+std::int64_t Unit::numel() const {
+  std::int64_t total = 0;
+  for (const Param& p : params) total += p.numel;
+  return total;
+}
+std::int64_t Unit::padded_numel() const {
+  std::int64_t total = 0;
+  for (const Param& p : params) total += p.padded_numel;
+  return total;
+}
+std::int64_t Unit::shard_numel() const {
+  std::int64_t total = 0;
+  for (const Param& p : params) total += p.shard_numel;
+  return total;
+}
+std::int64_t Unit::gathered_bytes() const {
+  std::int64_t total = 0;
+  for (const Param& p : params) total += p.padded_numel * bytes_per_element(p.gather_dtype);
+  return total;
+}
+std::int64_t Unit::sharded_bytes() const {
+  std::int64_t total = 0;
+  for (const Param& p : params) total += p.sharded_bytes();
+  return total;
+}
+std::int64_t Unit::gradient_bytes() const {
+  std::int64_t total = 0;
+  for (const Param& p : params) total += p.padded_numel * bytes_per_element(p.reduce_dtype);
+  return total;
+}
+
+std::int64_t Workload::persistent_state_bytes() const {
+  // fp32 master parameter, fp32 gradient, AdamW exp_avg and exp_avg_sq: 4 x 4 bytes.
+  std::int64_t shard_elements = 0;
+  for (const Unit& unit : units) shard_elements += unit.shard_numel();
+  return 16 * shard_elements;
+}
+
+double Workload::model_flops_per_step() const {
+  double total = 0;
+  for (const Unit& unit : units) {
+    for (const Op& op : unit.forward_ops) total += op.flops;
+    for (const Op& op : unit.backward_ops) total += op.flops;
+  }
+  return total * static_cast<double>(job.microbatches);
+}
+
+std::int64_t Workload::tokens_per_step() const {
+  return job.local_batch * job.seq_len * job.microbatches;
+}
+
+Workload build_workload(const ModelSpec& model, const JobSpec& job) {
+  FSDPTUNE_CHECK(job.dp_shard > 0, "build_workload needs a normalized job (normalize_job)");
+  FSDPTUNE_CHECK(model.n_heads % job.tp == 0 && model.n_kv_heads % job.tp == 0 &&
+                     model.ffn_dim % job.tp == 0 && model.vocab_size % job.tp == 0 &&
+                     job.seq_len % job.tp == 0,
+                 "build_workload needs a job normalized against this model");
+  Dims dims;
+  dims.batch = job.local_batch;
+  dims.seq = job.seq_len;
+  dims.tokens = job.local_batch * job.seq_len;
+  dims.tp = job.tp;
+  dims.sp_tokens = dims.tokens / job.tp;
+  dims.dim = model.dim;
+  dims.heads = model.n_heads / job.tp;
+  dims.kv_heads = model.n_kv_heads / job.tp;
+  dims.head_dim = model.head_dim;
+  dims.ffn = model.ffn_dim / job.tp;
+  dims.vocab = model.vocab_size / job.tp;
+  dims.act_dtype = job.param_dtype;
+  dims.act_bytes = bytes_per_element(job.param_dtype);
+  dims.linear_dtype = job.float8 ? DType::kFP8 : job.param_dtype;
+  dims.tp_group = CommGroup{job.tp, std::min(job.tp, job.gpus_per_node)};
+
+  Workload workload;
+  workload.model = model;
+  workload.job = job;
+  workload.units.push_back(embedding_unit(model, job, dims));
+  for (int layer = 0; layer < model.n_layers; ++layer) {
+    workload.units.push_back(block_unit(model, job, dims, layer));
+  }
+  workload.units.push_back(output_unit(model, job, dims, static_cast<int>(model.n_layers) + 1));
+  for (std::size_t i = 0; i < workload.units.size(); ++i) {
+    workload.units[i].index = static_cast<int>(i);
+  }
+
+  // AdamW on this rank's shards (fp32): read param, grad, exp_avg, exp_avg_sq; write param,
+  // exp_avg, exp_avg_sq: 7 x 4 bytes per element.
+  std::int64_t shard_elements = 0;
+  for (const Unit& unit : workload.units) shard_elements += unit.shard_numel();
+  Op adamw = memory_op("optimizer.adamw", "adamw", 28 * shard_elements, dims, false);
+  adamw.dtype = DType::kFP32;
+  workload.optimizer_ops.push_back(std::move(adamw));
+  return workload;
+}
+
+nlohmann::json op_to_json(const Op& op) {
+  nlohmann::json json{
+      {"kind", to_string(op.kind)}, {"name", op.name},   {"dtype", to_string(op.dtype)},
+      {"backward", op.backward},    {"flops", op.flops}, {"bytes", op.bytes},
+      {"signature", op.signature()}};
+  switch (op.kind) {
+    case OpKind::kGemm:
+      json["gemm"] = {{"m", op.gemm.m}, {"n", op.gemm.n}, {"k", op.gemm.k}};
+      break;
+    case OpKind::kAttention:
+      json["attention"] = {{"batch", op.attention.batch},       {"heads", op.attention.heads},
+                           {"kv_heads", op.attention.kv_heads}, {"seq", op.attention.seq},
+                           {"head_dim", op.attention.head_dim}, {"causal", op.attention.causal}};
+      break;
+    case OpKind::kMemoryBound:
+      json["memory_op"] = op.memory_op;
+      break;
+    case OpKind::kCollective:
+      json["collective"] = to_string(op.collective);
+      json["group"] = {{"ranks", op.group.ranks}, {"ranks_per_node", op.group.ranks_per_node}};
+      break;
+  }
+  return json;
+}
+
+Op op_from_json(const nlohmann::json& json, const std::string& where) {
+  if (!json.is_object()) throw_bad_input(where, "expected an op object");
+  auto field = [&](const char* name) -> const nlohmann::json& {
+    const auto it = json.find(name);
+    if (it == json.end()) throw_bad_input(fmt::format("{}: field '{}'", where, name), "missing");
+    return *it;
+  };
+  auto get_int = [&](const nlohmann::json& object, const char* name,
+                     const std::string& context) -> std::int64_t {
+    const auto it = object.find(name);
+    if (it == object.end() || !it->is_number_integer()) {
+      throw_bad_input(fmt::format("{}: field '{}.{}'", where, context, name),
+                      "missing or not an integer");
+    }
+    return it->get<std::int64_t>();
+  };
+  try {
+    Op op;
+    op.kind = op_kind_from_string(field("kind").get<std::string>(), where + ": field 'kind'");
+    op.name = field("name").get<std::string>();
+    op.dtype = dtype_from_string(field("dtype").get<std::string>(), where + ": field 'dtype'");
+    op.backward = field("backward").get<bool>();
+    op.flops = field("flops").get<double>();
+    op.bytes = field("bytes").get<std::int64_t>();
+    switch (op.kind) {
+      case OpKind::kGemm: {
+        const auto& g = field("gemm");
+        op.gemm = {get_int(g, "m", "gemm"), get_int(g, "n", "gemm"), get_int(g, "k", "gemm")};
+        break;
+      }
+      case OpKind::kAttention: {
+        const auto& s = field("attention");
+        op.attention.batch = get_int(s, "batch", "attention");
+        op.attention.heads = get_int(s, "heads", "attention");
+        op.attention.kv_heads = get_int(s, "kv_heads", "attention");
+        op.attention.seq = get_int(s, "seq", "attention");
+        op.attention.head_dim = get_int(s, "head_dim", "attention");
+        op.attention.causal = s.value("causal", true);
+        break;
+      }
+      case OpKind::kMemoryBound:
+        op.memory_op = field("memory_op").get<std::string>();
+        break;
+      case OpKind::kCollective: {
+        op.collective = collective_from_string(field("collective").get<std::string>(),
+                                               where + ": field 'collective'");
+        const auto& g = field("group");
+        op.group = {get_int(g, "ranks", "group"), get_int(g, "ranks_per_node", "group")};
+        break;
+      }
+    }
+    return op;
+  } catch (const nlohmann::json::type_error& e) {
+    throw_bad_input(where, fmt::format("wrong field type ({})", e.what()));
+  }
+}
+
+nlohmann::json workload_to_json(const Workload& workload) {
+  nlohmann::json units = nlohmann::json::array();
+  for (const Unit& unit : workload.units) {
+    nlohmann::json params = nlohmann::json::array();
+    for (const Param& p : unit.params) {
+      params.push_back({{"name", p.name},
+                        {"shape", p.shape},
+                        {"numel", p.numel},
+                        {"padded_numel", p.padded_numel},
+                        {"shard_numel", p.shard_numel},
+                        {"tp_sharded", p.tp_sharded},
+                        {"gather_dtype", to_string(p.gather_dtype)},
+                        {"reduce_dtype", to_string(p.reduce_dtype)},
+                        {"unsharded_bytes", p.unsharded_bytes()},
+                        {"sharded_bytes", p.sharded_bytes()}});
+    }
+    auto ops = [](const std::vector<Op>& list) {
+      nlohmann::json out = nlohmann::json::array();
+      for (const Op& op : list) out.push_back(op_to_json(op));
+      return out;
+    };
+    double forward_flops = 0;
+    double backward_flops = 0;
+    for (const Op& op : unit.forward_ops) forward_flops += op.flops;
+    for (const Op& op : unit.backward_ops) backward_flops += op.flops;
+    units.push_back({{"index", unit.index},
+                     {"name", unit.name},
+                     {"kind", to_string(unit.kind)},
+                     {"modules", unit.modules},
+                     {"params", std::move(params)},
+                     {"numel", unit.numel()},
+                     {"gathered_bytes", unit.gathered_bytes()},
+                     {"sharded_bytes", unit.sharded_bytes()},
+                     {"gradient_bytes", unit.gradient_bytes()},
+                     {"forward_flops", forward_flops},
+                     {"backward_flops", backward_flops},
+                     {"saved_activation_bytes", unit.saved_activation_bytes},
+                     {"workspace_bytes", unit.workspace_bytes},
+                     {"shared_param_units", unit.shared_param_units},
+                     {"forward_ops", ops(unit.forward_ops)},
+                     {"backward_ops", ops(unit.backward_ops)},
+                     {"recompute_ops", ops(unit.recompute_ops)}});
+  }
+  nlohmann::json optimizer = nlohmann::json::array();
+  for (const Op& op : workload.optimizer_ops) optimizer.push_back(op_to_json(op));
+  return nlohmann::json{{"format", "fsdptune-workload"},
+                        {"version", 1},
+                        {"model", model_to_json(workload.model)},
+                        {"job", job_to_json(workload.job)},
+                        {"units", std::move(units)},
+                        {"optimizer_ops", std::move(optimizer)},
+                        {"persistent_state_bytes", workload.persistent_state_bytes()},
+                        {"model_flops_per_step", workload.model_flops_per_step()},
+                        {"tokens_per_step", workload.tokens_per_step()}};
+}
+
+}  // namespace fsdptune

@@ -1,0 +1,125 @@
+// `fsdptune model` and `fsdptune workload`: outputs, JSON, and one-line errors with exit 2.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_support.hpp"
+
+using fsdptune::testing::CommandResult;
+using fsdptune::testing::make_temp_dir;
+using fsdptune::testing::run_fsdptune;
+
+namespace {
+
+void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+// Exit 2, nothing on stdout, one line on stderr containing every needle.
+void expect_one_line_error(const CommandResult& result,
+                           std::initializer_list<std::string> needles) {
+  INFO("stderr: " << result.err);
+  CHECK(result.exit_code == 2);
+  CHECK(result.out.empty());
+  CHECK(std::count(result.err.begin(), result.err.end(), '\n') == 1);
+  for (const auto& needle : needles) CHECK(result.err.find(needle) != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("model prints the parameter totals", "[cli][model]") {
+  const auto result = run_fsdptune("model --model llama3-8b");
+  REQUIRE(result.exit_code == 0);
+  CHECK(result.out.find("8,030,261,248") != std::string::npos);
+  CHECK(result.out.find("5.791e+10") != std::string::npos);
+}
+
+TEST_CASE("model --json gives totals and FLOPs per token", "[cli][model]") {
+  const auto result = run_fsdptune("model --model llama3-405b --json --seq 8192");
+  REQUIRE(result.exit_code == 0);
+  const auto json = nlohmann::json::parse(result.out);
+  CHECK(json["parameters"]["total"] == 405'853'388'800);
+  CHECK(json["parameters"]["embedding"] == 128256LL * 16384);
+  CHECK(json["flops_per_token"]["training"].get<double>() == Approx(2.625e12).epsilon(5e-4));
+}
+
+TEST_CASE("model reads our model files and HF config.json files", "[cli][model]") {
+  const std::string dir = make_temp_dir("fsdptune-model-cli");
+  write(dir + "/mine.json", R"({"format": "fsdptune-model", "version": 1, "name": "mine",
+      "dim": 8, "n_layers": 1, "n_heads": 2, "n_kv_heads": 1, "head_dim": 4, "ffn_dim": 16,
+      "vocab_size": 32})");
+  auto result = run_fsdptune("model --model " + dir + "/mine.json --json");
+  REQUIRE(result.exit_code == 0);
+  CHECK(nlohmann::json::parse(result.out)["parameters"]["total"] == 1112);
+  write(dir + "/config.json", R"({"hidden_size": 4096, "intermediate_size": 14336,
+      "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+      "vocab_size": 128256, "tie_word_embeddings": false})");
+  result = run_fsdptune("model --model " + dir + "/config.json --json");
+  REQUIRE(result.exit_code == 0);
+  CHECK(nlohmann::json::parse(result.out)["parameters"]["total"] == 8'030'261'248);
+}
+
+TEST_CASE("workload lists the units and is deterministic", "[cli][workload]") {
+  const std::string args = "workload --model tiny --gpus 2 --batch 1 --seq 128 --ac full --json";
+  const auto a = run_fsdptune(args);
+  REQUIRE(a.exit_code == 0);
+  const auto json = nlohmann::json::parse(a.out);
+  CHECK(json["version"] == 1);
+  REQUIRE(json["units"].size() == 6);
+  CHECK(json["units"][1]["name"] == "layers.0");
+  CHECK(json["job"]["dp_shard"] == 2);
+  CHECK(json["units"][1]["recompute_ops"].size() == json["units"][1]["forward_ops"].size());
+  CHECK(run_fsdptune(args).out == a.out);
+  const auto text = run_fsdptune("workload --model llama3-405b --gpus 1024 --tp 8 --seq 8192");
+  REQUIRE(text.exit_code == 0);
+  CHECK(text.out.find("layers.125") != std::string::npos);
+  CHECK(text.out.find("norm+output") != std::string::npos);
+}
+
+TEST_CASE("bad input is one line naming the culprit, exit 2", "[cli][errors]") {
+  const std::string dir = make_temp_dir("fsdptune-model-errors");
+  SECTION("unknown model lists the built-ins") {
+    expect_one_line_error(run_fsdptune("model --model llama4"),
+                          {"--model", "llama4", "llama3-8b", "llama3.2-3b", "tiny"});
+  }
+  SECTION("malformed JSON gives line and column") {
+    write(dir + "/bad.json", "{\n  \"dim\": 8,\n  \"n_layers\": ,\n}\n");
+    expect_one_line_error(run_fsdptune("model --model " + dir + "/bad.json"),
+                          {dir + "/bad.json:3:", "malformed JSON"});
+  }
+  SECTION("missing field") {
+    write(dir + "/missing.json", R"({"format": "fsdptune-model", "version": 1, "name": "m",
+        "dim": 8, "n_layers": 1, "n_heads": 2, "n_kv_heads": 1, "vocab_size": 32})");
+    expect_one_line_error(run_fsdptune("model --model " + dir + "/missing.json"),
+                          {dir + "/missing.json", "'ffn_dim'", "missing"});
+  }
+  SECTION("zero size in a model file") {
+    write(dir + "/zero.json", R"({"format": "fsdptune-model", "version": 1, "name": "m",
+        "dim": 0, "n_layers": 1, "n_heads": 2, "n_kv_heads": 1, "ffn_dim": 16,
+        "vocab_size": 32})");
+    expect_one_line_error(run_fsdptune("model --model " + dir + "/zero.json"), {"'dim'"});
+  }
+  SECTION("heads not divisible by tp") {
+    expect_one_line_error(run_fsdptune("workload --model llama3-8b --gpus 24 --tp 3"),
+                          {"--tp", "heads"});
+  }
+  SECTION("kv heads not divisible by tp") {
+    expect_one_line_error(run_fsdptune("workload --model llama3-8b --gpus 32 --tp 16"),
+                          {"--tp", "kv heads"});
+  }
+  SECTION("gpus not divisible by tp * dp_replicate") {
+    expect_one_line_error(run_fsdptune("workload --model llama3-8b --gpus 12 --tp 8"), {"--gpus"});
+    expect_one_line_error(
+        run_fsdptune("workload --model llama3-8b --gpus 12 --tp 2 --dp-replicate 4"), {"--gpus"});
+  }
+  SECTION("zero or negative sizes") {
+    expect_one_line_error(run_fsdptune("workload --model tiny --gpus 2 --batch 0"), {"--batch"});
+    expect_one_line_error(run_fsdptune("workload --model tiny --gpus 2 --seq -5"), {"--seq"});
+    expect_one_line_error(run_fsdptune("workload --model tiny --gpus 0"), {"--gpus"});
+  }
+  SECTION("unknown AC mode") {
+    expect_one_line_error(run_fsdptune("workload --model tiny --gpus 2 --ac some"), {"--ac"});
+  }
+}

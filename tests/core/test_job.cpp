@@ -1,0 +1,116 @@
+// JobSpec: normalization, validation messages, JSON round trip.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "fsdptune/error.hpp"
+#include "fsdptune/io.hpp"
+#include "fsdptune/job.hpp"
+
+using namespace fsdptune;
+
+namespace {
+
+// The flag the error names (Error::where) for `job` against Llama 3 8B.
+std::string rejected_flag(const JobSpec& job) {
+  try {
+    normalize_job(builtin_model("llama3-8b"), job);
+  } catch (const Error& e) {
+    CHECK(e.exit_code() == 2);
+    return e.where();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("normalize_job derives dp_shard", "[job]") {
+  JobSpec job;
+  job.gpus = 64;
+  job.tp = 4;
+  job.dp_replicate = 2;
+  // 64 / (4 * 1 * 2) = 8.
+  CHECK(normalize_job(builtin_model("llama3-8b"), job).dp_shard == 8);
+}
+
+TEST_CASE("normalize_job names the flag at fault", "[job][errors]") {
+  JobSpec job;
+  SECTION("heads not divisible by tp") {
+    job.gpus = 24;
+    job.tp = 3;  // 32 heads
+    CHECK(rejected_flag(job) == "--tp");
+  }
+  SECTION("kv heads not divisible by tp") {
+    job.gpus = 32;
+    job.tp = 16;  // 32 heads divide, 8 kv heads do not
+    CHECK(rejected_flag(job) == "--tp");
+  }
+  SECTION("gpus not divisible by tp * dp_replicate") {
+    job.gpus = 12;
+    job.tp = 8;
+    CHECK(rejected_flag(job) == "--gpus");
+    job.tp = 2;
+    job.dp_replicate = 4;  // 12 / 8
+    CHECK(rejected_flag(job) == "--gpus");
+  }
+  SECTION("zero and negative sizes") {
+    job.local_batch = 0;
+    CHECK(rejected_flag(job) == "--batch");
+    job.local_batch = 1;
+    job.seq_len = -8;
+    CHECK(rejected_flag(job) == "--seq");
+    job.seq_len = 8192;
+    job.gpus = 0;
+    CHECK(rejected_flag(job) == "--gpus");
+    job.gpus = 8;
+    job.tp = -1;
+    CHECK(rejected_flag(job) == "--tp");
+    job.tp = 1;
+    job.dp_replicate = 0;
+    CHECK(rejected_flag(job) == "--dp-replicate");
+  }
+  SECTION("sequence not divisible by tp") {
+    job.tp = 8;
+    job.seq_len = 100;
+    CHECK(rejected_flag(job) == "--seq");
+  }
+}
+
+TEST_CASE("enums parse what they print", "[job]") {
+  for (DType d : {DType::kBF16, DType::kFP16, DType::kFP32, DType::kFP8}) {
+    CHECK(dtype_from_string(to_string(d), "x") == d);
+  }
+  for (auto ac : {ActivationCheckpointing::kNone, ActivationCheckpointing::kSelective,
+                  ActivationCheckpointing::kFull}) {
+    CHECK(ac_from_string(to_string(ac), "x") == ac);
+  }
+  CHECK_THROWS_AS(ac_from_string("some", "--ac"), Error);
+  CHECK(bytes_per_element(DType::kBF16) == 2);
+  CHECK(bytes_per_element(DType::kFP32) == 4);
+  CHECK(bytes_per_element(DType::kFP8) == 1);
+}
+
+TEST_CASE("JobSpec round-trips through JSON", "[job]") {
+  JobSpec job;
+  job.gpus = 1024;
+  job.tp = 8;
+  job.dp_replicate = 2;
+  job.local_batch = 2;
+  job.seq_len = 4096;
+  job.ac = ActivationCheckpointing::kSelective;
+  job.reduce_dtype = DType::kBF16;
+  job.float8 = true;
+  job = normalize_job(builtin_model("llama3-405b"), job);
+  const JobSpec back = job_from_json(parse_json_text(dump_json(job_to_json(job)), "job"), "job");
+  CHECK(back == job);
+}
+
+TEST_CASE("job_from_json names bad fields", "[job][errors]") {
+  try {
+    job_from_json(nlohmann::json::parse(R"({"gpus": "eight"})"), "job.json");
+    FAIL("accepted a string for gpus");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("job.json: field 'gpus'") != std::string::npos);
+  }
+  CHECK_THROWS_AS(job_from_json(nlohmann::json::parse(R"({"gpu": 8})"), "job.json"), Error);
+}

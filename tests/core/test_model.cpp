@@ -1,0 +1,156 @@
+// Model specs: parameter totals, FLOPs per token, the model file and HF config readers.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "fsdptune/error.hpp"
+#include "fsdptune/io.hpp"
+#include "fsdptune/model.hpp"
+
+using namespace fsdptune;
+
+namespace {
+
+// Runs `body`, expects Error(kBadInput) whose text contains every needle.
+template <typename Body>
+void expect_bad_input(Body body, std::initializer_list<std::string> needles) {
+  try {
+    body();
+    FAIL("accepted bad input");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::kBadInput);
+    CHECK(e.exit_code() == 2);
+    const std::string text = e.what();
+    for (const auto& needle : needles) {
+      INFO(text);
+      CHECK(text.find(needle) != std::string::npos);
+    }
+  }
+}
+
+nlohmann::json tiny_json() {
+  return nlohmann::json::parse(R"({"format": "fsdptune-model", "version": 1, "name": "t",
+      "dim": 8, "n_layers": 1, "n_heads": 2, "n_kv_heads": 1, "head_dim": 4, "ffn_dim": 16,
+      "vocab_size": 32})");
+}
+
+}  // namespace
+
+TEST_CASE("Llama 3 parameter totals are exact", "[model]") {
+  // Meta's published totals (shared/reference/README.md).
+  CHECK(parameter_count(builtin_model("llama3-8b")) == 8'030'261'248);
+  CHECK(parameter_count(builtin_model("llama3-70b")) == 70'553'706'496);
+  CHECK(parameter_count(builtin_model("llama3-405b")) == 405'853'388'800);
+  // Tied: the output projection adds nothing. 1B: 128256*2048 + 16*60,821,504 + 2048.
+  CHECK(parameter_count(builtin_model("llama3.2-1b")) == 1'235'814'400);
+  CHECK(parameter_count(builtin_model("llama3.2-3b")) == 3'212'749'824);
+}
+
+TEST_CASE("hand-counted parameters of a small model", "[model]") {
+  const ModelSpec model = model_from_json(tiny_json(), "t.json");
+  // Block: wq 8*8 + wk 4*8 + wv 4*8 + wo 8*8 + 3 * 8*16 + 2 norms * 8 = 592.
+  CHECK(block_parameter_count(model) == 592);
+  CHECK(embedding_parameter_count(model) == 256);  // 32 * 8
+  // 256 embedding + 592 block + 8 norm + 256 output.
+  CHECK(parameter_count(model) == 1112);
+}
+
+TEST_CASE("FFN hidden size follows the Llama 3 rule", "[model]") {
+  CHECK(llama_ffn_dim(4096, 1.3, 1024) == 14336);
+  CHECK(llama_ffn_dim(8192, 1.3, 4096) == 28672);
+  CHECK(llama_ffn_dim(16384, 1.2, 4096) == 53248);
+}
+
+TEST_CASE("training FLOPs per token match the published figures", "[model]") {
+  // shared/reference/README.md: 5.791e10, 4.814e11, 2.625e12 at seq 8192.
+  CHECK(training_flops_per_token(builtin_model("llama3-8b"), 8192) ==
+        Approx(5.791e10).epsilon(5e-4));
+  CHECK(training_flops_per_token(builtin_model("llama3-70b"), 8192) ==
+        Approx(4.814e11).epsilon(5e-4));
+  CHECK(training_flops_per_token(builtin_model("llama3-405b"), 8192) ==
+        Approx(2.625e12).epsilon(5e-4));
+}
+
+TEST_CASE("every built-in model round-trips through JSON", "[model]") {
+  const auto names = builtin_model_names();
+  REQUIRE(names.size() == 6);
+  for (const auto& name : names) {
+    const ModelSpec model = builtin_model(name);
+    CHECK(model.name == name);
+    const ModelSpec back =
+        model_from_json(parse_json_text(dump_json(model_to_json(model)), name), name);
+    CHECK(back == model);
+  }
+}
+
+TEST_CASE("a Hugging Face config.json reads as the same model", "[model]") {
+  // The fields of meta-llama/Llama-3.2-1B's config.json.
+  const auto json = nlohmann::json::parse(R"({
+    "architectures": ["LlamaForCausalLM"], "hidden_size": 2048, "intermediate_size": 8192,
+    "num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 8,
+    "head_dim": 64, "vocab_size": 128256, "tie_word_embeddings": true,
+    "rope_theta": 500000.0, "rms_norm_eps": 1e-05, "torch_dtype": "bfloat16"})");
+  ModelSpec model = model_from_json(json, "/models/Llama-3.2-1B/config.json");
+  CHECK(model.name == "Llama-3.2-1B");
+  model.name = "llama3.2-1b";
+  CHECK(model == builtin_model("llama3.2-1b"));
+}
+
+TEST_CASE("HF config without head_dim and kv heads takes the defaults", "[model]") {
+  const auto json = nlohmann::json::parse(
+      R"({"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+          "num_attention_heads": 4, "vocab_size": 100})");
+  const ModelSpec model = model_from_json(json, "cfg.json");
+  CHECK(model.head_dim == 16);
+  CHECK(model.n_kv_heads == 4);
+  CHECK_FALSE(model.tie_embeddings);
+}
+
+TEST_CASE("bad model files name the file and the field", "[model][errors]") {
+  SECTION("missing field") {
+    auto json = tiny_json();
+    json.erase("ffn_dim");
+    expect_bad_input([&] { model_from_json(json, "m.json"); }, {"m.json", "'ffn_dim'", "missing"});
+  }
+  SECTION("zero size") {
+    auto json = tiny_json();
+    json["dim"] = 0;
+    expect_bad_input([&] { model_from_json(json, "m.json"); }, {"m.json", "'dim'", "> 0"});
+  }
+  SECTION("negative size") {
+    auto json = tiny_json();
+    json["n_layers"] = -3;
+    expect_bad_input([&] { model_from_json(json, "m.json"); }, {"'n_layers'", "-3"});
+  }
+  SECTION("not an integer") {
+    auto json = tiny_json();
+    json["vocab_size"] = "many";
+    expect_bad_input([&] { model_from_json(json, "m.json"); }, {"'vocab_size'", "integer"});
+  }
+  SECTION("kv heads do not divide heads") {
+    auto json = tiny_json();
+    json["n_heads"] = 3;
+    json["n_kv_heads"] = 2;
+    expect_bad_input([&] { model_from_json(json, "m.json"); }, {"'n_kv_heads'"});
+  }
+  SECTION("unknown field") {
+    auto json = tiny_json();
+    json["dims"] = 8;
+    expect_bad_input([&] { model_from_json(json, "m.json"); }, {"'dims'", "unknown"});
+  }
+  SECTION("unsupported version") {
+    auto json = tiny_json();
+    json["version"] = 7;
+    expect_bad_input([&] { model_from_json(json, "m.json"); }, {"'version'", "7"});
+  }
+  SECTION("HF config missing a field") {
+    const auto json = nlohmann::json::parse(R"({"hidden_size": 64, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "vocab_size": 100})");
+    expect_bad_input([&] { model_from_json(json, "config.json"); },
+                     {"config.json", "'intermediate_size'", "missing"});
+  }
+  SECTION("unknown built-in lists the built-ins") {
+    expect_bad_input([] { builtin_model("llama9"); }, {"llama9", "llama3-8b", "tiny"});
+    expect_bad_input([] { resolve_model("llama9"); }, {"--model", "llama3-405b"});
+  }
+}

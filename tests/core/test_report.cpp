@@ -1,0 +1,382 @@
+#include <catch2/catch.hpp>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fsdptune/error.hpp"
+#include "fsdptune/report.hpp"
+#include "fsdptune/units.hpp"
+#include "report_fixture.hpp"
+
+using namespace fsdptune;
+using namespace fsdptune::report_test;
+
+namespace {
+
+std::vector<ReportEntry> entries(bool with_measured) {
+  ReportEntry entry;
+  entry.source = "out/schedule.json";
+  entry.schedule = make_schedule();
+  if (with_measured) entry.measured = make_measured();
+  return {entry};
+}
+
+std::size_t count(const std::string& haystack, const std::string& needle) {
+  std::size_t n = 0;
+  for (auto at = haystack.find(needle); at != std::string::npos;
+       at = haystack.find(needle, at + needle.size())) {
+    ++n;
+  }
+  return n;
+}
+
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The display format the tables use for the figure at `pointer` (by its key).
+std::string expected_display(const std::string& pointer, const nlohmann::json& value) {
+  const std::string key = pointer.substr(pointer.rfind('/') + 1);
+  if (key == "mfu" || key == "tuned_efficiency") return format_percent(value.get<double>());
+  if (ends_with(key, "relative_error")) return format_signed_percent(value.get<double>());
+  if (key == "tokens_per_s_per_gpu") return format_rate(value.get<double>());
+  if (ends_with(key, "_bytes") || pointer.find("/peak_breakdown/") != std::string::npos) {
+    return format_bytes(value.get<std::int64_t>());
+  }
+  if (ends_with(key, "_s")) return format_seconds(value.get<double>());
+  FAIL("no display format known for " << pointer);
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("summarize_report lists the baselines then the tuned plan", "[report]") {
+  const Report report = summarize_report(entries(false));
+  REQUIRE(report.schedules.size() == 1);
+  const ScheduleReport& schedule = report.schedules[0];
+  REQUIRE(schedule.plans.size() == 3);
+  CHECK(schedule.plans[0].summary.plan_name == "fsdp2");
+  CHECK(schedule.plans[1].summary.plan_name == "simplefsdp-block");
+  CHECK(schedule.plans[2].summary.plan_name == "tuned");
+  CHECK_FALSE(schedule.plans[0].tuned);
+  CHECK(schedule.plans[2].tuned);
+  // Allocator reserve = reserved - allocated = 700 - 600 MiB.
+  CHECK(schedule.plans[2].allocator_reserve_bytes == 100 * kMiB);
+  // Efficiency = lower bound / tuned step = 12.8 / 16 units.
+  CHECK(schedule.tuned_efficiency == Approx(0.8));
+  CHECK(schedule.task_count == 8);
+  CHECK_FALSE(schedule.measured.has_value());
+}
+
+TEST_CASE("allocator reserve is never negative", "[report]") {
+  auto input = entries(false);
+  input[0].schedule.predicted.peak_reserved_bytes = 10;  // below allocated: a bad estimate
+  CHECK(summarize_report(input).schedules[0].plans.back().allocator_reserve_bytes == 0);
+}
+
+TEST_CASE("predicted vs measured per stream and per task", "[report]") {
+  ReportOptions options;
+  options.largest_task_errors = 3;
+  const Report report = summarize_report(entries(true), options);
+  REQUIRE(report.schedules[0].measured.has_value());
+  const MeasuredComparison& m = *report.schedules[0].measured;
+  CHECK(m.predicted_step_time_s == 16 * kUnitS);
+  CHECK(m.measured_step_time_s == 19 * kUnitS);
+  CHECK(m.step_time_relative_error == Approx(16.0 / 19 - 1));
+  CHECK(m.data_checked);
+  REQUIRE(m.streams.size() == 3);
+  // compute: predicted 1+3+6+2 = 12, measured 1+3+7+2 = 13 units.
+  CHECK(m.streams[0].stream == "compute");
+  CHECK(m.streams[0].predicted_busy_s == 12 * kUnitS);
+  CHECK(m.streams[0].measured_busy_s == 13 * kUnitS);
+  CHECK(m.streams[0].relative_error == Approx(12.0 / 13 - 1));
+  // all_gather: 1+2 = 3 vs 1.5+3 = 4.5; reduce_scatter: 3+1 = 4 vs 3+1.5 = 4.5.
+  CHECK(m.streams[1].predicted_busy_s == 3 * kUnitS);
+  CHECK(m.streams[1].measured_busy_s == 4.5 * kUnitS);
+  CHECK(m.streams[1].relative_error == Approx(-1.0 / 3));
+  CHECK(m.streams[2].predicted_busy_s == 4 * kUnitS);
+  CHECK(m.streams[2].measured_busy_s == 4.5 * kUnitS);
+  // Errors (predicted - measured): t0 -0.5, t2 -1, t4 -1, t7 -0.5, the rest 0. Largest
+  // first, ties by id: t2, t4, then t0 (before t7).
+  REQUIRE(m.largest_task_errors.size() == 3);
+  CHECK(m.largest_task_errors[0].task == 2);
+  CHECK(m.largest_task_errors[0].name == "AG b1 [layers.0]");
+  CHECK(m.largest_task_errors[0].stream == "all_gather");
+  CHECK(m.largest_task_errors[0].error_s == -1 * kUnitS);
+  CHECK(m.largest_task_errors[0].relative_error == Approx(2.0 / 3 - 1));
+  CHECK(m.largest_task_errors[1].task == 4);
+  CHECK(m.largest_task_errors[1].relative_error == Approx(6.0 / 7 - 1));
+  CHECK(m.largest_task_errors[2].task == 0);
+}
+
+TEST_CASE("a measured file without per-task timings still compares the step", "[report]") {
+  auto input = entries(true);
+  input[0].measured->timings.clear();
+  const Report report = summarize_report(input);
+  const MeasuredComparison& m = *report.schedules[0].measured;
+  CHECK(m.measured_step_time_s == 19 * kUnitS);
+  CHECK(m.streams.empty());
+  CHECK(m.largest_task_errors.empty());
+  CHECK_NOTHROW(XmlParser(render_report_html(input)).parse());
+}
+
+TEST_CASE("the report JSON round-trips and names a bad field", "[report]") {
+  const Report report = summarize_report(entries(true));
+  const nlohmann::json json = report_to_json(report);
+  CHECK(json["version"] == kReportFormatVersion);
+  CHECK(report_from_json(json, "report.json") == report);
+  const Report without_measured = summarize_report(entries(false));
+  CHECK(report_from_json(report_to_json(without_measured), "r.json") == without_measured);
+
+  nlohmann::json wrong_version = json;
+  wrong_version["version"] = 99;
+  try {
+    report_from_json(wrong_version, "report.json");
+    FAIL("accepted version 99");
+  } catch (const Error& e) {
+    CHECK(e.where() == "report.json/version");
+    CHECK(e.exit_code() == 2);
+  }
+  nlohmann::json missing = json;
+  missing["schedules"][0]["plans"][1].erase("step_time_s");
+  try {
+    report_from_json(missing, "report.json");
+    FAIL("accepted a plan without step_time_s");
+  } catch (const Error& e) {
+    CHECK(e.where() == "report.json/schedules/0/plans/1/step_time_s");
+  }
+}
+
+TEST_CASE("display formats", "[report]") {
+  CHECK(format_percent(0.452) == "45.2%");
+  CHECK(format_signed_percent(0.031) == "+3.1%");
+  CHECK(format_signed_percent(-0.2) == "-20.0%");
+  CHECK(format_rate(8191.6) == "8192");
+  CHECK(escape_xml("<a href=\"x\">Tom & 'Jerry'</a>") ==
+        "&lt;a href=&quot;x&quot;&gt;Tom &amp; &#39;Jerry&#39;&lt;/a&gt;");
+  CHECK(json_number_text(0.5) == "0.5");
+  CHECK(json_number_text(std::int64_t{1} << 40) == "1099511627776");
+}
+
+TEST_CASE("terminal table: plans, lower bound, measured", "[report]") {
+  const std::string text = render_report_text(entries(true));
+  // 16 units = 16/1024 s = 15.625 ms, formatted with two decimals.
+  CHECK(text.find("out/schedule.json: tiny on 8 x h100-sxm") != std::string::npos);
+  CHECK(text.find("* tuned") != std::string::npos);
+  CHECK(text.find("15.62 ms") != std::string::npos);
+  // tokens/s/GPU of the tuned plan: 128 tokens / (16/1024 s) = 8192.
+  CHECK(text.find("8192") != std::string::npos);
+  CHECK(text.find("tuned plan vs lower bound: 80.0%") != std::string::npos);
+  // Step error: 16/19 - 1 = -15.8%.
+  CHECK(text.find("-15.8%") != std::string::npos);
+  CHECK(text.find("busy all_gather") != std::string::npos);
+  CHECK(text.find("#2 AG b1 [layers.0]") != std::string::npos);
+  // fsdp2 reserves 900 MiB of a 1 GiB limit: fits; none here fail.
+  CHECK(count(text, " yes\n") == 3);
+}
+
+TEST_CASE("markdown: tables with a separator row, pipes escaped", "[report]") {
+  auto input = entries(true);
+  input[0].schedule.baselines[0].plan_name = "a|b";
+  const std::string markdown = render_report_markdown(input);
+  CHECK(markdown.rfind("# fsdptune report\n", 0) == 0);
+  CHECK(markdown.find("| plan | step time | tokens/s/GPU |") != std::string::npos);
+  CHECK(markdown.find("| --- | ---: |") != std::string::npos);
+  CHECK(markdown.find("a\\|b") != std::string::npos);
+  CHECK(markdown.find("### Predicted vs measured") != std::string::npos);
+  CHECK(markdown.find("#### Largest per-task errors") != std::string::npos);
+}
+
+TEST_CASE("the HTML is well-formed and self-contained", "[report][html]") {
+  const std::string html = render_report_html(entries(true));
+  XmlElement root;
+  REQUIRE_NOTHROW(root = XmlParser(html).parse());
+  CHECK(root.name == "html");
+  // No script, no external resources.
+  CHECK(root.all("script").empty());
+  CHECK(root.all("link").empty());
+  CHECK(root.all("img").empty());
+  for (std::size_t at = html.find("http"); at != std::string::npos;
+       at = html.find("http", at + 1)) {
+    const std::string url = html.substr(at, 26);
+    CHECK((url.rfind("http://www.w3.org/1999/xht", 0) == 0 ||
+           url.rfind("http://www.w3.org/2000/svg", 0) == 0));
+  }
+  CHECK(html.find(" src=") == std::string::npos);
+  CHECK(html.find("url(") == std::string::npos);
+}
+
+TEST_CASE("the strict parser rejects malformed markup", "[report][html]") {
+  CHECK_THROWS(XmlParser("<a><b></a></b>").parse());
+  CHECK_THROWS(XmlParser("<a x=1></a>").parse());
+  CHECK_THROWS(XmlParser("<a>1 < 2</a>").parse());
+  CHECK_THROWS(XmlParser("<a>&nbsp;</a>").parse());
+  CHECK_THROWS(XmlParser("<a x=\"1\" x=\"2\"></a>").parse());
+  CHECK_THROWS(XmlParser("<a></a><b></b>").parse());
+  CHECK_THROWS(XmlParser("<a><br></a>").parse());
+  CHECK_NOTHROW(XmlParser("<!DOCTYPE html>\n<a x=\"&amp;\"><br/>t &lt; u</a>\n").parse());
+}
+
+TEST_CASE("every chart has axis labels with units", "[report][html]") {
+  const XmlElement root = XmlParser(render_report_html(entries(true))).parse();
+  const auto charts = root.all("svg");
+  // Step time, peak memory, Gantt, memory over step, Pareto, measured, measured Gantt.
+  CHECK(charts.size() == 7);
+  const std::set<std::string> units = {"s", "ms", "us", "GiB", "MiB", "KiB", "B"};
+  for (const XmlElement* chart : charts) {
+    INFO("chart " << chart->attribute("id"));
+    CHECK(chart->attribute("class") == "chart");
+    CHECK_FALSE(chart->attribute("aria-label").empty());
+    bool x_label = false;
+    bool y_label = false;
+    int with_unit = 0;
+    for (const XmlElement* label : chart->all("text")) {
+      if (label->attribute("class") != "axis-label") continue;
+      CHECK_FALSE(label->text.empty());
+      if (label->attribute("data-axis") == "x") x_label = true;
+      if (label->attribute("data-axis") == "y") y_label = true;
+      const std::string unit = label->attribute("data-unit");
+      if (unit.empty()) continue;
+      ++with_unit;
+      CHECK(units.count(unit) == 1);
+      CHECK(ends_with(label->text, "(" + unit + ")"));
+    }
+    CHECK(x_label);
+    CHECK(y_label);
+    CHECK(with_unit >= 1);
+  }
+}
+
+TEST_CASE("every number in the HTML equals the one in the JSON summary", "[report][html]") {
+  const auto input = entries(true);
+  const nlohmann::json json = report_to_json(summarize_report(input));
+  const XmlElement root = XmlParser(render_report_html(input)).parse();
+  std::vector<const XmlElement*> figures;
+  root.find_with("data-json", figures);
+  REQUIRE(figures.size() > 50);
+  std::set<std::string> pointers;
+  for (const XmlElement* figure : figures) {
+    const std::string pointer = figure->attribute("data-json");
+    INFO(pointer);
+    pointers.insert(pointer);
+    const nlohmann::json::json_pointer path(pointer);
+    REQUIRE(json.contains(path));
+    CHECK(json.at(path).dump() == figure->attribute("data-value"));
+    // Cells and key figures show the number in the tables' format; chart marks carry it.
+    if (figure->name == "td" || figure->name == "div") {
+      CHECK(figure->text == expected_display(pointer, json.at(path)));
+    }
+  }
+  // Every figure of every plan is in the HTML.
+  for (std::size_t p = 0; p < json["schedules"][0]["plans"].size(); ++p) {
+    for (const auto& [key, value] : json["schedules"][0]["plans"][p].items()) {
+      if (!value.is_number()) continue;
+      INFO(key);
+      CHECK(pointers.count("/schedules/0/plans/" + std::to_string(p) + "/" + key) == 1);
+    }
+  }
+  CHECK(pointers.count("/schedules/0/tuned_efficiency") == 1);
+  CHECK(pointers.count("/schedules/0/measured/step_time_relative_error") == 1);
+  CHECK(pointers.count("/schedules/0/measured/largest_task_errors/0/error_s") == 1);
+}
+
+TEST_CASE("reports of the same inputs are byte-identical", "[report]") {
+  const auto first = entries(true);
+  const auto second = entries(true);  // built anew
+  CHECK(render_report_html(first) == render_report_html(second));
+  CHECK(render_report_markdown(first) == render_report_markdown(second));
+  CHECK(render_report_text(first) == render_report_text(second));
+  CHECK(report_to_json(summarize_report(first)).dump() ==
+        report_to_json(summarize_report(second)).dump());
+}
+
+TEST_CASE("all text in the HTML is escaped", "[report][html]") {
+  auto input = entries(true);
+  input[0].source = "a<b>&\"c\".json";
+  input[0].schedule.baselines[0].plan_name = "<script>alert('x')</script>";
+  input[0].schedule.program.tasks[3].name = "fwd <layers.0> & \"more\"";
+  input[0].schedule.program.streams[2].name = "rs<2>";
+  const std::string html = render_report_html(input);
+  CHECK(html.find("<script") == std::string::npos);
+  CHECK(html.find("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;") != std::string::npos);
+  XmlElement root;
+  REQUIRE_NOTHROW(root = XmlParser(html).parse());
+  CHECK(root.all("script").empty());
+}
+
+TEST_CASE("the Gantt chart draws every task and labels only those wide enough", "[report][html]") {
+  const XmlElement root = XmlParser(render_report_html(entries(false))).parse();
+  const XmlElement* gantt = nullptr;
+  for (const XmlElement* chart : root.all("svg")) {
+    if (chart->attribute("id") == "gantt-1") gantt = chart;
+  }
+  REQUIRE(gantt != nullptr);
+  int task_bars = 0;
+  for (const XmlElement* rect : gantt->all("rect")) {
+    const auto titles = rect->all("title");
+    if (!titles.empty() && titles[0]->text.rfind("#", 0) == 0) ++task_bars;
+  }
+  CHECK(task_bars == 8);
+  // The chart is 1320 px wide for 16 units: "bwd layers.0" (6 units, ~400 px) is labelled
+  // in full; "AG b0 [tok_embeddings]" (1 unit, ~70 px; 22 characters need ~150 px) is
+  // labelled "AG b0".
+  std::set<std::string> labels;
+  for (const XmlElement* label : gantt->all("text")) {
+    if (label->attribute("class") == "task-label") labels.insert(label->text);
+  }
+  CHECK(labels.count("bwd layers.0") == 1);
+  CHECK(labels.count("AG b0") == 1);
+  CHECK(labels.count("AG b0 [tok_embeddings]") == 0);
+}
+
+TEST_CASE("a 405B-sized step stays a reasonable file", "[report][html]") {
+  // 128 units: forward, backward, an all-gather each way and a reduce-scatter per unit,
+  // with copy-in/out around each collective: 128 * 11 = 1408 tasks, 10 us to 40 ms each.
+  ScheduleFile schedule = make_schedule();
+  Program& program = schedule.program;
+  program.tasks.clear();
+  schedule.timings.clear();
+  double compute_s = 0;
+  double comm_s = 0;
+  for (int unit = 0; unit < 128; ++unit) {
+    const std::string name = "layers." + std::to_string(unit);
+    auto add = [&](int stream, TaskKind kind, const std::string& task_name, double seconds) {
+      double& clock = stream == 0 ? compute_s : comm_s;
+      Task task = make_task(static_cast<int>(program.tasks.size()), stream, kind, task_name, 0);
+      task.duration_s = seconds;
+      schedule.timings.push_back({clock, clock + seconds});
+      clock += seconds;
+      program.tasks.push_back(task);
+    };
+    for (int copy = 0; copy < 2; ++copy) add(1, TaskKind::kCopyIn, "copy-in " + name, 1e-5);
+    add(1, TaskKind::kAllGather, "AG b" + std::to_string(unit) + " [" + name + "]", 0.02);
+    add(1, TaskKind::kCopyOut, "copy-out " + name, 1e-5);
+    add(0, TaskKind::kForward, "fwd " + name, 0.03);
+    add(0, TaskKind::kRecompute, "recompute " + name, 0.03);
+    add(0, TaskKind::kBackward, "bwd " + name, 0.04);
+    add(1, TaskKind::kAllGather, "AG bwd b" + std::to_string(unit) + " [" + name + "]", 0.02);
+    add(2, TaskKind::kCopyIn, "copy-in grad " + name, 1e-5);
+    add(2, TaskKind::kReduceScatter, "RS b" + std::to_string(unit) + " [" + name + "]", 0.03);
+    add(2, TaskKind::kCopyOut, "copy-out grad " + name, 1e-5);
+  }
+  schedule.predicted.step_time_s = std::max(compute_s, comm_s);
+  schedule.memory_timeline.clear();
+  for (int s = 0; s < 20000; ++s) {
+    schedule.memory_timeline.push_back(
+        {schedule.predicted.step_time_s * s / 20000, (100 + (s * 7919) % 500) * kMiB});
+  }
+  ReportEntry entry;
+  entry.source = "405b.json";
+  entry.schedule = schedule;
+  const std::string html = render_report_html({entry});
+  CHECK_NOTHROW(XmlParser(html).parse());
+  // Every task is drawn (full step plus the enlarged first tenth), the file stays small.
+  CHECK(count(html, "<title>#") >= 1408);
+  CHECK(html.size() < 2 * kMiB);
+  // The memory line keeps its peak (599 MiB) although it is binned to half pixels.
+  CHECK(html.find("peak 599 MiB") != std::string::npos);
+}

@@ -1,0 +1,323 @@
+// The workload builder: shapes, FLOPs, parameter sharding, activations per AC mode.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <string>
+
+#include "fsdptune/io.hpp"
+#include "fsdptune/workload.hpp"
+
+using namespace fsdptune;
+
+namespace {
+
+// dim 8, 1 layer, 2 heads of 4, 1 kv head, ffn 16, vocab 32: small enough to count by hand.
+ModelSpec hand_model() {
+  ModelSpec model;
+  model.name = "hand";
+  model.dim = 8;
+  model.n_layers = 1;
+  model.n_heads = 2;
+  model.n_kv_heads = 1;
+  model.head_dim = 4;
+  model.ffn_dim = 16;
+  model.vocab_size = 32;
+  return model;
+}
+
+Workload make(const ModelSpec& model, std::int64_t gpus, std::int64_t tp, std::int64_t batch,
+              std::int64_t seq, ActivationCheckpointing ac = ActivationCheckpointing::kNone) {
+  JobSpec job;
+  job.gpus = gpus;
+  job.tp = tp;
+  job.local_batch = batch;
+  job.seq_len = seq;
+  job.ac = ac;
+  return build_workload(model, normalize_job(model, job));
+}
+
+const Op& find_op(const std::vector<Op>& ops, const std::string& name) {
+  for (const Op& op : ops) {
+    if (op.name == name) return op;
+  }
+  FAIL("no op " << name);
+  return ops.front();
+}
+
+double flops(const std::vector<Op>& ops) {
+  double total = 0;
+  for (const Op& op : ops) total += op.flops;
+  return total;
+}
+
+}  // namespace
+
+TEST_CASE("units are embedding, blocks, norm+output with torchtitan names", "[workload]") {
+  const Workload w = make(builtin_model("tiny"), 2, 1, 1, 128);
+  REQUIRE(w.units.size() == 6);  // tiny has 4 layers
+  CHECK(w.units[0].name == "tok_embeddings");
+  CHECK(w.units[0].kind == UnitKind::kEmbedding);
+  CHECK(w.units[0].params.at(0).name == "tok_embeddings.weight");
+  CHECK(w.units[4].name == "layers.3");
+  CHECK(w.units[4].params.at(0).name == "layers.3.attention.wq.weight");
+  CHECK(w.units[4].params.at(4).name == "layers.3.feed_forward.w1.weight");
+  CHECK(w.units[4].params.at(7).name == "layers.3.attention_norm.weight");
+  CHECK(w.units[4].params.at(8).name == "layers.3.ffn_norm.weight");
+  CHECK(w.units[5].name == "norm+output");
+  CHECK(w.units[5].modules == std::vector<std::string>{"norm", "output"});
+  CHECK(w.units[5].params.at(1).name == "output.weight");
+  for (std::size_t i = 0; i < w.units.size(); ++i) CHECK(w.units[i].index == static_cast<int>(i));
+}
+
+TEST_CASE("hand-counted block of a small model", "[workload]") {
+  // b=1, s=4: T = 4 tokens, d = 8, 2 heads x 4, 1 kv head, ffn 16, bf16 activations.
+  const Workload w = make(hand_model(), 3, 1, 1, 4);
+  const Unit& block = w.units.at(1);
+  const auto& fwd = block.forward_ops;
+  CHECK(find_op(fwd, "layers.0.attention.wq").gemm == GemmShape{4, 8, 8});
+  CHECK(find_op(fwd, "layers.0.attention.wk").gemm == GemmShape{4, 4, 8});
+  CHECK(find_op(fwd, "layers.0.attention.wo").gemm == GemmShape{4, 8, 8});
+  CHECK(find_op(fwd, "layers.0.feed_forward.w1").gemm == GemmShape{4, 16, 8});
+  CHECK(find_op(fwd, "layers.0.feed_forward.w2").gemm == GemmShape{4, 8, 16});
+  // wq: 2*4*8*8 = 512 FLOPs; A 4x8 + B 8x8 read (96 el), C 4x8 written (32 el), 2 B each.
+  CHECK(find_op(fwd, "layers.0.attention.wq").flops == 512);
+  CHECK(find_op(fwd, "layers.0.attention.wq").bytes == 256);
+  // GEMMs 512+256+256+512+1024+1024+1024 = 4608; attention 4*1*4*4*2*4 = 512.
+  CHECK(flops(fwd) == 5120);
+  CHECK(find_op(fwd, "layers.0.attention.sdpa").attention == AttentionShape{1, 2, 1, 4, 4, true});
+  // Backward: two GEMMs per GEMM (9216) and attention backward twice its forward (1024).
+  CHECK(flops(block.backward_ops) == 10240);
+  const auto& bwd = block.backward_ops;
+  // w2 forward (m=4, n=8, k=16): dgrad (4, 16, 8), wgrad (16, 8, 4).
+  CHECK(find_op(bwd, "layers.0.feed_forward.w2.dgrad").gemm == GemmShape{4, 16, 8});
+  CHECK(find_op(bwd, "layers.0.feed_forward.w2.wgrad").gemm == GemmShape{16, 8, 4});
+  // RMSNorm over 4 tokens of 8: read x + write y (2*32*2 = 128) + weight (16).
+  CHECK(find_op(fwd, "layers.0.attention_norm").bytes == 144);
+  CHECK(find_op(fwd, "layers.0.attention_norm").memory_op == "rmsnorm_fwd");
+  // Saved activations without AC, bf16 (a = 2):
+  //   2 norms: x (4*8*2 = 64) + fp32 rstd (4*4 = 16)           = 160
+  //   gathered normed inputs of wq/wk/wv and w1/w3: 2 * 64      = 128
+  //   q, k, v, o: 4 * (8 + 4 + 4 + 8) * 2                        = 192
+  //   LSE: 4 tokens * 2 heads * 4                                =  32
+  //   w1, w3, SwiGLU outputs: 3 * 4*16*2                         = 384
+  CHECK(block.saved_activation_bytes == 896);
+  // Output unit: logits 4 x 32 elements, 2 + 3*4 bytes each = 1792.
+  CHECK(w.units.at(2).workspace_bytes == 1792);
+  CHECK(find_op(w.units.at(2).forward_ops, "output").gemm == GemmShape{4, 32, 8});
+}
+
+TEST_CASE("FSDP padding is on dim 0, less than one row per rank", "[workload]") {
+  // 3 ranks. wk is [4, 8]: ceil(4/3) = 2 rows per rank, shard 16, padded 48 (2 rows pad).
+  // attention_norm is [8]: ceil(8/3) = 3, shard 3, padded 9.
+  const Workload w = make(hand_model(), 3, 1, 1, 4);
+  const Unit& block = w.units.at(1);
+  const Param& wk = block.params.at(1);
+  CHECK(wk.shape == std::vector<std::int64_t>{4, 8});
+  CHECK(wk.shard_numel == 16);
+  CHECK(wk.padded_numel == 48);
+  CHECK(wk.sharded_bytes() == 32);
+  const Param& norm = block.params.at(7);
+  CHECK(norm.shard_numel == 3);
+  CHECK(norm.padded_numel == 9);
+  // 16 bytes of fp32 state per shard element.
+  std::int64_t shards = 0;
+  for (const Unit& u : w.units) shards += u.shard_numel();
+  CHECK(w.persistent_state_bytes() == 16 * shards);
+}
+
+TEST_CASE("sharded bytes cover the parameter with less than a row per rank of padding",
+          "[workload][property]") {
+  const ModelSpec model = builtin_model("llama3-8b");
+  for (std::int64_t gpus : {1, 7, 8, 24, 96, 1000, 2048, 4096}) {
+    const Workload w = make(model, gpus, 1, 1, 2048);
+    const std::int64_t ranks = w.job.dp_shard;
+    std::int64_t numel = 0;
+    for (const Unit& unit : w.units) {
+      for (const Param& p : unit.params) {
+        INFO(p.name << " over " << ranks);
+        const std::int64_t row = p.numel / p.shape[0];
+        CHECK(p.sharded_bytes() * ranks >= p.unsharded_bytes());
+        CHECK(p.padded_numel == p.shard_numel * ranks);
+        CHECK(p.padded_numel - p.numel < ranks * row);
+        CHECK((p.padded_numel - p.numel) % row == 0);
+        numel += p.numel;
+      }
+    }
+    CHECK(numel == 8'030'261'248);
+  }
+}
+
+TEST_CASE("TP divides the sharded matrices by tp and leaves norms whole", "[workload]") {
+  const ModelSpec model = builtin_model("llama3-70b");
+  const Workload one = make(model, 64, 1, 1, 1024);
+  const Workload eight = make(model, 64, 8, 1, 1024);
+  REQUIRE(one.units.size() == eight.units.size());
+  std::int64_t total = 0;
+  for (std::size_t u = 0; u < one.units.size(); ++u) {
+    for (std::size_t i = 0; i < one.units[u].params.size(); ++i) {
+      const Param& p1 = one.units[u].params[i];
+      const Param& p8 = eight.units[u].params[i];
+      REQUIRE(p1.name == p8.name);
+      if (p8.tp_sharded) {
+        CHECK(p8.unsharded_bytes() * 8 == p1.unsharded_bytes());
+        total += p8.numel * 8;
+      } else {
+        CHECK(p8.name.find("norm") != std::string::npos);
+        CHECK(p8.numel == p1.numel);
+        total += p8.numel;
+      }
+    }
+  }
+  CHECK(total == 70'553'706'496);
+}
+
+TEST_CASE("TP adds sequence-parallel collectives, mirrored in backward", "[workload]") {
+  // T = 2 * 256 = 512 tokens, d = 8: every SP collective moves 512*8*2 = 8192 bytes.
+  ModelSpec model = hand_model();
+  model.n_kv_heads = 2;
+  const Workload w = make(model, 16, 2, 2, 256);
+  const Unit& block = w.units.at(1);
+  std::map<CollectiveKind, int> forward;
+  std::map<CollectiveKind, int> backward;
+  for (const Op& op : block.forward_ops) {
+    if (op.kind != OpKind::kCollective) continue;
+    ++forward[op.collective];
+    CHECK(op.bytes == 8192);
+    CHECK(op.group == CommGroup{2, 2});
+  }
+  for (const Op& op : block.backward_ops) {
+    if (op.kind == OpKind::kCollective) ++backward[op.collective];
+  }
+  CHECK(forward[CollectiveKind::kAllGather] == 2);
+  CHECK(forward[CollectiveKind::kReduceScatter] == 2);
+  CHECK(backward == forward);
+  // The norms run on the T/tp = 256 local tokens: 2*256*8*2 + 16 bytes.
+  CHECK(find_op(block.forward_ops, "layers.0.attention_norm").bytes == 8208);
+  // Column-parallel wq: n = 2 heads * 4 / 2.
+  CHECK(find_op(block.forward_ops, "layers.0.attention.wq").gemm == GemmShape{512, 4, 8});
+  CHECK(find_op(block.forward_ops, "layers.0.attention.sdpa").attention.heads == 1);
+  // No collectives at tp = 1.
+  for (const Op& op : make(model, 16, 1, 2, 256).units.at(1).forward_ops) {
+    CHECK(op.kind != OpKind::kCollective);
+  }
+}
+
+TEST_CASE("forward+backward FLOPs per token match 6(N - N_emb) + 12 L h hd s within 0.5%",
+          "[workload]") {
+  for (const char* name : {"llama3-8b", "llama3-70b", "llama3-405b"}) {
+    const ModelSpec model = builtin_model(name);
+    const Workload w = make(model, 8, 1, 1, 8192);
+    const double per_token = w.model_flops_per_step() / static_cast<double>(w.tokens_per_step());
+    INFO(name << ": " << per_token);
+    CHECK(per_token == Approx(training_flops_per_token(model, 8192)).epsilon(0.005));
+  }
+}
+
+TEST_CASE("full AC replays exactly one forward of each block", "[workload]") {
+  const ModelSpec model = builtin_model("tiny");
+  for (std::int64_t tp : {1, 2}) {
+    const Workload none = make(model, 4, tp, 2, 128);
+    const Workload full = make(model, 4, tp, 2, 128, ActivationCheckpointing::kFull);
+    for (const Unit& unit : none.units) CHECK(unit.recompute_ops.empty());
+    for (const Unit& unit : full.units) {
+      if (unit.kind != UnitKind::kBlock) {
+        CHECK(unit.recompute_ops.empty());
+        continue;
+      }
+      REQUIRE(unit.recompute_ops.size() == unit.forward_ops.size());
+      for (std::size_t i = 0; i < unit.forward_ops.size(); ++i) {
+        Op replay = unit.recompute_ops[i];
+        CHECK(replay.name == unit.forward_ops[i].name + ".recompute");
+        replay.name = unit.forward_ops[i].name;
+        CHECK(replay == unit.forward_ops[i]);
+      }
+      // Only the block input, T/tp x d in bf16, stays.
+      CHECK(unit.saved_activation_bytes == 2 * 128 / tp * model.dim * 2);
+    }
+    // Model FLOPs do not count the replay.
+    CHECK(full.model_flops_per_step() == none.model_flops_per_step());
+  }
+}
+
+TEST_CASE("selective AC saves between full and none and replays a subset", "[workload]") {
+  const ModelSpec model = hand_model();
+  // Hand count at T = 4 (see the hand-counted test): block input 64, wq out 64, wv out 32,
+  // O 64, LSE 32, w1 out 128, w2 out 64 = 448.
+  const Workload w = make(model, 3, 1, 1, 4, ActivationCheckpointing::kSelective);
+  const Unit& block = w.units.at(1);
+  CHECK(block.saved_activation_bytes == 448);
+  std::vector<std::string> replayed;
+  for (const Op& op : block.recompute_ops) replayed.push_back(op.name);
+  // Every other matmul (wk, wo, w3) and the memory-bound ops are replayed.
+  CHECK(replayed == std::vector<std::string>{
+                        "layers.0.attention_norm.recompute", "layers.0.attention.wk.recompute",
+                        "layers.0.attention.rope.recompute", "layers.0.attention.wo.recompute",
+                        "layers.0.attention_residual.recompute", "layers.0.ffn_norm.recompute",
+                        "layers.0.feed_forward.w3.recompute",
+                        "layers.0.feed_forward.swiglu.recompute",
+                        "layers.0.ffn_residual.recompute"});
+  const auto big = builtin_model("llama3-8b");
+  const auto none = make(big, 8, 1, 1, 8192).units.at(1).saved_activation_bytes;
+  const auto sel = make(big, 8, 1, 1, 8192, ActivationCheckpointing::kSelective)
+                       .units.at(1)
+                       .saved_activation_bytes;
+  const auto full =
+      make(big, 8, 1, 1, 8192, ActivationCheckpointing::kFull).units.at(1).saved_activation_bytes;
+  CHECK(full < sel);
+  CHECK(sel < none);
+}
+
+TEST_CASE("tied embeddings live in the embedding unit", "[workload]") {
+  const Workload w = make(builtin_model("llama3.2-1b"), 8, 1, 1, 2048);
+  const Unit& output = w.units.back();
+  CHECK(output.shared_param_units == std::vector<int>{0});
+  REQUIRE(output.params.size() == 1);
+  CHECK(output.params[0].name == "norm.weight");
+  // The output GEMM still runs: 2 * 2048 * 128256 * 2048.
+  CHECK(find_op(output.forward_ops, "output").flops == 2.0 * 2048 * 128256 * 2048);
+  std::int64_t numel = 0;
+  for (const Unit& unit : w.units) numel += unit.numel();
+  CHECK(numel == parameter_count(w.model));
+}
+
+TEST_CASE("float8 gathers block linears in fp8 and runs their GEMMs in fp8", "[workload]") {
+  JobSpec job;
+  job.gpus = 2;
+  job.seq_len = 128;
+  job.float8 = true;
+  const ModelSpec model = builtin_model("tiny");
+  const Workload w = build_workload(model, normalize_job(model, job));
+  const Unit& block = w.units.at(1);
+  CHECK(block.params.at(0).gather_dtype == DType::kFP8);
+  CHECK(block.params.at(7).gather_dtype == DType::kBF16);  // norm
+  CHECK(find_op(block.forward_ops, "layers.0.attention.wq").dtype == DType::kFP8);
+  CHECK(find_op(w.units.back().forward_ops, "output").dtype == DType::kBF16);
+  CHECK(w.units.back().params.at(1).gather_dtype == DType::kBF16);
+}
+
+TEST_CASE("ops round-trip through JSON and signatures name their cost", "[workload]") {
+  const Workload w = make(builtin_model("tiny"), 4, 2, 1, 64, ActivationCheckpointing::kFull);
+  int count = 0;
+  for (const Unit& unit : w.units) {
+    for (const auto* list : {&unit.forward_ops, &unit.backward_ops, &unit.recompute_ops}) {
+      for (const Op& op : *list) {
+        const auto json = parse_json_text(dump_json(op_to_json(op)), "op");
+        CHECK(op_from_json(json, "op") == op);
+        ++count;
+      }
+    }
+  }
+  CHECK(count > 100);
+  const Op& wq = find_op(w.units.at(1).forward_ops, "layers.0.attention.wq");
+  // tiny: 8 heads x 32 / tp 2 = 128 columns, T = 64, d = 256.
+  CHECK(wq.signature() == "gemm bf16 m=64 n=128 k=256");
+  const Op& sdpa = find_op(w.units.at(1).forward_ops, "layers.0.attention.sdpa");
+  CHECK(sdpa.signature() == "attention_fwd bf16 b=1 h=4 kv=2 s=64 d=32");
+}
+
+TEST_CASE("workload JSON is deterministic", "[workload]") {
+  const Workload a = make(builtin_model("tiny"), 2, 1, 1, 128);
+  const Workload b = make(builtin_model("tiny"), 2, 1, 1, 128);
+  CHECK(a == b);
+  CHECK(dump_json(workload_to_json(a)) == dump_json(workload_to_json(b)));
+}
