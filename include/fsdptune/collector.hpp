@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "fsdptune/cost_model.hpp"
+#include "fsdptune/hardware.hpp"
 #include "fsdptune/profile.hpp"
 #include "fsdptune/workload.hpp"
 
@@ -91,5 +92,30 @@ std::int64_t collective_buffer_bytes(std::int64_t bytes, std::int64_t ranks);
 ContentionFactors contention_from_measurements(double gemm_alone_s, double gemm_with_comm_s,
                                                double single_collective_s,
                                                double collective_pair_s);
+
+// What the cpu collector knows of its host besides the profile.
+struct HostFacts {
+  std::string id;                    // HardwareSpec id (the profile's `hardware`)
+  std::string name;                  // e.g. "AMD EPYC 7B13, 2 ranks"
+  std::int64_t memory_bytes = 0;     // physical memory of the host
+  std::int64_t ranks_per_node = 1;   // ranks sharing it
+};
+
+// A HardwareSpec of the host a cpu profile was measured on, so that what the profile lacks
+// (bucket copies, collective sizes outside the sweep, shapes it did not measure) falls back
+// to rates measured on the same host rather than to a GPU's. From the profile:
+//   peak_{bf16,fp32}_flops_per_s = the best GEMM rate, flops / median (the cpu kernels run
+//     every dtype in fp32), gemm_efficiency_ceiling = 1 (the peak is an achieved rate),
+//     sm_count = 1 (no wave quantization on a CPU core);
+//   hbm_bytes_per_s = the best memory-bound rate, bytes / median, efficiency 1;
+//   collective_base_latency_s and nvlink/network busbw = a latency + bytes / bandwidth fit
+//     (fit_latency_bandwidth) of the all-gather sweep, busbw = algbw * busbw_factor; the
+//     all-reduce sweep likewise for nvlink_allreduce_busbw_bytes_per_s; no hop latency and
+//     a ramp that is flat from a few bytes on (the fit has the latency already).
+//   Without a sweep (one rank) the collectives are assumed to move data at half the memory
+//     rate (a copy through shared memory reads and writes each byte) after 10 us.
+//   hbm_bytes = memory_bytes / ranks_per_node, no reserve; kernel_launch_s = 0.
+// Throws Error(kRuntime) when the profile has no GEMM or no memory-bound entry.
+HardwareSpec cpu_hardware_spec(const Profile& profile, const HostFacts& host);
 
 }  // namespace fsdptune

@@ -1,6 +1,8 @@
 // `fsdptune profile --backend cpu|cuda ...` (measure a cost profile here) and
 // `fsdptune profile import-kineto TRACE.json` (take one from a PyTorch profiler trace).
 // docs/profiling.md describes both.
+#include <unistd.h>
+
 #include <chrono>
 #include <ctime>
 #include <fstream>
@@ -14,6 +16,7 @@
 #include "commands.hpp"
 #include "fsdptune/collector.hpp"
 #include "fsdptune/error.hpp"
+#include "fsdptune/hardware.hpp"
 #include "fsdptune/importers.hpp"
 #include "fsdptune/io.hpp"
 #include "fsdptune/units.hpp"
@@ -34,6 +37,7 @@ struct CollectFlags {
   bool no_contention = false;
   std::int64_t ranks_per_node = 0;
   std::string out;
+  std::string hardware_out;
 };
 
 struct KinetoFlags {
@@ -91,6 +95,10 @@ void run_collect(const CollectFlags& flags) {
                     "use --backend cpu or --backend cuda");
   }
   if (flags.out.empty()) throw_bad_input("--out", "required: the profile file to write");
+  if (!flags.hardware_out.empty() && flags.backend != "cpu") {
+    throw_bad_input("--hardware-out", "only the cpu backend derives a hardware spec",
+                    "GPUs have built-in specs (--hardware h200)");
+  }
   const ModelSpec model = resolve_model_option(flags.job);
   const JobSpec job = to_job_spec(flags.job, model);
   const Workload workload = build_workload(model, job);
@@ -136,6 +144,23 @@ void run_collect(const CollectFlags& flags) {
                collector->world_size(), job.dp_shard);
   }
   fmt::print("wrote {}\n", flags.out);
+  if (!flags.hardware_out.empty()) {
+    HostFacts host;
+    host.id = profile.hardware;
+    host.ranks_per_node =
+        profile.collectives.empty() ? 1 : profile.collectives.front().group.ranks_per_node;
+    host.name = fmt::format("{}, {} rank(s) per host", profile.provenance.environment.at("cpu"),
+                            host.ranks_per_node);
+    host.memory_bytes = static_cast<std::int64_t>(sysconf(_SC_PHYS_PAGES)) *
+                        static_cast<std::int64_t>(sysconf(_SC_PAGE_SIZE));
+    const HardwareSpec spec = cpu_hardware_spec(profile, host);
+    write_file_atomically(flags.hardware_out, dump_json(hardware_to_json(spec)));
+    fmt::print("wrote {} (hardware spec '{}': GEMM {:.3g} GFLOP/s, memory {:.3g} GB/s, "
+               "all-gather busbw {:.3g} GB/s after {})\n",
+               flags.hardware_out, spec.id, spec.peak_fp32_flops_per_s * 1e-9,
+               spec.hbm_bytes_per_s * 1e-9, spec.nvlink_busbw_bytes_per_s * 1e-9,
+               format_seconds(spec.collective_base_latency_s));
+  }
 }
 
 void run_import_kineto(const KinetoFlags& flags) {
@@ -185,6 +210,9 @@ void add_profile_collect_commands(CLI::App& profile) {
                      "ranks per node recorded for the sweeps (default: cpu, the ranks sharing "
                      "this host; cuda, --gpus-per-node)");
   profile.add_option("--out", collect->out, "profile file to write");
+  profile.add_option("--hardware-out", collect->hardware_out,
+                     "cpu: also write a hardware spec of this host derived from the profile "
+                     "(for --hardware of simulate/tune)");
   profile.callback([&profile, collect] {
     if (!profile.get_subcommands().empty()) return;  // an import subcommand ran instead
     if (collect->backend.empty()) {

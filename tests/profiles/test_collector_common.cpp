@@ -103,3 +103,75 @@ TEST_CASE("collector options are validated with the flag at fault", "[profiler][
   zero_size.collective_sizes_bytes = {1024, 0};
   expect_flag(zero_size, "--sizes");
 }
+
+namespace {
+
+ComputeEntry measured(Op op, std::vector<double> samples_s) {
+  const std::string signature = op.signature();
+  return ComputeEntry{signature, std::move(op), std::move(samples_s)};
+}
+
+Op memory_op(std::int64_t bytes) {
+  Op op;
+  op.kind = OpKind::kMemoryBound;
+  op.name = "layers.0.attention_norm";
+  op.memory_op = "rmsnorm_fwd";
+  op.dtype = DType::kFP32;
+  op.bytes = bytes;
+  return op;
+}
+
+}  // namespace
+
+TEST_CASE("cpu_hardware_spec derives the host's rates from a cpu profile",
+          "[profiler][collector]") {
+  Profile profile;
+  profile.hardware = "cpu";
+  // GEMM 100^3: 2e6 flops in 1 ms (median of 0.9, 1.0, 1.3 ms) = 2e9 flop/s; a GEMM of 1e6
+  // flops in 1 ms is slower and does not count.
+  profile.compute.push_back(measured(gemm("a", 100, 100, 100), {0.9e-3, 1.0e-3, 1.3e-3}));
+  profile.compute.push_back(measured(gemm("b", 50, 100, 100), {1.0e-3}));
+  // 8e6 bytes in 2 ms = 4e9 B/s.
+  profile.compute.push_back(measured(memory_op(8'000'000), {2.0e-3}));
+  // All-gather over 2 ranks: t = 100 us + bytes / 1e9 B/s exactly, so the fit is exact:
+  // latency 1e-4 s, algbw 1e9 B/s, busbw = 1e9 * (2-1)/2 = 5e8 B/s.
+  CollectiveSweep all_gather{CollectiveKind::kAllGather, {2, 2}, {}};
+  for (const std::int64_t bytes : {1'000'000, 4'000'000, 16'000'000}) {
+    all_gather.points.push_back({bytes, {1e-4 + static_cast<double>(bytes) / 1e9}});
+  }
+  profile.collectives.push_back(all_gather);
+  // All-reduce: t = 200 us + bytes / 5e8 B/s: busbw = 5e8 * 2 * (2-1)/2 = 5e8 B/s.
+  CollectiveSweep all_reduce{CollectiveKind::kAllReduce, {2, 2}, {}};
+  for (const std::int64_t bytes : {1'000'000, 8'000'000}) {
+    all_reduce.points.push_back({bytes, {2e-4 + static_cast<double>(bytes) / 5e8}});
+  }
+  profile.collectives.push_back(all_reduce);
+
+  const HostFacts host{"cpu", "test host, 2 ranks", 16 * kGiB, 2};
+  const HardwareSpec spec = cpu_hardware_spec(profile, host);
+  CHECK(spec.id == "cpu");
+  CHECK(spec.peak_fp32_flops_per_s == Approx(2e9));
+  CHECK(spec.peak_bf16_flops_per_s == Approx(2e9));
+  CHECK(spec.gemm_efficiency_ceiling == 1.0);
+  CHECK(spec.hbm_bytes_per_s == Approx(4e9));
+  CHECK(spec.memory_bound_efficiency == 1.0);
+  CHECK(spec.hbm_bytes == 8 * kGiB);  // 16 GiB shared by 2 ranks
+  CHECK(spec.gpus_per_node == 2);
+  CHECK(spec.collective_base_latency_s == Approx(1e-4).epsilon(1e-6));
+  CHECK(spec.nvlink_busbw_bytes_per_s == Approx(5e8).epsilon(1e-6));
+  CHECK(spec.network_bytes_per_s == spec.nvlink_busbw_bytes_per_s);
+  CHECK(spec.nvlink_allreduce_busbw_bytes_per_s == Approx(5e8).epsilon(1e-6));
+  // A valid hardware file: it survives the hardware format.
+  CHECK(hardware_from_json(hardware_to_json(spec), "derived") == spec);
+
+  // One rank, no sweep: collectives at half the memory rate (2e9 B/s) after 10 us.
+  profile.collectives.clear();
+  const HardwareSpec alone = cpu_hardware_spec(profile, {"cpu", "one rank", 16 * kGiB, 1});
+  CHECK(alone.nvlink_busbw_bytes_per_s == Approx(2e9));
+  CHECK(alone.collective_base_latency_s == Approx(10e-6));
+  CHECK(alone.hbm_bytes == 16 * kGiB);
+
+  // Nothing to derive a rate from.
+  Profile empty;
+  CHECK_THROWS_AS(cpu_hardware_spec(empty, host), Error);
+}
