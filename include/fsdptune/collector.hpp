@@ -95,10 +95,10 @@ ContentionFactors contention_from_measurements(double gemm_alone_s, double gemm_
 
 // What the cpu collector knows of its host besides the profile.
 struct HostFacts {
-  std::string id;                    // HardwareSpec id (the profile's `hardware`)
-  std::string name;                  // e.g. "AMD EPYC 7B13, 2 ranks"
-  std::int64_t memory_bytes = 0;     // physical memory of the host
-  std::int64_t ranks_per_node = 1;   // ranks sharing it
+  std::string id;                   // HardwareSpec id (the profile's `hardware`)
+  std::string name;                 // e.g. "AMD EPYC 7B13, 2 ranks"
+  std::int64_t memory_bytes = 0;    // physical memory of the host
+  std::int64_t ranks_per_node = 1;  // ranks sharing it
 };
 
 // A HardwareSpec of the host a cpu profile was measured on, so that what the profile lacks

@@ -135,8 +135,7 @@ HardwareSpec cpu_hardware_spec(const Profile& profile, const HostFacts& host) {
   spec.gpus_per_node = std::max<std::int64_t>(1, host.ranks_per_node);
   spec.kernel_launch_s = 0;
   const auto all_gather = fit_sweep(profile, CollectiveKind::kAllGather);
-  const SweepFit gather =
-      all_gather ? *all_gather : SweepFit{10e-6, memory_bytes_per_s / 2};
+  const SweepFit gather = all_gather ? *all_gather : SweepFit{10e-6, memory_bytes_per_s / 2};
   spec.collective_base_latency_s = gather.latency_s;
   spec.nvlink_busbw_bytes_per_s = gather.busbw_bytes_per_s;
   spec.nvlink_bytes_per_s = gather.busbw_bytes_per_s;

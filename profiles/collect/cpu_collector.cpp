@@ -7,7 +7,10 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <exception>
 #include <fstream>
+#include <mutex>
 #include <thread>
 
 #include <fmt/format.h>
@@ -136,7 +139,6 @@ class CpuCollector final : public Collector {
 
   std::int64_t ranks_per_node(const CollectorOptions& options) const;
   std::string measure_contention(const std::vector<ComputeEntry>& compute,
-                                 const std::vector<CollectiveSweep>& sweeps,
                                  const CollectorOptions& options, OpKernels& kernels,
                                  ContentionFactors& factors);
 
@@ -195,9 +197,9 @@ Profile CpuCollector::collect(const Workload& workload, const CollectorOptions& 
 
   std::string contention_note = "defaults: not measured (--no-contention)";
   if (options.measure_contention) {
-    contention_note = ranks > 1 ? measure_contention(profile.compute, profile.collectives, options,
-                                                     *kernels, profile.contention)
-                                : "defaults: not measured (one rank)";
+    contention_note =
+        ranks > 1 ? measure_contention(profile.compute, options, *kernels, profile.contention)
+                  : "defaults: not measured (one rank)";
   }
 
   profile.provenance.tool = options.tool;
@@ -223,7 +225,6 @@ Profile CpuCollector::collect(const Workload& workload, const CollectorOptions& 
 // communication thread beside the compute thread, so measure exactly that -- the largest
 // GEMM while another thread runs all-gathers, and two all-gathers on two threads at once.
 std::string CpuCollector::measure_contention(const std::vector<ComputeEntry>& compute,
-                                             const std::vector<CollectiveSweep>& sweeps,
                                              const CollectorOptions& options, OpKernels& kernels,
                                              ContentionFactors& factors) {
   if (!world_.thread_multiple()) {
@@ -238,29 +239,17 @@ std::string CpuCollector::measure_contention(const std::vector<ComputeEntry>& co
   if (gemm == nullptr) return "defaults: not measured (no GEMM in the workload)";
   const double gemm_alone_s = median_seconds(gemm->samples_s);
 
-  // The all-gather: the largest swept size up to 16 MiB (bandwidth-bound on shared memory,
-  // yet short enough to repeat), 16 MiB when none was swept.
-  std::int64_t bytes = 0;
-  double single_s = 0;
-  for (const auto& sweep : sweeps) {
-    if (sweep.kind != CollectiveKind::kAllGather) continue;
-    for (const auto& point : sweep.points) {
-      if (point.bytes <= 16 * kMiB && point.bytes > bytes) {
-        bytes = point.bytes;
-        single_s = median_seconds(point.samples_s);
-      }
-    }
-  }
+  // The all-gather: 4 MiB, whatever the sweep covered -- large enough to be bandwidth-bound
+  // on shared memory and to dwarf a thread hand-off (tens of us), small enough to repeat.
   const int ranks = world_.size();
+  const std::int64_t bytes = collective_buffer_bytes(4 * kMiB, ranks);
   MPI_Comm comm_a = MPI_COMM_NULL;
   MPI_Comm comm_b = MPI_COMM_NULL;
   collect::check_mpi(MPI_Comm_dup(world_.comm(), &comm_a), "MPI_Comm_dup");
   collect::check_mpi(MPI_Comm_dup(world_.comm(), &comm_b), "MPI_Comm_dup");
-  if (bytes == 0) {
-    bytes = collective_buffer_bytes(16 * kMiB, ranks);
-    MpiCollective probe(CollectiveKind::kAllGather, bytes, ranks, comm_a);
-    single_s = median_seconds(time_on_all_ranks(options, [&] { probe.run(); }));
-  }
+  MpiCollective first(CollectiveKind::kAllGather, bytes, ranks, comm_a);
+  MpiCollective second(CollectiveKind::kAllGather, bytes, ranks, comm_b);
+  const double single_s = median_seconds(time_on_all_ranks(options, [&] { first.run(); }));
 
   // GEMM beside a stream of all-gathers. Every rank runs the same number of all-gathers
   // (computed from values already maxed over ranks), enough to cover twice the GEMMs.
@@ -268,12 +257,11 @@ std::string CpuCollector::measure_contention(const std::vector<ComputeEntry>& co
       std::max(4.0, std::ceil(2.0 * static_cast<double>(options.reps) * gemm_alone_s / single_s)));
   std::vector<double> with_comm_s;
   {
-    MpiCollective background(CollectiveKind::kAllGather, bytes, ranks, comm_a);
     std::atomic<bool> comm_running{false};
     world_.barrier();
     std::thread comm_thread([&] {
       comm_running = true;
-      for (std::int64_t i = 0; i < gathers; ++i) background.run();
+      for (std::int64_t i = 0; i < gathers; ++i) first.run();
       comm_running = false;
     });
     while (!comm_running) std::this_thread::yield();
@@ -290,14 +278,58 @@ std::string CpuCollector::measure_contention(const std::vector<ComputeEntry>& co
   const double gemm_with_comm_s =
       world_.max_over_ranks(with_comm_s.empty() ? 0.0 : median_seconds(with_comm_s));
 
-  // Two all-gathers at once, on two communicators from two threads.
-  MpiCollective first(CollectiveKind::kAllGather, bytes, ranks, comm_a);
-  MpiCollective second(CollectiveKind::kAllGather, bytes, ranks, comm_b);
-  const auto pair_samples_s = time_on_all_ranks(options, [&] {
-    std::thread other([&] { second.run(); });
-    first.run();
-    other.join();
+  // Two all-gathers at once, on two communicators from two threads. The second thread
+  // lives across the repetitions and is handed each one, so no thread start is timed.
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::int64_t requested = 0;  // repetitions handed to the helper (-1: stop)
+  std::int64_t finished = 0;   // repetitions it has finished
+  std::exception_ptr helper_error;
+  std::thread helper([&] {
+    std::unique_lock lock(mutex);
+    for (std::int64_t done = 0;;) {
+      changed.wait(lock, [&] { return requested != done; });
+      if (requested < 0) return;
+      lock.unlock();
+      try {
+        second.run();
+      } catch (...) {
+        helper_error = std::current_exception();
+      }
+      lock.lock();
+      finished = ++done;
+      changed.notify_all();
+    }
   });
+  std::vector<double> pair_samples_s;
+  try {
+    pair_samples_s = time_on_all_ranks(options, [&] {
+      std::int64_t ticket = 0;
+      {
+        std::lock_guard lock(mutex);
+        ticket = ++requested;
+      }
+      changed.notify_all();
+      first.run();
+      std::unique_lock lock(mutex);
+      changed.wait(lock, [&] { return finished == ticket; });
+    });
+  } catch (...) {
+    {
+      std::lock_guard lock(mutex);
+      requested = -1;
+    }
+    changed.notify_all();
+    helper.join();
+    throw;
+  }
+  {
+    std::lock_guard lock(mutex);
+    requested = -1;
+  }
+  changed.notify_all();
+  helper.join();
+  if (helper_error) std::rethrow_exception(helper_error);
   MPI_Comm_free(&comm_a);
   MPI_Comm_free(&comm_b);
 

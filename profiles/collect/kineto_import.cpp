@@ -9,7 +9,7 @@
 
 #include "activity.hpp"
 #include "fsdptune/error.hpp"
-#include "kineto_import.hpp"
+#include "fsdptune/importers.hpp"
 
 namespace fsdptune {
 
@@ -247,9 +247,13 @@ struct GemmCall {
 }  // namespace
 
 std::string hardware_id_from_device_name(const std::string& device_name) {
-  if (device_name.find("H200") != std::string::npos) return "h200";
-  if (device_name.find("H100") != std::string::npos) return "h100-sxm";
-  if (device_name.find("A100") != std::string::npos) return "a100-80g";
+  const std::string name = lowercase(device_name);
+  if (name.find("h200") != std::string::npos) return "h200";
+  if (name.find("h100") != std::string::npos) return "h100-sxm";
+  // Only the 80 GB A100 has a built-in spec.
+  if (name.find("a100") != std::string::npos && name.find("80g") != std::string::npos) {
+    return "a100-80g";
+  }
   return "";
 }
 

@@ -49,8 +49,8 @@ TEST_CASE("profile --backend cpu under mpirun writes a profile that loads back i
   const std::string dir = make_temp_dir("fsdptune-profile-cpu");
   const std::string out = dir + "/cpu.json";
   const std::string hardware_out = dir + "/cpu-hardware.json";
-  const auto run = run_command(mpirun(2) + FSDPTUNE_BINARY + " profile --backend cpu " +
-                               kTinyJob + " --reps 2 --warmup 1 --sizes 1KiB:16KiB --out " + out +
+  const auto run = run_command(mpirun(2) + FSDPTUNE_BINARY + " profile --backend cpu " + kTinyJob +
+                               " --reps 2 --warmup 1 --sizes 1KiB:16KiB --out " + out +
                                " --hardware-out " + hardware_out);
   INFO(run.out << run.err);
   REQUIRE(run.exit_code == 0);

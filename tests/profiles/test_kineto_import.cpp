@@ -7,8 +7,8 @@
 #include <catch2/catch.hpp>
 
 #include "fsdptune/error.hpp"
+#include "fsdptune/importers.hpp"
 #include "fsdptune/io.hpp"
-#include "kineto_import.hpp"
 
 using namespace fsdptune;
 using nlohmann::json;
@@ -196,5 +196,6 @@ TEST_CASE("device names map to built-in hardware ids", "[profiler][kineto]") {
   CHECK(hardware_id_from_device_name("NVIDIA H200") == "h200");
   CHECK(hardware_id_from_device_name("NVIDIA H100 80GB HBM3") == "h100-sxm");
   CHECK(hardware_id_from_device_name("NVIDIA A100-SXM4-80GB") == "a100-80g");
+  CHECK(hardware_id_from_device_name("NVIDIA A100-SXM4-40GB").empty());  // no 40 GB spec
   CHECK(hardware_id_from_device_name("NVIDIA GeForce RTX 4090").empty());
 }

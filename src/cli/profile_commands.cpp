@@ -1,9 +1,9 @@
-// `fsdptune profile --backend cpu|cuda ...` (measure a cost profile here) and
-// `fsdptune profile import-kineto TRACE.json` (take one from a PyTorch profiler trace).
-// docs/profiling.md describes both.
+// `fsdptune profile ...`: make cost profiles. One function per subcommand, each adding
+// itself to the `profile` group; register_profile_commands lists them.
 #include <unistd.h>
 
-#include <chrono>
+#include <cstdint>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <iterator>
@@ -19,12 +19,79 @@
 #include "fsdptune/hardware.hpp"
 #include "fsdptune/importers.hpp"
 #include "fsdptune/io.hpp"
+#include "fsdptune/profile.hpp"
 #include "fsdptune/units.hpp"
 #include "fsdptune/workload.hpp"
 #include "job_options.hpp"
 
 namespace fsdptune::cli {
 namespace {
+
+// ISO 8601 UTC time of the run for a profile's provenance. SOURCE_DATE_EPOCH (the
+// reproducible-builds convention) pins it so that the same inputs give the same bytes.
+std::string provenance_date() {
+  std::time_t seconds = std::time(nullptr);
+  if (const char* epoch = std::getenv("SOURCE_DATE_EPOCH"); epoch != nullptr && *epoch != 0) {
+    char* end = nullptr;
+    const long long value = std::strtoll(epoch, &end, 10);
+    if (*end != 0 || value < 0) {
+      throw_bad_input("SOURCE_DATE_EPOCH", fmt::format("'{}' is not a Unix time", epoch));
+    }
+    seconds = static_cast<std::time_t>(value);
+  }
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+void write_profile(const Profile& profile, const std::string& path) {
+  write_file_atomically(path, dump_json(profile_to_json(profile)));
+}
+
+// profile import-nccl-tests LOG... --out FILE [--hardware ID]
+void add_import_nccl_tests(CLI::App& profile) {
+  struct Options {
+    std::vector<std::string> logs;
+    std::string out;
+    std::string hardware;
+  };
+  auto options = std::make_shared<Options>();
+  CLI::App* command = profile.add_subcommand(
+      "import-nccl-tests",
+      "Import nccl-tests logs (all_gather_perf, reduce_scatter_perf, all_reduce_perf) into a "
+      "cost profile");
+  command->add_option("logs", options->logs, "nccl-tests text output files")->required();
+  command->add_option("--out", options->out, "Profile file to write")->required();
+  command->add_option("--hardware", options->hardware,
+                      "Hardware the logs were measured on (default: from their device names)");
+  command->callback([options] {
+    std::vector<TextSource> sources;
+    for (const std::string& path : options->logs) {
+      sources.push_back({path, read_text_file(path)});
+    }
+    NcclTestsImportOptions import_options;
+    if (!options->hardware.empty())
+      import_options.hardware = resolve_hardware(options->hardware).id;
+    Profile imported = import_nccl_tests(sources, import_options);
+    imported.provenance.tool = std::string("fsdptune ") + FSDPTUNE_VERSION;
+    imported.provenance.date = provenance_date();
+    std::string command_line = "fsdptune profile import-nccl-tests";
+    for (const std::string& path : options->logs) command_line += " " + path;
+    command_line += " --out " + options->out;
+    if (!options->hardware.empty()) command_line += " --hardware " + options->hardware;
+    imported.provenance.command = command_line;
+    write_profile(imported, options->out);
+    fmt::print("wrote {} (hardware {}):\n", options->out, imported.hardware);
+    for (const CollectiveSweep& sweep : imported.collectives) {
+      fmt::print("  {} over {} ranks ({} per node): {} sizes\n", to_string(sweep.kind),
+                 sweep.group.ranks, sweep.group.ranks_per_node, sweep.points.size());
+    }
+  });
+}
+
+// --- Measuring and trace import (issue: profiler) ---
 
 struct CollectFlags {
   JobOptions job;
@@ -47,20 +114,11 @@ struct KinetoFlags {
   std::string out;
 };
 
-// UTC, ISO 8601, to the second.
-std::string utc_now() {
-  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char text[32];
-  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
-}
-
 // The command line of this process, for provenance (Linux: /proc/self/cmdline).
 std::string this_command_line() {
   std::ifstream cmdline("/proc/self/cmdline", std::ios::binary);
-  const std::string raw((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+  const std::string raw((std::istreambuf_iterator<char>(cmdline)),
+                        std::istreambuf_iterator<char>());
   std::string out;
   for (const char c : raw) out += c == '\0' ? ' ' : c;
   while (!out.empty() && out.back() == ' ') out.pop_back();
@@ -117,7 +175,7 @@ void run_collect(const CollectFlags& flags) {
   options.ranks_per_node = flags.ranks_per_node;
   options.hardware = flags.hardware.empty() ? flags.backend : flags.hardware;
   options.tool = std::string("fsdptune ") + FSDPTUNE_VERSION;
-  options.date = utc_now();
+  options.date = provenance_date();
   options.command = this_command_line();
   validate_collector_options(options);
 
@@ -126,22 +184,24 @@ void run_collect(const CollectFlags& flags) {
   const Profile profile = collector->collect(workload, options);
   if (collector->rank() != 0) return;  // rank 0 writes and reports
 
-  write_file_atomically(flags.out, dump_json(profile_to_json(profile)));
+  write_profile(profile, flags.out);
   std::size_t points = 0;
   for (const auto& sweep : profile.collectives) points += sweep.points.size();
-  fmt::print("profiled {} distinct compute ops of {} ({} reps after {} warm-up each) on {} "
-             "rank(s)\n",
-             profile.compute.size(), model.name, options.reps, options.warmup,
-             collector->world_size());
+  fmt::print(
+      "profiled {} distinct compute ops of {} ({} reps after {} warm-up each) on {} "
+      "rank(s)\n",
+      profile.compute.size(), model.name, options.reps, options.warmup, collector->world_size());
   fmt::print("collectives: {} sweep(s), {} point(s) -- {}\n", profile.collectives.size(), points,
              profile.provenance.environment.at("collectives"));
   fmt::print("contention: compute slowdown with comm {:.3f}, comm share efficiency {:.3f} -- {}\n",
-             profile.contention.compute_slowdown_with_comm, profile.contention.comm_share_efficiency,
+             profile.contention.compute_slowdown_with_comm,
+             profile.contention.comm_share_efficiency,
              profile.provenance.environment.at("contention"));
   if (collector->world_size() > 1 && collector->world_size() != job.dp_shard) {
-    fmt::print("note: the sweep ran over {} ranks but the job shards over {} (--gpus); a "
-               "cost model looks collectives up by group size\n",
-               collector->world_size(), job.dp_shard);
+    fmt::print(
+        "note: the sweep ran over {} ranks but the job shards over {} (--gpus); a "
+        "cost model looks collectives up by group size\n",
+        collector->world_size(), job.dp_shard);
   }
   fmt::print("wrote {}\n", flags.out);
   if (!flags.hardware_out.empty()) {
@@ -155,11 +215,11 @@ void run_collect(const CollectFlags& flags) {
                         static_cast<std::int64_t>(sysconf(_SC_PAGE_SIZE));
     const HardwareSpec spec = cpu_hardware_spec(profile, host);
     write_file_atomically(flags.hardware_out, dump_json(hardware_to_json(spec)));
-    fmt::print("wrote {} (hardware spec '{}': GEMM {:.3g} GFLOP/s, memory {:.3g} GB/s, "
-               "all-gather busbw {:.3g} GB/s after {})\n",
-               flags.hardware_out, spec.id, spec.peak_fp32_flops_per_s * 1e-9,
-               spec.hbm_bytes_per_s * 1e-9, spec.nvlink_busbw_bytes_per_s * 1e-9,
-               format_seconds(spec.collective_base_latency_s));
+    fmt::print(
+        "wrote {} (hardware spec '{}': GEMM {:.3g} GFLOP/s, memory {:.3g} GB/s, "
+        "all-gather busbw {:.3g} GB/s after {})\n",
+        flags.hardware_out, spec.id, spec.peak_fp32_flops_per_s * 1e-9, spec.hbm_bytes_per_s * 1e-9,
+        spec.nvlink_busbw_bytes_per_s * 1e-9, format_seconds(spec.collective_base_latency_s));
   }
 }
 
@@ -168,41 +228,47 @@ void run_import_kineto(const KinetoFlags& flags) {
   KinetoImportOptions options;
   options.hardware = flags.hardware;
   options.ranks_per_node = flags.ranks_per_node;
-  KinetoImportResult result = import_kineto_trace(read_json_file(flags.trace), options, flags.trace);
+  KinetoImportResult result =
+      import_kineto_trace(read_json_file(flags.trace), options, flags.trace);
   result.profile.provenance.tool = std::string("fsdptune ") + FSDPTUNE_VERSION;
-  result.profile.provenance.date = utc_now();
+  result.profile.provenance.date = provenance_date();
   result.profile.provenance.command = this_command_line();
-  write_file_atomically(flags.out, dump_json(profile_to_json(result.profile)));
+  write_profile(result.profile, flags.out);
   std::size_t points = 0;
   for (const auto& sweep : result.profile.collectives) points += sweep.points.size();
-  fmt::print("imported {} GEMM call(s) into {} compute entries and {} NCCL kernel(s) into {} "
-             "collective point(s) from {}\n",
-             result.gemm_calls, result.profile.compute.size(), result.nccl_kernels, points,
-             flags.trace);
+  fmt::print(
+      "imported {} GEMM call(s) into {} compute entries and {} NCCL kernel(s) into {} "
+      "collective point(s) from {}\n",
+      result.gemm_calls, result.profile.compute.size(), result.nccl_kernels, points, flags.trace);
   for (const auto& note : result.notes) fmt::print("{}\n", note);
   fmt::print("wrote {} (hardware {})\n", flags.out, result.profile.hardware);
 }
 
-}  // namespace
-
-void add_profile_collect_commands(CLI::App& profile) {
+// profile --backend cpu|cuda <job flags> --out FILE: measure here (the `profile` command
+// itself runs this when no import subcommand is given).
+void add_collect(CLI::App& profile) {
   // Owned by the CLI11 app for the life of the process (CLI11 binds to these).
   auto collect = std::make_shared<CollectFlags>();
   add_job_options(&profile, collect->job);
-  profile.add_option("--backend", collect->backend, "measure on: cpu (Eigen + MPI) or cuda "
-                                                    "(CUPTI + NCCL)");
+  // --model is required to measure, not to import: checked in the callback.
+  profile.get_option("--model")->required(false);
+  profile.add_option("--backend", collect->backend,
+                     "measure on: cpu (Eigen + MPI) or cuda "
+                     "(CUPTI + NCCL)");
   profile.add_option("--hardware", collect->hardware,
                      "HardwareSpec id recorded in the profile (default: the backend name)");
   profile.add_option("--reps", collect->reps, "timed repetitions per op and size")
       ->capture_default_str();
   profile.add_option("--warmup", collect->warmup, "untimed repetitions before each")
       ->capture_default_str();
-  profile.add_option("--sizes", collect->sizes,
-                     "collective sizes: 64MiB, or 1KiB:64MiB for powers of two (default: cpu "
-                     "1KiB:64MiB, cuda 1KiB:4GiB)")
+  profile
+      .add_option("--sizes", collect->sizes,
+                  "collective sizes: 64MiB, or 1KiB:64MiB for powers of two (default: cpu "
+                  "1KiB:64MiB, cuda 1KiB:4GiB)")
       ->delimiter(',');
-  profile.add_option("--collectives", collect->collectives,
-                     "all_gather,reduce_scatter,all_reduce (default: all three)")
+  profile
+      .add_option("--collectives", collect->collectives,
+                  "all_gather,reduce_scatter,all_reduce (default: all three)")
       ->delimiter(',');
   profile.add_flag("--no-contention", collect->no_contention,
                    "skip the overlap measurements (keep the default factors)");
@@ -215,6 +281,10 @@ void add_profile_collect_commands(CLI::App& profile) {
                      "(for --hardware of simulate/tune)");
   profile.callback([&profile, collect] {
     if (!profile.get_subcommands().empty()) return;  // an import subcommand ran instead
+    if (collect->job.model.empty()) {
+      throw_bad_input("--model", "required to measure a profile",
+                      "fsdptune profile --backend cpu|cuda --model NAME ... --out FILE");
+    }
     if (collect->backend.empty()) {
       throw_bad_input("--backend", "required to measure a profile",
                       "fsdptune profile --backend cpu|cuda --model NAME ... --out FILE, or a "
@@ -222,7 +292,10 @@ void add_profile_collect_commands(CLI::App& profile) {
     }
     run_collect(*collect);
   });
+}
 
+// profile import-kineto TRACE.json --out FILE
+void add_import_kineto(CLI::App& profile) {
   auto kineto = std::make_shared<KinetoFlags>();
   CLI::App* import = profile.add_subcommand(
       "import-kineto", "take GEMM and NCCL kernel times from a PyTorch profiler Chrome trace");
@@ -230,11 +303,21 @@ void add_profile_collect_commands(CLI::App& profile) {
       ->required();
   import->add_option("--hardware", kineto->hardware,
                      "HardwareSpec id (default: from the trace's deviceProperties)");
-  import->add_option("--ranks-per-node", kineto->ranks_per_node,
-                     "GPUs per node of the traced job")
+  import->add_option("--ranks-per-node", kineto->ranks_per_node, "GPUs per node of the traced job")
       ->capture_default_str();
   import->add_option("--out", kineto->out, "profile file to write")->required();
-  import->callback([kineto] { run_import_kineto(*kineto); });
+  import->callback([kineto] { run_import_kineto(*kineto);
+});
+}  // namespace
+
+}  // namespace fsdptune::cli
+
+void register_profile_commands(CLI::App& app) {
+  CLI::App* profile = app.add_subcommand("profile", "Measure or import cost profiles");
+  profile->require_subcommand(0, 1);  // none: measure (add_collect)
+  add_import_nccl_tests(*profile);
+  add_collect(*profile);
+  add_import_kineto(*profile);
 }
 
 }  // namespace fsdptune::cli
