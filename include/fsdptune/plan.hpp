@@ -39,6 +39,11 @@ struct Plan {
   StreamLayout stream_layout = StreamLayout::kSeparate;
   bool one_collective_per_parameter = false;  // simplefsdp-none: no bucketing at all
   bool copy_in_out = true;                    // flat-buffer copy-in/copy-out around collectives
+  // Collectives issued ahead of the compute that waits for them (SimpleFSDP's reordering,
+  // FSDP2's prefetch): requires both prefetch depths >= 1. false = the unoverlapped
+  // baseline: prefetch depths must be 0 and each reduce-scatter is waited for before the
+  // next backward compute (docs/plan-format.md).
+  bool reorder = true;
 
   bool operator==(const Plan&) const = default;
 };

@@ -100,8 +100,19 @@ struct Program {
   bool operator==(const Program&) const = default;
 };
 
-// Lowers `plan` over `workload` into tasks, costed with `costs`.
+// Lowers `plan` over `workload` into tasks, costed with `costs` (the rules -- which tasks,
+// on which stream, their dependencies and memory events -- are in docs/plan-format.md).
+// Tasks on one stream run in the order they appear; `deps` lists the waits on other
+// streams. Task ids are a topological order (deps point backwards).
 // REQUIRES: validate_plan(plan, workload.units.size(), ...) passed.
 Program lower(const Workload& workload, const Plan& plan, const CostModel& costs);
+
+// The group the FSDP all-gathers and reduce-scatters run over: dp_shard ranks. The mesh
+// is (dp_replicate, dp_shard, tp) with tp innermost (torchtitan), so gpus_per_node / tp
+// of the shard group share a node.
+CommGroup shard_group(const JobSpec& job);
+// The HSDP replica group (all-reduce of the sharded gradients): dp_replicate ranks,
+// dp_shard * tp apart.
+CommGroup replicate_group(const JobSpec& job);
 
 }  // namespace fsdptune

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fsdptune/program.hpp"
+#include "fsdptune/units.hpp"
 
 namespace fsdptune {
 
@@ -30,20 +31,30 @@ struct SimOptions {
   // Stop early (result.aborted) once allocated memory passes this; 0 = never. Lets the
   // tuner drop plans that cannot fit without simulating them to the end.
   std::int64_t abort_above_bytes = 0;
+  // Reserved-memory estimate of PyTorch's caching allocator: every allocation is rounded
+  // up to `allocator_segment_bytes` (the allocator carves large blocks out of 2 MiB-
+  // granular segments), and the transient part (everything but the sharded state, which
+  // is allocated once and never freed) is inflated by `allocator_fragmentation` for the
+  // cached blocks that the step's changing sizes cannot reuse. docs/plan-format.md.
+  std::int64_t allocator_segment_bytes = 2 * kMiB;
+  double allocator_fragmentation = 0.05;
 };
 
 struct SimResult {
   double step_time_s = 0;
   double compute_s = 0;        // time the compute stream was busy
-  double comm_s = 0;           // sum of standalone communication task durations
-  double exposed_comm_s = 0;   // time communication ran while compute was idle
-  double idle_s = 0;           // time nothing ran on the compute stream nor exposed comm
+  // Wall-clock time with at least one collective (all-gather, reduce-scatter, all-reduce)
+  // in flight. step_time_s = compute_s + exposed_comm_s + idle_s.
+  double comm_s = 0;
+  double exposed_comm_s = 0;   // time a collective ran while the compute stream was idle
+  double idle_s = 0;           // compute stream idle and no collective in flight
+  double comm_standalone_s = 0;  // sum of the collectives' standalone durations
   std::int64_t peak_allocated_bytes = 0;
   std::int64_t peak_reserved_bytes = 0;  // caching-allocator estimate
   MemoryBreakdown peak_breakdown{};      // allocated, by category, at the peak
   std::vector<TaskTiming> timings;       // per task id, when recorded
   std::vector<MemorySample> memory_timeline;
-  std::int64_t event_count = 0;
+  std::int64_t event_count = 0;  // task starts + task ends processed
   bool aborted = false;
   bool operator==(const SimResult&) const = default;
 };

@@ -108,6 +108,10 @@ struct Unit {
   // (llama3.2-1b/3b): tok_embeddings.weight lives in unit 0 (as in torchtitan) and the
   // output GEMM of "norm+output" reads it, so that unit lists {0}. Empty otherwise.
   std::vector<int> shared_param_units;
+  // Activations the recompute_ops regenerate and hold through the unit's backward (0 when
+  // the AC mode recomputes nothing). The simulator allocates them at the recompute's start
+  // and frees them at the end of the unit's backward.
+  std::int64_t recompute_activation_bytes = 0;
 
   // Sums over params (elements).
   std::int64_t numel() const;

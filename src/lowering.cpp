@@ -1,0 +1,704 @@
+// Lowering: Workload + Plan + CostModel -> Program. The rules (which tasks, which stream,
+// which dependencies, which memory events) are written down in docs/plan-format.md; the
+// comments here say where each one comes from.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "fsdptune/error.hpp"
+#include "fsdptune/program.hpp"
+
+namespace fsdptune {
+
+std::string to_string(StreamRole role) {
+  switch (role) {
+    case StreamRole::kCompute:
+      return "compute";
+    case StreamRole::kAllGather:
+      return "all_gather";
+    case StreamRole::kReduceScatter:
+      return "reduce_scatter";
+    case StreamRole::kCommunication:
+      return "comm";
+  }
+  return "compute";
+}
+
+std::string to_string(TaskKind kind) {
+  switch (kind) {
+    case TaskKind::kForward:
+      return "forward";
+    case TaskKind::kRecompute:
+      return "recompute";
+    case TaskKind::kBackward:
+      return "backward";
+    case TaskKind::kCopyIn:
+      return "copy_in";
+    case TaskKind::kAllGather:
+      return "all_gather";
+    case TaskKind::kCopyOut:
+      return "copy_out";
+    case TaskKind::kReduceScatter:
+      return "reduce_scatter";
+    case TaskKind::kAllReduce:
+      return "all_reduce";
+    case TaskKind::kOptimizer:
+      return "optimizer";
+  }
+  return "forward";
+}
+
+std::string to_string(MemoryCategory category) {
+  switch (category) {
+    case MemoryCategory::kShardedState:
+      return "sharded_state";
+    case MemoryCategory::kGatheredParams:
+      return "gathered_params";
+    case MemoryCategory::kGradients:
+      return "gradients";
+    case MemoryCategory::kActivations:
+      return "activations";
+    case MemoryCategory::kWorkspace:
+      return "workspace";
+    case MemoryCategory::kCount:
+      break;
+  }
+  return "workspace";
+}
+
+CommGroup shard_group(const JobSpec& job) {
+  CommGroup group;
+  group.ranks = std::max<std::int64_t>(1, job.dp_shard);
+  const std::int64_t per_node =
+      std::max<std::int64_t>(1, job.gpus_per_node / std::max<std::int64_t>(1, job.tp));
+  group.ranks_per_node = std::min(group.ranks, per_node);
+  return group;
+}
+
+CommGroup replicate_group(const JobSpec& job) {
+  CommGroup group;
+  group.ranks = std::max<std::int64_t>(1, job.dp_replicate);
+  // Replicas are dp_shard * tp ranks apart: they share a node only when that stride is
+  // smaller than a node.
+  const std::int64_t stride =
+      std::max<std::int64_t>(1, job.dp_shard) * std::max<std::int64_t>(1, job.tp);
+  group.ranks_per_node = std::clamp<std::int64_t>(job.gpus_per_node / stride, 1, group.ranks);
+  return group;
+}
+
+namespace {
+
+// One item of the compute stream, before ids are assigned.
+struct ComputeItem {
+  TaskKind kind = TaskKind::kForward;
+  int unit = -1;
+  int collective_group = -1;  // kCopyOut: which gather group it copies out
+};
+
+// The collectives of one bucket pass, issued together: a gather group (copy-in, all-gather
+// on the gather stream; copy-out on the compute stream) or a reduce group (copy-in,
+// reduce-scatter, copy-out, HSDP all-reduce on the reduce stream).
+struct CollectiveGroup {
+  bool gather = true;
+  bool backward = false;
+  int plan_bucket = 0;  // index in the plan's bucket list
+  UnitRange units;
+  std::vector<int> gathered_units;  // gather groups: units whose parameters travel
+  int trigger_item = -1;            // issued when this compute item ends (-1: at step start)
+  int order = 0;                    // issue order among groups with the same trigger
+  // Filled at emission.
+  std::vector<int> layout_ids;            // Program::buckets, one per collective
+  std::vector<std::int64_t> alloc_bytes;  // gathered bytes per collective
+  int last_comm_task = -1;                // the gather's all-gather / the reduce chain's last task
+};
+
+class Lowering {
+ public:
+  Lowering(const Workload& workload, const Plan& plan, const CostModel& costs)
+      : workload_(workload), plan_(plan), costs_(costs) {
+    unit_count_ = static_cast<int>(workload.units.size());
+    ranks_ = std::max<std::int64_t>(1, workload.job.dp_shard);
+    param_bytes_ = bytes_per_element(workload.job.param_dtype);
+    group_ = shard_group(workload.job);
+  }
+
+  Program run() {
+    setup_streams();
+    program_.contention = costs_.contention();
+    for (const Unit& unit : workload_.units) {
+      for (const Param& param : unit.params) program_.persistent_bytes += 16 * param.shard_numel;
+    }
+    build_compute_items();
+    build_collective_groups();
+    emit();
+    return std::move(program_);
+  }
+
+ private:
+  void setup_streams() {
+    program_.streams.push_back({"compute", StreamRole::kCompute});
+    if (plan_.stream_layout == StreamLayout::kSeparate) {
+      program_.streams.push_back({"all_gather", StreamRole::kAllGather});
+      program_.streams.push_back({"reduce_scatter", StreamRole::kReduceScatter});
+      gather_stream_ = 1;
+      reduce_stream_ = 2;
+    } else {
+      program_.streams.push_back({"comm", StreamRole::kCommunication});
+      gather_stream_ = 1;
+      reduce_stream_ = 1;
+    }
+  }
+
+  // Which forward bucket holds each unit, and whether its parameters stay gathered from
+  // forward to backward (reshard_after_forward false).
+  void build_compute_items() {
+    forward_bucket_of_.assign(unit_count_, 0);
+    kept_.assign(unit_count_, false);
+    for (int b = 0; b < static_cast<int>(plan_.forward_buckets.size()); ++b) {
+      for (int u = plan_.forward_buckets[b].first; u <= plan_.forward_buckets[b].last; ++u) {
+        forward_bucket_of_[u] = b;
+        kept_[u] = !plan_.reshard_after_forward[b];
+      }
+    }
+    // Tied embeddings: a unit whose parameters another unit's compute reads (the output
+    // GEMM reads tok_embeddings.weight) stays gathered from its forward to its backward,
+    // as the FSDP2 root does: its whole forward bucket is kept.
+    for (const Unit& unit : workload_.units) {
+      for (int shared : unit.shared_param_units) {
+        const UnitRange bucket = plan_.forward_buckets[forward_bucket_of_[shared]];
+        for (int u = bucket.first; u <= bucket.last; ++u) kept_[u] = true;
+      }
+    }
+    forward_item_.assign(unit_count_, -1);
+    backward_item_.assign(unit_count_, -1);
+    const int forward_count = static_cast<int>(plan_.forward_buckets.size());
+    const int backward_count = static_cast<int>(plan_.backward_buckets.size());
+    forward_group_end_.assign(forward_count, -1);
+    backward_group_end_.assign(backward_count, -1);
+    forward_gather_.assign(forward_count, -1);
+    backward_gather_.assign(backward_count, -1);
+
+    // Gather groups exist before the items so that copy-outs can name them.
+    for (int b = 0; b < forward_count; ++b) {
+      CollectiveGroup group;
+      group.gather = true;
+      group.plan_bucket = b;
+      group.units = plan_.forward_buckets[b];
+      for (int u = group.units.first; u <= group.units.last; ++u) group.gathered_units.push_back(u);
+      forward_gather_[b] = static_cast<int>(groups_.size());
+      groups_.push_back(group);
+    }
+    // Backward buckets run last to first; position j = 0 is the last bucket.
+    for (int j = 0; j < backward_count; ++j) {
+      const int b = backward_count - 1 - j;
+      CollectiveGroup group;
+      group.gather = true;
+      group.backward = true;
+      group.plan_bucket = b;
+      group.units = plan_.backward_buckets[b];
+      // Units kept since forward are not gathered again.
+      for (int u = group.units.first; u <= group.units.last; ++u) {
+        if (!kept_[u]) group.gathered_units.push_back(u);
+      }
+      if (group.gathered_units.empty()) continue;
+      backward_gather_[j] = static_cast<int>(groups_.size());
+      groups_.push_back(group);
+    }
+
+    for (int b = 0; b < forward_count; ++b) {
+      if (plan_.copy_in_out) {
+        items_.push_back({TaskKind::kCopyOut, -1, forward_gather_[b]});
+      }
+      for (int u = plan_.forward_buckets[b].first; u <= plan_.forward_buckets[b].last; ++u) {
+        forward_item_[u] = static_cast<int>(items_.size());
+        items_.push_back({TaskKind::kForward, u, -1});
+      }
+      forward_group_end_[b] = static_cast<int>(items_.size()) - 1;
+    }
+    for (int j = 0; j < backward_count; ++j) {
+      const UnitRange bucket = plan_.backward_buckets[backward_count - 1 - j];
+      if (plan_.copy_in_out && backward_gather_[j] >= 0) {
+        items_.push_back({TaskKind::kCopyOut, -1, backward_gather_[j]});
+      }
+      for (int u = bucket.last; u >= bucket.first; --u) {
+        if (!workload_.units[u].recompute_ops.empty()) {
+          items_.push_back({TaskKind::kRecompute, u, -1});
+        }
+        backward_item_[u] = static_cast<int>(items_.size());
+        items_.push_back({TaskKind::kBackward, u, -1});
+      }
+      backward_group_end_[j] = static_cast<int>(items_.size()) - 1;
+    }
+    items_.push_back({TaskKind::kOptimizer, -1, -1});
+  }
+
+  // Prefetch by dependency. Forward and backward compute groups form one sequence
+  // G_0..G_{n-1} (forward buckets), G_n..G_{n+m-1} (backward buckets in the order they
+  // run). The gather for group g with prefetch depth d is issued when group g-d-1 ends,
+  // so it overlaps groups g-d..g-1 and at most d+1 gathered buckets are alive while a
+  // group computes. Backward gathers are never issued before the forward pass ends (the
+  // backward is its own graph). Reduce-scatter bucket R is issued when the backward of its
+  // lowest unit (the last of R to run) ends.
+  void build_collective_groups() {
+    const int forward_count = static_cast<int>(plan_.forward_buckets.size());
+    const int backward_count = static_cast<int>(plan_.backward_buckets.size());
+    const int forward_end = forward_group_end_[forward_count - 1];
+    auto group_end = [&](int g) {
+      return g < forward_count ? forward_group_end_[g] : backward_group_end_[g - forward_count];
+    };
+    for (int b = 0; b < forward_count; ++b) {
+      const int g = b - plan_.forward_prefetch - 1;
+      CollectiveGroup& group = groups_[forward_gather_[b]];
+      group.trigger_item = g >= 0 ? group_end(g) : -1;
+      group.order = 1'000'000 + b;
+    }
+    for (int j = 0; j < backward_count; ++j) {
+      if (backward_gather_[j] < 0) continue;
+      const int g = forward_count + j - plan_.backward_prefetch - 1;
+      CollectiveGroup& group = groups_[backward_gather_[j]];
+      group.trigger_item = g >= forward_count ? group_end(g) : forward_end;
+      group.order = 2'000'000 + j;
+    }
+    const int reduce_count = static_cast<int>(plan_.reduce_scatter_buckets.size());
+    for (int k = 0; k < reduce_count; ++k) {
+      const int r = reduce_count - 1 - k;
+      CollectiveGroup group;
+      group.gather = false;
+      group.backward = true;
+      group.plan_bucket = r;
+      group.units = plan_.reduce_scatter_buckets[r];
+      group.trigger_item = backward_item_[group.units.first];
+      // SimpleFSDP issues RS_i right after the backward compute that produced it, before
+      // the next all-gather; ties go to reduce-scatters first.
+      group.order = k;
+      groups_.push_back(group);
+    }
+    // Issue order: by trigger, then by `order`.
+    issue_order_.resize(groups_.size());
+    for (std::size_t i = 0; i < groups_.size(); ++i) issue_order_[i] = static_cast<int>(i);
+    std::stable_sort(issue_order_.begin(), issue_order_.end(), [&](int a, int b) {
+      if (groups_[a].trigger_item != groups_[b].trigger_item) {
+        return groups_[a].trigger_item < groups_[b].trigger_item;
+      }
+      return groups_[a].order < groups_[b].order;
+    });
+  }
+
+  // --- costs ---------------------------------------------------------------------------
+
+  double count(const CostEstimate& estimate) {
+    ++program_.cost_queries;
+    if (!estimate.measured) ++program_.cost_fallbacks;
+    return estimate.seconds;
+  }
+
+  double ops_seconds(const std::vector<Op>& ops) {
+    double seconds = 0;
+    for (const Op& op : ops) {
+      // Tensor-parallel collectives sit inside the unit's op list: they are on the compute
+      // critical path, costed as collectives over their own group.
+      seconds += op.kind == OpKind::kCollective
+                     ? count(costs_.collective(op.collective, op.bytes, op.group))
+                     : count(costs_.compute(op));
+    }
+    return seconds;
+  }
+
+  // --- emission ------------------------------------------------------------------------
+
+  Task& add_task(int stream, TaskKind kind, std::string name) {
+    Task task;
+    task.id = static_cast<int>(program_.tasks.size());
+    task.stream = stream;
+    task.kind = kind;
+    task.name = std::move(name);
+    program_.tasks.push_back(std::move(task));
+    return program_.tasks.back();
+  }
+
+  std::string range_name(const UnitRange& range) const {
+    if (range.first == range.last) return workload_.units[range.first].name;
+    return workload_.units[range.first].name + ".." + workload_.units[range.last].name;
+  }
+
+  static void alloc(Task& task, MemoryCategory category, std::int64_t bytes, bool at_end) {
+    if (bytes != 0) task.memory.push_back({category, bytes, at_end});
+  }
+
+  // Layout of one collective's flat buffer over `params` of `units`.
+  int add_layout(CollectiveKind kind, const UnitRange& units, DType dtype,
+                 const std::vector<std::pair<int, const Param*>>& params) {
+    BucketLayout layout;
+    layout.kind = kind;
+    layout.units = units;
+    // The buffer's dtype: the parameters' wire dtype when they agree, else `dtype` (a
+    // float8 bucket that also holds bf16 norms; the byte counts are per parameter).
+    layout.dtype = dtype;
+    if (!params.empty()) {
+      const auto wire = [&](const Param& param) {
+        return kind == CollectiveKind::kAllGather ? param.gather_dtype : param.reduce_dtype;
+      };
+      const DType first = wire(*params.front().second);
+      bool uniform = true;
+      for (const auto& entry : params) uniform = uniform && wire(*entry.second) == first;
+      if (uniform) layout.dtype = first;
+    }
+    for (const auto& [unit, param] : params) {
+      BufferSlot slot;
+      slot.param = param->name;
+      slot.unit = unit;
+      slot.offset = layout.shard_elements;
+      slot.shard_numel = param->shard_numel;
+      slot.numel = param->numel;
+      layout.slots.push_back(slot);
+      layout.shard_elements += param->shard_numel;
+    }
+    program_.buckets.push_back(std::move(layout));
+    return static_cast<int>(program_.buckets.size()) - 1;
+  }
+
+  // The collectives of a group: one per parameter (simplefsdp-none) or one per bucket.
+  std::vector<std::vector<std::pair<int, const Param*>>> collective_params(
+      const std::vector<int>& units) const {
+    std::vector<std::vector<std::pair<int, const Param*>>> out;
+    for (int u : units) {
+      for (const Param& param : workload_.units[u].params) {
+        if (plan_.one_collective_per_parameter || out.empty()) out.emplace_back();
+        out.back().push_back({u, &param});
+      }
+    }
+    return out;
+  }
+
+  void emit_gather(CollectiveGroup& group) {
+    const std::string prefix = fmt::format("{} b{} {}", group.backward ? "bwd" : "fwd",
+                                           group.plan_bucket, range_name(group.units));
+    const auto collectives = collective_params(group.gathered_units);
+    const int trigger_task = group.trigger_item >= 0 ? item_task_[group.trigger_item] : -1;
+    for (const auto& params : collectives) {
+      const int layout_id =
+          add_layout(CollectiveKind::kAllGather, group.units, workload_.job.param_dtype, params);
+      const BucketLayout& layout = program_.buckets[layout_id];
+      // Bytes on the wire in each parameter's gather dtype (fp8 for float8 linears).
+      std::int64_t shard_bytes = 0;
+      for (const auto& [unit, param] : params) {
+        shard_bytes += param->shard_numel * bytes_per_element(param->gather_dtype);
+      }
+      const std::int64_t gathered_bytes = shard_bytes * ranks_;
+      const std::string label = plan_.one_collective_per_parameter
+                                    ? fmt::format("{} {}", prefix, layout.slots[0].param)
+                                    : prefix;
+      int first_task = -1;
+      if (plan_.copy_in_out) {
+        // FSDP2's foreach_all_gather: the copy-in allocates the all-gather output and
+        // copies (casting) this rank's shards into its slice.
+        Task& copy_in = add_task(gather_stream_, TaskKind::kCopyIn, "copy-in AG " + label);
+        copy_in.bucket = layout_id;
+        copy_in.bytes = shard_bytes;
+        copy_in.duration_s = count(costs_.copy(shard_bytes));
+        alloc(copy_in, MemoryCategory::kGatheredParams, gathered_bytes, false);
+        first_task = copy_in.id;
+      }
+      Task& gather = add_task(gather_stream_, TaskKind::kAllGather, "AG " + label);
+      gather.bucket = layout_id;
+      gather.bytes = gathered_bytes;
+      gather.group = group_;
+      gather.duration_s =
+          count(costs_.collective(CollectiveKind::kAllGather, gathered_bytes, group_));
+      // Without copies the all-gather writes the unsharded parameter directly.
+      if (!plan_.copy_in_out) alloc(gather, MemoryCategory::kGatheredParams, gathered_bytes, false);
+      if (first_task < 0) first_task = gather.id;
+      if (trigger_task >= 0) program_.tasks[first_task].deps.push_back(trigger_task);
+      group.layout_ids.push_back(layout_id);
+      group.alloc_bytes.push_back(gathered_bytes);
+      group.last_comm_task = gather.id;
+    }
+  }
+
+  void emit_reduce(CollectiveGroup& group) {
+    const std::string prefix = fmt::format("b{} {}", group.plan_bucket, range_name(group.units));
+    std::vector<int> units;
+    for (int u = group.units.first; u <= group.units.last; ++u) units.push_back(u);
+    const auto collectives = collective_params(units);
+    const int trigger_task = item_task_[group.trigger_item];
+    for (const auto& params : collectives) {
+      const int layout_id = add_layout(CollectiveKind::kReduceScatter, group.units,
+                                       workload_.job.reduce_dtype, params);
+      const BucketLayout& layout = program_.buckets[layout_id];
+      std::int64_t shard_bytes = 0;
+      for (const auto& [unit, param] : params) {
+        shard_bytes += param->shard_numel * bytes_per_element(param->reduce_dtype);
+      }
+      const std::int64_t full_bytes = shard_bytes * ranks_;
+      const std::string label = plan_.one_collective_per_parameter
+                                    ? fmt::format("{} {}", prefix, layout.slots[0].param)
+                                    : prefix;
+      // The unsharded gradients (param dtype) this collective consumes, freed once they
+      // are copied into the reduce-scatter input (or reduced, without copies).
+      std::vector<MemoryEvent> free_grads;
+      if (plan_.one_collective_per_parameter) {
+        const Param& param = *params[0].second;
+        free_grads.push_back(
+            {MemoryCategory::kGradients, -param.shard_numel * ranks_ * param_bytes_, true});
+      } else {
+        for (int u : units) {
+          free_grads.push_back({MemoryCategory::kGradients, -unsharded_grad_bytes(u), true});
+        }
+      }
+      int first_task = -1;
+      if (plan_.copy_in_out) {
+        // FSDP2's foreach_reduce: gradients are cast to reduce_dtype into one flat input.
+        Task& copy_in = add_task(reduce_stream_, TaskKind::kCopyIn, "copy-in RS " + label);
+        copy_in.bucket = layout_id;
+        copy_in.bytes = full_bytes;
+        copy_in.duration_s = count(costs_.copy(full_bytes));
+        alloc(copy_in, MemoryCategory::kGradients, full_bytes, false);
+        for (const MemoryEvent& event : free_grads) {
+          if (event.bytes != 0) copy_in.memory.push_back(event);
+        }
+        first_task = copy_in.id;
+      }
+      Task& reduce = add_task(reduce_stream_, TaskKind::kReduceScatter, "RS " + label);
+      reduce.bucket = layout_id;
+      reduce.bytes = full_bytes;
+      reduce.group = group_;
+      reduce.duration_s =
+          count(costs_.collective(CollectiveKind::kReduceScatter, full_bytes, group_));
+      // The output shard lives until it is accumulated into the sharded gradient.
+      alloc(reduce, MemoryCategory::kGradients, shard_bytes, false);
+      if (plan_.copy_in_out) {
+        alloc(reduce, MemoryCategory::kGradients, -full_bytes, true);
+      } else {
+        for (const MemoryEvent& event : free_grads) {
+          if (event.bytes != 0) reduce.memory.push_back(event);
+        }
+      }
+      if (first_task < 0) first_task = reduce.id;
+      int last = reduce.id;
+      if (plan_.copy_in_out) {
+        Task& copy_out = add_task(reduce_stream_, TaskKind::kCopyOut, "copy-out RS " + label);
+        copy_out.bucket = layout_id;
+        copy_out.bytes = shard_bytes;
+        copy_out.duration_s = count(costs_.copy(shard_bytes));
+        alloc(copy_out, MemoryCategory::kGradients, -shard_bytes, true);
+        last = copy_out.id;
+      } else {
+        alloc(program_.tasks[last], MemoryCategory::kGradients, -shard_bytes, true);
+      }
+      if (workload_.job.dp_replicate > 1) {
+        // HSDP: the sharded gradients are all-reduced across replicas, in place.
+        const CommGroup replicas = replicate_group(workload_.job);
+        Task& all_reduce = add_task(reduce_stream_, TaskKind::kAllReduce, "AR " + label);
+        all_reduce.bucket = layout_id;
+        all_reduce.bytes = shard_bytes;
+        all_reduce.group = replicas;
+        all_reduce.duration_s =
+            count(costs_.collective(CollectiveKind::kAllReduce, shard_bytes, replicas));
+        last = all_reduce.id;
+      }
+      program_.tasks[first_task].deps.push_back(trigger_task);
+      group.last_comm_task = last;
+      reduce_ends_.push_back(last);
+    }
+  }
+
+  std::int64_t unsharded_grad_bytes(int unit) const {
+    std::int64_t elements = 0;
+    for (const Param& param : workload_.units[unit].params) elements += param.shard_numel;
+    return elements * ranks_ * param_bytes_;
+  }
+
+  // Frees of a gather group's buffers, one per collective (mirrors the allocations so the
+  // reserved-memory estimate rounds them alike).
+  void free_gathered(Task& task, const CollectiveGroup& group) {
+    for (std::int64_t bytes : group.alloc_bytes) {
+      alloc(task, MemoryCategory::kGatheredParams, -bytes, true);
+    }
+  }
+
+  void emit_compute(int item_index) {
+    const ComputeItem& item = items_[item_index];
+    const int compute = 0;
+    if (item.kind == TaskKind::kCopyOut) {
+      CollectiveGroup& group = groups_[item.collective_group];
+      // FSDP2's foreach_all_gather_copy_out runs in wait_for_unshard on the compute stream:
+      // it allocates the unsharded parameters and frees the all-gather output.
+      std::int64_t total = 0;
+      for (std::int64_t bytes : group.alloc_bytes) total += bytes;
+      Task& copy_out = add_task(compute, TaskKind::kCopyOut,
+                                fmt::format("copy-out AG {} b{} {}", group.backward ? "bwd" : "fwd",
+                                            group.plan_bucket, range_name(group.units)));
+      copy_out.bucket = group.layout_ids.front();
+      copy_out.bytes = total;
+      copy_out.duration_s = count(costs_.copy(total));
+      copy_out.deps.push_back(group.last_comm_task);
+      for (std::int64_t bytes : group.alloc_bytes) {
+        alloc(copy_out, MemoryCategory::kGatheredParams, bytes, false);
+      }
+      free_gathered(copy_out, group);
+      item_task_[item_index] = copy_out.id;
+      return;
+    }
+    if (item.kind == TaskKind::kOptimizer) {
+      Task& optimizer = add_task(compute, TaskKind::kOptimizer, "optimizer");
+      optimizer.duration_s = ops_seconds(workload_.optimizer_ops);
+      optimizer.deps = reduce_ends_;
+      item_task_[item_index] = optimizer.id;
+      return;
+    }
+    const int u = item.unit;
+    const Unit& unit = workload_.units[u];
+    const char* verb = item.kind == TaskKind::kForward     ? "fwd"
+                       : item.kind == TaskKind::kRecompute ? "recompute"
+                                                           : "bwd";
+    Task& task = add_task(compute, item.kind, fmt::format("{} {}", verb, unit.name));
+    task.unit = u;
+    if (item.kind == TaskKind::kForward) {
+      task.duration_s = ops_seconds(unit.forward_ops);
+      alloc(task, MemoryCategory::kWorkspace, unit.workspace_bytes, false);
+      alloc(task, MemoryCategory::kWorkspace, -unit.workspace_bytes, true);
+      alloc(task, MemoryCategory::kActivations, unit.saved_activation_bytes, true);
+      const int b = forward_bucket_of_[u];
+      const CollectiveGroup& gather = groups_[forward_gather_[b]];
+      if (!plan_.copy_in_out && u == plan_.forward_buckets[b].first) {
+        task.deps.push_back(gather.last_comm_task);
+      }
+      // Reshard after forward: the bucket's parameters go when its last unit is done.
+      if (!kept_[u] && u == plan_.forward_buckets[b].last) {
+        free_gathered(task, gather);
+      }
+    } else if (item.kind == TaskKind::kRecompute) {
+      task.duration_s = ops_seconds(unit.recompute_ops);
+      alloc(task, MemoryCategory::kActivations, unit.recompute_activation_bytes, false);
+      add_backward_gather_dep(task, u);
+    } else {
+      task.duration_s = ops_seconds(unit.backward_ops);
+      alloc(task, MemoryCategory::kWorkspace, unit.workspace_bytes, false);
+      alloc(task, MemoryCategory::kWorkspace, -unit.workspace_bytes, true);
+      // Gradients of the unsharded parameters, in param dtype, until the reduce-scatter
+      // bucket takes them.
+      if (plan_.one_collective_per_parameter) {
+        for (const Param& param : unit.params) {
+          alloc(task, MemoryCategory::kGradients, param.shard_numel * ranks_ * param_bytes_, false);
+        }
+      } else {
+        alloc(task, MemoryCategory::kGradients, unsharded_grad_bytes(u), false);
+      }
+      alloc(task, MemoryCategory::kActivations, -unit.saved_activation_bytes, true);
+      if (!unit.recompute_ops.empty()) {
+        alloc(task, MemoryCategory::kActivations, -unit.recompute_activation_bytes, true);
+      }
+      if (unit.recompute_ops.empty()) add_backward_gather_dep(task, u);
+      const int b = forward_bucket_of_[u];
+      // Parameters kept since forward go after the backward of the bucket's lowest unit,
+      // the last of the bucket to run.
+      if (kept_[u] && u == plan_.forward_buckets[b].first) {
+        free_gathered(task, groups_[forward_gather_[b]]);
+      }
+      const int j = backward_position_of(u);
+      const int gather = backward_gather_[j];
+      const UnitRange bucket = plan_.backward_buckets[plan_.backward_buckets.size() - 1 - j];
+      if (gather >= 0 && u == bucket.first) free_gathered(task, groups_[gather]);
+    }
+    item_task_[item_index] = task.id;
+  }
+
+  // Without copies the first compute of a backward bucket waits for its all-gathers.
+  void add_backward_gather_dep(Task& task, int u) {
+    if (plan_.copy_in_out) return;
+    const int j = backward_position_of(u);
+    const int gather = backward_gather_[j];
+    if (gather < 0) return;
+    const UnitRange bucket = plan_.backward_buckets[plan_.backward_buckets.size() - 1 - j];
+    if (u == bucket.last) task.deps.push_back(groups_[gather].last_comm_task);
+  }
+
+  int backward_position_of(int u) const {
+    const int count = static_cast<int>(plan_.backward_buckets.size());
+    for (int b = 0; b < count; ++b) {
+      if (plan_.backward_buckets[b].contains(u)) return count - 1 - b;
+    }
+    FSDPTUNE_CHECK(false, "unit outside the backward buckets");
+    return 0;
+  }
+
+  void emit() {
+    item_task_.assign(items_.size(), -1);
+    std::size_t next_group = 0;
+    auto issue_groups_triggered_by = [&](int trigger) {
+      while (next_group < issue_order_.size() &&
+             groups_[issue_order_[next_group]].trigger_item == trigger) {
+        const int index = issue_order_[next_group++];
+        if (groups_[index].gather) {
+          emit_gather(groups_[index]);
+        } else {
+          emit_reduce(groups_[index]);
+          // The compute stream waits for reduce-scatters, which bounds the unsharded
+          // gradients alive. Without reordering the wait sits right after each one. With
+          // it, the wait of RS_k is deferred until RS_{k+1} is issued (SimpleFSDP), which
+          // is also FSDP2's rule: post_backward makes the current stream wait for the
+          // previous reduce-scatter's event before issuing the next.
+          if (!plan_.reorder) {
+            pending_reduce_waits_.push_back(groups_[index].last_comm_task);
+          } else if (previous_reduce_end_ >= 0) {
+            pending_reduce_waits_.push_back(previous_reduce_end_);
+          }
+          previous_reduce_end_ = groups_[index].last_comm_task;
+        }
+      }
+    };
+    issue_groups_triggered_by(-1);
+    for (int i = 0; i < static_cast<int>(items_.size()); ++i) {
+      emit_compute(i);
+      if (!pending_reduce_waits_.empty()) {
+        Task& task = program_.tasks[item_task_[i]];
+        for (int dep : pending_reduce_waits_) {
+          if (std::find(task.deps.begin(), task.deps.end(), dep) == task.deps.end()) {
+            task.deps.push_back(dep);
+          }
+        }
+        pending_reduce_waits_.clear();
+      }
+      issue_groups_triggered_by(i);
+    }
+    FSDPTUNE_CHECK(next_group == issue_order_.size(), "a collective group was never issued");
+  }
+
+  const Workload& workload_;
+  const Plan& plan_;
+  const CostModel& costs_;
+  Program program_;
+  int unit_count_ = 0;
+  std::int64_t ranks_ = 1;
+  std::int64_t param_bytes_ = 2;
+  CommGroup group_;
+  int gather_stream_ = 1;
+  int reduce_stream_ = 2;
+
+  std::vector<int> forward_bucket_of_;
+  std::vector<bool> kept_;
+  std::vector<ComputeItem> items_;
+  std::vector<int> forward_item_, backward_item_;
+  std::vector<int> forward_group_end_, backward_group_end_;
+  std::vector<int> forward_gather_, backward_gather_;  // index in groups_, -1 = none
+  std::vector<CollectiveGroup> groups_;
+  std::vector<int> issue_order_;
+  std::vector<int> item_task_;
+  std::vector<int> reduce_ends_;
+  std::vector<int> pending_reduce_waits_;
+  int previous_reduce_end_ = -1;
+};
+
+}  // namespace
+
+Program lower(const Workload& workload, const Plan& plan, const CostModel& costs) {
+  FSDPTUNE_CHECK(!workload.units.empty(), "lower() needs at least one unit");
+  for (const Unit& unit : workload.units) {
+    FSDPTUNE_CHECK(!unit.params.empty(), "FSDP unit " + unit.name + " has no parameters");
+  }
+  return Lowering(workload, plan, costs).run();
+}
+
+}  // namespace fsdptune

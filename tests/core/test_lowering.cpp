@@ -1,0 +1,239 @@
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <map>
+
+#include "fsdptune/program.hpp"
+#include "test_workloads.hpp"
+
+using namespace fsdptune;
+using fsdptune::testing::FixedCostModel;
+using fsdptune::testing::FixedCosts;
+using fsdptune::testing::make_uniform_workload;
+using fsdptune::testing::make_workload;
+using fsdptune::testing::SyntheticUnit;
+
+namespace {
+
+Plan per_unit_plan(int units) {
+  Plan plan;
+  plan.name = "per-unit";
+  for (int u = 0; u < units; ++u) plan.forward_buckets.push_back({u, u});
+  plan.backward_buckets = plan.forward_buckets;
+  plan.reduce_scatter_buckets = plan.forward_buckets;
+  plan.reshard_after_forward.assign(units, true);
+  return plan;
+}
+
+int count_kind(const Program& program, TaskKind kind) {
+  return static_cast<int>(std::count_if(program.tasks.begin(), program.tasks.end(),
+                                        [&](const Task& task) { return task.kind == kind; }));
+}
+
+// Structural properties every lowered program must have.
+void check_well_formed(const Program& program) {
+  for (const Task& task : program.tasks) {
+    CHECK(task.id == &task - program.tasks.data());
+    CHECK(task.stream >= 0);
+    CHECK(task.stream < static_cast<int>(program.streams.size()));
+    for (int dep : task.deps) CHECK(dep < task.id);  // topological order
+    CHECK(task.duration_s >= 0);
+  }
+  // Every allocation is freed within the step: the per-category sums are zero.
+  std::map<MemoryCategory, std::int64_t> net;
+  for (const Task& task : program.tasks) {
+    for (const MemoryEvent& event : task.memory) net[event.category] += event.bytes;
+  }
+  for (const auto& [category, bytes] : net) {
+    INFO(to_string(category));
+    CHECK(bytes == 0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("lowering a per-unit plan with separate streams", "[lowering]") {
+  // 3 units of 8 Mi elements on 4 ranks: shards of 2 Mi elements.
+  const Workload workload = make_uniform_workload(3, 8 << 20, 1e-3, 2e-3, 1 << 20, 4);
+  const FixedCostModel costs({.collective_latency_s = 1e-3});
+  Plan plan = per_unit_plan(3);
+  plan.reshard_after_forward.back() = false;  // FSDP2: the last unit stays gathered
+  const Program program = lower(workload, plan, costs);
+  check_well_formed(program);
+
+  REQUIRE(program.streams.size() == 3);
+  CHECK(program.streams[0].role == StreamRole::kCompute);
+  CHECK(program.streams[1].role == StreamRole::kAllGather);
+  CHECK(program.streams[2].role == StreamRole::kReduceScatter);
+  // 3 forward gathers + 2 backward ones (the kept last unit is not gathered again).
+  CHECK(count_kind(program, TaskKind::kAllGather) == 5);
+  CHECK(count_kind(program, TaskKind::kReduceScatter) == 3);
+  CHECK(count_kind(program, TaskKind::kCopyIn) == 8);
+  CHECK(count_kind(program, TaskKind::kCopyOut) == 8);
+  CHECK(count_kind(program, TaskKind::kForward) == 3);
+  CHECK(count_kind(program, TaskKind::kBackward) == 3);
+  CHECK(count_kind(program, TaskKind::kRecompute) == 0);
+  CHECK(count_kind(program, TaskKind::kOptimizer) == 1);
+  CHECK(program.persistent_bytes == 16 * 3 * (2 << 20));
+  for (const Task& task : program.tasks) {
+    if (task.kind == TaskKind::kAllGather) {
+      CHECK(task.stream == 1);
+      CHECK(task.bytes == (8 << 20) * 2);  // bf16 unsharded unit
+      CHECK(task.group.ranks == 4);
+      CHECK(task.duration_s == Approx(1e-3));
+    }
+    if (task.kind == TaskKind::kReduceScatter) {
+      CHECK(task.stream == 2);
+      CHECK(task.bytes == (8 << 20) * 4);  // fp32 reduce-scatter input
+    }
+    // AG copy-outs run on the compute stream, as FSDP2's foreach_all_gather_copy_out.
+    if (task.kind == TaskKind::kCopyOut && task.name.rfind("copy-out AG", 0) == 0) {
+      CHECK(task.stream == 0);
+    }
+  }
+  // Forward prefetch 1: the gather of unit 2 (3rd all-gather) waits for unit 0's forward.
+  std::vector<const Task*> gathers;
+  for (const Task& task : program.tasks) {
+    if (task.kind == TaskKind::kCopyIn && task.stream == 1) gathers.push_back(&task);
+  }
+  REQUIRE(gathers.size() == 5);
+  CHECK(gathers[0]->deps.empty());
+  CHECK(gathers[1]->deps.empty());
+  REQUIRE(gathers[2]->deps.size() == 1);
+  CHECK(program.tasks[gathers[2]->deps[0]].name == "fwd u0");
+  // The first backward gather (unit 1; unit 2 is kept) waits for the end of forward.
+  REQUIRE(gathers[3]->deps.size() == 1);
+  CHECK(program.tasks[gathers[3]->deps[0]].name == "fwd u2");
+  // The next one (unit 0) is issued when the backward of unit 2 ends (prefetch 1).
+  CHECK(program.tasks[gathers[4]->deps[0]].name == "bwd u2");
+  CHECK(program.cost_fallbacks == 0);
+  CHECK(program.cost_queries > 0);
+  // Reduce-scatter back-pressure: the first compute after RS u1 is issued (the copy-out
+  // of unit 0's backward gather) waits for the reduce chain of u2 to end.
+  const Task* copy_out = nullptr;
+  for (const Task& task : program.tasks) {
+    if (task.name == "copy-out AG bwd b0 u0") copy_out = &task;
+  }
+  REQUIRE(copy_out != nullptr);
+  REQUIRE(copy_out->deps.size() == 2);
+  CHECK(program.tasks[copy_out->deps[0]].kind == TaskKind::kAllGather);
+  CHECK(program.tasks[copy_out->deps[1]].name == "copy-out RS b2 u2");
+}
+
+TEST_CASE("lowering: shared stream, per-parameter collectives, HSDP", "[lowering]") {
+  std::vector<SyntheticUnit> units(2);
+  units[0] = {
+      .name = "a", .param_numel = 4 << 20, .param_count = 2, .forward_s = 1e-3, .backward_s = 1e-3};
+  units[1] = {.name = "b",
+              .param_numel = 4 << 20,
+              .param_count = 3 * 4,
+              .forward_s = 1e-3,
+              .backward_s = 1e-3};
+  Workload workload = make_workload(units, 4);
+  Plan plan = per_unit_plan(2);
+  plan.stream_layout = StreamLayout::kShared;
+  plan.one_collective_per_parameter = true;
+  plan.copy_in_out = false;
+  const FixedCostModel costs({.collective_latency_s = 1e-4, .measured = false});
+  const Program program = lower(workload, plan, costs);
+  check_well_formed(program);
+  REQUIRE(program.streams.size() == 2);
+  CHECK(program.streams[1].role == StreamRole::kCommunication);
+  // 14 parameters: 14 gathers in forward, 14 in backward, 14 reduce-scatters, no copies.
+  CHECK(count_kind(program, TaskKind::kAllGather) == 28);
+  CHECK(count_kind(program, TaskKind::kReduceScatter) == 14);
+  CHECK(count_kind(program, TaskKind::kCopyIn) == 0);
+  CHECK(count_kind(program, TaskKind::kCopyOut) == 0);
+  CHECK(count_kind(program, TaskKind::kAllReduce) == 0);
+  CHECK(program.buckets.size() == 42);
+  CHECK(program.cost_fallbacks == program.cost_queries);
+
+  workload.job.dp_replicate = 2;
+  workload.job.gpus = 8;
+  workload.job.gpus_per_node = 8;
+  plan.one_collective_per_parameter = false;
+  plan.copy_in_out = true;
+  const Program hsdp = lower(workload, plan, costs);
+  check_well_formed(hsdp);
+  CHECK(count_kind(hsdp, TaskKind::kAllReduce) == 2);
+  for (const Task& task : hsdp.tasks) {
+    if (task.kind == TaskKind::kAllReduce) {
+      CHECK(task.group.ranks == 2);
+      CHECK(task.group.ranks_per_node == 2);  // replicas 4 ranks apart on an 8-GPU node
+    }
+  }
+}
+
+TEST_CASE("lowering: buckets that differ between forward, backward and reduce-scatter",
+          "[lowering]") {
+  std::vector<SyntheticUnit> units(4);
+  for (int u = 0; u < 4; ++u) {
+    units[u] = {.name = fsdptune::testing::numbered("u", u),
+                .param_numel = 1 << 20,
+                .forward_s = 1e-3,
+                .backward_s = 2e-3,
+                .recompute_s = 1e-3,
+                .saved_activation_bytes = 1 << 20,
+                .recompute_activation_bytes = 3 << 20};
+  }
+  const Workload workload = make_workload(units, 2);
+  Plan plan;
+  plan.forward_buckets = {{0, 0}, {1, 3}};
+  plan.reshard_after_forward = {true, false};  // units 1..3 kept
+  plan.backward_buckets = {{0, 1}, {2, 3}};
+  plan.reduce_scatter_buckets = {{0, 2}, {3, 3}};
+  plan.forward_prefetch = 2;
+  const Program program = lower(workload, plan, FixedCostModel());
+  check_well_formed(program);
+  // Backward bucket [2,3] is all kept: no gather. [0,1] gathers unit 0 only.
+  CHECK(count_kind(program, TaskKind::kAllGather) == 3);
+  CHECK(count_kind(program, TaskKind::kReduceScatter) == 2);
+  CHECK(count_kind(program, TaskKind::kRecompute) == 4);
+  const Task* backward_gather = nullptr;
+  for (const Task& task : program.tasks) {
+    if (task.kind == TaskKind::kAllGather && task.name.rfind("AG bwd", 0) == 0) {
+      backward_gather = &task;
+    }
+  }
+  REQUIRE(backward_gather != nullptr);
+  CHECK(backward_gather->bytes == (1 << 20) * 2);  // unit 0 only, bf16
+  REQUIRE(program.buckets[backward_gather->bucket].slots.size() == 1);
+  CHECK(program.buckets[backward_gather->bucket].slots[0].unit == 0);
+  // Recompute precedes backward of each unit on the compute stream.
+  std::vector<std::string> compute_order;
+  for (const Task& task : program.tasks) {
+    if (task.stream == 0 && task.kind != TaskKind::kCopyOut) compute_order.push_back(task.name);
+  }
+  CHECK(compute_order == std::vector<std::string>{"fwd u0", "fwd u1", "fwd u2", "fwd u3",
+                                                  "recompute u3", "bwd u3", "recompute u2",
+                                                  "bwd u2", "recompute u1", "bwd u1",
+                                                  "recompute u0", "bwd u0", "optimizer"});
+}
+
+TEST_CASE("lowering without reordering waits for each reduce-scatter", "[lowering]") {
+  const Workload workload = make_uniform_workload(3, 1 << 20, 1e-3, 1e-3, 0, 2);
+  Plan plan = per_unit_plan(3);
+  plan.reorder = false;
+  plan.forward_prefetch = 0;
+  plan.backward_prefetch = 0;
+  const Program program = lower(workload, plan, FixedCostModel());
+  check_well_formed(program);
+  // bwd u1 waits for the reduce-scatter chain of u2 (its last task, the RS copy-out).
+  for (const Task& task : program.tasks) {
+    if (task.name == "bwd u1" || task.name == "copy-out AG bwd b1 u1") {
+      // The copy-out of u1's backward gather is the first compute task after bwd u2.
+      if (task.kind == TaskKind::kCopyOut) {
+        bool waits_for_reduce = false;
+        for (int dep : task.deps) {
+          waits_for_reduce |= program.tasks[dep].stream == 2;
+        }
+        CHECK(waits_for_reduce);
+      }
+    }
+    // Forward gather of unit 1 waits for forward of unit 0 (prefetch 0).
+    if (task.kind == TaskKind::kCopyIn && task.name == "copy-in AG fwd b1 u1") {
+      REQUIRE(task.deps.size() == 1);
+      CHECK(program.tasks[task.deps[0]].name == "fwd u0");
+    }
+  }
+}

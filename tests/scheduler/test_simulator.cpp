@@ -1,0 +1,127 @@
+// The simulator on hand-built programs: rates, ordering, memory accounting, abort.
+#include <catch2/catch.hpp>
+
+#include "fsdptune/simulator.hpp"
+
+using namespace fsdptune;
+
+namespace {
+
+constexpr double kMs = 1e-3;
+
+Program three_streams(ContentionFactors contention) {
+  Program program;
+  program.streams = {{"compute", StreamRole::kCompute},
+                     {"all_gather", StreamRole::kAllGather},
+                     {"reduce_scatter", StreamRole::kReduceScatter}};
+  program.contention = contention;
+  return program;
+}
+
+int add(Program& program, int stream, TaskKind kind, double duration_s, std::vector<int> deps = {},
+        std::vector<MemoryEvent> memory = {}) {
+  Task task;
+  task.id = static_cast<int>(program.tasks.size());
+  task.stream = stream;
+  task.kind = kind;
+  task.name = "t";
+  task.name += std::to_string(task.id);
+  task.duration_s = duration_s;
+  task.deps = std::move(deps);
+  task.memory = std::move(memory);
+  program.tasks.push_back(task);
+  return task.id;
+}
+
+}  // namespace
+
+TEST_CASE("concurrent collectives share the network, compute slows beside them", "[sim]") {
+  Program program = three_streams({1.25, 0.8});
+  add(program, 0, TaskKind::kForward, 1 * kMs);
+  add(program, 1, TaskKind::kAllGather, 2 * kMs);
+  add(program, 2, TaskKind::kReduceScatter, 1 * kMs);
+  const SimResult result = simulate(program);
+  // Two collectives: each at 0.8 / 2 = 0.4; compute at 1 / 1.25 = 0.8.
+  // Compute ends at 1 / 0.8 = 1.25 ms. RS: 0.5 done by then, 0.5 left at 0.4 -> 2.5 ms.
+  // AG: 1.0 done by 2.5, 1.0 left alone at rate 1 -> 3.5 ms.
+  CHECK(result.timings[0].end_s == Approx(1.25 * kMs));
+  CHECK(result.timings[2].end_s == Approx(2.5 * kMs));
+  CHECK(result.timings[1].end_s == Approx(3.5 * kMs));
+  CHECK(result.step_time_s == Approx(3.5 * kMs));
+  CHECK(result.compute_s == Approx(1.25 * kMs));
+  CHECK(result.comm_s == Approx(3.5 * kMs));
+  CHECK(result.exposed_comm_s == Approx(2.25 * kMs));
+  CHECK(result.idle_s == Approx(0).margin(1e-15));
+  CHECK(result.comm_standalone_s == Approx(3 * kMs));
+  CHECK(result.event_count == 6);  // 3 starts + 3 ends
+}
+
+TEST_CASE("streams run in program order and wait for their dependencies", "[sim]") {
+  Program program = three_streams({1.0, 1.0});
+  const int gather = add(program, 1, TaskKind::kAllGather, 2 * kMs);
+  const int first = add(program, 0, TaskKind::kForward, 1 * kMs, {gather});
+  const int second = add(program, 0, TaskKind::kForward, 1 * kMs);
+  const int reduce = add(program, 2, TaskKind::kReduceScatter, 1 * kMs, {first});
+  const SimResult result = simulate(program);
+  // AG 0-2; first 2-3 (waits for AG); second 3-4 (stream order); RS 3-4 beside it.
+  CHECK(result.timings[first].start_s == Approx(2 * kMs));
+  CHECK(result.timings[second].start_s == Approx(3 * kMs));
+  CHECK(result.timings[reduce].start_s == Approx(3 * kMs));
+  CHECK(result.step_time_s == Approx(4 * kMs));
+  CHECK(result.exposed_comm_s == Approx(2 * kMs));
+  CHECK(result.idle_s == Approx(0).margin(1e-15));
+}
+
+TEST_CASE("memory events: peak, breakdown, timeline, reserved estimate", "[sim]") {
+  Program program = three_streams({1.0, 1.0});
+  program.persistent_bytes = 10 * kMiB;
+  const auto gathered = MemoryCategory::kGatheredParams;
+  const auto activations = MemoryCategory::kActivations;
+  // AG allocates 3 MiB at start; forward saves 1 MiB at its end and frees the params;
+  // backward frees the activations.
+  const int gather = add(program, 1, TaskKind::kAllGather, 1 * kMs, {}, {{gathered, 3 * kMiB}});
+  const int forward = add(program, 0, TaskKind::kForward, 1 * kMs, {gather},
+                          {{activations, 1 * kMiB, true}, {gathered, -3 * kMiB, true}});
+  add(program, 0, TaskKind::kBackward, 1 * kMs, {forward}, {{activations, -1 * kMiB, true}});
+  SimOptions options;
+  options.allocator_fragmentation = 0.5;
+  const SimResult result = simulate(program, options);
+  CHECK(result.peak_allocated_bytes == 13 * kMiB);
+  CHECK(result.peak_breakdown[static_cast<int>(gathered)] == 3 * kMiB);
+  CHECK(result.peak_breakdown[static_cast<int>(MemoryCategory::kShardedState)] == 10 * kMiB);
+  // 3 MiB rounds to 4 MiB of segments, times 1.5 for fragmentation: 10 + 6 = 16 MiB.
+  CHECK(result.peak_reserved_bytes == 16 * kMiB);
+  // Samples: start 10, AG 13, forward end 11, backward end 10.
+  REQUIRE(result.memory_timeline.size() == 4);
+  CHECK(result.memory_timeline[1].allocated_bytes == 13 * kMiB);
+  CHECK(result.memory_timeline[2].allocated_bytes == 11 * kMiB);
+  CHECK(result.memory_timeline[2].time_s == Approx(2 * kMs));
+  CHECK(result.memory_timeline[3].allocated_bytes == 10 * kMiB);
+
+  SimOptions abort_options;
+  abort_options.abort_above_bytes = 12 * kMiB;
+  abort_options.record_timeline = false;
+  const SimResult aborted = simulate(program, abort_options);
+  CHECK(aborted.aborted);
+  CHECK(aborted.memory_timeline.empty());
+  CHECK(aborted.peak_allocated_bytes == 13 * kMiB);
+  CHECK_FALSE(result.aborted);
+}
+
+TEST_CASE("zero-length tasks and determinism", "[sim]") {
+  Program program = three_streams({1.1, 0.9});
+  const int copy = add(program, 1, TaskKind::kCopyIn, 0);
+  const int gather = add(program, 1, TaskKind::kAllGather, 1 * kMs, {copy});
+  const int forward = add(program, 0, TaskKind::kForward, 0, {gather});
+  add(program, 2, TaskKind::kReduceScatter, 0.5 * kMs, {forward});
+  const SimResult first = simulate(program);
+  CHECK(first.step_time_s == Approx(1.5 * kMs));
+  CHECK(first.timings[forward].start_s == first.timings[forward].end_s);
+  CHECK(simulate(program) == first);
+  SimOptions quiet;
+  quiet.record_timings = false;
+  quiet.record_timeline = false;
+  const SimResult fast = simulate(program, quiet);
+  CHECK(fast.timings.empty());
+  CHECK(fast.step_time_s == first.step_time_s);
+}
