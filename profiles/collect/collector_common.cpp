@@ -19,6 +19,12 @@ void validate_collector_options(const CollectorOptions& options) {
     if (bytes <= 0) throw_bad_input("--sizes", fmt::format("size {} is not positive", bytes));
   }
   if (options.ranks_per_node < 0) throw_bad_input("--ranks-per-node", "must not be negative");
+  for (const CollectiveKind kind : options.collective_kinds) {
+    if (kind == CollectiveKind::kSendRecv) {
+      throw_bad_input("--collectives", "send_recv is not swept",
+                      "use all_gather, reduce_scatter, all_reduce");
+    }
+  }
 }
 
 std::vector<Op> distinct_compute_ops(const Workload& workload) {

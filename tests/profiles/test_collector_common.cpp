@@ -102,6 +102,9 @@ TEST_CASE("collector options are validated with the flag at fault", "[profiler][
   CollectorOptions zero_size;
   zero_size.collective_sizes_bytes = {1024, 0};
   expect_flag(zero_size, "--sizes");
+  CollectorOptions send_recv;
+  send_recv.collective_kinds = {CollectiveKind::kAllGather, CollectiveKind::kSendRecv};
+  expect_flag(send_recv, "--collectives");
 }
 
 namespace {
