@@ -110,7 +110,8 @@ struct HostFacts {
 //   hbm_bytes_per_s = the best memory-bound rate, bytes / median, efficiency 1;
 //   collective_base_latency_s and nvlink/network busbw = a latency + bytes / bandwidth fit
 //     (fit_latency_bandwidth) of the all-gather sweep, busbw = algbw * busbw_factor; the
-//     all-reduce sweep likewise for nvlink_allreduce_busbw_bytes_per_s; no hop latency and
+//     all-reduce sweep likewise for nvlink_allreduce_busbw_bytes_per_s (nvlink_bytes_per_s
+//     is the larger of the two busbw, as the format requires); no hop latency and
 //     a ramp that is flat from a few bytes on (the fit has the latency already).
 //   Without a sweep (one rank) the collectives are assumed to move data at half the memory
 //     rate (a copy through shared memory reads and writes each byte) after 10 us.

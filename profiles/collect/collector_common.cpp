@@ -148,6 +148,8 @@ HardwareSpec cpu_hardware_spec(const Profile& profile, const HostFacts& host) {
   spec.network_bytes_per_s = gather.busbw_bytes_per_s;
   if (const auto all_reduce = fit_sweep(profile, CollectiveKind::kAllReduce)) {
     spec.nvlink_allreduce_busbw_bytes_per_s = all_reduce->busbw_bytes_per_s;
+    // The hardware format bounds every bus bandwidth by the link's.
+    spec.nvlink_bytes_per_s = std::max(spec.nvlink_bytes_per_s, all_reduce->busbw_bytes_per_s);
   }
   spec.nvlink_hop_latency_s = 0;
   spec.network_hop_latency_s = 0;

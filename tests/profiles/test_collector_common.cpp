@@ -143,10 +143,11 @@ TEST_CASE("cpu_hardware_spec derives the host's rates from a cpu profile",
     all_gather.points.push_back({bytes, {1e-4 + static_cast<double>(bytes) / 1e9}});
   }
   profile.collectives.push_back(all_gather);
-  // All-reduce: t = 200 us + bytes / 5e8 B/s: busbw = 5e8 * 2 * (2-1)/2 = 5e8 B/s.
+  // All-reduce: t = 200 us + bytes / 1e9 B/s: busbw = 1e9 * 2 * (2-1)/2 = 1e9 B/s, more than
+  // the all-gather's, so the link bandwidth is raised to it (the format requires it).
   CollectiveSweep all_reduce{CollectiveKind::kAllReduce, {2, 2}, {}};
   for (const std::int64_t bytes : {1'000'000, 8'000'000}) {
-    all_reduce.points.push_back({bytes, {2e-4 + static_cast<double>(bytes) / 5e8}});
+    all_reduce.points.push_back({bytes, {2e-4 + static_cast<double>(bytes) / 1e9}});
   }
   profile.collectives.push_back(all_reduce);
 
@@ -163,7 +164,8 @@ TEST_CASE("cpu_hardware_spec derives the host's rates from a cpu profile",
   CHECK(spec.collective_base_latency_s == Approx(1e-4).epsilon(1e-6));
   CHECK(spec.nvlink_busbw_bytes_per_s == Approx(5e8).epsilon(1e-6));
   CHECK(spec.network_bytes_per_s == spec.nvlink_busbw_bytes_per_s);
-  CHECK(spec.nvlink_allreduce_busbw_bytes_per_s == Approx(5e8).epsilon(1e-6));
+  CHECK(spec.nvlink_allreduce_busbw_bytes_per_s == Approx(1e9).epsilon(1e-6));
+  CHECK(spec.nvlink_bytes_per_s == Approx(1e9).epsilon(1e-6));
   // A valid hardware file: it survives the hardware format.
   CHECK(hardware_from_json(hardware_to_json(spec), "derived") == spec);
 
