@@ -8,11 +8,12 @@
 namespace fsdptune::cli {
 
 // Registered subcommands (one line per area; keep the order of the README).
-void register_model_commands(CLI::App& app);    // model, workload (model_commands.cpp)
-void register_cost_commands(CLI::App& app);     // cost (cost_commands.cpp)
-void register_profile_commands(CLI::App& app);  // profile ... (profile_commands.cpp)
-void register_sim_commands(CLI::App& app);      // simulate (sim_commands.cpp)
-void register_tune_commands(CLI::App& app);     // tune (tune_commands.cpp)
-void register_report_commands(CLI::App& app);   // report (report_commands.cpp)
+void register_model_commands(CLI::App& app);     // model, workload (model_commands.cpp)
+void register_cost_commands(CLI::App& app);      // cost (cost_commands.cpp)
+void register_profile_commands(CLI::App& app);   // profile ... (profile_commands.cpp)
+void register_sim_commands(CLI::App& app);       // simulate (sim_commands.cpp)
+void register_tune_commands(CLI::App& app);      // tune (tune_commands.cpp)
+void register_validate_commands(CLI::App& app);  // validate, compare (validate_commands.cpp)
+void register_report_commands(CLI::App& app);    // report (report_commands.cpp)
 
 }  // namespace fsdptune::cli

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   fsdptune::cli::register_profile_commands(app);
   fsdptune::cli::register_sim_commands(app);
   fsdptune::cli::register_tune_commands(app);
+  fsdptune::cli::register_validate_commands(app);
   fsdptune::cli::register_report_commands(app);
 
   try {
