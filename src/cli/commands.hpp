@@ -9,5 +9,6 @@ namespace fsdptune::cli {
 
 // Registered subcommands (one line per area; keep the order of the README).
 void register_model_commands(CLI::App& app);  // model, workload (model_commands.cpp)
+void register_sweep_commands(CLI::App& app);  // sweep, pipeline (sweep_commands.cpp)
 
 }  // namespace fsdptune::cli

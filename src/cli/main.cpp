@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
 
   // One line per area, in the README's order.
   fsdptune::cli::register_model_commands(app);
+  fsdptune::cli::register_sweep_commands(app);
 
   try {
     app.parse(argc, argv);
