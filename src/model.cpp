@@ -23,7 +23,7 @@ std::string field_where(const std::string& source, const std::string& field) {
 std::int64_t positive_int(const nlohmann::json& json, const std::string& source,
                           const std::string& field, const std::int64_t* fallback = nullptr) {
   const auto it = json.find(field);
-  if (it == json.end()) {
+  if (it == json.end() || (it->is_null() && fallback != nullptr)) {
     if (fallback != nullptr) return *fallback;
     throw_bad_input(field_where(source, field), "missing");
   }
@@ -95,7 +95,7 @@ ModelSpec model_from_hf_config(const nlohmann::json& json, const std::string& so
   model.n_layers = positive_int(json, source, "num_hidden_layers");
   model.n_heads = positive_int(json, source, "num_attention_heads");
   model.n_kv_heads = positive_int(json, source, "num_key_value_heads", &model.n_heads);
-  if (model.dim % model.n_heads != 0 && json.find("head_dim") == json.end()) {
+  if (model.dim % model.n_heads != 0 && json.value("head_dim", nlohmann::json()).is_null()) {
     throw_bad_input(field_where(source, "num_attention_heads"),
                     fmt::format("{} heads do not divide hidden_size {} and no head_dim is given",
                                 model.n_heads, model.dim));

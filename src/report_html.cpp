@@ -8,6 +8,7 @@
 // screen pixels and it keeps a 405B Gantt chart (thousands of rectangles) to a few
 // hundred KiB.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -70,23 +71,33 @@ double nice_step(double max, int target) {
 
 struct Axis {
   DisplayUnit unit;
+  double min_units = 0;  // axis start, in display units (a whole number of steps)
   double max_units = 1;  // axis end, in display units (a whole number of steps)
   double step_units = 1;
   int decimals = 0;
   std::string label;  // "time since step start (ms)"
+  double span_units() const { return max_units - min_units; }
 };
 
-// An axis from 0 to at least `max_base` (seconds or bytes) in `unit`.
-Axis make_axis(double max_base, const DisplayUnit& unit, const std::string& quantity, int target) {
+// An axis over [min_base, max_base] (seconds or bytes) in `unit`, widened to whole ticks.
+Axis make_axis(double min_base, double max_base, const DisplayUnit& unit,
+               const std::string& quantity, int target) {
   Axis axis;
   axis.unit = unit;
-  const double max_units = std::max(max_base / unit.base_per_unit, 1e-12);
-  axis.step_units = nice_step(max_units, target);
-  axis.max_units = std::ceil(max_units / axis.step_units - 1e-9) * axis.step_units;
-  if (axis.max_units <= 0) axis.max_units = axis.step_units;
+  const double low = std::max(0.0, min_base / unit.base_per_unit);
+  const double high = std::max(max_base / unit.base_per_unit, low + 1e-12);
+  axis.step_units = nice_step(high - low, target);
+  axis.min_units = std::floor(low / axis.step_units + 1e-9) * axis.step_units;
+  axis.max_units = std::ceil(high / axis.step_units - 1e-9) * axis.step_units;
+  if (axis.max_units <= axis.min_units) axis.max_units = axis.min_units + axis.step_units;
   axis.decimals = std::max(0, static_cast<int>(-std::floor(std::log10(axis.step_units) + 1e-9)));
   axis.label = fmt::format("{} ({})", quantity, unit.name);
   return axis;
+}
+
+// An axis from 0 to at least `max_base`.
+Axis make_axis(double max_base, const DisplayUnit& unit, const std::string& quantity, int target) {
+  return make_axis(0, max_base, unit, quantity, target);
 }
 
 // The plot rectangle inside an SVG.
@@ -100,10 +111,12 @@ struct Area {
 };
 
 double map_x(const Area& area, const Axis& axis, double base) {
-  return area.left + base / axis.unit.base_per_unit / axis.max_units * area.width;
+  return area.left +
+         (base / axis.unit.base_per_unit - axis.min_units) / axis.span_units() * area.width;
 }
 double map_y(const Area& area, const Axis& axis, double base) {
-  return area.bottom() - base / axis.unit.base_per_unit / axis.max_units * area.height;
+  return area.bottom() -
+         (base / axis.unit.base_per_unit - axis.min_units) / axis.span_units() * area.height;
 }
 
 std::string svg_open(double width, double height, const std::string& id, const std::string& title) {
@@ -123,10 +136,10 @@ std::string x_axis(const Area& area, const Axis& axis, bool grid) {
   std::string out =
       fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" class=\"axis\"/>\n", px(area.left),
                   px(area.bottom()), px(area.right()), px(area.bottom()));
-  const int ticks = static_cast<int>(std::llround(axis.max_units / axis.step_units));
+  const int ticks = static_cast<int>(std::llround(axis.span_units() / axis.step_units));
   for (int i = 0; i <= ticks; ++i) {
-    const double value = i * axis.step_units;
-    const double x = area.left + value / axis.max_units * area.width;
+    const double value = axis.min_units + i * axis.step_units;
+    const double x = area.left + i * axis.step_units / axis.span_units() * area.width;
     if (grid && i > 0) {
       out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" class=\"grid\"/>\n", px(x),
                          px(area.top), px(x), px(area.bottom()));
@@ -147,10 +160,10 @@ std::string x_axis(const Area& area, const Axis& axis, bool grid) {
 std::string y_axis(const Area& area, const Axis& axis, bool grid) {
   std::string out = fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" class=\"axis\"/>\n",
                                 px(area.left), px(area.top), px(area.left), px(area.bottom()));
-  const int ticks = static_cast<int>(std::llround(axis.max_units / axis.step_units));
+  const int ticks = static_cast<int>(std::llround(axis.span_units() / axis.step_units));
   for (int i = 0; i <= ticks; ++i) {
-    const double value = i * axis.step_units;
-    const double y = area.bottom() - value / axis.max_units * area.height;
+    const double value = axis.min_units + i * axis.step_units;
+    const double y = area.bottom() - i * axis.step_units / axis.span_units() * area.height;
     if (grid && i > 0) {
       out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" class=\"grid\"/>\n",
                          px(area.left), px(y), px(area.right()), px(y));
@@ -320,7 +333,7 @@ std::string bar_chart(const std::string& id, const std::string& title, const std
   Area area;
   area.left = std::min(360.0, 70 + static_cast<double>(longest) * kCharWidthPx);
   area.top = 40;
-  area.width = kChartWidth - area.left - 110;
+  area.width = kChartWidth - area.left - 190;
   const double row = 26;
   area.height = std::max(1.0, static_cast<double>(bars.size())) * row;
   const double height = area.bottom() + 48;
@@ -492,18 +505,6 @@ std::string kind_title(TaskKind kind) {
   return "task";
 }
 
-// The label drawn inside a task's bar: the full name when it fits, else the name up to
-// its bracketed unit list ("AG b2"), else nothing.
-std::string fitting_label(const std::string& name, double width_px) {
-  auto fits = [&](const std::string& label) {
-    return !label.empty() && static_cast<double>(label.size()) * kCharWidthPx + 4 <= width_px;
-  };
-  if (fits(name)) return name;
-  std::string shorter = name.substr(0, name.find(" ["));
-  if (fits(shorter)) return shorter;
-  return "";
-}
-
 // One step of `program` with `timings` (one per task), tasks starting in [begin_s, end_s).
 std::string gantt_chart(const std::string& id, const std::string& title, const Program& program,
                         const std::vector<TaskTiming>& timings, double begin_s, double end_s) {
@@ -543,6 +544,7 @@ std::string gantt_chart(const std::string& id, const std::string& title, const P
     }
   }
   std::string labels;
+  std::vector<int> drawn_per_stream(program.streams.size(), 0);
   for (const Task& task : program.tasks) {
     const TaskTiming& timing = timings[static_cast<std::size_t>(task.id)];
     if (timing.end_s <= begin_s || timing.start_s >= end_s) continue;
@@ -554,14 +556,17 @@ std::string gantt_chart(const std::string& id, const std::string& title, const P
     const double width = std::max(map_x(area, axis, stop) - x0, 0.4);
     const double y = area.top + task.stream * row + 5;
     const double h = row - 10;
+    // Every other task of a stream is a shade lighter, so that back-to-back tasks of one
+    // kind stay distinguishable.
+    const bool alternate = (drawn_per_stream[static_cast<std::size_t>(task.stream)]++ % 2) == 1;
     out += fmt::format(
         "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" "
-        "class=\"{}\"><title>{}</title></rect>\n",
-        px(x0), px(y), px(width), px(h), kind_class(task.kind),
+        "class=\"{}{}\"><title>{}</title></rect>\n",
+        px(x0), px(y), px(width), px(h), kind_class(task.kind), alternate ? " alt" : "",
         escape_xml(fmt::format("#{} {} ({}): {} at {}", task.id, task.name, kind_title(task.kind),
                                format_seconds(timing.end_s - timing.start_s),
                                format_seconds(timing.start_s))));
-    const std::string label = fitting_label(task.name, width);
+    const std::string label = gantt_label(task.name, width);
     if (!label.empty()) labels += text(x0 + 2, y + h / 2 + 4, label, "task-label");
   }
   // Labels after all bars so that no bar covers a neighbour's label.
@@ -681,21 +686,34 @@ std::string pareto_chart(const std::string& id, const ScheduleFile& schedule) {
                            schedule.predicted.plan_name.find("tuned") != std::string::npos
                                ? schedule.predicted.plan_name
                                : schedule.predicted.plan_name + " (tuned)"};
+  double min_s = tuned.step_time_s;
   double max_s = tuned.step_time_s;
+  double min_bytes = tuned.peak_bytes;
   double max_bytes = std::max(tuned.peak_bytes, static_cast<double>(schedule.memory_limit_bytes));
   for (const auto* list : {&explored, &named}) {
     for (const ScatterPoint& point : *list) {
+      min_s = std::min(min_s, point.step_time_s);
       max_s = std::max(max_s, point.step_time_s);
+      min_bytes = std::min(min_bytes, point.peak_bytes);
       max_bytes = std::max(max_bytes, point.peak_bytes);
     }
   }
+  // The axes start near the smallest value, not at 0, so that close plans stay apart;
+  // a margin of 5% of the range keeps points off the axes.
+  const double margin_s = 0.05 * std::max(max_s - min_s, 0.1 * max_s);
+  const double margin_bytes = 0.05 * std::max(max_bytes - min_bytes, 0.1 * max_bytes);
+  min_s = std::max(0.0, min_s - margin_s);
+  max_s += margin_s;
+  min_bytes = std::max(0.0, min_bytes - margin_bytes);
+  max_bytes += margin_bytes;
   Area area;
   area.left = 90;
   area.top = 40;
   area.width = kChartWidth - area.left - 200;
   area.height = 320;
-  const Axis x_spec = make_axis(max_s, time_unit(max_s), "step time", 10);
-  const Axis y_spec = make_axis(max_bytes, bytes_unit(max_bytes), "peak allocated memory", 6);
+  const Axis x_spec = make_axis(min_s, max_s, time_unit(max_s), "step time", 10);
+  const Axis y_spec =
+      make_axis(min_bytes, max_bytes, bytes_unit(max_bytes), "peak allocated memory", 6);
   std::string out = svg_open(kChartWidth, area.bottom() + 48, id,
                              "Pareto front of peak memory against step time");
   out += legend(area.left, 20,
@@ -914,7 +932,7 @@ svg .m-workspace { fill: #b279a2; }
 svg .m-reserve { fill: #e8e8e8; stroke: #999999; stroke-width: 0.5; }
 svg .t-fwd { fill: #4c78a8; } svg .t-rec { fill: #72b7b2; } svg .t-bwd { fill: #2f7d32; }
 svg .t-opt { fill: #7f7f7f; } svg .t-copy { fill: #b279a2; } svg .t-ag { fill: #f58518; }
-svg .t-rs { fill: #d62728; } svg .t-ar { fill: #9d755d; }
+svg .t-rs { fill: #d62728; } svg .t-ar { fill: #9d755d; } svg rect.alt { fill-opacity: 0.72; }
 svg .p-explored { fill: #c7c7c7; } svg .p-front { fill: #2ca02c; }
 svg .p-baseline { fill: #9467bd; } svg .p-tuned { fill: #1f5fa8; stroke: #ffffff; stroke-width: 1.5; }
 svg .v-predicted { fill: #4c78a8; } svg .v-measured { fill: #f58518; }
@@ -1007,6 +1025,49 @@ std::string schedule_section(const Report& report, std::size_t index, const Repo
 }
 
 }  // namespace
+
+// The label drawn inside a task's bar, the longest that fits. Communication tasks
+// ("AG fwd b3 layers.2..layers.4", "copy-in AG fwd b3 layers.2"): the full name, the name up
+// to its bucket ("AG fwd b3"), the bucket ("b3"). Compute tasks ("bwd layers.3"): the full
+// name, the unit ("layers.3"), its number ("3"). Else nothing.
+std::string gantt_label(const std::string& name, double width_px) {
+  auto fits = [&](const std::string& label) {
+    return !label.empty() && static_cast<double>(label.size()) * kCharWidthPx + 4 <= width_px;
+  };
+  std::vector<std::string> words;
+  for (std::size_t begin = 0; begin < name.size();) {
+    const std::size_t end = std::min(name.find(' ', begin), name.size());
+    if (end > begin) words.push_back(name.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  auto is_bucket = [](const std::string& word) {
+    return word.size() > 1 && word[0] == 'b' &&
+           word.find_first_not_of("0123456789", 1) == std::string::npos;
+  };
+  std::vector<std::string> candidates = {name};
+  std::string prefix;
+  bool bucket = false;
+  for (const std::string& word : words) {
+    prefix += (prefix.empty() ? "" : " ") + word;
+    if (is_bucket(word)) {
+      candidates.push_back(prefix);
+      candidates.push_back(word);
+      bucket = true;
+      break;
+    }
+  }
+  if (!bucket && !words.empty()) {
+    const std::string& last = words.back();
+    std::size_t digits = last.size();
+    while (digits > 0 && std::isdigit(static_cast<unsigned char>(last[digits - 1]))) --digits;
+    candidates.push_back(last);
+    candidates.push_back(last.substr(digits));
+  }
+  for (const std::string& label : candidates) {
+    if (fits(label)) return label;
+  }
+  return "";
+}
 
 std::string render_report_html(const std::vector<ReportEntry>& entries,
                                const ReportOptions& options) {

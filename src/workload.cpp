@@ -729,4 +729,67 @@ nlohmann::json workload_to_json(const Workload& workload) {
                         {"tokens_per_step", workload.tokens_per_step()}};
 }
 
+Workload workload_from_json(const nlohmann::json& json, const std::string& source) {
+  auto field = [&](const nlohmann::json& object, const char* name,
+                   const std::string& where) -> const nlohmann::json& {
+    const auto it = object.find(name);
+    if (it == object.end()) throw_bad_input(fmt::format("{}: field '{}'", where, name), "missing");
+    return *it;
+  };
+  if (!json.is_object()) throw_bad_input(source, "expected a JSON object");
+  if (json.value("format", "") != "fsdptune-workload") {
+    throw_bad_input(source + ": field 'format'", "expected \"fsdptune-workload\"");
+  }
+  if (json.value("version", 0) != 1) {
+    throw_bad_input(source + ": field 'version'", "unsupported version (this fsdptune reads 1)");
+  }
+  try {
+    Workload workload;
+    workload.model = model_from_json(field(json, "model", source), source + ": model");
+    workload.job = job_from_json(field(json, "job", source), source + ": job");
+    auto ops = [&](const nlohmann::json& list, const std::string& where) {
+      std::vector<Op> out;
+      for (std::size_t i = 0; i < list.size(); ++i) {
+        out.push_back(op_from_json(list.at(i), fmt::format("{}[{}]", where, i)));
+      }
+      return out;
+    };
+    const auto& units = field(json, "units", source);
+    for (std::size_t u = 0; u < units.size(); ++u) {
+      const auto& j = units.at(u);
+      const std::string where = fmt::format("{}: units[{}]", source, u);
+      Unit unit;
+      unit.index = field(j, "index", where).get<int>();
+      unit.name = field(j, "name", where).get<std::string>();
+      unit.kind = unit_kind_from_string(field(j, "kind", where).get<std::string>(), where);
+      unit.modules = field(j, "modules", where).get<std::vector<std::string>>();
+      for (const auto& p : field(j, "params", where)) {
+        Param param;
+        param.name = field(p, "name", where).get<std::string>();
+        param.shape = field(p, "shape", where).get<std::vector<std::int64_t>>();
+        param.numel = field(p, "numel", where).get<std::int64_t>();
+        param.padded_numel = field(p, "padded_numel", where).get<std::int64_t>();
+        param.shard_numel = field(p, "shard_numel", where).get<std::int64_t>();
+        param.tp_sharded = field(p, "tp_sharded", where).get<bool>();
+        param.gather_dtype =
+            dtype_from_string(field(p, "gather_dtype", where).get<std::string>(), where);
+        param.reduce_dtype =
+            dtype_from_string(field(p, "reduce_dtype", where).get<std::string>(), where);
+        unit.params.push_back(std::move(param));
+      }
+      unit.forward_ops = ops(field(j, "forward_ops", where), where + ".forward_ops");
+      unit.backward_ops = ops(field(j, "backward_ops", where), where + ".backward_ops");
+      unit.recompute_ops = ops(field(j, "recompute_ops", where), where + ".recompute_ops");
+      unit.saved_activation_bytes = field(j, "saved_activation_bytes", where).get<std::int64_t>();
+      unit.workspace_bytes = field(j, "workspace_bytes", where).get<std::int64_t>();
+      unit.shared_param_units = field(j, "shared_param_units", where).get<std::vector<int>>();
+      workload.units.push_back(std::move(unit));
+    }
+    workload.optimizer_ops = ops(field(json, "optimizer_ops", source), source + ": optimizer_ops");
+    return workload;
+  } catch (const nlohmann::json::exception& e) {
+    throw_bad_input(source, fmt::format("wrong field type ({})", e.what()));
+  }
+}
+
 }  // namespace fsdptune

@@ -146,6 +146,9 @@ struct Workload {
 Workload build_workload(const ModelSpec& model, const JobSpec& job);
 
 nlohmann::json workload_to_json(const Workload& workload);  // for `fsdptune workload --json`
+// Reads workload_to_json's output back (derived totals are ignored). Throws
+// Error(kBadInput) naming `source` and the field.
+Workload workload_from_json(const nlohmann::json& json, const std::string& source);
 nlohmann::json op_to_json(const Op& op);
 Op op_from_json(const nlohmann::json& json, const std::string& where);
 

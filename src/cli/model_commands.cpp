@@ -82,6 +82,8 @@ void print_workload(const Workload& workload) {
   double recompute = 0;
   std::int64_t saved = 0;
   std::int64_t numel = 0;
+  std::int64_t gathered = 0;
+  std::int64_t sharded = 0;
   for (const Unit& unit : workload.units) {
     const double f = sum_flops(unit.forward_ops);
     const double b = sum_flops(unit.backward_ops);
@@ -91,12 +93,15 @@ void print_workload(const Workload& workload) {
     recompute += r;
     saved += unit.saved_activation_bytes;
     numel += unit.numel();
+    gathered += unit.gathered_bytes();
+    sharded += unit.sharded_bytes();
     fmt::print("{:>4}  {:<16} {:>15} {:>11} {:>11} {:>10.3g} {:>10.3g} {:>10.3g} {:>11} {:>11}\n",
                unit.index, unit.name, group_digits(unit.numel()),
                format_bytes(unit.gathered_bytes()), format_bytes(unit.sharded_bytes()), f, b, r,
                format_bytes(unit.saved_activation_bytes), format_bytes(unit.workspace_bytes));
   }
-  fmt::print("total {:>30} {:>35.3g} {:>10.3g} {:>10.3g} {:>11}\n", group_digits(numel), forward,
+  fmt::print("{:>4}  {:<16} {:>15} {:>11} {:>11} {:>10.3g} {:>10.3g} {:>10.3g} {:>11}\n", "",
+             "total", group_digits(numel), format_bytes(gathered), format_bytes(sharded), forward,
              backward, recompute, format_bytes(saved));
   fmt::print("persistent state per rank (fp32 params, grads, AdamW m and v): {}\n",
              format_bytes(workload.persistent_state_bytes()));

@@ -333,6 +333,22 @@ TEST_CASE("the Gantt chart draws every task and labels only those wide enough", 
   CHECK(labels.count("AG b0 [tok_embeddings]") == 0);
 }
 
+TEST_CASE("Gantt labels shrink to the bucket or the unit number", "[report][html]") {
+  // A label of n characters needs 6.6 n + 4 px.
+  const std::string gather = "AG fwd b12 layers.0..layers.4";  // 29 characters: 195.4 px
+  CHECK(gantt_label(gather, 196) == gather);
+  CHECK(gantt_label(gather, 195) == "AG fwd b12");  // 10 characters: 70 px
+  CHECK(gantt_label(gather, 69) == "b12");          // 3 characters: 23.8 px
+  CHECK(gantt_label(gather, 23) == "");
+  CHECK(gantt_label("copy-in AG bwd b3 layers.1", 117) == "copy-in AG bwd b3");  // 116.2 px
+  const std::string compute = "bwd layers.17";  // 13 characters: 89.8 px
+  CHECK(gantt_label(compute, 90) == compute);
+  CHECK(gantt_label(compute, 89) == "layers.17");  // 9 characters: 63.4 px
+  CHECK(gantt_label(compute, 63) == "17");         // 2 characters: 17.2 px
+  CHECK(gantt_label(compute, 17) == "");
+  CHECK(gantt_label("optimizer", 30) == "");
+}
+
 TEST_CASE("a 405B-sized step stays a reasonable file", "[report][html]") {
   // 128 units: forward, backward, an all-gather each way and a reduce-scatter per unit,
   // with copy-in/out around each collective: 128 * 11 = 1408 tasks, 10 us to 40 ms each.

@@ -4,6 +4,7 @@
 #include <map>
 #include <string>
 
+#include "fsdptune/error.hpp"
 #include "fsdptune/io.hpp"
 #include "fsdptune/workload.hpp"
 
@@ -320,4 +321,20 @@ TEST_CASE("workload JSON is deterministic", "[workload]") {
   const Workload b = make(builtin_model("tiny"), 2, 1, 1, 128);
   CHECK(a == b);
   CHECK(dump_json(workload_to_json(a)) == dump_json(workload_to_json(b)));
+}
+
+TEST_CASE("workload JSON round-trips", "[workload]") {
+  for (auto ac : {ActivationCheckpointing::kNone, ActivationCheckpointing::kFull}) {
+    const Workload w = make(builtin_model("llama3.2-1b"), 8, 2, 1, 256, ac);
+    const auto text = dump_json(workload_to_json(w));
+    CHECK(workload_from_json(parse_json_text(text, "w.json"), "w.json") == w);
+  }
+  auto json = workload_to_json(make(builtin_model("tiny"), 2, 1, 1, 128));
+  json["units"][1].erase("forward_ops");
+  try {
+    workload_from_json(json, "w.json");
+    FAIL("accepted a unit without forward_ops");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("w.json: units[1]: field 'forward_ops'") != std::string::npos);
+  }
 }

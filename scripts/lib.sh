@@ -1,0 +1,71 @@
+# Shared set-up for scripts/test and scripts/demo (sourced, not run).
+#
+# fsdptune_setup: installs the Debian packages fsdptune builds against when any is
+# missing (apt-get, as root or through sudo), and exports what Open MPI needs to run as
+# root. fsdptune_build DIR [CMAKE ARGS...]: configures DIR (Release, warnings as errors,
+# CUDA parts when the toolkit is found) and builds it. Both print nothing when all is in
+# place and show the log only when a step fails.
+#
+# FSDPTUNE_JOBS overrides the build parallelism (default: nproc).
+
+FSDPTUNE_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+FSDPTUNE_JOBS="${FSDPTUNE_JOBS:-$(nproc)}"
+FSDPTUNE_PACKAGES=(cmake g++ clang-format libeigen3-dev libcli11-dev libfmt-dev
+  nlohmann-json3-dev catch2 libbenchmark-dev libopenmpi-dev openmpi-bin libtoml11-dev)
+
+# Open MPI refuses to run as root without these (containers, CI runners).
+export OMPI_ALLOW_RUN_AS_ROOT=1
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+fsdptune_setup() {
+  local missing=()
+  local package
+  for package in "${FSDPTUNE_PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("$package")
+    fi
+  done
+  [[ ${#missing[@]} -eq 0 ]] && return 0
+  local sudo=()
+  if [[ $(id -u) -ne 0 ]]; then
+    if command -v sudo >/dev/null 2>&1; then
+      sudo=(sudo)
+    else
+      echo "fsdptune: missing packages (${missing[*]}); run as root or install them" >&2
+      return 1
+    fi
+  fi
+  echo "fsdptune: installing ${missing[*]}" >&2
+  local log
+  log="$(mktemp)"
+  if ! { "${sudo[@]}" apt-get update -q &&
+      DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q --no-install-recommends \
+        "${missing[@]}"; } >"$log" 2>&1; then
+    cat "$log" >&2
+    rm -f "$log"
+    echo "fsdptune: apt-get failed" >&2
+    return 1
+  fi
+  rm -f "$log"
+}
+
+# Runs a command with its output in a log that is shown only when it fails.
+fsdptune_quietly() {
+  local log
+  log="$(mktemp)"
+  if ! "$@" >"$log" 2>&1; then
+    cat "$log" >&2
+    rm -f "$log"
+    echo "fsdptune: failed: $*" >&2
+    return 1
+  fi
+  rm -f "$log"
+}
+
+fsdptune_build() {
+  local dir="$1"
+  shift
+  fsdptune_quietly cmake -S "$FSDPTUNE_ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=Release \
+    -DFSDPTUNE_WERROR=ON -DFSDPTUNE_CUDA=AUTO "$@"
+  fsdptune_quietly cmake --build "$dir" -j "$FSDPTUNE_JOBS"
+}

@@ -1,0 +1,116 @@
+// `fsdptune report`: reads schedule files and measured results, matches them by schedule
+// hash, and prints / writes the reports of docs/report.md. The rendering is pure
+// (src/report*.cpp); this file only reads, matches and writes.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "fsdptune/error.hpp"
+#include "fsdptune/io.hpp"
+#include "fsdptune/measured.hpp"
+#include "fsdptune/report.hpp"
+#include "fsdptune/schedule.hpp"
+
+namespace fsdptune::cli {
+namespace {
+
+struct ReportCommandOptions {
+  std::vector<std::string> schedules;
+  std::vector<std::string> measured;
+  std::string html_path;
+  std::string markdown_path;
+  bool json = false;
+  int top_errors = 10;
+};
+
+// Attaches each measured file to the schedule it replayed (MeasuredResult::schedule_hash).
+void attach_measured(std::vector<ReportEntry>& entries, const std::vector<std::string>& paths) {
+  std::vector<std::string> hashes;
+  for (const ReportEntry& entry : entries) hashes.push_back(schedule_hash(entry.schedule));
+  for (const std::string& path : paths) {
+    MeasuredResult measured = measured_from_json(read_json_file(path), path);
+    std::size_t match = hashes.size();
+    for (std::size_t i = 0; i < hashes.size(); ++i) {
+      if (hashes[i] == measured.schedule_hash) {
+        match = i;
+        break;
+      }
+    }
+    if (match == hashes.size()) {
+      std::string known;
+      for (std::size_t i = 0; i < hashes.size(); ++i) {
+        known += fmt::format("{}{} ({})", i == 0 ? "" : ", ", entries[i].source, hashes[i]);
+      }
+      throw_bad_input(path + ": schedule_hash",
+                      fmt::format("'{}' matches none of the schedules given: {}",
+                                  measured.schedule_hash, known),
+                      "pass the schedule file that was replayed to produce it");
+    }
+    if (entries[match].measured) {
+      throw_bad_input(path, fmt::format("a second measured file for {}", entries[match].source),
+                      "give one measured file per schedule");
+    }
+    entries[match].measured = std::move(measured);
+  }
+}
+
+void run_report(const ReportCommandOptions& options) {
+  std::vector<ReportEntry> entries;
+  for (const std::string& path : options.schedules) {
+    ReportEntry entry;
+    entry.source = path;
+    entry.schedule = schedule_from_json(read_json_file(path), path);
+    entries.push_back(std::move(entry));
+  }
+  attach_measured(entries, options.measured);
+  ReportOptions report_options;
+  report_options.largest_task_errors = options.top_errors;
+
+  if (!options.html_path.empty()) {
+    write_file_atomically(options.html_path, render_report_html(entries, report_options));
+  }
+  if (!options.markdown_path.empty()) {
+    write_file_atomically(options.markdown_path, render_report_markdown(entries, report_options));
+  }
+  // With --json stdout carries only the JSON summary; the file notes go to stderr.
+  std::FILE* notes = options.json ? stderr : stdout;
+  if (options.json) {
+    fmt::print("{}", dump_json(report_to_json(summarize_report(entries, report_options))));
+  } else {
+    fmt::print("{}", render_report_text(entries, report_options));
+  }
+  if (!options.html_path.empty()) fmt::print(notes, "HTML report: {}\n", options.html_path);
+  if (!options.markdown_path.empty()) {
+    fmt::print(notes, "Markdown report: {}\n", options.markdown_path);
+  }
+}
+
+}  // namespace
+
+void register_report_commands(CLI::App& app) {
+  auto options = std::make_shared<ReportCommandOptions>();
+  CLI::App* report = app.add_subcommand(
+      "report", "Compare plans and predictions: terminal table, HTML, Markdown, JSON");
+  report->add_option("schedules", options->schedules, "Schedule files (fsdptune tune --out)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  report->add_option("--measured", options->measured,
+                     "Measured results (fsdptune validate); each is matched to its schedule by "
+                     "schedule_hash")
+      ->check(CLI::ExistingFile);
+  report->add_option("--html", options->html_path, "Write the self-contained HTML report here");
+  report->add_option("--md", options->markdown_path, "Write the Markdown report here");
+  report->add_flag("--json", options->json, "Print the JSON summary instead of the table");
+  report->add_option("--top-errors", options->top_errors,
+                     "Rows of the largest per-task errors table")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  report->callback([options] { run_report(*options); });
+}
+
+}  // namespace fsdptune::cli

@@ -1,0 +1,86 @@
+// Speed of the simulator on the biggest case the tuner meets: one training step of
+// Llama 3 405B (126 blocks) with the fsdp2 plan on 128 H100s, analytic costs.
+// Run: bench_simulator --benchmark_min_time=2 ; results in docs/performance.md.
+#include <benchmark/benchmark.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "fsdptune/cost_model.hpp"
+#include "fsdptune/hardware.hpp"
+#include "fsdptune/job.hpp"
+#include "fsdptune/model.hpp"
+#include "fsdptune/plans.hpp"
+#include "fsdptune/program.hpp"
+#include "fsdptune/simulator.hpp"
+#include "fsdptune/workload.hpp"
+
+namespace {
+
+using namespace fsdptune;
+
+struct Case {
+  Workload workload;
+  std::unique_ptr<CostModel> costs;
+  Plan plan;
+  Program program;
+};
+
+const Case& llama405b(const std::string& plan_name) {
+  static std::map<std::string, Case> cases;
+  auto it = cases.find(plan_name);
+  if (it != cases.end()) return it->second;
+  Case c;
+  const ModelSpec model = builtin_model("llama3-405b");
+  JobSpec job;
+  job.gpus = 128;
+  job.gpus_per_node = 8;
+  job.local_batch = 1;
+  job.seq_len = 8192;
+  job.ac = ActivationCheckpointing::kFull;
+  c.workload = build_workload(model, normalize_job(model, job));
+  const HardwareSpec hardware = builtin_hardware("h100-sxm");
+  c.costs = make_analytic_cost_model(hardware);
+  c.plan = builtin_plan(plan_name, c.workload, *c.costs, default_memory_limit_bytes(hardware));
+  c.program = lower(c.workload, c.plan, *c.costs);
+  return cases.emplace(plan_name, std::move(c)).first->second;
+}
+
+// The tuner's inner loop: simulate without recording timings or the timeline.
+void BM_SimulateStep(benchmark::State& state, const std::string& plan_name, bool record) {
+  const Case& c = llama405b(plan_name);
+  SimOptions options;
+  options.record_timings = record;
+  options.record_timeline = record;
+  std::int64_t events = 0;
+  for (auto _ : state) {
+    SimResult result = simulate(c.program, options);
+    events += result.event_count;
+    benchmark::DoNotOptimize(result.step_time_s);
+  }
+  state.counters["tasks"] = static_cast<double>(c.program.tasks.size());
+  state.counters["events/s"] =
+      benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
+}
+
+// Lowering (plan -> costed Program), which the tuner also pays per candidate.
+void BM_Lower(benchmark::State& state, const std::string& plan_name) {
+  const Case& c = llama405b(plan_name);
+  for (auto _ : state) {
+    Program program = lower(c.workload, c.plan, *c.costs);
+    benchmark::DoNotOptimize(program.tasks.data());
+  }
+}
+
+BENCHMARK_CAPTURE(BM_SimulateStep, fsdp2, std::string("fsdp2"), false)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_SimulateStep, fsdp2_recorded, std::string("fsdp2"), true)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_SimulateStep, simplefsdp_none, std::string("simplefsdp-none"), false)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Lower, fsdp2, std::string("fsdp2"))->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
