@@ -63,7 +63,7 @@ TEST_CASE("sweep and pipeline: bad flags exit 2 naming the flag", "[cli][sweep]"
   CHECK(bad.err.find("--pp-schedule") != std::string::npos);
 }
 
-TEST_CASE("pipeline prints every stage; the first holds the most in flight", "[cli][pipeline]") {
+TEST_CASE("pipeline prints every stage, the first holding the most in flight", "[cli][pipeline]") {
   const auto result =
       run_fsdptune("pipeline --model tiny --gpus 8 --pp 4 --microbatches 8 --seq 256 --json");
   INFO(result.err);
