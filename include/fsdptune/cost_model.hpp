@@ -53,7 +53,13 @@ double busbw_factor(CollectiveKind kind, std::int64_t ranks);
 // ring collectives with a size-dependent bandwidth ramp. Every estimate has
 // measured == false. Precondition: `hardware` came from hardware_from_json (validated).
 std::unique_ptr<CostModel> make_analytic_cost_model(const HardwareSpec& hardware);
-// Measured entries from `profile`, analytic model of `hardware` where unmeasured.
+// Measured entries from `profile`, analytic model of `hardware` where unmeasured
+// (docs/profile-format.md): compute ops by exact signature (memory-bound ops also by
+// log-log interpolation between measured sizes of the same memory_op; memory_op "copy"
+// serves copy()); collectives by (kind, ranks, ranks_per_node) sweep, log-log
+// interpolation inside it, latency/bandwidth fits of its ends outside it. Estimates from
+// the profile have measured == true, fallbacks false. The median of each entry's samples
+// is used. Throws Error(kBadInput) when profile.hardware != hardware.id.
 std::unique_ptr<CostModel> make_profile_cost_model(const Profile& profile,
                                                    const HardwareSpec& hardware);
 

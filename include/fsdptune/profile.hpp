@@ -55,7 +55,28 @@ struct Profile {
 };
 
 // Throws Error(kBadInput) naming `source` and the field (wrong version, negative time...).
+// Checks: "format" is "fsdptune-profile" when present, version == kProfileFormatVersion,
+// every sample finite and > 0, at least one sample per entry/point, points strictly
+// increasing in bytes, each compute signature equal to its op's signature() and unique,
+// each (kind, ranks, ranks_per_node) sweep unique, contention factors positive.
 Profile profile_from_json(const nlohmann::json& json, const std::string& source);
+// Deterministic: profile_to_json(profile_from_json(profile_to_json(p))) dumps to the same
+// bytes as profile_to_json(p).
 nlohmann::json profile_to_json(const Profile& profile);
+
+// The statistic a profile-backed cost model takes of a list of samples: the median (the
+// mean of the two middle samples for an even count). REQUIRES: !samples_s.empty().
+double median_seconds(const std::vector<double>& samples_s);
+
+// t = latency_s + bytes / bytes_per_s, fitted by least squares on relative error (each
+// point weighted 1/t, so small sizes count as much as large ones). bytes_per_s is +inf
+// when the times do not grow with size. REQUIRES: at least two distinct sizes.
+struct LatencyBandwidthFit {
+  double latency_s = 0;
+  double bytes_per_s = 0;
+  bool operator==(const LatencyBandwidthFit&) const = default;
+};
+LatencyBandwidthFit fit_latency_bandwidth(const std::vector<std::int64_t>& bytes,
+                                          const std::vector<double>& seconds);
 
 }  // namespace fsdptune

@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
 
   // One line per area, in the README's order.
   fsdptune::cli::register_model_commands(app);
+  fsdptune::cli::register_cost_commands(app);
+  fsdptune::cli::register_profile_commands(app);
   fsdptune::cli::register_sweep_commands(app);
 
   try {

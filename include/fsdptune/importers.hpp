@@ -1,0 +1,57 @@
+// Importers of measurements made by other tools into cost profiles (docs/profile-format.md,
+// "Importing nccl-tests logs"). Pure: they parse text the caller has already read, each
+// named by its source (a file name) for error messages; the CLI does the file reading.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "fsdptune/profile.hpp"
+#include "fsdptune/workload.hpp"
+
+namespace fsdptune {
+
+// Text to import and where it came from.
+struct TextSource {
+  std::string name;  // file name, used in errors and to recognize the collective
+  std::string text;
+};
+
+// One nccl-tests run (all_gather_perf, reduce_scatter_perf, all_reduce_perf).
+struct NcclTestsLog {
+  CollectiveKind kind = CollectiveKind::kAllGather;
+  CommGroup group;                      // ranks from the "#  Rank" lines, nodes from their hosts
+  std::string device;                   // rank 0's device name, "NVIDIA H100 80GB HBM3"
+  std::vector<CollectivePoint> points;  // per size: {out-of-place, in-place} time
+  bool operator==(const NcclTestsLog&) const = default;
+};
+
+// Parses the standard nccl-tests text output: the "# nThread ... nGpus ..." header, the
+// "#  Rank  N Group  G Pid P on HOST device D [BUS] NAME" lines (their count is the rank
+// count, their distinct hosts the node count), the column header, data rows
+// "size count type redop root  time algbw busbw #wrong  time algbw busbw #wrong" (bytes as
+// nccl-tests counts them: all-gather output, reduce-scatter input), and the
+// "# Avg bus bandwidth" footer. The collective comes from a "# Collective test starting:"
+// line, else from the source name ("all_gather_perf.log"), else from the columns (count x
+// element size = size for all-reduce, = size / ranks for all-gather (redop "none") and
+// reduce-scatter); when two of these disagree the log is rejected. Throws Error(kBadInput)
+// naming the source (and line) for: no header, no rank lines, no footer (a truncated
+// log), a malformed row, a time that is not a positive number, a nonzero #wrong, an
+// unsupported collective (alltoall, broadcast, sendrecv, ...).
+NcclTestsLog parse_nccl_tests_log(const TextSource& log);
+
+struct NcclTestsImportOptions {
+  // HardwareSpec id the logs were measured on; empty: from their device names
+  // ("NVIDIA H100 80GB HBM3" -> "h100-sxm"). Throws when neither gives one.
+  std::string hardware;
+};
+
+// Parses every log and merges them into one profile: one sweep per (kind, ranks,
+// ranks_per_node), samples of the same size from several logs appended in log order,
+// points sorted by bytes. provenance.method = "nccl-tests import", environment "gpu" =
+// the device name; tool, date and command are left to the caller. Throws
+// Error(kBadInput) when logs disagree on the device or name no hardware.
+Profile import_nccl_tests(const std::vector<TextSource>& logs,
+                          const NcclTestsImportOptions& options);
+
+}  // namespace fsdptune

@@ -1,0 +1,334 @@
+// nccl-tests text output -> cost profile (include/fsdptune/importers.hpp).
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "fsdptune/error.hpp"
+#include "fsdptune/importers.hpp"
+
+namespace fsdptune {
+namespace {
+
+std::string lowercase(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
+std::string trim(const std::string& text) {
+  const auto begin = text.find_first_not_of(" \t\r");
+  if (begin == std::string::npos) return "";
+  const auto end = text.find_last_not_of(" \t\r");
+  return text.substr(begin, end - begin + 1);
+}
+
+std::vector<std::string> split_whitespace(const std::string& line) {
+  std::istringstream stream(line);
+  std::vector<std::string> tokens;
+  std::string token;
+  while (stream >> token) tokens.push_back(token);
+  return tokens;
+}
+
+// What a name ("all_gather_perf", "logs/reduce-scatter.txt") says about the collective.
+struct NamedCollective {
+  std::optional<CollectiveKind> kind;  // a collective fsdptune imports
+  std::string unsupported;             // or the nccl-tests collective it cannot import
+};
+
+NamedCollective collective_from_name(const std::string& name) {
+  std::string squashed;
+  for (char c : lowercase(name)) {
+    if (c != '_' && c != '-') squashed.push_back(c);
+  }
+  // Longer names first: "allgather" contains "gather", "allreduce" contains "reduce".
+  if (squashed.find("allgather") != std::string::npos) return {CollectiveKind::kAllGather, ""};
+  if (squashed.find("reducescatter") != std::string::npos) {
+    return {CollectiveKind::kReduceScatter, ""};
+  }
+  if (squashed.find("allreduce") != std::string::npos) return {CollectiveKind::kAllReduce, ""};
+  for (const char* other :
+       {"alltoall", "broadcast", "sendrecv", "hypercube", "gather", "scatter", "reduce"}) {
+    if (squashed.find(other) != std::string::npos) return {std::nullopt, other};
+  }
+  return {};
+}
+
+// Bytes per element of the nccl-tests "type" column; 0 when unknown.
+int element_bytes(const std::string& type) {
+  static const std::map<std::string, int> kSizes = {
+      {"int8", 1},   {"uint8", 1},  {"int32", 4},    {"uint32", 4},  {"int64", 8},
+      {"uint64", 8}, {"half", 2},   {"float", 4},    {"double", 8},  {"bfloat16", 2},
+      {"f8e4m3", 1}, {"f8e5m2", 1}, {"fp8_e4m3", 1}, {"fp8_e5m2", 1}};
+  const auto it = kSizes.find(type);
+  return it == kSizes.end() ? 0 : it->second;
+}
+
+std::optional<double> parse_number(const std::string& token) {
+  double value = 0;
+  const char* begin = token.data();
+  const char* end = token.data() + token.size();
+  const auto [ptr, ec] = std::from_chars(begin, end, value);
+  if (ec != std::errc() || ptr != end) return std::nullopt;
+  return value;
+}
+
+std::optional<std::int64_t> parse_integer(const std::string& token) {
+  std::int64_t value = 0;
+  const char* end = token.data() + token.size();
+  const auto [ptr, ec] = std::from_chars(token.data(), end, value);
+  if (ec != std::errc() || ptr != end) return std::nullopt;
+  return value;
+}
+
+std::string base_name(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string hardware_from_device(const std::string& device) {
+  const std::string name = lowercase(device);
+  if (name.find("h200") != std::string::npos) return "h200";
+  if (name.find("h100") != std::string::npos) return "h100-sxm";
+  if (name.find("a100") != std::string::npos && name.find("80g") != std::string::npos) {
+    return "a100-80g";
+  }
+  return "";
+}
+
+}  // namespace
+
+NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
+  static const std::regex kRankLine(
+      R"(^#\s+Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s+(.*)$)");
+  const std::string& source = log.name;
+  auto at_line = [&](int line) { return fmt::format("{}:{}", source, line); };
+
+  bool header_seen = false;
+  bool columns_seen = false;
+  bool footer_seen = false;
+  std::string declared_test;  // from "# Collective test starting: NAME"
+  std::set<std::int64_t> ranks;
+  std::map<std::string, std::int64_t> ranks_by_host;
+  std::string device;
+  std::optional<std::int64_t> first_count;
+  std::optional<std::int64_t> first_size;
+  std::string first_type;
+  std::string first_redop;
+  std::map<std::int64_t, std::vector<double>> samples_by_bytes;
+
+  std::istringstream stream(log.text);
+  std::string line;
+  int line_number = 0;
+  while (std::getline(stream, line)) {
+    ++line_number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const std::string trimmed = trim(line);
+    if (trimmed.empty()) continue;
+    if (trimmed[0] == '#') {
+      std::smatch match;
+      if (trimmed.rfind("# Collective test starting:", 0) == 0) {
+        declared_test = trim(trimmed.substr(std::string("# Collective test starting:").size()));
+      } else if (trimmed.rfind("# nThread", 0) == 0) {
+        header_seen = true;
+      } else if (std::regex_match(trimmed, match, kRankLine)) {
+        const std::int64_t rank = std::stoll(match[1].str());
+        if (!ranks.insert(rank).second) {
+          throw_bad_input(at_line(line_number), fmt::format("rank {} listed twice", rank));
+        }
+        ++ranks_by_host[match[2].str()];
+        if (rank == 0 || device.empty()) device = trim(match[3].str());
+      } else if (trimmed.find("size") != std::string::npos &&
+                 trimmed.find("count") != std::string::npos &&
+                 trimmed.find("time") != std::string::npos) {
+        columns_seen = true;
+      } else if (trimmed.rfind("# Avg bus bandwidth", 0) == 0) {
+        footer_seen = true;
+        break;
+      }
+      continue;
+    }
+    // Non-comment lines: data rows once the column header was seen; NCCL INFO/WARN lines
+    // and anything else a launcher prints are skipped.
+    if (!columns_seen || !std::isdigit(static_cast<unsigned char>(trimmed[0]))) continue;
+    const std::vector<std::string> tokens = split_whitespace(trimmed);
+    // size count type [redop [root]] + out-of-place (time algbw busbw #wrong) + in-place.
+    if (tokens.size() < 11) {
+      throw_bad_input(at_line(line_number),
+                      fmt::format("data row has {} columns, expected at least 11 (size, count, "
+                                  "type, ..., out-of-place and in-place time algbw busbw "
+                                  "#wrong)",
+                                  tokens.size()),
+                      "is the log truncated?");
+    }
+    const std::optional<std::int64_t> size = parse_integer(tokens[0]);
+    if (!size || *size <= 0) {
+      throw_bad_input(at_line(line_number),
+                      fmt::format("size '{}' is not a positive integer", tokens[0]));
+    }
+    const std::size_t n = tokens.size();
+    const std::pair<const char*, std::size_t> columns[] = {{"out-of-place", n - 8},
+                                                           {"in-place", n - 4}};
+    for (const auto& [which, time_index] : columns) {
+      const std::optional<double> time_us = parse_number(tokens[time_index]);
+      if (!time_us) {
+        throw_bad_input(at_line(line_number),
+                        fmt::format("{} time '{}' is not a number", which, tokens[time_index]));
+      }
+      if (!std::isfinite(*time_us) || *time_us <= 0) {
+        throw_bad_input(at_line(line_number),
+                        fmt::format("{} time {} us is not positive", which, *time_us));
+      }
+      const std::string& wrong = tokens[time_index + 3];
+      if (wrong != "0" && wrong != "N/A") {
+        throw_bad_input(
+            at_line(line_number),
+            fmt::format("{} #wrong is {}: the collective returned wrong data", which, wrong),
+            "fix the run; fsdptune does not import failed measurements");
+      }
+      samples_by_bytes[*size].push_back(*time_us * 1e-6);
+    }
+    if (!first_size) {
+      first_size = size;
+      first_count = parse_integer(tokens[1]);
+      first_type = tokens[2];
+      first_redop = n >= 12 ? tokens[3] : "";
+    }
+  }
+
+  if (!header_seen) {
+    throw_bad_input(source, "not an nccl-tests log: no '# nThread ... nGpus ...' header line");
+  }
+  if (ranks.empty()) {
+    throw_bad_input(source, "no '#  Rank N Group G Pid P on HOST device D' lines",
+                    "the rank count comes from them; import the log as nccl-tests printed it");
+  }
+  if (!footer_seen) {
+    throw_bad_input(source, "truncated: no '# Avg bus bandwidth' line at the end",
+                    "the run did not finish; re-run it or import a complete log");
+  }
+  if (samples_by_bytes.empty()) throw_bad_input(source, "no data rows");
+
+  NcclTestsLog result;
+  result.device = device;
+  result.group.ranks = static_cast<std::int64_t>(ranks.size());
+  std::int64_t most_on_one_host = 0;
+  for (const auto& [host, count] : ranks_by_host) {
+    most_on_one_host = std::max(most_on_one_host, count);
+  }
+  result.group.ranks_per_node = most_on_one_host;
+
+  // Which collective: declared > named > columns; any two that disagree is an error.
+  std::optional<CollectiveKind> from_columns;
+  const int element = element_bytes(first_type);
+  if (element > 0 && first_count && first_size) {
+    const std::int64_t count_bytes = *first_count * element;
+    if (count_bytes == *first_size) {
+      from_columns = CollectiveKind::kAllReduce;
+    } else if (count_bytes * result.group.ranks == *first_size) {
+      from_columns =
+          first_redop == "none" ? CollectiveKind::kAllGather : CollectiveKind::kReduceScatter;
+    }
+  }
+  std::optional<CollectiveKind> kind;
+  std::string kind_origin;
+  for (const auto& [name, origin] :
+       {std::pair{declared_test, std::string("its '# Collective test starting' line")},
+        std::pair{base_name(source), std::string("its file name")}}) {
+    if (name.empty()) continue;
+    const NamedCollective named = collective_from_name(name);
+    if (!named.unsupported.empty()) {
+      throw_bad_input(
+          source,
+          fmt::format("unknown collective: {} names '{}' ({})", origin, named.unsupported, name),
+          "fsdptune imports all_gather_perf, reduce_scatter_perf and "
+          "all_reduce_perf logs");
+    }
+    if (!named.kind) continue;
+    if (kind && *kind != *named.kind) {
+      throw_bad_input(source, fmt::format("{} says {} but {} says {}", kind_origin,
+                                          to_string(*kind), origin, to_string(*named.kind)));
+    }
+    if (!kind) {
+      kind = named.kind;
+      kind_origin = origin;
+    }
+  }
+  if (kind && from_columns && *kind != *from_columns) {
+    throw_bad_input(source, fmt::format("{} says {} but its size/count columns are those of {}",
+                                        kind_origin, to_string(*kind), to_string(*from_columns)));
+  }
+  if (!kind) kind = from_columns;
+  if (!kind) {
+    throw_bad_input(source, "unknown collective: cannot tell which nccl-tests binary wrote it",
+                    "name the file after it, e.g. all_gather_perf.log");
+  }
+  result.kind = *kind;
+  for (auto& [bytes, samples] : samples_by_bytes) {
+    result.points.push_back({bytes, std::move(samples)});
+  }
+  return result;
+}
+
+Profile import_nccl_tests(const std::vector<TextSource>& logs,
+                          const NcclTestsImportOptions& options) {
+  if (logs.empty()) throw_bad_input("import-nccl-tests", "no logs given");
+  std::vector<NcclTestsLog> parsed;
+  parsed.reserve(logs.size());
+  for (const TextSource& log : logs) parsed.push_back(parse_nccl_tests_log(log));
+
+  const std::string& device = parsed.front().device;
+  for (std::size_t i = 1; i < parsed.size(); ++i) {
+    if (parsed[i].device != device) {
+      throw_bad_input(logs[i].name,
+                      fmt::format("measured on '{}' but {} on '{}'", parsed[i].device,
+                                  logs.front().name, device),
+                      "import logs of one kind of GPU into one profile");
+    }
+  }
+
+  Profile profile;
+  profile.hardware = options.hardware.empty() ? hardware_from_device(device) : options.hardware;
+  if (profile.hardware.empty()) {
+    throw_bad_input(logs.front().name,
+                    fmt::format("cannot tell the hardware from the device name '{}'", device),
+                    "pass --hardware with the id of the GPU the logs were measured on");
+  }
+  std::map<std::tuple<CollectiveKind, std::int64_t, std::int64_t>, std::size_t> sweep_index;
+  for (const NcclTestsLog& log : parsed) {
+    const auto key = std::tuple{log.kind, log.group.ranks, log.group.ranks_per_node};
+    auto [it, inserted] = sweep_index.try_emplace(key, profile.collectives.size());
+    if (inserted) profile.collectives.push_back({log.kind, log.group, {}});
+    CollectiveSweep& sweep = profile.collectives[it->second];
+    for (const CollectivePoint& point : log.points) {
+      auto existing =
+          std::find_if(sweep.points.begin(), sweep.points.end(),
+                       [&](const CollectivePoint& p) { return p.bytes == point.bytes; });
+      if (existing == sweep.points.end()) {
+        sweep.points.push_back(point);
+      } else {
+        existing->samples_s.insert(existing->samples_s.end(), point.samples_s.begin(),
+                                   point.samples_s.end());
+      }
+    }
+    std::sort(sweep.points.begin(), sweep.points.end(),
+              [](const CollectivePoint& a, const CollectivePoint& b) { return a.bytes < b.bytes; });
+  }
+  profile.provenance.method = "nccl-tests import";
+  profile.provenance.environment["gpu"] = device;
+  return profile;
+}
+
+}  // namespace fsdptune

@@ -1,0 +1,58 @@
+#include "cost_options.hpp"
+
+#include <fmt/format.h>
+
+#include "fsdptune/error.hpp"
+#include "fsdptune/io.hpp"
+
+namespace fsdptune::cli {
+
+void add_cost_options(CLI::App* command, CostOptions& options) {
+  command->add_option("--hardware", options.hardware,
+                      "Hardware: a built-in id (h100-sxm, h200, a100-80g) or a spec file");
+  command->add_option("--profile", options.profile,
+                      "Cost profile (JSON) with measured costs; its hardware id selects the "
+                      "spec used for what it did not measure");
+}
+
+Profile read_profile_file(const std::string& path) {
+  return profile_from_json(read_json_file(path), path);
+}
+
+ResolvedCostModel resolve_cost_model(const CostOptions& options,
+                                     const std::string& default_hardware) {
+  ResolvedCostModel resolved;
+  if (!options.profile.empty()) {
+    resolved.profile = read_profile_file(options.profile);
+  }
+  if (!options.hardware.empty()) {
+    resolved.hardware = resolve_hardware(options.hardware);
+  } else if (resolved.profile) {
+    try {
+      resolved.hardware = builtin_hardware(resolved.profile->hardware);
+    } catch (const Error&) {
+      throw_bad_input(fmt::format("{}: field 'hardware'", options.profile),
+                      fmt::format("'{}' is not a built-in hardware", resolved.profile->hardware),
+                      "pass --hardware FILE with the spec of the GPU it was measured on");
+    }
+  } else if (!default_hardware.empty()) {
+    resolved.hardware = resolve_hardware(default_hardware);
+  } else {
+    throw_bad_input("--hardware", "no hardware given",
+                    "pass --hardware (h100-sxm, h200, a100-80g or a spec file) or --profile FILE");
+  }
+  if (resolved.profile) {
+    if (resolved.profile->hardware != resolved.hardware.id) {
+      throw_bad_input("--profile " + options.profile,
+                      fmt::format("measured on '{}' but --hardware is '{}'",
+                                  resolved.profile->hardware, resolved.hardware.id),
+                      "drop --hardware or pass the spec of the GPU the profile was measured on");
+    }
+    resolved.model = make_profile_cost_model(*resolved.profile, resolved.hardware);
+  } else {
+    resolved.model = make_analytic_cost_model(resolved.hardware);
+  }
+  return resolved;
+}
+
+}  // namespace fsdptune::cli

@@ -1,0 +1,41 @@
+// The cost-model flags every costing subcommand shares (cost, simulate, tune, ...):
+// --hardware NAME|FILE and --profile FILE. Register them with add_cost_options, then build
+// the CostModel with resolve_cost_model.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "fsdptune/cost_model.hpp"
+#include "fsdptune/hardware.hpp"
+#include "fsdptune/profile.hpp"
+
+namespace fsdptune::cli {
+
+struct CostOptions {
+  std::string hardware;  // --hardware: built-in id or hardware spec file; empty: unset
+  std::string profile;   // --profile: cost profile file; empty: unset
+};
+
+void add_cost_options(CLI::App* command, CostOptions& options);
+
+// Reads and validates a profile file: Error(kBadInput) naming the file and field.
+Profile read_profile_file(const std::string& path);
+
+struct ResolvedCostModel {
+  HardwareSpec hardware;
+  std::optional<Profile> profile;  // when --profile was given
+  std::unique_ptr<CostModel> model;
+};
+
+// --profile alone: the profile's `hardware` id selects the built-in spec for the analytic
+// fallback. --hardware alone: the analytic model. Both: the profile over that spec, whose
+// id must equal the profile's. Neither: `default_hardware` if not empty, else
+// Error(kBadInput) asking for one.
+ResolvedCostModel resolve_cost_model(const CostOptions& options,
+                                     const std::string& default_hardware = "");
+
+}  // namespace fsdptune::cli

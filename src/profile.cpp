@@ -1,0 +1,270 @@
+// Cost profile JSON (docs/profile-format.md) and the statistics taken of its samples.
+#include "fsdptune/profile.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+#include <Eigen/Dense>
+
+#include "fsdptune/error.hpp"
+
+namespace fsdptune {
+namespace {
+
+constexpr const char* kFormat = "fsdptune-profile";
+
+const nlohmann::json& require(const nlohmann::json& object, const char* key,
+                              const std::string& where) {
+  const auto it = object.find(key);
+  if (it == object.end()) throw_bad_input(fmt::format("{}.{}", where, key), "missing");
+  return *it;
+}
+
+std::string require_string(const nlohmann::json& object, const char* key,
+                           const std::string& where) {
+  const nlohmann::json& value = require(object, key, where);
+  if (!value.is_string()) throw_bad_input(fmt::format("{}.{}", where, key), "must be a string");
+  return value.get<std::string>();
+}
+
+std::int64_t require_positive_integer(const nlohmann::json& object, const char* key,
+                                      const std::string& where) {
+  const nlohmann::json& value = require(object, key, where);
+  if (!value.is_number_integer() || value.get<std::int64_t>() <= 0) {
+    throw_bad_input(fmt::format("{}.{}", where, key), "must be a positive integer");
+  }
+  return value.get<std::int64_t>();
+}
+
+double require_positive_number(const nlohmann::json& object, const char* key,
+                               const std::string& where) {
+  const nlohmann::json& value = require(object, key, where);
+  if (!value.is_number()) throw_bad_input(fmt::format("{}.{}", where, key), "must be a number");
+  const double number = value.get<double>();
+  if (!std::isfinite(number) || number <= 0) {
+    throw_bad_input(fmt::format("{}.{}", where, key),
+                    fmt::format("must be a positive number (got {})", number));
+  }
+  return number;
+}
+
+const nlohmann::json& require_array(const nlohmann::json& object, const char* key,
+                                    const std::string& where) {
+  const nlohmann::json& value = require(object, key, where);
+  if (!value.is_array()) throw_bad_input(fmt::format("{}.{}", where, key), "must be an array");
+  return value;
+}
+
+std::vector<double> read_samples(const nlohmann::json& object, const std::string& where) {
+  const nlohmann::json& array = require_array(object, "samples_s", where);
+  if (array.empty()) {
+    throw_bad_input(where + ".samples_s", "has no samples", "a measurement needs at least one");
+  }
+  std::vector<double> samples;
+  samples.reserve(array.size());
+  for (std::size_t i = 0; i < array.size(); ++i) {
+    const std::string sample_where = fmt::format("{}.samples_s[{}]", where, i);
+    if (!array[i].is_number()) throw_bad_input(sample_where, "time is not a number");
+    const double seconds = array[i].get<double>();
+    if (!std::isfinite(seconds) || seconds <= 0) {
+      throw_bad_input(sample_where, fmt::format("time must be positive (got {})", seconds));
+    }
+    samples.push_back(seconds);
+  }
+  return samples;
+}
+
+}  // namespace
+
+Profile profile_from_json(const nlohmann::json& json, const std::string& source) {
+  if (!json.is_object()) throw_bad_input(source, "a profile must be a JSON object");
+  if (json.contains("format") &&
+      (!json["format"].is_string() || json["format"].get<std::string>() != kFormat)) {
+    throw_bad_input(source + ": field 'format'", fmt::format("expected \"{}\"", kFormat));
+  }
+  if (!json.contains("version") || !json["version"].is_number_integer()) {
+    throw_bad_input(source + ": field 'version'", "missing or not an integer");
+  }
+  Profile profile;
+  profile.version = json["version"].get<int>();
+  if (profile.version != kProfileFormatVersion) {
+    throw_bad_input(source + ": field 'version'",
+                    fmt::format("unsupported profile version {} (this fsdptune reads version {})",
+                                profile.version, kProfileFormatVersion),
+                    "re-create the profile with this fsdptune");
+  }
+  const std::string root = source + ": ";
+  profile.hardware = require_string(json, "hardware", source + ": field 'hardware'");
+  if (profile.hardware.empty()) {
+    throw_bad_input(source + ": field 'hardware'", "must name the hardware (e.g. \"h100-sxm\")");
+  }
+
+  std::set<std::string> signatures;
+  const nlohmann::json& compute = require_array(json, "compute", root + "compute");
+  for (std::size_t i = 0; i < compute.size(); ++i) {
+    const std::string where = fmt::format("{}compute[{}]", root, i);
+    if (!compute[i].is_object()) throw_bad_input(where, "must be an object");
+    ComputeEntry entry;
+    entry.signature = require_string(compute[i], "signature", where);
+    entry.op = op_from_json(require(compute[i], "op", where), where + ".op");
+    if (entry.op.signature() != entry.signature) {
+      throw_bad_input(where + ".signature", fmt::format("'{}' does not match its op ('{}')",
+                                                        entry.signature, entry.op.signature()));
+    }
+    if (!signatures.insert(entry.signature).second) {
+      throw_bad_input(where + ".signature",
+                      fmt::format("'{}' is measured twice; merge the samples", entry.signature));
+    }
+    entry.samples_s = read_samples(compute[i], where);
+    profile.compute.push_back(std::move(entry));
+  }
+
+  std::set<std::tuple<CollectiveKind, std::int64_t, std::int64_t>> sweeps;
+  const nlohmann::json& collectives = require_array(json, "collectives", root + "collectives");
+  for (std::size_t i = 0; i < collectives.size(); ++i) {
+    const std::string where = fmt::format("{}collectives[{}]", root, i);
+    if (!collectives[i].is_object()) throw_bad_input(where, "must be an object");
+    CollectiveSweep sweep;
+    sweep.kind =
+        collective_from_string(require_string(collectives[i], "kind", where), where + ".kind");
+    sweep.group.ranks = require_positive_integer(collectives[i], "ranks", where);
+    sweep.group.ranks_per_node = require_positive_integer(collectives[i], "ranks_per_node", where);
+    if (!sweeps.insert({sweep.kind, sweep.group.ranks, sweep.group.ranks_per_node}).second) {
+      throw_bad_input(
+          where, fmt::format("a second {} sweep over {} ranks ({} per node)", to_string(sweep.kind),
+                             sweep.group.ranks, sweep.group.ranks_per_node));
+    }
+    const nlohmann::json& points = require_array(collectives[i], "points", where);
+    if (points.empty()) throw_bad_input(where + ".points", "has no points");
+    for (std::size_t j = 0; j < points.size(); ++j) {
+      const std::string point_where = fmt::format("{}.points[{}]", where, j);
+      if (!points[j].is_object()) throw_bad_input(point_where, "must be an object");
+      CollectivePoint point;
+      point.bytes = require_positive_integer(points[j], "bytes", point_where);
+      if (!sweep.points.empty() && point.bytes <= sweep.points.back().bytes) {
+        throw_bad_input(point_where + ".bytes",
+                        "points must be sorted by strictly increasing bytes");
+      }
+      point.samples_s = read_samples(points[j], point_where);
+      sweep.points.push_back(std::move(point));
+    }
+    profile.collectives.push_back(std::move(sweep));
+  }
+
+  if (json.contains("contention")) {
+    const nlohmann::json& contention = json["contention"];
+    const std::string where = root + "contention";
+    if (!contention.is_object()) throw_bad_input(where, "must be an object");
+    profile.contention.compute_slowdown_with_comm =
+        require_positive_number(contention, "compute_slowdown_with_comm", where);
+    profile.contention.comm_share_efficiency =
+        require_positive_number(contention, "comm_share_efficiency", where);
+  }
+
+  if (json.contains("provenance")) {
+    const nlohmann::json& provenance = json["provenance"];
+    const std::string where = root + "provenance";
+    if (!provenance.is_object()) throw_bad_input(where, "must be an object");
+    auto optional_string = [&](const char* key) {
+      if (!provenance.contains(key)) return std::string();
+      return require_string(provenance, key, where);
+    };
+    profile.provenance.tool = optional_string("tool");
+    profile.provenance.date = optional_string("date");
+    profile.provenance.method = optional_string("method");
+    profile.provenance.command = optional_string("command");
+    if (provenance.contains("environment")) {
+      const nlohmann::json& environment = provenance["environment"];
+      if (!environment.is_object()) throw_bad_input(where + ".environment", "must be an object");
+      for (const auto& [key, value] : environment.items()) {
+        if (!value.is_string()) {
+          throw_bad_input(fmt::format("{}.environment.{}", where, key), "must be a string");
+        }
+        profile.provenance.environment[key] = value.get<std::string>();
+      }
+    }
+  }
+  return profile;
+}
+
+nlohmann::json profile_to_json(const Profile& profile) {
+  nlohmann::json compute = nlohmann::json::array();
+  for (const ComputeEntry& entry : profile.compute) {
+    compute.push_back({{"signature", entry.signature},
+                       {"op", op_to_json(entry.op)},
+                       {"samples_s", entry.samples_s}});
+  }
+  nlohmann::json collectives = nlohmann::json::array();
+  for (const CollectiveSweep& sweep : profile.collectives) {
+    nlohmann::json points = nlohmann::json::array();
+    for (const CollectivePoint& point : sweep.points) {
+      points.push_back({{"bytes", point.bytes}, {"samples_s", point.samples_s}});
+    }
+    collectives.push_back({{"kind", to_string(sweep.kind)},
+                           {"ranks", sweep.group.ranks},
+                           {"ranks_per_node", sweep.group.ranks_per_node},
+                           {"points", points}});
+  }
+  nlohmann::json environment = nlohmann::json::object();
+  for (const auto& [key, value] : profile.provenance.environment) environment[key] = value;
+  return {
+      {"format", kFormat},
+      {"version", profile.version},
+      {"hardware", profile.hardware},
+      {"compute", compute},
+      {"collectives", collectives},
+      {"contention",
+       {{"compute_slowdown_with_comm", profile.contention.compute_slowdown_with_comm},
+        {"comm_share_efficiency", profile.contention.comm_share_efficiency}}},
+      {"provenance",
+       {{"tool", profile.provenance.tool},
+        {"date", profile.provenance.date},
+        {"method", profile.provenance.method},
+        {"command", profile.provenance.command},
+        {"environment", environment}}},
+  };
+}
+
+double median_seconds(const std::vector<double>& samples_s) {
+  FSDPTUNE_CHECK(!samples_s.empty(), "median of no samples");
+  std::vector<double> sorted = samples_s;
+  std::sort(sorted.begin(), sorted.end());
+  const std::size_t middle = sorted.size() / 2;
+  return sorted.size() % 2 == 1 ? sorted[middle] : 0.5 * (sorted[middle - 1] + sorted[middle]);
+}
+
+LatencyBandwidthFit fit_latency_bandwidth(const std::vector<std::int64_t>& bytes,
+                                          const std::vector<double>& seconds) {
+  FSDPTUNE_CHECK(bytes.size() == seconds.size(), "one time per size");
+  FSDPTUNE_CHECK(std::set<std::int64_t>(bytes.begin(), bytes.end()).size() >= 2,
+                 "a latency/bandwidth fit needs two distinct sizes");
+  // Minimize sum_i ((alpha + gamma * S_i - t_i) / t_i)^2 with gamma = 1 / beta: rows
+  // [1/t_i, S_i/t_i] . [alpha, gamma] = 1. Sizes are scaled to GiB to keep the columns of
+  // comparable magnitude for the QR solve.
+  constexpr double kScale = 1073741824.0;
+  const auto count = static_cast<Eigen::Index>(bytes.size());
+  Eigen::MatrixXd design(count, 2);
+  Eigen::VectorXd target = Eigen::VectorXd::Ones(count);
+  for (Eigen::Index i = 0; i < count; ++i) {
+    const auto index = static_cast<std::size_t>(i);
+    FSDPTUNE_CHECK(seconds[index] > 0, "times must be positive");
+    design(i, 0) = 1.0 / seconds[index];
+    design(i, 1) = static_cast<double>(bytes[index]) / kScale / seconds[index];
+  }
+  const Eigen::Vector2d solution = design.colPivHouseholderQr().solve(target);
+  LatencyBandwidthFit fit;
+  fit.latency_s = solution(0);
+  const double seconds_per_gib = solution(1);
+  fit.bytes_per_s =
+      seconds_per_gib > 0 ? kScale / seconds_per_gib : std::numeric_limits<double>::infinity();
+  return fit;
+}
+
+}  // namespace fsdptune

@@ -1,0 +1,150 @@
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_support.hpp"
+#include "fsdptune/io.hpp"
+#include "fsdptune/profile.hpp"
+
+using namespace fsdptune;
+using fsdptune::testing::run_command;
+using fsdptune::testing::run_fsdptune;
+
+namespace {
+
+const std::string kData = FSDPTUNE_TEST_DATA;
+const std::string kLogs = kData + "/nccl-tests/";
+
+}  // namespace
+
+TEST_CASE("cost --collective prints time and busbw", "[cli][cost]") {
+  const auto result =
+      run_fsdptune("cost --hardware h100-sxm --collective all_gather --bytes 1GiB --gpus 8 --json");
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  const auto json = nlohmann::json::parse(result.out);
+  // Golden case of tests/core/test_analytic_cost.cpp: 2770.3 us; busbw = 7/8 * 2^30 B / t.
+  CHECK(json["time_s"].get<double>() == Approx(2770.3e-6).epsilon(1e-4));
+  CHECK(json["busbw_bytes_per_s"].get<double>() ==
+        Approx(0.875 * 1073741824.0 / 2770.3e-6).epsilon(1e-4));
+  CHECK(json["measured"] == false);
+  CHECK(json["gpus_per_node"] == 8);
+
+  const auto human =
+      run_fsdptune("cost --hardware h100-sxm --collective reduce_scatter --bytes 2e9 --gpus 16");
+  CHECK(human.exit_code == 0);
+  CHECK_THAT(human.out, Catch::Contains("busbw"));
+  CHECK_THAT(human.out, Catch::Contains("2 nodes"));
+}
+
+TEST_CASE("cost --gemm prints time and FLOP/s", "[cli][cost]") {
+  const auto result = run_fsdptune("cost --hardware h200 --gemm 8192,8192,8192 --json");
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  const auto json = nlohmann::json::parse(result.out);
+  CHECK(json["flops_per_s"].get<double>() == Approx(790e12).epsilon(0.02));
+  CHECK(json["time_s"].get<double>() == Approx(2.0 * 8192 * 8192 * 8192 / 787.6e12).epsilon(1e-3));
+  const auto fp8 = run_fsdptune("cost --hardware h200 --gemm 8192,8192,8192 --dtype fp8 --json");
+  REQUIRE(fp8.exit_code == 0);
+  CHECK(nlohmann::json::parse(fp8.out)["time_s"].get<double>() <
+        0.6 * json["time_s"].get<double>());
+  // Same inputs, same bytes.
+  CHECK(run_fsdptune("cost --hardware h200 --gemm 8192,8192,8192 --json").out == result.out);
+}
+
+TEST_CASE("cost with a profile uses its measurements", "[cli][cost]") {
+  const std::string dir = fsdptune::testing::make_temp_dir("fsdptune-cost-cli");
+  const std::string profile = dir + "/h100.json";
+  const auto import = run_fsdptune("profile import-nccl-tests " + kLogs +
+                                   "all_gather_perf_h100x8.log --out " + profile);
+  INFO(import.err);
+  REQUIRE(import.exit_code == 0);
+  // The log's out-of-place and in-place times at 64 MiB: 214.11 us and 216.68 us; median
+  // of the two = 215.395 us.
+  const auto result = run_fsdptune("cost --profile " + profile +
+                                   " --collective all_gather --bytes 64MiB --gpus 8 --json");
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  const auto json = nlohmann::json::parse(result.out);
+  CHECK(json["time_s"].get<double>() == Approx(215.395e-6).epsilon(1e-9));
+  CHECK(json["measured"] == true);
+  CHECK(json["hardware"] == "h100-sxm");
+  // Not in the profile: the analytic fallback of the profile's hardware.
+  const auto fallback = run_fsdptune("cost --profile " + profile +
+                                     " --collective all_reduce --bytes 64MiB --gpus 8 --json");
+  REQUIRE(fallback.exit_code == 0);
+  CHECK(nlohmann::json::parse(fallback.out)["measured"] == false);
+  // A profile and another GPU's spec do not mix.
+  const auto mismatch =
+      run_fsdptune("cost --profile " + profile + " --hardware a100-80g --gemm 1024,1024,1024");
+  CHECK(mismatch.exit_code == 2);
+  CHECK_THAT(mismatch.err, Catch::Contains("a100-80g"));
+}
+
+TEST_CASE("profile import-nccl-tests writes a deterministic profile", "[cli][cost]") {
+  const std::string dir = fsdptune::testing::make_temp_dir("fsdptune-import-cli");
+  const std::string logs = kLogs + "all_gather_perf_h100x8.log " + kLogs +
+                           "reduce_scatter_perf_h100x8.log " + kLogs + "all_reduce_perf_h100x8.log";
+  const std::string binary = FSDPTUNE_BINARY;
+  const auto first = run_command("SOURCE_DATE_EPOCH=0 " + binary + " profile import-nccl-tests " +
+                                 logs + " --out " + dir + "/a.json");
+  INFO(first.err);
+  REQUIRE(first.exit_code == 0);
+  CHECK_THAT(first.out, Catch::Contains("reduce_scatter over 8 ranks (8 per node): 12 sizes"));
+  const auto second = run_command("SOURCE_DATE_EPOCH=0 " + binary + " profile import-nccl-tests " +
+                                  logs + " --out " + dir + "/a.json");
+  REQUIRE(second.exit_code == 0);
+  const std::string text = read_text_file(dir + "/a.json");
+  const Profile profile = profile_from_json(parse_json_text(text, "a.json"), "a.json");
+  CHECK(profile.provenance.date == "1970-01-01T00:00:00Z");
+  CHECK(profile.provenance.tool.rfind("fsdptune ", 0) == 0);
+  CHECK(profile.collectives.size() == 3);
+  CHECK(dump_json(profile_to_json(profile)) == text);
+}
+
+TEST_CASE("cost and profile commands reject bad input with exit 2", "[cli][cost]") {
+  struct Case {
+    std::string arguments;
+    std::string names;  // what the error message must name
+  };
+  const Case cases[] = {
+      {"cost --hardware tpu-v5 --gemm 1,1,1", "tpu-v5"},
+      {"cost --hardware h100-sxm --collective all_to_all --bytes 1MiB --gpus 8", "--collective"},
+      {"cost --hardware h100-sxm --collective all_gather --bytes lots --gpus 8", "--bytes"},
+      {"cost --hardware h100-sxm --collective all_gather --bytes 1MiB", "--gpus"},
+      {"cost --hardware h100-sxm --gemm 8192,4096", "--gemm"},
+      {"cost --hardware h100-sxm --gemm 8192,x,4096", "--gemm"},
+      {"cost --hardware h100-sxm --gemm 64,64,64 --dtype int4", "--dtype"},
+      {"cost --hardware h100-sxm", "--collective"},
+      {"cost --gemm 64,64,64", "--hardware"},
+      {"cost --profile /nonexistent/p.json --gemm 64,64,64", "/nonexistent/p.json"},
+      {"cost --hardware " + kData + "/nccl-tests/README.md --gemm 64,64,64", "README.md"},
+      {"profile import-nccl-tests " + kLogs + "all_gather_perf_truncated.log --out /tmp/x.json",
+       "all_gather_perf_truncated.log"},
+      {"profile import-nccl-tests " + kLogs + "alltoall_perf_h100x8.log --out /tmp/x.json",
+       "unknown collective"},
+      {"profile import-nccl-tests /nonexistent.log --out /tmp/x.json", "/nonexistent.log"},
+  };
+  for (const Case& c : cases) {
+    const auto result = run_fsdptune(c.arguments);
+    INFO(c.arguments << "\nstderr: " << result.err);
+    CHECK(result.exit_code == 2);
+    CHECK_THAT(result.err, Catch::Contains(c.names));
+  }
+}
+
+TEST_CASE("a profile of another version is refused by cost", "[cli][cost]") {
+  const std::string dir = fsdptune::testing::make_temp_dir("fsdptune-version-cli");
+  const std::string path = dir + "/old.json";
+  Profile profile;
+  profile.hardware = "h100-sxm";
+  nlohmann::json json = profile_to_json(profile);
+  json["version"] = 99;
+  write_file_atomically(path, dump_json(json));
+  const auto result = run_fsdptune("cost --profile " + path + " --gemm 64,64,64");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Catch::Contains("old.json"));
+  CHECK_THAT(result.err, Catch::Contains("version"));
+}

@@ -1,0 +1,172 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "fsdptune/error.hpp"
+#include "fsdptune/io.hpp"
+#include "fsdptune/profile.hpp"
+#include "fsdptune/units.hpp"
+
+using namespace fsdptune;
+
+namespace {
+
+Op gemm(std::int64_t m, std::int64_t n, std::int64_t k) {
+  Op op;
+  op.kind = OpKind::kGemm;
+  op.name = "layers.0.attention.wq";
+  op.gemm = {m, n, k};
+  op.flops = 2.0 * static_cast<double>(m * n * k);
+  op.bytes = 2 * (m * k + k * n + m * n);
+  return op;
+}
+
+Profile sample_profile() {
+  Profile profile;
+  profile.hardware = "h100-sxm";
+  const Op matmul = gemm(8192, 4096, 4096);
+  profile.compute.push_back({matmul.signature(), matmul, {0.000401, 0.000399, 0.0004}});
+  Op norm;
+  norm.kind = OpKind::kMemoryBound;
+  norm.name = "layers.0.attention_norm";
+  norm.memory_op = "rmsnorm_fwd";
+  norm.bytes = 134217728;
+  profile.compute.push_back({norm.signature(), norm, {4.1e-5}});
+  profile.collectives.push_back({CollectiveKind::kAllGather,
+                                 {8, 8},
+                                 {{kMiB, {2.458e-5, 2.487e-5}}, {kGiB, {2.74589e-3, 2.77884e-3}}}});
+  profile.collectives.push_back({CollectiveKind::kReduceScatter, {16, 8}, {{64 * kMiB, {2.2e-4}}}});
+  profile.contention = {1.12, 0.9};
+  profile.provenance = {"fsdptune 0.1.0",
+                        "2026-11-29T18:00:00Z",
+                        "nccl-tests import",
+                        "fsdptune profile import-nccl-tests a.log --out p.json",
+                        {{"gpu", "NVIDIA H100 80GB HBM3"}, {"nccl", "2.21.5"}}};
+  return profile;
+}
+
+// Reads `json` expecting Error(kBadInput) whose where() names the file and `field`.
+void require_rejected(const nlohmann::json& json, const std::string& field) {
+  try {
+    profile_from_json(json, "p.json");
+    FAIL("accepted a bad profile; expected an error about " << field);
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::kBadInput);
+    CHECK(e.exit_code() == 2);
+    CHECK_THAT(e.where(), Catch::Contains("p.json"));
+    CHECK_THAT(e.where(), Catch::Contains(field));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("profile write -> read -> write is byte-identical", "[profile]") {
+  const Profile profile = sample_profile();
+  const std::string first = dump_json(profile_to_json(profile));
+  const Profile read = profile_from_json(parse_json_text(first, "first"), "first");
+  CHECK(read == profile);
+  const std::string second = dump_json(profile_to_json(read));
+  CHECK(second == first);
+  // Doubles survive the text form exactly.
+  CHECK(read.collectives[0].points[1].samples_s[0] == 2.74589e-3);
+}
+
+TEST_CASE("profile defaults: no contention or provenance given", "[profile]") {
+  nlohmann::json json = profile_to_json(sample_profile());
+  json.erase("contention");
+  json.erase("provenance");
+  const Profile read = profile_from_json(json, "p.json");
+  CHECK(read.contention == ContentionFactors{});
+  CHECK(read.provenance == Provenance{});
+}
+
+TEST_CASE("bad profiles are rejected naming the field", "[profile]") {
+  const nlohmann::json good = profile_to_json(sample_profile());
+  CHECK_NOTHROW(profile_from_json(good, "p.json"));
+
+  nlohmann::json json = good;
+  json["version"] = kProfileFormatVersion + 1;
+  require_rejected(json, "version");
+
+  json = good;
+  json["collectives"][0]["points"][1]["samples_s"][0] = -2.7e-3;
+  require_rejected(json, "collectives[0].points[1].samples_s[0]");
+
+  json = good;
+  json["collectives"][0]["points"][0]["samples_s"][1] = "fast";
+  require_rejected(json, "collectives[0].points[0].samples_s[1]");
+
+  json = good;
+  json["compute"][0]["samples_s"] = nlohmann::json::array();
+  require_rejected(json, "compute[0].samples_s");
+
+  json = good;
+  json["collectives"][1]["kind"] = "all_to_all";
+  require_rejected(json, "collectives[1].kind");
+
+  json = good;
+  std::swap(json["collectives"][0]["points"][0], json["collectives"][0]["points"][1]);
+  require_rejected(json, "collectives[0].points[1].bytes");
+
+  json = good;
+  json["compute"][0]["signature"] = "gemm bf16 m=1 n=1 k=1";
+  require_rejected(json, "compute[0].signature");
+
+  json = good;
+  json["compute"].push_back(json["compute"][0]);
+  require_rejected(json, "compute[2].signature");
+
+  json = good;
+  json["collectives"].push_back(json["collectives"][0]);
+  require_rejected(json, "collectives[2]");
+
+  json = good;
+  json.erase("hardware");
+  require_rejected(json, "hardware");
+
+  json = good;
+  json["format"] = "fsdptune-schedule";
+  require_rejected(json, "format");
+
+  json = good;
+  json["contention"]["compute_slowdown_with_comm"] = 0;
+  require_rejected(json, "contention.compute_slowdown_with_comm");
+}
+
+TEST_CASE("median of samples", "[profile]") {
+  CHECK(median_seconds({3.0}) == 3.0);
+  CHECK(median_seconds({5.0, 1.0, 3.0}) == 3.0);
+  CHECK(median_seconds({4.0, 1.0, 3.0, 2.0}) == 2.5);  // (2 + 3) / 2
+}
+
+TEST_CASE("latency/bandwidth fit recovers alpha and beta", "[profile]") {
+  // Synthetic t = alpha + S / beta with alpha = 25 us, beta = 300 GB/s, from 1 KiB to
+  // 1 GiB, each time perturbed by +-0.2% (alternating) as a measurement would be.
+  const double alpha_s = 25e-6;
+  const double beta_bytes_per_s = 300e9;
+  std::vector<std::int64_t> bytes;
+  std::vector<double> seconds;
+  int i = 0;
+  for (std::int64_t size = kKiB; size <= kGiB; size *= 4, ++i) {
+    bytes.push_back(size);
+    const double noise = i % 2 == 0 ? 1.002 : 0.998;
+    seconds.push_back((alpha_s + static_cast<double>(size) / beta_bytes_per_s) * noise);
+  }
+  const LatencyBandwidthFit fit = fit_latency_bandwidth(bytes, seconds);
+  CHECK(fit.latency_s == Approx(alpha_s).epsilon(0.01));
+  CHECK(fit.bytes_per_s == Approx(beta_bytes_per_s).epsilon(0.01));
+
+  // Exact points: exact recovery.
+  const LatencyBandwidthFit exact = fit_latency_bandwidth(
+      {kMiB, 64 * kMiB},
+      {alpha_s + kMiB / beta_bytes_per_s, alpha_s + 64 * kMiB / beta_bytes_per_s});
+  CHECK(exact.latency_s == Approx(alpha_s).epsilon(1e-9));
+  CHECK(exact.bytes_per_s == Approx(beta_bytes_per_s).epsilon(1e-9));
+
+  // Times that do not grow with size: no bandwidth term.
+  const LatencyBandwidthFit flat = fit_latency_bandwidth({kKiB, kMiB}, {2e-5, 2e-5});
+  CHECK(std::isinf(flat.bytes_per_s));
+  CHECK(flat.latency_s == Approx(2e-5));
+}

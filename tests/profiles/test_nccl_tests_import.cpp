@@ -1,0 +1,151 @@
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "fsdptune/error.hpp"
+#include "fsdptune/importers.hpp"
+#include "fsdptune/io.hpp"
+#include "fsdptune/units.hpp"
+
+using namespace fsdptune;
+
+namespace {
+
+TextSource fixture(const std::string& name) {
+  const std::string path = std::string(FSDPTUNE_TEST_DATA) + "/nccl-tests/" + name;
+  return {name, read_text_file(path)};
+}
+
+std::string replace_once(std::string text, const std::string& from, const std::string& to) {
+  const auto at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  return text.replace(at, from.size(), to);
+}
+
+// Expects Error(kBadInput) whose where() names `where_part` and whose message says `what`.
+void require_rejected(const TextSource& log, const std::string& where_part,
+                      const std::string& what) {
+  try {
+    parse_nccl_tests_log(log);
+    FAIL("accepted a bad log; expected: " << what);
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::kBadInput);
+    CHECK(e.exit_code() == 2);
+    CHECK_THAT(e.where(), Catch::Contains(where_part));
+    CHECK_THAT(e.message(), Catch::Contains(what));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("an 8-GPU all_gather_perf log parses", "[nccl-tests]") {
+  const NcclTestsLog log = parse_nccl_tests_log(fixture("all_gather_perf_h100x8.log"));
+  CHECK(log.kind == CollectiveKind::kAllGather);
+  CHECK(log.group == CommGroup{8, 8});
+  CHECK(log.device == "NVIDIA H100 80GB HBM3");
+  REQUIRE(log.points.size() == 12);
+  CHECK(log.points.front().bytes == kMiB);
+  CHECK(log.points.back().bytes == 2 * kGiB);
+  // Row "2147483648 ... 5367.04 ... 5431.44": out-of-place then in-place, in seconds.
+  REQUIRE(log.points.back().samples_s.size() == 2);
+  CHECK(log.points.back().samples_s[0] == Approx(5367.04e-6));
+  CHECK(log.points.back().samples_s[1] == Approx(5431.44e-6));
+}
+
+TEST_CASE("the collective comes from the name or the columns", "[nccl-tests]") {
+  CHECK(parse_nccl_tests_log(fixture("reduce_scatter_perf_h100x8.log")).kind ==
+        CollectiveKind::kReduceScatter);
+  CHECK(parse_nccl_tests_log(fixture("all_reduce_perf_h100x8.log")).kind ==
+        CollectiveKind::kAllReduce);
+  // No name and no "Collective test starting" line: the columns decide. All-reduce:
+  // count * 4 B = size; reduce-scatter: count * 4 B * 8 ranks = size, redop "sum".
+  TextSource all_reduce = fixture("all_reduce_perf_h100x8.log");
+  all_reduce.text =
+      replace_once(all_reduce.text, "# Collective test starting: all_reduce_perf\n", "");
+  all_reduce.name = "run-17.txt";
+  CHECK(parse_nccl_tests_log(all_reduce).kind == CollectiveKind::kAllReduce);
+  TextSource reduce_scatter = fixture("reduce_scatter_perf_h100x8.log");
+  reduce_scatter.name = "run-18.txt";
+  CHECK(parse_nccl_tests_log(reduce_scatter).kind == CollectiveKind::kReduceScatter);
+  TextSource all_gather = fixture("all_gather_perf_h100x8.log");
+  all_gather.name = "run-19.txt";
+  CHECK(parse_nccl_tests_log(all_gather).kind == CollectiveKind::kAllGather);
+  // A name that contradicts the columns is refused.
+  TextSource mislabeled = fixture("reduce_scatter_perf_h100x8.log");
+  mislabeled.name = "all_reduce_perf.log";
+  require_rejected(mislabeled, "all_reduce_perf.log", "size/count columns");
+}
+
+TEST_CASE("ranks and nodes come from the Rank lines", "[nccl-tests]") {
+  const NcclTestsLog log = parse_nccl_tests_log(fixture("all_gather_perf_h100x16_2nodes.log"));
+  CHECK(log.group == CommGroup{16, 8});
+  CHECK(log.group.nodes() == 2);
+  CHECK(log.points.size() == 6);
+}
+
+TEST_CASE("bad nccl-tests logs are rejected naming the file", "[nccl-tests]") {
+  require_rejected(fixture("all_gather_perf_truncated.log"), "all_gather_perf_truncated.log",
+                   "truncated");
+  require_rejected(fixture("alltoall_perf_h100x8.log"), "alltoall_perf_h100x8.log",
+                   "unknown collective");
+  const TextSource good = fixture("all_gather_perf_h100x8.log");
+  // The 4 MiB row is line 19 of the file.
+  TextSource bad_time = good;
+  bad_time.text = replace_once(good.text, "   48.03 ", "   fast  ");
+  require_rejected(bad_time, "all_gather_perf_h100x8.log:19", "not a number");
+  TextSource negative_time = good;
+  negative_time.text = replace_once(good.text, "   48.03 ", "  -48.03 ");
+  require_rejected(negative_time, "all_gather_perf_h100x8.log:19", "not positive");
+  TextSource wrong_data = good;
+  wrong_data.text = replace_once(good.text, "  76.41      0", "  76.41      3");
+  require_rejected(wrong_data, "all_gather_perf_h100x8.log:19", "wrong data");
+  TextSource short_row = good;
+  short_row.text = replace_once(good.text, "  48.61   86.29   75.50      0", "");
+  require_rejected(short_row, "all_gather_perf_h100x8.log:19", "columns");
+  TextSource no_ranks = good;
+  std::istringstream lines(good.text);
+  std::string line;
+  no_ranks.text.clear();
+  while (std::getline(lines, line)) {
+    if (line.find("#  Rank") == std::string::npos) no_ranks.text += line + "\n";
+  }
+  require_rejected(no_ranks, "all_gather_perf_h100x8.log", "Rank");
+  require_rejected({"notes.txt", "hello\n"}, "notes.txt", "not an nccl-tests log");
+}
+
+TEST_CASE("several logs merge into one profile", "[nccl-tests]") {
+  const std::vector<TextSource> logs = {
+      fixture("all_gather_perf_h100x8.log"), fixture("reduce_scatter_perf_h100x8.log"),
+      fixture("all_reduce_perf_h100x8.log"), fixture("all_gather_perf_h100x16_2nodes.log"),
+      fixture("all_gather_perf_h100x8.log")};
+  const Profile profile = import_nccl_tests(logs, {});
+  CHECK(profile.hardware == "h100-sxm");  // from "NVIDIA H100 80GB HBM3"
+  CHECK(profile.provenance.method == "nccl-tests import");
+  CHECK(profile.provenance.environment.at("gpu") == "NVIDIA H100 80GB HBM3");
+  REQUIRE(profile.collectives.size() == 4);
+  CHECK(profile.collectives[0].kind == CollectiveKind::kAllGather);
+  CHECK(profile.collectives[0].group == CommGroup{8, 8});
+  // The same log twice: four samples per size.
+  CHECK(profile.collectives[0].points[0].samples_s.size() == 4);
+  CHECK(profile.collectives[3].group == CommGroup{16, 8});
+  // Valid profile: survives the JSON round trip.
+  const std::string text = dump_json(profile_to_json(profile));
+  CHECK(dump_json(profile_to_json(profile_from_json(parse_json_text(text, "p"), "p"))) == text);
+  // --hardware overrides the device name.
+  NcclTestsImportOptions options;
+  options.hardware = "h200";
+  CHECK(import_nccl_tests(logs, options).hardware == "h200");
+  // Unknown device and no --hardware: refused.
+  TextSource unknown = fixture("all_reduce_perf_h100x8.log");
+  std::string& text_ref = unknown.text;
+  for (std::size_t at = text_ref.find("NVIDIA H100 80GB HBM3"); at != std::string::npos;
+       at = text_ref.find("NVIDIA H100 80GB HBM3")) {
+    text_ref.replace(at, 21, "NVIDIA L40S");
+  }
+  CHECK_THROWS_AS(import_nccl_tests({unknown}, {}), Error);
+  // Logs of different GPUs do not mix.
+  CHECK_THROWS_AS(import_nccl_tests({logs[0], unknown}, {}), Error);
+}
