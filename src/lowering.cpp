@@ -178,8 +178,9 @@ namespace {
 
 class Lowering {
  public:
-  Lowering(const Workload& workload, const Plan& plan, const CostModel& costs)
-      : workload_(workload), plan_(plan), costs_(costs) {
+  Lowering(const Workload& workload, const Plan& plan, const CostModel& costs,
+           const ComputeCosts& compute)
+      : workload_(workload), plan_(plan), costs_(costs), compute_(compute) {
     unit_count_ = static_cast<int>(workload.units.size());
     ranks_ = std::max<std::int64_t>(1, workload.job.dp_shard);
     param_bytes_ = bytes_per_element(workload.job.param_dtype);
@@ -188,7 +189,14 @@ class Lowering {
 
   Program run() {
     setup_streams();
+    // Per unit at most: forward, recompute, backward, and per pass a copy-in, a collective
+    // and a copy-out (plus an all-reduce) -- without one collective per parameter.
+    const std::size_t per_unit = plan_.one_collective_per_parameter ? 16 : 13;
+    program_.tasks.reserve(per_unit * workload_.units.size() + 1);
+    program_.buckets.reserve(3 * workload_.units.size());
     program_.contention = costs_.contention();
+    program_.cost_queries = compute_.queries;
+    program_.cost_fallbacks = compute_.fallbacks;
     for (const Unit& unit : workload_.units) {
       for (const Param& param : unit.params) program_.persistent_bytes += 16 * param.shard_numel;
     }
@@ -354,10 +362,6 @@ class Lowering {
     ++program_.cost_queries;
     if (!estimate.measured) ++program_.cost_fallbacks;
     return estimate.seconds;
-  }
-
-  double ops_seconds(const std::vector<Op>& ops) {
-    return tp_ops_seconds(ops, workload_.job.async_tp, costs_, &program_);
   }
 
   // --- emission ------------------------------------------------------------------------
@@ -597,7 +601,7 @@ class Lowering {
     }
     if (item.kind == TaskKind::kOptimizer) {
       Task& optimizer = add_task(compute, TaskKind::kOptimizer, "optimizer");
-      optimizer.duration_s = ops_seconds(workload_.optimizer_ops);
+      optimizer.duration_s = compute_.optimizer_s;
       optimizer.deps = reduce_ends_;
       item_task_[item_index] = optimizer.id;
       return;
@@ -610,7 +614,7 @@ class Lowering {
     Task& task = add_task(compute, item.kind, fmt::format("{} {}", verb, unit.name));
     task.unit = u;
     if (item.kind == TaskKind::kForward) {
-      task.duration_s = ops_seconds(unit.forward_ops);
+      task.duration_s = compute_.forward_s[u];
       alloc(task, MemoryCategory::kWorkspace, unit.workspace_bytes, false);
       alloc(task, MemoryCategory::kWorkspace, -unit.workspace_bytes, true);
       alloc(task, MemoryCategory::kActivations, unit.saved_activation_bytes, true);
@@ -624,11 +628,11 @@ class Lowering {
         free_gathered(task, gather);
       }
     } else if (item.kind == TaskKind::kRecompute) {
-      task.duration_s = ops_seconds(unit.recompute_ops);
+      task.duration_s = compute_.recompute_s[u];
       alloc(task, MemoryCategory::kActivations, unit.recompute_activation_bytes, false);
       add_backward_gather_dep(task, u);
     } else {
-      task.duration_s = ops_seconds(unit.backward_ops);
+      task.duration_s = compute_.backward_s[u];
       alloc(task, MemoryCategory::kWorkspace, unit.workspace_bytes, false);
       alloc(task, MemoryCategory::kWorkspace, -unit.workspace_bytes, true);
       // Gradients of the unsharded parameters, in param dtype, until the reduce-scatter
@@ -723,6 +727,7 @@ class Lowering {
   const Workload& workload_;
   const Plan& plan_;
   const CostModel& costs_;
+  const ComputeCosts& compute_;
   Program program_;
   int unit_count_ = 0;
   std::int64_t ranks_ = 1;
@@ -747,12 +752,39 @@ class Lowering {
 
 }  // namespace
 
+ComputeCosts compute_costs(const Workload& workload, const CostModel& costs) {
+  ComputeCosts out;
+  auto sum = [&](const std::vector<Op>& ops) {
+    // Compute ops and the TP collectives inside the unit's op list, in sequence, with the
+    // async-TP overlap where the job asks for it (tp_ops_seconds).
+    Program counts;
+    const double seconds = tp_ops_seconds(ops, workload.job.async_tp, costs, &counts);
+    out.queries += counts.cost_queries;
+    out.fallbacks += counts.cost_fallbacks;
+    return seconds;
+  };
+  for (const Unit& unit : workload.units) {
+    out.forward_s.push_back(sum(unit.forward_ops));
+    out.recompute_s.push_back(sum(unit.recompute_ops));
+    out.backward_s.push_back(sum(unit.backward_ops));
+  }
+  out.optimizer_s = sum(workload.optimizer_ops);
+  return out;
+}
+
 Program lower(const Workload& workload, const Plan& plan, const CostModel& costs) {
+  return lower(workload, plan, costs, compute_costs(workload, costs));
+}
+
+Program lower(const Workload& workload, const Plan& plan, const CostModel& costs,
+              const ComputeCosts& compute) {
   FSDPTUNE_CHECK(!workload.units.empty(), "lower() needs at least one unit");
   for (const Unit& unit : workload.units) {
     FSDPTUNE_CHECK(!unit.params.empty(), "FSDP unit " + unit.name + " has no parameters");
   }
-  return Lowering(workload, plan, costs).run();
+  FSDPTUNE_CHECK(compute.forward_s.size() == workload.units.size(),
+                 "compute costs of another workload");
+  return Lowering(workload, plan, costs, compute).run();
 }
 
 }  // namespace fsdptune

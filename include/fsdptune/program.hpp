@@ -107,6 +107,23 @@ struct Program {
 // REQUIRES: validate_plan(plan, workload.units.size(), ...) passed.
 Program lower(const Workload& workload, const Plan& plan, const CostModel& costs);
 
+// Standalone seconds of every unit's op lists and of the optimizer step: they do not
+// depend on the plan, so a caller that lowers many plans of one workload (the tuner)
+// computes them once and passes them to the overload below, which then queries the cost
+// model only for collectives and copies. Query counts are carried so that
+// Program::cost_queries/cost_fallbacks come out the same either way.
+struct ComputeCosts {
+  std::vector<double> forward_s, recompute_s, backward_s;  // per unit
+  double optimizer_s = 0;
+  int queries = 0;
+  int fallbacks = 0;
+  bool operator==(const ComputeCosts&) const = default;
+};
+ComputeCosts compute_costs(const Workload& workload, const CostModel& costs);
+// REQUIRES: `compute` == compute_costs(workload, costs).
+Program lower(const Workload& workload, const Plan& plan, const CostModel& costs,
+              const ComputeCosts& compute);
+
 // Standalone time of a unit's op list on the compute critical path, seconds: compute ops
 // and tensor-parallel collectives in sequence. With `async_tp` each sequence-parallel
 // all-gather overlaps the next GEMM and each reduce-scatter the previous one, except one

@@ -1,6 +1,14 @@
 #include "job_options.hpp"
 
+#include <algorithm>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "fsdptune/error.hpp"
 #include "fsdptune/io.hpp"
+#include "fsdptune/plans.hpp"
+#include "fsdptune/units.hpp"
 
 namespace fsdptune::cli {
 
@@ -71,6 +79,52 @@ JobSpec to_job_spec(const JobOptions& options, const ModelSpec& model) {
   job.pp_schedule = pipeline_schedule_from_string(options.pp_schedule, "--pp-schedule");
   job.virtual_stages = options.virtual_stages;
   return normalize_job(model, job);
+}
+
+void add_plan_options(CLI::App* command, PlanOptions& options, bool with_plan) {
+  if (with_plan) {
+    std::string names;
+    for (const std::string& name : builtin_plan_names()) names += (names.empty() ? "" : ", ") + name;
+    command
+        ->add_option("--plan", options.plan,
+                     fmt::format("built-in plan ({}), plan JSON file or schedule file", names))
+        ->capture_default_str();
+  }
+  command->add_option("--memory-limit", options.memory_limit,
+                      "memory a step may allocate per GPU, e.g. 70GiB (default: HBM less the "
+                      "hardware's reserve)");
+}
+
+std::int64_t resolve_memory_limit(const PlanOptions& options, const HardwareSpec& hardware) {
+  if (!options.memory_limit.empty()) return parse_size_bytes(options.memory_limit, "--memory-limit");
+  const std::int64_t limit = default_memory_limit_bytes(hardware);
+  if (limit <= 0) {
+    throw_bad_input("--memory-limit", fmt::format("hardware {} gives no default", hardware.id),
+                    "give --memory-limit, e.g. --memory-limit 70GiB");
+  }
+  return limit;
+}
+
+Plan resolve_plan_option(const PlanOptions& options, const Workload& workload,
+                         const CostModel& costs, std::int64_t memory_limit_bytes) {
+  const std::vector<std::string> names = builtin_plan_names();
+  const int unit_count = static_cast<int>(workload.units.size());
+  if (std::find(names.begin(), names.end(), options.plan) != names.end()) {
+    Plan plan = builtin_plan(options.plan, workload, costs, memory_limit_bytes, "--plan");
+    validate_plan(plan, unit_count, "--plan " + options.plan);
+    return plan;
+  }
+  if (!std::filesystem::exists(options.plan)) {
+    // Not a file either: name the built-ins.
+    builtin_plan(options.plan, workload, costs, memory_limit_bytes, "--plan");
+  }
+  const nlohmann::json json = read_json_file(options.plan);
+  // A schedule file carries its plan under "plan" (docs/schedule-format.md).
+  const bool schedule = json.is_object() && json.contains("plan") && json["plan"].is_object();
+  const std::string source = schedule ? options.plan + ": plan" : options.plan;
+  Plan plan = plan_from_json(schedule ? json["plan"] : json, source);
+  validate_plan(plan, unit_count, source);
+  return plan;
 }
 
 }  // namespace fsdptune::cli

@@ -8,8 +8,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include "fsdptune/cost_model.hpp"
+#include "fsdptune/hardware.hpp"
 #include "fsdptune/job.hpp"
 #include "fsdptune/model.hpp"
+#include "fsdptune/plan.hpp"
+#include "fsdptune/workload.hpp"
 
 namespace fsdptune::cli {
 
@@ -50,5 +54,25 @@ ModelSpec resolve_model_option(const JobOptions& options);
 // The JobSpec of the flags, normalized against `model` (normalize_job): throws
 // Error(kBadInput) naming the flag at fault.
 JobSpec to_job_spec(const JobOptions& options, const ModelSpec& model);
+
+// The plan and memory-limit flags of simulate and tune (issue: simulator). The cost flags
+// (--hardware, --profile) are in cost_options.hpp.
+struct PlanOptions {
+  std::string plan = "fsdp2";  // --plan: built-in name, plan JSON file or schedule file
+  std::string memory_limit;    // --memory-limit, e.g. "80GiB"; empty: the hardware's default
+};
+
+// `with_plan` false registers only --memory-limit (tune searches plans itself).
+void add_plan_options(CLI::App* command, PlanOptions& options, bool with_plan = true);
+
+// --memory-limit parsed (Error naming the flag), or default_memory_limit_bytes(hardware):
+// HBM less the hardware's reserve.
+std::int64_t resolve_memory_limit(const PlanOptions& options, const HardwareSpec& hardware);
+
+// The Plan of --plan: a built-in name (plans.hpp), else a file holding a plan
+// (docs/plan-format.md) or a schedule file (its "plan" object). Validated against
+// `workload`: Error(kBadInput) naming the file and field.
+Plan resolve_plan_option(const PlanOptions& options, const Workload& workload,
+                         const CostModel& costs, std::int64_t memory_limit_bytes);
 
 }  // namespace fsdptune::cli

@@ -73,6 +73,16 @@ void BM_Lower(benchmark::State& state, const std::string& plan_name) {
   }
 }
 
+// Lowering with the plan-independent compute costs computed once (what the tuner does).
+void BM_LowerPrecomputed(benchmark::State& state, const std::string& plan_name) {
+  const Case& c = llama405b(plan_name);
+  const ComputeCosts compute = compute_costs(c.workload, *c.costs);
+  for (auto _ : state) {
+    Program program = lower(c.workload, c.plan, *c.costs, compute);
+    benchmark::DoNotOptimize(program.tasks.data());
+  }
+}
+
 BENCHMARK_CAPTURE(BM_SimulateStep, fsdp2, std::string("fsdp2"), false)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_SimulateStep, fsdp2_recorded, std::string("fsdp2"), true)
@@ -80,6 +90,7 @@ BENCHMARK_CAPTURE(BM_SimulateStep, fsdp2_recorded, std::string("fsdp2"), true)
 BENCHMARK_CAPTURE(BM_SimulateStep, simplefsdp_none, std::string("simplefsdp-none"), false)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_Lower, fsdp2, std::string("fsdp2"))->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_LowerPrecomputed, fsdp2, std::string("fsdp2"))->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

@@ -237,3 +237,66 @@ TEST_CASE("lowering without reordering waits for each reduce-scatter", "[lowerin
     }
   }
 }
+
+TEST_CASE("lowering with precomputed compute costs gives the same program", "[lowering]") {
+  const Workload workload = make_uniform_workload(4, 1 << 20, 1e-3, 2e-3, 1 << 20, 2);
+  const FixedCostModel costs({.collective_latency_s = 1e-4, .measured = false});
+  Plan plan = per_unit_plan(4);
+  const ComputeCosts compute = compute_costs(workload, costs);
+  CHECK(compute.forward_s == std::vector<double>(4, 1e-3));
+  CHECK(compute.queries == 8);  // one forward and one backward op per unit
+  CHECK(lower(workload, plan, costs, compute) == lower(workload, plan, costs));
+}
+
+TEST_CASE("lowering: a unit whose parameters another unit reads stays gathered", "[lowering]") {
+  // Tied embeddings: the output unit (2) reads unit 0's weight, so unit 0's bucket is
+  // kept from forward to backward even though the plan reshards everything.
+  Workload workload = make_uniform_workload(3, 1 << 20, 1e-3, 2e-3, 1 << 20, 2);
+  workload.units[2].shared_param_units = {0};
+  const Program program = lower(workload, per_unit_plan(3), FixedCostModel());
+  check_well_formed(program);
+  int backward_gathers = 0;
+  for (const Task& task : program.tasks) {
+    if (task.kind == TaskKind::kAllGather && task.name.rfind("AG bwd", 0) == 0) {
+      ++backward_gathers;
+      CHECK(task.name.find("u0") == std::string::npos);
+    }
+    if (task.name == "fwd u0") {
+      for (const MemoryEvent& event : task.memory) CHECK(event.bytes >= 0);  // no reshard
+    }
+    if (task.name == "bwd u0") {
+      bool frees_params = false;
+      for (const MemoryEvent& event : task.memory) {
+        frees_params |= event.category == MemoryCategory::kGatheredParams && event.bytes < 0;
+      }
+      CHECK(frees_params);
+    }
+  }
+  CHECK(backward_gathers == 2);  // units 1 and 2
+}
+
+TEST_CASE("lowering: collectives carry each parameter's wire dtype", "[lowering]") {
+  // Float8 all-gather: a 1 Mi-element weight travels as fp8 (1 B), a 1 Mi-element norm as
+  // bf16 (2 B): 3 MiB gathered. Reduce-scatter stays fp32: 2 Mi * 4 B = 8 MiB.
+  std::vector<SyntheticUnit> units(1);
+  units[0] = {.name = "u0",
+              .param_numel = 2 << 20,
+              .param_count = 2,
+              .forward_s = 1e-3,
+              .backward_s = 1e-3};
+  Workload workload = make_workload(units, 2);
+  workload.units[0].params[0].gather_dtype = DType::kFP8;
+  Plan plan = per_unit_plan(1);
+  const Program program = lower(workload, plan, FixedCostModel());
+  check_well_formed(program);
+  for (const Task& task : program.tasks) {
+    if (task.kind == TaskKind::kAllGather) {
+      CHECK(task.bytes == 3 << 20);
+      CHECK(program.buckets[task.bucket].dtype == DType::kBF16);  // mixed: the param dtype
+    }
+    if (task.kind == TaskKind::kReduceScatter) {
+      CHECK(task.bytes == 8 << 20);
+      CHECK(program.buckets[task.bucket].dtype == DType::kFP32);
+    }
+  }
+}

@@ -9,18 +9,19 @@ namespace {
 
 // dim 8, 1 layer, 2 heads of 4, 1 kv head, ffn 16, vocab 32 (hand-counted in
 // tests/core/test_workload.cpp).
-Workload hand_workload(bool float8) {
+Workload hand_workload(bool float8, std::int64_t tp = 1) {
   ModelSpec model;
   model.name = "hand";
   model.dim = 8;
   model.n_layers = 1;
   model.n_heads = 2;
-  model.n_kv_heads = 1;
+  model.n_kv_heads = tp;
   model.head_dim = 4;
   model.ffn_dim = 16;
   model.vocab_size = 32;
   JobSpec job;
   job.gpus = 2;
+  job.tp = tp;
   job.local_batch = 1;
   job.seq_len = 4;
   job.float8 = float8;
@@ -60,4 +61,17 @@ TEST_CASE("step_metrics uses the fp8 peak for float8 jobs", "[metrics]") {
 TEST_CASE("step_metrics of an empty result is zero, not a division by zero", "[metrics]") {
   const StepMetrics metrics = step_metrics(hand_workload(false), HardwareSpec{}, SimResult{});
   CHECK(metrics == StepMetrics{});
+}
+
+TEST_CASE("step_metrics shares a data-parallel rank's tokens among its TP group", "[metrics]") {
+  // tp = 2: the two GPUs of the TP group work on the same 4 tokens; each does half the
+  // model FLOPs (model_flops_per_step is per rank).
+  const Workload workload = hand_workload(false, 2);
+  HardwareSpec hardware;
+  hardware.peak_bf16_flops_per_s = 1e5;
+  SimResult result;
+  result.step_time_s = 0.5;
+  const StepMetrics metrics = step_metrics(workload, hardware, result);
+  CHECK(metrics.tokens_per_s_per_gpu == Approx(4.0));  // 4 tokens / 0.5 s / 2 GPUs
+  CHECK(metrics.mfu == Approx(workload.model_flops_per_step() / (0.5 * 1e5)));
 }

@@ -1,0 +1,136 @@
+// `fsdptune simulate` end to end: outputs, files, exit codes.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_support.hpp"
+#include "fsdptune/io.hpp"
+
+using fsdptune::testing::make_temp_dir;
+using fsdptune::testing::run_fsdptune;
+
+namespace {
+
+// The tiny model on 2 GPUs at a short sequence: fast.
+const std::string kTiny =
+    "simulate --model tiny --hardware h100-sxm --gpus 2 --gpus-per-node 2 --seq 128";
+
+std::string write(const std::string& dir, const std::string& name, const std::string& text) {
+  const std::string path = dir + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("simulate --json has the documented keys", "[cli][simulate]") {
+  const auto result = run_fsdptune(kTiny + " --json");
+  REQUIRE(result.exit_code == 0);
+  const auto json = nlohmann::json::parse(result.out);
+  for (const char* key :
+       {"version", "step_time_s", "tokens_per_s_per_gpu", "mfu", "compute_s", "comm_s",
+        "exposed_comm_s", "idle_s", "peak_allocated_bytes", "peak_reserved_bytes", "fits",
+        "memory_breakdown", "cost_queries", "cost_fallbacks", "memory_limit_bytes", "plan"}) {
+    INFO(key);
+    CHECK(json.contains(key));
+  }
+  CHECK(json["fits"] == true);
+  CHECK(json["plan"]["name"] == "fsdp2");
+  CHECK(json["step_time_s"].get<double>() > 0);
+  CHECK(json["mfu"].get<double>() > 0);
+  CHECK(json["mfu"].get<double>() < 1);
+  // Analytic costs only: every query is a fallback.
+  CHECK(json["cost_fallbacks"] == json["cost_queries"]);
+  std::int64_t sum = 0;
+  for (const auto& item : json["memory_breakdown"].items()) sum += item.value().get<std::int64_t>();
+  CHECK(sum == json["peak_allocated_bytes"].get<std::int64_t>());
+}
+
+TEST_CASE("simulate prints the step, the breakdowns and whether it fits", "[cli][simulate]") {
+  const auto result = run_fsdptune(kTiny + " --plan simplefsdp-greedy --ac full");
+  REQUIRE(result.exit_code == 0);
+  for (const char* text : {"step time", "tokens/s/GPU", "MFU", "exposed comm", "idle",
+                           "peak memory", "reserved", "activations", "gathered_params", "fits"}) {
+    INFO(text);
+    CHECK(result.out.find(text) != std::string::npos);
+  }
+}
+
+TEST_CASE("simulate --trace writes the same bytes every run", "[cli][simulate]") {
+  const std::string dir = make_temp_dir("fsdptune-sim-trace");
+  const auto first =
+      run_fsdptune(kTiny + " --json --plan simplefsdp-block --trace " + dir + "/a.json");
+  const auto second =
+      run_fsdptune(kTiny + " --json --plan simplefsdp-block --trace " + dir + "/b.json");
+  REQUIRE(first.exit_code == 0);
+  REQUIRE(second.exit_code == 0);
+  CHECK(first.out == second.out);
+  const std::string trace = fsdptune::read_text_file(dir + "/a.json");
+  CHECK(trace == fsdptune::read_text_file(dir + "/b.json"));
+  const auto json = nlohmann::json::parse(trace);
+  int complete = 0, counters = 0;
+  for (const auto& event : json["traceEvents"]) {
+    complete += event["ph"] == "X";
+    counters += event["ph"] == "C";
+  }
+  CHECK(complete > 0);
+  CHECK(counters > 0);
+}
+
+TEST_CASE("simulate: a limit that is too small", "[cli][simulate]") {
+  const auto report = run_fsdptune(kTiny + " --memory-limit 1MiB");
+  CHECK(report.exit_code == 0);
+  CHECK(report.out.find("does not fit") != std::string::npos);
+  const auto strict = run_fsdptune(kTiny + " --memory-limit 1MiB --require-fit");
+  CHECK(strict.exit_code == 3);
+  CHECK(strict.err.find("--memory-limit") != std::string::npos);
+  CHECK(strict.err.find("exceeds") != std::string::npos);
+  const auto bad = run_fsdptune(kTiny + " --memory-limit lots");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("--memory-limit") != std::string::npos);
+}
+
+TEST_CASE("simulate --plan FILE: plans, schedule files and bad plans", "[cli][simulate]") {
+  const std::string dir = make_temp_dir("fsdptune-sim-plan");
+  // tiny has 4 layers: units 0..5.
+  const std::string good = write(dir, "good.json", R"({"version": 1, "name": "pairs",
+      "forward_buckets": [[0, 0], [1, 2], [3, 4], [5, 5]], "backward_buckets": [[0, 5]],
+      "reshard_after_forward": [true, true, true, false]})");
+  const auto ok = run_fsdptune(kTiny + " --json --plan " + good);
+  REQUIRE(ok.exit_code == 0);
+  CHECK(nlohmann::json::parse(ok.out)["plan"]["name"] == "pairs");
+
+  const std::string schedule =
+      write(dir, "schedule.json",
+            R"({"version": 1, "plan": {"version": 1, "name": "from-schedule",
+                "forward_buckets": [[0, 5]]}})");
+  const auto from_schedule = run_fsdptune(kTiny + " --json --plan " + schedule);
+  REQUIRE(from_schedule.exit_code == 0);
+  CHECK(nlohmann::json::parse(from_schedule.out)["plan"]["name"] == "from-schedule");
+
+  auto rejected = [&](const std::string& name, const std::string& text) {
+    const auto result = run_fsdptune(kTiny + " --plan " + write(dir, name, text));
+    CHECK(result.exit_code == 2);
+    return result.err;
+  };
+  CHECK(
+      rejected("twice.json", R"({"version": 1, "name": "x", "forward_buckets": [[0, 2], [2, 5]]})")
+          .find("forward_buckets[1]") != std::string::npos);
+  CHECK(rejected("missing.json",
+                 R"({"version": 1, "name": "x", "forward_buckets": [[0, 2], [4, 5]]})")
+            .find("forward_buckets[1]") != std::string::npos);
+  CHECK(rejected("unknown.json",
+                 R"({"version": 1, "name": "x", "forward_buckets": [[0, 2], [3, 9]]})")
+            .find("unknown unit") != std::string::npos);
+  CHECK(rejected("prefetch.json",
+                 R"({"version": 1, "name": "x", "forward_buckets": [[0, 5]],
+                     "forward_prefetch": 0})")
+            .find("forward_prefetch") != std::string::npos);
+  const auto unknown = run_fsdptune(kTiny + " --plan fsdp3");
+  CHECK(unknown.exit_code == 2);
+  CHECK(unknown.err.find("--plan") != std::string::npos);
+  CHECK(unknown.err.find("simplefsdp-greedy") != std::string::npos);
+}
