@@ -130,6 +130,9 @@ namespace {
 // Query block of the cpu attention: small enough that the skipped masked blocks make the
 // work close to the causal half (waste = block / (2 seq) of the full square).
 constexpr std::int64_t kCpuAttentionBlock = 64;
+// Largest operand of a memory-bound op (elements): bigger ops take several passes, so an
+// optimizer step over billions of parameters moves its bytes without holding them.
+constexpr std::int64_t kMemoryBoundChunk = std::int64_t{1} << 26;
 
 class CpuKernels final : public OpKernels {
  public:
@@ -168,9 +171,15 @@ class CpuKernels final : public OpKernels {
         return;
       }
       case OpKind::kMemoryBound: {
-        // One fp32 read and one fp32 write per element: op.bytes in all.
+        // One fp32 read and one fp32 write per element, op.bytes in all, in passes over
+        // buffers of at most kMemoryBoundChunk elements.
         const std::int64_t n = std::max<std::int64_t>(1, op.bytes / (2 * sizeof(float)));
-        cpu_math::memory_bound(operand(0, n), operand(1, n), n);
+        const std::int64_t chunk = std::min(n, kMemoryBoundChunk);
+        const float* in = operand(0, chunk);
+        float* out = operand(1, chunk);
+        for (std::int64_t done = 0; done < n; done += chunk) {
+          cpu_math::memory_bound(in, out, std::min(chunk, n - done));
+        }
         return;
       }
       case OpKind::kCollective:

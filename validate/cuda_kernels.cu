@@ -23,6 +23,10 @@ namespace {
 // causal half.
 constexpr std::int64_t kAttentionBlock = 512;
 constexpr int kThreads = 256;
+// Largest operand of a memory-bound op (elements, 1 GiB of fp32): bigger ops take several
+// passes, so an optimizer step over billions of parameters moves its bytes without
+// holding them twice.
+constexpr std::int64_t kMemoryBoundChunk = std::int64_t{1} << 28;
 
 __global__ void fill_kernel(__nv_bfloat16* data, std::int64_t n, int salt) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
@@ -164,10 +168,15 @@ class CudaKernels final : public OpKernels {
         run_attention(op);
         return;
       case OpKind::kMemoryBound: {
+        // op.bytes read + written in passes over buffers of at most kMemoryBoundChunk.
         const std::int64_t n = std::max<std::int64_t>(1, op.bytes / (2 * sizeof(float)));
-        auto* in = static_cast<const float*>(operand(0, n * 4));
-        auto* out = static_cast<float*>(operand(1, n * 4));
-        memory_bound_kernel<<<grid_for(n), kThreads, 0, stream_>>>(in, out, n);
+        const std::int64_t chunk = std::min(n, kMemoryBoundChunk);
+        auto* in = static_cast<const float*>(operand(0, chunk * 4));
+        auto* out = static_cast<float*>(operand(1, chunk * 4));
+        for (std::int64_t done = 0; done < n; done += chunk) {
+          const std::int64_t count = std::min(chunk, n - done);
+          memory_bound_kernel<<<grid_for(count), kThreads, 0, stream_>>>(in, out, count);
+        }
         FSDPTUNE_CUDA_CHECK(cudaGetLastError());
         return;
       }

@@ -11,7 +11,8 @@
 //                recomputes P and runs four more matrix products (dV, dP, dQ, dK): 2.5x
 //                the forward's (DESIGN.md). cpu: Eigen; cuda: strided-batched cuBLAS GEMMs
 //                and a softmax kernel.
-//   kMemoryBound reads op.bytes / 2 and writes op.bytes / 2 (out = a * in + b).
+//   kMemoryBound reads op.bytes / 2 and writes op.bytes / 2 (out = a * in + b), in passes
+//                over bounded buffers (cpu 256 MiB, cuda 1 GiB per operand).
 //   kCollective  not a kernel: throws Error(kBadInput) (TP collectives need a communicator).
 // Operands are filled once with deterministic small values; their contents carry no
 // meaning beyond keeping the arithmetic finite.

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -17,10 +18,12 @@
 #include "fsdptune/plan.hpp"
 #include "fsdptune/program.hpp"
 #include "fsdptune/simulator.hpp"
+#include "fsdptune/workload.hpp"
 
 namespace fsdptune {
 
 inline constexpr int kScheduleFormatVersion = 1;
+inline constexpr int kTorchtitanPlanFormatVersion = 1;
 
 // What the simulator predicted for one plan.
 struct PlanSummary {
@@ -78,9 +81,28 @@ struct ScheduleFile {
 
 nlohmann::json schedule_to_json(const ScheduleFile& schedule);
 // Throws Error(kBadInput) naming `source` and the field: wrong version, missing field,
-// a plan or program inconsistent with the model and job.
+// a plan or program inconsistent with the model and job (the plan must partition the
+// units of build_workload(model, job), every bucket slot must name a parameter of that
+// workload with its numel and shard size).
 ScheduleFile schedule_from_json(const nlohmann::json& json, const std::string& source);
 // Stable hex digest of the canonical JSON: ranks compare it before replaying.
+// FNV-1a 64 of dump_json(schedule_to_json(schedule)), 16 lowercase hex digits.
 std::string schedule_hash(const ScheduleFile& schedule);
+
+// FNV-1a 64-bit digest of `bytes` as 16 lowercase hex digits (also used for the
+// provenance's cost_hash of a hardware spec or profile).
+std::string fnv1a64_hex(std::string_view bytes);
+
+// Throws Error(kBadInput) naming `source` when `schedule` was made for another model
+// (any architecture field differs) or another job (mesh, batch, sequence, AC, dtypes):
+// what `simulate --plan` and the executor check before using a schedule with flags.
+void check_schedule_matches(const ScheduleFile& schedule, const ModelSpec& model,
+                            const JobSpec& job, const std::string& source);
+
+// The bucket plan in torchtitan's terms (docs/schedule-format.md, "torchtitan export"):
+// groups of module names ("tok_embeddings", "layers.0", ..., "norm", "output") for
+// SimpleFSDP's manual bucketing and FSDP2 fully_shard groups with their prefetch lists.
+// Pure. REQUIRES: validate_plan(plan, workload.units.size(), ...) passed.
+nlohmann::json torchtitan_plan_to_json(const Workload& workload, const Plan& plan);
 
 }  // namespace fsdptune

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   fsdptune::cli::register_cost_commands(app);
   fsdptune::cli::register_profile_commands(app);
   fsdptune::cli::register_sim_commands(app);
+  fsdptune::cli::register_tune_commands(app);
   fsdptune::cli::register_sweep_commands(app);
 
   try {

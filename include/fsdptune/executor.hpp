@@ -1,0 +1,71 @@
+// The executor: replays a schedule's Program on real hardware, one process per rank under
+// mpirun / srun (DESIGN.md "Validation"), and measures it. Every function here is called
+// by every rank (they communicate over MPI_COMM_WORLD).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "fsdptune/backend.hpp"
+#include "fsdptune/error.hpp"
+#include "fsdptune/measured.hpp"
+#include "fsdptune/schedule.hpp"
+
+namespace fsdptune {
+
+struct ExecutorOptions {
+  std::string backend = "cpu";  // "cpu" or "cuda"
+  int iterations = 10;          // measured steps (>= 1)
+  int warmup = 3;               // untimed steps before them (>= 0)
+  // One more untimed step before the warm-up, whose bucket buffers are read back and
+  // checked (data_check.hpp); a mismatch on any rank fails every rank.
+  bool check_data = false;
+  // A rank that makes no progress for this long aborts every rank (MPI_Abort).
+  double timeout_s = 300;
+  std::string command;  // recorded in measured.json
+  // Test hooks. stall_rank: that rank stops responding before the first step.
+  // corrupt_bucket: before the checks, overwrite one element of that bucket's buffer.
+  int stall_rank = -1;
+  int corrupt_bucket = -1;
+};
+
+// MPI for the lifetime of the object: MPI_Init_thread asking for MPI_THREAD_MULTIPLE (the
+// cpu backend issues collectives from one thread per stream) and MPI_Finalize.
+class MpiSession {
+ public:
+  MpiSession();
+  ~MpiSession();
+  MpiSession(const MpiSession&) = delete;
+  MpiSession& operator=(const MpiSession&) = delete;
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
+  int local_rank() const { return local_rank_; }  // rank among the ranks on this node
+
+ private:
+  int rank_ = 0;
+  int world_size_ = 1;
+  int local_rank_ = 0;
+};
+
+// Every rank passes its own outcome; when any rank has an error, every rank throws the
+// error of the lowest failing rank, its `where` prefixed with "rank r: ".
+void agree_on_errors(const std::optional<Error>& local_error);
+
+// Throws Error(kBadInput) naming `source` and the field when this executor cannot replay
+// the schedule on `world_size` ranks: world size != dp_shard, tp / pp / dp_replicate > 1,
+// dtypes other than bf16 / fp32 on the wire, unknown tasks, units or parameters.
+void check_replayable(const ScheduleFile& schedule, int world_size, const std::string& source);
+
+// The buckets with their parameters' storage offsets, for `rank` of `world_size`.
+ReplayLayout make_replay_layout(const ScheduleFile& schedule, const Workload& workload, int rank,
+                                int world_size);
+
+// Replays the schedule (check step, warm-up, measured steps) on every rank after they
+// agreed on the schedule hash. Returns the measured result; complete on rank 0 (others
+// hold their own view). A failure after the replay started aborts every rank with
+// MPI_Abort after printing the reason: there is no partial result.
+// REQUIRES: check_replayable passed, an MpiSession alive.
+MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& options,
+                       const MpiSession& mpi);
+
+}  // namespace fsdptune

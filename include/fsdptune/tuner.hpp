@@ -1,0 +1,136 @@
+// The schedule autotuner (DESIGN.md "Searching", docs/tuner.md): finds the Plan with the
+// shortest simulated step whose peak memory fits under a limit.
+//
+// Search space: forward all-gather buckets, backward all-gather buckets and
+// reduce-scatter buckets (three independent contiguous partitions of the units), forward
+// and backward prefetch depths, reshard-after-forward per forward bucket, stream layout.
+//
+// Method: the baselines (fsdp2, simplefsdp-block, simplefsdp-greedy) and a minimum-memory
+// plan are simulated first; a dynamic program over bucket boundaries, fed with per-unit
+// compute and collective costs, gives structured seeds; then simulator-in-the-loop local
+// search (merge, split, shift a boundary, change prefetch, reshard or stream layout) with
+// batches of candidates simulated in parallel and reduced in a fixed order, restarted from
+// each seed. The result is never worse than the best baseline: the baselines are
+// candidates like any other.
+//
+// Determinism: for a given seed the result does not depend on the thread count, and is
+// identical run to run unless the time budget cuts the search short
+// (TunerResult::budget_exhausted says so); `max_evaluations` is a budget that keeps it
+// deterministic.
+//
+// Pure: no I/O. Reads the steady clock for the time budget only.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "fsdptune/cost_model.hpp"
+#include "fsdptune/plan.hpp"
+#include "fsdptune/schedule.hpp"
+#include "fsdptune/simulator.hpp"
+#include "fsdptune/workload.hpp"
+
+namespace fsdptune {
+
+// Where the search stands, handed to the progress callback after every batch.
+struct TunerProgress {
+  std::int64_t plans_evaluated = 0;
+  double best_step_time_s = 0;  // of the best plan that fits; 0 while none fits
+  double elapsed_s = 0;         // wall clock since tune() began
+  int restart = 0;              // which seed the local search is refining (0-based)
+  int restarts = 0;             // how many seeds there are
+};
+
+struct TunerOptions {
+  // Peak memory a plan may allocate (compared with the simulator's allocated peak, as
+  // `simulate` does). 0 = default_memory_limit_bytes (plans.hpp): the
+  // hardware's HBM minus its memory_reserve_bytes.
+  std::int64_t memory_limit_bytes = 0;
+  // Wall-clock budget of the whole search; 0 = none. Checked between batches.
+  double time_budget_s = 10.0;
+  // Deterministic budget: stop after this many simulations; 0 = none.
+  std::int64_t max_evaluations = 0;
+  int threads = 1;         // plans simulated in parallel (>= 1)
+  std::uint64_t seed = 0;  // orders the neighbours tried and the perturbations
+  // Largest prefetch depth tried (forward and backward); >= 1.
+  int max_prefetch = 3;
+  bool search_reshard = true;  // try reshard_after_forward per bucket
+  bool search_layout = true;   // try both stream layouts
+  // Independent forward / backward / reduce-scatter partitions; false = one partition
+  // shared by all three (a smaller space, FSDP2-expressible).
+  bool independent_partitions = true;
+  // Candidates simulated per batch: the unit of parallel work and of first-improvement
+  // (fixed, so the result does not depend on `threads`).
+  int batch_size = 32;
+  // Local searches from the best starting points (seeds and baselines), best first.
+  int restarts = 3;
+  // Pairs of moves tried when no single move improves: all of them when there are at
+  // most this many, else a seeded sample of this many. 0 = single moves only.
+  int pair_moves = 1024;
+  // Perturbation restarts after the local search from every seed has converged.
+  int perturbations = 8;
+  // Stop once the best plan has not improved by more than 0.01% in this many
+  // simulations (deterministic, unlike the time budget); 0 = search to convergence.
+  std::int64_t stall_evaluations = 1500;
+  // Called after every batch; returning false stops the search (keeping the best so far).
+  std::function<bool(const TunerProgress&)> progress;
+};
+
+// Everything the tuner learned about one plan it evaluated in full.
+struct EvaluatedPlan {
+  Plan plan;
+  PlanSummary summary;
+  bool operator==(const EvaluatedPlan&) const = default;
+};
+
+struct TunerResult {
+  Plan best_plan;                        // named "tuned"
+  PlanSummary best;                      // of best_plan
+  std::string derived_from;              // "fsdp2", "dp seed 2", ... : where the search started
+  std::vector<EvaluatedPlan> baselines;  // fsdp2, simplefsdp-block, simplefsdp-greedy
+  std::vector<ParetoPoint> pareto;       // non-dominated (peak allocated, step time), by peak
+  double lower_bound_s = 0;              // max(compute + unavoidable exposed comm, total comm)
+  double efficiency = 0;                 // lower_bound_s / best.step_time_s
+  std::int64_t memory_limit_bytes = 0;   // the limit used
+  bool fits = false;                     // best fits under the limit
+  // When nothing fits: the smallest allocated peak seen and the plan that had it.
+  std::int64_t smallest_peak_bytes = 0;
+  std::string smallest_peak_plan;
+  std::int64_t plans_evaluated = 0;  // simulations run (including aborted ones)
+  std::int64_t plans_aborted = 0;    // stopped early: over the memory limit
+  bool budget_exhausted = false;     // the time budget or the callback stopped the search
+  bool operator==(const TunerResult&) const = default;
+};
+
+// The lower bound of DESIGN.md "Searching" for `workload`, seconds: the larger of
+// (compute of every op, standalone, + the first all-gather and the last reduce-scatter,
+// which nothing can hide: unit 0 alone) and (the whole model gathered once and its
+// gradients reduce-scattered once, in one collective each: the least communication any
+// plan does).
+double step_time_lower_bound(const Workload& workload, const CostModel& costs);
+
+// Does a simulated plan fit under `memory_limit_bytes`? (allocated peak <= limit)
+bool plan_fits(const SimResult& result, std::int64_t memory_limit_bytes);
+
+// The summary of one simulated plan, as the schedule file and the tables report it.
+PlanSummary summarize_plan(const std::string& plan_name, const Workload& workload,
+                           const HardwareSpec& hardware, const SimResult& result,
+                           std::int64_t memory_limit_bytes);
+
+// Search over plans (ensmallen style: configured by value, then run).
+class Tuner {
+ public:
+  explicit Tuner(TunerOptions options = {});
+  const TunerOptions& options() const { return options_; }
+
+  // REQUIRES: `workload` built by build_workload; `costs` shared by the worker threads
+  // (CostModel is thread-safe).
+  TunerResult tune(const Workload& workload, const CostModel& costs) const;
+
+ private:
+  TunerOptions options_;
+};
+
+}  // namespace fsdptune

@@ -1,0 +1,963 @@
+// The schedule autotuner: structured seeds from a dynamic program over bucket boundaries,
+// then simulator-in-the-loop local search (docs/tuner.md).
+#include "fsdptune/tuner.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "fsdptune/error.hpp"
+#include "fsdptune/plans.hpp"
+#include "fsdptune/program.hpp"
+
+namespace fsdptune {
+namespace {
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+// ---------------------------------------------------------------------------------------
+// Plans as cut vectors. A partition of n units is the set of "cuts": cut[i] says a bucket
+// ends after unit i (i in 0..n-2). Three partitions (forward all-gather, backward
+// all-gather, reduce-scatter) make the bucketing part of a plan.
+
+enum Dimension { kForwardDim = 0, kBackwardDim = 1, kReduceScatterDim = 2 };
+
+std::vector<UnitRange>& buckets_of(Plan& plan, int dim) {
+  if (dim == kForwardDim) return plan.forward_buckets;
+  if (dim == kBackwardDim) return plan.backward_buckets;
+  return plan.reduce_scatter_buckets;
+}
+const std::vector<UnitRange>& buckets_of(const Plan& plan, int dim) {
+  return buckets_of(const_cast<Plan&>(plan), dim);
+}
+
+std::vector<bool> cuts_of(const std::vector<UnitRange>& buckets, int unit_count) {
+  std::vector<bool> cuts(static_cast<std::size_t>(std::max(unit_count - 1, 0)), false);
+  for (const UnitRange& bucket : buckets) {
+    if (bucket.last < unit_count - 1) cuts[bucket.last] = true;
+  }
+  return cuts;
+}
+
+std::vector<UnitRange> ranges_of(const std::vector<bool>& cuts) {
+  std::vector<UnitRange> ranges;
+  int first = 0;
+  const int unit_count = static_cast<int>(cuts.size()) + 1;
+  for (int i = 0; i < unit_count - 1; ++i) {
+    if (cuts[i]) {
+      ranges.push_back({first, i});
+      first = i + 1;
+    }
+  }
+  ranges.push_back({first, unit_count - 1});
+  return ranges;
+}
+
+// Replaces one partition of `plan`. New forward buckets take the reshard flag of the old
+// bucket that held their first unit: a merge keeps the first half's flag, a split gives
+// both halves the old flag.
+Plan with_partition(const Plan& plan, int dim, const std::vector<bool>& cuts) {
+  Plan out = plan;
+  std::vector<UnitRange> ranges = ranges_of(cuts);
+  if (dim == kForwardDim) {
+    std::vector<bool> reshard;
+    reshard.reserve(ranges.size());
+    for (const UnitRange& range : ranges) {
+      bool flag = true;
+      for (std::size_t b = 0; b < plan.forward_buckets.size(); ++b) {
+        if (plan.forward_buckets[b].contains(range.first)) {
+          flag = plan.reshard_after_forward[b];
+          break;
+        }
+      }
+      reshard.push_back(flag);
+    }
+    out.reshard_after_forward = std::move(reshard);
+  }
+  buckets_of(out, dim) = std::move(ranges);
+  return out;
+}
+
+// A compact identity of a plan's knobs, to simulate each plan once.
+std::string plan_key(const Plan& plan, int unit_count) {
+  std::string key;
+  key.reserve(static_cast<std::size_t>(4 * unit_count + 16));
+  for (int dim = 0; dim < 3; ++dim) {
+    for (const bool cut : cuts_of(buckets_of(plan, dim), unit_count)) key += cut ? '1' : '0';
+    key += '|';
+  }
+  for (const bool flag : plan.reshard_after_forward) key += flag ? 'r' : 'k';
+  key += fmt::format("|{}|{}|{}|{}{}{}", plan.forward_prefetch, plan.backward_prefetch,
+                     static_cast<int>(plan.stream_layout), plan.reorder ? 1 : 0,
+                     plan.copy_in_out ? 1 : 0, plan.one_collective_per_parameter ? 1 : 0);
+  return key;
+}
+
+// ---------------------------------------------------------------------------------------
+// Evaluation.
+
+struct Evaluation {
+  Plan plan;
+  std::string label;
+  std::int64_t index = 0;  // order of generation: labels and tie-breaks
+  bool aborted = false;
+  bool fits = false;
+  double step_time_s = kInfinity;
+  // What the limit is compared with: the allocated peak (max when the simulation stopped
+  // early over the limit, so that such a plan ranks last).
+  std::int64_t peak_allocated_bytes = std::numeric_limits<std::int64_t>::max();
+  SimResult result;  // scalars only (no timings, no timeline)
+};
+
+// Strictly better: a plan that fits beats one that does not; among plans that fit the
+// shorter step wins (then the smaller peak); among plans that do not, the smaller peak.
+bool better(const Evaluation& a, const Evaluation& b) {
+  if (a.fits != b.fits) return a.fits;
+  if (a.fits) {
+    if (a.step_time_s != b.step_time_s) return a.step_time_s < b.step_time_s;
+    return a.peak_allocated_bytes < b.peak_allocated_bytes;
+  }
+  if (a.aborted != b.aborted) return !a.aborted;
+  return a.peak_allocated_bytes < b.peak_allocated_bytes;
+}
+
+class Evaluator {
+ public:
+  Evaluator(const Workload& workload, const CostModel& costs, std::int64_t memory_limit_bytes,
+            int threads)
+      : workload_(workload),
+        costs_(costs),
+        memory_limit_bytes_(memory_limit_bytes),
+        threads_(std::max(threads, 1)) {}
+
+  // Simulates every plan of `batch` (in parallel when threads > 1); results in batch order.
+  // `abort_over_limit` stops a simulation as soon as allocated memory passes the limit
+  // (so such a plan cannot fit).
+  std::vector<Evaluation> evaluate(std::vector<Evaluation> batch, bool abort_over_limit) const {
+    SimOptions options;
+    options.record_timings = false;
+    options.record_timeline = false;
+    options.abort_above_bytes = abort_over_limit ? memory_limit_bytes_ : 0;
+    const auto run_one = [&](Evaluation& evaluation) {
+      const Program program = lower(workload_, evaluation.plan, costs_);
+      evaluation.result = simulate(program, options);
+      evaluation.aborted = evaluation.result.aborted;
+      if (evaluation.aborted) {
+        evaluation.fits = false;
+        evaluation.step_time_s = kInfinity;
+        evaluation.peak_allocated_bytes = std::numeric_limits<std::int64_t>::max();
+      } else {
+        evaluation.fits = plan_fits(evaluation.result, memory_limit_bytes_);
+        evaluation.step_time_s = evaluation.result.step_time_s;
+        evaluation.peak_allocated_bytes = evaluation.result.peak_allocated_bytes;
+      }
+    };
+    const int workers = std::min<int>(threads_, static_cast<int>(batch.size()));
+    if (workers <= 1) {
+      for (Evaluation& evaluation : batch) run_one(evaluation);
+      return batch;
+    }
+    // Each worker takes the next index; results land in their own slot, so the outcome
+    // does not depend on which thread ran what.
+    std::atomic<std::size_t> next{0};
+    std::vector<std::thread> pool;
+    pool.reserve(static_cast<std::size_t>(workers));
+    for (int w = 0; w < workers; ++w) {
+      pool.emplace_back([&] {
+        for (std::size_t i = next.fetch_add(1); i < batch.size(); i = next.fetch_add(1)) {
+          run_one(batch[i]);
+        }
+      });
+    }
+    for (std::thread& thread : pool) thread.join();
+    return batch;
+  }
+
+ private:
+  const Workload& workload_;
+  const CostModel& costs_;
+  std::int64_t memory_limit_bytes_;
+  int threads_;
+};
+
+// ---------------------------------------------------------------------------------------
+// Per-unit costs for the dynamic program, read off the lowering of the one-unit-per-bucket
+// plan (so they are exactly what the simulator is given).
+
+struct UnitCosts {
+  std::vector<double> forward_s;           // forward compute of each unit
+  std::vector<double> backward_s;          // recompute + backward compute of each unit
+  std::vector<std::int64_t> gather_bytes;  // full all-gather buffer of each unit
+  std::vector<std::int64_t> reduce_bytes;  // full reduce-scatter buffer of each unit
+  CommGroup gather_group;
+  CommGroup reduce_group;
+  double compute_total_s = 0;  // every compute task, optimizer included
+  double first_gather_s = 0;   // all-gather of unit 0 alone (no copies: optional)
+  double last_reduce_s = 0;    // reduce-scatter of unit 0 alone
+};
+
+Plan one_unit_per_bucket_plan(int unit_count) {
+  Plan plan;
+  plan.name = "min-memory";
+  for (int u = 0; u < unit_count; ++u) {
+    plan.forward_buckets.push_back({u, u});
+    plan.backward_buckets.push_back({u, u});
+    plan.reduce_scatter_buckets.push_back({u, u});
+  }
+  plan.reshard_after_forward.assign(static_cast<std::size_t>(unit_count), true);
+  plan.forward_prefetch = 1;
+  plan.backward_prefetch = 1;
+  plan.stream_layout = StreamLayout::kSeparate;
+  return plan;
+}
+
+// The least memory a plan of the search space needs, as far as the knobs go: one unit
+// per bucket, everything resharded, one bucket ahead, and one communication stream (a
+// reduce-scatter and an all-gather never hold their buffers at the same time).
+Plan min_memory_plan(int unit_count) {
+  Plan plan = one_unit_per_bucket_plan(unit_count);
+  plan.stream_layout = StreamLayout::kShared;
+  return plan;
+}
+
+bool is_compute(TaskKind kind) {
+  return kind == TaskKind::kForward || kind == TaskKind::kRecompute ||
+         kind == TaskKind::kBackward || kind == TaskKind::kOptimizer;
+}
+
+UnitCosts unit_costs(const Workload& workload, const CostModel& costs) {
+  const int unit_count = static_cast<int>(workload.units.size());
+  const Program program = lower(workload, one_unit_per_bucket_plan(unit_count), costs);
+  UnitCosts out;
+  out.forward_s.assign(unit_count, 0.0);
+  out.backward_s.assign(unit_count, 0.0);
+  out.gather_bytes.assign(unit_count, 0);
+  out.reduce_bytes.assign(unit_count, 0);
+  for (const Task& task : program.tasks) {
+    if (is_compute(task.kind)) out.compute_total_s += task.duration_s;
+    if (task.unit >= 0 && task.unit < unit_count) {
+      if (task.kind == TaskKind::kForward) out.forward_s[task.unit] += task.duration_s;
+      if (task.kind == TaskKind::kRecompute || task.kind == TaskKind::kBackward) {
+        out.backward_s[task.unit] += task.duration_s;
+      }
+    }
+    if (task.bucket < 0) continue;
+    const BucketLayout& bucket = program.buckets[task.bucket];
+    const int unit = bucket.units.first;
+    if (task.kind == TaskKind::kAllGather) {
+      out.gather_bytes[unit] = task.bytes;
+      out.gather_group = task.group;
+    } else if (task.kind == TaskKind::kReduceScatter) {
+      out.reduce_bytes[unit] = task.bytes;
+      out.reduce_group = task.group;
+    }
+  }
+  // Unit 0's gather opens the step and its reduce-scatter closes the backward: no compute
+  // can hide either (the first forward needs the gathered embedding; the optimizer needs
+  // every reduced gradient, and unit 0's backward is the last compute before it).
+  out.first_gather_s =
+      costs.collective(CollectiveKind::kAllGather, out.gather_bytes[0], out.gather_group).seconds;
+  out.last_reduce_s =
+      costs.collective(CollectiveKind::kReduceScatter, out.reduce_bytes[0], out.reduce_group)
+          .seconds;
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------
+// The dynamic program over bucket boundaries (DESIGN.md "Searching").
+//
+// Items 0..n-1 in the order they are computed, partitioned into contiguous groups
+// g_1..g_k. With one group prefetched, the collective of g_{i+1} runs while g_i computes:
+//   T = comm(g_1) + sum_i max(compute(g_i), comm(g_{i+1})) + tail(g_k),  comm(g_{k+1}) = 0,
+// subject to memory(g_i) + memory(g_{i+1}) <= budget (both are gathered at once).
+// State: the last group [s, e]; best[s][e] is the least time until it may start
+// computing. O(n^3) transitions over precomputed range sums.
+struct GroupCosts {
+  std::vector<double> compute_s;            // per item
+  std::vector<std::vector<double>> comm_s;  // [s][e], s <= e
+  std::vector<std::vector<double>> tail_s;  // [s][e]: exposed after the last group
+  std::vector<std::int64_t> memory_bytes;   // per item
+};
+
+std::optional<std::vector<UnitRange>> partition_by_dp(const GroupCosts& costs,
+                                                      std::int64_t pair_budget_bytes) {
+  const int n = static_cast<int>(costs.compute_s.size());
+  std::vector<double> compute_prefix(n + 1, 0.0);
+  std::vector<std::int64_t> memory_prefix(n + 1, 0);
+  for (int i = 0; i < n; ++i) {
+    compute_prefix[i + 1] = compute_prefix[i] + costs.compute_s[i];
+    memory_prefix[i + 1] = memory_prefix[i] + costs.memory_bytes[i];
+  }
+  const auto compute = [&](int s, int e) { return compute_prefix[e + 1] - compute_prefix[s]; };
+  const auto memory = [&](int s, int e) { return memory_prefix[e + 1] - memory_prefix[s]; };
+
+  std::vector<std::vector<double>> best(n, std::vector<double>(n, kInfinity));
+  std::vector<std::vector<int>> parent(n, std::vector<int>(n, -1));
+  for (int e = 0; e < n; ++e) {
+    if (memory(0, e) <= pair_budget_bytes) best[0][e] = costs.comm_s[0][e];
+  }
+  for (int e = 0; e + 1 < n; ++e) {
+    for (int s = 0; s <= e; ++s) {
+      if (best[s][e] == kInfinity) continue;
+      const double group_compute = compute(s, e);
+      const std::int64_t group_memory = memory(s, e);
+      for (int next_end = e + 1; next_end < n; ++next_end) {
+        if (group_memory + memory(e + 1, next_end) > pair_budget_bytes) break;
+        const double time = best[s][e] + std::max(group_compute, costs.comm_s[e + 1][next_end]);
+        if (time < best[e + 1][next_end]) {
+          best[e + 1][next_end] = time;
+          parent[e + 1][next_end] = s;
+        }
+      }
+    }
+  }
+  double best_total = kInfinity;
+  int best_start = -1;
+  for (int s = 0; s < n; ++s) {
+    if (best[s][n - 1] == kInfinity) continue;
+    const double total = best[s][n - 1] + compute(s, n - 1) + costs.tail_s[s][n - 1];
+    if (total < best_total) {
+      best_total = total;
+      best_start = s;
+    }
+  }
+  if (best_start < 0) return std::nullopt;
+  std::vector<UnitRange> groups;
+  int s = best_start;
+  int e = n - 1;
+  while (s >= 0) {
+    groups.push_back({s, e});
+    const int previous_start = parent[s][e];
+    e = s - 1;
+    s = previous_start;
+  }
+  std::reverse(groups.begin(), groups.end());
+  return groups;
+}
+
+// Collective time of a bucket of `bytes`: the collective and its copy-in/copy-out.
+double bucket_comm_s(const CostModel& costs, CollectiveKind kind, std::int64_t bytes,
+                     const CommGroup& group) {
+  if (bytes <= 0) return 0.0;
+  const std::int64_t shard_bytes = (bytes + group.ranks - 1) / group.ranks;
+  return costs.collective(kind, bytes, group).seconds + costs.copy(bytes).seconds +
+         costs.copy(shard_bytes).seconds;
+}
+
+// Seeds: the forward partition from the forward DP, the backward all-gather and
+// reduce-scatter partitions from the backward DP, for a series of memory budgets.
+std::vector<Plan> dp_seeds(const UnitCosts& unit, const CostModel& costs) {
+  const int n = static_cast<int>(unit.forward_s.size());
+  std::vector<std::vector<std::int64_t>> gather_sum(n, std::vector<std::int64_t>(n, 0));
+  std::vector<std::vector<std::int64_t>> reduce_sum(n, std::vector<std::int64_t>(n, 0));
+  for (int s = 0; s < n; ++s) {
+    std::int64_t gather = 0, reduce = 0;
+    for (int e = s; e < n; ++e) {
+      gather += unit.gather_bytes[e];
+      reduce += unit.reduce_bytes[e];
+      gather_sum[s][e] = gather;
+      reduce_sum[s][e] = reduce;
+    }
+  }
+  const auto table = [&](auto&& cell) {
+    std::vector<std::vector<double>> out(n, std::vector<double>(n, 0.0));
+    for (int s = 0; s < n; ++s) {
+      for (int e = s; e < n; ++e) out[s][e] = cell(s, e);
+    }
+    return out;
+  };
+  const auto gather_s = table([&](int s, int e) {
+    return bucket_comm_s(costs, CollectiveKind::kAllGather, gather_sum[s][e], unit.gather_group);
+  });
+  const auto reduce_s = table([&](int s, int e) {
+    return bucket_comm_s(costs, CollectiveKind::kReduceScatter, reduce_sum[s][e],
+                         unit.reduce_group);
+  });
+
+  // Forward: items are units in order.
+  GroupCosts forward;
+  forward.compute_s = unit.forward_s;
+  forward.comm_s = gather_s;
+  forward.tail_s = table([](int, int) { return 0.0; });
+  forward.memory_bytes = unit.gather_bytes;
+
+  // Backward: items are units in reverse order (item i = unit n-1-i). Under the backward
+  // of one bucket run the next bucket's all-gather and the previous bucket's
+  // reduce-scatter; the DP charges each group's own reduce-scatter to its successor's
+  // slot instead (a pairwise surrogate: equal for equal-sized neighbours). The last
+  // reduce-scatter is exposed.
+  const auto unit_range = [&](int s, int e) { return std::pair<int, int>{n - 1 - e, n - 1 - s}; };
+  GroupCosts backward;
+  backward.compute_s.resize(n);
+  backward.memory_bytes.resize(n);
+  for (int i = 0; i < n; ++i) {
+    backward.compute_s[i] = unit.backward_s[n - 1 - i];
+    backward.memory_bytes[i] = unit.gather_bytes[n - 1 - i] + unit.reduce_bytes[n - 1 - i];
+  }
+  backward.comm_s = table([&](int s, int e) {
+    const auto [first, last] = unit_range(s, e);
+    return gather_s[first][last] + reduce_s[first][last];
+  });
+  backward.tail_s = table([&](int s, int e) {
+    const auto [first, last] = unit_range(s, e);
+    return reduce_s[first][last];
+  });
+
+  // Memory budgets for two adjacent buckets: from the smallest that admits single units
+  // up to the whole model, doubling.
+  std::int64_t smallest = 0;
+  for (int i = 0; i + 1 < n; ++i) {
+    smallest = std::max(smallest, backward.memory_bytes[i] + backward.memory_bytes[i + 1]);
+  }
+  if (n == 1) smallest = backward.memory_bytes[0];
+  const std::int64_t whole =
+      std::accumulate(backward.memory_bytes.begin(), backward.memory_bytes.end(), std::int64_t{0});
+  std::vector<std::int64_t> budgets;
+  for (std::int64_t budget = std::max<std::int64_t>(smallest, 1); budget < 2 * whole; budget *= 2) {
+    budgets.push_back(budget);
+  }
+  budgets.push_back(std::numeric_limits<std::int64_t>::max() / 4);
+
+  std::vector<Plan> seeds;
+  for (const std::int64_t budget : budgets) {
+    const auto forward_groups = partition_by_dp(forward, budget);
+    const auto backward_groups = partition_by_dp(backward, budget);
+    if (!forward_groups || !backward_groups) continue;
+    Plan plan = one_unit_per_bucket_plan(n);
+    plan.forward_buckets = *forward_groups;
+    std::vector<UnitRange> backward_buckets;
+    for (auto it = backward_groups->rbegin(); it != backward_groups->rend(); ++it) {
+      const auto [first, last] = unit_range(it->first, it->last);
+      backward_buckets.push_back({first, last});
+    }
+    plan.backward_buckets = backward_buckets;
+    plan.reduce_scatter_buckets = backward_buckets;
+    // FSDP2's default: the last forward bucket stays gathered, backward needs it at once.
+    plan.reshard_after_forward.assign(plan.forward_buckets.size(), true);
+    plan.reshard_after_forward.back() = false;
+    seeds.push_back(std::move(plan));
+  }
+  return seeds;
+}
+
+// ---------------------------------------------------------------------------------------
+// The search.
+
+class Search {
+ public:
+  Search(const Workload& workload, const CostModel& costs, const TunerOptions& options,
+         std::int64_t memory_limit_bytes)
+      : workload_(workload),
+        costs_(costs),
+        options_(options),
+        unit_count_(static_cast<int>(workload.units.size())),
+        evaluator_(workload, costs, memory_limit_bytes, options.threads),
+        rng_(options.seed),
+        start_(std::chrono::steady_clock::now()) {}
+
+  TunerResult run();
+
+ private:
+  double elapsed_s() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  bool out_of_budget() {
+    if (stopped_ || stalled_) return true;
+    // Converged for practical purposes: the best plan has not improved by more than
+    // kStallImprovement in the last stall_evaluations simulations. Counted in
+    // simulations, not seconds, so it keeps the search deterministic.
+    if (options_.stall_evaluations > 0 && best_ && best_->fits &&
+        evaluated_ - last_improvement_ >= options_.stall_evaluations) {
+      stalled_ = true;
+      return true;
+    }
+    if (options_.time_budget_s > 0 && elapsed_s() >= options_.time_budget_s) stopped_ = true;
+    if (options_.max_evaluations > 0 && evaluated_ >= options_.max_evaluations) {
+      stopped_ = true;
+    }
+    return stopped_;
+  }
+
+  // Simulates the plans not seen before; returns their evaluations in the given order.
+  // `every_plan` simulates plans seen before too (the baselines: each gets its row even
+  // when two build the same plan).
+  std::vector<Evaluation> evaluate(const std::vector<std::pair<Plan, std::string>>& plans,
+                                   bool abort_over_limit, bool every_plan = false);
+  void record(const Evaluation& evaluation);
+  std::vector<Plan> neighbours(const Plan& plan) const;
+  Plan perturb(const Plan& plan);
+  std::vector<Plan> pair_moves(const Plan& plan);
+  std::vector<Evaluation> keep_gathered_variants(std::vector<Evaluation> starts);
+  // Simulates `candidates` in seeded order, batch by batch; moves `current` to the best
+  // of the first batch that holds a strictly better plan. False when none does.
+  bool improve(Evaluation& current, std::vector<Plan> candidates);
+  // First-improvement local search from `start`; returns the local optimum reached.
+  Evaluation descend(Evaluation start);
+  void report_progress();
+
+  const Workload& workload_;
+  const CostModel& costs_;
+  TunerOptions options_;
+  int unit_count_;
+  Evaluator evaluator_;
+  std::mt19937_64 rng_;
+  std::chrono::steady_clock::time_point start_;
+
+  std::unordered_set<std::string> seen_;
+  std::int64_t evaluated_ = 0;
+  std::int64_t aborted_ = 0;
+  bool stopped_ = false;
+  bool stalled_ = false;
+  std::int64_t last_improvement_ = 0;  // evaluated_ when the best last improved notably
+  std::optional<Evaluation> best_;
+  std::optional<Evaluation> smallest_peak_;
+  std::vector<ParetoPoint> pareto_;  // kept non-dominated, sorted by peak
+  int restart_ = 0;
+  int restarts_ = 0;
+};
+
+std::vector<Evaluation> Search::evaluate(const std::vector<std::pair<Plan, std::string>>& plans,
+                                         bool abort_over_limit, bool every_plan) {
+  std::vector<Evaluation> batch;
+  for (const auto& [plan, label] : plans) {
+    if (!seen_.insert(plan_key(plan, unit_count_)).second && !every_plan) continue;
+    Evaluation evaluation;
+    evaluation.plan = plan;
+    evaluation.index = evaluated_ + static_cast<std::int64_t>(batch.size());
+    evaluation.label = label.empty() ? fmt::format("candidate #{}", evaluation.index) : label;
+    batch.push_back(std::move(evaluation));
+  }
+  batch = evaluator_.evaluate(std::move(batch), abort_over_limit);
+  for (const Evaluation& evaluation : batch) record(evaluation);
+  evaluated_ += static_cast<std::int64_t>(batch.size());
+  return batch;
+}
+
+void Search::record(const Evaluation& evaluation) {
+  if (evaluation.aborted) {
+    ++aborted_;
+  } else {
+    if (!smallest_peak_ || evaluation.peak_allocated_bytes < smallest_peak_->peak_allocated_bytes) {
+      smallest_peak_ = evaluation;
+    }
+    // Pareto front of (peak allocated, step time): drop what the new point dominates,
+    // add it unless something dominates it (ties keep the earlier point).
+    const ParetoPoint point{evaluation.step_time_s, evaluation.peak_allocated_bytes,
+                            evaluation.label};
+    const bool dominated = std::any_of(pareto_.begin(), pareto_.end(), [&](const ParetoPoint& p) {
+      return p.peak_allocated_bytes <= point.peak_allocated_bytes &&
+             p.step_time_s <= point.step_time_s;
+    });
+    if (!dominated) {
+      std::erase_if(pareto_, [&](const ParetoPoint& p) {
+        return point.peak_allocated_bytes <= p.peak_allocated_bytes &&
+               point.step_time_s <= p.step_time_s;
+      });
+      const auto at = std::lower_bound(pareto_.begin(), pareto_.end(), point,
+                                       [](const ParetoPoint& a, const ParetoPoint& b) {
+                                         return a.peak_allocated_bytes < b.peak_allocated_bytes;
+                                       });
+      pareto_.insert(at, point);
+    }
+  }
+  if (!best_ || better(evaluation, *best_)) {
+    constexpr double kStallImprovement = 1e-4;  // relative step time
+    if (!best_ || !best_->fits ||
+        evaluation.step_time_s < best_->step_time_s * (1 - kStallImprovement)) {
+      last_improvement_ = evaluation.index + 1;
+    }
+    best_ = evaluation;
+  }
+}
+
+void Search::report_progress() {
+  if (!options_.progress) return;
+  TunerProgress progress;
+  progress.plans_evaluated = evaluated_;
+  progress.best_step_time_s = best_ && best_->fits ? best_->step_time_s : 0.0;
+  progress.elapsed_s = elapsed_s();
+  progress.restart = restart_;
+  progress.restarts = restarts_;
+  if (!options_.progress(progress)) stopped_ = true;
+}
+
+std::vector<Plan> Search::neighbours(const Plan& plan) const {
+  std::vector<Plan> out;
+  const int n = unit_count_;
+  if (plan.one_collective_per_parameter) return out;
+  const int dims = options_.independent_partitions ? 3 : 1;
+  const auto set_all = [&](const Plan& from, const std::vector<bool>& cuts) {
+    Plan next = from;
+    for (int dim = 0; dim < 3; ++dim) next = with_partition(next, dim, cuts);
+    return next;
+  };
+  // Merge / split: toggle one cut in one partition, or in all three at once.
+  for (int i = 0; i + 1 < n; ++i) {
+    for (int dim = 0; dim < dims; ++dim) {
+      std::vector<bool> cuts = cuts_of(buckets_of(plan, dim), n);
+      cuts[i] = !cuts[i];
+      out.push_back(options_.independent_partitions ? with_partition(plan, dim, cuts)
+                                                    : set_all(plan, cuts));
+    }
+    if (options_.independent_partitions) {
+      for (const bool value : {true, false}) {
+        bool changes = false;
+        for (int dim = 0; dim < 3; ++dim) {
+          changes = changes || cuts_of(buckets_of(plan, dim), n)[i] != value;
+        }
+        if (!changes) continue;
+        Plan next = plan;
+        for (int dim = 0; dim < 3; ++dim) {
+          std::vector<bool> cuts = cuts_of(buckets_of(next, dim), n);
+          cuts[i] = value;
+          next = with_partition(next, dim, cuts);
+        }
+        out.push_back(std::move(next));
+      }
+    }
+  }
+  // Shift a boundary by one unit.
+  for (int dim = 0; dim < dims; ++dim) {
+    const std::vector<bool> cuts = cuts_of(buckets_of(plan, dim), n);
+    for (int i = 0; i + 1 < n; ++i) {
+      if (!cuts[i]) continue;
+      for (const int step : {-1, 1}) {
+        const int to = i + step;
+        if (to < 0 || to + 1 >= n || cuts[to]) continue;
+        std::vector<bool> moved = cuts;
+        moved[i] = false;
+        moved[to] = true;
+        out.push_back(options_.independent_partitions ? with_partition(plan, dim, moved)
+                                                      : set_all(plan, moved));
+      }
+    }
+  }
+  // Prefetch depths (only with reordering: without it they must stay 0).
+  if (plan.reorder) {
+    for (const int step : {-1, 1}) {
+      const int forward = plan.forward_prefetch + step;
+      if (forward >= 1 && forward <= options_.max_prefetch) {
+        Plan next = plan;
+        next.forward_prefetch = forward;
+        out.push_back(std::move(next));
+      }
+      const int backward = plan.backward_prefetch + step;
+      if (backward >= 1 && backward <= options_.max_prefetch) {
+        Plan next = plan;
+        next.backward_prefetch = backward;
+        out.push_back(std::move(next));
+      }
+    }
+  }
+  if (options_.search_reshard) {
+    for (std::size_t b = 0; b < plan.reshard_after_forward.size(); ++b) {
+      Plan next = plan;
+      next.reshard_after_forward[b] = !next.reshard_after_forward[b];
+      out.push_back(std::move(next));
+    }
+  }
+  if (options_.search_layout) {
+    Plan next = plan;
+    next.stream_layout = plan.stream_layout == StreamLayout::kSeparate ? StreamLayout::kShared
+                                                                       : StreamLayout::kSeparate;
+    out.push_back(std::move(next));
+  }
+  return out;
+}
+
+Plan Search::perturb(const Plan& plan) {
+  // A few random moves at once: a kick out of the current local optimum.
+  Plan current = plan;
+  const int moves = 2 + static_cast<int>(rng_() % 3);
+  for (int m = 0; m < moves; ++m) {
+    const std::vector<Plan> options = neighbours(current);
+    if (options.empty()) break;
+    current = options[rng_() % options.size()];
+  }
+  return current;
+}
+
+std::vector<Evaluation> Search::keep_gathered_variants(std::vector<Evaluation> starts) {
+  // Keeping a bucket gathered from forward to backward (reshard_after_forward false)
+  // saves its backward all-gather and costs its parameters' memory until its backward;
+  // the last buckets are the cheapest to keep (backward reaches them first). Here the
+  // number m of last forward buckets kept is swept for the best starting points: eight
+  // values evenly spread over 1..k, then eight between the best that fits and the next,
+  // so ~16 simulations per start find the most that memory allows.
+  std::stable_sort(starts.begin(), starts.end(),
+                   [](const Evaluation& a, const Evaluation& b) { return better(a, b); });
+  std::erase_if(starts, [](const Evaluation& e) { return !e.fits; });
+  const auto count = static_cast<std::size_t>(std::max(options_.restarts, 1));
+  if (starts.size() > count) starts.resize(count);
+
+  const auto keep_last = [](const Plan& plan, int kept) {
+    Plan out = plan;
+    const int k = static_cast<int>(out.reshard_after_forward.size());
+    for (int b = 0; b < k; ++b) out.reshard_after_forward[b] = b < k - kept;
+    return out;
+  };
+  constexpr int kSteps = 8;
+  std::vector<Evaluation> found;
+  for (const Evaluation& start : starts) {
+    const int k = static_cast<int>(start.plan.forward_buckets.size());
+    int low = 0;   // most buckets kept known to fit (0: the start itself, which fits)
+    int high = k;  // search (low, high]
+    for (int round = 0; round < 2 && high > low && !out_of_budget(); ++round) {
+      std::vector<std::pair<Plan, std::string>> batch;
+      std::vector<int> kept_counts;
+      for (int j = 1; j <= kSteps; ++j) {
+        const int kept = low + (j * (high - low) + kSteps - 1) / kSteps;
+        if (kept <= low || (!kept_counts.empty() && kept == kept_counts.back())) continue;
+        kept_counts.push_back(kept);
+        batch.emplace_back(keep_last(start.plan, kept),
+                           fmt::format("{}, last {} kept", start.label, kept));
+      }
+      const std::vector<Evaluation> results = evaluate(batch, /*abort_over_limit=*/true);
+      report_progress();
+      int next_high = high;
+      int next_low = low;
+      for (const Evaluation& result : results) {
+        found.push_back(result);
+        const int kept =
+            static_cast<int>(std::count(result.plan.reshard_after_forward.begin(),
+                                        result.plan.reshard_after_forward.end(), false));
+        if (result.fits) {
+          next_low = std::max(next_low, kept);
+        } else {
+          next_high = std::min(next_high, kept - 1);
+        }
+      }
+      if (next_low == low && next_high == high) break;  // nothing new (already seen)
+      low = next_low;
+      high = std::max(next_high, low);
+    }
+  }
+  return found;
+}
+
+std::vector<Plan> Search::pair_moves(const Plan& plan) {
+  // Two moves at once: what a single move cannot reach when the knobs interact (a merge
+  // that only pays with a deeper prefetch, a shift on two partitions together). All pairs
+  // when there are few, else a seeded sample of `pair_moves` of them: a random first move,
+  // then a random handful of second moves from it.
+  const std::vector<Plan> first = neighbours(plan);
+  std::vector<Plan> out;
+  const std::size_t cap = static_cast<std::size_t>(std::max(options_.pair_moves, 0));
+  if (first.empty() || cap == 0) return out;
+  if (first.size() * first.size() <= cap) {
+    for (const Plan& a : first) {
+      for (Plan& b : neighbours(a)) out.push_back(std::move(b));
+    }
+    return out;
+  }
+  constexpr std::size_t kSecondMovesPerFirst = 16;
+  while (out.size() < cap) {
+    std::vector<Plan> second = neighbours(first[rng_() % first.size()]);
+    if (second.empty()) break;
+    for (std::size_t k = 0; k < kSecondMovesPerFirst && out.size() < cap; ++k) {
+      out.push_back(second[rng_() % second.size()]);
+    }
+  }
+  return out;
+}
+
+bool Search::improve(Evaluation& current, std::vector<Plan> candidates) {
+  const std::size_t batch_size = static_cast<std::size_t>(std::max(options_.batch_size, 1));
+  // Seeded shuffle (Fisher-Yates with the raw generator: the same on every platform).
+  for (std::size_t i = candidates.size(); i > 1; --i) {
+    std::swap(candidates[i - 1], candidates[rng_() % i]);
+  }
+  for (std::size_t begin = 0; begin < candidates.size(); begin += batch_size) {
+    if (out_of_budget()) return false;
+    std::vector<std::pair<Plan, std::string>> batch;
+    for (std::size_t i = begin; i < std::min(begin + batch_size, candidates.size()); ++i) {
+      batch.emplace_back(std::move(candidates[i]), "");
+    }
+    const std::vector<Evaluation> results = evaluate(batch, /*abort_over_limit=*/true);
+    report_progress();
+    const Evaluation* best_in_batch = nullptr;
+    for (const Evaluation& evaluation : results) {
+      if (!best_in_batch || better(evaluation, *best_in_batch)) best_in_batch = &evaluation;
+    }
+    if (best_in_batch && better(*best_in_batch, current)) {
+      current = *best_in_batch;
+      return true;
+    }
+  }
+  return false;
+}
+
+Evaluation Search::descend(Evaluation current) {
+  // Variable neighbourhood descent: single moves until none improves, then pairs of
+  // moves; back to single moves after any improvement.
+  while (!out_of_budget()) {
+    if (improve(current, neighbours(current.plan))) continue;
+    if (improve(current, pair_moves(current.plan))) continue;
+    break;  // a local optimum of both neighbourhoods (or out of budget)
+  }
+  return current;
+}
+
+TunerResult Search::run() {
+  TunerResult result;
+  const HardwareSpec& hardware = costs_.hardware();
+  const std::int64_t limit = options_.memory_limit_bytes;
+
+  // 1. The baselines and the minimum-memory plan, simulated to the end (no abort) so the
+  //    table can show them and "nothing fits" can say how far off the smallest peak is.
+  const std::vector<std::pair<Plan, std::string>> baselines = {
+      {fsdp2_plan(workload_), "fsdp2"},
+      {simplefsdp_block_plan(workload_), "simplefsdp-block"},
+      {simplefsdp_greedy_plan(workload_, costs_, limit), "simplefsdp-greedy"},
+      {min_memory_plan(unit_count_), "min-memory"},
+  };
+  const std::vector<Evaluation> fixed =
+      evaluate(baselines, /*abort_over_limit=*/false, /*every_plan=*/true);
+  for (const Evaluation& evaluation : fixed) {
+    if (evaluation.label == "min-memory") continue;
+    result.baselines.push_back(
+        {evaluation.plan,
+         summarize_plan(evaluation.label, workload_, hardware, evaluation.result, limit)});
+  }
+
+  // 2. Structured seeds from the dynamic program, plus their variants with deeper
+  //    prefetch and the shared stream layout.
+  const UnitCosts unit = unit_costs(workload_, costs_);
+  std::vector<std::pair<Plan, std::string>> seed_plans;
+  const std::vector<Plan> seeds = dp_seeds(unit, costs_);
+  for (std::size_t s = 0; s < seeds.size(); ++s) {
+    Plan seed = seeds[s];
+    if (!options_.independent_partitions) {
+      // Stay in the space searched: one partition for all three (the forward one).
+      seed.backward_buckets = seed.forward_buckets;
+      seed.reduce_scatter_buckets = seed.forward_buckets;
+    }
+    seed_plans.emplace_back(std::move(seed), fmt::format("dp seed {}", s));
+  }
+  std::vector<Evaluation> starts = evaluate(seed_plans, /*abort_over_limit=*/true);
+  report_progress();
+  for (const Evaluation& evaluation : fixed) starts.push_back(evaluation);
+  if (options_.search_reshard) {
+    const std::vector<Evaluation> kept = keep_gathered_variants(starts);
+    starts.insert(starts.end(), kept.begin(), kept.end());
+  }
+
+  // 3. Local search from the most promising starts, best first.
+  if (best_ && best_->fits) {
+    std::stable_sort(starts.begin(), starts.end(),
+                     [](const Evaluation& a, const Evaluation& b) { return better(a, b); });
+    std::erase_if(starts, [](const Evaluation& e) { return !e.fits; });
+    const auto restarts = static_cast<std::size_t>(std::max(options_.restarts, 1));
+    if (starts.size() > restarts) starts.resize(restarts);
+    restarts_ = static_cast<int>(starts.size());
+    for (std::size_t r = 0; r < starts.size() && !out_of_budget(); ++r) {
+      restart_ = static_cast<int>(r);
+      descend(starts[r]);
+    }
+    // 4. Perturbation restarts from the best plan found.
+    for (int p = 0; p < options_.perturbations && !out_of_budget(); ++p) {
+      const Plan kicked = perturb(best_->plan);
+      if (seen_.contains(plan_key(kicked, unit_count_))) continue;
+      const std::vector<Evaluation> kicked_result =
+          evaluate({{kicked, ""}}, /*abort_over_limit=*/true);
+      if (kicked_result.empty() || !kicked_result.front().fits) continue;
+      descend(kicked_result.front());
+    }
+  }
+
+  // 5. The result. The best is the best candidate of all, baselines included.
+  result.memory_limit_bytes = limit;
+  result.plans_evaluated = evaluated_;
+  result.plans_aborted = aborted_;
+  result.budget_exhausted = stopped_;
+  result.lower_bound_s = step_time_lower_bound(workload_, costs_);
+  const Evaluation& best = *best_;
+  result.fits = best.fits;
+  result.derived_from = best.label;
+  result.best_plan = best.plan;
+  result.best_plan.name = "tuned";
+  result.best = summarize_plan("tuned", workload_, hardware, best.result, limit);
+  if (result.fits && best.step_time_s > 0) {
+    result.efficiency = result.lower_bound_s / best.step_time_s;
+  }
+  if (smallest_peak_) {
+    result.smallest_peak_bytes = smallest_peak_->peak_allocated_bytes;
+    result.smallest_peak_plan = smallest_peak_->label;
+  }
+  result.pareto = pareto_;
+  for (ParetoPoint& point : result.pareto) {
+    if (point.label == best.label) point.label = "tuned";
+  }
+  return result;
+}
+
+}  // namespace
+
+double step_time_lower_bound(const Workload& workload, const CostModel& costs) {
+  const UnitCosts unit = unit_costs(workload, costs);
+  const std::int64_t gather_bytes =
+      std::accumulate(unit.gather_bytes.begin(), unit.gather_bytes.end(), std::int64_t{0});
+  const std::int64_t reduce_bytes =
+      std::accumulate(unit.reduce_bytes.begin(), unit.reduce_bytes.end(), std::int64_t{0});
+  const double least_comm_s =
+      costs.collective(CollectiveKind::kAllGather, gather_bytes, unit.gather_group).seconds +
+      costs.collective(CollectiveKind::kReduceScatter, reduce_bytes, unit.reduce_group).seconds;
+  return std::max(unit.compute_total_s + unit.first_gather_s + unit.last_reduce_s, least_comm_s);
+}
+
+bool plan_fits(const SimResult& result, std::int64_t memory_limit_bytes) {
+  // As `simulate` judges it: the allocated peak against the limit (the limit itself
+  // already leaves the hardware's reserve for the allocator's slack, CUDA and NCCL).
+  return !result.aborted && result.peak_allocated_bytes <= memory_limit_bytes;
+}
+
+PlanSummary summarize_plan(const std::string& plan_name, const Workload& workload,
+                           const HardwareSpec& hardware, const SimResult& result,
+                           std::int64_t memory_limit_bytes) {
+  const StepMetrics metrics = step_metrics(workload, hardware, result);
+  PlanSummary summary;
+  summary.plan_name = plan_name;
+  summary.step_time_s = result.step_time_s;
+  summary.tokens_per_s_per_gpu = metrics.tokens_per_s_per_gpu;
+  summary.mfu = metrics.mfu;
+  summary.compute_s = result.compute_s;
+  summary.comm_s = result.comm_s;
+  summary.exposed_comm_s = result.exposed_comm_s;
+  summary.idle_s = result.idle_s;
+  summary.peak_allocated_bytes = result.peak_allocated_bytes;
+  summary.peak_reserved_bytes = result.peak_reserved_bytes;
+  summary.peak_breakdown = result.peak_breakdown;
+  summary.fits = plan_fits(result, memory_limit_bytes);
+  return summary;
+}
+
+Tuner::Tuner(TunerOptions options) : options_(std::move(options)) {
+  if (options_.threads < 1) throw_bad_input("--threads", "must be >= 1");
+  if (options_.max_prefetch < 1) throw_bad_input("max_prefetch", "must be >= 1");
+  if (options_.time_budget_s < 0) throw_bad_input("--time-budget", "must be >= 0");
+  if (options_.memory_limit_bytes < 0) throw_bad_input("--memory-limit", "must be >= 0");
+}
+
+TunerResult Tuner::tune(const Workload& workload, const CostModel& costs) const {
+  FSDPTUNE_CHECK(!workload.units.empty(), "tune() needs a workload with units");
+  TunerOptions options = options_;
+  if (options.memory_limit_bytes == 0) {
+    options.memory_limit_bytes = default_memory_limit_bytes(costs.hardware());
+  }
+  Search search(workload, costs, options, options.memory_limit_bytes);
+  return search.run();
+}
+
+}  // namespace fsdptune

@@ -1,0 +1,267 @@
+// `fsdptune tune`: search for the best plan of a job and write the schedule file
+// (docs/tuner.md, docs/schedule-format.md).
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include "commands.hpp"
+#include "cost_options.hpp"
+#include "fsdptune/cost_model.hpp"
+#include "fsdptune/error.hpp"
+#include "fsdptune/io.hpp"
+#include "fsdptune/profile.hpp"
+#include "fsdptune/program.hpp"
+#include "fsdptune/schedule.hpp"
+#include "fsdptune/simulator.hpp"
+#include "fsdptune/tuner.hpp"
+#include "fsdptune/units.hpp"
+#include "fsdptune/workload.hpp"
+#include "job_options.hpp"
+
+namespace fsdptune::cli {
+namespace {
+
+struct TuneOptions {
+  JobOptions job;
+  CostOptions cost;          // --hardware (default h100-sxm) / --profile
+  std::string memory_limit;  // SIZE; empty = hardware default
+  double time_budget_s = 10.0;
+  std::int64_t max_evaluations = 0;
+  int threads = 1;
+  std::uint64_t seed = 0;
+  std::string out;
+  std::string torchtitan_out;
+  bool json = false;
+};
+
+// The command line as the provenance records it: the flags that determine the result,
+// in a fixed order (file names of outputs are left out so that the same search gives the
+// same file wherever it is written).
+std::string canonical_command(const TuneOptions& o) {
+  std::string command = fmt::format(
+      "fsdptune tune --model {} --gpus {} --gpus-per-node {} --tp {} --dp-replicate {} "
+      "--batch {} --seq {} --ac {} --param-dtype {} --reduce-dtype {}{}",
+      o.job.model, o.job.gpus, o.job.gpus_per_node, o.job.tp, o.job.dp_replicate, o.job.batch,
+      o.job.seq, o.job.ac, o.job.param_dtype, o.job.reduce_dtype, o.job.float8 ? " --float8" : "");
+  if (!o.cost.hardware.empty()) command += fmt::format(" --hardware {}", o.cost.hardware);
+  if (!o.cost.profile.empty()) command += fmt::format(" --profile {}", o.cost.profile);
+  if (!o.memory_limit.empty()) command += fmt::format(" --memory-limit {}", o.memory_limit);
+  command +=
+      fmt::format(" --time-budget {} --threads {} --seed {}", o.time_budget_s, o.threads, o.seed);
+  if (o.max_evaluations > 0) command += fmt::format(" --max-evaluations {}", o.max_evaluations);
+  return command;
+}
+
+nlohmann::json summary_json(const PlanSummary& summary) {
+  // The schedule file's summary form (one writer for both).
+  ScheduleFile holder;
+  holder.predicted = summary;
+  return schedule_to_json(holder).at("predicted");
+}
+
+void print_table(const std::vector<PlanSummary>& rows, std::int64_t limit_bytes) {
+  fmt::print("{:<20} {:>11} {:>13} {:>7} {:>12} {:>12} {:>12}  {}\n", "plan", "step time",
+             "tokens/s/GPU", "MFU", "exposed comm", "peak alloc", "peak reserv", "fits");
+  for (const PlanSummary& row : rows) {
+    fmt::print("{:<20} {:>11} {:>13.1f} {:>6.1f}% {:>12} {:>12} {:>12}  {}\n", row.plan_name,
+               format_seconds(row.step_time_s), row.tokens_per_s_per_gpu, 100.0 * row.mfu,
+               format_seconds(row.exposed_comm_s), format_bytes(row.peak_allocated_bytes),
+               format_bytes(row.peak_reserved_bytes),
+               row.fits ? "yes" : fmt::format("no (limit {})", format_bytes(limit_bytes)));
+  }
+}
+
+void run_tune(const TuneOptions& options) {
+  if (options.out.empty()) throw_bad_input("--out", "is required: where to write the schedule");
+  if (options.threads < 1) throw_bad_input("--threads", "must be >= 1");
+  if (options.time_budget_s < 0) throw_bad_input("--time-budget", "must be >= 0 seconds");
+  if (options.max_evaluations < 0) throw_bad_input("--max-evaluations", "must be >= 0");
+
+  const ModelSpec model = resolve_model_option(options.job);
+  const JobSpec job = to_job_spec(options.job, model);
+  const ResolvedCostModel resolved = resolve_cost_model(options.cost, "h100-sxm");
+  const HardwareSpec& hardware = resolved.hardware;
+  const CostModel& costs = *resolved.model;
+  // What the costs came from, for the provenance: the profile (measured, with the
+  // hardware's analytic model where unmeasured) or the hardware spec alone.
+  const std::string cost_source = resolved.profile ? options.cost.profile : hardware.id;
+  const std::string cost_hash = resolved.profile
+                                    ? fnv1a64_hex(dump_json(profile_to_json(*resolved.profile)))
+                                    : fnv1a64_hex(dump_json(hardware_to_json(hardware)));
+  const Workload workload = build_workload(model, job);
+
+  TunerOptions tuner_options;
+  if (!options.memory_limit.empty()) {
+    tuner_options.memory_limit_bytes = parse_size_bytes(options.memory_limit, "--memory-limit");
+  }
+  tuner_options.time_budget_s = options.time_budget_s;
+  tuner_options.max_evaluations = options.max_evaluations;
+  tuner_options.threads = options.threads;
+  tuner_options.seed = options.seed;
+  // Progress on stderr once a search has run for a second: rewritten in place twice a
+  // second on a terminal, a line every two seconds otherwise (logs).
+  const bool terminal = isatty(fileno(stderr)) != 0;
+  double last_report_s = 0;
+  bool reported = false;
+  tuner_options.progress = [&](const TunerProgress& progress) {
+    const double interval_s = terminal ? 0.5 : 2.0;
+    if (progress.elapsed_s >= 1.0 && progress.elapsed_s - last_report_s >= interval_s) {
+      last_report_s = progress.elapsed_s;
+      reported = terminal;
+      fmt::print(stderr, "{}tuning: {} plans simulated, best {}, {:.1f} s{}", terminal ? "\r" : "",
+                 progress.plans_evaluated,
+                 progress.best_step_time_s > 0 ? format_seconds(progress.best_step_time_s) : "-",
+                 progress.elapsed_s, terminal ? "" : "\n");
+      std::fflush(stderr);
+    }
+    return true;
+  };
+  const auto started = std::chrono::steady_clock::now();
+  const TunerResult result = Tuner(tuner_options).tune(workload, costs);
+  const double elapsed_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (reported) fmt::print(stderr, "\n");
+
+  std::vector<PlanSummary> rows;
+  for (const EvaluatedPlan& baseline : result.baselines) rows.push_back(baseline.summary);
+
+  if (!result.fits) {
+    if (!options.json) print_table(rows, result.memory_limit_bytes);
+    throw Error(ErrorKind::kDoesNotFit, "--memory-limit",
+                fmt::format("no plan fits in {} per GPU: the smallest peak found is {} ({}), "
+                            "{} over",
+                            format_bytes(result.memory_limit_bytes),
+                            format_bytes(result.smallest_peak_bytes), result.smallest_peak_plan,
+                            format_bytes(result.smallest_peak_bytes - result.memory_limit_bytes)),
+                fmt::format("shard over more GPUs (--gpus {}), checkpoint activations "
+                            "(--ac {}), or use a smaller --batch (now {}) or --seq (now {})",
+                            job.gpus * 2,
+                            job.ac == ActivationCheckpointing::kFull ? "full, already" : "full",
+                            job.local_batch, job.seq_len));
+  }
+
+  // The chosen plan, simulated once more with per-task timings and the memory timeline.
+  ScheduleFile schedule;
+  schedule.model = model;
+  schedule.job = job;
+  schedule.hardware = hardware;
+  schedule.memory_limit_bytes = result.memory_limit_bytes;
+  schedule.plan = result.best_plan;
+  schedule.program = lower(workload, schedule.plan, costs);
+  const SimResult simulated = simulate(schedule.program);
+  schedule.predicted =
+      summarize_plan("tuned", workload, hardware, simulated, result.memory_limit_bytes);
+  schedule.timings = simulated.timings;
+  schedule.memory_timeline = simulated.memory_timeline;
+  schedule.cost_queries = schedule.program.cost_queries;
+  schedule.cost_fallbacks = schedule.program.cost_fallbacks;
+  for (const EvaluatedPlan& baseline : result.baselines) {
+    schedule.baselines.push_back(baseline.summary);
+  }
+  schedule.pareto = result.pareto;
+  schedule.lower_bound_s = result.lower_bound_s;
+  schedule.provenance.tool = std::string("fsdptune ") + FSDPTUNE_VERSION;
+  schedule.provenance.cost_source = cost_source;
+  schedule.provenance.cost_hash = cost_hash;
+  schedule.provenance.seed = options.seed;
+  schedule.provenance.threads = options.threads;
+  schedule.provenance.command = canonical_command(options);
+  write_file_atomically(options.out, dump_json(schedule_to_json(schedule)));
+  if (!options.torchtitan_out.empty()) {
+    write_file_atomically(options.torchtitan_out,
+                          dump_json(torchtitan_plan_to_json(workload, schedule.plan)));
+  }
+
+  const double efficiency = schedule.predicted.step_time_s > 0
+                                ? result.lower_bound_s / schedule.predicted.step_time_s
+                                : 0.0;
+  if (options.json) {
+    nlohmann::json out;
+    out["baselines"] = nlohmann::json::array();
+    for (const PlanSummary& row : rows) out["baselines"].push_back(summary_json(row));
+    out["tuned"] = summary_json(schedule.predicted);
+    out["derived_from"] = result.derived_from;
+    out["plan"] = plan_to_json(schedule.plan);
+    out["lower_bound_s"] = result.lower_bound_s;
+    out["efficiency"] = efficiency;
+    out["memory_limit_bytes"] = result.memory_limit_bytes;
+    out["plans_evaluated"] = result.plans_evaluated;
+    out["plans_aborted"] = result.plans_aborted;
+    out["budget_exhausted"] = result.budget_exhausted;
+    out["schedule"] = options.out;
+    out["schedule_hash"] = schedule_hash(schedule);
+    if (!options.torchtitan_out.empty()) out["torchtitan"] = options.torchtitan_out;
+    fmt::print("{}", dump_json(out));
+    return;
+  }
+
+  rows.push_back(schedule.predicted);
+  fmt::print("{} on {} GPUs ({}), batch {} x seq {}, AC {}; memory limit {}\n\n", model.name,
+             job.gpus, hardware.id, job.local_batch, job.seq_len, to_string(job.ac),
+             format_bytes(result.memory_limit_bytes));
+  print_table(rows, result.memory_limit_bytes);
+  double best_baseline_s = 0;
+  std::string best_baseline;
+  for (const PlanSummary& row : schedule.baselines) {
+    if (row.fits && (best_baseline.empty() || row.step_time_s < best_baseline_s)) {
+      best_baseline_s = row.step_time_s;
+      best_baseline = row.plan_name;
+    }
+  }
+  fmt::print("\n");
+  if (!best_baseline.empty()) {
+    fmt::print("tuned vs best baseline ({}): {:.2f}x faster\n", best_baseline,
+               best_baseline_s / schedule.predicted.step_time_s);
+  }
+  fmt::print("lower bound {}: efficiency {:.1f}%\n", format_seconds(result.lower_bound_s),
+             100.0 * efficiency);
+  const Plan& plan = schedule.plan;
+  fmt::print(
+      "plan: {} forward / {} backward all-gather buckets, {} reduce-scatter buckets, "
+      "prefetch {}/{}, {} streams (started from {})\n",
+      plan.forward_buckets.size(), plan.backward_buckets.size(), plan.reduce_scatter_buckets.size(),
+      plan.forward_prefetch, plan.backward_prefetch, to_string(plan.stream_layout),
+      result.derived_from);
+  fmt::print(
+      "search: {} plans simulated ({} stopped early over the limit) in {:.2f} s, "
+      "{:.0f} plans/s{}\n",
+      result.plans_evaluated, result.plans_aborted, elapsed_s,
+      elapsed_s > 0 ? static_cast<double>(result.plans_evaluated) / elapsed_s : 0.0,
+      result.budget_exhausted ? "; stopped by the time budget" : "");
+  fmt::print("wrote {} (schedule {})\n", options.out, schedule_hash(schedule));
+  if (!options.torchtitan_out.empty()) fmt::print("wrote {}\n", options.torchtitan_out);
+}
+
+}  // namespace
+
+void register_tune_commands(CLI::App& app) {
+  auto options = std::make_shared<TuneOptions>();
+  CLI::App* tune = app.add_subcommand(
+      "tune", "Search bucketing, prefetch, resharding and streams; write the best schedule");
+  add_job_options(tune, options->job);
+  add_cost_options(tune, options->cost);
+  tune->add_option("--memory-limit", options->memory_limit,
+                   "Peak memory per GPU, e.g. 76GiB (default: HBM minus the hardware's reserve)");
+  tune->add_option("--time-budget", options->time_budget_s, "Search time limit in seconds")
+      ->capture_default_str();
+  tune->add_option("--max-evaluations", options->max_evaluations,
+                   "Stop after this many simulations (0 = no limit; deterministic)");
+  tune->add_option("--threads", options->threads, "Plans simulated in parallel")
+      ->capture_default_str();
+  tune->add_option("--seed", options->seed, "Seed of the search")->capture_default_str();
+  tune->add_option("--out", options->out, "Where to write the schedule file")->required();
+  tune->add_option("--emit-torchtitan", options->torchtitan_out,
+                   "Also write the bucket plan as torchtitan module groups");
+  tune->add_flag("--json", options->json, "Print one JSON object instead of the table");
+  tune->callback([options] { run_tune(*options); });
+}
+
+}  // namespace fsdptune::cli

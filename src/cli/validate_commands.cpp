@@ -1,0 +1,127 @@
+// `fsdptune validate` (replay a schedule under mpirun / srun and measure it) and
+// `fsdptune compare` (prediction vs measurement).
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "fsdptune/compare.hpp"
+#include "fsdptune/error.hpp"
+#include "fsdptune/executor.hpp"
+#include "fsdptune/io.hpp"
+#include "fsdptune/measured.hpp"
+#include "fsdptune/schedule.hpp"
+#include "fsdptune/units.hpp"
+
+namespace fsdptune::cli {
+namespace {
+
+struct ValidateArgs {
+  std::string schedule;
+  std::string out;
+  ExecutorOptions options;
+};
+
+struct CompareArgs {
+  std::string schedule;
+  std::string measured;
+  bool json = false;
+  int top = 10;
+};
+
+ScheduleFile load_schedule(const std::string& path) {
+  return schedule_from_json(read_json_file(path), path);
+}
+
+void run_validate(const ValidateArgs& args) {
+  ExecutorOptions options = args.options;
+  if (options.iterations < 1) throw_bad_input("--iters", "must be at least 1");
+  if (options.warmup < 0) throw_bad_input("--warmup", "must not be negative");
+  if (!(options.timeout_s > 0)) throw_bad_input("--timeout", "must be positive seconds");
+  if (options.backend != "cpu" && options.backend != "cuda") {
+    throw_bad_input("--backend", "unknown backend '" + options.backend + "'", "cpu or cuda");
+  }
+  options.command =
+      fmt::format("fsdptune validate {} --backend {} --iters {} --warmup {}{} --out {}",
+                  args.schedule, options.backend, options.iterations, options.warmup,
+                  options.check_data ? " --check-data" : "", args.out);
+
+  MpiSession mpi;
+  ScheduleFile schedule;
+  std::optional<Error> load_error;
+  try {
+    schedule = load_schedule(args.schedule);
+    check_replayable(schedule, mpi.world_size(), args.schedule);
+  } catch (const Error& e) {
+    load_error = e;
+  }
+  agree_on_errors(load_error);
+
+  const MeasuredResult measured = execute(schedule, options, mpi);
+  if (mpi.rank() != 0) return;
+  // Only rank 0 writes, and only after every rank finished: no partial measured.json.
+  write_file_atomically(args.out, dump_json(measured_to_json(measured)));
+  fmt::print(
+      "validated {} on {} rank(s), backend {}: step {} (median of {}), compute {}, "
+      "exposed comm {}, peak {}{}\nwrote {}\n",
+      args.schedule, measured.world_size, measured.backend, format_seconds(measured.step_time_s),
+      measured.iterations, format_seconds(measured.compute_s),
+      format_seconds(measured.exposed_comm_s), format_bytes(measured.peak_allocated_bytes),
+      measured.data_checked ? ", data checked" : "", args.out);
+}
+
+void run_compare(const CompareArgs& args) {
+  const ScheduleFile schedule = load_schedule(args.schedule);
+  const MeasuredResult measured = measured_from_json(read_json_file(args.measured), args.measured);
+  const Comparison comparison = compare(schedule, measured, args.measured, args.top);
+  if (args.json) {
+    std::cout << dump_json(comparison_to_json(comparison));
+  } else {
+    std::ostringstream text;
+    print_comparison(text, comparison);
+    std::cout << text.str();
+  }
+}
+
+}  // namespace
+
+void register_validate_commands(CLI::App& app) {
+  auto validate_args = std::make_shared<ValidateArgs>();
+  CLI::App* validate = app.add_subcommand(
+      "validate",
+      "Replay a schedule on real hardware under mpirun/srun (one process per rank) and measure "
+      "it");
+  validate->add_option("schedule", validate_args->schedule, "schedule.json to replay")->required();
+  validate->add_option("--backend", validate_args->options.backend, "cpu or cuda")
+      ->capture_default_str();
+  validate->add_option("--iters", validate_args->options.iterations, "measured steps")
+      ->capture_default_str();
+  validate->add_option("--warmup", validate_args->options.warmup, "untimed steps before them")
+      ->capture_default_str();
+  validate->add_flag("--check-data", validate_args->options.check_data,
+                     "check every bucket's gathered parameters and reduced gradients in one "
+                     "extra step before the warm-up");
+  validate
+      ->add_option("--timeout", validate_args->options.timeout_s,
+                   "seconds without progress after which every rank aborts")
+      ->capture_default_str();
+  validate->add_option("--out", validate_args->out, "measured.json to write (rank 0)")->required();
+  // Test hooks, hidden from --help.
+  validate->add_option("--debug-stall-rank", validate_args->options.stall_rank)->group("");
+  validate->add_option("--debug-corrupt-bucket", validate_args->options.corrupt_bucket)->group("");
+  validate->callback([validate_args] { run_validate(*validate_args); });
+
+  auto compare_args = std::make_shared<CompareArgs>();
+  CLI::App* compare_command = app.add_subcommand(
+      "compare", "Compare a schedule's prediction with what fsdptune validate measured");
+  compare_command->add_option("schedule", compare_args->schedule, "schedule.json")->required();
+  compare_command->add_option("measured", compare_args->measured, "measured.json")->required();
+  compare_command->add_flag("--json", compare_args->json, "JSON instead of a table");
+  compare_command->add_option("--top", compare_args->top, "tasks to list")->capture_default_str();
+  compare_command->callback([compare_args] { run_compare(*compare_args); });
+}
+
+}  // namespace fsdptune::cli

@@ -1,0 +1,122 @@
+// measured.json (docs/measured-format.md).
+#include "fsdptune/measured.hpp"
+
+#include <fmt/format.h>
+
+#include "fsdptune/error.hpp"
+
+namespace fsdptune {
+namespace {
+
+constexpr const char* kFormat = "fsdptune-measured";
+
+const nlohmann::json& field(const nlohmann::json& json, const char* name,
+                            const std::string& source) {
+  if (!json.is_object() || !json.contains(name)) {
+    throw_bad_input(source + ": " + name, "missing field");
+  }
+  return json.at(name);
+}
+
+double number(const nlohmann::json& json, const char* name, const std::string& source) {
+  const auto& value = field(json, name, source);
+  if (!value.is_number()) throw_bad_input(source + ": " + name, "expected a number");
+  const double result = value.get<double>();
+  if (result < 0) throw_bad_input(source + ": " + name, "must not be negative");
+  return result;
+}
+
+std::int64_t integer(const nlohmann::json& json, const char* name, const std::string& source) {
+  const auto& value = field(json, name, source);
+  if (!value.is_number_integer()) throw_bad_input(source + ": " + name, "expected an integer");
+  const auto result = value.get<std::int64_t>();
+  if (result < 0) throw_bad_input(source + ": " + name, "must not be negative");
+  return result;
+}
+
+std::string text(const nlohmann::json& json, const char* name, const std::string& source) {
+  const auto& value = field(json, name, source);
+  if (!value.is_string()) throw_bad_input(source + ": " + name, "expected a string");
+  return value.get<std::string>();
+}
+
+}  // namespace
+
+nlohmann::json measured_to_json(const MeasuredResult& measured) {
+  nlohmann::json timings = nlohmann::json::array();
+  for (const TaskTiming& timing : measured.timings) {
+    timings.push_back({{"start_s", timing.start_s}, {"end_s", timing.end_s}});
+  }
+  nlohmann::json environment = nlohmann::json::object();
+  for (const auto& [key, value] : measured.environment) environment[key] = value;
+  return {{"format", kFormat},
+          {"version", measured.version},
+          {"schedule_hash", measured.schedule_hash},
+          {"backend", measured.backend},
+          {"world_size", measured.world_size},
+          {"iterations", measured.iterations},
+          {"warmup", measured.warmup},
+          {"data_checked", measured.data_checked},
+          {"step_times_s", measured.step_times_s},
+          {"step_time_s", measured.step_time_s},
+          {"compute_s", measured.compute_s},
+          {"exposed_comm_s", measured.exposed_comm_s},
+          {"peak_allocated_bytes", measured.peak_allocated_bytes},
+          {"timings", timings},
+          {"environment", environment}};
+}
+
+MeasuredResult measured_from_json(const nlohmann::json& json, const std::string& source) {
+  if (!json.is_object()) throw_bad_input(source, "expected a JSON object");
+  if (text(json, "format", source) != kFormat) {
+    throw_bad_input(source + ": format", std::string("expected \"") + kFormat + "\"",
+                    "is this a measured.json written by fsdptune validate?");
+  }
+  MeasuredResult measured;
+  measured.version = static_cast<int>(integer(json, "version", source));
+  if (measured.version != kMeasuredFormatVersion) {
+    throw_bad_input(source + ": version",
+                    fmt::format("unsupported version {} (this fsdptune reads version {})",
+                                measured.version, kMeasuredFormatVersion));
+  }
+  measured.schedule_hash = text(json, "schedule_hash", source);
+  measured.backend = text(json, "backend", source);
+  measured.world_size = integer(json, "world_size", source);
+  measured.iterations = integer(json, "iterations", source);
+  measured.warmup = integer(json, "warmup", source);
+  const auto& checked = field(json, "data_checked", source);
+  if (!checked.is_boolean()) throw_bad_input(source + ": data_checked", "expected true or false");
+  measured.data_checked = checked.get<bool>();
+  const auto& steps = field(json, "step_times_s", source);
+  if (!steps.is_array()) throw_bad_input(source + ": step_times_s", "expected an array");
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    if (!steps[i].is_number() || steps[i].get<double>() < 0) {
+      throw_bad_input(fmt::format("{}: step_times_s[{}]", source, i),
+                      "expected a non-negative number");
+    }
+    measured.step_times_s.push_back(steps[i].get<double>());
+  }
+  measured.step_time_s = number(json, "step_time_s", source);
+  measured.compute_s = number(json, "compute_s", source);
+  measured.exposed_comm_s = number(json, "exposed_comm_s", source);
+  measured.peak_allocated_bytes = integer(json, "peak_allocated_bytes", source);
+  const auto& timings = field(json, "timings", source);
+  if (!timings.is_array()) throw_bad_input(source + ": timings", "expected an array");
+  for (std::size_t i = 0; i < timings.size(); ++i) {
+    const std::string where = fmt::format("{}: timings[{}]", source, i);
+    TaskTiming timing{number(timings[i], "start_s", where), number(timings[i], "end_s", where)};
+    if (timing.end_s < timing.start_s) throw_bad_input(where, "ends before it starts");
+    measured.timings.push_back(timing);
+  }
+  const auto& environment = field(json, "environment", source);
+  if (!environment.is_object()) throw_bad_input(source + ": environment", "expected an object");
+  for (const auto& [key, value] : environment.items()) {
+    if (!value.is_string()) {
+      throw_bad_input(source + ": environment." + key, "expected a string");
+    }
+    measured.environment[key] = value.get<std::string>();
+  }
+  return measured;
+}
+
+}  // namespace fsdptune

@@ -1,0 +1,664 @@
+// The schedule file (docs/schedule-format.md): JSON conversion, validation against the
+// workload the schedule was made for, the stable hash, and the torchtitan export.
+#include "fsdptune/schedule.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "fsdptune/error.hpp"
+#include "fsdptune/io.hpp"
+
+namespace fsdptune {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kScheduleFormatName = "fsdptune-schedule";
+constexpr const char* kTorchtitanFormatName = "fsdptune-torchtitan";
+
+constexpr std::array<StreamRole, 4> kStreamRoles = {StreamRole::kCompute, StreamRole::kAllGather,
+                                                    StreamRole::kReduceScatter,
+                                                    StreamRole::kCommunication};
+constexpr std::array<TaskKind, 9> kTaskKinds = {
+    TaskKind::kForward,       TaskKind::kRecompute, TaskKind::kBackward,
+    TaskKind::kCopyIn,        TaskKind::kAllGather, TaskKind::kCopyOut,
+    TaskKind::kReduceScatter, TaskKind::kAllReduce, TaskKind::kOptimizer};
+constexpr std::array<MemoryCategory, static_cast<int>(MemoryCategory::kCount)> kCategories = {
+    MemoryCategory::kShardedState, MemoryCategory::kGatheredParams, MemoryCategory::kGradients,
+    MemoryCategory::kActivations, MemoryCategory::kWorkspace};
+
+// The enum spellings are owned by their to_string; parsing inverts it so the two can
+// never disagree.
+template <typename Enum, std::size_t N>
+Enum enum_from_string(const std::string& text, const std::array<Enum, N>& values,
+                      const std::string& where) {
+  std::string known;
+  for (const Enum value : values) {
+    if (to_string(value) == text) return value;
+    known += (known.empty() ? "" : ", ") + to_string(value);
+  }
+  throw_bad_input(where, fmt::format("unknown value \"{}\" (expected one of: {})", text, known));
+}
+
+// Reads the fields of one JSON object, naming `source` and the dotted path of a field
+// in every error ("schedule.json: program.tasks[3].deps").
+class Fields {
+ public:
+  Fields(const json& object, std::string source, std::string path)
+      : object_(object), source_(std::move(source)), path_(std::move(path)) {
+    if (!object_.is_object()) throw_bad_input(where_self(), "expected a JSON object");
+  }
+
+  std::string where(const std::string& key) const {
+    return fmt::format("{}: {}{}", source_, path_.empty() ? "" : path_ + ".", key);
+  }
+  std::string child(const std::string& key) const {
+    return path_.empty() ? key : path_ + "." + key;
+  }
+  const std::string& source() const { return source_; }
+
+  const json& at(const std::string& key) const {
+    const auto it = object_.find(key);
+    if (it == object_.end()) throw_bad_input(where(key), "missing field");
+    return *it;
+  }
+  std::int64_t integer(const std::string& key) const {
+    const json& value = at(key);
+    if (!value.is_number_integer()) throw_bad_input(where(key), "expected an integer");
+    return value.get<std::int64_t>();
+  }
+  std::int64_t non_negative(const std::string& key) const {
+    const std::int64_t value = integer(key);
+    if (value < 0) throw_bad_input(where(key), fmt::format("must be >= 0, got {}", value));
+    return value;
+  }
+  std::uint64_t unsigned_integer(const std::string& key) const {
+    const json& value = at(key);
+    if (!value.is_number_unsigned()) {
+      throw_bad_input(where(key), "expected a non-negative integer");
+    }
+    return value.get<std::uint64_t>();
+  }
+  double number(const std::string& key) const {
+    const json& value = at(key);
+    if (!value.is_number()) throw_bad_input(where(key), "expected a number");
+    return value.get<double>();
+  }
+  bool boolean(const std::string& key) const {
+    const json& value = at(key);
+    if (!value.is_boolean()) throw_bad_input(where(key), "expected true or false");
+    return value.get<bool>();
+  }
+  std::string string(const std::string& key) const {
+    const json& value = at(key);
+    if (!value.is_string()) throw_bad_input(where(key), "expected a string");
+    return value.get<std::string>();
+  }
+  const json& array(const std::string& key) const {
+    const json& value = at(key);
+    if (!value.is_array()) throw_bad_input(where(key), "expected an array");
+    return value;
+  }
+  Fields object(const std::string& key) const { return Fields(at(key), source_, child(key)); }
+
+ private:
+  std::string where_self() const {
+    return path_.empty() ? source_ : fmt::format("{}: {}", source_, path_);
+  }
+  const json& object_;
+  std::string source_;
+  std::string path_;
+};
+
+std::string indexed(const std::string& path, std::size_t index) {
+  return fmt::format("{}[{}]", path, index);
+}
+
+// ---- to JSON ----
+
+json breakdown_to_json(const MemoryBreakdown& breakdown) {
+  json out = json::object();
+  for (const MemoryCategory category : kCategories) {
+    out[to_string(category)] = breakdown[static_cast<int>(category)];
+  }
+  return out;
+}
+
+json summary_to_json(const PlanSummary& summary) {
+  return json{{"plan_name", summary.plan_name},
+              {"step_time_s", summary.step_time_s},
+              {"tokens_per_s_per_gpu", summary.tokens_per_s_per_gpu},
+              {"mfu", summary.mfu},
+              {"compute_s", summary.compute_s},
+              {"comm_s", summary.comm_s},
+              {"exposed_comm_s", summary.exposed_comm_s},
+              {"idle_s", summary.idle_s},
+              {"peak_allocated_bytes", summary.peak_allocated_bytes},
+              {"peak_reserved_bytes", summary.peak_reserved_bytes},
+              {"peak_breakdown", breakdown_to_json(summary.peak_breakdown)},
+              {"fits", summary.fits}};
+}
+
+json group_to_json(const CommGroup& group) {
+  return json{{"ranks", group.ranks}, {"ranks_per_node", group.ranks_per_node}};
+}
+
+json task_to_json(const Task& task) {
+  json memory = json::array();
+  for (const MemoryEvent& event : task.memory) {
+    memory.push_back(json{
+        {"category", to_string(event.category)}, {"bytes", event.bytes}, {"at_end", event.at_end}});
+  }
+  return json{{"id", task.id},
+              {"stream", task.stream},
+              {"kind", to_string(task.kind)},
+              {"name", task.name},
+              {"unit", task.unit},
+              {"bucket", task.bucket},
+              {"bytes", task.bytes},
+              {"group", group_to_json(task.group)},
+              {"duration_s", task.duration_s},
+              {"deps", task.deps},
+              {"memory", std::move(memory)}};
+}
+
+// `dp_shard` only feeds the derived padding figure written for readers.
+json bucket_to_json(const BucketLayout& bucket, std::int64_t dp_shard) {
+  json slots = json::array();
+  for (const BufferSlot& slot : bucket.slots) {
+    slots.push_back(json{{"param", slot.param},
+                         {"unit", slot.unit},
+                         {"offset", slot.offset},
+                         {"shard_numel", slot.shard_numel},
+                         {"numel", slot.numel},
+                         // Derived, ignored on load: the zero elements that pad the
+                         // parameter to a multiple of the shard count.
+                         {"padding_elements", slot.shard_numel * dp_shard - slot.numel}});
+  }
+  return json{{"kind", to_string(bucket.kind)},
+              {"units", json::array({bucket.units.first, bucket.units.last})},
+              {"dtype", to_string(bucket.dtype)},
+              {"shard_elements", bucket.shard_elements},
+              {"slots", std::move(slots)}};
+}
+
+json program_to_json(const Program& program, std::int64_t dp_shard) {
+  json streams = json::array();
+  for (const Stream& stream : program.streams) {
+    streams.push_back(json{{"name", stream.name}, {"role", to_string(stream.role)}});
+  }
+  json tasks = json::array();
+  for (const Task& task : program.tasks) tasks.push_back(task_to_json(task));
+  json buckets = json::array();
+  for (const BucketLayout& bucket : program.buckets) {
+    buckets.push_back(bucket_to_json(bucket, dp_shard));
+  }
+  return json{{"streams", std::move(streams)},
+              {"tasks", std::move(tasks)},
+              {"buckets", std::move(buckets)},
+              {"persistent_bytes", program.persistent_bytes},
+              {"contention",
+               json{{"compute_slowdown_with_comm", program.contention.compute_slowdown_with_comm},
+                    {"comm_share_efficiency", program.contention.comm_share_efficiency}}},
+              {"cost_queries", program.cost_queries},
+              {"cost_fallbacks", program.cost_fallbacks}};
+}
+
+// ---- from JSON ----
+
+MemoryBreakdown breakdown_from_json(const Fields& fields) {
+  MemoryBreakdown breakdown{};
+  for (const MemoryCategory category : kCategories) {
+    breakdown[static_cast<int>(category)] = fields.non_negative(to_string(category));
+  }
+  return breakdown;
+}
+
+PlanSummary summary_from_json(const Fields& fields) {
+  PlanSummary summary;
+  summary.plan_name = fields.string("plan_name");
+  summary.step_time_s = fields.number("step_time_s");
+  summary.tokens_per_s_per_gpu = fields.number("tokens_per_s_per_gpu");
+  summary.mfu = fields.number("mfu");
+  summary.compute_s = fields.number("compute_s");
+  summary.comm_s = fields.number("comm_s");
+  summary.exposed_comm_s = fields.number("exposed_comm_s");
+  summary.idle_s = fields.number("idle_s");
+  summary.peak_allocated_bytes = fields.non_negative("peak_allocated_bytes");
+  summary.peak_reserved_bytes = fields.non_negative("peak_reserved_bytes");
+  summary.peak_breakdown = breakdown_from_json(fields.object("peak_breakdown"));
+  summary.fits = fields.boolean("fits");
+  return summary;
+}
+
+// A JSON array of arrays of two numbers: [[a, b], ...].
+std::vector<std::pair<double, double>> pairs_from_json(const Fields& fields,
+                                                       const std::string& key) {
+  std::vector<std::pair<double, double>> pairs;
+  const json& array = fields.array(key);
+  pairs.reserve(array.size());
+  for (std::size_t i = 0; i < array.size(); ++i) {
+    const json& pair = array[i];
+    if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number() || !pair[1].is_number()) {
+      throw_bad_input(indexed(fields.where(key), i), "expected [number, number]");
+    }
+    pairs.emplace_back(pair[0].get<double>(), pair[1].get<double>());
+  }
+  return pairs;
+}
+
+Task task_from_json(const Fields& fields) {
+  Task task;
+  task.id = static_cast<int>(fields.integer("id"));
+  task.stream = static_cast<int>(fields.integer("stream"));
+  task.kind = enum_from_string(fields.string("kind"), kTaskKinds, fields.where("kind"));
+  task.name = fields.string("name");
+  task.unit = static_cast<int>(fields.integer("unit"));
+  task.bucket = static_cast<int>(fields.integer("bucket"));
+  task.bytes = fields.non_negative("bytes");
+  const Fields group = fields.object("group");
+  task.group.ranks = group.integer("ranks");
+  task.group.ranks_per_node = group.integer("ranks_per_node");
+  if (task.group.ranks < 1) throw_bad_input(group.where("ranks"), "must be >= 1");
+  if (task.group.ranks_per_node < 1) {
+    throw_bad_input(group.where("ranks_per_node"), "must be >= 1");
+  }
+  task.duration_s = fields.number("duration_s");
+  if (task.duration_s < 0) throw_bad_input(fields.where("duration_s"), "must be >= 0");
+  const json& deps = fields.array("deps");
+  for (std::size_t i = 0; i < deps.size(); ++i) {
+    if (!deps[i].is_number_integer()) {
+      throw_bad_input(indexed(fields.where("deps"), i), "expected a task id");
+    }
+    task.deps.push_back(deps[i].get<int>());
+  }
+  const json& memory = fields.array("memory");
+  for (std::size_t i = 0; i < memory.size(); ++i) {
+    const Fields event_fields(memory[i], fields.source(), indexed(fields.child("memory"), i));
+    MemoryEvent event;
+    event.category = enum_from_string(event_fields.string("category"), kCategories,
+                                      event_fields.where("category"));
+    event.bytes = event_fields.integer("bytes");
+    event.at_end = event_fields.boolean("at_end");
+    task.memory.push_back(event);
+  }
+  return task;
+}
+
+BucketLayout bucket_from_json(const Fields& fields) {
+  BucketLayout bucket;
+  bucket.kind = collective_from_string(fields.string("kind"), fields.where("kind"));
+  const json& units = fields.array("units");
+  if (units.size() != 2 || !units[0].is_number_integer() || !units[1].is_number_integer()) {
+    throw_bad_input(fields.where("units"), "expected [first_unit, last_unit]");
+  }
+  bucket.units = UnitRange{units[0].get<int>(), units[1].get<int>()};
+  bucket.dtype = dtype_from_string(fields.string("dtype"), fields.where("dtype"));
+  bucket.shard_elements = fields.non_negative("shard_elements");
+  const json& slots = fields.array("slots");
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    const Fields slot_fields(slots[i], fields.source(), indexed(fields.child("slots"), i));
+    BufferSlot slot;
+    slot.param = slot_fields.string("param");
+    slot.unit = static_cast<int>(slot_fields.integer("unit"));
+    slot.offset = slot_fields.non_negative("offset");
+    slot.shard_numel = slot_fields.non_negative("shard_numel");
+    slot.numel = slot_fields.non_negative("numel");
+    bucket.slots.push_back(std::move(slot));
+  }
+  return bucket;
+}
+
+Program program_from_json(const Fields& fields) {
+  Program program;
+  const json& streams = fields.array("streams");
+  for (std::size_t i = 0; i < streams.size(); ++i) {
+    const Fields stream_fields(streams[i], fields.source(), indexed(fields.child("streams"), i));
+    program.streams.push_back(Stream{
+        stream_fields.string("name"),
+        enum_from_string(stream_fields.string("role"), kStreamRoles, stream_fields.where("role"))});
+  }
+  const json& tasks = fields.array("tasks");
+  program.tasks.reserve(tasks.size());
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    program.tasks.push_back(
+        task_from_json(Fields(tasks[i], fields.source(), indexed(fields.child("tasks"), i))));
+  }
+  const json& buckets = fields.array("buckets");
+  for (std::size_t i = 0; i < buckets.size(); ++i) {
+    program.buckets.push_back(
+        bucket_from_json(Fields(buckets[i], fields.source(), indexed(fields.child("buckets"), i))));
+  }
+  program.persistent_bytes = fields.non_negative("persistent_bytes");
+  const Fields contention = fields.object("contention");
+  program.contention.compute_slowdown_with_comm = contention.number("compute_slowdown_with_comm");
+  program.contention.comm_share_efficiency = contention.number("comm_share_efficiency");
+  if (program.contention.compute_slowdown_with_comm < 1.0) {
+    throw_bad_input(contention.where("compute_slowdown_with_comm"), "must be >= 1");
+  }
+  if (program.contention.comm_share_efficiency <= 0.0) {
+    throw_bad_input(contention.where("comm_share_efficiency"), "must be > 0");
+  }
+  program.cost_queries = static_cast<int>(fields.non_negative("cost_queries"));
+  program.cost_fallbacks = static_cast<int>(fields.non_negative("cost_fallbacks"));
+  return program;
+}
+
+// Structural checks of a Program against the workload it claims to lower: indices in
+// range, dependencies pointing backwards (the executor replays tasks in id order per
+// stream), and every bucket slot a real parameter of the bucket's units.
+void check_program(const Program& program, const Workload& workload, const std::string& source) {
+  const int unit_count = static_cast<int>(workload.units.size());
+  const auto where = [&](const std::string& path) { return fmt::format("{}: {}", source, path); };
+  if (program.streams.empty()) throw_bad_input(where("program.streams"), "no streams");
+  for (std::size_t i = 0; i < program.tasks.size(); ++i) {
+    const Task& task = program.tasks[i];
+    const std::string path = indexed("program.tasks", i);
+    if (task.id != static_cast<int>(i)) {
+      throw_bad_input(where(path + ".id"), fmt::format("is {}, expected its index {}", task.id, i));
+    }
+    if (task.stream < 0 || task.stream >= static_cast<int>(program.streams.size())) {
+      throw_bad_input(
+          where(path + ".stream"),
+          fmt::format("{} is not a stream index (0..{})", task.stream, program.streams.size() - 1));
+    }
+    if (task.unit < -1 || task.unit >= unit_count) {
+      throw_bad_input(where(path + ".unit"),
+                      fmt::format("{} is not a unit of this model's workload (0..{}, or -1)",
+                                  task.unit, unit_count - 1),
+                      "was this schedule made for another model or job?");
+    }
+    if (task.bucket < -1 || task.bucket >= static_cast<int>(program.buckets.size())) {
+      throw_bad_input(where(path + ".bucket"),
+                      fmt::format("{} is not a bucket index (-1 or 0..{})", task.bucket,
+                                  static_cast<int>(program.buckets.size()) - 1));
+    }
+    for (std::size_t d = 0; d < task.deps.size(); ++d) {
+      const int dep = task.deps[d];
+      if (dep < 0 || dep >= task.id) {
+        throw_bad_input(
+            where(indexed(path + ".deps", d)),
+            fmt::format("{} must be the id of an earlier task (0..{})", dep, task.id - 1));
+      }
+    }
+  }
+  for (std::size_t b = 0; b < program.buckets.size(); ++b) {
+    const BucketLayout& bucket = program.buckets[b];
+    const std::string path = indexed("program.buckets", b);
+    if (bucket.units.first < 0 || bucket.units.last >= unit_count ||
+        bucket.units.first > bucket.units.last) {
+      throw_bad_input(where(path + ".units"),
+                      fmt::format("[{}, {}] is not a unit range of this model's workload "
+                                  "(0..{})",
+                                  bucket.units.first, bucket.units.last, unit_count - 1),
+                      "was this schedule made for another model or job?");
+    }
+    for (std::size_t s = 0; s < bucket.slots.size(); ++s) {
+      const BufferSlot& slot = bucket.slots[s];
+      const std::string slot_path = indexed(path + ".slots", s);
+      if (!bucket.units.contains(slot.unit)) {
+        throw_bad_input(where(slot_path + ".unit"),
+                        fmt::format("unit {} is outside the bucket [{}, {}]", slot.unit,
+                                    bucket.units.first, bucket.units.last));
+      }
+      const Unit& unit = workload.units[slot.unit];
+      const auto param = std::find_if(unit.params.begin(), unit.params.end(),
+                                      [&](const Param& p) { return p.name == slot.param; });
+      if (param == unit.params.end()) {
+        throw_bad_input(where(slot_path + ".param"),
+                        fmt::format("\"{}\" is not a parameter of unit {} ({})", slot.param,
+                                    slot.unit, unit.name),
+                        "was this schedule made for another model or job?");
+      }
+      if (param->numel != slot.numel || param->shard_numel != slot.shard_numel) {
+        throw_bad_input(
+            where(slot_path),
+            fmt::format("\"{}\" has numel {} and shard_numel {} here but {} and {} "
+                        "in the workload of this model and job",
+                        slot.param, slot.numel, slot.shard_numel, param->numel, param->shard_numel),
+            "was this schedule made for another model or job?");
+      }
+      if (slot.offset + slot.shard_numel > bucket.shard_elements) {
+        throw_bad_input(
+            where(slot_path + ".offset"),
+            fmt::format("slot [{}, {}) runs past the bucket's shard_elements {}", slot.offset,
+                        slot.offset + slot.shard_numel, bucket.shard_elements));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+json schedule_to_json(const ScheduleFile& schedule) {
+  json timings = json::array();
+  for (const TaskTiming& timing : schedule.timings) {
+    timings.push_back(json::array({timing.start_s, timing.end_s}));
+  }
+  json timeline = json::array();
+  for (const MemorySample& sample : schedule.memory_timeline) {
+    timeline.push_back(json::array({sample.time_s, sample.allocated_bytes}));
+  }
+  json baselines = json::array();
+  for (const PlanSummary& baseline : schedule.baselines) {
+    baselines.push_back(summary_to_json(baseline));
+  }
+  json pareto = json::array();
+  for (const ParetoPoint& point : schedule.pareto) {
+    pareto.push_back(json{{"step_time_s", point.step_time_s},
+                          {"peak_allocated_bytes", point.peak_allocated_bytes},
+                          {"label", point.label}});
+  }
+  // Derived, ignored on load: how close the plan is to the lower bound.
+  const double efficiency = schedule.predicted.step_time_s > 0
+                                ? schedule.lower_bound_s / schedule.predicted.step_time_s
+                                : 0.0;
+  return json{
+      {"format", kScheduleFormatName},
+      {"version", schedule.version},
+      {"model", model_to_json(schedule.model)},
+      {"job", job_to_json(schedule.job)},
+      {"hardware", hardware_to_json(schedule.hardware)},
+      {"memory_limit_bytes", schedule.memory_limit_bytes},
+      {"plan", plan_to_json(schedule.plan)},
+      {"program",
+       program_to_json(schedule.program, std::max<std::int64_t>(schedule.job.dp_shard, 1))},
+      {"predicted", summary_to_json(schedule.predicted)},
+      {"timings", std::move(timings)},
+      {"memory_timeline", std::move(timeline)},
+      {"cost_queries", schedule.cost_queries},
+      {"cost_fallbacks", schedule.cost_fallbacks},
+      {"baselines", std::move(baselines)},
+      {"pareto", std::move(pareto)},
+      {"lower_bound_s", schedule.lower_bound_s},
+      {"efficiency", efficiency},
+      {"provenance", json{{"tool", schedule.provenance.tool},
+                          {"cost_source", schedule.provenance.cost_source},
+                          {"cost_hash", schedule.provenance.cost_hash},
+                          {"seed", schedule.provenance.seed},
+                          {"threads", schedule.provenance.threads},
+                          {"command", schedule.provenance.command}}},
+  };
+}
+
+ScheduleFile schedule_from_json(const json& json_in, const std::string& source) {
+  const Fields fields(json_in, source, "");
+  // The version first: a file of another version may have any other shape.
+  const json& version = fields.at("version");
+  if (!version.is_number_integer()) throw_bad_input(fields.where("version"), "expected an integer");
+  if (version.get<std::int64_t>() != kScheduleFormatVersion) {
+    throw_bad_input(fields.where("version"),
+                    fmt::format("schedule format version {} is not supported (this fsdptune "
+                                "reads version {})",
+                                version.dump(), kScheduleFormatVersion),
+                    "re-run `fsdptune tune` with this version of fsdptune");
+  }
+  if (fields.string("format") != kScheduleFormatName) {
+    throw_bad_input(fields.where("format"), fmt::format("expected \"{}\"", kScheduleFormatName),
+                    "is this a schedule file written by `fsdptune tune`?");
+  }
+  ScheduleFile schedule;
+  schedule.version = kScheduleFormatVersion;
+  schedule.model = model_from_json(fields.at("model"), fields.where("model"));
+  schedule.job = job_from_json(fields.at("job"), fields.where("job"));
+  schedule.hardware = hardware_from_json(fields.at("hardware"), fields.where("hardware"));
+  schedule.memory_limit_bytes = fields.non_negative("memory_limit_bytes");
+  schedule.plan = plan_from_json(fields.at("plan"), fields.where("plan"));
+  schedule.program = program_from_json(fields.object("program"));
+  schedule.predicted = summary_from_json(fields.object("predicted"));
+  for (const auto& [start_s, end_s] : pairs_from_json(fields, "timings")) {
+    schedule.timings.push_back(TaskTiming{start_s, end_s});
+  }
+  const auto timeline = pairs_from_json(fields, "memory_timeline");
+  const json& timeline_json = fields.array("memory_timeline");
+  for (std::size_t i = 0; i < timeline.size(); ++i) {
+    if (!timeline_json[i][1].is_number_integer()) {
+      throw_bad_input(indexed(fields.where("memory_timeline"), i) + "[1]",
+                      "expected an integer number of bytes");
+    }
+    schedule.memory_timeline.push_back(
+        MemorySample{timeline[i].first, timeline_json[i][1].get<std::int64_t>()});
+  }
+  schedule.cost_queries = fields.non_negative("cost_queries");
+  schedule.cost_fallbacks = fields.non_negative("cost_fallbacks");
+  const json& baselines = fields.array("baselines");
+  for (std::size_t i = 0; i < baselines.size(); ++i) {
+    schedule.baselines.push_back(
+        summary_from_json(Fields(baselines[i], source, indexed("baselines", i))));
+  }
+  const json& pareto = fields.array("pareto");
+  for (std::size_t i = 0; i < pareto.size(); ++i) {
+    const Fields point(pareto[i], source, indexed("pareto", i));
+    schedule.pareto.push_back(ParetoPoint{point.number("step_time_s"),
+                                          point.non_negative("peak_allocated_bytes"),
+                                          point.string("label")});
+  }
+  schedule.lower_bound_s = fields.number("lower_bound_s");
+  const Fields provenance = fields.object("provenance");
+  schedule.provenance.tool = provenance.string("tool");
+  schedule.provenance.cost_source = provenance.string("cost_source");
+  schedule.provenance.cost_hash = provenance.string("cost_hash");
+  schedule.provenance.seed = provenance.unsigned_integer("seed");
+  schedule.provenance.threads = provenance.integer("threads");
+  schedule.provenance.command = provenance.string("command");
+
+  // The schedule must describe the workload of its own model and job: the executor
+  // rebuilds that workload to get op shapes and parameter sizes.
+  const ModelSpec& model = schedule.model;
+  validate_model(model, fields.where("model"));
+  const JobSpec job = normalize_job(model, schedule.job);
+  const Workload workload = build_workload(model, job);
+  validate_plan(schedule.plan, static_cast<int>(workload.units.size()), fields.where("plan"));
+  check_program(schedule.program, workload, source);
+  if (!schedule.timings.empty() && schedule.timings.size() != schedule.program.tasks.size()) {
+    throw_bad_input(fields.where("timings"),
+                    fmt::format("{} entries for {} tasks", schedule.timings.size(),
+                                schedule.program.tasks.size()));
+  }
+  return schedule;
+}
+
+std::string fnv1a64_hex(std::string_view bytes) {
+  // FNV-1a, 64-bit: offset basis 14695981039346656037, prime 1099511628211
+  // (Fowler, Noll, Vo; http://www.isthe.com/chongo/tech/comp/fnv/).
+  std::uint64_t hash = 14695981039346656037ULL;
+  for (const char c : bytes) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 1099511628211ULL;
+  }
+  return fmt::format("{:016x}", hash);
+}
+
+std::string schedule_hash(const ScheduleFile& schedule) {
+  return fnv1a64_hex(dump_json(schedule_to_json(schedule)));
+}
+
+void check_schedule_matches(const ScheduleFile& schedule, const ModelSpec& model,
+                            const JobSpec& job, const std::string& source) {
+  // Names may differ (a built-in vs a copy of its file); the architecture may not.
+  ModelSpec theirs = schedule.model;
+  ModelSpec ours = model;
+  theirs.name.clear();
+  ours.name.clear();
+  if (theirs != ours) {
+    throw_bad_input(fmt::format("{}: model", source),
+                    fmt::format("the schedule was made for model \"{}\" (dim {}, {} layers), "
+                                "not \"{}\" (dim {}, {} layers)",
+                                schedule.model.name, schedule.model.dim, schedule.model.n_layers,
+                                model.name, model.dim, model.n_layers),
+                    "tune again for this model, or drop --model to use the schedule's own");
+  }
+  if (schedule.job != job) {
+    throw_bad_input(fmt::format("{}: job", source),
+                    fmt::format("the schedule was made for another job ({}) than the flags "
+                                "describe ({})",
+                                job_to_json(schedule.job).dump(), job_to_json(job).dump()),
+                    "tune again for this job, or drop the job flags to use the schedule's own");
+  }
+}
+
+json torchtitan_plan_to_json(const Workload& workload, const Plan& plan) {
+  const auto modules_of = [&](const UnitRange& range) {
+    json modules = json::array();
+    for (int u = range.first; u <= range.last; ++u) {
+      for (const std::string& module : workload.units[u].modules) modules.push_back(module);
+    }
+    return modules;
+  };
+  const auto groups_of = [&](const std::vector<UnitRange>& buckets) {
+    json groups = json::array();
+    for (const UnitRange& range : buckets) groups.push_back(modules_of(range));
+    return groups;
+  };
+
+  json simplefsdp{
+      {"forward_all_gather_buckets", groups_of(plan.forward_buckets)},
+      {"backward_all_gather_buckets", groups_of(plan.backward_buckets)},
+      {"reduce_scatter_buckets", groups_of(plan.reduce_scatter_buckets)},
+      {"reshard_after_forward", plan.reshard_after_forward},
+      {"forward_prefetch", plan.forward_prefetch},
+      {"backward_prefetch", plan.backward_prefetch},
+  };
+
+  // FSDP2 has one grouping for both directions and both collectives: the forward
+  // buckets become the fully_shard groups. Explicit prefetch lists follow the plan's
+  // depths: group i prefetches the next `forward_prefetch` groups in forward and the
+  // previous `backward_prefetch` groups in backward (set_modules_to_*_prefetch).
+  const int group_count = static_cast<int>(plan.forward_buckets.size());
+  json groups = json::array();
+  for (int g = 0; g < group_count; ++g) {
+    json forward_prefetch = json::array();
+    for (int next = g + 1; next <= std::min(group_count - 1, g + plan.forward_prefetch); ++next) {
+      forward_prefetch.push_back(modules_of(plan.forward_buckets[next]));
+    }
+    json backward_prefetch = json::array();
+    for (int previous = g - 1; previous >= std::max(0, g - plan.backward_prefetch); --previous) {
+      backward_prefetch.push_back(modules_of(plan.forward_buckets[previous]));
+    }
+    groups.push_back(
+        json{{"modules", modules_of(plan.forward_buckets[g])},
+             {"reshard_after_forward", static_cast<bool>(plan.reshard_after_forward[g])},
+             {"forward_prefetch", std::move(forward_prefetch)},
+             {"backward_prefetch", std::move(backward_prefetch)}});
+  }
+  const bool exact = plan.backward_buckets == plan.forward_buckets &&
+                     plan.reduce_scatter_buckets == plan.forward_buckets &&
+                     !plan.one_collective_per_parameter;
+  json fsdp2{{"fully_shard_groups", std::move(groups)},
+             {"exact", exact},
+             {"note", exact ? "the plan's buckets are the same in both directions: FSDP2 "
+                              "groups reproduce it"
+                            : "FSDP2 groups parameters the same way in forward, backward and "
+                              "reduce-scatter: the forward buckets are used for all three"}};
+
+  return json{{"format", kTorchtitanFormatName},     {"version", kTorchtitanPlanFormatVersion},
+              {"model", workload.model.name},        {"plan", plan.name},
+              {"simplefsdp", std::move(simplefsdp)}, {"fsdp2", std::move(fsdp2)}};
+}
+
+}  // namespace fsdptune

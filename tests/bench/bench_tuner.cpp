@@ -1,0 +1,86 @@
+// Tuner speed (docs/performance.md): a whole search for Llama 3 405B on 1024 H100s, and
+// the cost of one plan evaluation (lower + simulate without timings), the unit of work of
+// the search.
+#include <benchmark/benchmark.h>
+
+#include <memory>
+
+#include "fsdptune/cost_model.hpp"
+#include "fsdptune/hardware.hpp"
+#include "fsdptune/job.hpp"
+#include "fsdptune/model.hpp"
+#include "fsdptune/plans.hpp"
+#include "fsdptune/program.hpp"
+#include "fsdptune/simulator.hpp"
+#include "fsdptune/tuner.hpp"
+#include "fsdptune/workload.hpp"
+
+namespace {
+
+using namespace fsdptune;
+
+struct Job405b {
+  Job405b() : hardware(builtin_hardware("h100-sxm")), costs(make_analytic_cost_model(hardware)) {
+    const ModelSpec model = builtin_model("llama3-405b");
+    JobSpec job;
+    job.gpus = 1024;
+    job.local_batch = 1;
+    job.seq_len = 8192;
+    job.ac = ActivationCheckpointing::kFull;
+    workload = build_workload(model, normalize_job(model, job));
+  }
+  HardwareSpec hardware;
+  std::unique_ptr<CostModel> costs;
+  Workload workload;
+};
+
+const Job405b& job405b() {
+  static const Job405b job;
+  return job;
+}
+
+// The whole search with default options (converges by itself; the 10 s time budget is a
+// safety net), on `threads` threads.
+void BM_Tune405bOn1024(benchmark::State& state) {
+  const Job405b& job = job405b();
+  TunerOptions options;
+  options.threads = static_cast<int>(state.range(0));
+  std::int64_t evaluated = 0;
+  bool exhausted = false;
+  double step_time_s = 0;
+  for (auto _ : state) {
+    const TunerResult result = Tuner(options).tune(job.workload, *job.costs);
+    evaluated += result.plans_evaluated;
+    exhausted = exhausted || result.budget_exhausted;
+    step_time_s = result.best.step_time_s;
+    benchmark::DoNotOptimize(result);
+  }
+  state.counters["plans"] =
+      benchmark::Counter(static_cast<double>(evaluated) / static_cast<double>(state.iterations()));
+  state.counters["plans_per_s"] =
+      benchmark::Counter(static_cast<double>(evaluated), benchmark::Counter::kIsRate);
+  state.counters["budget_exhausted"] = exhausted ? 1 : 0;
+  state.counters["tuned_step_ms"] = step_time_s * 1e3;
+}
+BENCHMARK(BM_Tune405bOn1024)->Arg(1)->Arg(2)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
+
+// One candidate as the search evaluates it: lower the fsdp2 plan and simulate it without
+// per-task timings or the memory timeline.
+void BM_EvaluatePlan405b(benchmark::State& state) {
+  const Job405b& job = job405b();
+  const Plan plan = fsdp2_plan(job.workload);
+  SimOptions options;
+  options.record_timings = false;
+  options.record_timeline = false;
+  for (auto _ : state) {
+    const Program program = lower(job.workload, plan, *job.costs);
+    benchmark::DoNotOptimize(simulate(program, options));
+  }
+  state.counters["plans_per_s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_EvaluatePlan405b)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

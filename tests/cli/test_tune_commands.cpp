@@ -1,0 +1,130 @@
+// `fsdptune tune`: the table, the files it writes, determinism, and exit 3 when nothing
+// fits.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_support.hpp"
+#include "fsdptune/error.hpp"
+#include "fsdptune/io.hpp"
+#include "fsdptune/schedule.hpp"
+
+using fsdptune::testing::CommandResult;
+using fsdptune::testing::make_temp_dir;
+using fsdptune::testing::run_fsdptune;
+
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// tiny (6 units) on 8 GPUs: a search of a fraction of a second, bounded by evaluations so
+// that the result is deterministic whatever the machine's speed.
+const std::string kTinyJob =
+    "--model tiny --gpus 8 --batch 2 --seq 1024 --max-evaluations 300 --time-budget 60";
+
+}  // namespace
+
+TEST_CASE("tune prints baselines and the tuned plan and writes a loadable schedule",
+          "[cli][tune]") {
+  const std::string dir = make_temp_dir("fsdptune-tune-cli");
+  const std::string out = dir + "/schedule.json";
+  const std::string torchtitan = dir + "/torchtitan.json";
+  const CommandResult result =
+      run_fsdptune("tune " + kTinyJob + " --out " + out + " --emit-torchtitan " + torchtitan);
+  INFO("stderr: " << result.err);
+  REQUIRE(result.exit_code == 0);
+  for (const char* row : {"fsdp2", "simplefsdp-block", "simplefsdp-greedy", "tuned"}) {
+    CHECK(result.out.find(row) != std::string::npos);
+  }
+  CHECK(result.out.find("tokens/s/GPU") != std::string::npos);
+  CHECK(result.out.find("lower bound") != std::string::npos);
+  CHECK(result.out.find("wrote " + out) != std::string::npos);
+  CHECK(result.out.find("wrote " + torchtitan) != std::string::npos);
+
+  const fsdptune::ScheduleFile schedule =
+      fsdptune::schedule_from_json(fsdptune::read_json_file(out), out);
+  CHECK(schedule.model.name == "tiny");
+  CHECK(schedule.plan.name == "tuned");
+  CHECK(schedule.baselines.size() == 3);
+  CHECK(schedule.predicted.fits);
+  CHECK(schedule.timings.size() == schedule.program.tasks.size());
+  CHECK(schedule.lower_bound_s <= schedule.predicted.step_time_s);
+  for (const fsdptune::PlanSummary& baseline : schedule.baselines) {
+    if (baseline.fits) CHECK(schedule.predicted.step_time_s <= baseline.step_time_s);
+  }
+  CHECK(schedule.provenance.command.find("--model tiny") != std::string::npos);
+  CHECK(schedule.provenance.cost_source == "h100-sxm");
+  CHECK(schedule.provenance.cost_hash.size() == 16);
+
+  const nlohmann::json exported = fsdptune::read_json_file(torchtitan);
+  CHECK(exported.at("format") == "fsdptune-torchtitan");
+  CHECK(exported.at("simplefsdp").at("forward_all_gather_buckets").at(0).at(0) ==
+        "tok_embeddings");
+}
+
+TEST_CASE("tune with the same seed writes the same bytes", "[cli][tune]") {
+  const std::string dir = make_temp_dir("fsdptune-tune-seed");
+  const std::string out = dir + "/schedule.json";
+  const std::string command = "tune " + kTinyJob + " --seed 5 --threads 2 --out " + out;
+  REQUIRE(run_fsdptune(command).exit_code == 0);
+  const std::string first = slurp(out);
+  REQUIRE(run_fsdptune(command).exit_code == 0);
+  CHECK(slurp(out) == first);
+  REQUIRE_FALSE(first.empty());
+}
+
+TEST_CASE("tune --json gives the summaries, the lower bound and the files", "[cli][tune]") {
+  const std::string dir = make_temp_dir("fsdptune-tune-json");
+  const std::string out = dir + "/schedule.json";
+  const CommandResult result = run_fsdptune("tune " + kTinyJob + " --json --out " + out);
+  REQUIRE(result.exit_code == 0);
+  const nlohmann::json json = nlohmann::json::parse(result.out);
+  CHECK(json.at("baselines").size() == 3);
+  CHECK(json.at("tuned").at("plan_name") == "tuned");
+  CHECK(json.at("efficiency").get<double>() > 0);
+  CHECK(json.at("efficiency").get<double>() <= 1.0);
+  CHECK(json.at("schedule") == out);
+  const fsdptune::ScheduleFile schedule =
+      fsdptune::schedule_from_json(fsdptune::read_json_file(out), out);
+  CHECK(json.at("schedule_hash") == fsdptune::schedule_hash(schedule));
+  CHECK(json.at("tuned").at("step_time_s").get<double>() == schedule.predicted.step_time_s);
+}
+
+TEST_CASE("tune exits 3 when nothing fits, naming the smallest peak and what to change",
+          "[cli][tune]") {
+  const std::string dir = make_temp_dir("fsdptune-tune-fit");
+  const std::string out = dir + "/schedule.json";
+  // Llama 3 70B on 8 GPUs at seq 8192 without AC: sharded state alone is 141 GB / 8.
+  const CommandResult result = run_fsdptune(
+      "tune --model llama3-70b --gpus 8 --batch 1 --seq 8192 --max-evaluations 50 --out " + out);
+  INFO("stdout: " << result.out << "\nstderr: " << result.err);
+  CHECK(result.exit_code == 3);
+  CHECK(result.err.find("no plan fits") != std::string::npos);
+  CHECK(result.err.find("smallest peak") != std::string::npos);
+  CHECK(result.err.find("--gpus") != std::string::npos);
+  CHECK(result.err.find("--ac") != std::string::npos);
+  CHECK(result.err.find("--batch") != std::string::npos);
+  CHECK_FALSE(std::ifstream(out).good());  // no schedule written
+}
+
+TEST_CASE("tune rejects bad tuner flags with exit 2 naming the flag", "[cli][tune]") {
+  const std::string dir = make_temp_dir("fsdptune-tune-bad");
+  CommandResult result = run_fsdptune("tune --model tiny --threads 0 --out " + dir + "/s.json");
+  CHECK(result.exit_code == 2);
+  CHECK(result.err.find("--threads") != std::string::npos);
+  result = run_fsdptune("tune --model tiny --memory-limit lots --out " + dir + "/s.json");
+  CHECK(result.exit_code == 2);
+  CHECK(result.err.find("--memory-limit") != std::string::npos);
+  result = run_fsdptune("tune --model tiny");
+  CHECK(result.exit_code == 2);
+  CHECK(result.err.find("--out") != std::string::npos);
+}

@@ -1,0 +1,225 @@
+// The schedule file: round trip, hash, rejection of other versions, models and missing
+// fields, and the torchtitan export.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "fsdptune/cost_model.hpp"
+#include "fsdptune/error.hpp"
+#include "fsdptune/hardware.hpp"
+#include "fsdptune/io.hpp"
+#include "fsdptune/job.hpp"
+#include "fsdptune/model.hpp"
+#include "fsdptune/plan.hpp"
+#include "fsdptune/program.hpp"
+#include "fsdptune/schedule.hpp"
+#include "fsdptune/workload.hpp"
+
+using namespace fsdptune;
+using nlohmann::json;
+
+namespace {
+
+JobSpec tiny_job() {
+  JobSpec job;
+  job.gpus = 8;
+  job.gpus_per_node = 8;
+  job.local_batch = 1;
+  job.seq_len = 256;
+  return job;
+}
+
+// tiny: 4 blocks -> 6 units (tok_embeddings, layers.0..3, norm+output).
+Plan three_bucket_plan() {
+  Plan plan;
+  plan.name = "tuned";
+  plan.forward_buckets = {{0, 0}, {1, 2}, {3, 5}};
+  plan.backward_buckets = {{0, 1}, {2, 5}};
+  plan.reduce_scatter_buckets = {{0, 0}, {1, 1}, {2, 3}, {4, 5}};
+  plan.reshard_after_forward = {true, true, false};
+  plan.forward_prefetch = 2;
+  plan.backward_prefetch = 1;
+  plan.stream_layout = StreamLayout::kShared;
+  return plan;
+}
+
+ScheduleFile make_schedule() {
+  ScheduleFile schedule;
+  schedule.model = builtin_model("tiny");
+  schedule.job = normalize_job(schedule.model, tiny_job());
+  schedule.hardware = builtin_hardware("h100-sxm");
+  schedule.memory_limit_bytes = 70 * kGiB;
+  schedule.plan = three_bucket_plan();
+  const Workload workload = build_workload(schedule.model, schedule.job);
+  const auto costs = make_analytic_cost_model(schedule.hardware);
+  schedule.program = lower(workload, schedule.plan, *costs);
+  // Timings and the timeline are the simulator's; any values round-trip. Fractions that
+  // are not exact in binary check that doubles survive the text form bit for bit.
+  for (std::size_t i = 0; i < schedule.program.tasks.size(); ++i) {
+    schedule.timings.push_back(
+        {0.1 * static_cast<double>(i), 0.1 * static_cast<double>(i) + 1.0 / 3});
+  }
+  schedule.memory_timeline = {{0.0, 1000}, {1.0 / 7, 123456789012}, {2.5, 1000}};
+  schedule.predicted.plan_name = "tuned";
+  schedule.predicted.step_time_s = 0.123456789;
+  schedule.predicted.tokens_per_s_per_gpu = 2074.5;
+  schedule.predicted.mfu = 0.4321;
+  schedule.predicted.peak_allocated_bytes = 123456789012;
+  schedule.predicted.peak_reserved_bytes = 133456789012;
+  schedule.predicted.peak_breakdown = {1, 2, 3, 4, 5};
+  schedule.predicted.fits = true;
+  PlanSummary baseline = schedule.predicted;
+  baseline.plan_name = "fsdp2";
+  baseline.step_time_s = 0.2;
+  schedule.baselines = {baseline};
+  schedule.pareto = {{0.2, 100, "fsdp2"}, {0.123456789, 200, "tuned"}};
+  schedule.lower_bound_s = 0.1;
+  schedule.cost_queries = schedule.program.cost_queries;
+  schedule.cost_fallbacks = schedule.program.cost_fallbacks;
+  schedule.provenance = {"fsdptune 0.1.0",        "h100-sxm", "0123456789abcdef",
+                         18446744073709551615ULL, 2,          "fsdptune tune --model tiny"};
+  return schedule;
+}
+
+// Loads `json` and returns the error it raised (fails the test when it loads).
+Error load_error(const json& document) {
+  try {
+    schedule_from_json(document, "schedule.json");
+  } catch (const Error& e) {
+    return e;
+  }
+  FAIL("the schedule was accepted");
+  return Error(ErrorKind::kRuntime, "", "");
+}
+
+}  // namespace
+
+TEST_CASE("a schedule survives JSON text and back, byte for byte", "[schedule]") {
+  const ScheduleFile schedule = make_schedule();
+  REQUIRE_FALSE(schedule.program.tasks.empty());
+  REQUIRE_FALSE(schedule.program.buckets.empty());
+  const std::string text = dump_json(schedule_to_json(schedule));
+  const ScheduleFile loaded = schedule_from_json(parse_json_text(text, "s.json"), "s.json");
+  CHECK(loaded == schedule);
+  CHECK(dump_json(schedule_to_json(loaded)) == text);
+  CHECK(schedule_hash(loaded) == schedule_hash(schedule));
+}
+
+TEST_CASE("the schedule file carries the buffer layout with padding", "[schedule]") {
+  const ScheduleFile schedule = make_schedule();
+  const json document = schedule_to_json(schedule);
+  CHECK(document.at("format") == "fsdptune-schedule");
+  CHECK(document.at("version") == 1);
+  const json& slot = document.at("program").at("buckets").at(0).at("slots").at(0);
+  // padding = shard_numel * dp_shard - numel, with dp_shard = 8 on 8 GPUs.
+  CHECK(slot.at("padding_elements").get<std::int64_t>() ==
+        slot.at("shard_numel").get<std::int64_t>() * 8 - slot.at("numel").get<std::int64_t>());
+  CHECK(slot.at("padding_elements").get<std::int64_t>() >= 0);
+  CHECK(slot.at("padding_elements").get<std::int64_t>() < 8);
+  // efficiency = lower bound / step time = 0.1 / 0.123456789.
+  CHECK(document.at("efficiency").get<double>() == Approx(0.1 / 0.123456789));
+}
+
+TEST_CASE("schedule_hash is FNV-1a 64 of the canonical text", "[schedule]") {
+  // Published FNV-1a 64 test vectors.
+  CHECK(fnv1a64_hex("") == "cbf29ce484222325");
+  CHECK(fnv1a64_hex("a") == "af63dc4c8601ec8c");
+  CHECK(fnv1a64_hex("foobar") == "85944171f73967e8");
+  const ScheduleFile schedule = make_schedule();
+  CHECK(schedule_hash(schedule) == fnv1a64_hex(dump_json(schedule_to_json(schedule))));
+  ScheduleFile other = schedule;
+  other.plan.forward_prefetch = 1;
+  CHECK(schedule_hash(other) != schedule_hash(schedule));
+}
+
+TEST_CASE("a schedule of another version is rejected naming the field", "[schedule]") {
+  json document = schedule_to_json(make_schedule());
+  document["version"] = 2;
+  const Error e = load_error(document);
+  CHECK(e.kind() == ErrorKind::kBadInput);
+  CHECK(e.where() == "schedule.json: version");
+  CHECK(std::string(e.what()).find("version 2") != std::string::npos);
+}
+
+TEST_CASE("a schedule with a missing field is rejected naming it", "[schedule]") {
+  const json document = schedule_to_json(make_schedule());
+  SECTION("top level") {
+    json broken = document;
+    broken.erase("program");
+    CHECK(load_error(broken).where() == "schedule.json: program");
+  }
+  SECTION("inside a task") {
+    json broken = document;
+    broken["program"]["tasks"][3].erase("kind");
+    CHECK(load_error(broken).where() == "schedule.json: program.tasks[3].kind");
+  }
+  SECTION("inside a bucket slot") {
+    json broken = document;
+    broken["program"]["buckets"][1]["slots"][0].erase("offset");
+    CHECK(load_error(broken).where() == "schedule.json: program.buckets[1].slots[0].offset");
+  }
+  SECTION("provenance") {
+    json broken = document;
+    broken["provenance"].erase("seed");
+    CHECK(load_error(broken).where() == "schedule.json: provenance.seed");
+  }
+}
+
+TEST_CASE("a schedule whose program does not match its model is rejected", "[schedule]") {
+  json document = schedule_to_json(make_schedule());
+  SECTION("the model swapped for one with other dims") {
+    // llama3.2-1b has 16 blocks: the plan's buckets no longer partition its 18 units.
+    document["model"] = model_to_json(builtin_model("llama3.2-1b"));
+    const Error e = load_error(document);
+    CHECK(e.kind() == ErrorKind::kBadInput);
+    CHECK(e.where().find("schedule.json: plan") == 0);
+  }
+  SECTION("a parameter of another size in a bucket") {
+    document["program"]["buckets"][0]["slots"][0]["numel"] = 12345;
+    const Error e = load_error(document);
+    CHECK(e.where() == "schedule.json: program.buckets[0].slots[0]");
+    CHECK(e.hint().find("another model") != std::string::npos);
+  }
+  SECTION("a dependency that points forward") {
+    document["program"]["tasks"][0]["deps"] = json::array({1});
+    CHECK(load_error(document).where() == "schedule.json: program.tasks[0].deps[0]");
+  }
+}
+
+TEST_CASE("check_schedule_matches rejects another model or job", "[schedule]") {
+  const ScheduleFile schedule = make_schedule();
+  CHECK_NOTHROW(check_schedule_matches(schedule, schedule.model, schedule.job, "s.json"));
+  ModelSpec renamed = schedule.model;
+  renamed.name = "my-tiny";  // the same architecture under another name is fine
+  CHECK_NOTHROW(check_schedule_matches(schedule, renamed, schedule.job, "s.json"));
+  CHECK_THROWS_AS(
+      check_schedule_matches(schedule, builtin_model("llama3-8b"), schedule.job, "s.json"), Error);
+  JobSpec bigger = schedule.job;
+  bigger.local_batch = 2;
+  CHECK_THROWS_AS(check_schedule_matches(schedule, schedule.model, bigger, "s.json"), Error);
+}
+
+TEST_CASE("torchtitan export names the modules of each bucket", "[schedule]") {
+  const ModelSpec model = builtin_model("tiny");
+  const Workload workload = build_workload(model, normalize_job(model, tiny_job()));
+  const json out = torchtitan_plan_to_json(workload, three_bucket_plan());
+  CHECK(out.at("format") == "fsdptune-torchtitan");
+  CHECK(out.at("version") == 1);
+  const json& simple = out.at("simplefsdp");
+  CHECK(simple.at("forward_all_gather_buckets") ==
+        json::parse(R"([["tok_embeddings"], ["layers.0", "layers.1"],
+                        ["layers.2", "layers.3", "norm", "output"]])"));
+  CHECK(simple.at("backward_all_gather_buckets") == json::parse(R"([["tok_embeddings", "layers.0"],
+                        ["layers.1", "layers.2", "layers.3", "norm", "output"]])"));
+  CHECK(simple.at("reduce_scatter_buckets").size() == 4);
+  const json& groups = out.at("fsdp2").at("fully_shard_groups");
+  REQUIRE(groups.size() == 3);
+  // forward_prefetch 2: group 0 prefetches groups 1 and 2; the last group nothing.
+  CHECK(groups[0].at("forward_prefetch").size() == 2);
+  CHECK(groups[2].at("forward_prefetch").empty());
+  // backward_prefetch 1: group 2 prefetches group 1; group 0 nothing.
+  CHECK(groups[2].at("backward_prefetch") == json::parse(R"([["layers.0", "layers.1"]])"));
+  CHECK(groups[0].at("backward_prefetch").empty());
+  CHECK(groups[2].at("reshard_after_forward") == false);
+  CHECK(out.at("fsdp2").at("exact") == false);
+}

@@ -1,0 +1,94 @@
+#include <catch2/catch.hpp>
+
+#include <sstream>
+
+#include "fsdptune/compare.hpp"
+#include "fsdptune/error.hpp"
+
+using namespace fsdptune;
+
+namespace {
+
+// Three tasks predicted at [0, 1], [1, 3], [0, 0.5] ms.
+ScheduleFile small_schedule() {
+  ScheduleFile schedule;
+  schedule.program.streams = {{"compute", StreamRole::kCompute}, {"comm", StreamRole::kAllGather}};
+  for (int i = 0; i < 3; ++i) {
+    Task task;
+    task.id = i;
+    task.name = "task " + std::to_string(i);
+    task.kind = i == 2 ? TaskKind::kAllGather : TaskKind::kForward;
+    task.stream = i == 2 ? 1 : 0;
+    schedule.program.tasks.push_back(task);
+  }
+  schedule.timings = {{0, 1e-3}, {1e-3, 3e-3}, {0, 0.5e-3}};
+  schedule.predicted.step_time_s = 3e-3;
+  schedule.predicted.compute_s = 3e-3;
+  schedule.predicted.exposed_comm_s = 0;
+  schedule.predicted.peak_allocated_bytes = 1000;
+  return schedule;
+}
+
+MeasuredResult measurement_of(const ScheduleFile& schedule) {
+  MeasuredResult measured;
+  measured.schedule_hash = schedule_hash(schedule);
+  measured.backend = "cpu";
+  measured.world_size = 2;
+  measured.step_time_s = 4e-3;
+  measured.compute_s = 3e-3;
+  measured.exposed_comm_s = 1e-3;
+  measured.peak_allocated_bytes = 800;
+  // Durations 1.5, 2.0 and 0.5 ms: task 0 differs by 0.5 ms, the others by 0.
+  measured.timings = {{0, 1.5e-3}, {2e-3, 4e-3}, {0, 0.5e-3}};
+  return measured;
+}
+
+}  // namespace
+
+TEST_CASE("compare_values is (predicted - measured) / measured", "[compare]") {
+  CHECK(compare_values(3, 4).relative_error == Approx(-0.25));
+  CHECK(compare_values(5, 4).relative_error == Approx(0.25));
+  CHECK(compare_values(0, 0).relative_error == 0);
+  CHECK(compare_values(1, 0).relative_error == 1);
+}
+
+TEST_CASE("compare puts prediction and measurement side by side", "[compare]") {
+  const ScheduleFile schedule = small_schedule();
+  const Comparison c = compare(schedule, measurement_of(schedule), "m.json", 2);
+  // Step 3 ms predicted vs 4 ms measured: -25%. Peak 1000 vs 800 bytes: +25%.
+  CHECK(c.step_time_s.relative_error == Approx(-0.25));
+  CHECK(c.compute_s.relative_error == Approx(0));
+  CHECK(c.exposed_comm_s.predicted == 0);
+  CHECK(c.exposed_comm_s.relative_error == -1);
+  CHECK(c.peak_allocated_bytes.relative_error == Approx(0.25));
+  REQUIRE(c.tasks_differing_most.size() == 2);
+  // Task 0: 1 ms predicted, 1.5 ms measured -> first. Then the ties in id order: task 1.
+  CHECK(c.tasks_differing_most[0].task == 0);
+  CHECK(c.tasks_differing_most[0].duration_s.relative_error == Approx(-1.0 / 3));
+  CHECK(c.tasks_differing_most[1].task == 1);
+  CHECK(c.tasks_differing_most[1].start_s.predicted == Approx(1e-3));
+  CHECK(c.tasks_differing_most[1].start_s.measured == Approx(2e-3));
+  const auto json = comparison_to_json(c);
+  CHECK(json.at("step_time_s").at("measured").get<double>() == 4e-3);
+  CHECK(json.at("tasks_differing_most").size() == 2);
+  std::ostringstream text;
+  print_comparison(text, c);
+  CHECK_THAT(text.str(), Catch::Contains("step time") && Catch::Contains("-25.0%") &&
+                             Catch::Contains("task 0"));
+}
+
+TEST_CASE("compare refuses a measurement of another schedule", "[compare]") {
+  const ScheduleFile schedule = small_schedule();
+  MeasuredResult measured = measurement_of(schedule);
+  measured.schedule_hash = "not-this-one";
+  try {
+    compare(schedule, measured, "m.json");
+    FAIL("compared another schedule's measurement");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::kBadInput);
+    CHECK(e.where() == "m.json: schedule_hash");
+  }
+  measured = measurement_of(schedule);
+  measured.timings.pop_back();
+  CHECK_THROWS_AS(compare(schedule, measured, "m.json"), Error);
+}

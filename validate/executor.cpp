@@ -1,0 +1,640 @@
+// The executor: turns each task of the Program into enqueued backend work in task-id order
+// (ids are in issue order and dependencies point backwards, so enqueueing in id order
+// never waits on work not yet enqueued), with an event at each task's start and end.
+#include "fsdptune/executor.hpp"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <deque>
+#include <map>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "fsdptune/data_check.hpp"
+#include "fsdptune/workload.hpp"
+
+namespace fsdptune {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// An error every rank raised together (agree_on_errors): leave cleanly, no MPI_Abort.
+struct AgreedError {
+  Error error;
+};
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const std::size_t mid = values.size() / 2;
+  return values.size() % 2 == 1 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
+}
+
+struct Interval {
+  double start_s;
+  double end_s;
+};
+
+std::vector<Interval> merge(std::vector<Interval> intervals) {
+  std::sort(intervals.begin(), intervals.end(),
+            [](const Interval& a, const Interval& b) { return a.start_s < b.start_s; });
+  std::vector<Interval> merged;
+  for (const Interval& interval : intervals) {
+    if (!merged.empty() && interval.start_s <= merged.back().end_s) {
+      merged.back().end_s = std::max(merged.back().end_s, interval.end_s);
+    } else {
+      merged.push_back(interval);
+    }
+  }
+  return merged;
+}
+
+double length(const std::vector<Interval>& merged) {
+  double total = 0;
+  for (const Interval& interval : merged) total += interval.end_s - interval.start_s;
+  return total;
+}
+
+// Length of the overlap of two merged interval lists.
+double overlap(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+  double total = 0;
+  std::size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    const double start = std::max(a[i].start_s, b[j].start_s);
+    const double end = std::min(a[i].end_s, b[j].end_s);
+    if (end > start) total += end - start;
+    (a[i].end_s < b[j].end_s) ? ++i : ++j;
+  }
+  return total;
+}
+
+std::string iso_date_utc() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+std::string host_name() {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  return name;
+}
+
+void broadcast_string(std::string& text, int root) {
+  int size = static_cast<int>(text.size());
+  MPI_Bcast(&size, 1, MPI_INT, root, MPI_COMM_WORLD);
+  text.resize(static_cast<std::size_t>(size));
+  MPI_Bcast(text.data(), size, MPI_CHAR, root, MPI_COMM_WORLD);
+}
+
+[[noreturn]] void abort_all_ranks(int rank, const std::string& message, int code) {
+  std::fprintf(stderr, "fsdptune: error: rank %d: %s\n  aborting every rank (MPI_Abort)\n", rank,
+               message.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+// Aborts every rank when the replay makes no progress for `timeout_s`: a rank that stops
+// responding leaves the others blocked in a collective forever.
+class Watchdog {
+ public:
+  Watchdog(const Backend& backend, int rank, double timeout_s)
+      : backend_(backend), rank_(rank), timeout_s_(timeout_s), thread_([this] { loop(); }) {}
+  ~Watchdog() {
+    stop_ = true;
+    thread_.join();
+  }
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  void beat(const std::string& doing) {
+    std::lock_guard lock(mutex_);
+    doing_ = doing;
+    ++beats_;
+  }
+
+ private:
+  void loop() {
+    std::int64_t last_progress = -1, last_beats = -1;
+    auto last_change = Clock::now();
+    while (!stop_) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      const std::int64_t progress = backend_.progress();
+      std::string doing;
+      std::int64_t beats = 0;
+      {
+        std::lock_guard lock(mutex_);
+        doing = doing_;
+        beats = beats_;
+      }
+      if (progress != last_progress || beats != last_beats) {
+        last_progress = progress;
+        last_beats = beats;
+        last_change = Clock::now();
+        continue;
+      }
+      const double idle_s = std::chrono::duration<double>(Clock::now() - last_change).count();
+      if (idle_s > timeout_s_) {
+        abort_all_ranks(rank_,
+                        fmt::format("no progress for {:.1f} s while {} (--timeout {} s): a rank "
+                                    "stopped responding or a collective hangs",
+                                    idle_s, doing, timeout_s_),
+                        1);
+      }
+    }
+  }
+
+  const Backend& backend_;
+  int rank_;
+  double timeout_s_;
+  std::mutex mutex_;
+  std::string doing_ = "starting";
+  std::int64_t beats_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+const std::vector<Op>& task_ops(const Task& task, const Workload& workload) {
+  static const std::vector<Op> kNone;
+  const auto& units = workload.units;
+  const bool has_unit = task.unit >= 0 && task.unit < static_cast<int>(units.size());
+  switch (task.kind) {
+    case TaskKind::kForward:
+      return has_unit ? units[static_cast<std::size_t>(task.unit)].forward_ops : kNone;
+    case TaskKind::kRecompute:
+      return has_unit ? units[static_cast<std::size_t>(task.unit)].recompute_ops : kNone;
+    case TaskKind::kBackward:
+      return has_unit ? units[static_cast<std::size_t>(task.unit)].backward_ops : kNone;
+    case TaskKind::kOptimizer:
+      return workload.optimizer_ops;
+    default:
+      return kNone;
+  }
+}
+
+bool is_compute(TaskKind kind) {
+  return kind == TaskKind::kForward || kind == TaskKind::kRecompute ||
+         kind == TaskKind::kBackward || kind == TaskKind::kOptimizer;
+}
+
+bool is_collective(TaskKind kind) {
+  return kind == TaskKind::kAllGather || kind == TaskKind::kReduceScatter ||
+         kind == TaskKind::kAllReduce;
+}
+
+// The memory events of one step as real allocations: a positive event allocates a block,
+// a negative one releases the oldest live block of its category with exactly that size
+// (else the oldest blocks of the category until the bytes are covered).
+class MemoryReplay {
+ public:
+  explicit MemoryReplay(Backend& backend) : backend_(backend) {}
+
+  void apply(const MemoryEvent& event, int stream) {
+    auto& live = live_[static_cast<std::size_t>(event.category)];
+    if (event.bytes > 0) {
+      const BlockId block = backend_.allocate(stream, event.bytes);
+      live.push_back({block, event.bytes, stream, backend_.record(stream)});
+      return;
+    }
+    std::int64_t remaining = -event.bytes;
+    auto exact = std::find_if(live.begin(), live.end(),
+                              [&](const Live& block) { return block.bytes == remaining; });
+    if (exact != live.end()) {
+      release(*exact, stream);
+      live.erase(exact);
+      return;
+    }
+    while (remaining > 0 && !live.empty()) {
+      remaining -= live.front().bytes;
+      release(live.front(), stream);
+      live.pop_front();
+    }
+  }
+
+  // Releases what the step left allocated (on stream 0, after everything).
+  void release_all(int stream) {
+    for (auto& live : live_) {
+      for (const Live& block : live) release(block, stream);
+      live.clear();
+    }
+  }
+
+ private:
+  struct Live {
+    BlockId block;
+    std::int64_t bytes;
+    int stream;
+    EventId allocated;
+  };
+
+  void release(const Live& block, int stream) {
+    // Stream-ordered memory: a release on another stream waits for the allocation.
+    if (block.stream != stream) backend_.wait(stream, block.allocated);
+    backend_.release(stream, block.block);
+  }
+
+  Backend& backend_;
+  std::array<std::deque<Live>, static_cast<std::size_t>(MemoryCategory::kCount)> live_;
+};
+
+struct StepRecord {
+  std::vector<TaskTiming> timings;
+  double step_time_s = 0;
+  double compute_s = 0;
+  double exposed_comm_s = 0;
+};
+
+class Replay {
+ public:
+  Replay(const ScheduleFile& schedule, const Workload& workload, Backend& backend)
+      : program_(schedule.program), workload_(workload), backend_(backend) {
+    has_copy_in_.assign(program_.buckets.size(), false);
+    has_copy_out_.assign(program_.buckets.size(), false);
+    for (const Task& task : program_.tasks) {
+      if (task.bucket < 0) continue;
+      if (task.kind == TaskKind::kCopyIn)
+        has_copy_in_[static_cast<std::size_t>(task.bucket)] = true;
+      if (task.kind == TaskKind::kCopyOut) {
+        has_copy_out_[static_cast<std::size_t>(task.bucket)] = true;
+      }
+    }
+  }
+
+  StepRecord step() {
+    backend_.reset_events();
+    const int streams = static_cast<int>(program_.streams.size());
+    const EventId begin = backend_.record(0);
+    for (int s = 1; s < streams; ++s) backend_.wait(s, begin);
+    std::vector<EventId> starts(program_.tasks.size()), ends(program_.tasks.size());
+    MemoryReplay memory(backend_);
+    for (const Task& task : program_.tasks) {
+      for (const int dep : task.deps) {
+        if (program_.tasks[static_cast<std::size_t>(dep)].stream != task.stream) {
+          backend_.wait(task.stream, ends[static_cast<std::size_t>(dep)]);
+        }
+      }
+      starts[static_cast<std::size_t>(task.id)] = backend_.record(task.stream);
+      for (const MemoryEvent& event : task.memory) {
+        if (!event.at_end) memory.apply(event, task.stream);
+      }
+      enqueue_work(task);
+      for (const MemoryEvent& event : task.memory) {
+        if (event.at_end) memory.apply(event, task.stream);
+      }
+      ends[static_cast<std::size_t>(task.id)] = backend_.record(task.stream);
+    }
+    memory.release_all(0);
+    backend_.synchronize();
+
+    StepRecord record;
+    std::vector<Interval> compute, comm;
+    for (const Task& task : program_.tasks) {
+      const TaskTiming timing{backend_.elapsed_s(begin, starts[static_cast<std::size_t>(task.id)]),
+                              backend_.elapsed_s(begin, ends[static_cast<std::size_t>(task.id)])};
+      record.timings.push_back(timing);
+      record.step_time_s = std::max(record.step_time_s, timing.end_s);
+      const bool on_compute =
+          program_.streams[static_cast<std::size_t>(task.stream)].role == StreamRole::kCompute;
+      (on_compute ? compute : comm).push_back({timing.start_s, timing.end_s});
+    }
+    const auto compute_union = merge(compute);
+    const auto comm_union = merge(comm);
+    record.compute_s = length(compute_union);
+    record.exposed_comm_s = length(comm_union) - overlap(comm_union, compute_union);
+    return record;
+  }
+
+ private:
+  void enqueue_work(const Task& task) {
+    const int stream = task.stream;
+    if (is_compute(task.kind)) {
+      const std::vector<Op>& ops = task_ops(task, workload_);
+      if (!ops.empty()) backend_.run_ops(stream, ops);
+      return;
+    }
+    const auto bucket = static_cast<std::size_t>(task.bucket);
+    switch (task.kind) {
+      case TaskKind::kCopyIn:
+        backend_.copy_in(stream, task.bucket);
+        return;
+      case TaskKind::kCopyOut:
+        backend_.copy_out(stream, task.bucket);
+        return;
+      default:
+        break;
+    }
+    if (is_collective(task.kind)) {
+      // A plan without copy tasks (copy_in_out = false) still needs the data in place.
+      if (!has_copy_in_[bucket]) backend_.copy_in(stream, task.bucket);
+      backend_.collective(stream, task.bucket);
+      if (!has_copy_out_[bucket]) backend_.copy_out(stream, task.bucket);
+    }
+  }
+
+  const Program& program_;
+  const Workload& workload_;
+  Backend& backend_;
+  std::vector<bool> has_copy_in_;
+  std::vector<bool> has_copy_out_;
+};
+
+std::optional<std::string> check_all_buckets(Backend& backend, const ReplayLayout& layout) {
+  for (std::size_t b = 0; b < layout.buckets.size(); ++b) {
+    const ReplayBucket& bucket = layout.buckets[b];
+    const int index = static_cast<int>(b);
+    const std::vector<BucketBuffer> buffers =
+        bucket.kind == CollectiveKind::kAllGather
+            ? std::vector<BucketBuffer>{BucketBuffer::kGathered, BucketBuffer::kUnsharded}
+            : std::vector<BucketBuffer>{BucketBuffer::kReduced};
+    for (const BucketBuffer which : buffers) {
+      if (auto failure = check_bucket(bucket, index, which, layout.rank, layout.world_size,
+                                      backend.read_bucket(index, which))) {
+        return failure;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+Workload workload_of(const ScheduleFile& schedule) {
+  return build_workload(schedule.model, normalize_job(schedule.model, schedule.job));
+}
+
+}  // namespace
+
+MpiSession::MpiSession() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  FSDPTUNE_CHECK(!initialized, "MPI initialized twice");
+  int provided = 0;
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+    throw_runtime("MPI_Init_thread", "MPI failed to initialize");
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
+  MPI_Comm node = MPI_COMM_NULL;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
+  MPI_Comm_rank(node, &local_rank_);
+  MPI_Comm_free(&node);
+  if (provided < MPI_THREAD_MULTIPLE && world_size_ > 1) {
+    MPI_Finalize();
+    throw_runtime("MPI_Init_thread", "the MPI library does not provide MPI_THREAD_MULTIPLE",
+                  "the cpu backend runs collectives from one thread per stream; use an MPI "
+                  "built with thread support (Open MPI: --enable-mpi-thread-multiple)");
+  }
+}
+
+MpiSession::~MpiSession() { MPI_Finalize(); }
+
+void agree_on_errors(const std::optional<Error>& local_error) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int mine = local_error ? rank : size;
+  int first = size;
+  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (first == size) return;
+  int kind = local_error ? static_cast<int>(local_error->kind()) : 0;
+  std::string where = local_error ? local_error->where() : "";
+  std::string what = local_error ? local_error->message() : "";
+  std::string hint = local_error ? local_error->hint() : "";
+  MPI_Bcast(&kind, 1, MPI_INT, first, MPI_COMM_WORLD);
+  broadcast_string(where, first);
+  broadcast_string(what, first);
+  broadcast_string(hint, first);
+  throw Error(static_cast<ErrorKind>(kind),
+              fmt::format("rank {}{}{}", first, where.empty() ? "" : ": ", where), what, hint);
+}
+
+void check_replayable(const ScheduleFile& schedule, int world_size, const std::string& source) {
+  const JobSpec& job = schedule.job;
+  if (job.tp != 1 || job.pp != 1 || job.dp_replicate != 1) {
+    throw_bad_input(source + ": job",
+                    fmt::format("the executor replays pure FSDP only (tp = {}, pp = {}, "
+                                "dp_replicate = {})",
+                                job.tp, job.pp, job.dp_replicate),
+                    "tune a schedule with --tp 1 --pp 1 --dp-replicate 1");
+  }
+  const Workload workload = workload_of(schedule);
+  const std::int64_t dp_shard = workload.job.dp_shard;
+  if (dp_shard != world_size) {
+    throw_bad_input(
+        source + ": job.dp_shard",
+        fmt::format("the schedule is for {} ranks but {} were started", dp_shard, world_size),
+        fmt::format("run it with mpirun -np {} (or srun -n {})", dp_shard, dp_shard));
+  }
+  const Program& program = schedule.program;
+  if (program.streams.empty()) throw_bad_input(source + ": program.streams", "no streams");
+  for (std::size_t b = 0; b < program.buckets.size(); ++b) {
+    const BucketLayout& bucket = program.buckets[b];
+    const std::string where = fmt::format("{}: program.buckets[{}]", source, b);
+    if (bucket.kind != CollectiveKind::kAllGather &&
+        bucket.kind != CollectiveKind::kReduceScatter) {
+      throw_bad_input(where, "the executor replays all-gather and reduce-scatter buckets only");
+    }
+    if (bucket.dtype != DType::kBF16 && bucket.dtype != DType::kFP32) {
+      throw_bad_input(where + ".dtype",
+                      "the executor moves bf16 or fp32 only, not " + to_string(bucket.dtype));
+    }
+  }
+  for (const Task& task : program.tasks) {
+    const std::string where = fmt::format("{}: program.tasks[{}]", source, task.id);
+    if (task.stream < 0 || task.stream >= static_cast<int>(program.streams.size())) {
+      throw_bad_input(where + ".stream", "unknown stream");
+    }
+    for (const int dep : task.deps) {
+      if (dep < 0 || dep >= task.id)
+        throw_bad_input(where + ".deps", "a dependency must point back");
+    }
+    if (task.kind == TaskKind::kAllReduce) {
+      throw_bad_input(where, "all-reduce tasks (HSDP) are not replayed");
+    }
+    if (is_compute(task.kind) && task.kind != TaskKind::kOptimizer &&
+        (task.unit < 0 || task.unit >= static_cast<int>(workload.units.size()))) {
+      throw_bad_input(where + ".unit", "unknown unit");
+    }
+    if (!is_compute(task.kind) &&
+        (task.bucket < 0 || task.bucket >= static_cast<int>(program.buckets.size()))) {
+      throw_bad_input(where + ".bucket", "unknown bucket");
+    }
+  }
+  (void)make_replay_layout(schedule, workload, 0, world_size);  // checks parameter names
+}
+
+ReplayLayout make_replay_layout(const ScheduleFile& schedule, const Workload& workload, int rank,
+                                int world_size) {
+  ReplayLayout layout;
+  layout.rank = rank;
+  layout.world_size = world_size;
+  layout.streams = schedule.program.streams;
+  std::map<std::string, std::int64_t> storage;
+  for (const Unit& unit : workload.units) {
+    for (const Param& param : unit.params) {
+      storage.emplace(param.name, layout.shard_storage_elements);
+      layout.shard_storage_elements += param.shard_numel;
+    }
+  }
+  for (std::size_t b = 0; b < schedule.program.buckets.size(); ++b) {
+    const BucketLayout& bucket = schedule.program.buckets[b];
+    ReplayBucket replay{bucket.kind, bucket.dtype, bucket.shard_elements, {}};
+    for (const BufferSlot& slot : bucket.slots) {
+      const auto found = storage.find(slot.param);
+      if (found == storage.end()) {
+        throw_bad_input(fmt::format("program.buckets[{}].slots", b),
+                        "unknown parameter " + slot.param);
+      }
+      if (slot.offset < 0 || slot.offset + slot.shard_numel > bucket.shard_elements ||
+          slot.numel > slot.shard_numel * world_size) {
+        throw_bad_input(fmt::format("program.buckets[{}].slots ({})", b, slot.param),
+                        "slot outside the bucket's flat buffer");
+      }
+      replay.slots.push_back({slot, found->second, data_pattern::param_salt(slot.param)});
+    }
+    layout.buckets.push_back(std::move(replay));
+  }
+  // Parameter and gradient fp32 shards live in the persistent state.
+  layout.persistent_bytes =
+      std::max(schedule.program.persistent_bytes, 2 * 4 * layout.shard_storage_elements);
+  return layout;
+}
+
+MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& options,
+                       const MpiSession& mpi) {
+  const int rank = mpi.rank();
+  const int world = mpi.world_size();
+
+  // Ranks agree on the schedule before any collective of the replay.
+  std::string hash = schedule_hash(schedule);
+  std::string root_hash = hash;
+  broadcast_string(root_hash, 0);
+  std::optional<Error> mismatch;
+  if (hash != root_hash) {
+    mismatch = Error(ErrorKind::kBadInput, "schedule",
+                     fmt::format("schedule hash {} differs from rank 0's {}", hash, root_hash),
+                     "every rank must replay the same schedule file");
+  }
+  agree_on_errors(mismatch);
+
+  // Setting up the backend is local: agree on its outcome before the replay.
+  const Workload workload = workload_of(schedule);
+  const ReplayLayout layout = make_replay_layout(schedule, workload, rank, world);
+  std::unique_ptr<Backend> backend;
+  std::optional<Error> setup_error;
+  try {
+    if (options.backend == "cpu") {
+      backend = make_cpu_backend();
+    } else if (options.backend == "cuda") {
+      backend = make_cuda_backend(mpi.local_rank());
+    } else {
+      throw_bad_input("--backend", "unknown backend '" + options.backend + "'", "cpu or cuda");
+    }
+  } catch (const Error& e) {
+    setup_error = e;
+  }
+  agree_on_errors(setup_error);
+
+  MeasuredResult measured;
+  try {
+    backend->prepare(layout);
+    Watchdog watchdog(*backend, rank, options.timeout_s);
+    Replay replay(schedule, workload, *backend);
+    if (rank == options.stall_rank) {
+      watchdog.beat("stalled on purpose (--debug-stall-rank)");
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+
+    std::vector<StepRecord> records;
+    const int total = (options.check_data ? 1 : 0) + options.warmup + options.iterations;
+    for (int step = 0; step < total; ++step) {
+      const bool checking = options.check_data && step == 0;
+      const bool measuring = step >= total - options.iterations;
+      if (step == total - options.iterations) backend->reset_peak();
+      watchdog.beat(fmt::format("waiting for the other ranks before step {}", step));
+      MPI_Barrier(MPI_COMM_WORLD);
+      watchdog.beat(fmt::format("replaying step {}", step));
+      StepRecord record = replay.step();
+      double slowest_s = 0;
+      MPI_Allreduce(&record.step_time_s, &slowest_s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      record.step_time_s = slowest_s;
+      if (checking) {
+        if (options.corrupt_bucket >= 0 &&
+            options.corrupt_bucket < static_cast<int>(layout.buckets.size()) && rank == world - 1) {
+          const auto& bucket = layout.buckets[static_cast<std::size_t>(options.corrupt_bucket)];
+          backend->corrupt_bucket(
+              options.corrupt_bucket,
+              bucket.kind == CollectiveKind::kAllGather ? BucketBuffer::kGathered
+                                                        : BucketBuffer::kReduced,
+              bucket.slots.empty() ? 0 : bucket.slots.front().slot.offset, 1000.0f);
+        }
+        watchdog.beat("checking data");
+        std::optional<Error> failure;
+        if (auto message = check_all_buckets(*backend, layout)) {
+          failure = Error(ErrorKind::kRuntime, "--check-data", *message);
+        }
+        try {
+          agree_on_errors(failure);
+        } catch (const Error& e) {
+          throw AgreedError{e};
+        }
+      }
+      if (measuring) records.push_back(std::move(record));
+    }
+    watchdog.beat("collecting results");
+
+    std::int64_t peak = backend->peak_tracked_bytes();
+    std::int64_t max_peak = 0;
+    MPI_Allreduce(&peak, &max_peak, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+
+    measured.schedule_hash = hash;
+    measured.backend = backend->name();
+    measured.world_size = world;
+    measured.iterations = options.iterations;
+    measured.warmup = options.warmup;
+    measured.data_checked = options.check_data;
+    std::vector<double> compute, exposed;
+    for (const StepRecord& record : records) {
+      measured.step_times_s.push_back(record.step_time_s);
+      compute.push_back(record.compute_s);
+      exposed.push_back(record.exposed_comm_s);
+    }
+    measured.step_time_s = median(measured.step_times_s);
+    measured.compute_s = median(compute);
+    measured.exposed_comm_s = median(exposed);
+    measured.peak_allocated_bytes = max_peak;
+    for (std::size_t t = 0; t < schedule.program.tasks.size(); ++t) {
+      std::vector<double> starts, ends;
+      for (const StepRecord& record : records) {
+        starts.push_back(record.timings[t].start_s);
+        ends.push_back(record.timings[t].end_s);
+      }
+      measured.timings.push_back({median(starts), median(ends)});
+    }
+    measured.environment = backend->environment();
+    measured.environment["host"] = host_name();
+    measured.environment["date"] = iso_date_utc();
+    measured.environment["command"] = options.command;
+    measured.environment["staging_bytes"] = std::to_string(backend->staging_bytes());
+    measured.environment["kernel_workspace_bytes"] =
+        std::to_string(backend->kernel_workspace_bytes());
+  } catch (const AgreedError& agreed) {
+    throw agreed.error;
+  } catch (const Error& e) {
+    abort_all_ranks(rank, e.what(), e.exit_code());
+  } catch (const std::exception& e) {
+    abort_all_ranks(rank, e.what(), 1);
+  }
+  return measured;
+}
+
+}  // namespace fsdptune
