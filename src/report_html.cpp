@@ -411,9 +411,24 @@ std::string step_time_chart(const Report& report) {
                    time_unit(max_s), "time per step", max_s);
 }
 
+// Memory charts include the device limit in their axis only when it is within twice the
+// largest value drawn: a 64 MiB test job against an 80 GiB limit would otherwise be a flat
+// line. An off-scale limit is written out instead.
+bool limit_on_scale(std::int64_t limit_bytes, double data_max_bytes) {
+  return limit_bytes > 0 && static_cast<double>(limit_bytes) <= 2 * data_max_bytes;
+}
+
 std::string memory_chart(const Report& report) {
   std::vector<Bar> bars;
-  double max_bytes = 0;
+  double data_max_bytes = 0;
+  for (const ScheduleReport& schedule : report.schedules) {
+    for (const ReportPlan& plan : schedule.plans) {
+      data_max_bytes = std::max(
+          {data_max_bytes, static_cast<double>(plan.summary.peak_reserved_bytes),
+           static_cast<double>(plan.summary.peak_allocated_bytes + plan.allocator_reserve_bytes)});
+    }
+  }
+  double max_bytes = data_max_bytes;
   for (std::size_t i = 0; i < report.schedules.size(); ++i) {
     const ScheduleReport& schedule = report.schedules[i];
     for (std::size_t p = 0; p < schedule.plans.size(); ++p) {
@@ -434,13 +449,14 @@ std::string memory_chart(const Report& report) {
                               base + "allocator_reserve_bytes",
                               json_number_text(plan.allocator_reserve_bytes),
                               "allocator reserve " + format_bytes(plan.allocator_reserve_bytes)});
-      bar.limit = static_cast<double>(schedule.memory_limit_bytes);
       bar.end_text = fmt::format("{} reserved{}", format_bytes(plan.summary.peak_reserved_bytes),
                                  plan.summary.fits ? "" : " (does not fit)");
-      max_bytes = std::max(
-          {max_bytes, static_cast<double>(plan.summary.peak_reserved_bytes),
-           static_cast<double>(plan.summary.peak_allocated_bytes + plan.allocator_reserve_bytes),
-           static_cast<double>(schedule.memory_limit_bytes)});
+      if (limit_on_scale(schedule.memory_limit_bytes, data_max_bytes)) {
+        bar.limit = static_cast<double>(schedule.memory_limit_bytes);
+        max_bytes = std::max(max_bytes, bar.limit);
+      } else if (schedule.memory_limit_bytes > 0) {
+        bar.end_text += fmt::format(" of {}", format_bytes(schedule.memory_limit_bytes));
+      }
       bars.push_back(std::move(bar));
     }
   }
@@ -576,14 +592,32 @@ std::string gantt_chart(const std::string& id, const std::string& title, const P
 
 // --- Memory over the step ---------------------------------------------------------------
 
+// The device limit as a dashed line, or a note in the corner when it is off the scale.
+std::string limit_line(const Area& area, const Axis& axis, std::int64_t limit_bytes,
+                       bool on_scale) {
+  if (limit_bytes <= 0) return "";
+  if (!on_scale) {
+    return text(area.right() - 4, area.top - 6,
+                "device limit " + format_bytes(limit_bytes) + ", off the scale", "annotation",
+                "end");
+  }
+  const double y = map_y(area, axis, static_cast<double>(limit_bytes));
+  return fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" class=\"limit\"/>\n",
+                     px(area.left), px(y), px(area.right()), px(y)) +
+         text(area.right() - 4, y - 5, "device limit " + format_bytes(limit_bytes), "annotation",
+              "end");
+}
+
 std::string memory_timeline_chart(const std::string& id, const ScheduleFile& schedule) {
   const std::vector<MemorySample>& samples = schedule.memory_timeline;
-  double max_bytes = static_cast<double>(schedule.memory_limit_bytes);
+  double max_bytes = 0;
   double max_s = schedule.predicted.step_time_s;
   for (const MemorySample& sample : samples) {
     max_bytes = std::max(max_bytes, static_cast<double>(sample.allocated_bytes));
     max_s = std::max(max_s, sample.time_s);
   }
+  const bool show_limit = limit_on_scale(schedule.memory_limit_bytes, max_bytes);
+  if (show_limit) max_bytes = std::max(max_bytes, static_cast<double>(schedule.memory_limit_bytes));
   Area area;
   area.left = 90;
   area.top = 40;
@@ -652,13 +686,7 @@ std::string memory_timeline_chart(const std::string& id, const ScheduleFile& sch
     out += text(area.left + area.width / 2, area.top + area.height / 2,
                 "no memory timeline recorded in this schedule", "annotation", "middle");
   }
-  if (schedule.memory_limit_bytes > 0) {
-    const double y = map_y(area, y_axis_spec, static_cast<double>(schedule.memory_limit_bytes));
-    out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" class=\"limit\"/>\n",
-                       px(area.left), px(y), px(area.right()), px(y));
-    out += text(area.right() - 4, y - 5,
-                "device limit " + format_bytes(schedule.memory_limit_bytes), "annotation", "end");
-  }
+  out += limit_line(area, y_axis_spec, schedule.memory_limit_bytes, show_limit);
   return out + "</svg>\n";
 }
 
@@ -689,7 +717,7 @@ std::string pareto_chart(const std::string& id, const ScheduleFile& schedule) {
   double min_s = tuned.step_time_s;
   double max_s = tuned.step_time_s;
   double min_bytes = tuned.peak_bytes;
-  double max_bytes = std::max(tuned.peak_bytes, static_cast<double>(schedule.memory_limit_bytes));
+  double max_bytes = tuned.peak_bytes;
   for (const auto* list : {&explored, &named}) {
     for (const ScatterPoint& point : *list) {
       min_s = std::min(min_s, point.step_time_s);
@@ -698,6 +726,8 @@ std::string pareto_chart(const std::string& id, const ScheduleFile& schedule) {
       max_bytes = std::max(max_bytes, point.peak_bytes);
     }
   }
+  const bool show_limit = limit_on_scale(schedule.memory_limit_bytes, max_bytes);
+  if (show_limit) max_bytes = std::max(max_bytes, static_cast<double>(schedule.memory_limit_bytes));
   // The axes start near the smallest value, not at 0, so that close plans stay apart;
   // a margin of 5% of the range keeps points off the axes.
   const double margin_s = 0.05 * std::max(max_s - min_s, 0.1 * max_s);
@@ -763,13 +793,7 @@ std::string pareto_chart(const std::string& id, const ScheduleFile& schedule) {
                          px(map_y(area, y_spec, point.peak_bytes)));
     }
   }
-  if (schedule.memory_limit_bytes > 0) {
-    const double y = map_y(area, y_spec, static_cast<double>(schedule.memory_limit_bytes));
-    out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" class=\"limit\"/>\n",
-                       px(area.left), px(y), px(area.right()), px(y));
-    out += text(area.right() - 4, y - 5,
-                "device limit " + format_bytes(schedule.memory_limit_bytes), "annotation", "end");
-  }
+  out += limit_line(area, y_spec, schedule.memory_limit_bytes, show_limit);
   for (std::size_t n = 0; n < named.size(); ++n) {
     const double x = map_x(area, x_spec, named[n].step_time_s);
     const double y = map_y(area, y_spec, named[n].peak_bytes);

@@ -1,8 +1,12 @@
 // `fsdptune profile ...`: make cost profiles. One function per subcommand, each adding
 // itself to the `profile` group; register_profile_commands lists them.
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstdlib>
 #include <ctime>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,10 +14,15 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "fsdptune/collector.hpp"
 #include "fsdptune/error.hpp"
+#include "fsdptune/hardware.hpp"
 #include "fsdptune/importers.hpp"
 #include "fsdptune/io.hpp"
 #include "fsdptune/profile.hpp"
+#include "fsdptune/units.hpp"
+#include "fsdptune/workload.hpp"
+#include "job_options.hpp"
 
 namespace fsdptune::cli {
 namespace {
@@ -82,12 +91,233 @@ void add_import_nccl_tests(CLI::App& profile) {
   });
 }
 
+// --- Measuring and trace import (issue: profiler) ---
+
+struct CollectFlags {
+  JobOptions job;
+  std::string backend;
+  std::string hardware;
+  std::int64_t reps = 10;
+  std::int64_t warmup = 3;
+  std::vector<std::string> sizes;
+  std::vector<std::string> collectives;
+  bool no_contention = false;
+  std::int64_t ranks_per_node = 0;
+  std::string out;
+  std::string hardware_out;
+};
+
+struct KinetoFlags {
+  std::string trace;
+  std::string hardware;
+  std::int64_t ranks_per_node = 8;
+  std::string out;
+};
+
+// The command line of this process, for provenance (Linux: /proc/self/cmdline).
+std::string this_command_line() {
+  std::ifstream cmdline("/proc/self/cmdline", std::ios::binary);
+  const std::string raw((std::istreambuf_iterator<char>(cmdline)),
+                        std::istreambuf_iterator<char>());
+  std::string out;
+  for (const char c : raw) out += c == '\0' ? ' ' : c;
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out.empty() ? "fsdptune profile" : out;
+}
+
+// --sizes items: "64MiB" (one size) or "1KiB:64MiB" (powers of two, both ends included).
+std::vector<std::int64_t> parse_sizes(const std::vector<std::string>& items) {
+  std::vector<std::int64_t> sizes;
+  for (const auto& item : items) {
+    const auto colon = item.find(':');
+    if (colon == std::string::npos) {
+      sizes.push_back(parse_size_bytes(item, "--sizes"));
+      continue;
+    }
+    const std::int64_t low = parse_size_bytes(item.substr(0, colon), "--sizes");
+    const std::int64_t high = parse_size_bytes(item.substr(colon + 1), "--sizes");
+    auto power_of_two = [](std::int64_t v) { return (v & (v - 1)) == 0; };
+    if (!power_of_two(low) || !power_of_two(high) || low > high) {
+      throw_bad_input("--sizes", fmt::format("range '{}' needs powers of two, low <= high", item),
+                      "e.g. --sizes 1KiB:64MiB");
+    }
+    const auto range = power_of_two_sizes(low, high);
+    sizes.insert(sizes.end(), range.begin(), range.end());
+  }
+  return sizes;
+}
+
+void run_collect(const CollectFlags& flags) {
+  if (flags.backend != "cpu" && flags.backend != "cuda") {
+    throw_bad_input("--backend", fmt::format("'{}' is not a backend", flags.backend),
+                    "use --backend cpu or --backend cuda");
+  }
+  if (flags.out.empty()) throw_bad_input("--out", "required: the profile file to write");
+  if (!flags.hardware_out.empty() && flags.backend != "cpu") {
+    throw_bad_input("--hardware-out", "only the cpu backend derives a hardware spec",
+                    "GPUs have built-in specs (--hardware h200)");
+  }
+  const ModelSpec model = resolve_model_option(flags.job);
+  const JobSpec job = to_job_spec(flags.job, model);
+  const Workload workload = build_workload(model, job);
+
+  CollectorOptions options;
+  options.reps = flags.reps;
+  options.warmup = flags.warmup;
+  options.collective_sizes_bytes = parse_sizes(flags.sizes);
+  if (!flags.collectives.empty()) {
+    options.collective_kinds.clear();
+    for (const auto& name : flags.collectives) {
+      options.collective_kinds.push_back(collective_from_string(name, "--collectives"));
+    }
+  }
+  options.measure_contention = !flags.no_contention;
+  options.ranks_per_node = flags.ranks_per_node;
+  options.hardware = flags.hardware.empty() ? flags.backend : flags.hardware;
+  options.tool = std::string("fsdptune ") + FSDPTUNE_VERSION;
+  options.date = provenance_date();
+  options.command = this_command_line();
+  validate_collector_options(options);
+
+  std::unique_ptr<Collector> collector =
+      flags.backend == "cpu" ? make_cpu_collector() : make_cuda_collector();
+  const Profile profile = collector->collect(workload, options);
+  if (collector->rank() != 0) return;  // rank 0 writes and reports
+
+  write_profile(profile, flags.out);
+  std::size_t points = 0;
+  for (const auto& sweep : profile.collectives) points += sweep.points.size();
+  fmt::print(
+      "profiled {} distinct compute ops of {} ({} reps after {} warm-up each) on {} "
+      "rank(s)\n",
+      profile.compute.size(), model.name, options.reps, options.warmup, collector->world_size());
+  fmt::print("collectives: {} sweep(s), {} point(s) -- {}\n", profile.collectives.size(), points,
+             profile.provenance.environment.at("collectives"));
+  fmt::print("contention: compute slowdown with comm {:.3f}, comm share efficiency {:.3f} -- {}\n",
+             profile.contention.compute_slowdown_with_comm,
+             profile.contention.comm_share_efficiency,
+             profile.provenance.environment.at("contention"));
+  if (collector->world_size() > 1 && collector->world_size() != job.dp_shard) {
+    fmt::print(
+        "note: the sweep ran over {} ranks but the job shards over {} (--gpus); a "
+        "cost model looks collectives up by group size\n",
+        collector->world_size(), job.dp_shard);
+  }
+  fmt::print("wrote {}\n", flags.out);
+  if (!flags.hardware_out.empty()) {
+    HostFacts host;
+    host.id = profile.hardware;
+    host.ranks_per_node =
+        profile.collectives.empty() ? 1 : profile.collectives.front().group.ranks_per_node;
+    host.name = fmt::format("{}, {} rank(s) per host", profile.provenance.environment.at("cpu"),
+                            host.ranks_per_node);
+    host.memory_bytes = static_cast<std::int64_t>(sysconf(_SC_PHYS_PAGES)) *
+                        static_cast<std::int64_t>(sysconf(_SC_PAGE_SIZE));
+    const HardwareSpec spec = cpu_hardware_spec(profile, host);
+    write_file_atomically(flags.hardware_out, dump_json(hardware_to_json(spec)));
+    fmt::print(
+        "wrote {} (hardware spec '{}': GEMM {:.3g} GFLOP/s, memory {:.3g} GB/s, "
+        "all-gather busbw {:.3g} GB/s after {})\n",
+        flags.hardware_out, spec.id, spec.peak_fp32_flops_per_s * 1e-9, spec.hbm_bytes_per_s * 1e-9,
+        spec.nvlink_busbw_bytes_per_s * 1e-9, format_seconds(spec.collective_base_latency_s));
+  }
+}
+
+void run_import_kineto(const KinetoFlags& flags) {
+  if (flags.out.empty()) throw_bad_input("--out", "required: the profile file to write");
+  KinetoImportOptions options;
+  options.hardware = flags.hardware;
+  options.ranks_per_node = flags.ranks_per_node;
+  KinetoImportResult result =
+      import_kineto_trace(read_json_file(flags.trace), options, flags.trace);
+  result.profile.provenance.tool = std::string("fsdptune ") + FSDPTUNE_VERSION;
+  result.profile.provenance.date = provenance_date();
+  result.profile.provenance.command = this_command_line();
+  write_profile(result.profile, flags.out);
+  std::size_t points = 0;
+  for (const auto& sweep : result.profile.collectives) points += sweep.points.size();
+  fmt::print(
+      "imported {} GEMM call(s) into {} compute entries and {} NCCL kernel(s) into {} "
+      "collective point(s) from {}\n",
+      result.gemm_calls, result.profile.compute.size(), result.nccl_kernels, points, flags.trace);
+  for (const auto& note : result.notes) fmt::print("{}\n", note);
+  fmt::print("wrote {} (hardware {})\n", flags.out, result.profile.hardware);
+}
+
+// profile --backend cpu|cuda <job flags> --out FILE: measure here (the `profile` command
+// itself runs this when no import subcommand is given).
+void add_collect(CLI::App& profile) {
+  // Owned by the CLI11 app for the life of the process (CLI11 binds to these).
+  auto collect = std::make_shared<CollectFlags>();
+  add_job_options(&profile, collect->job);
+  // --model is required to measure, not to import: checked in the callback.
+  profile.get_option("--model")->required(false);
+  profile.add_option("--backend", collect->backend,
+                     "measure on: cpu (Eigen + MPI) or cuda "
+                     "(CUPTI + NCCL)");
+  profile.add_option("--hardware", collect->hardware,
+                     "HardwareSpec id recorded in the profile (default: the backend name)");
+  profile.add_option("--reps", collect->reps, "timed repetitions per op and size")
+      ->capture_default_str();
+  profile.add_option("--warmup", collect->warmup, "untimed repetitions before each")
+      ->capture_default_str();
+  profile
+      .add_option("--sizes", collect->sizes,
+                  "collective sizes: 64MiB, or 1KiB:64MiB for powers of two (default: cpu "
+                  "1KiB:64MiB, cuda 1KiB:4GiB)")
+      ->delimiter(',');
+  profile
+      .add_option("--collectives", collect->collectives,
+                  "all_gather,reduce_scatter,all_reduce (default: all three)")
+      ->delimiter(',');
+  profile.add_flag("--no-contention", collect->no_contention,
+                   "skip the overlap measurements (keep the default factors)");
+  profile.add_option("--ranks-per-node", collect->ranks_per_node,
+                     "ranks per node recorded for the sweeps (default: cpu, the ranks sharing "
+                     "this host; cuda, --gpus-per-node)");
+  profile.add_option("--out", collect->out, "profile file to write");
+  profile.add_option("--hardware-out", collect->hardware_out,
+                     "cpu: also write a hardware spec of this host derived from the profile "
+                     "(for --hardware of simulate/tune)");
+  profile.callback([&profile, collect] {
+    if (!profile.get_subcommands().empty()) return;  // an import subcommand ran instead
+    if (collect->job.model.empty()) {
+      throw_bad_input("--model", "required to measure a profile",
+                      "fsdptune profile --backend cpu|cuda --model NAME ... --out FILE");
+    }
+    if (collect->backend.empty()) {
+      throw_bad_input("--backend", "required to measure a profile",
+                      "fsdptune profile --backend cpu|cuda --model NAME ... --out FILE, or a "
+                      "subcommand: fsdptune profile --help");
+    }
+    run_collect(*collect);
+  });
+}
+
+// profile import-kineto TRACE.json --out FILE
+void add_import_kineto(CLI::App& profile) {
+  auto kineto = std::make_shared<KinetoFlags>();
+  CLI::App* import = profile.add_subcommand(
+      "import-kineto", "take GEMM and NCCL kernel times from a PyTorch profiler Chrome trace");
+  import->add_option("trace", kineto->trace, "trace JSON (torch.profiler export_chrome_trace)")
+      ->required();
+  import->add_option("--hardware", kineto->hardware,
+                     "HardwareSpec id (default: from the trace's deviceProperties)");
+  import->add_option("--ranks-per-node", kineto->ranks_per_node, "GPUs per node of the traced job")
+      ->capture_default_str();
+  import->add_option("--out", kineto->out, "profile file to write")->required();
+  import->callback([kineto] { run_import_kineto(*kineto);
+});
 }  // namespace
+
+}  // namespace fsdptune::cli
 
 void register_profile_commands(CLI::App& app) {
   CLI::App* profile = app.add_subcommand("profile", "Measure or import cost profiles");
-  profile->require_subcommand(1);
+  profile->require_subcommand(0, 1);  // none: measure (add_collect)
   add_import_nccl_tests(*profile);
+  add_collect(*profile);
+  add_import_kineto(*profile);
 }
 
 }  // namespace fsdptune::cli

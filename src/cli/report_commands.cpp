@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "commands.hpp"
 #include "fsdptune/error.hpp"
@@ -99,15 +99,16 @@ void register_report_commands(CLI::App& app) {
   report->add_option("schedules", options->schedules, "Schedule files (fsdptune tune --out)")
       ->required()
       ->check(CLI::ExistingFile);
-  report->add_option("--measured", options->measured,
-                     "Measured results (fsdptune validate); each is matched to its schedule by "
-                     "schedule_hash")
+  report
+      ->add_option("--measured", options->measured,
+                   "Measured results (fsdptune validate); each is matched to its schedule by "
+                   "schedule_hash")
       ->check(CLI::ExistingFile);
   report->add_option("--html", options->html_path, "Write the self-contained HTML report here");
   report->add_option("--md", options->markdown_path, "Write the Markdown report here");
   report->add_flag("--json", options->json, "Print the JSON summary instead of the table");
-  report->add_option("--top-errors", options->top_errors,
-                     "Rows of the largest per-task errors table")
+  report
+      ->add_option("--top-errors", options->top_errors, "Rows of the largest per-task errors table")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   report->callback([options] { run_report(*options); });

@@ -1,0 +1,161 @@
+// The hardware-free parts of the collectors: what to measure and how to reduce samples.
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "fsdptune/collector.hpp"
+#include "fsdptune/error.hpp"
+#include "fsdptune/units.hpp"
+
+namespace fsdptune {
+
+void validate_collector_options(const CollectorOptions& options) {
+  if (options.reps < 1) throw_bad_input("--reps", "must be at least 1");
+  if (options.warmup < 0) throw_bad_input("--warmup", "must not be negative");
+  for (const std::int64_t bytes : options.collective_sizes_bytes) {
+    if (bytes <= 0) throw_bad_input("--sizes", fmt::format("size {} is not positive", bytes));
+  }
+  if (options.ranks_per_node < 0) throw_bad_input("--ranks-per-node", "must not be negative");
+  for (const CollectiveKind kind : options.collective_kinds) {
+    if (kind == CollectiveKind::kSendRecv) {
+      throw_bad_input("--collectives", "send_recv is not swept",
+                      "use all_gather, reduce_scatter, all_reduce");
+    }
+  }
+}
+
+std::vector<Op> distinct_compute_ops(const Workload& workload) {
+  std::vector<Op> ops;
+  std::set<std::string> seen;
+  auto visit = [&](const std::vector<Op>& list) {
+    for (const auto& op : list) {
+      if (op.kind == OpKind::kCollective) continue;
+      if (seen.insert(op.signature()).second) ops.push_back(op);
+    }
+  };
+  for (const auto& unit : workload.units) {
+    visit(unit.forward_ops);
+    visit(unit.recompute_ops);
+    visit(unit.backward_ops);
+  }
+  visit(workload.optimizer_ops);
+  return ops;
+}
+
+std::vector<std::int64_t> power_of_two_sizes(std::int64_t min_bytes, std::int64_t max_bytes) {
+  auto is_power_of_two = [](std::int64_t v) { return v > 0 && (v & (v - 1)) == 0; };
+  FSDPTUNE_CHECK(is_power_of_two(min_bytes) && is_power_of_two(max_bytes) && min_bytes <= max_bytes,
+                 fmt::format("power_of_two_sizes({}, {})", min_bytes, max_bytes));
+  std::vector<std::int64_t> sizes;
+  for (std::int64_t bytes = min_bytes; bytes <= max_bytes; bytes *= 2) sizes.push_back(bytes);
+  return sizes;
+}
+
+std::vector<std::int64_t> default_collective_sizes(const std::string& backend) {
+  // GPUs: nccl-tests' usual 1 KiB .. 4 GiB covers latency-bound through bandwidth-bound
+  // (an 8B bucket all-gather is ~1-3 GiB). CPUs: the tiny models' buckets are well below
+  // 64 MiB, and larger sizes would dominate a 2-core machine's run time.
+  if (backend == "cuda") return power_of_two_sizes(kKiB, 4 * kGiB);
+  return power_of_two_sizes(kKiB, 64 * kMiB);
+}
+
+std::int64_t collective_buffer_bytes(std::int64_t bytes, std::int64_t ranks) {
+  FSDPTUNE_CHECK(bytes > 0 && ranks > 0, "collective_buffer_bytes of a non-positive size");
+  return round_up(bytes, 4 * ranks);
+}
+
+ContentionFactors contention_from_measurements(double gemm_alone_s, double gemm_with_comm_s,
+                                               double single_collective_s,
+                                               double collective_pair_s) {
+  FSDPTUNE_CHECK(
+      gemm_alone_s > 0 && gemm_with_comm_s > 0 && single_collective_s > 0 && collective_pair_s > 0,
+      "contention measurements must be positive");
+  ContentionFactors factors;
+  factors.compute_slowdown_with_comm = std::max(1.0, gemm_with_comm_s / gemm_alone_s);
+  factors.comm_share_efficiency = std::min(1.0, 2.0 * single_collective_s / collective_pair_s);
+  return factors;
+}
+
+namespace {
+
+struct SweepFit {
+  double latency_s = 0;
+  double busbw_bytes_per_s = 0;
+};
+
+// Latency and bus bandwidth of a sweep from the medians of its points.
+std::optional<SweepFit> fit_sweep(const Profile& profile, CollectiveKind kind) {
+  for (const auto& sweep : profile.collectives) {
+    if (sweep.kind != kind || sweep.points.size() < 2) continue;
+    std::vector<std::int64_t> bytes;
+    std::vector<double> seconds;
+    for (const auto& point : sweep.points) {
+      bytes.push_back(point.bytes);
+      seconds.push_back(median_seconds(point.samples_s));
+    }
+    const LatencyBandwidthFit fit = fit_latency_bandwidth(bytes, seconds);
+    // Times that do not grow with size (bandwidth +inf): the largest point's algbw.
+    const double algbw_bytes_per_s = std::isfinite(fit.bytes_per_s)
+                                         ? fit.bytes_per_s
+                                         : static_cast<double>(bytes.back()) / seconds.back();
+    return SweepFit{std::max(0.0, fit.latency_s),
+                    algbw_bytes_per_s * busbw_factor(kind, sweep.group.ranks)};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+HardwareSpec cpu_hardware_spec(const Profile& profile, const HostFacts& host) {
+  double gemm_flops_per_s = 0;
+  double memory_bytes_per_s = 0;
+  for (const auto& entry : profile.compute) {
+    const double seconds = median_seconds(entry.samples_s);
+    if (entry.op.kind == OpKind::kGemm && entry.op.flops > 0) {
+      gemm_flops_per_s = std::max(gemm_flops_per_s, entry.op.flops / seconds);
+    } else if (entry.op.kind == OpKind::kMemoryBound && entry.op.bytes > 0) {
+      memory_bytes_per_s =
+          std::max(memory_bytes_per_s, static_cast<double>(entry.op.bytes) / seconds);
+    }
+  }
+  if (gemm_flops_per_s <= 0 || memory_bytes_per_s <= 0) {
+    throw_runtime("--hardware-out",
+                  "the profile has no GEMM or no memory-bound op to derive the host's rates from");
+  }
+  HardwareSpec spec;
+  spec.id = host.id;
+  spec.name = host.name;
+  spec.peak_bf16_flops_per_s = gemm_flops_per_s;
+  spec.peak_fp32_flops_per_s = gemm_flops_per_s;
+  spec.peak_fp8_flops_per_s = 0;
+  spec.gemm_efficiency_ceiling = 1.0;
+  spec.attention_efficiency = 1.0;
+  spec.sm_count = 1;
+  spec.hbm_bytes_per_s = memory_bytes_per_s;
+  spec.memory_bound_efficiency = 1.0;
+  spec.hbm_bytes = host.memory_bytes / std::max<std::int64_t>(1, host.ranks_per_node);
+  spec.memory_reserve_bytes = 0;
+  spec.gpus_per_node = std::max<std::int64_t>(1, host.ranks_per_node);
+  spec.kernel_launch_s = 0;
+  const auto all_gather = fit_sweep(profile, CollectiveKind::kAllGather);
+  const SweepFit gather = all_gather ? *all_gather : SweepFit{10e-6, memory_bytes_per_s / 2};
+  spec.collective_base_latency_s = gather.latency_s;
+  spec.nvlink_busbw_bytes_per_s = gather.busbw_bytes_per_s;
+  spec.nvlink_bytes_per_s = gather.busbw_bytes_per_s;
+  spec.network_bytes_per_s = gather.busbw_bytes_per_s;
+  if (const auto all_reduce = fit_sweep(profile, CollectiveKind::kAllReduce)) {
+    spec.nvlink_allreduce_busbw_bytes_per_s = all_reduce->busbw_bytes_per_s;
+    // The hardware format bounds every bus bandwidth by the link's.
+    spec.nvlink_bytes_per_s = std::max(spec.nvlink_bytes_per_s, all_reduce->busbw_bytes_per_s);
+  }
+  spec.nvlink_hop_latency_s = 0;
+  spec.network_hop_latency_s = 0;
+  spec.busbw_ramp_step_bytes = 1;
+  spec.busbw_ramp_exponent = 1;
+  return spec;
+}
+
+}  // namespace fsdptune

@@ -1,0 +1,369 @@
+// The cpu collector: the cpu executor's kernels (Eigen GEMMs, memory-bound loops; see
+// kernels.hpp), MPI collectives and a steady clock, so that the CPU validation loop
+// predicts with costs measured the way it runs (docs/profiling.md "The CPU profile").
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <exception>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+#include <Eigen/Core>
+
+#include "fsdptune/collector.hpp"
+#include "fsdptune/error.hpp"
+#include "fsdptune/kernels.hpp"
+#include "fsdptune/units.hpp"
+#include "mpi_world.hpp"
+
+namespace fsdptune {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// One MPI collective on fp32 buffers sized for `bytes` (the full buffer, nccl-tests
+// convention), the calls the cpu executor makes for the same collective kinds.
+class MpiCollective {
+ public:
+  MpiCollective(CollectiveKind kind, std::int64_t bytes, int ranks, MPI_Comm comm)
+      : kind_(kind), comm_(comm), ranks_(ranks) {
+    elements_ = bytes / 4;
+    shard_elements_ = elements_ / ranks;
+    const bool full_input = kind != CollectiveKind::kAllGather;
+    send_.assign(static_cast<std::size_t>(full_input ? elements_ : shard_elements_), 1.0f);
+    const bool full_output = kind != CollectiveKind::kReduceScatter;
+    receive_.assign(static_cast<std::size_t>(full_output ? elements_ : shard_elements_), 0.0f);
+  }
+
+  // Starts the collective and waits for it by polling with short sleeps, exactly as the
+  // cpu executor does (validate/cpu_backend.cpp): a blocking MPI call would spin on its
+  // core and steal the cycles of the compute thread beside it.
+  void run() {
+    MPI_Request request = MPI_REQUEST_NULL;
+    const char* call = "";
+    switch (kind_) {
+      case CollectiveKind::kAllGather: {
+        const auto shard_bytes = static_cast<int>(shard_elements_ * 4);
+        call = "MPI_Iallgather";
+        collect::check_mpi(MPI_Iallgather(send_.data(), shard_bytes, MPI_BYTE, receive_.data(),
+                                          shard_bytes, MPI_BYTE, comm_, &request),
+                           call);
+        break;
+      }
+      case CollectiveKind::kReduceScatter:
+        call = "MPI_Ireduce_scatter_block";
+        collect::check_mpi(MPI_Ireduce_scatter_block(send_.data(), receive_.data(),
+                                                     static_cast<int>(shard_elements_), MPI_FLOAT,
+                                                     MPI_SUM, comm_, &request),
+                           call);
+        break;
+      case CollectiveKind::kAllReduce:
+        call = "MPI_Iallreduce";
+        collect::check_mpi(
+            MPI_Iallreduce(send_.data(), receive_.data(), static_cast<int>(elements_), MPI_FLOAT,
+                           MPI_SUM, comm_, &request),
+            call);
+        break;
+      case CollectiveKind::kSendRecv:
+        throw_bad_input("--collectives",
+                        "the cpu collector sweeps all_gather, reduce_scatter and all_reduce only");
+    }
+    for (int done = 0;;) {
+      collect::check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), call);
+      if (done != 0) return;
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+  int ranks() const { return ranks_; }
+
+ private:
+  CollectiveKind kind_;
+  MPI_Comm comm_;
+  int ranks_;
+  std::int64_t elements_ = 0;
+  std::int64_t shard_elements_ = 0;
+  std::vector<float> send_;
+  std::vector<float> receive_;
+};
+
+std::string cpu_model_name() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) {
+        std::string name = line.substr(colon + 1);
+        name.erase(0, name.find_first_not_of(' '));
+        return name;
+      }
+    }
+  }
+  return "unknown";
+}
+
+std::string host_name() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0) return "unknown";
+  return name;
+}
+
+std::string mpi_library_version() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  MPI_Get_library_version(text, &length);
+  std::string version(text, static_cast<std::size_t>(length));
+  return version.substr(0, version.find_first_of(",\n"));
+}
+
+class CpuCollector final : public Collector {
+ public:
+  std::string backend() const override { return "cpu"; }
+  int rank() const override { return world_.rank(); }
+  int world_size() const override { return world_.size(); }
+  Profile collect(const Workload& workload, const CollectorOptions& options) override;
+
+ private:
+  // Samples of `run`, one per repetition after `warmup` untimed ones, each the maximum
+  // over ranks; the ranks start every repetition together (a barrier), as they run a step.
+  template <typename Run>
+  std::vector<double> time_on_all_ranks(const CollectorOptions& options, Run&& run) {
+    for (std::int64_t i = 0; i < options.warmup; ++i) run();
+    std::vector<double> samples_s;
+    for (std::int64_t rep = 0; rep < options.reps; ++rep) {
+      world_.barrier();
+      const auto start = Clock::now();
+      run();
+      samples_s.push_back(seconds_since(start));
+    }
+    world_.max_over_ranks(samples_s);
+    return samples_s;
+  }
+
+  std::int64_t ranks_per_node(const CollectorOptions& options) const;
+  std::string measure_contention(const std::vector<ComputeEntry>& compute,
+                                 const CollectorOptions& options, OpKernels& kernels,
+                                 ContentionFactors& factors);
+
+  collect::MpiWorld world_;
+};
+
+std::int64_t CpuCollector::ranks_per_node(const CollectorOptions& options) const {
+  if (options.ranks_per_node > 0)
+    return std::min<std::int64_t>(options.ranks_per_node, world_.size());
+  // The ranks sharing this host's memory: the CPU analogue of an NVLink domain.
+  MPI_Comm shared;
+  collect::check_mpi(
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &shared),
+      "MPI_Comm_split_type");
+  int shared_size = 1;
+  MPI_Comm_size(shared, &shared_size);
+  MPI_Comm_free(&shared);
+  return static_cast<std::int64_t>(world_.max_over_ranks(static_cast<double>(shared_size)));
+}
+
+Profile CpuCollector::collect(const Workload& workload, const CollectorOptions& options) {
+  validate_collector_options(options);
+  Profile profile;
+  profile.hardware = options.hardware;
+  auto kernels = make_cpu_kernels();
+
+  // Compute: every distinct op, with the executor's kernels.
+  for (const Op& op : distinct_compute_ops(workload)) {
+    profile.compute.push_back(
+        ComputeEntry{op.signature(), op, time_on_all_ranks(options, [&] { kernels->run(op); })});
+  }
+
+  // Collectives over all ranks of the job.
+  const int ranks = world_.size();
+  std::string collective_note = "measured";
+  if (ranks > 1) {
+    const CommGroup group{ranks, ranks_per_node(options)};
+    const auto sizes = options.collective_sizes_bytes.empty() ? default_collective_sizes("cpu")
+                                                              : options.collective_sizes_bytes;
+    for (const CollectiveKind kind : options.collective_kinds) {
+      CollectiveSweep sweep{kind, group, {}};
+      for (const std::int64_t requested_bytes : sizes) {
+        const std::int64_t bytes = collective_buffer_bytes(requested_bytes, ranks);
+        MpiCollective collective(kind, bytes, ranks, world_.comm());
+        sweep.points.push_back(
+            CollectivePoint{bytes, time_on_all_ranks(options, [&] { collective.run(); })});
+      }
+      std::sort(
+          sweep.points.begin(), sweep.points.end(),
+          [](const CollectivePoint& a, const CollectivePoint& b) { return a.bytes < b.bytes; });
+      profile.collectives.push_back(std::move(sweep));
+    }
+  } else {
+    collective_note = "not measured: one rank (run under mpirun -np N for the sweep)";
+  }
+
+  std::string contention_note = "defaults: not measured (--no-contention)";
+  if (options.measure_contention) {
+    contention_note =
+        ranks > 1 ? measure_contention(profile.compute, options, *kernels, profile.contention)
+                  : "defaults: not measured (one rank)";
+  }
+
+  profile.provenance.tool = options.tool;
+  profile.provenance.date = options.date;
+  profile.provenance.command = options.command;
+  profile.provenance.method = "cpu-steady-clock";
+  auto& environment = profile.provenance.environment;
+  environment["host"] = world_.broadcast(host_name());
+  environment["cpu"] = world_.broadcast(cpu_model_name());
+  environment["ranks"] = std::to_string(ranks);
+  environment["mpi"] = mpi_library_version();
+  environment["eigen"] =
+      fmt::format("{}.{}.{}", EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION);
+  environment["kernels"] = kernels->device();
+  environment["collectives"] = collective_note;
+  environment["contention"] = contention_note;
+  environment["samples"] =
+      fmt::format("{} reps after {} warm-up, max over ranks", options.reps, options.warmup);
+  return profile;
+}
+
+// Overlap on CPUs (DESIGN.md "Overlap is not free"): the executor runs collectives on a
+// communication thread beside the compute thread, so measure exactly that -- the largest
+// GEMM while another thread runs all-gathers, and two all-gathers on two threads at once.
+std::string CpuCollector::measure_contention(const std::vector<ComputeEntry>& compute,
+                                             const CollectorOptions& options, OpKernels& kernels,
+                                             ContentionFactors& factors) {
+  if (!world_.thread_multiple()) {
+    return "defaults: not measured (MPI library without MPI_THREAD_MULTIPLE)";
+  }
+  const ComputeEntry* gemm = nullptr;
+  for (const auto& entry : compute) {
+    if (entry.op.kind == OpKind::kGemm && (gemm == nullptr || entry.op.flops > gemm->op.flops)) {
+      gemm = &entry;
+    }
+  }
+  if (gemm == nullptr) return "defaults: not measured (no GEMM in the workload)";
+  const double gemm_alone_s = median_seconds(gemm->samples_s);
+
+  // The all-gather: 4 MiB, whatever the sweep covered -- large enough to be bandwidth-bound
+  // on shared memory and to dwarf a thread hand-off (tens of us), small enough to repeat.
+  const int ranks = world_.size();
+  const std::int64_t bytes = collective_buffer_bytes(4 * kMiB, ranks);
+  MPI_Comm comm_a = MPI_COMM_NULL;
+  MPI_Comm comm_b = MPI_COMM_NULL;
+  collect::check_mpi(MPI_Comm_dup(world_.comm(), &comm_a), "MPI_Comm_dup");
+  collect::check_mpi(MPI_Comm_dup(world_.comm(), &comm_b), "MPI_Comm_dup");
+  MpiCollective first(CollectiveKind::kAllGather, bytes, ranks, comm_a);
+  MpiCollective second(CollectiveKind::kAllGather, bytes, ranks, comm_b);
+  const double single_s = median_seconds(time_on_all_ranks(options, [&] { first.run(); }));
+
+  // GEMM beside a stream of all-gathers. Every rank runs the same number of all-gathers
+  // (computed from values already maxed over ranks), enough to cover twice the GEMMs.
+  const auto gathers = static_cast<std::int64_t>(
+      std::max(4.0, std::ceil(2.0 * static_cast<double>(options.reps) * gemm_alone_s / single_s)));
+  std::vector<double> with_comm_s;
+  {
+    std::atomic<bool> comm_running{false};
+    world_.barrier();
+    std::thread comm_thread([&] {
+      comm_running = true;
+      for (std::int64_t i = 0; i < gathers; ++i) first.run();
+      comm_running = false;
+    });
+    while (!comm_running) std::this_thread::yield();
+    for (std::int64_t rep = 0; rep < options.reps && comm_running; ++rep) {
+      const auto start = Clock::now();
+      kernels.run(gemm->op);
+      const double elapsed_s = seconds_since(start);
+      if (comm_running) with_comm_s.push_back(elapsed_s);  // overlapped all the way
+    }
+    comm_thread.join();
+  }
+  // Every rank needs overlapped samples; 0 stands for "none" in the max/min reductions.
+  const double fewest = -world_.max_over_ranks(-static_cast<double>(with_comm_s.size()));
+  const double gemm_with_comm_s =
+      world_.max_over_ranks(with_comm_s.empty() ? 0.0 : median_seconds(with_comm_s));
+
+  // Two all-gathers at once, on two communicators from two threads. The second thread
+  // lives across the repetitions and is handed each one, so no thread start is timed.
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::int64_t requested = 0;  // repetitions handed to the helper (-1: stop)
+  std::int64_t finished = 0;   // repetitions it has finished
+  std::exception_ptr helper_error;
+  std::thread helper([&] {
+    std::unique_lock lock(mutex);
+    for (std::int64_t done = 0;;) {
+      changed.wait(lock, [&] { return requested != done; });
+      if (requested < 0) return;
+      lock.unlock();
+      try {
+        second.run();
+      } catch (...) {
+        helper_error = std::current_exception();
+      }
+      lock.lock();
+      finished = ++done;
+      changed.notify_all();
+    }
+  });
+  std::vector<double> pair_samples_s;
+  try {
+    pair_samples_s = time_on_all_ranks(options, [&] {
+      std::int64_t ticket = 0;
+      {
+        std::lock_guard lock(mutex);
+        ticket = ++requested;
+      }
+      changed.notify_all();
+      first.run();
+      std::unique_lock lock(mutex);
+      changed.wait(lock, [&] { return finished == ticket; });
+    });
+  } catch (...) {
+    {
+      std::lock_guard lock(mutex);
+      requested = -1;
+    }
+    changed.notify_all();
+    helper.join();
+    throw;
+  }
+  {
+    std::lock_guard lock(mutex);
+    requested = -1;
+  }
+  changed.notify_all();
+  helper.join();
+  if (helper_error) std::rethrow_exception(helper_error);
+  MPI_Comm_free(&comm_a);
+  MPI_Comm_free(&comm_b);
+
+  if (fewest < 1) {
+    const ContentionFactors defaults;
+    factors = contention_from_measurements(1.0, defaults.compute_slowdown_with_comm, single_s,
+                                           median_seconds(pair_samples_s));
+    return fmt::format(
+        "comm_share_efficiency measured with two {} all-gathers; compute_slowdown_with_comm "
+        "default (no GEMM repetition overlapped an all-gather on every rank)",
+        format_bytes(bytes));
+  }
+  factors = contention_from_measurements(gemm_alone_s, gemm_with_comm_s, single_s,
+                                         median_seconds(pair_samples_s));
+  return fmt::format("measured: {} GEMM m={} n={} k={} beside {} all-gathers; two at once",
+                     to_string(gemm->op.dtype), gemm->op.gemm.m, gemm->op.gemm.n, gemm->op.gemm.k,
+                     format_bytes(bytes));
+}
+
+}  // namespace
+
+std::unique_ptr<Collector> make_cpu_collector() { return std::make_unique<CpuCollector>(); }
+
+}  // namespace fsdptune

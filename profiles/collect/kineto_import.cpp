@@ -1,0 +1,504 @@
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <string_view>
+#include <tuple>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "activity.hpp"
+#include "fsdptune/error.hpp"
+#include "fsdptune/importers.hpp"
+
+namespace fsdptune {
+
+namespace {
+
+using nlohmann::json;
+
+// Event categories of Kineto traces; older releases capitalise them ("Kernel").
+enum class EventClass { kCpuOp, kLaunch, kKernel, kOther };
+
+std::string lowercase(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return text;
+}
+
+EventClass classify(const json& event) {
+  if (!event.is_object() || event.value("ph", "") != "X") return EventClass::kOther;
+  const auto category = event.find("cat");
+  if (category == event.end() || !category->is_string()) return EventClass::kOther;
+  const std::string cat = lowercase(category->get<std::string>());
+  if (cat == "cpu_op" || cat == "operator") return EventClass::kCpuOp;
+  if (cat == "cuda_runtime" || cat == "cuda_driver" || cat == "runtime") {
+    return EventClass::kLaunch;
+  }
+  if (cat == "kernel") return EventClass::kKernel;
+  return EventClass::kOther;
+}
+
+// Chrome traces allow numbers or strings for pid/tid; the pair names a host thread.
+std::string thread_key(const json& event) {
+  return event.value("pid", json()).dump() + "/" + event.value("tid", json()).dump();
+}
+
+const json& args_of(const json& event) {
+  static const json kEmpty = json::object();
+  const auto args = event.find("args");
+  return args != event.end() && args->is_object() ? *args : kEmpty;
+}
+
+std::optional<std::int64_t> int_arg(const json& args, const char* key) {
+  const auto found = args.find(key);
+  if (found == args.end()) return std::nullopt;
+  if (found->is_number_integer()) return found->get<std::int64_t>();
+  if (found->is_number()) return static_cast<std::int64_t>(found->get<double>());
+  if (found->is_string()) {
+    try {
+      return std::stoll(found->get<std::string>());
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
+// Microseconds, as Chrome traces count them.
+struct Interval {
+  double begin_us = 0;
+  double end_us = 0;
+};
+
+Interval interval_of(const json& event, std::size_t index, const std::string& source) {
+  const auto ts = event.find("ts");
+  const auto dur = event.find("dur");
+  if (ts == event.end() || !ts->is_number() || dur == event.end() || !dur->is_number() ||
+      dur->get<double>() < 0) {
+    throw_bad_input(fmt::format("{}: traceEvents[{}] ('{}')", source, index,
+                                event.value("name", std::string("?"))),
+                    "a complete (\"ph\": \"X\") event needs numeric \"ts\" and \"dur\" >= 0",
+                    "pass the JSON written by torch.profiler's export_chrome_trace");
+  }
+  const double begin_us = ts->get<double>();
+  return {begin_us, begin_us + dur->get<double>()};
+}
+
+// dtype spellings of "Input type" (c10 type names) and of the comms metadata ("BFloat16").
+std::optional<int> element_bytes(const std::string& type) {
+  static const std::map<std::string, int> kBytes = {{"c10::BFloat16", 2},
+                                                    {"BFloat16", 2},
+                                                    {"c10::Half", 2},
+                                                    {"Half", 2},
+                                                    {"float", 4},
+                                                    {"Float", 4},
+                                                    {"double", 8},
+                                                    {"Double", 8},
+                                                    {"unsigned char", 1},
+                                                    {"Byte", 1},
+                                                    {"signed char", 1},
+                                                    {"Char", 1},
+                                                    {"bool", 1},
+                                                    {"Bool", 1},
+                                                    {"int", 4},
+                                                    {"Int", 4},
+                                                    {"long int", 8},
+                                                    {"Long", 8},
+                                                    {"c10::Float8_e4m3fn", 1},
+                                                    {"Float8_e4m3fn", 1},
+                                                    {"c10::Float8_e5m2", 1},
+                                                    {"Float8_e5m2", 1}};
+  const auto found = kBytes.find(type);
+  if (found == kBytes.end()) return std::nullopt;
+  return found->second;
+}
+
+std::optional<DType> compute_dtype(const std::string& type) {
+  if (type == "c10::BFloat16" || type == "BFloat16") return DType::kBF16;
+  if (type == "c10::Half" || type == "Half") return DType::kFP16;
+  if (type == "float" || type == "Float") return DType::kFP32;
+  if (type.find("Float8") != std::string::npos) return DType::kFP8;
+  return std::nullopt;
+}
+
+const std::vector<std::string_view>& gemm_op_names() {
+  static const std::vector<std::string_view> kNames = {"aten::mm", "aten::addmm", "aten::linear",
+                                                       "aten::matmul", "aten::_scaled_mm"};
+  return kNames;
+}
+
+bool is_gemm_op_name(const std::string& name) {
+  const auto& names = gemm_op_names();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+bool has_comms_metadata(const json& args) { return args.contains("In msg nelems"); }
+
+std::vector<std::int64_t> dims_of(const json& dims) {
+  std::vector<std::int64_t> out;
+  if (!dims.is_array()) return out;
+  for (const auto& d : dims) {
+    if (!d.is_number_integer()) return {};
+    out.push_back(d.get<std::int64_t>());
+  }
+  return out;
+}
+
+struct GemmFromOp {
+  GemmShape shape;
+  DType dtype = DType::kBF16;
+};
+
+// C[m,n] = A[m,k] B[k,n] from the op's inputs. Returns nullopt (with `why`) when the
+// dims are not those of one GEMM (aten::bmm, a batched matmul).
+std::optional<GemmFromOp> gemm_from_op(const std::string& name, const json& args,
+                                       std::string& why) {
+  const auto dims_found = args.find("Input Dims");
+  if (dims_found == args.end() || !dims_found->is_array()) {
+    why = fmt::format("{} without \"Input Dims\" (record_shapes=False?)", name);
+    return std::nullopt;
+  }
+  const json& dims = *dims_found;
+  // Which inputs are A and B: addmm(bias, A, B); linear(x, W[n,k], bias); the others (A, B).
+  const std::size_t a_index = name == "aten::addmm" ? 1 : 0;
+  const std::size_t b_index = a_index + 1;
+  if (dims.size() <= b_index) {
+    why = fmt::format("{} with {} inputs", name, dims.size());
+    return std::nullopt;
+  }
+  const auto a = dims_of(dims[a_index]);
+  const auto b = dims_of(dims[b_index]);
+  if (a.size() < 2 || b.size() != 2 ||
+      (name != "aten::linear" && name != "aten::matmul" && a.size() != 2)) {
+    why = fmt::format("{} with input dims {} and {} (not one GEMM)", name, dims[a_index].dump(),
+                      dims[b_index].dump());
+    return std::nullopt;
+  }
+  GemmFromOp out;
+  std::int64_t rows = 1;  // leading dims of A folded into m (linear/matmul on [b, s, k])
+  for (std::size_t i = 0; i + 1 < a.size(); ++i) rows *= a[i];
+  out.shape.m = rows;
+  out.shape.k = a.back();
+  const bool b_transposed = name == "aten::linear";  // weight is [out = n, in = k]
+  out.shape.n = b_transposed ? b[0] : b[1];
+  const std::int64_t b_k = b_transposed ? b[1] : b[0];
+  if (b_k != out.shape.k || out.shape.m <= 0 || out.shape.n <= 0 || out.shape.k <= 0) {
+    why = fmt::format("{} with inner dims that disagree: {} and {}", name, dims[a_index].dump(),
+                      dims[b_index].dump());
+    return std::nullopt;
+  }
+  const auto types = args.find("Input type");
+  std::optional<DType> dtype;
+  if (types != args.end() && types->is_array() && types->size() > a_index &&
+      (*types)[a_index].is_string()) {
+    dtype = compute_dtype((*types)[a_index].get<std::string>());
+  }
+  if (name == "aten::_scaled_mm") dtype = DType::kFP8;
+  if (!dtype) {
+    why = fmt::format("{} with an input type fsdptune does not model", name);
+    return std::nullopt;
+  }
+  out.dtype = *dtype;
+  return out;
+}
+
+Op make_gemm_op(const std::string& name, const GemmFromOp& gemm) {
+  Op op;
+  op.kind = OpKind::kGemm;
+  op.name = name;
+  op.dtype = gemm.dtype;
+  op.gemm = gemm.shape;
+  const auto [m, n, k] = std::tuple(gemm.shape.m, gemm.shape.n, gemm.shape.k);
+  // 2 flops per multiply-add; A, B read once and C written once.
+  op.flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  op.bytes = (m * k + k * n + m * n) * bytes_per_element(gemm.dtype);
+  return op;
+}
+
+std::optional<CollectiveKind> collective_from_metadata(const json& args) {
+  const auto name = args.find("Collective name");
+  if (name == args.end() || !name->is_string()) return std::nullopt;
+  std::string text = lowercase(name->get<std::string>());
+  text.erase(std::remove(text.begin(), text.end(), '_'), text.end());
+  if (text.find("allgather") != std::string::npos) return CollectiveKind::kAllGather;
+  if (text.find("reducescatter") != std::string::npos) return CollectiveKind::kReduceScatter;
+  if (text.find("allreduce") != std::string::npos) return CollectiveKind::kAllReduce;
+  return std::nullopt;
+}
+
+// One host op with the enclosing ops that matter for linking, found by a sweep over the
+// thread's events in time order.
+struct HostEvent {
+  std::size_t event = 0;  // index into traceEvents
+  Interval interval;
+  bool is_op = false;
+  std::optional<std::size_t> gemm_op;  // innermost enclosing GEMM op (event index), itself incl.
+  std::optional<std::size_t> comm_op;  // innermost enclosing op with comms metadata
+};
+
+// Kernels grouped by what launched them.
+struct GemmCall {
+  std::size_t op_event = 0;
+  double first_start_us = 0;
+  double last_end_us = 0;
+};
+
+}  // namespace
+
+std::string hardware_id_from_device_name(const std::string& device_name) {
+  const std::string name = lowercase(device_name);
+  if (name.find("h200") != std::string::npos) return "h200";
+  if (name.find("h100") != std::string::npos) return "h100-sxm";
+  // Only the 80 GB A100 has a built-in spec.
+  if (name.find("a100") != std::string::npos && name.find("80g") != std::string::npos) {
+    return "a100-80g";
+  }
+  return "";
+}
+
+KinetoImportResult import_kineto_trace(const json& trace, const KinetoImportOptions& options,
+                                       const std::string& source) {
+  const json* events_ptr = nullptr;
+  if (trace.is_array()) {
+    events_ptr = &trace;
+  } else if (trace.is_object() && trace.contains("traceEvents") &&
+             trace["traceEvents"].is_array()) {
+    events_ptr = &trace["traceEvents"];
+  } else {
+    throw_bad_input(source + ": traceEvents", "not a Chrome trace: no \"traceEvents\" array",
+                    "pass the JSON written by torch.profiler's export_chrome_trace");
+  }
+  if (options.ranks_per_node < 1) {
+    throw_bad_input("--ranks-per-node", "must be at least 1");
+  }
+  const json& events = *events_ptr;
+
+  // Index the events: host ops and launches per thread, launches and ops by their ids.
+  std::map<std::string, std::vector<HostEvent>> host_by_thread;
+  std::vector<std::size_t> kernel_events;
+  std::vector<Interval> intervals(events.size());
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const EventClass event_class = classify(events[i]);
+    if (event_class == EventClass::kOther) continue;
+    intervals[i] = interval_of(events[i], i, source);
+    if (event_class == EventClass::kKernel) {
+      kernel_events.push_back(i);
+    } else {
+      host_by_thread[thread_key(events[i])].push_back(
+          HostEvent{i, intervals[i], event_class == EventClass::kCpuOp, {}, {}});
+    }
+  }
+
+  // Sweep each thread in time order with a stack of open ops (complete events nest on a
+  // thread): every host event learns its innermost enclosing GEMM op and comms op.
+  std::unordered_map<std::int64_t, std::size_t> launch_by_correlation;  // -> host index
+  std::unordered_map<std::int64_t, std::size_t> op_by_external_id;
+  std::vector<const HostEvent*> host_of_event(events.size(), nullptr);
+  for (auto& [thread, host] : host_by_thread) {
+    // Outer before inner at equal start: longer first; ops before launches.
+    std::sort(host.begin(), host.end(), [](const HostEvent& a, const HostEvent& b) {
+      if (a.interval.begin_us != b.interval.begin_us) {
+        return a.interval.begin_us < b.interval.begin_us;
+      }
+      if (a.is_op != b.is_op) return a.is_op;
+      if (a.interval.end_us != b.interval.end_us) return a.interval.end_us > b.interval.end_us;
+      return a.event < b.event;
+    });
+    std::vector<const HostEvent*> open;
+    for (auto& item : host) {
+      while (!open.empty() && open.back()->interval.end_us < item.interval.begin_us) {
+        open.pop_back();
+      }
+      if (!open.empty()) {
+        item.gemm_op = open.back()->gemm_op;
+        item.comm_op = open.back()->comm_op;
+      }
+      if (item.is_op) {
+        const json& event = events[item.event];
+        if (is_gemm_op_name(event.value("name", ""))) item.gemm_op = item.event;
+        if (has_comms_metadata(args_of(event))) item.comm_op = item.event;
+        open.push_back(&item);
+      }
+    }
+    for (const auto& item : host) {
+      host_of_event[item.event] = &item;
+      const json& args = args_of(events[item.event]);
+      if (item.is_op) {
+        if (const auto external = int_arg(args, "External id")) {
+          op_by_external_id.emplace(*external, item.event);
+        }
+      } else if (const auto correlation = int_arg(args, "correlation")) {
+        launch_by_correlation.emplace(*correlation, item.event);
+      }
+    }
+  }
+
+  KinetoImportResult result;
+  std::map<std::string, std::int64_t> skip_reasons;
+  auto skip = [&](const std::string& why) {
+    ++result.skipped_kernels;
+    ++skip_reasons[why];
+  };
+
+  std::map<std::size_t, GemmCall> gemm_calls;  // by op event index
+  std::map<std::tuple<int, std::int64_t, std::int64_t>, CollectivePoint> collective_points;
+  std::map<std::tuple<int, std::int64_t, std::int64_t>, CollectiveSweep> sweeps;
+  for (const std::size_t k : kernel_events) {
+    const json& kernel = events[k];
+    const json& kernel_args = args_of(kernel);
+    const std::string name = kernel.value("name", "");
+    // The host event the kernel came from: its launch (by correlation), else the op with
+    // its External id.
+    const HostEvent* origin = nullptr;
+    if (const auto correlation = int_arg(kernel_args, "correlation")) {
+      if (const auto launch = launch_by_correlation.find(*correlation);
+          launch != launch_by_correlation.end()) {
+        origin = host_of_event[launch->second];
+      }
+    }
+    if (origin == nullptr) {
+      if (const auto external = int_arg(kernel_args, "External id")) {
+        if (const auto op = op_by_external_id.find(*external); op != op_by_external_id.end()) {
+          origin = host_of_event[op->second];
+        }
+      }
+    }
+
+    if (collect::is_nccl_kernel_name(name)) {
+      const json* metadata = nullptr;
+      if (has_comms_metadata(kernel_args)) {
+        metadata = &kernel_args;
+      } else if (origin != nullptr && origin->comm_op) {
+        metadata = &args_of(events[*origin->comm_op]);
+      }
+      if (metadata == nullptr) {
+        skip("NCCL kernel without collective metadata (no record_param_comms op linked)");
+        continue;
+      }
+      std::optional<CollectiveKind> kind = collect::nccl_collective_from_kernel_name(name);
+      if (!kind) kind = collective_from_metadata(*metadata);
+      if (!kind || *kind == CollectiveKind::kSendRecv) {
+        skip("NCCL kernel of a collective fsdptune does not profile (send/recv, broadcast)");
+        continue;
+      }
+      const auto in_elements = int_arg(*metadata, "In msg nelems");
+      const auto out_elements = int_arg(*metadata, "Out msg nelems");
+      std::optional<std::int64_t> group_size = int_arg(*metadata, "Group size");
+      if (!group_size && trace.is_object() && trace.contains("distributedInfo")) {
+        group_size = int_arg(trace["distributedInfo"], "world_size");
+      }
+      const auto dtype = metadata->find("dtype");
+      const std::optional<int> dtype_bytes = dtype != metadata->end() && dtype->is_string()
+                                                 ? element_bytes(dtype->get<std::string>())
+                                                 : std::nullopt;
+      // nccl-tests convention: the full buffer, i.e. the all-gather output and the
+      // reduce-scatter / all-reduce input.
+      const std::optional<std::int64_t> elements =
+          *kind == CollectiveKind::kAllGather ? out_elements : in_elements;
+      if (!elements || !group_size || !dtype_bytes || *elements <= 0 || *group_size < 1) {
+        skip("NCCL kernel whose metadata lacks nelems, dtype or Group size");
+        continue;
+      }
+      const std::int64_t bytes = *elements * *dtype_bytes;
+      const CommGroup group{*group_size, std::min(*group_size, options.ranks_per_node)};
+      const auto key = std::tuple(static_cast<int>(*kind), group.ranks, bytes);
+      auto& point = collective_points[key];
+      point.bytes = bytes;
+      point.samples_s.push_back((intervals[k].end_us - intervals[k].begin_us) * 1e-6);
+      auto& sweep = sweeps[std::tuple(static_cast<int>(*kind), group.ranks, group.ranks_per_node)];
+      sweep.kind = *kind;
+      sweep.group = group;
+      ++result.nccl_kernels;
+      continue;
+    }
+
+    if (origin == nullptr || !origin->gemm_op) {
+      skip("kernel not launched by a GEMM op (elementwise, attention, copies, ...)");
+      continue;
+    }
+    auto [call, inserted] = gemm_calls.try_emplace(*origin->gemm_op);
+    if (inserted) {
+      call->second = GemmCall{*origin->gemm_op, intervals[k].begin_us, intervals[k].end_us};
+    } else {
+      call->second.first_start_us = std::min(call->second.first_start_us, intervals[k].begin_us);
+      call->second.last_end_us = std::max(call->second.last_end_us, intervals[k].end_us);
+    }
+  }
+
+  // GEMM calls -> compute entries; calls ordered by host time so samples are too.
+  std::vector<GemmCall> calls;
+  for (const auto& [event, call] : gemm_calls) calls.push_back(call);
+  std::sort(calls.begin(), calls.end(), [&](const GemmCall& a, const GemmCall& b) {
+    return std::tie(intervals[a.op_event].begin_us, a.op_event) <
+           std::tie(intervals[b.op_event].begin_us, b.op_event);
+  });
+  std::map<std::string, ComputeEntry> entries;
+  for (const auto& call : calls) {
+    const json& op_event = events[call.op_event];
+    const std::string op_name = op_event.value("name", "");
+    std::string why;
+    const auto gemm = gemm_from_op(op_name, args_of(op_event), why);
+    if (!gemm) {
+      skip("GEMM kernel whose op has no single-GEMM shape: " + why);
+      continue;
+    }
+    Op op = make_gemm_op(op_name, *gemm);
+    const std::string signature = op.signature();
+    auto& entry = entries[signature];
+    if (entry.samples_s.empty()) {
+      entry.signature = signature;
+      entry.op = std::move(op);
+    }
+    entry.samples_s.push_back((call.last_end_us - call.first_start_us) * 1e-6);
+    ++result.gemm_calls;
+  }
+
+  Profile& profile = result.profile;
+  for (auto& [signature, entry] : entries) profile.compute.push_back(std::move(entry));
+  for (auto& [key, sweep] : sweeps) {
+    for (auto& [point_key, point] : collective_points) {
+      if (std::get<0>(point_key) == std::get<0>(key) &&
+          std::get<1>(point_key) == std::get<1>(key)) {
+        sweep.points.push_back(point);  // map order: ascending bytes
+      }
+    }
+    profile.collectives.push_back(std::move(sweep));
+  }
+
+  // Hardware and environment from the trace header.
+  std::string device_name;
+  if (trace.is_object() && trace.contains("deviceProperties") &&
+      trace["deviceProperties"].is_array() && !trace["deviceProperties"].empty()) {
+    device_name = trace["deviceProperties"][0].value("name", "");
+  }
+  profile.hardware =
+      options.hardware.empty() ? hardware_id_from_device_name(device_name) : options.hardware;
+  if (profile.hardware.empty()) {
+    throw_bad_input(source + ": deviceProperties",
+                    device_name.empty()
+                        ? std::string("the trace names no device")
+                        : fmt::format("no built-in hardware spec for device '{}'", device_name),
+                    "pass --hardware with the id or file of the hardware it was recorded on");
+  }
+  profile.provenance.method = "kineto import";
+  auto& environment = profile.provenance.environment;
+  environment["trace"] = source;
+  if (!device_name.empty()) environment["gpu"] = device_name;
+  if (trace.is_object() && trace.contains("distributedInfo")) {
+    const json& info = trace["distributedInfo"];
+    for (const char* key : {"backend", "rank", "world_size", "nccl_version"}) {
+      if (info.contains(key)) {
+        environment[std::string("distributed.") + key] =
+            info[key].is_string() ? info[key].get<std::string>() : info[key].dump();
+      }
+    }
+  }
+  environment["contention"] = "defaults (a trace does not measure overlap)";
+  for (const auto& [why, count] : skip_reasons) {
+    result.notes.push_back(fmt::format("skipped {} kernel(s): {}", count, why));
+  }
+  return result;
+}
+
+}  // namespace fsdptune

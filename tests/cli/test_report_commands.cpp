@@ -1,0 +1,171 @@
+// `fsdptune report` end to end: a schedule tuned for the tiny model, a measured result made
+// from it, and the outputs checked against each other.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "../core/report_fixture.hpp"
+#include "cli_support.hpp"
+#include "fsdptune/io.hpp"
+#include "fsdptune/measured.hpp"
+#include "fsdptune/report.hpp"
+#include "fsdptune/schedule.hpp"
+
+using namespace fsdptune;
+using fsdptune::report_test::XmlElement;
+using fsdptune::report_test::XmlParser;
+using fsdptune::testing::run_fsdptune;
+
+namespace {
+
+// One tuned schedule of the tiny model, made once for all test cases.
+const std::string& tiny_schedule() {
+  static const std::string path = [] {
+    const std::string dir = fsdptune::testing::make_temp_dir("fsdptune-report-cli");
+    const std::string out = dir + "/schedule.json";
+    const auto result = run_fsdptune("tune --model tiny --gpus 2 --seq 128 --hardware h100-sxm " +
+                                     std::string("--max-evaluations 40 --threads 1 --out ") + out);
+    if (result.exit_code != 0) FAIL("tune failed: " << result.err);
+    return out;
+  }();
+  return path;
+}
+
+// A measured result of `schedule_path` in which every task took 1.25 times its prediction.
+std::string write_measured(const std::string& schedule_path, const std::string& dir,
+                           const std::string& hash_override = "") {
+  const ScheduleFile schedule = schedule_from_json(read_json_file(schedule_path), schedule_path);
+  MeasuredResult measured;
+  measured.schedule_hash = hash_override.empty() ? schedule_hash(schedule) : hash_override;
+  measured.backend = "cpu";
+  measured.world_size = schedule.job.gpus;
+  measured.iterations = 3;
+  measured.warmup = 1;
+  measured.step_time_s = schedule.predicted.step_time_s * 1.25;
+  measured.step_times_s = {measured.step_time_s, measured.step_time_s, measured.step_time_s};
+  measured.compute_s = schedule.predicted.compute_s * 1.25;
+  measured.exposed_comm_s = schedule.predicted.exposed_comm_s * 1.25;
+  measured.peak_allocated_bytes = schedule.predicted.peak_allocated_bytes;
+  for (const TaskTiming& timing : schedule.timings) {
+    measured.timings.push_back({timing.start_s * 1.25, timing.end_s * 1.25});
+  }
+  const std::string path = dir + "/measured.json";
+  write_file_atomically(path, dump_json(measured_to_json(measured)));
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("report prints the plan table", "[cli][report]") {
+  const auto result = run_fsdptune("report " + tiny_schedule());
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  CHECK(result.out.find(tiny_schedule() + ": tiny on 2 x h100-sxm") != std::string::npos);
+  CHECK(result.out.find("step time") != std::string::npos);
+  CHECK(result.out.find("tokens/s/GPU") != std::string::npos);
+  CHECK(result.out.find("\n  * ") != std::string::npos);
+  CHECK(result.out.find("fsdp2") != std::string::npos);
+  CHECK(result.out.find("tuned plan vs lower bound") != std::string::npos);
+}
+
+TEST_CASE("report --json is the summary of the schedule file", "[cli][report]") {
+  const auto result = run_fsdptune("report " + tiny_schedule() + " --json");
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  const nlohmann::json printed = nlohmann::json::parse(result.out);
+  ReportEntry entry;
+  entry.source = tiny_schedule();
+  entry.schedule = schedule_from_json(read_json_file(tiny_schedule()), tiny_schedule());
+  CHECK(printed == report_to_json(summarize_report({entry})));
+  CHECK(report_from_json(printed, "stdout") == summarize_report({entry}));
+}
+
+TEST_CASE("report --html shows the numbers of --json, byte-identical on a rerun", "[cli][report]") {
+  const std::string dir = fsdptune::testing::make_temp_dir("fsdptune-report-html");
+  const std::string measured = write_measured(tiny_schedule(), dir);
+  const std::string arguments = tiny_schedule() + " --measured " + measured + " --html " + dir +
+                                "/a.html --md " + dir + "/a.md --json";
+  const auto first = run_fsdptune("report " + arguments);
+  INFO(first.err);
+  REQUIRE(first.exit_code == 0);
+  CHECK(first.err.find("HTML report: " + dir + "/a.html") != std::string::npos);
+  const nlohmann::json json = nlohmann::json::parse(first.out);
+  // Every task took 1.25 times its prediction: predicted / measured - 1 = -0.2.
+  REQUIRE(json["schedules"][0]["measured"].is_object());
+  CHECK(json["schedules"][0]["measured"]["step_time_relative_error"].get<double>() == Approx(-0.2));
+  for (const auto& stream : json["schedules"][0]["measured"]["streams"]) {
+    if (stream["measured_busy_s"].get<double>() > 0) {
+      CHECK(stream["relative_error"].get<double>() == Approx(-0.2));
+    }
+  }
+
+  const std::string html = read_text_file(dir + "/a.html");
+  XmlElement root;
+  REQUIRE_NOTHROW(root = XmlParser(html).parse());
+  std::vector<const XmlElement*> figures;
+  root.find_with("data-json", figures);
+  REQUIRE(figures.size() > 50);
+  for (const XmlElement* figure : figures) {
+    const nlohmann::json::json_pointer pointer(figure->attribute("data-json"));
+    INFO(figure->attribute("data-json"));
+    REQUIRE(json.contains(pointer));
+    CHECK(json.at(pointer).dump() == figure->attribute("data-value"));
+  }
+  // A Gantt chart of the predicted and of the measured step.
+  int gantt = 0;
+  for (const XmlElement* chart : root.all("svg")) {
+    if (chart->attribute("id").rfind("gantt-", 0) == 0) ++gantt;
+  }
+  CHECK(gantt >= 2);
+  const std::string markdown = read_text_file(dir + "/a.md");
+  CHECK(markdown.find("### Predicted vs measured") != std::string::npos);
+
+  const auto second = run_fsdptune("report " + tiny_schedule() + " --measured " + measured +
+                                   " --html " + dir + "/b.html --md " + dir + "/b.md --json");
+  REQUIRE(second.exit_code == 0);
+  CHECK(second.out == first.out);
+  CHECK(read_text_file(dir + "/b.html") == html);
+  CHECK(read_text_file(dir + "/b.md") == markdown);
+}
+
+TEST_CASE("report takes several schedules", "[cli][report]") {
+  const auto result = run_fsdptune("report " + tiny_schedule() + " " + tiny_schedule() + " --json");
+  REQUIRE(result.exit_code == 0);
+  CHECK(nlohmann::json::parse(result.out)["schedules"].size() == 2);
+}
+
+TEST_CASE("report names the file at fault", "[cli][report]") {
+  const std::string dir = fsdptune::testing::make_temp_dir("fsdptune-report-errors");
+  SECTION("a measured file of another schedule") {
+    const std::string measured = write_measured(tiny_schedule(), dir, "0123456789abcdef");
+    const auto result = run_fsdptune("report " + tiny_schedule() + " --measured " + measured);
+    CHECK(result.exit_code == 2);
+    CHECK(result.err.find(measured) != std::string::npos);
+    CHECK(result.err.find("schedule_hash") != std::string::npos);
+  }
+  SECTION("two measured files for one schedule") {
+    const std::string measured = write_measured(tiny_schedule(), dir);
+    const auto result = run_fsdptune("report " + tiny_schedule() + " --measured " + measured +
+                                     " --measured " + measured);
+    CHECK(result.exit_code == 2);
+    CHECK(result.err.find("a second measured file") != std::string::npos);
+  }
+  SECTION("a schedule file that is not JSON") {
+    write_file_atomically(dir + "/broken.json", "{\"version\": 1,\n");
+    const auto result = run_fsdptune("report " + dir + "/broken.json");
+    CHECK(result.exit_code == 2);
+    CHECK(result.err.find(dir + "/broken.json") != std::string::npos);
+  }
+  SECTION("a missing schedule file") {
+    const auto result = run_fsdptune("report " + dir + "/none.json");
+    CHECK(result.exit_code == 2);
+    CHECK(result.err.find("none.json") != std::string::npos);
+  }
+  SECTION("a negative --top-errors") {
+    const auto result = run_fsdptune("report " + tiny_schedule() + " --top-errors -1");
+    CHECK(result.exit_code == 2);
+    CHECK(result.err.find("--top-errors") != std::string::npos);
+  }
+}
