@@ -114,6 +114,68 @@ struct CollectiveGroup {
   int last_comm_task = -1;                // the gather's all-gather / the reduce chain's last task
 };
 
+}  // namespace
+
+double tp_ops_seconds(const std::vector<Op>& ops, bool async_tp, const CostModel& costs,
+                      Program* counts) {
+  auto count = [&](const CostEstimate& estimate) {
+    if (counts != nullptr) {
+      ++counts->cost_queries;
+      if (!estimate.measured) ++counts->cost_fallbacks;
+    }
+    return estimate.seconds;
+  };
+  std::vector<double> seconds(ops.size(), 0.0);
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    // Tensor-parallel collectives sit inside the unit's op list: they are on the compute
+    // critical path, costed as collectives over their own group.
+    const Op& op = ops[i];
+    seconds[i] = op.kind == OpKind::kCollective
+                     ? count(costs.collective(op.collective, op.bytes, op.group))
+                     : count(costs.compute(op));
+  }
+  double total = 0;
+  for (double s : seconds) total += s;
+  if (!async_tp) return total;
+  // Async TP (PyTorch's micro-pipelined all-gather+matmul / matmul+reduce-scatter, as
+  // torchtitan's --experimental.enable_async_tensor_parallel uses): the sequence-parallel
+  // all-gather is split into tp chunks, each matmul chunk runs as soon as its chunk has
+  // arrived; the reduce-scatter likewise after the preceding matmul. With collective time
+  // c and GEMM time g the pair takes max(c, g) + min(c, g) / tp (one chunk is never
+  // overlapped) instead of c + g, so the collective adds max(c, g) + min(c, g) / tp - g.
+  // An all-gather pairs with the next GEMM, a reduce-scatter with the previous one;
+  // all-reduces (loss parallel) and collectives without a neighbouring GEMM stay exposed.
+  // The GEMM's slowdown from sharing SMs with the collective is left to the remainder.
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const Op& op = ops[i];
+    if (op.kind != OpKind::kCollective || op.group.ranks <= 1) continue;
+    std::ptrdiff_t partner = -1;
+    if (op.collective == CollectiveKind::kAllGather) {
+      for (std::size_t j = i + 1; j < ops.size() && ops[j].kind != OpKind::kCollective; ++j) {
+        if (ops[j].kind == OpKind::kGemm) {
+          partner = static_cast<std::ptrdiff_t>(j);
+          break;
+        }
+      }
+    } else if (op.collective == CollectiveKind::kReduceScatter) {
+      for (std::size_t j = i; j-- > 0 && ops[j].kind != OpKind::kCollective;) {
+        if (ops[j].kind == OpKind::kGemm) {
+          partner = static_cast<std::ptrdiff_t>(j);
+          break;
+        }
+      }
+    }
+    if (partner < 0) continue;
+    const double c = seconds[i];
+    const double g = seconds[static_cast<std::size_t>(partner)];
+    const double paired = std::max(c, g) + std::min(c, g) / static_cast<double>(op.group.ranks);
+    total += (paired - g) - c;
+  }
+  return total;
+}
+
+namespace {
+
 class Lowering {
  public:
   Lowering(const Workload& workload, const Plan& plan, const CostModel& costs,
@@ -693,17 +755,12 @@ class Lowering {
 ComputeCosts compute_costs(const Workload& workload, const CostModel& costs) {
   ComputeCosts out;
   auto sum = [&](const std::vector<Op>& ops) {
-    double seconds = 0;
-    for (const Op& op : ops) {
-      // Tensor-parallel collectives sit inside the unit's op list: they are on the compute
-      // critical path, costed as collectives over their own group.
-      const CostEstimate estimate = op.kind == OpKind::kCollective
-                                        ? costs.collective(op.collective, op.bytes, op.group)
-                                        : costs.compute(op);
-      ++out.queries;
-      if (!estimate.measured) ++out.fallbacks;
-      seconds += estimate.seconds;
-    }
+    // Compute ops and the TP collectives inside the unit's op list, in sequence, with the
+    // async-TP overlap where the job asks for it (tp_ops_seconds).
+    Program counts;
+    const double seconds = tp_ops_seconds(ops, workload.job.async_tp, costs, &counts);
+    out.queries += counts.cost_queries;
+    out.fallbacks += counts.cost_fallbacks;
     return seconds;
   };
   for (const Unit& unit : workload.units) {

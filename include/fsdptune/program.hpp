@@ -124,6 +124,14 @@ ComputeCosts compute_costs(const Workload& workload, const CostModel& costs);
 Program lower(const Workload& workload, const Plan& plan, const CostModel& costs,
               const ComputeCosts& compute);
 
+// Standalone time of a unit's op list on the compute critical path, seconds: compute ops
+// and tensor-parallel collectives in sequence. With `async_tp` each sequence-parallel
+// all-gather overlaps the next GEMM and each reduce-scatter the previous one, except one
+// of tp chunks (docs/parallelism.md "Async TP"). `counts` (may be null) gets the cost
+// queries and fallbacks added.
+double tp_ops_seconds(const std::vector<Op>& ops, bool async_tp, const CostModel& costs,
+                      Program* counts = nullptr);
+
 // The group the FSDP all-gathers and reduce-scatters run over: dp_shard ranks. The mesh
 // is (dp_replicate, dp_shard, tp) with tp innermost (torchtitan), so gpus_per_node / tp
 // of the shard group share a node.

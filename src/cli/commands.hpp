@@ -15,5 +15,6 @@ void register_sim_commands(CLI::App& app);       // simulate (sim_commands.cpp)
 void register_tune_commands(CLI::App& app);      // tune (tune_commands.cpp)
 void register_validate_commands(CLI::App& app);  // validate, compare (validate_commands.cpp)
 void register_report_commands(CLI::App& app);    // report (report_commands.cpp)
+void register_sweep_commands(CLI::App& app);     // sweep, pipeline (sweep_commands.cpp)
 
 }  // namespace fsdptune::cli

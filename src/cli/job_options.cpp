@@ -39,6 +39,24 @@ void add_job_options(CLI::App* command, JobOptions& options, JobFlags flags) {
                    "dtype of gradient reduce-scatter: fp32, bf16, fp16")
       ->capture_default_str();
   command->add_flag("--float8", options.float8, "float8 linears and float8 all-gather");
+  command->add_flag("--async-tp", options.async_tp,
+                    "overlap the tensor-parallel collectives with the GEMMs");
+}
+
+void add_pipeline_options(CLI::App* command, JobOptions& options) {
+  command->add_option("--pp", options.pp, "pipeline-parallel stages")->capture_default_str();
+  command
+      ->add_option("--microbatches", options.microbatches,
+                   "pipeline microbatches per step (each of --batch sequences)")
+      ->capture_default_str();
+  command
+      ->add_option("--pp-schedule", options.pp_schedule,
+                   "pipeline schedule: 1f1b, interleaved-1f1b or gpipe")
+      ->capture_default_str();
+  command
+      ->add_option("--virtual-stages", options.virtual_stages,
+                   "model chunks per pipeline rank (interleaved-1f1b)")
+      ->capture_default_str();
 }
 
 ModelSpec resolve_model_option(const JobOptions& options) { return resolve_model(options.model); }
@@ -55,6 +73,11 @@ JobSpec to_job_spec(const JobOptions& options, const ModelSpec& model) {
   job.param_dtype = dtype_from_string(options.param_dtype, "--param-dtype");
   job.reduce_dtype = dtype_from_string(options.reduce_dtype, "--reduce-dtype");
   job.float8 = options.float8;
+  job.async_tp = options.async_tp;
+  job.pp = options.pp;
+  job.microbatches = options.microbatches;
+  job.pp_schedule = pipeline_schedule_from_string(options.pp_schedule, "--pp-schedule");
+  job.virtual_stages = options.virtual_stages;
   return normalize_job(model, job);
 }
 

@@ -32,12 +32,21 @@ struct JobOptions {
   std::string param_dtype = "bf16";   // --param-dtype
   std::string reduce_dtype = "fp32";  // --reduce-dtype
   bool float8 = false;                // --float8
+  // Parallelism beyond FSDP (docs/parallelism.md).
+  bool async_tp = false;              // --async-tp
+  std::int64_t pp = 1;                // --pp
+  std::int64_t microbatches = 1;      // --microbatches
+  std::string pp_schedule = "1f1b";   // --pp-schedule 1f1b|interleaved-1f1b|gpipe
+  std::int64_t virtual_stages = 1;    // --virtual-stages
 };
 
 // Which flags a subcommand takes: `model` needs only --model.
 enum class JobFlags { kModelOnly, kFull };
 
 void add_job_options(CLI::App* command, JobOptions& options, JobFlags flags = JobFlags::kFull);
+// --pp, --microbatches, --pp-schedule, --virtual-stages: only for the subcommands that
+// simulate pipelines (docs/parallelism.md); elsewhere they keep their defaults (no PP).
+void add_pipeline_options(CLI::App* command, JobOptions& options);
 
 // The model named by --model (built-in, model file or HF config.json).
 ModelSpec resolve_model_option(const JobOptions& options);

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   fsdptune::cli::register_tune_commands(app);
   fsdptune::cli::register_validate_commands(app);
   fsdptune::cli::register_report_commands(app);
+  fsdptune::cli::register_sweep_commands(app);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,128 @@
+// Pipeline parallelism (docs/parallelism.md): stages own contiguous layers, each runs the
+// FSDP Program of its chunk(s), microbatches flow through a 1F1B, interleaved 1F1B or
+// GPipe schedule with point-to-point activation sends between stages. Pure: no I/O.
+//
+// FSDP inside a stage (torchtitan's choice with PP): parameters are gathered once per step
+// and stay gathered across microbatches (reshard_after_forward false), gradients
+// accumulate unsharded and are reduce-scattered after the last microbatch's backward. So
+// the first forward of each chunk carries the exposed all-gathers, the last backward the
+// reduce-scatters, and every other microbatch is compute (with its TP collectives) only.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "fsdptune/cost_model.hpp"
+#include "fsdptune/plan.hpp"
+#include "fsdptune/simulator.hpp"
+#include "fsdptune/workload.hpp"
+
+namespace fsdptune {
+
+// What one chunk (a contiguous range of units on one pipeline rank) costs per microbatch.
+struct ChunkTimes {
+  double first_forward_s = 0;         // microbatch 0: FSDP all-gathers exposed + forward compute
+  double forward_s = 0;               // every later microbatch: forward compute only
+  double backward_s = 0;              // every microbatch but the last: recompute + backward
+  double last_backward_s = 0;         // the last microbatch: backward beside the reduce-scatters
+  double tail_s = 0;                  // after the last backward: exposed reduce-scatters, optimizer
+  std::int64_t activation_bytes = 0;  // saved activations of one microbatch in flight
+  // The chunk's own single-microbatch FSDP peak (one microbatch of activations included)
+  // and the unsharded gradients it holds while they accumulate across microbatches.
+  std::int64_t base_peak_allocated_bytes = 0;
+  std::int64_t base_peak_reserved_bytes = 0;
+  std::int64_t accumulated_gradient_bytes = 0;
+  bool operator==(const ChunkTimes&) const = default;
+};
+
+// The input of the schedule simulation: chunk c = v * stages + r runs on rank r
+// (Megatron's interleaving; v = 0 when virtual_stages == 1).
+struct PipelineSpec {
+  int stages = 1;          // P
+  int virtual_stages = 1;  // V
+  int microbatches = 1;    // M
+  PipelineSchedule schedule = PipelineSchedule::k1F1B;
+  std::vector<ChunkTimes> chunks;  // P * V, in model order
+  double send_s = 0;  // point-to-point send of one microbatch's activation (or its gradient)
+  bool operator==(const PipelineSpec&) const = default;
+};
+
+struct PipelineAction {
+  int chunk = 0;
+  int microbatch = 0;
+  bool backward = false;
+  double start_s = 0;
+  double end_s = 0;
+  bool operator==(const PipelineAction&) const = default;
+};
+
+struct StageResult {
+  int rank = 0;
+  double busy_s = 0;          // time running forward/backward actions
+  double pipeline_end_s = 0;  // its last action's end
+  double end_s = 0;           // pipeline end + the tail (reduce-scatters, optimizer)
+  int max_in_flight = 0;      // most microbatch activations held at once (all its chunks)
+  std::int64_t peak_allocated_bytes = 0;
+  std::int64_t peak_reserved_bytes = 0;
+  std::vector<PipelineAction> actions;  // in the rank's execution order
+  bool operator==(const StageResult&) const = default;
+};
+
+struct PipelineResult {
+  double step_time_s = 0;  // the slowest rank's end
+  // 1 - (sum of busy time) / (stages * makespan of the actions): the idle share of the
+  // pipeline. 1F1B with uniform stages and free sends: (P-1)/(M+P-1).
+  double bubble_fraction = 0;
+  std::vector<StageResult> stages;
+  bool operator==(const PipelineResult&) const = default;
+};
+
+// The (chunk, microbatch, backward) order a rank executes (times left 0).
+// REQUIRES: validate_pipeline passed for these numbers.
+std::vector<PipelineAction> pipeline_order(int stages, int virtual_stages, int microbatches,
+                                           PipelineSchedule schedule, int rank);
+
+// Throws Error(kBadInput) naming the flag: interleaved-1f1b needs microbatches divisible by
+// pp and virtual_stages >= 2; 1f1b and gpipe take virtual_stages == 1; microbatches >= 1.
+void validate_pipeline(const JobSpec& job);
+
+PipelineResult simulate_pipeline(const PipelineSpec& spec);
+
+// The units of each chunk (pp * virtual_stages chunks): the embedding with the first
+// chunk, norm+output with the last, the blocks split as evenly as possible (earlier
+// chunks take the remainder). REQUIRES: normalized job with pp * virtual_stages <= layers.
+std::vector<std::vector<int>> pipeline_chunks(const Workload& workload);
+
+// One chunk as a workload of its own: its units re-indexed from 0 (a tied output that
+// reads the embedding of another stage keeps no shared unit; torchtitan does not tie
+// under PP), the AdamW step over its shards.
+Workload chunk_workload(const Workload& workload, const std::vector<int>& units);
+
+// Builds the FSDP plan of one chunk (e.g. fsdp2_plan, or a tuner's result).
+using ChunkPlanner = std::function<Plan(const Workload& chunk)>;
+
+struct PipelineSimulation {
+  std::vector<Workload> chunk_workloads;
+  // As simulated: reshard_after_forward forced off when pp > 1 or microbatches > 1.
+  std::vector<Plan> chunk_plans;
+  std::vector<SimResult> chunk_results;
+  PipelineSpec spec;
+  PipelineResult result;
+  double tokens_per_s_per_gpu = 0;  // b*s*M tokens per DP rank / (tp * pp) per step
+  double mfu = 0;
+  bool operator==(const PipelineSimulation&) const = default;
+};
+
+// Every chunk's FSDP Program lowered and simulated for one microbatch, then the schedule.
+// Works for pp == 1 too (one chunk, M microbatches of gradient accumulation).
+// REQUIRES: validate_pipeline(workload.job) passed.
+PipelineSimulation simulate_pipelined_job(const Workload& workload, const CostModel& costs,
+                                          const ChunkPlanner& planner,
+                                          const SimOptions& options = {});
+
+// Point-to-point group between adjacent stages: pp is the outermost mesh dimension
+// (torchtitan), so they are dp_replicate * dp_shard * tp ranks apart.
+CommGroup pipeline_send_group(const JobSpec& job);
+
+}  // namespace fsdptune

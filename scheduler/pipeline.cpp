@@ -1,0 +1,327 @@
+// Pipeline parallelism: chunking, per-chunk FSDP simulation and the microbatch schedule
+// (docs/parallelism.md "Pipeline parallelism").
+#include "fsdptune/pipeline.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "fsdptune/error.hpp"
+#include "fsdptune/program.hpp"
+
+namespace fsdptune {
+
+void validate_pipeline(const JobSpec& job) {
+  if (job.microbatches < 1) throw_bad_input("--microbatches", "must be >= 1");
+  if (job.virtual_stages < 1) throw_bad_input("--virtual-stages", "must be >= 1");
+  if (job.pp_schedule == PipelineSchedule::kInterleaved1F1B) {
+    if (job.virtual_stages < 2) {
+      throw_bad_input("--virtual-stages",
+                      "interleaved-1f1b needs at least 2 virtual stages per rank");
+    }
+    if (job.microbatches % job.pp != 0) {
+      throw_bad_input("--microbatches",
+                      fmt::format("interleaved-1f1b needs microbatches divisible by pp ({} % {} "
+                                  "!= 0), as Megatron's schedule does",
+                                  job.microbatches, job.pp));
+    }
+  } else if (job.virtual_stages != 1) {
+    throw_bad_input("--virtual-stages",
+                    fmt::format("{} takes one stage per rank; use --pp-schedule "
+                                "interleaved-1f1b for virtual stages",
+                                to_string(job.pp_schedule)));
+  }
+}
+
+std::vector<PipelineAction> pipeline_order(int stages, int virtual_stages, int microbatches,
+                                           PipelineSchedule schedule, int rank) {
+  const int P = stages;
+  const int V = virtual_stages;
+  const int M = microbatches;
+  std::vector<PipelineAction> order;
+  auto add = [&](int chunk, int microbatch, bool backward) {
+    PipelineAction action;
+    action.chunk = chunk;
+    action.microbatch = microbatch;
+    action.backward = backward;
+    order.push_back(action);
+  };
+  switch (schedule) {
+    case PipelineSchedule::kGPipe:
+      // All forwards, then all backwards (torch.distributed.pipelining's ScheduleGPipe).
+      for (int m = 0; m < M; ++m) add(rank, m, false);
+      for (int m = 0; m < M; ++m) add(rank, m, true);
+      break;
+    case PipelineSchedule::k1F1B: {
+      // PipeDream-flush (Narayanan et al. 2021): P-1-rank warm-up forwards, then one
+      // forward one backward, then the cool-down backwards.
+      const int warmup = std::min(P - 1 - rank, M);
+      for (int m = 0; m < warmup; ++m) add(rank, m, false);
+      for (int i = 0; i < M - warmup; ++i) {
+        add(rank, warmup + i, false);
+        add(rank, i, true);
+      }
+      for (int m = M - warmup; m < M; ++m) add(rank, m, true);
+      break;
+    }
+    case PipelineSchedule::kInterleaved1F1B: {
+      // Megatron-LM's interleaved schedule (Narayanan et al. 2021, section 2.2): virtual
+      // microbatch k runs local chunk (k / P) % V of microbatch (k / (P V)) P + k % P;
+      // backwards walk the chunks in reverse. Warm-up: 2 (P - rank - 1) + (V - 1) P.
+      const int total = M * V;
+      auto microbatch_of = [&](int k) { return (k / (P * V)) * P + k % P; };
+      auto forward_chunk = [&](int k) { return ((k / P) % V) * P + rank; };
+      auto backward_chunk = [&](int k) { return (V - 1 - (k / P) % V) * P + rank; };
+      const int warmup = std::min(2 * (P - rank - 1) + (V - 1) * P, total);
+      for (int k = 0; k < warmup; ++k) add(forward_chunk(k), microbatch_of(k), false);
+      for (int i = 0; i < total - warmup; ++i) {
+        add(forward_chunk(warmup + i), microbatch_of(warmup + i), false);
+        add(backward_chunk(i), microbatch_of(i), true);
+      }
+      for (int k = total - warmup; k < total; ++k) add(backward_chunk(k), microbatch_of(k), true);
+      break;
+    }
+  }
+  return order;
+}
+
+PipelineResult simulate_pipeline(const PipelineSpec& spec) {
+  const int P = spec.stages;
+  const int C = spec.stages * spec.virtual_stages;
+  const int M = spec.microbatches;
+  FSDPTUNE_CHECK(P >= 1 && M >= 1 && static_cast<int>(spec.chunks.size()) == C,
+                 "simulate_pipeline: one ChunkTimes per chunk");
+  constexpr double kPending = -1;
+  // End times of every action, by (chunk, microbatch): -1 until it has run.
+  std::vector<double> forward_end(static_cast<std::size_t>(C) * M, kPending);
+  std::vector<double> backward_end(static_cast<std::size_t>(C) * M, kPending);
+  auto at = [&](int chunk, int m) { return static_cast<std::size_t>(chunk) * M + m; };
+
+  PipelineResult result;
+  result.stages.resize(P);
+  std::vector<std::size_t> next(P, 0);
+  std::vector<double> free_at(P, 0.0);
+  for (int r = 0; r < P; ++r) {
+    result.stages[r].rank = r;
+    result.stages[r].actions = pipeline_order(P, spec.virtual_stages, M, spec.schedule, r);
+  }
+  // Sends cross ranks unless both chunks are on the same one (P == 1).
+  const double send_s = P > 1 ? spec.send_s : 0.0;
+  std::size_t remaining = static_cast<std::size_t>(2) * C * M;
+  while (remaining > 0) {
+    bool progressed = false;
+    for (int r = 0; r < P; ++r) {
+      StageResult& stage = result.stages[r];
+      // Run every action of this rank whose inputs are ready, in the rank's order.
+      while (next[r] < stage.actions.size()) {
+        PipelineAction& action = stage.actions[next[r]];
+        const int c = action.chunk;
+        const int m = action.microbatch;
+        const ChunkTimes& times = spec.chunks[c];
+        double ready = 0;
+        if (!action.backward) {
+          if (c > 0) {
+            if (forward_end[at(c - 1, m)] < 0) break;
+            ready = forward_end[at(c - 1, m)] + send_s;
+          }
+        } else {
+          if (forward_end[at(c, m)] < 0) break;
+          ready = forward_end[at(c, m)];
+          if (c + 1 < C) {
+            if (backward_end[at(c + 1, m)] < 0) break;
+            ready = std::max(ready, backward_end[at(c + 1, m)] + send_s);
+          }
+        }
+        double duration = 0;
+        if (!action.backward) {
+          duration = m == 0 ? times.first_forward_s : times.forward_s;
+        } else {
+          duration = m == M - 1 ? times.last_backward_s : times.backward_s;
+        }
+        action.start_s = std::max(ready, free_at[r]);
+        action.end_s = action.start_s + duration;
+        free_at[r] = action.end_s;
+        stage.busy_s += duration;
+        (action.backward ? backward_end : forward_end)[at(c, m)] = action.end_s;
+        ++next[r];
+        --remaining;
+        progressed = true;
+      }
+    }
+    FSDPTUNE_CHECK(progressed, "pipeline schedule deadlocked");
+  }
+
+  double makespan = 0;
+  double busy = 0;
+  for (StageResult& stage : result.stages) {
+    stage.pipeline_end_s = free_at[stage.rank];
+    makespan = std::max(makespan, stage.pipeline_end_s);
+    busy += stage.busy_s;
+    // Each chunk's reduce-scatters and the optimizer follow its last backward.
+    stage.end_s = stage.pipeline_end_s;
+    std::int64_t base_allocated = 0, base_reserved = 0;
+    for (int c = stage.rank; c < C; c += P) {
+      const ChunkTimes& times = spec.chunks[c];
+      stage.end_s = std::max(stage.end_s, backward_end[at(c, M - 1)] + times.tail_s);
+      // Everything of the chunk's own peak but its one microbatch of activations, plus
+      // the gradients it accumulates (upper estimate: the single-microbatch peak may
+      // already hold some of them).
+      base_allocated += times.base_peak_allocated_bytes - times.activation_bytes +
+                        times.accumulated_gradient_bytes;
+      base_reserved += times.base_peak_reserved_bytes - times.activation_bytes +
+                       times.accumulated_gradient_bytes;
+    }
+    // Activations in flight: allocated by a forward, freed by the matching backward.
+    std::int64_t in_flight_bytes = 0, peak_in_flight_bytes = 0;
+    int in_flight = 0;
+    for (const PipelineAction& action : stage.actions) {
+      const std::int64_t bytes = spec.chunks[action.chunk].activation_bytes;
+      in_flight += action.backward ? -1 : 1;
+      in_flight_bytes += action.backward ? -bytes : bytes;
+      stage.max_in_flight = std::max(stage.max_in_flight, in_flight);
+      peak_in_flight_bytes = std::max(peak_in_flight_bytes, in_flight_bytes);
+    }
+    stage.peak_allocated_bytes = base_allocated + peak_in_flight_bytes;
+    stage.peak_reserved_bytes = base_reserved + peak_in_flight_bytes;
+    result.step_time_s = std::max(result.step_time_s, stage.end_s);
+  }
+  if (makespan > 0) result.bubble_fraction = 1.0 - busy / (static_cast<double>(P) * makespan);
+  return result;
+}
+
+std::vector<std::vector<int>> pipeline_chunks(const Workload& workload) {
+  const int C = static_cast<int>(workload.job.pp * workload.job.virtual_stages);
+  std::vector<int> blocks;
+  int embedding = -1, output = -1;
+  for (const Unit& unit : workload.units) {
+    if (unit.kind == UnitKind::kBlock) blocks.push_back(unit.index);
+    if (unit.kind == UnitKind::kEmbedding) embedding = unit.index;
+    if (unit.kind == UnitKind::kOutput) output = unit.index;
+  }
+  const int layers = static_cast<int>(blocks.size());
+  FSDPTUNE_CHECK(C >= 1 && C <= std::max(1, layers), "more pipeline chunks than layers");
+  std::vector<std::vector<int>> chunks(C);
+  int next = 0;
+  for (int c = 0; c < C; ++c) {
+    if (c == 0 && embedding >= 0) chunks[c].push_back(embedding);
+    const int count = layers / C + (c < layers % C ? 1 : 0);
+    for (int i = 0; i < count; ++i) chunks[c].push_back(blocks[next++]);
+    if (c == C - 1 && output >= 0) chunks[c].push_back(output);
+  }
+  return chunks;
+}
+
+Workload chunk_workload(const Workload& workload, const std::vector<int>& units) {
+  Workload chunk;
+  chunk.model = workload.model;
+  chunk.job = workload.job;
+  std::int64_t shard_elements = 0;
+  for (int u : units) {
+    Unit unit = workload.units[u];
+    // Shared units are re-indexed when they are in this chunk, dropped otherwise.
+    std::vector<int> shared;
+    for (int s : unit.shared_param_units) {
+      const auto it = std::find(units.begin(), units.end(), s);
+      if (it != units.end()) shared.push_back(static_cast<int>(it - units.begin()));
+    }
+    unit.shared_param_units = shared;
+    unit.index = static_cast<int>(chunk.units.size());
+    shard_elements += unit.shard_numel();
+    chunk.units.push_back(std::move(unit));
+  }
+  // The AdamW step over this chunk's shards: 28 bytes per element (workload.cpp).
+  for (Op op : workload.optimizer_ops) {
+    if (op.memory_op == "adamw") op.bytes = 28 * shard_elements;
+    chunk.optimizer_ops.push_back(std::move(op));
+  }
+  return chunk;
+}
+
+CommGroup pipeline_send_group(const JobSpec& job) {
+  const std::int64_t stride = std::max<std::int64_t>(1, job.dp_replicate) *
+                              std::max<std::int64_t>(1, job.dp_shard) *
+                              std::max<std::int64_t>(1, job.tp);
+  // Two ranks; on one node only when the stage stride fits inside a node.
+  return CommGroup{2, stride < job.gpus_per_node ? 2 : 1};
+}
+
+PipelineSimulation simulate_pipelined_job(const Workload& workload, const CostModel& costs,
+                                          const ChunkPlanner& planner, const SimOptions& options) {
+  const JobSpec& job = workload.job;
+  PipelineSimulation sim;
+  sim.spec.stages = static_cast<int>(job.pp);
+  sim.spec.virtual_stages = static_cast<int>(job.virtual_stages);
+  sim.spec.microbatches = static_cast<int>(job.microbatches);
+  sim.spec.schedule = job.pp_schedule;
+  SimOptions chunk_options = options;
+  chunk_options.record_timings = true;
+  for (const std::vector<int>& units : pipeline_chunks(workload)) {
+    Workload chunk = chunk_workload(workload, units);
+    Plan plan = planner(chunk);
+    // Parameters stay gathered across microbatches (see the header). One microbatch
+    // without PP is plain FSDP: the plan stays as it is.
+    const bool accumulates = job.pp > 1 || job.microbatches > 1;
+    if (accumulates) {
+      std::fill(plan.reshard_after_forward.begin(), plan.reshard_after_forward.end(), false);
+    }
+    const Program program = lower(chunk, plan, costs);
+    SimResult result = simulate(program, chunk_options);
+
+    ChunkTimes times;
+    double forward_end = 0, backward_end = 0;
+    for (const Task& task : program.tasks) {
+      const TaskTiming& timing = result.timings[task.id];
+      if (task.kind == TaskKind::kForward) forward_end = std::max(forward_end, timing.end_s);
+      if (task.kind == TaskKind::kBackward) backward_end = std::max(backward_end, timing.end_s);
+    }
+    times.first_forward_s = forward_end;
+    times.last_backward_s = backward_end - forward_end;
+    times.tail_s = result.step_time_s - backward_end;
+    for (const Unit& unit : chunk.units) {
+      times.forward_s += tp_ops_seconds(unit.forward_ops, job.async_tp, costs);
+      times.backward_s += tp_ops_seconds(unit.recompute_ops, job.async_tp, costs) +
+                          tp_ops_seconds(unit.backward_ops, job.async_tp, costs);
+      times.activation_bytes += unit.saved_activation_bytes;
+      // Unsharded gradients in the param dtype (the lowering's rule), held from the first
+      // backward to the reduce-scatters when microbatches accumulate.
+      if (job.microbatches > 1) {
+        times.accumulated_gradient_bytes +=
+            unit.shard_numel() * job.dp_shard * bytes_per_element(job.param_dtype);
+      }
+    }
+    times.base_peak_allocated_bytes = result.peak_allocated_bytes;
+    times.base_peak_reserved_bytes = result.peak_reserved_bytes;
+    if (!options.record_timings) result.timings.clear();
+    sim.spec.chunks.push_back(times);
+    sim.chunk_workloads.push_back(std::move(chunk));
+    sim.chunk_plans.push_back(std::move(plan));
+    sim.chunk_results.push_back(std::move(result));
+  }
+  // One microbatch's activation between stages: with sequence parallelism each TP rank
+  // holds and sends its b*s/tp tokens of d in the activation dtype.
+  const std::int64_t send_bytes = job.local_batch * job.seq_len / job.tp * workload.model.dim *
+                                  bytes_per_element(job.param_dtype);
+  sim.spec.send_s =
+      costs.collective(CollectiveKind::kSendRecv, send_bytes, pipeline_send_group(job)).seconds;
+  sim.result = simulate_pipeline(sim.spec);
+
+  if (sim.result.step_time_s > 0) {
+    // Tokens: b*s per microbatch per DP rank, shared by its tp * pp GPUs.
+    const double tokens =
+        static_cast<double>(workload.tokens_per_step()) / static_cast<double>(job.tp * job.pp);
+    sim.tokens_per_s_per_gpu = tokens / sim.result.step_time_s;
+    const HardwareSpec& hardware = costs.hardware();
+    const double peak = job.float8 && hardware.peak_fp8_flops_per_s > 0
+                            ? hardware.peak_fp8_flops_per_s
+                            : hardware.peak_bf16_flops_per_s;
+    // Op FLOPs are already per TP rank; the stages split the model.
+    if (peak > 0) {
+      sim.mfu = workload.model_flops_per_step() / static_cast<double>(job.pp) /
+                (sim.result.step_time_s * peak);
+    }
+  }
+  return sim;
+}
+
+}  // namespace fsdptune

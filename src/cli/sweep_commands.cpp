@@ -1,0 +1,348 @@
+// `fsdptune sweep`: rank every mesh / microbatching / AC / float8 configuration of a model
+// on N GPUs; `fsdptune pipeline`: simulate one job with pipeline parallelism, stage by
+// stage (docs/parallelism.md).
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include "commands.hpp"
+#include "fsdptune/cost_model.hpp"
+#include "fsdptune/error.hpp"
+#include "fsdptune/io.hpp"
+#include "fsdptune/pipeline.hpp"
+#include "fsdptune/plans.hpp"
+#include "fsdptune/sweep.hpp"
+#include "fsdptune/units.hpp"
+#include "job_options.hpp"
+
+namespace fsdptune::cli {
+namespace {
+
+std::string mesh_label(const JobSpec& job) {
+  std::string label = fmt::format("dp_shard {} x dp_replicate {} x tp {} x pp {}", job.dp_shard,
+                                  job.dp_replicate, job.tp, job.pp);
+  return label;
+}
+
+nlohmann::json candidate_json(const SweepCandidate& candidate) {
+  nlohmann::json json{{"job", job_to_json(candidate.job)},
+                      {"fits", candidate.fits},
+                      {"step_time_s", candidate.step_time_s},
+                      {"tokens_per_s_per_gpu", candidate.tokens_per_s_per_gpu},
+                      {"mfu", candidate.mfu},
+                      {"bubble_fraction", candidate.bubble_fraction},
+                      {"peak_reserved_bytes", candidate.peak_reserved_bytes}};
+  if (!candidate.fits) json["rejected"] = candidate.rejected;
+  return json;
+}
+
+std::string config_label(const JobSpec& job) {
+  std::string text = fmt::format("tp{} pp{} rep{} shard{} b{} M{}", job.tp, job.pp,
+                                 job.dp_replicate, job.dp_shard, job.local_batch, job.microbatches);
+  if (job.pp > 1) {
+    text += " " + to_string(job.pp_schedule);
+    if (job.virtual_stages > 1) text += fmt::format(" v{}", job.virtual_stages);
+  }
+  text += " ac=" + to_string(job.ac);
+  if (job.float8) text += " fp8";
+  if (job.async_tp) text += " async-tp";
+  return text;
+}
+
+struct SweepCliOptions {
+  std::string model;
+  std::string hardware = "h100-sxm";
+  std::int64_t gpus = 8;
+  std::int64_t gpus_per_node = 8;
+  std::string global_batch;
+  std::int64_t seq = 8192;
+  std::string memory_limit;
+  int top = 10;
+  int threads = 0;  // 0 = all cores
+  std::int64_t max_pp = 16;
+  bool no_float8 = false;
+  bool async_tp = false;
+  bool json = false;
+  std::string out;
+};
+
+void run_sweep(const SweepCliOptions& o) {
+  if (o.top < 1) throw_bad_input("--top", "must be >= 1");
+  if (o.threads < 0) throw_bad_input("--threads", "must be >= 0 (0 = all cores)");
+  if (o.gpus < 1) throw_bad_input("--gpus", "must be >= 1");
+  if (o.gpus_per_node < 1) throw_bad_input("--gpus-per-node", "must be >= 1");
+  if (o.seq < 1) throw_bad_input("--seq", "must be >= 1");
+  if (o.max_pp < 1) throw_bad_input("--max-pp", "must be >= 1");
+  const ModelSpec model = resolve_model(o.model);
+  const HardwareSpec hardware = resolve_hardware(o.hardware);
+  const std::unique_ptr<CostModel> costs = make_analytic_cost_model(hardware);
+  SweepOptions options;
+  options.gpus = o.gpus;
+  options.gpus_per_node = o.gpus_per_node;
+  options.seq_len = o.seq;
+  options.global_batch_sequences = parse_global_batch_sequences(o.global_batch, o.seq);
+  if (!o.memory_limit.empty()) {
+    options.memory_limit_bytes = parse_size_bytes(o.memory_limit, "--memory-limit");
+  }
+  options.try_float8 = !o.no_float8;
+  options.try_async_tp = o.async_tp;
+  options.max_pp = o.max_pp;
+  options.threads = o.threads > 0
+                        ? o.threads
+                        : static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+  std::int64_t skipped = 0;
+  const std::size_t total = sweep_jobs(model, hardware, options, &skipped).size();
+  if (total == 0) {
+    throw_bad_input("--gpus", fmt::format("no valid configuration of {} on {} GPUs at a global "
+                                          "batch of {} sequences",
+                                          model.name, o.gpus, options.global_batch_sequences));
+  }
+  fmt::print(stderr,
+             "sweep: {} configurations ({} meshes skipped: batch or heads do not divide), "
+             "{} threads\n",
+             total, skipped, options.threads);
+  std::int64_t last_percent = -1;
+  options.progress = [&](std::int64_t done, std::int64_t all) {
+    const std::int64_t percent = 100 * done / all;
+    if (percent / 10 != last_percent / 10 || done == all) {
+      fmt::print(stderr, "sweep: {}/{} ({}%)\n", done, all, percent);
+      last_percent = percent;
+    }
+  };
+  const SweepResult result = sweep(model, *costs, options);
+
+  if (!o.out.empty()) {
+    if (result.ranked.empty()) {
+      throw_bad_input("--memory-limit",
+                      fmt::format("no configuration fits under {}; nothing to write to --out",
+                                  format_bytes(result.memory_limit_bytes)),
+                      "raise --memory-limit or add GPUs");
+    }
+    // The best configuration: its job and the per-chunk plans it was simulated with.
+    const SweepCandidate& best = result.ranked.front();
+    const Workload workload = build_workload(model, best.job);
+    SimOptions sim_options;
+    sim_options.record_timeline = false;
+    sim_options.record_timings = false;
+    const PipelineSimulation sim = simulate_pipelined_job(
+        workload, *costs, [](const Workload& chunk) { return fsdp2_plan(chunk); }, sim_options);
+    nlohmann::json chunks = nlohmann::json::array();
+    const auto unit_lists = pipeline_chunks(workload);
+    for (std::size_t c = 0; c < sim.chunk_plans.size(); ++c) {
+      nlohmann::json units = nlohmann::json::array();
+      for (int u : unit_lists[c]) units.push_back(workload.units[u].name);
+      chunks.push_back({{"chunk", c},
+                        {"rank", static_cast<std::int64_t>(c) % best.job.pp},
+                        {"units", units},
+                        {"plan", plan_to_json(sim.chunk_plans[c])}});
+    }
+    nlohmann::json file{{"format", "fsdptune-sweep-best"},
+                        {"version", 1},
+                        {"model", model_to_json(model)},
+                        {"hardware", hardware.id},
+                        {"memory_limit_bytes", result.memory_limit_bytes},
+                        {"best", candidate_json(best)},
+                        {"chunks", chunks}};
+    write_file_atomically(o.out, dump_json(file));
+  }
+
+  const std::size_t shown =
+      std::min<std::size_t>(static_cast<std::size_t>(o.top), result.ranked.size());
+  std::map<std::string, std::int64_t> reasons;
+  for (const SweepCandidate& candidate : result.rejected) {
+    // Not simulated (the sharded state alone is too large) or simulated over the limit.
+    ++reasons[candidate.rejected.rfind("sharded state", 0) == 0
+                  ? "sharded state alone over the memory limit"
+                  : "simulated peak reserved memory over the limit"];
+  }
+  if (o.json) {
+    nlohmann::json top = nlohmann::json::array();
+    for (std::size_t i = 0; i < shown; ++i) top.push_back(candidate_json(result.ranked[i]));
+    nlohmann::json rejected = nlohmann::json::array();
+    for (const SweepCandidate& candidate : result.rejected) {
+      rejected.push_back(candidate_json(candidate));
+    }
+    fmt::print("{}", dump_json({{"format", "fsdptune-sweep"},
+                                {"version", 1},
+                                {"model", model.name},
+                                {"hardware", hardware.id},
+                                {"gpus", o.gpus},
+                                {"global_batch_sequences", options.global_batch_sequences},
+                                {"seq_len", o.seq},
+                                {"memory_limit_bytes", result.memory_limit_bytes},
+                                {"evaluated", total},
+                                {"fitting", result.ranked.size()},
+                                {"skipped_meshes", skipped},
+                                {"top", top},
+                                {"rejected", rejected}}));
+    return;
+  }
+  fmt::print("{} on {} x {}, global batch {} sequences of {} tokens, memory limit {}\n", model.name,
+             o.gpus, hardware.id, options.global_batch_sequences, o.seq,
+             format_bytes(result.memory_limit_bytes));
+  fmt::print("{} configurations simulated, {} fit\n\n", total, result.ranked.size());
+  fmt::print("{:>3}  {:<58} {:>11} {:>13} {:>7} {:>7} {:>12}\n", "#", "configuration", "step time",
+             "tokens/s/GPU", "MFU", "bubble", "peak reserv");
+  for (std::size_t i = 0; i < shown; ++i) {
+    const SweepCandidate& c = result.ranked[i];
+    fmt::print("{:>3}  {:<58} {:>11} {:>13.1f} {:>6.1f}% {:>6.1f}% {:>12}\n", i + 1,
+               config_label(c.job), format_seconds(c.step_time_s), c.tokens_per_s_per_gpu,
+               100.0 * c.mfu, 100.0 * c.bubble_fraction, format_bytes(c.peak_reserved_bytes));
+  }
+  if (!result.rejected.empty()) {
+    fmt::print("\nrejected: {} configurations\n", result.rejected.size());
+    for (const auto& [reason, count] : reasons) fmt::print("  {:>6}  {}\n", count, reason);
+    // The rejected configuration with the highest throughput: what memory cost it.
+    const SweepCandidate* fastest = nullptr;
+    for (const SweepCandidate& c : result.rejected) {
+      if (c.tokens_per_s_per_gpu > 0 &&
+          (fastest == nullptr || c.tokens_per_s_per_gpu > fastest->tokens_per_s_per_gpu)) {
+        fastest = &c;
+      }
+    }
+    if (fastest != nullptr) {
+      fmt::print("  fastest rejected: {} ({:.1f} tokens/s/GPU): {}\n", config_label(fastest->job),
+                 fastest->tokens_per_s_per_gpu, fastest->rejected);
+    }
+  }
+  if (skipped > 0) {
+    fmt::print(
+        "skipped: {} meshes (global batch not divisible by the data-parallel degree, or "
+        "tp not dividing the heads)\n",
+        skipped);
+  }
+  if (!o.out.empty()) fmt::print("\nwrote the best configuration to {}\n", o.out);
+}
+
+struct PipelineCliOptions {
+  JobOptions job;
+  std::string hardware = "h100-sxm";
+  std::string memory_limit;
+  bool json = false;
+};
+
+void run_pipeline(const PipelineCliOptions& o) {
+  const ModelSpec model = resolve_model_option(o.job);
+  const JobSpec job = to_job_spec(o.job, model);
+  validate_pipeline(job);
+  const HardwareSpec hardware = resolve_hardware(o.hardware);
+  const std::unique_ptr<CostModel> costs = make_analytic_cost_model(hardware);
+  const std::int64_t limit = o.memory_limit.empty()
+                                 ? default_memory_limit_bytes(hardware)
+                                 : parse_size_bytes(o.memory_limit, "--memory-limit");
+  const Workload workload = build_workload(model, job);
+  SimOptions options;
+  options.record_timeline = false;
+  const PipelineSimulation sim = simulate_pipelined_job(
+      workload, *costs, [](const Workload& chunk) { return fsdp2_plan(chunk); }, options);
+  const auto chunks = pipeline_chunks(workload);
+  if (o.json) {
+    nlohmann::json stages = nlohmann::json::array();
+    for (const StageResult& stage : sim.result.stages) {
+      nlohmann::json chunk_units = nlohmann::json::array();
+      for (int c = stage.rank; c < static_cast<int>(chunks.size()); c += static_cast<int>(job.pp)) {
+        nlohmann::json names = nlohmann::json::array();
+        for (int u : chunks[c]) names.push_back(workload.units[u].name);
+        chunk_units.push_back(names);
+      }
+      stages.push_back({{"rank", stage.rank},
+                        {"chunks", chunk_units},
+                        {"busy_s", stage.busy_s},
+                        {"end_s", stage.end_s},
+                        {"max_in_flight", stage.max_in_flight},
+                        {"peak_allocated_bytes", stage.peak_allocated_bytes},
+                        {"peak_reserved_bytes", stage.peak_reserved_bytes},
+                        {"fits", stage.peak_reserved_bytes <= limit}});
+    }
+    fmt::print("{}", dump_json({{"format", "fsdptune-pipeline"},
+                                {"version", 1},
+                                {"model", model.name},
+                                {"hardware", hardware.id},
+                                {"job", job_to_json(job)},
+                                {"step_time_s", sim.result.step_time_s},
+                                {"bubble_fraction", sim.result.bubble_fraction},
+                                {"tokens_per_s_per_gpu", sim.tokens_per_s_per_gpu},
+                                {"mfu", sim.mfu},
+                                {"send_s", sim.spec.send_s},
+                                {"memory_limit_bytes", limit},
+                                {"stages", stages}}));
+    return;
+  }
+  fmt::print("{} on {} x {}: {}, {} microbatches of {} x {} tokens, {}{}\n", model.name, job.gpus,
+             hardware.id, mesh_label(job), job.microbatches, job.local_batch, job.seq_len,
+             to_string(job.pp_schedule),
+             job.virtual_stages > 1 ? fmt::format(" ({} virtual stages)", job.virtual_stages) : "");
+  fmt::print("step time {}   tokens/s/GPU {:.1f}   MFU {:.1f}%   bubble {:.1f}%   send {}\n\n",
+             format_seconds(sim.result.step_time_s), sim.tokens_per_s_per_gpu, 100.0 * sim.mfu,
+             100.0 * sim.result.bubble_fraction, format_seconds(sim.spec.send_s));
+  fmt::print("{:>5} {:<28} {:>11} {:>11} {:>9} {:>12} {:>12}  {}\n", "stage", "units", "busy",
+             "end", "in flight", "peak alloc", "peak reserv", "fits");
+  for (const StageResult& stage : sim.result.stages) {
+    std::string units;
+    for (int c = stage.rank; c < static_cast<int>(chunks.size()); c += static_cast<int>(job.pp)) {
+      if (!units.empty()) units += ", ";
+      units +=
+          workload.units[chunks[c].front()].name + ".." + workload.units[chunks[c].back()].name;
+    }
+    fmt::print("{:>5} {:<28} {:>11} {:>11} {:>9} {:>12} {:>12}  {}\n", stage.rank, units,
+               format_seconds(stage.busy_s), format_seconds(stage.end_s), stage.max_in_flight,
+               format_bytes(stage.peak_allocated_bytes), format_bytes(stage.peak_reserved_bytes),
+               stage.peak_reserved_bytes <= limit
+                   ? "yes"
+                   : fmt::format("no (limit {})", format_bytes(limit)));
+  }
+}
+
+}  // namespace
+
+void register_sweep_commands(CLI::App& app) {
+  {
+    auto options = std::make_shared<SweepCliOptions>();
+    CLI::App* command = app.add_subcommand(
+        "sweep", "rank meshes, microbatching, AC and float8 for a model on N GPUs by tokens/s/GPU");
+    command->add_option("--model", options->model, "built-in model, model file or config.json")
+        ->required();
+    command->add_option("--hardware", options->hardware, "built-in hardware id or spec file")
+        ->capture_default_str();
+    command->add_option("--gpus", options->gpus, "world size")->required();
+    command->add_option("--gpus-per-node", options->gpus_per_node, "GPUs per node")
+        ->capture_default_str();
+    command
+        ->add_option("--global-batch", options->global_batch,
+                     "sequences per step (1024), or tokens with 'tok' (8Mtok, 8388608tok)")
+        ->required();
+    command->add_option("--seq", options->seq, "sequence length")->capture_default_str();
+    command->add_option("--memory-limit", options->memory_limit,
+                        "per-GPU limit (e.g. 70GiB); default: HBM less the hardware reserve");
+    command->add_option("--top", options->top, "configurations to print")->capture_default_str();
+    command->add_option("--threads", options->threads, "worker threads (0 = all cores)")
+        ->capture_default_str();
+    command->add_option("--max-pp", options->max_pp, "largest pipeline degree tried")
+        ->capture_default_str();
+    command->add_flag("--no-float8", options->no_float8, "do not try float8");
+    command->add_flag("--async-tp", options->async_tp, "also try async TP where tp > 1");
+    command->add_flag("--json", options->json, "print JSON instead of a table");
+    command->add_option("--out", options->out, "write the best configuration and its plans here");
+    command->callback([options] { run_sweep(*options); });
+  }
+  {
+    auto options = std::make_shared<PipelineCliOptions>();
+    CLI::App* command = app.add_subcommand(
+        "pipeline", "simulate a job with pipeline parallelism, stage by stage (fsdp2 per stage)");
+    add_job_options(command, options->job);
+    add_pipeline_options(command, options->job);
+    command->add_option("--hardware", options->hardware, "built-in hardware id or spec file")
+        ->capture_default_str();
+    command->add_option("--memory-limit", options->memory_limit, "per-GPU limit (e.g. 70GiB)");
+    command->add_flag("--json", options->json, "print JSON instead of a table");
+    command->callback([options] { run_pipeline(*options); });
+  }
+}
+
+}  // namespace fsdptune::cli

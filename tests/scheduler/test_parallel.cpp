@@ -1,0 +1,177 @@
+// TP, HSDP, float8 and async TP in the workload and the lowering (docs/parallelism.md).
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+
+#include "fsdptune/job.hpp"
+#include "fsdptune/model.hpp"
+#include "fsdptune/plans.hpp"
+#include "fsdptune/program.hpp"
+#include "fsdptune/workload.hpp"
+#include "test_workloads.hpp"
+
+using namespace fsdptune;
+
+namespace {
+
+Workload tiny_workload(std::int64_t gpus, std::int64_t tp, std::int64_t dp_replicate,
+                       bool float8 = false, bool async_tp = false) {
+  const ModelSpec model = builtin_model("tiny");
+  JobSpec job;
+  job.gpus = gpus;
+  job.gpus_per_node = 8;
+  job.tp = tp;
+  job.dp_replicate = dp_replicate;
+  job.local_batch = 2;
+  job.seq_len = 64;
+  job.float8 = float8;
+  job.async_tp = async_tp;
+  return build_workload(model, normalize_job(model, job));
+}
+
+struct CollectiveCount {
+  int all_gathers = 0;
+  int reduce_scatters = 0;
+  std::int64_t all_gather_bytes = 0;
+  std::int64_t reduce_scatter_bytes = 0;
+};
+
+CollectiveCount count_collectives(const std::vector<Op>& ops) {
+  CollectiveCount count;
+  for (const Op& op : ops) {
+    if (op.kind != OpKind::kCollective) continue;
+    if (op.collective == CollectiveKind::kAllGather) {
+      ++count.all_gathers;
+      count.all_gather_bytes += op.bytes;
+    } else if (op.collective == CollectiveKind::kReduceScatter) {
+      ++count.reduce_scatters;
+      count.reduce_scatter_bytes += op.bytes;
+    }
+  }
+  return count;
+}
+
+}  // namespace
+
+TEST_CASE("TP: 2 all-gathers + 2 reduce-scatters of b*s*d activations per block, each way",
+          "[parallel][tp]") {
+  const Workload workload = tiny_workload(8, 4, 1);
+  // b*s*d*2 bytes = 2 * 64 * 256 * 2 = 65536: the sequence-parallel all-gather output
+  // (and reduce-scatter input), in bf16, over the tp = 4 ranks of one node.
+  const std::int64_t activation_bytes = 2 * 64 * 256 * 2;
+  for (const Unit& unit : workload.units) {
+    if (unit.kind != UnitKind::kBlock) continue;
+    const CollectiveCount forward = count_collectives(unit.forward_ops);
+    const CollectiveCount backward = count_collectives(unit.backward_ops);
+    CHECK(forward.all_gathers == 2);
+    CHECK(forward.reduce_scatters == 2);
+    CHECK(forward.all_gather_bytes == 2 * activation_bytes);
+    CHECK(forward.reduce_scatter_bytes == 2 * activation_bytes);
+    CHECK(backward.all_gathers == 2);
+    CHECK(backward.reduce_scatters == 2);
+    CHECK(backward.all_gather_bytes == 2 * activation_bytes);
+    CHECK(backward.reduce_scatter_bytes == 2 * activation_bytes);
+    for (const Op& op : unit.forward_ops) {
+      if (op.kind == OpKind::kCollective) CHECK(op.group == CommGroup{4, 4});
+    }
+  }
+  // Without TP there are none.
+  for (const Unit& unit : tiny_workload(8, 1, 1).units) {
+    CHECK(count_collectives(unit.forward_ops).all_gathers == 0);
+    CHECK(count_collectives(unit.backward_ops).reduce_scatters == 0);
+  }
+}
+
+TEST_CASE("HSDP: sharded gradients all-reduced across replicas", "[parallel][hsdp]") {
+  // 16 GPUs as 2 replicas x 8 shards (one node each): the replica group is 2 ranks on
+  // 2 nodes, and every reduce-scatter's output shard (fp32) is all-reduced once.
+  const Workload workload = tiny_workload(16, 1, 2);
+  REQUIRE(workload.job.dp_shard == 8);
+  const testing::FixedCostModel costs;
+  const Program program = lower(workload, fsdp2_plan(workload), costs);
+  std::int64_t all_reduce_bytes = 0;
+  int all_reduces = 0;
+  int reduce_scatters = 0;
+  for (const Task& task : program.tasks) {
+    if (task.kind == TaskKind::kReduceScatter) ++reduce_scatters;
+    if (task.kind != TaskKind::kAllReduce) continue;
+    ++all_reduces;
+    all_reduce_bytes += task.bytes;
+    CHECK(task.group == CommGroup{2, 1});
+  }
+  CHECK(all_reduces == reduce_scatters);
+  // The volume: every shard element once, in fp32 (4 bytes).
+  std::int64_t shard_elements = 0;
+  for (const Unit& unit : workload.units) shard_elements += unit.shard_numel();
+  CHECK(all_reduce_bytes == 4 * shard_elements);
+  // Without replicas: none.
+  const Workload flat = tiny_workload(16, 1, 1);
+  for (const Task& task : lower(flat, fsdp2_plan(flat), costs).tasks) {
+    CHECK(task.kind != TaskKind::kAllReduce);
+  }
+}
+
+TEST_CASE("float8: linears at the fp8 rate, all-gathers of linears at 1 byte/param",
+          "[parallel][float8]") {
+  const Workload bf16 = tiny_workload(8, 1, 1);
+  const Workload fp8 = tiny_workload(8, 1, 1, /*float8=*/true);
+  const testing::FixedCostModel costs;
+  const Program bf16_program = lower(bf16, fsdp2_plan(bf16), costs);
+  const Program fp8_program = lower(fp8, fsdp2_plan(fp8), costs);
+  REQUIRE(bf16_program.tasks.size() == fp8_program.tasks.size());
+  for (std::size_t i = 0; i < bf16_program.tasks.size(); ++i) {
+    const Task& a = bf16_program.tasks[i];
+    const Task& b = fp8_program.tasks[i];
+    if (a.kind != TaskKind::kAllGather) continue;
+    const int unit = bf16_program.buckets[a.bucket].units.first;
+    if (bf16.units[unit].kind != UnitKind::kBlock) {
+      CHECK(a.bytes == b.bytes);  // embedding, norm and output stay bf16
+      continue;
+    }
+    // Block: 7 linears halve (2 -> 1 byte), the two norms (d = 256 each, padded to a
+    // multiple of 8 already) stay bf16: bytes_fp8 = (bytes_bf16 - 2*256*2) / 2 + 2*256*2.
+    const std::int64_t norms = 2 * 256 * 2;
+    CHECK(b.bytes == (a.bytes - norms) / 2 + norms);
+  }
+  for (const Unit& unit : fp8.units) {
+    if (unit.kind != UnitKind::kBlock) continue;
+    for (const Op& op : unit.forward_ops) {
+      if (op.kind == OpKind::kGemm) CHECK(op.dtype == DType::kFP8);
+    }
+  }
+}
+
+TEST_CASE("async TP hides a collective behind its GEMM except one chunk", "[parallel][tp]") {
+  testing::FixedCosts fixed;
+  fixed.collective_bytes_per_s = 1e6;
+  const testing::FixedCostModel costs(fixed);
+  Op gather;
+  gather.kind = OpKind::kCollective;
+  gather.collective = CollectiveKind::kAllGather;
+  gather.bytes = 2'000'000;  // 2 s
+  gather.group = {2, 2};
+  Op scatter = gather;
+  scatter.collective = CollectiveKind::kReduceScatter;
+  scatter.bytes = 4'000'000;  // 4 s
+  const std::vector<Op> ops = {gather, testing::fixed_op("wq", 3.0), testing::fixed_op("wo", 1.0),
+                               scatter};
+  // Sync: 2 + 3 + 1 + 4 = 10 s.
+  CHECK(tp_ops_seconds(ops, false, costs) == Approx(10.0));
+  // Async, tp = 2: AG with wq: max(2, 3) + min(2, 3)/2 = 4; wo with RS: max(1, 4) + 1/2 =
+  // 4.5; total 8.5 s.
+  CHECK(tp_ops_seconds(ops, true, costs) == Approx(8.5));
+
+  // On the tiny model with TP 4 the forward gets cheaper, never cheaper than compute alone.
+  const Workload sync = tiny_workload(8, 4, 1);
+  const Workload async = tiny_workload(8, 4, 1, false, true);
+  const testing::FixedCostModel slow_comm(fixed);
+  const Unit& block = sync.units[1];
+  double compute_s = 0;
+  for (const Op& op : block.forward_ops) {
+    if (op.kind != OpKind::kCollective) compute_s += slow_comm.compute(op).seconds;
+  }
+  const double sync_s = tp_ops_seconds(block.forward_ops, false, slow_comm);
+  const double async_s = tp_ops_seconds(async.units[1].forward_ops, true, slow_comm);
+  CHECK(async_s < sync_s);
+  CHECK(async_s >= compute_s);
+}
