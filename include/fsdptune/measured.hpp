@@ -17,18 +17,18 @@ inline constexpr int kMeasuredFormatVersion = 1;
 
 struct MeasuredResult {
   int version = kMeasuredFormatVersion;
-  std::string schedule_hash;      // schedule_hash() of the schedule replayed
-  std::string backend;            // "cpu" or "cuda"
+  std::string schedule_hash;  // schedule_hash() of the schedule replayed
+  std::string backend;        // "cpu" or "cuda"
   std::int64_t world_size = 0;
-  std::int64_t iterations = 0;    // measured (after warm-up)
+  std::int64_t iterations = 0;  // measured (after warm-up)
   std::int64_t warmup = 0;
-  bool data_checked = false;      // ran with --check-data and every check passed
-  std::vector<double> step_times_s;      // one per measured iteration (rank 0's view, max over ranks)
-  double step_time_s = 0;                // median of step_times_s
-  double compute_s = 0;                  // median busy time of the compute stream
-  double exposed_comm_s = 0;             // median
-  std::int64_t peak_allocated_bytes = 0; // max over ranks
-  std::vector<TaskTiming> timings;       // per task id: median start/end relative to step start
+  bool data_checked = false;         // ran with --check-data and every check passed
+  std::vector<double> step_times_s;  // one per measured iteration (rank 0's view, max over ranks)
+  double step_time_s = 0;            // median of step_times_s
+  double compute_s = 0;              // median busy time of the compute stream
+  double exposed_comm_s = 0;         // median
+  std::int64_t peak_allocated_bytes = 0;  // max over ranks
+  std::vector<TaskTiming> timings;        // per task id: median start/end relative to step start
   std::map<std::string, std::string> environment;  // host, devices, versions, date, command
   bool operator==(const MeasuredResult&) const = default;
 };

@@ -16,14 +16,14 @@ inline constexpr int kModelFormatVersion = 1;
 // with RoPE, RMSNorm, SwiGLU FFN), final RMSNorm, output projection.
 struct ModelSpec {
   std::string name;
-  std::int64_t dim = 0;          // hidden size
-  std::int64_t n_layers = 0;     // transformer blocks
-  std::int64_t n_heads = 0;      // query heads
-  std::int64_t n_kv_heads = 0;   // key/value heads (GQA); divides n_heads
-  std::int64_t head_dim = 0;     // dim / n_heads unless given
-  std::int64_t ffn_dim = 0;      // SwiGLU hidden size (w1, w3 output; w2 input)
+  std::int64_t dim = 0;         // hidden size
+  std::int64_t n_layers = 0;    // transformer blocks
+  std::int64_t n_heads = 0;     // query heads
+  std::int64_t n_kv_heads = 0;  // key/value heads (GQA); divides n_heads
+  std::int64_t head_dim = 0;    // dim / n_heads unless given
+  std::int64_t ffn_dim = 0;     // SwiGLU hidden size (w1, w3 output; w2 input)
   std::int64_t vocab_size = 0;
-  bool tie_embeddings = false;   // output projection shares tok_embeddings.weight
+  bool tie_embeddings = false;  // output projection shares tok_embeddings.weight
   double rope_theta = 500000.0;
   double norm_eps = 1e-5;
 

@@ -29,13 +29,13 @@ enum class StreamLayout {
 std::string to_string(StreamLayout layout);
 
 struct Plan {
-  std::string name;                           // "fsdp2", "simplefsdp-block", "tuned", ...
-  std::vector<UnitRange> forward_buckets;     // all-gathers before forward
-  std::vector<UnitRange> backward_buckets;    // all-gathers before backward
+  std::string name;                         // "fsdp2", "simplefsdp-block", "tuned", ...
+  std::vector<UnitRange> forward_buckets;   // all-gathers before forward
+  std::vector<UnitRange> backward_buckets;  // all-gathers before backward
   std::vector<UnitRange> reduce_scatter_buckets;
-  int forward_prefetch = 1;                   // buckets gathered ahead of the one computing
+  int forward_prefetch = 1;  // buckets gathered ahead of the one computing
   int backward_prefetch = 1;
-  std::vector<bool> reshard_after_forward;    // one per forward bucket
+  std::vector<bool> reshard_after_forward;  // one per forward bucket
   StreamLayout stream_layout = StreamLayout::kSeparate;
   bool one_collective_per_parameter = false;  // simplefsdp-none: no bucketing at all
   bool copy_in_out = true;                    // flat-buffer copy-in/copy-out around collectives

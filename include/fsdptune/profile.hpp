@@ -16,14 +16,14 @@ namespace fsdptune {
 inline constexpr int kProfileFormatVersion = 1;
 
 struct ComputeEntry {
-  std::string signature;           // Op::signature()
-  Op op;                           // the op measured (shape, dtype, flops, bytes)
-  std::vector<double> samples_s;   // kernel durations, one per repetition
+  std::string signature;          // Op::signature()
+  Op op;                          // the op measured (shape, dtype, flops, bytes)
+  std::vector<double> samples_s;  // kernel durations, one per repetition
   bool operator==(const ComputeEntry&) const = default;
 };
 
 struct CollectivePoint {
-  std::int64_t bytes = 0;          // full buffer, nccl-tests convention
+  std::int64_t bytes = 0;  // full buffer, nccl-tests convention
   std::vector<double> samples_s;
   bool operator==(const CollectivePoint&) const = default;
 };
@@ -36,10 +36,10 @@ struct CollectiveSweep {
 };
 
 struct Provenance {
-  std::string tool;      // "fsdptune 0.1.0"
-  std::string date;      // ISO 8601
-  std::string method;    // "cupti", "cpu-steady-clock", "nccl-tests import", "kineto import"
-  std::string command;   // command line that produced it
+  std::string tool;     // "fsdptune 0.1.0"
+  std::string date;     // ISO 8601
+  std::string method;   // "cupti", "cpu-steady-clock", "nccl-tests import", "kineto import"
+  std::string command;  // command line that produced it
   std::map<std::string, std::string> environment;  // gpu, driver, cuda, nccl versions, host
   bool operator==(const Provenance&) const = default;
 };

@@ -24,24 +24,24 @@ struct Stream {
 };
 
 enum class TaskKind {
-  kForward,        // forward ops of a unit
-  kRecompute,      // activation-checkpointing replay of a unit's forward
-  kBackward,       // backward ops of a unit
-  kCopyIn,         // shards -> flat send buffer (before all-gather / reduce-scatter)
+  kForward,    // forward ops of a unit
+  kRecompute,  // activation-checkpointing replay of a unit's forward
+  kBackward,   // backward ops of a unit
+  kCopyIn,     // shards -> flat send buffer (before all-gather / reduce-scatter)
   kAllGather,
-  kCopyOut,        // flat receive buffer -> parameters / gradient shards
+  kCopyOut,  // flat receive buffer -> parameters / gradient shards
   kReduceScatter,
-  kAllReduce,      // HSDP replica all-reduce of sharded gradients
-  kOptimizer,      // AdamW on the shards
+  kAllReduce,  // HSDP replica all-reduce of sharded gradients
+  kOptimizer,  // AdamW on the shards
 };
 std::string to_string(TaskKind kind);
 
 enum class MemoryCategory {
-  kShardedState,      // fp32 params, grads, AdamW states
-  kGatheredParams,    // unsharded parameters of buckets in flight
-  kGradients,         // unsharded gradients and reduce-scatter buffers
-  kActivations,       // saved activations
-  kWorkspace,         // transients: logits, loss, GEMM workspaces
+  kShardedState,    // fp32 params, grads, AdamW states
+  kGatheredParams,  // unsharded parameters of buckets in flight
+  kGradients,       // unsharded gradients and reduce-scatter buffers
+  kActivations,     // saved activations
+  kWorkspace,       // transients: logits, loss, GEMM workspaces
   kCount,
 };
 std::string to_string(MemoryCategory category);
@@ -55,12 +55,12 @@ struct MemoryEvent {
 };
 
 struct Task {
-  int id = 0;           // index in Program::tasks
-  int stream = 0;       // index in Program::streams
+  int id = 0;      // index in Program::tasks
+  int stream = 0;  // index in Program::streams
   TaskKind kind = TaskKind::kForward;
-  std::string name;     // "fwd layers.3", "AG b2 [layers.3..layers.5]"
-  int unit = -1;        // compute tasks: the unit
-  int bucket = -1;      // communication/copy tasks: index in Program::buckets
+  std::string name;        // "fwd layers.3", "AG b2 [layers.3..layers.5]"
+  int unit = -1;           // compute tasks: the unit
+  int bucket = -1;         // communication/copy tasks: index in Program::buckets
   std::int64_t bytes = 0;  // collectives: full buffer; copies: bytes copied
   CommGroup group;         // collectives
   double duration_s = 0;   // standalone cost from the CostModel at lowering
@@ -72,11 +72,11 @@ struct Task {
 // Where a parameter sits in a bucket's flat buffer (per rank: the shard at
 // offset/dp_shard; gathered: rank r's shard lands at r * shard_elements + offset).
 struct BufferSlot {
-  std::string param;         // parameter name
+  std::string param;  // parameter name
   int unit = 0;
-  std::int64_t offset = 0;   // elements, within one rank's shard of the flat buffer
+  std::int64_t offset = 0;  // elements, within one rank's shard of the flat buffer
   std::int64_t shard_numel = 0;
-  std::int64_t numel = 0;    // unpadded elements of the full (TP-local) parameter
+  std::int64_t numel = 0;  // unpadded elements of the full (TP-local) parameter
   bool operator==(const BufferSlot&) const = default;
 };
 
@@ -91,7 +91,7 @@ struct BucketLayout {
 
 struct Program {
   std::vector<Stream> streams;
-  std::vector<Task> tasks;          // in issue order per stream; deps point backwards
+  std::vector<Task> tasks;  // in issue order per stream; deps point backwards
   std::vector<BucketLayout> buckets;
   std::int64_t persistent_bytes = 0;  // sharded state present all step
   ContentionFactors contention;

@@ -50,9 +50,9 @@ struct ParetoPoint {
 };
 
 struct ScheduleProvenance {
-  std::string tool;          // "fsdptune 0.1.0"
-  std::string cost_source;   // hardware id or profile path
-  std::string cost_hash;     // hash of the hardware spec / profile content
+  std::string tool;         // "fsdptune 0.1.0"
+  std::string cost_source;  // hardware id or profile path
+  std::string cost_hash;    // hash of the hardware spec / profile content
   std::uint64_t seed = 0;
   std::int64_t threads = 1;
   std::string command;
@@ -67,14 +67,14 @@ struct ScheduleFile {
   std::int64_t memory_limit_bytes = 0;
   Plan plan;
   Program program;
-  PlanSummary predicted;                 // of `plan`
-  std::vector<TaskTiming> timings;       // predicted per task of `program`
+  PlanSummary predicted;            // of `plan`
+  std::vector<TaskTiming> timings;  // predicted per task of `program`
   std::vector<MemorySample> memory_timeline;
   std::int64_t cost_queries = 0;
   std::int64_t cost_fallbacks = 0;
-  std::vector<PlanSummary> baselines;    // fsdp2, simplefsdp-* as evaluated by the tuner
-  std::vector<ParetoPoint> pareto;       // peak memory vs step time explored by the tuner
-  double lower_bound_s = 0;              // DESIGN.md "Searching"
+  std::vector<PlanSummary> baselines;  // fsdp2, simplefsdp-* as evaluated by the tuner
+  std::vector<ParetoPoint> pareto;     // peak memory vs step time explored by the tuner
+  double lower_bound_s = 0;            // DESIGN.md "Searching"
   ScheduleProvenance provenance;
   bool operator==(const ScheduleFile&) const = default;
 };

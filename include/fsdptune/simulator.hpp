@@ -42,12 +42,12 @@ struct SimOptions {
 
 struct SimResult {
   double step_time_s = 0;
-  double compute_s = 0;        // time the compute stream was busy
+  double compute_s = 0;  // time the compute stream was busy
   // Wall-clock time with at least one collective (all-gather, reduce-scatter, all-reduce)
   // in flight. step_time_s = compute_s + exposed_comm_s + idle_s.
   double comm_s = 0;
-  double exposed_comm_s = 0;   // time a collective ran while the compute stream was idle
-  double idle_s = 0;           // compute stream idle and no collective in flight
+  double exposed_comm_s = 0;     // time a collective ran while the compute stream was idle
+  double idle_s = 0;             // compute stream idle and no collective in flight
   double comm_standalone_s = 0;  // sum of the collectives' standalone durations
   std::int64_t peak_allocated_bytes = 0;
   std::int64_t peak_reserved_bytes = 0;  // caching-allocator estimate

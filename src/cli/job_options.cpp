@@ -84,7 +84,8 @@ JobSpec to_job_spec(const JobOptions& options, const ModelSpec& model) {
 void add_plan_options(CLI::App* command, PlanOptions& options, bool with_plan) {
   if (with_plan) {
     std::string names;
-    for (const std::string& name : builtin_plan_names()) names += (names.empty() ? "" : ", ") + name;
+    for (const std::string& name : builtin_plan_names())
+      names += (names.empty() ? "" : ", ") + name;
     command
         ->add_option("--plan", options.plan,
                      fmt::format("built-in plan ({}), plan JSON file or schedule file", names))
@@ -96,7 +97,8 @@ void add_plan_options(CLI::App* command, PlanOptions& options, bool with_plan) {
 }
 
 std::int64_t resolve_memory_limit(const PlanOptions& options, const HardwareSpec& hardware) {
-  if (!options.memory_limit.empty()) return parse_size_bytes(options.memory_limit, "--memory-limit");
+  if (!options.memory_limit.empty())
+    return parse_size_bytes(options.memory_limit, "--memory-limit");
   const std::int64_t limit = default_memory_limit_bytes(hardware);
   if (limit <= 0) {
     throw_bad_input("--memory-limit", fmt::format("hardware {} gives no default", hardware.id),

@@ -33,11 +33,11 @@ struct JobOptions {
   std::string reduce_dtype = "fp32";  // --reduce-dtype
   bool float8 = false;                // --float8
   // Parallelism beyond FSDP (docs/parallelism.md).
-  bool async_tp = false;              // --async-tp
-  std::int64_t pp = 1;                // --pp
-  std::int64_t microbatches = 1;      // --microbatches
-  std::string pp_schedule = "1f1b";   // --pp-schedule 1f1b|interleaved-1f1b|gpipe
-  std::int64_t virtual_stages = 1;    // --virtual-stages
+  bool async_tp = false;             // --async-tp
+  std::int64_t pp = 1;               // --pp
+  std::int64_t microbatches = 1;     // --microbatches
+  std::string pp_schedule = "1f1b";  // --pp-schedule 1f1b|interleaved-1f1b|gpipe
+  std::int64_t virtual_stages = 1;   // --virtual-stages
 };
 
 // Which flags a subcommand takes: `model` needs only --model.

@@ -62,7 +62,12 @@ void BM_Tune405bOn1024(benchmark::State& state) {
   state.counters["budget_exhausted"] = exhausted ? 1 : 0;
   state.counters["tuned_step_ms"] = step_time_s * 1e3;
 }
-BENCHMARK(BM_Tune405bOn1024)->Arg(1)->Arg(2)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
+BENCHMARK(BM_Tune405bOn1024)
+    ->Arg(1)
+    ->Arg(2)
+    ->Unit(benchmark::kSecond)
+    ->Iterations(1)
+    ->UseRealTime();
 
 // One candidate as the search evaluates it: lower the fsdp2 plan and simulate it without
 // per-task timings or the memory timeline.

@@ -67,8 +67,7 @@ TEST_CASE("tune prints baselines and the tuned plan and writes a loadable schedu
 
   const nlohmann::json exported = fsdptune::read_json_file(torchtitan);
   CHECK(exported.at("format") == "fsdptune-torchtitan");
-  CHECK(exported.at("simplefsdp").at("forward_all_gather_buckets").at(0).at(0) ==
-        "tok_embeddings");
+  CHECK(exported.at("simplefsdp").at("forward_all_gather_buckets").at(0).at(0) == "tok_embeddings");
 }
 
 TEST_CASE("tune with the same seed writes the same bytes", "[cli][tune]") {
