@@ -419,6 +419,12 @@ void agree_on_errors(const std::optional<Error>& local_error) {
 
 void check_replayable(const ScheduleFile& schedule, int world_size, const std::string& source) {
   const JobSpec& job = schedule.job;
+  if (schedule.pipeline) {
+    throw_bad_input(source + ": pipeline",
+                    "the executor replays one FSDP Program; this is a pipeline schedule "
+                    "(version 2, pp > 1 or microbatches > 1)",
+                    "tune a schedule with --pp 1 --microbatches 1");
+  }
   if (job.tp != 1 || job.pp != 1 || job.dp_replicate != 1) {
     throw_bad_input(source + ": job",
                     fmt::format("the executor replays pure FSDP only (tp = {}, pp = {}, "
