@@ -2,7 +2,6 @@
 // fits.
 #include <catch2/catch.hpp>
 
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -181,7 +180,6 @@ TEST_CASE("simulate --plan schedule.json re-simulates the stored program exactly
   REQUIRE(slower.exit_code == 0);
   CHECK(nlohmann::json::parse(slower.out).at("step_time_s").get<double>() ==
         Approx(2 * schedule.predicted.step_time_s).epsilon(1e-9));
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("simulate --plan rejects a schedule of another model, job, hardware or version",
@@ -216,7 +214,6 @@ TEST_CASE("simulate --plan rejects a schedule of another model, job, hardware or
   CHECK(result.exit_code == 2);
   CHECK(result.err.find(future + ": version") != std::string::npos);
   CHECK(result.err.find("99") != std::string::npos);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("a search that converges gives the same bytes for the same seed, any thread count",
@@ -242,5 +239,4 @@ TEST_CASE("a search that converges gives the same bytes for the same seed, any t
   CHECK(without_thread_count(nlohmann::json::parse(files[2])) ==
         without_thread_count(nlohmann::json::parse(files[0])));
   CHECK(files[2] != files[0]);
-  std::filesystem::remove_all(dir);
 }
