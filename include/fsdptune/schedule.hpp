@@ -128,6 +128,9 @@ nlohmann::json schedule_to_json(const ScheduleFile& schedule);
 // units of build_workload(model, job), every bucket slot must name a parameter of that
 // workload with its numel and shard size).
 ScheduleFile schedule_from_json(const nlohmann::json& json, const std::string& source);
+// Does `json` claim to be a schedule file (an object whose "format" is the schedule's)?
+// Any version: schedule_from_json then says whether it can read it.
+bool is_schedule_json(const nlohmann::json& json);
 // The schedule of a pipelined job from its simulation: version 2, `pipeline` filled from
 // `sim`, `predicted` the whole step (named `plan_name`; compute_s the slowest rank's busy
 // time, idle_s the rest of its step; peaks the largest over the stages; fits against
