@@ -171,7 +171,7 @@ void run_tune(const TuneOptions& options) {
                fsdp2.step_time_s / schedule.predicted.step_time_s, tuned.derived_from);
     fmt::print("search: {} plans simulated over {} chunks in {:.2f} s{}\n", tuned.plans_evaluated,
                schedule.pipeline->chunks.size(), pipeline_elapsed_s,
-               tuned.budget_exhausted ? "; stopped by the time budget" : "");
+               tuned.budget_exhausted ? "; stopped by the budget (time or evaluations)" : "");
     fmt::print("wrote {} (schedule {})\n", options.out, schedule_hash(schedule));
     return;
   }
