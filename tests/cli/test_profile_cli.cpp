@@ -263,4 +263,25 @@ TEST_CASE("ops a profile lacks fall back to the analytic model, and simulate/tun
   CHECK_THAT(text.out, Catch::Contains(fmt::format("costs              {} looked up, {} from the "
                                                    "analytic model",
                                                    queries, fallbacks)));
+
+  // tune: the tuned plan's counts in its text, its --json and the schedule file.
+  const std::string schedule = dir + "/schedule.json";
+  const std::string tune_job = "--model llama3-8b --gpus 8 --batch 1 --seq 8192 --profile " +
+                               profile + " --max-evaluations 5 --seed 1 --out " + schedule;
+  const auto tuned = run_fsdptune("tune " + tune_job + " --json");
+  INFO(tuned.err);
+  REQUIRE(tuned.exit_code == 0);
+  const auto tuned_json = parse_json_text(tuned.out, "tune --json");
+  const auto tuned_queries = tuned_json.at("cost_queries").get<std::int64_t>();
+  const auto tuned_fallbacks = tuned_json.at("cost_fallbacks").get<std::int64_t>();
+  CHECK(tuned_fallbacks < tuned_queries);
+  // The same 196 compute costs are measured whatever the plan (it changes only buckets).
+  CHECK(tuned_fallbacks == tuned_queries - 196);
+  const auto schedule_json = read_json_file(schedule);
+  CHECK(schedule_json.at("cost_fallbacks") == tuned_fallbacks);
+  const auto tuned_text = run_fsdptune("tune " + tune_job);
+  REQUIRE(tuned_text.exit_code == 0);
+  CHECK_THAT(tuned_text.out,
+             Catch::Contains(fmt::format("costs: {} looked up, {} from the analytic model ({})",
+                                         tuned_queries, tuned_fallbacks, profile)));
 }
