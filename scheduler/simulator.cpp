@@ -47,6 +47,7 @@ struct SimWorkspace::Arrays {
   std::vector<std::uint8_t> collective;
   std::vector<std::uint8_t> compute_stream;
   std::vector<int> unmet;
+  std::vector<int> task_stream;
   std::vector<int> successor_offset, successors, successor_fill;
   std::vector<int> stream_offset, stream_tasks, stream_head, stream_running, stream_fill;
   std::vector<FlatEvent> events;
@@ -70,6 +71,7 @@ class Simulation {
         collective_(arrays.collective),
         compute_stream_(arrays.compute_stream),
         unmet_(arrays.unmet),
+        task_stream_(arrays.task_stream),
         successor_offset_(arrays.successor_offset),
         successors_(arrays.successors),
         stream_offset_(arrays.stream_offset),
@@ -85,6 +87,7 @@ class Simulation {
     remaining_s_.resize(task_count);
     collective_.resize(task_count);
     unmet_.resize(task_count);
+    task_stream_.resize(task_count);
     successor_offset_.assign(task_count + 1, 0);
     event_offset_.assign(2 * task_count + 1, 0);
     stream_offset_.assign(stream_count + 1, 0);
@@ -119,6 +122,7 @@ class Simulation {
       for (int dep : task.deps) successors_[successor_fill[dep]++] = task.id;
       stream_tasks_[stream_fill[task.stream]++] = task.id;
       remaining_s_[task.id] = std::max(0.0, task.duration_s);
+      task_stream_[task.id] = task.stream;
       collective_[task.id] = is_collective(task.kind);
       unmet_[task.id] = static_cast<int>(task.deps.size());
       for (int phase = 0; phase < 2; ++phase) {
@@ -156,7 +160,7 @@ class Simulation {
       bool compute_busy = false;
       for (int task : running_) {
         collectives += collective_[task];
-        compute_busy = compute_busy || compute_stream_[program_.tasks[task].stream];
+        compute_busy = compute_busy || compute_stream_[task_stream_[task]];
       }
       const double collective_rate =
           collectives <= 1 ? 1.0 : contention.comm_share_efficiency / collectives;
@@ -208,7 +212,7 @@ class Simulation {
  private:
   void finish(int task) {
     running_.erase(std::find(running_.begin(), running_.end(), task));
-    const int stream = program_.tasks[task].stream;
+    const int stream = task_stream_[task];
     stream_running_[stream] = -1;
     ++stream_head_[stream];
     ++completed_;
@@ -279,6 +283,7 @@ class Simulation {
   std::vector<std::uint8_t>& collective_;
   std::vector<std::uint8_t>& compute_stream_;
   std::vector<int>& unmet_;
+  std::vector<int>& task_stream_;  // flat copy of Task::stream (the hot loop's reads)
   std::vector<int>&successor_offset_, &successors_;
   std::vector<int>&stream_offset_, &stream_tasks_, &stream_head_, &stream_running_;
   std::vector<FlatEvent>& events_;

@@ -74,15 +74,13 @@ Plan with_partition(const Plan& plan, int dim, const std::vector<bool>& cuts) {
   if (dim == kForwardDim) {
     std::vector<bool> reshard;
     reshard.reserve(ranges.size());
+    // Both lists are in unit order: one pass finds the old bucket of each range's first
+    // unit (O(n), this runs for every neighbour generated).
+    std::size_t b = 0;
+    const std::size_t old_count = plan.forward_buckets.size();
     for (const UnitRange& range : ranges) {
-      bool flag = true;
-      for (std::size_t b = 0; b < plan.forward_buckets.size(); ++b) {
-        if (plan.forward_buckets[b].contains(range.first)) {
-          flag = plan.reshard_after_forward[b];
-          break;
-        }
-      }
-      reshard.push_back(flag);
+      while (b < old_count && plan.forward_buckets[b].last < range.first) ++b;
+      reshard.push_back(b < old_count ? static_cast<bool>(plan.reshard_after_forward[b]) : true);
     }
     out.reshard_after_forward = std::move(reshard);
   }
