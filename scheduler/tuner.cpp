@@ -3,6 +3,7 @@
 #include "fsdptune/tuner.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -631,10 +632,14 @@ std::vector<Plan> Search::neighbours(const Plan& plan) const {
     for (int dim = 0; dim < 3; ++dim) next = with_partition(next, dim, cuts);
     return next;
   };
+  // The plan's cuts per partition, computed once (each move changes a copy).
+  const std::array<std::vector<bool>, 3> plan_cuts = {cuts_of(buckets_of(plan, 0), n),
+                                                      cuts_of(buckets_of(plan, 1), n),
+                                                      cuts_of(buckets_of(plan, 2), n)};
   // Merge / split: toggle one cut in one partition, or in all three at once.
   for (int i = 0; i + 1 < n; ++i) {
     for (int dim = 0; dim < dims; ++dim) {
-      std::vector<bool> cuts = cuts_of(buckets_of(plan, dim), n);
+      std::vector<bool> cuts = plan_cuts[dim];
       cuts[i] = !cuts[i];
       out.push_back(options_.independent_partitions ? with_partition(plan, dim, cuts)
                                                     : set_all(plan, cuts));
@@ -642,13 +647,12 @@ std::vector<Plan> Search::neighbours(const Plan& plan) const {
     if (options_.independent_partitions) {
       for (const bool value : {true, false}) {
         bool changes = false;
-        for (int dim = 0; dim < 3; ++dim) {
-          changes = changes || cuts_of(buckets_of(plan, dim), n)[i] != value;
-        }
+        for (int dim = 0; dim < 3; ++dim) changes = changes || plan_cuts[dim][i] != value;
         if (!changes) continue;
+        // Partition dim of `next` is still the plan's when its turn comes.
         Plan next = plan;
         for (int dim = 0; dim < 3; ++dim) {
-          std::vector<bool> cuts = cuts_of(buckets_of(next, dim), n);
+          std::vector<bool> cuts = plan_cuts[dim];
           cuts[i] = value;
           next = with_partition(next, dim, cuts);
         }
@@ -658,7 +662,7 @@ std::vector<Plan> Search::neighbours(const Plan& plan) const {
   }
   // Shift a boundary by one unit.
   for (int dim = 0; dim < dims; ++dim) {
-    const std::vector<bool> cuts = cuts_of(buckets_of(plan, dim), n);
+    const std::vector<bool>& cuts = plan_cuts[dim];
     for (int i = 0; i + 1 < n; ++i) {
       if (!cuts[i]) continue;
       for (const int step : {-1, 1}) {
