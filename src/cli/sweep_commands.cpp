@@ -131,7 +131,10 @@ void run_sweep(const SweepCliOptions& o) {
   if (o.tune_top < 0) throw_bad_input("--tune-top", "must be >= 0");
   if (o.tune_evaluations < 1) throw_bad_input("--tune-evaluations", "must be >= 1");
   TunerOptions tuner_options;
-  tuner_options.memory_limit_bytes = result.memory_limit_bytes;
+  // The tuners judge the allocated peak, the sweep the reserved estimate (allocated +
+  // 5% fragmentation on the transient part + 2 MiB segment rounding, SimOptions): tune
+  // under 100/106 of the limit so that the tuned reserved peak stays under it.
+  tuner_options.memory_limit_bytes = result.memory_limit_bytes / 106 * 100;
   tuner_options.time_budget_s = 0;
   tuner_options.max_evaluations = o.tune_evaluations;
   tuner_options.threads = options.threads;
