@@ -82,4 +82,8 @@ TEST_CASE("check_replayable names what the executor cannot replay", "[executor]"
   schedule = tiny_fsdp2(4);
   schedule.job.tp = 2;
   expect(schedule, 2, "job");
+  // A pipeline schedule (version 2) has no single Program to replay.
+  schedule = tiny_fsdp2();
+  schedule.pipeline = SchedulePipeline{};
+  expect(schedule, 2, "pipeline");
 }
