@@ -13,6 +13,7 @@
 // strings. At most one task per stream runs, so each event costs O(streams).
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "fsdptune/error.hpp"
@@ -37,10 +38,48 @@ std::int64_t round_to_segment(std::int64_t bytes, std::int64_t segment_bytes) {
   return bytes >= 0 ? round_up(bytes, segment_bytes) : -round_up(-bytes, segment_bytes);
 }
 
+}  // namespace
+
+// The flat arrays a simulation builds from its Program; kept by a SimWorkspace between
+// calls so that simulating many programs does not reallocate them.
+struct SimWorkspace::Arrays {
+  std::vector<double> remaining_s;
+  std::vector<std::uint8_t> collective;
+  std::vector<std::uint8_t> compute_stream;
+  std::vector<int> unmet;
+  std::vector<int> successor_offset, successors, successor_fill;
+  std::vector<int> stream_offset, stream_tasks, stream_head, stream_running, stream_fill;
+  std::vector<FlatEvent> events;
+  std::vector<int> event_offset;
+  std::vector<int> running, finished;
+};
+
+SimWorkspace::SimWorkspace() : arrays_(std::make_unique<Arrays>()) {}
+SimWorkspace::~SimWorkspace() = default;
+SimWorkspace::SimWorkspace(SimWorkspace&&) noexcept = default;
+SimWorkspace& SimWorkspace::operator=(SimWorkspace&&) noexcept = default;
+
+namespace {
+
 class Simulation {
  public:
-  Simulation(const Program& program, const SimOptions& options)
-      : program_(program), options_(options) {
+  Simulation(const Program& program, const SimOptions& options, SimWorkspace::Arrays& arrays)
+      : program_(program),
+        options_(options),
+        remaining_s_(arrays.remaining_s),
+        collective_(arrays.collective),
+        compute_stream_(arrays.compute_stream),
+        unmet_(arrays.unmet),
+        successor_offset_(arrays.successor_offset),
+        successors_(arrays.successors),
+        stream_offset_(arrays.stream_offset),
+        stream_tasks_(arrays.stream_tasks),
+        stream_head_(arrays.stream_head),
+        stream_running_(arrays.stream_running),
+        events_(arrays.events),
+        event_offset_(arrays.event_offset),
+        running_(arrays.running),
+        finished_(arrays.finished) {
     const int task_count = static_cast<int>(program.tasks.size());
     const int stream_count = static_cast<int>(program.streams.size());
     remaining_s_.resize(task_count);
@@ -50,6 +89,9 @@ class Simulation {
     event_offset_.assign(2 * task_count + 1, 0);
     stream_offset_.assign(stream_count + 1, 0);
     compute_stream_.resize(stream_count);
+    events_.clear();
+    running_.clear();
+    finished_.clear();
     for (int s = 0; s < stream_count; ++s) {
       compute_stream_[s] = program.streams[s].role == StreamRole::kCompute;
     }
@@ -67,8 +109,10 @@ class Simulation {
     for (int s = 0; s < stream_count; ++s) stream_offset_[s + 1] += stream_offset_[s];
     successors_.resize(successor_offset_[task_count]);
     stream_tasks_.resize(task_count);
-    std::vector<int> successor_fill(successor_offset_.begin(), successor_offset_.end() - 1);
-    std::vector<int> stream_fill(stream_offset_.begin(), stream_offset_.end() - 1);
+    std::vector<int>& successor_fill = arrays.successor_fill;
+    std::vector<int>& stream_fill = arrays.stream_fill;
+    successor_fill.assign(successor_offset_.begin(), successor_offset_.end() - 1);
+    stream_fill.assign(stream_offset_.begin(), stream_offset_.end() - 1);
     // Memory events flattened: task t's start events at [offset[2t], offset[2t+1]), its
     // end events at [offset[2t+1], offset[2t+2]).
     for (const Task& task : program.tasks) {
@@ -231,21 +275,26 @@ class Simulation {
   std::int64_t persistent_rounded_ = 0;
   std::int64_t transient_rounded_ = 0;
 
-  std::vector<double> remaining_s_;
-  std::vector<std::uint8_t> collective_;
-  std::vector<std::uint8_t> compute_stream_;
-  std::vector<int> unmet_;
-  std::vector<int> successor_offset_, successors_;
-  std::vector<int> stream_offset_, stream_tasks_, stream_head_, stream_running_;
-  std::vector<FlatEvent> events_;
-  std::vector<int> event_offset_;
-  std::vector<int> running_, finished_;
+  std::vector<double>& remaining_s_;
+  std::vector<std::uint8_t>& collective_;
+  std::vector<std::uint8_t>& compute_stream_;
+  std::vector<int>& unmet_;
+  std::vector<int>&successor_offset_, &successors_;
+  std::vector<int>&stream_offset_, &stream_tasks_, &stream_head_, &stream_running_;
+  std::vector<FlatEvent>& events_;
+  std::vector<int>& event_offset_;
+  std::vector<int>&running_, &finished_;
 };
 
 }  // namespace
 
 SimResult simulate(const Program& program, const SimOptions& options) {
-  return Simulation(program, options).run();
+  SimWorkspace workspace;
+  return simulate(program, options, workspace);
+}
+
+SimResult simulate(const Program& program, const SimOptions& options, SimWorkspace& workspace) {
+  return Simulation(program, options, *workspace.arrays_).run();
 }
 
 }  // namespace fsdptune

@@ -137,22 +137,27 @@ class Evaluator {
  public:
   Evaluator(const Workload& workload, const CostModel& costs, std::int64_t memory_limit_bytes,
             int threads)
-      : workload_(workload),
-        costs_(costs),
-        memory_limit_bytes_(memory_limit_bytes),
-        threads_(std::max(threads, 1)) {}
+      : memory_limit_bytes_(memory_limit_bytes), threads_(std::max(threads, 1)) {
+    // One lowerer, Program and simulation workspace per worker thread, reused for every
+    // plan it evaluates (plan-independent costs once, memoized collective costs, no
+    // reallocation).
+    workers_.reserve(static_cast<std::size_t>(threads_));
+    for (int w = 0; w < threads_; ++w) {
+      workers_.push_back({Lowerer(workload, costs), Program{}, SimWorkspace{}});
+    }
+  }
 
   // Simulates every plan of `batch` (in parallel when threads > 1); results in batch order.
   // `abort_over_limit` stops a simulation as soon as allocated memory passes the limit
   // (so such a plan cannot fit).
-  std::vector<Evaluation> evaluate(std::vector<Evaluation> batch, bool abort_over_limit) const {
+  std::vector<Evaluation> evaluate(std::vector<Evaluation> batch, bool abort_over_limit) {
     SimOptions options;
     options.record_timings = false;
     options.record_timeline = false;
     options.abort_above_bytes = abort_over_limit ? memory_limit_bytes_ : 0;
-    const auto run_one = [&](Evaluation& evaluation) {
-      const Program program = lower(workload_, evaluation.plan, costs_);
-      evaluation.result = simulate(program, options);
+    const auto run_one = [&](Evaluation& evaluation, Worker& worker) {
+      worker.lowerer.lower_for_simulation(evaluation.plan, worker.program);
+      evaluation.result = simulate(worker.program, options, worker.simulation);
       evaluation.aborted = evaluation.result.aborted;
       if (evaluation.aborted) {
         evaluation.fits = false;
@@ -166,7 +171,7 @@ class Evaluator {
     };
     const int workers = std::min<int>(threads_, static_cast<int>(batch.size()));
     if (workers <= 1) {
-      for (Evaluation& evaluation : batch) run_one(evaluation);
+      for (Evaluation& evaluation : batch) run_one(evaluation, workers_.front());
       return batch;
     }
     // Each worker takes the next index; results land in their own slot, so the outcome
@@ -175,9 +180,9 @@ class Evaluator {
     std::vector<std::thread> pool;
     pool.reserve(static_cast<std::size_t>(workers));
     for (int w = 0; w < workers; ++w) {
-      pool.emplace_back([&] {
+      pool.emplace_back([&, w] {
         for (std::size_t i = next.fetch_add(1); i < batch.size(); i = next.fetch_add(1)) {
-          run_one(batch[i]);
+          run_one(batch[i], workers_[static_cast<std::size_t>(w)]);
         }
       });
     }
@@ -186,10 +191,14 @@ class Evaluator {
   }
 
  private:
-  const Workload& workload_;
-  const CostModel& costs_;
+  struct Worker {
+    Lowerer lowerer;
+    Program program;
+    SimWorkspace simulation;
+  };
   std::int64_t memory_limit_bytes_;
   int threads_;
+  std::vector<Worker> workers_;
 };
 
 // ---------------------------------------------------------------------------------------
@@ -496,6 +505,9 @@ class Search {
   std::vector<Evaluation> evaluate(const std::vector<std::pair<Plan, std::string>>& plans,
                                    bool abort_over_limit, bool every_plan = false);
   void record(const Evaluation& evaluation);
+  // `plan` moved into the search space of the options (TunerOptions): fixed knobs set,
+  // prefetch depths clamped, one shared partition when partitions are not independent.
+  Plan project(Plan plan) const;
   std::vector<Plan> neighbours(const Plan& plan) const;
   Plan perturb(const Plan& plan);
   std::vector<Plan> pair_moves(const Plan& plan);
@@ -591,6 +603,23 @@ void Search::report_progress() {
   progress.restart = restart_;
   progress.restarts = restarts_;
   if (!options_.progress(progress)) stopped_ = true;
+}
+
+Plan Search::project(Plan plan) const {
+  if (plan.one_collective_per_parameter) return plan;  // outside every space: left as is
+  if (!options_.independent_partitions) {
+    plan.backward_buckets = plan.forward_buckets;
+    plan.reduce_scatter_buckets = plan.forward_buckets;
+  }
+  if (!options_.search_reshard) {
+    plan.reshard_after_forward.assign(plan.forward_buckets.size(), true);
+  }
+  if (!options_.search_layout) plan.stream_layout = StreamLayout::kSeparate;
+  if (plan.reorder) {
+    plan.forward_prefetch = std::clamp(plan.forward_prefetch, 1, options_.max_prefetch);
+    plan.backward_prefetch = std::clamp(plan.backward_prefetch, 1, options_.max_prefetch);
+  }
+  return plan;
 }
 
 std::vector<Plan> Search::neighbours(const Plan& plan) const {
@@ -821,7 +850,9 @@ TunerResult Search::run() {
       {fsdp2_plan(workload_), "fsdp2"},
       {simplefsdp_block_plan(workload_), "simplefsdp-block"},
       {simplefsdp_greedy_plan(workload_, costs_, limit), "simplefsdp-greedy"},
-      {min_memory_plan(unit_count_), "min-memory"},
+      // The least memory within the space searched (not a baseline: not a candidate
+      // unless it lies in the space).
+      {project(min_memory_plan(unit_count_)), "min-memory"},
   };
   const std::vector<Evaluation> fixed =
       evaluate(baselines, /*abort_over_limit=*/false, /*every_plan=*/true);
@@ -838,17 +869,25 @@ TunerResult Search::run() {
   std::vector<std::pair<Plan, std::string>> seed_plans;
   const std::vector<Plan> seeds = dp_seeds(unit, costs_);
   for (std::size_t s = 0; s < seeds.size(); ++s) {
-    Plan seed = seeds[s];
-    if (!options_.independent_partitions) {
-      // Stay in the space searched: one partition for all three (the forward one).
-      seed.backward_buckets = seed.forward_buckets;
-      seed.reduce_scatter_buckets = seed.forward_buckets;
+    seed_plans.emplace_back(project(seeds[s]), fmt::format("dp seed {}", s));
+  }
+  // The baselines (and the minimum-memory plan) start local searches too, moved into the
+  // space searched where they lie outside it.
+  std::vector<std::pair<Plan, std::string>> projected_baselines;
+  for (const Evaluation& evaluation : fixed) {
+    Plan projected = project(evaluation.plan);
+    if (projected != evaluation.plan) {
+      projected_baselines.emplace_back(std::move(projected), evaluation.label + ", projected");
     }
-    seed_plans.emplace_back(std::move(seed), fmt::format("dp seed {}", s));
   }
   std::vector<Evaluation> starts = evaluate(seed_plans, /*abort_over_limit=*/true);
+  const std::vector<Evaluation> projected =
+      evaluate(projected_baselines, /*abort_over_limit=*/true);
   report_progress();
-  for (const Evaluation& evaluation : fixed) starts.push_back(evaluation);
+  starts.insert(starts.end(), projected.begin(), projected.end());
+  for (const Evaluation& evaluation : fixed) {
+    if (project(evaluation.plan) == evaluation.plan) starts.push_back(evaluation);
+  }
   if (options_.search_reshard) {
     const std::vector<Evaluation> kept = keep_gathered_variants(starts);
     starts.insert(starts.end(), kept.begin(), kept.end());
@@ -868,7 +907,8 @@ TunerResult Search::run() {
     }
     // 4. Perturbation restarts from the best plan found.
     for (int p = 0; p < options_.perturbations && !out_of_budget(); ++p) {
-      const Plan kicked = perturb(best_->plan);
+      // (The best may be a baseline outside the space: kick its projection.)
+      const Plan kicked = perturb(project(best_->plan));
       if (seen_.contains(plan_key(kicked, unit_count_))) continue;
       const std::vector<Evaluation> kicked_result =
           evaluate({{kicked, ""}}, /*abort_over_limit=*/true);

@@ -81,6 +81,18 @@ void check_sign(double value, bool must_be_positive, const std::string& where) {
   }
 }
 
+// The numeric field `name` of `json`, or nullptr when it is absent and not required.
+const nlohmann::json* number_field(const nlohmann::json& json, const char* name, bool required,
+                                   const std::string& where) {
+  const auto it = json.find(name);
+  if (it == json.end()) {
+    if (required) throw_bad_input(where, "missing");
+    return nullptr;
+  }
+  if (!it->is_number()) throw_bad_input(where, "must be a number");
+  return &*it;
+}
+
 }  // namespace
 
 HardwareSpec hardware_from_json(const nlohmann::json& json, const std::string& source) {
@@ -115,30 +127,22 @@ HardwareSpec hardware_from_json(const nlohmann::json& json, const std::string& s
   spec.name = json["name"].get<std::string>();
   for (const RealField& field : kRealFields) {
     const std::string where = field_where(source, field.name);
-    if (!json.contains(field.name)) {
-      if (field.required) throw_bad_input(where, "missing");
-      continue;
-    }
-    const nlohmann::json& value = json[field.name];
-    if (!value.is_number()) throw_bad_input(where, "must be a number");
-    spec.*field.member = value.get<double>();
+    const nlohmann::json* value = number_field(json, field.name, field.required, where);
+    if (value == nullptr) continue;
+    spec.*field.member = value->get<double>();
     check_sign(spec.*field.member, field.must_be_positive, where);
   }
   for (const IntegerField& field : kIntegerFields) {
     const std::string where = field_where(source, field.name);
-    if (!json.contains(field.name)) {
-      if (field.required) throw_bad_input(where, "missing");
-      continue;
-    }
-    const nlohmann::json& value = json[field.name];
+    const nlohmann::json* value = number_field(json, field.name, field.required, where);
+    if (value == nullptr) continue;
     // Accept 8e10 written as a float as long as it is a whole number.
-    if (!value.is_number()) throw_bad_input(where, "must be a number");
-    const double number = value.get<double>();
-    if (value.is_number_float() && number != std::floor(number)) {
+    const double number = value->get<double>();
+    if (value->is_number_float() && number != std::floor(number)) {
       throw_bad_input(where, "must be a whole number");
     }
     spec.*field.member =
-        value.is_number_integer() ? value.get<std::int64_t>() : static_cast<std::int64_t>(number);
+        value->is_number_integer() ? value->get<std::int64_t>() : static_cast<std::int64_t>(number);
     check_sign(static_cast<double>(spec.*field.member), field.must_be_positive, where);
   }
   for (const char* key :

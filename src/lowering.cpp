@@ -2,7 +2,10 @@
 // which dependencies, which memory events) are written down in docs/plan-format.md; the
 // comments here say where each one comes from.
 #include <algorithm>
+#include <cstdint>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -176,18 +179,89 @@ double tp_ops_seconds(const std::vector<Op>& ops, bool async_tp, const CostModel
 
 namespace {
 
+// The cost model's answers for collectives and copies, memoized by their arguments. The
+// CostModel is pure (cost_model.hpp), so a memoized answer is the answer it would give.
+struct CollectiveKey {
+  CollectiveKind kind = CollectiveKind::kAllGather;
+  std::int64_t bytes = 0;
+  CommGroup group;
+  bool operator==(const CollectiveKey&) const = default;
+};
+struct CollectiveKeyHash {
+  std::size_t operator()(const CollectiveKey& key) const {
+    // splitmix64-style mixing of the four fields.
+    std::uint64_t h = static_cast<std::uint64_t>(key.bytes) * 0x9E3779B97F4A7C15ULL;
+    h ^= (static_cast<std::uint64_t>(key.group.ranks) << 20) ^
+         (static_cast<std::uint64_t>(key.group.ranks_per_node) << 8) ^
+         static_cast<std::uint64_t>(key.kind);
+    h ^= h >> 31;
+    h *= 0xBF58476D1CE4E5B9ULL;
+    h ^= h >> 29;
+    return static_cast<std::size_t>(h);
+  }
+};
+
+// Everything a lowering needs besides its inputs and output, kept between calls by a
+// Lowerer so that lowering many plans reuses the storage instead of reallocating it.
+struct LoweringScratch {
+  std::vector<int> forward_bucket_of, backward_position_of;
+  std::vector<bool> kept;
+  std::vector<ComputeItem> items;
+  std::vector<int> forward_item, backward_item;
+  std::vector<int> forward_group_end, backward_group_end;
+  std::vector<int> forward_gather, backward_gather;  // index in groups, -1 = none
+  std::vector<CollectiveGroup> groups;               // the first group_count are in use
+  std::vector<int> issue_order;
+  std::vector<int> item_task;
+  std::vector<int> reduce_ends;
+  std::vector<int> pending_reduce_waits;
+  std::vector<std::vector<std::pair<int, const Param*>>> collectives;  // first collective_count
+  std::vector<int> units;
+  std::vector<MemoryEvent> free_grads;
+  std::unordered_map<CollectiveKey, CostEstimate, CollectiveKeyHash> collective_costs;
+  std::unordered_map<std::int64_t, CostEstimate> copy_costs;
+};
+
 class Lowering {
  public:
+  // `detail`: task names and bucket slots (false: left empty, for the simulator only).
   Lowering(const Workload& workload, const Plan& plan, const CostModel& costs,
-           const ComputeCosts& compute)
-      : workload_(workload), plan_(plan), costs_(costs), compute_(compute) {
+           const ComputeCosts& compute, LoweringScratch& scratch, Program& program, bool detail)
+      : workload_(workload),
+        plan_(plan),
+        costs_(costs),
+        compute_(compute),
+        scratch_(scratch),
+        program_(program),
+        detail_(detail),
+        forward_bucket_of_(scratch.forward_bucket_of),
+        backward_position_of_(scratch.backward_position_of),
+        kept_(scratch.kept),
+        items_(scratch.items),
+        forward_item_(scratch.forward_item),
+        backward_item_(scratch.backward_item),
+        forward_group_end_(scratch.forward_group_end),
+        backward_group_end_(scratch.backward_group_end),
+        forward_gather_(scratch.forward_gather),
+        backward_gather_(scratch.backward_gather),
+        groups_(scratch.groups),
+        issue_order_(scratch.issue_order),
+        item_task_(scratch.item_task),
+        reduce_ends_(scratch.reduce_ends),
+        pending_reduce_waits_(scratch.pending_reduce_waits) {
     unit_count_ = static_cast<int>(workload.units.size());
     ranks_ = std::max<std::int64_t>(1, workload.job.dp_shard);
     param_bytes_ = bytes_per_element(workload.job.param_dtype);
     group_ = shard_group(workload.job);
+    items_.clear();
+    issue_order_.clear();
+    reduce_ends_.clear();
+    pending_reduce_waits_.clear();
   }
 
-  Program run() {
+  void run() {
+    program_.streams.clear();
+    program_.persistent_bytes = 0;
     setup_streams();
     // Per unit at most: forward, recompute, backward, and per pass a copy-in, a collective
     // and a copy-out (plus an all-reduce) -- without one collective per parameter.
@@ -203,7 +277,9 @@ class Lowering {
     build_compute_items();
     build_collective_groups();
     emit();
-    return std::move(program_);
+    // Storage reused from a previous, larger program: drop the tail.
+    program_.tasks.resize(static_cast<std::size_t>(task_count_));
+    program_.buckets.resize(static_cast<std::size_t>(bucket_count_));
   }
 
  private:
@@ -221,6 +297,23 @@ class Lowering {
     }
   }
 
+  // A group in reused storage, reset to its defaults.
+  CollectiveGroup& new_group() {
+    if (group_count_ == static_cast<int>(groups_.size())) groups_.emplace_back();
+    CollectiveGroup& group = groups_[group_count_++];
+    group.gather = true;
+    group.backward = false;
+    group.plan_bucket = 0;
+    group.units = {};
+    group.gathered_units.clear();
+    group.trigger_item = -1;
+    group.order = 0;
+    group.layout_ids.clear();
+    group.alloc_bytes.clear();
+    group.last_comm_task = -1;
+    return group;
+  }
+
   // Which forward bucket holds each unit, and whether its parameters stay gathered from
   // forward to backward (reshard_after_forward false).
   void build_compute_items() {
@@ -230,6 +323,14 @@ class Lowering {
       for (int u = plan_.forward_buckets[b].first; u <= plan_.forward_buckets[b].last; ++u) {
         forward_bucket_of_[u] = b;
         kept_[u] = !plan_.reshard_after_forward[b];
+      }
+    }
+    // Position in the backward order of each unit's backward bucket (0 = the last bucket).
+    backward_position_of_.assign(unit_count_, -1);
+    const int backward_buckets = static_cast<int>(plan_.backward_buckets.size());
+    for (int b = 0; b < backward_buckets; ++b) {
+      for (int u = plan_.backward_buckets[b].first; u <= plan_.backward_buckets[b].last; ++u) {
+        backward_position_of_[u] = backward_buckets - 1 - b;
       }
     }
     // Tied embeddings: a unit whose parameters another unit's compute reads (the output
@@ -252,18 +353,18 @@ class Lowering {
 
     // Gather groups exist before the items so that copy-outs can name them.
     for (int b = 0; b < forward_count; ++b) {
-      CollectiveGroup group;
+      forward_gather_[b] = group_count_;
+      CollectiveGroup& group = new_group();
       group.gather = true;
       group.plan_bucket = b;
       group.units = plan_.forward_buckets[b];
       for (int u = group.units.first; u <= group.units.last; ++u) group.gathered_units.push_back(u);
-      forward_gather_[b] = static_cast<int>(groups_.size());
-      groups_.push_back(group);
     }
     // Backward buckets run last to first; position j = 0 is the last bucket.
     for (int j = 0; j < backward_count; ++j) {
       const int b = backward_count - 1 - j;
-      CollectiveGroup group;
+      const int index = group_count_;
+      CollectiveGroup& group = new_group();
       group.gather = true;
       group.backward = true;
       group.plan_bucket = b;
@@ -272,9 +373,11 @@ class Lowering {
       for (int u = group.units.first; u <= group.units.last; ++u) {
         if (!kept_[u]) group.gathered_units.push_back(u);
       }
-      if (group.gathered_units.empty()) continue;
-      backward_gather_[j] = static_cast<int>(groups_.size());
-      groups_.push_back(group);
+      if (group.gathered_units.empty()) {
+        --group_count_;  // nothing to gather: no group
+        continue;
+      }
+      backward_gather_[j] = index;
     }
 
     for (int b = 0; b < forward_count; ++b) {
@@ -334,7 +437,7 @@ class Lowering {
     const int reduce_count = static_cast<int>(plan_.reduce_scatter_buckets.size());
     for (int k = 0; k < reduce_count; ++k) {
       const int r = reduce_count - 1 - k;
-      CollectiveGroup group;
+      CollectiveGroup& group = new_group();
       group.gather = false;
       group.backward = true;
       group.plan_bucket = r;
@@ -343,16 +446,17 @@ class Lowering {
       // SimpleFSDP issues RS_i right after the backward compute that produced it, before
       // the next all-gather; ties go to reduce-scatters first.
       group.order = k;
-      groups_.push_back(group);
     }
-    // Issue order: by trigger, then by `order`.
-    issue_order_.resize(groups_.size());
-    for (std::size_t i = 0; i < groups_.size(); ++i) issue_order_[i] = static_cast<int>(i);
-    std::stable_sort(issue_order_.begin(), issue_order_.end(), [&](int a, int b) {
+    // Issue order: by trigger, then by `order` (then by creation, which makes the order
+    // total: the same as a stable sort on the first two keys).
+    issue_order_.resize(static_cast<std::size_t>(group_count_));
+    for (int i = 0; i < group_count_; ++i) issue_order_[i] = i;
+    std::sort(issue_order_.begin(), issue_order_.end(), [&](int a, int b) {
       if (groups_[a].trigger_item != groups_[b].trigger_item) {
         return groups_[a].trigger_item < groups_[b].trigger_item;
       }
-      return groups_[a].order < groups_[b].order;
+      if (groups_[a].order != groups_[b].order) return groups_[a].order < groups_[b].order;
+      return a < b;
     });
   }
 
@@ -364,16 +468,43 @@ class Lowering {
     return estimate.seconds;
   }
 
+  double collective_s(CollectiveKind kind, std::int64_t bytes, const CommGroup& group) {
+    const CollectiveKey key{kind, bytes, group};
+    auto it = scratch_.collective_costs.find(key);
+    if (it == scratch_.collective_costs.end()) {
+      it = scratch_.collective_costs.emplace(key, costs_.collective(kind, bytes, group)).first;
+    }
+    return count(it->second);
+  }
+
+  double copy_s(std::int64_t bytes) {
+    auto it = scratch_.copy_costs.find(bytes);
+    if (it == scratch_.copy_costs.end()) {
+      it = scratch_.copy_costs.emplace(bytes, costs_.copy(bytes)).first;
+    }
+    return count(it->second);
+  }
+
   // --- emission ------------------------------------------------------------------------
 
-  Task& add_task(int stream, TaskKind kind, std::string name) {
-    Task task;
-    task.id = static_cast<int>(program_.tasks.size());
+  // A task in reused storage (Program::tasks keeps the previous program's tasks until
+  // run() trims it), reset to its defaults. Names are set by the caller when detail_.
+  Task& add_task(int stream, TaskKind kind) {
+    const int id = task_count_++;
+    if (id == static_cast<int>(program_.tasks.size())) program_.tasks.emplace_back();
+    Task& task = program_.tasks[id];
+    task.id = id;
     task.stream = stream;
     task.kind = kind;
-    task.name = std::move(name);
-    program_.tasks.push_back(std::move(task));
-    return program_.tasks.back();
+    task.name.clear();
+    task.unit = -1;
+    task.bucket = -1;
+    task.bytes = 0;
+    task.group = CommGroup{};
+    task.duration_s = 0;
+    task.deps.clear();
+    task.memory.clear();
+    return task;
   }
 
   std::string range_name(const UnitRange& range) const {
@@ -388,9 +519,13 @@ class Lowering {
   // Layout of one collective's flat buffer over `params` of `units`.
   int add_layout(CollectiveKind kind, const UnitRange& units, DType dtype,
                  const std::vector<std::pair<int, const Param*>>& params) {
-    BucketLayout layout;
+    const int id = bucket_count_++;
+    if (id == static_cast<int>(program_.buckets.size())) program_.buckets.emplace_back();
+    BucketLayout& layout = program_.buckets[id];
     layout.kind = kind;
     layout.units = units;
+    layout.slots.clear();
+    layout.shard_elements = 0;
     // The buffer's dtype: the parameters' wire dtype when they agree, else `dtype` (a
     // float8 bucket that also holds bf16 norms; the byte counts are per parameter).
     layout.dtype = dtype;
@@ -404,67 +539,77 @@ class Lowering {
       if (uniform) layout.dtype = first;
     }
     for (const auto& [unit, param] : params) {
-      BufferSlot slot;
-      slot.param = param->name;
-      slot.unit = unit;
-      slot.offset = layout.shard_elements;
-      slot.shard_numel = param->shard_numel;
-      slot.numel = param->numel;
-      layout.slots.push_back(slot);
+      if (detail_) {
+        BufferSlot slot;
+        slot.param = param->name;
+        slot.unit = unit;
+        slot.offset = layout.shard_elements;
+        slot.shard_numel = param->shard_numel;
+        slot.numel = param->numel;
+        layout.slots.push_back(std::move(slot));
+      }
       layout.shard_elements += param->shard_numel;
     }
-    program_.buckets.push_back(std::move(layout));
-    return static_cast<int>(program_.buckets.size()) - 1;
+    return id;
   }
 
   // The collectives of a group: one per parameter (simplefsdp-none) or one per bucket.
-  std::vector<std::vector<std::pair<int, const Param*>>> collective_params(
-      const std::vector<int>& units) const {
-    std::vector<std::vector<std::pair<int, const Param*>>> out;
+  // Fills scratch_.collectives; returns how many of its entries are in use.
+  int collective_params(const std::vector<int>& units) {
+    auto& out = scratch_.collectives;
+    int used = 0;
     for (int u : units) {
       for (const Param& param : workload_.units[u].params) {
-        if (plan_.one_collective_per_parameter || out.empty()) out.emplace_back();
-        out.back().push_back({u, &param});
+        if (plan_.one_collective_per_parameter || used == 0) {
+          if (used == static_cast<int>(out.size())) out.emplace_back();
+          out[used++].clear();
+        }
+        out[used - 1].push_back({u, &param});
       }
     }
-    return out;
+    return used;
   }
 
   void emit_gather(CollectiveGroup& group) {
-    const std::string prefix = fmt::format("{} b{} {}", group.backward ? "bwd" : "fwd",
-                                           group.plan_bucket, range_name(group.units));
-    const auto collectives = collective_params(group.gathered_units);
+    const std::string prefix = detail_ ? fmt::format("{} b{} {}", group.backward ? "bwd" : "fwd",
+                                                     group.plan_bucket, range_name(group.units))
+                                       : std::string();
+    const int collective_count = collective_params(group.gathered_units);
     const int trigger_task = group.trigger_item >= 0 ? item_task_[group.trigger_item] : -1;
-    for (const auto& params : collectives) {
+    for (int c = 0; c < collective_count; ++c) {
+      const auto& params = scratch_.collectives[c];
       const int layout_id =
           add_layout(CollectiveKind::kAllGather, group.units, workload_.job.param_dtype, params);
-      const BucketLayout& layout = program_.buckets[layout_id];
       // Bytes on the wire in each parameter's gather dtype (fp8 for float8 linears).
       std::int64_t shard_bytes = 0;
       for (const auto& [unit, param] : params) {
         shard_bytes += param->shard_numel * bytes_per_element(param->gather_dtype);
       }
       const std::int64_t gathered_bytes = shard_bytes * ranks_;
-      const std::string label = plan_.one_collective_per_parameter
-                                    ? fmt::format("{} {}", prefix, layout.slots[0].param)
-                                    : prefix;
+      std::string label;
+      if (detail_) {
+        label = plan_.one_collective_per_parameter
+                    ? fmt::format("{} {}", prefix, program_.buckets[layout_id].slots[0].param)
+                    : prefix;
+      }
       int first_task = -1;
       if (plan_.copy_in_out) {
         // FSDP2's foreach_all_gather: the copy-in allocates the all-gather output and
         // copies (casting) this rank's shards into its slice.
-        Task& copy_in = add_task(gather_stream_, TaskKind::kCopyIn, "copy-in AG " + label);
+        Task& copy_in = add_task(gather_stream_, TaskKind::kCopyIn);
+        if (detail_) copy_in.name = "copy-in AG " + label;
         copy_in.bucket = layout_id;
         copy_in.bytes = shard_bytes;
-        copy_in.duration_s = count(costs_.copy(shard_bytes));
+        copy_in.duration_s = copy_s(shard_bytes);
         alloc(copy_in, MemoryCategory::kGatheredParams, gathered_bytes, false);
         first_task = copy_in.id;
       }
-      Task& gather = add_task(gather_stream_, TaskKind::kAllGather, "AG " + label);
+      Task& gather = add_task(gather_stream_, TaskKind::kAllGather);
+      if (detail_) gather.name = "AG " + label;
       gather.bucket = layout_id;
       gather.bytes = gathered_bytes;
       gather.group = group_;
-      gather.duration_s =
-          count(costs_.collective(CollectiveKind::kAllGather, gathered_bytes, group_));
+      gather.duration_s = collective_s(CollectiveKind::kAllGather, gathered_bytes, group_);
       // Without copies the all-gather writes the unsharded parameter directly.
       if (!plan_.copy_in_out) alloc(gather, MemoryCategory::kGatheredParams, gathered_bytes, false);
       if (first_task < 0) first_task = gather.id;
@@ -476,26 +621,32 @@ class Lowering {
   }
 
   void emit_reduce(CollectiveGroup& group) {
-    const std::string prefix = fmt::format("b{} {}", group.plan_bucket, range_name(group.units));
-    std::vector<int> units;
+    const std::string prefix =
+        detail_ ? fmt::format("b{} {}", group.plan_bucket, range_name(group.units)) : std::string();
+    std::vector<int>& units = scratch_.units;
+    units.clear();
     for (int u = group.units.first; u <= group.units.last; ++u) units.push_back(u);
-    const auto collectives = collective_params(units);
+    const int collective_count = collective_params(units);
     const int trigger_task = item_task_[group.trigger_item];
-    for (const auto& params : collectives) {
+    for (int c = 0; c < collective_count; ++c) {
+      const auto& params = scratch_.collectives[c];
       const int layout_id = add_layout(CollectiveKind::kReduceScatter, group.units,
                                        workload_.job.reduce_dtype, params);
-      const BucketLayout& layout = program_.buckets[layout_id];
       std::int64_t shard_bytes = 0;
       for (const auto& [unit, param] : params) {
         shard_bytes += param->shard_numel * bytes_per_element(param->reduce_dtype);
       }
       const std::int64_t full_bytes = shard_bytes * ranks_;
-      const std::string label = plan_.one_collective_per_parameter
-                                    ? fmt::format("{} {}", prefix, layout.slots[0].param)
-                                    : prefix;
+      std::string label;
+      if (detail_) {
+        label = plan_.one_collective_per_parameter
+                    ? fmt::format("{} {}", prefix, program_.buckets[layout_id].slots[0].param)
+                    : prefix;
+      }
       // The unsharded gradients (param dtype) this collective consumes, freed once they
       // are copied into the reduce-scatter input (or reduced, without copies).
-      std::vector<MemoryEvent> free_grads;
+      std::vector<MemoryEvent>& free_grads = scratch_.free_grads;
+      free_grads.clear();
       if (plan_.one_collective_per_parameter) {
         const Param& param = *params[0].second;
         free_grads.push_back(
@@ -508,22 +659,23 @@ class Lowering {
       int first_task = -1;
       if (plan_.copy_in_out) {
         // FSDP2's foreach_reduce: gradients are cast to reduce_dtype into one flat input.
-        Task& copy_in = add_task(reduce_stream_, TaskKind::kCopyIn, "copy-in RS " + label);
+        Task& copy_in = add_task(reduce_stream_, TaskKind::kCopyIn);
+        if (detail_) copy_in.name = "copy-in RS " + label;
         copy_in.bucket = layout_id;
         copy_in.bytes = full_bytes;
-        copy_in.duration_s = count(costs_.copy(full_bytes));
+        copy_in.duration_s = copy_s(full_bytes);
         alloc(copy_in, MemoryCategory::kGradients, full_bytes, false);
         for (const MemoryEvent& event : free_grads) {
           if (event.bytes != 0) copy_in.memory.push_back(event);
         }
         first_task = copy_in.id;
       }
-      Task& reduce = add_task(reduce_stream_, TaskKind::kReduceScatter, "RS " + label);
+      Task& reduce = add_task(reduce_stream_, TaskKind::kReduceScatter);
+      if (detail_) reduce.name = "RS " + label;
       reduce.bucket = layout_id;
       reduce.bytes = full_bytes;
       reduce.group = group_;
-      reduce.duration_s =
-          count(costs_.collective(CollectiveKind::kReduceScatter, full_bytes, group_));
+      reduce.duration_s = collective_s(CollectiveKind::kReduceScatter, full_bytes, group_);
       // The output shard lives until it is accumulated into the sharded gradient.
       alloc(reduce, MemoryCategory::kGradients, shard_bytes, false);
       if (plan_.copy_in_out) {
@@ -536,10 +688,11 @@ class Lowering {
       if (first_task < 0) first_task = reduce.id;
       int last = reduce.id;
       if (plan_.copy_in_out) {
-        Task& copy_out = add_task(reduce_stream_, TaskKind::kCopyOut, "copy-out RS " + label);
+        Task& copy_out = add_task(reduce_stream_, TaskKind::kCopyOut);
+        if (detail_) copy_out.name = "copy-out RS " + label;
         copy_out.bucket = layout_id;
         copy_out.bytes = shard_bytes;
-        copy_out.duration_s = count(costs_.copy(shard_bytes));
+        copy_out.duration_s = copy_s(shard_bytes);
         alloc(copy_out, MemoryCategory::kGradients, -shard_bytes, true);
         last = copy_out.id;
       } else {
@@ -548,12 +701,12 @@ class Lowering {
       if (workload_.job.dp_replicate > 1) {
         // HSDP: the sharded gradients are all-reduced across replicas, in place.
         const CommGroup replicas = replicate_group(workload_.job);
-        Task& all_reduce = add_task(reduce_stream_, TaskKind::kAllReduce, "AR " + label);
+        Task& all_reduce = add_task(reduce_stream_, TaskKind::kAllReduce);
+        if (detail_) all_reduce.name = "AR " + label;
         all_reduce.bucket = layout_id;
         all_reduce.bytes = shard_bytes;
         all_reduce.group = replicas;
-        all_reduce.duration_s =
-            count(costs_.collective(CollectiveKind::kAllReduce, shard_bytes, replicas));
+        all_reduce.duration_s = collective_s(CollectiveKind::kAllReduce, shard_bytes, replicas);
         last = all_reduce.id;
       }
       program_.tasks[first_task].deps.push_back(trigger_task);
@@ -585,12 +738,14 @@ class Lowering {
       // it allocates the unsharded parameters and frees the all-gather output.
       std::int64_t total = 0;
       for (std::int64_t bytes : group.alloc_bytes) total += bytes;
-      Task& copy_out = add_task(compute, TaskKind::kCopyOut,
-                                fmt::format("copy-out AG {} b{} {}", group.backward ? "bwd" : "fwd",
-                                            group.plan_bucket, range_name(group.units)));
+      Task& copy_out = add_task(compute, TaskKind::kCopyOut);
+      if (detail_) {
+        copy_out.name = fmt::format("copy-out AG {} b{} {}", group.backward ? "bwd" : "fwd",
+                                    group.plan_bucket, range_name(group.units));
+      }
       copy_out.bucket = group.layout_ids.front();
       copy_out.bytes = total;
-      copy_out.duration_s = count(costs_.copy(total));
+      copy_out.duration_s = copy_s(total);
       copy_out.deps.push_back(group.last_comm_task);
       for (std::int64_t bytes : group.alloc_bytes) {
         alloc(copy_out, MemoryCategory::kGatheredParams, bytes, false);
@@ -600,7 +755,8 @@ class Lowering {
       return;
     }
     if (item.kind == TaskKind::kOptimizer) {
-      Task& optimizer = add_task(compute, TaskKind::kOptimizer, "optimizer");
+      Task& optimizer = add_task(compute, TaskKind::kOptimizer);
+      if (detail_) optimizer.name = "optimizer";
       optimizer.duration_s = compute_.optimizer_s;
       optimizer.deps = reduce_ends_;
       item_task_[item_index] = optimizer.id;
@@ -608,10 +764,13 @@ class Lowering {
     }
     const int u = item.unit;
     const Unit& unit = workload_.units[u];
-    const char* verb = item.kind == TaskKind::kForward     ? "fwd"
-                       : item.kind == TaskKind::kRecompute ? "recompute"
-                                                           : "bwd";
-    Task& task = add_task(compute, item.kind, fmt::format("{} {}", verb, unit.name));
+    Task& task = add_task(compute, item.kind);
+    if (detail_) {
+      const char* verb = item.kind == TaskKind::kForward     ? "fwd"
+                         : item.kind == TaskKind::kRecompute ? "recompute"
+                                                             : "bwd";
+      task.name = fmt::format("{} {}", verb, unit.name);
+    }
     task.unit = u;
     if (item.kind == TaskKind::kForward) {
       task.duration_s = compute_.forward_s[u];
@@ -655,7 +814,7 @@ class Lowering {
       if (kept_[u] && u == plan_.forward_buckets[b].first) {
         free_gathered(task, groups_[forward_gather_[b]]);
       }
-      const int j = backward_position_of(u);
+      const int j = backward_position_of_[u];
       const int gather = backward_gather_[j];
       const UnitRange bucket = plan_.backward_buckets[plan_.backward_buckets.size() - 1 - j];
       if (gather >= 0 && u == bucket.first) free_gathered(task, groups_[gather]);
@@ -666,20 +825,11 @@ class Lowering {
   // Without copies the first compute of a backward bucket waits for its all-gathers.
   void add_backward_gather_dep(Task& task, int u) {
     if (plan_.copy_in_out) return;
-    const int j = backward_position_of(u);
+    const int j = backward_position_of_[u];
     const int gather = backward_gather_[j];
     if (gather < 0) return;
     const UnitRange bucket = plan_.backward_buckets[plan_.backward_buckets.size() - 1 - j];
     if (u == bucket.last) task.deps.push_back(groups_[gather].last_comm_task);
-  }
-
-  int backward_position_of(int u) const {
-    const int count = static_cast<int>(plan_.backward_buckets.size());
-    for (int b = 0; b < count; ++b) {
-      if (plan_.backward_buckets[b].contains(u)) return count - 1 - b;
-    }
-    FSDPTUNE_CHECK(false, "unit outside the backward buckets");
-    return 0;
   }
 
   void emit() {
@@ -728,27 +878,42 @@ class Lowering {
   const Plan& plan_;
   const CostModel& costs_;
   const ComputeCosts& compute_;
-  Program program_;
+  LoweringScratch& scratch_;
+  Program& program_;
+  const bool detail_;
   int unit_count_ = 0;
   std::int64_t ranks_ = 1;
   std::int64_t param_bytes_ = 2;
   CommGroup group_;
   int gather_stream_ = 1;
   int reduce_stream_ = 2;
+  int task_count_ = 0;
+  int bucket_count_ = 0;
+  int group_count_ = 0;
 
-  std::vector<int> forward_bucket_of_;
-  std::vector<bool> kept_;
-  std::vector<ComputeItem> items_;
-  std::vector<int> forward_item_, backward_item_;
-  std::vector<int> forward_group_end_, backward_group_end_;
-  std::vector<int> forward_gather_, backward_gather_;  // index in groups_, -1 = none
-  std::vector<CollectiveGroup> groups_;
-  std::vector<int> issue_order_;
-  std::vector<int> item_task_;
-  std::vector<int> reduce_ends_;
-  std::vector<int> pending_reduce_waits_;
+  std::vector<int>& forward_bucket_of_;
+  std::vector<int>& backward_position_of_;
+  std::vector<bool>& kept_;
+  std::vector<ComputeItem>& items_;
+  std::vector<int>&forward_item_, &backward_item_;
+  std::vector<int>&forward_group_end_, &backward_group_end_;
+  std::vector<int>&forward_gather_, &backward_gather_;  // index in groups_, -1 = none
+  std::vector<CollectiveGroup>& groups_;                // the first group_count_ in use
+  std::vector<int>& issue_order_;
+  std::vector<int>& item_task_;
+  std::vector<int>& reduce_ends_;
+  std::vector<int>& pending_reduce_waits_;
   int previous_reduce_end_ = -1;
 };
+
+void check_lowerable(const Workload& workload, const ComputeCosts& compute) {
+  FSDPTUNE_CHECK(!workload.units.empty(), "lower() needs at least one unit");
+  for (const Unit& unit : workload.units) {
+    FSDPTUNE_CHECK(!unit.params.empty(), "FSDP unit " + unit.name + " has no parameters");
+  }
+  FSDPTUNE_CHECK(compute.forward_s.size() == workload.units.size(),
+                 "compute costs of another workload");
+}
 
 }  // namespace
 
@@ -778,13 +943,44 @@ Program lower(const Workload& workload, const Plan& plan, const CostModel& costs
 
 Program lower(const Workload& workload, const Plan& plan, const CostModel& costs,
               const ComputeCosts& compute) {
-  FSDPTUNE_CHECK(!workload.units.empty(), "lower() needs at least one unit");
-  for (const Unit& unit : workload.units) {
-    FSDPTUNE_CHECK(!unit.params.empty(), "FSDP unit " + unit.name + " has no parameters");
-  }
-  FSDPTUNE_CHECK(compute.forward_s.size() == workload.units.size(),
-                 "compute costs of another workload");
-  return Lowering(workload, plan, costs, compute).run();
+  check_lowerable(workload, compute);
+  LoweringScratch scratch;
+  Program program;
+  Lowering(workload, plan, costs, compute, scratch, program, /*detail=*/true).run();
+  return program;
+}
+
+struct Lowerer::State {
+  State(const Workload& workload_in, const CostModel& costs_in)
+      : workload(workload_in), costs(costs_in), compute(compute_costs(workload_in, costs_in)) {}
+  const Workload& workload;
+  const CostModel& costs;
+  ComputeCosts compute;
+  LoweringScratch scratch;
+};
+
+Lowerer::Lowerer(const Workload& workload, const CostModel& costs)
+    : state_(std::make_unique<State>(workload, costs)) {
+  check_lowerable(workload, state_->compute);
+}
+Lowerer::~Lowerer() = default;
+Lowerer::Lowerer(Lowerer&&) noexcept = default;
+Lowerer& Lowerer::operator=(Lowerer&&) noexcept = default;
+
+const ComputeCosts& Lowerer::compute() const { return state_->compute; }
+
+Program Lowerer::lower(const Plan& plan) {
+  Program program;
+  Lowering(state_->workload, plan, state_->costs, state_->compute, state_->scratch, program,
+           /*detail=*/true)
+      .run();
+  return program;
+}
+
+void Lowerer::lower_for_simulation(const Plan& plan, Program& program) {
+  Lowering(state_->workload, plan, state_->costs, state_->compute, state_->scratch, program,
+           /*detail=*/false)
+      .run();
 }
 
 }  // namespace fsdptune

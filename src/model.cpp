@@ -75,6 +75,61 @@ std::string string_field(const nlohmann::json& json, const std::string& source,
   return it->get<std::string>();
 }
 
+// The JSON keys of the shape fields in one of the two formats we read.
+struct ShapeFieldNames {
+  const char* dim;
+  const char* n_layers;
+  const char* n_heads;
+  const char* n_kv_heads;
+  const char* head_dim;
+  const char* ffn_dim;
+  const char* vocab_size;
+  const char* tie_embeddings;
+  const char* rope_theta;
+  const char* norm_eps;
+  // transformers omits num_key_value_heads for multi-head attention (= num_attention_heads);
+  // our format always writes n_kv_heads.
+  bool kv_heads_default_to_heads;
+};
+
+constexpr ShapeFieldNames kHfConfigFields = {"hidden_size",
+                                             "num_hidden_layers",
+                                             "num_attention_heads",
+                                             "num_key_value_heads",
+                                             "head_dim",
+                                             "intermediate_size",
+                                             "vocab_size",
+                                             "tie_word_embeddings",
+                                             "rope_theta",
+                                             "rms_norm_eps",
+                                             true};
+constexpr ShapeFieldNames kOurFields = {"dim",        "n_layers", "n_heads",    "n_kv_heads",
+                                        "head_dim",   "ffn_dim",  "vocab_size", "tie_embeddings",
+                                        "rope_theta", "norm_eps", false};
+
+// Reads the shape of `model` from `json`; defaults as torchtitan's / transformers' Llama
+// (rope_theta 500000 and norm_eps 1e-5 are Llama 3's).
+void read_shape_fields(const nlohmann::json& json, const std::string& source,
+                       const ShapeFieldNames& names, ModelSpec& model) {
+  model.dim = positive_int(json, source, names.dim);
+  model.n_layers = positive_int(json, source, names.n_layers);
+  model.n_heads = positive_int(json, source, names.n_heads);
+  model.n_kv_heads = positive_int(json, source, names.n_kv_heads,
+                                  names.kv_heads_default_to_heads ? &model.n_heads : nullptr);
+  if (model.dim % model.n_heads != 0 && json.value(names.head_dim, nlohmann::json()).is_null()) {
+    throw_bad_input(field_where(source, names.n_heads),
+                    fmt::format("{} heads do not divide {} {} and no {} is given", model.n_heads,
+                                names.dim, model.dim, names.head_dim));
+  }
+  const std::int64_t default_head_dim = model.dim / model.n_heads;
+  model.head_dim = positive_int(json, source, names.head_dim, &default_head_dim);
+  model.ffn_dim = positive_int(json, source, names.ffn_dim);
+  model.vocab_size = positive_int(json, source, names.vocab_size);
+  model.tie_embeddings = boolean(json, source, names.tie_embeddings, false);
+  model.rope_theta = positive_number(json, source, names.rope_theta, 500000.0);
+  model.norm_eps = positive_number(json, source, names.norm_eps, 1e-5);
+}
+
 // A Hugging Face transformers LlamaConfig (config.json).
 ModelSpec model_from_hf_config(const nlohmann::json& json, const std::string& source) {
   ModelSpec model;
@@ -91,22 +146,7 @@ ModelSpec model_from_hf_config(const nlohmann::json& json, const std::string& so
       model.name = path.parent_path().filename().string();
     }
   }
-  model.dim = positive_int(json, source, "hidden_size");
-  model.n_layers = positive_int(json, source, "num_hidden_layers");
-  model.n_heads = positive_int(json, source, "num_attention_heads");
-  model.n_kv_heads = positive_int(json, source, "num_key_value_heads", &model.n_heads);
-  if (model.dim % model.n_heads != 0 && json.value("head_dim", nlohmann::json()).is_null()) {
-    throw_bad_input(field_where(source, "num_attention_heads"),
-                    fmt::format("{} heads do not divide hidden_size {} and no head_dim is given",
-                                model.n_heads, model.dim));
-  }
-  const std::int64_t default_head_dim = model.dim / model.n_heads;
-  model.head_dim = positive_int(json, source, "head_dim", &default_head_dim);
-  model.ffn_dim = positive_int(json, source, "intermediate_size");
-  model.vocab_size = positive_int(json, source, "vocab_size");
-  model.tie_embeddings = boolean(json, source, "tie_word_embeddings", false);
-  model.rope_theta = positive_number(json, source, "rope_theta", 500000.0);
-  model.norm_eps = positive_number(json, source, "rms_norm_eps", 1e-5);
+  read_shape_fields(json, source, kHfConfigFields, model);
   return model;
 }
 
@@ -134,22 +174,7 @@ ModelSpec model_from_our_format(const nlohmann::json& json, const std::string& s
   }
   ModelSpec model;
   model.name = string_field(json, source, "name");
-  model.dim = positive_int(json, source, "dim");
-  model.n_layers = positive_int(json, source, "n_layers");
-  model.n_heads = positive_int(json, source, "n_heads");
-  model.n_kv_heads = positive_int(json, source, "n_kv_heads");
-  if (model.dim % model.n_heads != 0 && json.find("head_dim") == json.end()) {
-    throw_bad_input(field_where(source, "n_heads"),
-                    fmt::format("{} heads do not divide dim {} and no head_dim is given",
-                                model.n_heads, model.dim));
-  }
-  const std::int64_t default_head_dim = model.dim / model.n_heads;
-  model.head_dim = positive_int(json, source, "head_dim", &default_head_dim);
-  model.ffn_dim = positive_int(json, source, "ffn_dim");
-  model.vocab_size = positive_int(json, source, "vocab_size");
-  model.tie_embeddings = boolean(json, source, "tie_embeddings", false);
-  model.rope_theta = positive_number(json, source, "rope_theta", 500000.0);
-  model.norm_eps = positive_number(json, source, "norm_eps", 1e-5);
+  read_shape_fields(json, source, kOurFields, model);
   return model;
 }
 

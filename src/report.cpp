@@ -220,23 +220,9 @@ std::string markdown_table(const std::vector<std::vector<std::string>>& rows) {
 
 namespace report_detail {
 
-std::string category_key(MemoryCategory category) {
-  switch (category) {
-    case MemoryCategory::kShardedState:
-      return "sharded_state";
-    case MemoryCategory::kGatheredParams:
-      return "gathered_params";
-    case MemoryCategory::kGradients:
-      return "gradients";
-    case MemoryCategory::kActivations:
-      return "activations";
-    case MemoryCategory::kWorkspace:
-      return "workspace";
-    case MemoryCategory::kCount:
-      break;
-  }
-  return "unknown";
-}
+// The JSON keys are the Program's own category names (program.hpp), so a report's JSON and
+// a schedule's memory timeline use one vocabulary.
+std::string category_key(MemoryCategory category) { return to_string(category); }
 
 std::string category_title(MemoryCategory category) {
   switch (category) {
@@ -519,6 +505,41 @@ Report report_from_json(const nlohmann::json& json, const std::string& source) {
   return report;
 }
 
+namespace {
+
+// Predicted against measured, one row per figure and per stream (text and Markdown tables).
+std::vector<std::vector<std::string>> measured_rows(const MeasuredComparison& m) {
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back({"figure", "predicted", "measured", "error"});
+  rows.push_back({"step time", format_seconds(m.predicted_step_time_s),
+                  format_seconds(m.measured_step_time_s),
+                  format_signed_percent(m.step_time_relative_error)});
+  rows.push_back({"exposed comm", format_seconds(m.predicted_exposed_comm_s),
+                  format_seconds(m.measured_exposed_comm_s), ""});
+  rows.push_back({"peak allocated", format_bytes(m.predicted_peak_allocated_bytes),
+                  format_bytes(m.measured_peak_allocated_bytes), ""});
+  for (const StreamComparison& stream : m.streams) {
+    rows.push_back({"busy " + stream.stream, format_seconds(stream.predicted_busy_s),
+                    format_seconds(stream.measured_busy_s),
+                    format_signed_percent(stream.relative_error)});
+  }
+  return rows;
+}
+
+// The tasks whose measured duration differs most from the prediction.
+std::vector<std::vector<std::string>> task_error_rows(const MeasuredComparison& m) {
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back({"task", "stream", "predicted", "measured", "error"});
+  for (const TaskError& error : m.largest_task_errors) {
+    rows.push_back({fmt::format("#{} {}", error.task, error.name), error.stream,
+                    format_seconds(error.predicted_s), format_seconds(error.measured_s),
+                    format_signed_percent(error.relative_error)});
+  }
+  return rows;
+}
+
+}  // namespace
+
 std::string render_report_text(const std::vector<ReportEntry>& entries,
                                const ReportOptions& options) {
   const Report report = summarize_report(entries, options);
@@ -533,30 +554,11 @@ std::string render_report_text(const std::vector<ReportEntry>& entries,
     if (!schedule.measured) continue;
     const MeasuredComparison& m = *schedule.measured;
     out += fmt::format("  predicted vs measured ({}):\n", measured_heading(m));
-    std::vector<std::vector<std::string>> rows;
-    rows.push_back({"figure", "predicted", "measured", "error"});
-    rows.push_back({"step time", format_seconds(m.predicted_step_time_s),
-                    format_seconds(m.measured_step_time_s),
-                    format_signed_percent(m.step_time_relative_error)});
-    rows.push_back({"exposed comm", format_seconds(m.predicted_exposed_comm_s),
-                    format_seconds(m.measured_exposed_comm_s), ""});
-    rows.push_back({"peak allocated", format_bytes(m.predicted_peak_allocated_bytes),
-                    format_bytes(m.measured_peak_allocated_bytes), ""});
-    for (const StreamComparison& stream : m.streams) {
-      rows.push_back({"busy " + stream.stream, format_seconds(stream.predicted_busy_s),
-                      format_seconds(stream.measured_busy_s),
-                      format_signed_percent(stream.relative_error)});
-    }
+    const auto rows = measured_rows(m);
     out += text_table(rows, "    ");
     if (!m.largest_task_errors.empty()) {
       out += "  largest per-task errors:\n";
-      std::vector<std::vector<std::string>> task_rows;
-      task_rows.push_back({"task", "stream", "predicted", "measured", "error"});
-      for (const TaskError& error : m.largest_task_errors) {
-        task_rows.push_back({fmt::format("#{} {}", error.task, error.name), error.stream,
-                             format_seconds(error.predicted_s), format_seconds(error.measured_s),
-                             format_signed_percent(error.relative_error)});
-      }
+      const auto task_rows = task_error_rows(m);
       out += text_table(task_rows, "    ");
     }
   }
@@ -575,30 +577,11 @@ std::string render_report_markdown(const std::vector<ReportEntry>& entries,
     if (!schedule.measured) continue;
     const MeasuredComparison& m = *schedule.measured;
     out += "\n### Predicted vs measured (" + markdown_cell(measured_heading(m)) + ")\n\n";
-    std::vector<std::vector<std::string>> rows;
-    rows.push_back({"figure", "predicted", "measured", "error"});
-    rows.push_back({"step time", format_seconds(m.predicted_step_time_s),
-                    format_seconds(m.measured_step_time_s),
-                    format_signed_percent(m.step_time_relative_error)});
-    rows.push_back({"exposed comm", format_seconds(m.predicted_exposed_comm_s),
-                    format_seconds(m.measured_exposed_comm_s), ""});
-    rows.push_back({"peak allocated", format_bytes(m.predicted_peak_allocated_bytes),
-                    format_bytes(m.measured_peak_allocated_bytes), ""});
-    for (const StreamComparison& stream : m.streams) {
-      rows.push_back({"busy " + stream.stream, format_seconds(stream.predicted_busy_s),
-                      format_seconds(stream.measured_busy_s),
-                      format_signed_percent(stream.relative_error)});
-    }
+    const auto rows = measured_rows(m);
     out += markdown_table(rows);
     if (!m.largest_task_errors.empty()) {
       out += "\n#### Largest per-task errors\n\n";
-      std::vector<std::vector<std::string>> task_rows;
-      task_rows.push_back({"task", "stream", "predicted", "measured", "error"});
-      for (const TaskError& error : m.largest_task_errors) {
-        task_rows.push_back({fmt::format("#{} {}", error.task, error.name), error.stream,
-                             format_seconds(error.predicted_s), format_seconds(error.measured_s),
-                             format_signed_percent(error.relative_error)});
-      }
+      const auto task_rows = task_error_rows(m);
       out += markdown_table(task_rows);
     }
   }

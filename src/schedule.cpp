@@ -574,6 +574,11 @@ std::string fnv1a64_hex(std::string_view bytes) {
   return fmt::format("{:016x}", hash);
 }
 
+bool is_schedule_json(const json& json_in) {
+  return json_in.is_object() && json_in.contains("format") && json_in["format"].is_string() &&
+         json_in["format"].get<std::string>() == kScheduleFormatName;
+}
+
 std::string schedule_hash(const ScheduleFile& schedule) {
   return fnv1a64_hex(dump_json(schedule_to_json(schedule)));
 }

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -123,6 +124,35 @@ ComputeCosts compute_costs(const Workload& workload, const CostModel& costs);
 // REQUIRES: `compute` == compute_costs(workload, costs).
 Program lower(const Workload& workload, const Plan& plan, const CostModel& costs,
               const ComputeCosts& compute);
+
+// Lowers many plans of one workload cheaply: the tuner's inner loop (docs/performance.md).
+// What does not depend on the plan is done once (compute_costs); the cost model's answers
+// for collectives and copies are memoized by (kind, bytes, group) -- CostModel is pure, so
+// a memoized answer is the same answer and Program::cost_queries counts it as a query
+// all the same; scratch vectors and the output Program's storage are reused from one call
+// to the next instead of reallocated.
+//   lower(plan) == fsdptune::lower(workload, plan, costs)
+//   lower_for_simulation(plan, program) leaves out what the simulator never reads -- task
+//   names (empty) and the buckets' slots (empty; kind, units, dtype and shard_elements
+//   are kept) -- and is otherwise equal, so simulate() gives the same SimResult.
+// Not thread-safe (one Lowerer per thread); `workload` and `costs` must outlive it.
+class Lowerer {
+ public:
+  Lowerer(const Workload& workload, const CostModel& costs);
+  ~Lowerer();
+  Lowerer(Lowerer&&) noexcept;
+  Lowerer& operator=(Lowerer&&) noexcept;
+
+  // REQUIRES: validate_plan(plan, workload.units.size(), ...) passed.
+  Program lower(const Plan& plan);
+  // Overwrites `program`, reusing its storage. REQUIRES as lower().
+  void lower_for_simulation(const Plan& plan, Program& program);
+  const ComputeCosts& compute() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 // Standalone time of a unit's op list on the compute critical path, seconds: compute ops
 // and tensor-parallel collectives in sequence. With `async_tp` each sequence-parallel

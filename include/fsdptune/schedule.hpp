@@ -85,6 +85,9 @@ nlohmann::json schedule_to_json(const ScheduleFile& schedule);
 // units of build_workload(model, job), every bucket slot must name a parameter of that
 // workload with its numel and shard size).
 ScheduleFile schedule_from_json(const nlohmann::json& json, const std::string& source);
+// Does `json` claim to be a schedule file (an object whose "format" is the schedule's)?
+// Any version: schedule_from_json then says whether it can read it.
+bool is_schedule_json(const nlohmann::json& json);
 // Stable hex digest of the canonical JSON: ranks compare it before replaying.
 // FNV-1a 64 of dump_json(schedule_to_json(schedule)), 16 lowercase hex digits.
 std::string schedule_hash(const ScheduleFile& schedule);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -60,6 +61,25 @@ struct SimResult {
 };
 
 SimResult simulate(const Program& program, const SimOptions& options = {});
+
+// The scratch arrays of simulate(), kept between calls by a caller that simulates many
+// programs on one thread (the tuner's workers) so that they are not reallocated per call.
+// Not thread-safe: one per thread.
+class SimWorkspace {
+ public:
+  SimWorkspace();
+  ~SimWorkspace();
+  SimWorkspace(SimWorkspace&&) noexcept;
+  SimWorkspace& operator=(SimWorkspace&&) noexcept;
+
+  struct Arrays;  // opaque: defined in simulator.cpp
+
+ private:
+  friend SimResult simulate(const Program&, const SimOptions&, SimWorkspace&);
+  std::unique_ptr<Arrays> arrays_;
+};
+// The same result as simulate(program, options), reusing `workspace`'s storage.
+SimResult simulate(const Program& program, const SimOptions& options, SimWorkspace& workspace);
 
 // Throughput figures of a simulated step.
 struct StepMetrics {

@@ -54,10 +54,15 @@ struct TunerOptions {
   std::int64_t max_evaluations = 0;
   int threads = 1;         // plans simulated in parallel (>= 1)
   std::uint64_t seed = 0;  // orders the neighbours tried and the perturbations
+  // The search space. Every plan the search generates lies in it (starting points from
+  // outside, e.g. a baseline's deeper prefetch, are projected into it first); the
+  // baselines themselves are evaluated as they are and stay candidates for the best.
   // Largest prefetch depth tried (forward and backward); >= 1.
   int max_prefetch = 3;
-  bool search_reshard = true;  // try reshard_after_forward per bucket
-  bool search_layout = true;   // try both stream layouts
+  // Try reshard_after_forward per bucket; false = every forward bucket resharded.
+  bool search_reshard = true;
+  // Try both stream layouts; false = separate all-gather and reduce-scatter streams.
+  bool search_layout = true;
   // Independent forward / backward / reduce-scatter partitions; false = one partition
   // shared by all three (a smaller space, FSDP2-expressible).
   bool independent_partitions = true;

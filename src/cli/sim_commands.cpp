@@ -1,8 +1,11 @@
 // `fsdptune simulate`: one training step of a plan, timed and its memory accounted.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -12,6 +15,7 @@
 #include "fsdptune/io.hpp"
 #include "fsdptune/plans.hpp"
 #include "fsdptune/program.hpp"
+#include "fsdptune/schedule.hpp"
 #include "fsdptune/simulator.hpp"
 #include "fsdptune/trace.hpp"
 #include "fsdptune/units.hpp"
@@ -62,14 +66,46 @@ std::string overflow_line(const SimResult& result, std::int64_t limit_bytes) {
       format_bytes(result.peak_allocated_bytes - limit_bytes), largest);
 }
 
+// `--plan FILE` naming a schedule file (docs/schedule-format.md): read, and checked to be
+// made for the model, job and hardware that the flags describe (Error(kBadInput) naming
+// the file and field otherwise). nullopt for a built-in plan or a plan file.
+std::optional<ScheduleFile> schedule_of_plan_option(const PlanOptions& options,
+                                                    const ModelSpec& model, const JobSpec& job,
+                                                    const HardwareSpec& hardware) {
+  const std::vector<std::string> builtins = builtin_plan_names();
+  if (std::find(builtins.begin(), builtins.end(), options.plan) != builtins.end() ||
+      !std::filesystem::is_regular_file(options.plan)) {
+    return std::nullopt;
+  }
+  const nlohmann::json json = read_json_file(options.plan);
+  if (!is_schedule_json(json)) return std::nullopt;
+  ScheduleFile schedule = schedule_from_json(json, options.plan);
+  check_schedule_matches(schedule, model, job, options.plan);
+  if (schedule.hardware != hardware) {
+    throw_bad_input(fmt::format("{}: hardware", options.plan),
+                    fmt::format("the schedule was made for hardware \"{}\", not \"{}\"",
+                                schedule.hardware.id, hardware.id),
+                    fmt::format("pass --hardware {} (its costs are frozen in the schedule's "
+                                "program), or tune again for {}",
+                                schedule.hardware.id, hardware.id));
+  }
+  return schedule;
+}
+
 void run_simulate(const SimulateOptions& options) {
   const ModelSpec model = resolve_model_option(options.job);
   const JobSpec job = to_job_spec(options.job, model);
   const ResolvedCostModel costs = resolve_cost_model(options.cost);
   const Workload workload = build_workload(model, job);
   const std::int64_t limit_bytes = resolve_memory_limit(options.plan, costs.hardware);
-  const Plan plan = resolve_plan_option(options.plan, workload, *costs.model, limit_bytes);
-  const Program program = lower(workload, plan, *costs.model);
+  // A schedule file is re-simulated exactly: its stored Program (costs frozen when it was
+  // tuned), not a new lowering of its plan.
+  const std::optional<ScheduleFile> schedule =
+      schedule_of_plan_option(options.plan, model, job, costs.hardware);
+  const Plan plan = schedule
+                        ? schedule->plan
+                        : resolve_plan_option(options.plan, workload, *costs.model, limit_bytes);
+  const Program program = schedule ? schedule->program : lower(workload, plan, *costs.model);
   SimOptions sim_options;
   sim_options.record_timings = !options.trace_path.empty();
   sim_options.record_timeline = !options.trace_path.empty();

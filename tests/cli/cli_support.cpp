@@ -5,14 +5,45 @@
 #include <array>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
+#include <vector>
 
 #include <unistd.h>
 
 namespace fsdptune::testing {
+namespace {
+
+// Every directory make_temp_dir created, removed when the test program exits (a static
+// destructor: runs after Catch2's main returns, also when tests failed). Set
+// FSDPTUNE_KEEP_TEST_FILES=1 to keep them for a post-mortem.
+class TempDirRegistry {
+ public:
+  ~TempDirRegistry() {
+    if (std::getenv("FSDPTUNE_KEEP_TEST_FILES") != nullptr) return;
+    std::error_code ignored;
+    for (const auto& dir : dirs_) std::filesystem::remove_all(dir, ignored);
+  }
+  void add(const std::filesystem::path& dir) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    dirs_.push_back(dir);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::filesystem::path> dirs_;
+};
+
+TempDirRegistry& temp_dirs() {
+  static TempDirRegistry registry;
+  return registry;
+}
+
+}  // namespace
 
 std::string make_temp_dir(const std::string& prefix) {
   static std::atomic<int> counter{0};
@@ -20,6 +51,7 @@ std::string make_temp_dir(const std::string& prefix) {
                    (prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
+  temp_dirs().add(dir);
   return dir.string();
 }
 
@@ -32,7 +64,8 @@ CommandResult run_command(const std::string& command_line) {
   if (pipe == nullptr) throw std::runtime_error("popen failed: " + command_line);
   std::array<char, 4096> buffer{};
   std::size_t n = 0;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.out.append(buffer.data(), n);
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
+    result.out.append(buffer.data(), n);
   const int status = ::pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   std::ifstream err(err_path);

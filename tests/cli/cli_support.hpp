@@ -16,7 +16,8 @@ CommandResult run_fsdptune(const std::string& arguments);
 // Runs any shell command line.
 CommandResult run_command(const std::string& command_line);
 
-// A fresh empty directory under the system temp dir, unique per call.
+// A fresh empty directory under the system temp dir, unique per call; removed with its
+// contents when the test program exits (unless FSDPTUNE_KEEP_TEST_FILES is set).
 std::string make_temp_dir(const std::string& prefix);
 
 }  // namespace fsdptune::testing

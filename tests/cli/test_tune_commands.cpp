@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -126,4 +127,116 @@ TEST_CASE("tune rejects bad tuner flags with exit 2 naming the flag", "[cli][tun
   result = run_fsdptune("tune --model tiny");
   CHECK(result.exit_code == 2);
   CHECK(result.err.find("--out") != std::string::npos);
+}
+
+namespace {
+
+// tiny on 8 GPUs as `simulate` takes it (the flags of kTinyJob without the tuner's).
+const std::string kTinySimulate =
+    "simulate --model tiny --hardware h100-sxm --gpus 8 --batch 2 --seq 1024";
+
+nlohmann::json without_thread_count(nlohmann::json schedule) {
+  // The provenance records --threads (in `threads` and in `command`); nothing else in the
+  // file depends on it.
+  schedule["provenance"].erase("threads");
+  schedule["provenance"].erase("command");
+  return schedule;
+}
+
+}  // namespace
+
+TEST_CASE("simulate --plan schedule.json re-simulates the stored program exactly",
+          "[cli][tune][simulate]") {
+  const std::string dir = make_temp_dir("fsdptune-tune-resim");
+  const std::string out = dir + "/schedule.json";
+  REQUIRE(run_fsdptune("tune " + kTinyJob + " --out " + out).exit_code == 0);
+  const fsdptune::ScheduleFile schedule =
+      fsdptune::schedule_from_json(fsdptune::read_json_file(out), out);
+
+  const CommandResult result = run_fsdptune(kTinySimulate + " --json --plan " + out);
+  INFO("stderr: " << result.err);
+  REQUIRE(result.exit_code == 0);
+  const nlohmann::json json = nlohmann::json::parse(result.out);
+  // Exactly: the stored Program with its frozen costs, simulated again.
+  CHECK(json.at("step_time_s").get<double>() == schedule.predicted.step_time_s);
+  CHECK(json.at("peak_allocated_bytes").get<std::int64_t>() ==
+        schedule.predicted.peak_allocated_bytes);
+  CHECK(json.at("peak_reserved_bytes").get<std::int64_t>() ==
+        schedule.predicted.peak_reserved_bytes);
+  CHECK(json.at("exposed_comm_s").get<double>() == schedule.predicted.exposed_comm_s);
+  CHECK(json.at("task_count").get<std::size_t>() == schedule.program.tasks.size());
+  CHECK(json.at("plan").at("name") == "tuned");
+
+  // The stored Program, not a new lowering of the plan: scale every task's duration by 2
+  // in the file and the step time doubles (all durations scale, so every event does).
+  nlohmann::json edited = fsdptune::read_json_file(out);
+  for (nlohmann::json& task : edited.at("program").at("tasks")) {
+    task["duration_s"] = 2 * task.at("duration_s").get<double>();
+  }
+  const std::string doubled = dir + "/doubled.json";
+  fsdptune::write_file_atomically(doubled, fsdptune::dump_json(edited));
+  const CommandResult slower = run_fsdptune(kTinySimulate + " --json --plan " + doubled);
+  INFO("stderr: " << slower.err);
+  REQUIRE(slower.exit_code == 0);
+  CHECK(nlohmann::json::parse(slower.out).at("step_time_s").get<double>() ==
+        Approx(2 * schedule.predicted.step_time_s).epsilon(1e-9));
+}
+
+TEST_CASE("simulate --plan rejects a schedule of another model, job, hardware or version",
+          "[cli][tune][simulate]") {
+  const std::string dir = make_temp_dir("fsdptune-tune-reject");
+  const std::string out = dir + "/schedule.json";
+  REQUIRE(run_fsdptune("tune " + kTinyJob + " --out " + out).exit_code == 0);
+
+  // Another model (same job flags): the field named is the schedule's model.
+  CommandResult result = run_fsdptune(
+      "simulate --model llama3.2-1b --hardware h100-sxm --gpus 8 --batch 2 --seq 1024 --plan " +
+      out);
+  CHECK(result.exit_code == 2);
+  CHECK(result.err.find(out + ": model") != std::string::npos);
+  // Another job: dp_shard 16 instead of 8.
+  result = run_fsdptune(
+      "simulate --model tiny --hardware h100-sxm --gpus 16 --batch 2 --seq 1024 --plan " + out);
+  CHECK(result.exit_code == 2);
+  CHECK(result.err.find(out + ": job") != std::string::npos);
+  CHECK(result.err.find("dp_shard") != std::string::npos);
+  // Another hardware: the Program's costs were frozen for the H100.
+  result = run_fsdptune(
+      "simulate --model tiny --hardware a100-80g --gpus 8 --batch 2 --seq 1024 --plan " + out);
+  CHECK(result.exit_code == 2);
+  CHECK(result.err.find(out + ": hardware") != std::string::npos);
+  // Another format version.
+  nlohmann::json edited = fsdptune::read_json_file(out);
+  edited["version"] = 99;
+  const std::string future = dir + "/future.json";
+  fsdptune::write_file_atomically(future, fsdptune::dump_json(edited));
+  result = run_fsdptune(kTinySimulate + " --plan " + future);
+  CHECK(result.exit_code == 2);
+  CHECK(result.err.find(future + ": version") != std::string::npos);
+  CHECK(result.err.find("99") != std::string::npos);
+}
+
+TEST_CASE("a search that converges gives the same bytes for the same seed, any thread count",
+          "[cli][tune]") {
+  // No --max-evaluations: the search stops on its own (stall) long before the 60 s budget,
+  // so the result is a function of the seed alone.
+  const std::string dir = make_temp_dir("fsdptune-tune-converge");
+  const std::string job =
+      "tune --model tiny --gpus 8 --batch 2 --seq 1024 --time-budget 60 --seed 3 --json";
+  std::vector<std::string> files;
+  for (const std::string threads : {"1", "1", "2", "2"}) {
+    const std::string out = dir + "/schedule-" + std::to_string(files.size()) + ".json";
+    const CommandResult result = run_fsdptune(job + " --threads " + threads + " --out " + out);
+    INFO("stderr: " << result.err);
+    REQUIRE(result.exit_code == 0);
+    CHECK_FALSE(nlohmann::json::parse(result.out).at("budget_exhausted").get<bool>());
+    files.push_back(slurp(out));
+    REQUIRE_FALSE(files.back().empty());
+  }
+  CHECK(files[1] == files[0]);  // byte-identical, 1 thread
+  CHECK(files[3] == files[2]);  // byte-identical, 2 threads
+  // Across thread counts only the provenance's record of --threads differs.
+  CHECK(without_thread_count(nlohmann::json::parse(files[2])) ==
+        without_thread_count(nlohmann::json::parse(files[0])));
+  CHECK(files[2] != files[0]);
 }

@@ -2,7 +2,14 @@
 
 #include <algorithm>
 #include <map>
+#include <random>
+#include <string>
+#include <vector>
 
+#include "fsdptune/cost_model.hpp"
+#include "fsdptune/hardware.hpp"
+#include "fsdptune/job.hpp"
+#include "fsdptune/model.hpp"
 #include "fsdptune/program.hpp"
 #include "test_workloads.hpp"
 
@@ -297,6 +304,103 @@ TEST_CASE("lowering: collectives carry each parameter's wire dtype", "[lowering]
     if (task.kind == TaskKind::kReduceScatter) {
       CHECK(task.bytes == 8 << 20);
       CHECK(program.buckets[task.bucket].dtype == DType::kFP32);
+    }
+  }
+}
+
+namespace {
+
+// A random contiguous partition of n units (each cut with probability 1/2).
+std::vector<UnitRange> random_partition(int n, std::mt19937_64& rng) {
+  std::vector<UnitRange> out;
+  int first = 0;
+  for (int i = 0; i + 1 < n; ++i) {
+    if (rng() % 2 == 0) {
+      out.push_back({first, i});
+      first = i + 1;
+    }
+  }
+  out.push_back({first, n - 1});
+  return out;
+}
+
+// Any plan validate_plan accepts: independent partitions, flags, depths, layout, with or
+// without copies, reordering, or bucketing.
+Plan random_plan(int n, std::mt19937_64& rng) {
+  Plan plan;
+  plan.name = "random";
+  plan.forward_buckets = random_partition(n, rng);
+  plan.backward_buckets = random_partition(n, rng);
+  plan.reduce_scatter_buckets = random_partition(n, rng);
+  for (std::size_t b = 0; b < plan.forward_buckets.size(); ++b) {
+    plan.reshard_after_forward.push_back(rng() % 2 == 0);
+  }
+  plan.stream_layout = rng() % 2 == 0 ? StreamLayout::kSeparate : StreamLayout::kShared;
+  plan.copy_in_out = rng() % 4 != 0;
+  plan.one_collective_per_parameter = rng() % 5 == 0;
+  plan.reorder = rng() % 5 != 0;
+  plan.forward_prefetch = plan.reorder ? 1 + static_cast<int>(rng() % 3) : 0;
+  plan.backward_prefetch = plan.reorder ? 1 + static_cast<int>(rng() % 3) : 0;
+  validate_plan(plan, n, "random plan");
+  return plan;
+}
+
+// What lower_for_simulation leaves out.
+Program without_names_and_slots(Program program) {
+  for (Task& task : program.tasks) task.name.clear();
+  for (BucketLayout& bucket : program.buckets) bucket.slots.clear();
+  return program;
+}
+
+}  // namespace
+
+TEST_CASE("a Lowerer lowers like lower(), and for simulation without names or slots",
+          "[lowering][lowerer]") {
+  // The tiny model (6 units) under jobs that exercise every branch of the lowering: tied
+  // embeddings (a kept bucket), HSDP all-reduces, full AC (recompute tasks), float8
+  // (mixed wire dtypes). One Lowerer and one reused Program per job, 60 random plans each,
+  // so storage from a larger program is reused by a smaller one and vice versa.
+  const HardwareSpec hardware = builtin_hardware("h100-sxm");
+  const auto costs = make_analytic_cost_model(hardware);
+  struct Case {
+    std::string name;
+    bool tied;
+    std::int64_t replicas;
+    ActivationCheckpointing ac;
+    bool float8;
+  };
+  const std::vector<Case> cases = {
+      {"plain", false, 1, ActivationCheckpointing::kNone, false},
+      {"tied, HSDP", true, 2, ActivationCheckpointing::kSelective, false},
+      {"full AC, float8", false, 1, ActivationCheckpointing::kFull, true},
+  };
+  std::mt19937_64 rng(11);
+  for (const Case& c : cases) {
+    DYNAMIC_SECTION(c.name) {
+      ModelSpec model = builtin_model("tiny");
+      model.tie_embeddings = c.tied;
+      JobSpec job;
+      job.gpus = 16;
+      job.dp_replicate = c.replicas;
+      job.local_batch = 2;
+      job.seq_len = 512;
+      job.ac = c.ac;
+      job.float8 = c.float8;
+      const Workload workload = build_workload(model, normalize_job(model, job));
+      const int n = static_cast<int>(workload.units.size());
+      Lowerer lowerer(workload, *costs);
+      CHECK(lowerer.compute() == compute_costs(workload, *costs));
+      Program reused;
+      for (int trial = 0; trial < 60; ++trial) {
+        const Plan plan = random_plan(n, rng);
+        const Program full = lower(workload, plan, *costs);
+        CHECK(lowerer.lower(plan) == full);
+        lowerer.lower_for_simulation(plan, reused);
+        REQUIRE(reused == without_names_and_slots(full));
+        // Names and slots were there to leave out.
+        CHECK_FALSE(full.tasks.front().name.empty());
+        CHECK_FALSE(full.buckets.front().slots.empty());
+      }
     }
   }
 }

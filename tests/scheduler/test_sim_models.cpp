@@ -155,3 +155,29 @@ TEST_CASE("memory and compute move the right way with the job", "[sim][models]")
   CHECK(full.peak_breakdown[activations] < none.peak_breakdown[activations]);
   CHECK(full.compute_s > none.compute_s);
 }
+
+TEST_CASE("a reused SimWorkspace gives the same results as fresh simulations", "[sim][models]") {
+  // Programs of different sizes and stream counts, one after another in one workspace
+  // (larger after smaller and back), with and without recording and with an abort.
+  const HardwareSpec hardware = builtin_hardware("h100-sxm");
+  const auto costs = make_analytic_cost_model(hardware);
+  const Workload small = small_workload("tiny");
+  const Workload large = small_workload("llama3-8b", 8, 1, 256, ActivationCheckpointing::kFull);
+  std::vector<Program> programs;
+  for (const Workload* workload : {&large, &small}) {
+    for (const std::string& name : builtin_plan_names()) {
+      programs.push_back(
+          lower(*workload, builtin_plan(name, *workload, *costs, 70 * kGiB), *costs));
+    }
+  }
+  SimWorkspace workspace;
+  for (int round = 0; round < 2; ++round) {
+    for (const Program& program : programs) {
+      SimOptions options;
+      options.record_timings = round == 0;
+      options.record_timeline = round == 0;
+      if (round == 1) options.abort_above_bytes = program.persistent_bytes + 64 * kMiB;
+      CHECK(simulate(program, options, workspace) == simulate(program, options));
+    }
+  }
+}

@@ -61,6 +61,8 @@ Exhaustive enumerate(const Workload& workload, const CostModel& costs, std::int6
   SimOptions options;
   options.record_timings = false;
   options.record_timeline = false;
+  Lowerer lowerer(workload, costs);
+  Program program;
   Exhaustive result;
   for (const auto& forward : partitions) {
     const int k = static_cast<int>(forward.size());
@@ -84,7 +86,8 @@ Exhaustive enumerate(const Workload& workload, const CostModel& costs, std::int6
                 plan.forward_prefetch = forward_prefetch;
                 plan.backward_prefetch = backward_prefetch;
                 plan.stream_layout = layout;
-                const SimResult sim = simulate(lower(workload, plan, costs), options);
+                lowerer.lower_for_simulation(plan, program);
+                const SimResult sim = simulate(program, options);
                 ++result.plans;
                 if (!plan_fits(sim, limit_bytes)) continue;
                 ++result.fitting;
@@ -241,6 +244,76 @@ TEST_CASE("the tuner finds the exhaustive optimum of a 6-unit workload, shared p
       REQUIRE(tuned.fits);
       CHECK(tuned.best.step_time_s == Approx(exhaustive.best_step_time_s).epsilon(1e-12));
       CHECK(tuned.best_plan.backward_buckets == tuned.best_plan.forward_buckets);
+    }
+  }
+}
+
+TEST_CASE("the tuner finds the exhaustive optimum of a 6-unit workload, independent partitions",
+          "[tuner][exhaustive]") {
+  // Every (forward all-gather, backward all-gather, reduce-scatter) partition of 6 units:
+  // 32^3 = 32,768 plans per setting, with the other knobs fixed (prefetch 1, every bucket
+  // resharded, separate streams) and the tuner restricted to the same space. The tuner
+  // also keeps the three baselines as candidates, so they join the enumeration.
+  FixedCosts latency;  // latency-dominated: 2 ms per collective, 400 GB/s
+  latency.collective_latency_s = 2e-3;
+  latency.collective_bytes_per_s = 400e9;
+  FixedCosts comm;  // comm-bound: a 64 MiB gather takes 3.4 ms against 1.5 ms of forward
+  comm.collective_latency_s = 2e-5;
+  comm.collective_bytes_per_s = 20e9;
+  comm.copy_bytes_per_s = 1000e9;
+  comm.contention = {1.1, 0.9};
+  FixedCosts compute;  // compute-bound: a 64 MiB gather takes 0.08 ms
+  compute.collective_latency_s = 1e-5;
+  compute.collective_bytes_per_s = 1000e9;
+  compute.copy_bytes_per_s = 2000e9;
+  compute.contention = {1.05, 0.95};
+  const std::vector<CostSetting> settings = {{"latency-dominated", latency, 0.5},
+                                             {"comm-bound, tight memory", comm, 0.15},
+                                             {"compute-bound", compute, 1.0}};
+  for (const CostSetting& setting : settings) {
+    DYNAMIC_SECTION(setting.name) {
+      const Workload workload = six_unit_workload();
+      const FixedCostModel costs(setting.costs);
+      const std::int64_t limit = limit_between(workload, costs, setting.limit_fraction);
+      const auto partitions = all_partitions(6);
+      Lowerer lowerer(workload, costs);
+      Program program;
+      SimOptions options;
+      options.record_timings = false;
+      options.record_timeline = false;
+      double best_s = std::numeric_limits<double>::infinity();
+      std::int64_t plans = 0;
+      for (const auto& forward : partitions) {
+        for (const auto& backward : partitions) {
+          for (const auto& reduce : partitions) {
+            Plan plan;
+            plan.forward_buckets = forward;
+            plan.backward_buckets = backward;
+            plan.reduce_scatter_buckets = reduce;
+            plan.reshard_after_forward.assign(forward.size(), true);
+            lowerer.lower_for_simulation(plan, program);
+            const SimResult sim = simulate(program, options);
+            ++plans;
+            if (plan_fits(sim, limit)) best_s = std::min(best_s, sim.step_time_s);
+          }
+        }
+      }
+      REQUIRE(plans == 32768);
+      REQUIRE(best_s < std::numeric_limits<double>::infinity());
+      for (const Plan& baseline : {fsdp2_plan(workload), simplefsdp_block_plan(workload),
+                                   simplefsdp_greedy_plan(workload, costs, limit)}) {
+        const SimResult sim = simulate(lower(workload, baseline, costs), options);
+        if (plan_fits(sim, limit)) best_s = std::min(best_s, sim.step_time_s);
+      }
+      TunerOptions tuner = small_space_options(limit, 1, true);
+      tuner.search_reshard = false;
+      tuner.search_layout = false;
+      const TunerResult tuned = Tuner(tuner).tune(workload, costs);
+      REQUIRE(tuned.fits);
+      INFO("tuned " << plan_to_json(tuned.best_plan).dump() << " from " << tuned.derived_from);
+      CHECK(tuned.best.step_time_s == Approx(best_s).epsilon(1e-12));
+      CHECK(tuned.best.peak_allocated_bytes <= limit);
+      CHECK(tuned.plans_evaluated < plans);
     }
   }
 }
