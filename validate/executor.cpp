@@ -453,26 +453,29 @@ ReplayMesh replay_mesh(const ScheduleFile& schedule, int rank, int world_size, b
     return make_replay_mesh(rank, static_cast<int>(job.dp_replicate),
                             static_cast<int>(job.dp_shard), static_cast<int>(job.tp), 1);
   }
-  std::vector<std::string> fitting;  // world sizes a scaled-down replay accepts
-  for (std::int64_t shard = 1; shard <= job.dp_shard; ++shard) {
+  std::vector<std::string> fitting;  // world sizes a scaled-down replay accepts (< expected)
+  for (std::int64_t shard = 1; shard < job.dp_shard; ++shard) {
     if (job.dp_shard % shard == 0) fitting.push_back(std::to_string(shard * others));
   }
   const std::string mesh =
       fmt::format("dp_replicate {} x dp_shard {} x tp {}", job.dp_replicate, job.dp_shard, job.tp);
   if (!scale_down) {
-    throw_bad_input(source + ": job.dp_shard",
-                    fmt::format("the schedule is for {} ranks but {} were started ({})", expected,
-                                world_size, mesh),
-                    fmt::format("run it with mpirun -np {} (or srun -n {}), or add --scale-down "
-                                "to replay it on {} ranks",
-                                expected, expected, fmt::join(fitting, ", ")));
+    throw_bad_input(
+        source + ": job.dp_shard",
+        fmt::format("the schedule is for {} ranks but {} were started ({})", expected, world_size,
+                    mesh),
+        fmt::format("run it with mpirun -np {} (or srun -n {}){}", expected, expected,
+                    fitting.empty() ? std::string()
+                                    : fmt::format(", or add --scale-down to replay it on {} ranks",
+                                                  fmt::join(fitting, ", "))));
   }
   if (world_size % others != 0 || job.dp_shard % (world_size / others) != 0) {
     throw_bad_input(source + ": job.dp_shard",
                     fmt::format("--scale-down keeps dp_replicate and tp and divides dp_shard: "
                                 "{} ranks do not fit {}",
                                 world_size, mesh),
-                    fmt::format("start {} ranks", fmt::join(fitting, ", ")));
+                    fmt::format("start {}{}{} ranks", fmt::join(fitting, ", "),
+                                fitting.empty() ? "" : " or ", expected));
   }
   const auto shard = static_cast<int>(world_size / others);
   return make_replay_mesh(rank, static_cast<int>(job.dp_replicate), shard, static_cast<int>(job.tp),
