@@ -74,15 +74,13 @@ Plan with_partition(const Plan& plan, int dim, const std::vector<bool>& cuts) {
   if (dim == kForwardDim) {
     std::vector<bool> reshard;
     reshard.reserve(ranges.size());
+    // Both lists are in unit order: one pass finds the old bucket of each range's first
+    // unit (O(n), this runs for every neighbour generated).
+    std::size_t b = 0;
+    const std::size_t old_count = plan.forward_buckets.size();
     for (const UnitRange& range : ranges) {
-      bool flag = true;
-      for (std::size_t b = 0; b < plan.forward_buckets.size(); ++b) {
-        if (plan.forward_buckets[b].contains(range.first)) {
-          flag = plan.reshard_after_forward[b];
-          break;
-        }
-      }
-      reshard.push_back(flag);
+      while (b < old_count && plan.forward_buckets[b].last < range.first) ++b;
+      reshard.push_back(b < old_count ? static_cast<bool>(plan.reshard_after_forward[b]) : true);
     }
     out.reshard_after_forward = std::move(reshard);
   }
@@ -176,17 +174,18 @@ class Evaluator {
     }
     // Each worker takes the next index; results land in their own slot, so the outcome
     // does not depend on which thread ran what.
+    // The calling thread is worker 0; workers - 1 helpers join it for the batch.
     std::atomic<std::size_t> next{0};
-    std::vector<std::thread> pool;
-    pool.reserve(static_cast<std::size_t>(workers));
-    for (int w = 0; w < workers; ++w) {
-      pool.emplace_back([&, w] {
-        for (std::size_t i = next.fetch_add(1); i < batch.size(); i = next.fetch_add(1)) {
-          run_one(batch[i], workers_[static_cast<std::size_t>(w)]);
-        }
-      });
-    }
-    for (std::thread& thread : pool) thread.join();
+    const auto work = [&](int w) {
+      for (std::size_t i = next.fetch_add(1); i < batch.size(); i = next.fetch_add(1)) {
+        run_one(batch[i], workers_[static_cast<std::size_t>(w)]);
+      }
+    };
+    std::vector<std::thread> helpers;
+    helpers.reserve(static_cast<std::size_t>(workers - 1));
+    for (int w = 1; w < workers; ++w) helpers.emplace_back(work, w);
+    work(0);
+    for (std::thread& thread : helpers) thread.join();
     return batch;
   }
 

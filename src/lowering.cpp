@@ -201,6 +201,43 @@ struct CollectiveKeyHash {
   }
 };
 
+// Per-unit sums over its parameters. A bucket of whole units (any plan but
+// one_collective_per_parameter) moves the sum over its units, so a lowering that needs no
+// buffer slots never walks the parameters.
+struct UnitTotals {
+  std::vector<std::int64_t> shard_numel;         // sum of shard_numel
+  std::vector<std::int64_t> gather_shard_bytes;  // sum of shard_numel * bytes(gather_dtype)
+  std::vector<std::int64_t> reduce_shard_bytes;  // sum of shard_numel * bytes(reduce_dtype)
+  std::vector<int> gather_dtype, reduce_dtype;   // the parameters' common wire dtype; -1: mixed
+  std::int64_t persistent_bytes = 0;  // fp32 params, grads and AdamW states: 16 B per element
+};
+
+UnitTotals unit_totals(const Workload& workload) {
+  UnitTotals totals;
+  for (const Unit& unit : workload.units) {
+    std::int64_t numel = 0, gather = 0, reduce = 0;
+    int gather_dtype = -2, reduce_dtype = -2;  // -2: no parameter seen yet
+    const auto common = [](int so_far, DType dtype) {
+      const int value = static_cast<int>(dtype);
+      return so_far == -2 || so_far == value ? value : -1;
+    };
+    for (const Param& param : unit.params) {
+      numel += param.shard_numel;
+      gather += param.shard_numel * bytes_per_element(param.gather_dtype);
+      reduce += param.shard_numel * bytes_per_element(param.reduce_dtype);
+      gather_dtype = common(gather_dtype, param.gather_dtype);
+      reduce_dtype = common(reduce_dtype, param.reduce_dtype);
+    }
+    totals.shard_numel.push_back(numel);
+    totals.gather_shard_bytes.push_back(gather);
+    totals.reduce_shard_bytes.push_back(reduce);
+    totals.gather_dtype.push_back(gather_dtype);
+    totals.reduce_dtype.push_back(reduce_dtype);
+    totals.persistent_bytes += 16 * numel;
+  }
+  return totals;
+}
+
 // Everything a lowering needs besides its inputs and output, kept between calls by a
 // Lowerer so that lowering many plans reuses the storage instead of reallocating it.
 struct LoweringScratch {
@@ -212,6 +249,7 @@ struct LoweringScratch {
   std::vector<int> forward_gather, backward_gather;  // index in groups, -1 = none
   std::vector<CollectiveGroup> groups;               // the first group_count are in use
   std::vector<int> issue_order;
+  std::vector<int> trigger_counts;
   std::vector<int> item_task;
   std::vector<int> reduce_ends;
   std::vector<int> pending_reduce_waits;
@@ -226,11 +264,13 @@ class Lowering {
  public:
   // `detail`: task names and bucket slots (false: left empty, for the simulator only).
   Lowering(const Workload& workload, const Plan& plan, const CostModel& costs,
-           const ComputeCosts& compute, LoweringScratch& scratch, Program& program, bool detail)
+           const ComputeCosts& compute, const UnitTotals& totals, LoweringScratch& scratch,
+           Program& program, bool detail)
       : workload_(workload),
         plan_(plan),
         costs_(costs),
         compute_(compute),
+        totals_(totals),
         scratch_(scratch),
         program_(program),
         detail_(detail),
@@ -271,9 +311,7 @@ class Lowering {
     program_.contention = costs_.contention();
     program_.cost_queries = compute_.queries;
     program_.cost_fallbacks = compute_.fallbacks;
-    for (const Unit& unit : workload_.units) {
-      for (const Param& param : unit.params) program_.persistent_bytes += 16 * param.shard_numel;
-    }
+    program_.persistent_bytes = totals_.persistent_bytes;
     build_compute_items();
     build_collective_groups();
     emit();
@@ -447,17 +485,21 @@ class Lowering {
       // the next all-gather; ties go to reduce-scatters first.
       group.order = k;
     }
-    // Issue order: by trigger, then by `order` (then by creation, which makes the order
-    // total: the same as a stable sort on the first two keys).
+    // Issue order: by trigger, then by `order`. The orders are distinct and, within each
+    // kind of group, increase with the group's index, with reduce-scatters (order k) before
+    // forward gathers (1e6 + b) before backward gathers (2e6 + j). So a stable counting
+    // sort by trigger over the groups taken in that kind order is the sorted order.
+    std::vector<int>& counts = scratch_.trigger_counts;
+    counts.assign(items_.size() + 2, 0);  // trigger -1 .. items - 1, shifted by one
+    for (int i = 0; i < group_count_; ++i) ++counts[groups_[i].trigger_item + 2];
+    for (std::size_t t = 1; t < counts.size(); ++t) counts[t] += counts[t - 1];
     issue_order_.resize(static_cast<std::size_t>(group_count_));
-    for (int i = 0; i < group_count_; ++i) issue_order_[i] = i;
-    std::sort(issue_order_.begin(), issue_order_.end(), [&](int a, int b) {
-      if (groups_[a].trigger_item != groups_[b].trigger_item) {
-        return groups_[a].trigger_item < groups_[b].trigger_item;
-      }
-      if (groups_[a].order != groups_[b].order) return groups_[a].order < groups_[b].order;
-      return a < b;
-    });
+    const int first_reduce = group_count_ - reduce_count;
+    const auto place = [&](int begin, int end) {
+      for (int i = begin; i < end; ++i) issue_order_[counts[groups_[i].trigger_item + 1]++] = i;
+    };
+    place(first_reduce, group_count_);  // reduce-scatters
+    place(0, first_reduce);             // forward gathers, then backward gathers
   }
 
   // --- costs ---------------------------------------------------------------------------
@@ -516,9 +558,8 @@ class Lowering {
     if (bytes != 0) task.memory.push_back({category, bytes, at_end});
   }
 
-  // Layout of one collective's flat buffer over `params` of `units`.
-  int add_layout(CollectiveKind kind, const UnitRange& units, DType dtype,
-                 const std::vector<std::pair<int, const Param*>>& params) {
+  // A layout in reused storage, without slots.
+  BucketLayout& new_layout(CollectiveKind kind, const UnitRange& units) {
     const int id = bucket_count_++;
     if (id == static_cast<int>(program_.buckets.size())) program_.buckets.emplace_back();
     BucketLayout& layout = program_.buckets[id];
@@ -526,6 +567,30 @@ class Lowering {
     layout.units = units;
     layout.slots.clear();
     layout.shard_elements = 0;
+    return layout;
+  }
+
+  // Layout of one collective over all parameters of `members` (units of `units`), from
+  // the unit totals: what add_layout gives for the same parameters, without slots.
+  int add_unit_layout(CollectiveKind kind, const UnitRange& units, DType dtype,
+                      const std::vector<int>& members) {
+    BucketLayout& layout = new_layout(kind, units);
+    int common = -2;  // as UnitTotals: -2 none yet, -1 mixed
+    for (int u : members) {
+      const int unit_dtype =
+          kind == CollectiveKind::kAllGather ? totals_.gather_dtype[u] : totals_.reduce_dtype[u];
+      common = common == -2 || common == unit_dtype ? unit_dtype : -1;
+      layout.shard_elements += totals_.shard_numel[u];
+    }
+    layout.dtype = common >= 0 ? static_cast<DType>(common) : dtype;
+    return bucket_count_ - 1;
+  }
+
+  // Layout of one collective's flat buffer over `params` of `units`.
+  int add_layout(CollectiveKind kind, const UnitRange& units, DType dtype,
+                 const std::vector<std::pair<int, const Param*>>& params) {
+    const int id = bucket_count_;
+    BucketLayout& layout = new_layout(kind, units);
     // The buffer's dtype: the parameters' wire dtype when they agree, else `dtype` (a
     // float8 bucket that also holds bf16 norms; the byte counts are per parameter).
     layout.dtype = dtype;
@@ -574,16 +639,25 @@ class Lowering {
     const std::string prefix = detail_ ? fmt::format("{} b{} {}", group.backward ? "bwd" : "fwd",
                                                      group.plan_bucket, range_name(group.units))
                                        : std::string();
-    const int collective_count = collective_params(group.gathered_units);
+    // Without slots a bucket of whole units needs only its units' totals.
+    const bool whole_units = !detail_ && !plan_.one_collective_per_parameter;
+    const int collective_count = whole_units ? 1 : collective_params(group.gathered_units);
     const int trigger_task = group.trigger_item >= 0 ? item_task_[group.trigger_item] : -1;
     for (int c = 0; c < collective_count; ++c) {
-      const auto& params = scratch_.collectives[c];
-      const int layout_id =
-          add_layout(CollectiveKind::kAllGather, group.units, workload_.job.param_dtype, params);
+      int layout_id = 0;
       // Bytes on the wire in each parameter's gather dtype (fp8 for float8 linears).
       std::int64_t shard_bytes = 0;
-      for (const auto& [unit, param] : params) {
-        shard_bytes += param->shard_numel * bytes_per_element(param->gather_dtype);
+      if (whole_units) {
+        layout_id = add_unit_layout(CollectiveKind::kAllGather, group.units,
+                                    workload_.job.param_dtype, group.gathered_units);
+        for (int u : group.gathered_units) shard_bytes += totals_.gather_shard_bytes[u];
+      } else {
+        const auto& params = scratch_.collectives[c];
+        layout_id =
+            add_layout(CollectiveKind::kAllGather, group.units, workload_.job.param_dtype, params);
+        for (const auto& [unit, param] : params) {
+          shard_bytes += param->shard_numel * bytes_per_element(param->gather_dtype);
+        }
       }
       const std::int64_t gathered_bytes = shard_bytes * ranks_;
       std::string label;
@@ -626,15 +700,23 @@ class Lowering {
     std::vector<int>& units = scratch_.units;
     units.clear();
     for (int u = group.units.first; u <= group.units.last; ++u) units.push_back(u);
-    const int collective_count = collective_params(units);
+    const bool whole_units = !detail_ && !plan_.one_collective_per_parameter;
+    const int collective_count = whole_units ? 1 : collective_params(units);
     const int trigger_task = item_task_[group.trigger_item];
     for (int c = 0; c < collective_count; ++c) {
-      const auto& params = scratch_.collectives[c];
-      const int layout_id = add_layout(CollectiveKind::kReduceScatter, group.units,
-                                       workload_.job.reduce_dtype, params);
+      int layout_id = 0;
       std::int64_t shard_bytes = 0;
-      for (const auto& [unit, param] : params) {
-        shard_bytes += param->shard_numel * bytes_per_element(param->reduce_dtype);
+      if (whole_units) {
+        layout_id = add_unit_layout(CollectiveKind::kReduceScatter, group.units,
+                                    workload_.job.reduce_dtype, units);
+        for (int u : units) shard_bytes += totals_.reduce_shard_bytes[u];
+      } else {
+        const auto& params = scratch_.collectives[c];
+        layout_id = add_layout(CollectiveKind::kReduceScatter, group.units,
+                               workload_.job.reduce_dtype, params);
+        for (const auto& [unit, param] : params) {
+          shard_bytes += param->shard_numel * bytes_per_element(param->reduce_dtype);
+        }
       }
       const std::int64_t full_bytes = shard_bytes * ranks_;
       std::string label;
@@ -648,7 +730,7 @@ class Lowering {
       std::vector<MemoryEvent>& free_grads = scratch_.free_grads;
       free_grads.clear();
       if (plan_.one_collective_per_parameter) {
-        const Param& param = *params[0].second;
+        const Param& param = *scratch_.collectives[c][0].second;
         free_grads.push_back(
             {MemoryCategory::kGradients, -param.shard_numel * ranks_ * param_bytes_, true});
       } else {
@@ -716,9 +798,7 @@ class Lowering {
   }
 
   std::int64_t unsharded_grad_bytes(int unit) const {
-    std::int64_t elements = 0;
-    for (const Param& param : workload_.units[unit].params) elements += param.shard_numel;
-    return elements * ranks_ * param_bytes_;
+    return totals_.shard_numel[unit] * ranks_ * param_bytes_;
   }
 
   // Frees of a gather group's buffers, one per collective (mirrors the allocations so the
@@ -878,6 +958,7 @@ class Lowering {
   const Plan& plan_;
   const CostModel& costs_;
   const ComputeCosts& compute_;
+  const UnitTotals& totals_;
   LoweringScratch& scratch_;
   Program& program_;
   const bool detail_;
@@ -946,16 +1027,21 @@ Program lower(const Workload& workload, const Plan& plan, const CostModel& costs
   check_lowerable(workload, compute);
   LoweringScratch scratch;
   Program program;
-  Lowering(workload, plan, costs, compute, scratch, program, /*detail=*/true).run();
+  const UnitTotals totals = unit_totals(workload);
+  Lowering(workload, plan, costs, compute, totals, scratch, program, /*detail=*/true).run();
   return program;
 }
 
 struct Lowerer::State {
   State(const Workload& workload_in, const CostModel& costs_in)
-      : workload(workload_in), costs(costs_in), compute(compute_costs(workload_in, costs_in)) {}
+      : workload(workload_in),
+        costs(costs_in),
+        compute(compute_costs(workload_in, costs_in)),
+        totals(unit_totals(workload_in)) {}
   const Workload& workload;
   const CostModel& costs;
   ComputeCosts compute;
+  UnitTotals totals;
   LoweringScratch scratch;
 };
 
@@ -971,14 +1057,16 @@ const ComputeCosts& Lowerer::compute() const { return state_->compute; }
 
 Program Lowerer::lower(const Plan& plan) {
   Program program;
-  Lowering(state_->workload, plan, state_->costs, state_->compute, state_->scratch, program,
+  Lowering(state_->workload, plan, state_->costs, state_->compute, state_->totals, state_->scratch,
+           program,
            /*detail=*/true)
       .run();
   return program;
 }
 
 void Lowerer::lower_for_simulation(const Plan& plan, Program& program) {
-  Lowering(state_->workload, plan, state_->costs, state_->compute, state_->scratch, program,
+  Lowering(state_->workload, plan, state_->costs, state_->compute, state_->totals, state_->scratch,
+           program,
            /*detail=*/false)
       .run();
 }

@@ -97,11 +97,14 @@ void run_simulate(const SimulateOptions& options) {
   const JobSpec job = to_job_spec(options.job, model);
   const ResolvedCostModel costs = resolve_cost_model(options.cost);
   const Workload workload = build_workload(model, job);
-  const std::int64_t limit_bytes = resolve_memory_limit(options.plan, costs.hardware);
   // A schedule file is re-simulated exactly: its stored Program (costs frozen when it was
-  // tuned), not a new lowering of its plan.
+  // tuned), not a new lowering of its plan; without --memory-limit, against the limit it
+  // was tuned for.
   const std::optional<ScheduleFile> schedule =
       schedule_of_plan_option(options.plan, model, job, costs.hardware);
+  const std::int64_t limit_bytes = schedule && options.plan.memory_limit.empty()
+                                       ? schedule->memory_limit_bytes
+                                       : resolve_memory_limit(options.plan, costs.hardware);
   const Plan plan = schedule
                         ? schedule->plan
                         : resolve_plan_option(options.plan, workload, *costs.model, limit_bytes);

@@ -62,6 +62,29 @@ void BM_Tune405bOn1024(benchmark::State& state) {
   state.counters["budget_exhausted"] = exhausted ? 1 : 0;
   state.counters["tuned_step_ms"] = step_time_s * 1e3;
 }
+// What the stall rule costs in quality: the same search on one thread with a longer stall
+// (5,000 simulations) and run to convergence (0: until no single or pair move improves
+// and the perturbations are spent).
+void BM_Tune405bOn1024Stall(benchmark::State& state) {
+  const Job405b& job = job405b();
+  TunerOptions options;
+  options.threads = 1;
+  options.time_budget_s = 120;
+  options.stall_evaluations = state.range(0);
+  for (auto _ : state) {
+    const TunerResult result = Tuner(options).tune(job.workload, *job.costs);
+    state.counters["plans"] = static_cast<double>(result.plans_evaluated);
+    state.counters["tuned_step_ms"] = result.best.step_time_s * 1e3;
+    state.counters["budget_exhausted"] = result.budget_exhausted ? 1 : 0;
+  }
+}
+BENCHMARK(BM_Tune405bOn1024Stall)
+    ->Arg(5000)
+    ->Arg(0)
+    ->Unit(benchmark::kSecond)
+    ->Iterations(1)
+    ->UseRealTime();
+
 BENCHMARK(BM_Tune405bOn1024)
     ->Arg(1)
     ->Arg(2)

@@ -149,7 +149,7 @@ TEST_CASE("simulate --plan schedule.json re-simulates the stored program exactly
           "[cli][tune][simulate]") {
   const std::string dir = make_temp_dir("fsdptune-tune-resim");
   const std::string out = dir + "/schedule.json";
-  REQUIRE(run_fsdptune("tune " + kTinyJob + " --out " + out).exit_code == 0);
+  REQUIRE(run_fsdptune("tune " + kTinyJob + " --memory-limit 20GiB --out " + out).exit_code == 0);
   const fsdptune::ScheduleFile schedule =
       fsdptune::schedule_from_json(fsdptune::read_json_file(out), out);
 
@@ -166,6 +166,9 @@ TEST_CASE("simulate --plan schedule.json re-simulates the stored program exactly
   CHECK(json.at("exposed_comm_s").get<double>() == schedule.predicted.exposed_comm_s);
   CHECK(json.at("task_count").get<std::size_t>() == schedule.program.tasks.size());
   CHECK(json.at("plan").at("name") == "tuned");
+  // Judged against the limit it was tuned for (no --memory-limit given).
+  CHECK(json.at("memory_limit_bytes").get<std::int64_t>() == 20LL << 30);
+  CHECK(json.at("fits").get<bool>() == schedule.predicted.fits);
 
   // The stored Program, not a new lowering of the plan: scale every task's duration by 2
   // in the file and the step time doubles (all durations scale, so every event does).
