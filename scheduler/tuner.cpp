@@ -3,6 +3,7 @@
 #include "fsdptune/tuner.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -507,6 +508,26 @@ class Search {
   // `plan` moved into the search space of the options (TunerOptions): fixed knobs set,
   // prefetch depths clamped, one shared partition when partitions are not independent.
   Plan project(Plan plan) const;
+  // One local move of a plan, cheap to list: the plan it leads to is built by apply().
+  struct Move {
+    enum Kind {
+      kToggleCut,         // cut `index` of partition `dim` toggled (merge or split)
+      kSetCutEverywhere,  // cut `index` set to `value` in all three partitions
+      kShiftCut,          // cut `index` of partition `dim` moved to `value`
+      kForwardPrefetch,   // forward prefetch depth := value
+      kBackwardPrefetch,  // backward prefetch depth := value
+      kFlipReshard,       // reshard_after_forward[index] flipped
+      kSwitchLayout,      // the other stream layout
+    };
+    Kind kind = kToggleCut;
+    int dim = 0;
+    int index = 0;
+    int value = 0;
+  };
+  // The moves of `plan` in the search space, in a fixed order.
+  std::vector<Move> moves(const Plan& plan) const;
+  Plan apply(const Plan& plan, const Move& move) const;
+  // apply() of every move, in order.
   std::vector<Plan> neighbours(const Plan& plan) const;
   Plan perturb(const Plan& plan);
   std::vector<Plan> pair_moves(const Plan& plan);
@@ -621,54 +642,34 @@ Plan Search::project(Plan plan) const {
   return plan;
 }
 
-std::vector<Plan> Search::neighbours(const Plan& plan) const {
-  std::vector<Plan> out;
+std::vector<Search::Move> Search::moves(const Plan& plan) const {
+  std::vector<Move> out;
   const int n = unit_count_;
   if (plan.one_collective_per_parameter) return out;
   const int dims = options_.independent_partitions ? 3 : 1;
-  const auto set_all = [&](const Plan& from, const std::vector<bool>& cuts) {
-    Plan next = from;
-    for (int dim = 0; dim < 3; ++dim) next = with_partition(next, dim, cuts);
-    return next;
-  };
-  // Merge / split: toggle one cut in one partition, or in all three at once.
+  const std::array<std::vector<bool>, 3> plan_cuts = {cuts_of(buckets_of(plan, 0), n),
+                                                      cuts_of(buckets_of(plan, 1), n),
+                                                      cuts_of(buckets_of(plan, 2), n)};
+  // Merge / split: toggle one cut in one partition, or set it in all three at once.
   for (int i = 0; i + 1 < n; ++i) {
-    for (int dim = 0; dim < dims; ++dim) {
-      std::vector<bool> cuts = cuts_of(buckets_of(plan, dim), n);
-      cuts[i] = !cuts[i];
-      out.push_back(options_.independent_partitions ? with_partition(plan, dim, cuts)
-                                                    : set_all(plan, cuts));
-    }
+    for (int dim = 0; dim < dims; ++dim) out.push_back({Move::kToggleCut, dim, i, 0});
     if (options_.independent_partitions) {
       for (const bool value : {true, false}) {
         bool changes = false;
-        for (int dim = 0; dim < 3; ++dim) {
-          changes = changes || cuts_of(buckets_of(plan, dim), n)[i] != value;
-        }
-        if (!changes) continue;
-        Plan next = plan;
-        for (int dim = 0; dim < 3; ++dim) {
-          std::vector<bool> cuts = cuts_of(buckets_of(next, dim), n);
-          cuts[i] = value;
-          next = with_partition(next, dim, cuts);
-        }
-        out.push_back(std::move(next));
+        for (int dim = 0; dim < 3; ++dim) changes = changes || plan_cuts[dim][i] != value;
+        if (changes) out.push_back({Move::kSetCutEverywhere, 0, i, value ? 1 : 0});
       }
     }
   }
   // Shift a boundary by one unit.
   for (int dim = 0; dim < dims; ++dim) {
-    const std::vector<bool> cuts = cuts_of(buckets_of(plan, dim), n);
+    const std::vector<bool>& cuts = plan_cuts[dim];
     for (int i = 0; i + 1 < n; ++i) {
       if (!cuts[i]) continue;
       for (const int step : {-1, 1}) {
         const int to = i + step;
         if (to < 0 || to + 1 >= n || cuts[to]) continue;
-        std::vector<bool> moved = cuts;
-        moved[i] = false;
-        moved[to] = true;
-        out.push_back(options_.independent_partitions ? with_partition(plan, dim, moved)
-                                                      : set_all(plan, moved));
+        out.push_back({Move::kShiftCut, dim, i, to});
       }
     }
   }
@@ -677,42 +678,92 @@ std::vector<Plan> Search::neighbours(const Plan& plan) const {
     for (const int step : {-1, 1}) {
       const int forward = plan.forward_prefetch + step;
       if (forward >= 1 && forward <= options_.max_prefetch) {
-        Plan next = plan;
-        next.forward_prefetch = forward;
-        out.push_back(std::move(next));
+        out.push_back({Move::kForwardPrefetch, 0, 0, forward});
       }
       const int backward = plan.backward_prefetch + step;
       if (backward >= 1 && backward <= options_.max_prefetch) {
-        Plan next = plan;
-        next.backward_prefetch = backward;
-        out.push_back(std::move(next));
+        out.push_back({Move::kBackwardPrefetch, 0, 0, backward});
       }
     }
   }
   if (options_.search_reshard) {
     for (std::size_t b = 0; b < plan.reshard_after_forward.size(); ++b) {
-      Plan next = plan;
-      next.reshard_after_forward[b] = !next.reshard_after_forward[b];
-      out.push_back(std::move(next));
+      out.push_back({Move::kFlipReshard, 0, static_cast<int>(b), 0});
     }
   }
-  if (options_.search_layout) {
-    Plan next = plan;
-    next.stream_layout = plan.stream_layout == StreamLayout::kSeparate ? StreamLayout::kShared
-                                                                       : StreamLayout::kSeparate;
-    out.push_back(std::move(next));
+  if (options_.search_layout) out.push_back({Move::kSwitchLayout, 0, 0, 0});
+  return out;
+}
+
+Plan Search::apply(const Plan& plan, const Move& move) const {
+  const int n = unit_count_;
+  const auto set_all = [&](const Plan& from, const std::vector<bool>& cuts) {
+    Plan next = from;
+    for (int dim = 0; dim < 3; ++dim) next = with_partition(next, dim, cuts);
+    return next;
+  };
+  switch (move.kind) {
+    case Move::kToggleCut: {
+      std::vector<bool> cuts = cuts_of(buckets_of(plan, move.dim), n);
+      cuts[move.index] = !cuts[move.index];
+      return options_.independent_partitions ? with_partition(plan, move.dim, cuts)
+                                             : set_all(plan, cuts);
+    }
+    case Move::kSetCutEverywhere: {
+      Plan next = plan;
+      for (int dim = 0; dim < 3; ++dim) {
+        std::vector<bool> cuts = cuts_of(buckets_of(next, dim), n);
+        cuts[move.index] = move.value != 0;
+        next = with_partition(next, dim, cuts);
+      }
+      return next;
+    }
+    case Move::kShiftCut: {
+      std::vector<bool> cuts = cuts_of(buckets_of(plan, move.dim), n);
+      cuts[move.index] = false;
+      cuts[move.value] = true;
+      return options_.independent_partitions ? with_partition(plan, move.dim, cuts)
+                                             : set_all(plan, cuts);
+    }
+    case Move::kForwardPrefetch: {
+      Plan next = plan;
+      next.forward_prefetch = move.value;
+      return next;
+    }
+    case Move::kBackwardPrefetch: {
+      Plan next = plan;
+      next.backward_prefetch = move.value;
+      return next;
+    }
+    case Move::kFlipReshard: {
+      Plan next = plan;
+      next.reshard_after_forward[move.index] = !next.reshard_after_forward[move.index];
+      return next;
+    }
+    case Move::kSwitchLayout: {
+      Plan next = plan;
+      next.stream_layout = plan.stream_layout == StreamLayout::kSeparate ? StreamLayout::kShared
+                                                                         : StreamLayout::kSeparate;
+      return next;
+    }
   }
+  return plan;
+}
+
+std::vector<Plan> Search::neighbours(const Plan& plan) const {
+  std::vector<Plan> out;
+  for (const Move& move : moves(plan)) out.push_back(apply(plan, move));
   return out;
 }
 
 Plan Search::perturb(const Plan& plan) {
   // A few random moves at once: a kick out of the current local optimum.
   Plan current = plan;
-  const int moves = 2 + static_cast<int>(rng_() % 3);
-  for (int m = 0; m < moves; ++m) {
-    const std::vector<Plan> options = neighbours(current);
+  const int count = 2 + static_cast<int>(rng_() % 3);
+  for (int m = 0; m < count; ++m) {
+    const std::vector<Move> options = moves(current);
     if (options.empty()) break;
-    current = options[rng_() % options.size()];
+    current = apply(current, options[rng_() % options.size()]);
   }
   return current;
 }
@@ -780,22 +831,24 @@ std::vector<Plan> Search::pair_moves(const Plan& plan) {
   // that only pays with a deeper prefetch, a shift on two partitions together). All pairs
   // when there are few, else a seeded sample of `pair_moves` of them: a random first move,
   // then a random handful of second moves from it.
-  const std::vector<Plan> first = neighbours(plan);
+  // Moves are listed cheaply and only the plans drawn are built.
+  const std::vector<Move> first = moves(plan);
   std::vector<Plan> out;
   const std::size_t cap = static_cast<std::size_t>(std::max(options_.pair_moves, 0));
   if (first.empty() || cap == 0) return out;
   if (first.size() * first.size() <= cap) {
-    for (const Plan& a : first) {
-      for (Plan& b : neighbours(a)) out.push_back(std::move(b));
+    for (const Move& a : first) {
+      for (Plan& b : neighbours(apply(plan, a))) out.push_back(std::move(b));
     }
     return out;
   }
   constexpr std::size_t kSecondMovesPerFirst = 16;
   while (out.size() < cap) {
-    std::vector<Plan> second = neighbours(first[rng_() % first.size()]);
+    const Plan middle = apply(plan, first[rng_() % first.size()]);
+    const std::vector<Move> second = moves(middle);
     if (second.empty()) break;
     for (std::size_t k = 0; k < kSecondMovesPerFirst && out.size() < cap; ++k) {
-      out.push_back(second[rng_() % second.size()]);
+      out.push_back(apply(middle, second[rng_() % second.size()]));
     }
   }
   return out;

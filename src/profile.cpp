@@ -81,6 +81,57 @@ std::vector<double> read_samples(const nlohmann::json& object, const std::string
   return samples;
 }
 
+Provenance read_provenance(const nlohmann::json& provenance, const std::string& where) {
+  if (!provenance.is_object()) throw_bad_input(where, "must be an object");
+  auto optional_string = [&](const char* key) {
+    if (!provenance.contains(key)) return std::string();
+    return require_string(provenance, key, where);
+  };
+  Provenance result;
+  result.tool = optional_string("tool");
+  result.date = optional_string("date");
+  result.method = optional_string("method");
+  result.command = optional_string("command");
+  if (provenance.contains("environment")) {
+    const nlohmann::json& environment = provenance["environment"];
+    if (!environment.is_object()) throw_bad_input(where + ".environment", "must be an object");
+    for (const auto& [key, value] : environment.items()) {
+      if (!value.is_string()) {
+        throw_bad_input(fmt::format("{}.environment.{}", where, key), "must be a string");
+      }
+      result.environment[key] = value.get<std::string>();
+    }
+  }
+  return result;
+}
+
+nlohmann::json provenance_to_json(const Provenance& provenance) {
+  nlohmann::json environment = nlohmann::json::object();
+  for (const auto& [key, value] : provenance.environment) environment[key] = value;
+  return {{"tool", provenance.tool},
+          {"date", provenance.date},
+          {"method", provenance.method},
+          {"command", provenance.command},
+          {"environment", environment}};
+}
+
+// The "part" of an entry of a merged profile (`parts` parts): required, in range. An
+// unmerged profile (parts == 0) must not have one.
+int read_part(const nlohmann::json& object, std::size_t parts, const std::string& where) {
+  if (parts == 0) {
+    if (object.contains("part")) {
+      throw_bad_input(where + ".part", "only a merged profile (with \"parts\") names parts");
+    }
+    return -1;
+  }
+  const nlohmann::json& value = require(object, "part", where);
+  if (!value.is_number_integer() || value.get<std::int64_t>() < 0 ||
+      value.get<std::int64_t>() >= static_cast<std::int64_t>(parts)) {
+    throw_bad_input(where + ".part", fmt::format("must be an index into parts (0..{})", parts - 1));
+  }
+  return value.get<int>();
+}
+
 }  // namespace
 
 Profile profile_from_json(const nlohmann::json& json, const std::string& source) {
@@ -106,6 +157,22 @@ Profile profile_from_json(const nlohmann::json& json, const std::string& source)
     throw_bad_input(source + ": field 'hardware'", "must name the hardware (e.g. \"h100-sxm\")");
   }
 
+  if (json.contains("parts")) {
+    const nlohmann::json& parts = json["parts"];
+    if (!parts.is_array()) throw_bad_input(root + "parts", "must be an array");
+    if (parts.empty())
+      throw_bad_input(root + "parts", "empty: leave it out of an unmerged profile");
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      const std::string where = fmt::format("{}parts[{}]", root, i);
+      if (!parts[i].is_object()) throw_bad_input(where, "must be an object");
+      ProfilePart part;
+      part.source = require_string(parts[i], "source", where);
+      part.provenance =
+          read_provenance(require(parts[i], "provenance", where), where + ".provenance");
+      profile.parts.push_back(std::move(part));
+    }
+  }
+
   std::set<std::string> signatures;
   const nlohmann::json& compute = require_array(json, "compute", root + "compute");
   for (std::size_t i = 0; i < compute.size(); ++i) {
@@ -123,6 +190,7 @@ Profile profile_from_json(const nlohmann::json& json, const std::string& source)
                       fmt::format("'{}' is measured twice; merge the samples", entry.signature));
     }
     entry.samples_s = read_samples(compute[i], where);
+    entry.part = read_part(compute[i], profile.parts.size(), where);
     profile.compute.push_back(std::move(entry));
   }
 
@@ -155,6 +223,7 @@ Profile profile_from_json(const nlohmann::json& json, const std::string& source)
       point.samples_s = read_samples(points[j], point_where);
       sweep.points.push_back(std::move(point));
     }
+    sweep.part = read_part(collectives[i], profile.parts.size(), where);
     profile.collectives.push_back(std::move(sweep));
   }
 
@@ -166,30 +235,14 @@ Profile profile_from_json(const nlohmann::json& json, const std::string& source)
         require_positive_number(contention, "compute_slowdown_with_comm", where);
     profile.contention.comm_share_efficiency =
         require_positive_number(contention, "comm_share_efficiency", where);
+    // A merged profile names the part its factors came from, when one measured them.
+    if (contention.contains("part")) {
+      profile.contention_part = read_part(contention, profile.parts.size(), where);
+    }
   }
 
   if (json.contains("provenance")) {
-    const nlohmann::json& provenance = json["provenance"];
-    const std::string where = root + "provenance";
-    if (!provenance.is_object()) throw_bad_input(where, "must be an object");
-    auto optional_string = [&](const char* key) {
-      if (!provenance.contains(key)) return std::string();
-      return require_string(provenance, key, where);
-    };
-    profile.provenance.tool = optional_string("tool");
-    profile.provenance.date = optional_string("date");
-    profile.provenance.method = optional_string("method");
-    profile.provenance.command = optional_string("command");
-    if (provenance.contains("environment")) {
-      const nlohmann::json& environment = provenance["environment"];
-      if (!environment.is_object()) throw_bad_input(where + ".environment", "must be an object");
-      for (const auto& [key, value] : environment.items()) {
-        if (!value.is_string()) {
-          throw_bad_input(fmt::format("{}.environment.{}", where, key), "must be a string");
-        }
-        profile.provenance.environment[key] = value.get<std::string>();
-      }
-    }
+    profile.provenance = read_provenance(json["provenance"], root + "provenance");
   }
   return profile;
 }
@@ -200,6 +253,7 @@ nlohmann::json profile_to_json(const Profile& profile) {
     compute.push_back({{"signature", entry.signature},
                        {"op", op_to_json(entry.op)},
                        {"samples_s", entry.samples_s}});
+    if (!profile.parts.empty()) compute.back()["part"] = entry.part;
   }
   nlohmann::json collectives = nlohmann::json::array();
   for (const CollectiveSweep& sweep : profile.collectives) {
@@ -211,25 +265,33 @@ nlohmann::json profile_to_json(const Profile& profile) {
                            {"ranks", sweep.group.ranks},
                            {"ranks_per_node", sweep.group.ranks_per_node},
                            {"points", points}});
+    if (!profile.parts.empty()) collectives.back()["part"] = sweep.part;
   }
-  nlohmann::json environment = nlohmann::json::object();
-  for (const auto& [key, value] : profile.provenance.environment) environment[key] = value;
-  return {
+  nlohmann::json contention = {
+      {"compute_slowdown_with_comm", profile.contention.compute_slowdown_with_comm},
+      {"comm_share_efficiency", profile.contention.comm_share_efficiency}};
+  if (!profile.parts.empty() && profile.contention_part >= 0) {
+    contention["part"] = profile.contention_part;
+  }
+  nlohmann::json json = {
       {"format", kFormat},
       {"version", profile.version},
       {"hardware", profile.hardware},
       {"compute", compute},
       {"collectives", collectives},
-      {"contention",
-       {{"compute_slowdown_with_comm", profile.contention.compute_slowdown_with_comm},
-        {"comm_share_efficiency", profile.contention.comm_share_efficiency}}},
-      {"provenance",
-       {{"tool", profile.provenance.tool},
-        {"date", profile.provenance.date},
-        {"method", profile.provenance.method},
-        {"command", profile.provenance.command},
-        {"environment", environment}}},
+      {"contention", contention},
+      {"provenance", provenance_to_json(profile.provenance)},
   };
+  // Only merged profiles carry parts: an unmerged profile writes the same bytes as before.
+  if (!profile.parts.empty()) {
+    nlohmann::json parts = nlohmann::json::array();
+    for (const ProfilePart& part : profile.parts) {
+      parts.push_back(
+          {{"source", part.source}, {"provenance", provenance_to_json(part.provenance)}});
+    }
+    json["parts"] = parts;
+  }
+  return json;
 }
 
 double median_seconds(const std::vector<double>& samples_s) {

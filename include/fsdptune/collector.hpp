@@ -51,9 +51,11 @@ class Collector {
   // collect(); only rank 0 should write the result.
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
-  // Collective over all ranks. Compute ops are timed on every rank, and a sample is the
-  // maximum over ranks of that repetition (the slowest rank is what a step waits for);
-  // collectives are timed around each call and reduced the same way. Throws
+  // Collective over all ranks. Compute ops are timed on every rank: the cpu collector
+  // keeps every rank's samples (ranks share the host's cores and wait for each other only
+  // at collectives, so an op's cost is its time on one rank), the cuda collector one
+  // sample per repetition, the maximum over ranks (each rank has its own GPU); collectives
+  // are timed around each call, one sample per repetition, the slowest rank's. Throws
   // Error(kRuntime) on a device, MPI or NCCL failure.
   virtual Profile collect(const Workload& workload, const CollectorOptions& options) = 0;
 };

@@ -71,16 +71,25 @@ struct KinetoImportOptions {
 struct KinetoImportResult {
   Profile profile;  // provenance.method "kineto import"; tool/date/command left to the caller
   std::int64_t gemm_calls = 0;       // GEMM op calls taken as samples (one or more kernels)
+  std::int64_t attention_calls = 0;  // attention op calls (forward or backward)
+  std::int64_t memory_calls = 0;     // memory-bound op calls (norms, embedding, AdamW)
   std::int64_t nccl_kernels = 0;     // kernels taken as collective samples
   std::int64_t skipped_kernels = 0;  // other kernels, or kernels whose op/shape was not found
   std::vector<std::string> notes;    // why kernels were skipped, one line per reason
 };
 
 // Reads the "traceEvents" of a Chrome trace written by torch.profiler (or a bare event
-// array). GEMMs: the kernels launched by aten::mm / addmm / linear / matmul / _scaled_mm,
-// linked kernel -> cuda_runtime launch (args "correlation") -> enclosing cpu_op on the
-// same thread (or by "External id"); the shape comes from the op's "Input Dims", the dtype
-// from "Input type"; one sample per op call (first kernel start to last kernel end).
+// array). Compute ops: the kernels launched by an op fsdptune models, linked kernel ->
+// cuda_runtime launch (args "correlation") -> innermost enclosing such cpu_op on the same
+// thread (or by "External id"); one sample per op call, the union of its kernels' GPU
+// intervals. The shape comes from the op's "Input Dims", the dtype from "Input type":
+// - GEMMs: aten::mm / addmm / linear / matmul / _scaled_mm;
+// - attention: SDPA (aten::scaled_dot_product_attention and its flash / cuDNN / efficient
+//   kernels), aten::_flash_attention_*, flash_attn::_flash_attn_*, forward and backward,
+//   is_causal from "Concrete Inputs" (absent: causal);
+// - memory-bound: aten::rms_norm / _fused_rms_norm (rmsnorm_fwd), _fused_rms_norm_backward
+//   (rmsnorm_bwd), embedding (embedding_fwd), embedding_dense_backward (embedding_bwd),
+//   _fused_adamw_ (adamw), with the workload's byte counts (docs/workload.md).
 // NCCL: kernels named ncclDevKernel_* / ncclKernel_*, the collective from the name, the
 // bytes from the collective metadata ("In msg nelems", "Out msg nelems", "dtype",
 // "Group size") on the kernel itself (Kineto >= PyTorch 2.3) or on the enclosing

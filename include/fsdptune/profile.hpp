@@ -19,6 +19,7 @@ struct ComputeEntry {
   std::string signature;          // Op::signature()
   Op op;                          // the op measured (shape, dtype, flops, bytes)
   std::vector<double> samples_s;  // kernel durations, one per repetition
+  int part = -1;                  // merged profiles: index in Profile::parts it came from
   bool operator==(const ComputeEntry&) const = default;
 };
 
@@ -32,6 +33,7 @@ struct CollectiveSweep {
   CollectiveKind kind = CollectiveKind::kAllGather;
   CommGroup group;
   std::vector<CollectivePoint> points;  // sorted by bytes
+  int part = -1;                        // merged profiles: index in Profile::parts
   bool operator==(const CollectiveSweep&) const = default;
 };
 
@@ -44,6 +46,14 @@ struct Provenance {
   bool operator==(const Provenance&) const = default;
 };
 
+// One input of a merged profile (`fsdptune profile merge`, profile_merge.hpp): where it
+// came from and how it was measured, so that each entry of the merge keeps its provenance.
+struct ProfilePart {
+  std::string source;     // the file merged in, as named on the command line
+  Provenance provenance;  // that file's provenance, unchanged
+  bool operator==(const ProfilePart&) const = default;
+};
+
 struct Profile {
   int version = kProfileFormatVersion;
   std::string hardware;  // HardwareSpec id this profile was measured on
@@ -51,6 +61,11 @@ struct Profile {
   std::vector<CollectiveSweep> collectives;
   ContentionFactors contention;
   Provenance provenance;
+  // Empty unless merged. When not empty, every compute entry and sweep names its part
+  // (0 <= part < parts.size()), and contention_part is the part the contention factors
+  // came from (-1: the defaults, no part measured them).
+  std::vector<ProfilePart> parts;
+  int contention_part = -1;
   bool operator==(const Profile&) const = default;
 };
 
@@ -58,7 +73,8 @@ struct Profile {
 // Checks: "format" is "fsdptune-profile" when present, version == kProfileFormatVersion,
 // every sample finite and > 0, at least one sample per entry/point, points strictly
 // increasing in bytes, each compute signature equal to its op's signature() and unique,
-// each (kind, ranks, ranks_per_node) sweep unique, contention factors positive.
+// each (kind, ranks, ranks_per_node) sweep unique, contention factors positive, and for a
+// merged profile (non-empty "parts") every "part" index in range.
 Profile profile_from_json(const nlohmann::json& json, const std::string& source);
 // Deterministic: profile_to_json(profile_from_json(profile_to_json(p))) dumps to the same
 // bytes as profile_to_json(p).

@@ -134,10 +134,24 @@ class CpuCollector final : public Collector {
   Profile collect(const Workload& workload, const CollectorOptions& options) override;
 
  private:
-  // Samples of `run`, one per repetition after `warmup` untimed ones, each the maximum
-  // over ranks; the ranks start every repetition together (a barrier), as they run a step.
+  // How a repetition's times on the ranks become samples.
+  enum class OverRanks {
+    // Every rank's own time (reps x ranks samples, rank by rank): compute ops. Ranks do
+    // not wait for each other between two compute ops of a step -- only at collectives --
+    // so the cost of an op is its time on one rank. (The maximum over ranks would charge
+    // every op the worse of two ranks' scheduling noise, which a step does not pay: on a
+    // loaded 2-core host it made the predicted compute 1.7x the measured one.)
+    kEach,
+    // The slowest rank's time, one sample per repetition: collectives, which finish on
+    // every rank only when the last one has taken part.
+    kMax,
+  };
+
+  // Samples of `run` after `warmup` untimed repetitions; the ranks start every repetition
+  // together (a barrier), as they run a step.
   template <typename Run>
-  std::vector<double> time_on_all_ranks(const CollectorOptions& options, Run&& run) {
+  std::vector<double> time_on_all_ranks(const CollectorOptions& options, OverRanks over,
+                                        Run&& run) {
     for (std::int64_t i = 0; i < options.warmup; ++i) run();
     std::vector<double> samples_s;
     for (std::int64_t rep = 0; rep < options.reps; ++rep) {
@@ -146,6 +160,7 @@ class CpuCollector final : public Collector {
       run();
       samples_s.push_back(seconds_since(start));
     }
+    if (over == OverRanks::kEach) return world_.gather_from_ranks(samples_s);
     world_.max_over_ranks(samples_s);
     return samples_s;
   }
@@ -181,7 +196,8 @@ Profile CpuCollector::collect(const Workload& workload, const CollectorOptions& 
   // Compute: every distinct op, with the executor's kernels.
   for (const Op& op : distinct_compute_ops(workload)) {
     profile.compute.push_back(
-        ComputeEntry{op.signature(), op, time_on_all_ranks(options, [&] { kernels->run(op); })});
+        ComputeEntry{op.signature(), op,
+                     time_on_all_ranks(options, OverRanks::kEach, [&] { kernels->run(op); })});
   }
 
   // Collectives over all ranks of the job.
@@ -196,8 +212,8 @@ Profile CpuCollector::collect(const Workload& workload, const CollectorOptions& 
       for (const std::int64_t requested_bytes : sizes) {
         const std::int64_t bytes = collective_buffer_bytes(requested_bytes, ranks);
         MpiCollective collective(kind, bytes, ranks, world_.comm());
-        sweep.points.push_back(
-            CollectivePoint{bytes, time_on_all_ranks(options, [&] { collective.run(); })});
+        sweep.points.push_back(CollectivePoint{
+            bytes, time_on_all_ranks(options, OverRanks::kMax, [&] { collective.run(); })});
       }
       std::sort(
           sweep.points.begin(), sweep.points.end(),
@@ -262,7 +278,8 @@ std::string CpuCollector::measure_contention(const std::vector<ComputeEntry>& co
   collect::check_mpi(MPI_Comm_dup(world_.comm(), &comm_b), "MPI_Comm_dup");
   MpiCollective first(CollectiveKind::kAllGather, bytes, ranks, comm_a);
   MpiCollective second(CollectiveKind::kAllGather, bytes, ranks, comm_b);
-  const double single_s = median_seconds(time_on_all_ranks(options, [&] { first.run(); }));
+  const double single_s =
+      median_seconds(time_on_all_ranks(options, OverRanks::kMax, [&] { first.run(); }));
 
   // GEMM beside a stream of all-gathers. Every rank runs the same number of all-gathers
   // (computed from values already maxed over ranks), enough to cover twice the GEMMs.
@@ -288,8 +305,10 @@ std::string CpuCollector::measure_contention(const std::vector<ComputeEntry>& co
   }
   // Every rank needs overlapped samples; 0 stands for "none" in the max/min reductions.
   const double fewest = -world_.max_over_ranks(-static_cast<double>(with_comm_s.size()));
-  const double gemm_with_comm_s =
-      world_.max_over_ranks(with_comm_s.empty() ? 0.0 : median_seconds(with_comm_s));
+  // Like gemm_alone_s (every rank's samples), the typical rank: the median of the ranks'
+  // medians.
+  const double gemm_with_comm_s = median_seconds(
+      world_.gather_from_ranks({with_comm_s.empty() ? 0.0 : median_seconds(with_comm_s)}));
 
   // Two all-gathers at once, on two communicators from two threads. The second thread
   // lives across the repetitions and is handed each one, so no thread start is timed.
@@ -316,7 +335,7 @@ std::string CpuCollector::measure_contention(const std::vector<ComputeEntry>& co
   });
   std::vector<double> pair_samples_s;
   try {
-    pair_samples_s = time_on_all_ranks(options, [&] {
+    pair_samples_s = time_on_all_ranks(options, OverRanks::kMax, [&] {
       std::int64_t ticket = 0;
       {
         std::lock_guard lock(mutex);

@@ -133,6 +133,64 @@ bool is_gemm_op_name(const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
 }
 
+// Attention ops whose inputs give the shape. `layout_bhsd`: q is [batch, heads, seq,
+// head_dim] (SDPA); otherwise [batch, seq, heads, head_dim] (flash-attn's own layout).
+// `q_input`: position of q among the inputs (backward ops take grad_out first);
+// `causal_input`: position of is_causal (a bool scalar, in "Concrete Inputs"), from the
+// ops' schemas in ATen's native_functions.yaml and flash-attn's torch.library ops.
+struct AttentionOpName {
+  std::string_view name;
+  bool backward;
+  bool layout_bhsd;
+  std::size_t q_input;
+  std::size_t causal_input;
+};
+
+const std::vector<AttentionOpName>& attention_op_names() {
+  static const std::vector<AttentionOpName> kNames = {
+      {"aten::scaled_dot_product_attention", false, true, 0, 5},
+      {"aten::_scaled_dot_product_flash_attention", false, true, 0, 4},
+      {"aten::_scaled_dot_product_cudnn_attention", false, true, 0, 6},
+      {"aten::_scaled_dot_product_efficient_attention", false, true, 0, 6},
+      {"aten::_flash_attention_forward", false, false, 0, 8},
+      {"flash_attn::_flash_attn_forward", false, false, 0, 5},
+      {"aten::_scaled_dot_product_flash_attention_backward", true, true, 1, 11},
+      {"aten::_scaled_dot_product_cudnn_attention_backward", true, true, 1, 14},
+      {"aten::_scaled_dot_product_efficient_attention_backward", true, true, 1, 11},
+      {"aten::_flash_attention_backward", true, false, 1, 11},
+      {"flash_attn::_flash_attn_backward", true, false, 1, 11},
+  };
+  return kNames;
+}
+
+const AttentionOpName* attention_op_name(const std::string& name) {
+  for (const auto& entry : attention_op_names()) {
+    if (entry.name == name) return &entry;
+  }
+  return nullptr;
+}
+
+// Memory-bound ops mapped to the workload's memory ops (docs/workload.md): one ATen op
+// each. Elementwise ops that are only part of a workload op (aten::silu and aten::mul of
+// SwiGLU, the adds and multiplies of RoPE and the residuals) are not: their bytes would
+// not be the workload op's.
+const std::map<std::string, std::string, std::less<>>& memory_op_names() {
+  static const std::map<std::string, std::string, std::less<>> kNames = {
+      {"aten::rms_norm", "rmsnorm_fwd"},
+      {"aten::_fused_rms_norm", "rmsnorm_fwd"},
+      {"aten::_fused_rms_norm_backward", "rmsnorm_bwd"},
+      {"aten::embedding", "embedding_fwd"},
+      {"aten::embedding_dense_backward", "embedding_bwd"},
+      {"aten::_fused_adamw_", "adamw"},
+  };
+  return kNames;
+}
+
+bool is_modeled_op_name(const std::string& name) {
+  return is_gemm_op_name(name) || attention_op_name(name) != nullptr ||
+         memory_op_names().count(name) > 0;
+}
+
 bool has_comms_metadata(const json& args) { return args.contains("In msg nelems"); }
 
 std::vector<std::int64_t> dims_of(const json& dims) {
@@ -216,6 +274,172 @@ Op make_gemm_op(const std::string& name, const GemmFromOp& gemm) {
   return op;
 }
 
+std::int64_t product(const std::vector<std::int64_t>& dims, std::size_t from, std::size_t to) {
+  std::int64_t out = 1;
+  for (std::size_t i = from; i < to; ++i) out *= dims[i];
+  return out;
+}
+
+std::optional<DType> input_dtype(const json& args, std::size_t index) {
+  const auto types = args.find("Input type");
+  if (types == args.end() || !types->is_array() || types->size() <= index ||
+      !(*types)[index].is_string()) {
+    return std::nullopt;
+  }
+  return compute_dtype((*types)[index].get<std::string>());
+}
+
+// The string Kineto recorded for scalar input `index` ("Concrete Inputs", PyTorch >= 2.1
+// with record_shapes), empty when absent.
+std::string concrete_input(const json& args, std::size_t index) {
+  const auto concrete = args.find("Concrete Inputs");
+  if (concrete == args.end() || !concrete->is_array() || concrete->size() <= index ||
+      !(*concrete)[index].is_string()) {
+    return "";
+  }
+  return (*concrete)[index].get<std::string>();
+}
+
+std::vector<std::int64_t> input_dims(const json& args, std::size_t index) {
+  const auto dims = args.find("Input Dims");
+  if (dims == args.end() || !dims->is_array() || dims->size() <= index) return {};
+  return dims_of((*dims)[index]);
+}
+
+// The attention op of the workload (docs/workload.md, attention.sdpa) for the op's q and
+// k: FLOPs 4*b*s^2*h*hd forward (no causal discount), twice that backward; bytes
+// (2*T*h*hd + 2*T*kv*hd)*a + 4*T*h forward, (4*T*h*hd + 4*T*kv*hd)*a + 4*T*h backward,
+// T = b*s. kv is k's head count as the kernel ran: a trace of a model that repeats K and V
+// to the query heads before attention (repeat_kv) records kv = h.
+std::optional<Op> attention_from_op(const std::string& name, const AttentionOpName& kind,
+                                    const json& args, std::string& why) {
+  const auto q = input_dims(args, kind.q_input);
+  const auto k = input_dims(args, kind.q_input + 1);
+  if (q.size() != 4 || k.size() != 4) {
+    why = fmt::format("{} without 4-d q and k \"Input Dims\" (record_shapes=False?)", name);
+    return std::nullopt;
+  }
+  const std::size_t head_axis = kind.layout_bhsd ? 1 : 2;
+  const std::size_t seq_axis = kind.layout_bhsd ? 2 : 1;
+  AttentionShape shape;
+  shape.batch = q[0];
+  shape.heads = q[head_axis];
+  shape.seq = q[seq_axis];
+  shape.head_dim = q[3];
+  shape.kv_heads = k[head_axis];
+  if (k[0] != q[0] || k[seq_axis] != q[seq_axis] || k[3] != q[3] || shape.kv_heads <= 0 ||
+      shape.heads % shape.kv_heads != 0 || shape.batch <= 0 || shape.seq <= 0 ||
+      shape.head_dim <= 0) {
+    why = fmt::format("{} with q {} and k {} (not self-attention with grouped heads)", name,
+                      json(q).dump(), json(k).dump());
+    return std::nullopt;
+  }
+  // The workload's attention is causal; a recorded is_causal=False is kept as such.
+  shape.causal = concrete_input(args, kind.causal_input) != "False";
+  const auto dtype = input_dtype(args, kind.q_input);
+  if (!dtype) {
+    why = fmt::format("{} with an input type fsdptune does not model", name);
+    return std::nullopt;
+  }
+  Op op;
+  op.kind = OpKind::kAttention;
+  op.name = name;
+  op.dtype = *dtype;
+  op.backward = kind.backward;
+  op.attention = shape;
+  const double forward_flops = 4.0 * static_cast<double>(shape.batch) *
+                               static_cast<double>(shape.seq) * static_cast<double>(shape.seq) *
+                               static_cast<double>(shape.heads) *
+                               static_cast<double>(shape.head_dim);
+  op.flops = kind.backward ? 2.0 * forward_flops : forward_flops;
+  const std::int64_t tokens = shape.batch * shape.seq;
+  const std::int64_t q_elements = tokens * shape.heads * shape.head_dim;
+  const std::int64_t kv_elements = tokens * shape.kv_heads * shape.head_dim;
+  const std::int64_t a = bytes_per_element(*dtype);
+  const std::int64_t lse_bytes = tokens * shape.heads * 4;
+  op.bytes = (kind.backward ? 4 : 2) * (q_elements + kv_elements) * a + lse_bytes;
+  return op;
+}
+
+// The memory-bound op of the workload (docs/workload.md) for one of memory_op_names(),
+// its bytes by the workload's formula from the op's input dims (a = the input's element
+// size, T tokens, d the normalized / embedding dim):
+//   rmsnorm_fwd 2*T*d*a + d*a; rmsnorm_bwd 3*T*d*a + 2*d*a (x = input 0 / 1);
+//   embedding_fwd 8*T + 2*T*d*a (weight [V, d], indices of T tokens);
+//   embedding_bwd V*d*a + 8*T + 3*T*d*a (grad [.., d], indices, num_weights V);
+//   adamw 28 bytes per parameter element (the first tensor list: the parameters).
+std::optional<Op> memory_from_op(const std::string& name, const std::string& memory_op,
+                                 const json& args, std::string& why) {
+  Op op;
+  op.kind = OpKind::kMemoryBound;
+  op.name = name;
+  op.memory_op = memory_op;
+  op.flops = 0;
+  auto fail = [&](const std::string& text) {
+    why = fmt::format("{} {}", name, text);
+    return std::nullopt;
+  };
+  if (memory_op == "rmsnorm_fwd" || memory_op == "rmsnorm_bwd") {
+    const std::size_t x_input = memory_op == "rmsnorm_fwd" ? 0 : 1;
+    const auto x = input_dims(args, x_input);
+    const auto dtype = input_dtype(args, x_input);
+    if (x.empty() || !dtype) return fail("without the input's dims and type");
+    const std::int64_t d = x.back();
+    const std::int64_t rows = product(x, 0, x.size() - 1);
+    const std::int64_t a = bytes_per_element(*dtype);
+    op.dtype = *dtype;
+    op.bytes = memory_op == "rmsnorm_fwd" ? 2 * rows * d * a + d * a : 3 * rows * d * a + 2 * d * a;
+    return op;
+  }
+  if (memory_op == "embedding_fwd") {
+    const auto weight = input_dims(args, 0);
+    const auto indices = input_dims(args, 1);
+    const auto dtype = input_dtype(args, 0);
+    if (weight.size() != 2 || indices.empty() || !dtype) {
+      return fail("without weight [V, d] and index dims");
+    }
+    const std::int64_t tokens = product(indices, 0, indices.size());
+    op.dtype = *dtype;
+    op.bytes = 8 * tokens + 2 * tokens * weight[1] * bytes_per_element(*dtype);
+    return op;
+  }
+  if (memory_op == "embedding_bwd") {
+    const auto grad = input_dims(args, 0);
+    const auto indices = input_dims(args, 1);
+    const auto dtype = input_dtype(args, 0);
+    std::int64_t vocab = 0;
+    try {
+      vocab = std::stoll(concrete_input(args, 2));
+    } catch (const std::exception&) {
+      return fail("without num_weights in \"Concrete Inputs\"");
+    }
+    if (grad.empty() || indices.empty() || !dtype || vocab <= 0) {
+      return fail("without grad and index dims");
+    }
+    const std::int64_t tokens = product(indices, 0, indices.size());
+    const std::int64_t d = grad.back();
+    const std::int64_t a = bytes_per_element(*dtype);
+    op.dtype = *dtype;
+    op.bytes = vocab * d * a + 8 * tokens + 3 * tokens * d * a;
+    return op;
+  }
+  // adamw: Input Dims[0] is the list of parameter shapes.
+  const auto dims = args.find("Input Dims");
+  if (dims == args.end() || !dims->is_array() || dims->empty() || !(*dims)[0].is_array() ||
+      (*dims)[0].empty()) {
+    return fail("without the parameters' dims");
+  }
+  std::int64_t elements = 0;
+  for (const json& tensor : (*dims)[0]) {
+    const auto shape = dims_of(tensor);
+    if (shape.empty()) return fail("with a parameter list that is not a list of shapes");
+    elements += product(shape, 0, shape.size());
+  }
+  op.dtype = DType::kFP32;
+  op.bytes = 28 * elements;
+  return op;
+}
+
 std::optional<CollectiveKind> collective_from_metadata(const json& args) {
   const auto name = args.find("Collective name");
   if (name == args.end() || !name->is_string()) return std::nullopt;
@@ -233,16 +457,37 @@ struct HostEvent {
   std::size_t event = 0;  // index into traceEvents
   Interval interval;
   bool is_op = false;
-  std::optional<std::size_t> gemm_op;  // innermost enclosing GEMM op (event index), itself incl.
+  // Innermost enclosing op fsdptune models (GEMM, attention, memory-bound; event index),
+  // itself included.
+  std::optional<std::size_t> modeled_op;
   std::optional<std::size_t> comm_op;  // innermost enclosing op with comms metadata
 };
 
-// Kernels grouped by what launched them.
-struct GemmCall {
+// Kernels grouped by the modeled op that launched them.
+struct OpCall {
   std::size_t op_event = 0;
-  double first_start_us = 0;
-  double last_end_us = 0;
+  std::vector<Interval> kernels;
 };
+
+// GPU time of one op call: the union of its kernels' intervals (split-K GEMMs, flash
+// attention's several backward kernels, an unfused norm's elementwise kernels). Gaps
+// between the kernels are the host being late, not the op's cost.
+double busy_seconds(std::vector<Interval> kernels) {
+  std::sort(kernels.begin(), kernels.end(),
+            [](const Interval& a, const Interval& b) { return a.begin_us < b.begin_us; });
+  double total_us = 0;
+  double open_begin_us = kernels.front().begin_us;
+  double open_end_us = kernels.front().end_us;
+  for (const Interval& kernel : kernels) {
+    if (kernel.begin_us > open_end_us) {
+      total_us += open_end_us - open_begin_us;
+      open_begin_us = kernel.begin_us;
+    }
+    open_end_us = std::max(open_end_us, kernel.end_us);
+  }
+  total_us += open_end_us - open_begin_us;
+  return total_us * 1e-6;
+}
 
 }  // namespace
 
@@ -311,12 +556,12 @@ KinetoImportResult import_kineto_trace(const json& trace, const KinetoImportOpti
         open.pop_back();
       }
       if (!open.empty()) {
-        item.gemm_op = open.back()->gemm_op;
+        item.modeled_op = open.back()->modeled_op;
         item.comm_op = open.back()->comm_op;
       }
       if (item.is_op) {
         const json& event = events[item.event];
-        if (is_gemm_op_name(event.value("name", ""))) item.gemm_op = item.event;
+        if (is_modeled_op_name(event.value("name", ""))) item.modeled_op = item.event;
         if (has_comms_metadata(args_of(event))) item.comm_op = item.event;
         open.push_back(&item);
       }
@@ -341,7 +586,7 @@ KinetoImportResult import_kineto_trace(const json& trace, const KinetoImportOpti
     ++skip_reasons[why];
   };
 
-  std::map<std::size_t, GemmCall> gemm_calls;  // by op event index
+  std::map<std::size_t, OpCall> op_calls;  // by op event index
   std::map<std::tuple<int, std::int64_t, std::int64_t>, CollectivePoint> collective_points;
   std::map<std::tuple<int, std::int64_t, std::int64_t>, CollectiveSweep> sweeps;
   for (const std::size_t k : kernel_events) {
@@ -413,45 +658,56 @@ KinetoImportResult import_kineto_trace(const json& trace, const KinetoImportOpti
       continue;
     }
 
-    if (origin == nullptr || !origin->gemm_op) {
-      skip("kernel not launched by a GEMM op (elementwise, attention, copies, ...)");
+    if (origin == nullptr || !origin->modeled_op) {
+      skip("kernel not launched by an op fsdptune models (unfused elementwise, copies, ...)");
       continue;
     }
-    auto [call, inserted] = gemm_calls.try_emplace(*origin->gemm_op);
-    if (inserted) {
-      call->second = GemmCall{*origin->gemm_op, intervals[k].begin_us, intervals[k].end_us};
-    } else {
-      call->second.first_start_us = std::min(call->second.first_start_us, intervals[k].begin_us);
-      call->second.last_end_us = std::max(call->second.last_end_us, intervals[k].end_us);
-    }
+    auto& call = op_calls[*origin->modeled_op];
+    call.op_event = *origin->modeled_op;
+    call.kernels.push_back(intervals[k]);
   }
 
-  // GEMM calls -> compute entries; calls ordered by host time so samples are too.
-  std::vector<GemmCall> calls;
-  for (const auto& [event, call] : gemm_calls) calls.push_back(call);
-  std::sort(calls.begin(), calls.end(), [&](const GemmCall& a, const GemmCall& b) {
-    return std::tie(intervals[a.op_event].begin_us, a.op_event) <
-           std::tie(intervals[b.op_event].begin_us, b.op_event);
+  // Op calls -> compute entries; calls ordered by host time so samples are too.
+  std::vector<const OpCall*> calls;
+  for (const auto& [event, call] : op_calls) calls.push_back(&call);
+  std::sort(calls.begin(), calls.end(), [&](const OpCall* a, const OpCall* b) {
+    return std::tie(intervals[a->op_event].begin_us, a->op_event) <
+           std::tie(intervals[b->op_event].begin_us, b->op_event);
   });
   std::map<std::string, ComputeEntry> entries;
-  for (const auto& call : calls) {
-    const json& op_event = events[call.op_event];
+  for (const OpCall* call : calls) {
+    const json& op_event = events[call->op_event];
     const std::string op_name = op_event.value("name", "");
+    const json& args = args_of(op_event);
     std::string why;
-    const auto gemm = gemm_from_op(op_name, args_of(op_event), why);
-    if (!gemm) {
-      skip("GEMM kernel whose op has no single-GEMM shape: " + why);
+    std::optional<Op> op;
+    std::int64_t* counter = nullptr;
+    std::string what;
+    if (is_gemm_op_name(op_name)) {
+      if (const auto gemm = gemm_from_op(op_name, args, why)) op = make_gemm_op(op_name, *gemm);
+      counter = &result.gemm_calls;
+      what = "GEMM kernel whose op has no single-GEMM shape: ";
+    } else if (const AttentionOpName* attention = attention_op_name(op_name)) {
+      op = attention_from_op(op_name, *attention, args, why);
+      counter = &result.attention_calls;
+      what = "attention kernel whose op has no usable shape: ";
+    } else {
+      op = memory_from_op(op_name, memory_op_names().find(op_name)->second, args, why);
+      counter = &result.memory_calls;
+      what = "memory-bound kernel whose op has no usable shape: ";
+    }
+    if (!op) {
+      for (std::size_t i = 0; i < call->kernels.size(); ++i) skip(what + why);
       continue;
     }
-    Op op = make_gemm_op(op_name, *gemm);
-    const std::string signature = op.signature();
+    const std::string signature = op->signature();
     auto& entry = entries[signature];
     if (entry.samples_s.empty()) {
       entry.signature = signature;
-      entry.op = std::move(op);
+      entry.op = std::move(*op);
     }
-    entry.samples_s.push_back((call.last_end_us - call.first_start_us) * 1e-6);
-    ++result.gemm_calls;
+    entry.samples_s.push_back(busy_seconds(call->kernels));
+    ++*counter;
   }
 
   Profile& profile = result.profile;

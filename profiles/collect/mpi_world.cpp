@@ -51,6 +51,16 @@ double MpiWorld::max_over_ranks(double value) const {
   return values[0];
 }
 
+std::vector<double> MpiWorld::gather_from_ranks(const std::vector<double>& values) const {
+  if (size_ == 1 || values.empty()) return values;
+  std::vector<double> all(values.size() * static_cast<std::size_t>(size_));
+  const int count = static_cast<int>(values.size());
+  check_mpi(MPI_Allgather(values.data(), count, MPI_DOUBLE, all.data(), count, MPI_DOUBLE,
+                          MPI_COMM_WORLD),
+            "MPI_Allgather");
+  return all;
+}
+
 std::string MpiWorld::broadcast(const std::string& text) const {
   int length = static_cast<int>(text.size());
   check_mpi(MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast");

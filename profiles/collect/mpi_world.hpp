@@ -25,6 +25,9 @@ class MpiWorld {
   // Element-wise maximum over ranks, in place. REQUIRES: the same size on every rank.
   void max_over_ranks(std::vector<double>& values) const;
   double max_over_ranks(double value) const;
+  // Every rank's `values` concatenated in rank order, on every rank. REQUIRES: the same
+  // size on every rank.
+  std::vector<double> gather_from_ranks(const std::vector<double>& values) const;
   // Rank 0's string on every rank.
   std::string broadcast(const std::string& text) const;
 

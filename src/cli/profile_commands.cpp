@@ -8,10 +8,13 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
+
+#include "cost_options.hpp"
 
 #include "commands.hpp"
 #include "fsdptune/collector.hpp"
@@ -20,6 +23,8 @@
 #include "fsdptune/importers.hpp"
 #include "fsdptune/io.hpp"
 #include "fsdptune/profile.hpp"
+#include "fsdptune/profile_compare.hpp"
+#include "fsdptune/profile_merge.hpp"
 #include "fsdptune/units.hpp"
 #include "fsdptune/workload.hpp"
 #include "job_options.hpp"
@@ -237,9 +242,10 @@ void run_import_kineto(const KinetoFlags& flags) {
   std::size_t points = 0;
   for (const auto& sweep : result.profile.collectives) points += sweep.points.size();
   fmt::print(
-      "imported {} GEMM call(s) into {} compute entries and {} NCCL kernel(s) into {} "
-      "collective point(s) from {}\n",
-      result.gemm_calls, result.profile.compute.size(), result.nccl_kernels, points, flags.trace);
+      "imported {} GEMM, {} attention and {} memory-bound op call(s) into {} compute entries "
+      "and {} NCCL kernel(s) into {} collective point(s) from {}\n",
+      result.gemm_calls, result.attention_calls, result.memory_calls, result.profile.compute.size(),
+      result.nccl_kernels, points, flags.trace);
   for (const auto& note : result.notes) fmt::print("{}\n", note);
   fmt::print("wrote {} (hardware {})\n", flags.out, result.profile.hardware);
 }
@@ -298,7 +304,9 @@ void add_collect(CLI::App& profile) {
 void add_import_kineto(CLI::App& profile) {
   auto kineto = std::make_shared<KinetoFlags>();
   CLI::App* import = profile.add_subcommand(
-      "import-kineto", "take GEMM and NCCL kernel times from a PyTorch profiler Chrome trace");
+      "import-kineto",
+      "take GEMM, attention, norm/embedding/AdamW and NCCL kernel times from a PyTorch "
+      "profiler Chrome trace");
   import->add_option("trace", kineto->trace, "trace JSON (torch.profiler export_chrome_trace)")
       ->required();
   import->add_option("--hardware", kineto->hardware,
@@ -310,6 +318,104 @@ void add_import_kineto(CLI::App& profile) {
 });
 }  // namespace
 
+// profile merge A.json B.json [...] --out C.json [--prefer first|last]
+void add_merge(CLI::App& profile) {
+  struct Options {
+    std::vector<std::string> inputs;
+    std::string out;
+    std::string prefer = "error";
+  };
+  auto options = std::make_shared<Options>();
+  CLI::App* merge = profile.add_subcommand(
+      "merge",
+      "Merge profiles of one hardware into one (e.g. CUPTI compute + nccl-tests collectives)");
+  merge->add_option("profiles", options->inputs, "profile files, two or more")->required();
+  merge->add_option("--out", options->out, "profile file to write")->required();
+  merge
+      ->add_option("--prefer", options->prefer,
+                   "when two inputs measured the same op, sweep or contention: keep the "
+                   "first's or the last's (default: error)")
+      ->capture_default_str();
+  merge->callback([options] {
+    const MergeOverlap overlap = merge_overlap_from_string(options->prefer, "--prefer");
+    std::vector<NamedProfile> inputs;
+    for (const std::string& path : options->inputs) {
+      inputs.push_back({path, profile_from_json(read_json_file(path), path)});
+    }
+    ProfileMergeResult result = merge_profiles(inputs, overlap);
+    Profile& merged = result.profile;
+    merged.provenance.tool = std::string("fsdptune ") + FSDPTUNE_VERSION;
+    merged.provenance.date = provenance_date();
+    std::string command_line = "fsdptune profile merge";
+    for (const std::string& path : options->inputs) command_line += " " + path;
+    command_line += " --out " + options->out;
+    if (overlap != MergeOverlap::kError) command_line += " --prefer " + options->prefer;
+    merged.provenance.command = command_line;
+    write_profile(merged, options->out);
+
+    fmt::print("merged {} profiles (hardware {}) into {} compute entries, {} sweep(s):\n",
+               inputs.size(), merged.hardware, merged.compute.size(), merged.collectives.size());
+    for (std::size_t p = 0; p < merged.parts.size(); ++p) {
+      std::size_t compute = 0, sweeps = 0;
+      for (const auto& entry : merged.compute) compute += entry.part == static_cast<int>(p);
+      for (const auto& sweep : merged.collectives) sweeps += sweep.part == static_cast<int>(p);
+      const ProfilePart& part = merged.parts[p];
+      fmt::print("  {} ({}): {} compute, {} sweep(s){}\n", part.source,
+                 part.provenance.method.empty() ? "method unknown" : part.provenance.method,
+                 compute, sweeps,
+                 merged.contention_part == static_cast<int>(p) ? ", contention" : "");
+    }
+    if (merged.contention_part < 0) fmt::print("  contention: defaults (no input measured it)\n");
+    for (const std::string& note : result.notes) fmt::print("  {}\n", note);
+    fmt::print("wrote {}\n", options->out);
+  });
+}
+
+// profile compare PROFILE.json [--hardware ID|FILE] [--json|--markdown]
+void add_compare(CLI::App& profile) {
+  struct Options {
+    std::string profile;
+    std::string hardware;
+    bool json = false;
+    bool markdown = false;
+  };
+  auto options = std::make_shared<Options>();
+  CLI::App* compare = profile.add_subcommand(
+      "compare", "Compare a measured profile with the analytic model, op by op and size by size");
+  compare->add_option("profile", options->profile, "profile file")->required();
+  compare->add_option("--hardware", options->hardware,
+                      "analytic model of: a built-in id or a spec file (default: the profile's "
+                      "hardware)");
+  compare->add_flag("--json", options->json, "print one JSON object");
+  compare->add_flag("--markdown", options->markdown, "print Markdown tables");
+  compare->callback([options] {
+    if (options->json && options->markdown) {
+      throw_bad_input("--json/--markdown", "give at most one of --json and --markdown");
+    }
+    const Profile measured = read_profile_file(options->profile);
+    const std::string hardware_id =
+        options->hardware.empty() ? measured.hardware : options->hardware;
+    HardwareSpec hardware;
+    try {
+      hardware = resolve_hardware(hardware_id);
+    } catch (const Error&) {
+      if (!options->hardware.empty()) throw;
+      throw_bad_input(fmt::format("{}: field 'hardware'", options->profile),
+                      fmt::format("'{}' is not a built-in hardware", measured.hardware),
+                      "pass --hardware FILE with the spec to compare against");
+    }
+    const auto analytic = make_analytic_cost_model(hardware);
+    const ProfileComparison comparison = compare_profile(measured, *analytic);
+    if (options->json) {
+      fmt::print("{}", dump_json(profile_comparison_to_json(comparison)));
+      return;
+    }
+    std::ostringstream text;
+    print_profile_comparison(text, comparison, options->markdown);
+    fmt::print("{}", text.str());
+  });
+}
+
 }  // namespace fsdptune::cli
 
 void register_profile_commands(CLI::App& app) {
@@ -318,6 +424,8 @@ void register_profile_commands(CLI::App& app) {
   add_import_nccl_tests(*profile);
   add_collect(*profile);
   add_import_kineto(*profile);
+  add_merge(*profile);
+  add_compare(*profile);
 }
 
 }  // namespace fsdptune::cli

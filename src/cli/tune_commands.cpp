@@ -198,6 +198,8 @@ void run_tune(const TuneOptions& options) {
     out["budget_exhausted"] = result.budget_exhausted;
     out["schedule"] = options.out;
     out["schedule_hash"] = schedule_hash(schedule);
+    out["cost_queries"] = schedule.cost_queries;  // of the tuned plan's lowering
+    out["cost_fallbacks"] = schedule.cost_fallbacks;
     if (!options.torchtitan_out.empty()) out["torchtitan"] = options.torchtitan_out;
     fmt::print("{}", dump_json(out));
     return;
@@ -236,6 +238,8 @@ void run_tune(const TuneOptions& options) {
       result.plans_evaluated, result.plans_aborted, elapsed_s,
       elapsed_s > 0 ? static_cast<double>(result.plans_evaluated) / elapsed_s : 0.0,
       result.budget_exhausted ? "; stopped by the time budget" : "");
+  fmt::print("costs: {} looked up, {} from the analytic model ({})\n", schedule.cost_queries,
+             schedule.cost_fallbacks, cost_source);
   fmt::print("wrote {} (schedule {})\n", options.out, schedule_hash(schedule));
   if (!options.torchtitan_out.empty()) fmt::print("wrote {}\n", options.torchtitan_out);
 }

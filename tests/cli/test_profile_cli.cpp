@@ -6,6 +6,8 @@
 
 #include <filesystem>
 
+#include <fmt/format.h>
+
 #include "cli_support.hpp"
 #include "fsdptune/collector.hpp"
 #include "fsdptune/hardware.hpp"
@@ -65,7 +67,8 @@ TEST_CASE("profile --backend cpu under mpirun writes a profile that loads back i
   CHECK(profile.provenance.environment.at("ranks") == "2");
   CHECK_THAT(profile.provenance.command, Catch::Contains("profile --backend cpu"));
   REQUIRE(profile.compute.size() == tiny_distinct_ops());
-  for (const auto& entry : profile.compute) CHECK(entry.samples_s.size() == 2);
+  // Compute ops keep every rank's samples: 2 reps x 2 ranks.
+  for (const auto& entry : profile.compute) CHECK(entry.samples_s.size() == 4);
   // all_gather, reduce_scatter, all_reduce over both ranks; 1, 2, 4, 8, 16 KiB.
   REQUIRE(profile.collectives.size() == 3);
   for (const auto& sweep : profile.collectives) {
@@ -142,9 +145,10 @@ TEST_CASE("profile import-kineto writes a profile from a trace", "[cli][profile]
   const auto run = run_fsdptune("profile import-kineto " + trace + " --out " + out);
   INFO(run.out << run.err);
   REQUIRE(run.exit_code == 0);
-  CHECK_THAT(run.out, Catch::Contains("4 GEMM call(s) into 3 compute entries"));
+  CHECK_THAT(run.out, Catch::Contains("4 GEMM, 1 attention and 0 memory-bound op call(s) into 4 "
+                                      "compute entries"));
   CHECK_THAT(run.out, Catch::Contains("4 NCCL kernel(s) into 3 collective point(s)"));
-  CHECK_THAT(run.out, Catch::Contains("skipped 4 kernel(s)"));
+  CHECK_THAT(run.out, Catch::Contains("skipped 3 kernel(s)"));
   const std::string text = read_text_file(out);
   const Profile profile = profile_from_json(parse_json_text(text, out), out);
   CHECK(dump_json(profile_to_json(profile)) == text);
@@ -160,4 +164,124 @@ TEST_CASE("profile import-kineto writes a profile from a trace", "[cli][profile]
   const auto missing = run_fsdptune("profile import-kineto /no/such/trace.json --out " + out);
   CHECK(missing.exit_code == 2);
   CHECK_THAT(missing.err, Catch::Contains("/no/such/trace.json"));
+}
+
+TEST_CASE("profile merge: a Kineto compute import + nccl-tests sweeps, overlap rules",
+          "[cli][profile][merge]") {
+  const std::string data = FSDPTUNE_TEST_DATA;
+  const std::string dir = make_temp_dir("fsdptune-merge");
+  const std::string kineto = dir + "/kineto.json";
+  const std::string nccl = dir + "/nccl.json";
+  const std::string merged = dir + "/merged.json";
+  REQUIRE(run_fsdptune("profile import-kineto " + data + "/kineto_fsdp_step.json --out " + kineto)
+              .exit_code == 0);
+  REQUIRE(run_fsdptune("profile import-nccl-tests " + data +
+                       "/nccl-tests/all_gather_perf_h100x8.log " + data +
+                       "/nccl-tests/reduce_scatter_perf_h100x8.log --out " + nccl)
+              .exit_code == 0);
+
+  // Both have an all-gather and a reduce-scatter sweep over 8 ranks of one node: refused by
+  // default, naming the second file and the first.
+  const auto refused = run_fsdptune("profile merge " + kineto + " " + nccl + " --out " + merged);
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.err, Catch::Contains(nccl + ": collectives[0]") && Catch::Contains(kineto) &&
+                              Catch::Contains("--prefer"));
+  CHECK_FALSE(std::filesystem::exists(merged));
+
+  // --prefer last: the trace's GEMMs and all-reduce, nccl-tests' all-gather and
+  // reduce-scatter sweeps.
+  const auto run =
+      run_fsdptune("profile merge " + kineto + " " + nccl + " --prefer last --out " + merged);
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  CHECK_THAT(run.out, Catch::Contains("merged 2 profiles (hardware h100-sxm)"));
+  CHECK_THAT(run.out, Catch::Contains("kept " + nccl + " (collectives[0]), dropped " + kineto));
+  const std::string text = read_text_file(merged);
+  const Profile profile = profile_from_json(parse_json_text(text, merged), merged);
+  CHECK(dump_json(profile_to_json(profile)) == text);  // loads back identically
+  const Profile from_kineto = profile_from_json(read_json_file(kineto), kineto);
+  const Profile from_nccl = profile_from_json(read_json_file(nccl), nccl);
+  REQUIRE(profile.parts.size() == 2);
+  CHECK(profile.parts[0].source == kineto);
+  CHECK(profile.parts[0].provenance == from_kineto.provenance);
+  CHECK(profile.parts[1].source == nccl);
+  CHECK(profile.parts[1].provenance.method == "nccl-tests import");
+  CHECK(profile.compute.size() == from_kineto.compute.size());
+  REQUIRE(profile.collectives.size() == 3);
+  for (const auto& sweep : profile.collectives) {
+    CHECK(sweep.part == (sweep.kind == CollectiveKind::kAllReduce ? 0 : 1));
+  }
+  CHECK(profile.provenance.method == "merge");
+  CHECK_THAT(profile.provenance.command, Catch::Contains("--prefer last"));
+
+  // Bad input: a rule that does not exist, one profile, another GPU's profile.
+  const auto bad_rule =
+      run_fsdptune("profile merge " + kineto + " " + nccl + " --prefer newest --out " + merged);
+  CHECK(bad_rule.exit_code == 2);
+  CHECK_THAT(bad_rule.err, Catch::Contains("--prefer"));
+  CHECK(run_fsdptune("profile merge " + kineto + " --out " + merged).exit_code == 2);
+  const std::string h200 = dir + "/h200.json";
+  REQUIRE(run_fsdptune("profile import-kineto " + data + "/kineto_llama_block.json --out " + h200)
+              .exit_code == 0);
+  const auto mixed = run_fsdptune("profile merge " + kineto + " " + h200 + " --out " + merged);
+  CHECK(mixed.exit_code == 2);
+  CHECK_THAT(mixed.err, Catch::Contains(h200 + ": field 'hardware'"));
+}
+
+TEST_CASE("ops a profile lacks fall back to the analytic model, and simulate/tune say how many",
+          "[cli][profile][fallback]") {
+  // The Kineto block fixture measured llama3-8b's attention (forward and backward), its
+  // norms and its embedding at batch 1, seq 8192 on an H200: those costs are measured,
+  // everything else (GEMMs, SwiGLU, RoPE, collectives, copies) falls back.
+  const std::string data = FSDPTUNE_TEST_DATA;
+  const std::string dir = make_temp_dir("fsdptune-fallback");
+  const std::string profile = dir + "/h200-trace.json";
+  REQUIRE(
+      run_fsdptune("profile import-kineto " + data + "/kineto_llama_block.json --out " + profile)
+          .exit_code == 0);
+  const std::string job = "--model llama3-8b --gpus 8 --batch 1 --seq 8192 --plan fsdp2";
+
+  const auto analytic = run_fsdptune("simulate " + job + " --hardware h200 --json");
+  REQUIRE(analytic.exit_code == 0);
+  const auto analytic_json = parse_json_text(analytic.out, "simulate --json");
+  const auto queries = analytic_json.at("cost_queries").get<std::int64_t>();
+  CHECK(analytic_json.at("cost_fallbacks").get<std::int64_t>() == queries);  // nothing measured
+
+  const auto measured = run_fsdptune("simulate " + job + " --profile " + profile + " --json");
+  INFO(measured.err);
+  REQUIRE(measured.exit_code == 0);
+  const auto measured_json = parse_json_text(measured.out, "simulate --json");
+  CHECK(measured_json.at("cost_queries").get<std::int64_t>() == queries);
+  const auto fallbacks = measured_json.at("cost_fallbacks").get<std::int64_t>();
+  // Per block: attention forward and backward, 2 rmsnorm_fwd and 2 rmsnorm_bwd (32 blocks
+  // x 6); the final norm forward and backward; the embedding forward and backward: 196
+  // measured costs. (The profile's AdamW is for other shards: a fallback.)
+  CHECK(fallbacks == queries - 196);
+  // The text output says it too.
+  const auto text = run_fsdptune("simulate " + job + " --profile " + profile);
+  REQUIRE(text.exit_code == 0);
+  CHECK_THAT(text.out, Catch::Contains(fmt::format("costs              {} looked up, {} from the "
+                                                   "analytic model",
+                                                   queries, fallbacks)));
+
+  // tune: the tuned plan's counts in its text, its --json and the schedule file.
+  const std::string schedule = dir + "/schedule.json";
+  const std::string tune_job = "--model llama3-8b --gpus 8 --batch 1 --seq 8192 --profile " +
+                               profile + " --max-evaluations 5 --seed 1 --out " + schedule;
+  const auto tuned = run_fsdptune("tune " + tune_job + " --json");
+  INFO(tuned.err);
+  REQUIRE(tuned.exit_code == 0);
+  const auto tuned_json = parse_json_text(tuned.out, "tune --json");
+  const auto tuned_queries = tuned_json.at("cost_queries").get<std::int64_t>();
+  const auto tuned_fallbacks = tuned_json.at("cost_fallbacks").get<std::int64_t>();
+  CHECK(tuned_fallbacks < tuned_queries);
+  // The same 196 compute costs are measured whatever the plan (it changes only buckets).
+  CHECK(tuned_fallbacks == tuned_queries - 196);
+  const auto schedule_json = read_json_file(schedule);
+  CHECK(schedule_json.at("cost_fallbacks") == tuned_fallbacks);
+  const auto tuned_text = run_fsdptune("tune " + tune_job);
+  REQUIRE(tuned_text.exit_code == 0);
+  CHECK_THAT(tuned_text.out,
+             Catch::Contains(fmt::format("costs: {} looked up, {} from the analytic model ({})",
+                                         tuned_queries, tuned_fallbacks, profile)));
 }

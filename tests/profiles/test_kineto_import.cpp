@@ -1,9 +1,14 @@
 // Kineto (PyTorch profiler) trace import on fixtures written to the real format.
 // tests/data/kineto_fsdp_step.json: one FSDP step's worth of events from rank 0 of 8 H100s:
-// four GEMM calls (one split-K with two kernels), an elementwise, a flash-attention and a
-// bmm kernel (skipped), an NCCL all-gather whose metadata is only on record_param_comms, a
-// reduce-scatter and two all-reduces whose metadata Kineto copied onto the kernels, and a
-// kernel whose launch is outside the trace (skipped).
+// four GEMM calls (one split-K with two kernels), a flash-attention call on repeated K/V,
+// an elementwise and a bmm kernel (skipped), an NCCL all-gather whose metadata is only on
+// record_param_comms, a reduce-scatter and two all-reduces whose metadata Kineto copied
+// onto the kernels, and a kernel whose launch is outside the trace (skipped).
+// tests/data/kineto_llama_block.json (written by hand to the same format, Llama 3 8B
+// shapes at seq 8192 on an H200): embedding, an unfused aten::rms_norm (three kernels)
+// twice, SDPA with grouped K/V dispatched to cuDNN, a SwiGLU silu (skipped), and on the
+// autograd thread the cuDNN attention backward (three kernels), the fused RMSNorm
+// backward, the embedding backward (a fill and the row updates); then a fused AdamW.
 #include <catch2/catch.hpp>
 
 #include "fsdptune/error.hpp"
@@ -16,6 +21,15 @@ using nlohmann::json;
 namespace {
 
 const std::string kFixture = std::string(FSDPTUNE_TEST_DATA) + "/kineto_fsdp_step.json";
+const std::string kBlockFixture = std::string(FSDPTUNE_TEST_DATA) + "/kineto_llama_block.json";
+
+const ComputeEntry& entry_with_signature(const Profile& profile, const std::string& signature) {
+  for (const auto& entry : profile.compute) {
+    if (entry.signature == signature) return entry;
+  }
+  FAIL("no compute entry '" << signature << "'");
+  throw;  // unreachable
+}
 
 const ComputeEntry& entry_with_shape(const Profile& profile, GemmShape shape) {
   for (const auto& entry : profile.compute) {
@@ -47,7 +61,9 @@ TEST_CASE("Kineto fixture: GEMM calls become compute entries", "[profiler][kinet
   // 4 calls: wq twice (aten::linear > aten::matmul > aten::mm, and a bare aten::mm), w1
   // (split-K: GEMM + reduce kernels, one call), and an aten::addmm.
   CHECK(result.gemm_calls == 4);
-  REQUIRE(profile.compute.size() == 3);
+  CHECK(result.attention_calls == 1);
+  CHECK(result.memory_calls == 0);
+  REQUIRE(profile.compute.size() == 4);  // 3 GEMM shapes and the attention
 
   // aten::mm [[8192, 4096], [4096, 4096]]: m=8192 n=4096 k=4096; kernels 480.5 and 482.5 us.
   const auto& wq = entry_with_shape(profile, {8192, 4096, 4096});
@@ -59,11 +75,19 @@ TEST_CASE("Kineto fixture: GEMM calls become compute entries", "[profiler][kinet
   CHECK(wq.samples_s[0] == Approx(480.5e-6));
   CHECK(wq.samples_s[1] == Approx(482.5e-6));
 
-  // Split-K: GEMM kernel 3100 + 1600 us, reduce kernel 4702 .. 4722: one sample of
-  // 4722 - 3100 = 1622 us.
+  // Split-K: GEMM kernel 3100 .. 4700, reduce kernel 4702 .. 4722: one sample, the GPU
+  // time of both kernels, 1600 + 20 = 1620 us (the 2 us gap is not the op's).
   const auto& w1 = entry_with_shape(profile, {8192, 14336, 4096});
   REQUIRE(w1.samples_s.size() == 1);
-  CHECK(w1.samples_s[0] == Approx(1622e-6));
+  CHECK(w1.samples_s[0] == Approx(1620e-6));
+
+  // SDPA flash on q, k, v all [1, 32, 8192, 128] (K/V repeated to the query heads before
+  // the call): recorded as it ran, kv = 32; no "Concrete Inputs": causal. 900 us.
+  const auto& sdpa =
+      entry_with_signature(profile, "attention_fwd bf16 b=1 h=32 kv=32 s=8192 d=128");
+  CHECK(sdpa.op.kind == OpKind::kAttention);
+  CHECK(sdpa.op.attention.causal);
+  check_samples(sdpa.samples_s, {900e-6});
 
   // addmm(bias[2048], A[8192, 4096], B[4096, 2048]): m=8192 n=2048 k=4096, 250 us.
   const auto& addmm = entry_with_shape(profile, {8192, 2048, 4096});
@@ -105,10 +129,10 @@ TEST_CASE("Kineto fixture: NCCL kernels become collective points", "[profiler][k
 
 TEST_CASE("Kineto fixture: skipped kernels are counted and explained", "[profiler][kineto]") {
   const auto result = import_kineto_trace(read_json_file(kFixture), {}, kFixture);
-  // aten::mul, flash attention, aten::bmm, and the copy kernel with no launch.
-  CHECK(result.skipped_kernels == 4);
+  // aten::mul, aten::bmm, and the copy kernel with no launch.
+  CHECK(result.skipped_kernels == 3);
   REQUIRE(result.notes.size() == 1);
-  CHECK(result.notes[0].find("skipped 4 kernel(s)") != std::string::npos);
+  CHECK(result.notes[0].find("skipped 3 kernel(s)") != std::string::npos);
   const auto& environment = result.profile.provenance.environment;
   CHECK(result.profile.provenance.method == "kineto import");
   CHECK(environment.at("gpu") == "NVIDIA H100 80GB HBM3");
@@ -117,15 +141,111 @@ TEST_CASE("Kineto fixture: skipped kernels are counted and explained", "[profile
   CHECK(environment.at("trace") == kFixture);
 }
 
+TEST_CASE("Kineto fixture: attention, norms, embedding and AdamW become compute entries",
+          "[profiler][kineto]") {
+  const auto result = import_kineto_trace(read_json_file(kBlockFixture), {}, kBlockFixture);
+  const Profile& profile = result.profile;
+  CHECK(profile.hardware == "h200");  // "NVIDIA H200"
+  CHECK(result.gemm_calls == 0);
+  CHECK(result.attention_calls == 2);
+  CHECK(result.memory_calls == 6);
+  CHECK(profile.compute.size() == 7);
+  // The SwiGLU silu alone is not a workload op.
+  CHECK(result.skipped_kernels == 1);
+  REQUIRE(result.notes.size() == 1);
+  CHECK_THAT(result.notes[0], Catch::Contains("skipped 1 kernel(s): kernel not launched by an op"));
+
+  // cuDNN SDPA, q [1, 32, 8192, 128], k [1, 8, 8192, 128], is_causal "True": the workload's
+  // llama3-8b attention signature. FLOPs 4*b*s^2*h*hd = 4 * 8192^2 * 32 * 128
+  // = 1.099511627776e12; bytes (2*T*h*hd + 2*T*kv*hd)*2 + 4*T*h with T = 8192:
+  // (2*33554432 + 2*8388608)*2 + 1048576 = 168820736. One kernel, 1850 us.
+  const auto& forward =
+      entry_with_signature(profile, "attention_fwd bf16 b=1 h=32 kv=8 s=8192 d=128");
+  CHECK(forward.op.name == "aten::_scaled_dot_product_cudnn_attention");  // innermost op
+  CHECK(forward.op.attention == AttentionShape{1, 32, 8, 8192, 128, true});
+  CHECK(forward.op.flops == Approx(1.099511627776e12));
+  CHECK(forward.op.bytes == 168820736);
+  check_samples(forward.samples_s, {1850e-6});
+  // Backward: q at input 1, twice the FLOPs, bytes (4*T*h*hd + 4*T*kv*hd)*2 + 4*T*h
+  // = 4*41943040*2 + 1048576 = 336592896. Kernels 5100..5140, 5140..9240, 9250..9310:
+  // 40 + 4100 + 60 = 4200 us of GPU time (not the 4210 us span).
+  const auto& backward =
+      entry_with_signature(profile, "attention_bwd bf16 b=1 h=32 kv=8 s=8192 d=128");
+  CHECK(backward.op.backward);
+  CHECK(backward.op.flops == Approx(2.199023255552e12));
+  CHECK(backward.op.bytes == 336592896);
+  check_samples(backward.samples_s, {4200e-6});
+
+  // aten::rms_norm on [1, 8192, 4096] bf16: 2*T*d*a + d*a = 2*8192*4096*2 + 4096*2
+  // = 134225920 (docs/workload.md). Two calls, each three kernels of 20, 15 and 18 us.
+  const auto& norm = entry_with_signature(profile, "memory rmsnorm_fwd bytes=134225920");
+  CHECK(norm.op.kind == OpKind::kMemoryBound);
+  check_samples(norm.samples_s, {53e-6, 53e-6});
+  // _fused_rms_norm_backward, x = input 1: 3*T*d*a + 2*d*a = 201326592 + 16384; 70 us.
+  check_samples(entry_with_signature(profile, "memory rmsnorm_bwd bytes=201342976").samples_s,
+                {70e-6});
+  // embedding(weight [128256, 4096] bf16, ids [1, 8192]): 8*T + 2*T*d*a = 65536 +
+  // 134217728 = 134283264; 60 us (the kernel of the inner aten::index_select).
+  check_samples(entry_with_signature(profile, "memory embedding_fwd bytes=134283264").samples_s,
+                {60e-6});
+  // embedding_dense_backward, num_weights 128256 from "Concrete Inputs":
+  // V*d*a + 8*T + 3*T*d*a = 1050673152 + 65536 + 201326592 = 1252065280; the fill (150 us)
+  // and the row updates (90 us): 240 us.
+  check_samples(entry_with_signature(profile, "memory embedding_bwd bytes=1252065280").samples_s,
+                {240e-6});
+  // _fused_adamw_ over [4096, 4096], [1024, 4096], [4096]: 28 * 20975616 = 587317248; 120 us.
+  check_samples(entry_with_signature(profile, "memory adamw bytes=587317248").samples_s, {120e-6});
+}
+
+TEST_CASE("Kineto import: attention layouts, is_causal, and ops without usable shapes",
+          "[profiler][kineto]") {
+  // flash-attn layout [b, s, h, d]: q [2, 1024, 16, 64], k [2, 1024, 4, 64]; is_causal
+  // (input 8 of aten::_flash_attention_forward) "False": a non-causal entry. Then an
+  // embedding backward without "Concrete Inputs" (no vocabulary size): skipped, explained.
+  const json events = json::parse(R"([
+    {"ph": "X", "cat": "cpu_op", "name": "aten::_flash_attention_forward", "pid": 1, "tid": 1,
+     "ts": 10, "dur": 50, "args": {"External id": 1,
+       "Input Dims": [[2, 1024, 16, 64], [2, 1024, 4, 64], [2, 1024, 4, 64], [], [], [], [], [], [], []],
+       "Input type": ["c10::Half", "c10::Half", "c10::Half", "", "", "Scalar", "Scalar", "Scalar", "Scalar", "Scalar"],
+       "Concrete Inputs": ["", "", "", "", "", "1024", "1024", "0.", "False", "False"]}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+     "ts": 20, "dur": 4, "args": {"correlation": 7, "External id": 1}},
+    {"ph": "X", "cat": "kernel", "name": "flash_fwd_kernel", "pid": 0, "tid": 7,
+     "ts": 100, "dur": 30, "args": {"correlation": 7, "External id": 1, "stream": 7}},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::embedding_dense_backward", "pid": 1, "tid": 1,
+     "ts": 200, "dur": 50, "args": {"External id": 2,
+       "Input Dims": [[1, 64, 32], [1, 64], [], [], []],
+       "Input type": ["float", "long int", "Scalar", "Scalar", "Scalar"]}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+     "ts": 210, "dur": 4, "args": {"correlation": 8, "External id": 2}},
+    {"ph": "X", "cat": "kernel", "name": "embedding_backward_feature_kernel", "pid": 0,
+     "tid": 7, "ts": 300, "dur": 9, "args": {"correlation": 8, "External id": 2, "stream": 7}}
+  ])");
+  const auto result = import_kineto_trace(events, {"a100-80g", 8}, "inline");
+  REQUIRE(result.profile.compute.size() == 1);
+  const ComputeEntry& entry = result.profile.compute[0];
+  CHECK(entry.signature == "attention_fwd fp16 b=2 h=16 kv=4 s=1024 d=64 noncausal");
+  CHECK(entry.op.dtype == DType::kFP16);
+  check_samples(entry.samples_s, {30e-6});
+  CHECK(result.attention_calls == 1);
+  CHECK(result.memory_calls == 0);
+  CHECK(result.skipped_kernels == 1);
+  REQUIRE(result.notes.size() == 1);
+  CHECK_THAT(result.notes[0],
+             Catch::Contains("aten::embedding_dense_backward without num_weights"));
+}
+
 TEST_CASE("Kineto import: a profile written from a trace loads back identically",
           "[profiler][kineto]") {
-  const auto first = import_kineto_trace(read_json_file(kFixture), {}, kFixture);
-  const std::string text = dump_json(profile_to_json(first.profile));
-  const Profile loaded = profile_from_json(parse_json_text(text, "written"), "written");
-  CHECK(loaded == first.profile);
-  // Deterministic: the same trace gives the same bytes.
-  const auto second = import_kineto_trace(read_json_file(kFixture), {}, kFixture);
-  CHECK(dump_json(profile_to_json(second.profile)) == text);
+  for (const std::string& fixture : {kFixture, kBlockFixture}) {
+    const auto first = import_kineto_trace(read_json_file(fixture), {}, fixture);
+    const std::string text = dump_json(profile_to_json(first.profile));
+    const Profile loaded = profile_from_json(parse_json_text(text, "written"), "written");
+    CHECK(loaded == first.profile);
+    // Deterministic: the same trace gives the same bytes.
+    const auto second = import_kineto_trace(read_json_file(fixture), {}, fixture);
+    CHECK(dump_json(profile_to_json(second.profile)) == text);
+  }
 }
 
 TEST_CASE("Kineto import options: hardware and ranks per node", "[profiler][kineto]") {
