@@ -12,28 +12,6 @@
 
 namespace fsdptune {
 
-void validate_pipeline(const JobSpec& job) {
-  if (job.microbatches < 1) throw_bad_input("--microbatches", "must be >= 1");
-  if (job.virtual_stages < 1) throw_bad_input("--virtual-stages", "must be >= 1");
-  if (job.pp_schedule == PipelineSchedule::kInterleaved1F1B) {
-    if (job.virtual_stages < 2) {
-      throw_bad_input("--virtual-stages",
-                      "interleaved-1f1b needs at least 2 virtual stages per rank");
-    }
-    if (job.microbatches % job.pp != 0) {
-      throw_bad_input("--microbatches",
-                      fmt::format("interleaved-1f1b needs microbatches divisible by pp ({} % {} "
-                                  "!= 0), as Megatron's schedule does",
-                                  job.microbatches, job.pp));
-    }
-  } else if (job.virtual_stages != 1) {
-    throw_bad_input("--virtual-stages",
-                    fmt::format("{} takes one stage per rank; use --pp-schedule "
-                                "interleaved-1f1b for virtual stages",
-                                to_string(job.pp_schedule)));
-  }
-}
-
 std::vector<PipelineAction> pipeline_order(int stages, int virtual_stages, int microbatches,
                                            PipelineSchedule schedule, int rank) {
   const int P = stages;
@@ -190,54 +168,6 @@ PipelineResult simulate_pipeline(const PipelineSpec& spec) {
   return result;
 }
 
-std::vector<std::vector<int>> pipeline_chunks(const Workload& workload) {
-  const int C = static_cast<int>(workload.job.pp * workload.job.virtual_stages);
-  std::vector<int> blocks;
-  int embedding = -1, output = -1;
-  for (const Unit& unit : workload.units) {
-    if (unit.kind == UnitKind::kBlock) blocks.push_back(unit.index);
-    if (unit.kind == UnitKind::kEmbedding) embedding = unit.index;
-    if (unit.kind == UnitKind::kOutput) output = unit.index;
-  }
-  const int layers = static_cast<int>(blocks.size());
-  FSDPTUNE_CHECK(C >= 1 && C <= std::max(1, layers), "more pipeline chunks than layers");
-  std::vector<std::vector<int>> chunks(C);
-  int next = 0;
-  for (int c = 0; c < C; ++c) {
-    if (c == 0 && embedding >= 0) chunks[c].push_back(embedding);
-    const int count = layers / C + (c < layers % C ? 1 : 0);
-    for (int i = 0; i < count; ++i) chunks[c].push_back(blocks[next++]);
-    if (c == C - 1 && output >= 0) chunks[c].push_back(output);
-  }
-  return chunks;
-}
-
-Workload chunk_workload(const Workload& workload, const std::vector<int>& units) {
-  Workload chunk;
-  chunk.model = workload.model;
-  chunk.job = workload.job;
-  std::int64_t shard_elements = 0;
-  for (int u : units) {
-    Unit unit = workload.units[u];
-    // Shared units are re-indexed when they are in this chunk, dropped otherwise.
-    std::vector<int> shared;
-    for (int s : unit.shared_param_units) {
-      const auto it = std::find(units.begin(), units.end(), s);
-      if (it != units.end()) shared.push_back(static_cast<int>(it - units.begin()));
-    }
-    unit.shared_param_units = shared;
-    unit.index = static_cast<int>(chunk.units.size());
-    shard_elements += unit.shard_numel();
-    chunk.units.push_back(std::move(unit));
-  }
-  // The AdamW step over this chunk's shards: 28 bytes per element (workload.cpp).
-  for (Op op : workload.optimizer_ops) {
-    if (op.memory_op == "adamw") op.bytes = 28 * shard_elements;
-    chunk.optimizer_ops.push_back(std::move(op));
-  }
-  return chunk;
-}
-
 CommGroup pipeline_send_group(const JobSpec& job) {
   const std::int64_t stride = std::max<std::int64_t>(1, job.dp_replicate) *
                               std::max<std::int64_t>(1, job.dp_shard) *
@@ -246,82 +176,155 @@ CommGroup pipeline_send_group(const JobSpec& job) {
   return CommGroup{2, stride < job.gpus_per_node ? 2 : 1};
 }
 
-PipelineSimulation simulate_pipelined_job(const Workload& workload, const CostModel& costs,
-                                          const ChunkPlanner& planner, const SimOptions& options) {
+ChunkTimes chunk_times(const Workload& chunk, const Program& program, const SimResult& result,
+                       bool keep_gathered, const CostModel& costs) {
+  const JobSpec& job = chunk.job;
+  FSDPTUNE_CHECK(result.timings.size() == program.tasks.size(), "chunk_times needs timings");
+  ChunkTimes times;
+  double forward_end = 0, backward_end = 0;
+  for (const Task& task : program.tasks) {
+    const TaskTiming& timing = result.timings[task.id];
+    if (task.kind == TaskKind::kForward) forward_end = std::max(forward_end, timing.end_s);
+    if (task.kind == TaskKind::kBackward) backward_end = std::max(backward_end, timing.end_s);
+  }
+  times.first_forward_s = forward_end;
+  times.last_backward_s = backward_end - forward_end;
+  times.tail_s = result.step_time_s - backward_end;
+  for (const Unit& unit : chunk.units) {
+    times.activation_bytes += unit.saved_activation_bytes;
+    if (!keep_gathered) continue;
+    times.forward_s += tp_ops_seconds(unit.forward_ops, job.async_tp, costs);
+    times.backward_s += tp_ops_seconds(unit.recompute_ops, job.async_tp, costs) +
+                        tp_ops_seconds(unit.backward_ops, job.async_tp, costs);
+    // Unsharded gradients in the param dtype (the lowering's rule), held from the first
+    // backward to the reduce-scatters when microbatches accumulate.
+    if (job.microbatches > 1) {
+      times.accumulated_gradient_bytes +=
+          unit.shard_numel() * job.dp_shard * bytes_per_element(job.param_dtype);
+    }
+  }
+  if (!keep_gathered) {
+    // Every microbatch runs the whole Program: its gathers, its compute, its
+    // reduce-scatters (the last one's exposed part is the tail, paid once).
+    times.forward_s = times.first_forward_s;
+    times.backward_s = times.last_backward_s;
+  }
+  times.base_peak_allocated_bytes = result.peak_allocated_bytes;
+  times.base_peak_reserved_bytes = result.peak_reserved_bytes;
+  return times;
+}
+
+std::int64_t peak_in_flight_bytes(int stages, int virtual_stages, int microbatches,
+                                  PipelineSchedule schedule, int rank,
+                                  const std::vector<std::int64_t>& activation_bytes) {
+  std::int64_t bytes = 0, peak = 0;
+  for (const PipelineAction& action :
+       pipeline_order(stages, virtual_stages, microbatches, schedule, rank)) {
+    const std::int64_t chunk_bytes = activation_bytes.at(static_cast<std::size_t>(action.chunk));
+    bytes += action.backward ? -chunk_bytes : chunk_bytes;
+    peak = std::max(peak, bytes);
+  }
+  return peak;
+}
+
+bool pipeline_fits(const PipelineResult& result, std::int64_t memory_limit_bytes) {
+  return std::all_of(result.stages.begin(), result.stages.end(), [&](const StageResult& stage) {
+    return stage.peak_allocated_bytes <= memory_limit_bytes;
+  });
+}
+
+PipelineSimulation simulate_pipelined_programs(const Workload& workload, const CostModel& costs,
+                                               std::vector<Plan> plans,
+                                               std::vector<Program> programs,
+                                               const std::vector<bool>& keep_gathered,
+                                               const SimOptions& options) {
   const JobSpec& job = workload.job;
   PipelineSimulation sim;
+  sim.chunk_units = pipeline_chunks(workload);
+  const std::size_t chunk_count = sim.chunk_units.size();
+  FSDPTUNE_CHECK(plans.size() == chunk_count && programs.size() == chunk_count &&
+                     keep_gathered.size() == chunk_count,
+                 "simulate_pipelined_programs: one plan, program and choice per chunk");
   sim.spec.stages = static_cast<int>(job.pp);
   sim.spec.virtual_stages = static_cast<int>(job.virtual_stages);
   sim.spec.microbatches = static_cast<int>(job.microbatches);
   sim.spec.schedule = job.pp_schedule;
   SimOptions chunk_options = options;
   chunk_options.record_timings = true;
-  for (const std::vector<int>& units : pipeline_chunks(workload)) {
-    Workload chunk = chunk_workload(workload, units);
-    Plan plan = planner(chunk);
-    // Parameters stay gathered across microbatches (see the header). One microbatch
-    // without PP is plain FSDP: the plan stays as it is.
-    const bool accumulates = job.pp > 1 || job.microbatches > 1;
-    if (accumulates) {
-      std::fill(plan.reshard_after_forward.begin(), plan.reshard_after_forward.end(), false);
-    }
-    const Program program = lower(chunk, plan, costs);
-    SimResult result = simulate(program, chunk_options);
-
-    ChunkTimes times;
-    double forward_end = 0, backward_end = 0;
-    for (const Task& task : program.tasks) {
-      const TaskTiming& timing = result.timings[task.id];
-      if (task.kind == TaskKind::kForward) forward_end = std::max(forward_end, timing.end_s);
-      if (task.kind == TaskKind::kBackward) backward_end = std::max(backward_end, timing.end_s);
-    }
-    times.first_forward_s = forward_end;
-    times.last_backward_s = backward_end - forward_end;
-    times.tail_s = result.step_time_s - backward_end;
-    for (const Unit& unit : chunk.units) {
-      times.forward_s += tp_ops_seconds(unit.forward_ops, job.async_tp, costs);
-      times.backward_s += tp_ops_seconds(unit.recompute_ops, job.async_tp, costs) +
-                          tp_ops_seconds(unit.backward_ops, job.async_tp, costs);
-      times.activation_bytes += unit.saved_activation_bytes;
-      // Unsharded gradients in the param dtype (the lowering's rule), held from the first
-      // backward to the reduce-scatters when microbatches accumulate.
-      if (job.microbatches > 1) {
-        times.accumulated_gradient_bytes +=
-            unit.shard_numel() * job.dp_shard * bytes_per_element(job.param_dtype);
-      }
-    }
-    times.base_peak_allocated_bytes = result.peak_allocated_bytes;
-    times.base_peak_reserved_bytes = result.peak_reserved_bytes;
+  for (std::size_t c = 0; c < chunk_count; ++c) {
+    Workload chunk = chunk_workload(workload, sim.chunk_units[c]);
+    SimResult result = simulate(programs[c], chunk_options);
+    sim.spec.chunks.push_back(chunk_times(chunk, programs[c], result, keep_gathered[c], costs));
     if (!options.record_timings) result.timings.clear();
-    sim.spec.chunks.push_back(times);
     sim.chunk_workloads.push_back(std::move(chunk));
-    sim.chunk_plans.push_back(std::move(plan));
     sim.chunk_results.push_back(std::move(result));
   }
+  sim.chunk_plans = std::move(plans);
+  sim.chunk_programs = std::move(programs);
+  sim.chunk_keep_gathered = keep_gathered;
+  sim.spec.send_s = pipeline_send_seconds(workload, costs);
+  sim.result = simulate_pipeline(sim.spec);
+  fill_pipeline_throughput(job, static_cast<double>(workload.tokens_per_step()),
+                           workload.model_flops_per_step(), costs.hardware(), sim);
+  return sim;
+}
+
+double pipeline_send_seconds(const Workload& workload, const CostModel& costs) {
+  const JobSpec& job = workload.job;
   // One microbatch's activation between stages: with sequence parallelism each TP rank
   // holds and sends its b*s/tp tokens of d in the activation dtype.
   const std::int64_t send_bytes = job.local_batch * job.seq_len / job.tp * workload.model.dim *
                                   bytes_per_element(job.param_dtype);
-  sim.spec.send_s =
-      costs.collective(CollectiveKind::kSendRecv, send_bytes, pipeline_send_group(job)).seconds;
-  sim.result = simulate_pipeline(sim.spec);
+  return costs.collective(CollectiveKind::kSendRecv, send_bytes, pipeline_send_group(job)).seconds;
+}
 
-  if (sim.result.step_time_s > 0) {
-    // Tokens: b*s per microbatch per DP rank, shared by its tp * pp GPUs.
-    const double tokens =
-        static_cast<double>(workload.tokens_per_step()) / static_cast<double>(job.tp * job.pp);
-    sim.tokens_per_s_per_gpu = tokens / sim.result.step_time_s;
-    const HardwareSpec& hardware = costs.hardware();
-    const double peak = job.float8 && hardware.peak_fp8_flops_per_s > 0
-                            ? hardware.peak_fp8_flops_per_s
-                            : hardware.peak_bf16_flops_per_s;
-    // Op FLOPs are already per TP rank; the stages split the model.
-    if (peak > 0) {
-      sim.mfu = workload.model_flops_per_step() / static_cast<double>(job.pp) /
-                (sim.result.step_time_s * peak);
-    }
+void fill_pipeline_throughput(const JobSpec& job, double tokens_per_step,
+                              double model_flops_per_step, const HardwareSpec& hardware,
+                              PipelineSimulation& sim) {
+  if (sim.result.step_time_s <= 0) return;
+  // Tokens: b*s per microbatch per DP rank, shared by its tp * pp GPUs.
+  sim.tokens_per_s_per_gpu =
+      tokens_per_step / static_cast<double>(job.tp * job.pp) / sim.result.step_time_s;
+  const double peak = job.float8 && hardware.peak_fp8_flops_per_s > 0
+                          ? hardware.peak_fp8_flops_per_s
+                          : hardware.peak_bf16_flops_per_s;
+  // Op FLOPs are already per TP rank; the stages split the model.
+  if (peak > 0) {
+    sim.mfu = model_flops_per_step / static_cast<double>(job.pp) / (sim.result.step_time_s * peak);
   }
-  return sim;
+}
+
+PipelineSimulation simulate_pipelined_plans(const Workload& workload, const CostModel& costs,
+                                            const std::vector<Plan>& plans,
+                                            const std::vector<bool>& keep_gathered,
+                                            const SimOptions& options) {
+  const std::vector<std::vector<int>> chunks = pipeline_chunks(workload);
+  FSDPTUNE_CHECK(plans.size() == chunks.size() && keep_gathered.size() == chunks.size(),
+                 "simulate_pipelined_plans: one plan and choice per chunk");
+  std::vector<Plan> lowered_plans;
+  std::vector<Program> programs;
+  for (std::size_t c = 0; c < chunks.size(); ++c) {
+    const Workload chunk = chunk_workload(workload, chunks[c]);
+    Plan plan = plans[c];
+    // Parameters that stay gathered across microbatches are not resharded after forward.
+    if (keep_gathered[c]) {
+      std::fill(plan.reshard_after_forward.begin(), plan.reshard_after_forward.end(), false);
+    }
+    programs.push_back(lower(chunk, plan, costs));
+    lowered_plans.push_back(std::move(plan));
+  }
+  return simulate_pipelined_programs(workload, costs, std::move(lowered_plans), std::move(programs),
+                                     keep_gathered, options);
+}
+
+PipelineSimulation simulate_pipelined_job(const Workload& workload, const CostModel& costs,
+                                          const ChunkPlanner& planner, const SimOptions& options) {
+  std::vector<Plan> plans;
+  for (const std::vector<int>& units : pipeline_chunks(workload)) {
+    plans.push_back(planner(chunk_workload(workload, units)));
+  }
+  const std::vector<bool> keep(plans.size(), default_keep_gathered(workload.job));
+  return simulate_pipelined_plans(workload, costs, plans, keep, options);
 }
 
 }  // namespace fsdptune

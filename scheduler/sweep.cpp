@@ -6,11 +6,13 @@
 #include <cctype>
 #include <mutex>
 #include <thread>
+#include <tuple>
 
 #include <fmt/format.h>
 
 #include "fsdptune/error.hpp"
 #include "fsdptune/plans.hpp"
+#include "fsdptune/program.hpp"
 #include "fsdptune/units.hpp"
 
 namespace fsdptune {
@@ -138,19 +140,84 @@ SweepCandidate evaluate_job(const ModelSpec& model, const JobSpec& job, const Co
                             std::int64_t memory_limit_bytes) {
   SweepCandidate candidate;
   candidate.job = job;
-  const Workload workload = build_workload(model, job);
+  // What simulate_pipelined_job does with fsdp2 per chunk, without building the whole
+  // model (the sweep's hot spot was allocating the Ops of 126 blocks per configuration):
+  // every transformer block of a model is the same unit (same parameters, ops and
+  // activations; only names differ), so a chunk is fixed by whether it holds the
+  // embedding, how many blocks, and whether it holds the output. The units are taken
+  // from the workload of a model with as many layers as the largest chunk, each distinct
+  // chunk lowered and simulated once (tested against simulate_pipelined_job).
+  const std::int64_t chunk_count = job.pp * job.virtual_stages;
+  const std::int64_t layers = model.n_layers;
+  const std::int64_t largest = layers / chunk_count + (layers % chunk_count != 0 ? 1 : 0);
+  ModelSpec mini_model = model;
+  mini_model.n_layers = largest;
+  const Workload mini = build_workload(mini_model, job);
+  const Unit& embedding = mini.units.front();
+  const Unit& block = mini.units[1];
+  const Unit& output = mini.units.back();
+  FSDPTUNE_CHECK(embedding.kind == UnitKind::kEmbedding && block.kind == UnitKind::kBlock &&
+                     output.kind == UnitKind::kOutput,
+                 "evaluate_job: embedding, blocks, output");
   // The sharded state alone (16 bytes per shard element, split over the stages) already
   // decides some meshes without simulating them.
-  const std::int64_t state_bytes = workload.persistent_state_bytes() / job.pp;
+  const std::int64_t shard_elements =
+      embedding.shard_numel() + layers * block.shard_numel() + output.shard_numel();
+  const std::int64_t state_bytes = 16 * shard_elements / job.pp;
   if (state_bytes > memory_limit_bytes) {
     candidate.rejected = fmt::format("sharded state {} > limit {}", format_bytes(state_bytes),
                                      format_bytes(memory_limit_bytes));
     return candidate;
   }
+  PipelineSimulation sim;
+  sim.spec.stages = static_cast<int>(job.pp);
+  sim.spec.virtual_stages = static_cast<int>(job.virtual_stages);
+  sim.spec.microbatches = static_cast<int>(job.microbatches);
+  sim.spec.schedule = job.pp_schedule;
+  const bool keep_gathered = default_keep_gathered(job);
   SimOptions options;
   options.record_timeline = false;
-  const PipelineSimulation sim = simulate_pipelined_job(
-      workload, costs, [](const Workload& chunk) { return fsdp2_plan(chunk); }, options);
+  // (holds the embedding, blocks, holds the output) -> its times.
+  std::vector<std::pair<std::tuple<bool, std::int64_t, bool>, ChunkTimes>> distinct;
+  for (std::int64_t c = 0; c < chunk_count; ++c) {
+    // pipeline_chunks' split: blocks as even as possible, earlier chunks the remainder.
+    const std::int64_t blocks = layers / chunk_count + (c < layers % chunk_count ? 1 : 0);
+    const auto key = std::make_tuple(c == 0, blocks, c == chunk_count - 1);
+    const auto seen = std::find_if(distinct.begin(), distinct.end(),
+                                   [&](const auto& entry) { return entry.first == key; });
+    if (seen != distinct.end()) {
+      sim.spec.chunks.push_back(seen->second);
+      continue;
+    }
+    std::vector<int> units;
+    if (c == 0) units.push_back(0);
+    for (std::int64_t b = 1; b <= blocks; ++b) units.push_back(static_cast<int>(b));
+    if (c == chunk_count - 1) units.push_back(static_cast<int>(mini.units.size()) - 1);
+    const Workload chunk = chunk_workload(mini, units);
+    Plan plan = fsdp2_plan(chunk);
+    if (keep_gathered) {
+      std::fill(plan.reshard_after_forward.begin(), plan.reshard_after_forward.end(), false);
+    }
+    const Program program = lower(chunk, plan, costs);
+    const SimResult result = simulate(program, options);
+    sim.spec.chunks.push_back(chunk_times(chunk, program, result, keep_gathered, costs));
+    distinct.emplace_back(key, sim.spec.chunks.back());
+  }
+  sim.spec.send_s = pipeline_send_seconds(mini, costs);
+  sim.result = simulate_pipeline(sim.spec);
+  // The whole model's FLOPs: the embedding, `layers` blocks and the output.
+  const auto unit_flops = [](const Unit& unit) {
+    double flops = 0;
+    for (const Op& op : unit.forward_ops) flops += op.flops;
+    for (const Op& op : unit.backward_ops) flops += op.flops;
+    return flops;
+  };
+  const double model_flops =
+      (unit_flops(embedding) + static_cast<double>(layers) * unit_flops(block) +
+       unit_flops(output)) *
+      static_cast<double>(job.microbatches);
+  fill_pipeline_throughput(job, static_cast<double>(mini.tokens_per_step()), model_flops,
+                           costs.hardware(), sim);
   candidate.step_time_s = sim.result.step_time_s;
   candidate.tokens_per_s_per_gpu = sim.tokens_per_s_per_gpu;
   candidate.mfu = sim.mfu;

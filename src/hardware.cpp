@@ -40,6 +40,8 @@ constexpr RealField kRealFields[] = {
     {"nvlink_allreduce_busbw_bytes_per_s", &HardwareSpec::nvlink_allreduce_busbw_bytes_per_s, false,
      false},
     {"network_bytes_per_s", &HardwareSpec::network_bytes_per_s, true, true},
+    {"network_efficiency_per_node_doubling", &HardwareSpec::network_efficiency_per_node_doubling,
+     false, true},
     {"collective_base_latency_s", &HardwareSpec::collective_base_latency_s, true, false},
     {"nvlink_hop_latency_s", &HardwareSpec::nvlink_hop_latency_s, true, false},
     {"network_hop_latency_s", &HardwareSpec::network_hop_latency_s, true, false},
@@ -145,8 +147,8 @@ HardwareSpec hardware_from_json(const nlohmann::json& json, const std::string& s
         value->is_number_integer() ? value->get<std::int64_t>() : static_cast<std::int64_t>(number);
     check_sign(static_cast<double>(spec.*field.member), field.must_be_positive, where);
   }
-  for (const char* key :
-       {"gemm_efficiency_ceiling", "memory_bound_efficiency", "attention_efficiency"}) {
+  for (const char* key : {"gemm_efficiency_ceiling", "memory_bound_efficiency",
+                          "attention_efficiency", "network_efficiency_per_node_doubling"}) {
     if (json.contains(key) && json[key].get<double>() > 1) {
       throw_bad_input(field_where(source, key), "an efficiency must be at most 1");
     }

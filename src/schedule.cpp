@@ -433,6 +433,134 @@ void check_program(const Program& program, const Workload& workload, const std::
   }
 }
 
+// ---- pipeline schedules (version 2) ----
+
+json chunk_times_to_json(const ChunkTimes& times) {
+  return json{{"first_forward_s", times.first_forward_s},
+              {"forward_s", times.forward_s},
+              {"backward_s", times.backward_s},
+              {"last_backward_s", times.last_backward_s},
+              {"tail_s", times.tail_s},
+              {"activation_bytes", times.activation_bytes},
+              {"base_peak_allocated_bytes", times.base_peak_allocated_bytes},
+              {"base_peak_reserved_bytes", times.base_peak_reserved_bytes},
+              {"accumulated_gradient_bytes", times.accumulated_gradient_bytes}};
+}
+
+ChunkTimes chunk_times_from_json(const Fields& fields) {
+  ChunkTimes times;
+  times.first_forward_s = fields.number("first_forward_s");
+  times.forward_s = fields.number("forward_s");
+  times.backward_s = fields.number("backward_s");
+  times.last_backward_s = fields.number("last_backward_s");
+  times.tail_s = fields.number("tail_s");
+  times.activation_bytes = fields.non_negative("activation_bytes");
+  times.base_peak_allocated_bytes = fields.non_negative("base_peak_allocated_bytes");
+  times.base_peak_reserved_bytes = fields.non_negative("base_peak_reserved_bytes");
+  times.accumulated_gradient_bytes = fields.non_negative("accumulated_gradient_bytes");
+  return times;
+}
+
+json pipeline_to_json(const SchedulePipeline& pipeline, std::int64_t dp_shard) {
+  json chunks = json::array();
+  for (const ScheduleChunk& chunk : pipeline.chunks) {
+    chunks.push_back(json{{"rank", chunk.rank},
+                          {"units", chunk.units},
+                          {"keep_gathered", chunk.keep_gathered},
+                          {"plan", plan_to_json(chunk.plan)},
+                          {"program", program_to_json(chunk.program, dp_shard)},
+                          {"predicted", summary_to_json(chunk.predicted)},
+                          {"times", chunk_times_to_json(chunk.times)}});
+  }
+  json stages = json::array();
+  for (const ScheduleStage& stage : pipeline.stages) {
+    stages.push_back(json{{"rank", stage.rank},
+                          {"busy_s", stage.busy_s},
+                          {"end_s", stage.end_s},
+                          {"max_in_flight", stage.max_in_flight},
+                          {"peak_allocated_bytes", stage.peak_allocated_bytes},
+                          {"peak_reserved_bytes", stage.peak_reserved_bytes}});
+  }
+  return json{{"send_s", pipeline.send_s},
+              {"bubble_fraction", pipeline.bubble_fraction},
+              {"chunks", std::move(chunks)},
+              {"stages", std::move(stages)}};
+}
+
+SchedulePipeline pipeline_from_json(const Fields& fields) {
+  SchedulePipeline pipeline;
+  pipeline.send_s = fields.number("send_s");
+  pipeline.bubble_fraction = fields.number("bubble_fraction");
+  const json& chunks = fields.array("chunks");
+  for (std::size_t c = 0; c < chunks.size(); ++c) {
+    const Fields chunk_fields(chunks[c], fields.source(), indexed(fields.child("chunks"), c));
+    ScheduleChunk chunk;
+    chunk.rank = static_cast<int>(chunk_fields.non_negative("rank"));
+    const json& units = chunk_fields.array("units");
+    for (std::size_t u = 0; u < units.size(); ++u) {
+      if (!units[u].is_number_integer()) {
+        throw_bad_input(indexed(chunk_fields.where("units"), u), "expected a unit index");
+      }
+      chunk.units.push_back(units[u].get<int>());
+    }
+    chunk.keep_gathered = chunk_fields.boolean("keep_gathered");
+    chunk.plan = plan_from_json(chunk_fields.at("plan"), chunk_fields.where("plan"));
+    chunk.program = program_from_json(chunk_fields.object("program"));
+    chunk.predicted = summary_from_json(chunk_fields.object("predicted"));
+    chunk.times = chunk_times_from_json(chunk_fields.object("times"));
+    pipeline.chunks.push_back(std::move(chunk));
+  }
+  const json& stages = fields.array("stages");
+  for (std::size_t r = 0; r < stages.size(); ++r) {
+    const Fields stage_fields(stages[r], fields.source(), indexed(fields.child("stages"), r));
+    ScheduleStage stage;
+    stage.rank = static_cast<int>(stage_fields.non_negative("rank"));
+    stage.busy_s = stage_fields.number("busy_s");
+    stage.end_s = stage_fields.number("end_s");
+    stage.max_in_flight = static_cast<int>(stage_fields.non_negative("max_in_flight"));
+    stage.peak_allocated_bytes = stage_fields.non_negative("peak_allocated_bytes");
+    stage.peak_reserved_bytes = stage_fields.non_negative("peak_reserved_bytes");
+    pipeline.stages.push_back(stage);
+  }
+  return pipeline;
+}
+
+// A pipeline schedule must describe the chunks of its own job: pipeline_chunks of the
+// rebuilt workload, each chunk's plan and Program checked against its chunk workload.
+void check_pipeline(const SchedulePipeline& pipeline, const Workload& workload,
+                    const std::string& source) {
+  const JobSpec& job = workload.job;
+  const auto where = [&](const std::string& path) { return fmt::format("{}: {}", source, path); };
+  const std::vector<std::vector<int>> chunks = pipeline_chunks(workload);
+  if (pipeline.chunks.size() != chunks.size()) {
+    throw_bad_input(where("pipeline.chunks"),
+                    fmt::format("{} chunks, but pp {} x virtual_stages {} makes {}",
+                                pipeline.chunks.size(), job.pp, job.virtual_stages, chunks.size()),
+                    "was this schedule made for another job?");
+  }
+  if (pipeline.stages.size() != static_cast<std::size_t>(job.pp)) {
+    throw_bad_input(where("pipeline.stages"),
+                    fmt::format("{} stages for pp {}", pipeline.stages.size(), job.pp));
+  }
+  for (std::size_t c = 0; c < chunks.size(); ++c) {
+    const ScheduleChunk& chunk = pipeline.chunks[c];
+    const std::string path = indexed("pipeline.chunks", c);
+    if (chunk.rank != static_cast<int>(c % job.pp)) {
+      throw_bad_input(where(path + ".rank"),
+                      fmt::format("is {}, but chunk {} runs on rank {} (chunk % pp)", chunk.rank, c,
+                                  c % job.pp));
+    }
+    if (chunk.units != chunks[c]) {
+      throw_bad_input(where(path + ".units"),
+                      fmt::format("are not the units of chunk {} of this model and job", c),
+                      "was this schedule made for another model or job?");
+    }
+    const Workload chunk_work = chunk_workload(workload, chunk.units);
+    validate_plan(chunk.plan, static_cast<int>(chunk_work.units.size()), where(path + ".plan"));
+    check_program(chunk.program, chunk_work, fmt::format("{}: {}", source, path));
+  }
+}
+
 }  // namespace
 
 json schedule_to_json(const ScheduleFile& schedule) {
@@ -458,16 +586,16 @@ json schedule_to_json(const ScheduleFile& schedule) {
   const double efficiency = schedule.predicted.step_time_s > 0
                                 ? schedule.lower_bound_s / schedule.predicted.step_time_s
                                 : 0.0;
-  return json{
+  const std::int64_t dp_shard = std::max<std::int64_t>(schedule.job.dp_shard, 1);
+  json out{
       {"format", kScheduleFormatName},
-      {"version", schedule.version},
+      {"version", schedule.pipeline ? kPipelineScheduleFormatVersion : schedule.version},
       {"model", model_to_json(schedule.model)},
       {"job", job_to_json(schedule.job)},
       {"hardware", hardware_to_json(schedule.hardware)},
       {"memory_limit_bytes", schedule.memory_limit_bytes},
       {"plan", plan_to_json(schedule.plan)},
-      {"program",
-       program_to_json(schedule.program, std::max<std::int64_t>(schedule.job.dp_shard, 1))},
+      {"program", program_to_json(schedule.program, dp_shard)},
       {"predicted", summary_to_json(schedule.predicted)},
       {"timings", std::move(timings)},
       {"memory_timeline", std::move(timeline)},
@@ -484,6 +612,12 @@ json schedule_to_json(const ScheduleFile& schedule) {
                           {"threads", schedule.provenance.threads},
                           {"command", schedule.provenance.command}}},
   };
+  if (schedule.pipeline) {
+    // Version 2: the per-chunk Programs replace the whole-job one.
+    for (const char* key : {"plan", "program", "timings", "memory_timeline"}) out.erase(key);
+    out["pipeline"] = pipeline_to_json(*schedule.pipeline, dp_shard);
+  }
+  return out;
 }
 
 ScheduleFile schedule_from_json(const json& json_in, const std::string& source) {
@@ -491,38 +625,48 @@ ScheduleFile schedule_from_json(const json& json_in, const std::string& source) 
   // The version first: a file of another version may have any other shape.
   const json& version = fields.at("version");
   if (!version.is_number_integer()) throw_bad_input(fields.where("version"), "expected an integer");
-  if (version.get<std::int64_t>() != kScheduleFormatVersion) {
-    throw_bad_input(fields.where("version"),
-                    fmt::format("schedule format version {} is not supported (this fsdptune "
-                                "reads version {})",
-                                version.dump(), kScheduleFormatVersion),
-                    "re-run `fsdptune tune` with this version of fsdptune");
+  const std::int64_t version_number = version.get<std::int64_t>();
+  if (version_number != kScheduleFormatVersion &&
+      version_number != kPipelineScheduleFormatVersion) {
+    throw_bad_input(
+        fields.where("version"),
+        fmt::format("schedule format version {} is not supported (this fsdptune "
+                    "reads versions {} and {})",
+                    version.dump(), kScheduleFormatVersion, kPipelineScheduleFormatVersion),
+        "re-run `fsdptune tune` with this version of fsdptune");
   }
   if (fields.string("format") != kScheduleFormatName) {
     throw_bad_input(fields.where("format"), fmt::format("expected \"{}\"", kScheduleFormatName),
                     "is this a schedule file written by `fsdptune tune`?");
   }
   ScheduleFile schedule;
-  schedule.version = kScheduleFormatVersion;
+  schedule.version = static_cast<int>(version_number);
+  const bool pipelined = version_number == kPipelineScheduleFormatVersion;
   schedule.model = model_from_json(fields.at("model"), fields.where("model"));
   schedule.job = job_from_json(fields.at("job"), fields.where("job"));
   schedule.hardware = hardware_from_json(fields.at("hardware"), fields.where("hardware"));
   schedule.memory_limit_bytes = fields.non_negative("memory_limit_bytes");
-  schedule.plan = plan_from_json(fields.at("plan"), fields.where("plan"));
-  schedule.program = program_from_json(fields.object("program"));
-  schedule.predicted = summary_from_json(fields.object("predicted"));
-  for (const auto& [start_s, end_s] : pairs_from_json(fields, "timings")) {
-    schedule.timings.push_back(TaskTiming{start_s, end_s});
+  if (pipelined) {
+    schedule.pipeline = pipeline_from_json(fields.object("pipeline"));
+  } else {
+    schedule.plan = plan_from_json(fields.at("plan"), fields.where("plan"));
+    schedule.program = program_from_json(fields.object("program"));
   }
-  const auto timeline = pairs_from_json(fields, "memory_timeline");
-  const json& timeline_json = fields.array("memory_timeline");
-  for (std::size_t i = 0; i < timeline.size(); ++i) {
-    if (!timeline_json[i][1].is_number_integer()) {
-      throw_bad_input(indexed(fields.where("memory_timeline"), i) + "[1]",
-                      "expected an integer number of bytes");
+  schedule.predicted = summary_from_json(fields.object("predicted"));
+  if (!pipelined) {
+    for (const auto& [start_s, end_s] : pairs_from_json(fields, "timings")) {
+      schedule.timings.push_back(TaskTiming{start_s, end_s});
     }
-    schedule.memory_timeline.push_back(
-        MemorySample{timeline[i].first, timeline_json[i][1].get<std::int64_t>()});
+    const auto timeline = pairs_from_json(fields, "memory_timeline");
+    const json& timeline_json = fields.array("memory_timeline");
+    for (std::size_t i = 0; i < timeline.size(); ++i) {
+      if (!timeline_json[i][1].is_number_integer()) {
+        throw_bad_input(indexed(fields.where("memory_timeline"), i) + "[1]",
+                        "expected an integer number of bytes");
+      }
+      schedule.memory_timeline.push_back(
+          MemorySample{timeline[i].first, timeline_json[i][1].get<std::int64_t>()});
+    }
   }
   schedule.cost_queries = fields.non_negative("cost_queries");
   schedule.cost_fallbacks = fields.non_negative("cost_fallbacks");
@@ -552,7 +696,20 @@ ScheduleFile schedule_from_json(const json& json_in, const std::string& source) 
   const ModelSpec& model = schedule.model;
   validate_model(model, fields.where("model"));
   const JobSpec job = normalize_job(model, schedule.job);
+  if (is_pipelined(job) != pipelined) {
+    throw_bad_input(fields.where("version"),
+                    pipelined ? "version 2 holds pipelined jobs (pp > 1 or microbatches > 1); "
+                                "this job is neither"
+                              : fmt::format("version 1 holds one FSDP Program; this job is "
+                                            "pipelined (pp {}, microbatches {}): version 2",
+                                            job.pp, job.microbatches));
+  }
   const Workload workload = build_workload(model, job);
+  if (pipelined) {
+    validate_pipeline(job);
+    check_pipeline(*schedule.pipeline, workload, source);
+    return schedule;
+  }
   validate_plan(schedule.plan, static_cast<int>(workload.units.size()), fields.where("plan"));
   check_program(schedule.program, workload, source);
   if (!schedule.timings.empty() && schedule.timings.size() != schedule.program.tasks.size()) {
@@ -605,6 +762,79 @@ void check_schedule_matches(const ScheduleFile& schedule, const ModelSpec& model
                                 job_to_json(schedule.job).dump(), job_to_json(job).dump()),
                     "tune again for this job, or drop the job flags to use the schedule's own");
   }
+}
+
+PlanSummary pipeline_summary(const PipelineSimulation& sim, const std::string& plan_name,
+                             std::int64_t memory_limit_bytes) {
+  PlanSummary summary;
+  summary.plan_name = plan_name;
+  summary.step_time_s = sim.result.step_time_s;
+  summary.tokens_per_s_per_gpu = sim.tokens_per_s_per_gpu;
+  summary.mfu = sim.mfu;
+  const StageResult* slowest = nullptr;
+  for (const StageResult& stage : sim.result.stages) {
+    if (slowest == nullptr || stage.end_s > slowest->end_s) slowest = &stage;
+    summary.peak_allocated_bytes =
+        std::max(summary.peak_allocated_bytes, stage.peak_allocated_bytes);
+    summary.peak_reserved_bytes = std::max(summary.peak_reserved_bytes, stage.peak_reserved_bytes);
+  }
+  if (slowest != nullptr) {
+    // The slowest rank's actions (their exposed FSDP collectives included) and the rest:
+    // the bubble, the sends, the tail.
+    summary.compute_s = slowest->busy_s;
+    summary.idle_s = std::max(0.0, sim.result.step_time_s - slowest->busy_s);
+  }
+  summary.fits = summary.peak_allocated_bytes <= memory_limit_bytes;
+  return summary;
+}
+
+ScheduleFile pipeline_schedule(const Workload& workload, const PipelineSimulation& sim,
+                               const HardwareSpec& hardware, std::int64_t memory_limit_bytes,
+                               const std::string& plan_name) {
+  ScheduleFile schedule;
+  schedule.version = kPipelineScheduleFormatVersion;
+  schedule.model = workload.model;
+  schedule.job = workload.job;
+  schedule.hardware = hardware;
+  schedule.memory_limit_bytes = memory_limit_bytes;
+  schedule.predicted = pipeline_summary(sim, plan_name, memory_limit_bytes);
+  SchedulePipeline pipeline;
+  pipeline.send_s = sim.spec.send_s;
+  pipeline.bubble_fraction = sim.result.bubble_fraction;
+  const std::int64_t pp = std::max<std::int64_t>(workload.job.pp, 1);
+  for (std::size_t c = 0; c < sim.chunk_plans.size(); ++c) {
+    ScheduleChunk chunk;
+    chunk.rank = static_cast<int>(static_cast<std::int64_t>(c) % pp);
+    chunk.units = sim.chunk_units[c];
+    chunk.keep_gathered = sim.chunk_keep_gathered[c];
+    chunk.plan = sim.chunk_plans[c];
+    chunk.program = sim.chunk_programs[c];
+    const SimResult& result = sim.chunk_results[c];
+    // The one-microbatch Program alone: its times and peaks (a chunk is not a whole
+    // step, so its throughput fields stay 0).
+    PlanSummary& summary = chunk.predicted;
+    summary.plan_name = chunk.plan.name;
+    summary.step_time_s = result.step_time_s;
+    summary.compute_s = result.compute_s;
+    summary.comm_s = result.comm_s;
+    summary.exposed_comm_s = result.exposed_comm_s;
+    summary.idle_s = result.idle_s;
+    summary.peak_allocated_bytes = result.peak_allocated_bytes;
+    summary.peak_reserved_bytes = result.peak_reserved_bytes;
+    summary.peak_breakdown = result.peak_breakdown;
+    summary.fits =
+        sim.result.stages.at(static_cast<std::size_t>(chunk.rank)).peak_allocated_bytes <=
+        memory_limit_bytes;
+    chunk.times = sim.spec.chunks[c];
+    pipeline.chunks.push_back(std::move(chunk));
+  }
+  for (const StageResult& stage : sim.result.stages) {
+    pipeline.stages.push_back(ScheduleStage{stage.rank, stage.busy_s, stage.end_s,
+                                            stage.max_in_flight, stage.peak_allocated_bytes,
+                                            stage.peak_reserved_bytes});
+  }
+  schedule.pipeline = std::move(pipeline);
+  return schedule;
 }
 
 json torchtitan_plan_to_json(const Workload& workload, const Plan& plan) {

@@ -116,6 +116,16 @@ CollectiveKind mirror(CollectiveKind kind) {
 // wgrad dB = A^T dC (k, n, m). Returned in the order they run: dgrad, then wgrad.
 void add_gemm_backward(const Op& forward, const Dims& dims, std::vector<Op>& out) {
   const auto& g = forward.gemm;
+  if (forward.dtype == DType::kFP8) {
+    // torchao Float8Linear backward (tensorwise dynamic scaling, torchtitan's float8):
+    // dC gets an amax pass and a scaled cast (a + a + 1 bytes per element) and an fp8
+    // transposed copy for wgrad (1 + 1); the input is re-cast transposed for wgrad with
+    // the forward's scale (a + 1).
+    const std::int64_t a = dims.act_bytes;
+    out.push_back(memory_op(forward.name + ".backward_float8_cast", "float8_cast",
+                            g.m * g.n * (2 * a + 1) + g.m * g.n * 2 + g.m * g.k * (a + 1), dims,
+                            true));
+  }
   out.push_back(gemm_op(forward.name + ".dgrad", g.m, g.k, g.n, forward.dtype, dims, true));
   out.push_back(gemm_op(forward.name + ".wgrad", g.k, g.n, g.m, forward.dtype, dims, true));
 }
@@ -213,6 +223,18 @@ Unit block_unit(const ModelSpec& model, const JobSpec& job, const Dims& dims, in
   const std::int64_t full_activation_bytes = T * d * a;  // the SP all-gather output
   const DType lin = dims.linear_dtype;
   auto& fwd = unit.forward_ops;
+  // A block linear y[T,n] = x[T,k] W^T. Float8 (torchao Float8Linear with tensorwise
+  // dynamic scaling, what torchtitan's float8 uses) casts each linear's input first: an
+  // amax pass and a scaled cast, a + a + 1 bytes per element (each module casts its own
+  // input, so wq, wk, wv cast x three times); the weights were cast before the float8
+  // all-gather.
+  auto linear = [&](const std::string& name, std::int64_t n, std::int64_t k) {
+    if (lin == DType::kFP8) {
+      fwd.push_back(
+          memory_op(name + ".float8_cast", "float8_cast", T * k * (2 * a + 1), dims, false));
+    }
+    fwd.push_back(gemm_op(name, T, n, k, lin, dims, false));
+  };
 
   // Attention half. Under SP the norm runs on T/tp tokens, then the activations are
   // all-gathered to T tokens for the column-parallel GEMMs.
@@ -222,14 +244,14 @@ Unit block_unit(const ModelSpec& model, const JobSpec& job, const Dims& dims, in
     fwd.push_back(collective_op(p + ".attention.sp_all_gather", CollectiveKind::kAllGather,
                                 full_activation_bytes, dims, false));
   }
-  fwd.push_back(gemm_op(p + ".attention.wq", T, q_dim, d, lin, dims, false));
-  fwd.push_back(gemm_op(p + ".attention.wk", T, kv_dim, d, lin, dims, false));
-  fwd.push_back(gemm_op(p + ".attention.wv", T, kv_dim, d, lin, dims, false));
+  linear(p + ".attention.wq", q_dim, d);
+  linear(p + ".attention.wk", kv_dim, d);
+  linear(p + ".attention.wv", kv_dim, d);
   // RoPE on q and k: read and write both.
   fwd.push_back(
       memory_op(p + ".attention.rope", "rope_fwd", 2 * T * (q_dim + kv_dim) * a, dims, false));
   fwd.push_back(attention_op(p + ".attention.sdpa", dims, false));
-  fwd.push_back(gemm_op(p + ".attention.wo", T, d, q_dim, lin, dims, false));
+  linear(p + ".attention.wo", d, q_dim);
   if (sharded) {
     fwd.push_back(collective_op(p + ".attention.sp_reduce_scatter", CollectiveKind::kReduceScatter,
                                 full_activation_bytes, dims, false));
@@ -243,12 +265,12 @@ Unit block_unit(const ModelSpec& model, const JobSpec& job, const Dims& dims, in
     fwd.push_back(collective_op(p + ".feed_forward.sp_all_gather", CollectiveKind::kAllGather,
                                 full_activation_bytes, dims, false));
   }
-  fwd.push_back(gemm_op(p + ".feed_forward.w1", T, dims.ffn, d, lin, dims, false));
-  fwd.push_back(gemm_op(p + ".feed_forward.w3", T, dims.ffn, d, lin, dims, false));
+  linear(p + ".feed_forward.w1", dims.ffn, d);
+  linear(p + ".feed_forward.w3", dims.ffn, d);
   // SwiGLU: read w1 and w3 outputs, write their gated product.
   fwd.push_back(
       memory_op(p + ".feed_forward.swiglu", "swiglu_fwd", 3 * T * dims.ffn * a, dims, false));
-  fwd.push_back(gemm_op(p + ".feed_forward.w2", T, d, dims.ffn, lin, dims, false));
+  linear(p + ".feed_forward.w2", d, dims.ffn);
   if (sharded) {
     fwd.push_back(collective_op(p + ".feed_forward.sp_reduce_scatter",
                                 CollectiveKind::kReduceScatter, full_activation_bytes, dims,
@@ -321,9 +343,12 @@ Unit block_unit(const ModelSpec& model, const JobSpec& job, const Dims& dims, in
                                     lse + T * dims.ffn * a + T * d * a +
                                     (sharded ? 2 * Ts * d * a : 0);
       for (const Op& op : fwd) {
+        // A saved matmul's input cast (float8) is not replayed either.
+        std::string name = op.name;
+        if (name.ends_with(".float8_cast")) name.resize(name.size() - 12);
         const bool saved =
-            op.name == p + ".attention.wq" || op.name == p + ".attention.wv" ||
-            op.name == p + ".feed_forward.w1" || op.name == p + ".feed_forward.w2" ||
+            name == p + ".attention.wq" || name == p + ".attention.wv" ||
+            name == p + ".feed_forward.w1" || name == p + ".feed_forward.w2" ||
             op.kind == OpKind::kAttention ||
             (op.kind == OpKind::kCollective && op.collective == CollectiveKind::kReduceScatter);
         if (saved) continue;

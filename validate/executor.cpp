@@ -438,6 +438,14 @@ ReplayMesh make_replay_mesh(int rank, int dp_replicate, int dp_shard, int tp, in
 
 ReplayMesh replay_mesh(const ScheduleFile& schedule, int rank, int world_size, bool scale_down,
                        const std::string& source) {
+  if (schedule.pipeline) {
+    // A version 2 schedule (docs/schedule-format.md): per-chunk Programs, no whole-job one.
+    throw_bad_input(source + ": pipeline",
+                    "the executor replays one FSDP Program on every rank; this is a pipeline "
+                    "schedule (version 2, pp > 1 or microbatches > 1) with one per stage and "
+                    "the sends between stages",
+                    "tune a schedule with --pp 1 --microbatches 1");
+  }
   const JobSpec job = normalize_job(schedule.model, schedule.job);
   if (job.pp != 1) {
     throw_bad_input(source + ": job.pp",

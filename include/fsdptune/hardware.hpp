@@ -27,7 +27,11 @@ struct HardwareSpec {
   // Achievable all-reduce bus bandwidth inside a node; higher than AG/RS where the switch
   // reduces in-network (NVLS on NVSwitch gen 3). 0 = same as nvlink_busbw_bytes_per_s.
   double nvlink_allreduce_busbw_bytes_per_s = 0;
-  double network_bytes_per_s = 0;        // achievable per GPU (one NIC per GPU)
+  double network_bytes_per_s = 0;  // achievable per GPU (one NIC per GPU)
+  // Cross-node bus bandwidth lost to scale: the AG/RS/AR bandwidth of a group spanning
+  // m > 4 nodes is multiplied by this once per doubling of m beyond 4 (docs/hardware.md:
+  // fabric congestion and the longer rings measured at 32-128 nodes). 1 = none.
+  double network_efficiency_per_node_doubling = 1.0;
   double collective_base_latency_s = 0;  // per collective launch
   double nvlink_hop_latency_s = 0;       // per ring step inside a node
   double network_hop_latency_s = 0;      // per ring step across nodes

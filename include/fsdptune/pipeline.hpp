@@ -15,6 +15,7 @@
 
 #include "fsdptune/cost_model.hpp"
 #include "fsdptune/plan.hpp"
+#include "fsdptune/program.hpp"
 #include "fsdptune/simulator.hpp"
 #include "fsdptune/workload.hpp"
 
@@ -85,6 +86,7 @@ std::vector<PipelineAction> pipeline_order(int stages, int virtual_stages, int m
 
 // Throws Error(kBadInput) naming the flag: interleaved-1f1b needs microbatches divisible by
 // pp and virtual_stages >= 2; 1f1b and gpipe take virtual_stages == 1; microbatches >= 1.
+// Implemented in the core (src/pipeline_chunks.cpp).
 void validate_pipeline(const JobSpec& job);
 
 PipelineResult simulate_pipeline(const PipelineSpec& spec);
@@ -92,6 +94,8 @@ PipelineResult simulate_pipeline(const PipelineSpec& spec);
 // The units of each chunk (pp * virtual_stages chunks): the embedding with the first
 // chunk, norm+output with the last, the blocks split as evenly as possible (earlier
 // chunks take the remainder). REQUIRES: normalized job with pp * virtual_stages <= layers.
+// (This and chunk_workload are pure workload functions: implemented in the core,
+// src/pipeline_chunks.cpp, so that the schedule reader can check a pipeline schedule.)
 std::vector<std::vector<int>> pipeline_chunks(const Workload& workload);
 
 // One chunk as a workload of its own: its units re-indexed from 0 (a tied output that
@@ -99,13 +103,40 @@ std::vector<std::vector<int>> pipeline_chunks(const Workload& workload);
 // under PP), the AdamW step over its shards.
 Workload chunk_workload(const Workload& workload, const std::vector<int>& units);
 
+// Is this job simulated as a pipeline (per-chunk programs composed over microbatches)?
+// pp > 1, or gradient accumulation over microbatches > 1. Implemented in the core.
+bool is_pipelined(const JobSpec& job);
+
+// The default choice of simulate_pipelined_job: parameters stay gathered across
+// microbatches whenever there is more than one microbatch or stage (torchtitan's
+// reshard_after_forward=False under PP).
+bool default_keep_gathered(const JobSpec& job);
+
+// What one microbatch of a chunk costs, from its simulated single-microbatch Program
+// (`result` with timings). keep_gathered: the first forward carries the all-gathers, later
+// forwards and all but the last backward are compute (+ TP) only, unsharded gradients
+// accumulate; otherwise every microbatch runs the whole Program (gathers, and
+// reduce-scatters into the sharded gradients) and nothing accumulates.
+ChunkTimes chunk_times(const Workload& chunk, const Program& program, const SimResult& result,
+                       bool keep_gathered, const CostModel& costs);
+
+// The rank's peak of activations in flight, bytes, from its action order alone (chunk c
+// holds activation_bytes[c] per microbatch between its forward and its backward).
+std::int64_t peak_in_flight_bytes(int stages, int virtual_stages, int microbatches,
+                                  PipelineSchedule schedule, int rank,
+                                  const std::vector<std::int64_t>& activation_bytes);
+
 // Builds the FSDP plan of one chunk (e.g. fsdp2_plan, or a tuner's result).
 using ChunkPlanner = std::function<Plan(const Workload& chunk)>;
 
 struct PipelineSimulation {
+  std::vector<std::vector<int>> chunk_units;  // unit indices in the job's workload
   std::vector<Workload> chunk_workloads;
-  // As simulated: reshard_after_forward forced off when pp > 1 or microbatches > 1.
+  // As simulated: reshard_after_forward forced off where the chunk keeps its parameters
+  // gathered across microbatches.
   std::vector<Plan> chunk_plans;
+  std::vector<bool> chunk_keep_gathered;
+  std::vector<Program> chunk_programs;  // lowered on chunk_workloads
   std::vector<SimResult> chunk_results;
   PipelineSpec spec;
   PipelineResult result;
@@ -120,6 +151,34 @@ struct PipelineSimulation {
 PipelineSimulation simulate_pipelined_job(const Workload& workload, const CostModel& costs,
                                           const ChunkPlanner& planner,
                                           const SimOptions& options = {});
+
+// The same with one plan and keep-gathered choice per chunk (pipeline_chunks order).
+// REQUIRES: plans.size() == keep_gathered.size() == number of chunks.
+PipelineSimulation simulate_pipelined_plans(const Workload& workload, const CostModel& costs,
+                                            const std::vector<Plan>& plans,
+                                            const std::vector<bool>& keep_gathered,
+                                            const SimOptions& options = {});
+
+// The same from Programs already lowered (a schedule file's, replayed as stored): each
+// plan is kept as given, each program simulated as it is.
+PipelineSimulation simulate_pipelined_programs(const Workload& workload, const CostModel& costs,
+                                               std::vector<Plan> plans,
+                                               std::vector<Program> programs,
+                                               const std::vector<bool>& keep_gathered,
+                                               const SimOptions& options = {});
+
+// The point-to-point send of one microbatch's activation between stages, and the whole
+// job's tokens/s/GPU and MFU at `sim.result.step_time_s`: what simulate_pipelined_* fill
+// in after the chunks (for callers that compose a PipelineSpec themselves, e.g. the sweep).
+// `tokens_per_step` and `model_flops_per_step` are the whole job's per DP rank
+// (Workload::tokens_per_step, Workload::model_flops_per_step).
+double pipeline_send_seconds(const Workload& workload, const CostModel& costs);
+void fill_pipeline_throughput(const JobSpec& job, double tokens_per_step,
+                              double model_flops_per_step, const HardwareSpec& hardware,
+                              PipelineSimulation& sim);
+
+// Does every stage's allocated peak fit under the limit?
+bool pipeline_fits(const PipelineResult& result, std::int64_t memory_limit_bytes);
 
 // Point-to-point group between adjacent stages: pp is the outermost mesh dimension
 // (torchtitan), so they are dp_replicate * dp_shard * tp ranks apart.

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "fsdptune/hardware.hpp"
 #include "fsdptune/job.hpp"
 #include "fsdptune/model.hpp"
+#include "fsdptune/pipeline.hpp"
 #include "fsdptune/plan.hpp"
 #include "fsdptune/program.hpp"
 #include "fsdptune/simulator.hpp"
@@ -22,7 +24,12 @@
 
 namespace fsdptune {
 
+// Version 1: one FSDP Program for the whole job (pp = 1, one microbatch). Version 2 adds
+// `pipeline` (pipelined jobs: pp > 1 or microbatches > 1) and leaves out the whole-job
+// plan, program, timings and memory timeline. A writer writes the lowest version that
+// holds its schedule, so pp = 1 files stay version 1; the reader takes both.
 inline constexpr int kScheduleFormatVersion = 1;
+inline constexpr int kPipelineScheduleFormatVersion = 2;
 inline constexpr int kTorchtitanPlanFormatVersion = 1;
 
 // What the simulator predicted for one plan.
@@ -59,6 +66,38 @@ struct ScheduleProvenance {
   bool operator==(const ScheduleProvenance&) const = default;
 };
 
+// One chunk of a pipeline schedule: what its rank runs for every microbatch.
+struct ScheduleChunk {
+  int rank = 0;               // pipeline rank: chunk index % pp
+  std::vector<int> units;     // its units, indices in build_workload(model, job)
+  bool keep_gathered = true;  // parameters stay gathered across microbatches
+  Plan plan;                  // over chunk_workload(workload, units), units from 0
+  Program program;            // lower(chunk workload, plan): one microbatch
+  PlanSummary predicted;      // that Program simulated alone (one microbatch)
+  ChunkTimes times;           // per microbatch, as the pipeline composition used them
+  bool operator==(const ScheduleChunk&) const = default;
+};
+
+// One pipeline rank as predicted.
+struct ScheduleStage {
+  int rank = 0;
+  double busy_s = 0;
+  double end_s = 0;
+  int max_in_flight = 0;
+  std::int64_t peak_allocated_bytes = 0;
+  std::int64_t peak_reserved_bytes = 0;
+  bool operator==(const ScheduleStage&) const = default;
+};
+
+// What a pipelined job needs (the schedule kind, pp, V, M are in `job`).
+struct SchedulePipeline {
+  double send_s = 0;  // one microbatch's activation (or gradient) between stages
+  double bubble_fraction = 0;
+  std::vector<ScheduleChunk> chunks;  // pipeline_chunks order: chunk c on rank c % pp
+  std::vector<ScheduleStage> stages;  // by rank
+  bool operator==(const SchedulePipeline&) const = default;
+};
+
 struct ScheduleFile {
   int version = kScheduleFormatVersion;
   ModelSpec model;
@@ -76,6 +115,10 @@ struct ScheduleFile {
   std::vector<ParetoPoint> pareto;     // peak memory vs step time explored by the tuner
   double lower_bound_s = 0;            // DESIGN.md "Searching"
   ScheduleProvenance provenance;
+  // Version 2 only: the per-chunk plans and Programs of a pipelined job. `plan`,
+  // `program`, `timings` and `memory_timeline` are then empty (not written); `predicted`
+  // is the whole step (see docs/schedule-format.md "Pipeline schedules").
+  std::optional<SchedulePipeline> pipeline;
   bool operator==(const ScheduleFile&) const = default;
 };
 
@@ -88,6 +131,19 @@ ScheduleFile schedule_from_json(const nlohmann::json& json, const std::string& s
 // Does `json` claim to be a schedule file (an object whose "format" is the schedule's)?
 // Any version: schedule_from_json then says whether it can read it.
 bool is_schedule_json(const nlohmann::json& json);
+// The schedule of a pipelined job from its simulation: version 2, `pipeline` filled from
+// `sim`, `predicted` the whole step (named `plan_name`; compute_s the slowest rank's busy
+// time, idle_s the rest of its step; peaks the largest over the stages; fits against
+// `memory_limit_bytes`). Model, job (= workload.job), hardware, baselines and provenance
+// are left to the caller.
+ScheduleFile pipeline_schedule(const Workload& workload, const PipelineSimulation& sim,
+                               const HardwareSpec& hardware, std::int64_t memory_limit_bytes,
+                               const std::string& plan_name);
+
+// The whole-step summary of a pipeline simulation, as pipeline_schedule writes it.
+PlanSummary pipeline_summary(const PipelineSimulation& sim, const std::string& plan_name,
+                             std::int64_t memory_limit_bytes);
+
 // Stable hex digest of the canonical JSON: ranks compare it before replaying.
 // FNV-1a 64 of dump_json(schedule_to_json(schedule)), 16 lowercase hex digits.
 std::string schedule_hash(const ScheduleFile& schedule);

@@ -13,6 +13,7 @@
 #include "cost_options.hpp"
 #include "fsdptune/error.hpp"
 #include "fsdptune/io.hpp"
+#include "fsdptune/pipeline.hpp"
 #include "fsdptune/plans.hpp"
 #include "fsdptune/program.hpp"
 #include "fsdptune/schedule.hpp"
@@ -21,6 +22,7 @@
 #include "fsdptune/units.hpp"
 #include "fsdptune/workload.hpp"
 #include "job_options.hpp"
+#include "pipeline_cli.hpp"
 
 namespace fsdptune::cli {
 namespace {
@@ -96,6 +98,12 @@ void run_simulate(const SimulateOptions& options) {
   const ModelSpec model = resolve_model_option(options.job);
   const JobSpec job = to_job_spec(options.job, model);
   const ResolvedCostModel costs = resolve_cost_model(options.cost);
+  if (is_pipelined(job)) {  // --pp > 1 or --microbatches > 1: pipeline_cli.cpp
+    run_simulate_pipelined(model, job, costs, options.cost, options.plan,
+                           resolve_memory_limit(options.plan, costs.hardware), options.json,
+                           options.require_fit, options.trace_path);
+    return;
+  }
   const Workload workload = build_workload(model, job);
   // A schedule file is re-simulated exactly: its stored Program (costs frozen when it was
   // tuned), not a new lowering of its plan; without --memory-limit, against the limit it
@@ -199,6 +207,7 @@ void register_sim_commands(CLI::App& app) {
   CLI::App* command = app.add_subcommand(
       "simulate", "simulate one training step of a plan: time, overlap and memory");
   add_job_options(command, options->job);
+  add_pipeline_options(command, options->job);
   add_cost_options(command, options->cost);
   add_plan_options(command, options->plan);
   command->add_flag("--json", options->json, "print one JSON object instead of text");

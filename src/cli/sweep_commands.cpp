@@ -17,9 +17,11 @@
 #include "fsdptune/io.hpp"
 #include "fsdptune/pipeline.hpp"
 #include "fsdptune/plans.hpp"
+#include "fsdptune/schedule.hpp"
 #include "fsdptune/sweep.hpp"
 #include "fsdptune/units.hpp"
 #include "job_options.hpp"
+#include "pipeline_cli.hpp"
 
 namespace fsdptune::cli {
 namespace {
@@ -70,6 +72,7 @@ struct SweepCliOptions {
   bool async_tp = false;
   bool json = false;
   std::string out;
+  std::int64_t tune_evaluations = 400;  // per chunk, when tuning the best for --out
 };
 
 void run_sweep(const SweepCliOptions& o) {
@@ -117,39 +120,44 @@ void run_sweep(const SweepCliOptions& o) {
   };
   const SweepResult result = sweep(model, *costs, options);
 
+  std::string best_written;
   if (!o.out.empty()) {
+    if (o.tune_evaluations < 1) throw_bad_input("--tune-evaluations", "must be >= 1");
     if (result.ranked.empty()) {
       throw_bad_input("--memory-limit",
                       fmt::format("no configuration fits under {}; nothing to write to --out",
                                   format_bytes(result.memory_limit_bytes)),
                       "raise --memory-limit or add GPUs");
     }
-    // The best configuration: its job and the per-chunk plans it was simulated with.
+    // The best configuration, tuned (per stage when pipelined) into a schedule file:
+    // version 1 for pp = 1 and one microbatch, else version 2 (docs/schedule-format.md).
+    // A deterministic budget (evaluations, no clock) so that the file is reproducible.
     const SweepCandidate& best = result.ranked.front();
     const Workload workload = build_workload(model, best.job);
-    SimOptions sim_options;
-    sim_options.record_timeline = false;
-    sim_options.record_timings = false;
-    const PipelineSimulation sim = simulate_pipelined_job(
-        workload, *costs, [](const Workload& chunk) { return fsdp2_plan(chunk); }, sim_options);
-    nlohmann::json chunks = nlohmann::json::array();
-    const auto unit_lists = pipeline_chunks(workload);
-    for (std::size_t c = 0; c < sim.chunk_plans.size(); ++c) {
-      nlohmann::json units = nlohmann::json::array();
-      for (int u : unit_lists[c]) units.push_back(workload.units[u].name);
-      chunks.push_back({{"chunk", c},
-                        {"rank", static_cast<std::int64_t>(c) % best.job.pp},
-                        {"units", units},
-                        {"plan", plan_to_json(sim.chunk_plans[c])}});
-    }
-    nlohmann::json file{{"format", "fsdptune-sweep-best"},
-                        {"version", 1},
-                        {"model", model_to_json(model)},
-                        {"hardware", hardware.id},
-                        {"memory_limit_bytes", result.memory_limit_bytes},
-                        {"best", candidate_json(best)},
-                        {"chunks", chunks}};
-    write_file_atomically(o.out, dump_json(file));
+    TunerOptions tuner_options;
+    tuner_options.memory_limit_bytes = result.memory_limit_bytes;
+    tuner_options.time_budget_s = 0;
+    tuner_options.max_evaluations = o.tune_evaluations;
+    tuner_options.threads = options.threads;
+    fmt::print(stderr, "sweep: tuning the best configuration ({} plans per chunk at most)\n",
+               o.tune_evaluations);
+    TunedSchedule tuned = tune_schedule(workload, hardware, *costs, tuner_options);
+    ScheduleFile& schedule = tuned.schedule;
+    schedule.provenance.tool = std::string("fsdptune ") + FSDPTUNE_VERSION;
+    schedule.provenance.cost_source = hardware.id;
+    schedule.provenance.cost_hash = fnv1a64_hex(dump_json(hardware_to_json(hardware)));
+    schedule.provenance.threads = options.threads;
+    schedule.provenance.command = fmt::format(
+        "fsdptune sweep --model {} --hardware {} --gpus {} --gpus-per-node {} --global-batch {} "
+        "--seq {}{} --max-pp {}{}{} --tune-evaluations {}",
+        o.model, o.hardware, o.gpus, o.gpus_per_node, o.global_batch, o.seq,
+        o.memory_limit.empty() ? "" : " --memory-limit " + o.memory_limit, o.max_pp,
+        o.no_float8 ? " --no-float8" : "", o.async_tp ? " --async-tp" : "", o.tune_evaluations);
+    write_file_atomically(o.out, dump_json(schedule_to_json(schedule)));
+    best_written =
+        fmt::format("{} (schedule format version {}, {} from {})", o.out,
+                    schedule.pipeline ? kPipelineScheduleFormatVersion : kScheduleFormatVersion,
+                    format_seconds(schedule.predicted.step_time_s), tuned.derived_from);
   }
 
   const std::size_t shown =
@@ -217,7 +225,7 @@ void run_sweep(const SweepCliOptions& o) {
         "tp not dividing the heads)\n",
         skipped);
   }
-  if (!o.out.empty()) fmt::print("\nwrote the best configuration to {}\n", o.out);
+  if (!o.out.empty()) fmt::print("\nwrote the best configuration, tuned, to {}\n", best_written);
 }
 
 struct PipelineCliOptions {
@@ -328,7 +336,12 @@ void register_sweep_commands(CLI::App& app) {
     command->add_flag("--no-float8", options->no_float8, "do not try float8");
     command->add_flag("--async-tp", options->async_tp, "also try async TP where tp > 1");
     command->add_flag("--json", options->json, "print JSON instead of a table");
-    command->add_option("--out", options->out, "write the best configuration and its plans here");
+    command->add_option("--out", options->out,
+                        "tune the best configuration and write its schedule file here");
+    command
+        ->add_option("--tune-evaluations", options->tune_evaluations,
+                     "plans simulated per chunk when tuning the best for --out")
+        ->capture_default_str();
     command->callback([options] { run_sweep(*options); });
   }
   {

@@ -17,6 +17,7 @@
 #include "fsdptune/cost_model.hpp"
 #include "fsdptune/error.hpp"
 #include "fsdptune/io.hpp"
+#include "fsdptune/pipeline.hpp"
 #include "fsdptune/profile.hpp"
 #include "fsdptune/program.hpp"
 #include "fsdptune/schedule.hpp"
@@ -25,6 +26,7 @@
 #include "fsdptune/units.hpp"
 #include "fsdptune/workload.hpp"
 #include "job_options.hpp"
+#include "pipeline_cli.hpp"
 
 namespace fsdptune::cli {
 namespace {
@@ -51,6 +53,10 @@ std::string canonical_command(const TuneOptions& o) {
       "--batch {} --seq {} --ac {} --param-dtype {} --reduce-dtype {}{}",
       o.job.model, o.job.gpus, o.job.gpus_per_node, o.job.tp, o.job.dp_replicate, o.job.batch,
       o.job.seq, o.job.ac, o.job.param_dtype, o.job.reduce_dtype, o.job.float8 ? " --float8" : "");
+  if (o.job.pp > 1 || o.job.microbatches > 1) {
+    command += fmt::format(" --pp {} --microbatches {} --pp-schedule {} --virtual-stages {}",
+                           o.job.pp, o.job.microbatches, o.job.pp_schedule, o.job.virtual_stages);
+  }
   if (!o.cost.hardware.empty()) command += fmt::format(" --hardware {}", o.cost.hardware);
   if (!o.cost.profile.empty()) command += fmt::format(" --profile {}", o.cost.profile);
   if (!o.memory_limit.empty()) command += fmt::format(" --memory-limit {}", o.memory_limit);
@@ -124,6 +130,51 @@ void run_tune(const TuneOptions& options) {
     }
     return true;
   };
+  if (is_pipelined(job)) {
+    // Per stage (pipeline_cli.cpp): a version 2 schedule.
+    if (!options.torchtitan_out.empty()) {
+      throw_bad_input("--emit-torchtitan", "exports one FSDP plan; this job is pipelined",
+                      "drop --emit-torchtitan (each chunk's plan is in the schedule file)");
+    }
+    const auto pipeline_started = std::chrono::steady_clock::now();
+    TunedSchedule tuned = tune_schedule(workload, hardware, costs, tuner_options);
+    if (reported) fmt::print(stderr, "\n");
+    const double pipeline_elapsed_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - pipeline_started).count();
+    ScheduleFile& schedule = tuned.schedule;
+    schedule.provenance.tool = std::string("fsdptune ") + FSDPTUNE_VERSION;
+    schedule.provenance.cost_source = cost_source;
+    schedule.provenance.cost_hash = cost_hash;
+    schedule.provenance.seed = options.seed;
+    schedule.provenance.threads = options.threads;
+    schedule.provenance.command = canonical_command(options);
+    write_file_atomically(options.out, dump_json(schedule_to_json(schedule)));
+    if (options.json) {
+      nlohmann::json out;
+      out["baselines"] = nlohmann::json::array();
+      for (const PlanSummary& row : schedule.baselines)
+        out["baselines"].push_back(summary_json(row));
+      out["tuned"] = summary_json(schedule.predicted);
+      out["derived_from"] = tuned.derived_from;
+      out["bubble_fraction"] = schedule.pipeline->bubble_fraction;
+      out["memory_limit_bytes"] = schedule.memory_limit_bytes;
+      out["plans_evaluated"] = tuned.plans_evaluated;
+      out["budget_exhausted"] = tuned.budget_exhausted;
+      out["schedule"] = options.out;
+      out["schedule_hash"] = schedule_hash(schedule);
+      fmt::print("{}", dump_json(out));
+      return;
+    }
+    print_pipeline_schedule(schedule, workload);
+    const PlanSummary& fsdp2 = schedule.baselines.front();
+    fmt::print("\ntuned vs fsdp2 per stage: {:.2f}x faster (from {})\n",
+               fsdp2.step_time_s / schedule.predicted.step_time_s, tuned.derived_from);
+    fmt::print("search: {} plans simulated over {} chunks in {:.2f} s{}\n", tuned.plans_evaluated,
+               schedule.pipeline->chunks.size(), pipeline_elapsed_s,
+               tuned.budget_exhausted ? "; stopped by the budget (time or evaluations)" : "");
+    fmt::print("wrote {} (schedule {})\n", options.out, schedule_hash(schedule));
+    return;
+  }
   const auto started = std::chrono::steady_clock::now();
   const TunerResult result = Tuner(tuner_options).tune(workload, costs);
   const double elapsed_s =
@@ -251,6 +302,7 @@ void register_tune_commands(CLI::App& app) {
   CLI::App* tune = app.add_subcommand(
       "tune", "Search bucketing, prefetch, resharding and streams; write the best schedule");
   add_job_options(tune, options->job);
+  add_pipeline_options(tune, options->job);
   add_cost_options(tune, options->cost);
   tune->add_option("--memory-limit", options->memory_limit,
                    "Peak memory per GPU, e.g. 76GiB (default: HBM minus the hardware's reserve)");

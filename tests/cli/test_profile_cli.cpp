@@ -285,3 +285,41 @@ TEST_CASE("ops a profile lacks fall back to the analytic model, and simulate/tun
              Catch::Contains(fmt::format("costs: {} looked up, {} from the analytic model ({})",
                                          tuned_queries, tuned_fallbacks, profile)));
 }
+
+TEST_CASE("profile compare: a profile against the analytic model, and its flag errors",
+          "[cli][profile][compare]") {
+  const std::string data = FSDPTUNE_TEST_DATA;
+  const std::string dir = make_temp_dir("fsdptune-compare");
+  const std::string profile = dir + "/h200-trace.json";
+  REQUIRE(
+      run_fsdptune("profile import-kineto " + data + "/kineto_llama_block.json --out " + profile)
+          .exit_code == 0);
+
+  const auto json_run = run_fsdptune("profile compare " + profile + " --json");
+  INFO(json_run.err);
+  REQUIRE(json_run.exit_code == 0);
+  const auto comparison = parse_json_text(json_run.out, "profile compare --json");
+  CHECK(comparison.at("format") == "fsdptune-profile-comparison");
+  CHECK(comparison.at("model_hardware") == "h200");  // the profile's own hardware
+  REQUIRE(comparison.at("ops").size() == 7);
+  for (const auto& op : comparison.at("ops")) {
+    const double measured = op.at("measured_s").get<double>();
+    const double model = op.at("model_s").get<double>();
+    CHECK(op.at("relative_error").get<double>() == Approx((model - measured) / measured));
+  }
+  // Against another GPU's analytic model: allowed, and says so.
+  const auto other = run_fsdptune("profile compare " + profile + " --hardware h100-sxm --markdown");
+  REQUIRE(other.exit_code == 0);
+  CHECK_THAT(other.out, Catch::Contains("profile measured on h200 vs the model of h100-sxm") &&
+                            Catch::Contains("| attention_fwd bf16 b=1 h=32 kv=8 s=8192 d=128 |"));
+
+  const auto both = run_fsdptune("profile compare " + profile + " --json --markdown");
+  CHECK(both.exit_code == 2);
+  CHECK_THAT(both.err, Catch::Contains("--json/--markdown"));
+  const auto unknown = run_fsdptune("profile compare " + profile + " --hardware no-such-gpu");
+  CHECK(unknown.exit_code == 2);
+  CHECK_THAT(unknown.err, Catch::Contains("no-such-gpu"));
+  const auto missing = run_fsdptune("profile compare " + dir + "/none.json");
+  CHECK(missing.exit_code == 2);
+  CHECK_THAT(missing.err, Catch::Contains("none.json"));
+}

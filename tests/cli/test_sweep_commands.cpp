@@ -1,6 +1,9 @@
 // fsdptune sweep and fsdptune pipeline end to end on the tiny model (docs/parallelism.md).
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <string>
+
 #include <nlohmann/json.hpp>
 
 #include "cli_support.hpp"
@@ -27,15 +30,23 @@ TEST_CASE("sweep ranks configurations and writes the best", "[cli][sweep]") {
         json["top"][1]["tokens_per_s_per_gpu"].get<double>());
   CHECK(json.at("evaluated").get<int>() > 10);
   CHECK(result.err.find("sweep: ") != std::string::npos);  // progress on stderr
+  // The best configuration, tuned, as a schedule file that simulate replays.
   const auto best = fsdptune::read_json_file(dir + "/best.json");
-  CHECK(best.at("format") == "fsdptune-sweep-best");
-  CHECK(best.at("version") == 1);
-  CHECK(best["best"]["job"] == json["top"][0]["job"]);
+  CHECK(best.at("format") == "fsdptune-schedule");
+  CHECK(best["job"] == json["top"][0]["job"]);
+  const auto& job = best["job"];
+  const bool pipelined = job["pp"].get<int>() > 1 || job["microbatches"].get<int>() > 1;
+  CHECK(best.at("version") == (pipelined ? 2 : 1));
+  CHECK(best.contains("pipeline") == pipelined);
+  // Never slower than the fsdp2 configuration the sweep ranked.
+  CHECK(best["predicted"]["step_time_s"].get<double>() <=
+        json["top"][0]["step_time_s"].get<double>() * (1 + 1e-9));
   // Same inputs, same bytes, whatever the thread count.
   const auto again = run_fsdptune(
       "sweep --model tiny --hardware h100-sxm --gpus 16 --global-batch 32 --seq 256 --threads 1 "
       "--json --top 3");
   CHECK(again.out == result.out);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("sweep: a memory limit rejects configurations and says why", "[cli][sweep]") {
@@ -79,4 +90,118 @@ TEST_CASE("pipeline prints every stage, the first holding the most in flight", "
       "--virtual-stages 2 --seq 256");
   REQUIRE(table.exit_code == 0);
   CHECK(table.out.find("interleaved-1f1b") != std::string::npos);
+}
+
+namespace {
+
+// FSDP x TP 8 x PP 8 on 512 GPUs, the shape of the 405B layout, on Llama 3.2 1B (16 layers,
+// 8 kv heads) with short sequences so that it runs in a second.
+const std::string kPipelineJob =
+    "--model llama3.2-1b --gpus 512 --tp 8 --pp 8 --microbatches 8 --batch 1 --seq 512 "
+    "--hardware h100-sxm";
+
+}  // namespace
+
+TEST_CASE("simulate --pp: every stage of the FSDP 8 x TP 8 x PP 8 mesh", "[cli][pipeline]") {
+  const auto result = run_fsdptune("simulate " + kPipelineJob + " --json");
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  const auto json = nlohmann::json::parse(result.out);
+  CHECK(json.at("pipelined") == true);
+  CHECK(json["job"]["dp_shard"] == 8);
+  REQUIRE(json.at("stages").size() == 8);
+  // 1F1B: rank r holds min(P - r, M) microbatches, the first stage the most.
+  CHECK(json["stages"][0]["max_in_flight"] == 8);
+  CHECK(json["stages"][7]["max_in_flight"] == 1);
+  CHECK(json["bubble_fraction"].get<double>() > 0);
+  CHECK(json.at("chunks").size() == 8);
+  // Interleaved: 16 chunks of one layer each, a smaller bubble.
+  const auto interleaved = run_fsdptune(
+      "simulate " + kPipelineJob + " --pp-schedule interleaved-1f1b --virtual-stages 2 --json");
+  INFO(interleaved.err);
+  REQUIRE(interleaved.exit_code == 0);
+  const auto ijson = nlohmann::json::parse(interleaved.out);
+  CHECK(ijson.at("chunks").size() == 16);
+  CHECK(ijson["bubble_fraction"].get<double>() < json["bubble_fraction"].get<double>());
+  // The text form names the schedule and prints the stage table.
+  const auto text = run_fsdptune("simulate " + kPipelineJob);
+  REQUIRE(text.exit_code == 0);
+  CHECK(text.out.find("bubble") != std::string::npos);
+  CHECK(text.out.find("layers.14..norm+output") != std::string::npos);
+}
+
+TEST_CASE("tune --pp writes a version 2 schedule that simulate replays", "[cli][pipeline]") {
+  const std::string dir = make_temp_dir("tune-pp");
+  const std::string out = dir + "/pp.json";
+  const auto tuned = run_fsdptune(
+      "tune " + kPipelineJob +
+      " --pp-schedule interleaved-1f1b --virtual-stages 2 --time-budget 0 --max-evaluations 40 "
+      "--json --out " +
+      out);
+  INFO(tuned.err);
+  REQUIRE(tuned.exit_code == 0);
+  const auto summary = nlohmann::json::parse(tuned.out);
+  // Never worse than fsdp2 per stage (the baseline composition).
+  CHECK(summary["tuned"]["step_time_s"].get<double>() <=
+        summary["baselines"][0]["step_time_s"].get<double>());
+  CHECK(summary["tuned"]["fits"] == true);
+  const auto file = fsdptune::read_json_file(out);
+  CHECK(file.at("version") == 2);
+  CHECK_FALSE(file.contains("program"));
+  REQUIRE(file["pipeline"]["chunks"].size() == 16);
+  CHECK(file["pipeline"]["stages"].size() == 8);
+  CHECK(file["pipeline"]["chunks"][9]["rank"] == 1);
+  // Replaying the stored per-chunk Programs reproduces the prediction exactly.
+  const auto replay = run_fsdptune("simulate " + kPipelineJob +
+                                   " --pp-schedule interleaved-1f1b --virtual-stages 2 --json "
+                                   "--plan " +
+                                   out);
+  INFO(replay.err);
+  REQUIRE(replay.exit_code == 0);
+  const auto rjson = nlohmann::json::parse(replay.out);
+  CHECK(rjson["step_time_s"].get<double>() == file["predicted"]["step_time_s"].get<double>());
+  // Another job's flags with this schedule: exit 2 naming the file's job.
+  std::string other_job = kPipelineJob;
+  other_job.replace(other_job.find("--seq 512"), 9, "--seq 256");
+  const auto other = run_fsdptune(
+      "simulate " + other_job + " --pp-schedule interleaved-1f1b --virtual-stages 2 --plan " + out);
+  INFO(other.err);
+  CHECK(other.exit_code == 2);
+  CHECK(other.err.find(out + ": job") != std::string::npos);
+  // report reads a pipeline schedule (its whole-step and baseline summaries).
+  const auto compare = run_fsdptune("report " + out);
+  INFO(compare.err);
+  CHECK(compare.exit_code == 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("tune: FSDP 128 x TP 8 on 1024 GPUs stays a version 1 schedule", "[cli][pipeline]") {
+  const std::string dir = make_temp_dir("tune-tp");
+  const std::string out = dir + "/tp.json";
+  const auto tuned = run_fsdptune(
+      "tune --model llama3.2-1b --gpus 1024 --tp 8 --seq 512 --time-budget 0 "
+      "--max-evaluations 40 --json --out " +
+      out);
+  INFO(tuned.err);
+  REQUIRE(tuned.exit_code == 0);
+  const auto file = fsdptune::read_json_file(out);
+  CHECK(file.at("version") == 1);
+  CHECK(file["job"]["dp_shard"] == 128);
+  CHECK_FALSE(file.contains("pipeline"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("simulate and tune --pp: bad flags exit 2 naming the flag", "[cli][pipeline]") {
+  auto bad = run_fsdptune("simulate " + kPipelineJob + " --trace t.json");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("--trace") != std::string::npos);
+  bad = run_fsdptune("simulate " + kPipelineJob + " --virtual-stages 2");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("--virtual-stages") != std::string::npos);
+  bad = run_fsdptune("tune " + kPipelineJob + " --pp 32 --out x.json");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("--pp") != std::string::npos);
+  bad = run_fsdptune("tune " + kPipelineJob + " --emit-torchtitan tt.json --out x.json");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("--emit-torchtitan") != std::string::npos);
 }

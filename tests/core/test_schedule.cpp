@@ -134,11 +134,14 @@ TEST_CASE("schedule_hash is FNV-1a 64 of the canonical text", "[schedule]") {
 
 TEST_CASE("a schedule of another version is rejected naming the field", "[schedule]") {
   json document = schedule_to_json(make_schedule());
-  document["version"] = 2;
+  document["version"] = 3;  // 1 and 2 (pipeline schedules) are read
   const Error e = load_error(document);
   CHECK(e.kind() == ErrorKind::kBadInput);
   CHECK(e.where() == "schedule.json: version");
-  CHECK(std::string(e.what()).find("version 2") != std::string::npos);
+  CHECK(std::string(e.what()).find("version 3") != std::string::npos);
+  // A version 1 document relabelled 2 lacks the pipeline.
+  document["version"] = 2;
+  CHECK(load_error(document).where() == "schedule.json: pipeline");
 }
 
 TEST_CASE("a schedule with a missing field is rejected naming it", "[schedule]") {

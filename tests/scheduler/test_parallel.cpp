@@ -1,8 +1,14 @@
 // TP, HSDP, float8 and async TP in the workload and the lowering (docs/parallelism.md).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <string>
+#include <vector>
 
+#include "fsdptune/cost_model.hpp"
+#include "fsdptune/hardware.hpp"
 #include "fsdptune/job.hpp"
 #include "fsdptune/model.hpp"
 #include "fsdptune/plans.hpp"
@@ -174,4 +180,74 @@ TEST_CASE("async TP hides a collective behind its GEMM except one chunk", "[para
   const double async_s = tp_ops_seconds(async.units[1].forward_ops, true, slow_comm);
   CHECK(async_s < sync_s);
   CHECK(async_s >= compute_s);
+}
+
+TEST_CASE("cross-node collectives lose bandwidth per doubling of nodes beyond 4",
+          "[parallel][costs]") {
+  // Reference notes: multi-node reduce-scatter busbw ~360 GB/s at 4 nodes, ~260 GB/s at
+  // 128 nodes; the spec's factor 0.937 per doubling beyond 4 nodes.
+  HardwareSpec scaled = builtin_hardware("h100-sxm");
+  REQUIRE(scaled.network_efficiency_per_node_doubling == 0.937);
+  HardwareSpec flat = scaled;
+  flat.network_efficiency_per_node_doubling = 1.0;
+  const auto with_loss = make_analytic_cost_model(scaled);
+  const auto without = make_analytic_cost_model(flat);
+  const std::int64_t bytes = 12LL << 30;  // a 405B block's fp32 gradients, ~12.75 GB
+  auto seconds = [&](const CostModel& costs, std::int64_t ranks) {
+    return costs.collective(CollectiveKind::kReduceScatter, bytes, CommGroup{ranks, 8}).seconds;
+  };
+  // Up to 4 nodes (32 ranks) nothing changes.
+  CHECK(seconds(*with_loss, 16) == seconds(*without, 16));
+  CHECK(seconds(*with_loss, 32) == seconds(*without, 32));
+  // 1024 ranks = 128 nodes: 5 doublings beyond 4. The latency is the same in both,
+  // 11.3 us + (1023 - 127) * 0.6 us + 127 * 2.7 us = 891.8 us; the bandwidth term grows by
+  // 1 / 0.937^5 = 1.3838.
+  const double latency_s = 11.3e-6 + 896 * 0.6e-6 + 127 * 2.7e-6;
+  const double ratio =
+      (seconds(*with_loss, 1024) - latency_s) / (seconds(*without, 1024) - latency_s);
+  CHECK(ratio == Approx(1.0 / std::pow(0.937, 5)).epsilon(1e-9));
+  // 64 ranks = 8 nodes: one doubling.
+  const double latency64_s = 11.3e-6 + 56 * 0.6e-6 + 7 * 2.7e-6;
+  CHECK((seconds(*with_loss, 64) - latency64_s) / (seconds(*without, 64) - latency64_s) ==
+        Approx(1.0 / 0.937).epsilon(1e-9));
+}
+
+TEST_CASE("float8 linears pay their dynamic-scaling casts", "[parallel][float8]") {
+  // tiny: d = 256, ffn = 768; batch 1 x seq 256 = T = 256 tokens; a = 2 bytes (bf16).
+  const ModelSpec model = builtin_model("tiny");
+  JobSpec job;
+  job.gpus = 8;
+  job.seq_len = 256;
+  job.float8 = true;
+  const Workload fp8 = build_workload(model, normalize_job(model, job));
+  auto find = [](const std::vector<Op>& ops, const std::string& name) -> const Op* {
+    for (const Op& op : ops) {
+      if (op.name == name) return &op;
+    }
+    return nullptr;
+  };
+  const Unit& block = fp8.units[1];
+  REQUIRE(block.kind == UnitKind::kBlock);
+  const Op* wq_cast = find(block.forward_ops, "layers.0.attention.wq.float8_cast");
+  REQUIRE(wq_cast != nullptr);
+  CHECK(wq_cast->bytes == 256 * 256 * 5);  // T*d*(2a + 1) = 327,680
+  const Op* w2_cast = find(block.forward_ops, "layers.0.feed_forward.w2.float8_cast");
+  REQUIRE(w2_cast != nullptr);
+  CHECK(w2_cast->bytes == 256 * 768 * 5);  // T*ffn*(2a + 1) = 983,040
+  // w2 backward: m = T = 256, n = d = 256, k = ffn = 768:
+  // 256*256*5 + 256*256*2 + 256*768*3 = 327,680 + 131,072 + 589,824 = 1,048,576.
+  const Op* w2_back = find(block.backward_ops, "layers.0.feed_forward.w2.backward_float8_cast");
+  REQUIRE(w2_back != nullptr);
+  CHECK(w2_back->bytes == 1048576);
+  // Seven linears, seven casts each way; none without float8.
+  const auto casts = [](const std::vector<Op>& ops) {
+    return std::count_if(ops.begin(), ops.end(),
+                         [](const Op& op) { return op.memory_op == "float8_cast"; });
+  };
+  CHECK(casts(block.forward_ops) == 7);
+  CHECK(casts(block.backward_ops) == 7);
+  job.float8 = false;
+  const Workload bf16 = build_workload(model, normalize_job(model, job));
+  CHECK(casts(bf16.units[1].forward_ops) == 0);
+  CHECK(casts(bf16.units[1].backward_ops) == 0);
 }

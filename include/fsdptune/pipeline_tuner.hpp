@@ -1,0 +1,42 @@
+// The tuner per pipeline stage (docs/parallelism.md "Tuning a pipelined job"): each
+// chunk's FSDP plan is searched with the Tuner (tuner.hpp) under the memory its rank can
+// give it, each chunk chooses whether its parameters stay gathered across microbatches,
+// and the step time is the pipeline composition (simulate_pipelined_programs). The result
+// is never worse than fsdp2 per chunk with parameters kept gathered (what
+// simulate_pipelined_job does by default): that composition is a candidate like any other.
+// Pure: no I/O.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fsdptune/cost_model.hpp"
+#include "fsdptune/pipeline.hpp"
+#include "fsdptune/tuner.hpp"
+#include "fsdptune/workload.hpp"
+
+namespace fsdptune {
+
+struct PipelineTuning {
+  PipelineSimulation best;   // the chosen plans, composed
+  PipelineSimulation fsdp2;  // the baseline: fsdp2 per chunk, parameters kept gathered
+  std::string derived_from;  // "per-stage tuner" or "fsdp2"
+  // The allocated peak each chunk's one-microbatch Program was tuned under: the rank's
+  // limit less the activations of its other microbatches in flight, shared by its chunks.
+  std::vector<std::int64_t> chunk_memory_limit_bytes;
+  std::vector<TunerResult> chunk_tunings;  // one per chunk, pipeline_chunks order
+  std::int64_t memory_limit_bytes = 0;     // per GPU, against each stage's allocated peak
+  bool fits = false;                       // pipeline_fits(best.result, memory_limit_bytes)
+  std::int64_t plans_evaluated = 0;        // all chunks' simulations
+  bool budget_exhausted = false;           // some chunk's search was cut short by time
+  bool operator==(const PipelineTuning&) const = default;
+};
+
+// `options.memory_limit_bytes` (0: the hardware default) is the per-GPU limit; the time
+// budget is shared evenly by the chunks; max_evaluations applies per chunk.
+// REQUIRES: validate_pipeline(workload.job) passed.
+PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& costs,
+                                  const TunerOptions& options);
+
+}  // namespace fsdptune

@@ -1,0 +1,177 @@
+// The tuner per pipeline stage (docs/parallelism.md "Tuning a pipelined job").
+#include "fsdptune/pipeline_tuner.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "fsdptune/error.hpp"
+#include "fsdptune/plans.hpp"
+#include "fsdptune/program.hpp"
+
+namespace fsdptune {
+namespace {
+
+// One way to run a chunk: a plan, whether its parameters stay gathered across
+// microbatches, and what that costs.
+struct ChunkCandidate {
+  Plan plan;
+  bool keep_gathered = true;
+  Program program;
+  ChunkTimes times;
+  double busy_s = 0;                    // all M microbatches and the tail, back to back
+  std::int64_t contribution_bytes = 0;  // to its rank's peak, without other microbatches
+};
+
+ChunkCandidate evaluate_candidate(const Workload& chunk, Plan plan, bool keep_gathered,
+                                  const CostModel& costs) {
+  ChunkCandidate candidate;
+  if (keep_gathered) {
+    std::fill(plan.reshard_after_forward.begin(), plan.reshard_after_forward.end(), false);
+  }
+  candidate.keep_gathered = keep_gathered;
+  candidate.program = lower(chunk, plan, costs);
+  candidate.plan = std::move(plan);
+  SimOptions options;
+  options.record_timeline = false;
+  const SimResult result = simulate(candidate.program, options);
+  const ChunkTimes times = chunk_times(chunk, candidate.program, result, keep_gathered, costs);
+  const double later = static_cast<double>(chunk.job.microbatches - 1);
+  candidate.busy_s = times.first_forward_s + later * (times.forward_s + times.backward_s) +
+                     times.last_backward_s + times.tail_s;
+  // As simulate_pipeline adds it up: the single-microbatch peak less its one microbatch
+  // of activations, plus the gradients it accumulates.
+  candidate.contribution_bytes =
+      times.base_peak_allocated_bytes - times.activation_bytes + times.accumulated_gradient_bytes;
+  candidate.times = times;
+  return candidate;
+}
+
+}  // namespace
+
+PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& costs,
+                                  const TunerOptions& options) {
+  const JobSpec& job = workload.job;
+  validate_pipeline(job);
+  const int P = static_cast<int>(job.pp);
+  const int V = static_cast<int>(job.virtual_stages);
+  const int M = static_cast<int>(job.microbatches);
+  PipelineTuning tuning;
+  tuning.memory_limit_bytes = options.memory_limit_bytes > 0
+                                  ? options.memory_limit_bytes
+                                  : default_memory_limit_bytes(costs.hardware());
+  const std::int64_t limit = tuning.memory_limit_bytes;
+  const std::vector<std::vector<int>> chunks = pipeline_chunks(workload);
+  const int C = static_cast<int>(chunks.size());
+
+  std::vector<Workload> chunk_workloads;
+  std::vector<std::int64_t> activation_bytes;
+  for (const std::vector<int>& units : chunks) {
+    chunk_workloads.push_back(chunk_workload(workload, units));
+    std::int64_t bytes = 0;
+    for (const Unit& unit : chunk_workloads.back().units) bytes += unit.saved_activation_bytes;
+    activation_bytes.push_back(bytes);
+  }
+  std::vector<std::int64_t> in_flight_bytes(P);
+  for (int r = 0; r < P; ++r) {
+    in_flight_bytes[r] = peak_in_flight_bytes(P, V, M, job.pp_schedule, r, activation_bytes);
+  }
+
+  // 1. Each chunk tuned alone (one microbatch, the plan as it is: no gradient
+  //    accumulation) under its share of its rank's memory: the limit less the rank's
+  //    peak of activations in flight, split evenly over its V chunks, plus the one
+  //    microbatch the chunk's own Program holds.
+  std::vector<std::vector<ChunkCandidate>> candidates(C);
+  for (int c = 0; c < C; ++c) {
+    const int rank = c % P;
+    const std::int64_t budget =
+        std::max<std::int64_t>(1, (limit - in_flight_bytes[rank]) / V + activation_bytes[c]);
+    tuning.chunk_memory_limit_bytes.push_back(budget);
+    TunerOptions chunk_options = options;
+    chunk_options.memory_limit_bytes = budget;
+    if (options.time_budget_s > 0) chunk_options.time_budget_s = options.time_budget_s / C;
+    TunerResult tuned = Tuner(chunk_options).tune(chunk_workloads[c], costs);
+    tuning.plans_evaluated += tuned.plans_evaluated;
+    tuning.budget_exhausted = tuning.budget_exhausted || tuned.budget_exhausted;
+    // 2. The candidates: the tuned plan and fsdp2, each run per microbatch or with its
+    //    parameters kept gathered across microbatches (the same thing when M == 1, where
+    //    only the reshard choice of the tuned plan differs).
+    for (const Plan& plan : {tuned.best_plan, fsdp2_plan(chunk_workloads[c])}) {
+      for (const bool keep : {false, true}) {
+        ChunkCandidate candidate = evaluate_candidate(chunk_workloads[c], plan, keep, costs);
+        const bool duplicate = std::any_of(
+            candidates[c].begin(), candidates[c].end(), [&](const ChunkCandidate& other) {
+              return other.plan == candidate.plan && other.keep_gathered == keep;
+            });
+        if (!duplicate) candidates[c].push_back(std::move(candidate));
+      }
+    }
+    tuning.chunk_tunings.push_back(std::move(tuned));
+  }
+
+  // 3. Per rank, the combination of its chunks' candidates with the least busy time
+  //    whose peak (their contributions + the activations in flight) fits; when none
+  //    fits, the smallest peak. A rank has V chunks of at most 4 candidates each.
+  std::vector<int> chosen(C, 0);
+  for (int r = 0; r < P; ++r) {
+    std::vector<int> rank_chunks;
+    for (int c = r; c < C; c += P) rank_chunks.push_back(c);
+    std::vector<int> index(rank_chunks.size(), 0);
+    bool have_fit = false;
+    double best_busy_s = std::numeric_limits<double>::infinity();
+    std::int64_t best_peak = std::numeric_limits<std::int64_t>::max();
+    while (true) {
+      double busy_s = 0;
+      std::int64_t peak = in_flight_bytes[r];
+      for (std::size_t k = 0; k < rank_chunks.size(); ++k) {
+        const ChunkCandidate& candidate = candidates[rank_chunks[k]][index[k]];
+        busy_s += candidate.busy_s;
+        peak += candidate.contribution_bytes;
+      }
+      const bool fits = peak <= limit;
+      const bool better =
+          fits ? (!have_fit || busy_s < best_busy_s) : (!have_fit && peak < best_peak);
+      if (better) {
+        have_fit = fits;
+        best_busy_s = busy_s;
+        best_peak = peak;
+        for (std::size_t k = 0; k < rank_chunks.size(); ++k) chosen[rank_chunks[k]] = index[k];
+      }
+      // Next combination (odometer over the rank's chunks).
+      std::size_t k = 0;
+      while (k < index.size() &&
+             ++index[k] == static_cast<int>(candidates[rank_chunks[k]].size())) {
+        index[k++] = 0;
+      }
+      if (k == index.size()) break;
+    }
+  }
+
+  // 4. Compose; keep the fsdp2 composition when it is at least as good.
+  std::vector<Plan> plans;
+  std::vector<Program> programs;
+  std::vector<bool> keep;
+  for (int c = 0; c < C; ++c) {
+    const ChunkCandidate& candidate = candidates[c][chosen[c]];
+    plans.push_back(candidate.plan);
+    programs.push_back(candidate.program);
+    keep.push_back(candidate.keep_gathered);
+  }
+  SimOptions sim_options;
+  sim_options.record_timeline = false;
+  tuning.best = simulate_pipelined_programs(workload, costs, std::move(plans), std::move(programs),
+                                            keep, sim_options);
+  tuning.fsdp2 = simulate_pipelined_job(
+      workload, costs, [](const Workload& chunk) { return fsdp2_plan(chunk); }, sim_options);
+  tuning.derived_from = "per-stage tuner";
+  const bool best_fits = pipeline_fits(tuning.best.result, limit);
+  const bool fsdp2_fits = pipeline_fits(tuning.fsdp2.result, limit);
+  if (fsdp2_fits &&
+      (!best_fits || tuning.fsdp2.result.step_time_s <= tuning.best.result.step_time_s)) {
+    tuning.best = tuning.fsdp2;
+    tuning.derived_from = "fsdp2";
+  }
+  tuning.fits = pipeline_fits(tuning.best.result, limit);
+  return tuning;
+}
+
+}  // namespace fsdptune

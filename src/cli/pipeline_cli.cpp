@@ -1,0 +1,297 @@
+#include "pipeline_cli.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "fsdptune/error.hpp"
+#include "fsdptune/io.hpp"
+#include "fsdptune/pipeline.hpp"
+#include "fsdptune/pipeline_tuner.hpp"
+#include "fsdptune/plans.hpp"
+#include "fsdptune/program.hpp"
+#include "fsdptune/simulator.hpp"
+#include "fsdptune/units.hpp"
+
+namespace fsdptune::cli {
+namespace {
+
+// Version of the `simulate --json` object of a pipelined job (docs/parallelism.md).
+constexpr int kSimulatePipelineJsonVersion = 1;
+
+std::string unit_range(const Workload& workload, const std::vector<int>& units) {
+  return workload.units[units.front()].name + ".." + workload.units[units.back()].name;
+}
+
+// The units of rank r's chunks, "tok_embeddings..layers.3, layers.16..layers.19".
+std::string rank_units(const Workload& workload, const std::vector<std::vector<int>>& chunks,
+                       int rank, int pp) {
+  std::string text;
+  for (int c = rank; c < static_cast<int>(chunks.size()); c += pp) {
+    if (!text.empty()) text += ", ";
+    text += unit_range(workload, chunks[c]);
+  }
+  return text;
+}
+
+void print_stage_table(const Workload& workload, const std::vector<std::vector<int>>& chunks,
+                       const std::vector<StageResult>& stages, std::int64_t limit_bytes) {
+  const int pp = static_cast<int>(workload.job.pp);
+  fmt::print("{:>5} {:<34} {:>11} {:>11} {:>9} {:>12} {:>12}  {}\n", "stage", "units", "busy",
+             "end", "in flight", "peak alloc", "peak reserv", "fits");
+  for (const StageResult& stage : stages) {
+    fmt::print("{:>5} {:<34} {:>11} {:>11} {:>9} {:>12} {:>12}  {}\n", stage.rank,
+               rank_units(workload, chunks, stage.rank, pp), format_seconds(stage.busy_s),
+               format_seconds(stage.end_s), stage.max_in_flight,
+               format_bytes(stage.peak_allocated_bytes), format_bytes(stage.peak_reserved_bytes),
+               stage.peak_allocated_bytes <= limit_bytes
+                   ? "yes"
+                   : fmt::format("no (limit {})", format_bytes(limit_bytes)));
+  }
+}
+
+std::string job_line(const ModelSpec& model, const JobSpec& job, const std::string& hardware) {
+  return fmt::format(
+      "{} on {} x {}: dp_shard {} x dp_replicate {} x tp {} x pp {}, {} microbatches of {} x {} "
+      "tokens, {}{}, AC {}{}",
+      model.name, job.gpus, hardware, job.dp_shard, job.dp_replicate, job.tp, job.pp,
+      job.microbatches, job.local_batch, job.seq_len, to_string(job.pp_schedule),
+      job.virtual_stages > 1 ? fmt::format(" ({} virtual stages)", job.virtual_stages) : "",
+      to_string(job.ac), job.float8 ? ", float8" : "");
+}
+
+}  // namespace
+
+void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
+                            const ResolvedCostModel& costs, const CostOptions& cost_options,
+                            const PlanOptions& plan_options, std::int64_t limit_bytes, bool json,
+                            bool require_fit, const std::string& trace_path) {
+  validate_pipeline(job);
+  if (!trace_path.empty()) {
+    throw_bad_input("--trace", "a trace is one FSDP Program; this job is pipelined",
+                    "simulate one stage's chunk without --pp, or drop --trace");
+  }
+  const Workload workload = build_workload(model, job);
+  const std::vector<std::vector<int>> chunks = pipeline_chunks(workload);
+  SimOptions sim_options;
+  sim_options.record_timeline = false;
+  sim_options.record_timings = false;
+  PipelineSimulation sim;
+  std::string plan_name = plan_options.plan;
+  const std::vector<std::string> names = builtin_plan_names();
+  if (std::find(names.begin(), names.end(), plan_options.plan) != names.end()) {
+    std::vector<Plan> plans;
+    for (const std::vector<int>& units : chunks) {
+      const Workload chunk = chunk_workload(workload, units);
+      Plan plan = builtin_plan(plan_options.plan, chunk, *costs.model, limit_bytes, "--plan");
+      validate_plan(plan, static_cast<int>(chunk.units.size()), "--plan " + plan_options.plan);
+      plans.push_back(std::move(plan));
+    }
+    sim = simulate_pipelined_plans(workload, *costs.model, plans,
+                                   std::vector<bool>(plans.size(), default_keep_gathered(job)),
+                                   sim_options);
+  } else {
+    if (!std::filesystem::exists(plan_options.plan)) {
+      builtin_plan(plan_options.plan, workload, *costs.model, limit_bytes, "--plan");
+    }
+    const nlohmann::json file = read_json_file(plan_options.plan);
+    if (!file.is_object() || !file.contains("pipeline")) {
+      throw_bad_input("--plan " + plan_options.plan,
+                      "a pipelined job takes a built-in plan (used for every chunk) or a "
+                      "pipeline schedule (schedule format version 2), not a single plan",
+                      "fsdptune tune --pp ... --out schedule.json writes one");
+    }
+    const ScheduleFile schedule = schedule_from_json(file, plan_options.plan);
+    check_schedule_matches(schedule, model, job, plan_options.plan);
+    // The stored Programs carry the costs they were tuned with: replayed as they are, they
+    // only mean something on the same hardware.
+    if (schedule.hardware != costs.hardware) {
+      throw_bad_input(fmt::format("{}: hardware", plan_options.plan),
+                      fmt::format("the schedule was made for hardware \"{}\", not \"{}\"",
+                                  schedule.hardware.id, costs.hardware.id),
+                      fmt::format("pass --hardware {}", schedule.hardware.id));
+    }
+    std::vector<Plan> plans;
+    std::vector<Program> programs;
+    std::vector<bool> keep;
+    for (const ScheduleChunk& chunk : schedule.pipeline->chunks) {
+      plans.push_back(chunk.plan);
+      programs.push_back(chunk.program);
+      keep.push_back(chunk.keep_gathered);
+    }
+    sim = simulate_pipelined_programs(workload, *costs.model, std::move(plans), std::move(programs),
+                                      keep, sim_options);
+    plan_name = schedule.predicted.plan_name;
+  }
+  const PlanSummary summary = pipeline_summary(sim, plan_name, limit_bytes);
+
+  if (json) {
+    nlohmann::json stages = nlohmann::json::array();
+    for (const StageResult& stage : sim.result.stages) {
+      stages.push_back(
+          {{"rank", stage.rank},
+           {"units", rank_units(workload, chunks, stage.rank, static_cast<int>(job.pp))},
+           {"busy_s", stage.busy_s},
+           {"end_s", stage.end_s},
+           {"max_in_flight", stage.max_in_flight},
+           {"peak_allocated_bytes", stage.peak_allocated_bytes},
+           {"peak_reserved_bytes", stage.peak_reserved_bytes},
+           {"fits", stage.peak_allocated_bytes <= limit_bytes}});
+    }
+    nlohmann::json chunk_json = nlohmann::json::array();
+    for (std::size_t c = 0; c < chunks.size(); ++c) {
+      chunk_json.push_back({{"rank", static_cast<std::int64_t>(c) % job.pp},
+                            {"units", unit_range(workload, chunks[c])},
+                            {"keep_gathered", static_cast<bool>(sim.chunk_keep_gathered[c])},
+                            {"plan", plan_to_json(sim.chunk_plans[c])},
+                            {"task_count", sim.chunk_programs[c].tasks.size()}});
+    }
+    const nlohmann::json out = {
+        {"version", kSimulatePipelineJsonVersion},
+        {"pipelined", true},
+        {"model", model.name},
+        {"job", job_to_json(job)},
+        {"hardware", costs.hardware.id},
+        {"cost_source", cost_options.profile.empty() ? "analytic" : cost_options.profile},
+        {"plan", plan_name},
+        {"step_time_s", summary.step_time_s},
+        {"tokens_per_s_per_gpu", summary.tokens_per_s_per_gpu},
+        {"mfu", summary.mfu},
+        {"bubble_fraction", sim.result.bubble_fraction},
+        {"send_s", sim.spec.send_s},
+        {"peak_allocated_bytes", summary.peak_allocated_bytes},
+        {"peak_reserved_bytes", summary.peak_reserved_bytes},
+        {"memory_limit_bytes", limit_bytes},
+        {"fits", summary.fits},
+        {"stages", stages},
+        {"chunks", chunk_json}};
+    std::fputs(dump_json(out).c_str(), stdout);
+  } else {
+    fmt::print("{}\n", job_line(model, job, costs.hardware.id));
+    fmt::print("plan {} per chunk ({} chunks, parameters {} across microbatches)\n", plan_name,
+               chunks.size(),
+               std::all_of(sim.chunk_keep_gathered.begin(), sim.chunk_keep_gathered.end(),
+                           [](bool keep) { return keep; })
+                   ? "kept gathered"
+                   : "re-gathered by some chunks");
+    fmt::print("step time          {}\n", format_seconds(summary.step_time_s));
+    fmt::print("tokens/s/GPU       {:.0f}\n", summary.tokens_per_s_per_gpu);
+    fmt::print("MFU                {:.1f}%\n", 100.0 * summary.mfu);
+    fmt::print("bubble             {:.1f}%\n", 100.0 * sim.result.bubble_fraction);
+    fmt::print("send               {} per microbatch between stages\n",
+               format_seconds(sim.spec.send_s));
+    fmt::print("peak memory        {} allocated, {} reserved (est.), limit {} (largest stage)\n\n",
+               format_bytes(summary.peak_allocated_bytes),
+               format_bytes(summary.peak_reserved_bytes), format_bytes(limit_bytes));
+    print_stage_table(workload, chunks, sim.result.stages, limit_bytes);
+    fmt::print("{}\n", summary.fits ? "fits" : "does not fit: a stage's peak exceeds the limit");
+  }
+  std::fflush(stdout);
+  if (!summary.fits && require_fit) {
+    throw Error(ErrorKind::kDoesNotFit, "--memory-limit",
+                fmt::format("the largest stage peak {} allocated exceeds the {} limit",
+                            format_bytes(summary.peak_allocated_bytes), format_bytes(limit_bytes)),
+                "more stages (--pp), --ac full, fewer microbatches in flight (--pp-schedule "
+                "1f1b), or a smaller --batch");
+  }
+}
+
+TunedSchedule tune_schedule(const Workload& workload, const HardwareSpec& hardware,
+                            const CostModel& costs, const TunerOptions& options) {
+  const JobSpec& job = workload.job;
+  TunedSchedule tuned;
+  if (is_pipelined(job)) {
+    const PipelineTuning tuning = tune_pipelined_job(workload, costs, options);
+    if (!tuning.fits) {
+      std::int64_t peak = 0;
+      for (const StageResult& stage : tuning.best.result.stages) {
+        peak = std::max(peak, stage.peak_allocated_bytes);
+      }
+      throw Error(ErrorKind::kDoesNotFit, "--memory-limit",
+                  fmt::format("no per-stage plan fits in {} per GPU: the smallest largest-stage "
+                              "peak found is {}",
+                              format_bytes(tuning.memory_limit_bytes), format_bytes(peak)),
+                  "more stages (--pp), --ac full, or a smaller --batch");
+    }
+    tuned.schedule =
+        pipeline_schedule(workload, tuning.best, hardware, tuning.memory_limit_bytes, "tuned");
+    tuned.schedule.baselines.push_back(
+        pipeline_summary(tuning.fsdp2, "fsdp2", tuning.memory_limit_bytes));
+    for (const Program& program : tuning.best.chunk_programs) {
+      tuned.schedule.cost_queries += program.cost_queries;
+      tuned.schedule.cost_fallbacks += program.cost_fallbacks;
+    }
+    tuned.derived_from = tuning.derived_from;
+    tuned.plans_evaluated = tuning.plans_evaluated;
+    tuned.budget_exhausted = tuning.budget_exhausted;
+    return tuned;
+  }
+  const TunerResult result = Tuner(options).tune(workload, costs);
+  if (!result.fits) {
+    throw Error(ErrorKind::kDoesNotFit, "--memory-limit",
+                fmt::format("no plan fits in {} per GPU: the smallest peak found is {} ({})",
+                            format_bytes(result.memory_limit_bytes),
+                            format_bytes(result.smallest_peak_bytes), result.smallest_peak_plan),
+                "shard over more GPUs, --ac full, or a smaller --batch");
+  }
+  ScheduleFile& schedule = tuned.schedule;
+  schedule.model = workload.model;
+  schedule.job = job;
+  schedule.hardware = hardware;
+  schedule.memory_limit_bytes = result.memory_limit_bytes;
+  schedule.plan = result.best_plan;
+  schedule.program = lower(workload, schedule.plan, costs);
+  const SimResult simulated = simulate(schedule.program);
+  schedule.predicted =
+      summarize_plan("tuned", workload, hardware, simulated, result.memory_limit_bytes);
+  schedule.timings = simulated.timings;
+  schedule.memory_timeline = simulated.memory_timeline;
+  schedule.cost_queries = schedule.program.cost_queries;
+  schedule.cost_fallbacks = schedule.program.cost_fallbacks;
+  for (const EvaluatedPlan& baseline : result.baselines) {
+    schedule.baselines.push_back(baseline.summary);
+  }
+  schedule.pareto = result.pareto;
+  schedule.lower_bound_s = result.lower_bound_s;
+  tuned.derived_from = result.derived_from;
+  tuned.plans_evaluated = result.plans_evaluated;
+  tuned.budget_exhausted = result.budget_exhausted;
+  return tuned;
+}
+
+void print_pipeline_schedule(const ScheduleFile& schedule, const Workload& workload) {
+  const SchedulePipeline& pipeline = *schedule.pipeline;
+  fmt::print("{}; memory limit {}\n\n",
+             job_line(schedule.model, schedule.job, schedule.hardware.id),
+             format_bytes(schedule.memory_limit_bytes));
+  fmt::print("{:<10} {:>11} {:>13} {:>7} {:>12} {:>12}  {}\n", "plan", "step time", "tokens/s/GPU",
+             "MFU", "peak alloc", "peak reserv", "fits");
+  std::vector<PlanSummary> rows = schedule.baselines;
+  rows.push_back(schedule.predicted);
+  for (const PlanSummary& row : rows) {
+    fmt::print("{:<10} {:>11} {:>13.1f} {:>6.1f}% {:>12} {:>12}  {}\n", row.plan_name,
+               format_seconds(row.step_time_s), row.tokens_per_s_per_gpu, 100.0 * row.mfu,
+               format_bytes(row.peak_allocated_bytes), format_bytes(row.peak_reserved_bytes),
+               row.fits ? "yes" : "no");
+  }
+  fmt::print("\nbubble {:.1f}%, send {} per microbatch\n", 100.0 * pipeline.bubble_fraction,
+             format_seconds(pipeline.send_s));
+  fmt::print("{:>5} {:>5} {:<34} {:>8} {:>8} {:>9} {:>12}\n", "chunk", "rank", "units", "buckets",
+             "prefetch", "gathered", "peak alloc");
+  for (std::size_t c = 0; c < pipeline.chunks.size(); ++c) {
+    const ScheduleChunk& chunk = pipeline.chunks[c];
+    fmt::print(
+        "{:>5} {:>5} {:<34} {:>8} {:>8} {:>9} {:>12}\n", c, chunk.rank,
+        unit_range(workload, chunk.units),
+        fmt::format("{}/{}/{}", chunk.plan.forward_buckets.size(),
+                    chunk.plan.backward_buckets.size(), chunk.plan.reduce_scatter_buckets.size()),
+        fmt::format("{}/{}", chunk.plan.forward_prefetch, chunk.plan.backward_prefetch),
+        chunk.keep_gathered ? "kept" : "per mb",
+        format_bytes(chunk.predicted.peak_allocated_bytes));
+  }
+}
+
+}  // namespace fsdptune::cli

@@ -1,0 +1,44 @@
+// The pipelined paths of `simulate` and `tune` (jobs with --pp > 1 or --microbatches > 1,
+// docs/parallelism.md), and the schedule `sweep --out` writes. Each subcommand keeps its
+// pp = 1 path in its own file and hands pipelined jobs to these.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "cost_options.hpp"
+#include "fsdptune/cost_model.hpp"
+#include "fsdptune/model.hpp"
+#include "fsdptune/schedule.hpp"
+#include "fsdptune/tuner.hpp"
+#include "fsdptune/workload.hpp"
+#include "job_options.hpp"
+
+namespace fsdptune::cli {
+
+// `simulate` of a pipelined job: --plan is a built-in plan (used for every chunk) or a
+// pipeline schedule (version 2, its stored Programs replayed). Prints the step and the
+// stages (text or --json); throws kDoesNotFit with --require-fit when a stage's allocated
+// peak exceeds the limit.
+void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
+                            const ResolvedCostModel& costs, const CostOptions& cost_options,
+                            const PlanOptions& plan_options, std::int64_t memory_limit_bytes,
+                            bool json, bool require_fit, const std::string& trace_path);
+
+// The tuned schedule of a job: version 2 through tune_pipelined_job when the job is
+// pipelined, else version 1 through the Tuner (the same file `tune` writes). Baselines,
+// predicted metrics and lower bound filled; provenance left to the caller. Throws
+// kDoesNotFit (naming --memory-limit) when nothing fits.
+struct TunedSchedule {
+  ScheduleFile schedule;
+  std::string derived_from;
+  std::int64_t plans_evaluated = 0;
+  bool budget_exhausted = false;
+};
+TunedSchedule tune_schedule(const Workload& workload, const HardwareSpec& hardware,
+                            const CostModel& costs, const TunerOptions& options);
+
+// Prints the pipelined part of `tune`: baseline vs tuned, the stages, what was written.
+void print_pipeline_schedule(const ScheduleFile& schedule, const Workload& workload);
+
+}  // namespace fsdptune::cli

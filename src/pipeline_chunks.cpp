@@ -1,0 +1,88 @@
+// The chunks of a pipelined job (docs/parallelism.md "Pipeline parallelism"): which units
+// each chunk owns and each chunk as a workload of its own. Pure workload functions, in the
+// core so that the schedule reader can check the per-chunk Programs of a pipeline schedule
+// (and validate_pipeline, the flags' check).
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "fsdptune/error.hpp"
+#include "fsdptune/pipeline.hpp"
+
+namespace fsdptune {
+
+void validate_pipeline(const JobSpec& job) {
+  if (job.microbatches < 1) throw_bad_input("--microbatches", "must be >= 1");
+  if (job.virtual_stages < 1) throw_bad_input("--virtual-stages", "must be >= 1");
+  if (job.pp_schedule == PipelineSchedule::kInterleaved1F1B) {
+    if (job.virtual_stages < 2) {
+      throw_bad_input("--virtual-stages",
+                      "interleaved-1f1b needs at least 2 virtual stages per rank");
+    }
+    if (job.microbatches % job.pp != 0) {
+      throw_bad_input("--microbatches",
+                      fmt::format("interleaved-1f1b needs microbatches divisible by pp ({} % {} "
+                                  "!= 0), as Megatron's schedule does",
+                                  job.microbatches, job.pp));
+    }
+  } else if (job.virtual_stages != 1) {
+    throw_bad_input("--virtual-stages",
+                    fmt::format("{} takes one stage per rank; use --pp-schedule "
+                                "interleaved-1f1b for virtual stages",
+                                to_string(job.pp_schedule)));
+  }
+}
+
+bool is_pipelined(const JobSpec& job) { return job.pp > 1 || job.microbatches > 1; }
+
+bool default_keep_gathered(const JobSpec& job) { return is_pipelined(job); }
+
+std::vector<std::vector<int>> pipeline_chunks(const Workload& workload) {
+  const int C = static_cast<int>(workload.job.pp * workload.job.virtual_stages);
+  std::vector<int> blocks;
+  int embedding = -1, output = -1;
+  for (const Unit& unit : workload.units) {
+    if (unit.kind == UnitKind::kBlock) blocks.push_back(unit.index);
+    if (unit.kind == UnitKind::kEmbedding) embedding = unit.index;
+    if (unit.kind == UnitKind::kOutput) output = unit.index;
+  }
+  const int layers = static_cast<int>(blocks.size());
+  FSDPTUNE_CHECK(C >= 1 && C <= std::max(1, layers), "more pipeline chunks than layers");
+  std::vector<std::vector<int>> chunks(C);
+  int next = 0;
+  for (int c = 0; c < C; ++c) {
+    if (c == 0 && embedding >= 0) chunks[c].push_back(embedding);
+    const int count = layers / C + (c < layers % C ? 1 : 0);
+    for (int i = 0; i < count; ++i) chunks[c].push_back(blocks[next++]);
+    if (c == C - 1 && output >= 0) chunks[c].push_back(output);
+  }
+  return chunks;
+}
+
+Workload chunk_workload(const Workload& workload, const std::vector<int>& units) {
+  Workload chunk;
+  chunk.model = workload.model;
+  chunk.job = workload.job;
+  std::int64_t shard_elements = 0;
+  for (int u : units) {
+    Unit unit = workload.units[u];
+    // Shared units are re-indexed when they are in this chunk, dropped otherwise.
+    std::vector<int> shared;
+    for (int s : unit.shared_param_units) {
+      const auto it = std::find(units.begin(), units.end(), s);
+      if (it != units.end()) shared.push_back(static_cast<int>(it - units.begin()));
+    }
+    unit.shared_param_units = shared;
+    unit.index = static_cast<int>(chunk.units.size());
+    shard_elements += unit.shard_numel();
+    chunk.units.push_back(std::move(unit));
+  }
+  // The AdamW step over this chunk's shards: 28 bytes per element (workload.cpp).
+  for (Op op : workload.optimizer_ops) {
+    if (op.memory_op == "adamw") op.bytes = 28 * shard_elements;
+    chunk.optimizer_ops.push_back(std::move(op));
+  }
+  return chunk;
+}
+
+}  // namespace fsdptune
