@@ -102,10 +102,13 @@ TEST_CASE("check_replayable names what the executor cannot replay", "[executor]"
     CHECK(e.where() == "s.json: job.dp_shard");
     CHECK_THAT(e.hint(), Catch::Contains("start 1, 2 or 4 ranks"));
   }
-  // Pipeline schedules name job.pp.
+  // Pipeline schedules name job.pp, or the version 2 file's pipeline section.
   schedule = tiny_fsdp2(4);
   schedule.job.pp = 2;
   expect(schedule, 2, "job.pp");
+  schedule = tiny_fsdp2();
+  schedule.pipeline.emplace();
+  expect(schedule, 2, "s.json: pipeline");
 }
 
 TEST_CASE("the replay mesh: torchtitan order, and --scale-down divides dp_shard only",
