@@ -5,8 +5,10 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -72,7 +74,8 @@ struct SweepCliOptions {
   bool async_tp = false;
   bool json = false;
   std::string out;
-  std::int64_t tune_evaluations = 400;  // per chunk, when tuning the best for --out
+  std::int64_t tune_evaluations = 400;  // per chunk, when tuning (--tune-top, --out)
+  int tune_top = 0;                     // configurations re-ranked with tuned plans
 };
 
 void run_sweep(const SweepCliOptions& o) {
@@ -118,11 +121,74 @@ void run_sweep(const SweepCliOptions& o) {
       last_percent = percent;
     }
   };
-  const SweepResult result = sweep(model, *costs, options);
+  SweepResult result = sweep(model, *costs, options);
+
+  // --tune-top K: the K best re-evaluated with their plans tuned (per stage when
+  // pipelined) under a deterministic budget, then re-ranked among themselves. Tuning
+  // never makes a configuration slower (fsdp2 is a candidate of both tuners), so they stay
+  // ahead of the rest; a tuned plan whose reserved peak would exceed the limit (the
+  // tuners judge the allocated peak) keeps its fsdp2 figures.
+  if (o.tune_top < 0) throw_bad_input("--tune-top", "must be >= 0");
+  if (o.tune_evaluations < 1) throw_bad_input("--tune-evaluations", "must be >= 1");
+  TunerOptions tuner_options;
+  // The tuners judge the allocated peak, the sweep the reserved estimate (allocated +
+  // 5% fragmentation on the transient part + 2 MiB segment rounding, SimOptions): tune
+  // under 100/106 of the limit so that the tuned reserved peak stays under it.
+  tuner_options.memory_limit_bytes = result.memory_limit_bytes / 106 * 100;
+  tuner_options.time_budget_s = 0;
+  tuner_options.max_evaluations = o.tune_evaluations;
+  tuner_options.threads = options.threads;
+  std::vector<std::optional<TunedSchedule>> tuned_top(result.ranked.size());
+  std::vector<bool> is_tuned(result.ranked.size(), false);
+  const std::size_t tune_count =
+      std::min<std::size_t>(static_cast<std::size_t>(o.tune_top), result.ranked.size());
+  for (std::size_t i = 0; i < tune_count; ++i) {
+    fmt::print(stderr, "sweep: tuning configuration {}/{} ({} plans per chunk at most)\n", i + 1,
+               tune_count, o.tune_evaluations);
+    TunedSchedule tuned;
+    try {
+      tuned = tune_schedule(build_workload(model, result.ranked[i].job), hardware, *costs,
+                            tuner_options);
+    } catch (const Error& error) {
+      if (error.kind() != ErrorKind::kDoesNotFit) throw;
+      continue;  // nothing fits the allocated limit: keep the fsdp2 figures
+    }
+    const PlanSummary& predicted = tuned.schedule.predicted;
+    if (predicted.peak_reserved_bytes > result.memory_limit_bytes) continue;
+    SweepCandidate& candidate = result.ranked[i];
+    candidate.step_time_s = predicted.step_time_s;
+    candidate.tokens_per_s_per_gpu = predicted.tokens_per_s_per_gpu;
+    candidate.mfu = predicted.mfu;
+    candidate.peak_reserved_bytes = predicted.peak_reserved_bytes;
+    if (tuned.schedule.pipeline) {
+      candidate.bubble_fraction = tuned.schedule.pipeline->bubble_fraction;
+    }
+    is_tuned[i] = true;
+    tuned_top[i] = std::move(tuned);
+  }
+  {
+    std::vector<std::size_t> order(tune_count);
+    for (std::size_t i = 0; i < tune_count; ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return result.ranked[a].tokens_per_s_per_gpu > result.ranked[b].tokens_per_s_per_gpu;
+    });
+    std::vector<SweepCandidate> candidates;
+    std::vector<std::optional<TunedSchedule>> schedules;
+    std::vector<bool> flags;
+    for (const std::size_t i : order) {
+      candidates.push_back(result.ranked[i]);
+      schedules.push_back(std::move(tuned_top[i]));
+      flags.push_back(is_tuned[i]);
+    }
+    for (std::size_t i = 0; i < tune_count; ++i) {
+      result.ranked[i] = candidates[i];
+      tuned_top[i] = std::move(schedules[i]);
+      is_tuned[i] = flags[i];
+    }
+  }
 
   std::string best_written;
   if (!o.out.empty()) {
-    if (o.tune_evaluations < 1) throw_bad_input("--tune-evaluations", "must be >= 1");
     if (result.ranked.empty()) {
       throw_bad_input("--memory-limit",
                       fmt::format("no configuration fits under {}; nothing to write to --out",
@@ -132,16 +198,15 @@ void run_sweep(const SweepCliOptions& o) {
     // The best configuration, tuned (per stage when pipelined) into a schedule file:
     // version 1 for pp = 1 and one microbatch, else version 2 (docs/schedule-format.md).
     // A deterministic budget (evaluations, no clock) so that the file is reproducible.
+    // (Already tuned with --tune-top: the same search, not run twice.)
     const SweepCandidate& best = result.ranked.front();
-    const Workload workload = build_workload(model, best.job);
-    TunerOptions tuner_options;
-    tuner_options.memory_limit_bytes = result.memory_limit_bytes;
-    tuner_options.time_budget_s = 0;
-    tuner_options.max_evaluations = o.tune_evaluations;
-    tuner_options.threads = options.threads;
-    fmt::print(stderr, "sweep: tuning the best configuration ({} plans per chunk at most)\n",
-               o.tune_evaluations);
-    TunedSchedule tuned = tune_schedule(workload, hardware, *costs, tuner_options);
+    if (!tuned_top.front()) {
+      fmt::print(stderr, "sweep: tuning the best configuration ({} plans per chunk at most)\n",
+                 o.tune_evaluations);
+      tuned_top.front() =
+          tune_schedule(build_workload(model, best.job), hardware, *costs, tuner_options);
+    }
+    TunedSchedule& tuned = *tuned_top.front();
     ScheduleFile& schedule = tuned.schedule;
     schedule.provenance.tool = std::string("fsdptune ") + FSDPTUNE_VERSION;
     schedule.provenance.cost_source = hardware.id;
@@ -149,10 +214,11 @@ void run_sweep(const SweepCliOptions& o) {
     schedule.provenance.threads = options.threads;
     schedule.provenance.command = fmt::format(
         "fsdptune sweep --model {} --hardware {} --gpus {} --gpus-per-node {} --global-batch {} "
-        "--seq {}{} --max-pp {}{}{} --tune-evaluations {}",
+        "--seq {}{} --max-pp {}{}{} --tune-top {} --tune-evaluations {}",
         o.model, o.hardware, o.gpus, o.gpus_per_node, o.global_batch, o.seq,
         o.memory_limit.empty() ? "" : " --memory-limit " + o.memory_limit, o.max_pp,
-        o.no_float8 ? " --no-float8" : "", o.async_tp ? " --async-tp" : "", o.tune_evaluations);
+        o.no_float8 ? " --no-float8" : "", o.async_tp ? " --async-tp" : "", o.tune_top,
+        o.tune_evaluations);
     write_file_atomically(o.out, dump_json(schedule_to_json(schedule)));
     best_written =
         fmt::format("{} (schedule format version {}, {} from {})", o.out,
@@ -171,7 +237,11 @@ void run_sweep(const SweepCliOptions& o) {
   }
   if (o.json) {
     nlohmann::json top = nlohmann::json::array();
-    for (std::size_t i = 0; i < shown; ++i) top.push_back(candidate_json(result.ranked[i]));
+    for (std::size_t i = 0; i < shown; ++i) {
+      nlohmann::json row = candidate_json(result.ranked[i]);
+      row["tuned"] = static_cast<bool>(is_tuned[i]);
+      top.push_back(std::move(row));
+    }
     nlohmann::json rejected = nlohmann::json::array();
     for (const SweepCandidate& candidate : result.rejected) {
       rejected.push_back(candidate_json(candidate));
@@ -200,8 +270,9 @@ void run_sweep(const SweepCliOptions& o) {
   for (std::size_t i = 0; i < shown; ++i) {
     const SweepCandidate& c = result.ranked[i];
     fmt::print("{:>3}  {:<58} {:>11} {:>13.1f} {:>6.1f}% {:>6.1f}% {:>12}\n", i + 1,
-               config_label(c.job), format_seconds(c.step_time_s), c.tokens_per_s_per_gpu,
-               100.0 * c.mfu, 100.0 * c.bubble_fraction, format_bytes(c.peak_reserved_bytes));
+               config_label(c.job) + (is_tuned[i] ? " tuned" : ""), format_seconds(c.step_time_s),
+               c.tokens_per_s_per_gpu, 100.0 * c.mfu, 100.0 * c.bubble_fraction,
+               format_bytes(c.peak_reserved_bytes));
   }
   if (!result.rejected.empty()) {
     fmt::print("\nrejected: {} configurations\n", result.rejected.size());
@@ -338,6 +409,10 @@ void register_sweep_commands(CLI::App& app) {
     command->add_flag("--json", options->json, "print JSON instead of a table");
     command->add_option("--out", options->out,
                         "tune the best configuration and write its schedule file here");
+    command
+        ->add_option("--tune-top", options->tune_top,
+                     "tune the plans of the K best and re-rank them (0: fsdp2 per stage only)")
+        ->capture_default_str();
     command
         ->add_option("--tune-evaluations", options->tune_evaluations,
                      "plans simulated per chunk when tuning the best for --out")

@@ -205,3 +205,32 @@ TEST_CASE("simulate and tune --pp: bad flags exit 2 naming the flag", "[cli][pip
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("--emit-torchtitan") != std::string::npos);
 }
+
+TEST_CASE("sweep --tune-top re-ranks the best with tuned plans, never slower", "[cli][sweep]") {
+  const std::string args =
+      "sweep --model tiny --hardware h100-sxm --gpus 16 --global-batch 32 --seq 256 --threads 1 "
+      "--json --top 4 --tune-evaluations 60";
+  const auto plain = run_fsdptune(args);
+  const auto tuned = run_fsdptune(args + " --tune-top 2");
+  INFO(tuned.err);
+  REQUIRE(plain.exit_code == 0);
+  REQUIRE(tuned.exit_code == 0);
+  const auto before = nlohmann::json::parse(plain.out)["top"];
+  const auto after = nlohmann::json::parse(tuned.out)["top"];
+  REQUIRE(after.size() == 4);
+  CHECK(after[0]["tuned"] == true);
+  CHECK(after[2]["tuned"] == false);
+  CHECK(after[0]["tokens_per_s_per_gpu"].get<double>() >=
+        after[1]["tokens_per_s_per_gpu"].get<double>());
+  // Each tuned configuration is at least as fast as its fsdp2 evaluation.
+  for (std::size_t i = 0; i < 2; ++i) {
+    for (const auto& row : before) {
+      if (row["job"] == after[i]["job"]) {
+        CHECK(after[i]["step_time_s"].get<double>() <= row["step_time_s"].get<double>());
+      }
+    }
+  }
+  // The untuned rest keep their order and figures.
+  CHECK(after[2]["step_time_s"] == before[2]["step_time_s"]);
+  CHECK(after[3]["job"] == before[3]["job"]);
+}
