@@ -140,6 +140,10 @@ struct BucketBuffers {
   std::vector<std::byte> send;
   std::vector<std::byte> receive;
   std::vector<std::byte> unsharded;  // all-gather only
+  // Reduce-scatter only: this rank's unsharded gradients in the bucket layout, made once
+  // (the data pattern), so that the copy-in is a copy as FSDP's is, not the pattern's
+  // arithmetic.
+  std::vector<std::byte> gradients;
 };
 
 // One stream's communicators: the FSDP shard group, the HSDP replica group, the TP group.
@@ -231,9 +235,27 @@ class CpuBackend final : public Backend {
       } else {
         buffers.send = make_buffer(all);
         buffers.receive = make_buffer(own);
+        buffers.gradients = make_buffer(all);
+        // This rank's unsharded gradient, shard v's part at v * shard + offset.
+        for (const ReplaySlot& slot : bucket.slots) {
+          const std::int64_t n = slot.slot.shard_numel;
+          for (int v = 0; v < mesh.schedule_dp_shard(); ++v) {
+            std::byte* destination =
+                buffers.gradients.data() + v * bucket.shard_bytes + slot.byte_offset;
+            for (std::int64_t j = 0; j < n; ++j) {
+              const std::int64_t element = v * n + j;
+              const float value =
+                  element < slot.slot.numel
+                      ? data_pattern::gradient_value(mesh.data_parallel_rank(), slot.salt, element)
+                      : 0.0f;
+              store(destination, slot.wire, j, value);
+            }
+          }
+        }
       }
-      staging_bytes_ += static_cast<std::int64_t>(buffers.send.size() + buffers.receive.size() +
-                                                  buffers.unsharded.size());
+      staging_bytes_ +=
+          static_cast<std::int64_t>(buffers.send.size() + buffers.receive.size() +
+                                    buffers.unsharded.size() + buffers.gradients.size());
       buckets_.push_back(std::move(buffers));
     }
   }
@@ -254,31 +276,19 @@ class CpuBackend final : public Backend {
     enqueue(stream, [this, bucket] {
       const ReplayBucket& layout = layout_.buckets[static_cast<std::size_t>(bucket)];
       BucketBuffers& buffers = buckets_[static_cast<std::size_t>(bucket)];
-      const ReplayMesh& mesh = layout_.mesh;
+      if (layout.kind == CollectiveKind::kReduceScatter) {
+        // The gradients, already in the bucket layout and wire dtype.
+        std::memcpy(buffers.send.data(), buffers.gradients.data(), buffers.send.size());
+        return;
+      }
+      // Each fp32 master shard -> the wire dtype at its shard's slot.
       for (const ReplaySlot& slot : layout.slots) {
         const std::int64_t n = slot.slot.shard_numel;
-        if (layout.kind == CollectiveKind::kAllGather) {
-          // Each fp32 master shard -> the wire dtype at its shard's slot.
-          for (int v = 0; v < mesh.shards_per_rank; ++v) {
-            std::byte* destination =
-                buffers.send.data() + v * layout.shard_bytes + slot.byte_offset;
-            for (std::int64_t j = 0; j < n; ++j) {
-              store(destination, slot.wire, j,
-                    load(storage_, DType::kFP32, slot.storage_offset + v * n + j));
-            }
-          }
-          continue;
-        }
-        // This rank's unsharded gradient, shard v's part at v * shard + offset.
-        for (int v = 0; v < mesh.schedule_dp_shard(); ++v) {
+        for (int v = 0; v < layout_.mesh.shards_per_rank; ++v) {
           std::byte* destination = buffers.send.data() + v * layout.shard_bytes + slot.byte_offset;
           for (std::int64_t j = 0; j < n; ++j) {
-            const std::int64_t element = v * n + j;
-            const float value =
-                element < slot.slot.numel
-                    ? data_pattern::gradient_value(mesh.data_parallel_rank(), slot.salt, element)
-                    : 0.0f;
-            store(destination, slot.wire, j, value);
+            store(destination, slot.wire, j,
+                  load(storage_, DType::kFP32, slot.storage_offset + v * n + j));
           }
         }
       }
