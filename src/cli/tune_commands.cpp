@@ -31,6 +31,15 @@
 namespace fsdptune::cli {
 namespace {
 
+// Why the search stopped before converging, for the summary line ("" when it converged).
+std::string stop_reason(const TunerResult& result, std::int64_t max_evaluations) {
+  if (!result.budget_exhausted) return "";
+  if (max_evaluations > 0 && result.plans_evaluated >= max_evaluations) {
+    return "; stopped at --max-evaluations";
+  }
+  return "; stopped by the time budget";
+}
+
 struct TuneOptions {
   JobOptions job;
   CostOptions cost;          // --hardware (default h100-sxm) / --profile
@@ -288,7 +297,7 @@ void run_tune(const TuneOptions& options) {
       "{:.0f} plans/s{}\n",
       result.plans_evaluated, result.plans_aborted, elapsed_s,
       elapsed_s > 0 ? static_cast<double>(result.plans_evaluated) / elapsed_s : 0.0,
-      result.budget_exhausted ? "; stopped by the time budget" : "");
+      stop_reason(result, options.max_evaluations));
   fmt::print("costs: {} looked up, {} from the analytic model ({})\n", schedule.cost_queries,
              schedule.cost_fallbacks, cost_source);
   fmt::print("wrote {} (schedule {})\n", options.out, schedule_hash(schedule));

@@ -198,7 +198,8 @@ TEST_CASE("TP adds sequence-parallel collectives, mirrored in backward", "[workl
   CHECK(find_op(block.forward_ops, "layers.0.attention.wq").gemm == GemmShape{512, 4, 8});
   CHECK(find_op(block.forward_ops, "layers.0.attention.sdpa").attention.heads == 1);
   // No collectives at tp = 1.
-  for (const Op& op : make(model, 16, 1, 2, 256).units.at(1).forward_ops) {
+  const Workload untouched = make(model, 16, 1, 2, 256);  // outlives the loop below
+  for (const Op& op : untouched.units.at(1).forward_ops) {
     CHECK(op.kind != OpKind::kCollective);
   }
 }
