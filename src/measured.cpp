@@ -54,6 +54,11 @@ nlohmann::json measured_to_json(const MeasuredResult& measured) {
           {"schedule_hash", measured.schedule_hash},
           {"backend", measured.backend},
           {"world_size", measured.world_size},
+          {"mesh",
+           {{"dp_replicate", measured.dp_replicate},
+            {"dp_shard", measured.shard_ranks()},
+            {"tp", measured.tp},
+            {"shards_per_rank", measured.shards_per_rank}}},
           {"iterations", measured.iterations},
           {"warmup", measured.warmup},
           {"data_checked", measured.data_checked},
@@ -74,14 +79,37 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
   }
   MeasuredResult measured;
   measured.version = static_cast<int>(integer(json, "version", source));
-  if (measured.version != kMeasuredFormatVersion) {
+  if (measured.version != 1 && measured.version != kMeasuredFormatVersion) {
     throw_bad_input(source + ": version",
-                    fmt::format("unsupported version {} (this fsdptune reads version {})",
+                    fmt::format("unsupported version {} (this fsdptune reads versions 1 to {})",
                                 measured.version, kMeasuredFormatVersion));
   }
   measured.schedule_hash = text(json, "schedule_hash", source);
   measured.backend = text(json, "backend", source);
   measured.world_size = integer(json, "world_size", source);
+  if (measured.version == 1) {
+    // Version 1 replayed pure FSDP with one shard per rank.
+    measured.dp_shard = measured.world_size;
+    measured.version = kMeasuredFormatVersion;
+  } else {
+    const std::string where = source + ": mesh";
+    const auto& mesh = field(json, "mesh", source);
+    if (!mesh.is_object()) throw_bad_input(where, "expected an object");
+    measured.dp_replicate = integer(mesh, "dp_replicate", where);
+    measured.dp_shard = integer(mesh, "dp_shard", where);
+    measured.tp = integer(mesh, "tp", where);
+    measured.shards_per_rank = integer(mesh, "shards_per_rank", where);
+    if (measured.dp_replicate < 1 || measured.dp_shard < 1 || measured.tp < 1 ||
+        measured.shards_per_rank < 1) {
+      throw_bad_input(where, "sizes must be at least 1");
+    }
+    if (measured.dp_replicate * measured.dp_shard * measured.tp != measured.world_size) {
+      throw_bad_input(where, fmt::format("dp_replicate x dp_shard x tp = {} x {} x {} is not "
+                                         "world_size {}",
+                                         measured.dp_replicate, measured.dp_shard, measured.tp,
+                                         measured.world_size));
+    }
+  }
   measured.iterations = integer(json, "iterations", source);
   measured.warmup = integer(json, "warmup", source);
   const auto& checked = field(json, "data_checked", source);

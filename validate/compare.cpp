@@ -49,11 +49,32 @@ Comparison compare(const ScheduleFile& schedule, const MeasuredResult& measured,
                     fmt::format("{} task timings for a program of {} tasks",
                                 measured.timings.size(), tasks.size()));
   }
+  // The schedule's mesh (normalize_job's derivation of dp_shard, without the model checks).
+  JobSpec job = schedule.job;
+  if (job.dp_shard <= 0) {
+    job.dp_shard = job.gpus / std::max<std::int64_t>(1, job.tp * job.pp * job.dp_replicate);
+  }
+  if (measured.tp != job.tp || measured.dp_replicate != job.dp_replicate ||
+      measured.shard_ranks() * measured.shards_per_rank != job.dp_shard) {
+    throw_bad_input(
+        measured_source + ": mesh",
+        fmt::format("measured on dp_replicate {} x dp_shard {} (x {} shards per "
+                    "rank) x tp {}, which does not replay the schedule's "
+                    "dp_replicate {} x dp_shard {} x tp {}",
+                    measured.dp_replicate, measured.shard_ranks(), measured.shards_per_rank,
+                    measured.tp, job.dp_replicate, job.dp_shard, job.tp));
+  }
   const PlanSummary& predicted = schedule.predicted;
   Comparison comparison;
   comparison.schedule_hash = hash;
   comparison.backend = measured.backend;
   comparison.world_size = measured.world_size;
+  comparison.dp_replicate = measured.dp_replicate;
+  comparison.dp_shard = measured.shard_ranks();
+  comparison.tp = measured.tp;
+  comparison.shards_per_rank = measured.shards_per_rank;
+  comparison.schedule_dp_shard = job.dp_shard;
+  comparison.communication_comparable = measured.shards_per_rank == 1;
   comparison.data_checked = measured.data_checked;
   comparison.step_time_s = compare_values(predicted.step_time_s, measured.step_time_s);
   comparison.compute_s = compare_values(predicted.compute_s, measured.compute_s);
@@ -65,6 +86,12 @@ Comparison compare(const ScheduleFile& schedule, const MeasuredResult& measured,
   const bool have_timings = schedule.timings.size() == tasks.size();
   std::vector<TaskDifference> differences;
   for (std::size_t t = 0; t < tasks.size(); ++t) {
+    const bool on_compute =
+        tasks[t].stream >= 0 &&
+        tasks[t].stream < static_cast<int>(schedule.program.streams.size()) &&
+        schedule.program.streams[static_cast<std::size_t>(tasks[t].stream)].role ==
+            StreamRole::kCompute;
+    if (!comparison.communication_comparable && !on_compute) continue;
     const TaskTiming& got = measured.timings[t];
     const double predicted_start = have_timings ? schedule.timings[t].start_s : 0;
     const double predicted_duration = have_timings
@@ -95,10 +122,17 @@ nlohmann::json comparison_to_json(const Comparison& comparison) {
                      {"start_s", value_json(task.start_s)}});
   }
   return {{"format", "fsdptune-comparison"},
-          {"version", 1},
+          {"version", 2},
           {"schedule_hash", comparison.schedule_hash},
           {"backend", comparison.backend},
           {"world_size", comparison.world_size},
+          {"mesh",
+           {{"dp_replicate", comparison.dp_replicate},
+            {"dp_shard", comparison.dp_shard},
+            {"tp", comparison.tp},
+            {"shards_per_rank", comparison.shards_per_rank}}},
+          {"schedule_dp_shard", comparison.schedule_dp_shard},
+          {"communication_comparable", comparison.communication_comparable},
           {"data_checked", comparison.data_checked},
           {"step_time_s", value_json(comparison.step_time_s)},
           {"compute_s", value_json(comparison.compute_s)},
@@ -110,20 +144,27 @@ nlohmann::json comparison_to_json(const Comparison& comparison) {
 void print_comparison(std::ostream& out, const Comparison& c) {
   fmt::print(out, "schedule {}  backend {}  ranks {}  data {}\n", c.schedule_hash, c.backend,
              c.world_size, c.data_checked ? "checked" : "not checked");
+  if (!c.communication_comparable) {
+    fmt::print(out,
+               "scaled down: dp_shard {} of the schedule's {} ({} shards per rank); compute and "
+               "peak memory compare, communication (*) ran over fewer ranks and does not\n",
+               c.dp_shard, c.schedule_dp_shard, c.shards_per_rank);
+  }
   fmt::print(out, "{:<16} {:>12} {:>12} {:>9}\n", "", "predicted", "measured", "error");
   auto seconds_row = [&](const char* label, const ComparedValue& v) {
     fmt::print(out, "{:<16} {:>12} {:>12} {:>9}\n", label, format_seconds(v.predicted),
                format_seconds(v.measured), percent(v.relative_error));
   };
-  seconds_row("step time", c.step_time_s);
+  const bool comm = c.communication_comparable;
+  seconds_row(comm ? "step time" : "step time (*)", c.step_time_s);
   seconds_row("compute", c.compute_s);
-  seconds_row("exposed comm", c.exposed_comm_s);
+  seconds_row(comm ? "exposed comm" : "exposed comm (*)", c.exposed_comm_s);
   fmt::print(out, "{:<16} {:>12} {:>12} {:>9}\n", "peak memory",
              format_bytes(static_cast<std::int64_t>(c.peak_allocated_bytes.predicted)),
              format_bytes(static_cast<std::int64_t>(c.peak_allocated_bytes.measured)),
              percent(c.peak_allocated_bytes.relative_error));
   if (c.tasks_differing_most.empty()) return;
-  fmt::print(out, "\ntasks differing most (duration):\n");
+  fmt::print(out, "\n{} differing most (duration):\n", comm ? "tasks" : "compute tasks");
   fmt::print(out, "{:>5} {:<40} {:>12} {:>12} {:>9}\n", "task", "name", "predicted", "measured",
              "error");
   for (const TaskDifference& task : c.tasks_differing_most) {

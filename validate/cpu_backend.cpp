@@ -1,7 +1,8 @@
 // The cpu backend: one worker thread per stream runs its enqueued work in order; events
 // are steady-clock time stamps with a flag other workers wait on; collectives are MPI
-// calls on one duplicated communicator per stream (collectives on one communicator must
-// be issued in the same order on every rank, which holds within a stream).
+// calls on communicators split from MPI_COMM_WORLD, one per group (shard, replica, TP) and
+// stream (collectives on one communicator must be issued in the same order on every rank,
+// which holds within a stream).
 #include <mpi.h>
 
 #include <algorithm>
@@ -56,26 +57,12 @@ void complete(MPI_Request& request, const char* call) {
   }
 }
 
-int element_bytes(DType dtype) { return dtype == DType::kFP32 ? 4 : 2; }
-
 float load(const std::byte* data, DType dtype, std::int64_t i) {
-  if (dtype == DType::kFP32) {
-    float value;
-    std::memcpy(&value, data + i * 4, 4);
-    return value;
-  }
-  std::uint16_t bits;
-  std::memcpy(&bits, data + i * 2, 2);
-  return data_pattern::from_bf16(bits);
+  return data_pattern::decode(dtype, data + i * bytes_per_element(dtype));
 }
 
 void store(std::byte* data, DType dtype, std::int64_t i, float value) {
-  if (dtype == DType::kFP32) {
-    std::memcpy(data + i * 4, &value, 4);
-    return;
-  }
-  const std::uint16_t bits = data_pattern::to_bf16(value);
-  std::memcpy(data + i * 2, &bits, 2);
+  data_pattern::encode(dtype, value, data + i * bytes_per_element(dtype));
 }
 
 // A byte buffer whose pages are touched at allocation, so tracked bytes are resident.
@@ -155,12 +142,28 @@ struct BucketBuffers {
   std::vector<std::byte> unsharded;  // all-gather only
 };
 
+// One stream's communicators: the FSDP shard group, the HSDP replica group, the TP group.
+struct StreamComms {
+  MPI_Comm shard = MPI_COMM_NULL;
+  MPI_Comm replica = MPI_COMM_NULL;
+  MPI_Comm tp = MPI_COMM_NULL;
+};
+
+MPI_Comm split_world(int color, int key) {
+  MPI_Comm comm = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split(MPI_COMM_WORLD, color, key, &comm), "MPI_Comm_split");
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  return comm;
+}
+
 class CpuBackend final : public Backend {
  public:
   ~CpuBackend() override {
     workers_.clear();  // joins the threads before the communicators go
-    for (MPI_Comm& comm : comms_) {
-      if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
+    for (StreamComms& comms : comms_) {
+      for (MPI_Comm* comm : {&comms.shard, &comms.replica, &comms.tp}) {
+        if (*comm != MPI_COMM_NULL) MPI_Comm_free(comm);
+      }
     }
     if (bf16_sum_ != MPI_OP_NULL) MPI_Op_free(&bf16_sum_);
   }
@@ -180,36 +183,54 @@ class CpuBackend final : public Backend {
 
   void prepare(const ReplayLayout& layout) override {
     layout_ = layout;
+    const ReplayMesh& mesh = layout.mesh;
     check_mpi(MPI_Op_create(&bf16_sum, 1, &bf16_sum_), "MPI_Op_create");
+    tp_scratch_.resize(layout.streams.size());
     for (std::size_t s = 0; s < layout.streams.size(); ++s) {
-      MPI_Comm comm = MPI_COMM_NULL;
-      check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup");
-      MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-      comms_.push_back(comm);
+      // Every rank splits in the same order; key orders the group by its coordinate.
+      StreamComms comms;
+      comms.shard = split_world(mesh.replica * mesh.tp + mesh.tp_rank, mesh.shard);
+      comms.replica = split_world(mesh.shard * mesh.tp + mesh.tp_rank, mesh.replica);
+      comms.tp = split_world(mesh.replica * mesh.dp_shard + mesh.shard, mesh.tp_rank);
+      comms_.push_back(comms);
       workers_.push_back(
           std::make_unique<Worker>([this](const std::exception_ptr& error) { fail(error); }));
     }
     persistent_ = make_buffer(layout.persistent_bytes);
     track(layout.persistent_bytes);
-    // fp32 parameter shards at the start of the persistent state, gradients after them.
+    // fp32 parameter shards, then gradient shards: at the start of the persistent state
+    // when they fit, else (scaled down: several shards per rank) in a buffer of their own.
+    const std::int64_t storage_bytes = 2 * 4 * layout.shard_storage_elements;
+    if (storage_bytes <= layout.persistent_bytes) {
+      storage_ = persistent_.data();
+    } else {
+      separate_storage_ = make_buffer(storage_bytes);
+      storage_ = separate_storage_.data();
+      staging_bytes_ += storage_bytes;
+    }
+    const int k = mesh.shards_per_rank;
     for (const ReplayBucket& bucket : layout.buckets) {
+      if (bucket.kind != CollectiveKind::kAllGather) continue;
       for (const ReplaySlot& slot : bucket.slots) {
-        for (std::int64_t j = 0; j < slot.slot.shard_numel; ++j) {
-          store(persistent_.data(), DType::kFP32, slot.storage_offset + j,
-                data_pattern::shard_value(slot, layout.rank, j));
+        for (int v = 0; v < k; ++v) {
+          for (std::int64_t j = 0; j < slot.slot.shard_numel; ++j) {
+            store(storage_, DType::kFP32, slot.storage_offset + v * slot.slot.shard_numel + j,
+                  data_pattern::shard_value(slot, mesh.first_virtual_shard() + v, j));
+          }
         }
       }
     }
     for (const ReplayBucket& bucket : layout.buckets) {
-      const std::int64_t bytes = bucket.shard_elements * element_bytes(bucket.dtype);
       BucketBuffers buffers;
+      const std::int64_t own = bucket.shard_bytes * k;
+      const std::int64_t all = bucket.shard_bytes * mesh.schedule_dp_shard();
       if (bucket.kind == CollectiveKind::kAllGather) {
-        buffers.send = make_buffer(bytes);
-        buffers.receive = make_buffer(bytes * layout.world_size);
-        buffers.unsharded = make_buffer(bytes * layout.world_size);
+        buffers.send = make_buffer(own);
+        buffers.receive = make_buffer(all);
+        buffers.unsharded = make_buffer(all);
       } else {
-        buffers.send = make_buffer(bytes * layout.world_size);
-        buffers.receive = make_buffer(bytes);
+        buffers.send = make_buffer(all);
+        buffers.receive = make_buffer(own);
       }
       staging_bytes_ += static_cast<std::int64_t>(buffers.send.size() + buffers.receive.size() +
                                                   buffers.unsharded.size());
@@ -219,7 +240,13 @@ class CpuBackend final : public Backend {
 
   void run_ops(int stream, const std::vector<Op>& ops) override {
     enqueue(stream, [this, stream, ops] {
-      for (const Op& op : ops) worker(stream).kernels().run(op);
+      for (const Op& op : ops) {
+        if (op.kind == OpKind::kCollective) {
+          tp_collective(stream, op);
+        } else {
+          worker(stream).kernels().run(op);
+        }
+      }
     });
   }
 
@@ -227,24 +254,31 @@ class CpuBackend final : public Backend {
     enqueue(stream, [this, bucket] {
       const ReplayBucket& layout = layout_.buckets[static_cast<std::size_t>(bucket)];
       BucketBuffers& buffers = buckets_[static_cast<std::size_t>(bucket)];
+      const ReplayMesh& mesh = layout_.mesh;
       for (const ReplaySlot& slot : layout.slots) {
+        const std::int64_t n = slot.slot.shard_numel;
         if (layout.kind == CollectiveKind::kAllGather) {
-          // fp32 master shard -> the wire dtype at the slot's offset.
-          for (std::int64_t j = 0; j < slot.slot.shard_numel; ++j) {
-            store(buffers.send.data(), layout.dtype, slot.slot.offset + j,
-                  load(persistent_.data(), DType::kFP32, slot.storage_offset + j));
+          // Each fp32 master shard -> the wire dtype at its shard's slot.
+          for (int v = 0; v < mesh.shards_per_rank; ++v) {
+            std::byte* destination =
+                buffers.send.data() + v * layout.shard_bytes + slot.byte_offset;
+            for (std::int64_t j = 0; j < n; ++j) {
+              store(destination, slot.wire, j,
+                    load(storage_, DType::kFP32, slot.storage_offset + v * n + j));
+            }
           }
           continue;
         }
-        // This rank's unsharded gradient, rank r's part at r * shard + offset.
-        for (int r = 0; r < layout_.world_size; ++r) {
-          for (std::int64_t j = 0; j < slot.slot.shard_numel; ++j) {
-            const std::int64_t element = r * slot.slot.shard_numel + j;
-            const float value = element < slot.slot.numel
-                                    ? data_pattern::gradient_value(layout_.rank, slot.salt, element)
-                                    : 0.0f;
-            store(buffers.send.data(), layout.dtype,
-                  r * layout.shard_elements + slot.slot.offset + j, value);
+        // This rank's unsharded gradient, shard v's part at v * shard + offset.
+        for (int v = 0; v < mesh.schedule_dp_shard(); ++v) {
+          std::byte* destination = buffers.send.data() + v * layout.shard_bytes + slot.byte_offset;
+          for (std::int64_t j = 0; j < n; ++j) {
+            const std::int64_t element = v * n + j;
+            const float value =
+                element < slot.slot.numel
+                    ? data_pattern::gradient_value(mesh.data_parallel_rank(), slot.salt, element)
+                    : 0.0f;
+            store(destination, slot.wire, j, value);
           }
         }
       }
@@ -255,11 +289,10 @@ class CpuBackend final : public Backend {
     enqueue(stream, [this, stream, bucket] {
       const ReplayBucket& layout = layout_.buckets[static_cast<std::size_t>(bucket)];
       BucketBuffers& buffers = buckets_[static_cast<std::size_t>(bucket)];
-      MPI_Comm comm = comms_[static_cast<std::size_t>(stream)];
-      const auto count = static_cast<int>(layout.shard_elements);
+      MPI_Comm comm = comms_[static_cast<std::size_t>(stream)].shard;
       if (layout.kind == CollectiveKind::kAllGather) {
-        // Bitwise: the gathered elements travel as bytes whatever their dtype.
-        const int bytes = count * element_bytes(layout.dtype);
+        // Bitwise: the gathered elements travel as bytes whatever their dtypes.
+        const auto bytes = static_cast<int>(buffers.send.size());
         MPI_Request request = MPI_REQUEST_NULL;
         check_mpi(MPI_Iallgather(buffers.send.data(), bytes, MPI_BYTE, buffers.receive.data(),
                                  bytes, MPI_BYTE, comm, &request),
@@ -267,13 +300,28 @@ class CpuBackend final : public Backend {
         complete(request, "MPI_Iallgather");
         return;
       }
-      const bool fp32 = layout.dtype == DType::kFP32;
+      // Each rank receives its shards_per_rank consecutive shards.
+      const auto count = static_cast<int>(layout.shard_elements * layout_.mesh.shards_per_rank);
       MPI_Request request = MPI_REQUEST_NULL;
-      check_mpi(MPI_Ireduce_scatter_block(buffers.send.data(), buffers.receive.data(), count,
-                                          fp32 ? MPI_FLOAT : MPI_UINT16_T,
-                                          fp32 ? MPI_SUM : bf16_sum_, comm, &request),
-                "MPI_Ireduce_scatter_block");
+      check_mpi(
+          MPI_Ireduce_scatter_block(buffers.send.data(), buffers.receive.data(), count,
+                                    mpi_type(layout.dtype), mpi_sum(layout.dtype), comm, &request),
+          "MPI_Ireduce_scatter_block");
       complete(request, "MPI_Ireduce_scatter_block");
+    });
+  }
+
+  void all_reduce(int stream, int bucket) override {
+    enqueue(stream, [this, stream, bucket] {
+      const ReplayBucket& layout = layout_.buckets[static_cast<std::size_t>(bucket)];
+      BucketBuffers& buffers = buckets_[static_cast<std::size_t>(bucket)];
+      const auto count = static_cast<int>(layout.shard_elements * layout_.mesh.shards_per_rank);
+      MPI_Request request = MPI_REQUEST_NULL;
+      check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buffers.receive.data(), count, mpi_type(layout.dtype),
+                               mpi_sum(layout.dtype),
+                               comms_[static_cast<std::size_t>(stream)].replica, &request),
+                "MPI_Iallreduce");
+      complete(request, "MPI_Iallreduce");
     });
   }
 
@@ -281,27 +329,30 @@ class CpuBackend final : public Backend {
     enqueue(stream, [this, bucket] {
       const ReplayBucket& layout = layout_.buckets[static_cast<std::size_t>(bucket)];
       BucketBuffers& buffers = buckets_[static_cast<std::size_t>(bucket)];
-      const int size = element_bytes(layout.dtype);
-      const int world = layout_.world_size;
+      const ReplayMesh& mesh = layout_.mesh;
+      const int shards = mesh.schedule_dp_shard();
       for (const ReplaySlot& slot : layout.slots) {
+        const std::int64_t n = slot.slot.shard_numel;
+        const std::int64_t size = bytes_per_element(slot.wire);
         if (layout.kind == CollectiveKind::kAllGather) {
-          // Rank r's piece of the parameter -> r * shard_numel of its full tensor.
-          for (int r = 0; r < world; ++r) {
-            std::memcpy(
-                buffers.unsharded.data() +
-                    (world * slot.slot.offset + r * slot.slot.shard_numel) * size,
-                buffers.receive.data() + (r * layout.shard_elements + slot.slot.offset) * size,
-                static_cast<std::size_t>(slot.slot.shard_numel * size));
+          // Shard v's piece of the parameter -> v * shard_numel of its full tensor.
+          for (int v = 0; v < shards; ++v) {
+            std::memcpy(buffers.unsharded.data() + shards * slot.byte_offset + v * n * size,
+                        buffers.receive.data() + v * layout.shard_bytes + slot.byte_offset,
+                        static_cast<std::size_t>(n * size));
           }
           continue;
         }
-        // Accumulate into the fp32 gradient shard.
+        // Accumulate each own shard into its fp32 gradient shard.
         const std::int64_t gradients = layout_.shard_storage_elements;
-        for (std::int64_t j = 0; j < slot.slot.shard_numel; ++j) {
-          const std::int64_t at = gradients + slot.storage_offset + j;
-          store(persistent_.data(), DType::kFP32, at,
-                load(persistent_.data(), DType::kFP32, at) +
-                    load(buffers.receive.data(), layout.dtype, slot.slot.offset + j));
+        for (int v = 0; v < mesh.shards_per_rank; ++v) {
+          const std::byte* received =
+              buffers.receive.data() + v * layout.shard_bytes + slot.byte_offset;
+          for (std::int64_t j = 0; j < n; ++j) {
+            const std::int64_t at = gradients + slot.storage_offset + v * n + j;
+            store(storage_, DType::kFP32, at,
+                  load(storage_, DType::kFP32, at) + load(received, slot.wire, j));
+          }
         }
       }
     });
@@ -387,22 +438,21 @@ class CpuBackend final : public Backend {
   std::int64_t kernel_workspace_bytes() const override {
     std::int64_t bytes = 0;
     for (const auto& worker : workers_) bytes += worker->kernels().workspace_bytes();
-    return bytes;
+    std::lock_guard lock(memory_mutex_);
+    return bytes + tp_scratch_bytes_;
   }
 
-  std::vector<float> read_bucket(int bucket, BucketBuffer which) override {
-    const ReplayBucket& layout = layout_.buckets[static_cast<std::size_t>(bucket)];
-    const std::vector<std::byte>& data = buffer(bucket, which);
-    std::vector<float> values(data.size() / static_cast<std::size_t>(element_bytes(layout.dtype)));
-    for (std::size_t i = 0; i < values.size(); ++i) {
-      values[i] = load(data.data(), layout.dtype, static_cast<std::int64_t>(i));
-    }
-    return values;
+  std::vector<std::byte> read_bucket(int bucket, BucketBuffer which) override {
+    return buffer(bucket, which);
   }
 
-  void corrupt_bucket(int bucket, BucketBuffer which, std::int64_t element, float value) override {
-    const ReplayBucket& layout = layout_.buckets[static_cast<std::size_t>(bucket)];
-    store(buffer(bucket, which).data(), layout.dtype, element, value);
+  void overwrite_bucket(int bucket, BucketBuffer which, std::int64_t byte_offset,
+                        const std::vector<std::byte>& bytes) override {
+    std::vector<std::byte>& data = buffer(bucket, which);
+    FSDPTUNE_CHECK(byte_offset >= 0 && byte_offset + static_cast<std::int64_t>(bytes.size()) <=
+                                           static_cast<std::int64_t>(data.size()),
+                   "overwrite_bucket outside the buffer");
+    std::copy(bytes.begin(), bytes.end(), data.begin() + byte_offset);
   }
 
  private:
@@ -412,6 +462,58 @@ class CpuBackend final : public Backend {
   };
 
   Worker& worker(int stream) { return *workers_[static_cast<std::size_t>(stream)]; }
+
+  MPI_Datatype mpi_type(DType dtype) const {
+    return dtype == DType::kFP32 ? MPI_FLOAT : MPI_UINT16_T;
+  }
+  MPI_Op mpi_sum(DType dtype) const { return dtype == DType::kFP32 ? MPI_SUM : bf16_sum_; }
+
+  // A tensor-parallel collective of the compute path: op.bytes is the full buffer (the
+  // all-gather output, the reduce-scatter input, the all-reduce operand), in op.dtype (bf16
+  // or fp32 sums; other dtypes move as bf16). Contents are the scratch's zeros: what is
+  // measured is the time of moving real bytes between the TP ranks.
+  void tp_collective(int stream, const Op& op) {
+    MPI_Comm comm = comms_[static_cast<std::size_t>(stream)].tp;
+    const DType dtype = op.dtype == DType::kFP32 ? DType::kFP32 : DType::kBF16;
+    const std::int64_t size = bytes_per_element(dtype);
+    const std::int64_t ranks = std::max<std::int64_t>(1, layout_.mesh.tp);
+    // Elements per rank, rounded up so that every rank sends the same count.
+    const std::int64_t part = std::max<std::int64_t>(1, (op.bytes / size + ranks - 1) / ranks);
+    std::vector<std::byte>& scratch = tp_scratch_[static_cast<std::size_t>(stream)];
+    const std::int64_t needed = 2 * part * ranks * size;
+    if (static_cast<std::int64_t>(scratch.size()) < needed) {
+      const auto before = static_cast<std::int64_t>(scratch.size());
+      scratch = make_buffer(needed);
+      std::lock_guard lock(memory_mutex_);
+      tp_scratch_bytes_ += needed - before;
+    }
+    std::byte* input = scratch.data();
+    std::byte* output = scratch.data() + part * ranks * size;
+    MPI_Request request = MPI_REQUEST_NULL;
+    const char* call = "MPI_Iallgather (tp)";
+    switch (op.collective) {
+      case CollectiveKind::kAllGather:
+        check_mpi(MPI_Iallgather(input, static_cast<int>(part * size), MPI_BYTE, output,
+                                 static_cast<int>(part * size), MPI_BYTE, comm, &request),
+                  call);
+        break;
+      case CollectiveKind::kReduceScatter:
+        call = "MPI_Ireduce_scatter_block (tp)";
+        check_mpi(MPI_Ireduce_scatter_block(input, output, static_cast<int>(part), mpi_type(dtype),
+                                            mpi_sum(dtype), comm, &request),
+                  call);
+        break;
+      case CollectiveKind::kAllReduce:
+        call = "MPI_Iallreduce (tp)";
+        check_mpi(MPI_Iallreduce(input, output, static_cast<int>(part * ranks), mpi_type(dtype),
+                                 mpi_sum(dtype), comm, &request),
+                  call);
+        break;
+      case CollectiveKind::kSendRecv:
+        throw_bad_input("op " + op.name, "point-to-point sends are not replayed");
+    }
+    complete(request, call);
+  }
 
   void enqueue(int stream, std::function<void()> work) {
     FSDPTUNE_CHECK(stream >= 0 && stream < static_cast<int>(workers_.size()),
@@ -453,7 +555,11 @@ class CpuBackend final : public Backend {
   }
 
   ReplayLayout layout_;
-  std::vector<MPI_Comm> comms_;
+  std::vector<StreamComms> comms_;
+  std::vector<std::vector<std::byte>> tp_scratch_;  // per stream, grown to the largest op
+  std::int64_t tp_scratch_bytes_ = 0;
+  std::byte* storage_ = nullptr;             // fp32 parameter shards, then gradient shards
+  std::vector<std::byte> separate_storage_;  // when they do not fit the persistent state
   MPI_Op bf16_sum_ = MPI_OP_NULL;
   std::vector<std::byte> persistent_;
   std::vector<BucketBuffers> buckets_;

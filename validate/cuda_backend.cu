@@ -1,12 +1,14 @@
-// The cuda backend: one CUDA stream and one NCCL communicator per schedule stream (NCCL
-// requires the same order of operations per communicator on every rank, which holds within
-// a stream), CUDA events for dependencies and timing, cuBLAS kernels (cuda_kernels.cu),
+// The cuda backend: one CUDA stream per schedule stream and, per stream, NCCL communicators
+// of the world and of the shard, replica and TP groups split from it (NCCL requires the
+// same order of operations per communicator on every rank, which holds within a stream),
+// CUDA events for dependencies and timing, cuBLAS kernels (cuda_kernels.cu),
 // and the schedule's memory events as cudaMallocAsync / cudaFreeAsync on the device's
 // default pool, whose used-memory high-water mark is the measured peak.
 #include <mpi.h>
 #include <nccl.h>
 
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 
 #include <algorithm>
 #include <atomic>
@@ -40,64 +42,83 @@ int grid_for(std::int64_t n) {
   return static_cast<int>(std::clamp<std::int64_t>((n + kThreads - 1) / kThreads, 1, 65535));
 }
 
-int element_bytes(DType dtype) { return dtype == DType::kFP32 ? 4 : 2; }
+// Wire dtypes as kernel arguments.
+enum Wire : int { kWireFP32 = 0, kWireBF16 = 1, kWireFP8 = 2 };
+Wire wire_of(DType dtype) {
+  if (dtype == DType::kFP32) return kWireFP32;
+  return dtype == DType::kFP8 ? kWireFP8 : kWireBF16;
+}
 
 // The device side of data_pattern (data_check.hpp): the same formulas, checked against the
 // host ones by --check-data itself.
-__device__ float device_param_value(std::uint32_t salt, std::int64_t index) {
-  return static_cast<float>((static_cast<std::int64_t>(salt) + 7 * index) % 251 - 125);
+__device__ float device_param_value(std::uint32_t salt, std::int64_t index, int wire) {
+  const std::int64_t base = static_cast<std::int64_t>(salt) + 7 * index;
+  return static_cast<float>(wire == kWireFP8 ? base % 33 - 16 : base % 251 - 125);
 }
 __device__ float device_gradient_value(int rank, std::uint32_t salt, std::int64_t index) {
   return static_cast<float>((static_cast<std::int64_t>(salt) + 3 * index + 5 * rank) % 17 - 8);
 }
 
-__device__ void store(void* data, bool fp32, std::int64_t i, float value) {
-  if (fp32) {
+// fp8 is e4m3 ("e4m3fn"), rounding to nearest even and saturating at +-448 like
+// data_pattern::to_fp8_e4m3.
+__device__ void store(void* data, int wire, std::int64_t i, float value) {
+  if (wire == kWireFP32) {
     static_cast<float*>(data)[i] = value;
+  } else if (wire == kWireFP8) {
+    static_cast<__nv_fp8_e4m3*>(data)[i] = __nv_fp8_e4m3(value);
   } else {
     static_cast<__nv_bfloat16*>(data)[i] = __float2bfloat16(value);
   }
 }
 
-__device__ float load(const void* data, bool fp32, std::int64_t i) {
-  return fp32 ? static_cast<const float*>(data)[i]
-              : __bfloat162float(static_cast<const __nv_bfloat16*>(data)[i]);
+__device__ float load(const void* data, int wire, std::int64_t i) {
+  if (wire == kWireFP32) return static_cast<const float*>(data)[i];
+  if (wire == kWireFP8) return static_cast<float>(static_cast<const __nv_fp8_e4m3*>(data)[i]);
+  return __bfloat162float(static_cast<const __nv_bfloat16*>(data)[i]);
 }
 
 #define GRID_STRIDE(i, n)                                                                          \
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < (n); \
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
 
-// This rank's fp32 shard of a parameter: element j = full element rank * shard_numel + j.
-__global__ void init_shard_kernel(float* shard, std::uint32_t salt, int rank,
+// One fp32 shard of a parameter: element j = full element shard * shard_numel + j.
+__global__ void init_shard_kernel(float* shard_data, std::uint32_t salt, int wire, int shard,
                                   std::int64_t shard_numel, std::int64_t numel) {
   GRID_STRIDE(j, shard_numel) {
-    const std::int64_t index = rank * shard_numel + j;
-    shard[j] = index < numel ? device_param_value(salt, index) : 0.0f;
+    const std::int64_t index = shard * shard_numel + j;
+    shard_data[j] = index < numel ? device_param_value(salt, index, wire) : 0.0f;
   }
 }
 
-__global__ void cast_kernel(const float* source, void* destination, bool fp32, std::int64_t n) {
-  GRID_STRIDE(j, n) { store(destination, fp32, j, source[j]); }
+__global__ void cast_kernel(const float* source, void* destination, int wire, std::int64_t n) {
+  GRID_STRIDE(j, n) { store(destination, wire, j, source[j]); }
 }
 
 // This rank's unsharded gradient of one parameter into the reduce-scatter send buffer:
-// rank r's part at r * shard + offset.
-__global__ void gradient_kernel(void* send, bool fp32, int rank, int world, std::uint32_t salt,
-                                std::int64_t shard, std::int64_t offset, std::int64_t shard_numel,
-                                std::int64_t numel) {
-  GRID_STRIDE(i, shard_numel * world) {
-    const std::int64_t r = i / shard_numel;
+// shard v's part at v * shard_bytes + byte_offset.
+__global__ void gradient_kernel(char* send, int wire, int rank, int shards, std::uint32_t salt,
+                                std::int64_t shard_bytes, std::int64_t byte_offset,
+                                std::int64_t shard_numel, std::int64_t numel) {
+  GRID_STRIDE(i, shard_numel * shards) {
+    const std::int64_t v = i / shard_numel;
     const std::int64_t j = i % shard_numel;
     const float value = i < numel ? device_gradient_value(rank, salt, i) : 0.0f;
-    store(send, fp32, r * shard + offset + j, value);
+    store(send + v * shard_bytes + byte_offset, wire, j, value);
   }
 }
 
-__global__ void accumulate_kernel(float* gradient, const void* received, bool fp32,
-                                  std::int64_t n) {
-  GRID_STRIDE(j, n) { gradient[j] += load(received, fp32, j); }
+__global__ void accumulate_kernel(float* gradient, const void* received, int wire, std::int64_t n) {
+  GRID_STRIDE(j, n) { gradient[j] += load(received, wire, j); }
 }
+
+// One stream's NCCL communicators: the world (bootstrapped from an MPI-broadcast unique
+// id) and the groups split from it.
+struct StreamComms {
+  ncclComm_t world = nullptr;
+  ncclComm_t shard = nullptr;
+  ncclComm_t replica = nullptr;
+  ncclComm_t tp = nullptr;
+};
 
 struct BucketBuffers {
   void* send = nullptr;
@@ -128,7 +149,13 @@ class CudaBackend final : public Backend {
     cudaSetDevice(device_);
     cudaDeviceSynchronize();
     kernels_.clear();
-    for (ncclComm_t comm : comms_) ncclCommDestroy(comm);
+    for (StreamComms& comms : comms_) {
+      for (ncclComm_t comm : {comms.shard, comms.replica, comms.tp, comms.world}) {
+        if (comm != nullptr) ncclCommDestroy(comm);
+      }
+    }
+    for (void* scratch : tp_scratch_) cudaFree(scratch);
+    if (separate_storage_ != nullptr) cudaFree(separate_storage_);
     for (BucketBuffers& buffers : buckets_) {
       cudaFree(buffers.send);
       cudaFree(buffers.receive);
@@ -163,7 +190,10 @@ class CudaBackend final : public Backend {
 
   void prepare(const ReplayLayout& layout) override {
     layout_ = layout;
+    const ReplayMesh& mesh = layout.mesh;
     FSDPTUNE_CUDA_CHECK(cudaSetDevice(device_));
+    tp_scratch_.assign(layout.streams.size(), nullptr);
+    tp_scratch_bytes_.assign(layout.streams.size(), 0);
     for (std::size_t s = 0; s < layout.streams.size(); ++s) {
       cudaStream_t stream = nullptr;
       FSDPTUNE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -172,33 +202,58 @@ class CudaBackend final : public Backend {
       options.device = device_;
       options.stream = stream;
       kernels_.push_back(make_cuda_kernels(options));
-      // One communicator per stream, its unique id from rank 0 over MPI.
+      // The stream's world communicator, its unique id from rank 0 over MPI; the groups
+      // split from it (every rank splits in the same order; key orders by coordinate).
       ncclUniqueId id{};
       if (layout.rank == 0) FSDPTUNE_NCCL_CHECK(ncclGetUniqueId(&id));
       MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
-      ncclComm_t comm = nullptr;
-      FSDPTUNE_NCCL_CHECK(ncclCommInitRank(&comm, layout.world_size, id, layout.rank));
-      comms_.push_back(comm);
+      StreamComms comms;
+      FSDPTUNE_NCCL_CHECK(ncclCommInitRank(&comms.world, layout.world_size, id, layout.rank));
+      FSDPTUNE_NCCL_CHECK(ncclCommSplit(comms.world, mesh.replica * mesh.tp + mesh.tp_rank,
+                                        mesh.shard, &comms.shard, nullptr));
+      FSDPTUNE_NCCL_CHECK(ncclCommSplit(comms.world, mesh.shard * mesh.tp + mesh.tp_rank,
+                                        mesh.replica, &comms.replica, nullptr));
+      FSDPTUNE_NCCL_CHECK(ncclCommSplit(comms.world, mesh.replica * mesh.dp_shard + mesh.shard,
+                                        mesh.tp_rank, &comms.tp, nullptr));
+      comms_.push_back(comms);
     }
     cudaStream_t first = streams_.front();
     FSDPTUNE_CUDA_CHECK(cudaMallocAsync(
         &persistent_, static_cast<std::size_t>(layout.persistent_bytes), pool_, first));
     FSDPTUNE_CUDA_CHECK(
         cudaMemsetAsync(persistent_, 0, static_cast<std::size_t>(layout.persistent_bytes), first));
+    // fp32 parameter shards, then gradient shards: at the start of the persistent state
+    // when they fit, else (scaled down: several shards per rank) outside the pool.
+    const std::int64_t storage_bytes = 2 * 4 * layout.shard_storage_elements;
+    if (storage_bytes <= layout.persistent_bytes) {
+      storage_ = static_cast<float*>(persistent_);
+    } else {
+      FSDPTUNE_CUDA_CHECK(cudaMalloc(&separate_storage_, static_cast<std::size_t>(storage_bytes)));
+      FSDPTUNE_CUDA_CHECK(
+          cudaMemsetAsync(separate_storage_, 0, static_cast<std::size_t>(storage_bytes), first));
+      storage_ = static_cast<float*>(separate_storage_);
+      staging_bytes_ += storage_bytes;
+    }
+    const int k = mesh.shards_per_rank;
     for (const ReplayBucket& bucket : layout.buckets) {
+      if (bucket.kind != CollectiveKind::kAllGather) continue;
       for (const ReplaySlot& slot : bucket.slots) {
-        init_shard_kernel<<<grid_for(slot.slot.shard_numel), kThreads, 0, first>>>(
-            parameters() + slot.storage_offset, slot.salt, layout.rank, slot.slot.shard_numel,
-            slot.slot.numel);
+        const std::int64_t n = slot.slot.shard_numel;
+        for (int v = 0; v < k; ++v) {
+          init_shard_kernel<<<grid_for(n), kThreads, 0, first>>>(
+              storage_ + slot.storage_offset + v * n, slot.salt, wire_of(slot.wire),
+              mesh.first_virtual_shard() + v, n, slot.slot.numel);
+        }
       }
       FSDPTUNE_CUDA_CHECK(cudaGetLastError());
     }
     for (const ReplayBucket& bucket : layout.buckets) {
-      const std::int64_t bytes = bucket.shard_elements * element_bytes(bucket.dtype);
+      const std::int64_t own = bucket.shard_bytes * k;
+      const std::int64_t all = bucket.shard_bytes * mesh.schedule_dp_shard();
       BucketBuffers buffers;
       const bool gather = bucket.kind == CollectiveKind::kAllGather;
-      buffers.send_bytes = gather ? bytes : bytes * layout.world_size;
-      buffers.receive_bytes = gather ? bytes * layout.world_size : bytes;
+      buffers.send_bytes = gather ? own : all;
+      buffers.receive_bytes = gather ? all : own;
       // Staging: plain cudaMalloc, outside the pool whose high-water mark is the peak.
       FSDPTUNE_CUDA_CHECK(cudaMalloc(&buffers.send, static_cast<std::size_t>(buffers.send_bytes)));
       FSDPTUNE_CUDA_CHECK(
@@ -216,25 +271,34 @@ class CudaBackend final : public Backend {
 
   void run_ops(int stream, const std::vector<Op>& ops) override {
     OpKernels& kernels = *kernels_.at(static_cast<std::size_t>(stream));
-    for (const Op& op : ops) kernels.run(op);
+    for (const Op& op : ops) {
+      if (op.kind == OpKind::kCollective) {
+        tp_collective(stream, op);
+      } else {
+        kernels.run(op);
+      }
+    }
   }
 
   void copy_in(int stream, int bucket) override {
     const ReplayBucket& layout = layout_.buckets[static_cast<std::size_t>(bucket)];
     const BucketBuffers& buffers = buckets_[static_cast<std::size_t>(bucket)];
-    const bool fp32 = layout.dtype == DType::kFP32;
-    const int size = element_bytes(layout.dtype);
+    const ReplayMesh& mesh = layout_.mesh;
     cudaStream_t s = cuda_stream(stream);
+    char* send = static_cast<char*>(buffers.send);
     for (const ReplaySlot& slot : layout.slots) {
       const std::int64_t n = slot.slot.shard_numel;
       if (layout.kind == CollectiveKind::kAllGather) {
-        cast_kernel<<<grid_for(n), kThreads, 0, s>>>(
-            parameters() + slot.storage_offset,
-            static_cast<char*>(buffers.send) + slot.slot.offset * size, fp32, n);
+        for (int v = 0; v < mesh.shards_per_rank; ++v) {
+          cast_kernel<<<grid_for(n), kThreads, 0, s>>>(
+              storage_ + slot.storage_offset + v * n,
+              send + v * layout.shard_bytes + slot.byte_offset, wire_of(slot.wire), n);
+        }
       } else {
-        gradient_kernel<<<grid_for(n * layout_.world_size), kThreads, 0, s>>>(
-            buffers.send, fp32, layout_.rank, layout_.world_size, slot.salt, layout.shard_elements,
-            slot.slot.offset, n, slot.slot.numel);
+        const int shards = mesh.schedule_dp_shard();
+        gradient_kernel<<<grid_for(n * shards), kThreads, 0, s>>>(
+            send, wire_of(slot.wire), mesh.data_parallel_rank(), shards, slot.salt,
+            layout.shard_bytes, slot.byte_offset, n, slot.slot.numel);
       }
     }
     FSDPTUNE_CUDA_CHECK(cudaGetLastError());
@@ -243,40 +307,57 @@ class CudaBackend final : public Backend {
   void collective(int stream, int bucket) override {
     const ReplayBucket& layout = layout_.buckets[static_cast<std::size_t>(bucket)];
     const BucketBuffers& buffers = buckets_[static_cast<std::size_t>(bucket)];
-    const ncclDataType_t type = layout.dtype == DType::kFP32 ? ncclFloat32 : ncclBfloat16;
-    const auto count = static_cast<std::size_t>(layout.shard_elements);
-    ncclComm_t comm = comms_[static_cast<std::size_t>(stream)];
+    ncclComm_t comm = comms_[static_cast<std::size_t>(stream)].shard;
     if (layout.kind == CollectiveKind::kAllGather) {
-      FSDPTUNE_NCCL_CHECK(
-          ncclAllGather(buffers.send, buffers.receive, count, type, comm, cuda_stream(stream)));
+      // Bytes: a float8 bucket mixes fp8 linears with bf16 norms.
+      FSDPTUNE_NCCL_CHECK(ncclAllGather(buffers.send, buffers.receive,
+                                        static_cast<std::size_t>(buffers.send_bytes), ncclUint8,
+                                        comm, cuda_stream(stream)));
     } else {
-      FSDPTUNE_NCCL_CHECK(ncclReduceScatter(buffers.send, buffers.receive, count, type, ncclSum,
-                                            comm, cuda_stream(stream)));
+      // Each rank receives its shards_per_rank consecutive shards.
+      const auto count =
+          static_cast<std::size_t>(layout.shard_elements * layout_.mesh.shards_per_rank);
+      FSDPTUNE_NCCL_CHECK(ncclReduceScatter(buffers.send, buffers.receive, count,
+                                            nccl_type(layout.dtype), ncclSum, comm,
+                                            cuda_stream(stream)));
     }
+  }
+
+  void all_reduce(int stream, int bucket) override {
+    const ReplayBucket& layout = layout_.buckets[static_cast<std::size_t>(bucket)];
+    const BucketBuffers& buffers = buckets_[static_cast<std::size_t>(bucket)];
+    const auto count =
+        static_cast<std::size_t>(layout.shard_elements * layout_.mesh.shards_per_rank);
+    FSDPTUNE_NCCL_CHECK(
+        ncclAllReduce(buffers.receive, buffers.receive, count, nccl_type(layout.dtype), ncclSum,
+                      comms_[static_cast<std::size_t>(stream)].replica, cuda_stream(stream)));
   }
 
   void copy_out(int stream, int bucket) override {
     const ReplayBucket& layout = layout_.buckets[static_cast<std::size_t>(bucket)];
     const BucketBuffers& buffers = buckets_[static_cast<std::size_t>(bucket)];
-    const bool fp32 = layout.dtype == DType::kFP32;
-    const std::int64_t size = element_bytes(layout.dtype);
-    const std::int64_t world = layout_.world_size;
+    const ReplayMesh& mesh = layout_.mesh;
+    const std::int64_t shards = mesh.schedule_dp_shard();
     cudaStream_t s = cuda_stream(stream);
     for (const ReplaySlot& slot : layout.slots) {
       const std::int64_t n = slot.slot.shard_numel;
+      const std::int64_t size = bytes_per_element(slot.wire);
       if (layout.kind == CollectiveKind::kAllGather) {
-        // Rank r's piece (at r * shard + offset) -> r * shard_numel of the full tensor.
+        // Shard v's piece (at v * shard_bytes + byte_offset) -> v * shard_numel of the full
+        // tensor at shards * byte_offset.
         FSDPTUNE_CUDA_CHECK(cudaMemcpy2DAsync(
-            static_cast<char*>(buffers.unsharded) + world * slot.slot.offset * size,
+            static_cast<char*>(buffers.unsharded) + shards * slot.byte_offset,
             static_cast<std::size_t>(n * size),
-            static_cast<const char*>(buffers.receive) + slot.slot.offset * size,
-            static_cast<std::size_t>(layout.shard_elements * size),
-            static_cast<std::size_t>(n * size), static_cast<std::size_t>(world),
-            cudaMemcpyDeviceToDevice, s));
+            static_cast<const char*>(buffers.receive) + slot.byte_offset,
+            static_cast<std::size_t>(layout.shard_bytes), static_cast<std::size_t>(n * size),
+            static_cast<std::size_t>(shards), cudaMemcpyDeviceToDevice, s));
       } else {
-        accumulate_kernel<<<grid_for(n), kThreads, 0, s>>>(
-            parameters() + layout_.shard_storage_elements + slot.storage_offset,
-            static_cast<const char*>(buffers.receive) + slot.slot.offset * size, fp32, n);
+        for (int v = 0; v < mesh.shards_per_rank; ++v) {
+          accumulate_kernel<<<grid_for(n), kThreads, 0, s>>>(
+              storage_ + layout_.shard_storage_elements + slot.storage_offset + v * n,
+              static_cast<const char*>(buffers.receive) + v * layout.shard_bytes + slot.byte_offset,
+              wire_of(slot.wire), n);
+        }
       }
     }
     FSDPTUNE_CUDA_CHECK(cudaGetLastError());
@@ -327,10 +408,12 @@ class CudaBackend final : public Backend {
           FSDPTUNE_CUDA_CHECK(status);
         }
       }
-      for (ncclComm_t comm : comms_) {
-        ncclResult_t async = ncclSuccess;
-        FSDPTUNE_NCCL_CHECK(ncclCommGetAsyncError(comm, &async));
-        FSDPTUNE_NCCL_CHECK(async);
+      for (const StreamComms& comms : comms_) {
+        for (ncclComm_t comm : {comms.world, comms.shard, comms.replica, comms.tp}) {
+          ncclResult_t async = ncclSuccess;
+          FSDPTUNE_NCCL_CHECK(ncclCommGetAsyncError(comm, &async));
+          FSDPTUNE_NCCL_CHECK(async);
+        }
       }
       bool idle = true;
       for (cudaStream_t stream : streams_) {
@@ -374,44 +457,74 @@ class CudaBackend final : public Backend {
   std::int64_t kernel_workspace_bytes() const override {
     std::int64_t bytes = 0;
     for (const auto& kernels : kernels_) bytes += kernels->workspace_bytes();
+    for (const std::int64_t scratch : tp_scratch_bytes_) bytes += scratch;
     return bytes;
   }
 
-  std::vector<float> read_bucket(int bucket, BucketBuffer which) override {
-    const ReplayBucket& layout = layout_.buckets[static_cast<std::size_t>(bucket)];
+  std::vector<std::byte> read_bucket(int bucket, BucketBuffer which) override {
     const auto [data, bytes] = buffer(bucket, which);
     std::vector<std::byte> host(static_cast<std::size_t>(bytes));
     FSDPTUNE_CUDA_CHECK(cudaMemcpy(host.data(), data, host.size(), cudaMemcpyDeviceToHost));
-    const int size = element_bytes(layout.dtype);
-    std::vector<float> values(host.size() / static_cast<std::size_t>(size));
-    for (std::size_t i = 0; i < values.size(); ++i) {
-      if (size == 4) {
-        std::memcpy(&values[i], host.data() + i * 4, 4);
-      } else {
-        std::uint16_t bits = 0;
-        std::memcpy(&bits, host.data() + i * 2, 2);
-        values[i] = data_pattern::from_bf16(bits);
-      }
-    }
-    return values;
+    return host;
   }
 
-  void corrupt_bucket(int bucket, BucketBuffer which, std::int64_t element, float value) override {
-    const ReplayBucket& layout = layout_.buckets[static_cast<std::size_t>(bucket)];
-    const auto [data, bytes] = buffer(bucket, which);
-    const int size = element_bytes(layout.dtype);
-    FSDPTUNE_CHECK((element + 1) * size <= bytes, "corrupt_bucket outside the buffer");
-    const std::uint16_t bits = data_pattern::to_bf16(value);
-    const void* source = size == 4 ? static_cast<const void*>(&value) : &bits;
-    FSDPTUNE_CUDA_CHECK(cudaMemcpy(static_cast<char*>(data) + element * size, source,
-                                   static_cast<std::size_t>(size), cudaMemcpyHostToDevice));
+  void overwrite_bucket(int bucket, BucketBuffer which, std::int64_t byte_offset,
+                        const std::vector<std::byte>& bytes) override {
+    const auto [data, size] = buffer(bucket, which);
+    FSDPTUNE_CHECK(
+        byte_offset >= 0 && byte_offset + static_cast<std::int64_t>(bytes.size()) <= size,
+        "overwrite_bucket outside the buffer");
+    FSDPTUNE_CUDA_CHECK(cudaMemcpy(static_cast<char*>(data) + byte_offset, bytes.data(),
+                                   bytes.size(), cudaMemcpyHostToDevice));
   }
 
  private:
   cudaStream_t cuda_stream(int stream) const {
     return streams_.at(static_cast<std::size_t>(stream));
   }
-  float* parameters() const { return static_cast<float*>(persistent_); }
+
+  static ncclDataType_t nccl_type(DType dtype) {
+    return dtype == DType::kFP32 ? ncclFloat32 : ncclBfloat16;
+  }
+
+  // A tensor-parallel collective of the compute path (see the cpu backend): op.bytes is
+  // the full buffer, in op.dtype (bf16 or fp32 sums; other dtypes move as bf16), on a
+  // per-stream scratch buffer grown to the largest op (cudaFree of the old one waits for
+  // the work that used it).
+  void tp_collective(int stream, const Op& op) {
+    const DType dtype = op.dtype == DType::kFP32 ? DType::kFP32 : DType::kBF16;
+    const std::int64_t size = bytes_per_element(dtype);
+    const std::int64_t ranks = std::max(1, layout_.mesh.tp);
+    const std::int64_t part = std::max<std::int64_t>(1, (op.bytes / size + ranks - 1) / ranks);
+    const std::int64_t needed = 2 * part * ranks * size;
+    const auto s = static_cast<std::size_t>(stream);
+    if (tp_scratch_bytes_[s] < needed) {
+      if (tp_scratch_[s] != nullptr) FSDPTUNE_CUDA_CHECK(cudaFree(tp_scratch_[s]));
+      FSDPTUNE_CUDA_CHECK(cudaMalloc(&tp_scratch_[s], static_cast<std::size_t>(needed)));
+      FSDPTUNE_CUDA_CHECK(cudaMemset(tp_scratch_[s], 0, static_cast<std::size_t>(needed)));
+      tp_scratch_bytes_[s] = needed;
+    }
+    char* input = static_cast<char*>(tp_scratch_[s]);
+    char* output = input + part * ranks * size;
+    ncclComm_t comm = comms_[s].tp;
+    const ncclDataType_t type = nccl_type(dtype);
+    switch (op.collective) {
+      case CollectiveKind::kAllGather:
+        FSDPTUNE_NCCL_CHECK(ncclAllGather(input, output, static_cast<std::size_t>(part), type, comm,
+                                          cuda_stream(stream)));
+        return;
+      case CollectiveKind::kReduceScatter:
+        FSDPTUNE_NCCL_CHECK(ncclReduceScatter(input, output, static_cast<std::size_t>(part), type,
+                                              ncclSum, comm, cuda_stream(stream)));
+        return;
+      case CollectiveKind::kAllReduce:
+        FSDPTUNE_NCCL_CHECK(ncclAllReduce(input, output, static_cast<std::size_t>(part * ranks),
+                                          type, ncclSum, comm, cuda_stream(stream)));
+        return;
+      case CollectiveKind::kSendRecv:
+        throw_bad_input("op " + op.name, "point-to-point sends are not replayed");
+    }
+  }
 
   std::pair<void*, std::int64_t> buffer(int bucket, BucketBuffer which) const {
     const BucketBuffers& buffers = buckets_.at(static_cast<std::size_t>(bucket));
@@ -430,7 +543,11 @@ class CudaBackend final : public Backend {
   ReplayLayout layout_;
   cudaMemPool_t pool_ = nullptr;
   std::vector<cudaStream_t> streams_;
-  std::vector<ncclComm_t> comms_;
+  std::vector<StreamComms> comms_;
+  std::vector<void*> tp_scratch_;  // per stream
+  std::vector<std::int64_t> tp_scratch_bytes_;
+  float* storage_ = nullptr;  // fp32 parameter shards, then gradient shards
+  void* separate_storage_ = nullptr;
   std::vector<std::unique_ptr<OpKernels>> kernels_;
   void* persistent_ = nullptr;
   std::vector<BucketBuffers> buckets_;

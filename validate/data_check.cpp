@@ -2,6 +2,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -17,23 +18,31 @@ std::uint32_t param_salt(const std::string& param) {
   return hash % 251u;
 }
 
-float param_value(std::uint32_t salt, std::int64_t index) {
-  return static_cast<float>((static_cast<std::int64_t>(salt) + 7 * index) % 251 - 125);
+float param_value(std::uint32_t salt, std::int64_t index, DType wire) {
+  const std::int64_t base = static_cast<std::int64_t>(salt) + 7 * index;
+  if (wire == DType::kFP8) return static_cast<float>(base % 33 - 16);
+  return static_cast<float>(base % 251 - 125);
 }
 
 float gradient_value(int rank, std::uint32_t salt, std::int64_t index) {
   return static_cast<float>((static_cast<std::int64_t>(salt) + 3 * index + 5 * rank) % 17 - 8);
 }
 
-float reduced_gradient(int world_size, std::uint32_t salt, std::int64_t index) {
+float gradient_sum(int first_rank, int ranks, std::uint32_t salt, std::int64_t index) {
   float sum = 0;
-  for (int rank = 0; rank < world_size; ++rank) sum += gradient_value(rank, salt, index);
+  for (int rank = first_rank; rank < first_rank + ranks; ++rank) {
+    sum += gradient_value(rank, salt, index);
+  }
   return sum;
 }
 
-float shard_value(const ReplaySlot& slot, int rank, std::int64_t j) {
-  const std::int64_t index = rank * slot.slot.shard_numel + j;
-  return index < slot.slot.numel ? param_value(slot.salt, index) : 0.0f;
+float reduced_gradient(int world_size, std::uint32_t salt, std::int64_t index) {
+  return gradient_sum(0, world_size, salt, index);
+}
+
+float shard_value(const ReplaySlot& slot, int shard, std::int64_t j) {
+  const std::int64_t index = shard * slot.slot.shard_numel + j;
+  return index < slot.slot.numel ? param_value(slot.salt, index, slot.wire) : 0.0f;
 }
 
 std::uint16_t to_bf16(float value) {
@@ -44,6 +53,80 @@ std::uint16_t to_bf16(float value) {
 
 float from_bf16(std::uint16_t bits) {
   return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
+}
+
+// e4m3fn: value = (-1)^s * 2^(e - 7) * (1 + m / 8) for e in 1..15 (e = 15, m = 7 is NaN),
+// subnormals (e = 0) m * 2^-9 (OCP 8-bit floating point specification, 2023).
+std::uint8_t to_fp8_e4m3(float value) {
+  if (std::isnan(value)) return 0x7F;
+  const std::uint8_t sign = std::signbit(value) ? 0x80 : 0x00;
+  const float magnitude = std::fabs(value);
+  constexpr float kMax = 448.0f;
+  if (magnitude >= kMax) return sign | 0x7E;  // saturate (torchao casts with clamping)
+  constexpr float kMinNormal = 1.0f / 64;     // 2^-6
+  if (magnitude < kMinNormal) {
+    // Subnormal steps of 2^-9; 8 steps round up into the smallest normal (bits 0x08).
+    const auto steps = static_cast<int>(std::nearbyint(std::ldexp(magnitude, 9)));
+    return sign | static_cast<std::uint8_t>(steps);
+  }
+  int exponent = 0;
+  const float fraction = std::frexp(magnitude, &exponent);  // magnitude = fraction * 2^exponent
+  // magnitude = (1 + m/8) * 2^(exponent - 1): m = round((2 * fraction - 1) * 8).
+  auto mantissa = static_cast<int>(std::nearbyint((2 * fraction - 1) * 8));
+  int biased = exponent - 1 + 7;
+  if (mantissa == 8) {
+    mantissa = 0;
+    ++biased;
+  }
+  if (biased > 15 || (biased == 15 && mantissa == 7)) return sign | 0x7E;
+  return sign | static_cast<std::uint8_t>(biased << 3 | mantissa);
+}
+
+float from_fp8_e4m3(std::uint8_t bits) {
+  const int exponent = (bits >> 3) & 0xF;
+  const int mantissa = bits & 0x7;
+  const float sign = (bits & 0x80) != 0 ? -1.0f : 1.0f;
+  if (exponent == 15 && mantissa == 7) return std::nanf("");
+  if (exponent == 0) return sign * std::ldexp(static_cast<float>(mantissa), -9);
+  return sign * std::ldexp(1.0f + static_cast<float>(mantissa) / 8, exponent - 7);
+}
+
+void encode(DType dtype, float value, std::byte* data) {
+  switch (dtype) {
+    case DType::kFP32:
+      std::memcpy(data, &value, 4);
+      return;
+    case DType::kFP8: {
+      const std::uint8_t bits = to_fp8_e4m3(value);
+      std::memcpy(data, &bits, 1);
+      return;
+    }
+    default: {
+      const std::uint16_t bits = to_bf16(value);
+      std::memcpy(data, &bits, 2);
+      return;
+    }
+  }
+}
+
+float decode(DType dtype, const std::byte* data) {
+  switch (dtype) {
+    case DType::kFP32: {
+      float value;
+      std::memcpy(&value, data, 4);
+      return value;
+    }
+    case DType::kFP8: {
+      std::uint8_t bits;
+      std::memcpy(&bits, data, 1);
+      return from_fp8_e4m3(bits);
+    }
+    default: {
+      std::uint16_t bits;
+      std::memcpy(&bits, data, 2);
+      return from_bf16(bits);
+    }
+  }
 }
 
 }  // namespace data_pattern
@@ -57,51 +140,62 @@ std::string describe(const ReplayBucket& bucket, int bucket_index) {
 
 }  // namespace
 
+std::int64_t bucket_buffer_bytes(const ReplayBucket& bucket, BucketBuffer which,
+                                 const ReplayMesh& mesh) {
+  return bucket.shard_bytes *
+         (which == BucketBuffer::kReduced ? mesh.shards_per_rank : mesh.schedule_dp_shard());
+}
+
 std::optional<std::string> check_bucket(const ReplayBucket& bucket, int bucket_index,
-                                        BucketBuffer which, int rank, int world_size,
-                                        const std::vector<float>& contents) {
-  const std::int64_t shard = bucket.shard_elements;
-  const std::int64_t expected_size = which == BucketBuffer::kReduced ? shard : shard * world_size;
+                                        BucketBuffer which, const ReplayMesh& mesh, int rank,
+                                        const std::vector<std::byte>& contents) {
+  const std::int64_t expected_size = bucket_buffer_bytes(bucket, which, mesh);
   if (static_cast<std::int64_t>(contents.size()) != expected_size) {
-    return fmt::format("{}: buffer holds {} elements, expected {}", describe(bucket, bucket_index),
+    return fmt::format("{}: buffer holds {} bytes, expected {}", describe(bucket, bucket_index),
                        contents.size(), expected_size);
   }
+  const int shards = mesh.schedule_dp_shard();
+  const int first_own = mesh.first_virtual_shard();
+  // The data-parallel ranks whose gradients a reduced shard sums.
+  const int first_contributor = bucket.all_reduced ? 0 : mesh.replica * mesh.dp_shard;
+  const int contributors = bucket.all_reduced ? mesh.dp_replicate * mesh.dp_shard : mesh.dp_shard;
   for (const ReplaySlot& replay : bucket.slots) {
     const BufferSlot& slot = replay.slot;
-    auto mismatch = [&](std::int64_t position, std::int64_t element, float expected,
-                        float actual) -> std::optional<std::string> {
-      if (expected == actual) return std::nullopt;
-      return fmt::format(
-          "{}: parameter {} element {} (buffer position {}) on rank {}: expected {}, got {}",
-          describe(bucket, bucket_index), slot.param, element, position, rank, expected, actual);
-    };
-    for (std::int64_t source = 0; source < world_size; ++source) {
+    const std::int64_t size = bytes_per_element(replay.wire);
+    for (int shard = 0; shard < shards; ++shard) {
+      const bool own = shard >= first_own && shard < first_own + mesh.shards_per_rank;
+      if (which == BucketBuffer::kReduced && !own) continue;
       for (std::int64_t j = 0; j < slot.shard_numel; ++j) {
-        const std::int64_t element = source * slot.shard_numel + j;
+        const std::int64_t element = shard * slot.shard_numel + j;
         std::int64_t position = 0;
         float expected = 0;
         switch (which) {
           case BucketBuffer::kGathered:
-            // Rank `source`'s shard lands at source * shard + offset.
-            position = source * shard + slot.offset + j;
-            expected = data_pattern::shard_value(replay, static_cast<int>(source), j);
+            // Shard v lands at v * shard_bytes + byte_offset.
+            position = shard * bucket.shard_bytes + replay.byte_offset + j * size;
+            expected = data_pattern::shard_value(replay, shard, j);
             break;
           case BucketBuffer::kUnsharded:
-            // The full padded parameter at world_size * offset.
-            position = world_size * slot.offset + element;
-            expected = data_pattern::shard_value(replay, static_cast<int>(source), j);
+            // The full padded parameter at shards * byte_offset.
+            position = shards * replay.byte_offset + element * size;
+            expected = data_pattern::shard_value(replay, shard, j);
             break;
           case BucketBuffer::kReduced:
-            if (source != rank) continue;
-            position = slot.offset + j;
+            position = (shard - first_own) * bucket.shard_bytes + replay.byte_offset + j * size;
             expected = element < slot.numel
-                           ? data_pattern::reduced_gradient(world_size, replay.salt, element)
+                           ? data_pattern::gradient_sum(first_contributor, contributors,
+                                                        replay.salt, element)
                            : 0.0f;
             break;
         }
-        if (auto message = mismatch(position, element, expected,
-                                    contents[static_cast<std::size_t>(position)])) {
-          return message;
+        const float actual =
+            data_pattern::decode(replay.wire, contents.data() + static_cast<std::size_t>(position));
+        if (expected != actual) {
+          return fmt::format(
+              "{}: parameter {} element {} (byte {} of the buffer) on rank {}: expected {}, got "
+              "{}",
+              describe(bucket, bucket_index), slot.param, element, position, rank, expected,
+              actual);
         }
       }
     }

@@ -334,6 +334,10 @@ class Replay {
       default:
         break;
     }
+    if (task.kind == TaskKind::kAllReduce) {
+      backend_.all_reduce(stream, task.bucket);
+      return;
+    }
     if (is_collective(task.kind)) {
       // A plan without copy tasks (copy_in_out = false) still needs the data in place.
       if (!has_copy_in_[bucket]) backend_.copy_in(stream, task.bucket);
@@ -358,7 +362,7 @@ std::optional<std::string> check_all_buckets(Backend& backend, const ReplayLayou
             ? std::vector<BucketBuffer>{BucketBuffer::kGathered, BucketBuffer::kUnsharded}
             : std::vector<BucketBuffer>{BucketBuffer::kReduced};
     for (const BucketBuffer which : buffers) {
-      if (auto failure = check_bucket(bucket, index, which, layout.rank, layout.world_size,
+      if (auto failure = check_bucket(bucket, index, which, layout.mesh, layout.rank,
                                       backend.read_bucket(index, which))) {
         return failure;
       }
@@ -417,31 +421,96 @@ void agree_on_errors(const std::optional<Error>& local_error) {
               fmt::format("rank {}{}{}", first, where.empty() ? "" : ": ", where), what, hint);
 }
 
-void check_replayable(const ScheduleFile& schedule, int world_size, const std::string& source) {
-  const JobSpec& job = schedule.job;
+ReplayMesh make_replay_mesh(int rank, int dp_replicate, int dp_shard, int tp, int shards_per_rank) {
+  FSDPTUNE_CHECK(dp_replicate >= 1 && dp_shard >= 1 && tp >= 1 && shards_per_rank >= 1,
+                 "mesh sizes must be positive");
+  FSDPTUNE_CHECK(rank >= 0 && rank < dp_replicate * dp_shard * tp, "rank outside the mesh");
+  ReplayMesh mesh;
+  mesh.dp_replicate = dp_replicate;
+  mesh.dp_shard = dp_shard;
+  mesh.tp = tp;
+  mesh.shards_per_rank = shards_per_rank;
+  mesh.tp_rank = rank % tp;
+  mesh.shard = (rank / tp) % dp_shard;
+  mesh.replica = rank / (tp * dp_shard);
+  return mesh;
+}
+
+ReplayMesh replay_mesh(const ScheduleFile& schedule, int rank, int world_size, bool scale_down,
+                       const std::string& source) {
   if (schedule.pipeline) {
+    // A version 2 schedule (docs/schedule-format.md): per-chunk Programs, no whole-job one.
     throw_bad_input(source + ": pipeline",
-                    "the executor replays one FSDP Program; this is a pipeline schedule "
-                    "(version 2, pp > 1 or microbatches > 1)",
+                    "the executor replays one FSDP Program on every rank; this is a pipeline "
+                    "schedule (version 2, pp > 1 or microbatches > 1) with one per stage and "
+                    "the sends between stages",
                     "tune a schedule with --pp 1 --microbatches 1");
   }
-  if (job.tp != 1 || job.pp != 1 || job.dp_replicate != 1) {
-    throw_bad_input(source + ": job",
-                    fmt::format("the executor replays pure FSDP only (tp = {}, pp = {}, "
-                                "dp_replicate = {})",
-                                job.tp, job.pp, job.dp_replicate),
-                    "tune a schedule with --tp 1 --pp 1 --dp-replicate 1");
+  const JobSpec job = normalize_job(schedule.model, schedule.job);
+  if (job.pp != 1) {
+    throw_bad_input(source + ": job.pp",
+                    fmt::format("pipeline-parallel schedules (pp = {}) are not replayed: the "
+                                "executor runs one Program on every rank, a pipeline needs one "
+                                "per stage and the sends between stages",
+                                job.pp),
+                    "validate the FSDP schedule of one stage: tune it with --pp 1");
   }
-  const Workload workload = workload_of(schedule);
-  const std::int64_t dp_shard = workload.job.dp_shard;
-  if (dp_shard != world_size) {
+  const std::int64_t others = job.dp_replicate * job.tp;  // not scaled down
+  const std::int64_t expected = job.dp_shard * others;
+  if (world_size == expected) {
+    return make_replay_mesh(rank, static_cast<int>(job.dp_replicate),
+                            static_cast<int>(job.dp_shard), static_cast<int>(job.tp), 1);
+  }
+  std::vector<std::string> fitting;  // world sizes a scaled-down replay accepts (< expected)
+  for (std::int64_t shard = 1; shard < job.dp_shard; ++shard) {
+    if (job.dp_shard % shard == 0) fitting.push_back(std::to_string(shard * others));
+  }
+  const std::string mesh =
+      fmt::format("dp_replicate {} x dp_shard {} x tp {}", job.dp_replicate, job.dp_shard, job.tp);
+  if (!scale_down) {
     throw_bad_input(
         source + ": job.dp_shard",
-        fmt::format("the schedule is for {} ranks but {} were started", dp_shard, world_size),
-        fmt::format("run it with mpirun -np {} (or srun -n {})", dp_shard, dp_shard));
+        fmt::format("the schedule is for {} ranks but {} were started ({})", expected, world_size,
+                    mesh),
+        fmt::format("run it with mpirun -np {} (or srun -n {}){}", expected, expected,
+                    fitting.empty() ? std::string()
+                                    : fmt::format(", or add --scale-down to replay it on {} ranks",
+                                                  fmt::join(fitting, ", "))));
   }
+  if (world_size % others != 0 || job.dp_shard % (world_size / others) != 0) {
+    throw_bad_input(source + ": job.dp_shard",
+                    fmt::format("--scale-down keeps dp_replicate and tp and divides dp_shard: "
+                                "{} ranks do not fit {}",
+                                world_size, mesh),
+                    fmt::format("start {}{}{} ranks", fmt::join(fitting, ", "),
+                                fitting.empty() ? "" : " or ", expected));
+  }
+  const auto shard = static_cast<int>(world_size / others);
+  return make_replay_mesh(rank, static_cast<int>(job.dp_replicate), shard, static_cast<int>(job.tp),
+                          static_cast<int>(job.dp_shard / shard));
+}
+
+void check_replayable(const ScheduleFile& schedule, int world_size, const std::string& source,
+                      bool scale_down) {
+  const ReplayMesh mesh = replay_mesh(schedule, 0, world_size, scale_down, source);
+  const Workload workload = workload_of(schedule);
   const Program& program = schedule.program;
   if (program.streams.empty()) throw_bad_input(source + ": program.streams", "no streams");
+  for (std::size_t u = 0; u < workload.units.size(); ++u) {
+    const Unit& unit = workload.units[u];
+    for (const auto* ops : {&unit.forward_ops, &unit.recompute_ops, &unit.backward_ops}) {
+      for (const Op& op : *ops) {
+        if (op.kind != OpKind::kCollective) continue;
+        if (op.group.ranks != mesh.tp || op.collective == CollectiveKind::kSendRecv) {
+          throw_bad_input(fmt::format("{}: job (unit {} op {})", source, unit.name, op.name),
+                          fmt::format("the executor runs tensor-parallel all-gathers, "
+                                      "reduce-scatters and all-reduces over the tp = {} group, "
+                                      "not a {} over {} ranks",
+                                      mesh.tp, to_string(op.collective), op.group.ranks));
+        }
+      }
+    }
+  }
   for (std::size_t b = 0; b < program.buckets.size(); ++b) {
     const BucketLayout& bucket = program.buckets[b];
     const std::string where = fmt::format("{}: program.buckets[{}]", source, b);
@@ -449,9 +518,13 @@ void check_replayable(const ScheduleFile& schedule, int world_size, const std::s
         bucket.kind != CollectiveKind::kReduceScatter) {
       throw_bad_input(where, "the executor replays all-gather and reduce-scatter buckets only");
     }
-    if (bucket.dtype != DType::kBF16 && bucket.dtype != DType::kFP32) {
+    const bool fp8_allowed = bucket.kind == CollectiveKind::kAllGather;
+    if (bucket.dtype != DType::kBF16 && bucket.dtype != DType::kFP32 &&
+        !(fp8_allowed && bucket.dtype == DType::kFP8)) {
       throw_bad_input(where + ".dtype",
-                      "the executor moves bf16 or fp32 only, not " + to_string(bucket.dtype));
+                      fmt::format("the executor moves bf16 or fp32{} only, not {}",
+                                  fp8_allowed ? " (and fp8 for float8 all-gathers)" : "",
+                                  to_string(bucket.dtype)));
     }
   }
   for (const Task& task : program.tasks) {
@@ -463,9 +536,6 @@ void check_replayable(const ScheduleFile& schedule, int world_size, const std::s
       if (dep < 0 || dep >= task.id)
         throw_bad_input(where + ".deps", "a dependency must point back");
     }
-    if (task.kind == TaskKind::kAllReduce) {
-      throw_bad_input(where, "all-reduce tasks (HSDP) are not replayed");
-    }
     if (is_compute(task.kind) && task.kind != TaskKind::kOptimizer &&
         (task.unit < 0 || task.unit >= static_cast<int>(workload.units.size()))) {
       throw_bad_input(where + ".unit", "unknown unit");
@@ -474,44 +544,95 @@ void check_replayable(const ScheduleFile& schedule, int world_size, const std::s
         (task.bucket < 0 || task.bucket >= static_cast<int>(program.buckets.size()))) {
       throw_bad_input(where + ".bucket", "unknown bucket");
     }
+    if (task.kind == TaskKind::kAllReduce &&
+        program.buckets[static_cast<std::size_t>(task.bucket)].kind !=
+            CollectiveKind::kReduceScatter) {
+      throw_bad_input(where + ".bucket",
+                      "an all-reduce (HSDP) must follow a reduce-scatter bucket");
+    }
   }
-  (void)make_replay_layout(schedule, workload, 0, world_size);  // checks parameter names
+  (void)make_replay_layout(schedule, workload, 0, mesh);  // checks parameters and dtypes
 }
 
 ReplayLayout make_replay_layout(const ScheduleFile& schedule, const Workload& workload, int rank,
-                                int world_size) {
+                                const ReplayMesh& mesh) {
   ReplayLayout layout;
   layout.rank = rank;
-  layout.world_size = world_size;
+  layout.world_size = mesh.world_size();
+  layout.mesh = mesh;
   layout.streams = schedule.program.streams;
-  std::map<std::string, std::int64_t> storage;
+  // Each parameter's shards_per_rank consecutive shards, back to back.
+  struct Stored {
+    std::int64_t offset;
+    const Param* param;
+  };
+  std::map<std::string, Stored> storage;
   for (const Unit& unit : workload.units) {
     for (const Param& param : unit.params) {
-      storage.emplace(param.name, layout.shard_storage_elements);
-      layout.shard_storage_elements += param.shard_numel;
+      storage.emplace(param.name, Stored{layout.shard_storage_elements, &param});
+      layout.shard_storage_elements += param.shard_numel * mesh.shards_per_rank;
     }
   }
+  const int shards = mesh.schedule_dp_shard();
   for (std::size_t b = 0; b < schedule.program.buckets.size(); ++b) {
     const BucketLayout& bucket = schedule.program.buckets[b];
-    ReplayBucket replay{bucket.kind, bucket.dtype, bucket.shard_elements, {}};
+    ReplayBucket replay{bucket.kind, bucket.dtype, bucket.shard_elements, 0, {}, false};
+    std::int64_t elements = 0;
     for (const BufferSlot& slot : bucket.slots) {
       const auto found = storage.find(slot.param);
-      if (found == storage.end()) {
-        throw_bad_input(fmt::format("program.buckets[{}].slots", b),
-                        "unknown parameter " + slot.param);
-      }
-      if (slot.offset < 0 || slot.offset + slot.shard_numel > bucket.shard_elements ||
-          slot.numel > slot.shard_numel * world_size) {
-        throw_bad_input(fmt::format("program.buckets[{}].slots ({})", b, slot.param),
+      const std::string where = fmt::format("program.buckets[{}].slots", b);
+      if (found == storage.end()) throw_bad_input(where, "unknown parameter " + slot.param);
+      if (slot.offset != elements || slot.shard_numel < 0 ||
+          slot.offset + slot.shard_numel > bucket.shard_elements ||
+          slot.numel > slot.shard_numel * shards) {
+        throw_bad_input(fmt::format("{} ({})", where, slot.param),
                         "slot outside the bucket's flat buffer");
       }
-      replay.slots.push_back({slot, found->second, data_pattern::param_salt(slot.param)});
+      elements += slot.shard_numel;
+      const Param& param = *found->second.param;
+      const DType wire =
+          bucket.kind == CollectiveKind::kAllGather ? param.gather_dtype : param.reduce_dtype;
+      // Reductions sum in the bucket's dtype: every slot must be in it. An all-gather
+      // moves bytes, so each parameter keeps its own wire dtype (fp8 next to bf16).
+      if (wire != DType::kBF16 && wire != DType::kFP32 && wire != DType::kFP8) {
+        throw_bad_input(fmt::format("{} ({})", where, slot.param),
+                        "the executor moves bf16, fp32 or fp8 only, not " + to_string(wire));
+      }
+      if (bucket.kind != CollectiveKind::kAllGather && wire != bucket.dtype) {
+        throw_bad_input(fmt::format("program.buckets[{}].dtype", b),
+                        fmt::format("a reduce-scatter bucket of {} holds {} gradients ({})",
+                                    to_string(bucket.dtype), to_string(wire), slot.param));
+      }
+      replay.slots.push_back({slot, wire, replay.shard_bytes, found->second.offset,
+                              data_pattern::param_salt(slot.param)});
+      replay.shard_bytes += slot.shard_numel * bytes_per_element(wire);
+    }
+    if (elements != bucket.shard_elements) {
+      throw_bad_input(
+          fmt::format("program.buckets[{}].shard_elements", b),
+          fmt::format("{} elements per shard, its slots hold {}", bucket.shard_elements, elements));
+    }
+    if (bucket.kind == CollectiveKind::kAllGather && !replay.slots.empty()) {
+      // The lowering names the wire dtype when the parameters agree on one.
+      const DType first = replay.slots.front().wire;
+      const bool uniform = std::all_of(replay.slots.begin(), replay.slots.end(),
+                                       [&](const ReplaySlot& s) { return s.wire == first; });
+      if (uniform && bucket.dtype != first) {
+        throw_bad_input(fmt::format("program.buckets[{}].dtype", b),
+                        fmt::format("the bucket says {} but its parameters are gathered in {}",
+                                    to_string(bucket.dtype), to_string(first)));
+      }
     }
     layout.buckets.push_back(std::move(replay));
   }
-  // Parameter and gradient fp32 shards live in the persistent state.
-  layout.persistent_bytes =
-      std::max(schedule.program.persistent_bytes, 2 * 4 * layout.shard_storage_elements);
+  for (const Task& task : schedule.program.tasks) {
+    if (task.kind == TaskKind::kAllReduce && task.bucket >= 0 &&
+        task.bucket < static_cast<int>(layout.buckets.size())) {
+      layout.buckets[static_cast<std::size_t>(task.bucket)].all_reduced = true;
+    }
+  }
+  // Tracked as scheduled; the shard storage lives inside it when it fits (backend.hpp).
+  layout.persistent_bytes = schedule.program.persistent_bytes;
   return layout;
 }
 
@@ -534,7 +655,8 @@ MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& opti
 
   // Setting up the backend is local: agree on its outcome before the replay.
   const Workload workload = workload_of(schedule);
-  const ReplayLayout layout = make_replay_layout(schedule, workload, rank, world);
+  const ReplayMesh mesh = replay_mesh(schedule, rank, world, options.scale_down, "schedule");
+  const ReplayLayout layout = make_replay_layout(schedule, workload, rank, mesh);
   std::unique_ptr<Backend> backend;
   std::optional<Error> setup_error;
   try {
@@ -576,12 +698,17 @@ MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& opti
       if (checking) {
         if (options.corrupt_bucket >= 0 &&
             options.corrupt_bucket < static_cast<int>(layout.buckets.size()) && rank == world - 1) {
+          // The first element of the bucket's first parameter, in its wire dtype (1000
+          // saturates to 448 in fp8: still no data pattern value).
           const auto& bucket = layout.buckets[static_cast<std::size_t>(options.corrupt_bucket)];
-          backend->corrupt_bucket(
-              options.corrupt_bucket,
-              bucket.kind == CollectiveKind::kAllGather ? BucketBuffer::kGathered
-                                                        : BucketBuffer::kReduced,
-              bucket.slots.empty() ? 0 : bucket.slots.front().slot.offset, 1000.0f);
+          const DType wire = bucket.slots.empty() ? bucket.dtype : bucket.slots.front().wire;
+          std::vector<std::byte> bytes(static_cast<std::size_t>(bytes_per_element(wire)));
+          data_pattern::encode(wire, 1000.0f, bytes.data());
+          backend->overwrite_bucket(options.corrupt_bucket,
+                                    bucket.kind == CollectiveKind::kAllGather
+                                        ? BucketBuffer::kGathered
+                                        : BucketBuffer::kReduced,
+                                    0, bytes);
         }
         watchdog.beat("checking data");
         std::optional<Error> failure;
@@ -605,6 +732,10 @@ MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& opti
     measured.schedule_hash = hash;
     measured.backend = backend->name();
     measured.world_size = world;
+    measured.dp_replicate = mesh.dp_replicate;
+    measured.dp_shard = mesh.dp_shard;
+    measured.tp = mesh.tp;
+    measured.shards_per_rank = mesh.shards_per_rank;
     measured.iterations = options.iterations;
     measured.warmup = options.warmup;
     measured.data_checked = options.check_data;

@@ -4,17 +4,31 @@
 // synchronize(). The cpu backend emulates this with one worker thread per stream and MPI
 // collectives; the cuda backend is CUDA streams, events, cuBLAS and NCCL.
 //
+// Groups: the run's mesh is [dp_replicate, dp_shard, tp] with tp innermost (torchtitan;
+// ReplayMesh). FSDP bucket collectives run over the shard group, the HSDP all-reduce over
+// the replica group, the TP collectives inside compute ops over the TP group; each stream
+// has its own communicator of each group (collectives on one communicator are issued in
+// the same order on every rank, which holds within a stream).
+//
+// Virtual shards (--scale-down): a rank may hold `shards_per_rank` consecutive shards of
+// the schedule's dp_shard ("virtual ranks"). Each bucket's flat buffers are then laid out
+// exactly as in the schedule -- virtual rank v's shard at v * shard_bytes -- and a rank
+// contributes its shards_per_rank shards to every collective.
+//
 // Buffers: the backend owns, per rank,
-//   - the persistent state (ReplayLayout::persistent_bytes, tracked): the fp32 master
-//     parameter shards and the fp32 gradient shards live at its start;
+//   - the persistent state (ReplayLayout::persistent_bytes, tracked) and the fp32 master
+//     parameter shards and fp32 gradient shards (shard_storage_elements each; at the start
+//     of the persistent state when they fit, else in an untracked buffer counted as
+//     staging);
 //   - per bucket, the flat buffers its collective runs on (staging, untracked: allocated
-//     once in prepare(), reported as staging_bytes): all-gather send [shard] -> receive
-//     [shard * ranks] -> unsharded parameters [shard * ranks]; reduce-scatter send
-//     [shard * ranks] -> receive [shard];
+//     once in prepare(), reported as staging_bytes), V = schedule dp_shard, k =
+//     shards_per_rank: all-gather send [k * shard] -> receive [V * shard] -> unsharded
+//     parameters [V * shard]; reduce-scatter send [V * shard] -> receive [k * shard];
 //   - blocks allocated and released by the schedule's memory events (tracked).
 // peak_tracked_bytes() is the high-water mark of the tracked bytes.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -26,30 +40,65 @@
 
 namespace fsdptune {
 
-// A bucket's parameters with where their fp32 shards live in the persistent state.
+// The run's device mesh and this rank's place in it: rank = (replica * dp_shard + shard)
+// * tp + tp_rank (torchtitan's [dp_replicate, dp_shard, tp], tp innermost).
+struct ReplayMesh {
+  int dp_replicate = 1;
+  int dp_shard = 1;  // ranks of one shard group in this run
+  int tp = 1;
+  // Shards of the schedule's dp_shard each rank holds: schedule dp_shard = dp_shard *
+  // shards_per_rank; > 1 only with --scale-down.
+  int shards_per_rank = 1;
+  int replica = 0;
+  int shard = 0;
+  int tp_rank = 0;
+
+  int world_size() const { return dp_replicate * dp_shard * tp; }
+  int schedule_dp_shard() const { return dp_shard * shards_per_rank; }
+  int first_virtual_shard() const { return shard * shards_per_rank; }
+  // Whose gradient pattern this rank writes (data_pattern::gradient_value): its
+  // data-parallel index replica * dp_shard + shard. TP ranks of one DP index agree.
+  int data_parallel_rank() const { return replica * dp_shard + shard; }
+  bool operator==(const ReplayMesh&) const = default;
+};
+// REQUIRES: 0 <= rank < dp_replicate * dp_shard * tp, all sizes >= 1.
+ReplayMesh make_replay_mesh(int rank, int dp_replicate, int dp_shard, int tp, int shards_per_rank);
+
+// A bucket's parameters with where their fp32 shards live in the shard storage.
 struct ReplaySlot {
-  BufferSlot slot;                  // layout in the bucket's flat buffer
-  std::int64_t storage_offset = 0;  // elements, into the fp32 parameter / gradient shards
+  BufferSlot slot;                  // layout in the bucket's flat buffer (elements)
+  DType wire = DType::kBF16;        // this parameter's dtype on the wire (fp8: 1 byte)
+  std::int64_t byte_offset = 0;     // within one shard of the flat buffer
+  std::int64_t storage_offset = 0;  // elements, into the fp32 parameter / gradient storage:
+                                    // the rank's shards_per_rank shards back to back
   std::uint32_t salt = 0;           // data_pattern::param_salt(slot.param)
   bool operator==(const ReplaySlot&) const = default;
 };
 
 struct ReplayBucket {
   CollectiveKind kind = CollectiveKind::kAllGather;
-  DType dtype = DType::kBF16;       // element type on the wire
-  std::int64_t shard_elements = 0;  // per rank
+  // Element type of the reduction (reduce-scatter, all-reduce: every slot's wire dtype);
+  // an all-gather moves bytes and each slot has its own wire dtype (float8 buckets mix fp8
+  // linears with bf16 norms).
+  DType dtype = DType::kBF16;
+  std::int64_t shard_elements = 0;  // per (virtual) shard
+  std::int64_t shard_bytes = 0;     // per (virtual) shard: sum of shard_numel * wire bytes
   std::vector<ReplaySlot> slots;
+  // Reduce-scatter: an HSDP all-reduce of the reduced shard across the replica group
+  // follows in the Program (a kAllReduce task of this bucket).
+  bool all_reduced = false;
   bool operator==(const ReplayBucket&) const = default;
 };
 
 // Everything a backend needs before the first enqueue.
 struct ReplayLayout {
-  int rank = 0;
+  int rank = 0;  // in MPI_COMM_WORLD
   int world_size = 1;
+  ReplayMesh mesh;
   std::vector<Stream> streams;
   std::vector<ReplayBucket> buckets;        // index = Program bucket index
-  std::int64_t shard_storage_elements = 0;  // fp32 elements of all parameter shards
-  std::int64_t persistent_bytes = 0;        // >= 2 * 4 * shard_storage_elements
+  std::int64_t shard_storage_elements = 0;  // fp32 elements of this rank's parameter shards
+  std::int64_t persistent_bytes = 0;        // tracked: the schedule's program.persistent_bytes
   bool operator==(const ReplayLayout&) const = default;
 };
 
@@ -58,7 +107,8 @@ enum class BucketBuffer {
   kGathered,   // all-gather receive: [shard * ranks] in the collective's layout
   kUnsharded,  // all-gather copy-out destination: each parameter's full tensor, padded,
                // parameter of slot s at ranks * s.offset
-  kReduced,    // reduce-scatter receive: this rank's [shard]
+  kReduced,    // reduce-scatter receive: this rank's [shards_per_rank * shard] (after the
+               // HSDP all-reduce when the bucket has one)
 };
 
 using EventId = int;
@@ -77,13 +127,19 @@ class Backend {
   virtual void prepare(const ReplayLayout& layout) = 0;
 
   // --- work, enqueued on `stream` (index into ReplayLayout::streams) ---
+  // Compute ops with the op kernels; OpKind::kCollective ops (tensor parallelism) as real
+  // collectives of op.bytes (the full buffer) over the TP group, on scratch buffers.
   virtual void run_ops(int stream, const std::vector<Op>& ops) = 0;
   // All-gather bucket: parameter shards (fp32) -> send buffer in the bucket's dtype.
   // Reduce-scatter bucket: writes this rank's unsharded gradients
   // (data_pattern::gradient_value) into the send buffer in the bucket layout.
   virtual void copy_in(int stream, int bucket) = 0;
-  // The bucket's collective: MPI or NCCL all-gather / reduce-scatter (sum).
+  // The bucket's collective over the shard group: MPI or NCCL all-gather / reduce-scatter
+  // (sum).
   virtual void collective(int stream, int bucket) = 0;
+  // HSDP: the reduce-scatter bucket's receive buffer all-reduced (sum, in place) across
+  // the replica group.
+  virtual void all_reduce(int stream, int bucket) = 0;
   // All-gather: receive buffer -> unsharded parameters. Reduce-scatter: receive buffer
   // added into the fp32 gradient shards.
   virtual void copy_out(int stream, int bucket) = 0;
@@ -111,19 +167,22 @@ class Backend {
   virtual std::int64_t staging_bytes() const = 0;
   virtual std::int64_t kernel_workspace_bytes() const = 0;
 
-  // Decoded to float. REQUIRES: synchronize() returned.
-  virtual std::vector<float> read_bucket(int bucket, BucketBuffer which) = 0;
-  // Overwrites one element of a bucket buffer (fault injection for tests of the checks).
-  virtual void corrupt_bucket(int bucket, BucketBuffer which, std::int64_t element,
-                              float value) = 0;
+  // The raw bytes of a bucket buffer (decode with decode_bucket, data_check.hpp).
+  // REQUIRES: synchronize() returned.
+  virtual std::vector<std::byte> read_bucket(int bucket, BucketBuffer which) = 0;
+  // Overwrites bytes of a bucket buffer at `byte_offset` (fault injection for tests of the
+  // checks). REQUIRES: synchronize() returned, the bytes inside the buffer.
+  virtual void overwrite_bucket(int bucket, BucketBuffer which, std::int64_t byte_offset,
+                                const std::vector<std::byte>& bytes) = 0;
 };
 
-// The cpu backend: worker threads per stream, Eigen kernels, MPI collectives on one
-// duplicated communicator per stream. REQUIRES: MPI initialized with
+// The cpu backend: worker threads per stream, Eigen kernels, MPI collectives on
+// communicators split from MPI_COMM_WORLD per group and stream. REQUIRES: MPI initialized with
 // MPI_THREAD_MULTIPLE (or a world of one rank).
 std::unique_ptr<Backend> make_cpu_backend();
 // The cuda backend on `device`: CUDA streams and events, cuBLAS kernels, NCCL
-// communicators (one per stream, unique ids broadcast over MPI), memory events from a
+// communicators (per stream one of the world, unique id broadcast over MPI, split with
+// ncclCommSplit into the shard, replica and TP groups), memory events from a
 // cudaMallocAsync pool. Throws Error(kRuntime) when built without CUDA or no device.
 std::unique_ptr<Backend> make_cuda_backend(int device);
 // CUDA devices visible; 0 when built without CUDA.

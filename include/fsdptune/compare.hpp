@@ -37,18 +37,33 @@ struct Comparison {
   std::string schedule_hash;
   std::string backend;
   std::int64_t world_size = 0;
+  // The run's mesh (MeasuredResult): shards_per_rank > 1 is a scaled-down replay.
+  std::int64_t dp_replicate = 1;
+  std::int64_t dp_shard = 0;
+  std::int64_t tp = 1;
+  std::int64_t shards_per_rank = 1;
+  std::int64_t schedule_dp_shard = 0;
+  // What a scaled-down replay keeps (docs/validation.md "Scaled-down replay"): each rank's
+  // compute, memory events and collective buffers, so compute_s and peak memory compare
+  // as usual. Its FSDP collectives run over dp_shard instead of schedule_dp_shard ranks,
+  // each rank sending shards_per_rank times the bytes: step time, exposed communication
+  // and communication task times are not the prediction's and are marked so.
+  bool communication_comparable = true;
   bool data_checked = false;
   ComparedValue step_time_s;
   ComparedValue compute_s;
   ComparedValue exposed_comm_s;
   ComparedValue peak_allocated_bytes;
-  // Tasks by |measured - predicted duration|, largest first (ties by task id).
+  // Tasks by |measured - predicted duration|, largest first (ties by task id); with
+  // communication_comparable false only compute tasks (forward, recompute, backward,
+  // optimizer and the compute stream's copies) are ranked.
   std::vector<TaskDifference> tasks_differing_most;
   bool operator==(const Comparison&) const = default;
 };
 
 // Throws Error(kBadInput) naming `measured_source` when the measurement is of another
-// schedule (hash) or has a different number of tasks. Predicted task times are the
+// schedule (hash), has a different number of tasks or a mesh that does not replay the
+// schedule's (tp, dp_replicate, dp_shard * shards_per_rank). Predicted task times are the
 // schedule's simulated timings (the standalone task durations where it has none).
 Comparison compare(const ScheduleFile& schedule, const MeasuredResult& measured,
                    const std::string& measured_source, int top_tasks = 10);

@@ -1,10 +1,12 @@
 // --check-data: the deterministic contents the executor puts in parameters and gradients,
 // and the checks of what the collectives delivered (DESIGN.md "Validation").
 //
-// Values are small integers, exact in bf16 (8 significant bits) and fp32, and sums over up
-// to 32 ranks stay exact, so a check compares for equality.
+// Values are small integers, exact in their wire dtype (bf16 / fp32, and fp8 e4m3 for
+// float8 all-gathers), and gradient sums over up to 32 ranks stay exact, so a check
+// compares for equality.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -16,30 +18,51 @@ namespace fsdptune::data_pattern {
 
 // FNV-1a of the parameter name, mod 251.
 std::uint32_t param_salt(const std::string& param);
-// Element `index` of the full (unsharded, TP-local) parameter: in [-125, 125].
-float param_value(std::uint32_t salt, std::int64_t index);
-// Element `index` of rank `rank`'s unsharded gradient of the parameter: in [-8, 8].
+// Element `index` of the full (unsharded, TP-local) parameter, exact in its wire dtype:
+// ((salt + 7 index) mod 251) - 125 in [-125, 125] for bf16 and fp32 (8 significant bits);
+// ((salt + 7 index) mod 33) - 16 in [-16, 16] for fp8 e4m3 (every integer up to 16 is
+// exact with 3 mantissa bits).
+float param_value(std::uint32_t salt, std::int64_t index, DType wire = DType::kBF16);
+// Element `index` of the unsharded gradient of the parameter written by data-parallel
+// rank `rank` (ReplayMesh::data_parallel_rank): in [-8, 8].
 float gradient_value(int rank, std::uint32_t salt, std::int64_t index);
+// Sum of gradient_value over ranks first_rank .. first_rank + ranks - 1.
+float gradient_sum(int first_rank, int ranks, std::uint32_t salt, std::int64_t index);
 // Sum over ranks 0..world_size-1 of gradient_value.
 float reduced_gradient(int world_size, std::uint32_t salt, std::int64_t index);
 
-// Element j of `rank`'s shard of a parameter with `numel` elements and `shard_numel`
-// per rank: param_value at rank * shard_numel + j, 0 in the padding.
-float shard_value(const ReplaySlot& slot, int rank, std::int64_t j);
+// Element j of shard `shard` (a virtual rank of the schedule's dp_shard) of a parameter:
+// param_value(salt, shard * shard_numel + j, slot.wire), 0 in the padding.
+float shard_value(const ReplaySlot& slot, int shard, std::int64_t j);
 
 // fp32 <-> the 16-bit wire formats (round to nearest even).
 std::uint16_t to_bf16(float value);
 float from_bf16(std::uint16_t bits);
+// fp32 <-> float8 e4m3 ("e4m3fn": bias 7, no infinities, max 448; what torchao's float8
+// all-gather sends): round to nearest even, saturating at +-448; NaN -> 0x7F.
+std::uint8_t to_fp8_e4m3(float value);
+float from_fp8_e4m3(std::uint8_t bits);
+// One element in `dtype` (bf16, fp32 or fp8 e4m3) at `data`: bytes_per_element(dtype).
+void encode(DType dtype, float value, std::byte* data);
+float decode(DType dtype, const std::byte* data);
 
 }  // namespace fsdptune::data_pattern
 
 namespace fsdptune {
 
-// The first mismatch in a bucket buffer read back after the collective (see
-// BucketBuffer), naming the bucket, the parameter, the element and the two values;
-// nullopt when every element is as expected. `bucket_index` is only used in the message.
+// Bytes of a bucket buffer on a rank of `mesh` (BucketBuffer; see backend.hpp).
+std::int64_t bucket_buffer_bytes(const ReplayBucket& bucket, BucketBuffer which,
+                                 const ReplayMesh& mesh);
+
+// The first mismatch in a bucket buffer read back after the step (raw bytes, see
+// BucketBuffer), naming the bucket, the parameter, the element, the byte and the two
+// values; nullopt when every element is as expected. Gathered and unsharded buffers must
+// hold every shard of the schedule's dp_shard; a reduced shard the sum of the gradients
+// of the shard group's data-parallel ranks, or of all of them (dp_replicate * dp_shard)
+// when the bucket is all-reduced across replicas. `bucket_index` and `rank` are only used
+// in the message.
 std::optional<std::string> check_bucket(const ReplayBucket& bucket, int bucket_index,
-                                        BucketBuffer which, int rank, int world_size,
-                                        const std::vector<float>& contents);
+                                        BucketBuffer which, const ReplayMesh& mesh, int rank,
+                                        const std::vector<std::byte>& contents);
 
 }  // namespace fsdptune

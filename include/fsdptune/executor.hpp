@@ -22,6 +22,10 @@ struct ExecutorOptions {
   bool check_data = false;
   // A rank that makes no progress for this long aborts every rank (MPI_Abort).
   double timeout_s = 300;
+  // Replay a schedule for a larger dp_shard on fewer ranks (docs/validation.md "Scaled-down
+  // replay"): the world is dp_replicate * tp * a divisor of dp_shard, each rank holding
+  // dp_shard / that shards.
+  bool scale_down = false;
   std::string command;  // recorded in measured.json
   // Test hooks. stall_rank: that rank stops responding before the first step.
   // corrupt_bucket: before the checks, overwrite one element of that bucket's buffer.
@@ -51,14 +55,26 @@ class MpiSession {
 // error of the lowest failing rank, its `where` prefixed with "rank r: ".
 void agree_on_errors(const std::optional<Error>& local_error);
 
-// Throws Error(kBadInput) naming `source` and the field when this executor cannot replay
-// the schedule on `world_size` ranks: world size != dp_shard, tp / pp / dp_replicate > 1,
-// dtypes other than bf16 / fp32 on the wire, unknown tasks, units or parameters.
-void check_replayable(const ScheduleFile& schedule, int world_size, const std::string& source);
+// The run's mesh for `rank` of `world_size`: the schedule's [dp_replicate, dp_shard, tp]
+// when world_size is their product; with `scale_down`, dp_shard divided by the factor that
+// makes the product world_size (which must divide dp_shard). Throws Error(kBadInput)
+// naming `source` and job.dp_shard (with the world sizes that would work) otherwise, and
+// job.pp for pipeline-parallel schedules (not replayed: they need one Program per stage
+// and point-to-point sends).
+ReplayMesh replay_mesh(const ScheduleFile& schedule, int rank, int world_size, bool scale_down,
+                       const std::string& source);
 
-// The buckets with their parameters' storage offsets, for `rank` of `world_size`.
+// Throws Error(kBadInput) naming `source` and the field when this executor cannot replay
+// the schedule on `world_size` ranks: no mesh (replay_mesh), wire dtypes other than bf16 /
+// fp32 (and fp8 for float8 all-gathers), unknown tasks, units or parameters, TP
+// collectives whose group is not the job's tp.
+void check_replayable(const ScheduleFile& schedule, int world_size, const std::string& source,
+                      bool scale_down = false);
+
+// The buckets with their parameters' wire dtypes, byte offsets and storage offsets, for
+// `rank` of the run's `mesh` (rank = MPI_COMM_WORLD rank).
 ReplayLayout make_replay_layout(const ScheduleFile& schedule, const Workload& workload, int rank,
-                                int world_size);
+                                const ReplayMesh& mesh);
 
 // Replays the schedule (check step, warm-up, measured steps) on every rank after they
 // agreed on the schedule hash. Returns the measured result; complete on rank 0 (others

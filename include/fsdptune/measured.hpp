@@ -2,6 +2,7 @@
 // as the prediction, so compare can put them side by side task by task.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -13,13 +14,24 @@
 
 namespace fsdptune {
 
-inline constexpr int kMeasuredFormatVersion = 1;
+// 2 added the run's mesh (dp_replicate, dp_shard, tp, shards_per_rank); version 1 files
+// are still read (a mesh of world_size shard ranks).
+inline constexpr int kMeasuredFormatVersion = 2;
 
 struct MeasuredResult {
   int version = kMeasuredFormatVersion;
-  std::string schedule_hash;  // schedule_hash() of the schedule replayed
-  std::string backend;        // "cpu" or "cuda"
-  std::int64_t world_size = 0;
+  std::string schedule_hash;    // schedule_hash() of the schedule replayed
+  std::string backend;          // "cpu" or "cuda"
+  std::int64_t world_size = 0;  // = dp_replicate * dp_shard * tp
+  // The run's mesh. shards_per_rank > 1: a scaled-down replay (--scale-down) of a schedule
+  // for dp_shard * shards_per_rank shard ranks.
+  std::int64_t dp_replicate = 1;
+  std::int64_t dp_shard = 0;  // 0: not set, world_size / (dp_replicate * tp) (shard_ranks)
+  std::int64_t tp = 1;
+  std::int64_t shards_per_rank = 1;
+  std::int64_t shard_ranks() const {
+    return dp_shard > 0 ? dp_shard : world_size / std::max<std::int64_t>(1, dp_replicate * tp);
+  }
   std::int64_t iterations = 0;  // measured (after warm-up)
   std::int64_t warmup = 0;
   bool data_checked = false;         // ran with --check-data and every check passed

@@ -45,16 +45,17 @@ void run_validate(const ValidateArgs& args) {
     throw_bad_input("--backend", "unknown backend '" + options.backend + "'", "cpu or cuda");
   }
   options.command =
-      fmt::format("fsdptune validate {} --backend {} --iters {} --warmup {}{} --out {}",
+      fmt::format("fsdptune validate {} --backend {} --iters {} --warmup {}{}{} --out {}",
                   args.schedule, options.backend, options.iterations, options.warmup,
-                  options.check_data ? " --check-data" : "", args.out);
+                  options.check_data ? " --check-data" : "",
+                  options.scale_down ? " --scale-down" : "", args.out);
 
   MpiSession mpi;
   ScheduleFile schedule;
   std::optional<Error> load_error;
   try {
     schedule = load_schedule(args.schedule);
-    check_replayable(schedule, mpi.world_size(), args.schedule);
+    check_replayable(schedule, mpi.world_size(), args.schedule, options.scale_down);
   } catch (const Error& e) {
     load_error = e;
   }
@@ -64,11 +65,15 @@ void run_validate(const ValidateArgs& args) {
   if (mpi.rank() != 0) return;
   // Only rank 0 writes, and only after every rank finished: no partial measured.json.
   write_file_atomically(args.out, dump_json(measured_to_json(measured)));
+  const std::string mesh =
+      measured.shards_per_rank > 1
+          ? fmt::format(" (scaled down: {} shards per rank)", measured.shards_per_rank)
+          : "";
   fmt::print(
-      "validated {} on {} rank(s), backend {}: step {} (median of {}), compute {}, "
+      "validated {} on {} rank(s){}, backend {}: step {} (median of {}), compute {}, "
       "exposed comm {}, peak {}{}\nwrote {}\n",
-      args.schedule, measured.world_size, measured.backend, format_seconds(measured.step_time_s),
-      measured.iterations, format_seconds(measured.compute_s),
+      args.schedule, measured.world_size, mesh, measured.backend,
+      format_seconds(measured.step_time_s), measured.iterations, format_seconds(measured.compute_s),
       format_seconds(measured.exposed_comm_s), format_bytes(measured.peak_allocated_bytes),
       measured.data_checked ? ", data checked" : "", args.out);
 }
@@ -104,6 +109,10 @@ void register_validate_commands(CLI::App& app) {
   validate->add_flag("--check-data", validate_args->options.check_data,
                      "check every bucket's gathered parameters and reduced gradients in one "
                      "extra step before the warm-up");
+  validate->add_flag("--scale-down", validate_args->options.scale_down,
+                     "replay a schedule for a larger dp_shard on fewer ranks (a divisor of "
+                     "dp_shard times dp_replicate x tp), each rank holding several shards "
+                     "(docs/validation.md)");
   validate
       ->add_option("--timeout", validate_args->options.timeout_s,
                    "seconds without progress after which every rank aborts")

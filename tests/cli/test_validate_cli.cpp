@@ -46,6 +46,35 @@ const std::string& tiny_schedule() {
 
 bool exists(const std::string& path) { return std::filesystem::exists(path); }
 
+// A tuned tiny schedule for `job` (e.g. "--gpus 2 --tp 2"), written to `dir`.
+std::string tuned_tiny(const std::string& dir, const std::string& name, const std::string& job) {
+  const std::string out = dir + "/" + name + ".json";
+  const auto result =
+      run_fsdptune("tune --model tiny " + job +
+                   " --batch 1 --seq 128 --hardware h100-sxm --max-evaluations 20 --out " + out);
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  return out;
+}
+
+// mpirun -np `ranks` validate --check-data of `schedule` (plus `flags`); the measurement.
+MeasuredResult validate_checked(const std::string& schedule, int ranks, const std::string& flags) {
+  const std::string measured_path = schedule + ".measured.json";
+  const auto run = run_command(mpirun(ranks) + binary() + " validate " + schedule +
+                               " --backend cpu --iters 2 --warmup 0 --check-data " + flags +
+                               " --out " + measured_path);
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  CHECK_THAT(run.out, Catch::Contains("data checked"));
+  const MeasuredResult measured = measured_from_json(read_json_file(measured_path), measured_path);
+  CHECK(measured.data_checked);
+  CHECK(measured.world_size == ranks);
+  const auto compared = run_fsdptune("compare " + schedule + " " + measured_path + " --json");
+  INFO(compared.err);
+  CHECK(compared.exit_code == 0);
+  return measured;
+}
+
 }  // namespace
 
 TEST_CASE("validate replays a tuned tiny schedule on 2 cpu ranks with --check-data",
@@ -183,4 +212,56 @@ TEST_CASE("validate and compare reject bad flags and files", "[cli][validate]") 
   run = run_fsdptune("compare " + tiny_schedule() + " " + dir + "/m.json");
   CHECK(run.exit_code == 2);
   CHECK_THAT(run.err, Catch::Contains("m.json: schedule_hash"));
+}
+
+TEST_CASE("validate --scale-down replays a dp_shard 8 schedule on 2 ranks with --check-data",
+          "[cli][validate]") {
+  const std::string dir = make_temp_dir("fsdptune-validate");
+  const std::string schedule = tuned_tiny(dir, "dp8", "--gpus 8 --gpus-per-node 8");
+  // Without the flag the world size is refused, and the hint names the flag.
+  const auto refused = run_command(mpirun(2) + binary() + " validate " + schedule +
+                                   " --iters 1 --warmup 0 --out " + dir + "/m.json");
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.err, Catch::Contains("job.dp_shard") && Catch::Contains("--scale-down"));
+  CHECK_FALSE(exists(dir + "/m.json"));
+
+  const MeasuredResult measured = validate_checked(schedule, 2, "--scale-down");
+  CHECK(measured.dp_shard == 2);
+  CHECK(measured.shards_per_rank == 4);
+  CHECK_THAT(measured.environment.at("command"), Catch::Contains("--scale-down"));
+  const auto table = run_fsdptune("compare " + schedule + " " + schedule + ".measured.json");
+  CHECK(table.exit_code == 0);
+  CHECK_THAT(table.out, Catch::Contains("scaled down: dp_shard 2 of the schedule's 8") &&
+                            Catch::Contains("compute tasks differing most"));
+}
+
+TEST_CASE("validate replays HSDP (2 replicas x 1 shard) with the replica all-reduce checked",
+          "[cli][validate]") {
+  const std::string dir = make_temp_dir("fsdptune-validate");
+  const MeasuredResult measured = validate_checked(
+      tuned_tiny(dir, "hsdp", "--gpus 2 --gpus-per-node 2 --dp-replicate 2"), 2, "");
+  CHECK(measured.dp_replicate == 2);
+  CHECK(measured.dp_shard == 1);
+}
+
+TEST_CASE("validate replays tensor parallelism (tp 2) with its activation collectives",
+          "[cli][validate]") {
+  const std::string dir = make_temp_dir("fsdptune-validate");
+  const MeasuredResult measured =
+      validate_checked(tuned_tiny(dir, "tp2", "--gpus 2 --gpus-per-node 2 --tp 2"), 2, "");
+  CHECK(measured.tp == 2);
+  CHECK(measured.dp_shard == 1);
+  // The TP collectives ran on scratch buffers: counted with the kernel workspace.
+  CHECK(std::stoll(measured.environment.at("kernel_workspace_bytes")) > 0);
+}
+
+TEST_CASE("validate replays float8 all-gathers (fp8 on the wire) exactly with --check-data",
+          "[cli][validate]") {
+  const std::string dir = make_temp_dir("fsdptune-validate");
+  // float8 with HSDP scaled down: 2 replicas x dp_shard 2 of the schedule on 2 ranks.
+  const MeasuredResult measured = validate_checked(
+      tuned_tiny(dir, "fp8", "--gpus 4 --gpus-per-node 4 --dp-replicate 2 --float8"), 2,
+      "--scale-down");
+  CHECK(measured.dp_replicate == 2);
+  CHECK(measured.shards_per_rank == 2);
 }

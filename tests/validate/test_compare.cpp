@@ -12,6 +12,7 @@ namespace {
 // Three tasks predicted at [0, 1], [1, 3], [0, 0.5] ms.
 ScheduleFile small_schedule() {
   ScheduleFile schedule;
+  schedule.job.gpus = 2;  // dp_shard 2
   schedule.program.streams = {{"compute", StreamRole::kCompute}, {"comm", StreamRole::kAllGather}};
   for (int i = 0; i < 3; ++i) {
     Task task;
@@ -91,4 +92,34 @@ TEST_CASE("compare refuses a measurement of another schedule", "[compare]") {
   measured = measurement_of(schedule);
   measured.timings.pop_back();
   CHECK_THROWS_AS(compare(schedule, measured, "m.json"), Error);
+}
+
+TEST_CASE("compare marks a scaled-down replay's communication as not comparable", "[compare]") {
+  ScheduleFile schedule = small_schedule();
+  schedule.job.gpus = 8;  // dp_shard 8, replayed on 2 ranks with 4 shards each
+  MeasuredResult measured = measurement_of(schedule);
+  measured.dp_shard = 2;
+  measured.shards_per_rank = 4;
+  const Comparison c = compare(schedule, measured, "m.json", 10);
+  CHECK_FALSE(c.communication_comparable);
+  CHECK(c.schedule_dp_shard == 8);
+  // Only the compute stream's tasks 0 and 1 are ranked; the all-gather (task 2) is not.
+  REQUIRE(c.tasks_differing_most.size() == 2);
+  CHECK(c.tasks_differing_most[0].task == 0);
+  CHECK(c.tasks_differing_most[1].task == 1);
+  const auto json = comparison_to_json(c);
+  CHECK(json.at("communication_comparable") == false);
+  CHECK(json.at("mesh").at("shards_per_rank") == 4);
+  std::ostringstream text;
+  print_comparison(text, c);
+  CHECK_THAT(text.str(), Catch::Contains("scaled down: dp_shard 2 of the schedule's 8") &&
+                             Catch::Contains("step time (*)"));
+  // A mesh that does not replay the schedule (2 x 2 shards != 8) names the field.
+  measured.shards_per_rank = 2;
+  try {
+    compare(schedule, measured, "m.json", 10);
+    FAIL("accepted");
+  } catch (const Error& e) {
+    CHECK(e.where() == "m.json: mesh");
+  }
 }

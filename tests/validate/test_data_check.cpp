@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <set>
 
 #include "fsdptune/data_check.hpp"
@@ -8,15 +9,18 @@ using namespace fsdptune;
 
 namespace {
 
-// Two parameters in one bucket over 2 ranks: "a" with 5 elements (padded to 6, 3 per
-// rank) at offset 0 and "b" with 4 elements (2 per rank) at offset 3: 5 elements per rank.
+// Two parameters in one bucket over 2 shards: "a" with 5 elements (padded to 6, 3 per
+// shard) at offset 0 and "b" with 4 elements (2 per shard) at offset 3: 5 elements per
+// shard, all in `dtype` (bf16: 10 bytes per shard).
 ReplaySlot make_slot(const std::string& param, std::int64_t offset, std::int64_t shard_numel,
-                     std::int64_t numel, std::int64_t storage_offset) {
+                     std::int64_t numel, std::int64_t storage_offset, DType wire) {
   ReplaySlot slot;
   slot.slot.param = param;
   slot.slot.offset = offset;
   slot.slot.shard_numel = shard_numel;
   slot.slot.numel = numel;
+  slot.wire = wire;
+  slot.byte_offset = offset * bytes_per_element(wire);
   slot.storage_offset = storage_offset;
   slot.salt = data_pattern::param_salt(param);
   return slot;
@@ -27,19 +31,33 @@ ReplayBucket two_param_bucket(CollectiveKind kind, DType dtype) {
   bucket.kind = kind;
   bucket.dtype = dtype;
   bucket.shard_elements = 5;
-  bucket.slots.push_back(make_slot("a", 0, 3, 5, 0));
-  bucket.slots.push_back(make_slot("b", 3, 2, 4, 3));
+  bucket.shard_bytes = 5 * bytes_per_element(dtype);
+  bucket.slots.push_back(make_slot("a", 0, 3, 5, 0, dtype));
+  bucket.slots.push_back(make_slot("b", 3, 2, 4, 3, dtype));
   return bucket;
 }
 
-// What a correct all-gather over 2 ranks delivers: rank r's 5 shard elements at 5 * r.
-std::vector<float> gathered(const ReplayBucket& bucket) {
-  std::vector<float> out(10);
-  for (int r = 0; r < 2; ++r) {
+ReplayMesh shard_mesh(int rank, int dp_shard, int shards_per_rank = 1, int dp_replicate = 1) {
+  return make_replay_mesh(rank, dp_replicate, dp_shard, 1, shards_per_rank);
+}
+
+void put(std::vector<std::byte>& buffer, DType dtype, std::int64_t byte, float value) {
+  REQUIRE(byte + bytes_per_element(dtype) <= static_cast<std::int64_t>(buffer.size()));
+  data_pattern::encode(dtype, value, buffer.data() + byte);
+}
+
+float get(const std::vector<std::byte>& buffer, DType dtype, std::int64_t byte) {
+  return data_pattern::decode(dtype, buffer.data() + byte);
+}
+
+// What a correct all-gather over 2 shards delivers: shard v's 5 elements at 10 * v bytes.
+std::vector<std::byte> gathered(const ReplayBucket& bucket) {
+  std::vector<std::byte> out(20);
+  for (int v = 0; v < 2; ++v) {
     for (const ReplaySlot& slot : bucket.slots) {
       for (std::int64_t j = 0; j < slot.slot.shard_numel; ++j) {
-        out[static_cast<std::size_t>(r * 5 + slot.slot.offset + j)] =
-            data_pattern::shard_value(slot, r, j);
+        put(out, DType::kBF16, v * 10 + slot.byte_offset + 2 * j,
+            data_pattern::shard_value(slot, v, j));
       }
     }
   }
@@ -70,58 +88,165 @@ TEST_CASE("data pattern values are small integers exact in bf16", "[data_check]"
   CHECK(data_pattern::from_bf16(data_pattern::to_bf16(1.0f + 1.0f / 256)) == 1.0f);
 }
 
+TEST_CASE("float8 e4m3 conversion rounds to nearest even and saturates", "[data_check]") {
+  using data_pattern::from_fp8_e4m3;
+  using data_pattern::to_fp8_e4m3;
+  CHECK(to_fp8_e4m3(1.0f) == 0x38);    // exponent 0 + bias 7 = 7: 7 << 3
+  CHECK(to_fp8_e4m3(-2.0f) == 0xC0);   // sign | (8 << 3)
+  CHECK(to_fp8_e4m3(1.125f) == 0x39);  // 1 + 1/8: mantissa 1
+  CHECK(to_fp8_e4m3(448.0f) == 0x7E);  // the largest finite: 2^8 * 1.75
+  CHECK(to_fp8_e4m3(1000.0f) == 0x7E);
+  CHECK(to_fp8_e4m3(1.0f / 512) == 0x01);  // smallest subnormal 2^-9
+  // 17 = 16 * (1 + 1/16): halfway between 16 (mantissa 0) and 18 (mantissa 1) -> even: 16.
+  CHECK(from_fp8_e4m3(to_fp8_e4m3(17.0f)) == 16.0f);
+  CHECK(from_fp8_e4m3(to_fp8_e4m3(19.0f)) == 20.0f);  // 18 and 20 tie -> mantissa 2 (even)
+  CHECK(from_fp8_e4m3(0x7E) == 448.0f);
+  CHECK(std::isnan(from_fp8_e4m3(0x7F)));
+  for (int bits = 0; bits < 256; ++bits) {
+    const auto code = static_cast<std::uint8_t>(bits);
+    if ((bits & 0x7F) == 0x7F) continue;  // NaN
+    if (bits == 0x80) continue;           // -0 encodes as -0: same value as +0
+    CHECK(to_fp8_e4m3(from_fp8_e4m3(code)) == code);
+  }
+  // The fp8 parameter pattern is exact on the fp8 wire.
+  for (std::int64_t i = 0; i < 100; ++i) {
+    const float p = data_pattern::param_value(40, i, DType::kFP8);
+    CHECK(std::abs(p) <= 16);
+    CHECK(from_fp8_e4m3(to_fp8_e4m3(p)) == p);
+  }
+}
+
 TEST_CASE("shard values are the full parameter split by rank, zero padded", "[data_check]") {
-  ReplaySlot slot = make_slot("a", 0, 3, 5, 0);
+  ReplaySlot slot = make_slot("a", 0, 3, 5, 0, DType::kBF16);
   slot.salt = 9;
-  // Rank 1 holds full elements 3, 4 and one padding element.
+  // Shard 1 holds full elements 3, 4 and one padding element.
   CHECK(data_pattern::shard_value(slot, 1, 0) == data_pattern::param_value(9, 3));
   CHECK(data_pattern::shard_value(slot, 1, 1) == data_pattern::param_value(9, 4));
   CHECK(data_pattern::shard_value(slot, 1, 2) == 0);
+  // (9 + 7 * 4) % 33 - 16 = 37 % 33 - 16 = -12 for an fp8 parameter.
+  slot.wire = DType::kFP8;
+  CHECK(data_pattern::shard_value(slot, 1, 1) == -12);
 }
 
 TEST_CASE("check_bucket accepts a correct all-gather and names a corrupted parameter",
           "[data_check]") {
   const ReplayBucket bucket = two_param_bucket(CollectiveKind::kAllGather, DType::kBF16);
-  std::vector<float> contents = gathered(bucket);
-  CHECK_FALSE(check_bucket(bucket, 4, BucketBuffer::kGathered, 0, 2, contents).has_value());
-  // Position 5 + 3 = rank 1's first element of "b" = full element 2 of "b".
-  contents[8] += 1;
-  const auto failure = check_bucket(bucket, 4, BucketBuffer::kGathered, 0, 2, contents);
+  std::vector<std::byte> contents = gathered(bucket);
+  const ReplayMesh mesh = shard_mesh(0, 2);
+  CHECK_FALSE(check_bucket(bucket, 4, BucketBuffer::kGathered, mesh, 0, contents).has_value());
+  // Byte 10 + 6 = shard 1's first element of "b" = full element 2 of "b".
+  put(contents, DType::kBF16, 16, get(contents, DType::kBF16, 16) + 1);
+  const auto failure = check_bucket(bucket, 4, BucketBuffer::kGathered, mesh, 0, contents);
   REQUIRE(failure.has_value());
   CHECK_THAT(*failure, Catch::Contains("bucket 4") && Catch::Contains("parameter b") &&
-                           Catch::Contains("element 2") && Catch::Contains("position 8"));
+                           Catch::Contains("element 2") && Catch::Contains("byte 16"));
   // A short buffer is reported, not read past.
   contents.pop_back();
-  CHECK_THAT(*check_bucket(bucket, 4, BucketBuffer::kGathered, 0, 2, contents),
-             Catch::Contains("holds 9 elements, expected 10"));
+  CHECK_THAT(*check_bucket(bucket, 4, BucketBuffer::kGathered, mesh, 0, contents),
+             Catch::Contains("holds 19 bytes, expected 20"));
 }
 
 TEST_CASE("check_bucket checks the unsharded parameters tensor by tensor", "[data_check]") {
   const ReplayBucket bucket = two_param_bucket(CollectiveKind::kAllGather, DType::kBF16);
-  // "a" padded to 6 at 2 * 0, "b" padded to 4 at 2 * 3 = 6.
-  std::vector<float> unsharded(10, 0);
+  // "a" padded to 6 elements at 2 * 0 bytes, "b" padded to 4 at 2 * 6 = 12 bytes.
+  std::vector<std::byte> unsharded(20);
   for (std::int64_t i = 0; i < 5; ++i)
-    unsharded[static_cast<std::size_t>(i)] = data_pattern::param_value(bucket.slots[0].salt, i);
+    put(unsharded, DType::kBF16, 2 * i, data_pattern::param_value(bucket.slots[0].salt, i));
   for (std::int64_t i = 0; i < 4; ++i)
-    unsharded[static_cast<std::size_t>(6 + i)] = data_pattern::param_value(bucket.slots[1].salt, i);
-  CHECK_FALSE(check_bucket(bucket, 0, BucketBuffer::kUnsharded, 1, 2, unsharded).has_value());
-  unsharded[5] = 7;  // the padding of "a" must stay zero
-  CHECK_THAT(*check_bucket(bucket, 0, BucketBuffer::kUnsharded, 1, 2, unsharded),
+    put(unsharded, DType::kBF16, 12 + 2 * i, data_pattern::param_value(bucket.slots[1].salt, i));
+  const ReplayMesh mesh = shard_mesh(1, 2);
+  CHECK_FALSE(check_bucket(bucket, 0, BucketBuffer::kUnsharded, mesh, 1, unsharded).has_value());
+  put(unsharded, DType::kBF16, 10, 7);  // the padding of "a" (element 5) must stay zero
+  CHECK_THAT(*check_bucket(bucket, 0, BucketBuffer::kUnsharded, mesh, 1, unsharded),
              Catch::Contains("parameter a element 5"));
 }
 
 TEST_CASE("check_bucket checks a reduce-scatter shard against the sum over ranks", "[data_check]") {
   const ReplayBucket bucket = two_param_bucket(CollectiveKind::kReduceScatter, DType::kFP32);
-  // Rank 1's shard: "a" full elements 3, 4, padding; "b" full elements 2, 3.
-  std::vector<float> shard{data_pattern::reduced_gradient(2, bucket.slots[0].salt, 3),
-                           data_pattern::reduced_gradient(2, bucket.slots[0].salt, 4), 0,
-                           data_pattern::reduced_gradient(2, bucket.slots[1].salt, 2),
-                           data_pattern::reduced_gradient(2, bucket.slots[1].salt, 3)};
-  CHECK_FALSE(check_bucket(bucket, 1, BucketBuffer::kReduced, 1, 2, shard).has_value());
+  // Rank 1's shard: "a" full elements 3, 4, padding; "b" full elements 2, 3 (4 bytes each).
+  const auto sa = bucket.slots[0].salt, sb = bucket.slots[1].salt;
+  const std::vector<float> values{
+      data_pattern::reduced_gradient(2, sa, 3), data_pattern::reduced_gradient(2, sa, 4), 0,
+      data_pattern::reduced_gradient(2, sb, 2), data_pattern::reduced_gradient(2, sb, 3)};
+  std::vector<std::byte> shard(20);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    put(shard, DType::kFP32, 4 * static_cast<std::int64_t>(i), values[i]);
+  const ReplayMesh mesh = shard_mesh(1, 2);
+  CHECK_FALSE(check_bucket(bucket, 1, BucketBuffer::kReduced, mesh, 1, shard).has_value());
   // Only this rank's gradient instead of the sum: caught.
-  shard[4] = data_pattern::gradient_value(1, bucket.slots[1].salt, 3);
-  const auto failure = check_bucket(bucket, 1, BucketBuffer::kReduced, 1, 2, shard);
+  put(shard, DType::kFP32, 16, data_pattern::gradient_value(1, sb, 3));
+  const auto failure = check_bucket(bucket, 1, BucketBuffer::kReduced, mesh, 1, shard);
   REQUIRE(failure.has_value());
   CHECK_THAT(*failure, Catch::Contains("bucket 1") && Catch::Contains("parameter b") &&
                            Catch::Contains("rank 1"));
+}
+
+TEST_CASE("check_bucket reads a float8 bucket slot by slot in each wire dtype", "[data_check]") {
+  // "w" (fp8, 4 elements, 2 per shard, 1 byte each) then "norm" (bf16, 2 elements, 1 per
+  // shard): 2 + 2 = 4 bytes per shard; "norm" at byte 2 of each shard.
+  ReplayBucket bucket;
+  bucket.kind = CollectiveKind::kAllGather;
+  bucket.dtype = DType::kBF16;
+  bucket.shard_elements = 3;
+  bucket.shard_bytes = 4;
+  bucket.slots.push_back(make_slot("w", 0, 2, 4, 0, DType::kFP8));
+  ReplaySlot norm = make_slot("norm", 2, 1, 2, 2, DType::kBF16);
+  norm.byte_offset = 2;
+  bucket.slots.push_back(norm);
+  std::vector<std::byte> contents(8);
+  for (int v = 0; v < 2; ++v) {
+    for (std::int64_t j = 0; j < 2; ++j) {
+      put(contents, DType::kFP8, 4 * v + j, data_pattern::shard_value(bucket.slots[0], v, j));
+    }
+    put(contents, DType::kBF16, 4 * v + 2, data_pattern::shard_value(bucket.slots[1], v, 0));
+  }
+  const ReplayMesh mesh = shard_mesh(0, 2);
+  CHECK_FALSE(check_bucket(bucket, 2, BucketBuffer::kGathered, mesh, 0, contents).has_value());
+  // Shard 1's "w" element 1 (full element 3) at byte 4 + 1 = 5.
+  put(contents, DType::kFP8, 5, 100);
+  CHECK_THAT(*check_bucket(bucket, 2, BucketBuffer::kGathered, mesh, 0, contents),
+             Catch::Contains("parameter w element 3 (byte 5"));
+}
+
+TEST_CASE("check_bucket: scaled-down ranks hold several shards, HSDP sums every replica",
+          "[data_check]") {
+  const ReplayBucket single = two_param_bucket(CollectiveKind::kReduceScatter, DType::kFP32);
+  const auto sa = single.slots[0].salt;
+  // The schedule's 4 shards on 2 ranks: rank 0 holds shards 0 and 1 (2 x 20 bytes), "a"
+  // full elements 0..5 (5 is padding), "b" 0..3; the sum is over the 2 ranks.
+  ReplayMesh mesh = shard_mesh(0, 2, 2);
+  std::vector<std::byte> shards(40);
+  for (int v = 0; v < 2; ++v) {
+    for (const ReplaySlot& slot : single.slots) {
+      for (std::int64_t j = 0; j < slot.slot.shard_numel; ++j) {
+        const std::int64_t element = v * slot.slot.shard_numel + j;
+        put(shards, DType::kFP32, v * 20 + slot.byte_offset + 4 * j,
+            element < slot.slot.numel ? data_pattern::gradient_sum(0, 2, slot.salt, element) : 0);
+      }
+    }
+  }
+  CHECK_FALSE(check_bucket(single, 0, BucketBuffer::kReduced, mesh, 0, shards).has_value());
+  put(shards, DType::kFP32, 20, 1000);  // shard 1's "a" element 0 (full element 3)
+  CHECK_THAT(*check_bucket(single, 0, BucketBuffer::kReduced, mesh, 0, shards),
+             Catch::Contains("parameter a element 3 (byte 20"));
+  CHECK(bucket_buffer_bytes(single, BucketBuffer::kGathered, mesh) == 80);
+  // HSDP: 2 replicas x 1 shard; after the all-reduce every replica's shard 0 holds the sum
+  // over data-parallel ranks 0 and 1; before it (no all-reduce) only its own gradient.
+  ReplayBucket hsdp = single;
+  hsdp.all_reduced = true;
+  mesh = shard_mesh(1, 1, 2, 2);  // rank 1 = replica 1; 2 shards per rank (scaled from 2)
+  std::vector<std::byte> reduced(40);
+  for (const ReplaySlot& slot : hsdp.slots) {
+    for (int v = 0; v < 2; ++v) {
+      for (std::int64_t j = 0; j < slot.slot.shard_numel; ++j) {
+        const std::int64_t element = v * slot.slot.shard_numel + j;
+        put(reduced, DType::kFP32, v * 20 + slot.byte_offset + 4 * j,
+            element < slot.slot.numel ? data_pattern::gradient_sum(0, 2, slot.salt, element) : 0);
+      }
+    }
+  }
+  CHECK_FALSE(check_bucket(hsdp, 0, BucketBuffer::kReduced, mesh, 1, reduced).has_value());
+  // Without the all-reduce replica 1's shard must hold data-parallel rank 1's gradient only.
+  CHECK(check_bucket(single, 0, BucketBuffer::kReduced, mesh, 1, reduced).has_value());
+  CHECK(data_pattern::gradient_sum(1, 1, sa, 0) == data_pattern::gradient_value(1, sa, 0));
 }

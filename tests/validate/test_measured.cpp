@@ -12,7 +12,11 @@ MeasuredResult sample() {
   MeasuredResult m;
   m.schedule_hash = "0123abcd";
   m.backend = "cpu";
-  m.world_size = 2;
+  m.world_size = 4;  // 2 replicas x 1 shard rank (holding 2 shards) x tp 2
+  m.dp_replicate = 2;
+  m.dp_shard = 1;
+  m.tp = 2;
+  m.shards_per_rank = 2;
   m.iterations = 3;
   m.warmup = 1;
   m.data_checked = true;
@@ -48,7 +52,7 @@ TEST_CASE("measured.json errors name the file and the field", "[measured]") {
   };
   const nlohmann::json good = measured_to_json(sample());
   auto bad = good;
-  bad["version"] = 2;
+  bad["version"] = 3;
   expect_error(bad, "m.json: version");
   bad = good;
   bad.erase("peak_allocated_bytes");
@@ -62,4 +66,27 @@ TEST_CASE("measured.json errors name the file and the field", "[measured]") {
   bad = good;
   bad["format"] = "fsdptune-schedule";
   expect_error(bad, "m.json: format");
+  bad = good;
+  bad["mesh"]["tp"] = 4;  // 2 x 1 x 4 != world_size 4
+  expect_error(bad, "m.json: mesh");
+  bad = good;
+  bad["mesh"].erase("shards_per_rank");
+  expect_error(bad, "m.json: mesh: shards_per_rank");
+}
+
+TEST_CASE("measured.json version 1 reads as one shard per rank over the world", "[measured]") {
+  nlohmann::json v1 = measured_to_json(sample());
+  v1["version"] = 1;
+  v1.erase("mesh");
+  const MeasuredResult m = measured_from_json(v1, "old.json");
+  CHECK(m.version == kMeasuredFormatVersion);
+  CHECK(m.dp_shard == 4);  // world_size
+  CHECK(m.dp_replicate == 1);
+  CHECK(m.tp == 1);
+  CHECK(m.shards_per_rank == 1);
+  // A result made without a mesh (dp_shard 0) writes world_size / (dp_replicate * tp).
+  MeasuredResult unset;
+  unset.world_size = 6;
+  unset.tp = 2;
+  CHECK(measured_to_json(unset)["mesh"]["dp_shard"] == 3);
 }
