@@ -94,7 +94,8 @@ __global__ void cast_kernel(const float* source, void* destination, int wire, st
   GRID_STRIDE(j, n) { store(destination, wire, j, source[j]); }
 }
 
-// This rank's unsharded gradient of one parameter into the reduce-scatter send buffer:
+// This rank's unsharded gradient of one parameter in the reduce-scatter send buffer's layout
+// (written once, into the bucket's gradients buffer):
 // shard v's part at v * shard_bytes + byte_offset.
 __global__ void gradient_kernel(char* send, int wire, int rank, int shards, std::uint32_t salt,
                                 std::int64_t shard_bytes, std::int64_t byte_offset,
@@ -123,7 +124,10 @@ struct StreamComms {
 struct BucketBuffers {
   void* send = nullptr;
   void* receive = nullptr;
-  void* unsharded = nullptr;
+  void* unsharded = nullptr;  // all-gather only
+  // Reduce-scatter only: this rank's unsharded gradients in the send buffer's layout,
+  // written once in prepare(); copy-in copies them like FSDP copies the backward's output.
+  void* gradients = nullptr;
   std::int64_t send_bytes = 0;
   std::int64_t receive_bytes = 0;
 };
@@ -160,6 +164,7 @@ class CudaBackend final : public Backend {
       cudaFree(buffers.send);
       cudaFree(buffers.receive);
       cudaFree(buffers.unsharded);
+      cudaFree(buffers.gradients);
     }
     for (void* block : blocks_) {
       if (block != nullptr) cudaFree(block);
@@ -263,6 +268,18 @@ class CudaBackend final : public Backend {
         FSDPTUNE_CUDA_CHECK(
             cudaMalloc(&buffers.unsharded, static_cast<std::size_t>(buffers.receive_bytes)));
         staging_bytes_ += buffers.receive_bytes;
+      } else {
+        FSDPTUNE_CUDA_CHECK(
+            cudaMalloc(&buffers.gradients, static_cast<std::size_t>(buffers.send_bytes)));
+        staging_bytes_ += buffers.send_bytes;
+        const int shards = mesh.schedule_dp_shard();
+        for (const ReplaySlot& slot : bucket.slots) {
+          const std::int64_t n = slot.slot.shard_numel;
+          gradient_kernel<<<grid_for(n * shards), kThreads, 0, first>>>(
+              static_cast<char*>(buffers.gradients), wire_of(slot.wire), mesh.data_parallel_rank(),
+              shards, slot.salt, bucket.shard_bytes, slot.byte_offset, n, slot.slot.numel);
+        }
+        FSDPTUNE_CUDA_CHECK(cudaGetLastError());
       }
       buckets_.push_back(buffers);
     }
@@ -283,22 +300,21 @@ class CudaBackend final : public Backend {
   void copy_in(int stream, int bucket) override {
     const ReplayBucket& layout = layout_.buckets[static_cast<std::size_t>(bucket)];
     const BucketBuffers& buffers = buckets_[static_cast<std::size_t>(bucket)];
-    const ReplayMesh& mesh = layout_.mesh;
     cudaStream_t s = cuda_stream(stream);
+    if (layout.kind != CollectiveKind::kAllGather) {
+      // The gradients the backward produced (prepare()) copied into the flat buffer.
+      FSDPTUNE_CUDA_CHECK(cudaMemcpyAsync(buffers.send, buffers.gradients,
+                                          static_cast<std::size_t>(buffers.send_bytes),
+                                          cudaMemcpyDeviceToDevice, s));
+      return;
+    }
     char* send = static_cast<char*>(buffers.send);
     for (const ReplaySlot& slot : layout.slots) {
       const std::int64_t n = slot.slot.shard_numel;
-      if (layout.kind == CollectiveKind::kAllGather) {
-        for (int v = 0; v < mesh.shards_per_rank; ++v) {
-          cast_kernel<<<grid_for(n), kThreads, 0, s>>>(
-              storage_ + slot.storage_offset + v * n,
-              send + v * layout.shard_bytes + slot.byte_offset, wire_of(slot.wire), n);
-        }
-      } else {
-        const int shards = mesh.schedule_dp_shard();
-        gradient_kernel<<<grid_for(n * shards), kThreads, 0, s>>>(
-            send, wire_of(slot.wire), mesh.data_parallel_rank(), shards, slot.salt,
-            layout.shard_bytes, slot.byte_offset, n, slot.slot.numel);
+      for (int v = 0; v < layout_.mesh.shards_per_rank; ++v) {
+        cast_kernel<<<grid_for(n), kThreads, 0, s>>>(
+            storage_ + slot.storage_offset + v * n,
+            send + v * layout.shard_bytes + slot.byte_offset, wire_of(slot.wire), n);
       }
     }
     FSDPTUNE_CUDA_CHECK(cudaGetLastError());
