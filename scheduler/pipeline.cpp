@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <limits>
 
-#include <fmt/format.h>
-
 #include "fsdptune/error.hpp"
 #include "fsdptune/program.hpp"
 

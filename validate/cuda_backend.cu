@@ -94,8 +94,7 @@ __global__ void cast_kernel(const float* source, void* destination, int wire, st
   GRID_STRIDE(j, n) { store(destination, wire, j, source[j]); }
 }
 
-// This rank's unsharded gradient of one parameter in the reduce-scatter send buffer's layout
-// (written once, into the bucket's gradients buffer):
+// This rank's unsharded gradient of one parameter into the reduce-scatter send buffer:
 // shard v's part at v * shard_bytes + byte_offset.
 __global__ void gradient_kernel(char* send, int wire, int rank, int shards, std::uint32_t salt,
                                 std::int64_t shard_bytes, std::int64_t byte_offset,
@@ -124,9 +123,9 @@ struct StreamComms {
 struct BucketBuffers {
   void* send = nullptr;
   void* receive = nullptr;
-  void* unsharded = nullptr;  // all-gather only
-  // Reduce-scatter only: this rank's unsharded gradients in the send buffer's layout,
-  // written once in prepare(); copy-in copies them like FSDP copies the backward's output.
+  void* unsharded = nullptr;
+  // Reduce-scatter only: this rank's unsharded gradients in the bucket layout, made once
+  // (the data pattern), so that the copy-in is a copy as FSDP's is.
   void* gradients = nullptr;
   std::int64_t send_bytes = 0;
   std::int64_t receive_bytes = 0;
@@ -301,8 +300,8 @@ class CudaBackend final : public Backend {
     const ReplayBucket& layout = layout_.buckets[static_cast<std::size_t>(bucket)];
     const BucketBuffers& buffers = buckets_[static_cast<std::size_t>(bucket)];
     cudaStream_t s = cuda_stream(stream);
-    if (layout.kind != CollectiveKind::kAllGather) {
-      // The gradients the backward produced (prepare()) copied into the flat buffer.
+    if (layout.kind == CollectiveKind::kReduceScatter) {
+      // The gradients, already in the bucket layout and wire dtype.
       FSDPTUNE_CUDA_CHECK(cudaMemcpyAsync(buffers.send, buffers.gradients,
                                           static_cast<std::size_t>(buffers.send_bytes),
                                           cudaMemcpyDeviceToDevice, s));

@@ -59,7 +59,7 @@ struct Op {
   // kMemoryBound: what the kernel does, the cost-profile key together with `bytes`:
   // "rmsnorm_fwd", "rmsnorm_bwd", "rope_fwd", "rope_bwd", "swiglu_fwd", "swiglu_bwd",
   // "residual_add", "embedding_fwd", "embedding_bwd", "cross_entropy_fwd",
-  // "cross_entropy_bwd", "adamw" (docs/workload.md lists their byte counts).
+  // "cross_entropy_bwd", "adamw", "float8_cast" (docs/workload.md lists their byte counts).
   std::string memory_op;
 
   // The cost-profile key: same signature, same cost. E.g. "gemm bf16 m=8192 n=4096 k=4096",

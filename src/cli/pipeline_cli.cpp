@@ -40,11 +40,13 @@ std::string rank_units(const Workload& workload, const std::vector<std::vector<i
 void print_stage_table(const Workload& workload, const std::vector<std::vector<int>>& chunks,
                        const std::vector<StageResult>& stages, std::int64_t limit_bytes) {
   const int pp = static_cast<int>(workload.job.pp);
-  fmt::print("{:>5} {:<34} {:>11} {:>11} {:>9} {:>12} {:>12}  {}\n", "stage", "units", "busy",
-             "end", "in flight", "peak alloc", "peak reserv", "fits");
+  // Interleaved ranks list two ranges: "layers.8..layers.15, layers.72..layers.79".
+  const int width = workload.job.virtual_stages > 1 ? 50 : 34;
+  fmt::print("{:>5} {:<{}} {:>11} {:>11} {:>9} {:>12} {:>12}  {}\n", "stage", "units", width,
+             "busy", "end", "in flight", "peak alloc", "peak reserv", "fits");
   for (const StageResult& stage : stages) {
-    fmt::print("{:>5} {:<34} {:>11} {:>11} {:>9} {:>12} {:>12}  {}\n", stage.rank,
-               rank_units(workload, chunks, stage.rank, pp), format_seconds(stage.busy_s),
+    fmt::print("{:>5} {:<{}} {:>11} {:>11} {:>9} {:>12} {:>12}  {}\n", stage.rank,
+               rank_units(workload, chunks, stage.rank, pp), width, format_seconds(stage.busy_s),
                format_seconds(stage.end_s), stage.max_in_flight,
                format_bytes(stage.peak_allocated_bytes), format_bytes(stage.peak_reserved_bytes),
                stage.peak_allocated_bytes <= limit_bytes
