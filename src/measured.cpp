@@ -47,6 +47,14 @@ nlohmann::json measured_to_json(const MeasuredResult& measured) {
   for (const TaskTiming& timing : measured.timings) {
     timings.push_back({{"start_s", timing.start_s}, {"end_s", timing.end_s}});
   }
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const RankMeasurement& rank : measured.ranks) {
+    nlohmann::json rank_timings = nlohmann::json::array();
+    for (const TaskTiming& timing : rank.timings) {
+      rank_timings.push_back({{"start_s", timing.start_s}, {"end_s", timing.end_s}});
+    }
+    ranks.push_back({{"step_time_s", rank.step_time_s}, {"timings", rank_timings}});
+  }
   nlohmann::json environment = nlohmann::json::object();
   for (const auto& [key, value] : measured.environment) environment[key] = value;
   return {{"format", kFormat},
@@ -68,6 +76,7 @@ nlohmann::json measured_to_json(const MeasuredResult& measured) {
           {"exposed_comm_s", measured.exposed_comm_s},
           {"peak_allocated_bytes", measured.peak_allocated_bytes},
           {"timings", timings},
+          {"ranks", ranks},
           {"environment", environment}};
 }
 
@@ -79,7 +88,8 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
   }
   MeasuredResult measured;
   measured.version = static_cast<int>(integer(json, "version", source));
-  if (measured.version != 1 && measured.version != kMeasuredFormatVersion) {
+  const int read_version = measured.version;
+  if (measured.version < 1 || measured.version > kMeasuredFormatVersion) {
     throw_bad_input(source + ": version",
                     fmt::format("unsupported version {} (this fsdptune reads versions 1 to {})",
                                 measured.version, kMeasuredFormatVersion));
@@ -90,7 +100,6 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
   if (measured.version == 1) {
     // Version 1 replayed pure FSDP with one shard per rank.
     measured.dp_shard = measured.world_size;
-    measured.version = kMeasuredFormatVersion;
   } else {
     const std::string where = source + ": mesh";
     const auto& mesh = field(json, "mesh", source);
@@ -136,6 +145,28 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
     if (timing.end_s < timing.start_s) throw_bad_input(where, "ends before it starts");
     measured.timings.push_back(timing);
   }
+  if (read_version >= 3) {
+    const auto& ranks = field(json, "ranks", source);
+    if (!ranks.is_array()) throw_bad_input(source + ": ranks", "expected an array");
+    for (std::size_t r = 0; r < ranks.size(); ++r) {
+      const std::string where = fmt::format("{}: ranks[{}]", source, r);
+      RankMeasurement rank;
+      rank.step_time_s = number(ranks[r], "step_time_s", where);
+      const auto& rank_timings = field(ranks[r], "timings", where);
+      if (!rank_timings.is_array() || rank_timings.size() != measured.timings.size()) {
+        throw_bad_input(where + ": timings", "expected one entry per task, like timings");
+      }
+      for (std::size_t i = 0; i < rank_timings.size(); ++i) {
+        const std::string at = fmt::format("{}: timings[{}]", where, i);
+        TaskTiming timing{number(rank_timings[i], "start_s", at),
+                          number(rank_timings[i], "end_s", at)};
+        if (timing.end_s < timing.start_s) throw_bad_input(at, "ends before it starts");
+        rank.timings.push_back(timing);
+      }
+      measured.ranks.push_back(std::move(rank));
+    }
+  }
+  measured.version = kMeasuredFormatVersion;
   const auto& environment = field(json, "environment", source);
   if (!environment.is_object()) throw_bad_input(source + ": environment", "expected an object");
   for (const auto& [key, value] : environment.items()) {

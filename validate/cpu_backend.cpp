@@ -65,6 +65,55 @@ void store(std::byte* data, DType dtype, std::int64_t i, float value) {
   data_pattern::encode(dtype, value, data + i * bytes_per_element(dtype));
 }
 
+// fp32 -> bf16 rounding to nearest even, as data_pattern::to_bf16 (which --check-data
+// holds it to), open-coded so the copy loops below compile to plain memory-bound loops.
+inline std::uint16_t bf16_bits(float value) {
+  std::uint32_t bits = 0;
+  std::memcpy(&bits, &value, 4);
+  return static_cast<std::uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+}
+
+inline float fp32_at(const std::byte* data, std::int64_t i) {
+  float value = 0;
+  std::memcpy(&value, data + 4 * i, 4);
+  return value;
+}
+
+// n fp32 values -> `wire` (the all-gather copy-in's cast). fp8 goes element by element
+// through data_pattern (float8 buckets only).
+void cast_from_fp32(const std::byte* source, std::byte* destination, DType wire, std::int64_t n) {
+  if (wire == DType::kFP32) {
+    std::memcpy(destination, source, static_cast<std::size_t>(4 * n));
+  } else if (wire == DType::kBF16) {
+    for (std::int64_t j = 0; j < n; ++j) {
+      const std::uint16_t bits = bf16_bits(fp32_at(source, j));
+      std::memcpy(destination + 2 * j, &bits, 2);
+    }
+  } else {
+    for (std::int64_t j = 0; j < n; ++j) store(destination, wire, j, fp32_at(source, j));
+  }
+}
+
+// fp32 destination[j] += source[j] in `wire` (the reduce-scatter copy-out's accumulation).
+void accumulate_into_fp32(std::byte* destination, const std::byte* source, DType wire,
+                          std::int64_t n) {
+  for (std::int64_t j = 0; j < n; ++j) {
+    float addend = 0;
+    if (wire == DType::kFP32) {
+      addend = fp32_at(source, j);
+    } else if (wire == DType::kBF16) {
+      std::uint16_t bits = 0;
+      std::memcpy(&bits, source + 2 * j, 2);
+      const std::uint32_t widened = static_cast<std::uint32_t>(bits) << 16;
+      std::memcpy(&addend, &widened, 4);
+    } else {
+      addend = load(source, wire, j);
+    }
+    const float sum = fp32_at(destination, j) + addend;
+    std::memcpy(destination + 4 * j, &sum, 4);
+  }
+}
+
 // A byte buffer whose pages are touched at allocation, so tracked bytes are resident.
 std::vector<std::byte> make_buffer(std::int64_t bytes) {
   return std::vector<std::byte>(static_cast<std::size_t>(bytes), std::byte{0});
@@ -140,9 +189,10 @@ struct BucketBuffers {
   std::vector<std::byte> send;
   std::vector<std::byte> receive;
   std::vector<std::byte> unsharded;  // all-gather only
-  // Reduce-scatter only: this rank's unsharded gradients in the bucket layout, made once
-  // (the data pattern), so that the copy-in is a copy as FSDP's is, not the pattern's
-  // arithmetic.
+  // Reduce-scatter only: this rank's unsharded gradients in the send buffer's layout,
+  // written once in prepare() and copied in every step. They stand for what the backward
+  // kernels produce in FSDP; computing the data pattern inside the timed copy-in made it
+  // 10-100x the copy the model prices (docs/validation.md).
   std::vector<std::byte> gradients;
 };
 
@@ -236,22 +286,7 @@ class CpuBackend final : public Backend {
         buffers.send = make_buffer(all);
         buffers.receive = make_buffer(own);
         buffers.gradients = make_buffer(all);
-        // This rank's unsharded gradient, shard v's part at v * shard + offset.
-        for (const ReplaySlot& slot : bucket.slots) {
-          const std::int64_t n = slot.slot.shard_numel;
-          for (int v = 0; v < mesh.schedule_dp_shard(); ++v) {
-            std::byte* destination =
-                buffers.gradients.data() + v * bucket.shard_bytes + slot.byte_offset;
-            for (std::int64_t j = 0; j < n; ++j) {
-              const std::int64_t element = v * n + j;
-              const float value =
-                  element < slot.slot.numel
-                      ? data_pattern::gradient_value(mesh.data_parallel_rank(), slot.salt, element)
-                      : 0.0f;
-              store(destination, slot.wire, j, value);
-            }
-          }
-        }
+        write_gradients(bucket, buffers.gradients.data());
       }
       staging_bytes_ +=
           static_cast<std::int64_t>(buffers.send.size() + buffers.receive.size() +
@@ -276,20 +311,20 @@ class CpuBackend final : public Backend {
     enqueue(stream, [this, bucket] {
       const ReplayBucket& layout = layout_.buckets[static_cast<std::size_t>(bucket)];
       BucketBuffers& buffers = buckets_[static_cast<std::size_t>(bucket)];
-      if (layout.kind == CollectiveKind::kReduceScatter) {
-        // The gradients, already in the bucket layout and wire dtype.
+      if (layout.kind != CollectiveKind::kAllGather) {
+        // The gradients the backward produced (prepare()): FSDP's copy-in copies them into
+        // the flat buffer, which is the byte copy the model prices.
         std::memcpy(buffers.send.data(), buffers.gradients.data(), buffers.send.size());
         return;
       }
-      // Each fp32 master shard -> the wire dtype at its shard's slot.
+      const int shards_per_rank = layout_.mesh.shards_per_rank;
       for (const ReplaySlot& slot : layout.slots) {
         const std::int64_t n = slot.slot.shard_numel;
-        for (int v = 0; v < layout_.mesh.shards_per_rank; ++v) {
-          std::byte* destination = buffers.send.data() + v * layout.shard_bytes + slot.byte_offset;
-          for (std::int64_t j = 0; j < n; ++j) {
-            store(destination, slot.wire, j,
-                  load(storage_, DType::kFP32, slot.storage_offset + v * n + j));
-          }
+        // Each fp32 master shard -> the wire dtype at its shard's slot.
+        for (int v = 0; v < shards_per_rank; ++v) {
+          cast_from_fp32(storage_ + 4 * (slot.storage_offset + v * n),
+                         buffers.send.data() + v * layout.shard_bytes + slot.byte_offset, slot.wire,
+                         n);
         }
       }
     });
@@ -358,11 +393,8 @@ class CpuBackend final : public Backend {
         for (int v = 0; v < mesh.shards_per_rank; ++v) {
           const std::byte* received =
               buffers.receive.data() + v * layout.shard_bytes + slot.byte_offset;
-          for (std::int64_t j = 0; j < n; ++j) {
-            const std::int64_t at = gradients + slot.storage_offset + v * n + j;
-            store(storage_, DType::kFP32, at,
-                  load(storage_, DType::kFP32, at) + load(received, slot.wire, j));
-          }
+          accumulate_into_fp32(storage_ + 4 * (gradients + slot.storage_offset + v * n), received,
+                               slot.wire, n);
         }
       }
     });
@@ -470,6 +502,26 @@ class CpuBackend final : public Backend {
     Clock::time_point time;
     bool done = false;
   };
+
+  // This rank's unsharded gradient of each parameter (data_pattern::gradient_value, 0 in
+  // the padding), shard v's part at v * shard_bytes + byte_offset: the send buffer's layout.
+  void write_gradients(const ReplayBucket& bucket, std::byte* gradients) const {
+    const ReplayMesh& mesh = layout_.mesh;
+    for (const ReplaySlot& slot : bucket.slots) {
+      const std::int64_t n = slot.slot.shard_numel;
+      for (int v = 0; v < mesh.schedule_dp_shard(); ++v) {
+        std::byte* destination = gradients + v * bucket.shard_bytes + slot.byte_offset;
+        for (std::int64_t j = 0; j < n; ++j) {
+          const std::int64_t element = v * n + j;
+          const float value =
+              element < slot.slot.numel
+                  ? data_pattern::gradient_value(mesh.data_parallel_rank(), slot.salt, element)
+                  : 0.0f;
+          store(destination, slot.wire, j, value);
+        }
+      }
+    }
+  }
 
   Worker& worker(int stream) { return *workers_[static_cast<std::size_t>(stream)]; }
 

@@ -250,7 +250,8 @@ class MemoryReplay {
 
 struct StepRecord {
   std::vector<TaskTiming> timings;
-  double step_time_s = 0;
+  double step_time_s = 0;      // this rank's; the executor then takes the max over ranks
+  double own_step_time_s = 0;  // this rank's
   double compute_s = 0;
   double exposed_comm_s = 0;
 };
@@ -692,6 +693,7 @@ MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& opti
       MPI_Barrier(MPI_COMM_WORLD);
       watchdog.beat(fmt::format("replaying step {}", step));
       StepRecord record = replay.step();
+      record.own_step_time_s = record.step_time_s;
       double slowest_s = 0;
       MPI_Allreduce(&record.step_time_s, &slowest_s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
       record.step_time_s = slowest_s;
@@ -756,6 +758,28 @@ MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& opti
         ends.push_back(record.timings[t].end_s);
       }
       measured.timings.push_back({median(starts), median(ends)});
+    }
+    // Every rank's own view (medians over the measured steps), gathered to rank 0: a
+    // collective's time on one rank includes waiting for the others to join it.
+    {
+      std::vector<double> own_steps;
+      for (const StepRecord& record : records) own_steps.push_back(record.own_step_time_s);
+      std::vector<double> mine{median(own_steps)};
+      for (const TaskTiming& timing : measured.timings) {
+        mine.push_back(timing.start_s);
+        mine.push_back(timing.end_s);
+      }
+      std::vector<double> all(rank == 0 ? mine.size() * static_cast<std::size_t>(world) : 0);
+      MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(),
+                 static_cast<int>(mine.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+      for (int r = 0; rank == 0 && r < world; ++r) {
+        const double* values = all.data() + static_cast<std::size_t>(r) * mine.size();
+        RankMeasurement view{values[0], {}};
+        for (std::size_t t = 0; t < measured.timings.size(); ++t) {
+          view.timings.push_back({values[1 + 2 * t], values[2 + 2 * t]});
+        }
+        measured.ranks.push_back(std::move(view));
+      }
     }
     measured.environment = backend->environment();
     measured.environment["host"] = host_name();

@@ -23,7 +23,8 @@
 //   - per bucket, the flat buffers its collective runs on (staging, untracked: allocated
 //     once in prepare(), reported as staging_bytes), V = schedule dp_shard, k =
 //     shards_per_rank: all-gather send [k * shard] -> receive [V * shard] -> unsharded
-//     parameters [V * shard]; reduce-scatter send [V * shard] -> receive [k * shard];
+//     parameters [V * shard]; reduce-scatter gradients [V * shard] (written once) -> send
+//     [V * shard] -> receive [k * shard];
 //   - blocks allocated and released by the schedule's memory events (tracked).
 // peak_tracked_bytes() is the high-water mark of the tracked bytes.
 #pragma once
@@ -131,8 +132,10 @@ class Backend {
   // collectives of op.bytes (the full buffer) over the TP group, on scratch buffers.
   virtual void run_ops(int stream, const std::vector<Op>& ops) = 0;
   // All-gather bucket: parameter shards (fp32) -> send buffer in the bucket's dtype.
-  // Reduce-scatter bucket: writes this rank's unsharded gradients
-  // (data_pattern::gradient_value) into the send buffer in the bucket layout.
+  // Reduce-scatter bucket: copies this rank's unsharded gradients into the send buffer.
+  // The gradients (data_pattern::gradient_value, in the bucket layout) stand for the
+  // backward's output: prepare() writes them once into a staging buffer, so the timed
+  // copy-in is the byte copy FSDP does (and the model prices), not the pattern's arithmetic.
   virtual void copy_in(int stream, int bucket) = 0;
   // The bucket's collective over the shard group: MPI or NCCL all-gather / reduce-scatter
   // (sum).

@@ -14,9 +14,18 @@
 
 namespace fsdptune {
 
-// 2 added the run's mesh (dp_replicate, dp_shard, tp, shards_per_rank); version 1 files
-// are still read (a mesh of world_size shard ranks).
-inline constexpr int kMeasuredFormatVersion = 2;
+// 2 added the run's mesh (dp_replicate, dp_shard, tp, shards_per_rank); 3 added every
+// rank's own step time and task timings (`ranks`). Versions 1 and 2 are still read
+// (version 1: a mesh of world_size shard ranks; both: no per-rank views).
+inline constexpr int kMeasuredFormatVersion = 3;
+
+// One rank's own view of the measured steps, each a median over them, relative to that
+// rank's step start (the ranks start each step at a barrier).
+struct RankMeasurement {
+  double step_time_s = 0;           // its last task's end
+  std::vector<TaskTiming> timings;  // per task id
+  bool operator==(const RankMeasurement&) const = default;
+};
 
 struct MeasuredResult {
   int version = kMeasuredFormatVersion;
@@ -41,6 +50,8 @@ struct MeasuredResult {
   double exposed_comm_s = 0;         // median
   std::int64_t peak_allocated_bytes = 0;  // max over ranks
   std::vector<TaskTiming> timings;        // per task id: median start/end relative to step start
+  // Per rank (index = rank in MPI_COMM_WORLD); empty when read from versions 1 and 2.
+  std::vector<RankMeasurement> ranks;
   std::map<std::string, std::string> environment;  // host, devices, versions, date, command
   bool operator==(const MeasuredResult&) const = default;
 };

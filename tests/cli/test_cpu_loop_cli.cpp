@@ -104,6 +104,12 @@ TEST_CASE("CPU loop: profile -> tune --profile -> validate (mpirun -np 2) -> com
   CHECK(measured.data_checked);
   CHECK(measured.iterations == 3);
   CHECK(measured.timings.size() == schedule.program.tasks.size());
+  // Every rank's own view, for the skew between them (docs/validation.md).
+  REQUIRE(measured.ranks.size() == 2);
+  for (const RankMeasurement& rank : measured.ranks) {
+    CHECK(rank.timings.size() == schedule.program.tasks.size());
+    CHECK(rank.step_time_s <= measured.step_time_s * 1.5);  // own step vs max-over-ranks median
+  }
   CHECK(comparison.at("schedule_hash") == hash);
   CHECK(comparison.at("world_size") == 2);
 

@@ -26,6 +26,10 @@ MeasuredResult sample() {
   m.exposed_comm_s = 1e-7;
   m.peak_allocated_bytes = 123456789;
   m.timings = {{0, 0.5}, {0.25, 1.0 / 3}};
+  m.ranks = {{0.125, {{0, 0.5}, {0.25, 1.0 / 3}}},
+             {0.0625, {{0, 0.25}, {0.03125, 0.0625}}},
+             {0.5, {{0, 0.125}, {0.25, 0.5}}},
+             {0.25, {{0, 0.5}, {0.375, 0.5}}}};
   m.environment = {{"host", "node-1"}, {"mpi", "Open MPI v4.1.4"}};
   return m;
 }
@@ -52,8 +56,14 @@ TEST_CASE("measured.json errors name the file and the field", "[measured]") {
   };
   const nlohmann::json good = measured_to_json(sample());
   auto bad = good;
-  bad["version"] = 3;
+  bad["version"] = 4;
   expect_error(bad, "m.json: version");
+  bad = good;
+  bad["ranks"][1]["timings"].erase(1);  // one task short
+  expect_error(bad, "m.json: ranks[1]: timings");
+  bad = good;
+  bad["ranks"][3]["timings"][0]["end_s"] = -1;
+  expect_error(bad, "m.json: ranks[3]: timings[0]: end_s");
   bad = good;
   bad.erase("peak_allocated_bytes");
   expect_error(bad, "m.json: peak_allocated_bytes");
@@ -89,4 +99,14 @@ TEST_CASE("measured.json version 1 reads as one shard per rank over the world", 
   unset.world_size = 6;
   unset.tp = 2;
   CHECK(measured_to_json(unset)["mesh"]["dp_shard"] == 3);
+}
+
+TEST_CASE("measured.json version 2 reads without per-rank views", "[measured]") {
+  nlohmann::json v2 = measured_to_json(sample());
+  v2["version"] = 2;
+  v2.erase("ranks");
+  const MeasuredResult m = measured_from_json(v2, "old.json");
+  CHECK(m.version == kMeasuredFormatVersion);
+  CHECK(m.ranks.empty());
+  CHECK(m.timings == sample().timings);
 }
