@@ -38,10 +38,9 @@ std::int64_t round_to_segment(std::int64_t bytes, std::int64_t segment_bytes) {
   const std::int64_t magnitude = bytes >= 0 ? bytes : -bytes;
   // A power-of-two segment (the default 2 MiB) rounds with a mask: the same value as
   // round_up without a 64-bit division per memory event.
-  const std::int64_t rounded =
-      (segment_bytes & (segment_bytes - 1)) == 0
-          ? (magnitude + segment_bytes - 1) & ~(segment_bytes - 1)
-          : round_up(magnitude, segment_bytes);
+  const std::int64_t rounded = (segment_bytes & (segment_bytes - 1)) == 0
+                                   ? (magnitude + segment_bytes - 1) & ~(segment_bytes - 1)
+                                   : round_up(magnitude, segment_bytes);
   return bytes >= 0 ? rounded : -rounded;
 }
 
