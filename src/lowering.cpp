@@ -769,6 +769,19 @@ class Lowering {
       }
       if (first_task < 0) first_task = reduce.id;
       int last = reduce.id;
+      if (workload_.job.dp_replicate > 1) {
+        // HSDP: the reduce-scatter output is all-reduced across replicas in place before it
+        // is accumulated into the sharded gradient (FSDP2 foreach_reduce: reduce-scatter,
+        // then all-reduce of its output, then the copy-out / accumulation).
+        const CommGroup replicas = replicate_group(workload_.job);
+        Task& all_reduce = add_task(reduce_stream_, TaskKind::kAllReduce);
+        if (detail_) all_reduce.name = "AR " + label;
+        all_reduce.bucket = layout_id;
+        all_reduce.bytes = shard_bytes;
+        all_reduce.group = replicas;
+        all_reduce.duration_s = collective_s(CollectiveKind::kAllReduce, shard_bytes, replicas);
+        last = all_reduce.id;
+      }
       if (plan_.copy_in_out) {
         Task& copy_out = add_task(reduce_stream_, TaskKind::kCopyOut);
         if (detail_) copy_out.name = "copy-out RS " + label;
@@ -779,17 +792,6 @@ class Lowering {
         last = copy_out.id;
       } else {
         alloc(program_.tasks[last], MemoryCategory::kGradients, -shard_bytes, true);
-      }
-      if (workload_.job.dp_replicate > 1) {
-        // HSDP: the sharded gradients are all-reduced across replicas, in place.
-        const CommGroup replicas = replicate_group(workload_.job);
-        Task& all_reduce = add_task(reduce_stream_, TaskKind::kAllReduce);
-        if (detail_) all_reduce.name = "AR " + label;
-        all_reduce.bucket = layout_id;
-        all_reduce.bytes = shard_bytes;
-        all_reduce.group = replicas;
-        all_reduce.duration_s = collective_s(CollectiveKind::kAllReduce, shard_bytes, replicas);
-        last = all_reduce.id;
       }
       program_.tasks[first_task].deps.push_back(trigger_task);
       group.last_comm_task = last;
