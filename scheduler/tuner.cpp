@@ -1052,4 +1052,26 @@ TunerResult Tuner::tune(const Workload& workload, const CostModel& costs) const 
   return search.run();
 }
 
+ScheduleFile schedule_of_tuned_plan(const Workload& workload, const HardwareSpec& hardware,
+                                    const TunerResult& result, const CostModel& costs) {
+  ScheduleFile schedule;
+  schedule.hardware = hardware;
+  schedule.memory_limit_bytes = result.memory_limit_bytes;
+  schedule.plan = result.best_plan;
+  schedule.program = lower(workload, schedule.plan, costs);
+  const SimResult simulated = simulate(schedule.program);
+  schedule.predicted =
+      summarize_plan("tuned", workload, hardware, simulated, result.memory_limit_bytes);
+  schedule.timings = simulated.timings;
+  schedule.memory_timeline = simulated.memory_timeline;
+  schedule.cost_queries = schedule.program.cost_queries;
+  schedule.cost_fallbacks = schedule.program.cost_fallbacks;
+  for (const EvaluatedPlan& baseline : result.baselines) {
+    schedule.baselines.push_back(baseline.summary);
+  }
+  schedule.pareto = result.pareto;
+  schedule.lower_bound_s = result.lower_bound_s;
+  return schedule;
+}
+
 }  // namespace fsdptune

@@ -124,6 +124,12 @@ PlanSummary summarize_plan(const std::string& plan_name, const Workload& workloa
                            const HardwareSpec& hardware, const SimResult& result,
                            std::int64_t memory_limit_bytes);
 
+// The schedule file of `result.best_plan`: the plan, its full Program (names and buffer
+// layouts), the prediction with per-task timings and the memory timeline, the baselines,
+// the Pareto front and the lower bound. Model, job and provenance are the caller's to set.
+ScheduleFile schedule_of_tuned_plan(const Workload& workload, const HardwareSpec& hardware,
+                                    const TunerResult& result, const CostModel& costs);
+
 // Search over plans (ensmallen style: configured by value, then run).
 class Tuner {
  public:

@@ -240,24 +240,9 @@ TunedSchedule tune_schedule(const Workload& workload, const HardwareSpec& hardwa
                 "shard over more GPUs, --ac full, or a smaller --batch");
   }
   ScheduleFile& schedule = tuned.schedule;
+  schedule = schedule_of_tuned_plan(workload, hardware, result, costs);
   schedule.model = workload.model;
   schedule.job = job;
-  schedule.hardware = hardware;
-  schedule.memory_limit_bytes = result.memory_limit_bytes;
-  schedule.plan = result.best_plan;
-  schedule.program = lower(workload, schedule.plan, costs);
-  const SimResult simulated = simulate(schedule.program);
-  schedule.predicted =
-      summarize_plan("tuned", workload, hardware, simulated, result.memory_limit_bytes);
-  schedule.timings = simulated.timings;
-  schedule.memory_timeline = simulated.memory_timeline;
-  schedule.cost_queries = schedule.program.cost_queries;
-  schedule.cost_fallbacks = schedule.program.cost_fallbacks;
-  for (const EvaluatedPlan& baseline : result.baselines) {
-    schedule.baselines.push_back(baseline.summary);
-  }
-  schedule.pareto = result.pareto;
-  schedule.lower_bound_s = result.lower_bound_s;
   tuned.derived_from = result.derived_from;
   tuned.plans_evaluated = result.plans_evaluated;
   tuned.budget_exhausted = result.budget_exhausted;

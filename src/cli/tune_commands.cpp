@@ -209,25 +209,9 @@ void run_tune(const TuneOptions& options) {
   }
 
   // The chosen plan, simulated once more with per-task timings and the memory timeline.
-  ScheduleFile schedule;
+  ScheduleFile schedule = schedule_of_tuned_plan(workload, hardware, result, costs);
   schedule.model = model;
   schedule.job = job;
-  schedule.hardware = hardware;
-  schedule.memory_limit_bytes = result.memory_limit_bytes;
-  schedule.plan = result.best_plan;
-  schedule.program = lower(workload, schedule.plan, costs);
-  const SimResult simulated = simulate(schedule.program);
-  schedule.predicted =
-      summarize_plan("tuned", workload, hardware, simulated, result.memory_limit_bytes);
-  schedule.timings = simulated.timings;
-  schedule.memory_timeline = simulated.memory_timeline;
-  schedule.cost_queries = schedule.program.cost_queries;
-  schedule.cost_fallbacks = schedule.program.cost_fallbacks;
-  for (const EvaluatedPlan& baseline : result.baselines) {
-    schedule.baselines.push_back(baseline.summary);
-  }
-  schedule.pareto = result.pareto;
-  schedule.lower_bound_s = result.lower_bound_s;
   schedule.provenance.tool = std::string("fsdptune ") + FSDPTUNE_VERSION;
   schedule.provenance.cost_source = cost_source;
   schedule.provenance.cost_hash = cost_hash;
