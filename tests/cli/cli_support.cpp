@@ -15,6 +15,10 @@
 
 #include <unistd.h>
 
+#ifndef FSDPTUNE_MPIEXEC
+#define FSDPTUNE_MPIEXEC "mpirun"
+#endif
+
 namespace fsdptune::testing {
 namespace {
 
@@ -74,6 +78,13 @@ CommandResult run_command(const std::string& command_line) {
   result.err = err_text.str();
   std::filesystem::remove_all(dir);
   return result;
+}
+
+std::string mpirun(int ranks) {
+  return std::string(
+             "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+             "OMPI_MCA_rmaps_base_oversubscribe=1 ") +
+         FSDPTUNE_MPIEXEC + " --oversubscribe -np " + std::to_string(ranks) + " ";
 }
 
 CommandResult run_fsdptune(const std::string& arguments) {

@@ -16,6 +16,10 @@ CommandResult run_fsdptune(const std::string& arguments);
 // Runs any shell command line.
 CommandResult run_command(const std::string& command_line);
 
+// The prefix that starts `ranks` processes under MPI (as root, oversubscribed), e.g.
+// mpirun(2) + FSDPTUNE_BINARY + " validate ...".
+std::string mpirun(int ranks);
+
 // A fresh empty directory under the system temp dir, unique per call; removed with its
 // contents when the test program exits (unless FSDPTUNE_KEEP_TEST_FILES is set).
 std::string make_temp_dir(const std::string& prefix);

@@ -18,18 +18,7 @@
 using namespace fsdptune;
 using namespace fsdptune::testing;
 
-#ifndef FSDPTUNE_MPIEXEC
-#define FSDPTUNE_MPIEXEC "mpirun"
-#endif
-
 namespace {
-
-std::string mpirun(int ranks) {
-  return std::string(
-             "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
-             "OMPI_MCA_rmaps_base_oversubscribe=1 ") +
-         FSDPTUNE_MPIEXEC + " --oversubscribe -np " + std::to_string(ranks) + " ";
-}
 
 const std::string kTinyJob = "--model tiny --gpus 2 --gpus-per-node 2 --batch 1 --seq 64";
 
