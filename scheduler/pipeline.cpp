@@ -174,8 +174,13 @@ CommGroup pipeline_send_group(const JobSpec& job) {
   return CommGroup{2, stride < job.gpus_per_node ? 2 : 1};
 }
 
-ChunkTimes chunk_times(const Workload& chunk, const Program& program, const SimResult& result,
-                       bool keep_gathered, const CostModel& costs) {
+namespace {
+
+// chunk_times with the units' standalone compute (+ TP) seconds from `unit_seconds(u)`:
+// {forward, recompute + backward}.
+template <typename UnitSeconds>
+ChunkTimes chunk_times_with(const Workload& chunk, const Program& program, const SimResult& result,
+                            bool keep_gathered, const UnitSeconds& unit_seconds) {
   const JobSpec& job = chunk.job;
   FSDPTUNE_CHECK(result.timings.size() == program.tasks.size(), "chunk_times needs timings");
   ChunkTimes times;
@@ -188,12 +193,13 @@ ChunkTimes chunk_times(const Workload& chunk, const Program& program, const SimR
   times.first_forward_s = forward_end;
   times.last_backward_s = backward_end - forward_end;
   times.tail_s = result.step_time_s - backward_end;
-  for (const Unit& unit : chunk.units) {
+  for (std::size_t u = 0; u < chunk.units.size(); ++u) {
+    const Unit& unit = chunk.units[u];
     times.activation_bytes += unit.saved_activation_bytes;
     if (!keep_gathered) continue;
-    times.forward_s += tp_ops_seconds(unit.forward_ops, job.async_tp, costs);
-    times.backward_s += tp_ops_seconds(unit.recompute_ops, job.async_tp, costs) +
-                        tp_ops_seconds(unit.backward_ops, job.async_tp, costs);
+    const auto [forward_s, backward_s] = unit_seconds(u);
+    times.forward_s += forward_s;
+    times.backward_s += backward_s;
     // Unsharded gradients in the param dtype (the lowering's rule), held from the first
     // backward to the reduce-scatters when microbatches accumulate.
     if (job.microbatches > 1) {
@@ -210,6 +216,27 @@ ChunkTimes chunk_times(const Workload& chunk, const Program& program, const SimR
   times.base_peak_allocated_bytes = result.peak_allocated_bytes;
   times.base_peak_reserved_bytes = result.peak_reserved_bytes;
   return times;
+}
+
+}  // namespace
+
+ChunkTimes chunk_times(const Workload& chunk, const Program& program, const SimResult& result,
+                       bool keep_gathered, const CostModel& costs) {
+  const bool async_tp = chunk.job.async_tp;
+  return chunk_times_with(chunk, program, result, keep_gathered, [&](std::size_t u) {
+    const Unit& unit = chunk.units[u];
+    return std::pair<double, double>{tp_ops_seconds(unit.forward_ops, async_tp, costs),
+                                     tp_ops_seconds(unit.recompute_ops, async_tp, costs) +
+                                         tp_ops_seconds(unit.backward_ops, async_tp, costs)};
+  });
+}
+
+ChunkTimes chunk_times(const Workload& chunk, const Program& program, const SimResult& result,
+                       bool keep_gathered, const ComputeCosts& compute) {
+  return chunk_times_with(chunk, program, result, keep_gathered, [&](std::size_t u) {
+    return std::pair<double, double>{compute.forward_s[u],
+                                     compute.recompute_s[u] + compute.backward_s[u]};
+  });
 }
 
 std::int64_t peak_in_flight_bytes(int stages, int virtual_stages, int microbatches,
@@ -236,12 +263,28 @@ PipelineSimulation simulate_pipelined_programs(const Workload& workload, const C
                                                std::vector<Program> programs,
                                                const std::vector<bool>& keep_gathered,
                                                const SimOptions& options) {
+  std::vector<Workload> chunk_workloads;
+  for (const std::vector<int>& units : pipeline_chunks(workload)) {
+    chunk_workloads.push_back(chunk_workload(workload, units));
+  }
+  return simulate_pipelined_programs(workload, std::move(chunk_workloads), nullptr, costs,
+                                     std::move(plans), std::move(programs), keep_gathered, options);
+}
+
+PipelineSimulation simulate_pipelined_programs(const Workload& workload,
+                                               std::vector<Workload> chunk_workloads,
+                                               const std::vector<ComputeCosts>* chunk_compute,
+                                               const CostModel& costs, std::vector<Plan> plans,
+                                               std::vector<Program> programs,
+                                               const std::vector<bool>& keep_gathered,
+                                               const SimOptions& options) {
   const JobSpec& job = workload.job;
   PipelineSimulation sim;
   sim.chunk_units = pipeline_chunks(workload);
   const std::size_t chunk_count = sim.chunk_units.size();
   FSDPTUNE_CHECK(plans.size() == chunk_count && programs.size() == chunk_count &&
-                     keep_gathered.size() == chunk_count,
+                     keep_gathered.size() == chunk_count && chunk_workloads.size() == chunk_count &&
+                     (chunk_compute == nullptr || chunk_compute->size() == chunk_count),
                  "simulate_pipelined_programs: one plan, program and choice per chunk");
   sim.spec.stages = static_cast<int>(job.pp);
   sim.spec.virtual_stages = static_cast<int>(job.virtual_stages);
@@ -250,13 +293,16 @@ PipelineSimulation simulate_pipelined_programs(const Workload& workload, const C
   SimOptions chunk_options = options;
   chunk_options.record_timings = true;
   for (std::size_t c = 0; c < chunk_count; ++c) {
-    Workload chunk = chunk_workload(workload, sim.chunk_units[c]);
+    const Workload& chunk = chunk_workloads[c];
     SimResult result = simulate(programs[c], chunk_options);
-    sim.spec.chunks.push_back(chunk_times(chunk, programs[c], result, keep_gathered[c], costs));
+    sim.spec.chunks.push_back(
+        chunk_compute != nullptr
+            ? chunk_times(chunk, programs[c], result, keep_gathered[c], (*chunk_compute)[c])
+            : chunk_times(chunk, programs[c], result, keep_gathered[c], costs));
     if (!options.record_timings) result.timings.clear();
-    sim.chunk_workloads.push_back(std::move(chunk));
     sim.chunk_results.push_back(std::move(result));
   }
+  sim.chunk_workloads = std::move(chunk_workloads);
   sim.chunk_plans = std::move(plans);
   sim.chunk_programs = std::move(programs);
   sim.chunk_keep_gathered = keep_gathered;

@@ -16,35 +16,54 @@ namespace {
 struct ChunkCandidate {
   Plan plan;
   bool keep_gathered = true;
-  Program program;
   ChunkTimes times;
   double busy_s = 0;                    // all M microbatches and the tail, back to back
   std::int64_t contribution_bytes = 0;  // to its rank's peak, without other microbatches
 };
 
-ChunkCandidate evaluate_candidate(const Workload& chunk, Plan plan, bool keep_gathered,
-                                  const CostModel& costs) {
-  ChunkCandidate candidate;
-  if (keep_gathered) {
-    std::fill(plan.reshard_after_forward.begin(), plan.reshard_after_forward.end(), false);
+// Lowers and simulates the candidates of one chunk the tuner's way (Lowerer and
+// SimWorkspace reused, no task names: the same SimResult as lower() + simulate()).
+class ChunkEvaluator {
+ public:
+  ChunkEvaluator(const Workload& chunk, const CostModel& costs)
+      : chunk_(&chunk), lowerer_(chunk, costs) {
+    options_.record_timeline = false;
   }
-  candidate.keep_gathered = keep_gathered;
-  candidate.program = lower(chunk, plan, costs);
-  candidate.plan = std::move(plan);
-  SimOptions options;
-  options.record_timeline = false;
-  const SimResult result = simulate(candidate.program, options);
-  const ChunkTimes times = chunk_times(chunk, candidate.program, result, keep_gathered, costs);
-  const double later = static_cast<double>(chunk.job.microbatches - 1);
-  candidate.busy_s = times.first_forward_s + later * (times.forward_s + times.backward_s) +
-                     times.last_backward_s + times.tail_s;
-  // As simulate_pipeline adds it up: the single-microbatch peak less its one microbatch
-  // of activations, plus the gradients it accumulates.
-  candidate.contribution_bytes =
-      times.base_peak_allocated_bytes - times.activation_bytes + times.accumulated_gradient_bytes;
-  candidate.times = times;
-  return candidate;
-}
+
+  ChunkCandidate evaluate(Plan plan, bool keep_gathered) {
+    ChunkCandidate candidate;
+    if (keep_gathered) {
+      std::fill(plan.reshard_after_forward.begin(), plan.reshard_after_forward.end(), false);
+    }
+    candidate.keep_gathered = keep_gathered;
+    lowerer_.lower_for_simulation(plan, program_);
+    candidate.plan = std::move(plan);
+    const SimResult result = simulate(program_, options_, workspace_);
+    const ChunkTimes times =
+        chunk_times(*chunk_, program_, result, keep_gathered, lowerer_.compute());
+    const double later = static_cast<double>(chunk_->job.microbatches - 1);
+    candidate.busy_s = times.first_forward_s + later * (times.forward_s + times.backward_s) +
+                       times.last_backward_s + times.tail_s;
+    // As simulate_pipeline adds it up: the single-microbatch peak less its one microbatch
+    // of activations, plus the gradients it accumulates.
+    candidate.contribution_bytes =
+        times.base_peak_allocated_bytes - times.activation_bytes + times.accumulated_gradient_bytes;
+    candidate.times = times;
+    return candidate;
+  }
+
+  // The full Program of a candidate's plan (names and buffer slots: what a schedule
+  // file stores), equal to lower(chunk, plan, costs).
+  Program lower(const Plan& plan) { return lowerer_.lower(plan); }
+  const ComputeCosts& compute() const { return lowerer_.compute(); }
+
+ private:
+  const Workload* chunk_;
+  Lowerer lowerer_;
+  Program program_;
+  SimWorkspace workspace_;
+  SimOptions options_;
+};
 
 }  // namespace
 
@@ -81,6 +100,9 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
   //    peak of activations in flight, split evenly over its V chunks, plus the one
   //    microbatch the chunk's own Program holds.
   std::vector<std::vector<ChunkCandidate>> candidates(C);
+  std::vector<ChunkEvaluator> evaluators;
+  evaluators.reserve(static_cast<std::size_t>(C));
+  for (int c = 0; c < C; ++c) evaluators.emplace_back(chunk_workloads[c], costs);
   for (int c = 0; c < C; ++c) {
     const int rank = c % P;
     const std::int64_t budget =
@@ -97,7 +119,7 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
     //    only the reshard choice of the tuned plan differs).
     for (const Plan& plan : {tuned.best_plan, fsdp2_plan(chunk_workloads[c])}) {
       for (const bool keep : {false, true}) {
-        ChunkCandidate candidate = evaluate_candidate(chunk_workloads[c], plan, keep, costs);
+        ChunkCandidate candidate = evaluators[c].evaluate(plan, keep);
         const bool duplicate = std::any_of(
             candidates[c].begin(), candidates[c].end(), [&](const ChunkCandidate& other) {
               return other.plan == candidate.plan && other.keep_gathered == keep;
@@ -146,22 +168,37 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
     }
   }
 
-  // 4. Compose; keep the fsdp2 composition when it is at least as good.
+  // 4. Compose; keep the fsdp2 composition when it is at least as good. (The fsdp2
+  //    composition is simulate_pipelined_job's: fsdp2 per chunk, kept gathered as
+  //    default_keep_gathered says -- one of each chunk's candidates.)
   std::vector<Plan> plans;
   std::vector<Program> programs;
   std::vector<bool> keep;
+  std::vector<Plan> fsdp2_plans;
+  std::vector<Program> fsdp2_programs;
+  std::vector<ComputeCosts> compute;
+  const bool fsdp2_keep = default_keep_gathered(job);
   for (int c = 0; c < C; ++c) {
     const ChunkCandidate& candidate = candidates[c][chosen[c]];
     plans.push_back(candidate.plan);
-    programs.push_back(candidate.program);
+    programs.push_back(evaluators[c].lower(candidate.plan));
     keep.push_back(candidate.keep_gathered);
+    Plan fsdp2 = fsdp2_plan(chunk_workloads[c]);
+    if (fsdp2_keep) {
+      std::fill(fsdp2.reshard_after_forward.begin(), fsdp2.reshard_after_forward.end(), false);
+    }
+    fsdp2_programs.push_back(evaluators[c].lower(fsdp2));
+    fsdp2_plans.push_back(std::move(fsdp2));
+    compute.push_back(evaluators[c].compute());
   }
   SimOptions sim_options;
   sim_options.record_timeline = false;
-  tuning.best = simulate_pipelined_programs(workload, costs, std::move(plans), std::move(programs),
-                                            keep, sim_options);
-  tuning.fsdp2 = simulate_pipelined_job(
-      workload, costs, [](const Workload& chunk) { return fsdp2_plan(chunk); }, sim_options);
+  tuning.fsdp2 = simulate_pipelined_programs(workload, chunk_workloads, &compute, costs,
+                                             std::move(fsdp2_plans), std::move(fsdp2_programs),
+                                             std::vector<bool>(C, fsdp2_keep), sim_options);
+  tuning.best =
+      simulate_pipelined_programs(workload, std::move(chunk_workloads), &compute, costs,
+                                  std::move(plans), std::move(programs), keep, sim_options);
   tuning.derived_from = "per-stage tuner";
   const bool best_fits = pipeline_fits(tuning.best.result, limit);
   const bool fsdp2_fits = pipeline_fits(tuning.fsdp2.result, limit);

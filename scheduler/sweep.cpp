@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <tuple>
@@ -13,6 +14,7 @@
 #include "fsdptune/error.hpp"
 #include "fsdptune/plans.hpp"
 #include "fsdptune/program.hpp"
+#include "fsdptune/simulator.hpp"
 #include "fsdptune/units.hpp"
 
 namespace fsdptune {
@@ -136,17 +138,43 @@ std::vector<JobSpec> sweep_jobs(const ModelSpec& model, const HardwareSpec& hard
   return jobs;
 }
 
-SweepCandidate evaluate_job(const ModelSpec& model, const JobSpec& job, const CostModel& costs,
-                            std::int64_t memory_limit_bytes) {
-  SweepCandidate candidate;
-  candidate.job = job;
-  // What simulate_pipelined_job does with fsdp2 per chunk, without building the whole
-  // model (the sweep's hot spot was allocating the Ops of 126 blocks per configuration):
-  // every transformer block of a model is the same unit (same parameters, ops and
-  // activations; only names differ), so a chunk is fixed by whether it holds the
-  // embedding, how many blocks, and whether it holds the output. The units are taken
-  // from the workload of a model with as many layers as the largest chunk, each distinct
-  // chunk lowered and simulated once (tested against simulate_pipelined_job).
+namespace {
+
+// One way to plan every chunk of a job: the plan of each chunk and whether parameters
+// stay gathered across microbatches.
+struct ChunkPlanning {
+  ChunkPlanner planner;
+  bool keep_gathered = false;
+};
+
+ChunkPlanning fsdp2_planning(const JobSpec& job) {
+  return {[](const Workload& chunk) { return fsdp2_plan(chunk); }, default_keep_gathered(job)};
+}
+
+// Re-gathering every microbatch holds no unsharded parameters or gradients across
+// microbatches: the per-stage tuner's least-memory choice for every chunk.
+ChunkPlanning least_memory_planning() {
+  return {
+      [](const Workload& chunk) { return min_memory_plan(static_cast<int>(chunk.units.size())); },
+      false};
+}
+
+// What simulate_pipelined_plans does with each planning (the first always; the second only
+// when `second_if_over` and the first is simulated over the limit), without building
+// the whole model (the sweep's hot spot was allocating the Ops of 126 blocks per
+// configuration): every transformer block of a model is the same unit (same parameters,
+// ops and activations; only names differ), so a chunk is fixed by whether it holds the
+// embedding, how many blocks, and whether it holds the output. The units are taken from
+// the workload of a model with as many layers as the largest chunk, each distinct chunk
+// lowered (Lowerer: compute costs once for both plannings, no task names) and simulated
+// once per planning (tested against simulate_pipelined_job).
+std::vector<SweepCandidate> evaluate_plannings(const ModelSpec& model, const JobSpec& job,
+                                               const CostModel& costs,
+                                               std::int64_t memory_limit_bytes,
+                                               const ChunkPlanning& first,
+                                               const ChunkPlanning* second_if_over) {
+  std::vector<SweepCandidate> out(1);
+  out.front().job = job;
   const std::int64_t chunk_count = job.pp * job.virtual_stages;
   const std::int64_t layers = model.n_layers;
   const std::int64_t largest = layers / chunk_count + (layers % chunk_count != 0 ? 1 : 0);
@@ -165,46 +193,38 @@ SweepCandidate evaluate_job(const ModelSpec& model, const JobSpec& job, const Co
       embedding.shard_numel() + layers * block.shard_numel() + output.shard_numel();
   const std::int64_t state_bytes = 16 * shard_elements / job.pp;
   if (state_bytes > memory_limit_bytes) {
-    candidate.rejected = fmt::format("sharded state {} > limit {}", format_bytes(state_bytes),
-                                     format_bytes(memory_limit_bytes));
-    return candidate;
+    out.front().rejected = fmt::format("sharded state {} > limit {}", format_bytes(state_bytes),
+                                       format_bytes(memory_limit_bytes));
+    return out;
   }
-  PipelineSimulation sim;
-  sim.spec.stages = static_cast<int>(job.pp);
-  sim.spec.virtual_stages = static_cast<int>(job.virtual_stages);
-  sim.spec.microbatches = static_cast<int>(job.microbatches);
-  sim.spec.schedule = job.pp_schedule;
-  const bool keep_gathered = default_keep_gathered(job);
-  SimOptions options;
-  options.record_timeline = false;
-  // (holds the embedding, blocks, holds the output) -> its times.
-  std::vector<std::pair<std::tuple<bool, std::int64_t, bool>, ChunkTimes>> distinct;
+  // The distinct chunks: (holds the embedding, blocks, holds the output), each with its
+  // workload and lowerer; chunk c of the job is distinct chunk chunk_kind[c].
+  struct Distinct {
+    std::tuple<bool, std::int64_t, bool> key;
+    Workload workload;
+    std::unique_ptr<Lowerer> lowerer;
+  };
+  std::vector<Distinct> distinct;
+  distinct.reserve(static_cast<std::size_t>(chunk_count));  // lowerers refer to the workloads
+  std::vector<std::size_t> chunk_kind;
   for (std::int64_t c = 0; c < chunk_count; ++c) {
     // pipeline_chunks' split: blocks as even as possible, earlier chunks the remainder.
     const std::int64_t blocks = layers / chunk_count + (c < layers % chunk_count ? 1 : 0);
     const auto key = std::make_tuple(c == 0, blocks, c == chunk_count - 1);
     const auto seen = std::find_if(distinct.begin(), distinct.end(),
-                                   [&](const auto& entry) { return entry.first == key; });
+                                   [&](const Distinct& entry) { return entry.key == key; });
     if (seen != distinct.end()) {
-      sim.spec.chunks.push_back(seen->second);
+      chunk_kind.push_back(static_cast<std::size_t>(seen - distinct.begin()));
       continue;
     }
     std::vector<int> units;
     if (c == 0) units.push_back(0);
     for (std::int64_t b = 1; b <= blocks; ++b) units.push_back(static_cast<int>(b));
     if (c == chunk_count - 1) units.push_back(static_cast<int>(mini.units.size()) - 1);
-    const Workload chunk = chunk_workload(mini, units);
-    Plan plan = fsdp2_plan(chunk);
-    if (keep_gathered) {
-      std::fill(plan.reshard_after_forward.begin(), plan.reshard_after_forward.end(), false);
-    }
-    const Program program = lower(chunk, plan, costs);
-    const SimResult result = simulate(program, options);
-    sim.spec.chunks.push_back(chunk_times(chunk, program, result, keep_gathered, costs));
-    distinct.emplace_back(key, sim.spec.chunks.back());
+    chunk_kind.push_back(distinct.size());
+    distinct.push_back({key, chunk_workload(mini, units), nullptr});
+    distinct.back().lowerer = std::make_unique<Lowerer>(distinct.back().workload, costs);
   }
-  sim.spec.send_s = pipeline_send_seconds(mini, costs);
-  sim.result = simulate_pipeline(sim.spec);
   // The whole model's FLOPs: the embedding, `layers` blocks and the output.
   const auto unit_flops = [](const Unit& unit) {
     double flops = 0;
@@ -216,57 +236,271 @@ SweepCandidate evaluate_job(const ModelSpec& model, const JobSpec& job, const Co
       (unit_flops(embedding) + static_cast<double>(layers) * unit_flops(block) +
        unit_flops(output)) *
       static_cast<double>(job.microbatches);
-  fill_pipeline_throughput(job, static_cast<double>(mini.tokens_per_step()), model_flops,
-                           costs.hardware(), sim);
-  candidate.step_time_s = sim.result.step_time_s;
-  candidate.tokens_per_s_per_gpu = sim.tokens_per_s_per_gpu;
-  candidate.mfu = sim.mfu;
-  candidate.bubble_fraction = sim.result.bubble_fraction;
-  for (const StageResult& stage : sim.result.stages) {
-    candidate.peak_reserved_bytes =
-        std::max(candidate.peak_reserved_bytes, stage.peak_reserved_bytes);
+  const double send_s = pipeline_send_seconds(mini, costs);
+  SimOptions options;
+  options.record_timeline = false;
+  Program program;
+  SimWorkspace workspace;
+  const auto evaluate = [&](const ChunkPlanning& planning, SweepCandidate& candidate) {
+    PipelineSimulation sim;
+    sim.spec.stages = static_cast<int>(job.pp);
+    sim.spec.virtual_stages = static_cast<int>(job.virtual_stages);
+    sim.spec.microbatches = static_cast<int>(job.microbatches);
+    sim.spec.schedule = job.pp_schedule;
+    std::vector<ChunkTimes> times;
+    for (Distinct& chunk : distinct) {
+      Plan plan = planning.planner(chunk.workload);
+      if (planning.keep_gathered) {
+        std::fill(plan.reshard_after_forward.begin(), plan.reshard_after_forward.end(), false);
+      }
+      chunk.lowerer->lower_for_simulation(plan, program);
+      const SimResult result = simulate(program, options, workspace);
+      times.push_back(chunk_times(chunk.workload, program, result, planning.keep_gathered,
+                                  chunk.lowerer->compute()));
+    }
+    for (const std::size_t kind : chunk_kind) sim.spec.chunks.push_back(times[kind]);
+    sim.spec.send_s = send_s;
+    sim.result = simulate_pipeline(sim.spec);
+    fill_pipeline_throughput(job, static_cast<double>(mini.tokens_per_step()), model_flops,
+                             costs.hardware(), sim);
+    candidate.step_time_s = sim.result.step_time_s;
+    candidate.tokens_per_s_per_gpu = sim.tokens_per_s_per_gpu;
+    candidate.mfu = sim.mfu;
+    candidate.bubble_fraction = sim.result.bubble_fraction;
+    for (const StageResult& stage : sim.result.stages) {
+      candidate.peak_reserved_bytes =
+          std::max(candidate.peak_reserved_bytes, stage.peak_reserved_bytes);
+      candidate.peak_allocated_bytes =
+          std::max(candidate.peak_allocated_bytes, stage.peak_allocated_bytes);
+    }
+    candidate.fits = candidate.peak_reserved_bytes <= memory_limit_bytes;
+    if (!candidate.fits) {
+      candidate.rejected =
+          fmt::format("peak reserved {} > limit {}", format_bytes(candidate.peak_reserved_bytes),
+                      format_bytes(memory_limit_bytes));
+    }
+  };
+  evaluate(first, out.front());
+  if (second_if_over != nullptr && !out.front().fits) {
+    out.emplace_back();
+    out.back().job = job;
+    evaluate(*second_if_over, out.back());
   }
-  candidate.fits = candidate.peak_reserved_bytes <= memory_limit_bytes;
-  if (!candidate.fits) {
-    candidate.rejected =
-        fmt::format("peak reserved {} > limit {}", format_bytes(candidate.peak_reserved_bytes),
-                    format_bytes(memory_limit_bytes));
-  }
+  return out;
+}
+
+}  // namespace
+
+SweepCandidate evaluate_job(const ModelSpec& model, const JobSpec& job, const CostModel& costs,
+                            std::int64_t memory_limit_bytes) {
+  SweepCandidate candidate =
+      evaluate_plannings(model, job, costs, memory_limit_bytes, fsdp2_planning(job), nullptr)
+          .front();
+  candidate.fsdp2_step_time_s = candidate.step_time_s;
   return candidate;
 }
+
+std::int64_t sweep_tuner_memory_limit_bytes(std::int64_t memory_limit_bytes,
+                                            const SweepCandidate& fsdp2) {
+  // The tuners judge the allocated peak, the sweep the reserved estimate (allocated + 5%
+  // fragmentation on the transient part + 2 MiB segment rounding, SimOptions): tune under
+  // 100/106 of the limit so that the tuned reserved peak stays under it (checked after).
+  // Where fsdp2's reserved peak fits but its allocated peak is above that, the limit is
+  // fsdp2's allocated peak, so that fsdp2 stays a candidate of the search.
+  const std::int64_t limit = memory_limit_bytes / 106 * 100;
+  return fsdp2.fits ? std::max(limit, fsdp2.peak_allocated_bytes) : limit;
+}
+
+ConfigurationTuning tune_configuration(const Workload& workload, const CostModel& costs,
+                                       const TunerOptions& options) {
+  ConfigurationTuning tuning;
+  if (is_pipelined(workload.job)) {
+    tuning.pipeline = tune_pipelined_job(workload, costs, options);
+  } else {
+    tuning.single = Tuner(options).tune(workload, costs);
+  }
+  return tuning;
+}
+
+namespace {
+
+// Runs body(i) for i in [0, count) on `threads` threads (the calling one included), each
+// taking the next index: results go to slot i, so they do not depend on the thread count.
+template <typename Body>
+void for_each_index(std::size_t count, int threads, const Body& body) {
+  std::atomic<std::size_t> next{0};
+  auto worker = [&] {
+    for (std::size_t i = next++; i < count; i = next++) body(i);
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < std::max(1, threads); ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& thread : pool) thread.join();
+}
+
+// Ranking order: more tokens/s/GPU first, ties in enumeration order.
+bool ranks_before(double tokens_a, std::size_t index_a, double tokens_b, std::size_t index_b) {
+  if (tokens_a != tokens_b) return tokens_a > tokens_b;
+  return index_a < index_b;
+}
+
+}  // namespace
 
 SweepResult sweep(const ModelSpec& model, const CostModel& costs, const SweepOptions& options) {
   SweepResult result;
   result.memory_limit_bytes = options.memory_limit_bytes > 0
                                   ? options.memory_limit_bytes
                                   : default_memory_limit_bytes(costs.hardware());
+  result.tuner_memory_limit_bytes = result.memory_limit_bytes / 106 * 100;
   const std::vector<JobSpec> jobs = sweep_jobs(model, costs.hardware(), options);
-  std::vector<SweepCandidate> candidates(jobs.size());
-  std::atomic<std::size_t> next{0};
+  const std::int64_t job_count = static_cast<std::int64_t>(jobs.size());
   std::mutex progress_mutex;
   std::int64_t done = 0;
-  auto worker = [&] {
-    for (std::size_t i = next++; i < jobs.size(); i = next++) {
-      candidates[i] = evaluate_job(model, jobs[i], costs, result.memory_limit_bytes);
-      if (options.progress) {
-        std::lock_guard<std::mutex> lock(progress_mutex);
-        options.progress(++done, static_cast<std::int64_t>(jobs.size()));
+  const auto report = [&](bool tuning, std::int64_t total) {
+    if (!options.progress) return;
+    std::lock_guard<std::mutex> lock(progress_mutex);
+    options.progress(SweepProgress{tuning, ++done, total});
+  };
+
+  // 1. Every configuration with fsdp2 per chunk. Without tune_top, those simulated over
+  //    the limit are simulated again with the least-memory plans of the tuners' space
+  //    (min_memory_plan per chunk, parameters re-gathered every microbatch): the tuned
+  //    plans can be smaller than fsdp2's (one stream for all collectives, the last block
+  //    resharded, no gradients held across microbatches), so such a configuration is
+  //    tuned when those fit the tuners' limit. Where even they do not, no plan of the
+  //    tuners' space does (min_memory_plan is its least-memory plan): tuning cannot help.
+  //    The sharded state alone does not depend on the plan.
+  std::vector<SweepCandidate> candidates(jobs.size());
+  std::vector<char> could_fit(jobs.size(), 0);
+  const ChunkPlanning least_memory = least_memory_planning();
+  for_each_index(jobs.size(), options.threads, [&](std::size_t i) {
+    std::vector<SweepCandidate> evaluated =
+        evaluate_plannings(model, jobs[i], costs, result.memory_limit_bytes,
+                           fsdp2_planning(jobs[i]), options.tune_top < 0 ? &least_memory : nullptr);
+    candidates[i] = std::move(evaluated.front());
+    candidates[i].fsdp2_step_time_s = candidates[i].step_time_s;
+    if (evaluated.size() > 1) {
+      could_fit[i] = evaluated[1].peak_allocated_bytes <= result.tuner_memory_limit_bytes;
+      if (!could_fit[i]) {
+        candidates[i].rejected += fmt::format("; least-memory plans: peak allocated {} > {}",
+                                              format_bytes(evaluated[1].peak_allocated_bytes),
+                                              format_bytes(result.tuner_memory_limit_bytes));
       }
     }
-  };
-  const int threads = std::max(1, options.threads);
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
-  for (std::thread& thread : pool) thread.join();
+    report(false, job_count);
+  });
 
-  for (SweepCandidate& candidate : candidates) {
-    (candidate.fits ? result.ranked : result.rejected).push_back(std::move(candidate));
+  // 2. Which to tune: with tune_top K, the K best that fit; otherwise every one that fits
+  //    and every one over the limit whose least-memory plans could fit.
+  std::vector<std::size_t> to_tune;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    if (candidates[i].fits || could_fit[i]) to_tune.push_back(i);
   }
-  std::stable_sort(result.ranked.begin(), result.ranked.end(),
-                   [](const SweepCandidate& a, const SweepCandidate& b) {
-                     return a.tokens_per_s_per_gpu > b.tokens_per_s_per_gpu;
-                   });
+  if (options.tune_top >= 0) {
+    std::stable_sort(to_tune.begin(), to_tune.end(), [&](std::size_t a, std::size_t b) {
+      return ranks_before(candidates[a].tokens_per_s_per_gpu, a, candidates[b].tokens_per_s_per_gpu,
+                          b);
+    });
+    to_tune.resize(
+        std::min<std::size_t>(to_tune.size(), static_cast<std::size_t>(options.tune_top)));
+  }
+
+  // 3. Tune them, one configuration per thread (each search single-threaded, with a
+  //    budget of evaluations and no clock: the same result whatever the thread count).
+  TunerOptions tuner_options;
+  tuner_options.time_budget_s = 0;
+  tuner_options.max_evaluations = options.tune_evaluations;
+  tuner_options.threads = 1;
+  std::vector<std::int64_t> plans_evaluated(to_tune.size(), 0);
+  // The best tuned configuration so far (ranking order) and its search: kept for one
+  // configuration only (a pipelined search holds every chunk's Programs).
+  std::mutex best_mutex;
+  std::optional<std::size_t> best_index;
+  done = 0;
+  for_each_index(to_tune.size(), options.threads, [&](std::size_t k) {
+    const std::size_t i = to_tune[k];
+    SweepCandidate& candidate = candidates[i];
+    const Workload workload = build_workload(model, jobs[i]);
+    TunerOptions config_options = tuner_options;
+    config_options.memory_limit_bytes =
+        sweep_tuner_memory_limit_bytes(result.memory_limit_bytes, candidate);
+    ConfigurationTuning tuning = tune_configuration(workload, costs, config_options);
+    SweepCandidate tuned = candidate;
+    bool tuner_fits = false;
+    if (tuning.pipeline) {
+      const PipelineTuning& pipeline = *tuning.pipeline;
+      plans_evaluated[k] = pipeline.plans_evaluated;
+      tuner_fits = pipeline.fits;
+      tuned.step_time_s = pipeline.best.result.step_time_s;
+      tuned.tokens_per_s_per_gpu = pipeline.best.tokens_per_s_per_gpu;
+      tuned.mfu = pipeline.best.mfu;
+      tuned.bubble_fraction = pipeline.best.result.bubble_fraction;
+      tuned.peak_reserved_bytes = 0;
+      tuned.peak_allocated_bytes = 0;
+      for (const StageResult& stage : pipeline.best.result.stages) {
+        tuned.peak_reserved_bytes = std::max(tuned.peak_reserved_bytes, stage.peak_reserved_bytes);
+        tuned.peak_allocated_bytes =
+            std::max(tuned.peak_allocated_bytes, stage.peak_allocated_bytes);
+      }
+      tuned.derived_from = pipeline.derived_from;
+    } else {
+      const TunerResult& single = *tuning.single;
+      plans_evaluated[k] = single.plans_evaluated;
+      tuner_fits = single.fits;
+      tuned.step_time_s = single.best.step_time_s;
+      tuned.tokens_per_s_per_gpu = single.best.tokens_per_s_per_gpu;
+      tuned.mfu = single.best.mfu;
+      tuned.bubble_fraction = 0;
+      tuned.peak_reserved_bytes = single.best.peak_reserved_bytes;
+      tuned.peak_allocated_bytes = single.best.peak_allocated_bytes;
+      tuned.derived_from = single.derived_from;
+    }
+    // The tuned figures replace fsdp2's when they fit the sweep's limit and are not
+    // slower: under the tuners' stricter (allocated, 100/106) limit a configuration whose
+    // fsdp2 plan only just fits may be tuned to a slower plan, and then fsdp2 stays.
+    const bool fits = tuner_fits && tuned.peak_reserved_bytes <= result.memory_limit_bytes;
+    if (!fits || (candidate.fits && tuned.step_time_s > candidate.step_time_s)) {
+      if (!candidate.fits) {
+        candidate.rejected += fmt::format("; tuned: peak reserved {}, allocated {}",
+                                          format_bytes(tuned.peak_reserved_bytes),
+                                          format_bytes(tuned.peak_allocated_bytes));
+      }
+      report(true, static_cast<std::int64_t>(to_tune.size()));
+      return;
+    }
+    tuned.fits = true;
+    tuned.rejected.clear();
+    tuned.tuned = true;
+    candidate = std::move(tuned);
+    {
+      std::lock_guard<std::mutex> lock(best_mutex);
+      if (!best_index || ranks_before(candidate.tokens_per_s_per_gpu, i,
+                                      candidates[*best_index].tokens_per_s_per_gpu, *best_index)) {
+        best_index = i;
+        result.best_tuning = std::move(tuning);
+      }
+    }
+    report(true, static_cast<std::int64_t>(to_tune.size()));
+  });
+  result.tuned = static_cast<std::int64_t>(to_tune.size());
+  for (const std::int64_t count : plans_evaluated) result.plans_evaluated += count;
+
+  // 4. Rank by the figures, tuned where tuned.
+  std::vector<std::size_t> order(candidates.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return ranks_before(candidates[a].tokens_per_s_per_gpu, a, candidates[b].tokens_per_s_per_gpu,
+                        b);
+  });
+  for (const std::size_t i : order) {
+    if (candidates[i].fits) result.ranked.push_back(std::move(candidates[i]));
+  }
+  for (SweepCandidate& candidate : candidates) {
+    if (!candidate.fits) result.rejected.push_back(std::move(candidate));  // enumeration order
+  }
+  if (!result.ranked.empty() && best_index && !result.ranked.front().tuned) {
+    result.best_tuning.reset();  // the winner kept fsdp2 figures
+  }
   return result;
 }
 

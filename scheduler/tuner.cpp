@@ -146,6 +146,9 @@ class Evaluator {
     }
   }
 
+  // Worker 0's lowerer (the calling thread's), for full lowerings between batches.
+  Lowerer& lowerer() { return workers_.front().lowerer; }
+
   // Simulates every plan of `batch` (in parallel when threads > 1); results in batch order.
   // `abort_over_limit` stops a simulation as soon as allocated memory passes the limit
   // (so such a plan cannot fit).
@@ -232,23 +235,15 @@ Plan one_unit_per_bucket_plan(int unit_count) {
   return plan;
 }
 
-// The least memory a plan of the search space needs, as far as the knobs go: one unit
-// per bucket, everything resharded, one bucket ahead, and one communication stream (a
-// reduce-scatter and an all-gather never hold their buffers at the same time).
-Plan min_memory_plan(int unit_count) {
-  Plan plan = one_unit_per_bucket_plan(unit_count);
-  plan.stream_layout = StreamLayout::kShared;
-  return plan;
-}
-
 bool is_compute(TaskKind kind) {
   return kind == TaskKind::kForward || kind == TaskKind::kRecompute ||
          kind == TaskKind::kBackward || kind == TaskKind::kOptimizer;
 }
 
-UnitCosts unit_costs(const Workload& workload, const CostModel& costs) {
+// `lowerer`: of this workload and costs (its full lower() is fsdptune::lower()).
+UnitCosts unit_costs(const Workload& workload, const CostModel& costs, Lowerer& lowerer) {
   const int unit_count = static_cast<int>(workload.units.size());
-  const Program program = lower(workload, one_unit_per_bucket_plan(unit_count), costs);
+  const Program program = lowerer.lower(one_unit_per_bucket_plan(unit_count));
   UnitCosts out;
   out.forward_s.assign(unit_count, 0.0);
   out.backward_s.assign(unit_count, 0.0);
@@ -282,6 +277,18 @@ UnitCosts unit_costs(const Workload& workload, const CostModel& costs) {
       costs.collective(CollectiveKind::kReduceScatter, out.reduce_bytes[0], out.reduce_group)
           .seconds;
   return out;
+}
+
+// The lower bound of DESIGN.md "Searching" from the per-unit costs (step_time_lower_bound).
+double lower_bound_of(const UnitCosts& unit, const CostModel& costs) {
+  const std::int64_t gather_bytes =
+      std::accumulate(unit.gather_bytes.begin(), unit.gather_bytes.end(), std::int64_t{0});
+  const std::int64_t reduce_bytes =
+      std::accumulate(unit.reduce_bytes.begin(), unit.reduce_bytes.end(), std::int64_t{0});
+  const double least_comm_s =
+      costs.collective(CollectiveKind::kAllGather, gather_bytes, unit.gather_group).seconds +
+      costs.collective(CollectiveKind::kReduceScatter, reduce_bytes, unit.reduce_group).seconds;
+  return std::max(unit.compute_total_s + unit.first_gather_s + unit.last_reduce_s, least_comm_s);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -917,7 +924,7 @@ TunerResult Search::run() {
 
   // 2. Structured seeds from the dynamic program, plus their variants with deeper
   //    prefetch and the shared stream layout.
-  const UnitCosts unit = unit_costs(workload_, costs_);
+  const UnitCosts unit = unit_costs(workload_, costs_, evaluator_.lowerer());
   std::vector<std::pair<Plan, std::string>> seed_plans;
   const std::vector<Plan> seeds = dp_seeds(unit, costs_);
   for (std::size_t s = 0; s < seeds.size(); ++s) {
@@ -974,7 +981,7 @@ TunerResult Search::run() {
   result.plans_evaluated = evaluated_;
   result.plans_aborted = aborted_;
   result.budget_exhausted = stopped_;
-  result.lower_bound_s = step_time_lower_bound(workload_, costs_);
+  result.lower_bound_s = lower_bound_of(unit, costs_);
   const Evaluation& best = *best_;
   result.fits = best.fits;
   result.derived_from = best.label;
@@ -998,15 +1005,14 @@ TunerResult Search::run() {
 }  // namespace
 
 double step_time_lower_bound(const Workload& workload, const CostModel& costs) {
-  const UnitCosts unit = unit_costs(workload, costs);
-  const std::int64_t gather_bytes =
-      std::accumulate(unit.gather_bytes.begin(), unit.gather_bytes.end(), std::int64_t{0});
-  const std::int64_t reduce_bytes =
-      std::accumulate(unit.reduce_bytes.begin(), unit.reduce_bytes.end(), std::int64_t{0});
-  const double least_comm_s =
-      costs.collective(CollectiveKind::kAllGather, gather_bytes, unit.gather_group).seconds +
-      costs.collective(CollectiveKind::kReduceScatter, reduce_bytes, unit.reduce_group).seconds;
-  return std::max(unit.compute_total_s + unit.first_gather_s + unit.last_reduce_s, least_comm_s);
+  Lowerer lowerer(workload, costs);
+  return lower_bound_of(unit_costs(workload, costs, lowerer), costs);
+}
+
+Plan min_memory_plan(int unit_count) {
+  Plan plan = one_unit_per_bucket_plan(unit_count);
+  plan.stream_layout = StreamLayout::kShared;
+  return plan;
 }
 
 bool plan_fits(const SimResult& result, std::int64_t memory_limit_bytes) {

@@ -119,6 +119,10 @@ bool default_keep_gathered(const JobSpec& job);
 // reduce-scatters into the sharded gradients) and nothing accumulates.
 ChunkTimes chunk_times(const Workload& chunk, const Program& program, const SimResult& result,
                        bool keep_gathered, const CostModel& costs);
+// The same with the units' compute costs already known (compute_costs(chunk, costs), e.g.
+// a Lowerer's): no cost query. REQUIRES: `compute` of this chunk.
+ChunkTimes chunk_times(const Workload& chunk, const Program& program, const SimResult& result,
+                       bool keep_gathered, const ComputeCosts& compute);
 
 // The rank's peak of activations in flight, bytes, from its action order alone (chunk c
 // holds activation_bytes[c] per microbatch between its forward and its backward).
@@ -163,6 +167,16 @@ PipelineSimulation simulate_pipelined_plans(const Workload& workload, const Cost
 // plan is kept as given, each program simulated as it is.
 PipelineSimulation simulate_pipelined_programs(const Workload& workload, const CostModel& costs,
                                                std::vector<Plan> plans,
+                                               std::vector<Program> programs,
+                                               const std::vector<bool>& keep_gathered,
+                                               const SimOptions& options = {});
+// The same with the chunk workloads already built (chunk_workload of each of
+// pipeline_chunks(workload)) and, when not null, their compute costs (compute_costs of
+// each, e.g. a Lowerer's): what the per-stage tuner has at hand.
+PipelineSimulation simulate_pipelined_programs(const Workload& workload,
+                                               std::vector<Workload> chunk_workloads,
+                                               const std::vector<ComputeCosts>* chunk_compute,
+                                               const CostModel& costs, std::vector<Plan> plans,
                                                std::vector<Program> programs,
                                                const std::vector<bool>& keep_gathered,
                                                const SimOptions& options = {});

@@ -1,12 +1,15 @@
 // The configuration sweep (docs/parallelism.md "Sweep"): every valid mesh
 // (dp_shard x dp_replicate x tp x pp), microbatching, pipeline schedule, activation
 // checkpointing mode and float8 on/off for a model on N GPUs at a global batch, each
-// simulated with a per-chunk FSDP plan, ranked by tokens/s/GPU among those that fit.
-// Pure: no I/O; uses `threads` std::threads, the result does not depend on their number.
+// simulated with fsdp2 per chunk, then tuned (the per-stage tuner, or the Tuner when not
+// pipelined) under a deterministic budget, and ranked by tokens/s/GPU among those that fit.
+// Pure: no I/O, no clock; uses `threads` std::threads, the result does not depend on
+// their number.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,8 +17,16 @@
 #include "fsdptune/job.hpp"
 #include "fsdptune/model.hpp"
 #include "fsdptune/pipeline.hpp"
+#include "fsdptune/pipeline_tuner.hpp"
+#include "fsdptune/tuner.hpp"
 
 namespace fsdptune {
+
+struct SweepProgress {
+  bool tuning = false;  // false: simulating with fsdp2; true: tuning
+  std::int64_t done = 0;
+  std::int64_t total = 0;
+};
 
 struct SweepOptions {
   std::int64_t gpus = 8;
@@ -33,9 +44,16 @@ struct SweepOptions {
   bool try_async_tp = false;
   std::int64_t max_pp = 16;
   std::int64_t max_local_batch = 8;  // sequences per microbatch per DP rank
-  int threads = 1;
-  // Called from worker threads (serialized) after each configuration: done, total.
-  std::function<void(std::int64_t, std::int64_t)> progress;
+  // Which configurations are tuned: -1 = every one that fits with fsdp2 and every one
+  // over the limit with fsdp2 whose least-memory plans fit (tuning may bring it under);
+  // K >= 0 = only the K best that fit with fsdp2 (0: none, fsdp2 figures only).
+  std::int64_t tune_top = -1;
+  // Plans simulated per chunk (per configuration when not pipelined): the deterministic
+  // budget of each search (TunerOptions::max_evaluations; no time budget).
+  std::int64_t tune_evaluations = 100;
+  int threads = 1;  // configurations evaluated / tuned at once, one per thread
+  // Called from worker threads (serialized) after each configuration of each phase.
+  std::function<void(const SweepProgress&)> progress;
 };
 
 struct SweepCandidate {
@@ -46,14 +64,45 @@ struct SweepCandidate {
   double tokens_per_s_per_gpu = 0;
   double mfu = 0;
   double bubble_fraction = 0;
-  std::int64_t peak_reserved_bytes = 0;  // the largest over the stages
+  std::int64_t peak_reserved_bytes = 0;   // the largest over the stages
+  std::int64_t peak_allocated_bytes = 0;  // the largest over the stages
+  // The figures above are of tuned plans (else of fsdp2 per chunk).
+  bool tuned = false;
+  std::string derived_from;      // where the tuned search started ("" when not tuned)
+  double fsdp2_step_time_s = 0;  // fsdp2 per chunk (0 when the state alone was too large)
   bool operator==(const SweepCandidate&) const = default;
 };
+
+// The search result of one configuration: the single-job Tuner's when the job is not
+// pipelined, else the per-stage tuner's (exactly one is set).
+struct ConfigurationTuning {
+  std::optional<TunerResult> single;
+  std::optional<PipelineTuning> pipeline;
+  bool operator==(const ConfigurationTuning&) const = default;
+};
+
+// The search of one configuration's plans (is_pipelined: tune_pipelined_job, else
+// Tuner::tune) with `options` as given.
+ConfigurationTuning tune_configuration(const Workload& workload, const CostModel& costs,
+                                       const TunerOptions& options);
+
+// The allocated-peak limit the sweep tunes a configuration under, from its fsdp2
+// candidate: 100/106 of `memory_limit_bytes` (the tuners judge the allocated peak, the
+// sweep the reserved estimate), or fsdp2's allocated peak where that is larger and fsdp2
+// fits (so that fsdp2 stays a candidate of the search).
+std::int64_t sweep_tuner_memory_limit_bytes(std::int64_t memory_limit_bytes,
+                                            const SweepCandidate& fsdp2);
 
 struct SweepResult {
   std::vector<SweepCandidate> ranked;    // fits, best tokens/s/GPU first (ties: enumeration order)
   std::vector<SweepCandidate> rejected;  // in enumeration order
   std::int64_t memory_limit_bytes = 0;
+  // memory_limit_bytes * 100 / 106: the tuners' limit (sweep_tuner_memory_limit_bytes).
+  std::int64_t tuner_memory_limit_bytes = 0;
+  std::int64_t tuned = 0;            // configurations searched
+  std::int64_t plans_evaluated = 0;  // by all their searches
+  // The search of ranked.front() when its figures are tuned: what `sweep --out` writes.
+  std::optional<ConfigurationTuning> best_tuning;
   bool operator==(const SweepResult&) const = default;
 };
 

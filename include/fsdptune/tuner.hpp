@@ -119,6 +119,12 @@ double step_time_lower_bound(const Workload& workload, const CostModel& costs);
 // Does a simulated plan fit under `memory_limit_bytes`? (allocated peak <= limit)
 bool plan_fits(const SimResult& result, std::int64_t memory_limit_bytes);
 
+// The least memory a plan of the search space needs (with the default TunerOptions), as
+// far as the knobs go: one unit per bucket, every bucket resharded after forward, one
+// bucket prefetched, one communication stream shared by the all-gathers and the
+// reduce-scatters (so their buffers are never held at once). The search starts from it.
+Plan min_memory_plan(int unit_count);
+
 // The summary of one simulated plan, as the schedule file and the tables report it.
 PlanSummary summarize_plan(const std::string& plan_name, const Workload& workload,
                            const HardwareSpec& hardware, const SimResult& result,

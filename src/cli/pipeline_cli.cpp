@@ -203,10 +203,16 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
 
 TunedSchedule tune_schedule(const Workload& workload, const HardwareSpec& hardware,
                             const CostModel& costs, const TunerOptions& options) {
+  return schedule_of_tuning(workload, hardware, costs,
+                            tune_configuration(workload, costs, options));
+}
+
+TunedSchedule schedule_of_tuning(const Workload& workload, const HardwareSpec& hardware,
+                                 const CostModel& costs, const ConfigurationTuning& searched) {
   const JobSpec& job = workload.job;
   TunedSchedule tuned;
-  if (is_pipelined(job)) {
-    const PipelineTuning tuning = tune_pipelined_job(workload, costs, options);
+  if (searched.pipeline) {
+    const PipelineTuning& tuning = *searched.pipeline;
     if (!tuning.fits) {
       std::int64_t peak = 0;
       for (const StageResult& stage : tuning.best.result.stages) {
@@ -231,7 +237,7 @@ TunedSchedule tune_schedule(const Workload& workload, const HardwareSpec& hardwa
     tuned.budget_exhausted = tuning.budget_exhausted;
     return tuned;
   }
-  const TunerResult result = Tuner(options).tune(workload, costs);
+  const TunerResult& result = *searched.single;
   if (!result.fits) {
     throw Error(ErrorKind::kDoesNotFit, "--memory-limit",
                 fmt::format("no plan fits in {} per GPU: the smallest peak found is {} ({})",

@@ -10,6 +10,7 @@
 #include "fsdptune/cost_model.hpp"
 #include "fsdptune/model.hpp"
 #include "fsdptune/schedule.hpp"
+#include "fsdptune/sweep.hpp"
 #include "fsdptune/tuner.hpp"
 #include "fsdptune/workload.hpp"
 #include "job_options.hpp"
@@ -37,6 +38,10 @@ struct TunedSchedule {
 };
 TunedSchedule tune_schedule(const Workload& workload, const HardwareSpec& hardware,
                             const CostModel& costs, const TunerOptions& options);
+// The same from a search already run (tune_configuration: what the sweep keeps of its
+// best configuration), without searching again.
+TunedSchedule schedule_of_tuning(const Workload& workload, const HardwareSpec& hardware,
+                                 const CostModel& costs, const ConfigurationTuning& tuning);
 
 // Prints the pipelined part of `tune`: baseline vs tuned, the stages, what was written.
 void print_pipeline_schedule(const ScheduleFile& schedule, const Workload& workload);

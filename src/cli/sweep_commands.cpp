@@ -2,6 +2,7 @@
 // on N GPUs; `fsdptune pipeline`: simulate one job with pipeline parallelism, stage by
 // stage (docs/parallelism.md).
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -42,6 +43,10 @@ nlohmann::json candidate_json(const SweepCandidate& candidate) {
                       {"mfu", candidate.mfu},
                       {"bubble_fraction", candidate.bubble_fraction},
                       {"peak_reserved_bytes", candidate.peak_reserved_bytes}};
+  json["peak_allocated_bytes"] = candidate.peak_allocated_bytes;
+  json["tuned"] = candidate.tuned;
+  if (candidate.tuned) json["derived_from"] = candidate.derived_from;
+  json["fsdp2_step_time_s"] = candidate.fsdp2_step_time_s;
   if (!candidate.fits) json["rejected"] = candidate.rejected;
   return json;
 }
@@ -74,9 +79,21 @@ struct SweepCliOptions {
   bool async_tp = false;
   bool json = false;
   std::string out;
-  std::int64_t tune_evaluations = 400;  // per chunk, when tuning (--tune-top, --out)
-  int tune_top = 0;                     // configurations re-ranked with tuned plans
+  std::int64_t tune_evaluations = SweepOptions{}.tune_evaluations;  // per chunk
+  std::string tune_top = "all";  // "all" or K: which configurations are tuned
 };
+
+// --tune-top: "all" (-1 in SweepOptions) or a count K >= 0.
+std::int64_t parse_tune_top(const std::string& text) {
+  if (text == "all") return -1;
+  const bool digits =
+      !text.empty() && text.size() <= 9 &&
+      std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
+  if (!digits) {
+    throw_bad_input("--tune-top", fmt::format("'{}' is neither 'all' nor a count >= 0", text));
+  }
+  return std::stoll(text);
+}
 
 void run_sweep(const SweepCliOptions& o) {
   if (o.top < 1) throw_bad_input("--top", "must be >= 1");
@@ -99,6 +116,9 @@ void run_sweep(const SweepCliOptions& o) {
   options.try_float8 = !o.no_float8;
   options.try_async_tp = o.async_tp;
   options.max_pp = o.max_pp;
+  options.tune_top = parse_tune_top(o.tune_top);
+  if (o.tune_evaluations < 1) throw_bad_input("--tune-evaluations", "must be >= 1");
+  options.tune_evaluations = o.tune_evaluations;
   options.threads = o.threads > 0
                         ? o.threads
                         : static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
@@ -114,78 +134,20 @@ void run_sweep(const SweepCliOptions& o) {
              "{} threads\n",
              total, skipped, options.threads);
   std::int64_t last_percent = -1;
-  options.progress = [&](std::int64_t done, std::int64_t all) {
-    const std::int64_t percent = 100 * done / all;
-    if (percent / 10 != last_percent / 10 || done == all) {
-      fmt::print(stderr, "sweep: {}/{} ({}%)\n", done, all, percent);
+  bool last_tuning = false;
+  options.progress = [&](const SweepProgress& progress) {
+    const std::int64_t percent = 100 * progress.done / progress.total;
+    if (progress.tuning != last_tuning || percent / 10 != last_percent / 10 ||
+        progress.done == progress.total) {
+      fmt::print(stderr, "sweep: {} {}/{} ({}%)\n", progress.tuning ? "tuned" : "simulated",
+                 progress.done, progress.total, percent);
       last_percent = percent;
+      last_tuning = progress.tuning;
     }
   };
-  SweepResult result = sweep(model, *costs, options);
-
-  // --tune-top K: the K best re-evaluated with their plans tuned (per stage when
-  // pipelined) under a deterministic budget, then re-ranked among themselves. Tuning
-  // never makes a configuration slower (fsdp2 is a candidate of both tuners), so they stay
-  // ahead of the rest; a tuned plan whose reserved peak would exceed the limit (the
-  // tuners judge the allocated peak) keeps its fsdp2 figures.
-  if (o.tune_top < 0) throw_bad_input("--tune-top", "must be >= 0");
-  if (o.tune_evaluations < 1) throw_bad_input("--tune-evaluations", "must be >= 1");
-  TunerOptions tuner_options;
-  // The tuners judge the allocated peak, the sweep the reserved estimate (allocated +
-  // 5% fragmentation on the transient part + 2 MiB segment rounding, SimOptions): tune
-  // under 100/106 of the limit so that the tuned reserved peak stays under it.
-  tuner_options.memory_limit_bytes = result.memory_limit_bytes / 106 * 100;
-  tuner_options.time_budget_s = 0;
-  tuner_options.max_evaluations = o.tune_evaluations;
-  tuner_options.threads = options.threads;
-  std::vector<std::optional<TunedSchedule>> tuned_top(result.ranked.size());
-  std::vector<bool> is_tuned(result.ranked.size(), false);
-  const std::size_t tune_count =
-      std::min<std::size_t>(static_cast<std::size_t>(o.tune_top), result.ranked.size());
-  for (std::size_t i = 0; i < tune_count; ++i) {
-    fmt::print(stderr, "sweep: tuning configuration {}/{} ({} plans per chunk at most)\n", i + 1,
-               tune_count, o.tune_evaluations);
-    TunedSchedule tuned;
-    try {
-      tuned = tune_schedule(build_workload(model, result.ranked[i].job), hardware, *costs,
-                            tuner_options);
-    } catch (const Error& error) {
-      if (error.kind() != ErrorKind::kDoesNotFit) throw;
-      continue;  // nothing fits the allocated limit: keep the fsdp2 figures
-    }
-    const PlanSummary& predicted = tuned.schedule.predicted;
-    if (predicted.peak_reserved_bytes > result.memory_limit_bytes) continue;
-    SweepCandidate& candidate = result.ranked[i];
-    candidate.step_time_s = predicted.step_time_s;
-    candidate.tokens_per_s_per_gpu = predicted.tokens_per_s_per_gpu;
-    candidate.mfu = predicted.mfu;
-    candidate.peak_reserved_bytes = predicted.peak_reserved_bytes;
-    if (tuned.schedule.pipeline) {
-      candidate.bubble_fraction = tuned.schedule.pipeline->bubble_fraction;
-    }
-    is_tuned[i] = true;
-    tuned_top[i] = std::move(tuned);
-  }
-  {
-    std::vector<std::size_t> order(tune_count);
-    for (std::size_t i = 0; i < tune_count; ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-      return result.ranked[a].tokens_per_s_per_gpu > result.ranked[b].tokens_per_s_per_gpu;
-    });
-    std::vector<SweepCandidate> candidates;
-    std::vector<std::optional<TunedSchedule>> schedules;
-    std::vector<bool> flags;
-    for (const std::size_t i : order) {
-      candidates.push_back(result.ranked[i]);
-      schedules.push_back(std::move(tuned_top[i]));
-      flags.push_back(is_tuned[i]);
-    }
-    for (std::size_t i = 0; i < tune_count; ++i) {
-      result.ranked[i] = candidates[i];
-      tuned_top[i] = std::move(schedules[i]);
-      is_tuned[i] = flags[i];
-    }
-  }
+  const SweepResult result = sweep(model, *costs, options);
+  fmt::print(stderr, "sweep: {} configurations tuned ({} plans simulated, at most {} per chunk)\n",
+             result.tuned, result.plans_evaluated, o.tune_evaluations);
 
   std::string best_written;
   if (!o.out.empty()) {
@@ -195,18 +157,27 @@ void run_sweep(const SweepCliOptions& o) {
                                   format_bytes(result.memory_limit_bytes)),
                       "raise --memory-limit or add GPUs");
     }
-    // The best configuration, tuned (per stage when pipelined) into a schedule file:
-    // version 1 for pp = 1 and one microbatch, else version 2 (docs/schedule-format.md).
-    // A deterministic budget (evaluations, no clock) so that the file is reproducible.
-    // (Already tuned with --tune-top: the same search, not run twice.)
+    // The best configuration's tuned schedule (per stage when pipelined): version 1 for
+    // pp = 1 and one microbatch, else version 2 (docs/schedule-format.md). Its search was
+    // run by the sweep (deterministic budget, no clock): its result is written, not
+    // searched again. A winner whose figures are not tuned (--tune-top 0, or fsdp2 kept)
+    // is tuned here with the same options.
     const SweepCandidate& best = result.ranked.front();
-    if (!tuned_top.front()) {
+    const Workload workload = build_workload(model, best.job);
+    TunedSchedule tuned;
+    if (result.best_tuning) {
+      tuned = schedule_of_tuning(workload, hardware, *costs, *result.best_tuning);
+    } else {
       fmt::print(stderr, "sweep: tuning the best configuration ({} plans per chunk at most)\n",
                  o.tune_evaluations);
-      tuned_top.front() =
-          tune_schedule(build_workload(model, best.job), hardware, *costs, tuner_options);
+      TunerOptions tuner_options;
+      tuner_options.memory_limit_bytes =
+          sweep_tuner_memory_limit_bytes(result.memory_limit_bytes, best);
+      tuner_options.time_budget_s = 0;
+      tuner_options.max_evaluations = o.tune_evaluations;
+      tuner_options.threads = options.threads;
+      tuned = tune_schedule(workload, hardware, *costs, tuner_options);
     }
-    TunedSchedule& tuned = *tuned_top.front();
     ScheduleFile& schedule = tuned.schedule;
     schedule.provenance.tool = std::string("fsdptune ") + FSDPTUNE_VERSION;
     schedule.provenance.cost_source = hardware.id;
@@ -238,9 +209,7 @@ void run_sweep(const SweepCliOptions& o) {
   if (o.json) {
     nlohmann::json top = nlohmann::json::array();
     for (std::size_t i = 0; i < shown; ++i) {
-      nlohmann::json row = candidate_json(result.ranked[i]);
-      row["tuned"] = static_cast<bool>(is_tuned[i]);
-      top.push_back(std::move(row));
+      top.push_back(candidate_json(result.ranked[i]));
     }
     nlohmann::json rejected = nlohmann::json::array();
     for (const SweepCandidate& candidate : result.rejected) {
@@ -256,6 +225,9 @@ void run_sweep(const SweepCliOptions& o) {
                                 {"memory_limit_bytes", result.memory_limit_bytes},
                                 {"evaluated", total},
                                 {"fitting", result.ranked.size()},
+                                {"tuned", result.tuned},
+                                {"tune_evaluations", o.tune_evaluations},
+                                {"plans_evaluated", result.plans_evaluated},
                                 {"skipped_meshes", skipped},
                                 {"top", top},
                                 {"rejected", rejected}}));
@@ -264,13 +236,14 @@ void run_sweep(const SweepCliOptions& o) {
   fmt::print("{} on {} x {}, global batch {} sequences of {} tokens, memory limit {}\n", model.name,
              o.gpus, hardware.id, options.global_batch_sequences, o.seq,
              format_bytes(result.memory_limit_bytes));
-  fmt::print("{} configurations simulated, {} fit\n\n", total, result.ranked.size());
+  fmt::print("{} configurations simulated, {} fit; {} tuned ({} plans per chunk at most)\n\n",
+             total, result.ranked.size(), result.tuned, o.tune_evaluations);
   fmt::print("{:>3}  {:<58} {:>11} {:>13} {:>7} {:>7} {:>12}\n", "#", "configuration", "step time",
              "tokens/s/GPU", "MFU", "bubble", "peak reserv");
   for (std::size_t i = 0; i < shown; ++i) {
     const SweepCandidate& c = result.ranked[i];
     fmt::print("{:>3}  {:<58} {:>11} {:>13.1f} {:>6.1f}% {:>6.1f}% {:>12}\n", i + 1,
-               config_label(c.job) + (is_tuned[i] ? " tuned" : ""), format_seconds(c.step_time_s),
+               config_label(c.job) + (c.tuned ? " tuned" : ""), format_seconds(c.step_time_s),
                c.tokens_per_s_per_gpu, 100.0 * c.mfu, 100.0 * c.bubble_fraction,
                format_bytes(c.peak_reserved_bytes));
   }
@@ -408,14 +381,17 @@ void register_sweep_commands(CLI::App& app) {
     command->add_flag("--async-tp", options->async_tp, "also try async TP where tp > 1");
     command->add_flag("--json", options->json, "print JSON instead of a table");
     command->add_option("--out", options->out,
-                        "tune the best configuration and write its schedule file here");
+                        "write the best configuration's tuned schedule file here");
     command
         ->add_option("--tune-top", options->tune_top,
-                     "tune the plans of the K best and re-rank them (0: fsdp2 per stage only)")
+                     "which configurations are tuned before ranking: 'all' (every one that "
+                     "fits with fsdp2, and those over the limit whose least-memory plans fit), "
+                     "or K (the K best by fsdp2; 0 = none: fsdp2 per stage figures)")
         ->capture_default_str();
     command
         ->add_option("--tune-evaluations", options->tune_evaluations,
-                     "plans simulated per chunk when tuning the best for --out")
+                     "plans simulated per chunk by each configuration's search (deterministic "
+                     "budget)")
         ->capture_default_str();
     command->callback([options] { run_sweep(*options); });
   }

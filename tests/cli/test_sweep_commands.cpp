@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <limits>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -12,40 +13,129 @@
 using fsdptune::testing::make_temp_dir;
 using fsdptune::testing::run_fsdptune;
 
-TEST_CASE("sweep ranks configurations and writes the best", "[cli][sweep]") {
+namespace {
+
+// The flags of `simulate` for a job of the sweep's JSON.
+std::string job_flags(const nlohmann::json& job) {
+  std::string flags = "--gpus " + std::to_string(job.at("gpus").get<int>()) + " --tp " +
+                      std::to_string(job.at("tp").get<int>()) + " --dp-replicate " +
+                      std::to_string(job.at("dp_replicate").get<int>()) + " --pp " +
+                      std::to_string(job.at("pp").get<int>()) + " --microbatches " +
+                      std::to_string(job.at("microbatches").get<int>()) + " --batch " +
+                      std::to_string(job.at("local_batch").get<int>()) + " --seq " +
+                      std::to_string(job.at("seq_len").get<int>()) + " --ac " +
+                      job.at("activation_checkpointing").get<std::string>();
+  if (job.at("pp").get<int>() > 1) {
+    flags += " --pp-schedule " + job.at("pp_schedule").get<std::string>() + " --virtual-stages " +
+             std::to_string(job.at("virtual_stages").get<int>());
+  }
+  if (job.at("float8").get<bool>()) flags += " --float8";
+  return flags;
+}
+
+// Tiny on 16 GPUs, 32 sequences of 256 tokens: 198 configurations, a second each way.
+const std::string kTinySweep =
+    "sweep --model tiny --hardware h100-sxm --gpus 16 --global-batch 32 --seq 256 --json";
+
+}  // namespace
+
+TEST_CASE("sweep tunes every configuration, ranks by the tuned figures, writes the winner",
+          "[cli][sweep]") {
   const std::string dir = make_temp_dir("sweep");
-  const std::string args =
-      "sweep --model tiny --hardware h100-sxm --gpus 16 --global-batch 32 --seq 256 --threads 2 "
-      "--json --top 3 --out " +
-      dir + "/best.json";
-  const auto result = run_fsdptune(args);
+  const auto result =
+      run_fsdptune(kTinySweep + " --threads 2 --top 10 --out " + dir + "/best.json");
   INFO(result.err);
   REQUIRE(result.exit_code == 0);
   const auto json = nlohmann::json::parse(result.out);
   CHECK(json.at("format") == "fsdptune-sweep");
   CHECK(json.at("version") == 1);
-  REQUIRE(json.at("top").size() == 3);
-  // Ranked: tokens/s/GPU never increases down the list.
-  CHECK(json["top"][0]["tokens_per_s_per_gpu"].get<double>() >=
-        json["top"][1]["tokens_per_s_per_gpu"].get<double>());
+  REQUIRE(json.at("top").size() == 10);
   CHECK(json.at("evaluated").get<int>() > 10);
+  CHECK(json.at("tuned").get<int>() >= json.at("fitting").get<int>());
+  CHECK(json.at("plans_evaluated").get<int>() > 10 * json.at("tuned").get<int>());
   CHECK(result.err.find("sweep: ") != std::string::npos);  // progress on stderr
-  // The best configuration, tuned, as a schedule file that simulate replays.
+  // Every ranked row tuned, never slower than its fsdp2 figure, and here always faster
+  // (fsdp2 is a candidate of both tuners; tiny's plans leave room to gain).
+  double previous = std::numeric_limits<double>::infinity();
+  for (const auto& row : json["top"]) {
+    INFO(row.dump());
+    CHECK(row.at("tuned") == true);
+    CHECK(row.at("derived_from").get<std::string>() != "");
+    CHECK(row["step_time_s"].get<double>() < row["fsdp2_step_time_s"].get<double>());
+    // Ranked by the tuned figures: tokens/s/GPU never increases down the list.
+    CHECK(row["tokens_per_s_per_gpu"].get<double>() <= previous);
+    previous = row["tokens_per_s_per_gpu"].get<double>();
+  }
+  // The schedule of the winner: its tuned search, written (not searched again), with the
+  // figures the ranking shows.
+  CHECK(result.err.find("tuning the best configuration") == std::string::npos);
   const auto best = fsdptune::read_json_file(dir + "/best.json");
+  const auto& winner = json["top"][0];
   CHECK(best.at("format") == "fsdptune-schedule");
-  CHECK(best["job"] == json["top"][0]["job"]);
+  CHECK(best["job"] == winner["job"]);
   const auto& job = best["job"];
   const bool pipelined = job["pp"].get<int>() > 1 || job["microbatches"].get<int>() > 1;
   CHECK(best.at("version") == (pipelined ? 2 : 1));
   CHECK(best.contains("pipeline") == pipelined);
-  // Never slower than the fsdp2 configuration the sweep ranked.
-  CHECK(best["predicted"]["step_time_s"].get<double>() <=
-        json["top"][0]["step_time_s"].get<double>() * (1 + 1e-9));
+  CHECK(best["predicted"]["step_time_s"].get<double>() == winner["step_time_s"].get<double>());
+  CHECK(best["predicted"]["tokens_per_s_per_gpu"].get<double>() ==
+        winner["tokens_per_s_per_gpu"].get<double>());
+  CHECK(best["predicted"]["peak_reserved_bytes"] == winner["peak_reserved_bytes"]);
+  // ... which simulate replays to the same step.
+  const auto replay = run_fsdptune("simulate --model tiny --hardware h100-sxm " + job_flags(job) +
+                                   " --json --plan " + dir + "/best.json");
+  INFO(replay.err);
+  REQUIRE(replay.exit_code == 0);
+  CHECK(nlohmann::json::parse(replay.out).at("step_time_s").get<double>() ==
+        winner["step_time_s"].get<double>());
   // Same inputs, same bytes, whatever the thread count.
-  const auto again = run_fsdptune(
-      "sweep --model tiny --hardware h100-sxm --gpus 16 --global-batch 32 --seq 256 --threads 1 "
-      "--json --top 3");
+  const auto again = run_fsdptune(kTinySweep + " --threads 1 --top 10");
   CHECK(again.out == result.out);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("sweep: tuning brings configurations under the limit; --tune-top limits it",
+          "[cli][sweep]") {
+  const std::string dir = make_temp_dir("sweep-limit");
+  // At 30 MiB, 62 configurations fit with fsdp2 per stage; tuned plans (one stream for
+  // all collectives, parameters re-gathered per microbatch) bring 20 more under it.
+  const std::string limited = kTinySweep + " --memory-limit 30MiB --top 200 --threads 2";
+  const auto tuned = run_fsdptune(limited + " --out " + dir + "/best.json");
+  const auto fsdp2 = run_fsdptune(limited + " --tune-top 0");
+  INFO(tuned.err << fsdp2.err);
+  REQUIRE(tuned.exit_code == 0);
+  REQUIRE(fsdp2.exit_code == 0);
+  const auto with = nlohmann::json::parse(tuned.out);
+  const auto without = nlohmann::json::parse(fsdp2.out);
+  CHECK(with.at("fitting").get<int>() > without.at("fitting").get<int>());
+  CHECK(without.at("tuned") == 0);
+  // --tune-top 0: the fsdp2 figures, untuned.
+  for (const auto& row : without["top"]) {
+    CHECK(row.at("tuned") == false);
+    CHECK(row["step_time_s"].get<double>() == row["fsdp2_step_time_s"].get<double>());
+  }
+  // The winner here is pipelined: a version 2 schedule with the tuned figures, which
+  // simulate replays exactly.
+  const auto& winner = with["top"][0];
+  CHECK(winner.at("tuned") == true);
+  REQUIRE(winner["job"]["pp"].get<int>() > 1);
+  CHECK(winner["step_time_s"].get<double>() < without["top"][0]["step_time_s"].get<double>());
+  const auto best = fsdptune::read_json_file(dir + "/best.json");
+  CHECK(best.at("version") == 2);
+  CHECK(best["predicted"]["step_time_s"].get<double>() == winner["step_time_s"].get<double>());
+  const auto replay =
+      run_fsdptune("simulate --model tiny --hardware h100-sxm --memory-limit 30MiB " +
+                   job_flags(winner["job"]) + " --json --plan " + dir + "/best.json");
+  INFO(replay.err);
+  REQUIRE(replay.exit_code == 0);
+  CHECK(nlohmann::json::parse(replay.out).at("step_time_s").get<double>() ==
+        winner["step_time_s"].get<double>());
+  // --tune-top 3: the 3 best by fsdp2 tuned, nothing else.
+  const auto top3 = nlohmann::json::parse(run_fsdptune(limited + " --tune-top 3").out);
+  CHECK(top3.at("tuned") == 3);
+  int tuned_rows = 0;
+  for (const auto& row : top3["top"]) tuned_rows += row.at("tuned").get<bool>() ? 1 : 0;
+  CHECK(tuned_rows == 3);
   std::filesystem::remove_all(dir);
 }
 
@@ -64,6 +154,12 @@ TEST_CASE("sweep and pipeline: bad flags exit 2 naming the flag", "[cli][sweep]"
   bad = run_fsdptune("sweep --model tiny --gpus 8 --global-batch 1000tok --seq 256");
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("--global-batch") != std::string::npos);
+  bad = run_fsdptune("sweep --model tiny --gpus 8 --global-batch 8 --seq 256 --tune-top some");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("--tune-top") != std::string::npos);
+  bad = run_fsdptune("sweep --model tiny --gpus 8 --global-batch 8 --seq 256 --tune-evaluations 0");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("--tune-evaluations") != std::string::npos);
   bad = run_fsdptune(
       "pipeline --model tiny --gpus 8 --pp 2 --microbatches 3 --pp-schedule interleaved-1f1b "
       "--virtual-stages 2 --seq 256");
@@ -210,7 +306,7 @@ TEST_CASE("sweep --tune-top re-ranks the best with tuned plans, never slower", "
   const std::string args =
       "sweep --model tiny --hardware h100-sxm --gpus 16 --global-batch 32 --seq 256 --threads 1 "
       "--json --top 4 --tune-evaluations 60";
-  const auto plain = run_fsdptune(args);
+  const auto plain = run_fsdptune(args + " --tune-top 0");
   const auto tuned = run_fsdptune(args + " --tune-top 2");
   INFO(tuned.err);
   REQUIRE(plain.exit_code == 0);

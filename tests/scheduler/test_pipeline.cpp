@@ -422,3 +422,56 @@ TEST_CASE("the sweep's evaluation (distinct chunks simulated once) equals the fu
     CHECK(candidate.peak_reserved_bytes == peak);
   }
 }
+
+TEST_CASE("the sweep tunes in parallel to the same result, and its figures are the tuners'",
+          "[pipeline][sweep]") {
+  // Tiny on 16 GPUs at 30 MiB: fsdp2 per chunk fits some configurations, tuned plans more
+  // (the CLI test counts them); pipelined and single-job winners both occur.
+  const ModelSpec model = builtin_model("tiny");
+  const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
+  SweepOptions options;
+  options.gpus = 16;
+  options.global_batch_sequences = 32;
+  options.seq_len = 256;
+  options.memory_limit_bytes = 30LL << 20;
+  options.tune_evaluations = 60;
+  options.threads = 1;
+  const SweepResult one = sweep(model, *costs, options);
+  options.threads = 2;
+  const SweepResult two = sweep(model, *costs, options);
+  CHECK(one == two);  // rows, figures and the winner's whole search
+  REQUIRE_FALSE(one.ranked.empty());
+  REQUIRE(one.best_tuning.has_value());
+  CHECK(one.ranked.front().tuned);
+  // Every ranked row fits; a tuned one is never slower than fsdp2 where fsdp2 fit.
+  options.tune_top = 0;
+  const SweepResult untuned = sweep(model, *costs, options);
+  CHECK(untuned.tuned == 0);
+  CHECK_FALSE(untuned.best_tuning.has_value());
+  CHECK(one.ranked.size() > untuned.ranked.size());
+  for (const SweepCandidate& row : one.ranked) {
+    CHECK(row.peak_reserved_bytes <= options.memory_limit_bytes);
+  }
+  // The winner's figures are those of its search, recomputed from the whole model: the
+  // per-stage tuner when pipelined, else the Tuner.
+  const SweepCandidate& winner = one.ranked.front();
+  const ConfigurationTuning& search = *one.best_tuning;
+  if (is_pipelined(winner.job)) {
+    REQUIRE(search.pipeline.has_value());
+    CHECK(search.pipeline->best.result.step_time_s == winner.step_time_s);
+    CHECK(search.pipeline->best.tokens_per_s_per_gpu == winner.tokens_per_s_per_gpu);
+    // The fsdp2 composition of the search is the sweep's fsdp2 evaluation.
+    CHECK(search.pipeline->fsdp2.result.step_time_s == winner.fsdp2_step_time_s);
+  } else {
+    REQUIRE(search.single.has_value());
+    CHECK(search.single->best.step_time_s == winner.step_time_s);
+  }
+  TunerOptions tuner_options;
+  tuner_options.time_budget_s = 0;
+  tuner_options.max_evaluations = options.tune_evaluations;
+  tuner_options.memory_limit_bytes = sweep_tuner_memory_limit_bytes(one.memory_limit_bytes, [&] {
+    SweepCandidate fsdp2 = evaluate_job(model, winner.job, *costs, one.memory_limit_bytes);
+    return fsdp2;
+  }());
+  CHECK(tune_configuration(build_workload(model, winner.job), *costs, tuner_options) == search);
+}
