@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <string>
@@ -132,6 +134,14 @@ TEST_CASE("tune --pp: lower bound, Pareto front, torchtitan export, report",
   REQUIRE(report.exit_code == 0);
   CHECK(report.out.find("tuned plan vs lower bound: ") != std::string::npos);
   CHECK(report.out.find("no lower bound recorded") == std::string::npos);
+  // The HTML: the bound, the stages, the Pareto front of the compositions.
+  const auto html = run_fsdptune("report " + out + " --html " + dir + "/report.html");
+  REQUIRE(html.exit_code == 0);
+  std::ifstream in(dir + "/report.html");
+  const std::string page((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(page.find("lower bound on step time") != std::string::npos);
+  CHECK(page.find("<h3>Pipeline stages</h3>") != std::string::npos);
+  CHECK(page.find("id=\"pareto-1\"") != std::string::npos);
   std::filesystem::remove_all(dir);
 }
 
