@@ -14,6 +14,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -295,13 +296,21 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void run_ops(int stream, const std::vector<Op>& ops) override {
-    enqueue(stream, [this, stream, ops] {
-      for (const Op& op : ops) {
-        if (op.kind == OpKind::kCollective) {
-          tp_collective(stream, op);
+  void run_ops(int stream, const std::vector<Op>& ops, const std::string& task) override {
+    // Checked TP collectives get their sequence numbers here, in enqueue order.
+    std::vector<std::optional<TpCheck>> checks(ops.size());
+    for (std::size_t i = 0; i < ops.size() && check_.tp_collectives; ++i) {
+      if (ops[i].kind != OpKind::kCollective) continue;
+      const int sequence = tp_sequence_++;
+      checks[i] = TpCheck{sequence, fmt::format("{} op {}", task, ops[i].name),
+                          sequence == check_.corrupt_tp_collective};
+    }
+    enqueue(stream, [this, stream, ops, checks = std::move(checks)] {
+      for (std::size_t i = 0; i < ops.size(); ++i) {
+        if (ops[i].kind == OpKind::kCollective) {
+          tp_collective(stream, ops[i], checks[i]);
         } else {
-          worker(stream).kernels().run(op);
+          worker(stream).kernels().run(ops[i]);
         }
       }
     });
@@ -484,6 +493,33 @@ class CpuBackend final : public Backend {
     return bytes + tp_scratch_bytes_;
   }
 
+  void set_data_check(const DataCheck& check) override {
+    check_ = check;
+    tp_sequence_ = 0;
+    std::lock_guard lock(check_mutex_);
+    tp_failure_.reset();
+  }
+
+  std::optional<std::string> tp_check_failure() override {
+    std::lock_guard lock(check_mutex_);
+    if (!tp_failure_) return std::nullopt;
+    return tp_failure_->second;
+  }
+
+  std::vector<std::byte> read_gradient_shards() override {
+    const std::byte* gradients = storage_ + 4 * layout_.shard_storage_elements;
+    return {gradients, gradients + 4 * layout_.shard_storage_elements};
+  }
+
+  void overwrite_gradient_shards(std::int64_t byte_offset,
+                                 const std::vector<std::byte>& bytes) override {
+    FSDPTUNE_CHECK(byte_offset >= 0 && byte_offset + static_cast<std::int64_t>(bytes.size()) <=
+                                           4 * layout_.shard_storage_elements,
+                   "overwrite_gradient_shards outside the shards");
+    std::copy(bytes.begin(), bytes.end(),
+              storage_ + 4 * layout_.shard_storage_elements + byte_offset);
+  }
+
   std::vector<std::byte> read_bucket(int bucket, BucketBuffer which) override {
     return buffer(bucket, which);
   }
@@ -501,6 +537,13 @@ class CpuBackend final : public Backend {
   struct Event {
     Clock::time_point time;
     bool done = false;
+  };
+
+  // A TP collective checked under --check-data (DataCheck).
+  struct TpCheck {
+    int sequence;      // among this rank's checked TP collectives, in enqueue order
+    std::string what;  // the task and op, for the message
+    bool corrupt;      // test hook: overwrite output element 0 before the check
   };
 
   // This rank's unsharded gradient of each parameter (data_pattern::gradient_value, 0 in
@@ -530,17 +573,18 @@ class CpuBackend final : public Backend {
   }
   MPI_Op mpi_sum(DType dtype) const { return dtype == DType::kFP32 ? MPI_SUM : bf16_sum_; }
 
-  // A tensor-parallel collective of the compute path: op.bytes is the full buffer (the
-  // all-gather output, the reduce-scatter input, the all-reduce operand), in op.dtype (bf16
-  // or fp32 sums; other dtypes move as bf16). Contents are the scratch's zeros: what is
-  // measured is the time of moving real bytes between the TP ranks.
-  void tp_collective(int stream, const Op& op) {
+  // A tensor-parallel collective of the compute path (TpCollective, data_check.hpp) on
+  // the stream's scratch buffers. Outside a check its contents are whatever the scratch
+  // holds: what is measured is the time of moving real bytes between the TP ranks.
+  // Checked, the input is data_pattern::tp_input and the output is compared with
+  // tp_expected once the collective completed.
+  void tp_collective(int stream, const Op& op, const std::optional<TpCheck>& check) {
     MPI_Comm comm = comms_[static_cast<std::size_t>(stream)].tp;
-    const DType dtype = op.dtype == DType::kFP32 ? DType::kFP32 : DType::kBF16;
+    const TpCollective collective = tp_collective_of(op, layout_.mesh.tp);
+    const DType dtype = collective.dtype;
     const std::int64_t size = bytes_per_element(dtype);
-    const std::int64_t ranks = std::max<std::int64_t>(1, layout_.mesh.tp);
-    // Elements per rank, rounded up so that every rank sends the same count.
-    const std::int64_t part = std::max<std::int64_t>(1, (op.bytes / size + ranks - 1) / ranks);
+    const std::int64_t ranks = collective.ranks;
+    const std::int64_t part = collective.part;
     std::vector<std::byte>& scratch = tp_scratch_[static_cast<std::size_t>(stream)];
     const std::int64_t needed = 2 * part * ranks * size;
     if (static_cast<std::int64_t>(scratch.size()) < needed) {
@@ -551,6 +595,12 @@ class CpuBackend final : public Backend {
     }
     std::byte* input = scratch.data();
     std::byte* output = scratch.data() + part * ranks * size;
+    const int tp_rank = layout_.mesh.tp_rank;
+    if (check) {
+      for (std::int64_t i = 0; i < collective.input_elements(); ++i) {
+        store(input, dtype, i, data_pattern::tp_input(tp_rank, i));
+      }
+    }
     MPI_Request request = MPI_REQUEST_NULL;
     const char* call = "MPI_Iallgather (tp)";
     switch (op.collective) {
@@ -575,6 +625,15 @@ class CpuBackend final : public Backend {
         throw_bad_input("op " + op.name, "point-to-point sends are not replayed");
     }
     complete(request, call);
+    if (!check) return;
+    if (check->corrupt) store(output, dtype, 0, 1000.0f);  // no tp_expected value
+    if (auto failure = check_tp_output(collective, check->what, tp_rank, layout_.rank, output)) {
+      // The first in enqueue order: streams finish their checks in any order.
+      std::lock_guard lock(check_mutex_);
+      if (!tp_failure_ || tp_failure_->first > check->sequence) {
+        tp_failure_.emplace(check->sequence, std::move(*failure));
+      }
+    }
   }
 
   void enqueue(int stream, std::function<void()> work) {
@@ -619,6 +678,10 @@ class CpuBackend final : public Backend {
   ReplayLayout layout_;
   std::vector<StreamComms> comms_;
   std::vector<std::vector<std::byte>> tp_scratch_;  // per stream, grown to the largest op
+  DataCheck check_;                                 // host thread only (set_data_check, run_ops)
+  int tp_sequence_ = 0;  // checked TP collectives enqueued in this check period
+  std::mutex check_mutex_;
+  std::optional<std::pair<int, std::string>> tp_failure_;  // sequence, message
   std::int64_t tp_scratch_bytes_ = 0;
   std::byte* storage_ = nullptr;             // fp32 parameter shards, then gradient shards
   std::vector<std::byte> separate_storage_;  // when they do not fit the persistent state

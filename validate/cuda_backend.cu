@@ -15,6 +15,8 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include <cublas_v2.h>
@@ -111,6 +113,66 @@ __global__ void accumulate_kernel(float* gradient, const void* received, int wir
   GRID_STRIDE(j, n) { gradient[j] += load(received, wire, j); }
 }
 
+// --check-data of the TP collectives: the device side of data_pattern::tp_input and
+// tp_expected (data_check.hpp), same formulas.
+enum TpKind : int { kTpAllGather = 0, kTpReduceScatter = 1, kTpAllReduce = 2 };
+TpKind tp_kind_of(CollectiveKind kind) {
+  if (kind == CollectiveKind::kAllGather) return kTpAllGather;
+  return kind == CollectiveKind::kReduceScatter ? kTpReduceScatter : kTpAllReduce;
+}
+
+__device__ float device_tp_input(int tp_rank, std::int64_t index) {
+  return static_cast<float>((7 * index + 3 * tp_rank + 1) % 17 - 8);
+}
+
+__device__ float device_tp_expected(int kind, int ranks, std::int64_t part, int tp_rank,
+                                    std::int64_t index) {
+  if (kind == kTpAllGather) return device_tp_input(static_cast<int>(index / part), index % part);
+  const std::int64_t source = kind == kTpReduceScatter ? tp_rank * part + index : index;
+  float sum = 0;
+  for (int q = 0; q < ranks; ++q) sum += device_tp_input(q, source);
+  return sum;
+}
+
+__global__ void tp_fill_kernel(void* input, int wire, int tp_rank, std::int64_t n) {
+  GRID_STRIDE(i, n) { store(input, wire, i, device_tp_input(tp_rank, i)); }
+}
+
+// A stream's first mismatch of the check period: key = sequence << 40 | element, the
+// smallest wins (atomicMin); `actual` is written by tp_record_kernel of the collective
+// that holds the key. One per stream: a stream runs its collectives in sequence order, so
+// a later one never lowers the key and the record kernel after each check kernel is not
+// raced. The host takes the smallest key over the streams: the first in enqueue order,
+// as on the cpu backend.
+struct TpMismatch {
+  unsigned long long key;
+  float actual;
+};
+constexpr int kElementBits = 40;
+
+__global__ void tp_check_kernel(const void* output, int wire, int kind, int ranks,
+                                std::int64_t part, int tp_rank, std::int64_t n, int sequence,
+                                TpMismatch* mismatch) {
+  GRID_STRIDE(i, n) {
+    if (load(output, wire, i) != device_tp_expected(kind, ranks, part, tp_rank, i)) {
+      atomicMin(&mismatch->key, static_cast<unsigned long long>(sequence) << kElementBits |
+                                    static_cast<unsigned long long>(i));
+    }
+  }
+}
+
+// After tp_check_kernel on the same stream.
+__global__ void tp_record_kernel(const void* output, int wire, int sequence, TpMismatch* mismatch) {
+  const unsigned long long key = mismatch->key;
+  if (key != ~0ull && static_cast<int>(key >> kElementBits) == sequence) {
+    mismatch->actual =
+        load(output, wire, static_cast<std::int64_t>(key & ((1ull << kElementBits) - 1)));
+  }
+}
+
+// Test hook (DataCheck::corrupt_tp_collective): no tp_expected value.
+__global__ void corrupt_kernel(void* output, int wire) { store(output, wire, 0, 1000.0f); }
+
 // One stream's NCCL communicators: the world (bootstrapped from an MPI-broadcast unique
 // id) and the groups split from it.
 struct StreamComms {
@@ -158,6 +220,7 @@ class CudaBackend final : public Backend {
       }
     }
     for (void* scratch : tp_scratch_) cudaFree(scratch);
+    if (tp_mismatch_ != nullptr) cudaFree(tp_mismatch_);
     if (separate_storage_ != nullptr) cudaFree(separate_storage_);
     for (BucketBuffers& buffers : buckets_) {
       cudaFree(buffers.send);
@@ -198,6 +261,9 @@ class CudaBackend final : public Backend {
     FSDPTUNE_CUDA_CHECK(cudaSetDevice(device_));
     tp_scratch_.assign(layout.streams.size(), nullptr);
     tp_scratch_bytes_.assign(layout.streams.size(), 0);
+    const std::size_t mismatch_bytes = sizeof(TpMismatch) * layout.streams.size();
+    FSDPTUNE_CUDA_CHECK(cudaMalloc(&tp_mismatch_, mismatch_bytes));
+    FSDPTUNE_CUDA_CHECK(cudaMemset(tp_mismatch_, 0xFF, mismatch_bytes));
     for (std::size_t s = 0; s < layout.streams.size(); ++s) {
       cudaStream_t stream = nullptr;
       FSDPTUNE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -285,11 +351,11 @@ class CudaBackend final : public Backend {
     FSDPTUNE_CUDA_CHECK(cudaStreamSynchronize(first));
   }
 
-  void run_ops(int stream, const std::vector<Op>& ops) override {
+  void run_ops(int stream, const std::vector<Op>& ops, const std::string& task) override {
     OpKernels& kernels = *kernels_.at(static_cast<std::size_t>(stream));
     for (const Op& op : ops) {
       if (op.kind == OpKind::kCollective) {
-        tp_collective(stream, op);
+        tp_collective(stream, op, task);
       } else {
         kernels.run(op);
       }
@@ -476,6 +542,45 @@ class CudaBackend final : public Backend {
     return bytes;
   }
 
+  void set_data_check(const DataCheck& check) override {
+    check_ = check;
+    tp_checks_.clear();
+    // key = ~0: none.
+    FSDPTUNE_CUDA_CHECK(cudaMemset(tp_mismatch_, 0xFF, sizeof(TpMismatch) * streams_.size()));
+  }
+
+  std::optional<std::string> tp_check_failure() override {
+    std::vector<TpMismatch> streams(streams_.size());
+    FSDPTUNE_CUDA_CHECK(cudaMemcpy(streams.data(), tp_mismatch_,
+                                   sizeof(TpMismatch) * streams.size(), cudaMemcpyDeviceToHost));
+    const TpMismatch mismatch =
+        *std::min_element(streams.begin(), streams.end(),
+                          [](const TpMismatch& a, const TpMismatch& b) { return a.key < b.key; });
+    if (mismatch.key == ~0ull) return std::nullopt;
+    const TpChecked& checked =
+        tp_checks_.at(static_cast<std::size_t>(mismatch.key >> kElementBits));
+    return tp_mismatch_message(
+        checked.collective, checked.what, layout_.mesh.tp_rank, layout_.rank,
+        static_cast<std::int64_t>(mismatch.key & ((1ull << kElementBits) - 1)), mismatch.actual);
+  }
+
+  std::vector<std::byte> read_gradient_shards() override {
+    std::vector<std::byte> host(static_cast<std::size_t>(4 * layout_.shard_storage_elements));
+    FSDPTUNE_CUDA_CHECK(cudaMemcpy(host.data(), storage_ + layout_.shard_storage_elements,
+                                   host.size(), cudaMemcpyDeviceToHost));
+    return host;
+  }
+
+  void overwrite_gradient_shards(std::int64_t byte_offset,
+                                 const std::vector<std::byte>& bytes) override {
+    FSDPTUNE_CHECK(byte_offset >= 0 && byte_offset + static_cast<std::int64_t>(bytes.size()) <=
+                                           4 * layout_.shard_storage_elements,
+                   "overwrite_gradient_shards outside the shards");
+    FSDPTUNE_CUDA_CHECK(
+        cudaMemcpy(reinterpret_cast<char*>(storage_ + layout_.shard_storage_elements) + byte_offset,
+                   bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+  }
+
   std::vector<std::byte> read_bucket(int bucket, BucketBuffer which) override {
     const auto [data, bytes] = buffer(bucket, which);
     std::vector<std::byte> host(static_cast<std::size_t>(bytes));
@@ -502,15 +607,15 @@ class CudaBackend final : public Backend {
     return dtype == DType::kFP32 ? ncclFloat32 : ncclBfloat16;
   }
 
-  // A tensor-parallel collective of the compute path (see the cpu backend): op.bytes is
-  // the full buffer, in op.dtype (bf16 or fp32 sums; other dtypes move as bf16), on a
-  // per-stream scratch buffer grown to the largest op (cudaFree of the old one waits for
-  // the work that used it).
-  void tp_collective(int stream, const Op& op) {
-    const DType dtype = op.dtype == DType::kFP32 ? DType::kFP32 : DType::kBF16;
-    const std::int64_t size = bytes_per_element(dtype);
-    const std::int64_t ranks = std::max(1, layout_.mesh.tp);
-    const std::int64_t part = std::max<std::int64_t>(1, (op.bytes / size + ranks - 1) / ranks);
+  // A tensor-parallel collective of the compute path (TpCollective, data_check.hpp; see
+  // the cpu backend) on a per-stream scratch buffer grown to the largest op (cudaFree of
+  // the old one waits for the work that used it). Checked, the input is written with
+  // tp_input before it and the output compared with tp_expected after it, on the stream.
+  void tp_collective(int stream, const Op& op, const std::string& task) {
+    const TpCollective collective = tp_collective_of(op, layout_.mesh.tp);
+    const std::int64_t size = bytes_per_element(collective.dtype);
+    const std::int64_t ranks = collective.ranks;
+    const std::int64_t part = collective.part;
     const std::int64_t needed = 2 * part * ranks * size;
     const auto s = static_cast<std::size_t>(stream);
     if (tp_scratch_bytes_[s] < needed) {
@@ -522,23 +627,42 @@ class CudaBackend final : public Backend {
     char* input = static_cast<char*>(tp_scratch_[s]);
     char* output = input + part * ranks * size;
     ncclComm_t comm = comms_[s].tp;
-    const ncclDataType_t type = nccl_type(dtype);
+    const ncclDataType_t type = nccl_type(collective.dtype);
+    const int wire = wire_of(collective.dtype);
+    const int tp_rank = layout_.mesh.tp_rank;
+    cudaStream_t cuda = cuda_stream(stream);
+    int sequence = -1;
+    if (check_.tp_collectives) {
+      sequence = static_cast<int>(tp_checks_.size());
+      tp_checks_.push_back({collective, task + " op " + op.name});
+      const std::int64_t n = collective.input_elements();
+      tp_fill_kernel<<<grid_for(n), kThreads, 0, cuda>>>(input, wire, tp_rank, n);
+      FSDPTUNE_CUDA_CHECK(cudaGetLastError());
+    }
     switch (op.collective) {
       case CollectiveKind::kAllGather:
-        FSDPTUNE_NCCL_CHECK(ncclAllGather(input, output, static_cast<std::size_t>(part), type, comm,
-                                          cuda_stream(stream)));
-        return;
+        FSDPTUNE_NCCL_CHECK(
+            ncclAllGather(input, output, static_cast<std::size_t>(part), type, comm, cuda));
+        break;
       case CollectiveKind::kReduceScatter:
         FSDPTUNE_NCCL_CHECK(ncclReduceScatter(input, output, static_cast<std::size_t>(part), type,
-                                              ncclSum, comm, cuda_stream(stream)));
-        return;
+                                              ncclSum, comm, cuda));
+        break;
       case CollectiveKind::kAllReduce:
         FSDPTUNE_NCCL_CHECK(ncclAllReduce(input, output, static_cast<std::size_t>(part * ranks),
-                                          type, ncclSum, comm, cuda_stream(stream)));
-        return;
+                                          type, ncclSum, comm, cuda));
+        break;
       case CollectiveKind::kSendRecv:
         throw_bad_input("op " + op.name, "point-to-point sends are not replayed");
     }
+    if (sequence < 0) return;
+    if (sequence == check_.corrupt_tp_collective) corrupt_kernel<<<1, 1, 0, cuda>>>(output, wire);
+    const std::int64_t n = collective.output_elements();
+    tp_check_kernel<<<grid_for(n), kThreads, 0, cuda>>>(output, wire, tp_kind_of(collective.kind),
+                                                        collective.ranks, part, tp_rank, n,
+                                                        sequence, tp_mismatch_ + s);
+    tp_record_kernel<<<1, 1, 0, cuda>>>(output, wire, sequence, tp_mismatch_ + s);
+    FSDPTUNE_CUDA_CHECK(cudaGetLastError());
   }
 
   std::pair<void*, std::int64_t> buffer(int bucket, BucketBuffer which) const {
@@ -561,6 +685,15 @@ class CudaBackend final : public Backend {
   std::vector<StreamComms> comms_;
   std::vector<void*> tp_scratch_;  // per stream
   std::vector<std::int64_t> tp_scratch_bytes_;
+  // --check-data of the TP collectives: what each checked one was, by sequence (enqueue
+  // order), and per stream the first mismatch on the device.
+  struct TpChecked {
+    TpCollective collective;
+    std::string what;
+  };
+  DataCheck check_;
+  std::vector<TpChecked> tp_checks_;
+  TpMismatch* tp_mismatch_ = nullptr;
   float* storage_ = nullptr;  // fp32 parameter shards, then gradient shards
   void* separate_storage_ = nullptr;
   std::vector<std::unique_ptr<OpKernels>> kernels_;

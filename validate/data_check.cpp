@@ -1,5 +1,6 @@
 #include "fsdptune/data_check.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -38,6 +39,10 @@ float gradient_sum(int first_rank, int ranks, std::uint32_t salt, std::int64_t i
 
 float reduced_gradient(int world_size, std::uint32_t salt, std::int64_t index) {
   return gradient_sum(0, world_size, salt, index);
+}
+
+float tp_input(int tp_rank, std::int64_t index) {
+  return static_cast<float>((7 * index + 3 * tp_rank + 1) % 17 - 8);
 }
 
 float shard_value(const ReplaySlot& slot, int shard, std::int64_t j) {
@@ -138,6 +143,17 @@ std::string describe(const ReplayBucket& bucket, int bucket_index) {
                      bucket.slots.size());
 }
 
+// What element `element` of a parameter's reduced shard holds on a rank of `mesh`: the sum
+// of the gradients of the shard group's data-parallel ranks, or of all of them when the
+// bucket is all-reduced across replicas; 0 in the padding.
+float reduced_value(const ReplayBucket& bucket, const ReplaySlot& replay, const ReplayMesh& mesh,
+                    std::int64_t element) {
+  if (element >= replay.slot.numel) return 0.0f;
+  const int first_contributor = bucket.all_reduced ? 0 : mesh.replica * mesh.dp_shard;
+  const int contributors = bucket.all_reduced ? mesh.dp_replicate * mesh.dp_shard : mesh.dp_shard;
+  return data_pattern::gradient_sum(first_contributor, contributors, replay.salt, element);
+}
+
 }  // namespace
 
 std::int64_t bucket_buffer_bytes(const ReplayBucket& bucket, BucketBuffer which,
@@ -156,9 +172,6 @@ std::optional<std::string> check_bucket(const ReplayBucket& bucket, int bucket_i
   }
   const int shards = mesh.schedule_dp_shard();
   const int first_own = mesh.first_virtual_shard();
-  // The data-parallel ranks whose gradients a reduced shard sums.
-  const int first_contributor = bucket.all_reduced ? 0 : mesh.replica * mesh.dp_shard;
-  const int contributors = bucket.all_reduced ? mesh.dp_replicate * mesh.dp_shard : mesh.dp_shard;
   for (const ReplaySlot& replay : bucket.slots) {
     const BufferSlot& slot = replay.slot;
     const std::int64_t size = bytes_per_element(replay.wire);
@@ -182,10 +195,7 @@ std::optional<std::string> check_bucket(const ReplayBucket& bucket, int bucket_i
             break;
           case BucketBuffer::kReduced:
             position = (shard - first_own) * bucket.shard_bytes + replay.byte_offset + j * size;
-            expected = element < slot.numel
-                           ? data_pattern::gradient_sum(first_contributor, contributors,
-                                                        replay.salt, element)
-                           : 0.0f;
+            expected = reduced_value(bucket, replay, mesh, element);
             break;
         }
         const float actual =
@@ -198,6 +208,96 @@ std::optional<std::string> check_bucket(const ReplayBucket& bucket, int bucket_i
               actual);
         }
       }
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> check_gradient_shards(const ReplayBucket& bucket, int bucket_index,
+                                                 const ReplayMesh& mesh, int rank,
+                                                 int accumulations,
+                                                 const std::vector<std::byte>& storage) {
+  const auto stored = static_cast<std::int64_t>(storage.size()) / 4;
+  for (const ReplaySlot& replay : bucket.slots) {
+    const std::int64_t n = replay.slot.shard_numel;
+    if (replay.storage_offset + mesh.shards_per_rank * n > stored) {
+      return fmt::format(
+          "{}: the gradient shards of parameter {} lie outside the {} fp32 "
+          "elements read back",
+          describe(bucket, bucket_index), replay.slot.param, stored);
+    }
+    for (int v = 0; v < mesh.shards_per_rank; ++v) {
+      for (std::int64_t j = 0; j < n; ++j) {
+        const std::int64_t element = (mesh.first_virtual_shard() + v) * n + j;
+        // Each copy-out adds the reduced shard (integers, exact in fp32).
+        const float expected =
+            static_cast<float>(accumulations) * reduced_value(bucket, replay, mesh, element);
+        const std::int64_t position = 4 * (replay.storage_offset + v * n + j);
+        const float actual =
+            data_pattern::decode(DType::kFP32, storage.data() + static_cast<std::size_t>(position));
+        if (expected != actual) {
+          return fmt::format(
+              "{}: accumulated fp32 gradient shard of parameter {} element {} on rank {} (after "
+              "{} copy-out(s) of {} {} shard): expected {}, got {}",
+              describe(bucket, bucket_index), replay.slot.param, element, rank, accumulations,
+              bucket.all_reduced ? "the all-reduced" : "the reduced", to_string(bucket.dtype),
+              expected, actual);
+        }
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+std::int64_t TpCollective::input_elements() const {
+  return kind == CollectiveKind::kAllGather ? part : part * ranks;
+}
+
+std::int64_t TpCollective::output_elements() const {
+  return kind == CollectiveKind::kReduceScatter ? part : part * ranks;
+}
+
+TpCollective tp_collective_of(const Op& op, int ranks) {
+  TpCollective collective;
+  collective.kind = op.collective;
+  collective.dtype = op.dtype == DType::kFP32 ? DType::kFP32 : DType::kBF16;
+  collective.ranks = std::max(1, ranks);
+  const std::int64_t elements = op.bytes / bytes_per_element(collective.dtype);
+  collective.part = std::max<std::int64_t>(1, (elements + collective.ranks - 1) / collective.ranks);
+  return collective;
+}
+
+float tp_expected(const TpCollective& collective, int tp_rank, std::int64_t index) {
+  if (collective.kind == CollectiveKind::kAllGather) {
+    return data_pattern::tp_input(static_cast<int>(index / collective.part),
+                                  index % collective.part);
+  }
+  const std::int64_t source =
+      collective.kind == CollectiveKind::kReduceScatter ? tp_rank * collective.part + index : index;
+  float sum = 0;
+  for (int q = 0; q < collective.ranks; ++q) sum += data_pattern::tp_input(q, source);
+  return sum;
+}
+
+std::string tp_mismatch_message(const TpCollective& collective, const std::string& what,
+                                int tp_rank, int rank, std::int64_t index, float actual) {
+  const std::string from = collective.kind == CollectiveKind::kAllGather
+                               ? fmt::format("the part of TP rank {}", index / collective.part)
+                               : fmt::format("the sum over {} TP ranks", collective.ranks);
+  return fmt::format(
+      "{}: TP {} ({} over {} ranks, {} elements per rank) on rank {} (TP rank {}): output "
+      "element {} ({}): expected {}, got {}",
+      what, to_string(collective.kind), to_string(collective.dtype), collective.ranks,
+      collective.part, rank, tp_rank, index, from, tp_expected(collective, tp_rank, index), actual);
+}
+
+std::optional<std::string> check_tp_output(const TpCollective& collective, const std::string& what,
+                                           int tp_rank, int rank, const std::byte* output) {
+  const std::int64_t size = bytes_per_element(collective.dtype);
+  for (std::int64_t i = 0; i < collective.output_elements(); ++i) {
+    const float actual = data_pattern::decode(collective.dtype, output + i * size);
+    if (tp_expected(collective, tp_rank, i) != actual) {
+      return tp_mismatch_message(collective, what, tp_rank, rank, i, actual);
     }
   }
   return std::nullopt;

@@ -263,6 +263,8 @@ class Replay {
     has_copy_in_.assign(program_.buckets.size(), false);
     has_copy_out_.assign(program_.buckets.size(), false);
     for (const Task& task : program_.tasks) {
+      labels_.push_back(fmt::format("task {} ({})", task.id,
+                                    task.name.empty() ? to_string(task.kind) : task.name));
       if (task.bucket < 0) continue;
       if (task.kind == TaskKind::kCopyIn)
         has_copy_in_[static_cast<std::size_t>(task.bucket)] = true;
@@ -270,7 +272,22 @@ class Replay {
         has_copy_out_[static_cast<std::size_t>(task.bucket)] = true;
       }
     }
+    copy_outs_.assign(program_.buckets.size(), 0);
+    for (const Task& task : program_.tasks) {
+      if (task.bucket < 0) continue;
+      const auto bucket = static_cast<std::size_t>(task.bucket);
+      // A copy-out task, or the implicit one after a collective (enqueue_work).
+      if (task.kind == TaskKind::kCopyOut ||
+          (!has_copy_out_[bucket] &&
+           (task.kind == TaskKind::kAllGather || task.kind == TaskKind::kReduceScatter))) {
+        ++copy_outs_[bucket];
+      }
+    }
   }
+
+  // How many times one step copies bucket `bucket` out (a reduce-scatter bucket: adds it
+  // into the fp32 gradient shards); more than once when the Program accumulates gradients.
+  int copy_outs_per_step(int bucket) const { return copy_outs_[static_cast<std::size_t>(bucket)]; }
 
   StepRecord step() {
     backend_.reset_events();
@@ -321,7 +338,7 @@ class Replay {
     const int stream = task.stream;
     if (is_compute(task.kind)) {
       const std::vector<Op>& ops = task_ops(task, workload_);
-      if (!ops.empty()) backend_.run_ops(stream, ops);
+      if (!ops.empty()) backend_.run_ops(stream, ops, labels_[static_cast<std::size_t>(task.id)]);
       return;
     }
     const auto bucket = static_cast<std::size_t>(task.bucket);
@@ -352,9 +369,15 @@ class Replay {
   Backend& backend_;
   std::vector<bool> has_copy_in_;
   std::vector<bool> has_copy_out_;
+  std::vector<int> copy_outs_;       // per bucket, per step
+  std::vector<std::string> labels_;  // per task, for data check messages
 };
 
-std::optional<std::string> check_all_buckets(Backend& backend, const ReplayLayout& layout) {
+// The buffers of every bucket and, for reduce-scatter buckets, the fp32 gradient shards
+// their copy-outs accumulated into over `steps` steps from zero.
+std::optional<std::string> check_all_buckets(Backend& backend, const ReplayLayout& layout,
+                                             const Replay& replay, int steps) {
+  const std::vector<std::byte> gradient_shards = backend.read_gradient_shards();
   for (std::size_t b = 0; b < layout.buckets.size(); ++b) {
     const ReplayBucket& bucket = layout.buckets[b];
     const int index = static_cast<int>(b);
@@ -368,8 +391,40 @@ std::optional<std::string> check_all_buckets(Backend& backend, const ReplayLayou
         return failure;
       }
     }
+    if (bucket.kind == CollectiveKind::kAllGather) continue;
+    if (auto failure =
+            check_gradient_shards(bucket, index, layout.mesh, layout.rank,
+                                  steps * replay.copy_outs_per_step(index), gradient_shards)) {
+      return failure;
+    }
   }
   return std::nullopt;
+}
+
+// The test hooks of --check-data (ExecutorOptions): one element no data pattern holds
+// (1000; it saturates to 448 in fp8), written on the last rank after the check step.
+void corrupt_for_tests(Backend& backend, const ReplayLayout& layout,
+                       const ExecutorOptions& options) {
+  const auto buckets = static_cast<int>(layout.buckets.size());
+  if (options.corrupt_bucket >= 0 && options.corrupt_bucket < buckets) {
+    // The first element of the bucket's first parameter, in its wire dtype.
+    const auto& bucket = layout.buckets[static_cast<std::size_t>(options.corrupt_bucket)];
+    const DType wire = bucket.slots.empty() ? bucket.dtype : bucket.slots.front().wire;
+    std::vector<std::byte> bytes(static_cast<std::size_t>(bytes_per_element(wire)));
+    data_pattern::encode(wire, 1000.0f, bytes.data());
+    backend.overwrite_bucket(options.corrupt_bucket,
+                             bucket.kind == CollectiveKind::kAllGather ? BucketBuffer::kGathered
+                                                                       : BucketBuffer::kReduced,
+                             0, bytes);
+  }
+  if (options.corrupt_gradient_shard >= 0 && options.corrupt_gradient_shard < buckets) {
+    // The first own element of the bucket's first parameter's fp32 gradient shard.
+    const auto& bucket = layout.buckets[static_cast<std::size_t>(options.corrupt_gradient_shard)];
+    if (bucket.kind == CollectiveKind::kAllGather || bucket.slots.empty()) return;
+    std::vector<std::byte> bytes(4);
+    data_pattern::encode(DType::kFP32, 1000.0f, bytes.data());
+    backend.overwrite_gradient_shards(4 * bucket.slots.front().storage_offset, bytes);
+  }
 }
 
 Workload workload_of(const ScheduleFile& schedule) {
@@ -689,6 +744,9 @@ MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& opti
       const bool checking = options.check_data && step == 0;
       const bool measuring = step >= total - options.iterations;
       if (step == total - options.iterations) backend->reset_peak();
+      if (checking) {
+        backend->set_data_check({true, rank == world - 1 ? options.corrupt_tp_collective : -1});
+      }
       watchdog.beat(fmt::format("waiting for the other ranks before step {}", step));
       MPI_Barrier(MPI_COMM_WORLD);
       watchdog.beat(fmt::format("replaying step {}", step));
@@ -698,25 +756,13 @@ MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& opti
       MPI_Allreduce(&record.step_time_s, &slowest_s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
       record.step_time_s = slowest_s;
       if (checking) {
-        if (options.corrupt_bucket >= 0 &&
-            options.corrupt_bucket < static_cast<int>(layout.buckets.size()) && rank == world - 1) {
-          // The first element of the bucket's first parameter, in its wire dtype (1000
-          // saturates to 448 in fp8: still no data pattern value).
-          const auto& bucket = layout.buckets[static_cast<std::size_t>(options.corrupt_bucket)];
-          const DType wire = bucket.slots.empty() ? bucket.dtype : bucket.slots.front().wire;
-          std::vector<std::byte> bytes(static_cast<std::size_t>(bytes_per_element(wire)));
-          data_pattern::encode(wire, 1000.0f, bytes.data());
-          backend->overwrite_bucket(options.corrupt_bucket,
-                                    bucket.kind == CollectiveKind::kAllGather
-                                        ? BucketBuffer::kGathered
-                                        : BucketBuffer::kReduced,
-                                    0, bytes);
-        }
         watchdog.beat("checking data");
+        std::optional<std::string> message = backend->tp_check_failure();
+        backend->set_data_check({});
+        if (rank == world - 1) corrupt_for_tests(*backend, layout, options);
+        if (!message) message = check_all_buckets(*backend, layout, replay, 1);
         std::optional<Error> failure;
-        if (auto message = check_all_buckets(*backend, layout)) {
-          failure = Error(ErrorKind::kRuntime, "--check-data", *message);
-        }
+        if (message) failure = Error(ErrorKind::kRuntime, "--check-data", *message);
         try {
           agree_on_errors(failure);
         } catch (const Error& e) {

@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -112,6 +113,19 @@ enum class BucketBuffer {
                // HSDP all-reduce when the bucket has one)
 };
 
+// What the step enqueued next checks as it runs (Backend::set_data_check). The bucket
+// buffers and gradient shards are read back after the step instead; a TP collective's
+// output is overwritten by the next one, so it is checked on its stream right after it.
+struct DataCheck {
+  // Each TP collective of run_ops sends data_pattern::tp_input contents (written on its
+  // stream before it; the check step is not measured) and compares what it received with
+  // tp_expected.
+  bool tp_collectives = false;
+  // Test hook: overwrite element 0 of the output of this rank's n-th checked TP
+  // collective (0-based, in enqueue order) before checking it; -1 = none.
+  int corrupt_tp_collective = -1;
+};
+
 using EventId = int;
 using BlockId = int;
 
@@ -129,8 +143,9 @@ class Backend {
 
   // --- work, enqueued on `stream` (index into ReplayLayout::streams) ---
   // Compute ops with the op kernels; OpKind::kCollective ops (tensor parallelism) as real
-  // collectives of op.bytes (the full buffer) over the TP group, on scratch buffers.
-  virtual void run_ops(int stream, const std::vector<Op>& ops) = 0;
+  // collectives of op.bytes (the full buffer) over the TP group, on scratch buffers
+  // (TpCollective, data_check.hpp). `task` names the task in data check messages.
+  virtual void run_ops(int stream, const std::vector<Op>& ops, const std::string& task) = 0;
   // All-gather bucket: parameter shards (fp32) -> send buffer in the bucket's dtype.
   // Reduce-scatter bucket: copies this rank's unsharded gradients into the send buffer.
   // The gradients (data_pattern::gradient_value, in the bucket layout) stand for the
@@ -170,6 +185,15 @@ class Backend {
   virtual std::int64_t staging_bytes() const = 0;
   virtual std::int64_t kernel_workspace_bytes() const = 0;
 
+  // --- data checks (--check-data) ---
+  // Starts a check period for the work enqueued from now on (and forgets the failure of
+  // an earlier one). REQUIRES: synchronize() returned.
+  virtual void set_data_check(const DataCheck& check) = 0;
+  // The first TP collective that received something other than tp_expected during the
+  // check period (message from check_tp_output: the task, the op, the element); nullopt
+  // when none did or none was checked. REQUIRES: synchronize() returned.
+  virtual std::optional<std::string> tp_check_failure() = 0;
+
   // The raw bytes of a bucket buffer (decode with decode_bucket, data_check.hpp).
   // REQUIRES: synchronize() returned.
   virtual std::vector<std::byte> read_bucket(int bucket, BucketBuffer which) = 0;
@@ -177,6 +201,14 @@ class Backend {
   // checks). REQUIRES: synchronize() returned, the bytes inside the buffer.
   virtual void overwrite_bucket(int bucket, BucketBuffer which, std::int64_t byte_offset,
                                 const std::vector<std::byte>& bytes) = 0;
+  // This rank's fp32 gradient shards, raw: ReplayLayout::shard_storage_elements floats,
+  // a parameter's shards_per_rank shards from its ReplaySlot::storage_offset (what the
+  // reduce-scatter copy-outs accumulate into). REQUIRES: synchronize() returned.
+  virtual std::vector<std::byte> read_gradient_shards() = 0;
+  // Overwrites bytes of them at `byte_offset` (fault injection). REQUIRES: synchronize()
+  // returned, the bytes inside the shards.
+  virtual void overwrite_gradient_shards(std::int64_t byte_offset,
+                                         const std::vector<std::byte>& bytes) = 0;
 };
 
 // The cpu backend: worker threads per stream, Eigen kernels, MPI collectives on

@@ -30,6 +30,10 @@ float gradient_value(int rank, std::uint32_t salt, std::int64_t index);
 float gradient_sum(int first_rank, int ranks, std::uint32_t salt, std::int64_t index);
 // Sum over ranks 0..world_size-1 of gradient_value.
 float reduced_gradient(int world_size, std::uint32_t salt, std::int64_t index);
+// Element `index` of TP rank `tp_rank`'s input to a tensor-parallel collective:
+// ((7 index + 3 tp_rank + 1) mod 17) - 8 in [-8, 8], so sums over up to 32 TP ranks are
+// integers exact in bf16; the rank term makes parts from different ranks differ.
+float tp_input(int tp_rank, std::int64_t index);
 
 // Element j of shard `shard` (a virtual rank of the schedule's dp_shard) of a parameter:
 // param_value(salt, shard * shard_numel + j, slot.wire), 0 in the padding.
@@ -64,5 +68,45 @@ std::int64_t bucket_buffer_bytes(const ReplayBucket& bucket, BucketBuffer which,
 std::optional<std::string> check_bucket(const ReplayBucket& bucket, int bucket_index,
                                         BucketBuffer which, const ReplayMesh& mesh, int rank,
                                         const std::vector<std::byte>& contents);
+
+// The first mismatch in this rank's fp32 gradient shards (Backend::read_gradient_shards:
+// raw bytes of ReplayLayout::shard_storage_elements floats) for the parameters of
+// reduce-scatter bucket `bucket`, after `accumulations` copy-outs of it into shards that
+// started at zero: every own element is accumulations times the reduced shard's value
+// (check_bucket's kReduced, all-reduced across replicas when the bucket is), 0 in the
+// padding. Names the bucket, the parameter and the element.
+std::optional<std::string> check_gradient_shards(const ReplayBucket& bucket, int bucket_index,
+                                                 const ReplayMesh& mesh, int rank,
+                                                 int accumulations,
+                                                 const std::vector<std::byte>& storage);
+
+// A tensor-parallel collective of the compute path (an Op of kind kCollective) as a
+// backend runs it over the `ranks` TP ranks: op.bytes is the full buffer (the all-gather
+// output, the reduce-scatter input, the all-reduce operand), in bf16 or fp32 (sums; other
+// dtypes move as bf16), rounded up so that every rank moves the same count.
+struct TpCollective {
+  CollectiveKind kind = CollectiveKind::kAllGather;
+  DType dtype = DType::kBF16;
+  int ranks = 1;
+  std::int64_t part = 1;  // elements per rank: the all-gather's input, the reduce-scatter's
+                          // output; the all-reduce runs on part * ranks
+  std::int64_t input_elements() const;
+  std::int64_t output_elements() const;
+};
+TpCollective tp_collective_of(const Op& op, int ranks);
+// Element `index` of TP rank `tp_rank`'s output when every rank q's input element i was
+// data_pattern::tp_input(q, i): all-gather, the parts of every rank in rank order
+// (tp_input(index / part, index % part)); reduce-scatter, the sum over ranks of the
+// elements at tp_rank * part + index; all-reduce, the sum over ranks at index.
+float tp_expected(const TpCollective& collective, int tp_rank, std::int64_t index);
+// The first element of `output` (output_elements() in collective.dtype) that is not
+// tp_expected, naming `what` (the task and op), the element, the TP rank that sent it and
+// the two values; nullopt when all match.
+std::optional<std::string> check_tp_output(const TpCollective& collective, const std::string& what,
+                                           int tp_rank, int rank, const std::byte* output);
+// check_tp_output's message for output element `index` holding `actual` (for backends
+// that compare on the device and read back only the first mismatch).
+std::string tp_mismatch_message(const TpCollective& collective, const std::string& what,
+                                int tp_rank, int rank, std::int64_t index, float actual);
 
 }  // namespace fsdptune

@@ -17,8 +17,9 @@ struct ExecutorOptions {
   std::string backend = "cpu";  // "cpu" or "cuda"
   int iterations = 10;          // measured steps (>= 1)
   int warmup = 3;               // untimed steps before them (>= 0)
-  // One more untimed step before the warm-up, whose bucket buffers are read back and
-  // checked (data_check.hpp); a mismatch on any rank fails every rank.
+  // One more untimed step before the warm-up, whose bucket buffers and fp32 gradient
+  // shards are read back and checked after it, and whose TP collectives are checked as
+  // they complete (data_check.hpp); a mismatch on any rank fails every rank.
   bool check_data = false;
   // A rank that makes no progress for this long aborts every rank (MPI_Abort).
   double timeout_s = 300;
@@ -27,10 +28,15 @@ struct ExecutorOptions {
   // dp_shard / that shards.
   bool scale_down = false;
   std::string command;  // recorded in measured.json
-  // Test hooks. stall_rank: that rank stops responding before the first step.
-  // corrupt_bucket: before the checks, overwrite one element of that bucket's buffer.
+  // Test hooks. stall_rank: that rank stops responding before the first step. On the last
+  // rank, with check_data: corrupt_bucket: before the checks, overwrite one element of that
+  // bucket's buffer; corrupt_gradient_shard: of the fp32 gradient shard of that
+  // reduce-scatter bucket's first parameter; corrupt_tp_collective: of the output of the
+  // n-th TP collective of the check step (0-based, in enqueue order), before it is checked.
   int stall_rank = -1;
   int corrupt_bucket = -1;
+  int corrupt_gradient_shard = -1;
+  int corrupt_tp_collective = -1;
 };
 
 // MPI for the lifetime of the object: MPI_Init_thread asking for MPI_THREAD_MULTIPLE (the

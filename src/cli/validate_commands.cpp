@@ -107,7 +107,8 @@ void register_validate_commands(CLI::App& app) {
   validate->add_option("--warmup", validate_args->options.warmup, "untimed steps before them")
       ->capture_default_str();
   validate->add_flag("--check-data", validate_args->options.check_data,
-                     "check every bucket's gathered parameters and reduced gradients in one "
+                     "check every bucket's gathered parameters and reduced gradients, the "
+                     "accumulated fp32 gradient shards and every TP collective's output in one "
                      "extra step before the warm-up");
   validate->add_flag("--scale-down", validate_args->options.scale_down,
                      "replay a schedule for a larger dp_shard on fewer ranks (a divisor of "
@@ -121,6 +122,12 @@ void register_validate_commands(CLI::App& app) {
   // Test hooks, hidden from --help.
   validate->add_option("--debug-stall-rank", validate_args->options.stall_rank)->group("");
   validate->add_option("--debug-corrupt-bucket", validate_args->options.corrupt_bucket)->group("");
+  validate
+      ->add_option("--debug-corrupt-gradient-shard", validate_args->options.corrupt_gradient_shard)
+      ->group("");
+  validate
+      ->add_option("--debug-corrupt-tp-collective", validate_args->options.corrupt_tp_collective)
+      ->group("");
   validate->callback([validate_args] { run_validate(*validate_args); });
 
   auto compare_args = std::make_shared<CompareArgs>();

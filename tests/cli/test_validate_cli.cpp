@@ -46,12 +46,18 @@ std::string tuned_tiny(const std::string& dir, const std::string& name, const st
   return out;
 }
 
-// mpirun -np `ranks` validate --check-data of `schedule` (plus `flags`); the measurement.
+// mpirun -np `ranks` validate --backend cpu --warmup 0 --check-data of `schedule`, plus
+// `flags`, writing `out`.
+CommandResult run_checked(const std::string& schedule, int ranks, const std::string& flags,
+                          const std::string& out) {
+  return run_command(mpirun(ranks) + binary() + " validate " + schedule +
+                     " --backend cpu --warmup 0 --check-data " + flags + " --out " + out);
+}
+
+// run_checked with 2 measured steps (plus `flags`); the measurement, which compare reads.
 MeasuredResult validate_checked(const std::string& schedule, int ranks, const std::string& flags) {
   const std::string measured_path = schedule + ".measured.json";
-  const auto run = run_command(mpirun(ranks) + binary() + " validate " + schedule +
-                               " --backend cpu --iters 2 --warmup 0 --check-data " + flags +
-                               " --out " + measured_path);
+  const auto run = run_checked(schedule, ranks, "--iters 2 " + flags, measured_path);
   INFO(run.out << run.err);
   REQUIRE(run.exit_code == 0);
   CHECK_THAT(run.out, Catch::Contains("data checked"));
@@ -62,6 +68,28 @@ MeasuredResult validate_checked(const std::string& schedule, int ranks, const st
   INFO(compared.err);
   CHECK(compared.exit_code == 0);
   return measured;
+}
+
+// Index of the first reduce-scatter bucket of a schedule file.
+int first_reduce_scatter_bucket(const std::string& schedule) {
+  const auto buckets = read_json_file(schedule).at("program").at("buckets");
+  for (std::size_t b = 0; b < buckets.size(); ++b) {
+    if (buckets[b].at("kind") == "reduce_scatter") return static_cast<int>(b);
+  }
+  FAIL("no reduce-scatter bucket in " << schedule);
+  return -1;
+}
+
+// mpirun -np `ranks` validate --check-data with a corruption hook: every rank fails with
+// the check's message (exit 1) and no measured file is written. stderr.
+std::string validate_corrupted(const std::string& schedule, int ranks, const std::string& hook) {
+  const std::string measured_path = schedule + ".corrupted.json";
+  const auto run = run_checked(schedule, ranks, "--iters 1 " + hook, measured_path);
+  INFO(run.out << run.err);
+  CHECK(run.exit_code == 1);
+  CHECK_THAT(run.err, Catch::Contains("--check-data"));
+  CHECK_FALSE(exists(measured_path));
+  return run.err;
 }
 
 }  // namespace
@@ -253,4 +281,41 @@ TEST_CASE("validate replays float8 all-gathers (fp8 on the wire) exactly with --
       "--scale-down");
   CHECK(measured.dp_replicate == 2);
   CHECK(measured.shards_per_rank == 2);
+}
+
+TEST_CASE("validate --check-data checks the accumulated fp32 gradient shards", "[cli][validate]") {
+  // Plain FSDP, fp32 reduce: the reduced shards pass; one element of the fp32 gradient
+  // shard they were accumulated into, overwritten on the last rank, is caught.
+  const int bucket = first_reduce_scatter_bucket(tiny_schedule());
+  const std::string err = validate_corrupted(
+      tiny_schedule(), 2, "--debug-corrupt-gradient-shard " + std::to_string(bucket));
+  CHECK_THAT(err, Catch::Contains("rank 1: --check-data: bucket " + std::to_string(bucket) +
+                                  " (reduce_scatter") &&
+                      Catch::Contains("accumulated fp32 gradient shard of parameter") &&
+                      Catch::Contains("got 1000"));
+}
+
+TEST_CASE("validate --check-data checks the TP collectives' outputs", "[cli][validate]") {
+  const std::string dir = make_temp_dir("fsdptune-validate");
+  const std::string schedule = tuned_tiny(dir, "tp2", "--gpus 2 --gpus-per-node 2 --tp 2");
+  // The first TP collective of the step (the embedding's sequence-parallel reduce-scatter),
+  // corrupted on the last rank after it completed.
+  const std::string err = validate_corrupted(schedule, 2, "--debug-corrupt-tp-collective 0");
+  CHECK_THAT(err, Catch::Contains("rank 1: --check-data: task ") && Catch::Contains(" op ") &&
+                      Catch::Contains(": TP ") && Catch::Contains("output element 0") &&
+                      Catch::Contains("got 1000"));
+}
+
+TEST_CASE("validate --check-data on a 4-rank mesh: tp 2 x 2 replicas, bf16 reduce",
+          "[cli][validate]") {
+  // HSDP and TP together: the replica groups {0, 2} and {1, 3} cross the TP groups {0, 1}
+  // and {2, 3}; bf16 gradients sum exactly (integers below 256).
+  const std::string dir = make_temp_dir("fsdptune-validate");
+  const MeasuredResult measured = validate_checked(
+      tuned_tiny(dir, "mesh4",
+                 "--gpus 4 --gpus-per-node 4 --tp 2 --dp-replicate 2 --reduce-dtype bf16"),
+      4, "");
+  CHECK(measured.dp_replicate == 2);
+  CHECK(measured.tp == 2);
+  CHECK(measured.dp_shard == 1);
 }

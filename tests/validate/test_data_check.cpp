@@ -250,3 +250,132 @@ TEST_CASE("check_bucket: scaled-down ranks hold several shards, HSDP sums every 
   CHECK(check_bucket(single, 0, BucketBuffer::kReduced, mesh, 1, reduced).has_value());
   CHECK(data_pattern::gradient_sum(1, 1, sa, 0) == data_pattern::gradient_value(1, sa, 0));
 }
+
+TEST_CASE("check_gradient_shards: accumulated fp32 shards of HSDP, bf16 reduce, two copy-outs",
+          "[data_check]") {
+  // 2 replicas x 2 shards, rank 2 = replica 1, shard 0; the bucket is all-reduced across
+  // replicas, so each reduced element sums data-parallel ranks 0..3, and two copy-outs
+  // added it twice. The storage holds "a" (3 per shard) at 0 and "b" (2) at 3, then 2
+  // elements of another parameter.
+  ReplayBucket bucket = two_param_bucket(CollectiveKind::kReduceScatter, DType::kBF16);
+  bucket.all_reduced = true;
+  const ReplayMesh mesh = make_replay_mesh(2, 2, 2, 1, 1);
+  REQUIRE(mesh.replica == 1);
+  REQUIRE(mesh.shard == 0);
+  // gradient_value(r, salt, i) = ((salt + 3 i + 5 r) mod 17) - 8, summed over r = 0..3.
+  const auto hand_sum = [](std::uint32_t salt, std::int64_t i) {
+    float sum = 0;
+    for (int r = 0; r < 4; ++r) {
+      sum += static_cast<float>((static_cast<std::int64_t>(salt) + 3 * i + 5 * r) % 17 - 8);
+    }
+    return sum;
+  };
+  std::vector<std::byte> storage(4 * 7);
+  for (const ReplaySlot& slot : bucket.slots) {
+    for (std::int64_t j = 0; j < slot.slot.shard_numel; ++j) {
+      put(storage, DType::kFP32, 4 * (slot.storage_offset + j), 2 * hand_sum(slot.salt, j));
+    }
+  }
+  CHECK_FALSE(check_gradient_shards(bucket, 5, mesh, 2, 2, storage).has_value());
+  // One copy-out fewer, or the reduced shard of the own replica only: caught.
+  CHECK_THAT(*check_gradient_shards(bucket, 5, mesh, 2, 1, storage),
+             Catch::Contains("after 1 copy-out(s) of the all-reduced bf16 shard)"));
+  ReplayBucket not_all_reduced = bucket;
+  not_all_reduced.all_reduced = false;
+  CHECK(check_gradient_shards(not_all_reduced, 5, mesh, 2, 2, storage).has_value());
+  // "b" element 1 at storage element 4.
+  put(storage, DType::kFP32, 16, 1000);
+  const auto failure = check_gradient_shards(bucket, 5, mesh, 2, 2, storage);
+  REQUIRE(failure.has_value());
+  CHECK_THAT(*failure, Catch::Contains("bucket 5 (reduce_scatter, 2 parameters)") &&
+                           Catch::Contains("accumulated fp32 gradient shard of parameter b "
+                                           "element 1 on rank 2") &&
+                           Catch::Contains("got 1000"));
+  // Storage too short for the bucket's parameters: named, not read out of bounds.
+  CHECK_THAT(*check_gradient_shards(bucket, 5, mesh, 2, 2, std::vector<std::byte>(8)),
+             Catch::Contains("outside the 2 fp32 elements"));
+}
+
+TEST_CASE("check_gradient_shards: scaled-down shards and padding of plain FSDP", "[data_check]") {
+  // The schedule's 4 shards on 2 ranks; rank 0 holds shards 0 and 1: "a" (5 elements, 3
+  // per shard) full elements 0..5, 5 being padding, stored at 0..5; "b" (4 elements, 2 per
+  // shard) elements 0..3, stored at 6..9. One copy-out of the sum over the 2 ranks.
+  ReplayBucket bucket = two_param_bucket(CollectiveKind::kReduceScatter, DType::kFP32);
+  bucket.slots[1].storage_offset = 6;
+  const ReplayMesh mesh = shard_mesh(0, 2, 2);
+  std::vector<std::byte> storage(4 * 10);
+  for (const ReplaySlot& slot : bucket.slots) {
+    for (std::int64_t element = 0; element < 2 * slot.slot.shard_numel; ++element) {
+      put(storage, DType::kFP32, 4 * (slot.storage_offset + element),
+          element < slot.slot.numel ? data_pattern::gradient_sum(0, 2, slot.salt, element) : 0);
+    }
+  }
+  CHECK_FALSE(check_gradient_shards(bucket, 0, mesh, 0, 1, storage).has_value());
+  put(storage, DType::kFP32, 4 * 5, 1);  // "a"'s padding
+  CHECK_THAT(*check_gradient_shards(bucket, 0, mesh, 0, 1, storage),
+             Catch::Contains("parameter a element 5") && Catch::Contains("expected 0, got 1"));
+}
+
+TEST_CASE("TP collectives: shapes, expected outputs by hand, and the check", "[data_check]") {
+  Op op;
+  op.kind = OpKind::kCollective;
+  op.name = "layers.0.attention.sp_all_gather";
+  op.dtype = DType::kBF16;
+  op.bytes = 10;  // 5 bf16 elements over 2 ranks: 3 per rank, rounded up
+  op.collective = CollectiveKind::kAllGather;
+  TpCollective gather = tp_collective_of(op, 2);
+  CHECK(gather.part == 3);
+  CHECK(gather.input_elements() == 3);
+  CHECK(gather.output_elements() == 6);
+  // tp_input(r, i) = ((7 i + 3 r + 1) mod 17) - 8: rank 0: -7, 0, 7; rank 1: -4, 3, -7.
+  const std::vector<float> gathered_by_hand{-7, 0, 7, -4, 3, -7};
+  std::vector<std::byte> output(12);
+  for (std::int64_t i = 0; i < 6; ++i) {
+    CHECK(tp_expected(gather, 0, i) == gathered_by_hand[static_cast<std::size_t>(i)]);
+    put(output, DType::kBF16, 2 * i, gathered_by_hand[static_cast<std::size_t>(i)]);
+  }
+  CHECK_FALSE(check_tp_output(gather, "task 3 (fwd layers.0) op x", 1, 1, output.data()));
+  // Parts in the wrong order: element 3 came from TP rank 0.
+  put(output, DType::kBF16, 6, -7);
+  CHECK_THAT(*check_tp_output(gather, "task 3 (fwd layers.0) op x", 1, 1, output.data()),
+             Catch::Contains("task 3 (fwd layers.0) op x: TP all_gather") &&
+                 Catch::Contains("output element 3 (the part of TP rank 1): expected -4, got -7"));
+
+  // Reduce-scatter on TP rank 1: its part is elements 3..5 of the sums over both ranks.
+  // Element 3: rank 0 (22 mod 17) - 8 = -3, rank 1 (25 mod 17) - 8 = 0: -3. Element 4:
+  // (29 mod 17) - 8 = 4 and (32 mod 17) - 8 = 7: 11. Element 5: (36 mod 17) - 8 = -6 and
+  // (39 mod 17) - 8 = -3: -9.
+  op.collective = CollectiveKind::kReduceScatter;
+  const TpCollective scatter = tp_collective_of(op, 2);
+  CHECK(scatter.input_elements() == 6);
+  CHECK(scatter.output_elements() == 3);
+  CHECK(tp_expected(scatter, 1, 0) == -3);
+  CHECK(tp_expected(scatter, 1, 1) == 11);
+  CHECK(tp_expected(scatter, 1, 2) == -9);
+
+  // An fp32 all-reduce of 16 bytes: 2 elements per rank, the operand 4; element 0 sums
+  // -7 and -4.
+  op.collective = CollectiveKind::kAllReduce;
+  op.dtype = DType::kFP32;
+  op.bytes = 16;
+  const TpCollective all_reduce = tp_collective_of(op, 2);
+  CHECK(all_reduce.dtype == DType::kFP32);
+  CHECK(all_reduce.part == 2);
+  CHECK(all_reduce.output_elements() == 4);
+  CHECK(tp_expected(all_reduce, 0, 0) == -11);
+  std::vector<std::byte> sums(16);
+  for (std::int64_t i = 0; i < 4; ++i)
+    put(sums, DType::kFP32, 4 * i, tp_expected(all_reduce, 1, i));
+  CHECK_FALSE(check_tp_output(all_reduce, "t", 1, 3, sums.data()));
+  put(sums, DType::kFP32, 8, 100);
+  CHECK_THAT(*check_tp_output(all_reduce, "t", 1, 3, sums.data()),
+             Catch::Contains("output element 2 (the sum over 2 TP ranks)") &&
+                 Catch::Contains("on rank 3 (TP rank 1)"));
+  // Sums over 32 TP ranks of values in [-8, 8] stay exact in bf16.
+  op.dtype = DType::kBF16;
+  const TpCollective wide = tp_collective_of(op, 32);
+  for (std::int64_t i = 0; i < 17; ++i) {
+    const float sum = tp_expected(wide, 0, i);
+    CHECK(data_pattern::from_bf16(data_pattern::to_bf16(sum)) == sum);
+  }
+}
