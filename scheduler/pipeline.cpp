@@ -225,6 +225,12 @@ std::int64_t peak_in_flight_bytes(int stages, int virtual_stages, int microbatch
   return peak;
 }
 
+std::int64_t largest_stage_peak_bytes(const PipelineResult& result) {
+  std::int64_t peak = 0;
+  for (const StageResult& stage : result.stages) peak = std::max(peak, stage.peak_allocated_bytes);
+  return peak;
+}
+
 bool pipeline_fits(const PipelineResult& result, std::int64_t memory_limit_bytes) {
   return std::all_of(result.stages.begin(), result.stages.end(), [&](const StageResult& stage) {
     return stage.peak_allocated_bytes <= memory_limit_bytes;

@@ -4,7 +4,10 @@
 #include <algorithm>
 #include <limits>
 
+#include <fmt/format.h>
+
 #include "fsdptune/error.hpp"
+#include "fsdptune/pipeline_bounds.hpp"
 #include "fsdptune/plans.hpp"
 #include "fsdptune/program.hpp"
 
@@ -18,8 +21,6 @@ struct ChunkCandidate {
   bool keep_gathered = true;
   Program program;
   ChunkTimes times;
-  double busy_s = 0;                    // all M microbatches and the tail, back to back
-  std::int64_t contribution_bytes = 0;  // to its rank's peak, without other microbatches
 };
 
 ChunkCandidate evaluate_candidate(const Workload& chunk, Plan plan, bool keep_gathered,
@@ -34,15 +35,7 @@ ChunkCandidate evaluate_candidate(const Workload& chunk, Plan plan, bool keep_ga
   SimOptions options;
   options.record_timeline = false;
   const SimResult result = simulate(candidate.program, options);
-  const ChunkTimes times = chunk_times(chunk, candidate.program, result, keep_gathered, costs);
-  const double later = static_cast<double>(chunk.job.microbatches - 1);
-  candidate.busy_s = times.first_forward_s + later * (times.forward_s + times.backward_s) +
-                     times.last_backward_s + times.tail_s;
-  // As simulate_pipeline adds it up: the single-microbatch peak less its one microbatch
-  // of activations, plus the gradients it accumulates.
-  candidate.contribution_bytes =
-      times.base_peak_allocated_bytes - times.activation_bytes + times.accumulated_gradient_bytes;
-  candidate.times = times;
+  candidate.times = chunk_times(chunk, candidate.program, result, keep_gathered, costs);
   return candidate;
 }
 
@@ -92,10 +85,23 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
     TunerResult tuned = Tuner(chunk_options).tune(chunk_workloads[c], costs);
     tuning.plans_evaluated += tuned.plans_evaluated;
     tuning.budget_exhausted = tuning.budget_exhausted || tuned.budget_exhausted;
-    // 2. The candidates: the tuned plan and fsdp2, each run per microbatch or with its
-    //    parameters kept gathered across microbatches (the same thing when M == 1, where
-    //    only the reshard choice of the tuned plan differs).
-    for (const Plan& plan : {tuned.best_plan, fsdp2_plan(chunk_workloads[c])}) {
+    // 2. The candidates: the tuned plan, plans of the chunk's own Pareto front
+    //    (one microbatch: peak against step) and fsdp2, each run per microbatch or with
+    //    its parameters kept gathered across microbatches (the same thing when M == 1,
+    //    where only the reshard choice of the tuned plan differs).
+    std::vector<Plan> plans = {tuned.best_plan};
+    // At most kFrontPlans of the front, evenly spread over it (both ends included), so
+    // that the candidates stay few on long fronts.
+    constexpr std::size_t kFrontPlans = 8;
+    const std::size_t front = tuned.pareto_plans.size();
+    for (std::size_t k = 0; k < std::min(front, kFrontPlans); ++k) {
+      const std::size_t at = front <= kFrontPlans ? k : k * (front - 1) / (kFrontPlans - 1);
+      Plan plan = tuned.pareto_plans[at];
+      plan.name = "tuned";
+      plans.push_back(std::move(plan));
+    }
+    plans.push_back(fsdp2_plan(chunk_workloads[c]));
+    for (const Plan& plan : plans) {
       for (const bool keep : {false, true}) {
         ChunkCandidate candidate = evaluate_candidate(chunk_workloads[c], plan, keep, costs);
         const bool duplicate = std::any_of(
@@ -108,43 +114,36 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
     tuning.chunk_tunings.push_back(std::move(tuned));
   }
 
-  // 3. Per rank, the combination of its chunks' candidates with the least busy time
-  //    whose peak (their contributions + the activations in flight) fits; when none
-  //    fits, the smallest peak. A rank has V chunks of at most 4 candidates each.
-  std::vector<int> chosen(C, 0);
-  for (int r = 0; r < P; ++r) {
-    std::vector<int> rank_chunks;
-    for (int c = r; c < C; c += P) rank_chunks.push_back(c);
-    std::vector<int> index(rank_chunks.size(), 0);
-    bool have_fit = false;
-    double best_busy_s = std::numeric_limits<double>::infinity();
-    std::int64_t best_peak = std::numeric_limits<std::int64_t>::max();
-    while (true) {
-      double busy_s = 0;
-      std::int64_t peak = in_flight_bytes[r];
-      for (std::size_t k = 0; k < rank_chunks.size(); ++k) {
-        const ChunkCandidate& candidate = candidates[rank_chunks[k]][index[k]];
-        busy_s += candidate.busy_s;
-        peak += candidate.contribution_bytes;
-      }
-      const bool fits = peak <= limit;
-      const bool better =
-          fits ? (!have_fit || busy_s < best_busy_s) : (!have_fit && peak < best_peak);
-      if (better) {
-        have_fit = fits;
-        best_busy_s = busy_s;
-        best_peak = peak;
-        for (std::size_t k = 0; k < rank_chunks.size(); ++k) chosen[rank_chunks[k]] = index[k];
-      }
-      // Next combination (odometer over the rank's chunks).
-      std::size_t k = 0;
-      while (k < index.size() &&
-             ++index[k] == static_cast<int>(candidates[rank_chunks[k]].size())) {
-        index[k++] = 0;
-      }
-      if (k == index.size()) break;
+  // 3. The compositions of the candidates under every per-stage memory threshold
+  //    (pipeline_compositions): the fastest whose largest stage peak fits; when none
+  //    fits, the smallest peak.
+  PipelineSpec spec;
+  spec.stages = P;
+  spec.virtual_stages = V;
+  spec.microbatches = M;
+  spec.schedule = job.pp_schedule;
+  spec.send_s = pipeline_send_seconds(workload, costs);
+  std::vector<std::vector<ChunkTimes>> options_times(C);
+  for (int c = 0; c < C; ++c) {
+    for (const ChunkCandidate& candidate : candidates[c]) {
+      options_times[c].push_back(candidate.times);
     }
   }
+  const std::vector<PipelineComposition> compositions = pipeline_compositions(spec, options_times);
+  FSDPTUNE_CHECK(!compositions.empty(), "tune_pipelined_job: no composition");
+  std::size_t pick = 0;
+  for (std::size_t k = 1; k < compositions.size(); ++k) {
+    const PipelineComposition& a = compositions[k];
+    const PipelineComposition& b = compositions[pick];
+    const bool a_fits = a.peak_allocated_bytes <= limit;
+    const bool b_fits = b.peak_allocated_bytes <= limit;
+    if (a_fits != b_fits ? a_fits
+                         : (a_fits ? a.step_time_s < b.step_time_s
+                                   : a.peak_allocated_bytes < b.peak_allocated_bytes)) {
+      pick = k;
+    }
+  }
+  const std::vector<int>& chosen = compositions[pick].choice;
 
   // 4. Compose; keep the fsdp2 composition when it is at least as good.
   std::vector<Plan> plans;
@@ -171,6 +170,18 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
     tuning.derived_from = "fsdp2";
   }
   tuning.fits = pipeline_fits(tuning.best.result, limit);
+
+  // 5. The Pareto front (docs/tuner.md "Pipelined jobs"): the schedule's own composition
+  //    first (labelled "tuned"; ties keep it), fsdp2's, then every composition of step 3.
+  std::vector<ParetoPoint> points = {
+      {tuning.best.result.step_time_s, largest_stage_peak_bytes(tuning.best.result), "tuned"},
+      {tuning.fsdp2.result.step_time_s, largest_stage_peak_bytes(tuning.fsdp2.result), "fsdp2"}};
+  for (std::size_t k = 0; k < compositions.size(); ++k) {
+    points.push_back({compositions[k].step_time_s, compositions[k].peak_allocated_bytes,
+                      fmt::format("composition #{}", k)});
+  }
+  tuning.pareto = pareto_front(points);
+  tuning.lower_bound_s = pipeline_step_lower_bound(workload, costs);
   return tuning;
 }
 

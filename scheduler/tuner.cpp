@@ -555,7 +555,8 @@ class Search {
   std::int64_t last_improvement_ = 0;  // evaluated_ when the best last improved notably
   std::optional<Evaluation> best_;
   std::optional<Evaluation> smallest_peak_;
-  std::vector<ParetoPoint> pareto_;  // kept non-dominated, sorted by peak
+  // Kept non-dominated, sorted by peak, with the plan of each point.
+  std::vector<std::pair<ParetoPoint, Plan>> pareto_;
   int restart_ = 0;
   int restarts_ = 0;
 };
@@ -588,20 +589,19 @@ void Search::record(const Evaluation& evaluation) {
     // add it unless something dominates it (ties keep the earlier point).
     const ParetoPoint point{evaluation.step_time_s, evaluation.peak_allocated_bytes,
                             evaluation.label};
-    const bool dominated = std::any_of(pareto_.begin(), pareto_.end(), [&](const ParetoPoint& p) {
-      return p.peak_allocated_bytes <= point.peak_allocated_bytes &&
-             p.step_time_s <= point.step_time_s;
+    const bool dominated = std::any_of(pareto_.begin(), pareto_.end(), [&](const auto& entry) {
+      return entry.first.peak_allocated_bytes <= point.peak_allocated_bytes &&
+             entry.first.step_time_s <= point.step_time_s;
     });
     if (!dominated) {
-      std::erase_if(pareto_, [&](const ParetoPoint& p) {
-        return point.peak_allocated_bytes <= p.peak_allocated_bytes &&
-               point.step_time_s <= p.step_time_s;
+      std::erase_if(pareto_, [&](const auto& entry) {
+        return point.peak_allocated_bytes <= entry.first.peak_allocated_bytes &&
+               point.step_time_s <= entry.first.step_time_s;
       });
-      const auto at = std::lower_bound(pareto_.begin(), pareto_.end(), point,
-                                       [](const ParetoPoint& a, const ParetoPoint& b) {
-                                         return a.peak_allocated_bytes < b.peak_allocated_bytes;
-                                       });
-      pareto_.insert(at, point);
+      const auto at = std::find_if(pareto_.begin(), pareto_.end(), [&](const auto& entry) {
+        return entry.first.peak_allocated_bytes >= point.peak_allocated_bytes;
+      });
+      pareto_.insert(at, {point, evaluation.plan});
     }
   }
   if (!best_ || better(evaluation, *best_)) {
@@ -988,9 +988,10 @@ TunerResult Search::run() {
     result.smallest_peak_bytes = smallest_peak_->peak_allocated_bytes;
     result.smallest_peak_plan = smallest_peak_->label;
   }
-  result.pareto = pareto_;
-  for (ParetoPoint& point : result.pareto) {
-    if (point.label == best.label) point.label = "tuned";
+  for (const auto& [point, plan] : pareto_) {
+    result.pareto.push_back(point);
+    if (point.label == best.label) result.pareto.back().label = "tuned";
+    result.pareto_plans.push_back(plan);
   }
   return result;
 }

@@ -332,6 +332,12 @@ Report summarize_report(const std::vector<ReportEntry>& entries, const ReportOpt
     schedule.seq_len = file.job.seq_len;
     schedule.memory_limit_bytes = file.memory_limit_bytes;
     schedule.task_count = static_cast<std::int64_t>(file.program.tasks.size());
+    // A pipeline schedule: every chunk's one-microbatch Program.
+    if (file.pipeline) {
+      for (const ScheduleChunk& chunk : file.pipeline->chunks) {
+        schedule.task_count += static_cast<std::int64_t>(chunk.program.tasks.size());
+      }
+    }
     schedule.lower_bound_s = file.lower_bound_s;
     if (file.lower_bound_s > 0 && file.predicted.step_time_s > 0) {
       schedule.tuned_efficiency = file.lower_bound_s / file.predicted.step_time_s;

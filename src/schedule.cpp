@@ -896,4 +896,41 @@ json torchtitan_plan_to_json(const Workload& workload, const Plan& plan) {
               {"simplefsdp", std::move(simplefsdp)}, {"fsdp2", std::move(fsdp2)}};
 }
 
+json torchtitan_pipeline_to_json(const Workload& workload, const SchedulePipeline& pipeline) {
+  const JobSpec& job = workload.job;
+  // torchtitan's names for the schedules (torch.distributed.pipelining's classes).
+  const char* schedule_name = job.pp_schedule == PipelineSchedule::kInterleaved1F1B
+                                  ? "Interleaved1F1B"
+                              : job.pp_schedule == PipelineSchedule::kGPipe ? "GPipe"
+                                                                            : "1F1B";
+  json split_points = json::array();
+  json stages = json::array();
+  for (std::size_t c = 0; c < pipeline.chunks.size(); ++c) {
+    const ScheduleChunk& chunk = pipeline.chunks[c];
+    const Workload chunk_units = chunk_workload(workload, chunk.units);
+    json modules = json::array();
+    for (const Unit& unit : chunk_units.units) {
+      for (const std::string& module : unit.modules) modules.push_back(module);
+    }
+    // A stage starts at its first module (torchtitan splits before the named module).
+    if (c > 0) split_points.push_back(modules.front());
+    json plan = torchtitan_plan_to_json(chunk_units, chunk.plan);
+    stages.push_back(json{{"stage", static_cast<std::int64_t>(c)},
+                          {"rank", chunk.rank},
+                          {"modules", std::move(modules)},
+                          {"keep_gathered", chunk.keep_gathered},
+                          {"simplefsdp", std::move(plan.at("simplefsdp"))},
+                          {"fsdp2", std::move(plan.at("fsdp2"))}});
+  }
+  json config{{"pipeline_parallel_degree", job.pp},
+              {"pipeline_parallel_schedule", schedule_name},
+              {"pipeline_parallel_microbatches", job.microbatches},
+              {"pipeline_parallel_microbatch_size", job.local_batch},
+              {"pipeline_parallel_split_points", std::move(split_points)},
+              {"stages_per_rank", job.virtual_stages}};
+  return json{{"format", kTorchtitanFormatName}, {"version", kTorchtitanPipelineFormatVersion},
+              {"model", workload.model.name},    {"plan", "tuned"},
+              {"pipeline", std::move(config)},   {"stages", std::move(stages)}};
+}
+
 }  // namespace fsdptune

@@ -2,50 +2,77 @@
 // metadata naming the tracks).
 #include "fsdptune/trace.hpp"
 
+#include <algorithm>
+#include <vector>
+
+#include <fmt/format.h>
+
 #include "fsdptune/error.hpp"
 #include "fsdptune/units.hpp"
 
 namespace fsdptune {
+namespace {
+
+using nlohmann::json;
+
+constexpr double kMicrosecondsPerSecond = 1e6;
+
+void add_thread(json& events, int pid, int tid, const std::string& name) {
+  events.push_back({{"ph", "M"},
+                    {"name", "thread_name"},
+                    {"pid", pid},
+                    {"tid", tid},
+                    {"args", {{"name", name}}}});
+  events.push_back({{"ph", "M"},
+                    {"name", "thread_sort_index"},
+                    {"pid", pid},
+                    {"tid", tid},
+                    {"args", {{"sort_index", tid}}}});
+}
+
+// A complete ("X") event from start_s to end_s.
+json span_event(const std::string& name, const std::string& category, int pid, int tid,
+                double start_s, double end_s, json args) {
+  return {{"ph", "X"},
+          {"name", name},
+          {"cat", category},
+          {"pid", pid},
+          {"tid", tid},
+          {"ts", start_s * kMicrosecondsPerSecond},
+          {"dur", (end_s - start_s) * kMicrosecondsPerSecond},
+          {"args", std::move(args)}};
+}
+
+// A task of a Program as a complete event: its standalone cost, unit, bucket, bytes and
+// dependencies in `args` (plus what the caller adds).
+json task_event(const Task& task, const std::string& name, int pid, int tid, double start_s,
+                double end_s, json args) {
+  args["id"] = task.id;
+  args["kind"] = to_string(task.kind);
+  args["standalone_us"] = task.duration_s * kMicrosecondsPerSecond;
+  if (task.unit >= 0 && !args.contains("unit")) args["unit"] = task.unit;
+  if (task.bucket >= 0) args["bucket"] = task.bucket;
+  if (task.bytes > 0) args["bytes"] = task.bytes;
+  if (!task.deps.empty()) args["deps"] = task.deps;
+  return span_event(name, to_string(task.kind), pid, tid, start_s, end_s, std::move(args));
+}
+
+}  // namespace
 
 nlohmann::json chrome_trace(const Program& program, const SimResult& result,
                             const std::string& title) {
-  using nlohmann::json;
   FSDPTUNE_CHECK(result.timings.size() == program.tasks.size(),
                  "chrome_trace needs the per-task timings of this program");
-  constexpr double kMicrosecondsPerSecond = 1e6;
   json events = json::array();
   events.push_back(
       {{"ph", "M"}, {"name", "process_name"}, {"pid", 0}, {"args", {{"name", title}}}});
   for (std::size_t s = 0; s < program.streams.size(); ++s) {
-    const Stream& stream = program.streams[s];
-    events.push_back({{"ph", "M"},
-                      {"name", "thread_name"},
-                      {"pid", 0},
-                      {"tid", s},
-                      {"args", {{"name", stream.name}}}});
-    events.push_back({{"ph", "M"},
-                      {"name", "thread_sort_index"},
-                      {"pid", 0},
-                      {"tid", s},
-                      {"args", {{"sort_index", s}}}});
+    add_thread(events, 0, static_cast<int>(s), program.streams[s].name);
   }
   for (const Task& task : program.tasks) {
     const TaskTiming& timing = result.timings[task.id];
-    json args = {{"id", task.id},
-                 {"kind", to_string(task.kind)},
-                 {"standalone_us", task.duration_s * kMicrosecondsPerSecond}};
-    if (task.unit >= 0) args["unit"] = task.unit;
-    if (task.bucket >= 0) args["bucket"] = task.bucket;
-    if (task.bytes > 0) args["bytes"] = task.bytes;
-    if (!task.deps.empty()) args["deps"] = task.deps;
-    events.push_back({{"ph", "X"},
-                      {"name", task.name},
-                      {"cat", to_string(task.kind)},
-                      {"pid", 0},
-                      {"tid", task.stream},
-                      {"ts", timing.start_s * kMicrosecondsPerSecond},
-                      {"dur", (timing.end_s - timing.start_s) * kMicrosecondsPerSecond},
-                      {"args", args}});
+    events.push_back(
+        task_event(task, task.name, 0, task.stream, timing.start_s, timing.end_s, json::object()));
   }
   for (const MemorySample& sample : result.memory_timeline) {
     events.push_back(
@@ -62,6 +89,173 @@ nlohmann::json chrome_trace(const Program& program, const SimResult& result,
            {{"step_time_s", result.step_time_s},
             {"peak_allocated_bytes", result.peak_allocated_bytes},
             {"peak_reserved_bytes", result.peak_reserved_bytes}}}};
+}
+
+namespace {
+
+// Which part of a chunk's one-microbatch Program a task belongs to (the split chunk_times
+// makes): the first forward (up to the last forward task's end), the last backward (up to
+// the last backward task's end), the tail (reduce-scatters after it, the optimizer).
+enum class Phase { kForward, kBackward, kTail };
+
+Phase phase_of(const Task& task, const TaskTiming& timing, double forward_end_s,
+               double backward_end_s) {
+  switch (task.kind) {
+    case TaskKind::kForward:
+      return Phase::kForward;
+    case TaskKind::kRecompute:
+    case TaskKind::kBackward:
+      return Phase::kBackward;
+    case TaskKind::kOptimizer:
+      return Phase::kTail;
+    default:
+      // Communication and copies: by when they start.
+      if (timing.start_s < forward_end_s) return Phase::kForward;
+      if (timing.start_s < backward_end_s) return Phase::kBackward;
+      return Phase::kTail;
+  }
+}
+
+}  // namespace
+
+nlohmann::json pipeline_chrome_trace(const PipelineSimulation& sim, const std::string& title) {
+  const int P = sim.spec.stages;
+  const int C = static_cast<int>(sim.chunk_programs.size());
+  const int M = sim.spec.microbatches;
+  FSDPTUNE_CHECK(sim.chunk_results.size() == sim.chunk_programs.size() &&
+                     static_cast<int>(sim.result.stages.size()) == P,
+                 "pipeline_chrome_trace: a simulation of every chunk and stage");
+  struct ChunkPhases {
+    double forward_end_s = 0;
+    double backward_end_s = 0;
+  };
+  std::vector<ChunkPhases> phases(static_cast<std::size_t>(C));
+  for (int c = 0; c < C; ++c) {
+    const Program& program = sim.chunk_programs[c];
+    const SimResult& result = sim.chunk_results[c];
+    FSDPTUNE_CHECK(result.timings.size() == program.tasks.size(),
+                   "pipeline_chrome_trace needs the chunks' per-task timings");
+    for (const Task& task : program.tasks) {
+      const TaskTiming& timing = result.timings[task.id];
+      if (task.kind == TaskKind::kForward) {
+        phases[c].forward_end_s = std::max(phases[c].forward_end_s, timing.end_s);
+      }
+      if (task.kind == TaskKind::kBackward) {
+        phases[c].backward_end_s = std::max(phases[c].backward_end_s, timing.end_s);
+      }
+    }
+  }
+  // Sends cross ranks only when there is more than one (simulate_pipeline's rule).
+  const double send_s = P > 1 ? sim.spec.send_s : 0.0;
+
+  json events = json::array();
+  for (const StageResult& stage : sim.result.stages) {
+    const int pid = stage.rank;
+    events.push_back({{"ph", "M"},
+                      {"name", "process_name"},
+                      {"pid", pid},
+                      {"args", {{"name", fmt::format("{}: stage {}", title, stage.rank)}}}});
+    events.push_back({{"ph", "M"},
+                      {"name", "process_sort_index"},
+                      {"pid", pid},
+                      {"args", {{"sort_index", pid}}}});
+    // Threads: the pipeline's actions, the chunks' streams by name (interleaved chunks of
+    // one rank share them), the sends.
+    std::vector<std::string> threads = {"pipeline"};
+    auto thread_of = [&](const std::string& name) {
+      const auto at = std::find(threads.begin(), threads.end(), name);
+      if (at != threads.end()) return static_cast<int>(at - threads.begin());
+      threads.push_back(name);
+      return static_cast<int>(threads.size()) - 1;
+    };
+    for (int c = stage.rank; c < C; c += P) {
+      for (const Stream& stream : sim.chunk_programs[c].streams) thread_of(stream.name);
+    }
+    if (P > 1) {
+      thread_of("send activations");
+      thread_of("send gradients");
+    }
+    for (std::size_t t = 0; t < threads.size(); ++t) {
+      add_thread(events, pid, static_cast<int>(t), threads[t]);
+    }
+
+    for (const PipelineAction& action : stage.actions) {
+      const int c = action.chunk;
+      const int m = action.microbatch;
+      const Program& program = sim.chunk_programs[c];
+      const SimResult& result = sim.chunk_results[c];
+      const bool keep = sim.chunk_keep_gathered[c];
+      const std::vector<int>& units = sim.chunk_units[c];
+      const ChunkPhases& phase = phases[c];
+      const json where = {{"chunk", c}, {"microbatch", m}};
+      events.push_back(
+          span_event(fmt::format("{} chunk {} mb {}", action.backward ? "B" : "F", c, m),
+                     "pipeline", pid, 0, action.start_s, action.end_s, where));
+      // The point-to-point send after the action, to chunk `to` (on the next rank).
+      auto send = [&](const std::string& what, int to) {
+        events.push_back(span_event(fmt::format("send {} chunk {}->{} mb {}", what, c, to, m),
+                                    "send", pid, thread_of("send " + what), action.end_s,
+                                    action.end_s + send_s, where));
+      };
+      auto emit = [&](const Task& task, double start_s, double end_s) {
+        json args = where;
+        // Units as the whole job numbers them.
+        if (task.unit >= 0) args["unit"] = units.at(static_cast<std::size_t>(task.unit));
+        events.push_back(task_event(task, fmt::format("{} mb{}", task.name, m), pid,
+                                    thread_of(program.streams[task.stream].name), start_s, end_s,
+                                    std::move(args)));
+      };
+      // The Program's tasks of one phase, at their simulated times shifted to `origin_s`
+      // (where the phase starts in the Program) -> `start_s`.
+      auto emit_phase = [&](Phase wanted, double origin_s, double start_s) {
+        for (const Task& task : program.tasks) {
+          const TaskTiming& timing = result.timings[task.id];
+          if (phase_of(task, timing, phase.forward_end_s, phase.backward_end_s) != wanted) {
+            continue;
+          }
+          emit(task, start_s + timing.start_s - origin_s, start_s + timing.end_s - origin_s);
+        }
+      };
+      // Compute only (parameters kept gathered, not the first forward or last backward):
+      // the compute tasks back to back, at their standalone cost (chunk_times' forward_s,
+      // backward_s).
+      auto emit_compute = [&](bool backward) {
+        double at_s = action.start_s;
+        for (const Task& task : program.tasks) {
+          const bool wanted =
+              backward ? (task.kind == TaskKind::kRecompute || task.kind == TaskKind::kBackward)
+                       : task.kind == TaskKind::kForward;
+          if (!wanted) continue;
+          emit(task, at_s, at_s + task.duration_s);
+          at_s += task.duration_s;
+        }
+      };
+      if (!action.backward) {
+        if (m == 0 || !keep) {
+          emit_phase(Phase::kForward, 0, action.start_s);
+        } else {
+          emit_compute(false);
+        }
+        if (c + 1 < C && P > 1) send("activations", c + 1);
+      } else {
+        if (m == M - 1 || !keep) {
+          emit_phase(Phase::kBackward, phase.forward_end_s, action.start_s);
+        } else {
+          emit_compute(true);
+        }
+        // The exposed reduce-scatters and the optimizer, once, after the last backward.
+        if (m == M - 1) emit_phase(Phase::kTail, phase.backward_end_s, action.end_s);
+        if (c > 0 && P > 1) send("gradients", c - 1);
+      }
+    }
+  }
+  return {{"traceEvents", events},
+          {"displayTimeUnit", "ms"},
+          {"otherData",
+           {{"step_time_s", sim.result.step_time_s},
+            {"bubble_fraction", sim.result.bubble_fraction},
+            {"stages", P},
+            {"microbatches", M}}}};
 }
 
 }  // namespace fsdptune

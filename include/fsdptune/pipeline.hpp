@@ -180,6 +180,9 @@ void fill_pipeline_throughput(const JobSpec& job, double tokens_per_step,
 // Does every stage's allocated peak fit under the limit?
 bool pipeline_fits(const PipelineResult& result, std::int64_t memory_limit_bytes);
 
+// The largest stage allocated peak, bytes (what pipeline_fits compares with the limit).
+std::int64_t largest_stage_peak_bytes(const PipelineResult& result);
+
 // Point-to-point group between adjacent stages: pp is the outermost mesh dimension
 // (torchtitan), so they are dp_replicate * dp_shard * tp ranks apart.
 CommGroup pipeline_send_group(const JobSpec& job);

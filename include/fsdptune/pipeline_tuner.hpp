@@ -30,6 +30,13 @@ struct PipelineTuning {
   bool fits = false;                       // pipeline_fits(best.result, memory_limit_bytes)
   std::int64_t plans_evaluated = 0;        // all chunks' simulations
   bool budget_exhausted = false;           // some chunk's search was cut short by time
+  // Whole-pipeline points (step_time_s: the composition's step; peak_allocated_bytes: its
+  // largest stage allocated peak), non-dominated, by increasing peak: the chosen
+  // composition ("tuned"), fsdp2 per chunk ("fsdp2") and every composition of the
+  // candidates under a per-stage memory threshold ("composition #k",
+  // pipeline_compositions). docs/tuner.md "Pipelined jobs".
+  std::vector<ParetoPoint> pareto;
+  double lower_bound_s = 0;  // pipeline_step_lower_bound(workload, costs)
   bool operator==(const PipelineTuning&) const = default;
 };
 

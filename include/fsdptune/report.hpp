@@ -95,7 +95,7 @@ struct ScheduleReport {
   std::int64_t local_batch = 0;
   std::int64_t seq_len = 0;
   std::int64_t memory_limit_bytes = 0;
-  std::int64_t task_count = 0;
+  std::int64_t task_count = 0;  // tasks of the Program (a pipeline schedule: of every chunk's)
   double lower_bound_s = 0;
   // lower_bound_s / tuned step time, in (0, 1]; 0 when there is no lower bound.
   double tuned_efficiency = 0;

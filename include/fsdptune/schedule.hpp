@@ -31,6 +31,8 @@ namespace fsdptune {
 inline constexpr int kScheduleFormatVersion = 1;
 inline constexpr int kPipelineScheduleFormatVersion = 2;
 inline constexpr int kTorchtitanPlanFormatVersion = 1;
+// The torchtitan export of a pipelined job (per-stage groups): version 2 of the same format.
+inline constexpr int kTorchtitanPipelineFormatVersion = 2;
 
 // What the simulator predicted for one plan.
 struct PlanSummary {
@@ -163,5 +165,14 @@ void check_schedule_matches(const ScheduleFile& schedule, const ModelSpec& model
 // SimpleFSDP's manual bucketing and FSDP2 fully_shard groups with their prefetch lists.
 // Pure. REQUIRES: validate_plan(plan, workload.units.size(), ...) passed.
 nlohmann::json torchtitan_plan_to_json(const Workload& workload, const Plan& plan);
+
+// The per-stage plan of a pipelined job in torchtitan's terms (docs/schedule-format.md,
+// "torchtitan export of a pipelined job"): the pipeline config (degree, schedule name,
+// microbatches, split points: the first module of every stage after the first) and one
+// entry per stage (chunk c, on rank c % pp) with its modules, whether its parameters stay
+// gathered across microbatches, and its plan as torchtitan_plan_to_json writes it (module
+// names of the whole model). Pure. REQUIRES: `pipeline` read or built for `workload`.
+nlohmann::json torchtitan_pipeline_to_json(const Workload& workload,
+                                           const SchedulePipeline& pipeline);
 
 }  // namespace fsdptune

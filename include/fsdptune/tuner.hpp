@@ -96,6 +96,7 @@ struct TunerResult {
   std::string derived_from;              // "fsdp2", "dp seed 2", ... : where the search started
   std::vector<EvaluatedPlan> baselines;  // fsdp2, simplefsdp-block, simplefsdp-greedy
   std::vector<ParetoPoint> pareto;       // non-dominated (peak allocated, step time), by peak
+  std::vector<Plan> pareto_plans;        // the plan of each point of `pareto`
   double lower_bound_s = 0;              // max(compute + unavoidable exposed comm, total comm)
   double efficiency = 0;                 // lower_bound_s / best.step_time_s
   std::int64_t memory_limit_bytes = 0;   // the limit used

@@ -14,6 +14,7 @@
 #include "fsdptune/plans.hpp"
 #include "fsdptune/program.hpp"
 #include "fsdptune/simulator.hpp"
+#include "fsdptune/trace.hpp"
 #include "fsdptune/units.hpp"
 
 namespace fsdptune::cli {
@@ -67,20 +68,49 @@ std::string job_line(const ModelSpec& model, const JobSpec& job, const std::stri
 
 }  // namespace
 
+PipelineSimulation replay_pipeline_schedule(const ScheduleFile& schedule, const Workload& workload,
+                                            const CostModel& costs, const SimOptions& options) {
+  std::vector<Plan> plans;
+  std::vector<Program> programs;
+  std::vector<bool> keep;
+  for (const ScheduleChunk& chunk : schedule.pipeline->chunks) {
+    plans.push_back(chunk.plan);
+    programs.push_back(chunk.program);
+    keep.push_back(chunk.keep_gathered);
+  }
+  return simulate_pipelined_programs(workload, costs, std::move(plans), std::move(programs), keep,
+                                     options);
+}
+
+nlohmann::json schedule_trace(const ScheduleFile& schedule, const Workload& workload,
+                              const CostModel& costs) {
+  const std::string title = fmt::format("{} {}", schedule.model.name, schedule.predicted.plan_name);
+  if (schedule.pipeline) {
+    SimOptions options;
+    options.record_timeline = false;
+    return pipeline_chrome_trace(replay_pipeline_schedule(schedule, workload, costs, options),
+                                 title);
+  }
+  SimResult result;
+  result.timings = schedule.timings;
+  result.memory_timeline = schedule.memory_timeline;
+  result.step_time_s = schedule.predicted.step_time_s;
+  result.peak_allocated_bytes = schedule.predicted.peak_allocated_bytes;
+  result.peak_reserved_bytes = schedule.predicted.peak_reserved_bytes;
+  return chrome_trace(schedule.program, result, title);
+}
+
 void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
                             const ResolvedCostModel& costs, const CostOptions& cost_options,
                             const PlanOptions& plan_options, std::int64_t limit_bytes, bool json,
                             bool require_fit, const std::string& trace_path) {
   validate_pipeline(job);
-  if (!trace_path.empty()) {
-    throw_bad_input("--trace", "a trace is one FSDP Program; this job is pipelined",
-                    "simulate one stage's chunk without --pp, or drop --trace");
-  }
   const Workload workload = build_workload(model, job);
   const std::vector<std::vector<int>> chunks = pipeline_chunks(workload);
   SimOptions sim_options;
   sim_options.record_timeline = false;
-  sim_options.record_timings = false;
+  // The trace places every chunk's tasks at their simulated times.
+  sim_options.record_timings = !trace_path.empty();
   PipelineSimulation sim;
   std::string plan_name = plan_options.plan;
   const std::vector<std::string> names = builtin_plan_names();
@@ -116,19 +146,14 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
                                   schedule.hardware.id, costs.hardware.id),
                       fmt::format("pass --hardware {}", schedule.hardware.id));
     }
-    std::vector<Plan> plans;
-    std::vector<Program> programs;
-    std::vector<bool> keep;
-    for (const ScheduleChunk& chunk : schedule.pipeline->chunks) {
-      plans.push_back(chunk.plan);
-      programs.push_back(chunk.program);
-      keep.push_back(chunk.keep_gathered);
-    }
-    sim = simulate_pipelined_programs(workload, *costs.model, std::move(plans), std::move(programs),
-                                      keep, sim_options);
+    sim = replay_pipeline_schedule(schedule, workload, *costs.model, sim_options);
     plan_name = schedule.predicted.plan_name;
   }
   const PlanSummary summary = pipeline_summary(sim, plan_name, limit_bytes);
+  if (!trace_path.empty()) {
+    write_file_atomically(trace_path, dump_json(pipeline_chrome_trace(
+                                          sim, fmt::format("{} {}", model.name, plan_name))));
+  }
 
   if (json) {
     nlohmann::json stages = nlohmann::json::array();
@@ -190,6 +215,7 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
                format_bytes(summary.peak_reserved_bytes), format_bytes(limit_bytes));
     print_stage_table(workload, chunks, sim.result.stages, limit_bytes);
     fmt::print("{}\n", summary.fits ? "fits" : "does not fit: a stage's peak exceeds the limit");
+    if (!trace_path.empty()) fmt::print("trace written to {}\n", trace_path);
   }
   std::fflush(stdout);
   if (!summary.fits && require_fit) {
@@ -222,6 +248,8 @@ TunedSchedule tune_schedule(const Workload& workload, const HardwareSpec& hardwa
         pipeline_schedule(workload, tuning.best, hardware, tuning.memory_limit_bytes, "tuned");
     tuned.schedule.baselines.push_back(
         pipeline_summary(tuning.fsdp2, "fsdp2", tuning.memory_limit_bytes));
+    tuned.schedule.pareto = tuning.pareto;
+    tuned.schedule.lower_bound_s = tuning.lower_bound_s;
     for (const Program& program : tuning.best.chunk_programs) {
       tuned.schedule.cost_queries += program.cost_queries;
       tuned.schedule.cost_fallbacks += program.cost_fallbacks;

@@ -9,7 +9,9 @@
 #include "cost_options.hpp"
 #include "fsdptune/cost_model.hpp"
 #include "fsdptune/model.hpp"
+#include "fsdptune/pipeline.hpp"
 #include "fsdptune/schedule.hpp"
+#include "fsdptune/simulator.hpp"
 #include "fsdptune/tuner.hpp"
 #include "fsdptune/workload.hpp"
 #include "job_options.hpp"
@@ -37,6 +39,16 @@ struct TunedSchedule {
 };
 TunedSchedule tune_schedule(const Workload& workload, const HardwareSpec& hardware,
                             const CostModel& costs, const TunerOptions& options);
+
+// The stored chunk Programs of a pipeline schedule (version 2) simulated as they are.
+// REQUIRES: schedule.pipeline, read for `workload` (schedule_from_json checked it).
+PipelineSimulation replay_pipeline_schedule(const ScheduleFile& schedule, const Workload& workload,
+                                            const CostModel& costs, const SimOptions& options);
+
+// The Chrome trace of a schedule's predicted step: chrome_trace of its Program and timings
+// (version 1), pipeline_chrome_trace of its replayed chunks (version 2).
+nlohmann::json schedule_trace(const ScheduleFile& schedule, const Workload& workload,
+                              const CostModel& costs);
 
 // Prints the pipelined part of `tune`: baseline vs tuned, the stages, what was written.
 void print_pipeline_schedule(const ScheduleFile& schedule, const Workload& workload);

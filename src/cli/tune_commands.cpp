@@ -50,6 +50,7 @@ struct TuneOptions {
   std::uint64_t seed = 0;
   std::string out;
   std::string torchtitan_out;
+  std::string trace_path;
   bool json = false;
 };
 
@@ -141,10 +142,6 @@ void run_tune(const TuneOptions& options) {
   };
   if (is_pipelined(job)) {
     // Per stage (pipeline_cli.cpp): a version 2 schedule.
-    if (!options.torchtitan_out.empty()) {
-      throw_bad_input("--emit-torchtitan", "exports one FSDP plan; this job is pipelined",
-                      "drop --emit-torchtitan (each chunk's plan is in the schedule file)");
-    }
     const auto pipeline_started = std::chrono::steady_clock::now();
     TunedSchedule tuned = tune_schedule(workload, hardware, costs, tuner_options);
     if (reported) fmt::print(stderr, "\n");
@@ -158,6 +155,17 @@ void run_tune(const TuneOptions& options) {
     schedule.provenance.threads = options.threads;
     schedule.provenance.command = canonical_command(options);
     write_file_atomically(options.out, dump_json(schedule_to_json(schedule)));
+    if (!options.torchtitan_out.empty()) {
+      write_file_atomically(options.torchtitan_out,
+                            dump_json(torchtitan_pipeline_to_json(workload, *schedule.pipeline)));
+    }
+    if (!options.trace_path.empty()) {
+      write_file_atomically(options.trace_path,
+                            dump_json(schedule_trace(schedule, workload, costs)));
+    }
+    const double efficiency = schedule.predicted.step_time_s > 0
+                                  ? schedule.lower_bound_s / schedule.predicted.step_time_s
+                                  : 0.0;
     if (options.json) {
       nlohmann::json out;
       out["baselines"] = nlohmann::json::array();
@@ -165,6 +173,10 @@ void run_tune(const TuneOptions& options) {
         out["baselines"].push_back(summary_json(row));
       out["tuned"] = summary_json(schedule.predicted);
       out["derived_from"] = tuned.derived_from;
+      out["lower_bound_s"] = schedule.lower_bound_s;
+      out["efficiency"] = efficiency;
+      out["pareto_points"] = schedule.pareto.size();
+      if (!options.torchtitan_out.empty()) out["torchtitan"] = options.torchtitan_out;
       out["bubble_fraction"] = schedule.pipeline->bubble_fraction;
       out["memory_limit_bytes"] = schedule.memory_limit_bytes;
       out["plans_evaluated"] = tuned.plans_evaluated;
@@ -181,7 +193,11 @@ void run_tune(const TuneOptions& options) {
     fmt::print("search: {} plans simulated over {} chunks in {:.2f} s{}\n", tuned.plans_evaluated,
                schedule.pipeline->chunks.size(), pipeline_elapsed_s,
                tuned.budget_exhausted ? "; stopped by the budget (time or evaluations)" : "");
+    fmt::print("lower bound {}: efficiency {:.1f}%; Pareto front of {} compositions\n",
+               format_seconds(schedule.lower_bound_s), 100.0 * efficiency, schedule.pareto.size());
     fmt::print("wrote {} (schedule {})\n", options.out, schedule_hash(schedule));
+    if (!options.torchtitan_out.empty()) fmt::print("wrote {}\n", options.torchtitan_out);
+    if (!options.trace_path.empty()) fmt::print("trace written to {}\n", options.trace_path);
     return;
   }
   const auto started = std::chrono::steady_clock::now();
@@ -222,6 +238,9 @@ void run_tune(const TuneOptions& options) {
   if (!options.torchtitan_out.empty()) {
     write_file_atomically(options.torchtitan_out,
                           dump_json(torchtitan_plan_to_json(workload, schedule.plan)));
+  }
+  if (!options.trace_path.empty()) {
+    write_file_atomically(options.trace_path, dump_json(schedule_trace(schedule, workload, costs)));
   }
 
   const double efficiency = schedule.predicted.step_time_s > 0
@@ -286,6 +305,7 @@ void run_tune(const TuneOptions& options) {
              schedule.cost_fallbacks, cost_source);
   fmt::print("wrote {} (schedule {})\n", options.out, schedule_hash(schedule));
   if (!options.torchtitan_out.empty()) fmt::print("wrote {}\n", options.torchtitan_out);
+  if (!options.trace_path.empty()) fmt::print("trace written to {}\n", options.trace_path);
 }
 
 }  // namespace
@@ -309,6 +329,9 @@ void register_tune_commands(CLI::App& app) {
   tune->add_option("--out", options->out, "Where to write the schedule file")->required();
   tune->add_option("--emit-torchtitan", options->torchtitan_out,
                    "Also write the bucket plan as torchtitan module groups");
+  tune->add_option("--trace", options->trace_path,
+                   "Also write a Chrome trace (Perfetto) of the tuned step to FILE (a process "
+                   "per pipeline stage when pipelined)");
   tune->add_flag("--json", options->json, "Print one JSON object instead of the table");
   tune->callback([options] { run_tune(*options); });
 }

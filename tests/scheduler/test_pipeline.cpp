@@ -21,6 +21,7 @@
 #include "fsdptune/simulator.hpp"
 #include "fsdptune/sweep.hpp"
 #include "fsdptune/workload.hpp"
+#include "pipeline_fixture.hpp"
 
 using namespace fsdptune;
 
@@ -229,39 +230,8 @@ TEST_CASE("one stage, one microbatch is the plain FSDP simulation", "[pipeline]"
   CHECK(sim4.tokens_per_s_per_gpu > sim.tokens_per_s_per_gpu);
 }
 
-namespace {
-
-// The tiny model (4 layers) on 8 GPUs as 2 stages x 4-way FSDP, short sequences.
-Workload tiny_pipelined(std::int64_t pp, std::int64_t microbatches, PipelineSchedule schedule,
-                        std::int64_t virtual_stages) {
-  const ModelSpec model = builtin_model("tiny");
-  JobSpec job;
-  job.gpus = 8;
-  job.pp = pp;
-  job.microbatches = microbatches;
-  job.pp_schedule = schedule;
-  job.virtual_stages = virtual_stages;
-  job.seq_len = 256;
-  job = normalize_job(model, job);
-  validate_pipeline(job);
-  return build_workload(model, job);
-}
-
-TunerOptions deterministic_tuner(std::int64_t memory_limit_bytes) {
-  TunerOptions options;
-  options.time_budget_s = 0;
-  options.max_evaluations = 60;
-  options.memory_limit_bytes = memory_limit_bytes;
-  return options;
-}
-
-std::int64_t largest_stage_peak(const PipelineResult& result) {
-  std::int64_t peak = 0;
-  for (const StageResult& stage : result.stages) peak = std::max(peak, stage.peak_allocated_bytes);
-  return peak;
-}
-
-}  // namespace
+using fsdptune::testing::deterministic_tuner;
+using fsdptune::testing::tiny_pipelined;
 
 TEST_CASE("chunk_times: per-microbatch chunks repeat the whole Program", "[pipeline]") {
   const Workload workload = tiny_pipelined(2, 4, PipelineSchedule::k1F1B, 1);
@@ -324,12 +294,12 @@ TEST_CASE("tune_pipelined_job: re-gathering per microbatch fits where keeping do
   const Workload workload = tiny_pipelined(2, 8, PipelineSchedule::k1F1B, 1);
   const PipelineTuning roomy =
       tune_pipelined_job(workload, *costs, deterministic_tuner(80LL << 30));
-  const std::int64_t fsdp2_peak = largest_stage_peak(roomy.fsdp2.result);
+  const std::int64_t fsdp2_peak = largest_stage_peak_bytes(roomy.fsdp2.result);
   const PipelineTuning tight =
       tune_pipelined_job(workload, *costs, deterministic_tuner(fsdp2_peak - 1));
   CHECK_FALSE(pipeline_fits(tight.fsdp2.result, fsdp2_peak - 1));
   CHECK(tight.fits);
-  CHECK(largest_stage_peak(tight.best.result) <= fsdp2_peak - 1);
+  CHECK(largest_stage_peak_bytes(tight.best.result) <= fsdp2_peak - 1);
   CHECK(std::count(tight.best.chunk_keep_gathered.begin(), tight.best.chunk_keep_gathered.end(),
                    false) >= 1);
   CHECK(tight.derived_from == "per-stage tuner");
@@ -354,7 +324,7 @@ TEST_CASE("pipeline schedule (version 2) round-trips and is checked on load",
   CHECK(dump_json(schedule_to_json(back)) == dump_json(json));
   // The whole step: the slowest stage's end; the largest stage peak.
   CHECK(back.predicted.step_time_s == tuning.best.result.step_time_s);
-  CHECK(back.predicted.peak_allocated_bytes == largest_stage_peak(tuning.best.result));
+  CHECK(back.predicted.peak_allocated_bytes == largest_stage_peak_bytes(tuning.best.result));
   // Replaying the stored Programs gives the same step.
   std::vector<Plan> plans;
   std::vector<Program> programs;

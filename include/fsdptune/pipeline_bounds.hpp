@@ -1,0 +1,74 @@
+// What a pipelined job can do at best, and the trade-off between its stages' memory and
+// its step time (docs/tuner.md "Pipelined jobs"): the lower bound of DESIGN.md
+// "Searching" extended to the pipeline composition, and the compositions of per-chunk
+// choices that make the v2 schedule's Pareto front. Pure: no I/O.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "fsdptune/cost_model.hpp"
+#include "fsdptune/pipeline.hpp"
+#include "fsdptune/schedule.hpp"
+#include "fsdptune/workload.hpp"
+
+namespace fsdptune {
+
+// The least each per-microbatch duration of `chunk` (a chunk_workload) can be under any
+// plan and either keep-gathered choice, seconds (memory fields 0):
+//   first_forward_s = F + AG0     forward_s = F     backward_s = last_backward_s = B
+//   tail_s = RS0 + optimizer
+// with F its forward compute, B its recompute + backward compute (every task at its
+// standalone cost: contention only slows tasks down), AG0 / RS0 the all-gather /
+// reduce-scatter of its first unit alone. Why these hold for every plan: compute runs in
+// order on one stream; the first forward waits for a gather holding unit 0; the last
+// backward is unit 0's, its reduce-scatter follows it and the optimizer waits for every
+// reduce-scatter. Like step_time_lower_bound, it assumes a collective of more bytes
+// never costs less (a bucket holding unit 0 costs at least unit 0 alone) and that
+// splitting one (a collective per parameter) never makes it cheaper.
+ChunkTimes chunk_time_lower_bounds(const Workload& chunk, const CostModel& costs);
+
+// A step time no plan of `workload` (any per-chunk plans, either keep-gathered choice)
+// can beat under `costs`, seconds: the larger of
+//  (a) the schedule (simulate_pipeline, the job's P, V, M and schedule, the real
+//      point-to-point send) run with every chunk at chunk_time_lower_bounds: the slowest
+//      stage's compute over all microbatches plus the bubble and the sends that schedule
+//      cannot avoid. simulate_pipeline is monotone (every start is a max of earlier ends
+//      plus durations, in a fixed order per rank), so shorter durations never end later.
+//  (b) for every chunk c: when its first forward can start in (a), plus its whole
+//      single-microbatch step bound (step_time_lower_bound of the chunk: its first
+//      forward, last backward and tail add up to its one-microbatch step), plus the
+//      (M-1) other forwards and backwards of c, which its rank runs in between. This
+//      is where communication-bound chunks show.
+// REQUIRES: validate_pipeline(workload.job) passed.
+double pipeline_step_lower_bound(const Workload& workload, const CostModel& costs);
+
+// One composition: an option per chunk, composed by simulate_pipeline.
+struct PipelineComposition {
+  std::vector<int> choice;  // per chunk (pipeline_chunks order): index into its options
+  double step_time_s = 0;   // the composition's step: the slowest rank's end
+  std::int64_t peak_allocated_bytes = 0;  // the largest stage allocated peak
+  bool operator==(const PipelineComposition&) const = default;
+};
+
+// The compositions of per-chunk options (`options[c]`: the ways chunk c can run, as
+// ChunkTimes; `spec` gives stages, virtual stages, microbatches, schedule and send_s, its
+// `chunks` are ignored) that a per-stage choice under a memory threshold makes: per rank,
+// the Pareto front of (busy time, peak) over the combinations of its chunks' options
+// (busy and peak add up over a rank's chunks); then for every threshold T among those
+// peaks, each rank takes its least busy combination with a peak <= T (no composition for
+// T when a rank has none). Distinct compositions, by increasing T.
+// REQUIRES: options.size() == stages * virtual_stages, every options[c] non-empty.
+std::vector<PipelineComposition> pipeline_compositions(
+    const PipelineSpec& spec, const std::vector<std::vector<ChunkTimes>>& options);
+
+// The PipelineSpec of one composition (spec with chunks[c] = options[c][choice[c]]).
+PipelineSpec composed_spec(const PipelineSpec& spec,
+                           const std::vector<std::vector<ChunkTimes>>& options,
+                           const std::vector<int>& choice);
+
+// The non-dominated points (no other point has peak <= and step <=), by increasing peak;
+// of equal points the earliest is kept.
+std::vector<ParetoPoint> pareto_front(const std::vector<ParetoPoint>& points);
+
+}  // namespace fsdptune

@@ -1,0 +1,213 @@
+// The lower bound and the compositions of a pipelined job (docs/tuner.md "Pipelined jobs").
+#include "fsdptune/pipeline_bounds.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "fsdptune/error.hpp"
+#include "fsdptune/plans.hpp"
+#include "fsdptune/program.hpp"
+#include "fsdptune/tuner.hpp"
+
+namespace fsdptune {
+
+ChunkTimes chunk_time_lower_bounds(const Workload& chunk, const CostModel& costs) {
+  const ComputeCosts compute = compute_costs(chunk, costs);
+  double forward_s = 0, backward_s = 0;
+  for (std::size_t u = 0; u < chunk.units.size(); ++u) {
+    forward_s += compute.forward_s[u];
+    backward_s += compute.recompute_s[u] + compute.backward_s[u];
+  }
+  // fsdp2 has a bucket per unit: its collectives of unit 0's bucket are unit 0 alone, at
+  // the standalone cost the lowering froze into the task.
+  const Program program = lower(chunk, fsdp2_plan(chunk), costs);
+  double first_gather_s = std::numeric_limits<double>::infinity();
+  double first_reduce_s = std::numeric_limits<double>::infinity();
+  for (const Task& task : program.tasks) {
+    if (task.bucket < 0 || program.buckets[task.bucket].units.first != 0) continue;
+    if (task.kind == TaskKind::kAllGather)
+      first_gather_s = std::min(first_gather_s, task.duration_s);
+    if (task.kind == TaskKind::kReduceScatter) {
+      first_reduce_s = std::min(first_reduce_s, task.duration_s);
+    }
+  }
+  // No collective at all (one rank): nothing to wait for.
+  if (first_gather_s == std::numeric_limits<double>::infinity()) first_gather_s = 0;
+  if (first_reduce_s == std::numeric_limits<double>::infinity()) first_reduce_s = 0;
+  ChunkTimes times;
+  times.first_forward_s = forward_s + first_gather_s;
+  times.forward_s = forward_s;
+  times.backward_s = times.last_backward_s = backward_s;
+  times.tail_s = first_reduce_s + compute.optimizer_s;
+  return times;
+}
+
+double pipeline_step_lower_bound(const Workload& workload, const CostModel& costs) {
+  const JobSpec& job = workload.job;
+  PipelineSpec spec;
+  spec.stages = static_cast<int>(job.pp);
+  spec.virtual_stages = static_cast<int>(job.virtual_stages);
+  spec.microbatches = static_cast<int>(job.microbatches);
+  spec.schedule = job.pp_schedule;
+  spec.send_s = pipeline_send_seconds(workload, costs);
+  std::vector<double> chunk_step_bound_s;
+  for (const std::vector<int>& units : pipeline_chunks(workload)) {
+    const Workload chunk = chunk_workload(workload, units);
+    spec.chunks.push_back(chunk_time_lower_bounds(chunk, costs));
+    chunk_step_bound_s.push_back(step_time_lower_bound(chunk, costs));
+  }
+  // (a) The schedule at the least durations.
+  const PipelineResult least = simulate_pipeline(spec);
+  double bound_s = least.step_time_s;
+  // (b) Per chunk: its first forward's earliest start, its one-microbatch step bound, the
+  // other microbatches' compute.
+  const double later = static_cast<double>(spec.microbatches - 1);
+  for (const StageResult& stage : least.stages) {
+    for (const PipelineAction& action : stage.actions) {
+      if (action.backward || action.microbatch != 0) continue;
+      const ChunkTimes& times = spec.chunks[action.chunk];
+      bound_s = std::max(bound_s, action.start_s + chunk_step_bound_s[action.chunk] +
+                                      later * (times.forward_s + times.backward_s));
+    }
+  }
+  return bound_s;
+}
+
+PipelineSpec composed_spec(const PipelineSpec& spec,
+                           const std::vector<std::vector<ChunkTimes>>& options,
+                           const std::vector<int>& choice) {
+  PipelineSpec composed = spec;
+  composed.chunks.clear();
+  for (std::size_t c = 0; c < options.size(); ++c) {
+    composed.chunks.push_back(options[c].at(static_cast<std::size_t>(choice.at(c))));
+  }
+  return composed;
+}
+
+namespace {
+
+// A combination of one rank's chunk options: what simulate_pipeline adds up for it.
+struct RankCombination {
+  double busy_s = 0;            // every microbatch's forward and backward, and the tails
+  std::int64_t base_bytes = 0;  // its chunks' peaks less their one microbatch of activations
+  std::vector<int> picks;       // option per chunk of the rank, in chunk order
+};
+
+// Non-dominated in (base_bytes, busy_s), by increasing bytes (so decreasing busy time).
+std::vector<RankCombination> prune(std::vector<RankCombination> combinations) {
+  std::stable_sort(combinations.begin(), combinations.end(),
+                   [](const RankCombination& a, const RankCombination& b) {
+                     return a.base_bytes != b.base_bytes ? a.base_bytes < b.base_bytes
+                                                         : a.busy_s < b.busy_s;
+                   });
+  std::vector<RankCombination> front;
+  for (RankCombination& combination : combinations) {
+    if (front.empty() || combination.busy_s < front.back().busy_s) {
+      front.push_back(std::move(combination));
+    }
+  }
+  return front;
+}
+
+}  // namespace
+
+std::vector<PipelineComposition> pipeline_compositions(
+    const PipelineSpec& spec, const std::vector<std::vector<ChunkTimes>>& options) {
+  const int P = spec.stages;
+  const int C = spec.stages * spec.virtual_stages;
+  const double later = static_cast<double>(spec.microbatches - 1);
+  FSDPTUNE_CHECK(static_cast<int>(options.size()) == C, "pipeline_compositions: options per chunk");
+  std::vector<std::int64_t> activation_bytes;
+  for (const std::vector<ChunkTimes>& chunk : options) {
+    FSDPTUNE_CHECK(!chunk.empty(), "pipeline_compositions: a chunk without options");
+    activation_bytes.push_back(chunk.front().activation_bytes);
+  }
+  // Per rank: its peak of activations in flight (the same for every option: activations
+  // do not depend on the plan) and the front of its chunks' combinations, built one chunk
+  // at a time (a combination's busy time and bytes are sums over its chunks).
+  std::vector<std::int64_t> in_flight_bytes(P);
+  std::vector<std::vector<RankCombination>> fronts(P);
+  for (int r = 0; r < P; ++r) {
+    in_flight_bytes[r] = peak_in_flight_bytes(P, spec.virtual_stages, spec.microbatches,
+                                              spec.schedule, r, activation_bytes);
+    std::vector<RankCombination> front(1);
+    for (int c = r; c < C; c += P) {
+      std::vector<RankCombination> extended;
+      for (const RankCombination& partial : front) {
+        for (std::size_t o = 0; o < options[c].size(); ++o) {
+          const ChunkTimes& times = options[c][o];
+          RankCombination next = partial;
+          next.busy_s += times.first_forward_s + later * (times.forward_s + times.backward_s) +
+                         times.last_backward_s + times.tail_s;
+          next.base_bytes += times.base_peak_allocated_bytes - times.activation_bytes +
+                             times.accumulated_gradient_bytes;
+          next.picks.push_back(static_cast<int>(o));
+          extended.push_back(std::move(next));
+        }
+      }
+      front = prune(std::move(extended));
+    }
+    fronts[r] = std::move(front);
+  }
+  std::vector<std::int64_t> thresholds;
+  for (int r = 0; r < P; ++r) {
+    for (const RankCombination& combination : fronts[r]) {
+      thresholds.push_back(in_flight_bytes[r] + combination.base_bytes);
+    }
+  }
+  std::sort(thresholds.begin(), thresholds.end());
+  thresholds.erase(std::unique(thresholds.begin(), thresholds.end()), thresholds.end());
+
+  std::vector<PipelineComposition> compositions;
+  for (const std::int64_t threshold : thresholds) {
+    std::vector<int> choice(static_cast<std::size_t>(C), 0);
+    bool complete = true;
+    for (int r = 0; r < P && complete; ++r) {
+      // The front is by increasing bytes and decreasing busy time: the last one under the
+      // threshold is the least busy.
+      const RankCombination* pick = nullptr;
+      for (const RankCombination& combination : fronts[r]) {
+        if (in_flight_bytes[r] + combination.base_bytes <= threshold) pick = &combination;
+      }
+      if (pick == nullptr) {
+        complete = false;
+        break;
+      }
+      for (int c = r, k = 0; c < C; c += P, ++k) choice[c] = pick->picks[k];
+    }
+    if (!complete) continue;
+    if (!compositions.empty() && compositions.back().choice == choice) continue;
+    const PipelineResult result = simulate_pipeline(composed_spec(spec, options, choice));
+    PipelineComposition composition;
+    composition.choice = std::move(choice);
+    composition.step_time_s = result.step_time_s;
+    composition.peak_allocated_bytes = largest_stage_peak_bytes(result);
+    compositions.push_back(std::move(composition));
+  }
+  return compositions;
+}
+
+std::vector<ParetoPoint> pareto_front(const std::vector<ParetoPoint>& points) {
+  std::vector<ParetoPoint> front;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const ParetoPoint& point = points[i];
+    bool dominated = false;
+    for (std::size_t j = 0; j < points.size() && !dominated; ++j) {
+      const ParetoPoint& other = points[j];
+      if (j == i) continue;
+      const bool no_worse = other.peak_allocated_bytes <= point.peak_allocated_bytes &&
+                            other.step_time_s <= point.step_time_s;
+      const bool equal = other.peak_allocated_bytes == point.peak_allocated_bytes &&
+                         other.step_time_s == point.step_time_s;
+      // Strictly better somewhere, or equal and earlier.
+      dominated = no_worse && (!equal || j < i);
+    }
+    if (!dominated) front.push_back(point);
+  }
+  std::stable_sort(front.begin(), front.end(), [](const ParetoPoint& a, const ParetoPoint& b) {
+    return a.peak_allocated_bytes < b.peak_allocated_bytes;
+  });
+  return front;
+}
+
+}  // namespace fsdptune

@@ -1,0 +1,153 @@
+// What a pipelined job writes besides its schedule: simulate --trace (one process per
+// stage), tune --emit-torchtitan (per-stage groups), the lower bound and Pareto front of
+// its schedule as report shows them (docs/parallelism.md, docs/schedule-format.md).
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_support.hpp"
+#include "fsdptune/io.hpp"
+
+using fsdptune::testing::make_temp_dir;
+using fsdptune::testing::run_fsdptune;
+
+namespace {
+
+// The tiny model (4 layers: 6 FSDP units) on 2 stages x 4-way FSDP, 4 microbatches.
+const std::string kTinyPipeline =
+    "--model tiny --gpus 8 --pp 2 --microbatches 4 --seq 256 --hardware h100-sxm";
+
+}  // namespace
+
+TEST_CASE("simulate --pp --trace: a process per stage, every microbatch's tasks",
+          "[cli][pipeline][trace]") {
+  const std::string dir = make_temp_dir("pp-trace");
+  const std::string trace_path = dir + "/trace.json";
+  const auto result = run_fsdptune("simulate " + kTinyPipeline + " --json --trace " + trace_path);
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  const auto summary = nlohmann::json::parse(result.out);
+  const auto trace = fsdptune::read_json_file(trace_path);
+  std::set<int> processes;
+  std::map<std::string, int> by_category;
+  int task_events = 0;
+  const double step_us = summary["step_time_s"].get<double>() * 1e6;
+  for (const auto& event : trace.at("traceEvents")) {
+    if (event["ph"] == "M" && event["name"] == "process_name")
+      processes.insert(event["pid"].get<int>());
+    if (event["ph"] != "X") continue;
+    const std::string category = event["cat"];
+    ++by_category[category];
+    if (category != "pipeline" && category != "send") ++task_events;
+    // Everything inside the step.
+    CHECK(event["ts"].get<double>() >= 0);
+    CHECK(event["ts"].get<double>() + event["dur"].get<double>() <= step_us * (1 + 1e-9));
+  }
+  CHECK(processes == std::set<int>{0, 1});
+  CHECK(trace["otherData"]["step_time_s"] == summary["step_time_s"]);
+  // M = 4 microbatches: every unit's forward and backward 4 times, an action per chunk,
+  // microbatch and direction (2 x 2 x 4), a send each way per microbatch between the two
+  // chunks (2 x 4), one optimizer step per chunk.
+  CHECK(by_category["forward"] == 4 * 6);
+  CHECK(by_category["backward"] == 4 * 6);
+  CHECK(by_category["pipeline"] == 16);
+  CHECK(by_category["send"] == 8);
+  CHECK(by_category["optimizer"] == 2);
+  // Parameters kept gathered: each chunk's one-microbatch Program once, plus the compute
+  // of the 3 other microbatches (6 forward and 6 backward tasks each).
+  int program_tasks = 0;
+  for (const auto& chunk : summary.at("chunks")) program_tasks += chunk["task_count"].get<int>();
+  CHECK(task_events == program_tasks + 3 * 12);
+  // The text form says where it went.
+  const auto text = run_fsdptune("simulate " + kTinyPipeline + " --trace " + trace_path);
+  REQUIRE(text.exit_code == 0);
+  CHECK(text.out.find("trace written to " + trace_path) != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("tune --pp: lower bound, Pareto front, torchtitan export, report",
+          "[cli][pipeline][tuner]") {
+  const std::string dir = make_temp_dir("pp-outputs");
+  const std::string out = dir + "/pp.json";
+  const std::string torchtitan = dir + "/torchtitan.json";
+  const auto tuned =
+      run_fsdptune("tune " + kTinyPipeline + " --time-budget 0 --max-evaluations 40 --json --out " +
+                   out + " --emit-torchtitan " + torchtitan);
+  INFO(tuned.err);
+  REQUIRE(tuned.exit_code == 0);
+  const auto summary = nlohmann::json::parse(tuned.out);
+  CHECK(summary.at("torchtitan") == torchtitan);
+  const auto file = fsdptune::read_json_file(out);
+  CHECK(file.at("version") == 2);
+  const double step_s = file["predicted"]["step_time_s"].get<double>();
+  const double bound_s = file.at("lower_bound_s").get<double>();
+  CHECK(bound_s > 0);
+  CHECK(bound_s <= step_s);
+  CHECK(summary["lower_bound_s"].get<double>() == bound_s);
+  REQUIRE_FALSE(file.at("pareto").empty());
+  bool tuned_on_front = false;
+  for (const auto& point : file["pareto"]) {
+    CHECK(point["step_time_s"].get<double>() >= bound_s);
+    if (point["label"] == "tuned") {
+      tuned_on_front = true;
+      CHECK(point["step_time_s"].get<double>() == step_s);
+    }
+  }
+  CHECK(tuned_on_front);
+  // The export: the pipeline config and a stage per chunk, modules in model order.
+  const auto exported = fsdptune::read_json_file(torchtitan);
+  CHECK(exported.at("format") == "fsdptune-torchtitan");
+  CHECK(exported.at("version") == 2);
+  CHECK(exported["pipeline"]["pipeline_parallel_degree"] == 2);
+  CHECK(exported["pipeline"]["pipeline_parallel_split_points"] ==
+        nlohmann::json::array({"layers.2"}));
+  REQUIRE(exported.at("stages").size() == 2);
+  CHECK(exported["stages"][0]["modules"][0] == "tok_embeddings");
+  CHECK(exported["stages"][1]["modules"].back() == "output");
+  CHECK(exported["stages"][1]["fsdp2"].contains("fully_shard_groups"));
+  // Same search, same bytes.
+  const auto again = run_fsdptune(
+      "tune " + kTinyPipeline + " --time-budget 0 --max-evaluations 40 --out " + dir +
+      "/again.json --emit-torchtitan " + dir + "/again-tt.json --trace " + dir + "/tuned.trace");
+  REQUIRE(again.exit_code == 0);
+  CHECK(again.out.find("lower bound") != std::string::npos);
+  CHECK(fsdptune::read_json_file(dir + "/again-tt.json") == exported);
+  // tune --trace: the tuned step, a process per stage.
+  const auto tuned_trace = fsdptune::read_json_file(dir + "/tuned.trace");
+  std::set<int> processes;
+  for (const auto& event : tuned_trace.at("traceEvents")) {
+    if (event["ph"] == "M" && event["name"] == "process_name")
+      processes.insert(event["pid"].get<int>());
+  }
+  CHECK(processes == std::set<int>{0, 1});
+  CHECK(tuned_trace["otherData"]["step_time_s"] == file["predicted"]["step_time_s"]);
+  // report shows the bound as it does for a version 1 schedule.
+  const auto report = run_fsdptune("report " + out);
+  INFO(report.err);
+  REQUIRE(report.exit_code == 0);
+  CHECK(report.out.find("tuned plan vs lower bound: ") != std::string::npos);
+  CHECK(report.out.find("no lower bound recorded") == std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("tune --trace without a pipeline: the tuned Program's tasks", "[cli][tuner][trace]") {
+  const std::string dir = make_temp_dir("tune-trace");
+  const auto tuned = run_fsdptune(
+      "tune --model tiny --gpus 8 --seq 256 --hardware h100-sxm --time-budget 0 "
+      "--max-evaluations 20 --out " +
+      dir + "/s.json --trace " + dir + "/t.json");
+  INFO(tuned.err);
+  REQUIRE(tuned.exit_code == 0);
+  const auto schedule = fsdptune::read_json_file(dir + "/s.json");
+  const auto trace = fsdptune::read_json_file(dir + "/t.json");
+  std::size_t tasks = 0;
+  for (const auto& event : trace.at("traceEvents")) tasks += event["ph"] == "X" ? 1 : 0;
+  CHECK(tasks == schedule["program"]["tasks"].size());
+  CHECK(trace["otherData"]["step_time_s"] == schedule["predicted"]["step_time_s"]);
+  std::filesystem::remove_all(dir);
+}

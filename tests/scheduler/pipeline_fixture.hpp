@@ -1,0 +1,40 @@
+// Pipelined jobs shared by the pipeline tests: the tiny model cut into stages and a tuner
+// budget that does not depend on the clock.
+#pragma once
+
+#include <cstdint>
+
+#include "fsdptune/job.hpp"
+#include "fsdptune/model.hpp"
+#include "fsdptune/pipeline.hpp"
+#include "fsdptune/tuner.hpp"
+#include "fsdptune/workload.hpp"
+
+namespace fsdptune::testing {
+
+// The tiny model (4 layers) on 8 GPUs as `pp` stages x 8/pp-way FSDP, short sequences.
+inline Workload tiny_pipelined(std::int64_t pp, std::int64_t microbatches,
+                               PipelineSchedule schedule, std::int64_t virtual_stages) {
+  const ModelSpec model = builtin_model("tiny");
+  JobSpec job;
+  job.gpus = 8;
+  job.pp = pp;
+  job.microbatches = microbatches;
+  job.pp_schedule = schedule;
+  job.virtual_stages = virtual_stages;
+  job.seq_len = 256;
+  job = normalize_job(model, job);
+  validate_pipeline(job);
+  return build_workload(model, job);
+}
+
+// 60 simulations per chunk, no time budget: the same result on any machine.
+inline TunerOptions deterministic_tuner(std::int64_t memory_limit_bytes) {
+  TunerOptions options;
+  options.time_budget_s = 0;
+  options.max_evaluations = 60;
+  options.memory_limit_bytes = memory_limit_bytes;
+  return options;
+}
+
+}  // namespace fsdptune::testing

@@ -1,0 +1,358 @@
+// What a pipelined job outputs beyond its step: the lower bound, the Pareto front, the
+// torchtitan export (docs/tuner.md "Pipelined jobs", docs/schedule-format.md).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <limits>
+#include <tuple>
+#include <vector>
+
+#include "fsdptune/cost_model.hpp"
+#include "fsdptune/hardware.hpp"
+#include "fsdptune/io.hpp"
+#include "fsdptune/job.hpp"
+#include "fsdptune/model.hpp"
+#include "fsdptune/pipeline.hpp"
+#include "fsdptune/pipeline_bounds.hpp"
+#include "fsdptune/pipeline_tuner.hpp"
+#include "fsdptune/plans.hpp"
+#include "fsdptune/program.hpp"
+#include "fsdptune/schedule.hpp"
+#include "fsdptune/simulator.hpp"
+#include "fsdptune/tuner.hpp"
+#include "fsdptune/workload.hpp"
+#include "pipeline_fixture.hpp"
+#include "test_workloads.hpp"
+
+using namespace fsdptune;
+using fsdptune::testing::FixedCostModel;
+using fsdptune::testing::FixedCosts;
+using fsdptune::testing::SyntheticUnit;
+
+namespace {
+
+constexpr std::int64_t kMi = 1 << 20;
+
+// Six units on 4-way FSDP: an embedding (forward 0.1 s, backward 0.2 s), four blocks
+// (1 s, 2 s), an output (0.5 s, 1 s); 0.05 s of optimizer per chunk; made a pipeline of
+// `pp` stages. With pp = 2 the chunks are [embedding, block 0, block 1] (forward 2.1 s,
+// backward 4.2 s) and [block 2, block 3, output] (2.5 s, 5 s).
+Workload pipelined_workload(std::int64_t pp, std::int64_t microbatches, PipelineSchedule schedule,
+                            std::int64_t virtual_stages) {
+  std::vector<SyntheticUnit> units(6);
+  for (int u = 0; u < 6; ++u) {
+    units[u].name =
+        u == 0 ? "tok_embeddings" : (u == 5 ? "output" : "layers." + std::to_string(u - 1));
+    units[u].param_numel = (u == 0 || u == 5) ? 48 * kMi : 32 * kMi;
+    units[u].forward_s = u == 0 ? 0.1 : (u == 5 ? 0.5 : 1.0);
+    units[u].backward_s = 2 * units[u].forward_s;
+    units[u].saved_activation_bytes = 64 * kMi;
+  }
+  Workload workload = fsdptune::testing::make_workload(units, 4, /*optimizer_s=*/0.05);
+  workload.job.pp = pp;
+  workload.job.gpus = 4 * pp;
+  workload.job.gpus_per_node = 4 * pp;
+  workload.job.microbatches = microbatches;
+  workload.job.pp_schedule = schedule;
+  workload.job.virtual_stages = virtual_stages;
+  validate_pipeline(workload.job);
+  return workload;
+}
+
+// All 2^(n-1) ways to cut n units into contiguous buckets.
+std::vector<std::vector<UnitRange>> bucketings(int n) {
+  std::vector<std::vector<UnitRange>> out;
+  for (int cuts = 0; cuts < (1 << (n - 1)); ++cuts) {
+    std::vector<UnitRange> ranges;
+    int first = 0;
+    for (int i = 0; i + 1 < n; ++i) {
+      if ((cuts >> i) & 1) {
+        ranges.push_back({first, i});
+        first = i + 1;
+      }
+    }
+    ranges.push_back({first, n - 1});
+    out.push_back(ranges);
+  }
+  return out;
+}
+
+// Every plan of a chunk of at most 3 units (bucketings of the three lists, reshard per
+// forward bucket, prefetch 1..2 each way, both stream layouts), each with parameters kept
+// gathered and re-gathered per microbatch: the ChunkTimes the composition would use.
+std::vector<ChunkTimes> every_chunk_option(const Workload& chunk, const CostModel& costs) {
+  const int n = static_cast<int>(chunk.units.size());
+  const auto lists = bucketings(n);
+  std::vector<ChunkTimes> out;
+  for (const auto& forward : lists) {
+    const int k = static_cast<int>(forward.size());
+    for (int reshard = 0; reshard < (1 << k); ++reshard) {
+      for (const auto& backward : lists) {
+        for (const auto& reduce : lists) {
+          for (int prefetch = 0; prefetch < 4; ++prefetch) {
+            for (const StreamLayout layout : {StreamLayout::kSeparate, StreamLayout::kShared}) {
+              for (const bool keep : {false, true}) {
+                Plan plan = fsdp2_plan(chunk);
+                plan.forward_buckets = forward;
+                plan.backward_buckets = backward;
+                plan.reduce_scatter_buckets = reduce;
+                plan.reshard_after_forward.clear();
+                for (int b = 0; b < k; ++b) {
+                  plan.reshard_after_forward.push_back(!keep && ((reshard >> b) & 1));
+                }
+                plan.forward_prefetch = 1 + prefetch % 2;
+                plan.backward_prefetch = 1 + prefetch / 2;
+                plan.stream_layout = layout;
+                const Program program = lower(chunk, plan, costs);
+                out.push_back(chunk_times(chunk, program, simulate(program), keep, costs));
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+PipelineSpec spec_of(const Workload& workload, const CostModel& costs) {
+  PipelineSpec spec;
+  spec.stages = static_cast<int>(workload.job.pp);
+  spec.virtual_stages = static_cast<int>(workload.job.virtual_stages);
+  spec.microbatches = static_cast<int>(workload.job.microbatches);
+  spec.schedule = workload.job.pp_schedule;
+  spec.send_s = pipeline_send_seconds(workload, costs);
+  return spec;
+}
+
+}  // namespace
+
+TEST_CASE("pipeline lower bound: tight with free communication", "[pipeline][bound]") {
+  // Free collectives and sends, fsdp2 per chunk with parameters kept gathered: every
+  // duration is at its least, so the bound is the simulated step. By hand (1F1B, P = 2,
+  // M = 4; chunk 0 forward 2.1 s, backward 4.2 s; chunk 1 forward 2.5 s, backward 5 s):
+  // stage 1 is the bottleneck and runs 4 * (2.5 + 5) = 30 s back to back, after chunk 0's
+  // first forward (2.1 s); chunk 0's last backward (4.2 s) and its optimizer (0.05 s)
+  // follow: 2.1 + 30 + 4.2 + 0.05 = 36.35 s.
+  const FixedCostModel costs;
+  const Workload workload = pipelined_workload(2, 4, PipelineSchedule::k1F1B, 1);
+  const PipelineSimulation sim = simulate_pipelined_job(
+      workload, costs, [](const Workload& chunk) { return fsdp2_plan(chunk); });
+  CHECK(sim.result.step_time_s == Approx(36.35).epsilon(1e-12));
+  CHECK(pipeline_step_lower_bound(workload, costs) == Approx(36.35).epsilon(1e-12));
+  // The per-chunk minima are the compute sums: F + 0, F, B, B, 0 + optimizer.
+  const ChunkTimes least = chunk_time_lower_bounds(sim.chunk_workloads[1], costs);
+  CHECK(least.first_forward_s == Approx(2.5));
+  CHECK(least.forward_s == Approx(2.5));
+  CHECK(least.backward_s == Approx(5.0));
+  CHECK(least.last_backward_s == Approx(5.0));
+  CHECK(least.tail_s == Approx(0.05));
+}
+
+TEST_CASE("pipeline lower bound: never above the step of any enumerated plan",
+          "[pipeline][bound]") {
+  // Collectives with a latency and a bandwidth (0.5 GB/s: a 32 Mi-element block in bf16 is
+  // 67 MB, 0.13 s per gather), 0.02 s per collective and per send.
+  for (const double bytes_per_s : {0.5e9, 0.01e9}) {
+    FixedCosts fixed;
+    fixed.collective_latency_s = 0.02;
+    fixed.collective_bytes_per_s = bytes_per_s;
+    const FixedCostModel costs(fixed);
+    for (const auto& [pp, schedule, virtual_stages] :
+         {std::tuple{std::int64_t{2}, PipelineSchedule::k1F1B, std::int64_t{1}},
+          std::tuple{std::int64_t{2}, PipelineSchedule::kGPipe, std::int64_t{1}},
+          std::tuple{std::int64_t{2}, PipelineSchedule::kInterleaved1F1B, std::int64_t{2}}}) {
+      const Workload workload = pipelined_workload(pp, 4, schedule, virtual_stages);
+      const double bound_s = pipeline_step_lower_bound(workload, costs);
+      INFO(to_string(schedule) << ", " << bytes_per_s << " B/s, bound " << bound_s);
+      const std::vector<std::vector<int>> chunks = pipeline_chunks(workload);
+      std::vector<std::vector<ChunkTimes>> options;
+      for (const std::vector<int>& units : chunks) {
+        options.push_back(every_chunk_option(chunk_workload(workload, units), costs));
+      }
+      // Every option of one chunk with every other chunk at its first option, and every
+      // chunk at the option with its shortest one-microbatch step.
+      const PipelineSpec spec = spec_of(workload, costs);
+      double least_step_s = std::numeric_limits<double>::infinity();
+      std::vector<int> fastest(chunks.size(), 0);
+      for (std::size_t c = 0; c < chunks.size(); ++c) {
+        for (std::size_t o = 0; o < options[c].size(); ++o) {
+          std::vector<int> choice(chunks.size(), 0);
+          choice[c] = static_cast<int>(o);
+          least_step_s = std::min(
+              least_step_s, simulate_pipeline(composed_spec(spec, options, choice)).step_time_s);
+          const ChunkTimes& a = options[c][o];
+          const ChunkTimes& b = options[c][fastest[c]];
+          if (a.first_forward_s + a.last_backward_s + a.tail_s <
+              b.first_forward_s + b.last_backward_s + b.tail_s) {
+            fastest[c] = static_cast<int>(o);
+          }
+        }
+      }
+      least_step_s = std::min(least_step_s,
+                              simulate_pipeline(composed_spec(spec, options, fastest)).step_time_s);
+      CHECK(bound_s > 0);
+      CHECK(bound_s <= least_step_s * (1 + 1e-12));
+      // Not a trivial bound: within a factor 2 of the best enumerated step.
+      CHECK(bound_s >= 0.5 * least_step_s);
+      if (bytes_per_s < 0.1e9) {
+        // Slow links: the chunks' communication (part (b)) binds, above the schedule at
+        // the least durations (part (a)).
+        PipelineSpec least = spec;
+        for (const std::vector<int>& units : chunks) {
+          least.chunks.push_back(chunk_time_lower_bounds(chunk_workload(workload, units), costs));
+        }
+        CHECK(bound_s > simulate_pipeline(least).step_time_s * 1.01);
+      }
+    }
+  }
+}
+
+using fsdptune::testing::deterministic_tuner;
+using fsdptune::testing::tiny_pipelined;
+
+TEST_CASE("tune_pipelined_job: Pareto front and lower bound", "[pipeline][tuner][bound]") {
+  const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
+  for (const auto& [schedule, virtual_stages] :
+       {std::pair{PipelineSchedule::k1F1B, std::int64_t{1}},
+        std::pair{PipelineSchedule::kInterleaved1F1B, std::int64_t{2}}}) {
+    INFO(to_string(schedule));
+    const Workload workload = tiny_pipelined(2, 4, schedule, virtual_stages);
+    // A limit between fsdp2's peak and the least: memory binds.
+    const PipelineTuning roomy =
+        tune_pipelined_job(workload, *costs, deterministic_tuner(80LL << 30));
+    for (const std::int64_t limit :
+         {std::int64_t{80} << 30, largest_stage_peak_bytes(roomy.fsdp2.result) - 1}) {
+      const PipelineTuning tuning =
+          tune_pipelined_job(workload, *costs, deterministic_tuner(limit));
+      REQUIRE(tuning.fits);
+      const double best_s = tuning.best.result.step_time_s;
+      CHECK(tuning.lower_bound_s > 0);
+      CHECK(tuning.lower_bound_s <= best_s);
+      CHECK(tuning.lower_bound_s <= tuning.fsdp2.result.step_time_s);
+      REQUIRE_FALSE(tuning.pareto.empty());
+      // Non-dominated, by increasing peak (so by decreasing step time).
+      for (std::size_t k = 1; k < tuning.pareto.size(); ++k) {
+        CHECK(tuning.pareto[k].peak_allocated_bytes > tuning.pareto[k - 1].peak_allocated_bytes);
+        CHECK(tuning.pareto[k].step_time_s < tuning.pareto[k - 1].step_time_s);
+      }
+      // The chosen composition is on it, and no point that fits is faster.
+      const auto tuned = std::find_if(tuning.pareto.begin(), tuning.pareto.end(),
+                                      [](const ParetoPoint& p) { return p.label == "tuned"; });
+      REQUIRE(tuned != tuning.pareto.end());
+      CHECK(tuned->step_time_s == best_s);
+      CHECK(tuned->peak_allocated_bytes == largest_stage_peak_bytes(tuning.best.result));
+      for (const ParetoPoint& point : tuning.pareto) {
+        CHECK(point.step_time_s >= tuning.lower_bound_s);
+        if (point.peak_allocated_bytes <= limit) CHECK(point.step_time_s >= best_s);
+      }
+    }
+  }
+}
+
+TEST_CASE("pipeline_compositions: per-stage choices under every threshold", "[pipeline]") {
+  // Two stages, one chunk each, two options per chunk: fast and big (1 s a microbatch
+  // each way, 300 bytes beyond its activations) or slow and small (2 s, 100 bytes). M = 1,
+  // free sends, activations 10 bytes. Rank peaks: 10 + 300 = 310 or 10 + 100 = 110.
+  // Thresholds 110 and 310: all small (step 2 + 2 + 2 + 2 = 8 s), then all fast (4 s).
+  PipelineSpec spec;
+  spec.stages = 2;
+  spec.microbatches = 1;
+  auto option = [](double seconds, std::int64_t bytes) {
+    ChunkTimes times;
+    times.first_forward_s = times.forward_s = times.backward_s = times.last_backward_s = seconds;
+    times.activation_bytes = 10;
+    times.base_peak_allocated_bytes = 10 + bytes;
+    return times;
+  };
+  const std::vector<std::vector<ChunkTimes>> options = {{option(1, 300), option(2, 100)},
+                                                        {option(1, 300), option(2, 100)}};
+  const std::vector<PipelineComposition> compositions = pipeline_compositions(spec, options);
+  REQUIRE(compositions.size() == 2);
+  CHECK(compositions[0].choice == std::vector<int>{1, 1});
+  CHECK(compositions[0].step_time_s == Approx(8.0));
+  CHECK(compositions[0].peak_allocated_bytes == 110);
+  CHECK(compositions[1].choice == std::vector<int>{0, 0});
+  CHECK(compositions[1].step_time_s == Approx(4.0));
+  CHECK(compositions[1].peak_allocated_bytes == 310);
+  // The front: both (neither dominates); an equal later point and a dominated one go.
+  const std::vector<ParetoPoint> front =
+      pareto_front({{8.0, 110, "a"}, {4.0, 310, "b"}, {8.0, 110, "c"}, {9.0, 400, "d"}});
+  REQUIRE(front.size() == 2);
+  CHECK(front[0].label == "a");
+  CHECK(front[1].label == "b");
+}
+
+TEST_CASE("pipeline schedule: lower bound and Pareto front round-trip", "[pipeline][schedule]") {
+  const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
+  const Workload workload = tiny_pipelined(2, 4, PipelineSchedule::k1F1B, 1);
+  const PipelineTuning tuning =
+      tune_pipelined_job(workload, *costs, deterministic_tuner(80LL << 30));
+  ScheduleFile schedule =
+      pipeline_schedule(workload, tuning.best, costs->hardware(), 80LL << 30, "tuned");
+  schedule.pareto = tuning.pareto;
+  schedule.lower_bound_s = tuning.lower_bound_s;
+  const nlohmann::json json = schedule_to_json(schedule);
+  CHECK(json.at("lower_bound_s").get<double>() == tuning.lower_bound_s);
+  CHECK(json.at("pareto").size() == tuning.pareto.size());
+  CHECK(json.at("efficiency").get<double>() ==
+        Approx(tuning.lower_bound_s / tuning.best.result.step_time_s));
+  const ScheduleFile back = schedule_from_json(json, "pp.json");
+  CHECK(back == schedule);
+  CHECK(dump_json(schedule_to_json(back)) == dump_json(json));
+}
+
+TEST_CASE("torchtitan export of a pipelined job: stages, split points, groups",
+          "[pipeline][schedule]") {
+  // The tiny model (4 layers) on 2 stages, fsdp2 per chunk with parameters kept gathered:
+  // stage 0 = tok_embeddings, layers.0, layers.1; stage 1 = layers.2, layers.3, norm,
+  // output (torchtitan splits before layers.2).
+  const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
+  const Workload workload = tiny_pipelined(2, 4, PipelineSchedule::k1F1B, 1);
+  const PipelineSimulation sim = simulate_pipelined_job(
+      workload, *costs, [](const Workload& chunk) { return fsdp2_plan(chunk); });
+  const ScheduleFile schedule =
+      pipeline_schedule(workload, sim, costs->hardware(), 80LL << 30, "fsdp2");
+  const nlohmann::json out = torchtitan_pipeline_to_json(workload, *schedule.pipeline);
+  const nlohmann::json expected_config = {{"pipeline_parallel_degree", 2},
+                                          {"pipeline_parallel_schedule", "1F1B"},
+                                          {"pipeline_parallel_microbatches", 4},
+                                          {"pipeline_parallel_microbatch_size", 1},
+                                          {"pipeline_parallel_split_points", {"layers.2"}},
+                                          {"stages_per_rank", 1}};
+  CHECK(out.at("format") == "fsdptune-torchtitan");
+  CHECK(out.at("version") == kTorchtitanPipelineFormatVersion);
+  CHECK(out.at("pipeline") == expected_config);
+  REQUIRE(out.at("stages").size() == 2);
+  const nlohmann::json& first = out["stages"][0];
+  const nlohmann::json& second = out["stages"][1];
+  CHECK(first.at("rank") == 0);
+  CHECK(first.at("modules") == nlohmann::json::array({"tok_embeddings", "layers.0", "layers.1"}));
+  CHECK(second.at("rank") == 1);
+  CHECK(second.at("modules") == nlohmann::json::array({"layers.2", "layers.3", "norm", "output"}));
+  CHECK(second.at("keep_gathered") == true);
+  // fsdp2: one fully_shard group per unit, none resharded (kept across microbatches),
+  // prefetching the next group; norm and output are one unit.
+  const nlohmann::json& groups = second["fsdp2"]["fully_shard_groups"];
+  REQUIRE(groups.size() == 3);
+  CHECK(groups[0]["modules"] == nlohmann::json::array({"layers.2"}));
+  CHECK(groups[0]["reshard_after_forward"] == false);
+  CHECK(groups[0]["forward_prefetch"] ==
+        nlohmann::json::array({nlohmann::json::array({"layers.3"})}));
+  CHECK(groups[2]["modules"] == nlohmann::json::array({"norm", "output"}));
+  CHECK(second["simplefsdp"]["forward_all_gather_buckets"] ==
+        nlohmann::json::array({{"layers.2"}, {"layers.3"}, {"norm", "output"}}));
+  // Interleaved: 4 stages on 2 ranks, loop style (stage c on rank c % 2), 3 split points.
+  const Workload interleaved = tiny_pipelined(2, 4, PipelineSchedule::kInterleaved1F1B, 2);
+  const PipelineSimulation isim = simulate_pipelined_job(
+      interleaved, *costs, [](const Workload& chunk) { return fsdp2_plan(chunk); });
+  const nlohmann::json iout = torchtitan_pipeline_to_json(
+      interleaved,
+      *pipeline_schedule(interleaved, isim, costs->hardware(), 80LL << 30, "fsdp2").pipeline);
+  CHECK(iout["pipeline"]["pipeline_parallel_schedule"] == "Interleaved1F1B");
+  CHECK(iout["pipeline"]["pipeline_parallel_split_points"] ==
+        nlohmann::json::array({"layers.1", "layers.2", "layers.3"}));
+  REQUIRE(iout["stages"].size() == 4);
+  CHECK(iout["stages"][3]["rank"] == 1);
+  CHECK(iout["stages"][3]["modules"] == nlohmann::json::array({"layers.3", "norm", "output"}));
+}
