@@ -969,6 +969,38 @@ std::string key_figure(const std::string& pointer, const std::string& value,
       data_attributes(pointer, value), escape_xml(display), escape_xml(name));
 }
 
+// The stages of a pipeline schedule (version 2) as predicted, and its chunks' plans.
+std::string stages_table(const ScheduleFile& file) {
+  const SchedulePipeline& pipeline = *file.pipeline;
+  std::string out = fmt::format(
+      "<p class=\"meta\">{} stages, {} microbatches, {}: bubble {}, send {} per microbatch "
+      "between stages. The trace of this step: <code>fsdptune simulate ... --plan FILE "
+      "--trace trace.json</code>.</p>\n",
+      file.job.pp, file.job.microbatches, escape_xml(to_string(file.job.pp_schedule)),
+      format_percent(pipeline.bubble_fraction), escape_xml(format_seconds(pipeline.send_s)));
+  out += "<table class=\"stages\">\n" + header_row({"stage", "chunks", "busy", "end", "in flight",
+                                                    "peak allocated", "peak reserved", "fits"});
+  for (const ScheduleStage& stage : pipeline.stages) {
+    std::string chunks;
+    for (const ScheduleChunk& chunk : pipeline.chunks) {
+      if (chunk.rank != stage.rank) continue;
+      chunks += fmt::format("{}{} unit{} ({} / {} / {} buckets, {})", chunks.empty() ? "" : "; ",
+                            chunk.units.size(), chunk.units.size() == 1 ? "" : "s",
+                            chunk.plan.forward_buckets.size(), chunk.plan.backward_buckets.size(),
+                            chunk.plan.reduce_scatter_buckets.size(),
+                            chunk.keep_gathered ? "kept gathered" : "gathered per microbatch");
+    }
+    out += "<tr>" + text_cell(std::to_string(stage.rank)) + text_cell(chunks) +
+           text_cell(format_seconds(stage.busy_s)) + text_cell(format_seconds(stage.end_s)) +
+           text_cell(std::to_string(stage.max_in_flight)) +
+           text_cell(format_bytes(stage.peak_allocated_bytes)) +
+           text_cell(format_bytes(stage.peak_reserved_bytes)) +
+           text_cell(stage.peak_allocated_bytes <= file.memory_limit_bytes ? "yes" : "no") +
+           "</tr>\n";
+  }
+  return out + "</table>\n";
+}
+
 std::string schedule_section(const Report& report, std::size_t index, const ReportEntry& entry) {
   const ScheduleReport& schedule = report.schedules[index];
   const ScheduleFile& file = entry.schedule;
@@ -1006,7 +1038,9 @@ std::string schedule_section(const Report& report, std::size_t index, const Repo
   out += "<h3>Peak memory breakdown</h3>\n" + memory_table(report, index);
 
   const Program& program = file.program;
-  if (program.tasks.empty() || file.timings.size() != program.tasks.size()) {
+  if (file.pipeline) {
+    out += "<h3>Pipeline stages</h3>\n" + stages_table(file);
+  } else if (program.tasks.empty() || file.timings.size() != program.tasks.size()) {
     out += "<p class=\"note\">This schedule has no per-task timings: no Gantt chart.</p>\n";
   } else {
     double step_s = file.predicted.step_time_s;
@@ -1023,8 +1057,11 @@ std::string schedule_section(const Report& report, std::size_t index, const Repo
                          file.timings, 0, step_s / 10);
     }
   }
-  out += "<h3>Memory over the step</h3>\n";
-  out += memory_timeline_chart(fmt::format("memory-{}", index + 1), file);
+  // A pipeline schedule has per-stage peaks (above), no memory timeline.
+  if (!file.pipeline) {
+    out += "<h3>Memory over the step</h3>\n";
+    out += memory_timeline_chart(fmt::format("memory-{}", index + 1), file);
+  }
   out += "<h3>Pareto front explored by the tuner</h3>\n";
   out += pareto_chart(fmt::format("pareto-{}", index + 1), file);
   if (schedule.measured) {

@@ -43,6 +43,15 @@ json span_event(const std::string& name, const std::string& category, int pid, i
           {"args", std::move(args)}};
 }
 
+// A sample of the "memory allocated" counter track.
+json memory_event(int pid, double time_s, std::int64_t allocated_bytes) {
+  return {{"ph", "C"},
+          {"name", "memory allocated"},
+          {"pid", pid},
+          {"ts", time_s * kMicrosecondsPerSecond},
+          {"args", {{"MiB", static_cast<double>(allocated_bytes) / static_cast<double>(kMiB)}}}};
+}
+
 // A task of a Program as a complete event: its standalone cost, unit, bucket, bytes and
 // dependencies in `args` (plus what the caller adds).
 json task_event(const Task& task, const std::string& name, int pid, int tid, double start_s,
@@ -75,13 +84,7 @@ nlohmann::json chrome_trace(const Program& program, const SimResult& result,
         task_event(task, task.name, 0, task.stream, timing.start_s, timing.end_s, json::object()));
   }
   for (const MemorySample& sample : result.memory_timeline) {
-    events.push_back(
-        {{"ph", "C"},
-         {"name", "memory allocated"},
-         {"pid", 0},
-         {"ts", sample.time_s * kMicrosecondsPerSecond},
-         {"args",
-          {{"MiB", static_cast<double>(sample.allocated_bytes) / static_cast<double>(kMiB)}}}});
+    events.push_back(memory_event(0, sample.time_s, sample.allocated_bytes));
   }
   return {{"traceEvents", events},
           {"displayTimeUnit", "ms"},
@@ -179,9 +182,23 @@ nlohmann::json pipeline_chrome_trace(const PipelineSimulation& sim, const std::s
       add_thread(events, pid, static_cast<int>(t), threads[t]);
     }
 
+    // The stage's memory as simulate_pipeline models it: its chunks' one-microbatch peaks
+    // less their activations, plus the gradients they accumulate, from the start; each
+    // microbatch's activations from its forward's end to its backward's end. The largest
+    // sample is the stage's allocated peak.
+    std::int64_t allocated_bytes = 0;
+    for (int c = stage.rank; c < C; c += P) {
+      const ChunkTimes& times = sim.spec.chunks[c];
+      allocated_bytes += times.base_peak_allocated_bytes - times.activation_bytes +
+                         times.accumulated_gradient_bytes;
+    }
+    events.push_back(memory_event(pid, 0, allocated_bytes));
     for (const PipelineAction& action : stage.actions) {
       const int c = action.chunk;
       const int m = action.microbatch;
+      const std::int64_t activation_bytes = sim.spec.chunks[c].activation_bytes;
+      allocated_bytes += action.backward ? -activation_bytes : activation_bytes;
+      events.push_back(memory_event(pid, action.end_s, allocated_bytes));
       const Program& program = sim.chunk_programs[c];
       const SimResult& result = sim.chunk_results[c];
       const bool keep = sim.chunk_keep_gathered[c];

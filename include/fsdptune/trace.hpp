@@ -31,6 +31,10 @@ nlohmann::json chrome_trace(const Program& program, const SimResult& result,
 // parameters gathered runs only its compute tasks in the other microbatches, back to back
 // at their standalone cost; one that re-gathers runs its forward (backward) tasks in every
 // microbatch. Task events carry args chunk, microbatch and unit (the job's numbering).
+// Each stage has a "memory allocated" counter: the pipeline's memory model (the chunks'
+// one-microbatch peaks less their activations, plus accumulated gradients; activations
+// held from a forward's end to its backward's end), whose largest sample is the stage's
+// allocated peak.
 // REQUIRES: `sim` from simulate_pipelined_* with SimOptions::record_timings.
 nlohmann::json pipeline_chrome_trace(const PipelineSimulation& sim, const std::string& title);
 

@@ -3,7 +3,10 @@
 // its schedule as report shows them (docs/parallelism.md, docs/schedule-format.md).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <string>
@@ -36,10 +39,16 @@ TEST_CASE("simulate --pp --trace: a process per stage, every microbatch's tasks"
   std::set<int> processes;
   std::map<std::string, int> by_category;
   int task_events = 0;
+  std::map<int, double> peak_mib;  // per stage, of its memory counter
   const double step_us = summary["step_time_s"].get<double>() * 1e6;
   for (const auto& event : trace.at("traceEvents")) {
-    if (event["ph"] == "M" && event["name"] == "process_name")
+    if (event["ph"] == "M" && event["name"] == "process_name") {
       processes.insert(event["pid"].get<int>());
+    }
+    if (event["ph"] == "C") {
+      const int pid = event["pid"].get<int>();
+      peak_mib[pid] = std::max(peak_mib[pid], event["args"]["MiB"].get<double>());
+    }
     if (event["ph"] != "X") continue;
     const std::string category = event["cat"];
     ++by_category[category];
@@ -50,6 +59,11 @@ TEST_CASE("simulate --pp --trace: a process per stage, every microbatch's tasks"
   }
   CHECK(processes == std::set<int>{0, 1});
   CHECK(trace["otherData"]["step_time_s"] == summary["step_time_s"]);
+  // Each stage's memory counter peaks at the stage's allocated peak.
+  for (int rank = 0; rank < 2; ++rank) {
+    const double peak_bytes = summary["stages"][rank]["peak_allocated_bytes"].get<double>();
+    CHECK(peak_mib[rank] * 1024 * 1024 == Approx(peak_bytes));
+  }
   // M = 4 microbatches: every unit's forward and backward 4 times, an action per chunk,
   // microbatch and direction (2 x 2 x 4), a send each way per microbatch between the two
   // chunks (2 x 4), one optimizer step per chunk.
@@ -121,8 +135,9 @@ TEST_CASE("tune --pp: lower bound, Pareto front, torchtitan export, report",
   const auto tuned_trace = fsdptune::read_json_file(dir + "/tuned.trace");
   std::set<int> processes;
   for (const auto& event : tuned_trace.at("traceEvents")) {
-    if (event["ph"] == "M" && event["name"] == "process_name")
+    if (event["ph"] == "M" && event["name"] == "process_name") {
       processes.insert(event["pid"].get<int>());
+    }
   }
   CHECK(processes == std::set<int>{0, 1});
   CHECK(tuned_trace["otherData"]["step_time_s"] == file["predicted"]["step_time_s"]);
@@ -132,6 +147,14 @@ TEST_CASE("tune --pp: lower bound, Pareto front, torchtitan export, report",
   REQUIRE(report.exit_code == 0);
   CHECK(report.out.find("tuned plan vs lower bound: ") != std::string::npos);
   CHECK(report.out.find("no lower bound recorded") == std::string::npos);
+  // The HTML: the bound, the stages, the Pareto front of the compositions.
+  const auto html = run_fsdptune("report " + out + " --html " + dir + "/report.html");
+  REQUIRE(html.exit_code == 0);
+  std::ifstream in(dir + "/report.html");
+  const std::string page((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(page.find("lower bound on step time") != std::string::npos);
+  CHECK(page.find("<h3>Pipeline stages</h3>") != std::string::npos);
+  CHECK(page.find("id=\"pareto-1\"") != std::string::npos);
   std::filesystem::remove_all(dir);
 }
 

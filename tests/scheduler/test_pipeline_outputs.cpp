@@ -211,6 +211,53 @@ TEST_CASE("pipeline lower bound: never above the step of any enumerated plan",
 using fsdptune::testing::deterministic_tuner;
 using fsdptune::testing::tiny_pipelined;
 
+TEST_CASE("pipeline lower bound: below every built-in plan on real meshes", "[pipeline][bound]") {
+  // The analytic H100 model (with its overlap slowdowns) on Llama 3.2 1B: TP, HSDP, AC,
+  // every schedule; every built-in plan per chunk, parameters kept gathered or not.
+  const ModelSpec model = builtin_model("llama3.2-1b");
+  const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
+  struct Case {
+    std::int64_t tp, dp_replicate, pp, microbatches, virtual_stages;
+    PipelineSchedule schedule;
+    ActivationCheckpointing ac;
+  };
+  for (const Case& c :
+       {Case{2, 1, 4, 8, 1, PipelineSchedule::k1F1B, ActivationCheckpointing::kNone},
+        Case{1, 2, 2, 4, 1, PipelineSchedule::kGPipe, ActivationCheckpointing::kSelective},
+        Case{2, 1, 2, 4, 2, PipelineSchedule::kInterleaved1F1B, ActivationCheckpointing::kFull},
+        Case{1, 1, 1, 4, 1, PipelineSchedule::k1F1B, ActivationCheckpointing::kNone}}) {
+    JobSpec job;
+    job.gpus = 32;
+    job.tp = c.tp;
+    job.dp_replicate = c.dp_replicate;
+    job.pp = c.pp;
+    job.microbatches = c.microbatches;
+    job.virtual_stages = c.virtual_stages;
+    job.pp_schedule = c.schedule;
+    job.ac = c.ac;
+    job.seq_len = 1024;
+    job = normalize_job(model, job);
+    validate_pipeline(job);
+    const Workload workload = build_workload(model, job);
+    const double bound_s = pipeline_step_lower_bound(workload, *costs);
+    INFO(to_string(c.schedule) << " pp " << c.pp << " tp " << c.tp << ", bound " << bound_s);
+    CHECK(bound_s > 0);
+    for (const std::string& name : builtin_plan_names()) {
+      for (const bool keep : {false, true}) {
+        std::vector<Plan> plans;
+        for (const std::vector<int>& units : pipeline_chunks(workload)) {
+          plans.push_back(
+              builtin_plan(name, chunk_workload(workload, units), *costs, 80LL << 30, "test"));
+        }
+        const PipelineSimulation sim = simulate_pipelined_plans(
+            workload, *costs, plans, std::vector<bool>(plans.size(), keep));
+        INFO(name << (keep ? " kept" : " per microbatch") << ": " << sim.result.step_time_s);
+        CHECK(bound_s <= sim.result.step_time_s);
+      }
+    }
+  }
+}
+
 TEST_CASE("tune_pipelined_job: Pareto front and lower bound", "[pipeline][tuner][bound]") {
   const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
   for (const auto& [schedule, virtual_stages] :
