@@ -324,6 +324,15 @@ TEST_CASE("validate --check-data on a 4-rank mesh: tp 2 x 2 replicas, bf16 reduc
   CHECK(measured.dp_shard == 1);
 }
 
+TEST_CASE("validate --check-data on a 4-rank mesh: tp 2 x 2 shards", "[cli][validate]") {
+  // The shard groups {0, 2} and {1, 3} cross the TP groups {0, 1} and {2, 3}.
+  const std::string dir = make_temp_dir("fsdptune-validate");
+  const MeasuredResult measured =
+      validate_checked(tuned_tiny(dir, "tp2-shard2", "--gpus 4 --gpus-per-node 4 --tp 2"), 4, "");
+  CHECK(measured.dp_shard == 2);
+  CHECK(measured.tp == 2);
+}
+
 TEST_CASE("validate --check-data: HSDP without copy tasks accumulates the all-reduced shard",
           "[cli][validate]") {
   // simplefsdp-none (copy_in_out = false): the executor copies out inside the collective
