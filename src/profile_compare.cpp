@@ -67,7 +67,10 @@ ProfileComparison compare_profile(const Profile& profile, const CostModel& model
     row.op = entry.op;
     row.samples = static_cast<std::int64_t>(entry.samples_s.size());
     row.measured_s = median_seconds(entry.samples_s);
-    row.model_s = model.compute(entry.op).seconds;
+    // A "copy" entry is a bucket copy: the model prices it with copy(), as the simulator
+    // does, not as a memory-bound kernel of `bytes` traffic.
+    const bool copy = entry.op.kind == OpKind::kMemoryBound && entry.op.memory_op == "copy";
+    row.model_s = copy ? model.copy(entry.op.bytes).seconds : model.compute(entry.op).seconds;
     row.relative_error = relative_error(row.model_s, row.measured_s);
     const bool by_flops = entry.op.kind == OpKind::kGemm || entry.op.kind == OpKind::kAttention;
     row.measured_rate =

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include <Eigen/Dense>
@@ -171,6 +172,18 @@ class CpuKernels final : public OpKernels {
         return;
       }
       case OpKind::kMemoryBound: {
+        if (op.memory_op == "copy") {
+          // A bucket copy of op.bytes: the executor's copy-in / copy-out are memcpy.
+          const std::int64_t n = std::max<std::int64_t>(1, op.bytes / sizeof(float));
+          const std::int64_t chunk = std::min(n, kMemoryBoundChunk);
+          const float* in = operand(0, chunk);
+          float* out = operand(1, chunk);
+          for (std::int64_t done = 0; done < n; done += chunk) {
+            std::memcpy(out, in,
+                        sizeof(float) * static_cast<std::size_t>(std::min(chunk, n - done)));
+          }
+          return;
+        }
         // One fp32 read and one fp32 write per element, op.bytes in all, in passes over
         // buffers of at most kMemoryBoundChunk elements.
         const std::int64_t n = std::max<std::int64_t>(1, op.bytes / (2 * sizeof(float)));

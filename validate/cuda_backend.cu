@@ -264,6 +264,7 @@ class CudaBackend final : public Backend {
     const std::size_t mismatch_bytes = sizeof(TpMismatch) * layout.streams.size();
     FSDPTUNE_CUDA_CHECK(cudaMalloc(&tp_mismatch_, mismatch_bytes));
     FSDPTUNE_CUDA_CHECK(cudaMemset(tp_mismatch_, 0xFF, mismatch_bytes));
+    FSDPTUNE_CUDA_CHECK(cudaDeviceSynchronize());
     for (std::size_t s = 0; s < layout.streams.size(); ++s) {
       cudaStream_t stream = nullptr;
       FSDPTUNE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -545,8 +546,9 @@ class CudaBackend final : public Backend {
   void set_data_check(const DataCheck& check) override {
     check_ = check;
     tp_checks_.clear();
-    // key = ~0: none.
+    // key = ~0: none. The device synchronized, so the non-blocking streams see it.
     FSDPTUNE_CUDA_CHECK(cudaMemset(tp_mismatch_, 0xFF, sizeof(TpMismatch) * streams_.size()));
+    FSDPTUNE_CUDA_CHECK(cudaDeviceSynchronize());
   }
 
   std::optional<std::string> tp_check_failure() override {

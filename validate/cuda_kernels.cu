@@ -43,6 +43,13 @@ __global__ void memory_bound_kernel(const float* in, float* out, std::int64_t n)
   }
 }
 
+__global__ void copy_kernel(const float* in, float* out, std::int64_t n) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    out[i] = in[i];
+  }
+}
+
 __device__ float block_reduce(float value, bool take_max) {
   __shared__ float shared[kThreads];
   shared[threadIdx.x] = value;
@@ -168,6 +175,20 @@ class CudaKernels final : public OpKernels {
         run_attention(op);
         return;
       case OpKind::kMemoryBound: {
+        if (op.memory_op == "copy") {
+          // A bucket copy of op.bytes, as a kernel (CUPTI times kernels): a device-to-device
+          // copy's bandwidth.
+          const std::int64_t n = std::max<std::int64_t>(1, op.bytes / sizeof(float));
+          const std::int64_t chunk = std::min(n, kMemoryBoundChunk);
+          auto* in = static_cast<const float*>(operand(0, chunk * 4));
+          auto* out = static_cast<float*>(operand(1, chunk * 4));
+          for (std::int64_t done = 0; done < n; done += chunk) {
+            const std::int64_t count = std::min(chunk, n - done);
+            copy_kernel<<<grid_for(count), kThreads, 0, stream_>>>(in, out, count);
+          }
+          FSDPTUNE_CUDA_CHECK(cudaGetLastError());
+          return;
+        }
         // op.bytes read + written in passes over buffers of at most kMemoryBoundChunk.
         const std::int64_t n = std::max<std::int64_t>(1, op.bytes / (2 * sizeof(float)));
         const std::int64_t chunk = std::min(n, kMemoryBoundChunk);

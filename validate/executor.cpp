@@ -262,25 +262,20 @@ class Replay {
       : program_(schedule.program), workload_(workload), backend_(backend) {
     has_copy_in_.assign(program_.buckets.size(), false);
     has_copy_out_.assign(program_.buckets.size(), false);
+    has_all_reduce_.assign(program_.buckets.size(), false);
     for (const Task& task : program_.tasks) {
       labels_.push_back(fmt::format("task {} ({})", task.id,
                                     task.name.empty() ? to_string(task.kind) : task.name));
       if (task.bucket < 0) continue;
-      if (task.kind == TaskKind::kCopyIn)
-        has_copy_in_[static_cast<std::size_t>(task.bucket)] = true;
-      if (task.kind == TaskKind::kCopyOut) {
-        has_copy_out_[static_cast<std::size_t>(task.bucket)] = true;
-      }
+      const auto bucket = static_cast<std::size_t>(task.bucket);
+      if (task.kind == TaskKind::kCopyIn) has_copy_in_[bucket] = true;
+      if (task.kind == TaskKind::kCopyOut) has_copy_out_[bucket] = true;
+      if (task.kind == TaskKind::kAllReduce) has_all_reduce_[bucket] = true;
     }
     copy_outs_.assign(program_.buckets.size(), 0);
     for (const Task& task : program_.tasks) {
-      if (task.bucket < 0) continue;
-      const auto bucket = static_cast<std::size_t>(task.bucket);
-      // A copy-out task, or the implicit one after a collective (enqueue_work).
-      if (task.kind == TaskKind::kCopyOut ||
-          (!has_copy_out_[bucket] &&
-           (task.kind == TaskKind::kAllGather || task.kind == TaskKind::kReduceScatter))) {
-        ++copy_outs_[bucket];
+      if (task.kind == TaskKind::kCopyOut || ends_with_copy_out(task)) {
+        ++copy_outs_[static_cast<std::size_t>(task.bucket)];
       }
     }
   }
@@ -354,14 +349,23 @@ class Replay {
     }
     if (task.kind == TaskKind::kAllReduce) {
       backend_.all_reduce(stream, task.bucket);
-      return;
-    }
-    if (is_collective(task.kind)) {
+    } else if (is_collective(task.kind)) {
       // A plan without copy tasks (copy_in_out = false) still needs the data in place.
       if (!has_copy_in_[bucket]) backend_.copy_in(stream, task.bucket);
       backend_.collective(stream, task.bucket);
-      if (!has_copy_out_[bucket]) backend_.copy_out(stream, task.bucket);
     }
+    if (ends_with_copy_out(task)) backend_.copy_out(stream, task.bucket);
+  }
+
+  // Whether `task` ends with its bucket's copy-out although the Program has no copy-out
+  // task for the bucket (copy_in_out = false): the collective does, or with HSDP the
+  // all-reduce after it, so that the gradient shards accumulate the sum over every replica
+  // as they do with a copy-out task (FSDP2's order, docs/plan-format.md).
+  bool ends_with_copy_out(const Task& task) const {
+    if (task.bucket < 0 || has_copy_out_[static_cast<std::size_t>(task.bucket)]) return false;
+    if (task.kind == TaskKind::kAllReduce) return true;
+    return (task.kind == TaskKind::kAllGather || task.kind == TaskKind::kReduceScatter) &&
+           !has_all_reduce_[static_cast<std::size_t>(task.bucket)];
   }
 
   const Program& program_;
@@ -369,6 +373,7 @@ class Replay {
   Backend& backend_;
   std::vector<bool> has_copy_in_;
   std::vector<bool> has_copy_out_;
+  std::vector<bool> has_all_reduce_;
   std::vector<int> copy_outs_;       // per bucket, per step
   std::vector<std::string> labels_;  // per task, for data check messages
 };

@@ -75,6 +75,18 @@ std::unique_ptr<Collector> make_cuda_collector();
 // Tensor-parallel collectives (OpKind::kCollective) are left to the collective sweep.
 std::vector<Op> distinct_compute_ops(const Workload& workload);
 
+// The bucket copies to measure beside the compute ops: Ops of kind kMemoryBound with
+// memory_op "copy" (docs/profile-format.md: a copy of `bytes`, each byte read and written),
+// which the profile cost model serves CostModel::copy from (the copy-in / copy-out tasks of
+// every bucket). Sizes: powers of two from the smallest unit's sharded parameters in bf16
+// (the smallest all-gather copy-in of one unit; at least 1 KiB) up to the whole model's
+// unsharded fp32 gradients (the largest reduce-scatter copy-in, every unit in one bucket),
+// capped at max_bytes (a power of two: the cpu collector 256 MiB, the cuda one 4 GiB).
+// Copy sizes in between are interpolated, sizes outside fall back to the analytic model.
+std::vector<Op> bucket_copy_ops(const Workload& workload, std::int64_t max_bytes);
+// distinct_compute_ops followed by bucket_copy_ops: what a collector times, in that order.
+std::vector<Op> ops_to_measure(const Workload& workload, std::int64_t max_copy_bytes);
+
 // Powers of two from min_bytes to max_bytes inclusive (both powers of two, min <= max).
 std::vector<std::int64_t> power_of_two_sizes(std::int64_t min_bytes, std::int64_t max_bytes);
 // The default sweep: "cuda" 1 KiB .. 4 GiB, "cpu" 1 KiB .. 64 MiB.

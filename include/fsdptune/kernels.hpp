@@ -12,7 +12,9 @@
 //                the forward's (DESIGN.md). cpu: Eigen; cuda: strided-batched cuBLAS GEMMs
 //                and a softmax kernel.
 //   kMemoryBound reads op.bytes / 2 and writes op.bytes / 2 (out = a * in + b), in passes
-//                over bounded buffers (cpu 256 MiB, cuda 1 GiB per operand).
+//                over bounded buffers (cpu 256 MiB, cuda 1 GiB per operand). memory_op
+//                "copy" (a bucket copy of a profile) copies op.bytes instead: cpu memcpy,
+//                cuda a copy kernel.
 //   kCollective  not a kernel: throws Error(kBadInput) (TP collectives need a communicator).
 // Operands are filled once with deterministic small values; their contents carry no
 // meaning beyond keeping the arithmetic finite.

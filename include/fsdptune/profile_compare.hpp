@@ -21,10 +21,10 @@ struct OpComparison {
   Op op;
   std::int64_t samples = 0;
   double measured_s = 0;      // median_seconds of the samples
-  double model_s = 0;         // CostModel::compute(op)
+  double model_s = 0;         // CostModel::compute(op); copy(op.bytes) for "copy" entries
   double relative_error = 0;  // (model - measured) / measured
   // Achieved by the measurement: FLOP/s for GEMMs and attention, bytes/s for memory-bound
-  // ops (flops / measured_s or bytes / measured_s).
+  // ops (flops / measured_s or bytes / measured_s; for a copy, the bytes copied per second).
   double measured_rate = 0;
   bool operator==(const OpComparison&) const = default;
 };

@@ -60,6 +60,8 @@ struct Op {
   // "rmsnorm_fwd", "rmsnorm_bwd", "rope_fwd", "rope_bwd", "swiglu_fwd", "swiglu_bwd",
   // "residual_add", "embedding_fwd", "embedding_bwd", "cross_entropy_fwd",
   // "cross_entropy_bwd", "adamw", "float8_cast" (docs/workload.md lists their byte counts).
+  // Profiles also hold "copy" entries, the bucket copies (CostModel::copy): there `bytes` is
+  // the size copied, each byte read once and written once (twice `bytes` of traffic).
   std::string memory_op;
 
   // The cost-profile key: same signature, same cost. E.g. "gemm bf16 m=8192 n=4096 k=4096",

@@ -45,6 +45,38 @@ std::vector<Op> distinct_compute_ops(const Workload& workload) {
   return ops;
 }
 
+std::vector<Op> bucket_copy_ops(const Workload& workload, std::int64_t max_bytes) {
+  auto is_power_of_two = [](std::int64_t v) { return v > 0 && (v & (v - 1)) == 0; };
+  FSDPTUNE_CHECK(is_power_of_two(max_bytes), fmt::format("bucket_copy_ops max {}", max_bytes));
+  std::int64_t smallest_bytes = 0;
+  std::int64_t all_gradient_bytes = 0;
+  for (const Unit& unit : workload.units) {
+    const std::int64_t sharded = unit.sharded_bytes();
+    if (sharded > 0 && (smallest_bytes == 0 || sharded < smallest_bytes)) smallest_bytes = sharded;
+    all_gradient_bytes += unit.gradient_bytes();
+  }
+  std::int64_t low = kKiB;  // below 1 KiB a copy is its launch / call overhead
+  while (low * 2 <= smallest_bytes && low < max_bytes) low *= 2;
+  std::int64_t high = low;
+  while (high < all_gradient_bytes && high < max_bytes) high *= 2;
+  std::vector<Op> ops;
+  for (const std::int64_t bytes : power_of_two_sizes(low, high)) {
+    Op op;
+    op.kind = OpKind::kMemoryBound;
+    op.name = "bucket_copy";
+    op.memory_op = "copy";
+    op.bytes = bytes;
+    ops.push_back(std::move(op));
+  }
+  return ops;
+}
+
+std::vector<Op> ops_to_measure(const Workload& workload, std::int64_t max_copy_bytes) {
+  std::vector<Op> ops = distinct_compute_ops(workload);
+  for (Op& op : bucket_copy_ops(workload, max_copy_bytes)) ops.push_back(std::move(op));
+  return ops;
+}
+
 std::vector<std::int64_t> power_of_two_sizes(std::int64_t min_bytes, std::int64_t max_bytes) {
   auto is_power_of_two = [](std::int64_t v) { return v > 0 && (v & (v - 1)) == 0; };
   FSDPTUNE_CHECK(is_power_of_two(min_bytes) && is_power_of_two(max_bytes) && min_bytes <= max_bytes,
@@ -117,8 +149,10 @@ HardwareSpec cpu_hardware_spec(const Profile& profile, const HostFacts& host) {
     if (entry.op.kind == OpKind::kGemm && entry.op.flops > 0) {
       gemm_flops_per_s = std::max(gemm_flops_per_s, entry.op.flops / seconds);
     } else if (entry.op.kind == OpKind::kMemoryBound && entry.op.bytes > 0) {
-      memory_bytes_per_s =
-          std::max(memory_bytes_per_s, static_cast<double>(entry.op.bytes) / seconds);
+      // A copy's `bytes` is the size copied: it reads and writes each byte.
+      const double traffic_bytes =
+          static_cast<double>(entry.op.bytes) * (entry.op.memory_op == "copy" ? 2 : 1);
+      memory_bytes_per_s = std::max(memory_bytes_per_s, traffic_bytes / seconds);
     }
   }
   if (gemm_flops_per_s <= 0 || memory_bytes_per_s <= 0) {

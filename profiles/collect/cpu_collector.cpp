@@ -43,6 +43,8 @@ long involuntary_switches() {
 // Times a compute repetition held to its core: tries up to kComputeAttempts times and keeps
 // the first run during which the thread was not switched out involuntarily.
 constexpr int kComputeAttempts = 5;
+// Largest bucket copy timed (bucket_copy_ops): a 256 MiB memcpy takes tens of ms here.
+constexpr std::int64_t kMaxCopyBytes = 256 * kMiB;
 
 // One MPI collective on fp32 buffers sized for `bytes` (the full buffer, nccl-tests
 // convention), the calls the cpu executor makes for the same collective kinds.
@@ -200,7 +202,7 @@ Profile CpuCollector::collect(const Workload& workload, const CollectorOptions& 
   // that drift over all ops alike instead of charging it to whichever op ran during a busy
   // spell; and an op then starts with the caches holding another op's operands, as it does
   // inside a step, not its own from the repetition before.
-  const std::vector<Op> ops = distinct_compute_ops(workload);
+  const std::vector<Op> ops = ops_to_measure(workload, kMaxCopyBytes);
   for (std::int64_t i = 0; i < options.warmup; ++i) {
     for (const Op& op : ops) kernels->run(op);
   }

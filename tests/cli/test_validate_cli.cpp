@@ -7,8 +7,12 @@
 #include <fstream>
 
 #include "cli_support.hpp"
+#include "fsdptune/cost_model.hpp"
+#include "fsdptune/hardware.hpp"
 #include "fsdptune/io.hpp"
 #include "fsdptune/measured.hpp"
+#include "fsdptune/plans.hpp"
+#include "fsdptune/schedule.hpp"
 
 using namespace fsdptune;
 using namespace fsdptune::testing;
@@ -318,4 +322,40 @@ TEST_CASE("validate --check-data on a 4-rank mesh: tp 2 x 2 replicas, bf16 reduc
   CHECK(measured.dp_replicate == 2);
   CHECK(measured.tp == 2);
   CHECK(measured.dp_shard == 1);
+}
+
+TEST_CASE("validate --check-data on a 4-rank mesh: tp 2 x 2 shards", "[cli][validate]") {
+  // The shard groups {0, 2} and {1, 3} cross the TP groups {0, 1} and {2, 3}.
+  const std::string dir = make_temp_dir("fsdptune-validate");
+  const MeasuredResult measured =
+      validate_checked(tuned_tiny(dir, "tp2-shard2", "--gpus 4 --gpus-per-node 4 --tp 2"), 4, "");
+  CHECK(measured.dp_shard == 2);
+  CHECK(measured.tp == 2);
+}
+
+TEST_CASE("validate --check-data: HSDP without copy tasks accumulates the all-reduced shard",
+          "[cli][validate]") {
+  // simplefsdp-none (copy_in_out = false): the executor copies out inside the collective
+  // task, and with HSDP only after the all-reduce, so the fp32 gradient shards hold the
+  // sum over both replicas (bf16 gradients). 2 replicas x dp_shard 2, scaled down to 2 ranks.
+  ScheduleFile schedule;
+  schedule.model = builtin_model("tiny");
+  schedule.hardware = builtin_hardware("h100-sxm");
+  JobSpec job;
+  job.gpus = 4;
+  job.gpus_per_node = 4;
+  job.dp_replicate = 2;
+  job.local_batch = 1;
+  job.seq_len = 128;
+  job.reduce_dtype = DType::kBF16;
+  schedule.job = job;
+  const Workload workload = build_workload(schedule.model, normalize_job(schedule.model, job));
+  schedule.plan = simplefsdp_none_plan(workload);
+  REQUIRE_FALSE(schedule.plan.copy_in_out);
+  schedule.program = lower(workload, schedule.plan, *make_analytic_cost_model(schedule.hardware));
+  const std::string path = make_temp_dir("fsdptune-validate") + "/none-hsdp.json";
+  write_file_atomically(path, dump_json(schedule_to_json(schedule)));
+  const MeasuredResult measured = validate_checked(path, 2, "--scale-down");
+  CHECK(measured.dp_replicate == 2);
+  CHECK(measured.shards_per_rank == 2);
 }

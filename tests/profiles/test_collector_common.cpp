@@ -180,3 +180,44 @@ TEST_CASE("cpu_hardware_spec derives the host's rates from a cpu profile",
   Profile empty;
   CHECK_THROWS_AS(cpu_hardware_spec(empty, host), Error);
 }
+
+TEST_CASE("bucket copies span one unit's shard to the whole model's gradients",
+          "[profiler][collector]") {
+  // Two units on dp_shard 2. Unit a: 3,000 padded elements -> a 1,500-element shard, 3,000
+  // bytes in bf16, gradients 12,000 bytes in fp32. Unit b: 100,000 -> 100,000 bytes of
+  // shard, 400,000 bytes of gradients. Smallest copy-in: 3,000 bytes -> floor to 2 KiB;
+  // largest: 412,000 bytes -> ceil to 512 KiB. So 2^11 .. 2^19: 9 sizes.
+  auto unit_of = [](std::int64_t padded_numel) {
+    Param param;
+    param.name = "w";
+    param.numel = padded_numel;
+    param.padded_numel = padded_numel;
+    param.shard_numel = padded_numel / 2;
+    param.gather_dtype = DType::kBF16;
+    param.reduce_dtype = DType::kFP32;
+    Unit unit;
+    unit.params = {param};
+    unit.forward_ops = {gemm("fwd", 8, 8, 8)};
+    return unit;
+  };
+  Workload workload;
+  workload.units = {unit_of(3000), unit_of(100000)};
+
+  const std::vector<Op> copies = bucket_copy_ops(workload, 256 * kMiB);
+  REQUIRE(copies.size() == 9);
+  for (std::size_t i = 0; i < copies.size(); ++i) {
+    CHECK(copies[i].kind == OpKind::kMemoryBound);
+    CHECK(copies[i].memory_op == "copy");
+    CHECK(copies[i].bytes == (std::int64_t{2048} << i));
+  }
+  // Capped: 2 KiB .. 64 KiB.
+  const std::vector<Op> capped = bucket_copy_ops(workload, 64 * kKiB);
+  REQUIRE(capped.size() == 6);
+  CHECK(capped.back().bytes == 64 * kKiB);
+
+  // What a collector times: the distinct compute ops (one GEMM here), then the copies.
+  const std::vector<Op> all = ops_to_measure(workload, 256 * kMiB);
+  REQUIRE(all.size() == 10);
+  CHECK(all.front().kind == OpKind::kGemm);
+  CHECK(all.back().signature() == copies.back().signature());
+}

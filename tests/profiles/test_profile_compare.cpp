@@ -112,3 +112,22 @@ TEST_CASE("compare_profile output: JSON fields and tables", "[profiler][compare]
                                  Catch::Contains("|---|---:|") &&
                                  Catch::Contains("| all_gather 3.81 MiB | 4/4 |"));
 }
+
+TEST_CASE("compare_profile prices a bucket copy with the model's copy()", "[profiler][compare]") {
+  // A 2 MB copy measured 4 ms; RoundModel::copy = 2e6 / 1e9 = 2 ms (its compute() would say
+  // 3 ms): (2 - 4) / 4 = -50%; 2e6 bytes copied / 4 ms = 5e8 bytes/s.
+  Profile profile;
+  Op copy;
+  copy.kind = OpKind::kMemoryBound;
+  copy.name = "bucket_copy";
+  copy.memory_op = "copy";
+  copy.bytes = 2'000'000;
+  profile.compute.push_back({copy.signature(), copy, {4e-3}});
+  const ProfileComparison comparison = compare_profile(profile, RoundModel());
+  REQUIRE(comparison.ops.size() == 1);
+  CHECK(comparison.ops[0].model_s == Approx(2e-3));
+  CHECK(comparison.ops[0].relative_error == Approx(-0.5));
+  CHECK(comparison.ops[0].measured_rate == Approx(5e8));
+  REQUIRE(comparison.summaries.size() == 1);
+  CHECK(comparison.summaries[0].group == "memory copy");
+}

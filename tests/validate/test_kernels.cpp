@@ -119,6 +119,23 @@ TEST_CASE("cpu memory-bound loop writes a * in + b", "[kernels]") {
   CHECK(out == std::vector<float>{1, 2, -1});
 }
 
+TEST_CASE("cpu kernels run a bucket copy of op.bytes", "[kernels]") {
+  // memory_op "copy" copies op.bytes (1 MiB: two 1 MiB operands), where any other
+  // memory-bound op moves op.bytes in all (half read, half written: two 512 KiB operands).
+  auto kernels = make_cpu_kernels();
+  Op copy;
+  copy.kind = OpKind::kMemoryBound;
+  copy.memory_op = "copy";
+  copy.bytes = 1 << 20;
+  kernels->run(copy);
+  CHECK(kernels->workspace_bytes() == 2 * (1 << 20));
+  auto other = make_cpu_kernels();
+  Op norm = copy;
+  norm.memory_op = "rmsnorm_fwd";
+  other->run(norm);
+  CHECK(other->workspace_bytes() == 1 << 20);
+}
+
 TEST_CASE("cpu kernels run every op kind and grow their workspace", "[kernels]") {
   auto kernels = make_cpu_kernels();
   CHECK(kernels->device() == "cpu");
