@@ -497,28 +497,11 @@ std::string kind_class(TaskKind kind) {
   return "t-opt";
 }
 
+// The task kind for readers: to_string's name with hyphens ("copy-in", "all-gather").
 std::string kind_title(TaskKind kind) {
-  switch (kind) {
-    case TaskKind::kForward:
-      return "forward";
-    case TaskKind::kRecompute:
-      return "recompute";
-    case TaskKind::kBackward:
-      return "backward";
-    case TaskKind::kCopyIn:
-      return "copy-in";
-    case TaskKind::kCopyOut:
-      return "copy-out";
-    case TaskKind::kAllGather:
-      return "all-gather";
-    case TaskKind::kReduceScatter:
-      return "reduce-scatter";
-    case TaskKind::kAllReduce:
-      return "all-reduce";
-    case TaskKind::kOptimizer:
-      return "optimizer";
-  }
-  return "task";
+  std::string title = to_string(kind);
+  std::replace(title.begin(), title.end(), '_', '-');
+  return title;
 }
 
 // One step of `program` with `timings` (one per task), tasks starting in [begin_s, end_s).

@@ -778,11 +778,59 @@ PlanSummary pipeline_summary(const PipelineSimulation& sim, const std::string& p
         std::max(summary.peak_allocated_bytes, stage.peak_allocated_bytes);
     summary.peak_reserved_bytes = std::max(summary.peak_reserved_bytes, stage.peak_reserved_bytes);
   }
+  const int stages = std::max(1, sim.spec.stages);
+  const auto microbatches = static_cast<double>(std::max(1, sim.spec.microbatches));
+  const std::size_t chunks = std::min(sim.chunk_results.size(), sim.chunk_programs.size());
   if (slowest != nullptr) {
-    // The slowest rank's actions (their exposed FSDP collectives included) and the rest:
-    // the bubble, the sends, the tail.
-    summary.compute_s = slowest->busy_s;
-    summary.idle_s = std::max(0.0, sim.result.step_time_s - slowest->busy_s);
+    // The slowest rank, from its chunks' single-microbatch simulations: each microbatch
+    // runs a chunk's compute (the optimizer once per step); a chunk that re-gathers per
+    // microbatch pays its exposed collectives M times, one that keeps its parameters
+    // gathered once (the gathers before microbatch 0, the reduce-scatters after the last:
+    // ChunkTimes). The rest of the step is idle: the bubble, the sends, waiting.
+    for (std::size_t c = 0; c < chunks; ++c) {
+      if (static_cast<int>(c) % stages != slowest->rank) continue;
+      const SimResult& chunk = sim.chunk_results[c];
+      double optimizer_s = 0;
+      for (const Task& task : sim.chunk_programs[c].tasks) {
+        if (task.kind == TaskKind::kOptimizer) optimizer_s += task.duration_s;
+      }
+      const bool keep = c < sim.chunk_keep_gathered.size() && sim.chunk_keep_gathered[c];
+      const double runs = keep ? 1.0 : microbatches;
+      summary.compute_s += (chunk.compute_s - optimizer_s) * microbatches + optimizer_s;
+      summary.comm_s += chunk.comm_s * runs;
+      summary.exposed_comm_s += chunk.exposed_comm_s * runs;
+    }
+    summary.idle_s =
+        std::max(0.0, sim.result.step_time_s - summary.compute_s - summary.exposed_comm_s);
+  }
+  // The peak stage's memory by category: its chunks' single-microbatch peaks, the gradients
+  // they accumulate across microbatches, and activations the rest (the microbatches in
+  // flight: the stage's peak is computed that way, simulate_pipeline_schedule).
+  const StageResult* largest = nullptr;
+  for (const StageResult& stage : sim.result.stages) {
+    if (largest == nullptr || stage.peak_allocated_bytes > largest->peak_allocated_bytes) {
+      largest = &stage;
+    }
+  }
+  if (largest != nullptr) {
+    MemoryBreakdown& breakdown = summary.peak_breakdown;
+    for (std::size_t c = 0; c < chunks; ++c) {
+      if (static_cast<int>(c) % stages != largest->rank) continue;
+      const MemoryBreakdown& chunk = sim.chunk_results[c].peak_breakdown;
+      for (const MemoryCategory category :
+           {MemoryCategory::kShardedState, MemoryCategory::kGatheredParams,
+            MemoryCategory::kGradients, MemoryCategory::kWorkspace}) {
+        breakdown[static_cast<int>(category)] += chunk[static_cast<int>(category)];
+      }
+      if (c < sim.spec.chunks.size()) {
+        breakdown[static_cast<int>(MemoryCategory::kGradients)] +=
+            sim.spec.chunks[c].accumulated_gradient_bytes;
+      }
+    }
+    std::int64_t others = 0;
+    for (const std::int64_t bytes : breakdown) others += bytes;
+    breakdown[static_cast<int>(MemoryCategory::kActivations)] =
+        std::max<std::int64_t>(0, largest->peak_allocated_bytes - others);
   }
   summary.fits = summary.peak_allocated_bytes <= memory_limit_bytes;
   return summary;

@@ -134,15 +134,20 @@ ScheduleFile schedule_from_json(const nlohmann::json& json, const std::string& s
 // Any version: schedule_from_json then says whether it can read it.
 bool is_schedule_json(const nlohmann::json& json);
 // The schedule of a pipelined job from its simulation: version 2, `pipeline` filled from
-// `sim`, `predicted` the whole step (named `plan_name`; compute_s the slowest rank's busy
-// time, idle_s the rest of its step; peaks the largest over the stages; fits against
-// `memory_limit_bytes`). Model, job (= workload.job), hardware, baselines and provenance
-// are left to the caller.
+// `sim`, `predicted` the whole step (pipeline_summary). Model, job (= workload.job),
+// hardware, baselines and provenance are left to the caller.
 ScheduleFile pipeline_schedule(const Workload& workload, const PipelineSimulation& sim,
                                const HardwareSpec& hardware, std::int64_t memory_limit_bytes,
                                const std::string& plan_name);
 
-// The whole-step summary of a pipeline simulation, as pipeline_schedule writes it.
+// The whole-step summary of a pipeline simulation, as pipeline_schedule writes it, named
+// `plan_name`: the step (the slowest rank's end); compute_s, comm_s and exposed_comm_s of
+// the slowest rank from its chunks' single-microbatch simulations (compute per microbatch
+// times M, the optimizer once; a chunk's collectives M times when it re-gathers per
+// microbatch, once when it keeps its parameters gathered), idle_s the rest of its step
+// (bubble, sends, waiting); peaks the largest over the stages, peak_breakdown that
+// stage's (its chunks' categories, accumulated gradients under gradients, activations the
+// rest: the microbatches in flight); fits against `memory_limit_bytes`.
 PlanSummary pipeline_summary(const PipelineSimulation& sim, const std::string& plan_name,
                              std::int64_t memory_limit_bytes);
 

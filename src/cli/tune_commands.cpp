@@ -76,6 +76,18 @@ std::string canonical_command(const TuneOptions& o) {
   return command;
 }
 
+// Stamps the provenance of this run on `schedule` and writes it to --out.
+void write_schedule(ScheduleFile& schedule, const TuneOptions& options,
+                    const std::string& cost_source, const std::string& cost_hash) {
+  schedule.provenance.tool = std::string("fsdptune ") + FSDPTUNE_VERSION;
+  schedule.provenance.cost_source = cost_source;
+  schedule.provenance.cost_hash = cost_hash;
+  schedule.provenance.seed = options.seed;
+  schedule.provenance.threads = options.threads;
+  schedule.provenance.command = canonical_command(options);
+  write_file_atomically(options.out, dump_json(schedule_to_json(schedule)));
+}
+
 nlohmann::json summary_json(const PlanSummary& summary) {
   // The schedule file's summary form (one writer for both).
   ScheduleFile holder;
@@ -148,13 +160,7 @@ void run_tune(const TuneOptions& options) {
     const double pipeline_elapsed_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - pipeline_started).count();
     ScheduleFile& schedule = tuned.schedule;
-    schedule.provenance.tool = std::string("fsdptune ") + FSDPTUNE_VERSION;
-    schedule.provenance.cost_source = cost_source;
-    schedule.provenance.cost_hash = cost_hash;
-    schedule.provenance.seed = options.seed;
-    schedule.provenance.threads = options.threads;
-    schedule.provenance.command = canonical_command(options);
-    write_file_atomically(options.out, dump_json(schedule_to_json(schedule)));
+    write_schedule(schedule, options, cost_source, cost_hash);
     if (!options.torchtitan_out.empty()) {
       write_file_atomically(options.torchtitan_out,
                             dump_json(torchtitan_pipeline_to_json(workload, *schedule.pipeline)));
@@ -228,13 +234,7 @@ void run_tune(const TuneOptions& options) {
   ScheduleFile schedule = schedule_of_tuned_plan(workload, hardware, result, costs);
   schedule.model = model;
   schedule.job = job;
-  schedule.provenance.tool = std::string("fsdptune ") + FSDPTUNE_VERSION;
-  schedule.provenance.cost_source = cost_source;
-  schedule.provenance.cost_hash = cost_hash;
-  schedule.provenance.seed = options.seed;
-  schedule.provenance.threads = options.threads;
-  schedule.provenance.command = canonical_command(options);
-  write_file_atomically(options.out, dump_json(schedule_to_json(schedule)));
+  write_schedule(schedule, options, cost_source, cost_hash);
   if (!options.torchtitan_out.empty()) {
     write_file_atomically(options.torchtitan_out,
                           dump_json(torchtitan_plan_to_json(workload, schedule.plan)));

@@ -8,25 +8,17 @@
 #include "fsdptune/io.hpp"
 #include "fsdptune/profile.hpp"
 #include "fsdptune/units.hpp"
+#include "test_workloads.hpp"
 
 using namespace fsdptune;
+using fsdptune::testing::bf16_gemm_op;
 
 namespace {
-
-Op gemm(std::int64_t m, std::int64_t n, std::int64_t k) {
-  Op op;
-  op.kind = OpKind::kGemm;
-  op.name = "layers.0.attention.wq";
-  op.gemm = {m, n, k};
-  op.flops = 2.0 * static_cast<double>(m * n * k);
-  op.bytes = 2 * (m * k + k * n + m * n);
-  return op;
-}
 
 Profile sample_profile() {
   Profile profile;
   profile.hardware = "h100-sxm";
-  const Op matmul = gemm(8192, 4096, 4096);
+  const Op matmul = bf16_gemm_op(8192, 4096, 4096);
   profile.compute.push_back({matmul.signature(), matmul, {0.000401, 0.000399, 0.0004}});
   Op norm;
   norm.kind = OpKind::kMemoryBound;

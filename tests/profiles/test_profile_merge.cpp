@@ -10,20 +10,12 @@
 #include "fsdptune/profile.hpp"
 #include "fsdptune/profile_merge.hpp"
 #include "fsdptune/units.hpp"
+#include "test_workloads.hpp"
 
 using namespace fsdptune;
+using fsdptune::testing::bf16_gemm_op;
 
 namespace {
-
-Op gemm(std::int64_t m, std::int64_t n, std::int64_t k) {
-  Op op;
-  op.kind = OpKind::kGemm;
-  op.name = "layers.0.attention.wq";
-  op.gemm = {m, n, k};
-  op.flops = 2.0 * static_cast<double>(m * n * k);
-  op.bytes = 2 * (m * k + k * n + m * n);
-  return op;
-}
 
 Provenance provenance(const std::string& method) {
   return {
@@ -34,8 +26,8 @@ Provenance provenance(const std::string& method) {
 Profile compute_profile() {
   Profile profile;
   profile.hardware = "h200";
-  const Op small = gemm(1024, 1024, 1024);
-  const Op large = gemm(8192, 4096, 4096);
+  const Op small = bf16_gemm_op(1024, 1024, 1024);
+  const Op large = bf16_gemm_op(8192, 4096, 4096);
   profile.compute.push_back({small.signature(), small, {1e-5, 1.1e-5}});
   profile.compute.push_back({large.signature(), large, {4e-4}});
   profile.contention = {1.2, 0.8};
@@ -139,8 +131,8 @@ TEST_CASE("overlapping entries: an error by default, else the first or the last 
   a.collectives = collective_profile().collectives;
   Profile b;
   b.hardware = "h200";
-  const Op same = gemm(1024, 1024, 1024);
-  const Op other = gemm(2048, 2048, 2048);
+  const Op same = bf16_gemm_op(1024, 1024, 1024);
+  const Op other = bf16_gemm_op(2048, 2048, 2048);
   b.compute.push_back({other.signature(), other, {8e-5}});
   b.compute.push_back({same.signature(), same, {3e-5}});
   b.collectives.push_back({CollectiveKind::kAllGather, {8, 8}, {{kGiB, {3e-3}}}});

@@ -219,6 +219,14 @@ TEST_CASE("one stage, one microbatch is the plain FSDP simulation", "[pipeline]"
   CHECK(sim.result.step_time_s == Approx(plain.step_time_s).epsilon(1e-12));
   CHECK(sim.result.stages[0].peak_allocated_bytes == plain.peak_allocated_bytes);
   CHECK(sim.result.bubble_fraction == Approx(0.0).margin(1e-12));
+  // Its summary is the plain simulation's: the same time and memory categories (one
+  // microbatch in flight is the chunk's own activations).
+  const PlanSummary summary = pipeline_summary(sim, "fsdp2", 80LL << 30);
+  CHECK(summary.compute_s == Approx(plain.compute_s).epsilon(1e-12));
+  CHECK(summary.comm_s == Approx(plain.comm_s).epsilon(1e-12));
+  CHECK(summary.exposed_comm_s == Approx(plain.exposed_comm_s).epsilon(1e-12));
+  CHECK(summary.idle_s == Approx(plain.idle_s).margin(1e-12));
+  CHECK(summary.peak_breakdown == plain.peak_breakdown);
   // More microbatches through one stage: M times the tokens, less than M times the time
   // (the all-gathers and reduce-scatters are paid once).
   JobSpec accumulating = workload.job;
@@ -232,6 +240,57 @@ TEST_CASE("one stage, one microbatch is the plain FSDP simulation", "[pipeline]"
 
 using fsdptune::testing::deterministic_tuner;
 using fsdptune::testing::tiny_pipelined;
+
+TEST_CASE("pipeline summary: the slowest stage's time and the peak stage's memory",
+          "[pipeline][schedule]") {
+  const Workload workload = tiny_pipelined(2, 4, PipelineSchedule::k1F1B, 1);
+  const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
+  std::vector<Plan> plans;
+  for (const auto& units : pipeline_chunks(workload)) {
+    plans.push_back(fsdp2_plan(chunk_workload(workload, units)));
+  }
+  for (const bool keep : {false, true}) {
+    const PipelineSimulation sim =
+        simulate_pipelined_plans(workload, *costs, plans, std::vector<bool>(plans.size(), keep));
+    const PlanSummary summary = pipeline_summary(sim, "fsdp2", 80LL << 30);
+    int slowest = 0, largest = 0;
+    for (const StageResult& stage : sim.result.stages) {
+      if (stage.end_s > sim.result.stages[slowest].end_s) slowest = stage.rank;
+      if (stage.peak_allocated_bytes > sim.result.stages[largest].peak_allocated_bytes) {
+        largest = stage.rank;
+      }
+    }
+    // One chunk per stage (pp 2, no interleaving): chunk r runs on rank r. Re-gathering
+    // per microbatch pays the chunk's exposed collectives 4 times, keeping them gathered
+    // once; compute is 4 microbatches' either way (the optimizer once).
+    const SimResult& chunk = sim.chunk_results[static_cast<std::size_t>(slowest)];
+    CAPTURE(keep);
+    CHECK(summary.exposed_comm_s == Approx(chunk.exposed_comm_s * (keep ? 1 : 4)));
+    CHECK(summary.comm_s == Approx(chunk.comm_s * (keep ? 1 : 4)));
+    CHECK(summary.exposed_comm_s > 0);
+    CHECK(summary.compute_s > 3 * chunk.compute_s);
+    CHECK(summary.compute_s < 4 * chunk.compute_s);
+    CHECK(summary.compute_s + summary.exposed_comm_s + summary.idle_s ==
+          Approx(summary.step_time_s));
+    // The categories add up to the peak stage's peak; kept gathered, the unsharded
+    // gradients accumulate (ChunkTimes::accumulated_gradient_bytes) on top of the chunk's.
+    std::int64_t total = 0;
+    for (const std::int64_t bytes : summary.peak_breakdown) total += bytes;
+    CHECK(total == summary.peak_allocated_bytes);
+    CHECK(summary.peak_allocated_bytes ==
+          sim.result.stages[static_cast<std::size_t>(largest)].peak_allocated_bytes);
+    const auto& peak_chunk = sim.chunk_results[static_cast<std::size_t>(largest)].peak_breakdown;
+    const auto at = [](MemoryCategory category) { return static_cast<int>(category); };
+    CHECK(summary.peak_breakdown[at(MemoryCategory::kShardedState)] ==
+          peak_chunk[at(MemoryCategory::kShardedState)]);
+    CHECK(summary.peak_breakdown[at(MemoryCategory::kGradients)] ==
+          peak_chunk[at(MemoryCategory::kGradients)] +
+              sim.spec.chunks[static_cast<std::size_t>(largest)].accumulated_gradient_bytes);
+    CHECK((sim.spec.chunks[static_cast<std::size_t>(largest)].accumulated_gradient_bytes > 0) ==
+          keep);
+    CHECK(summary.peak_breakdown[at(MemoryCategory::kActivations)] > 0);
+  }
+}
 
 TEST_CASE("chunk_times: per-microbatch chunks repeat the whole Program", "[pipeline]") {
   const Workload workload = tiny_pipelined(2, 4, PipelineSchedule::k1F1B, 1);

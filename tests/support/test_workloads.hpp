@@ -48,6 +48,19 @@ inline Op fixed_op(const std::string& name, double seconds) {
   return op;
 }
 
+// A bf16 GEMM C[m,n] = A[m,k] B[k,n] as the workload records one: 2mnk flops, the three
+// bf16 operands' bytes.
+inline Op bf16_gemm_op(std::int64_t m, std::int64_t n, std::int64_t k,
+                       const std::string& name = "layers.0.attention.wq") {
+  Op op;
+  op.kind = OpKind::kGemm;
+  op.name = name;
+  op.gemm = {m, n, k};
+  op.flops = 2.0 * static_cast<double>(m * n * k);
+  op.bytes = 2 * (m * k + k * n + m * n);
+  return op;
+}
+
 // A workload of `units` in order (unit 0 an embedding, the last an output unit, the rest
 // blocks) on `dp_shard` ranks of one node.
 inline Workload make_workload(const std::vector<SyntheticUnit>& units, std::int64_t dp_shard,
