@@ -48,14 +48,19 @@ const Case& llama405b(const std::string& plan_name) {
 }
 
 // The tuner's inner loop: simulate without recording timings or the timeline.
-void BM_SimulateStep(benchmark::State& state, const std::string& plan_name, bool record) {
+// With `reuse`, the scratch arrays are kept between calls (SimWorkspace), as the tuner's
+// workers and the sweep simulate.
+void BM_SimulateStep(benchmark::State& state, const std::string& plan_name, bool record,
+                     bool reuse) {
   const Case& c = llama405b(plan_name);
   SimOptions options;
   options.record_timings = record;
   options.record_timeline = record;
+  SimWorkspace workspace;
   std::int64_t events = 0;
   for (auto _ : state) {
-    SimResult result = simulate(c.program, options);
+    SimResult result =
+        reuse ? simulate(c.program, options, workspace) : simulate(c.program, options);
     events += result.event_count;
     benchmark::DoNotOptimize(result.step_time_s);
   }
@@ -83,11 +88,13 @@ void BM_LowerPrecomputed(benchmark::State& state, const std::string& plan_name) 
   }
 }
 
-BENCHMARK_CAPTURE(BM_SimulateStep, fsdp2, std::string("fsdp2"), false)
+BENCHMARK_CAPTURE(BM_SimulateStep, fsdp2, std::string("fsdp2"), false, false)
     ->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_SimulateStep, fsdp2_recorded, std::string("fsdp2"), true)
+BENCHMARK_CAPTURE(BM_SimulateStep, fsdp2_workspace, std::string("fsdp2"), false, true)
     ->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_SimulateStep, simplefsdp_none, std::string("simplefsdp-none"), false)
+BENCHMARK_CAPTURE(BM_SimulateStep, fsdp2_recorded, std::string("fsdp2"), true, false)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_SimulateStep, simplefsdp_none, std::string("simplefsdp-none"), false, false)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_Lower, fsdp2, std::string("fsdp2"))->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_LowerPrecomputed, fsdp2, std::string("fsdp2"))->Unit(benchmark::kMicrosecond);
