@@ -357,7 +357,8 @@ void register_sweep_commands(CLI::App& app) {
   {
     auto options = std::make_shared<SweepCliOptions>();
     CLI::App* command = app.add_subcommand(
-        "sweep", "rank meshes, microbatching, AC and float8 for a model on N GPUs by tokens/s/GPU");
+        "sweep",
+        "tune and rank meshes, microbatching, AC and float8 for a model on N GPUs by tokens/s/GPU");
     command->add_option("--model", options->model, "built-in model, model file or config.json")
         ->required();
     command->add_option("--hardware", options->hardware, "built-in hardware id or spec file")
@@ -373,7 +374,9 @@ void register_sweep_commands(CLI::App& app) {
     command->add_option("--memory-limit", options->memory_limit,
                         "per-GPU limit (e.g. 70GiB); default: HBM less the hardware reserve");
     command->add_option("--top", options->top, "configurations to print")->capture_default_str();
-    command->add_option("--threads", options->threads, "worker threads (0 = all cores)")
+    command
+        ->add_option("--threads", options->threads,
+                     "configurations simulated / tuned at once, one per thread (0 = all cores)")
         ->capture_default_str();
     command->add_option("--max-pp", options->max_pp, "largest pipeline degree tried")
         ->capture_default_str();
