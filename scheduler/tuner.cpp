@@ -1026,18 +1026,9 @@ PlanSummary summarize_plan(const std::string& plan_name, const Workload& workloa
                            const HardwareSpec& hardware, const SimResult& result,
                            std::int64_t memory_limit_bytes) {
   const StepMetrics metrics = step_metrics(workload, hardware, result);
-  PlanSummary summary;
-  summary.plan_name = plan_name;
-  summary.step_time_s = result.step_time_s;
+  PlanSummary summary = simulated_summary(result, plan_name);
   summary.tokens_per_s_per_gpu = metrics.tokens_per_s_per_gpu;
   summary.mfu = metrics.mfu;
-  summary.compute_s = result.compute_s;
-  summary.comm_s = result.comm_s;
-  summary.exposed_comm_s = result.exposed_comm_s;
-  summary.idle_s = result.idle_s;
-  summary.peak_allocated_bytes = result.peak_allocated_bytes;
-  summary.peak_reserved_bytes = result.peak_reserved_bytes;
-  summary.peak_breakdown = result.peak_breakdown;
   summary.fits = plan_fits(result, memory_limit_bytes);
   return summary;
 }

@@ -764,6 +764,20 @@ void check_schedule_matches(const ScheduleFile& schedule, const ModelSpec& model
   }
 }
 
+PlanSummary simulated_summary(const SimResult& result, const std::string& plan_name) {
+  PlanSummary summary;
+  summary.plan_name = plan_name;
+  summary.step_time_s = result.step_time_s;
+  summary.compute_s = result.compute_s;
+  summary.comm_s = result.comm_s;
+  summary.exposed_comm_s = result.exposed_comm_s;
+  summary.idle_s = result.idle_s;
+  summary.peak_allocated_bytes = result.peak_allocated_bytes;
+  summary.peak_reserved_bytes = result.peak_reserved_bytes;
+  summary.peak_breakdown = result.peak_breakdown;
+  return summary;
+}
+
 PlanSummary pipeline_summary(const PipelineSimulation& sim, const std::string& plan_name,
                              std::int64_t memory_limit_bytes) {
   PlanSummary summary;
@@ -861,15 +875,7 @@ ScheduleFile pipeline_schedule(const Workload& workload, const PipelineSimulatio
     // The one-microbatch Program alone: its times and peaks (a chunk is not a whole
     // step, so its throughput fields stay 0).
     PlanSummary& summary = chunk.predicted;
-    summary.plan_name = chunk.plan.name;
-    summary.step_time_s = result.step_time_s;
-    summary.compute_s = result.compute_s;
-    summary.comm_s = result.comm_s;
-    summary.exposed_comm_s = result.exposed_comm_s;
-    summary.idle_s = result.idle_s;
-    summary.peak_allocated_bytes = result.peak_allocated_bytes;
-    summary.peak_reserved_bytes = result.peak_reserved_bytes;
-    summary.peak_breakdown = result.peak_breakdown;
+    summary = simulated_summary(result, chunk.plan.name);
     summary.fits =
         sim.result.stages.at(static_cast<std::size_t>(chunk.rank)).peak_allocated_bytes <=
         memory_limit_bytes;

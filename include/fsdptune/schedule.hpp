@@ -140,6 +140,10 @@ ScheduleFile pipeline_schedule(const Workload& workload, const PipelineSimulatio
                                const HardwareSpec& hardware, std::int64_t memory_limit_bytes,
                                const std::string& plan_name);
 
+// The figures of one simulation as a summary named `plan_name`: times, peaks and the peak's
+// breakdown; the throughput fields and `fits` are left to the caller.
+PlanSummary simulated_summary(const SimResult& result, const std::string& plan_name);
+
 // The whole-step summary of a pipeline simulation, as pipeline_schedule writes it, named
 // `plan_name`: the step (the slowest rank's end); compute_s, comm_s and exposed_comm_s of
 // the slowest rank from its chunks' single-microbatch simulations (compute per microbatch
