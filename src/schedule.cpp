@@ -753,14 +753,16 @@ void check_schedule_matches(const ScheduleFile& schedule, const ModelSpec& model
                                 "not \"{}\" (dim {}, {} layers)",
                                 schedule.model.name, schedule.model.dim, schedule.model.n_layers,
                                 model.name, model.dim, model.n_layers),
-                    "tune again for this model, or drop --model to use the schedule's own");
+                    fmt::format("pass --model {} (the schedule's), or tune again for this model",
+                                schedule.model.name));
   }
   if (schedule.job != job) {
     throw_bad_input(fmt::format("{}: job", source),
                     fmt::format("the schedule was made for another job ({}) than the flags "
                                 "describe ({})",
                                 job_to_json(schedule.job).dump(), job_to_json(job).dump()),
-                    "tune again for this job, or drop the job flags to use the schedule's own");
+                    "pass the job flags that describe the schedule's job (its fields above; "
+                    "`fsdptune report` prints the mesh), or tune again for this job");
   }
 }
 
