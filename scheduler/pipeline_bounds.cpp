@@ -43,6 +43,21 @@ ChunkTimes chunk_time_lower_bounds(const Workload& chunk, const CostModel& costs
 }
 
 double pipeline_step_lower_bound(const Workload& workload, const CostModel& costs) {
+  std::vector<Workload> chunk_workloads;
+  std::vector<double> chunk_step_bounds_s;
+  for (const std::vector<int>& units : pipeline_chunks(workload)) {
+    chunk_workloads.push_back(chunk_workload(workload, units));
+    chunk_step_bounds_s.push_back(step_time_lower_bound(chunk_workloads.back(), costs));
+  }
+  return pipeline_step_lower_bound(workload, chunk_workloads, chunk_step_bounds_s, costs);
+}
+
+double pipeline_step_lower_bound(const Workload& workload,
+                                 const std::vector<Workload>& chunk_workloads,
+                                 const std::vector<double>& chunk_step_bounds_s,
+                                 const CostModel& costs) {
+  FSDPTUNE_CHECK(chunk_workloads.size() == chunk_step_bounds_s.size(),
+                 "pipeline_step_lower_bound: one step bound per chunk");
   const JobSpec& job = workload.job;
   PipelineSpec spec;
   spec.stages = static_cast<int>(job.pp);
@@ -50,12 +65,10 @@ double pipeline_step_lower_bound(const Workload& workload, const CostModel& cost
   spec.microbatches = static_cast<int>(job.microbatches);
   spec.schedule = job.pp_schedule;
   spec.send_s = pipeline_send_seconds(workload, costs);
-  std::vector<double> chunk_step_bound_s;
-  for (const std::vector<int>& units : pipeline_chunks(workload)) {
-    const Workload chunk = chunk_workload(workload, units);
+  for (const Workload& chunk : chunk_workloads) {
     spec.chunks.push_back(chunk_time_lower_bounds(chunk, costs));
-    chunk_step_bound_s.push_back(step_time_lower_bound(chunk, costs));
   }
+  const std::vector<double>& chunk_step_bound_s = chunk_step_bounds_s;
   // (a) The schedule at the least durations.
   const PipelineResult least = simulate_pipeline(spec);
   double bound_s = least.step_time_s;

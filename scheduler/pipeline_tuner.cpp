@@ -2,7 +2,6 @@
 #include "fsdptune/pipeline_tuner.hpp"
 
 #include <algorithm>
-#include <limits>
 
 #include <fmt/format.h>
 
@@ -218,7 +217,13 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
                       fmt::format("composition #{}", k)});
   }
   tuning.pareto = pareto_front(points);
-  tuning.lower_bound_s = pipeline_step_lower_bound(workload, costs);
+  // The chunk workloads (kept by the fsdp2 simulation) and every chunk's one-microbatch
+  // bound (its tuner's) are at hand: not rebuilt.
+  std::vector<double> chunk_bounds_s;
+  for (const TunerResult& chunk : tuning.chunk_tunings)
+    chunk_bounds_s.push_back(chunk.lower_bound_s);
+  tuning.lower_bound_s =
+      pipeline_step_lower_bound(workload, tuning.fsdp2.chunk_workloads, chunk_bounds_s, costs);
   return tuning;
 }
 

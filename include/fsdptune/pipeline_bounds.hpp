@@ -42,6 +42,13 @@ ChunkTimes chunk_time_lower_bounds(const Workload& chunk, const CostModel& costs
 //      is where communication-bound chunks show.
 // REQUIRES: validate_pipeline(workload.job) passed.
 double pipeline_step_lower_bound(const Workload& workload, const CostModel& costs);
+// The same from what a caller already has: the chunk workloads (chunk_workload of each of
+// pipeline_chunks(workload)) and each chunk's step_time_lower_bound (the per-chunk
+// tuners' TunerResult::lower_bound_s), so that they are not built and computed again.
+double pipeline_step_lower_bound(const Workload& workload,
+                                 const std::vector<Workload>& chunk_workloads,
+                                 const std::vector<double>& chunk_step_bounds_s,
+                                 const CostModel& costs);
 
 // One composition: an option per chunk, composed by simulate_pipeline.
 struct PipelineComposition {

@@ -275,6 +275,9 @@ TEST_CASE("tune_pipelined_job: Pareto front and lower bound", "[pipeline][tuner]
       REQUIRE(tuning.fits);
       const double best_s = tuning.best.result.step_time_s;
       CHECK(tuning.lower_bound_s > 0);
+      // The tuner reuses its chunk workloads and chunk bounds: the same bound as computed
+      // from scratch.
+      CHECK(tuning.lower_bound_s == pipeline_step_lower_bound(workload, *costs));
       CHECK(tuning.lower_bound_s <= best_s);
       CHECK(tuning.lower_bound_s <= tuning.fsdp2.result.step_time_s);
       REQUIRE_FALSE(tuning.pareto.empty());
