@@ -796,7 +796,10 @@ PlanSummary pipeline_summary(const PipelineSimulation& sim, const std::string& p
   }
   const int stages = std::max(1, sim.spec.stages);
   const auto microbatches = static_cast<double>(std::max(1, sim.spec.microbatches));
-  const std::size_t chunks = std::min(sim.chunk_results.size(), sim.chunk_programs.size());
+  const std::size_t chunks = sim.chunk_results.size();
+  FSDPTUNE_CHECK(sim.chunk_programs.size() == chunks && sim.chunk_keep_gathered.size() == chunks &&
+                     sim.spec.chunks.size() == chunks,
+                 "pipeline_summary: one program, keep choice and ChunkTimes per chunk");
   if (slowest != nullptr) {
     // The slowest rank, from its chunks' single-microbatch simulations: each microbatch
     // runs a chunk's compute (the optimizer once per step); a chunk that re-gathers per
@@ -810,8 +813,7 @@ PlanSummary pipeline_summary(const PipelineSimulation& sim, const std::string& p
       for (const Task& task : sim.chunk_programs[c].tasks) {
         if (task.kind == TaskKind::kOptimizer) optimizer_s += task.duration_s;
       }
-      const bool keep = c < sim.chunk_keep_gathered.size() && sim.chunk_keep_gathered[c];
-      const double runs = keep ? 1.0 : microbatches;
+      const double runs = sim.chunk_keep_gathered[c] ? 1.0 : microbatches;
       summary.compute_s += (chunk.compute_s - optimizer_s) * microbatches + optimizer_s;
       summary.comm_s += chunk.comm_s * runs;
       summary.exposed_comm_s += chunk.exposed_comm_s * runs;
@@ -838,10 +840,8 @@ PlanSummary pipeline_summary(const PipelineSimulation& sim, const std::string& p
             MemoryCategory::kGradients, MemoryCategory::kWorkspace}) {
         breakdown[static_cast<int>(category)] += chunk[static_cast<int>(category)];
       }
-      if (c < sim.spec.chunks.size()) {
-        breakdown[static_cast<int>(MemoryCategory::kGradients)] +=
-            sim.spec.chunks[c].accumulated_gradient_bytes;
-      }
+      breakdown[static_cast<int>(MemoryCategory::kGradients)] +=
+          sim.spec.chunks[c].accumulated_gradient_bytes;
     }
     std::int64_t others = 0;
     for (const std::int64_t bytes : breakdown) others += bytes;
