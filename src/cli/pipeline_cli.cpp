@@ -148,6 +148,9 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
     }
     sim = replay_pipeline_schedule(schedule, workload, *costs.model, sim_options);
     plan_name = schedule.predicted.plan_name;
+    // As for a version 1 schedule: judged against the limit it was tuned for unless
+    // --memory-limit is given.
+    if (plan_options.memory_limit.empty()) limit_bytes = schedule.memory_limit_bytes;
   }
   const PlanSummary summary = pipeline_summary(sim, plan_name, limit_bytes);
   if (!trace_path.empty()) {
