@@ -61,7 +61,9 @@ std::string job_line(const ModelSpec& model, const JobSpec& job, const std::stri
       "{} on {} x {}: dp_shard {} x dp_replicate {} x tp {} x pp {}, {} microbatches of {} x {} "
       "tokens, {}{}, AC {}{}",
       model.name, job.gpus, hardware, job.dp_shard, job.dp_replicate, job.tp, job.pp,
-      job.microbatches, job.local_batch, job.seq_len, to_string(job.pp_schedule),
+      job.microbatches, job.local_batch, job.seq_len,
+      // pp = 1: the microbatches are gradient accumulation, there is no pipeline schedule.
+      job.pp > 1 ? to_string(job.pp_schedule) : "no pipeline (gradient accumulation)",
       job.virtual_stages > 1 ? fmt::format(" ({} virtual stages)", job.virtual_stages) : "",
       to_string(job.ac), job.float8 ? ", float8" : "");
 }

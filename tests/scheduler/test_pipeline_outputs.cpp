@@ -406,3 +406,32 @@ TEST_CASE("torchtitan export of a pipelined job: stages, split points, groups",
   CHECK(iout["stages"][3]["rank"] == 1);
   CHECK(iout["stages"][3]["modules"] == nlohmann::json::array({"layers.3", "norm", "output"}));
 }
+
+TEST_CASE("torchtitan export with pp = 1: microbatches but no pipeline schedule",
+          "[pipeline][schedule]") {
+  // pp = 1 with 4 microbatches is gradient accumulation: one stage holding every module,
+  // no split point, and no pipeline schedule (null) whatever --pp-schedule says: 1F1B
+  // (the default) and GPipe alike.
+  const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
+  for (const PipelineSchedule kind : {PipelineSchedule::k1F1B, PipelineSchedule::kGPipe}) {
+    const Workload workload = tiny_pipelined(1, 4, kind, 1);
+    const PipelineSimulation sim = simulate_pipelined_job(
+        workload, *costs, [](const Workload& chunk) { return fsdp2_plan(chunk); });
+    const nlohmann::json out = torchtitan_pipeline_to_json(
+        workload,
+        *pipeline_schedule(workload, sim, costs->hardware(), 80LL << 30, "fsdp2").pipeline);
+    const nlohmann::json expected_config = {
+        {"pipeline_parallel_degree", 1},
+        {"pipeline_parallel_schedule", nullptr},
+        {"pipeline_parallel_microbatches", 4},
+        {"pipeline_parallel_microbatch_size", 1},
+        {"pipeline_parallel_split_points", nlohmann::json::array()},
+        {"stages_per_rank", 1}};
+    CHECK(out.at("version") == kTorchtitanPipelineFormatVersion);
+    CHECK(out.at("pipeline") == expected_config);
+    REQUIRE(out.at("stages").size() == 1);
+    CHECK(out["stages"][0]["modules"] ==
+          nlohmann::json::array({"tok_embeddings", "layers.0", "layers.1", "layers.2", "layers.3",
+                                 "norm", "output"}));
+  }
+}
