@@ -149,6 +149,27 @@ TEST_CASE("pipeline lower bound: tight with free communication", "[pipeline][bou
   CHECK(least.tail_s == Approx(0.05));
 }
 
+TEST_CASE("chunk lower bounds from a caller's compute costs and fsdp2 Program",
+          "[pipeline][bound]") {
+  // The per-stage tuner passes its lowerers' compute costs and its fsdp2 Programs, kept
+  // gathered (nothing resharded, so unit 0 is gathered once): the same minima as
+  // computing and lowering afresh, with AG0 and RS0 not zero here (0.02 s latency).
+  FixedCosts fixed;
+  fixed.collective_latency_s = 0.02;
+  fixed.collective_bytes_per_s = 0.5e9;
+  const FixedCostModel costs(fixed);
+  const Workload workload = pipelined_workload(2, 4, PipelineSchedule::k1F1B, 1);
+  for (const std::vector<int>& units : pipeline_chunks(workload)) {
+    const Workload chunk = chunk_workload(workload, units);
+    Plan kept = fsdp2_plan(chunk);
+    std::fill(kept.reshard_after_forward.begin(), kept.reshard_after_forward.end(), false);
+    const ChunkTimes fresh = chunk_time_lower_bounds(chunk, costs);
+    CHECK(fresh.first_forward_s > fresh.forward_s);
+    CHECK(fresh.tail_s > 0);
+    CHECK(chunk_time_lower_bounds(compute_costs(chunk, costs), lower(chunk, kept, costs)) == fresh);
+  }
+}
+
 TEST_CASE("pipeline lower bound: never above the step of any enumerated plan",
           "[pipeline][bound]") {
   // Collectives with a latency and a bandwidth (0.5 GB/s: a 32 Mi-element block in bf16 is
