@@ -12,15 +12,18 @@
 namespace fsdptune {
 
 ChunkTimes chunk_time_lower_bounds(const Workload& chunk, const CostModel& costs) {
-  const ComputeCosts compute = compute_costs(chunk, costs);
+  return chunk_time_lower_bounds(compute_costs(chunk, costs),
+                                 lower(chunk, fsdp2_plan(chunk), costs));
+}
+
+ChunkTimes chunk_time_lower_bounds(const ComputeCosts& compute, const Program& program) {
   double forward_s = 0, backward_s = 0;
-  for (std::size_t u = 0; u < chunk.units.size(); ++u) {
+  for (std::size_t u = 0; u < compute.forward_s.size(); ++u) {
     forward_s += compute.forward_s[u];
     backward_s += compute.recompute_s[u] + compute.backward_s[u];
   }
   // fsdp2 has a bucket per unit: its collectives of unit 0's bucket are unit 0 alone, at
   // the standalone cost the lowering froze into the task.
-  const Program program = lower(chunk, fsdp2_plan(chunk), costs);
   double first_gather_s = std::numeric_limits<double>::infinity();
   double first_reduce_s = std::numeric_limits<double>::infinity();
   for (const Task& task : program.tasks) {
@@ -43,21 +46,27 @@ ChunkTimes chunk_time_lower_bounds(const Workload& chunk, const CostModel& costs
 }
 
 double pipeline_step_lower_bound(const Workload& workload, const CostModel& costs) {
-  std::vector<Workload> chunk_workloads;
+  std::vector<ComputeCosts> chunk_compute;
+  std::vector<Program> chunk_fsdp2_programs;
   std::vector<double> chunk_step_bounds_s;
   for (const std::vector<int>& units : pipeline_chunks(workload)) {
-    chunk_workloads.push_back(chunk_workload(workload, units));
-    chunk_step_bounds_s.push_back(step_time_lower_bound(chunk_workloads.back(), costs));
+    const Workload chunk = chunk_workload(workload, units);
+    chunk_compute.push_back(compute_costs(chunk, costs));
+    chunk_fsdp2_programs.push_back(lower(chunk, fsdp2_plan(chunk), costs));
+    chunk_step_bounds_s.push_back(step_time_lower_bound(chunk, costs));
   }
-  return pipeline_step_lower_bound(workload, chunk_workloads, chunk_step_bounds_s, costs);
+  return pipeline_step_lower_bound(workload, chunk_compute, chunk_fsdp2_programs,
+                                   chunk_step_bounds_s, costs);
 }
 
 double pipeline_step_lower_bound(const Workload& workload,
-                                 const std::vector<Workload>& chunk_workloads,
+                                 const std::vector<ComputeCosts>& chunk_compute,
+                                 const std::vector<Program>& chunk_fsdp2_programs,
                                  const std::vector<double>& chunk_step_bounds_s,
                                  const CostModel& costs) {
-  FSDPTUNE_CHECK(chunk_workloads.size() == chunk_step_bounds_s.size(),
-                 "pipeline_step_lower_bound: one step bound per chunk");
+  FSDPTUNE_CHECK(chunk_compute.size() == chunk_step_bounds_s.size() &&
+                     chunk_fsdp2_programs.size() == chunk_step_bounds_s.size(),
+                 "pipeline_step_lower_bound: compute, fsdp2 program and step bound per chunk");
   const JobSpec& job = workload.job;
   PipelineSpec spec;
   spec.stages = static_cast<int>(job.pp);
@@ -65,8 +74,8 @@ double pipeline_step_lower_bound(const Workload& workload,
   spec.microbatches = static_cast<int>(job.microbatches);
   spec.schedule = job.pp_schedule;
   spec.send_s = pipeline_send_seconds(workload, costs);
-  for (const Workload& chunk : chunk_workloads) {
-    spec.chunks.push_back(chunk_time_lower_bounds(chunk, costs));
+  for (std::size_t c = 0; c < chunk_compute.size(); ++c) {
+    spec.chunks.push_back(chunk_time_lower_bounds(chunk_compute[c], chunk_fsdp2_programs[c]));
   }
   const std::vector<double>& chunk_step_bound_s = chunk_step_bounds_s;
   // (a) The schedule at the least durations.

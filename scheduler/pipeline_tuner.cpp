@@ -217,13 +217,13 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
                       fmt::format("composition #{}", k)});
   }
   tuning.pareto = pareto_front(points);
-  // The chunk workloads (kept by the fsdp2 simulation) and every chunk's one-microbatch
-  // bound (its tuner's) are at hand: not rebuilt.
+  // Every chunk's compute costs (its lowerer's), fsdp2 Program (kept by the fsdp2
+  // simulation) and one-microbatch bound (its tuner's) are at hand: not computed again.
   std::vector<double> chunk_bounds_s;
   for (const TunerResult& chunk : tuning.chunk_tunings)
     chunk_bounds_s.push_back(chunk.lower_bound_s);
-  tuning.lower_bound_s =
-      pipeline_step_lower_bound(workload, tuning.fsdp2.chunk_workloads, chunk_bounds_s, costs);
+  tuning.lower_bound_s = pipeline_step_lower_bound(workload, compute, tuning.fsdp2.chunk_programs,
+                                                   chunk_bounds_s, costs);
   return tuning;
 }
 

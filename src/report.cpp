@@ -532,6 +532,19 @@ std::vector<std::vector<std::string>> measured_rows(const MeasuredComparison& m)
   return rows;
 }
 
+// The Pareto front the tuner explored (ScheduleFile::pareto, by increasing peak): the
+// same points the HTML chart draws. Version 2 points are whole pipelines, their peak the
+// largest stage's.
+std::vector<std::vector<std::string>> pareto_rows(const std::vector<ParetoPoint>& pareto) {
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back({"plan", "step time", "peak allocated"});
+  for (const ParetoPoint& point : pareto) {
+    rows.push_back(
+        {point.label, format_seconds(point.step_time_s), format_bytes(point.peak_allocated_bytes)});
+  }
+  return rows;
+}
+
 // The tasks whose measured duration differs most from the prediction.
 std::vector<std::vector<std::string>> task_error_rows(const MeasuredComparison& m) {
   std::vector<std::vector<std::string>> rows;
@@ -557,6 +570,11 @@ std::string render_report_text(const std::vector<ReportEntry>& entries,
     out += text_table(report_detail::plan_table_rows(schedule), "  ");
     out += "  (* = the schedule's tuned plan)\n";
     out += "  " + report_detail::efficiency_line(schedule) + "\n";
+    const std::vector<ParetoPoint>& pareto = entries[i].schedule.pareto;
+    if (!pareto.empty()) {
+      out += "  Pareto front explored by the tuner (peak allocated against step time):\n";
+      out += text_table(pareto_rows(pareto), "    ");
+    }
     if (!schedule.measured) continue;
     const MeasuredComparison& m = *schedule.measured;
     out += fmt::format("  predicted vs measured ({}):\n", measured_heading(m));
@@ -575,11 +593,17 @@ std::string render_report_markdown(const std::vector<ReportEntry>& entries,
                                    const ReportOptions& options) {
   const Report report = summarize_report(entries, options);
   std::string out = "# fsdptune report\n";
-  for (const ScheduleReport& schedule : report.schedules) {
+  for (std::size_t i = 0; i < report.schedules.size(); ++i) {
+    const ScheduleReport& schedule = report.schedules[i];
     out += "\n## " + markdown_cell(schedule_heading(schedule)) + "\n\n";
     out += markdown_table(report_detail::plan_table_rows(schedule));
     out += "\n`*` marks the schedule's tuned plan. " +
            markdown_cell(report_detail::efficiency_line(schedule)) + ".\n";
+    const std::vector<ParetoPoint>& pareto = entries[i].schedule.pareto;
+    if (!pareto.empty()) {
+      out += "\n### Pareto front explored by the tuner\n\n";
+      out += markdown_table(pareto_rows(pareto));
+    }
     if (!schedule.measured) continue;
     const MeasuredComparison& m = *schedule.measured;
     out += "\n### Predicted vs measured (" + markdown_cell(measured_heading(m)) + ")\n\n";

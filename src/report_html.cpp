@@ -959,7 +959,10 @@ std::string stages_table(const ScheduleFile& file) {
       "<p class=\"meta\">{} stages, {} microbatches, {}: bubble {}, send {} per microbatch "
       "between stages. The trace of this step: <code>fsdptune simulate ... --plan FILE "
       "--trace trace.json</code>.</p>\n",
-      file.job.pp, file.job.microbatches, escape_xml(to_string(file.job.pp_schedule)),
+      file.job.pp, file.job.microbatches,
+      // pp = 1: gradient accumulation, no pipeline schedule.
+      file.job.pp > 1 ? escape_xml(to_string(file.job.pp_schedule))
+                      : std::string("no pipeline (gradient accumulation)"),
       format_percent(pipeline.bubble_fraction), escape_xml(format_seconds(pipeline.send_s)));
   out += "<table class=\"stages\">\n" + header_row({"stage", "chunks", "busy", "end", "in flight",
                                                     "peak allocated", "peak reserved", "fits"});

@@ -954,11 +954,14 @@ json torchtitan_plan_to_json(const Workload& workload, const Plan& plan) {
 
 json torchtitan_pipeline_to_json(const Workload& workload, const SchedulePipeline& pipeline) {
   const JobSpec& job = workload.job;
-  // torchtitan's names for the schedules (torch.distributed.pipelining's classes).
-  const char* schedule_name = job.pp_schedule == PipelineSchedule::kInterleaved1F1B
-                                  ? "Interleaved1F1B"
-                              : job.pp_schedule == PipelineSchedule::kGPipe ? "GPipe"
-                                                                            : "1F1B";
+  // torchtitan's names for the schedules (torch.distributed.pipelining's classes). With
+  // pp = 1 there is no pipeline (the microbatches are gradient accumulation on every rank):
+  // null, whatever --pp-schedule said.
+  const json schedule_name = job.pp == 1 ? json(nullptr)
+                             : job.pp_schedule == PipelineSchedule::kInterleaved1F1B
+                                 ? json("Interleaved1F1B")
+                             : job.pp_schedule == PipelineSchedule::kGPipe ? json("GPipe")
+                                                                           : json("1F1B");
   json split_points = json::array();
   json stages = json::array();
   for (std::size_t c = 0; c < pipeline.chunks.size(); ++c) {

@@ -9,6 +9,7 @@
 
 #include "fsdptune/cost_model.hpp"
 #include "fsdptune/pipeline.hpp"
+#include "fsdptune/program.hpp"
 #include "fsdptune/schedule.hpp"
 #include "fsdptune/workload.hpp"
 
@@ -27,6 +28,10 @@ namespace fsdptune {
 // never costs less (a bucket holding unit 0 costs at least unit 0 alone) and that
 // splitting one (a collective per parameter) never makes it cheaper.
 ChunkTimes chunk_time_lower_bounds(const Workload& chunk, const CostModel& costs);
+// The same from what a caller already has: the chunk's compute_costs and a Program of its
+// fsdp2 plan (lower(chunk, fsdp2_plan(chunk), costs), any reshard_after_forward: unit 0's
+// bucket is unit 0 alone either way), whose unit-0 collectives give AG0 and RS0.
+ChunkTimes chunk_time_lower_bounds(const ComputeCosts& compute, const Program& fsdp2_program);
 
 // A step time no plan of `workload` (any per-chunk plans, either keep-gathered choice)
 // can beat under `costs`, seconds: the larger of
@@ -42,11 +47,13 @@ ChunkTimes chunk_time_lower_bounds(const Workload& chunk, const CostModel& costs
 //      is where communication-bound chunks show.
 // REQUIRES: validate_pipeline(workload.job) passed.
 double pipeline_step_lower_bound(const Workload& workload, const CostModel& costs);
-// The same from what a caller already has: the chunk workloads (chunk_workload of each of
-// pipeline_chunks(workload)) and each chunk's step_time_lower_bound (the per-chunk
-// tuners' TunerResult::lower_bound_s), so that they are not built and computed again.
+// The same from what a caller already has, per chunk of pipeline_chunks(workload): its
+// compute_costs, a Program of its fsdp2 plan (as chunk_time_lower_bounds takes it) and its
+// step_time_lower_bound (the per-chunk tuners' TunerResult::lower_bound_s), so that none
+// is computed or lowered again.
 double pipeline_step_lower_bound(const Workload& workload,
-                                 const std::vector<Workload>& chunk_workloads,
+                                 const std::vector<ComputeCosts>& chunk_compute,
+                                 const std::vector<Program>& chunk_fsdp2_programs,
                                  const std::vector<double>& chunk_step_bounds_s,
                                  const CostModel& costs);
 

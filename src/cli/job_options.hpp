@@ -21,7 +21,7 @@ namespace fsdptune::cli {
 // bf16 params, fp32 gradient reduction, no AC. Later areas add their own flags (hardware,
 // profile, plan, memory limit) to their own option structs next to this one.
 struct JobOptions {
-  std::string model;                  // --model (required)
+  std::string model;                  // --model (required; simulate: or a schedule --plan)
   std::int64_t gpus = 8;              // --gpus
   std::int64_t gpus_per_node = 8;     // --gpus-per-node
   std::int64_t tp = 1;                // --tp

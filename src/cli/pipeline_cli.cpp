@@ -61,7 +61,9 @@ std::string job_line(const ModelSpec& model, const JobSpec& job, const std::stri
       "{} on {} x {}: dp_shard {} x dp_replicate {} x tp {} x pp {}, {} microbatches of {} x {} "
       "tokens, {}{}, AC {}{}",
       model.name, job.gpus, hardware, job.dp_shard, job.dp_replicate, job.tp, job.pp,
-      job.microbatches, job.local_batch, job.seq_len, to_string(job.pp_schedule),
+      job.microbatches, job.local_batch, job.seq_len,
+      // pp = 1: the microbatches are gradient accumulation, there is no pipeline schedule.
+      job.pp > 1 ? to_string(job.pp_schedule) : "no pipeline (gradient accumulation)",
       job.virtual_stages > 1 ? fmt::format(" ({} virtual stages)", job.virtual_stages) : "",
       to_string(job.ac), job.float8 ? ", float8" : "");
 }
@@ -148,6 +150,9 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
     }
     sim = replay_pipeline_schedule(schedule, workload, *costs.model, sim_options);
     plan_name = schedule.predicted.plan_name;
+    // As for a version 1 schedule: judged against the limit it was tuned for unless
+    // --memory-limit is given.
+    if (plan_options.memory_limit.empty()) limit_bytes = schedule.memory_limit_bytes;
   }
   const PlanSummary summary = pipeline_summary(sim, plan_name, limit_bytes);
   if (!trace_path.empty()) {

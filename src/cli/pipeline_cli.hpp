@@ -20,7 +20,8 @@
 namespace fsdptune::cli {
 
 // `simulate` of a pipelined job: --plan is a built-in plan (used for every chunk) or a
-// pipeline schedule (version 2, its stored Programs replayed). Prints the step and the
+// pipeline schedule (version 2, its stored Programs replayed; judged against the schedule's
+// memory limit unless --memory-limit is given). Prints the step and the
 // stages (text or --json); throws kDoesNotFit with --require-fit when a stage's allocated
 // peak exceeds the limit.
 void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,

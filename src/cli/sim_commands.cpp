@@ -15,6 +15,7 @@
 #include "fsdptune/io.hpp"
 #include "fsdptune/pipeline.hpp"
 #include "fsdptune/plans.hpp"
+#include "fsdptune/profile.hpp"
 #include "fsdptune/program.hpp"
 #include "fsdptune/schedule.hpp"
 #include "fsdptune/simulator.hpp"
@@ -37,7 +38,17 @@ struct SimulateOptions {
   bool json = false;
   std::string trace_path;
   bool require_fit = false;
+  // The job flags given on the command line (CLI11 count() > 0). Without --model the job
+  // is the schedule's, and these must agree with it.
+  std::vector<std::string> given_job_flags;
 };
+
+// The job flags of simulate (add_job_options and add_pipeline_options).
+constexpr const char* kJobFlags[] = {"--gpus",         "--gpus-per-node", "--tp",
+                                     "--dp-replicate", "--batch",         "--seq",
+                                     "--ac",           "--param-dtype",   "--reduce-dtype",
+                                     "--float8",       "--async-tp",      "--pp",
+                                     "--microbatches", "--pp-schedule",   "--virtual-stages"};
 
 constexpr MemoryCategory kCategories[] = {
     MemoryCategory::kShardedState, MemoryCategory::kGatheredParams, MemoryCategory::kGradients,
@@ -94,12 +105,185 @@ std::optional<ScheduleFile> schedule_of_plan_option(const PlanOptions& options,
   return schedule;
 }
 
+// What a simulation runs on: the model, job and costs of the flags, or (no --model) of the
+// schedule file that --plan names.
+struct SimulateInputs {
+  ModelSpec model;
+  JobSpec job;
+  ResolvedCostModel costs;
+  CostOptions cost_options;  // as used: --profile, or the schedule's recorded profile
+  std::string cost_note;     // why the costs differ from the schedule's, when they may
+};
+
+// One job flag as given and as the schedule's job has it, in the flag's own spelling.
+struct JobFlagValues {
+  const char* flag;
+  std::string given;
+  std::string schedule;
+};
+
+std::vector<JobFlagValues> job_flag_values(const JobOptions& flags, const JobSpec& job) {
+  const auto on_off = [](bool on) { return std::string(on ? "on" : "off"); };
+  // Enum flags are parsed first (an invalid value names its flag), then spelled as the
+  // job prints them.
+  return {
+      {"--gpus", std::to_string(flags.gpus), std::to_string(job.gpus)},
+      {"--gpus-per-node", std::to_string(flags.gpus_per_node), std::to_string(job.gpus_per_node)},
+      {"--tp", std::to_string(flags.tp), std::to_string(job.tp)},
+      {"--dp-replicate", std::to_string(flags.dp_replicate), std::to_string(job.dp_replicate)},
+      {"--batch", std::to_string(flags.batch), std::to_string(job.local_batch)},
+      {"--seq", std::to_string(flags.seq), std::to_string(job.seq_len)},
+      {"--ac", to_string(ac_from_string(flags.ac, "--ac")), to_string(job.ac)},
+      {"--param-dtype", to_string(dtype_from_string(flags.param_dtype, "--param-dtype")),
+       to_string(job.param_dtype)},
+      {"--reduce-dtype", to_string(dtype_from_string(flags.reduce_dtype, "--reduce-dtype")),
+       to_string(job.reduce_dtype)},
+      {"--float8", on_off(flags.float8), on_off(job.float8)},
+      {"--async-tp", on_off(flags.async_tp), on_off(job.async_tp)},
+      {"--pp", std::to_string(flags.pp), std::to_string(job.pp)},
+      {"--microbatches", std::to_string(flags.microbatches), std::to_string(job.microbatches)},
+      {"--pp-schedule",
+       to_string(pipeline_schedule_from_string(flags.pp_schedule, "--pp-schedule")),
+       to_string(job.pp_schedule)},
+      {"--virtual-stages", std::to_string(flags.virtual_stages),
+       std::to_string(job.virtual_stages)}};
+}
+
+// Without --model the job is the schedule's: every job flag given must say the same
+// (Error(kBadInput) naming the first flag that does not, listing all of them).
+void check_job_flags_agree(const SimulateOptions& options, const JobSpec& job,
+                           const std::string& path) {
+  std::string first, disagreements;
+  for (const JobFlagValues& values : job_flag_values(options.job, job)) {
+    const bool given = std::find(options.given_job_flags.begin(), options.given_job_flags.end(),
+                                 values.flag) != options.given_job_flags.end();
+    if (!given || values.given == values.schedule) continue;
+    if (first.empty()) first = values.flag;
+    disagreements += fmt::format("{}{} {} (the schedule's: {})", disagreements.empty() ? "" : ", ",
+                                 values.flag, values.given, values.schedule);
+  }
+  if (first.empty()) return;
+  throw_bad_input(first, fmt::format("disagrees with the job of {}: {}", path, disagreements),
+                  "without --model the job is the schedule's: drop the flag, or pass --model "
+                  "and the whole job to simulate a built-in plan or plan file for another job");
+}
+
+// The costs without --model. The stored Programs carry the durations they were tuned with;
+// what a replay still costs (a pipeline's chunk compute times and sends) comes from:
+// --profile when given (measured on the schedule's hardware); else the profile recorded in
+// the provenance when that file still exists with the same content (its hash); else the
+// analytic model of the schedule's hardware spec, with a note saying so. --hardware, when
+// given, must be the schedule's.
+void resolve_schedule_costs(const CostOptions& flags, const ScheduleFile& schedule,
+                            const std::string& path, SimulateInputs& inputs) {
+  const HardwareSpec& hardware = schedule.hardware;
+  if (!flags.hardware.empty()) {
+    const HardwareSpec given = resolve_hardware(flags.hardware);
+    if (given != hardware) {
+      throw_bad_input(
+          "--hardware",
+          given.id == hardware.id
+              ? fmt::format("{} is another spec of \"{}\" than the one {} was made with",
+                            flags.hardware, hardware.id, path)
+              : fmt::format("{} (\"{}\") but {} was made for hardware \"{}\"", flags.hardware,
+                            given.id, path, hardware.id),
+          "drop --hardware: without --model the schedule's own hardware spec is used (its "
+          "costs are frozen in the stored program)");
+    }
+  }
+  inputs.cost_options = flags;
+  inputs.costs.hardware = hardware;
+  const std::string& recorded = schedule.provenance.cost_source;
+  if (flags.profile.empty() && !recorded.empty() && recorded != hardware.id) {
+    std::string why;
+    if (!std::filesystem::is_regular_file(recorded)) {
+      why = "is not found";
+    } else {
+      try {
+        Profile profile = read_profile_file(recorded);
+        if (fnv1a64_hex(dump_json(profile_to_json(profile))) == schedule.provenance.cost_hash) {
+          inputs.costs.profile = std::move(profile);
+          inputs.cost_options.profile = recorded;
+        } else {
+          why = "has changed since (its content hash is not the schedule's cost_hash)";
+        }
+      } catch (const Error& error) {
+        why = fmt::format("cannot be read ({})", error.what());
+      }
+    }
+    if (!why.empty()) {
+      inputs.cost_note = fmt::format(
+          "costs: the analytic model of {}, not the profile {} that {} was tuned with: it {}. "
+          "{}Pass --profile to use measured costs.",
+          hardware.id, recorded, path, why,
+          schedule.pipeline ? "The chunks' compute times and sends are costed again, so the "
+                              "step time may differ from the schedule's prediction. "
+                            : "The stored program's durations are replayed as they are, so the "
+                              "step time is the schedule's. ");
+    }
+  } else if (!flags.profile.empty()) {
+    inputs.costs.profile = read_profile_file(flags.profile);
+  }
+  if (inputs.costs.profile) {
+    if (inputs.costs.profile->hardware != hardware.id) {
+      throw_bad_input("--profile " + inputs.cost_options.profile,
+                      fmt::format("measured on '{}' but {} was made for hardware '{}'",
+                                  inputs.costs.profile->hardware, path, hardware.id),
+                      "pass a profile measured on the schedule's hardware, or none");
+    }
+    inputs.costs.model = make_profile_cost_model(*inputs.costs.profile, hardware);
+  } else {
+    inputs.costs.model = make_analytic_cost_model(hardware);
+  }
+}
+
+SimulateInputs resolve_inputs(const SimulateOptions& options) {
+  SimulateInputs inputs;
+  if (!options.job.model.empty()) {  // as the flags say
+    inputs.model = resolve_model_option(options.job);
+    inputs.job = to_job_spec(options.job, inputs.model);
+    inputs.costs = resolve_cost_model(options.cost);
+    inputs.cost_options = options.cost;
+    return inputs;
+  }
+  const std::string& path = options.plan.plan;
+  const std::vector<std::string> builtins = builtin_plan_names();
+  const bool builtin = std::find(builtins.begin(), builtins.end(), path) != builtins.end();
+  const std::string required = "--model is required (or pass a schedule file to --plan)";
+  if (builtin || !std::filesystem::is_regular_file(path)) {
+    throw_bad_input(
+        "", required,
+        builtin ? fmt::format(
+                      "--plan {} is a built-in plan: give --model and the job flags to apply it to",
+                      path)
+                : fmt::format("--plan {} is not a file", path));
+  }
+  const nlohmann::json json = read_json_file(path);
+  if (!is_schedule_json(json)) {
+    throw_bad_input("", required,
+                    fmt::format("{} is a plan, not a schedule file (\"format\": "
+                                "\"fsdptune-schedule\"): it does not say the model and job",
+                                path));
+  }
+  const ScheduleFile schedule = schedule_from_json(json, path);
+  check_job_flags_agree(options, schedule.job, path);
+  inputs.model = schedule.model;
+  inputs.job = schedule.job;
+  resolve_schedule_costs(options.cost, schedule, path, inputs);
+  return inputs;
+}
+
 void run_simulate(const SimulateOptions& options) {
-  const ModelSpec model = resolve_model_option(options.job);
-  const JobSpec job = to_job_spec(options.job, model);
-  const ResolvedCostModel costs = resolve_cost_model(options.cost);
+  const SimulateInputs inputs = resolve_inputs(options);
+  if (!inputs.cost_note.empty()) {
+    // With --json stdout holds only the object.
+    fmt::print(options.json ? stderr : stdout, "{}\n", inputs.cost_note);
+  }
+  const ModelSpec& model = inputs.model;
+  const JobSpec& job = inputs.job;
+  const ResolvedCostModel& costs = inputs.costs;
   if (is_pipelined(job)) {  // --pp > 1 or --microbatches > 1: pipeline_cli.cpp
-    run_simulate_pipelined(model, job, costs, options.cost, options.plan,
+    run_simulate_pipelined(model, job, costs, inputs.cost_options, options.plan,
                            resolve_memory_limit(options.plan, costs.hardware), options.json,
                            options.require_fit, options.trace_path);
     return;
@@ -139,7 +323,8 @@ void run_simulate(const SimulateOptions& options) {
         {"model", model.name},
         {"job", job_to_json(job)},
         {"hardware", costs.hardware.id},
-        {"cost_source", options.cost.profile.empty() ? "analytic" : options.cost.profile},
+        {"cost_source",
+         inputs.cost_options.profile.empty() ? "analytic" : inputs.cost_options.profile},
         {"plan", plan_to_json(plan)},
         {"step_time_s", result.step_time_s},
         {"tokens_per_s_per_gpu", metrics.tokens_per_s_per_gpu},
@@ -205,9 +390,16 @@ void run_simulate(const SimulateOptions& options) {
 void register_sim_commands(CLI::App& app) {
   auto options = std::make_shared<SimulateOptions>();
   CLI::App* command = app.add_subcommand(
-      "simulate", "simulate one training step of a plan: time, overlap and memory");
+      "simulate",
+      "simulate one training step of a plan: time, overlap and memory; `simulate --plan "
+      "schedule.json` alone re-simulates a tuned schedule with its own model, job and hardware");
   add_job_options(command, options->job);
   add_pipeline_options(command, options->job);
+  // A schedule file says its model, job and hardware: --model is then optional.
+  command->get_option("--model")->required(false)->description(
+      "built-in model name, model JSON file, or Hugging Face config.json; without it "
+      "--plan must be a schedule file, whose model, job and hardware are used (job flags "
+      "given must agree with it)");
   add_cost_options(command, options->cost);
   add_plan_options(command, options->plan);
   command->add_flag("--json", options->json, "print one JSON object instead of text");
@@ -215,7 +407,13 @@ void register_sim_commands(CLI::App& app) {
                       "write a Chrome trace (Perfetto, chrome://tracing) of the step to FILE");
   command->add_flag("--require-fit", options->require_fit,
                     "exit 3 when the peak exceeds the memory limit");
-  command->callback([options] { run_simulate(*options); });
+  command->callback([options, command] {
+    options->given_job_flags.clear();
+    for (const char* flag : kJobFlags) {
+      if (command->get_option(flag)->count() > 0) options->given_job_flags.push_back(flag);
+    }
+    run_simulate(*options);
+  });
 }
 
 }  // namespace fsdptune::cli

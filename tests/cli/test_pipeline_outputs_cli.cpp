@@ -147,6 +147,19 @@ TEST_CASE("tune --pp: lower bound, Pareto front, torchtitan export, report",
   REQUIRE(report.exit_code == 0);
   CHECK(report.out.find("tuned plan vs lower bound: ") != std::string::npos);
   CHECK(report.out.find("no lower bound recorded") == std::string::npos);
+  // ... and the Pareto front of the compositions, a row per point, in text and Markdown.
+  const auto markdown = run_fsdptune("report " + out + " --md " + dir + "/report.md");
+  REQUIRE(markdown.exit_code == 0);
+  const std::string md = fsdptune::read_text_file(dir + "/report.md");
+  const std::size_t text_front = report.out.find("Pareto front explored by the tuner");
+  const std::size_t md_front = md.find("### Pareto front explored by the tuner");
+  REQUIRE(text_front != std::string::npos);
+  REQUIRE(md_front != std::string::npos);
+  for (const auto& point : file["pareto"]) {
+    const std::string label = point["label"];
+    CHECK(report.out.find("\n    " + label + " ", text_front) != std::string::npos);
+    CHECK(md.find("\n| " + label + " |", md_front) != std::string::npos);
+  }
   // The HTML: the bound, the stages, the Pareto front of the compositions.
   const auto html = run_fsdptune("report " + out + " --html " + dir + "/report.html");
   REQUIRE(html.exit_code == 0);

@@ -179,6 +179,33 @@ TEST_CASE("terminal table: plans, lower bound, measured", "[report]") {
   CHECK(count(text, " yes\n") == 3);
 }
 
+TEST_CASE("text and Markdown list the Pareto front in the file's order", "[report]") {
+  // The fixture's points, as stored (units of 1/1024 s):
+  //   tuned #1: 16 -> 15.625 ms -> "15.62 ms", 600 MiB     tuned #2: 17 -> 16.6015625 ms
+  //   -> "16.60 ms", 550 MiB     tuned #3: 19 -> 18.5546875 ms -> "18.55 ms", 650 MiB
+  //   tuned #4: 15 -> 14.6484375 ms -> "14.65 ms", 1200 MiB = 1.171875 GiB -> "1.17 GiB".
+  const std::string text = render_report_text(entries(false));
+  CHECK(text.find("  Pareto front explored by the tuner (peak allocated against step time):\n"
+                  "    plan      step time  peak allocated\n") != std::string::npos);
+  // Columns: label left in 8 (the longest label), then two spaces and the step time right
+  // in 9 ("step time"), two spaces and the peak right in 14 ("peak allocated").
+  CHECK(text.find("    tuned #1   15.62 ms         600 MiB\n"
+                  "    tuned #2   16.60 ms         550 MiB\n"
+                  "    tuned #3   18.55 ms         650 MiB\n"
+                  "    tuned #4   14.65 ms        1.17 GiB\n") != std::string::npos);
+  const std::string markdown = render_report_markdown(entries(false));
+  CHECK(markdown.find("### Pareto front explored by the tuner\n\n"
+                      "| plan | step time | peak allocated |\n"
+                      "| --- | ---: | ---: |\n"
+                      "| tuned #1 | 15.62 ms | 600 MiB |\n") != std::string::npos);
+  CHECK(markdown.find("| tuned #4 | 14.65 ms | 1.17 GiB |\n") != std::string::npos);
+  // No front recorded: no section.
+  auto without = entries(false);
+  without[0].schedule.pareto.clear();
+  CHECK(render_report_text(without).find("Pareto") == std::string::npos);
+  CHECK(render_report_markdown(without).find("Pareto") == std::string::npos);
+}
+
 TEST_CASE("markdown: tables with a separator row, pipes escaped", "[report]") {
   auto input = entries(true);
   input[0].schedule.baselines[0].plan_name = "a|b";

@@ -149,6 +149,27 @@ TEST_CASE("pipeline lower bound: tight with free communication", "[pipeline][bou
   CHECK(least.tail_s == Approx(0.05));
 }
 
+TEST_CASE("chunk lower bounds from a caller's compute costs and fsdp2 Program",
+          "[pipeline][bound]") {
+  // The per-stage tuner passes its lowerers' compute costs and its fsdp2 Programs, kept
+  // gathered (nothing resharded, so unit 0 is gathered once): the same minima as
+  // computing and lowering afresh, with AG0 and RS0 not zero here (0.02 s latency).
+  FixedCosts fixed;
+  fixed.collective_latency_s = 0.02;
+  fixed.collective_bytes_per_s = 0.5e9;
+  const FixedCostModel costs(fixed);
+  const Workload workload = pipelined_workload(2, 4, PipelineSchedule::k1F1B, 1);
+  for (const std::vector<int>& units : pipeline_chunks(workload)) {
+    const Workload chunk = chunk_workload(workload, units);
+    Plan kept = fsdp2_plan(chunk);
+    std::fill(kept.reshard_after_forward.begin(), kept.reshard_after_forward.end(), false);
+    const ChunkTimes fresh = chunk_time_lower_bounds(chunk, costs);
+    CHECK(fresh.first_forward_s > fresh.forward_s);
+    CHECK(fresh.tail_s > 0);
+    CHECK(chunk_time_lower_bounds(compute_costs(chunk, costs), lower(chunk, kept, costs)) == fresh);
+  }
+}
+
 TEST_CASE("pipeline lower bound: never above the step of any enumerated plan",
           "[pipeline][bound]") {
   // Collectives with a latency and a bandwidth (0.5 GB/s: a 32 Mi-element block in bf16 is
@@ -405,4 +426,33 @@ TEST_CASE("torchtitan export of a pipelined job: stages, split points, groups",
   REQUIRE(iout["stages"].size() == 4);
   CHECK(iout["stages"][3]["rank"] == 1);
   CHECK(iout["stages"][3]["modules"] == nlohmann::json::array({"layers.3", "norm", "output"}));
+}
+
+TEST_CASE("torchtitan export with pp = 1: microbatches but no pipeline schedule",
+          "[pipeline][schedule]") {
+  // pp = 1 with 4 microbatches is gradient accumulation: one stage holding every module,
+  // no split point, and no pipeline schedule (null) whatever --pp-schedule says: 1F1B
+  // (the default) and GPipe alike.
+  const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
+  for (const PipelineSchedule kind : {PipelineSchedule::k1F1B, PipelineSchedule::kGPipe}) {
+    const Workload workload = tiny_pipelined(1, 4, kind, 1);
+    const PipelineSimulation sim = simulate_pipelined_job(
+        workload, *costs, [](const Workload& chunk) { return fsdp2_plan(chunk); });
+    const nlohmann::json out = torchtitan_pipeline_to_json(
+        workload,
+        *pipeline_schedule(workload, sim, costs->hardware(), 80LL << 30, "fsdp2").pipeline);
+    const nlohmann::json expected_config = {
+        {"pipeline_parallel_degree", 1},
+        {"pipeline_parallel_schedule", nullptr},
+        {"pipeline_parallel_microbatches", 4},
+        {"pipeline_parallel_microbatch_size", 1},
+        {"pipeline_parallel_split_points", nlohmann::json::array()},
+        {"stages_per_rank", 1}};
+    CHECK(out.at("version") == kTorchtitanPipelineFormatVersion);
+    CHECK(out.at("pipeline") == expected_config);
+    REQUIRE(out.at("stages").size() == 1);
+    CHECK(out["stages"][0]["modules"] ==
+          nlohmann::json::array({"tok_embeddings", "layers.0", "layers.1", "layers.2", "layers.3",
+                                 "norm", "output"}));
+  }
 }

@@ -1,0 +1,184 @@
+// `fsdptune simulate --plan schedule.json` without --model: the model, job and hardware
+// come from the schedule (docs/schedule-format.md), explicit job flags must agree with it,
+// and the costs it still needs come from --profile, the recorded profile, or the analytic
+// model of the schedule's hardware.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_support.hpp"
+#include "fsdptune/io.hpp"
+#include "fsdptune/profile.hpp"
+
+using fsdptune::testing::CommandResult;
+using fsdptune::testing::make_temp_dir;
+using fsdptune::testing::run_fsdptune;
+
+namespace {
+
+// tiny (6 units) on 8 GPUs, a search bounded by evaluations: deterministic and fast.
+const std::string kTinyTune =
+    "tune --model tiny --gpus 8 --batch 2 --seq 1024 --max-evaluations 60 --time-budget 60";
+// The same model on 2 stages x 4-way FSDP, 4 microbatches (a version 2 schedule).
+const std::string kTinyPipelineTune =
+    "tune --model tiny --gpus 8 --pp 2 --microbatches 4 --seq 256 --time-budget 0 "
+    "--max-evaluations 40";
+
+nlohmann::json run_json(const std::string& arguments) {
+  const CommandResult result = run_fsdptune(arguments);
+  INFO(arguments << "\nstderr: " << result.err);
+  REQUIRE(result.exit_code == 0);
+  return nlohmann::json::parse(result.out);
+}
+
+std::string tuned(const std::string& tune, const std::string& out) {
+  const CommandResult result = run_fsdptune(tune + " --out " + out);
+  INFO(tune << "\nstderr: " << result.err);
+  REQUIRE(result.exit_code == 0);
+  return out;
+}
+
+// Runs `arguments`, which must fail with exit 2 and an error containing every one of
+// `names`.
+void check_rejected(const std::string& arguments, const std::vector<std::string>& names) {
+  const CommandResult result = run_fsdptune(arguments);
+  INFO(arguments << "\nstderr: " << result.err);
+  CHECK(result.exit_code == 2);
+  for (const std::string& name : names) CHECK_THAT(result.err, Catch::Contains(name));
+}
+
+void write_profile(const std::string& path, double compute_slowdown_with_comm) {
+  fsdptune::Profile profile;
+  profile.hardware = "h100-sxm";
+  profile.contention.compute_slowdown_with_comm = compute_slowdown_with_comm;
+  fsdptune::write_file_atomically(path, fsdptune::dump_json(fsdptune::profile_to_json(profile)));
+}
+
+}  // namespace
+
+TEST_CASE("simulate --plan schedule.json without --model: a version 1 schedule",
+          "[cli][simulate][schedule]") {
+  const std::string dir = make_temp_dir("fsdptune-sim-schedule-v1");
+  const std::string out = tuned(kTinyTune + " --memory-limit 20GiB", dir + "/schedule.json");
+  const nlohmann::json file = fsdptune::read_json_file(out);
+
+  // Nothing but the file: model, job, hardware and limit are the schedule's.
+  const nlohmann::json json = run_json("simulate --json --plan " + out);
+  CHECK(json.at("step_time_s").get<double>() == file["predicted"]["step_time_s"].get<double>());
+  CHECK(json.at("peak_allocated_bytes") == file["predicted"]["peak_allocated_bytes"]);
+  CHECK(json.at("model") == "tiny");
+  CHECK(json.at("job") == file.at("job"));
+  CHECK(json.at("hardware") == "h100-sxm");
+  CHECK(json.at("cost_source") == "analytic");
+  CHECK(json.at("memory_limit_bytes").get<std::int64_t>() == 20LL << 30);
+  CHECK(json.at("plan").at("name") == "tuned");
+
+  // Job flags that agree with the schedule are accepted and change nothing; so is its
+  // hardware.
+  const nlohmann::json agreeing = run_json(
+      "simulate --json --gpus 8 --batch 2 --seq 1024 --ac none --pp 1 --hardware h100-sxm "
+      "--plan " +
+      out);
+  CHECK(agreeing.at("step_time_s") == json.at("step_time_s"));
+  // The text form too.
+  const CommandResult text = run_fsdptune("simulate --plan " + out);
+  REQUIRE(text.exit_code == 0);
+  CHECK_THAT(text.out, Catch::Contains("tiny on 8 x h100-sxm"));
+
+  // A flag that disagrees: exit 2 naming the flag and both values, all disagreements listed.
+  check_rejected("simulate --gpus 16 --plan " + out, {"--gpus", "16", "(the schedule's: 8)"});
+  check_rejected("simulate --seq 1024 --ac full --float8 --plan " + out,
+                 {"--ac full (the schedule's: none)", "--float8 on (the schedule's: off)"});
+  check_rejected("simulate --pp-schedule gpipe --plan " + out,
+                 {"--pp-schedule gpipe (the schedule's: 1f1b)"});
+  check_rejected("simulate --ac sometimes --plan " + out, {"--ac", "sometimes"});
+  check_rejected("simulate --hardware a100-80g --plan " + out,
+                 {"--hardware", "a100-80g", "h100-sxm"});
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("simulate --plan schedule.json without --model: a pipeline (version 2) schedule",
+          "[cli][simulate][schedule][pipeline]") {
+  const std::string dir = make_temp_dir("fsdptune-sim-schedule-v2");
+  const std::string out = tuned(kTinyPipelineTune + " --memory-limit 20GiB", dir + "/pp.json");
+  const nlohmann::json file = fsdptune::read_json_file(out);
+  REQUIRE(file.at("version") == 2);
+
+  const nlohmann::json json = run_json("simulate --json --plan " + out);
+  CHECK(json.at("pipelined") == true);
+  CHECK(json.at("step_time_s").get<double>() == file["predicted"]["step_time_s"].get<double>());
+  CHECK(json.at("job") == file.at("job"));
+  CHECK(json.at("plan") == "tuned");
+  // Judged against the limit it was tuned for, as a version 1 schedule is.
+  CHECK(json.at("memory_limit_bytes").get<std::int64_t>() == 20LL << 30);
+  // With --model the flags must still say the whole job (unchanged behaviour): the same.
+  const nlohmann::json with_model = run_json(
+      "simulate --json --model tiny --gpus 8 --pp 2 --microbatches 4 --seq 256 "
+      "--hardware h100-sxm --plan " +
+      out);
+  CHECK(with_model.at("step_time_s") == json.at("step_time_s"));
+
+  check_rejected("simulate --pp 4 --microbatches 4 --plan " + out, {"--pp 4 (the schedule's: 2)"});
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("simulate without --model needs a schedule file", "[cli][simulate][schedule]") {
+  const std::string dir = make_temp_dir("fsdptune-sim-no-model");
+  const std::string required = "--model is required (or pass a schedule file to --plan)";
+  check_rejected("simulate --hardware h100-sxm --gpus 2", {required});
+  check_rejected("simulate --hardware h100-sxm --plan simplefsdp-block",
+                 {required, "simplefsdp-block"});
+  check_rejected("simulate --plan " + dir + "/missing.json", {required, "missing.json"});
+  const std::string plan = dir + "/plan.json";
+  fsdptune::write_file_atomically(plan, R"({"version": 1, "name": "one",
+      "forward_buckets": [[0, 5]]})");
+  check_rejected("simulate --plan " + plan, {required, "plan.json", "not a schedule"});
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("simulate --plan schedule.json without --model: which costs",
+          "[cli][simulate][schedule]") {
+  const std::string dir = make_temp_dir("fsdptune-sim-schedule-costs");
+  const std::string profile = dir + "/profile.json";
+  write_profile(profile, 1.2);
+  const std::string out = tuned(kTinyTune + " --profile " + profile, dir + "/schedule.json");
+  const double predicted_s =
+      fsdptune::read_json_file(out)["predicted"]["step_time_s"].get<double>();
+
+  // The recorded profile, unchanged: used (the JSON says where the costs came from).
+  nlohmann::json json = run_json("simulate --json --plan " + out);
+  CHECK(json.at("cost_source") == profile);
+  CHECK(json.at("step_time_s").get<double>() == predicted_s);
+  // --profile given: that one.
+  const std::string other = dir + "/other.json";
+  write_profile(other, 1.3);
+  json = run_json("simulate --json --profile " + other + " --plan " + out);
+  CHECK(json.at("cost_source") == other);
+
+  // Changed since: the analytic model, and the output says so (stderr with --json, stdout
+  // in the text form); a version 1 replay keeps the schedule's step time all the same.
+  write_profile(profile, 1.25);
+  CommandResult result = run_fsdptune("simulate --json --plan " + out);
+  REQUIRE(result.exit_code == 0);
+  json = nlohmann::json::parse(result.out);
+  CHECK(json.at("cost_source") == "analytic");
+  CHECK(json.at("step_time_s").get<double>() == predicted_s);
+  CHECK_THAT(result.err, Catch::Contains("costs: the analytic model of h100-sxm"));
+  CHECK_THAT(result.err, Catch::Contains("has changed since"));
+  std::filesystem::remove(profile);
+  result = run_fsdptune("simulate --plan " + out);
+  REQUIRE(result.exit_code == 0);
+  CHECK_THAT(result.out, Catch::Contains("is not found"));
+  CHECK_THAT(result.out, Catch::Contains("Pass --profile"));
+
+  // A profile of other hardware is refused, naming it.
+  fsdptune::Profile a100;
+  a100.hardware = "a100-80g";
+  fsdptune::write_file_atomically(other, fsdptune::dump_json(fsdptune::profile_to_json(a100)));
+  check_rejected("simulate --profile " + other + " --plan " + out,
+                 {"--profile " + other, "a100-80g", "h100-sxm"});
+  std::filesystem::remove_all(dir);
+}
