@@ -328,7 +328,8 @@ void run_pipeline(const PipelineCliOptions& o) {
   }
   fmt::print("{} on {} x {}: {}, {} microbatches of {} x {} tokens, {}{}\n", model.name, job.gpus,
              hardware.id, mesh_label(job), job.microbatches, job.local_batch, job.seq_len,
-             to_string(job.pp_schedule),
+             // pp = 1: the microbatches are gradient accumulation, no pipeline schedule.
+             job.pp > 1 ? to_string(job.pp_schedule) : "no pipeline (gradient accumulation)",
              job.virtual_stages > 1 ? fmt::format(" ({} virtual stages)", job.virtual_stages) : "");
   fmt::print("step time {}   tokens/s/GPU {:.1f}   MFU {:.1f}%   bubble {:.1f}%   send {}\n\n",
              format_seconds(sim.result.step_time_s), sim.tokens_per_s_per_gpu, 100.0 * sim.mfu,
