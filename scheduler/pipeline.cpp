@@ -331,12 +331,10 @@ PipelineSimulation simulate_pipelined_programs(const Workload& workload,
 }
 
 double pipeline_send_seconds(const Workload& workload, const CostModel& costs) {
-  const JobSpec& job = workload.job;
-  // One microbatch's activation between stages: with sequence parallelism each TP rank
-  // holds and sends its b*s/tp tokens of d in the activation dtype.
-  const std::int64_t send_bytes = job.local_batch * job.seq_len / job.tp * workload.model.dim *
-                                  bytes_per_element(job.param_dtype);
-  return costs.collective(CollectiveKind::kSendRecv, send_bytes, pipeline_send_group(job)).seconds;
+  return costs
+      .collective(CollectiveKind::kSendRecv, pipeline_send_bytes(workload),
+                  pipeline_send_group(workload.job))
+      .seconds;
 }
 
 void fill_pipeline_throughput(const JobSpec& job, double tokens_per_step,

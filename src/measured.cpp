@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "fsdptune/error.hpp"
+#include "fsdptune/job.hpp"
 
 namespace fsdptune {
 namespace {
@@ -53,31 +54,51 @@ nlohmann::json measured_to_json(const MeasuredResult& measured) {
     for (const TaskTiming& timing : rank.timings) {
       rank_timings.push_back({{"start_s", timing.start_s}, {"end_s", timing.end_s}});
     }
-    ranks.push_back({{"step_time_s", rank.step_time_s}, {"timings", rank_timings}});
+    ranks.push_back({{"step_time_s", rank.step_time_s},
+                     {"peak_allocated_bytes", rank.peak_allocated_bytes},
+                     {"timings", rank_timings}});
   }
   nlohmann::json environment = nlohmann::json::object();
   for (const auto& [key, value] : measured.environment) environment[key] = value;
-  return {{"format", kFormat},
-          {"version", measured.version},
-          {"schedule_hash", measured.schedule_hash},
-          {"backend", measured.backend},
-          {"world_size", measured.world_size},
-          {"mesh",
-           {{"dp_replicate", measured.dp_replicate},
-            {"dp_shard", measured.shard_ranks()},
-            {"tp", measured.tp},
-            {"shards_per_rank", measured.shards_per_rank}}},
-          {"iterations", measured.iterations},
-          {"warmup", measured.warmup},
-          {"data_checked", measured.data_checked},
-          {"step_times_s", measured.step_times_s},
-          {"step_time_s", measured.step_time_s},
-          {"compute_s", measured.compute_s},
-          {"exposed_comm_s", measured.exposed_comm_s},
-          {"peak_allocated_bytes", measured.peak_allocated_bytes},
-          {"timings", timings},
-          {"ranks", ranks},
-          {"environment", environment}};
+  nlohmann::json json = {{"format", kFormat},
+                         {"version", measured.version},
+                         {"schedule_hash", measured.schedule_hash},
+                         {"backend", measured.backend},
+                         {"world_size", measured.world_size},
+                         {"mesh",
+                          {{"pp", measured.pp},
+                           {"dp_replicate", measured.dp_replicate},
+                           {"dp_shard", measured.shard_ranks()},
+                           {"tp", measured.tp},
+                           {"shards_per_rank", measured.shards_per_rank}}},
+                         {"iterations", measured.iterations},
+                         {"warmup", measured.warmup},
+                         {"data_checked", measured.data_checked},
+                         {"step_times_s", measured.step_times_s},
+                         {"step_time_s", measured.step_time_s},
+                         {"compute_s", measured.compute_s},
+                         {"exposed_comm_s", measured.exposed_comm_s},
+                         {"peak_allocated_bytes", measured.peak_allocated_bytes},
+                         {"timings", timings},
+                         {"ranks", ranks},
+                         {"environment", environment}};
+  if (measured.pipeline) {
+    const MeasuredPipeline& pipeline = *measured.pipeline;
+    nlohmann::json stages = nlohmann::json::array();
+    for (const MeasuredStage& stage : pipeline.stages) {
+      stages.push_back({{"rank", stage.rank},
+                        {"busy_s", stage.busy_s},
+                        {"pipeline_end_s", stage.pipeline_end_s},
+                        {"end_s", stage.end_s},
+                        {"peak_allocated_bytes", stage.peak_allocated_bytes}});
+    }
+    json["pipeline"] = {{"microbatches", pipeline.microbatches},
+                        {"virtual_stages", pipeline.virtual_stages},
+                        {"schedule", pipeline.schedule},
+                        {"message_bytes", pipeline.message_bytes},
+                        {"stages", stages}};
+  }
+  return json;
 }
 
 MeasuredResult measured_from_json(const nlohmann::json& json, const std::string& source) {
@@ -108,15 +129,17 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
     measured.dp_shard = integer(mesh, "dp_shard", where);
     measured.tp = integer(mesh, "tp", where);
     measured.shards_per_rank = integer(mesh, "shards_per_rank", where);
-    if (measured.dp_replicate < 1 || measured.dp_shard < 1 || measured.tp < 1 ||
+    if (read_version >= 4) measured.pp = integer(mesh, "pp", where);
+    if (measured.pp < 1 || measured.dp_replicate < 1 || measured.dp_shard < 1 || measured.tp < 1 ||
         measured.shards_per_rank < 1) {
       throw_bad_input(where, "sizes must be at least 1");
     }
-    if (measured.dp_replicate * measured.dp_shard * measured.tp != measured.world_size) {
-      throw_bad_input(where, fmt::format("dp_replicate x dp_shard x tp = {} x {} x {} is not "
-                                         "world_size {}",
-                                         measured.dp_replicate, measured.dp_shard, measured.tp,
-                                         measured.world_size));
+    if (measured.pp * measured.dp_replicate * measured.dp_shard * measured.tp !=
+        measured.world_size) {
+      throw_bad_input(where, fmt::format("pp x dp_replicate x dp_shard x tp = {} x {} x {} x {} "
+                                         "is not world_size {}",
+                                         measured.pp, measured.dp_replicate, measured.dp_shard,
+                                         measured.tp, measured.world_size));
     }
   }
   measured.iterations = integer(json, "iterations", source);
@@ -152,6 +175,9 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
       const std::string where = fmt::format("{}: ranks[{}]", source, r);
       RankMeasurement rank;
       rank.step_time_s = number(ranks[r], "step_time_s", where);
+      if (read_version >= 4) {
+        rank.peak_allocated_bytes = integer(ranks[r], "peak_allocated_bytes", where);
+      }
       const auto& rank_timings = field(ranks[r], "timings", where);
       if (!rank_timings.is_array() || rank_timings.size() != measured.timings.size()) {
         throw_bad_input(where + ": timings", "expected one entry per task, like timings");
@@ -165,6 +191,37 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
       }
       measured.ranks.push_back(std::move(rank));
     }
+  }
+  if (read_version >= 4 && json.contains("pipeline")) {
+    const std::string where = source + ": pipeline";
+    const auto& pipeline_json = json.at("pipeline");
+    if (!pipeline_json.is_object()) throw_bad_input(where, "expected an object");
+    MeasuredPipeline pipeline;
+    pipeline.microbatches = integer(pipeline_json, "microbatches", where);
+    pipeline.virtual_stages = integer(pipeline_json, "virtual_stages", where);
+    pipeline.schedule = text(pipeline_json, "schedule", where);
+    (void)pipeline_schedule_from_string(pipeline.schedule, where + ": schedule");
+    pipeline.message_bytes = integer(pipeline_json, "message_bytes", where);
+    if (pipeline.microbatches < 1 || pipeline.virtual_stages < 1) {
+      throw_bad_input(where, "microbatches and virtual_stages must be at least 1");
+    }
+    const auto& stages = field(pipeline_json, "stages", where);
+    if (!stages.is_array() || static_cast<std::int64_t>(stages.size()) != measured.pp) {
+      throw_bad_input(where + ": stages", "expected one entry per pipeline stage (mesh.pp)");
+    }
+    for (std::size_t r = 0; r < stages.size(); ++r) {
+      const std::string at = fmt::format("{}: stages[{}]", where, r);
+      MeasuredStage stage;
+      stage.rank = static_cast<int>(integer(stages[r], "rank", at));
+      if (stage.rank != static_cast<int>(r))
+        throw_bad_input(at + ": rank", "expected " + std::to_string(r));
+      stage.busy_s = number(stages[r], "busy_s", at);
+      stage.pipeline_end_s = number(stages[r], "pipeline_end_s", at);
+      stage.end_s = number(stages[r], "end_s", at);
+      stage.peak_allocated_bytes = integer(stages[r], "peak_allocated_bytes", at);
+      pipeline.stages.push_back(stage);
+    }
+    measured.pipeline = std::move(pipeline);
   }
   measured.version = kMeasuredFormatVersion;
   const auto& environment = field(json, "environment", source);

@@ -35,6 +35,14 @@ void validate_pipeline(const JobSpec& job) {
 
 bool is_pipelined(const JobSpec& job) { return job.pp > 1 || job.microbatches > 1; }
 
+std::int64_t pipeline_send_bytes(const Workload& workload) {
+  const JobSpec& job = workload.job;
+  // One microbatch's activation between stages: with sequence parallelism each TP rank
+  // holds and sends its b*s/tp tokens of d in the activation dtype.
+  return job.local_batch * job.seq_len / job.tp * workload.model.dim *
+         bytes_per_element(job.param_dtype);
+}
+
 bool default_keep_gathered(const JobSpec& job) { return is_pipelined(job); }
 
 std::vector<std::vector<int>> pipeline_chunks(const Workload& workload) {

@@ -44,6 +44,16 @@ Comparison compare(const ScheduleFile& schedule, const MeasuredResult& measured,
         "compare a measurement with the schedule it replayed");
   }
   const std::vector<Task>& tasks = schedule.program.tasks;
+  if (schedule.pipeline && !measured.pipeline) {
+    throw_bad_input(measured_source + ": pipeline",
+                    "the schedule is a pipeline (version 2) but the measurement has no "
+                    "per-stage figures",
+                    "measure it with this fsdptune's validate");
+  }
+  if (!schedule.pipeline && measured.pipeline) {
+    throw_bad_input(measured_source + ": pipeline",
+                    "a pipeline measurement of a schedule without a pipeline");
+  }
   if (measured.timings.size() != tasks.size()) {
     throw_bad_input(measured_source + ": timings",
                     fmt::format("{} task timings for a program of {} tasks",
@@ -54,21 +64,24 @@ Comparison compare(const ScheduleFile& schedule, const MeasuredResult& measured,
   if (job.dp_shard <= 0) {
     job.dp_shard = job.gpus / std::max<std::int64_t>(1, job.tp * job.pp * job.dp_replicate);
   }
-  if (measured.tp != job.tp || measured.dp_replicate != job.dp_replicate ||
+  if (measured.pp != job.pp || measured.tp != job.tp || measured.dp_replicate != job.dp_replicate ||
       measured.shard_ranks() * measured.shards_per_rank != job.dp_shard) {
     throw_bad_input(
         measured_source + ": mesh",
-        fmt::format("measured on dp_replicate {} x dp_shard {} (x {} shards per "
+        fmt::format("measured on pp {} x dp_replicate {} x dp_shard {} (x {} shards per "
                     "rank) x tp {}, which does not replay the schedule's "
-                    "dp_replicate {} x dp_shard {} x tp {}",
-                    measured.dp_replicate, measured.shard_ranks(), measured.shards_per_rank,
-                    measured.tp, job.dp_replicate, job.dp_shard, job.tp));
+                    "pp {} x dp_replicate {} x dp_shard {} x tp {}",
+                    measured.pp, measured.dp_replicate, measured.shard_ranks(),
+                    measured.shards_per_rank, measured.tp, job.pp, job.dp_replicate, job.dp_shard,
+                    job.tp));
   }
   const PlanSummary& predicted = schedule.predicted;
   Comparison comparison;
   comparison.schedule_hash = hash;
   comparison.backend = measured.backend;
   comparison.world_size = measured.world_size;
+  comparison.pp = measured.pp;
+  comparison.microbatches = std::max<std::int64_t>(1, schedule.job.microbatches);
   comparison.dp_replicate = measured.dp_replicate;
   comparison.dp_shard = measured.shard_ranks();
   comparison.tp = measured.tp;
@@ -83,6 +96,23 @@ Comparison compare(const ScheduleFile& schedule, const MeasuredResult& measured,
       compare_values(static_cast<double>(predicted.peak_allocated_bytes),
                      static_cast<double>(measured.peak_allocated_bytes));
 
+  if (schedule.pipeline) {
+    const std::vector<ScheduleStage>& predicted_stages = schedule.pipeline->stages;
+    const std::vector<MeasuredStage>& measured_stages = measured.pipeline->stages;
+    if (predicted_stages.size() != measured_stages.size()) {
+      throw_bad_input(measured_source + ": pipeline.stages",
+                      fmt::format("{} stages measured, the schedule has {}", measured_stages.size(),
+                                  predicted_stages.size()));
+    }
+    for (std::size_t r = 0; r < predicted_stages.size(); ++r) {
+      const ScheduleStage& want = predicted_stages[r];
+      const MeasuredStage& got = measured_stages[r];
+      comparison.stages.push_back({want.rank, compare_values(want.busy_s, got.busy_s),
+                                   compare_values(want.end_s, got.end_s),
+                                   compare_values(static_cast<double>(want.peak_allocated_bytes),
+                                                  static_cast<double>(got.peak_allocated_bytes))});
+    }
+  }
   const bool have_timings = schedule.timings.size() == tasks.size();
   std::vector<TaskDifference> differences;
   for (std::size_t t = 0; t < tasks.size(); ++t) {
@@ -121,13 +151,22 @@ nlohmann::json comparison_to_json(const Comparison& comparison) {
                      {"duration_s", value_json(task.duration_s)},
                      {"start_s", value_json(task.start_s)}});
   }
+  nlohmann::json stages = nlohmann::json::array();
+  for (const StageComparison& stage : comparison.stages) {
+    stages.push_back({{"rank", stage.rank},
+                      {"busy_s", value_json(stage.busy_s)},
+                      {"end_s", value_json(stage.end_s)},
+                      {"peak_allocated_bytes", value_json(stage.peak_allocated_bytes)}});
+  }
   return {{"format", "fsdptune-comparison"},
-          {"version", 2},
+          {"version", 3},
           {"schedule_hash", comparison.schedule_hash},
           {"backend", comparison.backend},
           {"world_size", comparison.world_size},
+          {"microbatches", comparison.microbatches},
           {"mesh",
-           {{"dp_replicate", comparison.dp_replicate},
+           {{"pp", comparison.pp},
+            {"dp_replicate", comparison.dp_replicate},
             {"dp_shard", comparison.dp_shard},
             {"tp", comparison.tp},
             {"shards_per_rank", comparison.shards_per_rank}}},
@@ -138,7 +177,8 @@ nlohmann::json comparison_to_json(const Comparison& comparison) {
           {"compute_s", value_json(comparison.compute_s)},
           {"exposed_comm_s", value_json(comparison.exposed_comm_s)},
           {"peak_allocated_bytes", value_json(comparison.peak_allocated_bytes)},
-          {"tasks_differing_most", tasks}};
+          {"tasks_differing_most", tasks},
+          {"stages", stages}};
 }
 
 void print_comparison(std::ostream& out, const Comparison& c) {
@@ -163,6 +203,22 @@ void print_comparison(std::ostream& out, const Comparison& c) {
              format_bytes(static_cast<std::int64_t>(c.peak_allocated_bytes.predicted)),
              format_bytes(static_cast<std::int64_t>(c.peak_allocated_bytes.measured)),
              percent(c.peak_allocated_bytes.relative_error));
+  if (!c.stages.empty()) {
+    fmt::print(out, "\npipeline: {} stages, {} microbatches\n", c.pp, c.microbatches);
+    fmt::print(out, "{:>5} {:>12} {:>12} {:>9} {:>12} {:>12} {:>9} {:>12} {:>12} {:>9}\n", "stage",
+               "busy pred", "measured", "error", "end pred", "measured", "error", "peak pred",
+               "measured", "error");
+    for (const StageComparison& stage : c.stages) {
+      fmt::print(out, "{:>5} {:>12} {:>12} {:>9} {:>12} {:>12} {:>9} {:>12} {:>12} {:>9}\n",
+                 stage.rank, format_seconds(stage.busy_s.predicted),
+                 format_seconds(stage.busy_s.measured), percent(stage.busy_s.relative_error),
+                 format_seconds(stage.end_s.predicted), format_seconds(stage.end_s.measured),
+                 percent(stage.end_s.relative_error),
+                 format_bytes(static_cast<std::int64_t>(stage.peak_allocated_bytes.predicted)),
+                 format_bytes(static_cast<std::int64_t>(stage.peak_allocated_bytes.measured)),
+                 percent(stage.peak_allocated_bytes.relative_error));
+    }
+  }
   if (c.tasks_differing_most.empty()) return;
   fmt::print(out, "\n{} differing most (duration):\n", comm ? "tasks" : "compute tasks");
   fmt::print(out, "{:>5} {:<40} {:>12} {:>12} {:>9}\n", "task", "name", "predicted", "measured",

@@ -195,6 +195,15 @@ struct BucketBuffers {
   // kernels produce in FSDP; computing the data pattern inside the timed copy-in made it
   // 10-100x the copy the model prices (docs/validation.md).
   std::vector<std::byte> gradients;
+  // Reduce-scatter over accumulated microbatches (gradient_microbatches > 1): the
+  // gradients summed over the step's microbatches so far, what the copy-in reads.
+  std::vector<std::byte> accumulated;
+};
+
+// A pipeline message's buffer and, for a send in flight, its request.
+struct MessageBuffer {
+  std::vector<std::byte> data;
+  MPI_Request request = MPI_REQUEST_NULL;
 };
 
 // One stream's communicators: the FSDP shard group, the HSDP replica group, the TP group.
@@ -221,6 +230,7 @@ class CpuBackend final : public Backend {
       }
     }
     if (bf16_sum_ != MPI_OP_NULL) MPI_Op_free(&bf16_sum_);
+    if (pipeline_comm_ != MPI_COMM_NULL) MPI_Comm_free(&pipeline_comm_);
   }
 
   std::string name() const override { return "cpu"; }
@@ -244,9 +254,14 @@ class CpuBackend final : public Backend {
     for (std::size_t s = 0; s < layout.streams.size(); ++s) {
       // Every rank splits in the same order; key orders the group by its coordinate.
       StreamComms comms;
-      comms.shard = split_world(mesh.replica * mesh.tp + mesh.tp_rank, mesh.shard);
-      comms.replica = split_world(mesh.shard * mesh.tp + mesh.tp_rank, mesh.replica);
-      comms.tp = split_world(mesh.replica * mesh.dp_shard + mesh.shard, mesh.tp_rank);
+      // Groups never cross pipeline stages: the stage is part of every color.
+      comms.shard = split_world(
+          (mesh.stage * mesh.dp_replicate + mesh.replica) * mesh.tp + mesh.tp_rank, mesh.shard);
+      comms.replica = split_world(
+          (mesh.stage * mesh.dp_shard + mesh.shard) * mesh.tp + mesh.tp_rank, mesh.replica);
+      comms.tp =
+          split_world((mesh.stage * mesh.dp_replicate + mesh.replica) * mesh.dp_shard + mesh.shard,
+                      mesh.tp_rank);
       comms_.push_back(comms);
       workers_.push_back(
           std::make_unique<Worker>([this](const std::exception_ptr& error) { fail(error); }));
@@ -288,12 +303,101 @@ class CpuBackend final : public Backend {
         buffers.receive = make_buffer(own);
         buffers.gradients = make_buffer(all);
         write_gradients(bucket, buffers.gradients.data());
+        if (bucket.gradient_microbatches > 1) buffers.accumulated = make_buffer(all);
       }
-      staging_bytes_ +=
-          static_cast<std::int64_t>(buffers.send.size() + buffers.receive.size() +
-                                    buffers.unsharded.size() + buffers.gradients.size());
+      staging_bytes_ += static_cast<std::int64_t>(
+          buffers.send.size() + buffers.receive.size() + buffers.unsharded.size() +
+          buffers.gradients.size() + buffers.accumulated.size());
       buckets_.push_back(std::move(buffers));
     }
+    if (!layout.messages.empty()) {
+      check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &pipeline_comm_), "MPI_Comm_dup");
+      MPI_Comm_set_errhandler(pipeline_comm_, MPI_ERRORS_RETURN);
+    }
+    for (const ReplayMessage& message : layout.messages) {
+      // A send carries the sender's deterministic contents (written once, like the
+      // gradients: the timed work is moving the bytes).
+      MessageBuffer buffer{make_buffer(message.bytes), MPI_REQUEST_NULL};
+      const std::int64_t size = bytes_per_element(message.dtype);
+      for (std::int64_t i = 0; message.outgoing && i < message.bytes / size; ++i) {
+        store(buffer.data.data(), message.dtype, i,
+              data_pattern::message_value(message.tag, message.sender, i));
+      }
+      staging_bytes_ += message.bytes;
+      messages_.push_back(std::move(buffer));
+    }
+  }
+
+  void accumulate_gradients(int stream, int bucket, bool first) override {
+    enqueue(stream, [this, bucket, first] {
+      const ReplayBucket& layout = layout_.buckets[static_cast<std::size_t>(bucket)];
+      BucketBuffers& buffers = buckets_[static_cast<std::size_t>(bucket)];
+      FSDPTUNE_CHECK(layout.kind == CollectiveKind::kReduceScatter && !buffers.accumulated.empty(),
+                     "accumulate_gradients of a bucket that does not accumulate");
+      if (first) {
+        std::memcpy(buffers.accumulated.data(), buffers.gradients.data(),
+                    buffers.accumulated.size());
+        return;
+      }
+      // .grad += this microbatch's gradient, in the reduce dtype (the bucket's).
+      const std::int64_t n =
+          static_cast<std::int64_t>(buffers.accumulated.size()) / bytes_per_element(layout.dtype);
+      std::byte* sum = buffers.accumulated.data();
+      const std::byte* addend = buffers.gradients.data();
+      if (layout.dtype == DType::kFP32) {
+        for (std::int64_t j = 0; j < n; ++j) {
+          const float value = fp32_at(sum, j) + fp32_at(addend, j);
+          std::memcpy(sum + 4 * j, &value, 4);
+        }
+      } else {
+        for (std::int64_t j = 0; j < n; ++j)
+          store(sum, layout.dtype, j, load(sum, layout.dtype, j) + load(addend, layout.dtype, j));
+      }
+    });
+  }
+
+  void send(int stream, int message) override {
+    enqueue(stream, [this, message] {
+      const ReplayMessage& what = layout_.messages[static_cast<std::size_t>(message)];
+      MessageBuffer& buffer = messages_[static_cast<std::size_t>(message)];
+      // Issued, not awaited: complete_sends does (a send never holds up the stream).
+      check_mpi(MPI_Isend(buffer.data.data(), static_cast<int>(buffer.data.size()), MPI_BYTE,
+                          what.peer, what.tag, pipeline_comm_, &buffer.request),
+                "MPI_Isend (pipeline)");
+    });
+  }
+
+  void receive(int stream, int message) override {
+    enqueue(stream, [this, message] {
+      const ReplayMessage& what = layout_.messages[static_cast<std::size_t>(message)];
+      MessageBuffer& buffer = messages_[static_cast<std::size_t>(message)];
+      MPI_Request request = MPI_REQUEST_NULL;
+      check_mpi(MPI_Irecv(buffer.data.data(), static_cast<int>(buffer.data.size()), MPI_BYTE,
+                          what.peer, what.tag, pipeline_comm_, &request),
+                "MPI_Irecv (pipeline)");
+      complete(request, "MPI_Irecv (pipeline)");
+    });
+  }
+
+  void complete_sends(int stream) override {
+    enqueue(stream, [this] {
+      for (MessageBuffer& buffer : messages_) {
+        if (buffer.request != MPI_REQUEST_NULL) complete(buffer.request, "MPI_Isend (pipeline)");
+      }
+    });
+  }
+
+  std::vector<std::byte> read_message(int message) override {
+    return messages_[static_cast<std::size_t>(message)].data;
+  }
+
+  void overwrite_message(int message, std::int64_t byte_offset,
+                         const std::vector<std::byte>& bytes) override {
+    std::vector<std::byte>& data = messages_[static_cast<std::size_t>(message)].data;
+    FSDPTUNE_CHECK(byte_offset >= 0 && byte_offset + static_cast<std::int64_t>(bytes.size()) <=
+                                           static_cast<std::int64_t>(data.size()),
+                   "overwrite_message outside the buffer");
+    std::copy(bytes.begin(), bytes.end(), data.begin() + byte_offset);
   }
 
   void run_ops(int stream, const std::vector<Op>& ops, const std::string& task) override {
@@ -323,7 +427,9 @@ class CpuBackend final : public Backend {
       if (layout.kind != CollectiveKind::kAllGather) {
         // The gradients the backward produced (prepare()): FSDP's copy-in copies them into
         // the flat buffer, which is the byte copy the model prices.
-        std::memcpy(buffers.send.data(), buffers.gradients.data(), buffers.send.size());
+        const std::vector<std::byte>& gradients =
+            buffers.accumulated.empty() ? buffers.gradients : buffers.accumulated;
+        std::memcpy(buffers.send.data(), gradients.data(), buffers.send.size());
         return;
       }
       const int shards_per_rank = layout_.mesh.shards_per_rank;
@@ -688,6 +794,8 @@ class CpuBackend final : public Backend {
   MPI_Op bf16_sum_ = MPI_OP_NULL;
   std::vector<std::byte> persistent_;
   std::vector<BucketBuffers> buckets_;
+  std::vector<MessageBuffer> messages_;  // ReplayLayout::messages
+  MPI_Comm pipeline_comm_ = MPI_COMM_NULL;
   std::int64_t staging_bytes_ = 0;
 
   mutable std::mutex memory_mutex_;

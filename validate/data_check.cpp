@@ -45,6 +45,11 @@ float tp_input(int tp_rank, std::int64_t index) {
   return static_cast<float>((7 * index + 3 * tp_rank + 1) % 17 - 8);
 }
 
+float message_value(int tag, int sender, std::int64_t index) {
+  return static_cast<float>((13 * static_cast<std::int64_t>(tag) + 3 * sender + 7 * index) % 251 -
+                            125);
+}
+
 float shard_value(const ReplaySlot& slot, int shard, std::int64_t j) {
   const std::int64_t index = shard * slot.slot.shard_numel + j;
   return index < slot.slot.numel ? param_value(slot.salt, index, slot.wire) : 0.0f;
@@ -145,13 +150,15 @@ std::string describe(const ReplayBucket& bucket, int bucket_index) {
 
 // What element `element` of a parameter's reduced shard holds on a rank of `mesh`: the sum
 // of the gradients of the shard group's data-parallel ranks, or of all of them when the
-// bucket is all-reduced across replicas; 0 in the padding.
+// bucket is all-reduced across replicas, times the microbatches accumulated into the
+// reduce-scatter input (each adds the same pattern); 0 in the padding.
 float reduced_value(const ReplayBucket& bucket, const ReplaySlot& replay, const ReplayMesh& mesh,
                     std::int64_t element) {
   if (element >= replay.slot.numel) return 0.0f;
   const int first_contributor = bucket.all_reduced ? 0 : mesh.replica * mesh.dp_shard;
   const int contributors = bucket.all_reduced ? mesh.dp_replicate * mesh.dp_shard : mesh.dp_shard;
-  return data_pattern::gradient_sum(first_contributor, contributors, replay.salt, element);
+  return static_cast<float>(bucket.gradient_microbatches) *
+         data_pattern::gradient_sum(first_contributor, contributors, replay.salt, element);
 }
 
 }  // namespace
@@ -244,6 +251,28 @@ std::optional<std::string> check_gradient_shards(const ReplayBucket& bucket, int
               expected, actual);
         }
       }
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> check_message(const ReplayMessage& message, int rank,
+                                         const std::vector<std::byte>& contents) {
+  if (static_cast<std::int64_t>(contents.size()) != message.bytes) {
+    return fmt::format(
+        "pipeline message {} (tag {}) on rank {}: buffer holds {} bytes, expected {}", message.what,
+        message.tag, rank, contents.size(), message.bytes);
+  }
+  const std::int64_t size = bytes_per_element(message.dtype);
+  for (std::int64_t i = 0; i < message.bytes / size; ++i) {
+    const float expected = data_pattern::message_value(message.tag, message.sender, i);
+    const float actual =
+        data_pattern::decode(message.dtype, contents.data() + static_cast<std::size_t>(i * size));
+    if (expected != actual) {
+      return fmt::format(
+          "pipeline message {} (tag {}, from rank {}) on rank {}: element {} (byte {}): expected "
+          "{}, got {}",
+          message.what, message.tag, message.sender, rank, i, i * size, expected, actual);
     }
   }
   return std::nullopt;

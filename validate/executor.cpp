@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -18,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "fsdptune/data_check.hpp"
+#include "fsdptune/pipeline.hpp"
 #include "fsdptune/workload.hpp"
 
 namespace fsdptune {
@@ -194,14 +196,15 @@ bool is_collective(TaskKind kind) {
 }
 
 // The memory events of one step as real allocations: a positive event allocates a block,
-// a negative one releases the oldest live block of its category with exactly that size
-// (else the oldest blocks of the category until the bytes are covered).
+// a negative one releases the oldest live block of its owner (a pipeline chunk; 0 for a
+// single Program) and category with exactly that size (else the oldest blocks of the
+// category until the bytes are covered).
 class MemoryReplay {
  public:
   explicit MemoryReplay(Backend& backend) : backend_(backend) {}
 
-  void apply(const MemoryEvent& event, int stream) {
-    auto& live = live_[static_cast<std::size_t>(event.category)];
+  void apply(const MemoryEvent& event, int stream, int owner = 0) {
+    auto& live = live_[owner][static_cast<std::size_t>(event.category)];
     if (event.bytes > 0) {
       const BlockId block = backend_.allocate(stream, event.bytes);
       live.push_back({block, event.bytes, stream, backend_.record(stream)});
@@ -224,9 +227,11 @@ class MemoryReplay {
 
   // Releases what the step left allocated (on stream 0, after everything).
   void release_all(int stream) {
-    for (auto& live : live_) {
-      for (const Live& block : live) release(block, stream);
-      live.clear();
+    for (auto& [owner, categories] : live_) {
+      for (auto& live : categories) {
+        for (const Live& block : live) release(block, stream);
+        live.clear();
+      }
     }
   }
 
@@ -245,21 +250,28 @@ class MemoryReplay {
   }
 
   Backend& backend_;
-  std::array<std::deque<Live>, static_cast<std::size_t>(MemoryCategory::kCount)> live_;
+  std::map<int, std::array<std::deque<Live>, static_cast<std::size_t>(MemoryCategory::kCount)>>
+      live_;
 };
 
 struct StepRecord {
-  std::vector<TaskTiming> timings;
-  double step_time_s = 0;      // this rank's; the executor then takes the max over ranks
-  double own_step_time_s = 0;  // this rank's
+  std::vector<TaskTiming> timings;  // per task id (a single Program; empty for a pipeline)
+  double step_time_s = 0;           // this rank's; the executor then takes the max over ranks
+  double own_step_time_s = 0;       // this rank's
   double compute_s = 0;
   double exposed_comm_s = 0;
+  // Pipelines: the time this rank's actions ran (each from its start on the compute
+  // stream, after its input arrived, to its last compute task's end) and the last one's end.
+  double busy_s = 0;
+  double pipeline_end_s = 0;
 };
 
-class Replay {
+// How one Program's tasks become backend work: its bucket indices shifted by
+// `bucket_offset` into the layout's buckets (a pipeline rank holds several chunks').
+class ProgramWork {
  public:
-  Replay(const ScheduleFile& schedule, const Workload& workload, Backend& backend)
-      : program_(schedule.program), workload_(workload), backend_(backend) {
+  ProgramWork(const Program& program, const Workload& workload, int bucket_offset)
+      : program_(program), workload_(workload), bucket_offset_(bucket_offset) {
     has_copy_in_.assign(program_.buckets.size(), false);
     has_copy_out_.assign(program_.buckets.size(), false);
     has_all_reduce_.assign(program_.buckets.size(), false);
@@ -280,11 +292,96 @@ class Replay {
     }
   }
 
-  // How many times one step copies bucket `bucket` out (a reduce-scatter bucket: adds it
-  // into the fp32 gradient shards); more than once when the Program accumulates gradients.
-  int copy_outs_per_step(int bucket) const { return copy_outs_[static_cast<std::size_t>(bucket)]; }
+  const Program& program() const { return program_; }
+  int bucket_offset() const { return bucket_offset_; }
 
-  StepRecord step() {
+  // How many times one run of the Program copies bucket `bucket` out (a reduce-scatter
+  // bucket: adds it into the fp32 gradient shards).
+  int copy_outs(int bucket) const { return copy_outs_[static_cast<std::size_t>(bucket)]; }
+
+  void enqueue_work(Backend& backend, const Task& task) const {
+    const int stream = task.stream;
+    if (is_compute(task.kind)) {
+      const std::vector<Op>& ops = task_ops(task, workload_);
+      if (!ops.empty()) backend.run_ops(stream, ops, labels_[static_cast<std::size_t>(task.id)]);
+      return;
+    }
+    const auto bucket = static_cast<std::size_t>(task.bucket);
+    const int index = bucket_offset_ + task.bucket;
+    switch (task.kind) {
+      case TaskKind::kCopyIn:
+        backend.copy_in(stream, index);
+        return;
+      case TaskKind::kCopyOut:
+        backend.copy_out(stream, index);
+        return;
+      default:
+        break;
+    }
+    if (task.kind == TaskKind::kAllReduce) {
+      backend.all_reduce(stream, index);
+    } else if (is_collective(task.kind)) {
+      // A plan without copy tasks (copy_in_out = false) still needs the data in place.
+      if (!has_copy_in_[bucket]) backend.copy_in(stream, index);
+      backend.collective(stream, index);
+    }
+    if (ends_with_copy_out(task)) backend.copy_out(stream, index);
+  }
+
+ private:
+  // Whether `task` ends with its bucket's copy-out although the Program has no copy-out
+  // task for the bucket (copy_in_out = false): the collective does, or with HSDP the
+  // all-reduce after it, so that the gradient shards accumulate the sum over every replica
+  // as they do with a copy-out task (FSDP2's order, docs/plan-format.md).
+  bool ends_with_copy_out(const Task& task) const {
+    if (task.bucket < 0 || has_copy_out_[static_cast<std::size_t>(task.bucket)]) return false;
+    if (task.kind == TaskKind::kAllReduce) return true;
+    return (task.kind == TaskKind::kAllGather || task.kind == TaskKind::kReduceScatter) &&
+           !has_all_reduce_[static_cast<std::size_t>(task.bucket)];
+  }
+
+  const Program& program_;
+  const Workload& workload_;
+  int bucket_offset_ = 0;
+  std::vector<bool> has_copy_in_;
+  std::vector<bool> has_copy_out_;
+  std::vector<bool> has_all_reduce_;
+  std::vector<int> copy_outs_;       // per bucket, per run of the Program
+  std::vector<std::string> labels_;  // per task, for data check messages
+};
+
+// One timed step of whatever the schedule holds.
+class StepReplay {
+ public:
+  virtual ~StepReplay() = default;
+  virtual StepRecord step() = 0;
+  // Per layout bucket: its copy-outs per step (into the fp32 gradient shards).
+  virtual std::vector<int> copy_outs_per_step() const = 0;
+};
+
+// The busy time of the compute stream and the communication not overlapped by it.
+void add_overlap(std::vector<Interval> compute, std::vector<Interval> comm, StepRecord& record) {
+  const auto compute_union = merge(std::move(compute));
+  const auto comm_union = merge(std::move(comm));
+  record.compute_s = length(compute_union);
+  record.exposed_comm_s = length(comm_union) - overlap(comm_union, compute_union);
+}
+
+// A version 1 schedule: its Program once per step.
+class Replay final : public StepReplay {
+ public:
+  Replay(const ScheduleFile& schedule, const Workload& workload, Backend& backend)
+      : program_(schedule.program), work_(schedule.program, workload, 0), backend_(backend) {}
+
+  std::vector<int> copy_outs_per_step() const override {
+    std::vector<int> copy_outs;
+    for (std::size_t b = 0; b < program_.buckets.size(); ++b) {
+      copy_outs.push_back(work_.copy_outs(static_cast<int>(b)));
+    }
+    return copy_outs;
+  }
+
+  StepRecord step() override {
     backend_.reset_events();
     const int streams = static_cast<int>(program_.streams.size());
     const EventId begin = backend_.record(0);
@@ -301,7 +398,7 @@ class Replay {
       for (const MemoryEvent& event : task.memory) {
         if (!event.at_end) memory.apply(event, task.stream);
       }
-      enqueue_work(task);
+      work_.enqueue_work(backend_, task);
       for (const MemoryEvent& event : task.memory) {
         if (event.at_end) memory.apply(event, task.stream);
       }
@@ -321,67 +418,201 @@ class Replay {
           program_.streams[static_cast<std::size_t>(task.stream)].role == StreamRole::kCompute;
       (on_compute ? compute : comm).push_back({timing.start_s, timing.end_s});
     }
-    const auto compute_union = merge(compute);
-    const auto comm_union = merge(comm);
-    record.compute_s = length(compute_union);
-    record.exposed_comm_s = length(comm_union) - overlap(comm_union, compute_union);
+    add_overlap(std::move(compute), std::move(comm), record);
     return record;
   }
 
  private:
-  void enqueue_work(const Task& task) {
-    const int stream = task.stream;
-    if (is_compute(task.kind)) {
-      const std::vector<Op>& ops = task_ops(task, workload_);
-      if (!ops.empty()) backend_.run_ops(stream, ops, labels_[static_cast<std::size_t>(task.id)]);
-      return;
-    }
-    const auto bucket = static_cast<std::size_t>(task.bucket);
-    switch (task.kind) {
-      case TaskKind::kCopyIn:
-        backend_.copy_in(stream, task.bucket);
-        return;
-      case TaskKind::kCopyOut:
-        backend_.copy_out(stream, task.bucket);
-        return;
-      default:
-        break;
-    }
-    if (task.kind == TaskKind::kAllReduce) {
-      backend_.all_reduce(stream, task.bucket);
-    } else if (is_collective(task.kind)) {
-      // A plan without copy tasks (copy_in_out = false) still needs the data in place.
-      if (!has_copy_in_[bucket]) backend_.copy_in(stream, task.bucket);
-      backend_.collective(stream, task.bucket);
-    }
-    if (ends_with_copy_out(task)) backend_.copy_out(stream, task.bucket);
-  }
-
-  // Whether `task` ends with its bucket's copy-out although the Program has no copy-out
-  // task for the bucket (copy_in_out = false): the collective does, or with HSDP the
-  // all-reduce after it, so that the gradient shards accumulate the sum over every replica
-  // as they do with a copy-out task (FSDP2's order, docs/plan-format.md).
-  bool ends_with_copy_out(const Task& task) const {
-    if (task.bucket < 0 || has_copy_out_[static_cast<std::size_t>(task.bucket)]) return false;
-    if (task.kind == TaskKind::kAllReduce) return true;
-    return (task.kind == TaskKind::kAllGather || task.kind == TaskKind::kReduceScatter) &&
-           !has_all_reduce_[static_cast<std::size_t>(task.bucket)];
-  }
-
   const Program& program_;
-  const Workload& workload_;
+  ProgramWork work_;
   Backend& backend_;
-  std::vector<bool> has_copy_in_;
-  std::vector<bool> has_copy_out_;
-  std::vector<bool> has_all_reduce_;
-  std::vector<int> copy_outs_;       // per bucket, per step
-  std::vector<std::string> labels_;  // per task, for data check messages
+};
+
+// A version 2 schedule: this rank's pipeline actions (plan_pipeline_replay) per step, each
+// a part of its chunk's Program, with the messages between stages; the chunks' optimizers
+// after the last action (torchtitan steps the optimizer after the pipeline schedule).
+class PipelineReplay final : public StepReplay {
+ public:
+  PipelineReplay(const ScheduleFile& schedule, const std::vector<Workload>& chunk_workloads,
+                 const ReplayLayout& layout, Backend& backend)
+      : plan_(plan_pipeline_replay(schedule, layout.mesh, layout.rank)),
+        layout_(layout),
+        microbatches_(static_cast<int>(schedule.job.microbatches)),
+        backend_(backend) {
+    const SchedulePipeline& pipeline = *schedule.pipeline;
+    local_.assign(pipeline.chunks.size(), -1);
+    for (const int c : plan_.chunks) {
+      local_[static_cast<std::size_t>(c)] = static_cast<int>(work_.size());
+      work_.push_back(
+          std::make_unique<ProgramWork>(pipeline.chunks[static_cast<std::size_t>(c)].program,
+                                        chunk_workloads[static_cast<std::size_t>(c)],
+                                        plan_.bucket_offsets[static_cast<std::size_t>(c)]));
+      keep_.push_back(schedule.job.microbatches > 1 &&
+                      pipeline.chunks[static_cast<std::size_t>(c)].keep_gathered);
+    }
+    program_streams_ =
+        layout.send_stream >= 0 ? layout.send_stream : static_cast<int>(layout.streams.size());
+  }
+
+  std::vector<int> copy_outs_per_step() const override {
+    std::vector<int> copy_outs(layout_.buckets.size(), 0);
+    for (std::size_t i = 0; i < work_.size(); ++i) {
+      const ProgramWork& work = *work_[i];
+      // A chunk kept gathered reduce-scatters once per step, the others every microbatch.
+      const int runs = keep_[i] ? 1 : microbatches_;
+      for (std::size_t b = 0; b < work.program().buckets.size(); ++b) {
+        copy_outs[static_cast<std::size_t>(work.bucket_offset()) + b] =
+            runs * work.copy_outs(static_cast<int>(b));
+      }
+    }
+    return copy_outs;
+  }
+
+  StepRecord step() override {
+    backend_.reset_events();
+    const int streams = static_cast<int>(layout_.streams.size());
+    const EventId begin = backend_.record(0);
+    for (int s = 1; s < streams; ++s) backend_.wait(s, begin);
+    // End events of this step's tasks by chunk (local), microbatch and task id.
+    ends_.assign(work_.size(), {});
+    for (std::size_t i = 0; i < work_.size(); ++i) {
+      ends_[i].assign(static_cast<std::size_t>(microbatches_),
+                      std::vector<EventId>(work_[i]->program().tasks.size(), -1));
+    }
+    spans_.clear();
+    MemoryReplay memory(backend_);
+    std::vector<std::pair<EventId, EventId>> actions;
+    for (const ReplayAction& action : plan_.actions) {
+      const int local = local_[static_cast<std::size_t>(action.chunk)];
+      if (action.receive_message >= 0) {
+        // The input from the adjacent stage: the compute stream waits for it.
+        backend_.receive(layout_.receive_stream, action.receive_message);
+        backend_.wait(0, backend_.record(layout_.receive_stream));
+      }
+      // The action starts when the compute stream reaches it; its tasks on the other
+      // streams start no earlier (the simulator composes each action from its start).
+      const EventId action_begin = backend_.record(0);
+      for (int s = 1; s < program_streams_; ++s) backend_.wait(s, action_begin);
+      for (const int t : action.tasks) enqueue_task(local, action, t, memory);
+      const EventId action_end = backend_.record(0);
+      actions.emplace_back(action_begin, action_end);
+      if (action.send_message >= 0) {
+        backend_.wait(layout_.send_stream, action_end);
+        backend_.send(layout_.send_stream, action.send_message);
+      }
+    }
+    ReplayAction tail;  // every memory event applies
+    tail.microbatch = microbatches_ - 1;
+    for (const auto& [chunk, task] : plan_.tail) {
+      enqueue_task(local_[static_cast<std::size_t>(chunk)], tail, task, memory);
+    }
+    memory.release_all(0);
+    std::vector<EventId> stream_ends;
+    for (int s = 0; s < program_streams_; ++s) stream_ends.push_back(backend_.record(s));
+    if (layout_.send_stream >= 0) backend_.complete_sends(layout_.send_stream);
+    backend_.synchronize();
+
+    StepRecord record;
+    for (const EventId end : stream_ends) {
+      record.step_time_s = std::max(record.step_time_s, backend_.elapsed_s(begin, end));
+    }
+    for (const auto& [action_begin, action_end] : actions) {
+      record.busy_s += backend_.elapsed_s(action_begin, action_end);
+      record.pipeline_end_s =
+          std::max(record.pipeline_end_s, backend_.elapsed_s(begin, action_end));
+    }
+    std::vector<Interval> compute, comm;
+    for (const Span& span : spans_) {
+      (span.on_compute ? compute : comm)
+          .push_back({backend_.elapsed_s(begin, span.start), backend_.elapsed_s(begin, span.end)});
+    }
+    add_overlap(std::move(compute), std::move(comm), record);
+    return record;
+  }
+
+ private:
+  struct Span {
+    EventId start;
+    EventId end;
+    bool on_compute;
+  };
+
+  // The latest run of task `task` of local chunk `local` at or before microbatch `m` in
+  // this step (-1: not run: a dependency on work this action does not replay, e.g. a
+  // reduce-scatter of a chunk kept gathered before its last microbatch).
+  EventId end_of(int local, int m, int task) const {
+    const auto& by_microbatch = ends_[static_cast<std::size_t>(local)];
+    for (int at = m; at >= 0; --at) {
+      const EventId event =
+          by_microbatch[static_cast<std::size_t>(at)][static_cast<std::size_t>(task)];
+      if (event >= 0) return event;
+    }
+    return -1;
+  }
+
+  static bool applies(const ReplayAction& action, const Task& task, const MemoryEvent& event) {
+    if (event.category == MemoryCategory::kGatheredParams) return action.gathered_params_events;
+    if (event.category == MemoryCategory::kGradients && is_compute(task.kind) && event.bytes > 0) {
+      return action.gradient_allocations;
+    }
+    return true;
+  }
+
+  void enqueue_task(int local, const ReplayAction& action, int id, MemoryReplay& memory) {
+    const ProgramWork& work = *work_[static_cast<std::size_t>(local)];
+    const Program& program = work.program();
+    const Task& task = program.tasks[static_cast<std::size_t>(id)];
+    for (const int dep : task.deps) {
+      const EventId event = end_of(local, action.microbatch, dep);
+      if (event >= 0 && program.tasks[static_cast<std::size_t>(dep)].stream != task.stream) {
+        backend_.wait(task.stream, event);
+      }
+    }
+    const EventId start = backend_.record(task.stream);
+    for (const MemoryEvent& event : task.memory) {
+      if (!event.at_end && applies(action, task, event)) memory.apply(event, task.stream, local);
+    }
+    work.enqueue_work(backend_, task);
+    if (action.accumulate_gradients && task.kind == TaskKind::kBackward) {
+      // The backward of a reduce-scatter bucket's lowest unit (the last of it to run)
+      // completes the bucket's gradients of this microbatch.
+      for (std::size_t b = 0; b < program.buckets.size(); ++b) {
+        const BucketLayout& bucket = program.buckets[b];
+        if (bucket.kind == CollectiveKind::kReduceScatter && bucket.units.first == task.unit) {
+          backend_.accumulate_gradients(task.stream, work.bucket_offset() + static_cast<int>(b),
+                                        action.microbatch == 0);
+        }
+      }
+    }
+    for (const MemoryEvent& event : task.memory) {
+      if (event.at_end && applies(action, task, event)) memory.apply(event, task.stream, local);
+    }
+    const EventId end = backend_.record(task.stream);
+    ends_[static_cast<std::size_t>(local)][static_cast<std::size_t>(action.microbatch)]
+         [static_cast<std::size_t>(id)] = end;
+    spans_.push_back(
+        {start, end,
+         program.streams[static_cast<std::size_t>(task.stream)].role == StreamRole::kCompute});
+  }
+
+  PipelineReplayPlan plan_;
+  const ReplayLayout& layout_;
+  int microbatches_ = 1;
+  Backend& backend_;
+  std::vector<std::unique_ptr<ProgramWork>> work_;  // per local chunk
+  std::vector<bool> keep_;                          // per local chunk: accumulates
+  std::vector<int> local_;                          // per chunk of the job: local index or -1
+  int program_streams_ = 0;
+  std::vector<std::vector<std::vector<EventId>>> ends_;
+  std::vector<Span> spans_;
 };
 
 // The buffers of every bucket and, for reduce-scatter buckets, the fp32 gradient shards
-// their copy-outs accumulated into over `steps` steps from zero.
+// their copy-outs accumulated into over `steps` steps from zero; then the pipeline
+// messages this rank received.
 std::optional<std::string> check_all_buckets(Backend& backend, const ReplayLayout& layout,
-                                             const Replay& replay, int steps) {
+                                             const std::vector<int>& copy_outs_per_step,
+                                             int steps) {
   const std::vector<std::byte> gradient_shards = backend.read_gradient_shards();
   for (std::size_t b = 0; b < layout.buckets.size(); ++b) {
     const ReplayBucket& bucket = layout.buckets[b];
@@ -397,9 +628,16 @@ std::optional<std::string> check_all_buckets(Backend& backend, const ReplayLayou
       }
     }
     if (bucket.kind == CollectiveKind::kAllGather) continue;
+    if (auto failure = check_gradient_shards(bucket, index, layout.mesh, layout.rank,
+                                             steps * copy_outs_per_step[b], gradient_shards)) {
+      return failure;
+    }
+  }
+  for (std::size_t m = 0; m < layout.messages.size(); ++m) {
+    const ReplayMessage& message = layout.messages[m];
+    if (message.outgoing) continue;
     if (auto failure =
-            check_gradient_shards(bucket, index, layout.mesh, layout.rank,
-                                  steps * replay.copy_outs_per_step(index), gradient_shards)) {
+            check_message(message, layout.rank, backend.read_message(static_cast<int>(m)))) {
       return failure;
     }
   }
@@ -429,6 +667,15 @@ void corrupt_for_tests(Backend& backend, const ReplayLayout& layout,
     std::vector<std::byte> bytes(4);
     data_pattern::encode(DType::kFP32, 1000.0f, bytes.data());
     backend.overwrite_gradient_shards(4 * bucket.slots.front().storage_offset, bytes);
+  }
+  const auto messages = static_cast<int>(layout.messages.size());
+  if (options.corrupt_message >= 0 && options.corrupt_message < messages) {
+    // Element 0 of that message buffer, in its dtype.
+    const ReplayMessage& message =
+        layout.messages[static_cast<std::size_t>(options.corrupt_message)];
+    std::vector<std::byte> bytes(static_cast<std::size_t>(bytes_per_element(message.dtype)));
+    data_pattern::encode(message.dtype, 1000.0f, bytes.data());
+    backend.overwrite_message(options.corrupt_message, 0, bytes);
   }
 }
 
@@ -482,55 +729,57 @@ void agree_on_errors(const std::optional<Error>& local_error) {
               fmt::format("rank {}{}{}", first, where.empty() ? "" : ": ", where), what, hint);
 }
 
-ReplayMesh make_replay_mesh(int rank, int dp_replicate, int dp_shard, int tp, int shards_per_rank) {
-  FSDPTUNE_CHECK(dp_replicate >= 1 && dp_shard >= 1 && tp >= 1 && shards_per_rank >= 1,
+ReplayMesh make_replay_mesh(int rank, int dp_replicate, int dp_shard, int tp, int shards_per_rank,
+                            int pp) {
+  FSDPTUNE_CHECK(pp >= 1 && dp_replicate >= 1 && dp_shard >= 1 && tp >= 1 && shards_per_rank >= 1,
                  "mesh sizes must be positive");
-  FSDPTUNE_CHECK(rank >= 0 && rank < dp_replicate * dp_shard * tp, "rank outside the mesh");
+  FSDPTUNE_CHECK(rank >= 0 && rank < pp * dp_replicate * dp_shard * tp, "rank outside the mesh");
   ReplayMesh mesh;
+  mesh.pp = pp;
   mesh.dp_replicate = dp_replicate;
   mesh.dp_shard = dp_shard;
   mesh.tp = tp;
   mesh.shards_per_rank = shards_per_rank;
   mesh.tp_rank = rank % tp;
   mesh.shard = (rank / tp) % dp_shard;
-  mesh.replica = rank / (tp * dp_shard);
+  mesh.replica = (rank / (tp * dp_shard)) % dp_replicate;
+  mesh.stage = rank / (tp * dp_shard * dp_replicate);
   return mesh;
 }
 
 ReplayMesh replay_mesh(const ScheduleFile& schedule, int rank, int world_size, bool scale_down,
                        const std::string& source) {
-  if (schedule.pipeline) {
-    // A version 2 schedule (docs/schedule-format.md): per-chunk Programs, no whole-job one.
-    throw_bad_input(source + ": pipeline",
-                    "the executor replays one FSDP Program on every rank; this is a pipeline "
-                    "schedule (version 2, pp > 1 or microbatches > 1) with one per stage and "
-                    "the sends between stages",
-                    "tune a schedule with --pp 1 --microbatches 1");
-  }
   const JobSpec job = normalize_job(schedule.model, schedule.job);
-  if (job.pp != 1) {
+  if (job.pp != 1 && !schedule.pipeline) {
     throw_bad_input(source + ": job.pp",
-                    fmt::format("pipeline-parallel schedules (pp = {}) are not replayed: the "
-                                "executor runs one Program on every rank, a pipeline needs one "
-                                "per stage and the sends between stages",
+                    fmt::format("pp = {} but the schedule has no per-stage Programs "
+                                "(`pipeline`)",
                                 job.pp),
-                    "validate the FSDP schedule of one stage: tune it with --pp 1");
+                    "tune the job again: a pipelined job is written as a version 2 schedule");
   }
-  const std::int64_t others = job.dp_replicate * job.tp;  // not scaled down
+  // pp is the outermost mesh dimension (torchtitan; pipeline_send_group): every stage has
+  // the same [dp_replicate, dp_shard, tp] mesh, adjacent stages dp_replicate * dp_shard * tp
+  // ranks apart.
+  const std::int64_t others = job.pp * job.dp_replicate * job.tp;  // not scaled down
   const std::int64_t expected = job.dp_shard * others;
+  const auto pp = static_cast<int>(job.pp);
   if (world_size == expected) {
     return make_replay_mesh(rank, static_cast<int>(job.dp_replicate),
-                            static_cast<int>(job.dp_shard), static_cast<int>(job.tp), 1);
+                            static_cast<int>(job.dp_shard), static_cast<int>(job.tp), 1, pp);
   }
   std::vector<std::string> fitting;  // world sizes a scaled-down replay accepts (< expected)
   for (std::int64_t shard = 1; shard < job.dp_shard; ++shard) {
     if (job.dp_shard % shard == 0) fitting.push_back(std::to_string(shard * others));
   }
-  const std::string mesh =
-      fmt::format("dp_replicate {} x dp_shard {} x tp {}", job.dp_replicate, job.dp_shard, job.tp);
+  const std::string mesh = job.pp > 1 ? fmt::format("pp {} x dp_replicate {} x dp_shard {} x tp {}",
+                                                    job.pp, job.dp_replicate, job.dp_shard, job.tp)
+                                      : fmt::format("dp_replicate {} x dp_shard {} x tp {}",
+                                                    job.dp_replicate, job.dp_shard, job.tp);
+  // A pipeline's world size is named by its outermost dimension.
+  const std::string field = source + (job.pp > 1 ? ": job.pp" : ": job.dp_shard");
   if (!scale_down) {
     throw_bad_input(
-        source + ": job.dp_shard",
+        field,
         fmt::format("the schedule is for {} ranks but {} were started ({})", expected, world_size,
                     mesh),
         fmt::format("run it with mpirun -np {} (or srun -n {}){}", expected, expected,
@@ -539,24 +788,25 @@ ReplayMesh replay_mesh(const ScheduleFile& schedule, int rank, int world_size, b
                                                   fmt::join(fitting, ", "))));
   }
   if (world_size % others != 0 || job.dp_shard % (world_size / others) != 0) {
-    throw_bad_input(source + ": job.dp_shard",
-                    fmt::format("--scale-down keeps dp_replicate and tp and divides dp_shard: "
+    throw_bad_input(field,
+                    fmt::format("--scale-down keeps {}dp_replicate and tp and divides dp_shard: "
                                 "{} ranks do not fit {}",
-                                world_size, mesh),
+                                job.pp > 1 ? "pp, " : "", world_size, mesh),
                     fmt::format("start {}{}{} ranks", fmt::join(fitting, ", "),
                                 fitting.empty() ? "" : " or ", expected));
   }
   const auto shard = static_cast<int>(world_size / others);
   return make_replay_mesh(rank, static_cast<int>(job.dp_replicate), shard, static_cast<int>(job.tp),
-                          static_cast<int>(job.dp_shard / shard));
+                          static_cast<int>(job.dp_shard / shard), pp);
 }
 
-void check_replayable(const ScheduleFile& schedule, int world_size, const std::string& source,
-                      bool scale_down) {
-  const ReplayMesh mesh = replay_mesh(schedule, 0, world_size, scale_down, source);
-  const Workload workload = workload_of(schedule);
-  const Program& program = schedule.program;
-  if (program.streams.empty()) throw_bad_input(source + ": program.streams", "no streams");
+namespace {
+
+// check_replayable of one Program (the schedule's, or a pipeline chunk's at `prefix`, e.g.
+// "s.json: pipeline.chunks[1].program") on its workload.
+void check_program(const Program& program, const Workload& workload, const ReplayMesh& mesh,
+                   const std::string& source, const std::string& prefix) {
+  if (program.streams.empty()) throw_bad_input(prefix + ".streams", "no streams");
   for (std::size_t u = 0; u < workload.units.size(); ++u) {
     const Unit& unit = workload.units[u];
     for (const auto* ops : {&unit.forward_ops, &unit.recompute_ops, &unit.backward_ops}) {
@@ -574,7 +824,7 @@ void check_replayable(const ScheduleFile& schedule, int world_size, const std::s
   }
   for (std::size_t b = 0; b < program.buckets.size(); ++b) {
     const BucketLayout& bucket = program.buckets[b];
-    const std::string where = fmt::format("{}: program.buckets[{}]", source, b);
+    const std::string where = fmt::format("{}.buckets[{}]", prefix, b);
     if (bucket.kind != CollectiveKind::kAllGather &&
         bucket.kind != CollectiveKind::kReduceScatter) {
       throw_bad_input(where, "the executor replays all-gather and reduce-scatter buckets only");
@@ -589,7 +839,7 @@ void check_replayable(const ScheduleFile& schedule, int world_size, const std::s
     }
   }
   for (const Task& task : program.tasks) {
-    const std::string where = fmt::format("{}: program.tasks[{}]", source, task.id);
+    const std::string where = fmt::format("{}.tasks[{}]", prefix, task.id);
     if (task.stream < 0 || task.stream >= static_cast<int>(program.streams.size())) {
       throw_bad_input(where + ".stream", "unknown stream");
     }
@@ -612,36 +862,113 @@ void check_replayable(const ScheduleFile& schedule, int world_size, const std::s
                       "an all-reduce (HSDP) must follow a reduce-scatter bucket");
     }
   }
-  (void)make_replay_layout(schedule, workload, 0, mesh);  // checks parameters and dtypes
 }
 
-ReplayLayout make_replay_layout(const ScheduleFile& schedule, const Workload& workload, int rank,
-                                const ReplayMesh& mesh) {
-  ReplayLayout layout;
-  layout.rank = rank;
-  layout.world_size = mesh.world_size();
-  layout.mesh = mesh;
-  layout.streams = schedule.program.streams;
-  // Each parameter's shards_per_rank consecutive shards, back to back.
-  struct Stored {
-    std::int64_t offset;
-    const Param* param;
-  };
-  std::map<std::string, Stored> storage;
-  for (const Unit& unit : workload.units) {
-    for (const Param& param : unit.params) {
-      storage.emplace(param.name, Stored{layout.shard_storage_elements, &param});
-      layout.shard_storage_elements += param.shard_numel * mesh.shards_per_rank;
+// The pipeline phases of a chunk's one-microbatch Program (the split simulate_pipeline's
+// ChunkTimes and pipeline_chrome_trace make): the forward phase is every task up to the
+// last forward compute task (its gathers, copies and forwards: the lowering issues
+// backward gathers only after the forward pass), the backward phase the rest but the
+// optimizer, which is the tail. Throws naming `prefix` when the Program is not so split.
+void check_phases(const Program& program, const std::string& prefix) {
+  if (program.streams.empty() || program.streams[0].role != StreamRole::kCompute) {
+    throw_bad_input(prefix + ".streams[0]", "a pipeline chunk's first stream must be compute");
+  }
+  int last_forward = -1;
+  for (const Task& task : program.tasks) {
+    if (task.kind == TaskKind::kForward) last_forward = task.id;
+  }
+  if (last_forward < 0) throw_bad_input(prefix + ".tasks", "no forward task");
+  for (const Task& task : program.tasks) {
+    const std::string where = fmt::format("{}.tasks[{}]", prefix, task.id);
+    const bool backward_kind =
+        task.kind == TaskKind::kRecompute || task.kind == TaskKind::kBackward ||
+        task.kind == TaskKind::kReduceScatter || task.kind == TaskKind::kAllReduce ||
+        task.kind == TaskKind::kOptimizer;
+    if (task.id <= last_forward && backward_kind) {
+      throw_bad_input(where + ".kind",
+                      fmt::format("a {} task before the last forward task: the executor replays "
+                                  "a chunk's forward and backward as separate pipeline actions",
+                                  to_string(task.kind)));
+    }
+    if (task.kind == TaskKind::kOptimizer) {
+      for (const Task& later : program.tasks) {
+        if (std::find(later.deps.begin(), later.deps.end(), task.id) != later.deps.end()) {
+          throw_bad_input(where, "a task depends on the optimizer: it must be the tail");
+        }
+      }
     }
   }
-  const int shards = mesh.schedule_dp_shard();
-  for (std::size_t b = 0; b < schedule.program.buckets.size(); ++b) {
-    const BucketLayout& bucket = schedule.program.buckets[b];
-    ReplayBucket replay{bucket.kind, bucket.dtype, bucket.shard_elements, 0, {}, false};
+}
+
+}  // namespace
+
+void check_replayable(const ScheduleFile& schedule, int world_size, const std::string& source,
+                      bool scale_down) {
+  const ReplayMesh mesh = replay_mesh(schedule, 0, world_size, scale_down, source);
+  const Workload workload = workload_of(schedule);
+  if (!schedule.pipeline) {
+    check_program(schedule.program, workload, mesh, source, source + ": program");
+    (void)make_replay_layout(schedule, workload, 0, mesh);  // checks parameters and dtypes
+    return;
+  }
+  const SchedulePipeline& pipeline = *schedule.pipeline;
+  const JobSpec job = normalize_job(schedule.model, schedule.job);
+  if (static_cast<std::int64_t>(pipeline.chunks.size()) != job.pp * job.virtual_stages) {
+    throw_bad_input(source + ": pipeline.chunks",
+                    fmt::format("{} chunks for pp {} x virtual_stages {}", pipeline.chunks.size(),
+                                job.pp, job.virtual_stages));
+  }
+  // Message tags (sending chunk, microbatch, direction) must fit MPI's guaranteed range.
+  if (2 * job.pp * job.virtual_stages * job.microbatches > 32767) {
+    throw_bad_input(source + ": job.microbatches",
+                    "too many chunk-microbatches for the executor's message tags (32767)");
+  }
+  for (std::size_t c = 0; c < pipeline.chunks.size(); ++c) {
+    const ScheduleChunk& chunk = pipeline.chunks[c];
+    const std::string prefix = fmt::format("{}: pipeline.chunks[{}]", source, c);
+    const Workload chunk_units = chunk_workload(workload, chunk.units);
+    check_program(chunk.program, chunk_units, mesh, source, prefix + ".program");
+    check_phases(chunk.program, prefix + ".program");
+    if (chunk.keep_gathered &&
+        std::any_of(chunk.plan.reshard_after_forward.begin(),
+                    chunk.plan.reshard_after_forward.end(), [](bool reshard) { return reshard; })) {
+      throw_bad_input(prefix + ".plan.reshard_after_forward",
+                      "a chunk that keeps its parameters gathered across microbatches must not "
+                      "reshard after forward");
+    }
+  }
+  // Every stage's layout: parameters, dtypes and messages.
+  for (int stage = 0; stage < mesh.pp; ++stage) {
+    const ReplayMesh stage_mesh =
+        replay_mesh(schedule, stage * mesh.stage_size(), world_size, scale_down, source);
+    (void)make_replay_layout(schedule, workload, stage * mesh.stage_size(), stage_mesh);
+  }
+}
+
+namespace {
+
+// Where each parameter's fp32 shards live in the rank's shard storage.
+struct StoredParam {
+  std::int64_t offset;
+  const Param* param;
+};
+
+// Appends the layouts of `program`'s buckets to `layout` (parameters from `storage`;
+// `prefix` names the Program in errors, e.g. "program").
+void append_buckets(const Program& program, const std::map<std::string, StoredParam>& storage,
+                    int gradient_microbatches, const std::string& prefix, ReplayLayout& layout) {
+  const int shards = layout.mesh.schedule_dp_shard();
+  const std::size_t first = layout.buckets.size();
+  for (std::size_t b = 0; b < program.buckets.size(); ++b) {
+    const BucketLayout& bucket = program.buckets[b];
+    ReplayBucket replay{bucket.kind, bucket.dtype, bucket.shard_elements, 0, {}, false, 1};
+    if (bucket.kind == CollectiveKind::kReduceScatter) {
+      replay.gradient_microbatches = gradient_microbatches;
+    }
     std::int64_t elements = 0;
     for (const BufferSlot& slot : bucket.slots) {
       const auto found = storage.find(slot.param);
-      const std::string where = fmt::format("program.buckets[{}].slots", b);
+      const std::string where = fmt::format("{}.buckets[{}].slots", prefix, b);
       if (found == storage.end()) throw_bad_input(where, "unknown parameter " + slot.param);
       if (slot.offset != elements || slot.shard_numel < 0 ||
           slot.offset + slot.shard_numel > bucket.shard_elements ||
@@ -660,7 +987,7 @@ ReplayLayout make_replay_layout(const ScheduleFile& schedule, const Workload& wo
                         "the executor moves bf16, fp32 or fp8 only, not " + to_string(wire));
       }
       if (bucket.kind != CollectiveKind::kAllGather && wire != bucket.dtype) {
-        throw_bad_input(fmt::format("program.buckets[{}].dtype", b),
+        throw_bad_input(fmt::format("{}.buckets[{}].dtype", prefix, b),
                         fmt::format("a reduce-scatter bucket of {} holds {} gradients ({})",
                                     to_string(bucket.dtype), to_string(wire), slot.param));
       }
@@ -670,30 +997,183 @@ ReplayLayout make_replay_layout(const ScheduleFile& schedule, const Workload& wo
     }
     if (elements != bucket.shard_elements) {
       throw_bad_input(
-          fmt::format("program.buckets[{}].shard_elements", b),
+          fmt::format("{}.buckets[{}].shard_elements", prefix, b),
           fmt::format("{} elements per shard, its slots hold {}", bucket.shard_elements, elements));
     }
     if (bucket.kind == CollectiveKind::kAllGather && !replay.slots.empty()) {
       // The lowering names the wire dtype when the parameters agree on one.
-      const DType first = replay.slots.front().wire;
+      const DType wire = replay.slots.front().wire;
       const bool uniform = std::all_of(replay.slots.begin(), replay.slots.end(),
-                                       [&](const ReplaySlot& s) { return s.wire == first; });
-      if (uniform && bucket.dtype != first) {
-        throw_bad_input(fmt::format("program.buckets[{}].dtype", b),
+                                       [&](const ReplaySlot& s) { return s.wire == wire; });
+      if (uniform && bucket.dtype != wire) {
+        throw_bad_input(fmt::format("{}.buckets[{}].dtype", prefix, b),
                         fmt::format("the bucket says {} but its parameters are gathered in {}",
-                                    to_string(bucket.dtype), to_string(first)));
+                                    to_string(bucket.dtype), to_string(wire)));
       }
     }
     layout.buckets.push_back(std::move(replay));
   }
-  for (const Task& task : schedule.program.tasks) {
+  for (const Task& task : program.tasks) {
     if (task.kind == TaskKind::kAllReduce && task.bucket >= 0 &&
-        task.bucket < static_cast<int>(layout.buckets.size())) {
-      layout.buckets[static_cast<std::size_t>(task.bucket)].all_reduced = true;
+        task.bucket < static_cast<int>(program.buckets.size())) {
+      layout.buckets[first + static_cast<std::size_t>(task.bucket)].all_reduced = true;
     }
   }
-  // Tracked as scheduled; the shard storage lives inside it when it fits (backend.hpp).
-  layout.persistent_bytes = schedule.program.persistent_bytes;
+}
+
+// Each parameter of `units` gets its shards_per_rank consecutive shards, back to back.
+void store_params(const Workload& workload, const std::vector<int>& units,
+                  std::map<std::string, StoredParam>& storage, ReplayLayout& layout) {
+  for (const int u : units) {
+    for (const Param& param : workload.units[static_cast<std::size_t>(u)].params) {
+      storage.emplace(param.name, StoredParam{layout.shard_storage_elements, &param});
+      layout.shard_storage_elements += param.shard_numel * layout.mesh.shards_per_rank;
+    }
+  }
+}
+
+// Does chunk `chunk` of the schedule accumulate gradients over microbatches (kept
+// gathered, M > 1)?
+bool accumulates(const ScheduleFile& schedule, int chunk) {
+  return schedule.pipeline->chunks[static_cast<std::size_t>(chunk)].keep_gathered &&
+         schedule.job.microbatches > 1;
+}
+
+}  // namespace
+
+PipelineReplayPlan plan_pipeline_replay(const ScheduleFile& schedule, const ReplayMesh& mesh,
+                                        int rank) {
+  FSDPTUNE_CHECK(schedule.pipeline.has_value(), "plan_pipeline_replay of a version 1 schedule");
+  const SchedulePipeline& pipeline = *schedule.pipeline;
+  const JobSpec job = normalize_job(schedule.model, schedule.job);
+  const int P = static_cast<int>(job.pp);
+  const int V = static_cast<int>(job.virtual_stages);
+  const int M = static_cast<int>(job.microbatches);
+  const int C = static_cast<int>(pipeline.chunks.size());
+  FSDPTUNE_CHECK(P == mesh.pp && C == P * V, "plan_pipeline_replay: pp x virtual stages chunks");
+  PipelineReplayPlan plan;
+  plan.bucket_offsets.assign(static_cast<std::size_t>(C), -1);
+  int buckets = 0;
+  for (int c = mesh.stage; c < C; c += P) {
+    plan.chunks.push_back(c);
+    plan.bucket_offsets[static_cast<std::size_t>(c)] = buckets;
+    buckets +=
+        static_cast<int>(pipeline.chunks[static_cast<std::size_t>(c)].program.buckets.size());
+  }
+  const Workload workload = workload_of(schedule);
+  const std::int64_t message_bytes = pipeline_send_bytes(workload);
+  // The rank at the same place in the stage of chunk c.
+  auto rank_of_chunk = [&](int c) { return (c % P) * mesh.stage_size() + mesh.rank_in_stage(); };
+  auto tag = [&](int sender_chunk, int m, bool backward) {
+    return (sender_chunk * M + m) * 2 + (backward ? 1 : 0);
+  };
+  auto add_message = [&](bool outgoing, int sender_chunk, int receiver_chunk, int m,
+                         bool backward) {
+    ReplayMessage message;
+    message.outgoing = outgoing;
+    message.peer = rank_of_chunk(outgoing ? receiver_chunk : sender_chunk);
+    message.sender = outgoing ? rank : message.peer;
+    message.tag = tag(sender_chunk, m, backward);
+    message.dtype = job.param_dtype;
+    message.bytes = message_bytes;
+    message.what = fmt::format("{} of chunk {} microbatch {} (chunk {} -> chunk {})",
+                               backward ? "gradient" : "activation", sender_chunk, m, sender_chunk,
+                               receiver_chunk);
+    plan.messages.push_back(std::move(message));
+    return static_cast<int>(plan.messages.size()) - 1;
+  };
+  for (const PipelineAction& order : pipeline_order(P, V, M, job.pp_schedule, mesh.stage)) {
+    const int c = order.chunk;
+    const int m = order.microbatch;
+    const ScheduleChunk& chunk = pipeline.chunks[static_cast<std::size_t>(c)];
+    const Program& program = chunk.program;
+    const bool keep = accumulates(schedule, c);
+    ReplayAction action;
+    action.chunk = c;
+    action.microbatch = m;
+    action.backward = order.backward;
+    int last_forward = -1;
+    for (const Task& task : program.tasks) {
+      if (task.kind == TaskKind::kForward) last_forward = task.id;
+    }
+    // The whole phase, or (kept gathered, not the first forward / last backward) its
+    // compute only.
+    const bool whole = !keep || (order.backward ? m == M - 1 : m == 0);
+    for (const Task& task : program.tasks) {
+      if (task.kind == TaskKind::kOptimizer) continue;
+      const bool forward_phase = task.id <= last_forward;
+      if (forward_phase == order.backward) continue;
+      const bool compute =
+          order.backward ? (task.kind == TaskKind::kRecompute || task.kind == TaskKind::kBackward)
+                         : task.kind == TaskKind::kForward;
+      if (whole || compute) action.tasks.push_back(task.id);
+    }
+    action.gathered_params_events = whole;
+    action.gradient_allocations = !keep || (order.backward && m == 0);
+    action.accumulate_gradients = keep && order.backward;
+    if (P > 1) {
+      // Adjacent chunks are on different ranks whenever there is more than one.
+      if (!order.backward) {
+        if (c > 0) action.receive_message = add_message(false, c - 1, c, m, false);
+        if (c + 1 < C) action.send_message = add_message(true, c, c + 1, m, false);
+      } else {
+        if (c + 1 < C) action.receive_message = add_message(false, c + 1, c, m, true);
+        if (c > 0) action.send_message = add_message(true, c, c - 1, m, true);
+      }
+    }
+    plan.actions.push_back(std::move(action));
+  }
+  for (const int c : plan.chunks) {
+    for (const Task& task : pipeline.chunks[static_cast<std::size_t>(c)].program.tasks) {
+      if (task.kind == TaskKind::kOptimizer) plan.tail.emplace_back(c, task.id);
+    }
+  }
+  return plan;
+}
+
+ReplayLayout make_replay_layout(const ScheduleFile& schedule, const Workload& workload, int rank,
+                                const ReplayMesh& mesh) {
+  ReplayLayout layout;
+  layout.rank = rank;
+  layout.world_size = mesh.world_size();
+  layout.mesh = mesh;
+  std::map<std::string, StoredParam> storage;
+  if (!schedule.pipeline) {
+    layout.streams = schedule.program.streams;
+    std::vector<int> units(workload.units.size());
+    for (std::size_t u = 0; u < units.size(); ++u) units[u] = static_cast<int>(u);
+    store_params(workload, units, storage, layout);
+    append_buckets(schedule.program, storage, 1, "program", layout);
+    // Tracked as scheduled; the shard storage lives inside it when it fits (backend.hpp).
+    layout.persistent_bytes = schedule.program.persistent_bytes;
+    return layout;
+  }
+  const SchedulePipeline& pipeline = *schedule.pipeline;
+  // Streams by index, the same number on every rank (communicators are split over the
+  // world once per stream).
+  for (const ScheduleChunk& chunk : pipeline.chunks) {
+    for (std::size_t s = layout.streams.size(); s < chunk.program.streams.size(); ++s) {
+      layout.streams.push_back(chunk.program.streams[s]);
+    }
+  }
+  const PipelineReplayPlan plan = plan_pipeline_replay(schedule, mesh, rank);
+  for (const int c : plan.chunks) {
+    store_params(workload, pipeline.chunks[static_cast<std::size_t>(c)].units, storage, layout);
+  }
+  for (const int c : plan.chunks) {
+    const ScheduleChunk& chunk = pipeline.chunks[static_cast<std::size_t>(c)];
+    append_buckets(chunk.program, storage,
+                   accumulates(schedule, c) ? static_cast<int>(schedule.job.microbatches) : 1,
+                   fmt::format("pipeline.chunks[{}].program", c), layout);
+    layout.persistent_bytes += chunk.program.persistent_bytes;
+  }
+  if (mesh.pp > 1) {
+    layout.send_stream = static_cast<int>(layout.streams.size());
+    layout.streams.push_back({"pipeline send", StreamRole::kCommunication});
+    layout.receive_stream = static_cast<int>(layout.streams.size());
+    layout.streams.push_back({"pipeline receive", StreamRole::kCommunication});
+  }
+  layout.messages = plan.messages;
   return layout;
 }
 
@@ -718,12 +1198,22 @@ MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& opti
   const Workload workload = workload_of(schedule);
   const ReplayMesh mesh = replay_mesh(schedule, rank, world, options.scale_down, "schedule");
   const ReplayLayout layout = make_replay_layout(schedule, workload, rank, mesh);
+  std::vector<Workload> chunk_workloads;
+  if (schedule.pipeline) {
+    for (const ScheduleChunk& chunk : schedule.pipeline->chunks) {
+      chunk_workloads.push_back(chunk_workload(workload, chunk.units));
+    }
+  }
   std::unique_ptr<Backend> backend;
   std::optional<Error> setup_error;
   try {
     if (options.backend == "cpu") {
       backend = make_cpu_backend();
     } else if (options.backend == "cuda") {
+      if (schedule.pipeline) {
+        throw_bad_input("--backend", "the cuda backend replays version-1 schedules only",
+                        "replay this pipeline schedule with --backend cpu");
+      }
       backend = make_cuda_backend(mpi.local_rank());
     } else {
       throw_bad_input("--backend", "unknown backend '" + options.backend + "'", "cpu or cuda");
@@ -737,7 +1227,12 @@ MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& opti
   try {
     backend->prepare(layout);
     Watchdog watchdog(*backend, rank, options.timeout_s);
-    Replay replay(schedule, workload, *backend);
+    std::unique_ptr<StepReplay> replay;
+    if (schedule.pipeline) {
+      replay = std::make_unique<PipelineReplay>(schedule, chunk_workloads, layout, *backend);
+    } else {
+      replay = std::make_unique<Replay>(schedule, workload, *backend);
+    }
     if (rank == options.stall_rank) {
       watchdog.beat("stalled on purpose (--debug-stall-rank)");
       for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -755,7 +1250,7 @@ MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& opti
       watchdog.beat(fmt::format("waiting for the other ranks before step {}", step));
       MPI_Barrier(MPI_COMM_WORLD);
       watchdog.beat(fmt::format("replaying step {}", step));
-      StepRecord record = replay.step();
+      StepRecord record = replay->step();
       record.own_step_time_s = record.step_time_s;
       double slowest_s = 0;
       MPI_Allreduce(&record.step_time_s, &slowest_s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -765,7 +1260,8 @@ MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& opti
         std::optional<std::string> message = backend->tp_check_failure();
         backend->set_data_check({});
         if (rank == world - 1) corrupt_for_tests(*backend, layout, options);
-        if (!message) message = check_all_buckets(*backend, layout, replay, 1);
+        if (!message)
+          message = check_all_buckets(*backend, layout, replay->copy_outs_per_step(), 1);
         std::optional<Error> failure;
         if (message) failure = Error(ErrorKind::kRuntime, "--check-data", *message);
         try {
@@ -778,13 +1274,16 @@ MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& opti
     }
     watchdog.beat("collecting results");
 
-    std::int64_t peak = backend->peak_tracked_bytes();
+    const std::int64_t peak = backend->peak_tracked_bytes();
     std::int64_t max_peak = 0;
     MPI_Allreduce(&peak, &max_peak, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+    std::vector<std::int64_t> peaks(static_cast<std::size_t>(world), 0);
+    MPI_Gather(&peak, 1, MPI_INT64_T, peaks.data(), 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
 
     measured.schedule_hash = hash;
     measured.backend = backend->name();
     measured.world_size = world;
+    measured.pp = mesh.pp;
     measured.dp_replicate = mesh.dp_replicate;
     measured.dp_shard = mesh.dp_shard;
     measured.tp = mesh.tp;
@@ -792,17 +1291,21 @@ MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& opti
     measured.iterations = options.iterations;
     measured.warmup = options.warmup;
     measured.data_checked = options.check_data;
-    std::vector<double> compute, exposed;
+    std::vector<double> compute, exposed, own_steps, busy, pipeline_end;
     for (const StepRecord& record : records) {
       measured.step_times_s.push_back(record.step_time_s);
       compute.push_back(record.compute_s);
       exposed.push_back(record.exposed_comm_s);
+      own_steps.push_back(record.own_step_time_s);
+      busy.push_back(record.busy_s);
+      pipeline_end.push_back(record.pipeline_end_s);
     }
     measured.step_time_s = median(measured.step_times_s);
     measured.compute_s = median(compute);
     measured.exposed_comm_s = median(exposed);
     measured.peak_allocated_bytes = max_peak;
-    for (std::size_t t = 0; t < schedule.program.tasks.size(); ++t) {
+    const std::size_t task_count = records.empty() ? 0 : records.front().timings.size();
+    for (std::size_t t = 0; t < task_count; ++t) {
       std::vector<double> starts, ends;
       for (const StepRecord& record : records) {
         starts.push_back(record.timings[t].start_s);
@@ -812,25 +1315,52 @@ MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& opti
     }
     // Every rank's own view (medians over the measured steps), gathered to rank 0: a
     // collective's time on one rank includes waiting for the others to join it.
-    {
-      std::vector<double> own_steps;
-      for (const StepRecord& record : records) own_steps.push_back(record.own_step_time_s);
-      std::vector<double> mine{median(own_steps)};
-      for (const TaskTiming& timing : measured.timings) {
-        mine.push_back(timing.start_s);
-        mine.push_back(timing.end_s);
+    constexpr std::size_t kHead = 5;  // step, compute, exposed, busy, pipeline end
+    std::vector<double> mine{median(own_steps), median(compute), median(exposed), median(busy),
+                             median(pipeline_end)};
+    for (const TaskTiming& timing : measured.timings) {
+      mine.push_back(timing.start_s);
+      mine.push_back(timing.end_s);
+    }
+    std::vector<double> all(rank == 0 ? mine.size() * static_cast<std::size_t>(world) : 0);
+    MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(),
+               static_cast<int>(mine.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    std::vector<std::array<double, kHead>> heads;
+    for (int r = 0; rank == 0 && r < world; ++r) {
+      const double* values = all.data() + static_cast<std::size_t>(r) * mine.size();
+      RankMeasurement view;
+      view.step_time_s = values[0];
+      view.peak_allocated_bytes = peaks[static_cast<std::size_t>(r)];
+      for (std::size_t t = 0; t < measured.timings.size(); ++t) {
+        view.timings.push_back({values[kHead + 2 * t], values[kHead + 1 + 2 * t]});
       }
-      std::vector<double> all(rank == 0 ? mine.size() * static_cast<std::size_t>(world) : 0);
-      MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(),
-                 static_cast<int>(mine.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD);
-      for (int r = 0; rank == 0 && r < world; ++r) {
-        const double* values = all.data() + static_cast<std::size_t>(r) * mine.size();
-        RankMeasurement view{values[0], {}};
-        for (std::size_t t = 0; t < measured.timings.size(); ++t) {
-          view.timings.push_back({values[1 + 2 * t], values[2 + 2 * t]});
-        }
-        measured.ranks.push_back(std::move(view));
+      measured.ranks.push_back(std::move(view));
+      heads.push_back({values[0], values[1], values[2], values[3], values[4]});
+    }
+    if (schedule.pipeline && rank == 0) {
+      // Each stage as its slowest rank; compute and exposed communication of the slowest
+      // rank of the step (what the prediction's summary reports).
+      MeasuredPipeline pipeline;
+      pipeline.microbatches = schedule.job.microbatches;
+      pipeline.virtual_stages = schedule.job.virtual_stages;
+      pipeline.schedule = to_string(schedule.job.pp_schedule);
+      pipeline.message_bytes = pipeline_send_bytes(workload);
+      pipeline.stages.resize(static_cast<std::size_t>(mesh.pp));
+      std::size_t slowest = 0;
+      for (int r = 0; r < world; ++r) {
+        const auto& head = heads[static_cast<std::size_t>(r)];
+        MeasuredStage& stage = pipeline.stages[static_cast<std::size_t>(r / mesh.stage_size())];
+        stage.rank = r / mesh.stage_size();
+        stage.end_s = std::max(stage.end_s, head[0]);
+        stage.busy_s = std::max(stage.busy_s, head[3]);
+        stage.pipeline_end_s = std::max(stage.pipeline_end_s, head[4]);
+        stage.peak_allocated_bytes =
+            std::max(stage.peak_allocated_bytes, peaks[static_cast<std::size_t>(r)]);
+        if (head[0] > heads[slowest][0]) slowest = static_cast<std::size_t>(r);
       }
+      measured.compute_s = heads[slowest][1];
+      measured.exposed_comm_s = heads[slowest][2];
+      measured.pipeline = std::move(pipeline);
     }
     measured.environment = backend->environment();
     measured.environment["host"] = host_name();
@@ -847,6 +1377,25 @@ MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& opti
     abort_all_ranks(rank, e.what(), 1);
   }
   return measured;
+}
+
+// Backends without pipeline support (the cuda backend replays version 1 schedules only).
+namespace {
+[[noreturn]] void no_pipelines(const Backend& backend) {
+  throw_runtime("--backend " + backend.name(),
+                "this backend replays version-1 schedules only (no pipeline messages or "
+                "gradient accumulation)",
+                "replay pipeline schedules with --backend cpu");
+}
+}  // namespace
+
+void Backend::accumulate_gradients(int, int, bool) { no_pipelines(*this); }
+void Backend::send(int, int) { no_pipelines(*this); }
+void Backend::receive(int, int) { no_pipelines(*this); }
+void Backend::complete_sends(int) { no_pipelines(*this); }
+std::vector<std::byte> Backend::read_message(int) { no_pipelines(*this); }
+void Backend::overwrite_message(int, std::int64_t, const std::vector<std::byte>&) {
+  no_pipelines(*this);
 }
 
 }  // namespace fsdptune

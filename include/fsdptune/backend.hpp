@@ -4,11 +4,12 @@
 // synchronize(). The cpu backend emulates this with one worker thread per stream and MPI
 // collectives; the cuda backend is CUDA streams, events, cuBLAS and NCCL.
 //
-// Groups: the run's mesh is [dp_replicate, dp_shard, tp] with tp innermost (torchtitan;
+// Groups: the run's mesh is [pp, dp_replicate, dp_shard, tp] with tp innermost (torchtitan;
 // ReplayMesh). FSDP bucket collectives run over the shard group, the HSDP all-reduce over
-// the replica group, the TP collectives inside compute ops over the TP group; each stream
-// has its own communicator of each group (collectives on one communicator are issued in
-// the same order on every rank, which holds within a stream).
+// the replica group, the TP collectives inside compute ops over the TP group, all inside
+// one pipeline stage; each stream has its own communicator of each group (collectives on
+// one communicator are issued in the same order on every rank, which holds within a
+// stream). Pipeline stages exchange point-to-point messages (ReplayMessage).
 //
 // Virtual shards (--scale-down): a rank may hold `shards_per_rank` consecutive shards of
 // the schedule's dp_shard ("virtual ranks"). Each bucket's flat buffers are then laid out
@@ -42,20 +43,27 @@
 
 namespace fsdptune {
 
-// The run's device mesh and this rank's place in it: rank = (replica * dp_shard + shard)
-// * tp + tp_rank (torchtitan's [dp_replicate, dp_shard, tp], tp innermost).
+// The run's device mesh and this rank's place in it: rank = ((stage * dp_replicate +
+// replica) * dp_shard + shard) * tp + tp_rank (torchtitan's [pp, dp_replicate, dp_shard,
+// tp], tp innermost; pipeline_send_group: adjacent stages dp_replicate * dp_shard * tp
+// ranks apart).
 struct ReplayMesh {
+  int pp = 1;  // pipeline stages
   int dp_replicate = 1;
   int dp_shard = 1;  // ranks of one shard group in this run
   int tp = 1;
   // Shards of the schedule's dp_shard each rank holds: schedule dp_shard = dp_shard *
   // shards_per_rank; > 1 only with --scale-down.
   int shards_per_rank = 1;
+  int stage = 0;  // pipeline rank
   int replica = 0;
   int shard = 0;
   int tp_rank = 0;
 
-  int world_size() const { return dp_replicate * dp_shard * tp; }
+  int stage_size() const { return dp_replicate * dp_shard * tp; }  // ranks per stage
+  int world_size() const { return pp * stage_size(); }
+  // This rank's place inside its stage (the same on every stage for one position).
+  int rank_in_stage() const { return (replica * dp_shard + shard) * tp + tp_rank; }
   int schedule_dp_shard() const { return dp_shard * shards_per_rank; }
   int first_virtual_shard() const { return shard * shards_per_rank; }
   // Whose gradient pattern this rank writes (data_pattern::gradient_value): its
@@ -63,8 +71,9 @@ struct ReplayMesh {
   int data_parallel_rank() const { return replica * dp_shard + shard; }
   bool operator==(const ReplayMesh&) const = default;
 };
-// REQUIRES: 0 <= rank < dp_replicate * dp_shard * tp, all sizes >= 1.
-ReplayMesh make_replay_mesh(int rank, int dp_replicate, int dp_shard, int tp, int shards_per_rank);
+// REQUIRES: 0 <= rank < pp * dp_replicate * dp_shard * tp, all sizes >= 1.
+ReplayMesh make_replay_mesh(int rank, int dp_replicate, int dp_shard, int tp, int shards_per_rank,
+                            int pp = 1);
 
 // A bucket's parameters with where their fp32 shards live in the shard storage.
 struct ReplaySlot {
@@ -89,7 +98,26 @@ struct ReplayBucket {
   // Reduce-scatter: an HSDP all-reduce of the reduced shard across the replica group
   // follows in the Program (a kAllReduce task of this bucket).
   bool all_reduced = false;
+  // Reduce-scatter: the microbatches whose gradients its input holds. > 1 for a pipeline
+  // chunk that keeps its parameters gathered: its unsharded gradients accumulate over the
+  // step's microbatches (Backend::accumulate_gradients) and are reduce-scattered once.
+  int gradient_microbatches = 1;
   bool operator==(const ReplayBucket&) const = default;
+};
+
+// A point-to-point message between adjacent pipeline stages: one microbatch's activation
+// (forward) or its gradient (backward), of pipeline_send_bytes (what the simulator's
+// send_s is priced from). The sender's contents are data_pattern::message_value of its
+// tag, written once in prepare(); the receiver's buffer is checked against them.
+struct ReplayMessage {
+  bool outgoing = true;
+  int peer = 0;                // the other rank, in MPI_COMM_WORLD
+  int sender = 0;              // the sending rank, in MPI_COMM_WORLD
+  int tag = 0;                 // unique per (sending chunk, microbatch, direction) in a step
+  DType dtype = DType::kBF16;  // the activation dtype (the job's param dtype)
+  std::int64_t bytes = 0;
+  std::string what;  // e.g. "activation of chunk 0 microbatch 1 (to chunk 1)"
+  bool operator==(const ReplayMessage&) const = default;
 };
 
 // Everything a backend needs before the first enqueue.
@@ -101,6 +129,11 @@ struct ReplayLayout {
   std::vector<ReplayBucket> buckets;        // index = Program bucket index
   std::int64_t shard_storage_elements = 0;  // fp32 elements of this rank's parameter shards
   std::int64_t persistent_bytes = 0;        // tracked: the schedule's program.persistent_bytes
+  // Pipelines: this rank's messages (index = message id of send / receive), and the
+  // streams they run on (-1 without a pipeline).
+  std::vector<ReplayMessage> messages;
+  int send_stream = -1;
+  int receive_stream = -1;
   bool operator==(const ReplayLayout&) const = default;
 };
 
@@ -161,6 +194,23 @@ class Backend {
   // All-gather: receive buffer -> unsharded parameters. Reduce-scatter: receive buffer
   // added into the fp32 gradient shards.
   virtual void copy_out(int stream, int bucket) = 0;
+  // Pipelines (a chunk keeping its parameters gathered over microbatches): this
+  // microbatch's unsharded gradients of reduce-scatter `bucket` (the same pattern every
+  // microbatch) into the bucket's accumulator -- copied when `first`, added otherwise, as
+  // autograd accumulates .grad -- which its copy-in then reads. The default throws: a
+  // backend without pipeline support.
+  virtual void accumulate_gradients(int stream, int bucket, bool first);
+  // Pipelines: the point-to-point message `message` (ReplayLayout::messages): send issues
+  // it and returns (its completion is awaited by complete_sends, so a send never blocks
+  // the stream); receive completes when it arrived. The defaults throw.
+  virtual void send(int stream, int message);
+  virtual void receive(int stream, int message);
+  virtual void complete_sends(int stream);
+  // A message buffer's raw bytes (data checks) / overwrite (fault injection).
+  // REQUIRES: synchronize() returned.
+  virtual std::vector<std::byte> read_message(int message);
+  virtual void overwrite_message(int message, std::int64_t byte_offset,
+                                 const std::vector<std::byte>& bytes);
   // A memory event: allocates (and touches) `bytes` of tracked memory / releases a block.
   virtual BlockId allocate(int stream, std::int64_t bytes) = 0;
   virtual void release(int stream, BlockId block) = 0;

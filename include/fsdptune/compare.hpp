@@ -33,11 +33,22 @@ struct TaskDifference {
   bool operator==(const TaskDifference&) const = default;
 };
 
+// One pipeline stage: the schedule's pipeline.stages[] next to the measured stage.
+struct StageComparison {
+  int rank = 0;
+  ComparedValue busy_s;
+  ComparedValue end_s;
+  ComparedValue peak_allocated_bytes;
+  bool operator==(const StageComparison&) const = default;
+};
+
 struct Comparison {
   std::string schedule_hash;
   std::string backend;
   std::int64_t world_size = 0;
   // The run's mesh (MeasuredResult): shards_per_rank > 1 is a scaled-down replay.
+  std::int64_t pp = 1;
+  std::int64_t microbatches = 1;
   std::int64_t dp_replicate = 1;
   std::int64_t dp_shard = 0;
   std::int64_t tp = 1;
@@ -58,13 +69,17 @@ struct Comparison {
   // communication_comparable false only compute tasks (forward, recompute, backward,
   // optimizer and the compute stream's copies) are ranked.
   std::vector<TaskDifference> tasks_differing_most;
+  // A pipeline schedule (version 2): per stage, by pipeline rank; tasks_differing_most is
+  // then empty (each chunk's Program runs several times a step).
+  std::vector<StageComparison> stages;
   bool operator==(const Comparison&) const = default;
 };
 
 // Throws Error(kBadInput) naming `measured_source` when the measurement is of another
 // schedule (hash), has a different number of tasks or a mesh that does not replay the
-// schedule's (tp, dp_replicate, dp_shard * shards_per_rank). Predicted task times are the
-// schedule's simulated timings (the standalone task durations where it has none).
+// schedule's (pp, tp, dp_replicate, dp_shard * shards_per_rank), or (pipeline schedule) no
+// per-stage figures. Predicted task times are the schedule's simulated timings (the
+// standalone task durations where it has none); predicted stages its pipeline.stages.
 Comparison compare(const ScheduleFile& schedule, const MeasuredResult& measured,
                    const std::string& measured_source, int top_tasks = 10);
 

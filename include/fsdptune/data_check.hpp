@@ -34,6 +34,9 @@ float reduced_gradient(int world_size, std::uint32_t salt, std::int64_t index);
 // ((7 index + 3 tp_rank + 1) mod 17) - 8 in [-8, 8], so sums over up to 32 TP ranks are
 // integers exact in bf16; the rank term makes parts from different ranks differ.
 float tp_input(int tp_rank, std::int64_t index);
+// Element `index` of the pipeline message with `tag` sent by world rank `sender`
+// (ReplayMessage): ((13 tag + 3 sender + 7 index) mod 251) - 125, exact in bf16 and fp32.
+float message_value(int tag, int sender, std::int64_t index);
 
 // Element j of shard `shard` (a virtual rank of the schedule's dp_shard) of a parameter:
 // param_value(salt, shard * shard_numel + j, slot.wire), 0 in the padding.
@@ -79,6 +82,12 @@ std::optional<std::string> check_gradient_shards(const ReplayBucket& bucket, int
                                                  const ReplayMesh& mesh, int rank,
                                                  int accumulations,
                                                  const std::vector<std::byte>& storage);
+
+// The first element of a received pipeline message (raw bytes, message.bytes of them)
+// that is not the sender's message_value, naming the message, the element and the two
+// values; nullopt when all match (a trailing partial element is ignored).
+std::optional<std::string> check_message(const ReplayMessage& message, int rank,
+                                         const std::vector<std::byte>& contents);
 
 // A tensor-parallel collective of the compute path (an Op of kind kCollective) as a
 // backend runs it over the `ranks` TP ranks: op.bytes is the full buffer (the all-gather

@@ -32,11 +32,13 @@ struct ExecutorOptions {
   // rank, with check_data: corrupt_bucket: before the checks, overwrite one element of that
   // bucket's buffer; corrupt_gradient_shard: of the fp32 gradient shard of that
   // reduce-scatter bucket's first parameter; corrupt_tp_collective: of the output of the
-  // n-th TP collective of the check step (0-based, in enqueue order), before it is checked.
+  // n-th TP collective of the check step (0-based, in enqueue order), before it is checked;
+  // corrupt_message: element 0 of that pipeline message buffer (ReplayLayout::messages).
   int stall_rank = -1;
   int corrupt_bucket = -1;
   int corrupt_gradient_shard = -1;
   int corrupt_tp_collective = -1;
+  int corrupt_message = -1;
 };
 
 // MPI for the lifetime of the object: MPI_Init_thread asking for MPI_THREAD_MULTIPLE (the
@@ -61,12 +63,11 @@ class MpiSession {
 // error of the lowest failing rank, its `where` prefixed with "rank r: ".
 void agree_on_errors(const std::optional<Error>& local_error);
 
-// The run's mesh for `rank` of `world_size`: the schedule's [dp_replicate, dp_shard, tp]
-// when world_size is their product; with `scale_down`, dp_shard divided by the factor that
-// makes the product world_size (which must divide dp_shard). Throws Error(kBadInput)
-// naming `source` and job.dp_shard (with the world sizes that would work) otherwise, and
-// job.pp for pipeline-parallel schedules (not replayed: they need one Program per stage
-// and point-to-point sends).
+// The run's mesh for `rank` of `world_size`: the schedule's [pp, dp_replicate, dp_shard,
+// tp] when world_size is their product; with `scale_down`, dp_shard divided by the factor
+// that makes the product world_size (which must divide dp_shard). Throws Error(kBadInput)
+// naming `source` and job.dp_shard (job.pp for a pipeline) with the world sizes that would
+// work otherwise.
 ReplayMesh replay_mesh(const ScheduleFile& schedule, int rank, int world_size, bool scale_down,
                        const std::string& source);
 
@@ -78,9 +79,55 @@ void check_replayable(const ScheduleFile& schedule, int world_size, const std::s
                       bool scale_down = false);
 
 // The buckets with their parameters' wire dtypes, byte offsets and storage offsets, for
-// `rank` of the run's `mesh` (rank = MPI_COMM_WORLD rank).
+// `rank` of the run's `mesh` (rank = MPI_COMM_WORLD rank). For a pipeline: the buckets of
+// the rank's chunks (plan_pipeline_replay's bucket_offsets), the shards of their
+// parameters, its messages and two more streams for them ("pipeline send", "pipeline
+// receive"); the Programs' streams by index (the most any chunk has, on every rank).
 ReplayLayout make_replay_layout(const ScheduleFile& schedule, const Workload& workload, int rank,
                                 const ReplayMesh& mesh);
+
+// One action of a pipeline rank (docs/validation.md "Pipelines"): what of its chunk's
+// one-microbatch Program it runs, which of those tasks' memory events apply, and the
+// messages around it. A chunk that keeps its parameters gathered (keep_gathered, M > 1)
+// runs its all-gathers in the first forward only and its reduce-scatters in the last
+// backward only, its compute in every action; other chunks run the whole forward
+// (backward) phase of their Program in every forward (backward).
+struct ReplayAction {
+  int chunk = 0;
+  int microbatch = 0;
+  bool backward = false;
+  std::vector<int> tasks;  // ids in the chunk's Program, ascending
+  // kGatheredParams events apply (else the parameters stay gathered as they are).
+  bool gathered_params_events = true;
+  // Compute tasks' kGradients allocations apply: the unsharded gradients are allocated in
+  // the first backward and accumulate until the last one's reduce-scatters free them.
+  bool gradient_allocations = true;
+  // After each backward task, the reduce-scatter buckets whose lowest unit it is
+  // accumulate this microbatch's gradients (Backend::accumulate_gradients).
+  bool accumulate_gradients = false;
+  int receive_message = -1;  // ReplayLayout::messages index awaited before the action
+  int send_message = -1;     // sent after its compute
+  bool operator==(const ReplayAction&) const = default;
+};
+
+struct PipelineReplayPlan {
+  std::vector<int> chunks;                // this rank's chunks (c % pp == stage), ascending
+  std::vector<int> bucket_offsets;        // per chunk of the job: its first bucket in the
+                                          // layout's buckets (-1: not on this rank)
+  std::vector<ReplayAction> actions;      // pipeline_order(...) of the stage
+  std::vector<std::pair<int, int>> tail;  // (chunk, task): optimizers, after the last action
+  std::vector<ReplayMessage> messages;    // in the order the actions use them
+  bool operator==(const PipelineReplayPlan&) const = default;
+};
+
+// The actions `rank` of the run's `mesh` replays for a version 2 schedule, in
+// pipeline_order (the simulator's order), with its messages: forward (c, m) receives chunk
+// c - 1's activation of m and sends its own to chunk c + 1; backward (c, m) receives the
+// gradient from chunk c + 1 and sends one to chunk c - 1 (tag (c M + m) 2 + backward, c
+// the sender's chunk), between the ranks of adjacent stages at the same place in them.
+// REQUIRES: schedule.pipeline, check_replayable passed.
+PipelineReplayPlan plan_pipeline_replay(const ScheduleFile& schedule, const ReplayMesh& mesh,
+                                        int rank);
 
 // Replays the schedule (check step, warm-up, measured steps) on every rank after they
 // agreed on the schedule hash. Returns the measured result; complete on rank 0 (others

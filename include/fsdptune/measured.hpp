@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,23 +16,48 @@
 namespace fsdptune {
 
 // 2 added the run's mesh (dp_replicate, dp_shard, tp, shards_per_rank); 3 added every
-// rank's own step time and task timings (`ranks`). Versions 1 and 2 are still read
-// (version 1: a mesh of world_size shard ranks; both: no per-rank views).
-inline constexpr int kMeasuredFormatVersion = 3;
+// rank's own step time and task timings (`ranks`); 4 added mesh.pp, every rank's peak and,
+// for a pipeline schedule, `pipeline` (per-stage busy, end, peak). Versions 1 to 3 are
+// still read (version 1: a mesh of world_size shard ranks; 1, 2: no per-rank views; 1-3:
+// pp 1, rank peaks 0).
+inline constexpr int kMeasuredFormatVersion = 4;
 
 // One rank's own view of the measured steps, each a median over them, relative to that
 // rank's step start (the ranks start each step at a barrier).
 struct RankMeasurement {
-  double step_time_s = 0;           // its last task's end
-  std::vector<TaskTiming> timings;  // per task id
+  double step_time_s = 0;                 // its last task's end
+  std::vector<TaskTiming> timings;        // per task id (empty for a pipeline schedule)
+  std::int64_t peak_allocated_bytes = 0;  // its tracked peak over the measured steps
   bool operator==(const RankMeasurement&) const = default;
+};
+
+// One pipeline stage as measured: each figure the largest over the stage's ranks of their
+// medians over the measured steps (the stage as its slowest rank).
+struct MeasuredStage {
+  int rank = 0;               // pipeline rank
+  double busy_s = 0;          // time its actions ran (start on the compute stream, after the
+                              // input arrived, to the last compute task's end)
+  double pipeline_end_s = 0;  // its last action's end
+  double end_s = 0;           // its last task's end (reduce-scatters, optimizer)
+  std::int64_t peak_allocated_bytes = 0;
+  bool operator==(const MeasuredStage&) const = default;
+};
+
+struct MeasuredPipeline {
+  std::int64_t microbatches = 1;
+  std::int64_t virtual_stages = 1;
+  std::string schedule;               // "1f1b", "interleaved-1f1b", "gpipe"
+  std::int64_t message_bytes = 0;     // each point-to-point message (pipeline_send_bytes)
+  std::vector<MeasuredStage> stages;  // by pipeline rank
+  bool operator==(const MeasuredPipeline&) const = default;
 };
 
 struct MeasuredResult {
   int version = kMeasuredFormatVersion;
   std::string schedule_hash;    // schedule_hash() of the schedule replayed
   std::string backend;          // "cpu" or "cuda"
-  std::int64_t world_size = 0;  // = dp_replicate * dp_shard * tp
+  std::int64_t world_size = 0;  // = pp * dp_replicate * dp_shard * tp
+  std::int64_t pp = 1;          // pipeline stages
   // The run's mesh. shards_per_rank > 1: a scaled-down replay (--scale-down) of a schedule
   // for dp_shard * shards_per_rank shard ranks.
   std::int64_t dp_replicate = 1;
@@ -39,7 +65,7 @@ struct MeasuredResult {
   std::int64_t tp = 1;
   std::int64_t shards_per_rank = 1;
   std::int64_t shard_ranks() const {
-    return dp_shard > 0 ? dp_shard : world_size / std::max<std::int64_t>(1, dp_replicate * tp);
+    return dp_shard > 0 ? dp_shard : world_size / std::max<std::int64_t>(1, pp * dp_replicate * tp);
   }
   std::int64_t iterations = 0;  // measured (after warm-up)
   std::int64_t warmup = 0;
@@ -52,6 +78,9 @@ struct MeasuredResult {
   std::vector<TaskTiming> timings;        // per task id: median start/end relative to step start
   // Per rank (index = rank in MPI_COMM_WORLD); empty when read from versions 1 and 2.
   std::vector<RankMeasurement> ranks;
+  // A pipeline schedule's run (version 4); its compute_s and exposed_comm_s are those of the
+  // slowest rank, and `timings` is empty (there is no single Program).
+  std::optional<MeasuredPipeline> pipeline;
   std::map<std::string, std::string> environment;  // host, devices, versions, date, command
   bool operator==(const MeasuredResult&) const = default;
 };

@@ -187,6 +187,10 @@ PipelineSimulation simulate_pipelined_programs(const Workload& workload,
 // `tokens_per_step` and `model_flops_per_step` are the whole job's per DP rank
 // (Workload::tokens_per_step, Workload::model_flops_per_step).
 double pipeline_send_seconds(const Workload& workload, const CostModel& costs);
+// The bytes of that send (what send_s is priced from and the executor sends): one
+// microbatch's activation of b*s/tp tokens (sequence parallelism: each TP rank holds its
+// part) of `dim` in the activation dtype (the job's param dtype). Implemented in the core.
+std::int64_t pipeline_send_bytes(const Workload& workload);
 void fill_pipeline_throughput(const JobSpec& job, double tokens_per_step,
                               double model_flops_per_step, const HardwareSpec& hardware,
                               PipelineSimulation& sim);

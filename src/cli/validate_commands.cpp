@@ -56,6 +56,12 @@ void run_validate(const ValidateArgs& args) {
   try {
     schedule = load_schedule(args.schedule);
     check_replayable(schedule, mpi.world_size(), args.schedule, options.scale_down);
+    if (schedule.pipeline && options.backend == "cuda") {
+      throw_bad_input("--backend", "the cuda backend replays version-1 schedules only",
+                      args.schedule +
+                          " is a pipeline schedule (version 2): replay it with "
+                          "--backend cpu");
+    }
   } catch (const Error& e) {
     load_error = e;
   }
@@ -76,6 +82,17 @@ void run_validate(const ValidateArgs& args) {
       format_seconds(measured.step_time_s), measured.iterations, format_seconds(measured.compute_s),
       format_seconds(measured.exposed_comm_s), format_bytes(measured.peak_allocated_bytes),
       measured.data_checked ? ", data checked" : "", args.out);
+  if (measured.pipeline) {
+    fmt::print("pipeline: {} stage(s) x {} microbatches ({}){}\n", measured.pp,
+               measured.pipeline->microbatches, measured.pipeline->schedule,
+               measured.pp > 1 ? ", messages of " + format_bytes(measured.pipeline->message_bytes)
+                               : std::string());
+    for (const MeasuredStage& stage : measured.pipeline->stages) {
+      fmt::print("  stage {}: busy {}, last action {}, end {}, peak {}\n", stage.rank,
+                 format_seconds(stage.busy_s), format_seconds(stage.pipeline_end_s),
+                 format_seconds(stage.end_s), format_bytes(stage.peak_allocated_bytes));
+    }
+  }
 }
 
 void run_compare(const CompareArgs& args) {
@@ -127,6 +144,8 @@ void register_validate_commands(CLI::App& app) {
       ->group("");
   validate
       ->add_option("--debug-corrupt-tp-collective", validate_args->options.corrupt_tp_collective)
+      ->group("");
+  validate->add_option("--debug-corrupt-message", validate_args->options.corrupt_message)
       ->group("");
   validate->callback([validate_args] { run_validate(*validate_args); });
 

@@ -123,3 +123,57 @@ TEST_CASE("compare marks a scaled-down replay's communication as not comparable"
     CHECK(e.where() == "m.json: mesh");
   }
 }
+
+TEST_CASE("compare puts a pipeline's stages next to the measured ones", "[compare][pipeline]") {
+  // pp 2 on 2 GPUs (dp_shard 1): stage 0 predicted busy 1 ms, end 4 ms, peak 1000 bytes;
+  // stage 1 busy 2 ms, end 3 ms, peak 500.
+  ScheduleFile schedule;
+  schedule.version = 2;
+  schedule.job.gpus = 2;
+  schedule.job.pp = 2;
+  schedule.job.microbatches = 4;
+  schedule.predicted.step_time_s = 4e-3;
+  schedule.predicted.peak_allocated_bytes = 1000;
+  SchedulePipeline pipeline;
+  pipeline.stages = {{0, 1e-3, 4e-3, 3, 1000, 1100}, {1, 2e-3, 3e-3, 1, 500, 550}};
+  schedule.pipeline = pipeline;
+  MeasuredResult measured;
+  measured.schedule_hash = schedule_hash(schedule);
+  measured.backend = "cpu";
+  measured.world_size = 2;
+  measured.pp = 2;
+  measured.dp_shard = 1;
+  measured.step_time_s = 5e-3;
+  measured.peak_allocated_bytes = 1250;
+  MeasuredPipeline stages;
+  stages.microbatches = 4;
+  // Stage 0 measured busy 2 ms, end 5 ms, peak 1250; stage 1 busy 2 ms, end 4 ms, peak 500.
+  stages.stages = {{0, 2e-3, 4e-3, 5e-3, 1250}, {1, 2e-3, 3.5e-3, 4e-3, 500}};
+  measured.pipeline = stages;
+  const Comparison c = compare(schedule, measured, "m.json");
+  CHECK(c.pp == 2);
+  CHECK(c.microbatches == 4);
+  CHECK(c.tasks_differing_most.empty());
+  REQUIRE(c.stages.size() == 2);
+  // (4 - 5) / 5 = -20%; (1 - 2) / 2 = -50%; (1000 - 1250) / 1250 = -20%; (3 - 4) / 4 = -25%.
+  CHECK(c.step_time_s.relative_error == Approx(-0.2));
+  CHECK(c.stages[0].busy_s.relative_error == Approx(-0.5));
+  CHECK(c.stages[0].end_s.relative_error == Approx(-0.2));
+  CHECK(c.stages[0].peak_allocated_bytes.relative_error == Approx(-0.2));
+  CHECK(c.stages[1].end_s.relative_error == Approx(-0.25));
+  CHECK(c.stages[1].peak_allocated_bytes.relative_error == 0);
+  const nlohmann::json json = comparison_to_json(c);
+  CHECK(json["version"] == 3);
+  CHECK(json["stages"][1]["busy_s"]["measured"] == 2e-3);
+  std::ostringstream table;
+  print_comparison(table, c);
+  CHECK_THAT(table.str(), Catch::Contains("pipeline: 2 stages, 4 microbatches"));
+  // A measurement without stages, or of another pp, is refused naming the field.
+  MeasuredResult flat = measured;
+  flat.pipeline.reset();
+  CHECK_THROWS_WITH(compare(schedule, flat, "m.json"), Catch::Contains("per-stage figures"));
+  MeasuredResult other = measured;
+  other.pp = 1;
+  other.dp_shard = 2;
+  CHECK_THROWS_WITH(compare(schedule, other, "m.json"), Catch::Contains("does not replay"));
+}

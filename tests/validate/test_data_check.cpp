@@ -379,3 +379,32 @@ TEST_CASE("TP collectives: shapes, expected outputs by hand, and the check", "[d
     CHECK(data_pattern::from_bf16(data_pattern::to_bf16(sum)) == sum);
   }
 }
+
+TEST_CASE("check_message accepts the sender's contents and names a corrupted element",
+          "[data_check][pipeline]") {
+  // Tag 5 from rank 1: element i is ((13 * 5 + 3 * 1 + 7 i) mod 251) - 125: element 0 is
+  // 68 - 125 = -57, element 1 is 75 - 125 = -50.
+  CHECK(data_pattern::message_value(5, 1, 0) == -57.0f);
+  CHECK(data_pattern::message_value(5, 1, 1) == -50.0f);
+  ReplayMessage message;
+  message.outgoing = false;
+  message.peer = 1;
+  message.sender = 1;
+  message.tag = 5;
+  message.dtype = DType::kBF16;
+  message.bytes = 8;
+  message.what = "activation of chunk 0 microbatch 2 (chunk 0 -> chunk 1)";
+  std::vector<std::byte> contents(8);
+  for (int i = 0; i < 4; ++i) {
+    data_pattern::encode(DType::kBF16, data_pattern::message_value(5, 1, i),
+                         contents.data() + 2 * i);
+  }
+  CHECK_FALSE(check_message(message, 0, contents).has_value());
+  data_pattern::encode(DType::kBF16, 1000.0f, contents.data() + 2);
+  const auto failure = check_message(message, 0, contents);
+  REQUIRE(failure.has_value());
+  CHECK_THAT(*failure, Catch::Contains("activation of chunk 0 microbatch 2") &&
+                           Catch::Contains("element 1 (byte 2): expected -50, got 1000"));
+  contents.pop_back();
+  CHECK_THAT(*check_message(message, 0, contents), Catch::Contains("buffer holds 7 bytes"));
+}

@@ -8,7 +8,9 @@
 #include "fsdptune/error.hpp"
 #include "fsdptune/executor.hpp"
 #include "fsdptune/hardware.hpp"
+#include "fsdptune/pipeline.hpp"
 #include "fsdptune/plans.hpp"
+#include "fsdptune/schedule.hpp"
 
 using namespace fsdptune;
 
@@ -36,6 +38,43 @@ ScheduleFile tiny_fsdp2(std::int64_t gpus, Edit edit) {
 
 ScheduleFile tiny_fsdp2(std::int64_t gpus = 2) {
   return tiny_fsdp2(gpus, [](JobSpec&) {});
+}
+
+// A version 2 schedule of the tiny model (4 blocks) with fsdp2 per chunk: pp stages of
+// `gpus / pp` shard ranks, `microbatches`, `schedule`, `virtual_stages`; keep_gathered as
+// simulate_pipelined_job chooses (every chunk, with M > 1 or pp > 1), or `regather`.
+ScheduleFile tiny_pipeline(std::int64_t gpus, std::int64_t pp, std::int64_t microbatches,
+                           PipelineSchedule order = PipelineSchedule::k1F1B,
+                           std::int64_t virtual_stages = 1, bool regather = false) {
+  JobSpec job;
+  job.gpus = gpus;
+  job.gpus_per_node = gpus;
+  job.local_batch = 1;
+  job.seq_len = 128;
+  job.pp = pp;
+  job.microbatches = microbatches;
+  job.pp_schedule = order;
+  job.virtual_stages = virtual_stages;
+  const ModelSpec model = builtin_model("tiny");
+  const Workload workload = build_workload(model, normalize_job(model, job));
+  const HardwareSpec hardware = builtin_hardware("h100-sxm");
+  const auto costs = make_analytic_cost_model(hardware);
+  std::vector<Plan> plans;
+  std::vector<Program> programs;
+  std::vector<bool> keep;
+  for (const std::vector<int>& units : pipeline_chunks(workload)) {
+    const Workload chunk = chunk_workload(workload, units);
+    Plan plan = fsdp2_plan(chunk);
+    if (!regather) plan.reshard_after_forward.assign(plan.reshard_after_forward.size(), false);
+    programs.push_back(lower(chunk, plan, *costs));
+    plans.push_back(std::move(plan));
+    keep.push_back(!regather);
+  }
+  const PipelineSimulation sim =
+      simulate_pipelined_programs(workload, *costs, plans, programs, keep);
+  ScheduleFile schedule = pipeline_schedule(workload, sim, hardware, 80LL << 30, "fsdp2");
+  schedule.model = model;
+  return schedule;
 }
 
 Workload workload_of(const ScheduleFile& schedule) {
@@ -102,13 +141,170 @@ TEST_CASE("check_replayable names what the executor cannot replay", "[executor]"
     CHECK(e.where() == "s.json: job.dp_shard");
     CHECK_THAT(e.hint(), Catch::Contains("start 1, 2 or 4 ranks"));
   }
-  // Pipeline schedules name job.pp, or the version 2 file's pipeline section.
+  // pp > 1 without per-stage Programs names job.pp; a pipeline section without its chunks
+  // names them.
   schedule = tiny_fsdp2(4);
   schedule.job.pp = 2;
   expect(schedule, 2, "job.pp");
   schedule = tiny_fsdp2();
   schedule.pipeline.emplace();
-  expect(schedule, 2, "s.json: pipeline");
+  expect(schedule, 2, "s.json: pipeline.chunks");
+  // A pipeline on the wrong world size names job.pp and the product.
+  try {
+    check_replayable(tiny_pipeline(4, 2, 4), 2, "p.json");
+    FAIL("accepted");
+  } catch (const Error& e) {
+    CHECK(e.where() == "p.json: job.pp");
+    CHECK_THAT(e.message(), Catch::Contains("for 4 ranks but 2 were started (pp 2 x "
+                                            "dp_replicate 1 x dp_shard 2 x tp 1)"));
+  }
+  // A chunk kept gathered must not reshard after forward.
+  schedule = tiny_pipeline(2, 2, 4);
+  schedule.pipeline->chunks[1].plan.reshard_after_forward.front() = true;
+  expect(schedule, 2, "pipeline.chunks[1].plan.reshard_after_forward");
+}
+
+TEST_CASE(
+    "a pipeline rank replays its chunks in the simulator's order, collectives once when "
+    "kept gathered",
+    "[executor][pipeline]") {
+  // pp 2 x dp_shard 1, 4 microbatches, 1F1B, every chunk kept gathered.
+  const ScheduleFile schedule = tiny_pipeline(2, 2, 4);
+  REQUIRE_NOTHROW(check_replayable(schedule, 2, "p.json"));
+  for (int rank = 0; rank < 2; ++rank) {
+    const ReplayMesh mesh = replay_mesh(schedule, rank, 2, false, "p.json");
+    CHECK(mesh.stage == rank);
+    const PipelineReplayPlan plan = plan_pipeline_replay(schedule, mesh, rank);
+    CHECK(plan.chunks == std::vector<int>{rank});
+    const auto order = pipeline_order(2, 1, 4, PipelineSchedule::k1F1B, rank);
+    REQUIRE(plan.actions.size() == order.size());  // 4 forwards, 4 backwards
+    const Program& program = schedule.pipeline->chunks[static_cast<std::size_t>(rank)].program;
+    for (std::size_t a = 0; a < order.size(); ++a) {
+      const ReplayAction& action = plan.actions[a];
+      INFO("rank " << rank << " action " << a);
+      CHECK(action.chunk == order[a].chunk);
+      CHECK(action.microbatch == order[a].microbatch);
+      CHECK(action.backward == order[a].backward);
+      int gathers = 0, reductions = 0, forwards = 0, backwards = 0;
+      for (const int t : action.tasks) {
+        const TaskKind kind = program.tasks[static_cast<std::size_t>(t)].kind;
+        gathers += kind == TaskKind::kAllGather;
+        reductions += kind == TaskKind::kReduceScatter;
+        forwards += kind == TaskKind::kForward;
+        backwards += kind == TaskKind::kBackward;
+        CHECK(kind != TaskKind::kOptimizer);
+      }
+      // Every action computes all of the chunk's units (2 blocks + embedding or output:
+      // 3 units); gathers only in the first forward, reduce-scatters only in the last
+      // backward.
+      CHECK((action.backward ? backwards : forwards) == 3);
+      CHECK((gathers > 0) == (!action.backward && action.microbatch == 0));
+      CHECK((reductions > 0) == (action.backward && action.microbatch == 3));
+      CHECK(action.gathered_params_events ==
+            (action.backward ? action.microbatch == 3 : action.microbatch == 0));
+      CHECK(action.gradient_allocations == (action.backward && action.microbatch == 0));
+      CHECK(action.accumulate_gradients == action.backward);
+    }
+    CHECK(plan.tail.size() == 1);  // the chunk's optimizer
+  }
+  // Messages: rank 0 sends activations of microbatches 0..3 and receives their gradients;
+  // rank 1 the reverse. Tags (c M + m) 2 + backward; each 1 x 128 tokens x dim 256 x bf16.
+  const ReplayMesh mesh0 = replay_mesh(schedule, 0, 2, false, "p.json");
+  const PipelineReplayPlan plan0 = plan_pipeline_replay(schedule, mesh0, 0);
+  REQUIRE(plan0.messages.size() == 8);
+  const ReplayMessage& first =
+      plan0.messages[static_cast<std::size_t>(plan0.actions[0].send_message)];
+  CHECK(first.outgoing);
+  CHECK(first.peer == 1);
+  CHECK(first.tag == 0);  // chunk 0, microbatch 0, forward
+  CHECK(first.bytes == 128 * 256 * 2);
+  CHECK(plan0.actions[0].receive_message == -1);  // the first stage's forward has no input
+  const PipelineReplayPlan plan1 =
+      plan_pipeline_replay(schedule, replay_mesh(schedule, 1, 2, false, "p.json"), 1);
+  const ReplayMessage& received =
+      plan1.messages[static_cast<std::size_t>(plan1.actions[0].receive_message)];
+  CHECK(!received.outgoing);
+  CHECK(received.peer == 0);
+  CHECK(received.sender == 0);
+  CHECK(received.tag == 0);
+  // The last stage's backward of microbatch 2 sends chunk 1's gradient: tag (1*4+2)*2+1.
+  for (const ReplayAction& action : plan1.actions) {
+    if (action.backward && action.microbatch == 2) {
+      CHECK(plan1.messages[static_cast<std::size_t>(action.send_message)].tag == 13);
+    }
+  }
+}
+
+TEST_CASE("a chunk that re-gathers runs its collectives in every microbatch",
+          "[executor][pipeline]") {
+  // pp 1: gradient accumulation over 3 microbatches, re-gathered each time.
+  const ScheduleFile schedule = tiny_pipeline(2, 1, 3, PipelineSchedule::k1F1B, 1, true);
+  REQUIRE_NOTHROW(check_replayable(schedule, 2, "p.json"));
+  const ReplayMesh mesh = replay_mesh(schedule, 0, 2, false, "p.json");
+  const PipelineReplayPlan plan = plan_pipeline_replay(schedule, mesh, 0);
+  REQUIRE(plan.actions.size() == 6);
+  CHECK(plan.messages.empty());  // one stage: no sends
+  const Program& program = schedule.pipeline->chunks[0].program;
+  for (const ReplayAction& action : plan.actions) {
+    bool gathers = false, reduces = false;
+    for (const int t : action.tasks) {
+      gathers = gathers || program.tasks[static_cast<std::size_t>(t)].kind == TaskKind::kAllGather;
+      reduces =
+          reduces || program.tasks[static_cast<std::size_t>(t)].kind == TaskKind::kReduceScatter;
+    }
+    CHECK(gathers);  // fsdp2 reshards: backward gathers again
+    CHECK(reduces == action.backward);
+    CHECK(action.gathered_params_events);
+    CHECK(action.gradient_allocations);
+    CHECK_FALSE(action.accumulate_gradients);
+  }
+  // Its reduce-scatter buckets hold one microbatch's gradients (copied out 3 times).
+  const ReplayLayout layout = make_replay_layout(schedule, workload_of(schedule), 0, mesh);
+  for (const ReplayBucket& bucket : layout.buckets) CHECK(bucket.gradient_microbatches == 1);
+}
+
+TEST_CASE("pipeline layouts: a rank holds its chunks' buckets and shards, interleaved too",
+          "[executor][pipeline]") {
+  // pp 2 x dp_shard 2 (4 ranks), interleaved 1F1B with 2 virtual stages: 4 chunks, rank r
+  // holds chunks r and r + 2. Rank 3 = stage 1, shard 1.
+  const ScheduleFile schedule = tiny_pipeline(4, 2, 4, PipelineSchedule::kInterleaved1F1B, 2);
+  REQUIRE_NOTHROW(check_replayable(schedule, 4, "p.json"));
+  const ReplayMesh mesh = replay_mesh(schedule, 3, 4, false, "p.json");
+  CHECK(mesh == make_replay_mesh(3, 1, 2, 1, 1, 2));
+  CHECK(mesh.stage == 1);
+  CHECK(mesh.shard == 1);
+  const Workload workload = workload_of(schedule);
+  const ReplayLayout layout = make_replay_layout(schedule, workload, 3, mesh);
+  const PipelineReplayPlan plan = plan_pipeline_replay(schedule, mesh, 3);
+  CHECK(plan.chunks == std::vector<int>{1, 3});
+  const auto& chunks = schedule.pipeline->chunks;
+  CHECK(layout.buckets.size() ==
+        chunks[1].program.buckets.size() + chunks[3].program.buckets.size());
+  CHECK(plan.bucket_offsets ==
+        std::vector<int>{-1, 0, -1, static_cast<int>(chunks[1].program.buckets.size())});
+  CHECK(layout.persistent_bytes ==
+        chunks[1].program.persistent_bytes + chunks[3].program.persistent_bytes);
+  std::int64_t shard_elements = 0;
+  for (const int c : {1, 3}) {
+    for (const int u : chunks[static_cast<std::size_t>(c)].units) {
+      shard_elements += workload.units[static_cast<std::size_t>(u)].shard_numel();
+    }
+  }
+  CHECK(layout.shard_storage_elements == shard_elements);
+  // Kept gathered over 4 microbatches: its reduce-scatters carry 4 microbatches' gradients.
+  for (const ReplayBucket& bucket : layout.buckets) {
+    CHECK(bucket.gradient_microbatches == (bucket.kind == CollectiveKind::kReduceScatter ? 4 : 1));
+  }
+  // The messages go to the ranks at the same place (shard 1) of the other stage: rank 1.
+  // Chunk 1 receives from chunk 0 and sends to chunk 2, chunk 3 receives from chunk 2.
+  REQUIRE(!layout.messages.empty());
+  for (const ReplayMessage& message : layout.messages) CHECK(message.peer == 1);
+  CHECK(layout.send_stream == static_cast<int>(layout.streams.size()) - 2);
+  CHECK(layout.receive_stream == static_cast<int>(layout.streams.size()) - 1);
+  // 8 actions per chunk; chunk 1 receives and sends in both directions (4 per microbatch),
+  // chunk 3 (the last) receives activations and sends gradients only (2).
+  CHECK(plan.actions.size() == 16);
+  CHECK(layout.messages.size() == 4 * 4 + 2 * 4);
 }
 
 TEST_CASE("the replay mesh: torchtitan order, and --scale-down divides dp_shard only",

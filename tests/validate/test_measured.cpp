@@ -34,6 +34,29 @@ MeasuredResult sample() {
   return m;
 }
 
+// A pipeline run: pp 2 x dp_shard 1, 2 stages; every figure exact in binary.
+MeasuredResult pipeline_sample() {
+  MeasuredResult m;
+  m.schedule_hash = "feedbeef";
+  m.backend = "cpu";
+  m.world_size = 2;
+  m.pp = 2;
+  m.dp_shard = 1;
+  m.iterations = 2;
+  m.step_times_s = {0.5, 0.75};
+  m.step_time_s = 0.625;
+  m.compute_s = 0.25;
+  m.peak_allocated_bytes = 4096;
+  m.ranks = {{0.625, {}, 4096}, {0.5, {}, 2048}};
+  MeasuredPipeline pipeline;
+  pipeline.microbatches = 4;
+  pipeline.schedule = "1f1b";
+  pipeline.message_bytes = 65536;
+  pipeline.stages = {{0, 0.25, 0.5, 0.625, 4096}, {1, 0.375, 0.4375, 0.5, 2048}};
+  m.pipeline = pipeline;
+  return m;
+}
+
 }  // namespace
 
 TEST_CASE("measured.json round-trips exactly, through text too", "[measured]") {
@@ -56,7 +79,7 @@ TEST_CASE("measured.json errors name the file and the field", "[measured]") {
   };
   const nlohmann::json good = measured_to_json(sample());
   auto bad = good;
-  bad["version"] = 4;
+  bad["version"] = kMeasuredFormatVersion + 1;
   expect_error(bad, "m.json: version");
   bad = good;
   bad["ranks"][1]["timings"].erase(1);  // one task short
@@ -109,4 +132,35 @@ TEST_CASE("measured.json version 2 reads without per-rank views", "[measured]") 
   CHECK(m.version == kMeasuredFormatVersion);
   CHECK(m.ranks.empty());
   CHECK(m.timings == sample().timings);
+}
+
+TEST_CASE("measured.json of a pipeline round-trips with its stages and rank peaks",
+          "[measured][pipeline]") {
+  const MeasuredResult m = pipeline_sample();
+  const std::string text = dump_json(measured_to_json(m));
+  CHECK(measured_from_json(parse_json_text(text, "m.json"), "m.json") == m);
+  const nlohmann::json json = measured_to_json(m);
+  CHECK(json["version"] == 4);
+  CHECK(json["mesh"]["pp"] == 2);
+  CHECK(json["pipeline"]["stages"][1]["busy_s"] == 0.375);
+  CHECK(json["ranks"][1]["peak_allocated_bytes"] == 2048);
+  // One stage entry per mesh.pp, the mesh's product the world size, a known schedule name.
+  auto bad = json;
+  bad["pipeline"]["stages"].erase(1);
+  CHECK_THROWS_WITH(measured_from_json(bad, "m.json"), Catch::Contains("m.json: pipeline: stages"));
+  bad = json;
+  bad["mesh"]["pp"] = 3;
+  CHECK_THROWS_WITH(measured_from_json(bad, "m.json"), Catch::Contains("is not world_size 2"));
+  bad = json;
+  bad["pipeline"]["schedule"] = "zigzag";
+  CHECK_THROWS_WITH(measured_from_json(bad, "m.json"), Catch::Contains("m.json: pipeline"));
+  // Version 3 files have no pp (1), no rank peaks (0) and no pipeline.
+  nlohmann::json v3 = measured_to_json(sample());
+  v3["version"] = 3;
+  v3["mesh"].erase("pp");
+  for (auto& rank : v3["ranks"]) rank.erase("peak_allocated_bytes");
+  const MeasuredResult old = measured_from_json(v3, "old.json");
+  CHECK(old.pp == 1);
+  CHECK(old.ranks.front().peak_allocated_bytes == 0);
+  CHECK_FALSE(old.pipeline.has_value());
 }

@@ -1,0 +1,165 @@
+// End-to-end: fsdptune validate replays pipelined (version 2) schedules with the cpu
+// backend under mpirun, and compare reads the measurement. Each run is the tiny model (4
+// blocks, dim 256) at batch 1 x 128 tokens, 4 microbatches, a few steps: seconds.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "cli_support.hpp"
+#include "fsdptune/io.hpp"
+#include "fsdptune/measured.hpp"
+
+using namespace fsdptune;
+using namespace fsdptune::testing;
+
+namespace {
+
+std::string binary() { return FSDPTUNE_BINARY; }
+
+// A tuned tiny schedule for `job` (e.g. "--gpus 2 --pp 2 --microbatches 4"), in `dir`.
+std::string tuned_tiny(const std::string& dir, const std::string& name, const std::string& job) {
+  const std::string out = dir + "/" + name + ".json";
+  const auto result =
+      run_fsdptune("tune --model tiny " + job +
+                   " --batch 1 --seq 128 --hardware h100-sxm --max-evaluations 20 --out " + out);
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  return out;
+}
+
+// mpirun -np `ranks` validate --backend cpu --check-data `steps` (measured and warm-up
+// steps), then compare --json; the measurement and the comparison.
+std::pair<MeasuredResult, nlohmann::json> validate_pipeline(
+    const std::string& schedule, int ranks, const std::string& steps = "--iters 2 --warmup 1") {
+  const std::string measured_path = schedule + ".measured.json";
+  const auto run = run_command(mpirun(ranks) + binary() + " validate " + schedule +
+                               " --backend cpu --check-data " + steps + " --out " + measured_path);
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  CHECK_THAT(run.out, Catch::Contains("data checked") && Catch::Contains("pipeline: "));
+  const MeasuredResult measured = measured_from_json(read_json_file(measured_path), measured_path);
+  CHECK(measured.data_checked);
+  CHECK(measured.world_size == ranks);
+  CHECK(measured.timings.empty());  // no single Program
+  REQUIRE(measured.pipeline.has_value());
+  REQUIRE(static_cast<std::int64_t>(measured.pipeline->stages.size()) == measured.pp);
+  REQUIRE(static_cast<int>(measured.ranks.size()) == ranks);
+  for (const MeasuredStage& stage : measured.pipeline->stages) {
+    CHECK(stage.busy_s > 0);
+    CHECK(stage.pipeline_end_s <= stage.end_s);
+    CHECK(stage.end_s <= measured.step_time_s);
+    CHECK(stage.peak_allocated_bytes > 0);
+  }
+  // Measured JSON round-trips.
+  CHECK(measured_from_json(measured_to_json(measured), "again") == measured);
+  const auto compared = run_fsdptune("compare " + schedule + " " + measured_path + " --json");
+  INFO(compared.err);
+  REQUIRE(compared.exit_code == 0);
+  const auto comparison = parse_json_text(compared.out, "compare --json");
+  const auto table = run_fsdptune("compare " + schedule + " " + measured_path);
+  CHECK(table.exit_code == 0);
+  CHECK_THAT(table.out, Catch::Contains("pipeline: ") && Catch::Contains("stage"));
+  return {measured, comparison};
+}
+
+}  // namespace
+
+TEST_CASE("validate replays a 1F1B pipeline (pp 2, 4 microbatches) on 2 cpu ranks",
+          "[cli][validate][pipeline]") {
+  const std::string dir = make_temp_dir("fsdptune-validate-pp");
+  const std::string schedule =
+      tuned_tiny(dir, "pp2", "--gpus 2 --gpus-per-node 2 --pp 2 --microbatches 4");
+  const auto [measured, comparison] = validate_pipeline(schedule, 2);
+  CHECK(measured.pp == 2);
+  CHECK(measured.pipeline->microbatches == 4);
+  CHECK(measured.pipeline->schedule == "1f1b");
+  // One microbatch's activation: 1 x 128 tokens x dim 256 in bf16.
+  CHECK(measured.pipeline->message_bytes == 128 * 256 * 2);
+  CHECK(comparison.at("version") == 3);
+  CHECK(comparison.at("mesh").at("pp") == 2);
+  CHECK(comparison.at("microbatches") == 4);
+  REQUIRE(comparison.at("stages").size() == 2);
+  const auto schedule_json = read_json_file(schedule);
+  for (int r = 0; r < 2; ++r) {
+    const auto& stage = comparison.at("stages")[static_cast<std::size_t>(r)];
+    CHECK(stage.at("end_s").at("predicted").get<double>() ==
+          schedule_json.at("pipeline")
+              .at("stages")[static_cast<std::size_t>(r)]
+              .at("end_s")
+              .get<double>());
+    CHECK(stage.at("end_s").at("measured").get<double>() ==
+          measured.pipeline->stages[static_cast<std::size_t>(r)].end_s);
+  }
+  CHECK(comparison.at("step_time_s").at("predicted").get<double>() ==
+        schedule_json.at("predicted").at("step_time_s").get<double>());
+  CHECK(comparison.at("tasks_differing_most").empty());
+}
+
+TEST_CASE("validate replays interleaved 1F1B (2 virtual stages) and gradient accumulation",
+          "[cli][validate][pipeline]") {
+  const std::string dir = make_temp_dir("fsdptune-validate-pp");
+  const std::string interleaved =
+      tuned_tiny(dir, "interleaved",
+                 "--gpus 2 --gpus-per-node 2 --pp 2 --microbatches 4 --pp-schedule "
+                 "interleaved-1f1b --virtual-stages 2");
+  const auto [measured, comparison] = validate_pipeline(interleaved, 2);
+  CHECK(measured.pipeline->virtual_stages == 2);
+  CHECK(measured.pipeline->schedule == "interleaved-1f1b");
+  // pp 1: one stage, 4 microbatches of gradient accumulation on 2 shard ranks, no sends.
+  const std::string accumulation =
+      tuned_tiny(dir, "accumulation", "--gpus 2 --gpus-per-node 2 --microbatches 4");
+  const auto [accumulated, accumulated_comparison] = validate_pipeline(accumulation, 2);
+  CHECK(accumulated.pp == 1);
+  CHECK(accumulated.dp_shard == 2);
+  CHECK(accumulated_comparison.at("stages").size() == 1);
+  // The same chunk re-gathering every microbatch (keep_gathered false, as the tuner may
+  // choose to fit): gathers and reduce-scatters 4 times, the fp32 gradient shards receive
+  // 4 copy-outs; --check-data holds it to that.
+  auto edited = read_json_file(accumulation);
+  edited.at("pipeline").at("chunks")[0]["keep_gathered"] = false;
+  const std::string regather = dir + "/regather.json";
+  write_file_atomically(regather, dump_json(edited));
+  const auto [regathered, regathered_comparison] =
+      validate_pipeline(regather, 2, "--iters 1 --warmup 0");
+  CHECK(regathered.pipeline->microbatches == 4);
+}
+
+TEST_CASE("validate replays pp 2 x dp_shard 2 on 4 cpu ranks", "[cli][validate][pipeline]") {
+  const std::string dir = make_temp_dir("fsdptune-validate-pp");
+  const std::string schedule =
+      tuned_tiny(dir, "pp2dp2", "--gpus 4 --gpus-per-node 4 --pp 2 --microbatches 4");
+  const auto [measured, comparison] = validate_pipeline(schedule, 4, "--iters 1 --warmup 0");
+  CHECK(measured.pp == 2);
+  CHECK(measured.dp_shard == 2);
+  CHECK(comparison.at("stages").size() == 2);
+}
+
+TEST_CASE("validate rejects pipelines it cannot replay and names corrupted messages",
+          "[cli][validate][pipeline]") {
+  const std::string dir = make_temp_dir("fsdptune-validate-pp");
+  const std::string schedule =
+      tuned_tiny(dir, "pp2", "--gpus 2 --gpus-per-node 2 --pp 2 --microbatches 4");
+  const std::string measured_path = dir + "/measured.json";
+  // Wrong world size: named by job.pp, with the product.
+  auto run = run_command(mpirun(3) + binary() + " validate " + schedule +
+                         " --backend cpu --iters 1 --warmup 0 --out " + measured_path);
+  CHECK(run.exit_code == 2);
+  CHECK_THAT(run.err, Catch::Contains("job.pp") &&
+                          Catch::Contains("the schedule is for 2 ranks but 3 were started (pp 2 "
+                                          "x dp_replicate 1 x dp_shard 1 x tp 1)"));
+  // The cuda backend replays version 1 only: a clear bad-input error, with or without CUDA.
+  run = run_command(mpirun(2) + binary() + " validate " + schedule +
+                    " --backend cuda --iters 1 --warmup 0 --out " + measured_path);
+  CHECK(run.exit_code == 2);
+  CHECK_THAT(run.err, Catch::Contains("the cuda backend replays version-1 schedules only"));
+  // A received activation that is not the sender's: the last rank's first message is the
+  // activation of chunk 0 microbatch 0 it receives.
+  run = run_command(mpirun(2) + binary() + " validate " + schedule +
+                    " --backend cpu --iters 1 --warmup 0 --check-data --debug-corrupt-message 0 "
+                    "--out " +
+                    measured_path);
+  CHECK(run.exit_code == 1);
+  CHECK_THAT(run.err, Catch::Contains("pipeline message activation of chunk 0 microbatch 0") &&
+                          Catch::Contains("expected"));
+  CHECK_FALSE(std::filesystem::exists(measured_path));
+}
