@@ -54,7 +54,9 @@ struct PlanSummary {
 struct ParetoPoint {
   double step_time_s = 0;
   std::int64_t peak_allocated_bytes = 0;  // the front's memory axis
-  std::string label;                      // which plan (baseline name or "tuned #k")
+  // Which plan: "tuned" (the schedule's own), a baseline's name, "min-memory",
+  // "candidate #k", ...; in version 2 "fsdp2" or "composition #k" (docs/report.md).
+  std::string label;
   // Its reserved estimate: whether it fits (<= memory_limit_bytes, as plan_fits).
   std::int64_t peak_reserved_bytes = 0;
   bool operator==(const ParetoPoint&) const = default;
