@@ -258,9 +258,20 @@ std::int64_t largest_stage_peak_bytes(const PipelineResult& result) {
   return peak;
 }
 
+std::int64_t largest_stage_reserved_bytes(const PipelineResult& result) {
+  std::int64_t peak = 0;
+  for (const StageResult& stage : result.stages) peak = std::max(peak, stage.peak_reserved_bytes);
+  return peak;
+}
+
+bool stage_fits(const StageResult& stage, std::int64_t memory_limit_bytes) {
+  // As plan_fits: the reserved estimate is what runs out of memory.
+  return stage.peak_reserved_bytes <= memory_limit_bytes;
+}
+
 bool pipeline_fits(const PipelineResult& result, std::int64_t memory_limit_bytes) {
   return std::all_of(result.stages.begin(), result.stages.end(), [&](const StageResult& stage) {
-    return stage.peak_allocated_bytes <= memory_limit_bytes;
+    return stage_fits(stage, memory_limit_bytes);
   });
 }
 

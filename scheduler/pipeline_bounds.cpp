@@ -110,9 +110,11 @@ namespace {
 
 // A combination of one rank's chunk options: what simulate_pipeline adds up for it.
 struct RankCombination {
-  double busy_s = 0;            // every microbatch's forward and backward, and the tails
-  std::int64_t base_bytes = 0;  // its chunks' peaks less their one microbatch of activations
-  std::vector<int> picks;       // option per chunk of the rank, in chunk order
+  double busy_s = 0;  // every microbatch's forward and backward, and the tails
+  // Its chunks' reserved peaks (what fits is judged on) less their one microbatch of
+  // activations, plus the gradients they accumulate.
+  std::int64_t base_bytes = 0;
+  std::vector<int> picks;  // option per chunk of the rank, in chunk order
 };
 
 // Non-dominated in (base_bytes, busy_s), by increasing bytes (so decreasing busy time).
@@ -161,7 +163,7 @@ std::vector<PipelineComposition> pipeline_compositions(
           RankCombination next = partial;
           next.busy_s += times.first_forward_s + later * (times.forward_s + times.backward_s) +
                          times.last_backward_s + times.tail_s;
-          next.base_bytes += times.base_peak_allocated_bytes - times.activation_bytes +
+          next.base_bytes += times.base_peak_reserved_bytes - times.activation_bytes +
                              times.accumulated_gradient_bytes;
           next.picks.push_back(static_cast<int>(o));
           extended.push_back(std::move(next));
@@ -204,6 +206,7 @@ std::vector<PipelineComposition> pipeline_compositions(
     composition.choice = std::move(choice);
     composition.step_time_s = result.step_time_s;
     composition.peak_allocated_bytes = largest_stage_peak_bytes(result);
+    composition.peak_reserved_bytes = largest_stage_reserved_bytes(result);
     compositions.push_back(std::move(composition));
   }
   return compositions;

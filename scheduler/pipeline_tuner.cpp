@@ -156,11 +156,11 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
   for (std::size_t k = 1; k < compositions.size(); ++k) {
     const PipelineComposition& a = compositions[k];
     const PipelineComposition& b = compositions[pick];
-    const bool a_fits = a.peak_allocated_bytes <= limit;
-    const bool b_fits = b.peak_allocated_bytes <= limit;
+    const bool a_fits = a.peak_reserved_bytes <= limit;
+    const bool b_fits = b.peak_reserved_bytes <= limit;
     if (a_fits != b_fits ? a_fits
                          : (a_fits ? a.step_time_s < b.step_time_s
-                                   : a.peak_allocated_bytes < b.peak_allocated_bytes)) {
+                                   : a.peak_reserved_bytes < b.peak_reserved_bytes)) {
       pick = k;
     }
   }
@@ -210,11 +210,13 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
   // 5. The Pareto front (docs/tuner.md "Pipelined jobs"): the schedule's own composition
   //    first (labelled "tuned"; ties keep it), fsdp2's, then every composition of step 3.
   std::vector<ParetoPoint> points = {
-      {tuning.best.result.step_time_s, largest_stage_peak_bytes(tuning.best.result), "tuned"},
-      {tuning.fsdp2.result.step_time_s, largest_stage_peak_bytes(tuning.fsdp2.result), "fsdp2"}};
+      {tuning.best.result.step_time_s, largest_stage_peak_bytes(tuning.best.result), "tuned",
+       largest_stage_reserved_bytes(tuning.best.result)},
+      {tuning.fsdp2.result.step_time_s, largest_stage_peak_bytes(tuning.fsdp2.result), "fsdp2",
+       largest_stage_reserved_bytes(tuning.fsdp2.result)}};
   for (std::size_t k = 0; k < compositions.size(); ++k) {
     points.push_back({compositions[k].step_time_s, compositions[k].peak_allocated_bytes,
-                      fmt::format("composition #{}", k)});
+                      fmt::format("composition #{}", k), compositions[k].peak_reserved_bytes});
   }
   tuning.pareto = pareto_front(points);
   // Every chunk's compute costs (its lowerer's), fsdp2 Program (kept by the fsdp2

@@ -256,13 +256,14 @@ class Simulation {
       }
       FSDPTUNE_CHECK(allocated_[event.category] >= 0, "memory of a category went negative");
     }
-    note_memory();
-    if (options_.abort_above_bytes > 0 && total_allocated_ > options_.abort_above_bytes) {
+    const std::int64_t reserved_bytes = note_memory();
+    if (options_.abort_above_bytes > 0 && reserved_bytes > options_.abort_above_bytes) {
       result_.aborted = true;
     }
   }
 
-  void note_memory() {
+  // Records the peaks; returns the reserved estimate now.
+  std::int64_t note_memory() {
     if (total_allocated_ > result_.peak_allocated_bytes) {
       result_.peak_allocated_bytes = total_allocated_;
       result_.peak_breakdown = allocated_;
@@ -272,6 +273,7 @@ class Simulation {
         (1.0 + options_.allocator_fragmentation) * static_cast<double>(transient_rounded_));
     result_.peak_reserved_bytes = std::max(result_.peak_reserved_bytes, reserved_bytes);
     if (options_.record_timeline) result_.memory_timeline.push_back({now_s_, total_allocated_});
+    return reserved_bytes;
   }
 
   const Program& program_;

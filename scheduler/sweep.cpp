@@ -300,17 +300,6 @@ SweepCandidate evaluate_job(const ModelSpec& model, const JobSpec& job, const Co
   return candidate;
 }
 
-std::int64_t sweep_tuner_memory_limit_bytes(std::int64_t memory_limit_bytes,
-                                            const SweepCandidate& fsdp2) {
-  // The tuners judge the allocated peak, the sweep the reserved estimate (allocated + 5%
-  // fragmentation on the transient part + 2 MiB segment rounding, SimOptions): tune under
-  // 100/106 of the limit so that the tuned reserved peak stays under it (checked after).
-  // Where fsdp2's reserved peak fits but its allocated peak is above that, the limit is
-  // fsdp2's allocated peak, so that fsdp2 stays a candidate of the search.
-  const std::int64_t limit = memory_limit_bytes / 106 * 100;
-  return fsdp2.fits ? std::max(limit, fsdp2.peak_allocated_bytes) : limit;
-}
-
 ConfigurationTuning tune_configuration(const Workload& workload, const CostModel& costs,
                                        const TunerOptions& options) {
   ConfigurationTuning tuning;
@@ -351,7 +340,6 @@ SweepResult sweep(const ModelSpec& model, const CostModel& costs, const SweepOpt
   result.memory_limit_bytes = options.memory_limit_bytes > 0
                                   ? options.memory_limit_bytes
                                   : default_memory_limit_bytes(costs.hardware());
-  result.tuner_memory_limit_bytes = result.memory_limit_bytes / 106 * 100;
   const std::vector<JobSpec> jobs = sweep_jobs(model, costs.hardware(), options);
   const std::int64_t job_count = static_cast<std::int64_t>(jobs.size());
   std::mutex progress_mutex;
@@ -380,11 +368,11 @@ SweepResult sweep(const ModelSpec& model, const CostModel& costs, const SweepOpt
     candidates[i] = std::move(evaluated.front());
     candidates[i].fsdp2_step_time_s = candidates[i].step_time_s;
     if (evaluated.size() > 1) {
-      could_fit[i] = evaluated[1].peak_allocated_bytes <= result.tuner_memory_limit_bytes;
+      could_fit[i] = evaluated[1].fits;
       if (!could_fit[i]) {
-        candidates[i].rejected += fmt::format("; least-memory plans: peak allocated {} > {}",
-                                              format_bytes(evaluated[1].peak_allocated_bytes),
-                                              format_bytes(result.tuner_memory_limit_bytes));
+        candidates[i].rejected += fmt::format("; least-memory plans: peak reserved {} > {}",
+                                              format_bytes(evaluated[1].peak_reserved_bytes),
+                                              format_bytes(result.memory_limit_bytes));
       }
     }
     report(false, job_count);
@@ -422,8 +410,7 @@ SweepResult sweep(const ModelSpec& model, const CostModel& costs, const SweepOpt
     SweepCandidate& candidate = candidates[i];
     const Workload workload = build_workload(model, jobs[i]);
     TunerOptions config_options = tuner_options;
-    config_options.memory_limit_bytes =
-        sweep_tuner_memory_limit_bytes(result.memory_limit_bytes, candidate);
+    config_options.memory_limit_bytes = result.memory_limit_bytes;
     ConfigurationTuning tuning = tune_configuration(workload, costs, config_options);
     SweepCandidate tuned = candidate;
     bool tuner_fits = false;
@@ -455,9 +442,9 @@ SweepResult sweep(const ModelSpec& model, const CostModel& costs, const SweepOpt
       tuned.peak_allocated_bytes = single.best.peak_allocated_bytes;
       tuned.derived_from = single.derived_from;
     }
-    // The tuned figures replace fsdp2's when they fit the sweep's limit and are not
-    // slower: under the tuners' stricter (allocated, 100/106) limit a configuration whose
-    // fsdp2 plan only just fits may be tuned to a slower plan, and then fsdp2 stays.
+    // The tuned figures replace fsdp2's when they fit and are not slower (the tuners keep
+    // fsdp2 among their candidates and judge fit as the sweep does, so a slower tuned
+    // plan would be a bug of theirs; the row then keeps its fsdp2 figures).
     const bool fits = tuner_fits && tuned.peak_reserved_bytes <= result.memory_limit_bytes;
     if (!fits || (candidate.fits && tuned.step_time_s > candidate.step_time_s)) {
       if (!candidate.fits) {

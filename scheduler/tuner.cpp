@@ -114,9 +114,9 @@ struct Evaluation {
   bool aborted = false;
   bool fits = false;
   double step_time_s = kInfinity;
-  // What the limit is compared with: the allocated peak (max when the simulation stopped
+  // What the limit is compared with: the reserved peak (max when the simulation stopped
   // early over the limit, so that such a plan ranks last).
-  std::int64_t peak_allocated_bytes = std::numeric_limits<std::int64_t>::max();
+  std::int64_t peak_bytes = std::numeric_limits<std::int64_t>::max();
   SimResult result;  // scalars only (no timings, no timeline)
 };
 
@@ -126,10 +126,10 @@ bool better(const Evaluation& a, const Evaluation& b) {
   if (a.fits != b.fits) return a.fits;
   if (a.fits) {
     if (a.step_time_s != b.step_time_s) return a.step_time_s < b.step_time_s;
-    return a.peak_allocated_bytes < b.peak_allocated_bytes;
+    return a.peak_bytes < b.peak_bytes;
   }
   if (a.aborted != b.aborted) return !a.aborted;
-  return a.peak_allocated_bytes < b.peak_allocated_bytes;
+  return a.peak_bytes < b.peak_bytes;
 }
 
 class Evaluator {
@@ -150,8 +150,8 @@ class Evaluator {
   Lowerer& lowerer() { return workers_.front().lowerer; }
 
   // Simulates every plan of `batch` (in parallel when threads > 1); results in batch order.
-  // `abort_over_limit` stops a simulation as soon as allocated memory passes the limit
-  // (so such a plan cannot fit).
+  // `abort_over_limit` stops a simulation as soon as the reserved estimate passes the
+  // limit (so such a plan cannot fit).
   std::vector<Evaluation> evaluate(std::vector<Evaluation> batch, bool abort_over_limit) {
     SimOptions options;
     options.record_timings = false;
@@ -164,11 +164,11 @@ class Evaluator {
       if (evaluation.aborted) {
         evaluation.fits = false;
         evaluation.step_time_s = kInfinity;
-        evaluation.peak_allocated_bytes = std::numeric_limits<std::int64_t>::max();
+        evaluation.peak_bytes = std::numeric_limits<std::int64_t>::max();
       } else {
         evaluation.fits = plan_fits(evaluation.result, memory_limit_bytes_);
         evaluation.step_time_s = evaluation.result.step_time_s;
-        evaluation.peak_allocated_bytes = evaluation.result.peak_allocated_bytes;
+        evaluation.peak_bytes = evaluation.result.peak_reserved_bytes;
       }
     };
     const int workers = std::min<int>(threads_, static_cast<int>(batch.size()));
@@ -589,13 +589,13 @@ void Search::record(const Evaluation& evaluation) {
   if (evaluation.aborted) {
     ++aborted_;
   } else {
-    if (!smallest_peak_ || evaluation.peak_allocated_bytes < smallest_peak_->peak_allocated_bytes) {
+    if (!smallest_peak_ || evaluation.peak_bytes < smallest_peak_->peak_bytes) {
       smallest_peak_ = evaluation;
     }
     // Pareto front of (peak allocated, step time): drop what the new point dominates,
     // add it unless something dominates it (ties keep the earlier point).
-    const ParetoPoint point{evaluation.step_time_s, evaluation.peak_allocated_bytes,
-                            evaluation.label};
+    const ParetoPoint point{evaluation.step_time_s, evaluation.result.peak_allocated_bytes,
+                            evaluation.label, evaluation.result.peak_reserved_bytes};
     const bool dominated = std::any_of(pareto_.begin(), pareto_.end(), [&](const auto& entry) {
       return entry.first.peak_allocated_bytes <= point.peak_allocated_bytes &&
              entry.first.step_time_s <= point.step_time_s;
@@ -992,7 +992,7 @@ TunerResult Search::run() {
     result.efficiency = result.lower_bound_s / best.step_time_s;
   }
   if (smallest_peak_) {
-    result.smallest_peak_bytes = smallest_peak_->peak_allocated_bytes;
+    result.smallest_peak_bytes = smallest_peak_->peak_bytes;
     result.smallest_peak_plan = smallest_peak_->label;
   }
   for (const auto& [point, plan] : pareto_) {
@@ -1017,9 +1017,11 @@ Plan min_memory_plan(int unit_count) {
 }
 
 bool plan_fits(const SimResult& result, std::int64_t memory_limit_bytes) {
-  // As `simulate` judges it: the allocated peak against the limit (the limit itself
-  // already leaves the hardware's reserve for the allocator's slack, CUDA and NCCL).
-  return !result.aborted && result.peak_allocated_bytes <= memory_limit_bytes;
+  // The caching allocator's reserved peak, not the allocated one, is what runs out of
+  // memory (torch.cuda.max_memory_reserved); the limit already leaves the hardware's
+  // reserve for the CUDA context, NCCL buffers and cuBLAS workspaces, not for the
+  // allocator's slack. `simulate`, `tune`, pipelines and the sweep all judge this way.
+  return !result.aborted && result.peak_reserved_bytes <= memory_limit_bytes;
 }
 
 PlanSummary summarize_plan(const std::string& plan_name, const Workload& workload,

@@ -981,7 +981,7 @@ std::string stages_table(const ScheduleFile& file) {
            text_cell(std::to_string(stage.max_in_flight)) +
            text_cell(format_bytes(stage.peak_allocated_bytes)) +
            text_cell(format_bytes(stage.peak_reserved_bytes)) +
-           text_cell(stage.peak_allocated_bytes <= file.memory_limit_bytes ? "yes" : "no") +
+           text_cell(stage.peak_reserved_bytes <= file.memory_limit_bytes ? "yes" : "no") +
            "</tr>\n";
   }
   return out + "</table>\n";

@@ -62,6 +62,7 @@ class Fields {
   }
   const std::string& source() const { return source_; }
 
+  bool has(const std::string& key) const { return object_.contains(key); }
   const json& at(const std::string& key) const {
     const auto it = object_.find(key);
     if (it == object_.end()) throw_bad_input(where(key), "missing field");
@@ -580,6 +581,7 @@ json schedule_to_json(const ScheduleFile& schedule) {
   for (const ParetoPoint& point : schedule.pareto) {
     pareto.push_back(json{{"step_time_s", point.step_time_s},
                           {"peak_allocated_bytes", point.peak_allocated_bytes},
+                          {"peak_reserved_bytes", point.peak_reserved_bytes},
                           {"label", point.label}});
   }
   // Derived, ignored on load: how close the plan is to the lower bound.
@@ -678,9 +680,11 @@ ScheduleFile schedule_from_json(const json& json_in, const std::string& source) 
   const json& pareto = fields.array("pareto");
   for (std::size_t i = 0; i < pareto.size(); ++i) {
     const Fields point(pareto[i], source, indexed("pareto", i));
-    schedule.pareto.push_back(ParetoPoint{point.number("step_time_s"),
-                                          point.non_negative("peak_allocated_bytes"),
-                                          point.string("label")});
+    // peak_reserved_bytes: absent from schedules written before 2026-11-30 (0 then).
+    schedule.pareto.push_back(ParetoPoint{
+        point.number("step_time_s"), point.non_negative("peak_allocated_bytes"),
+        point.string("label"),
+        point.has("peak_reserved_bytes") ? point.non_negative("peak_reserved_bytes") : 0});
   }
   schedule.lower_bound_s = fields.number("lower_bound_s");
   const Fields provenance = fields.object("provenance");
@@ -848,7 +852,8 @@ PlanSummary pipeline_summary(const PipelineSimulation& sim, const std::string& p
     breakdown[static_cast<int>(MemoryCategory::kActivations)] =
         std::max<std::int64_t>(0, largest->peak_allocated_bytes - others);
   }
-  summary.fits = summary.peak_allocated_bytes <= memory_limit_bytes;
+  // As pipeline_fits (scheduler/): the largest stage reserved peak against the limit.
+  summary.fits = summary.peak_reserved_bytes <= memory_limit_bytes;
   return summary;
 }
 
@@ -878,9 +883,8 @@ ScheduleFile pipeline_schedule(const Workload& workload, const PipelineSimulatio
     // step, so its throughput fields stay 0).
     PlanSummary& summary = chunk.predicted;
     summary = simulated_summary(result, chunk.plan.name);
-    summary.fits =
-        sim.result.stages.at(static_cast<std::size_t>(chunk.rank)).peak_allocated_bytes <=
-        memory_limit_bytes;
+    summary.fits = sim.result.stages.at(static_cast<std::size_t>(chunk.rank)).peak_reserved_bytes <=
+                   memory_limit_bytes;
     chunk.times = sim.spec.chunks[c];
     pipeline.chunks.push_back(std::move(chunk));
   }

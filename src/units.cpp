@@ -19,9 +19,9 @@ struct Suffix {
 
 // Longest suffixes first so "GiB" is not read as "B".
 constexpr Suffix kSuffixes[] = {
-    {"KiB", 1024.0},      {"MiB", 1048576.0},   {"GiB", 1073741824.0},
-    {"TiB", 1099511627776.0}, {"KB", 1e3},      {"MB", 1e6},
-    {"GB", 1e9},          {"TB", 1e12},         {"B", 1.0},
+    {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
+    {"KB", 1e3},     {"MB", 1e6},        {"GB", 1e9},           {"TB", 1e12},
+    {"B", 1.0},
 };
 
 }  // namespace

@@ -48,9 +48,9 @@ class Error : public std::runtime_error {
 
 }  // namespace fsdptune
 
-#define FSDPTUNE_CHECK(condition, message)                                   \
-  do {                                                                       \
-    if (!(condition)) {                                                      \
-      ::fsdptune::check_failed(__FILE__, __LINE__, #condition, (message));   \
-    }                                                                        \
+#define FSDPTUNE_CHECK(condition, message)                                 \
+  do {                                                                     \
+    if (!(condition)) {                                                    \
+      ::fsdptune::check_failed(__FILE__, __LINE__, #condition, (message)); \
+    }                                                                      \
   } while (false)

@@ -24,16 +24,16 @@ std::string to_string(PipelineSchedule schedule);
 PipelineSchedule pipeline_schedule_from_string(const std::string& text, const std::string& where);
 
 struct JobSpec {
-  std::int64_t gpus = 8;           // world size
+  std::int64_t gpus = 8;  // world size
   std::int64_t gpus_per_node = 8;
-  std::int64_t dp_shard = 0;       // FSDP shard group size; 0 = derived by normalize_job
-  std::int64_t dp_replicate = 1;   // HSDP replicas
-  std::int64_t tp = 1;             // tensor parallel degree
-  std::int64_t pp = 1;             // pipeline stages
-  std::int64_t microbatches = 1;   // pipeline microbatches per step
-  std::int64_t virtual_stages = 1; // interleaved 1F1B chunks per rank
+  std::int64_t dp_shard = 0;        // FSDP shard group size; 0 = derived by normalize_job
+  std::int64_t dp_replicate = 1;    // HSDP replicas
+  std::int64_t tp = 1;              // tensor parallel degree
+  std::int64_t pp = 1;              // pipeline stages
+  std::int64_t microbatches = 1;    // pipeline microbatches per step
+  std::int64_t virtual_stages = 1;  // interleaved 1F1B chunks per rank
   PipelineSchedule pp_schedule = PipelineSchedule::k1F1B;
-  std::int64_t local_batch = 1;    // sequences per data-parallel rank per step
+  std::int64_t local_batch = 1;  // sequences per data-parallel rank per step
   std::int64_t seq_len = 8192;
   ActivationCheckpointing ac = ActivationCheckpointing::kNone;
   DType param_dtype = DType::kBF16;   // dtype of gathered parameters and compute

@@ -195,11 +195,15 @@ void fill_pipeline_throughput(const JobSpec& job, double tokens_per_step,
                               double model_flops_per_step, const HardwareSpec& hardware,
                               PipelineSimulation& sim);
 
-// Does every stage's allocated peak fit under the limit?
+// Does a stage's reserved peak fit under the limit? (as plan_fits, tuner.hpp)
+bool stage_fits(const StageResult& stage, std::int64_t memory_limit_bytes);
+// Does every stage fit?
 bool pipeline_fits(const PipelineResult& result, std::int64_t memory_limit_bytes);
 
-// The largest stage allocated peak, bytes (what pipeline_fits compares with the limit).
+// The largest stage allocated peak, bytes (the Pareto fronts' memory axis).
 std::int64_t largest_stage_peak_bytes(const PipelineResult& result);
+// The largest stage reserved peak, bytes (what pipeline_fits compares with the limit).
+std::int64_t largest_stage_reserved_bytes(const PipelineResult& result);
 
 // Point-to-point group between adjacent stages: pp is the outermost mesh dimension
 // (torchtitan), so they are dp_replicate * dp_shard * tp ranks apart.

@@ -62,15 +62,16 @@ struct PipelineComposition {
   std::vector<int> choice;  // per chunk (pipeline_chunks order): index into its options
   double step_time_s = 0;   // the composition's step: the slowest rank's end
   std::int64_t peak_allocated_bytes = 0;  // the largest stage allocated peak
+  std::int64_t peak_reserved_bytes = 0;   // the largest stage reserved peak (fit)
   bool operator==(const PipelineComposition&) const = default;
 };
 
 // The compositions of per-chunk options (`options[c]`: the ways chunk c can run, as
 // ChunkTimes; `spec` gives stages, virtual stages, microbatches, schedule and send_s, its
 // `chunks` are ignored) that a per-stage choice under a memory threshold makes: per rank,
-// the Pareto front of (busy time, peak) over the combinations of its chunks' options
-// (busy and peak add up over a rank's chunks); then for every threshold T among those
-// peaks, each rank takes its least busy combination with a peak <= T (no composition for
+// the Pareto front of (busy time, reserved peak) over the combinations of its chunks'
+// options (busy and peak add up over a rank's chunks); then for every threshold T among
+// those peaks, each rank takes its least busy combination with a peak <= T (no composition for
 // T when a rank has none). Distinct compositions, by increasing T.
 // REQUIRES: options.size() == stages * virtual_stages, every options[c] non-empty.
 std::vector<PipelineComposition> pipeline_compositions(

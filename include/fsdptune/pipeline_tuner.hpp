@@ -22,11 +22,11 @@ struct PipelineTuning {
   PipelineSimulation best;   // the chosen plans, composed
   PipelineSimulation fsdp2;  // the baseline: fsdp2 per chunk, parameters kept gathered
   std::string derived_from;  // "per-stage tuner" or "fsdp2"
-  // The allocated peak each chunk's one-microbatch Program was tuned under: the rank's
+  // The reserved peak each chunk's one-microbatch Program was tuned under: the rank's
   // limit less the activations of its other microbatches in flight, shared by its chunks.
   std::vector<std::int64_t> chunk_memory_limit_bytes;
   std::vector<TunerResult> chunk_tunings;  // one per chunk, pipeline_chunks order
-  std::int64_t memory_limit_bytes = 0;     // per GPU, against each stage's allocated peak
+  std::int64_t memory_limit_bytes = 0;     // per GPU, against each stage's reserved peak
   bool fits = false;                       // pipeline_fits(best.result, memory_limit_bytes)
   std::int64_t plans_evaluated = 0;        // all chunks' simulations
   bool budget_exhausted = false;           // some chunk's search was cut short by time

@@ -53,8 +53,10 @@ struct PlanSummary {
 
 struct ParetoPoint {
   double step_time_s = 0;
-  std::int64_t peak_allocated_bytes = 0;
-  std::string label;  // which plan (baseline name or "tuned #k")
+  std::int64_t peak_allocated_bytes = 0;  // the front's memory axis
+  std::string label;                      // which plan (baseline name or "tuned #k")
+  // Its reserved estimate: whether it fits (<= memory_limit_bytes, as plan_fits).
+  std::int64_t peak_reserved_bytes = 0;
   bool operator==(const ParetoPoint&) const = default;
 };
 

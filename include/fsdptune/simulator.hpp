@@ -29,8 +29,9 @@ struct MemorySample {
 struct SimOptions {
   bool record_timings = true;   // per-task start/end
   bool record_timeline = true;  // memory over the step
-  // Stop early (result.aborted) once allocated memory passes this; 0 = never. Lets the
-  // tuner drop plans that cannot fit without simulating them to the end.
+  // Stop early (result.aborted) once the reserved-memory estimate (below) passes this;
+  // 0 = never. Lets the tuner drop plans that cannot fit without simulating them to the
+  // end (a plan fits when its reserved peak is within the limit: plan_fits).
   std::int64_t abort_above_bytes = 0;
   // Reserved-memory estimate of PyTorch's caching allocator: every allocation is rounded
   // up to `allocator_segment_bytes` (the allocator carves large blocks out of 2 MiB-

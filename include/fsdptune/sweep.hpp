@@ -86,19 +86,10 @@ struct ConfigurationTuning {
 ConfigurationTuning tune_configuration(const Workload& workload, const CostModel& costs,
                                        const TunerOptions& options);
 
-// The allocated-peak limit the sweep tunes a configuration under, from its fsdp2
-// candidate: 100/106 of `memory_limit_bytes` (the tuners judge the allocated peak, the
-// sweep the reserved estimate), or fsdp2's allocated peak where that is larger and fsdp2
-// fits (so that fsdp2 stays a candidate of the search).
-std::int64_t sweep_tuner_memory_limit_bytes(std::int64_t memory_limit_bytes,
-                                            const SweepCandidate& fsdp2);
-
 struct SweepResult {
   std::vector<SweepCandidate> ranked;    // fits, best tokens/s/GPU first (ties: enumeration order)
   std::vector<SweepCandidate> rejected;  // in enumeration order
   std::int64_t memory_limit_bytes = 0;
-  // memory_limit_bytes * 100 / 106: the tuners' limit (sweep_tuner_memory_limit_bytes).
-  std::int64_t tuner_memory_limit_bytes = 0;
   std::int64_t tuned = 0;            // configurations searched
   std::int64_t plans_evaluated = 0;  // by all their searches
   // The search of ranked.front() when its figures are tuned: what `sweep --out` writes.

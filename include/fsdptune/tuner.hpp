@@ -44,8 +44,8 @@ struct TunerProgress {
 };
 
 struct TunerOptions {
-  // Peak memory a plan may allocate (compared with the simulator's allocated peak, as
-  // `simulate` does). 0 = default_memory_limit_bytes (plans.hpp): the
+  // Peak memory a plan may reserve (compared with the simulator's reserved-peak estimate,
+  // as `simulate` does: plan_fits). 0 = default_memory_limit_bytes (plans.hpp): the
   // hardware's HBM minus its memory_reserve_bytes.
   std::int64_t memory_limit_bytes = 0;
   // Wall-clock budget of the whole search; 0 = none. Checked between batches.
@@ -101,7 +101,7 @@ struct TunerResult {
   double efficiency = 0;                 // lower_bound_s / best.step_time_s
   std::int64_t memory_limit_bytes = 0;   // the limit used
   bool fits = false;                     // best fits under the limit
-  // When nothing fits: the smallest allocated peak seen and the plan that had it.
+  // When nothing fits: the smallest reserved peak seen and the plan that had it.
   std::int64_t smallest_peak_bytes = 0;
   std::string smallest_peak_plan;
   std::int64_t plans_evaluated = 0;  // simulations run (including aborted ones)
@@ -117,7 +117,8 @@ struct TunerResult {
 // plan does).
 double step_time_lower_bound(const Workload& workload, const CostModel& costs);
 
-// Does a simulated plan fit under `memory_limit_bytes`? (allocated peak <= limit)
+// Does a simulated plan fit under `memory_limit_bytes`? (not aborted and the reserved
+// peak, SimResult::peak_reserved_bytes, <= limit)
 bool plan_fits(const SimResult& result, std::int64_t memory_limit_bytes);
 
 // The least memory a plan of the search space needs (with the default TunerOptions), as

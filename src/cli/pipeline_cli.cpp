@@ -50,7 +50,7 @@ void print_stage_table(const Workload& workload, const std::vector<std::vector<i
                rank_units(workload, chunks, stage.rank, pp), width, format_seconds(stage.busy_s),
                format_seconds(stage.end_s), stage.max_in_flight,
                format_bytes(stage.peak_allocated_bytes), format_bytes(stage.peak_reserved_bytes),
-               stage.peak_allocated_bytes <= limit_bytes
+               stage_fits(stage, limit_bytes)
                    ? "yes"
                    : fmt::format("no (limit {})", format_bytes(limit_bytes)));
   }
@@ -171,7 +171,7 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
            {"max_in_flight", stage.max_in_flight},
            {"peak_allocated_bytes", stage.peak_allocated_bytes},
            {"peak_reserved_bytes", stage.peak_reserved_bytes},
-           {"fits", stage.peak_allocated_bytes <= limit_bytes}});
+           {"fits", stage_fits(stage, limit_bytes)}});
     }
     nlohmann::json chunk_json = nlohmann::json::array();
     for (std::size_t c = 0; c < chunks.size(); ++c) {
@@ -225,8 +225,8 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
   std::fflush(stdout);
   if (!summary.fits && require_fit) {
     throw Error(ErrorKind::kDoesNotFit, "--memory-limit",
-                fmt::format("the largest stage peak {} allocated exceeds the {} limit",
-                            format_bytes(summary.peak_allocated_bytes), format_bytes(limit_bytes)),
+                fmt::format("the largest stage peak {} reserved exceeds the {} limit",
+                            format_bytes(summary.peak_reserved_bytes), format_bytes(limit_bytes)),
                 "more stages (--pp), --ac full, fewer microbatches in flight (--pp-schedule "
                 "1f1b), or a smaller --batch");
   }
@@ -245,13 +245,10 @@ TunedSchedule schedule_of_tuning(const Workload& workload, const HardwareSpec& h
   if (searched.pipeline) {
     const PipelineTuning& tuning = *searched.pipeline;
     if (!tuning.fits) {
-      std::int64_t peak = 0;
-      for (const StageResult& stage : tuning.best.result.stages) {
-        peak = std::max(peak, stage.peak_allocated_bytes);
-      }
+      const std::int64_t peak = largest_stage_reserved_bytes(tuning.best.result);
       throw Error(ErrorKind::kDoesNotFit, "--memory-limit",
                   fmt::format("no per-stage plan fits in {} per GPU: the smallest largest-stage "
-                              "peak found is {}",
+                              "reserved peak found is {}",
                               format_bytes(tuning.memory_limit_bytes), format_bytes(peak)),
                   "more stages (--pp), --ac full, or a smaller --batch");
     }
@@ -272,11 +269,12 @@ TunedSchedule schedule_of_tuning(const Workload& workload, const HardwareSpec& h
   }
   const TunerResult& result = *searched.single;
   if (!result.fits) {
-    throw Error(ErrorKind::kDoesNotFit, "--memory-limit",
-                fmt::format("no plan fits in {} per GPU: the smallest peak found is {} ({})",
-                            format_bytes(result.memory_limit_bytes),
-                            format_bytes(result.smallest_peak_bytes), result.smallest_peak_plan),
-                "shard over more GPUs, --ac full, or a smaller --batch");
+    throw Error(
+        ErrorKind::kDoesNotFit, "--memory-limit",
+        fmt::format("no plan fits in {} per GPU: the smallest reserved peak found is {} ({})",
+                    format_bytes(result.memory_limit_bytes),
+                    format_bytes(result.smallest_peak_bytes), result.smallest_peak_plan),
+        "shard over more GPUs, --ac full, or a smaller --batch");
   }
   ScheduleFile& schedule = tuned.schedule;
   schedule = schedule_of_tuned_plan(workload, hardware, result, costs);

@@ -74,9 +74,10 @@ std::string overflow_line(const SimResult& result, std::int64_t limit_bytes) {
                            format_bytes(at(result.peak_breakdown, order[i])));
   }
   return fmt::format(
-      "does not fit: peak {} allocated exceeds the {} limit by {} (largest at the peak: {})",
-      format_bytes(result.peak_allocated_bytes), format_bytes(limit_bytes),
-      format_bytes(result.peak_allocated_bytes - limit_bytes), largest);
+      "does not fit: peak {} reserved ({} allocated) exceeds the {} limit by {} (largest at "
+      "the allocated peak: {})",
+      format_bytes(result.peak_reserved_bytes), format_bytes(result.peak_allocated_bytes),
+      format_bytes(limit_bytes), format_bytes(result.peak_reserved_bytes - limit_bytes), largest);
 }
 
 // `--plan FILE` naming a schedule file (docs/schedule-format.md): read, and checked to be
@@ -306,7 +307,7 @@ void run_simulate(const SimulateOptions& options) {
   sim_options.record_timeline = !options.trace_path.empty();
   const SimResult result = simulate(program, sim_options);
   const StepMetrics metrics = step_metrics(workload, costs.hardware, result);
-  const bool fits = result.peak_allocated_bytes <= limit_bytes;
+  const bool fits = plan_fits(result, limit_bytes);
 
   if (!options.trace_path.empty()) {
     const std::string title = fmt::format("{} {} on {} GPUs", model.name, plan.name, job.gpus);

@@ -171,8 +171,7 @@ void run_sweep(const SweepCliOptions& o) {
       fmt::print(stderr, "sweep: tuning the best configuration ({} plans per chunk at most)\n",
                  o.tune_evaluations);
       TunerOptions tuner_options;
-      tuner_options.memory_limit_bytes =
-          sweep_tuner_memory_limit_bytes(result.memory_limit_bytes, best);
+      tuner_options.memory_limit_bytes = result.memory_limit_bytes;
       tuner_options.time_budget_s = 0;
       tuner_options.max_evaluations = o.tune_evaluations;
       tuner_options.threads = options.threads;
@@ -310,7 +309,7 @@ void run_pipeline(const PipelineCliOptions& o) {
                         {"max_in_flight", stage.max_in_flight},
                         {"peak_allocated_bytes", stage.peak_allocated_bytes},
                         {"peak_reserved_bytes", stage.peak_reserved_bytes},
-                        {"fits", stage.peak_reserved_bytes <= limit}});
+                        {"fits", stage_fits(stage, limit)}});
     }
     fmt::print("{}", dump_json({{"format", "fsdptune-pipeline"},
                                 {"version", 1},
@@ -343,12 +342,11 @@ void run_pipeline(const PipelineCliOptions& o) {
       units +=
           workload.units[chunks[c].front()].name + ".." + workload.units[chunks[c].back()].name;
     }
-    fmt::print("{:>5} {:<28} {:>11} {:>11} {:>9} {:>12} {:>12}  {}\n", stage.rank, units,
-               format_seconds(stage.busy_s), format_seconds(stage.end_s), stage.max_in_flight,
-               format_bytes(stage.peak_allocated_bytes), format_bytes(stage.peak_reserved_bytes),
-               stage.peak_reserved_bytes <= limit
-                   ? "yes"
-                   : fmt::format("no (limit {})", format_bytes(limit)));
+    fmt::print(
+        "{:>5} {:<28} {:>11} {:>11} {:>9} {:>12} {:>12}  {}\n", stage.rank, units,
+        format_seconds(stage.busy_s), format_seconds(stage.end_s), stage.max_in_flight,
+        format_bytes(stage.peak_allocated_bytes), format_bytes(stage.peak_reserved_bytes),
+        stage_fits(stage, limit) ? "yes" : fmt::format("no (limit {})", format_bytes(limit)));
   }
 }
 

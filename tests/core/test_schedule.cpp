@@ -72,7 +72,7 @@ ScheduleFile make_schedule() {
   baseline.plan_name = "fsdp2";
   baseline.step_time_s = 0.2;
   schedule.baselines = {baseline};
-  schedule.pareto = {{0.2, 100, "fsdp2"}, {0.123456789, 200, "tuned"}};
+  schedule.pareto = {{0.2, 100, "fsdp2", 106}, {0.123456789, 200, "tuned", 211}};
   schedule.lower_bound_s = 0.1;
   schedule.cost_queries = schedule.program.cost_queries;
   schedule.cost_fallbacks = schedule.program.cost_fallbacks;
@@ -103,6 +103,18 @@ TEST_CASE("a schedule survives JSON text and back, byte for byte", "[schedule]")
   CHECK(loaded == schedule);
   CHECK(dump_json(schedule_to_json(loaded)) == text);
   CHECK(schedule_hash(loaded) == schedule_hash(schedule));
+}
+
+TEST_CASE("a Pareto point without a reserved peak (written before it had one) reads as 0",
+          "[schedule]") {
+  json document = schedule_to_json(make_schedule());
+  CHECK(document.at("pareto").at(1).at("peak_reserved_bytes") == 211);
+  for (json& point : document["pareto"]) point.erase("peak_reserved_bytes");
+  const ScheduleFile loaded = schedule_from_json(document, "old.json");
+  REQUIRE(loaded.pareto.size() == 2);
+  CHECK(loaded.pareto[0].peak_allocated_bytes == 100);
+  CHECK(loaded.pareto[0].peak_reserved_bytes == 0);
+  CHECK(loaded.pareto[1].peak_reserved_bytes == 0);
 }
 
 TEST_CASE("the schedule file carries the buffer layout with padding", "[schedule]") {

@@ -290,7 +290,7 @@ TEST_CASE("tune_pipelined_job: Pareto front and lower bound", "[pipeline][tuner]
     const PipelineTuning roomy =
         tune_pipelined_job(workload, *costs, deterministic_tuner(80LL << 30));
     for (const std::int64_t limit :
-         {std::int64_t{80} << 30, largest_stage_peak_bytes(roomy.fsdp2.result) - 1}) {
+         {std::int64_t{80} << 30, largest_stage_reserved_bytes(roomy.fsdp2.result) - 1}) {
       const PipelineTuning tuning =
           tune_pipelined_job(workload, *costs, deterministic_tuner(limit));
       REQUIRE(tuning.fits);
@@ -313,9 +313,11 @@ TEST_CASE("tune_pipelined_job: Pareto front and lower bound", "[pipeline][tuner]
       REQUIRE(tuned != tuning.pareto.end());
       CHECK(tuned->step_time_s == best_s);
       CHECK(tuned->peak_allocated_bytes == largest_stage_peak_bytes(tuning.best.result));
+      CHECK(tuned->peak_reserved_bytes == largest_stage_reserved_bytes(tuning.best.result));
       for (const ParetoPoint& point : tuning.pareto) {
         CHECK(point.step_time_s >= tuning.lower_bound_s);
-        if (point.peak_allocated_bytes <= limit) CHECK(point.step_time_s >= best_s);
+        CHECK(point.peak_reserved_bytes >= point.peak_allocated_bytes);
+        if (point.peak_reserved_bytes <= limit) CHECK(point.step_time_s >= best_s);
       }
     }
   }
@@ -324,8 +326,9 @@ TEST_CASE("tune_pipelined_job: Pareto front and lower bound", "[pipeline][tuner]
 TEST_CASE("pipeline_compositions: per-stage choices under every threshold", "[pipeline]") {
   // Two stages, one chunk each, two options per chunk: fast and big (1 s a microbatch
   // each way, 300 bytes beyond its activations) or slow and small (2 s, 100 bytes). M = 1,
-  // free sends, activations 10 bytes. Rank peaks: 10 + 300 = 310 or 10 + 100 = 110.
-  // Thresholds 110 and 310: all small (step 2 + 2 + 2 + 2 = 8 s), then all fast (4 s).
+  // free sends, activations 10 bytes. Rank peaks: 10 + 300 = 310 or 10 + 100 = 110
+  // allocated (reserved 2 bytes more: 312 or 112).
+  // Thresholds 112 and 312: all small (step 2 + 2 + 2 + 2 = 8 s), then all fast (4 s).
   PipelineSpec spec;
   spec.stages = 2;
   spec.microbatches = 1;
@@ -334,6 +337,8 @@ TEST_CASE("pipeline_compositions: per-stage choices under every threshold", "[pi
     times.first_forward_s = times.forward_s = times.backward_s = times.last_backward_s = seconds;
     times.activation_bytes = 10;
     times.base_peak_allocated_bytes = 10 + bytes;
+    // Fit is judged on the reserved peak: a little more than allocated.
+    times.base_peak_reserved_bytes = 12 + bytes;
     return times;
   };
   const std::vector<std::vector<ChunkTimes>> options = {{option(1, 300), option(2, 100)},
@@ -343,9 +348,11 @@ TEST_CASE("pipeline_compositions: per-stage choices under every threshold", "[pi
   CHECK(compositions[0].choice == std::vector<int>{1, 1});
   CHECK(compositions[0].step_time_s == Approx(8.0));
   CHECK(compositions[0].peak_allocated_bytes == 110);
+  CHECK(compositions[0].peak_reserved_bytes == 112);  // 12 + 100: the threshold judged
   CHECK(compositions[1].choice == std::vector<int>{0, 0});
   CHECK(compositions[1].step_time_s == Approx(4.0));
   CHECK(compositions[1].peak_allocated_bytes == 310);
+  CHECK(compositions[1].peak_reserved_bytes == 312);
   // The front: both (neither dominates); an equal later point and a dominated one go.
   const std::vector<ParetoPoint> front =
       pareto_front({{8.0, 110, "a"}, {4.0, 310, "b"}, {8.0, 110, "c"}, {9.0, 400, "d"}});

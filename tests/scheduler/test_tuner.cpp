@@ -142,7 +142,8 @@ Workload six_unit_workload() {
 // The peak of the one-unit-per-bucket plan (the least memory), for setting limits that
 // bind.
 std::int64_t min_memory_peak(const Workload& workload, const CostModel& costs) {
-  return simulate(lower(workload, fsdp2_plan(workload), costs)).peak_allocated_bytes;
+  // The reserved peak: what the tuner compares with the limit (plan_fits).
+  return simulate(lower(workload, fsdp2_plan(workload), costs)).peak_reserved_bytes;
 }
 
 // A limit `fraction` of the way from the least memory (one unit per bucket) to the most
@@ -157,7 +158,7 @@ std::int64_t limit_between(const Workload& workload, const CostModel& costs, dou
   most.forward_prefetch = 3;
   most.backward_prefetch = 3;
   const std::int64_t least = min_memory_peak(workload, costs);
-  const std::int64_t largest = simulate(lower(workload, most, costs)).peak_allocated_bytes;
+  const std::int64_t largest = simulate(lower(workload, most, costs)).peak_reserved_bytes;
   return least + static_cast<std::int64_t>(fraction * static_cast<double>(largest - least));
 }
 
@@ -221,7 +222,7 @@ TEST_CASE("the tuner finds the exhaustive optimum of a 4-unit workload, all knob
       const TunerResult tuned = Tuner(small_space_options(limit, 2, true)).tune(workload, costs);
       REQUIRE(tuned.fits);
       CHECK(tuned.best.step_time_s == Approx(exhaustive.best_step_time_s).epsilon(1e-12));
-      CHECK(tuned.best.peak_allocated_bytes <= limit);
+      CHECK(tuned.best.peak_reserved_bytes <= limit);
       // The tuner looked at a fraction of the space.
       CHECK(tuned.plans_evaluated < exhaustive.plans);
     }
@@ -312,7 +313,7 @@ TEST_CASE("the tuner finds the exhaustive optimum of a 6-unit workload, independ
       REQUIRE(tuned.fits);
       INFO("tuned " << plan_to_json(tuned.best_plan).dump() << " from " << tuned.derived_from);
       CHECK(tuned.best.step_time_s == Approx(best_s).epsilon(1e-12));
-      CHECK(tuned.best.peak_allocated_bytes <= limit);
+      CHECK(tuned.best.peak_reserved_bytes <= limit);
       CHECK(tuned.plans_evaluated < plans);
     }
   }
@@ -332,7 +333,7 @@ TEST_CASE("the tuned plan is never worse than a baseline and never over the limi
     CHECK(tuned.baselines[1].summary.plan_name == "simplefsdp-block");
     CHECK(tuned.baselines[2].summary.plan_name == "simplefsdp-greedy");
     REQUIRE(tuned.fits);
-    CHECK(tuned.best.peak_allocated_bytes <= limit);
+    CHECK(tuned.best.peak_reserved_bytes <= limit);
     for (const EvaluatedPlan& baseline : tuned.baselines) {
       if (baseline.summary.fits) CHECK(tuned.best.step_time_s <= baseline.summary.step_time_s);
     }
@@ -490,7 +491,7 @@ TEST_CASE("on built-in jobs the tuned plan beats or matches every baseline under
       CHECK_FALSE(tuned.budget_exhausted);
       CHECK(tuned.memory_limit_bytes == limit);
       REQUIRE(tuned.fits);
-      CHECK(tuned.best.peak_allocated_bytes <= limit);
+      CHECK(tuned.best.peak_reserved_bytes <= limit);
       for (const EvaluatedPlan& baseline : tuned.baselines) {
         if (baseline.summary.fits) {
           CHECK(tuned.best.step_time_s <= baseline.summary.step_time_s);
