@@ -3,6 +3,7 @@
 #include "fsdptune/pipeline.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "fsdptune/error.hpp"
@@ -145,8 +146,7 @@ PipelineResult simulate_pipeline(const PipelineSpec& spec) {
       // already hold some of them).
       base_allocated += times.base_peak_allocated_bytes - times.activation_bytes +
                         times.accumulated_gradient_bytes;
-      base_reserved += times.base_peak_reserved_bytes - times.activation_bytes +
-                       times.accumulated_gradient_bytes;
+      base_reserved += chunk_base_reserved_bytes(times, spec.allocator_fragmentation);
     }
     // Activations in flight: allocated by a forward, freed by the matching backward.
     std::int64_t in_flight_bytes = 0, peak_in_flight_bytes = 0;
@@ -159,7 +159,9 @@ PipelineResult simulate_pipeline(const PipelineSpec& spec) {
       peak_in_flight_bytes = std::max(peak_in_flight_bytes, in_flight_bytes);
     }
     stage.peak_allocated_bytes = base_allocated + peak_in_flight_bytes;
-    stage.peak_reserved_bytes = base_reserved + peak_in_flight_bytes;
+    stage.peak_reserved_bytes =
+        base_reserved +
+        transient_reserved_bytes(peak_in_flight_bytes, spec.allocator_fragmentation);
     result.step_time_s = std::max(result.step_time_s, stage.end_s);
   }
   if (makespan > 0) result.bubble_fraction = 1.0 - busy / (static_cast<double>(P) * makespan);
@@ -262,6 +264,16 @@ std::int64_t largest_stage_reserved_bytes(const PipelineResult& result) {
   std::int64_t peak = 0;
   for (const StageResult& stage : result.stages) peak = std::max(peak, stage.peak_reserved_bytes);
   return peak;
+}
+
+std::int64_t transient_reserved_bytes(std::int64_t bytes, double fragmentation) {
+  return std::llround((1.0 + fragmentation) * static_cast<double>(bytes));
+}
+
+std::int64_t chunk_base_reserved_bytes(const ChunkTimes& times, double fragmentation) {
+  return times.base_peak_reserved_bytes -
+         transient_reserved_bytes(times.activation_bytes, fragmentation) +
+         transient_reserved_bytes(times.accumulated_gradient_bytes, fragmentation);
 }
 
 bool stage_fits(const StageResult& stage, std::int64_t memory_limit_bytes) {

@@ -149,11 +149,14 @@ std::vector<PipelineComposition> pipeline_compositions(
   // Per rank: its peak of activations in flight (the same for every option: activations
   // do not depend on the plan) and the front of its chunks' combinations, built one chunk
   // at a time (a combination's busy time and bytes are sums over its chunks).
-  std::vector<std::int64_t> in_flight_bytes(P);
+  // Both as reserved, as simulate_pipeline estimates a stage's reserved peak.
+  std::vector<std::int64_t> in_flight_reserved(P);
   std::vector<std::vector<RankCombination>> fronts(P);
   for (int r = 0; r < P; ++r) {
-    in_flight_bytes[r] = peak_in_flight_bytes(P, spec.virtual_stages, spec.microbatches,
-                                              spec.schedule, r, activation_bytes);
+    in_flight_reserved[r] =
+        transient_reserved_bytes(peak_in_flight_bytes(P, spec.virtual_stages, spec.microbatches,
+                                                      spec.schedule, r, activation_bytes),
+                                 spec.allocator_fragmentation);
     std::vector<RankCombination> front(1);
     for (int c = r; c < C; c += P) {
       std::vector<RankCombination> extended;
@@ -163,8 +166,7 @@ std::vector<PipelineComposition> pipeline_compositions(
           RankCombination next = partial;
           next.busy_s += times.first_forward_s + later * (times.forward_s + times.backward_s) +
                          times.last_backward_s + times.tail_s;
-          next.base_bytes += times.base_peak_reserved_bytes - times.activation_bytes +
-                             times.accumulated_gradient_bytes;
+          next.base_bytes += chunk_base_reserved_bytes(times, spec.allocator_fragmentation);
           next.picks.push_back(static_cast<int>(o));
           extended.push_back(std::move(next));
         }
@@ -176,7 +178,7 @@ std::vector<PipelineComposition> pipeline_compositions(
   std::vector<std::int64_t> thresholds;
   for (int r = 0; r < P; ++r) {
     for (const RankCombination& combination : fronts[r]) {
-      thresholds.push_back(in_flight_bytes[r] + combination.base_bytes);
+      thresholds.push_back(in_flight_reserved[r] + combination.base_bytes);
     }
   }
   std::sort(thresholds.begin(), thresholds.end());
@@ -191,7 +193,7 @@ std::vector<PipelineComposition> pipeline_compositions(
       // threshold is the least busy.
       const RankCombination* pick = nullptr;
       for (const RankCombination& combination : fronts[r]) {
-        if (in_flight_bytes[r] + combination.base_bytes <= threshold) pick = &combination;
+        if (in_flight_reserved[r] + combination.base_bytes <= threshold) pick = &combination;
       }
       if (pick == nullptr) {
         complete = false;

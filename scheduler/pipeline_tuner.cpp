@@ -82,9 +82,12 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
     for (const Unit& unit : chunk_workloads.back().units) bytes += unit.saved_activation_bytes;
     activation_bytes.push_back(bytes);
   }
-  std::vector<std::int64_t> in_flight_bytes(P);
+  // Reserved, as fit is judged (transient_reserved_bytes: the allocator's inflation).
+  const double fragmentation = PipelineSpec{}.allocator_fragmentation;
+  std::vector<std::int64_t> in_flight_reserved(P);
   for (int r = 0; r < P; ++r) {
-    in_flight_bytes[r] = peak_in_flight_bytes(P, V, M, job.pp_schedule, r, activation_bytes);
+    in_flight_reserved[r] = transient_reserved_bytes(
+        peak_in_flight_bytes(P, V, M, job.pp_schedule, r, activation_bytes), fragmentation);
   }
 
   // 1. Each chunk tuned alone (one microbatch, the plan as it is: no gradient
@@ -98,7 +101,8 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
   for (int c = 0; c < C; ++c) {
     const int rank = c % P;
     const std::int64_t budget =
-        std::max<std::int64_t>(1, (limit - in_flight_bytes[rank]) / V + activation_bytes[c]);
+        std::max<std::int64_t>(1, (limit - in_flight_reserved[rank]) / V +
+                                      transient_reserved_bytes(activation_bytes[c], fragmentation));
     tuning.chunk_memory_limit_bytes.push_back(budget);
     TunerOptions chunk_options = options;
     chunk_options.memory_limit_bytes = budget;

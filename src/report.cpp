@@ -534,13 +534,17 @@ std::vector<std::vector<std::string>> measured_rows(const MeasuredComparison& m)
 
 // The Pareto front the tuner explored (ScheduleFile::pareto, by increasing peak): the
 // same points the HTML chart draws. Version 2 points are whole pipelines, their peak the
-// largest stage's.
-std::vector<std::vector<std::string>> pareto_rows(const std::vector<ParetoPoint>& pareto) {
+// largest stage's. A point fits when its reserved peak is within the schedule's limit;
+// files written before points carried a reserved peak (0) say "-" for both.
+std::vector<std::vector<std::string>> pareto_rows(const ScheduleFile& schedule) {
   std::vector<std::vector<std::string>> rows;
-  rows.push_back({"plan", "step time", "peak allocated"});
-  for (const ParetoPoint& point : pareto) {
+  rows.push_back({"plan", "step time", "peak allocated", "peak reserved", "fits"});
+  for (const ParetoPoint& point : schedule.pareto) {
+    const bool known = point.peak_reserved_bytes > 0;
     rows.push_back(
-        {point.label, format_seconds(point.step_time_s), format_bytes(point.peak_allocated_bytes)});
+        {point.label, format_seconds(point.step_time_s), format_bytes(point.peak_allocated_bytes),
+         known ? format_bytes(point.peak_reserved_bytes) : "-",
+         !known ? "-" : (point.peak_reserved_bytes <= schedule.memory_limit_bytes ? "yes" : "no")});
   }
   return rows;
 }
@@ -570,10 +574,9 @@ std::string render_report_text(const std::vector<ReportEntry>& entries,
     out += text_table(report_detail::plan_table_rows(schedule), "  ");
     out += "  (* = the schedule's tuned plan)\n";
     out += "  " + report_detail::efficiency_line(schedule) + "\n";
-    const std::vector<ParetoPoint>& pareto = entries[i].schedule.pareto;
-    if (!pareto.empty()) {
+    if (!entries[i].schedule.pareto.empty()) {
       out += "  Pareto front explored by the tuner (peak allocated against step time):\n";
-      out += text_table(pareto_rows(pareto), "    ");
+      out += text_table(pareto_rows(entries[i].schedule), "    ");
     }
     if (!schedule.measured) continue;
     const MeasuredComparison& m = *schedule.measured;
@@ -599,10 +602,9 @@ std::string render_report_markdown(const std::vector<ReportEntry>& entries,
     out += markdown_table(report_detail::plan_table_rows(schedule));
     out += "\n`*` marks the schedule's tuned plan. " +
            markdown_cell(report_detail::efficiency_line(schedule)) + ".\n";
-    const std::vector<ParetoPoint>& pareto = entries[i].schedule.pareto;
-    if (!pareto.empty()) {
+    if (!entries[i].schedule.pareto.empty()) {
       out += "\n### Pareto front explored by the tuner\n\n";
-      out += markdown_table(pareto_rows(pareto));
+      out += markdown_table(pareto_rows(entries[i].schedule));
     }
     if (!schedule.measured) continue;
     const MeasuredComparison& m = *schedule.measured;

@@ -46,8 +46,25 @@ struct PipelineSpec {
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
   std::vector<ChunkTimes> chunks;  // P * V, in model order
   double send_s = 0;  // point-to-point send of one microbatch's activation (or its gradient)
+  // The caching allocator's inflation of transient memory (SimOptions::
+  // allocator_fragmentation): applied to the activations in flight and the accumulated
+  // gradients when a stage's reserved peak is estimated (chunk_base_reserved_bytes).
+  double allocator_fragmentation = SimOptions{}.allocator_fragmentation;
   bool operator==(const PipelineSpec&) const = default;
 };
+
+// The reserved-memory estimate of `bytes` of transient tensors: (1 + fragmentation) x
+// bytes, as the simulator inflates everything but the sharded state (docs/plan-format.md
+// "Reserved memory"; the 2 MiB segment rounding is left out: microbatch activations and
+// gradients are many tensors the chunk's own simulation already rounded).
+std::int64_t transient_reserved_bytes(std::int64_t bytes, double fragmentation);
+
+// What one chunk adds to its rank's reserved peak besides the activations in flight: its
+// single-microbatch reserved peak less its one microbatch of activations, plus the
+// gradients it accumulates across microbatches, both as reserved. A stage's reserved peak
+// is the sum over its chunks plus transient_reserved_bytes of its peak activations in
+// flight (simulate_pipeline; pipeline_compositions judges its thresholds the same way).
+std::int64_t chunk_base_reserved_bytes(const ChunkTimes& times, double fragmentation);
 
 struct PipelineAction {
   int chunk = 0;

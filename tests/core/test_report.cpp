@@ -175,8 +175,10 @@ TEST_CASE("terminal table: plans, lower bound, measured", "[report]") {
   CHECK(text.find("-15.8%") != std::string::npos);
   CHECK(text.find("busy all_gather") != std::string::npos);
   CHECK(text.find("#2 AG b1 [layers.0]") != std::string::npos);
-  // fsdp2 reserves 900 MiB of a 1 GiB limit: fits; none here fail.
-  CHECK(count(text, " yes\n") == 3);
+  // fsdp2 reserves 900 MiB of a 1 GiB limit: fits; none of the three plans fails. The
+  // Pareto front's three points under the limit say yes too, its fourth no.
+  CHECK(count(text, " yes\n") == 3 + 3);
+  CHECK(count(text, " no\n") == 1);
 }
 
 TEST_CASE("text and Markdown list the Pareto front in the file's order", "[report]") {
@@ -184,21 +186,30 @@ TEST_CASE("text and Markdown list the Pareto front in the file's order", "[repor
   //   tuned #1: 16 -> 15.625 ms -> "15.62 ms", 600 MiB     tuned #2: 17 -> 16.6015625 ms
   //   -> "16.60 ms", 550 MiB     tuned #3: 19 -> 18.5546875 ms -> "18.55 ms", 650 MiB
   //   tuned #4: 15 -> 14.6484375 ms -> "14.65 ms", 1200 MiB = 1.171875 GiB -> "1.17 GiB".
+  // Reserved 650 / 600 / 700 MiB and 1300 MiB = 1.26953125 GiB -> "1.27 GiB": only the
+  // last is over the fixture's 1 GiB limit.
   const std::string text = render_report_text(entries(false));
   CHECK(text.find("  Pareto front explored by the tuner (peak allocated against step time):\n"
-                  "    plan      step time  peak allocated\n") != std::string::npos);
-  // Columns: label left in 8 (the longest label), then two spaces and the step time right
-  // in 9 ("step time"), two spaces and the peak right in 14 ("peak allocated").
-  CHECK(text.find("    tuned #1   15.62 ms         600 MiB\n"
-                  "    tuned #2   16.60 ms         550 MiB\n"
-                  "    tuned #3   18.55 ms         650 MiB\n"
-                  "    tuned #4   14.65 ms        1.17 GiB\n") != std::string::npos);
+                  "    plan      step time  peak allocated  peak reserved  fits\n") !=
+        std::string::npos);
+  // Columns: label left in 8 (the longest label); the others right-aligned in the width of
+  // their headers: 9 ("step time"), 14, 13 and 4 ("fits").
+  CHECK(text.find("    tuned #1   15.62 ms         600 MiB        650 MiB   yes\n"
+                  "    tuned #2   16.60 ms         550 MiB        600 MiB   yes\n"
+                  "    tuned #3   18.55 ms         650 MiB        700 MiB   yes\n"
+                  "    tuned #4   14.65 ms        1.17 GiB       1.27 GiB    no\n") !=
+        std::string::npos);
   const std::string markdown = render_report_markdown(entries(false));
   CHECK(markdown.find("### Pareto front explored by the tuner\n\n"
-                      "| plan | step time | peak allocated |\n"
-                      "| --- | ---: | ---: |\n"
-                      "| tuned #1 | 15.62 ms | 600 MiB |\n") != std::string::npos);
-  CHECK(markdown.find("| tuned #4 | 14.65 ms | 1.17 GiB |\n") != std::string::npos);
+                      "| plan | step time | peak allocated | peak reserved | fits |\n") !=
+        std::string::npos);
+  CHECK(markdown.find("| tuned #1 | 15.62 ms | 600 MiB | 650 MiB | yes |\n") != std::string::npos);
+  CHECK(markdown.find("| tuned #4 | 14.65 ms | 1.17 GiB | 1.27 GiB | no |\n") != std::string::npos);
+  // A file from before points carried a reserved peak: "-" for reserved and fits.
+  auto old = entries(false);
+  for (ParetoPoint& point : old[0].schedule.pareto) point.peak_reserved_bytes = 0;
+  CHECK(render_report_markdown(old).find("| tuned #1 | 15.62 ms | 600 MiB | - | - |\n") !=
+        std::string::npos);
   // No front recorded: no section.
   auto without = entries(false);
   without[0].schedule.pareto.clear();

@@ -38,8 +38,10 @@ PipelineSpec uniform_spec(int stages, int virtual_stages, int microbatches,
   chunk.first_forward_s = chunk.forward_s = forward_s;
   chunk.backward_s = chunk.last_backward_s = backward_s;
   chunk.activation_bytes = 100;
-  // A single-microbatch FSDP peak that holds exactly its one microbatch of activations.
-  chunk.base_peak_allocated_bytes = chunk.base_peak_reserved_bytes = 100;
+  // A single-microbatch FSDP peak that holds exactly its one microbatch of activations
+  // (reserved: 5% more, the allocator's inflation of transient memory).
+  chunk.base_peak_allocated_bytes = 100;
+  chunk.base_peak_reserved_bytes = 105;
   spec.chunks.assign(static_cast<std::size_t>(stages * virtual_stages), chunk);
   return spec;
 }
@@ -79,6 +81,35 @@ TEST_CASE("1F1B: the first stage holds the most microbatches in flight", "[pipel
   const PipelineResult gpipe =
       simulate_pipeline(uniform_spec(P, 1, M, PipelineSchedule::kGPipe, 1.0, 2.0));
   for (const StageResult& stage : gpipe.stages) CHECK(stage.max_in_flight == M);
+}
+
+TEST_CASE("a stage's reserved peak inflates its activations in flight and accumulated gradients",
+          "[pipeline][memory]") {
+  // Two stages, 1F1B, 4 microbatches: rank 0 holds min(P - r, M) = 2 microbatches of
+  // activations at once, rank 1 one. Each chunk: 1000 bytes of activations per microbatch,
+  // a single-microbatch peak of 1400 allocated / 1500 reserved (its 1000 activations
+  // reserved as 1050, 450 else), 2000 bytes of gradients accumulated across microbatches.
+  PipelineSpec spec = uniform_spec(2, 1, 4, PipelineSchedule::k1F1B, 1.0, 2.0);
+  for (ChunkTimes& chunk : spec.chunks) {
+    chunk.activation_bytes = 1000;
+    chunk.base_peak_allocated_bytes = 1400;
+    chunk.base_peak_reserved_bytes = 1500;
+    chunk.accumulated_gradient_bytes = 2000;
+  }
+  REQUIRE(spec.allocator_fragmentation == 0.05);
+  // Base: 1500 - 1.05 * 1000 + 1.05 * 2000 = 2550 reserved (1400 - 1000 + 2000 = 2400
+  // allocated).
+  CHECK(chunk_base_reserved_bytes(spec.chunks[0], spec.allocator_fragmentation) == 2550);
+  const PipelineResult result = simulate_pipeline(spec);
+  // Rank 0: 2550 + 1.05 * 2000 = 4650 reserved, 2400 + 2000 = 4400 allocated.
+  CHECK(result.stages[0].peak_reserved_bytes == 4650);
+  CHECK(result.stages[0].peak_allocated_bytes == 4400);
+  // Rank 1: 2550 + 1.05 * 1000 = 3600 reserved, 2400 + 1000 = 3400 allocated.
+  CHECK(result.stages[1].peak_reserved_bytes == 3600);
+  CHECK(result.stages[1].peak_allocated_bytes == 3400);
+  CHECK(largest_stage_reserved_bytes(result) == 4650);
+  CHECK(pipeline_fits(result, 4650));
+  CHECK_FALSE(pipeline_fits(result, 4649));
 }
 
 TEST_CASE("every schedule runs every action once, in dependency order", "[pipeline]") {
