@@ -113,6 +113,21 @@ __global__ void accumulate_kernel(float* gradient, const void* received, int wir
   GRID_STRIDE(j, n) { gradient[j] += load(received, wire, j); }
 }
 
+// Pipelines: .grad += this microbatch's gradient, in the reduce dtype (Backend::
+// accumulate_gradients).
+__global__ void add_kernel(void* sum, const void* addend, int wire, std::int64_t n) {
+  GRID_STRIDE(j, n) { store(sum, wire, j, load(sum, wire, j) + load(addend, wire, j)); }
+}
+
+// A pipeline message's contents: data_pattern::message_value, same formula.
+__global__ void message_kernel(void* data, int wire, int tag, int sender, std::int64_t n) {
+  GRID_STRIDE(i, n) {
+    store(
+        data, wire, i,
+        static_cast<float>((13 * static_cast<std::int64_t>(tag) + 3 * sender + 7 * i) % 251 - 125));
+  }
+}
+
 // --check-data of the TP collectives: the device side of data_pattern::tp_input and
 // tp_expected (data_check.hpp), same formulas.
 enum TpKind : int { kTpAllGather = 0, kTpReduceScatter = 1, kTpAllReduce = 2 };
@@ -189,6 +204,8 @@ struct BucketBuffers {
   // Reduce-scatter only: this rank's unsharded gradients in the bucket layout, made once
   // (the data pattern), so that the copy-in is a copy as FSDP's is.
   void* gradients = nullptr;
+  // Reduce-scatter over accumulated microbatches: their sum so far, what the copy-in reads.
+  void* accumulated = nullptr;
   std::int64_t send_bytes = 0;
   std::int64_t receive_bytes = 0;
 };
@@ -214,11 +231,16 @@ class CudaBackend final : public Backend {
     cudaSetDevice(device_);
     cudaDeviceSynchronize();
     kernels_.clear();
+    for (ncclComm_t comm :
+         {pipeline_send_[0], pipeline_send_[1], pipeline_receive_[0], pipeline_receive_[1]}) {
+      if (comm != nullptr) ncclCommDestroy(comm);
+    }
     for (StreamComms& comms : comms_) {
       for (ncclComm_t comm : {comms.shard, comms.replica, comms.tp, comms.world}) {
         if (comm != nullptr) ncclCommDestroy(comm);
       }
     }
+    for (void* message : messages_) cudaFree(message);
     for (void* scratch : tp_scratch_) cudaFree(scratch);
     if (tp_mismatch_ != nullptr) cudaFree(tp_mismatch_);
     if (separate_storage_ != nullptr) cudaFree(separate_storage_);
@@ -227,6 +249,7 @@ class CudaBackend final : public Backend {
       cudaFree(buffers.receive);
       cudaFree(buffers.unsharded);
       cudaFree(buffers.gradients);
+      cudaFree(buffers.accumulated);
     }
     for (void* block : blocks_) {
       if (block != nullptr) cudaFree(block);
@@ -280,13 +303,38 @@ class CudaBackend final : public Backend {
       MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
       StreamComms comms;
       FSDPTUNE_NCCL_CHECK(ncclCommInitRank(&comms.world, layout.world_size, id, layout.rank));
-      FSDPTUNE_NCCL_CHECK(ncclCommSplit(comms.world, mesh.replica * mesh.tp + mesh.tp_rank,
-                                        mesh.shard, &comms.shard, nullptr));
-      FSDPTUNE_NCCL_CHECK(ncclCommSplit(comms.world, mesh.shard * mesh.tp + mesh.tp_rank,
-                                        mesh.replica, &comms.replica, nullptr));
-      FSDPTUNE_NCCL_CHECK(ncclCommSplit(comms.world, mesh.replica * mesh.dp_shard + mesh.shard,
-                                        mesh.tp_rank, &comms.tp, nullptr));
+      // Groups never cross pipeline stages: the stage is part of every color.
+      FSDPTUNE_NCCL_CHECK(ncclCommSplit(
+          comms.world, (mesh.stage * mesh.dp_replicate + mesh.replica) * mesh.tp + mesh.tp_rank,
+          mesh.shard, &comms.shard, nullptr));
+      FSDPTUNE_NCCL_CHECK(ncclCommSplit(
+          comms.world, (mesh.stage * mesh.dp_shard + mesh.shard) * mesh.tp + mesh.tp_rank,
+          mesh.replica, &comms.replica, nullptr));
+      FSDPTUNE_NCCL_CHECK(ncclCommSplit(
+          comms.world, (mesh.stage * mesh.dp_replicate + mesh.replica) * mesh.dp_shard + mesh.shard,
+          mesh.tp_rank, &comms.tp, nullptr));
       comms_.push_back(comms);
+    }
+    if (mesh.pp > 1) {
+      // Pipeline messages: one 2-rank communicator per sending stage and kind (activations
+      // to the next stage -- the last one's to stage 0 when interleaved --, gradients to the
+      // previous), the sender rank 0 in it, the rank at the same place of the other stage
+      // rank 1. A rank sends on two of them and receives on two others, each from one
+      // stream (layout.send_stream / receive_stream), so every communicator is a FIFO
+      // channel whose two ends issue its messages in the same order (plan_pipeline_replay).
+      for (int gradient = 0; gradient < 2; ++gradient) {
+        for (int from = 0; from < mesh.pp; ++from) {
+          const int to = gradient == 1 ? (from + mesh.pp - 1) % mesh.pp : (from + 1) % mesh.pp;
+          const bool sends = mesh.stage == from;
+          const bool receives = mesh.stage == to;
+          ncclComm_t comm = nullptr;
+          FSDPTUNE_NCCL_CHECK(ncclCommSplit(
+              comms_.front().world, sends || receives ? mesh.rank_in_stage() : NCCL_SPLIT_NOCOLOR,
+              sends ? 0 : 1, &comm, nullptr));
+          if (sends) pipeline_send_[gradient] = comm;
+          if (receives) pipeline_receive_[gradient] = comm;
+        }
+      }
     }
     cudaStream_t first = streams_.front();
     FSDPTUNE_CUDA_CHECK(cudaMallocAsync(
@@ -338,6 +386,11 @@ class CudaBackend final : public Backend {
         FSDPTUNE_CUDA_CHECK(
             cudaMalloc(&buffers.gradients, static_cast<std::size_t>(buffers.send_bytes)));
         staging_bytes_ += buffers.send_bytes;
+        if (bucket.gradient_microbatches > 1) {
+          FSDPTUNE_CUDA_CHECK(
+              cudaMalloc(&buffers.accumulated, static_cast<std::size_t>(buffers.send_bytes)));
+          staging_bytes_ += buffers.send_bytes;
+        }
         const int shards = mesh.schedule_dp_shard();
         for (const ReplaySlot& slot : bucket.slots) {
           const std::int64_t n = slot.slot.shard_numel;
@@ -349,7 +402,78 @@ class CudaBackend final : public Backend {
       }
       buckets_.push_back(buffers);
     }
+    for (const ReplayMessage& message : layout.messages) {
+      // A send carries the sender's deterministic contents, written once.
+      void* data = nullptr;
+      FSDPTUNE_CUDA_CHECK(cudaMalloc(&data, static_cast<std::size_t>(message.bytes)));
+      FSDPTUNE_CUDA_CHECK(cudaMemsetAsync(data, 0, static_cast<std::size_t>(message.bytes), first));
+      const std::int64_t n = message.bytes / bytes_per_element(message.dtype);
+      if (message.outgoing) {
+        message_kernel<<<grid_for(n), kThreads, 0, first>>>(data, wire_of(message.dtype),
+                                                            message.tag, message.sender, n);
+        FSDPTUNE_CUDA_CHECK(cudaGetLastError());
+      }
+      staging_bytes_ += message.bytes;
+      messages_.push_back(data);
+    }
     FSDPTUNE_CUDA_CHECK(cudaStreamSynchronize(first));
+  }
+
+  void accumulate_gradients(int stream, int bucket, bool first) override {
+    const ReplayBucket& layout = layout_.buckets[static_cast<std::size_t>(bucket)];
+    const BucketBuffers& buffers = buckets_[static_cast<std::size_t>(bucket)];
+    FSDPTUNE_CHECK(layout.kind == CollectiveKind::kReduceScatter && buffers.accumulated != nullptr,
+                   "accumulate_gradients of a bucket that does not accumulate");
+    cudaStream_t s = cuda_stream(stream);
+    if (first) {
+      FSDPTUNE_CUDA_CHECK(cudaMemcpyAsync(buffers.accumulated, buffers.gradients,
+                                          static_cast<std::size_t>(buffers.send_bytes),
+                                          cudaMemcpyDeviceToDevice, s));
+      return;
+    }
+    const std::int64_t n = buffers.send_bytes / bytes_per_element(layout.dtype);
+    add_kernel<<<grid_for(n), kThreads, 0, s>>>(buffers.accumulated, buffers.gradients,
+                                                wire_of(layout.dtype), n);
+    FSDPTUNE_CUDA_CHECK(cudaGetLastError());
+  }
+
+  // ncclSend / ncclRecv on the message's channel (prepare()). The send occupies its stream
+  // until the peer's receive is posted; the receive streams depend on nothing but the step
+  // start, so that always happens (docs/validation.md "Pipelines").
+  void send(int stream, int message) override {
+    const ReplayMessage& what = layout_.messages.at(static_cast<std::size_t>(message));
+    FSDPTUNE_NCCL_CHECK(ncclSend(messages_[static_cast<std::size_t>(message)],
+                                 static_cast<std::size_t>(what.bytes), ncclUint8, 1,
+                                 pipeline_send_[what.gradient ? 1 : 0], cuda_stream(stream)));
+  }
+
+  void receive(int stream, int message) override {
+    const ReplayMessage& what = layout_.messages.at(static_cast<std::size_t>(message));
+    FSDPTUNE_NCCL_CHECK(ncclRecv(messages_[static_cast<std::size_t>(message)],
+                                 static_cast<std::size_t>(what.bytes), ncclUint8, 0,
+                                 pipeline_receive_[what.gradient ? 1 : 0], cuda_stream(stream)));
+  }
+
+  // Stream-ordered: a send is complete when its stream is, which synchronize() awaits.
+  void complete_sends(int /*stream*/) override {}
+
+  std::vector<std::byte> read_message(int message) override {
+    const ReplayMessage& what = layout_.messages.at(static_cast<std::size_t>(message));
+    std::vector<std::byte> host(static_cast<std::size_t>(what.bytes));
+    FSDPTUNE_CUDA_CHECK(cudaMemcpy(host.data(), messages_[static_cast<std::size_t>(message)],
+                                   host.size(), cudaMemcpyDeviceToHost));
+    return host;
+  }
+
+  void overwrite_message(int message, std::int64_t byte_offset,
+                         const std::vector<std::byte>& bytes) override {
+    const ReplayMessage& what = layout_.messages.at(static_cast<std::size_t>(message));
+    FSDPTUNE_CHECK(
+        byte_offset >= 0 && byte_offset + static_cast<std::int64_t>(bytes.size()) <= what.bytes,
+        "overwrite_message outside the buffer");
+    FSDPTUNE_CUDA_CHECK(
+        cudaMemcpy(static_cast<char*>(messages_[static_cast<std::size_t>(message)]) + byte_offset,
+                   bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
   }
 
   void run_ops(int stream, const std::vector<Op>& ops, const std::string& task) override {
@@ -368,8 +492,11 @@ class CudaBackend final : public Backend {
     const BucketBuffers& buffers = buckets_[static_cast<std::size_t>(bucket)];
     cudaStream_t s = cuda_stream(stream);
     if (layout.kind == CollectiveKind::kReduceScatter) {
-      // The gradients, already in the bucket layout and wire dtype.
-      FSDPTUNE_CUDA_CHECK(cudaMemcpyAsync(buffers.send, buffers.gradients,
+      // The gradients (summed over the microbatches when they accumulate), already in the
+      // bucket layout and wire dtype.
+      const void* gradients =
+          buffers.accumulated != nullptr ? buffers.accumulated : buffers.gradients;
+      FSDPTUNE_CUDA_CHECK(cudaMemcpyAsync(buffers.send, gradients,
                                           static_cast<std::size_t>(buffers.send_bytes),
                                           cudaMemcpyDeviceToDevice, s));
       return;
@@ -496,6 +623,13 @@ class CudaBackend final : public Backend {
           FSDPTUNE_NCCL_CHECK(ncclCommGetAsyncError(comm, &async));
           FSDPTUNE_NCCL_CHECK(async);
         }
+      }
+      for (ncclComm_t comm :
+           {pipeline_send_[0], pipeline_send_[1], pipeline_receive_[0], pipeline_receive_[1]}) {
+        if (comm == nullptr) continue;
+        ncclResult_t async = ncclSuccess;
+        FSDPTUNE_NCCL_CHECK(ncclCommGetAsyncError(comm, &async));
+        FSDPTUNE_NCCL_CHECK(async);
       }
       bool idle = true;
       for (cudaStream_t stream : streams_) {
@@ -701,6 +835,10 @@ class CudaBackend final : public Backend {
   std::vector<std::unique_ptr<OpKernels>> kernels_;
   void* persistent_ = nullptr;
   std::vector<BucketBuffers> buckets_;
+  std::vector<void*> messages_;  // ReplayLayout::messages
+  // Pipeline channels by kind (0 activations, 1 gradients): this rank's sends and receives.
+  ncclComm_t pipeline_send_[2] = {nullptr, nullptr};
+  ncclComm_t pipeline_receive_[2] = {nullptr, nullptr};
   std::int64_t staging_bytes_ = 0;
   std::vector<void*> blocks_;
   std::vector<cudaEvent_t> events_;

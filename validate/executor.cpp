@@ -450,8 +450,8 @@ class PipelineReplay final : public StepReplay {
       keep_.push_back(schedule.job.microbatches > 1 &&
                       pipeline.chunks[static_cast<std::size_t>(c)].keep_gathered);
     }
-    program_streams_ =
-        layout.send_stream >= 0 ? layout.send_stream : static_cast<int>(layout.streams.size());
+    program_streams_ = layout.first_pipeline_stream >= 0 ? layout.first_pipeline_stream
+                                                         : static_cast<int>(layout.streams.size());
   }
 
   std::vector<int> copy_outs_per_step() const override {
@@ -486,8 +486,9 @@ class PipelineReplay final : public StepReplay {
       const int local = local_[static_cast<std::size_t>(action.chunk)];
       if (action.receive_message >= 0) {
         // The input from the adjacent stage: the compute stream waits for it.
-        backend_.receive(layout_.receive_stream, action.receive_message);
-        backend_.wait(0, backend_.record(layout_.receive_stream));
+        const int stream = layout_.receive_stream(action.backward);
+        backend_.receive(stream, action.receive_message);
+        backend_.wait(0, backend_.record(stream));
       }
       // The action starts when the compute stream reaches it; its tasks on the other
       // streams start no earlier (the simulator composes each action from its start).
@@ -497,8 +498,9 @@ class PipelineReplay final : public StepReplay {
       const EventId action_end = backend_.record(0);
       actions.emplace_back(action_begin, action_end);
       if (action.send_message >= 0) {
-        backend_.wait(layout_.send_stream, action_end);
-        backend_.send(layout_.send_stream, action.send_message);
+        const int stream = layout_.send_stream(action.backward);
+        backend_.wait(stream, action_end);
+        backend_.send(stream, action.send_message);
       }
     }
     ReplayAction tail;  // every memory event applies
@@ -509,7 +511,11 @@ class PipelineReplay final : public StepReplay {
     memory.release_all(0);
     std::vector<EventId> stream_ends;
     for (int s = 0; s < program_streams_; ++s) stream_ends.push_back(backend_.record(s));
-    if (layout_.send_stream >= 0) backend_.complete_sends(layout_.send_stream);
+    if (layout_.first_pipeline_stream >= 0) {
+      for (const bool gradient : {false, true}) {
+        backend_.complete_sends(layout_.send_stream(gradient));
+      }
+    }
     backend_.synchronize();
 
     StepRecord record;
@@ -1074,6 +1080,7 @@ PipelineReplayPlan plan_pipeline_replay(const ScheduleFile& schedule, const Repl
     message.peer = rank_of_chunk(outgoing ? receiver_chunk : sender_chunk);
     message.sender = outgoing ? rank : message.peer;
     message.tag = tag(sender_chunk, m, backward);
+    message.gradient = backward;
     message.dtype = job.param_dtype;
     message.bytes = message_bytes;
     message.what = fmt::format("{} of chunk {} microbatch {} (chunk {} -> chunk {})",
@@ -1168,10 +1175,11 @@ ReplayLayout make_replay_layout(const ScheduleFile& schedule, const Workload& wo
     layout.persistent_bytes += chunk.program.persistent_bytes;
   }
   if (mesh.pp > 1) {
-    layout.send_stream = static_cast<int>(layout.streams.size());
-    layout.streams.push_back({"pipeline send", StreamRole::kCommunication});
-    layout.receive_stream = static_cast<int>(layout.streams.size());
-    layout.streams.push_back({"pipeline receive", StreamRole::kCommunication});
+    layout.first_pipeline_stream = static_cast<int>(layout.streams.size());
+    for (const char* name : {"pipeline send activations", "pipeline send gradients",
+                             "pipeline receive activations", "pipeline receive gradients"}) {
+      layout.streams.push_back({name, StreamRole::kCommunication});
+    }
   }
   layout.messages = plan.messages;
   return layout;
@@ -1210,10 +1218,6 @@ MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& opti
     if (options.backend == "cpu") {
       backend = make_cpu_backend();
     } else if (options.backend == "cuda") {
-      if (schedule.pipeline) {
-        throw_bad_input("--backend", "the cuda backend replays version-1 schedules only",
-                        "replay this pipeline schedule with --backend cpu");
-      }
       backend = make_cuda_backend(mpi.local_rank());
     } else {
       throw_bad_input("--backend", "unknown backend '" + options.backend + "'", "cpu or cuda");
@@ -1379,7 +1383,8 @@ MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& opti
   return measured;
 }
 
-// Backends without pipeline support (the cuda backend replays version 1 schedules only).
+// A backend without pipeline support (every backend here has it: cpu and cuda override
+// these).
 namespace {
 [[noreturn]] void no_pipelines(const Backend& backend) {
   throw_runtime("--backend " + backend.name(),

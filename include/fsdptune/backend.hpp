@@ -114,6 +114,7 @@ struct ReplayMessage {
   int peer = 0;                // the other rank, in MPI_COMM_WORLD
   int sender = 0;              // the sending rank, in MPI_COMM_WORLD
   int tag = 0;                 // unique per (sending chunk, microbatch, direction) in a step
+  bool gradient = false;       // a backward's gradient (else a forward's activation)
   DType dtype = DType::kBF16;  // the activation dtype (the job's param dtype)
   std::int64_t bytes = 0;
   std::string what;  // e.g. "activation of chunk 0 microbatch 1 (to chunk 1)"
@@ -130,10 +131,14 @@ struct ReplayLayout {
   std::int64_t shard_storage_elements = 0;  // fp32 elements of this rank's parameter shards
   std::int64_t persistent_bytes = 0;        // tracked: the schedule's program.persistent_bytes
   // Pipelines: this rank's messages (index = message id of send / receive), and the
-  // streams they run on (-1 without a pipeline).
+  // streams they run on: from first_pipeline_stream (-1 without a pipeline), sends of
+  // activations, sends of gradients, receives of activations, receives of gradients -- one
+  // stream per direction and kind, so that each carries the messages of one neighbour in
+  // the order both ends issue them (a blocking send, as NCCL's, then cannot deadlock).
   std::vector<ReplayMessage> messages;
-  int send_stream = -1;
-  int receive_stream = -1;
+  int first_pipeline_stream = -1;
+  int send_stream(bool gradient) const { return first_pipeline_stream + (gradient ? 1 : 0); }
+  int receive_stream(bool gradient) const { return first_pipeline_stream + (gradient ? 3 : 2); }
   bool operator==(const ReplayLayout&) const = default;
 };
 
@@ -200,9 +205,11 @@ class Backend {
   // autograd accumulates .grad -- which its copy-in then reads. The default throws: a
   // backend without pipeline support.
   virtual void accumulate_gradients(int stream, int bucket, bool first);
-  // Pipelines: the point-to-point message `message` (ReplayLayout::messages): send issues
-  // it and returns (its completion is awaited by complete_sends, so a send never blocks
-  // the stream); receive completes when it arrived. The defaults throw.
+  // Pipelines: the point-to-point message `message` (ReplayLayout::messages) on the
+  // layout's stream for its kind and direction; receive completes when it arrived. cpu: a
+  // send is issued and awaited by complete_sends (MPI_Isend); cuda: ncclSend occupies the
+  // stream until the peer's receive is posted (complete_sends: nothing; stream order).
+  // The defaults throw.
   virtual void send(int stream, int message);
   virtual void receive(int stream, int message);
   virtual void complete_sends(int stream);

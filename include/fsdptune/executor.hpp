@@ -74,7 +74,10 @@ ReplayMesh replay_mesh(const ScheduleFile& schedule, int rank, int world_size, b
 // Throws Error(kBadInput) naming `source` and the field when this executor cannot replay
 // the schedule on `world_size` ranks: no mesh (replay_mesh), wire dtypes other than bf16 /
 // fp32 (and fp8 for float8 all-gathers), unknown tasks, units or parameters, TP
-// collectives whose group is not the job's tp.
+// collectives whose group is not the job's tp. A pipeline schedule: every chunk's Program
+// so (`pipeline.chunks[c].program...`), split into a forward phase (every task up to the
+// last forward task: gathers, copies, forwards), a backward phase and the optimizer as
+// its tail; pp x virtual_stages chunks; kept-gathered chunks not resharding after forward.
 void check_replayable(const ScheduleFile& schedule, int world_size, const std::string& source,
                       bool scale_down = false);
 

@@ -56,12 +56,6 @@ void run_validate(const ValidateArgs& args) {
   try {
     schedule = load_schedule(args.schedule);
     check_replayable(schedule, mpi.world_size(), args.schedule, options.scale_down);
-    if (schedule.pipeline && options.backend == "cuda") {
-      throw_bad_input("--backend", "the cuda backend replays version-1 schedules only",
-                      args.schedule +
-                          " is a pipeline schedule (version 2): replay it with "
-                          "--backend cpu");
-    }
   } catch (const Error& e) {
     load_error = e;
   }

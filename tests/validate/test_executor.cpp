@@ -2,7 +2,9 @@
 // layout it builds. The replay itself is tested end to end under mpirun (tests/cli).
 #include <catch2/catch.hpp>
 
+#include <map>
 #include <set>
+#include <tuple>
 
 #include "fsdptune/cost_model.hpp"
 #include "fsdptune/error.hpp"
@@ -45,7 +47,8 @@ ScheduleFile tiny_fsdp2(std::int64_t gpus = 2) {
 // simulate_pipelined_job chooses (every chunk, with M > 1 or pp > 1), or `regather`.
 ScheduleFile tiny_pipeline(std::int64_t gpus, std::int64_t pp, std::int64_t microbatches,
                            PipelineSchedule order = PipelineSchedule::k1F1B,
-                           std::int64_t virtual_stages = 1, bool regather = false) {
+                           std::int64_t virtual_stages = 1, bool regather = false,
+                           const std::string& model_name = "tiny") {
   JobSpec job;
   job.gpus = gpus;
   job.gpus_per_node = gpus;
@@ -55,7 +58,7 @@ ScheduleFile tiny_pipeline(std::int64_t gpus, std::int64_t pp, std::int64_t micr
   job.microbatches = microbatches;
   job.pp_schedule = order;
   job.virtual_stages = virtual_stages;
-  const ModelSpec model = builtin_model("tiny");
+  const ModelSpec model = builtin_model(model_name);
   const Workload workload = build_workload(model, normalize_job(model, job));
   const HardwareSpec hardware = builtin_hardware("h100-sxm");
   const auto costs = make_analytic_cost_model(hardware);
@@ -299,8 +302,12 @@ TEST_CASE("pipeline layouts: a rank holds its chunks' buckets and shards, interl
   // Chunk 1 receives from chunk 0 and sends to chunk 2, chunk 3 receives from chunk 2.
   REQUIRE(!layout.messages.empty());
   for (const ReplayMessage& message : layout.messages) CHECK(message.peer == 1);
-  CHECK(layout.send_stream == static_cast<int>(layout.streams.size()) - 2);
-  CHECK(layout.receive_stream == static_cast<int>(layout.streams.size()) - 1);
+  // Four more streams: sends and receives of activations and of gradients.
+  CHECK(layout.first_pipeline_stream == static_cast<int>(layout.streams.size()) - 4);
+  CHECK(layout.receive_stream(true) == static_cast<int>(layout.streams.size()) - 1);
+  for (const ReplayMessage& message : layout.messages) {
+    CHECK(message.gradient == (message.tag % 2 == 1));
+  }
   // 8 actions per chunk; chunk 1 receives and sends in both directions (4 per microbatch),
   // chunk 3 (the last) receives activations and sends gradients only (2).
   CHECK(plan.actions.size() == 16);
@@ -399,4 +406,53 @@ TEST_CASE("HSDP layouts mark the reduce-scatter buckets that are all-reduced", "
     ++reduced;
   }
   CHECK(reduced > 0);
+}
+
+TEST_CASE("every pipeline channel carries its messages in the same order at both ends",
+          "[executor][pipeline]") {
+  // A channel is (sending stage, kind): activations to the next stage (the last stage's to
+  // stage 0 when interleaved), gradients to the previous. The cuda backend runs each as
+  // one NCCL communicator used by one stream at each end, matched in issue order: the
+  // sequence of tags the sender sends on it must be the sequence the receiver receives.
+  struct Case {
+    std::int64_t pp, microbatches, virtual_stages;
+    PipelineSchedule order;
+    const char* model;
+  };
+  for (const Case& c : {Case{2, 4, 1, PipelineSchedule::k1F1B, "tiny"},
+                        Case{2, 6, 2, PipelineSchedule::kInterleaved1F1B, "tiny"},
+                        Case{4, 3, 1, PipelineSchedule::kGPipe, "tiny"},
+                        Case{4, 8, 2, PipelineSchedule::kInterleaved1F1B, "llama3.2-1b"},
+                        Case{2, 4, 3, PipelineSchedule::kInterleaved1F1B, "llama3.2-1b"}}) {
+    INFO("pp " << c.pp << " M " << c.microbatches << " V " << c.virtual_stages << " "
+               << to_string(c.order));
+    const ScheduleFile schedule =
+        tiny_pipeline(c.pp, c.pp, c.microbatches, c.order, c.virtual_stages, false, c.model);
+    REQUIRE_NOTHROW(check_replayable(schedule, static_cast<int>(c.pp), "p.json"));
+    // sent[from][kind][to] and received[to][kind][from]: tags in issue order.
+    std::map<std::tuple<int, bool, int>, std::vector<int>> sent, received;
+    std::size_t messages = 0;
+    for (int rank = 0; rank < c.pp; ++rank) {
+      const PipelineReplayPlan plan = plan_pipeline_replay(
+          schedule, replay_mesh(schedule, rank, static_cast<int>(c.pp), false, "p.json"), rank);
+      for (const ReplayAction& action : plan.actions) {
+        for (const int m : {action.receive_message, action.send_message}) {
+          if (m < 0) continue;
+          const ReplayMessage& message = plan.messages[static_cast<std::size_t>(m)];
+          CHECK(message.gradient == action.backward);
+          if (message.outgoing) {
+            sent[{rank, message.gradient, message.peer}].push_back(message.tag);
+          } else {
+            received[{message.peer, message.gradient, rank}].push_back(message.tag);
+          }
+        }
+      }
+      messages += plan.messages.size();
+    }
+    CHECK(sent == received);
+    // Every chunk but the last sends M activations, every chunk but the first M gradients;
+    // each message is counted at both ends.
+    const std::int64_t chunks = c.pp * c.virtual_stages;
+    CHECK(static_cast<std::int64_t>(messages) == 2 * 2 * (chunks - 1) * c.microbatches);
+  }
 }
