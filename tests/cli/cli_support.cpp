@@ -15,6 +15,8 @@
 
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
+
 #ifndef FSDPTUNE_MPIEXEC
 #define FSDPTUNE_MPIEXEC "mpirun"
 #endif
@@ -89,6 +91,16 @@ std::string mpirun(int ranks) {
 
 CommandResult run_fsdptune(const std::string& arguments) {
   return run_command(std::string(FSDPTUNE_BINARY) + " " + arguments);
+}
+
+std::string tuned_tiny(const std::string& dir, const std::string& name, const std::string& job) {
+  const std::string out = dir + "/" + name + ".json";
+  const auto result =
+      run_fsdptune("tune --model tiny " + job +
+                   " --batch 1 --seq 128 --hardware h100-sxm --max-evaluations 20 --out " + out);
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  return out;
 }
 
 }  // namespace fsdptune::testing

@@ -24,4 +24,9 @@ std::string mpirun(int ranks);
 // contents when the test program exits (unless FSDPTUNE_KEEP_TEST_FILES is set).
 std::string make_temp_dir(const std::string& prefix);
 
+// `tune --model tiny <job> --batch 1 --seq 128 --hardware h100-sxm --max-evaluations 20`
+// written to `dir`/`name`.json (e.g. job "--gpus 2 --tp 2" or "--gpus 2 --pp 2
+// --microbatches 4"); fails the test (REQUIRE) when tune does not succeed.
+std::string tuned_tiny(const std::string& dir, const std::string& name, const std::string& job);
+
 }  // namespace fsdptune::testing

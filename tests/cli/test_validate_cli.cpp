@@ -39,17 +39,6 @@ const std::string& tiny_schedule() {
 
 bool exists(const std::string& path) { return std::filesystem::exists(path); }
 
-// A tuned tiny schedule for `job` (e.g. "--gpus 2 --tp 2"), written to `dir`.
-std::string tuned_tiny(const std::string& dir, const std::string& name, const std::string& job) {
-  const std::string out = dir + "/" + name + ".json";
-  const auto result =
-      run_fsdptune("tune --model tiny " + job +
-                   " --batch 1 --seq 128 --hardware h100-sxm --max-evaluations 20 --out " + out);
-  INFO(result.err);
-  REQUIRE(result.exit_code == 0);
-  return out;
-}
-
 // mpirun -np `ranks` validate --backend cpu --warmup 0 --check-data of `schedule`, plus
 // `flags`, writing `out`.
 CommandResult run_checked(const std::string& schedule, int ranks, const std::string& flags,

@@ -16,17 +16,6 @@ namespace {
 
 std::string binary() { return FSDPTUNE_BINARY; }
 
-// A tuned tiny schedule for `job` (e.g. "--gpus 2 --pp 2 --microbatches 4"), in `dir`.
-std::string tuned_tiny(const std::string& dir, const std::string& name, const std::string& job) {
-  const std::string out = dir + "/" + name + ".json";
-  const auto result =
-      run_fsdptune("tune --model tiny " + job +
-                   " --batch 1 --seq 128 --hardware h100-sxm --max-evaluations 20 --out " + out);
-  INFO(result.err);
-  REQUIRE(result.exit_code == 0);
-  return out;
-}
-
 // mpirun -np `ranks` validate --backend cpu --check-data `steps` (measured and warm-up
 // steps), then compare --json; the measurement and the comparison.
 std::pair<MeasuredResult, nlohmann::json> validate_pipeline(
