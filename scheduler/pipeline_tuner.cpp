@@ -31,10 +31,17 @@ class ChunkEvaluator {
     options_.record_timeline = false;
   }
 
-  ChunkCandidate evaluate(Plan plan, bool keep_gathered) {
+  // `shared_in_flight`: several microbatches of the chunk are in flight at once on its
+  // rank. A chunk re-gathered per microbatch then reshards every bucket after forward: a
+  // bucket kept gathered from one microbatch's forward to its backward would be shared by
+  // the later microbatches' forwards (FSDP2 skips the gather of an unsharded module) and
+  // re-gathered in their backwards, which the one-microbatch Program has no task for; the
+  // replay gathers a copy per microbatch instead (docs/validation.md, "re-gathering").
+  ChunkCandidate evaluate(Plan plan, bool keep_gathered, bool shared_in_flight) {
     ChunkCandidate candidate;
-    if (keep_gathered) {
-      std::fill(plan.reshard_after_forward.begin(), plan.reshard_after_forward.end(), false);
+    if (keep_gathered || shared_in_flight) {
+      std::fill(plan.reshard_after_forward.begin(), plan.reshard_after_forward.end(),
+                !keep_gathered);
     }
     candidate.keep_gathered = keep_gathered;
     lowerer_.lower_for_simulation(plan, program_);
@@ -56,6 +63,18 @@ class ChunkEvaluator {
   SimWorkspace workspace_;
   SimOptions options_;
 };
+
+// The most microbatches of chunk `c` in flight at once (forwarded, not yet backwarded) in
+// its rank's action order.
+int chunk_max_in_flight(const std::vector<PipelineAction>& order, int c) {
+  int in_flight = 0, most = 0;
+  for (const PipelineAction& action : order) {
+    if (action.chunk != c) continue;
+    in_flight += action.backward ? -1 : 1;
+    most = std::max(most, in_flight);
+  }
+  return most;
+}
 
 }  // namespace
 
@@ -113,7 +132,11 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
     // 2. The candidates: the tuned plan, plans of the chunk's own Pareto front
     //    (one microbatch: peak against step) and fsdp2, each run per microbatch or with
     //    its parameters kept gathered across microbatches (the same thing when M == 1,
-    //    where only the reshard choice of the tuned plan differs).
+    //    where only the reshard choice of the tuned plan differs); run per microbatch with
+    //    several microbatches in flight, every bucket is resharded after forward
+    //    (ChunkEvaluator::evaluate).
+    const bool shared_in_flight =
+        chunk_max_in_flight(pipeline_order(P, V, M, job.pp_schedule, rank), c) > 1;
     std::vector<Plan> plans = {tuned.best_plan};
     // At most kFrontPlans of the front, evenly spread over it (both ends included), so
     // that the candidates stay few on long fronts.
@@ -128,7 +151,7 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
     plans.push_back(fsdp2_plan(chunk_workloads[c]));
     for (const Plan& plan : plans) {
       for (const bool keep : {false, true}) {
-        ChunkCandidate candidate = evaluators[c].evaluate(plan, keep);
+        ChunkCandidate candidate = evaluators[c].evaluate(plan, keep, shared_in_flight);
         const bool duplicate = std::any_of(
             candidates[c].begin(), candidates[c].end(), [&](const ChunkCandidate& other) {
               return other.plan == candidate.plan && other.keep_gathered == keep;

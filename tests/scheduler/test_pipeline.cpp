@@ -393,6 +393,36 @@ TEST_CASE("tune_pipelined_job: re-gathering per microbatch fits where keeping do
   CHECK(std::count(tight.best.chunk_keep_gathered.begin(), tight.best.chunk_keep_gathered.end(),
                    false) >= 1);
   CHECK(tight.derived_from == "per-stage tuner");
+  // 1F1B, P = 2, M = 8: the chunk that re-gathers is rank 1's, with one microbatch in
+  // flight at a time.
+  CHECK(tight.best.result.stages[1].max_in_flight == 1);
+}
+
+TEST_CASE(
+    "tune_pipelined_job: a chunk re-gathered with several microbatches in flight "
+    "reshards every bucket after forward",
+    "[pipeline][tuner]") {
+  // GPipe holds all 8 microbatches in flight on both ranks. A bucket kept gathered from a
+  // microbatch's forward to its backward would be shared by the later forwards (FSDP2
+  // skips the gather) and gathered again in their backwards, which the one-microbatch
+  // Program has no task for: so a re-gathered chunk reshards everything after forward.
+  const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
+  const Workload workload = tiny_pipelined(2, 8, PipelineSchedule::kGPipe, 1);
+  const PipelineTuning roomy =
+      tune_pipelined_job(workload, *costs, deterministic_tuner(80LL << 30));
+  const std::int64_t fsdp2_peak = largest_stage_reserved_bytes(roomy.fsdp2.result);
+  const PipelineTuning tight =
+      tune_pipelined_job(workload, *costs, deterministic_tuner(fsdp2_peak - 1));
+  REQUIRE(tight.fits);
+  int regathered = 0;
+  for (std::size_t c = 0; c < tight.best.chunk_plans.size(); ++c) {
+    if (tight.best.chunk_keep_gathered[c]) continue;
+    ++regathered;
+    CHECK(tight.best.result.stages[c % 2].max_in_flight == 8);
+    const std::vector<bool>& reshard = tight.best.chunk_plans[c].reshard_after_forward;
+    CHECK(std::all_of(reshard.begin(), reshard.end(), [](bool flag) { return flag; }));
+  }
+  CHECK(regathered >= 1);
 }
 
 TEST_CASE("pipeline schedule (version 2) round-trips and is checked on load",
