@@ -375,18 +375,37 @@ TEST_CASE("tune_pipelined_job: never worse than fsdp2 per stage, deterministic",
   }
 }
 
+namespace {
+
+struct BelowFsdp2 {
+  std::int64_t fsdp2_peak_bytes = 0;  // fsdp2's largest stage reserved peak, with room
+  PipelineTuning tuning;              // tuned under fsdp2_peak_bytes - 1
+};
+
+// Gradient accumulation of 8 microbatches through 2 stages of the tiny model (h100-sxm),
+// tuned with a limit one byte below what fsdp2 per chunk (kept gathered) needs.
+BelowFsdp2 tune_below_fsdp2(PipelineSchedule schedule) {
+  const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
+  const Workload workload = tiny_pipelined(2, 8, schedule, 1);
+  const PipelineTuning roomy =
+      tune_pipelined_job(workload, *costs, deterministic_tuner(80LL << 30));
+  BelowFsdp2 below;
+  below.fsdp2_peak_bytes = largest_stage_reserved_bytes(roomy.fsdp2.result);
+  below.tuning =
+      tune_pipelined_job(workload, *costs, deterministic_tuner(below.fsdp2_peak_bytes - 1));
+  return below;
+}
+
+}  // namespace
+
 TEST_CASE("tune_pipelined_job: re-gathering per microbatch fits where keeping does not",
           "[pipeline][tuner]") {
   // Gradient accumulation of 8 microbatches through 2 stages: fsdp2 keeps every chunk's
   // parameters gathered and its gradients unsharded across microbatches. Just below that
   // peak, re-gathering per microbatch (gradients reduce-scattered each time) still fits.
-  const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
-  const Workload workload = tiny_pipelined(2, 8, PipelineSchedule::k1F1B, 1);
-  const PipelineTuning roomy =
-      tune_pipelined_job(workload, *costs, deterministic_tuner(80LL << 30));
-  const std::int64_t fsdp2_peak = largest_stage_reserved_bytes(roomy.fsdp2.result);
-  const PipelineTuning tight =
-      tune_pipelined_job(workload, *costs, deterministic_tuner(fsdp2_peak - 1));
+  const BelowFsdp2 below = tune_below_fsdp2(PipelineSchedule::k1F1B);
+  const std::int64_t fsdp2_peak = below.fsdp2_peak_bytes;
+  const PipelineTuning& tight = below.tuning;
   CHECK_FALSE(pipeline_fits(tight.fsdp2.result, fsdp2_peak - 1));
   CHECK(tight.fits);
   CHECK(largest_stage_reserved_bytes(tight.best.result) <= fsdp2_peak - 1);
@@ -406,13 +425,7 @@ TEST_CASE(
   // microbatch's forward to its backward would be shared by the later forwards (FSDP2
   // skips the gather) and gathered again in their backwards, which the one-microbatch
   // Program has no task for: so a re-gathered chunk reshards everything after forward.
-  const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
-  const Workload workload = tiny_pipelined(2, 8, PipelineSchedule::kGPipe, 1);
-  const PipelineTuning roomy =
-      tune_pipelined_job(workload, *costs, deterministic_tuner(80LL << 30));
-  const std::int64_t fsdp2_peak = largest_stage_reserved_bytes(roomy.fsdp2.result);
-  const PipelineTuning tight =
-      tune_pipelined_job(workload, *costs, deterministic_tuner(fsdp2_peak - 1));
+  const PipelineTuning tight = tune_below_fsdp2(PipelineSchedule::kGPipe).tuning;
   REQUIRE(tight.fits);
   int regathered = 0;
   for (std::size_t c = 0; c < tight.best.chunk_plans.size(); ++c) {
