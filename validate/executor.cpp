@@ -564,7 +564,9 @@ class PipelineReplay final : public StepReplay {
     }
     const EventId start = backend_.record(task.stream);
     for (const MemoryEvent& event : task.memory) {
-      if (!event.at_end && applies(action, task, event)) memory.apply(event, task.stream, local);
+      if (!event.at_end && applies(action, task, event)) {
+        memory.apply(tracked_memory_event(action, program, task, event), task.stream, local);
+      }
     }
     work.enqueue_work(backend_, task);
     if (action.accumulate_gradients && task.kind == TaskKind::kBackward) {
@@ -579,7 +581,9 @@ class PipelineReplay final : public StepReplay {
       }
     }
     for (const MemoryEvent& event : task.memory) {
-      if (event.at_end && applies(action, task, event)) memory.apply(event, task.stream, local);
+      if (event.at_end && applies(action, task, event)) {
+        memory.apply(tracked_memory_event(action, program, task, event), task.stream, local);
+      }
     }
     const EventId end = backend_.record(task.stream);
     ends_[static_cast<std::size_t>(local)][static_cast<std::size_t>(action.microbatch)]
@@ -1109,7 +1113,36 @@ bool accumulates(const ScheduleFile& schedule, int chunk) {
          schedule.job.microbatches > 1;
 }
 
+// Is `task` the one that frees the unsharded gradients of its reduce-scatter bucket: the
+// copy-in, or the reduce-scatter itself when the bucket has no copy-in?
+bool consumes_unsharded_gradients(const Program& program, const Task& task) {
+  if (task.kind == TaskKind::kCopyIn) {
+    return program.buckets[static_cast<std::size_t>(task.bucket)].kind ==
+           CollectiveKind::kReduceScatter;
+  }
+  if (task.kind != TaskKind::kReduceScatter) return false;
+  return std::none_of(program.tasks.begin(), program.tasks.end(), [&](const Task& other) {
+    return other.kind == TaskKind::kCopyIn && other.bucket == task.bucket;
+  });
+}
+
 }  // namespace
+
+MemoryEvent tracked_memory_event(const ReplayAction& action, const Program& program,
+                                 const Task& task, MemoryEvent event) {
+  if (event.category != MemoryCategory::kGradients ||
+      action.gradient_bytes_numerator == action.gradient_bytes_denominator) {
+    return event;
+  }
+  const bool allocation = is_compute(task.kind) && event.bytes > 0;
+  // A reduce-scatter's own -full_bytes frees the copy-in's reduce-dtype input, not gradients.
+  const bool consumed =
+      event.bytes < 0 && consumes_unsharded_gradients(program, task) && event.bytes != -task.bytes;
+  if (allocation || consumed) {
+    event.bytes = event.bytes * action.gradient_bytes_numerator / action.gradient_bytes_denominator;
+  }
+  return event;
+}
 
 PipelineReplayPlan plan_pipeline_replay(const ScheduleFile& schedule, const ReplayMesh& mesh,
                                         int rank) {
@@ -1182,6 +1215,10 @@ PipelineReplayPlan plan_pipeline_replay(const ScheduleFile& schedule, const Repl
     action.gathered_params_events = whole;
     action.gradient_allocations = !keep || (order.backward && m == 0);
     action.accumulate_gradients = keep && order.backward;
+    if (keep) {
+      action.gradient_bytes_numerator = static_cast<int>(bytes_per_element(job.reduce_dtype));
+      action.gradient_bytes_denominator = static_cast<int>(bytes_per_element(job.param_dtype));
+    }
     if (P > 1) {
       // Adjacent chunks are on different ranks whenever there is more than one.
       if (!order.backward) {

@@ -119,10 +119,24 @@ struct ReplayAction {
   // After each backward task, the reduce-scatter buckets whose lowest unit it is
   // accumulate this microbatch's gradients (Backend::accumulate_gradients).
   bool accumulate_gradients = false;
+  // An accumulating chunk holds its unsharded gradients in the reduce dtype (FSDP2 casts
+  // them before accumulating, FSDPParam.to_accumulated_grad_if_needed): the Program's
+  // param-dtype gradient allocations (compute tasks) and their frees (the reduce-scatter
+  // copy-in, or the reduce-scatter without copies) are tracked times
+  // gradient_bytes_numerator / gradient_bytes_denominator (reduce / param element bytes).
+  int gradient_bytes_numerator = 1;
+  int gradient_bytes_denominator = 1;
   int receive_message = -1;  // ReplayLayout::messages index awaited before the action
   int send_message = -1;     // sent after its compute
   bool operator==(const ReplayAction&) const = default;
 };
+
+// A Program memory event as the replay of `action` tracks it: an accumulating chunk's
+// unsharded gradients (the compute tasks' kGradients allocations and the frees of the
+// reduce-scatter copy-in, or of the reduce-scatter without copies) resized by
+// gradient_bytes_numerator / gradient_bytes_denominator; every other event unchanged.
+MemoryEvent tracked_memory_event(const ReplayAction& action, const Program& program,
+                                 const Task& task, MemoryEvent event);
 
 struct PipelineReplayPlan {
   std::vector<int> chunks;                // this rank's chunks (c % pp == stage), ascending

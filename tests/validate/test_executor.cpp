@@ -210,6 +210,9 @@ TEST_CASE(
             (action.backward ? action.microbatch == 3 : action.microbatch == 0));
       CHECK(action.gradient_allocations == (action.backward && action.microbatch == 0));
       CHECK(action.accumulate_gradients == action.backward);
+      // Accumulated in the reduce dtype: fp32 over bf16.
+      CHECK(action.gradient_bytes_numerator == 4);
+      CHECK(action.gradient_bytes_denominator == 2);
     }
     CHECK(plan.tail.size() == 1);  // the chunk's optimizer
   }
@@ -241,6 +244,52 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("an accumulating chunk's replay tracks the unsharded gradients the composition counts",
+          "[executor][pipeline]") {
+  // pp 1, 3 microbatches of gradient accumulation, kept gathered, bf16 params, fp32
+  // reduction: the first backward allocates the unsharded gradients, the last backward's
+  // reduce-scatter copy-ins free them, and in between the replay holds exactly the bytes
+  // the composition adds (ChunkTimes::accumulated_gradient_bytes: fp32, as FSDP2 upcasts
+  // before accumulating), not the Program's bf16 gradients.
+  const ScheduleFile schedule = tiny_pipeline(2, 1, 3);
+  const ReplayMesh mesh = replay_mesh(schedule, 0, 2, false, "p.json");
+  const PipelineReplayPlan plan = plan_pipeline_replay(schedule, mesh, 0);
+  const ScheduleChunk& chunk = schedule.pipeline->chunks[0];
+  REQUIRE(chunk.keep_gathered);
+  const Program& program = chunk.program;
+  std::int64_t program_bytes = 0;  // the Program's own (bf16) unsharded gradients
+  for (const Task& task : program.tasks) {
+    if (task.kind != TaskKind::kBackward) continue;
+    for (const MemoryEvent& event : task.memory) {
+      if (event.category == MemoryCategory::kGradients && event.bytes > 0) {
+        program_bytes += event.bytes;
+      }
+    }
+  }
+  std::int64_t held = 0, most = 0;
+  for (const ReplayAction& action : plan.actions) {
+    for (const int t : action.tasks) {
+      const Task& task = program.tasks[static_cast<std::size_t>(t)];
+      for (const MemoryEvent& event : task.memory) {
+        if (event.category != MemoryCategory::kGradients) continue;
+        // What the replay applies (the executor's rule): compute allocations only where
+        // the action allocates gradients.
+        if (event.bytes > 0 && task.kind == TaskKind::kBackward && !action.gradient_allocations) {
+          continue;
+        }
+        const MemoryEvent tracked = tracked_memory_event(action, program, task, event);
+        const bool unsharded_gradient = (task.kind == TaskKind::kBackward && event.bytes > 0) ||
+                                        (task.kind == TaskKind::kCopyIn && event.bytes < 0);
+        if (unsharded_gradient) held += tracked.bytes;
+      }
+    }
+    most = std::max(most, held);
+  }
+  CHECK(held == 0);  // every tracked allocation freed by the last backward's copy-ins
+  CHECK(most == 2 * program_bytes);
+  CHECK(most == chunk.times.accumulated_gradient_bytes);
+}
+
 TEST_CASE("a chunk that re-gathers runs its collectives in every microbatch",
           "[executor][pipeline]") {
   // pp 1: gradient accumulation over 3 microbatches, re-gathered each time.
@@ -263,6 +312,7 @@ TEST_CASE("a chunk that re-gathers runs its collectives in every microbatch",
     CHECK(action.gathered_params_events);
     CHECK(action.gradient_allocations);
     CHECK_FALSE(action.accumulate_gradients);
+    CHECK(action.gradient_bytes_numerator == action.gradient_bytes_denominator);
   }
   // Its reduce-scatter buckets hold one microbatch's gradients (copied out 3 times).
   const ReplayLayout layout = make_replay_layout(schedule, workload_of(schedule), 0, mesh);
