@@ -266,7 +266,6 @@ struct StepRecord {
   double pipeline_end_s = 0;
 };
 
-// How one Program's tasks become backend work: its bucket indices shifted by
 // What a Program's tasks do with each of its buckets: whether it has copy tasks and an
 // all-reduce, and so which task copies the bucket out.
 class BucketTasks {
@@ -314,6 +313,7 @@ class BucketTasks {
   std::vector<int> copy_outs_;  // per bucket, per run of the Program
 };
 
+// How one Program's tasks become backend work: its bucket indices shifted by
 // `bucket_offset` into the layout's buckets (a pipeline rank holds several chunks').
 class ProgramWork {
  public:

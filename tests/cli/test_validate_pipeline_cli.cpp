@@ -170,13 +170,13 @@ TEST_CASE("validate --check-data sizes the gradient pattern to 2 ranks x 33 bf16
   // A chunk kept gathered accumulates 33 microbatches in bf16 before its reduce-scatter over
   // 2 ranks: 66 addends per element, so the gradients lie in [-3, 3] (256 / 66), and the
   // replay's bf16 sums are exact (with [-8, 8] this reported "expected 363, got 364").
-  // 32 tokens per microbatch keep the 66 microbatch actions to seconds.
+  // 8 tokens per microbatch keep the 66 microbatch actions to seconds.
   const std::string dir = make_temp_dir("fsdptune-validate-pp");
   const auto tune = [&](int microbatches) {
     const std::string out = fmt::format("{}/m{}.json", dir, microbatches);
     const auto result = run_fsdptune(fmt::format(
         "tune --model tiny --gpus 2 --gpus-per-node 2 --microbatches {} --reduce-dtype bf16 "
-        "--batch 1 --seq 32 --hardware h100-sxm --max-evaluations 20 --out {}",
+        "--batch 1 --seq 8 --hardware h100-sxm --max-evaluations 20 --out {}",
         microbatches, out));
     INFO(result.err);
     REQUIRE(result.exit_code == 0);
