@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -42,19 +44,36 @@ void check_nccl(ncclResult_t status, const char* call) {
 }
 
 // CUPTI's buffer callbacks are plain functions: they reach the pool of the one active
-// session through this pointer.
-collect::ActivityBufferPool* g_active_pool = nullptr;
+// session through this pointer. Atomic: CUPTI calls the completion callback from its own
+// worker thread. The callbacks stay registered after the session (CUPTI has no call to
+// unregister them), and CUPTI may still hand back a buffer later -- at its at-exit flush
+// -- so without a session they give no buffer (CUPTI then drops the records) and free a
+// returned one (every buffer comes from ActivityBufferPool: std::aligned_alloc) instead of
+// calling through a null pointer while the process exits.
+std::atomic<collect::ActivityBufferPool*> g_active_pool{nullptr};
 
 void CUPTIAPI on_buffer_requested(std::uint8_t** buffer, std::size_t* size_bytes,
                                   std::size_t* max_records) {
-  g_active_pool->on_buffer_requested(buffer, size_bytes, max_records);
+  collect::ActivityBufferPool* pool = g_active_pool.load();
+  if (pool == nullptr) {
+    *buffer = nullptr;
+    *size_bytes = 0;
+    *max_records = 0;
+    return;
+  }
+  pool->on_buffer_requested(buffer, size_bytes, max_records);
 }
 
 void CUPTIAPI on_buffer_completed(CUcontext context, std::uint32_t stream_id, std::uint8_t* buffer,
                                   std::size_t /*size_bytes*/, std::size_t valid_bytes) {
   std::size_t dropped = 0;
   cuptiActivityGetNumDroppedRecords(context, stream_id, &dropped);
-  g_active_pool->on_buffer_completed(buffer, valid_bytes, dropped);
+  collect::ActivityBufferPool* pool = g_active_pool.load();
+  if (pool == nullptr) {
+    std::free(buffer);
+    return;
+  }
+  pool->on_buffer_completed(buffer, valid_bytes, dropped);
 }
 
 // Largest bucket copy timed (bucket_copy_ops): ~4 ms on an H100/H200.
@@ -67,8 +86,8 @@ constexpr CUpti_ActivityKind kActivityKinds[] = {
 class CuptiSession {
  public:
   CuptiSession() {
-    FSDPTUNE_CHECK(g_active_pool == nullptr, "one CUPTI session at a time");
-    g_active_pool = &pool_;
+    FSDPTUNE_CHECK(g_active_pool.load() == nullptr, "one CUPTI session at a time");
+    g_active_pool.store(&pool_);
     collect::check_cupti(cuptiActivityRegisterCallbacks(on_buffer_requested, on_buffer_completed),
                          "cuptiActivityRegisterCallbacks");
     for (const auto kind : kActivityKinds) {
@@ -78,7 +97,7 @@ class CuptiSession {
   ~CuptiSession() {
     for (const auto kind : kActivityKinds) cuptiActivityDisable(kind);
     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-    g_active_pool = nullptr;
+    g_active_pool.store(nullptr);
   }
   CuptiSession(const CuptiSession&) = delete;
   CuptiSession& operator=(const CuptiSession&) = delete;
