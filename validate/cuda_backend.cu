@@ -51,43 +51,56 @@ Wire wire_of(DType dtype) {
   return dtype == DType::kFP8 ? kWireFP8 : kWireBF16;
 }
 
-// The device side of data_pattern (data_check.hpp): the same formulas, checked against the
-// host ones by --check-data itself.
-__device__ float device_param_value(std::uint32_t salt, std::int64_t index, int wire) {
-  const std::int64_t base = static_cast<std::int64_t>(salt) + 7 * index;
-  return static_cast<float>(wire == kWireFP8 ? base % 33 - 16 : base % 251 - 125);
+// The data patterns' formulas are data_pattern_formulas.hpp's, the code the host tests
+// check (namespace formula below).
+namespace formula = data_pattern::formula;
+
+// Element i of a buffer of `Bits`-sized elements at `data`, which need not be aligned to
+// the element: a bucket's slots lie back to back (ReplaySlot::byte_offset is the sum of the
+// slots before it), so in a float8 bucket a bf16 slot after fp8 slots of an odd element
+// count, or shard v > 0 of a bucket of odd shard_bytes, starts at an odd address, and a
+// typed 2-byte access there is a misaligned-address fault that ends the CUDA context. The
+// branch is the same for every element of a launch (the alignment of `data`).
+template <typename Bits>
+__device__ void put_bits(void* data, std::int64_t i, Bits bits) {
+  auto* bytes = static_cast<unsigned char*>(data) + i * static_cast<std::int64_t>(sizeof(Bits));
+  if (reinterpret_cast<std::uintptr_t>(bytes) % sizeof(Bits) == 0) {
+    *reinterpret_cast<Bits*>(bytes) = bits;
+    return;
+  }
+  for (unsigned b = 0; b < sizeof(Bits); ++b) {
+    bytes[b] = static_cast<unsigned char>(bits >> (8 * b));
+  }
 }
-// data_pattern's summed_pattern: ((base + element_step index + rank_step (rank mod 2q))
-// mod (2q + 1)) - q, 0 for q = 0.
-__device__ float device_summed_pattern(std::int64_t base, std::int64_t element_step,
-                                       std::int64_t index, std::int64_t rank_step, int rank,
-                                       int amplitude) {
-  if (amplitude == 0) return 0.0f;
-  return static_cast<float>((base + element_step * index + rank_step * (rank % (2 * amplitude))) %
-                                (2 * amplitude + 1) -
-                            amplitude);
-}
-__device__ float device_gradient_value(int rank, std::uint32_t salt, std::int64_t index,
-                                       int amplitude) {
-  return device_summed_pattern(salt, 37, index, 73, rank, amplitude);
+
+template <typename Bits>
+__device__ Bits get_bits(const void* data, std::int64_t i) {
+  const auto* bytes =
+      static_cast<const unsigned char*>(data) + i * static_cast<std::int64_t>(sizeof(Bits));
+  if (reinterpret_cast<std::uintptr_t>(bytes) % sizeof(Bits) == 0) {
+    return *reinterpret_cast<const Bits*>(bytes);
+  }
+  Bits bits = 0;
+  for (unsigned b = 0; b < sizeof(Bits); ++b) bits |= static_cast<Bits>(Bits{bytes[b]} << (8 * b));
+  return bits;
 }
 
 // fp8 is e4m3 ("e4m3fn"), rounding to nearest even and saturating at +-448 like
 // data_pattern::to_fp8_e4m3.
 __device__ void store(void* data, int wire, std::int64_t i, float value) {
   if (wire == kWireFP32) {
-    static_cast<float*>(data)[i] = value;
+    put_bits<unsigned>(data, i, __float_as_uint(value));
   } else if (wire == kWireFP8) {
     static_cast<__nv_fp8_e4m3*>(data)[i] = __nv_fp8_e4m3(value);
   } else {
-    static_cast<__nv_bfloat16*>(data)[i] = __float2bfloat16(value);
+    put_bits<unsigned short>(data, i, __bfloat16_as_ushort(__float2bfloat16(value)));
   }
 }
 
 __device__ float load(const void* data, int wire, std::int64_t i) {
-  if (wire == kWireFP32) return static_cast<const float*>(data)[i];
+  if (wire == kWireFP32) return __uint_as_float(get_bits<unsigned>(data, i));
   if (wire == kWireFP8) return static_cast<float>(static_cast<const __nv_fp8_e4m3*>(data)[i]);
-  return __bfloat162float(static_cast<const __nv_bfloat16*>(data)[i]);
+  return __bfloat162float(__ushort_as_bfloat16(get_bits<unsigned short>(data, i)));
 }
 
 #define GRID_STRIDE(i, n)                                                                          \
@@ -98,8 +111,7 @@ __device__ float load(const void* data, int wire, std::int64_t i) {
 __global__ void init_shard_kernel(float* shard_data, std::uint32_t salt, int wire, int shard,
                                   std::int64_t shard_numel, std::int64_t numel) {
   GRID_STRIDE(j, shard_numel) {
-    const std::int64_t index = shard * shard_numel + j;
-    shard_data[j] = index < numel ? device_param_value(salt, index, wire) : 0.0f;
+    shard_data[j] = formula::shard_value(salt, wire == kWireFP8, shard, shard_numel, numel, j);
   }
 }
 
@@ -116,8 +128,8 @@ __global__ void gradient_kernel(char* send, int wire, int rank, int amplitude, i
   GRID_STRIDE(i, shard_numel * shards) {
     const std::int64_t v = i / shard_numel;
     const std::int64_t j = i % shard_numel;
-    const float value = i < numel ? device_gradient_value(rank, salt, i, amplitude) : 0.0f;
-    store(send + v * shard_bytes + byte_offset, wire, j, value);
+    store(send + v * shard_bytes + byte_offset, wire, j,
+          formula::padded_gradient_value(rank, salt, i, numel, amplitude));
   }
 }
 
@@ -133,38 +145,13 @@ __global__ void add_kernel(void* sum, const void* addend, int wire, std::int64_t
 
 // A pipeline message's contents: data_pattern::message_value, same formula.
 __global__ void message_kernel(void* data, int wire, int tag, int sender, std::int64_t n) {
-  GRID_STRIDE(i, n) {
-    store(
-        data, wire, i,
-        static_cast<float>((13 * static_cast<std::int64_t>(tag) + 3 * sender + 7 * i) % 251 - 125));
-  }
+  GRID_STRIDE(i, n) { store(data, wire, i, formula::message_value(tag, sender, i)); }
 }
 
-// --check-data of the TP collectives: the device side of data_pattern::tp_input and
-// tp_expected (data_check.hpp), same formulas.
-enum TpKind : int { kTpAllGather = 0, kTpReduceScatter = 1, kTpAllReduce = 2 };
-TpKind tp_kind_of(CollectiveKind kind) {
-  if (kind == CollectiveKind::kAllGather) return kTpAllGather;
-  return kind == CollectiveKind::kReduceScatter ? kTpReduceScatter : kTpAllReduce;
-}
-
-__device__ float device_tp_input(int tp_rank, std::int64_t index, int amplitude) {
-  return device_summed_pattern(1, 41, index, 37, tp_rank, amplitude);
-}
-
-__device__ float device_tp_expected(int kind, int ranks, std::int64_t part, int amplitude,
-                                    int tp_rank, std::int64_t index) {
-  if (kind == kTpAllGather) {
-    return device_tp_input(static_cast<int>(index / part), index % part, amplitude);
-  }
-  const std::int64_t source = kind == kTpReduceScatter ? tp_rank * part + index : index;
-  float sum = 0;
-  for (int q = 0; q < ranks; ++q) sum += device_tp_input(q, source, amplitude);
-  return sum;
-}
-
+// --check-data of the TP collectives: data_pattern::tp_input and tp_expected, the shared
+// formulas.
 __global__ void tp_fill_kernel(void* input, int wire, int tp_rank, int amplitude, std::int64_t n) {
-  GRID_STRIDE(i, n) { store(input, wire, i, device_tp_input(tp_rank, i, amplitude)); }
+  GRID_STRIDE(i, n) { store(input, wire, i, formula::tp_input(tp_rank, i, amplitude)); }
 }
 
 // A stream's first mismatch of the check period: key = sequence << 40 | element, the
@@ -179,11 +166,11 @@ struct TpMismatch {
 };
 constexpr int kElementBits = 40;
 
-__global__ void tp_check_kernel(const void* output, int wire, int kind, int ranks,
+__global__ void tp_check_kernel(const void* output, int wire, formula::TpKind kind, int ranks,
                                 std::int64_t part, int amplitude, int tp_rank, std::int64_t n,
                                 int sequence, TpMismatch* mismatch) {
   GRID_STRIDE(i, n) {
-    if (load(output, wire, i) != device_tp_expected(kind, ranks, part, amplitude, tp_rank, i)) {
+    if (load(output, wire, i) != formula::tp_expected(kind, ranks, part, amplitude, tp_rank, i)) {
       atomicMin(&mismatch->key, static_cast<unsigned long long>(sequence) << kElementBits |
                                     static_cast<unsigned long long>(i));
     }
@@ -231,13 +218,26 @@ class CudaBackend final : public Backend {
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
       throw_runtime("--backend cuda", "no CUDA device is visible to this process");
     }
-    device_ = device % count;
+    // One GPU per rank: NCCL refuses two ranks of a communicator on one device ("Duplicate
+    // GPU detected", an error only after every rank entered ncclCommInitRank), so a node
+    // with more ranks than GPUs stops here, on every rank, with what to do.
+    if (device >= count) {
+      throw_runtime("--backend cuda",
+                    "rank " + std::to_string(device) + " of its node needs its own GPU, but only " +
+                        std::to_string(count) + " CUDA device(s) visible",
+                    "start at most one rank per GPU (mpirun -np), or replay a scaled-down "
+                    "schedule on fewer ranks (--scale-down)");
+    }
+    device_ = device;
     FSDPTUNE_CUDA_CHECK(cudaSetDevice(device_));
     FSDPTUNE_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool_, device_));
     // Keep freed memory in the pool (as PyTorch's caching allocator does) so allocation
     // timing is not dominated by returning memory to the driver.
     std::uint64_t keep = UINT64_MAX;
     FSDPTUNE_CUDA_CHECK(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep));
+    int max_pitch = 0;
+    FSDPTUNE_CUDA_CHECK(cudaDeviceGetAttribute(&max_pitch, cudaDevAttrMaxPitch, device_));
+    max_pitch_bytes_ = max_pitch;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   }
 
@@ -351,10 +351,14 @@ class CudaBackend final : public Backend {
       }
     }
     cudaStream_t first = streams_.front();
-    FSDPTUNE_CUDA_CHECK(cudaMallocAsync(
-        &persistent_, static_cast<std::size_t>(layout.persistent_bytes), pool_, first));
-    FSDPTUNE_CUDA_CHECK(
-        cudaMemsetAsync(persistent_, 0, static_cast<std::size_t>(layout.persistent_bytes), first));
+    // Nothing to allocate for an empty persistent state (a zero-byte cudaMallocAsync is not
+    // documented to succeed).
+    if (layout.persistent_bytes > 0) {
+      FSDPTUNE_CUDA_CHECK(cudaMallocAsync(
+          &persistent_, static_cast<std::size_t>(layout.persistent_bytes), pool_, first));
+      FSDPTUNE_CUDA_CHECK(cudaMemsetAsync(
+          persistent_, 0, static_cast<std::size_t>(layout.persistent_bytes), first));
+    }
     // fp32 parameter shards, then gradient shards: at the start of the persistent state
     // when they fit, else (scaled down: several shards per rank) outside the pool.
     const std::int64_t storage_bytes = 2 * 4 * layout.shard_storage_elements;
@@ -569,12 +573,25 @@ class CudaBackend final : public Backend {
       if (layout.kind == CollectiveKind::kAllGather) {
         // Shard v's piece (at v * shard_bytes + byte_offset) -> v * shard_numel of the full
         // tensor at shards * byte_offset.
-        FSDPTUNE_CUDA_CHECK(cudaMemcpy2DAsync(
-            static_cast<char*>(buffers.unsharded) + shards * slot.byte_offset,
-            static_cast<std::size_t>(n * size),
-            static_cast<const char*>(buffers.receive) + slot.byte_offset,
-            static_cast<std::size_t>(layout.shard_bytes), static_cast<std::size_t>(n * size),
-            static_cast<std::size_t>(shards), cudaMemcpyDeviceToDevice, s));
+        char* destination = static_cast<char*>(buffers.unsharded) + shards * slot.byte_offset;
+        const char* source = static_cast<const char*>(buffers.receive) + slot.byte_offset;
+        if (layout.shard_bytes <= max_pitch_bytes_) {
+          FSDPTUNE_CUDA_CHECK(cudaMemcpy2DAsync(
+              destination, static_cast<std::size_t>(n * size), source,
+              static_cast<std::size_t>(layout.shard_bytes), static_cast<std::size_t>(n * size),
+              static_cast<std::size_t>(shards), cudaMemcpyDeviceToDevice, s));
+        } else {
+          // cudaMemcpy2DAsync refuses a pitch above cudaDevAttrMaxPitch (2^31 - 1 bytes on
+          // current GPUs: cudaErrorInvalidPitchValue), and a shard can be larger: at world
+          // size 1 a shard is the whole bucket (Llama 3 8B: the embedding alone is 1.05 GB of
+          // bf16, a block 0.44 GB; a bucket of both plus a block passes 2^31). One copy per
+          // shard instead.
+          for (std::int64_t v = 0; v < shards; ++v) {
+            FSDPTUNE_CUDA_CHECK(
+                cudaMemcpyAsync(destination + v * n * size, source + v * layout.shard_bytes,
+                                static_cast<std::size_t>(n * size), cudaMemcpyDeviceToDevice, s));
+          }
+        }
       } else {
         for (int v = 0; v < mesh.shards_per_rank; ++v) {
           accumulate_kernel<<<grid_for(n), kThreads, 0, s>>>(
@@ -675,12 +692,20 @@ class CudaBackend final : public Backend {
   std::int64_t peak_tracked_bytes() const override {
     std::uint64_t high = 0;
     FSDPTUNE_CUDA_CHECK(cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrUsedMemHigh, &high));
-    return static_cast<std::int64_t>(high);
+    return std::max(static_cast<std::int64_t>(high), peak_floor_bytes_);
   }
 
+  // The high-water mark "can only be reset to zero" (cudaMemPoolAttrUsedMemHigh): the CUDA
+  // documentation does not say whether it then restarts from zero or from the memory in use.
+  // Either way the peak of what follows is at least the use now (the persistent state), so
+  // that is the floor: without it a step whose allocations all stay below the reset point
+  // would report a peak below its own persistent state.
   void reset_peak() override {
-    std::uint64_t zero = 0;  // resets the high-water mark to the current use
+    std::uint64_t zero = 0;
     FSDPTUNE_CUDA_CHECK(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrUsedMemHigh, &zero));
+    std::uint64_t used = 0;
+    FSDPTUNE_CUDA_CHECK(cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrUsedMemCurrent, &used));
+    peak_floor_bytes_ = static_cast<std::int64_t>(used);
   }
 
   std::int64_t staging_bytes() const override { return staging_bytes_; }
@@ -856,6 +881,8 @@ class CudaBackend final : public Backend {
   ncclComm_t pipeline_send_[2] = {nullptr, nullptr};
   ncclComm_t pipeline_receive_[2] = {nullptr, nullptr};
   std::int64_t staging_bytes_ = 0;
+  std::int64_t max_pitch_bytes_ = 0;   // cudaDevAttrMaxPitch
+  std::int64_t peak_floor_bytes_ = 0;  // the pool's use at reset_peak()
   std::vector<void*> blocks_;
   std::vector<cudaEvent_t> events_;
   std::vector<bool> done_;

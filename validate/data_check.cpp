@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "fsdptune/data_pattern_formulas.hpp"
 #include "fsdptune/error.hpp"
 
 namespace fsdptune {
@@ -21,10 +22,9 @@ std::uint32_t param_salt(const std::string& param) {
   return hash % 251u;
 }
 
+// The formulas live in data_pattern_formulas.hpp, shared with the cuda backend's kernels.
 float param_value(std::uint32_t salt, std::int64_t index, DType wire) {
-  const std::int64_t base = static_cast<std::int64_t>(salt) + 7 * index;
-  if (wire == DType::kFP8) return static_cast<float>(base % 33 - 16);
-  return static_cast<float>(base % 251 - 125);
+  return formula::param_value(salt, index, wire == DType::kFP8);
 }
 
 std::int64_t exact_integer_limit(DType dtype) {
@@ -56,22 +56,17 @@ int gradient_amplitude(std::int64_t addends, DType reduce_dtype, std::int64_t co
 
 namespace {
 
-// ((base + element_step index + rank_step (rank mod 2q)) mod (2q + 1)) - q: the shared
-// shape of the summed patterns (gradient_value, tp_input; the comments there say why).
-float summed_pattern(std::int64_t base, std::int64_t element_step, std::int64_t index,
-                     std::int64_t rank_step, int rank, int amplitude) {
+// The preconditions of the summed patterns (formula::summed_pattern), checked on the host.
+void check_summed_pattern(int rank, std::int64_t index, int amplitude) {
   FSDPTUNE_CHECK(amplitude >= 0 && amplitude <= kMaxAmplitude && rank >= 0 && index >= 0,
                  "summed pattern: amplitude, rank, index");
-  if (amplitude == 0) return 0.0f;
-  const std::int64_t modulus = 2 * amplitude + 1;
-  return static_cast<float>(
-      (base + element_step * index + rank_step * (rank % (2 * amplitude))) % modulus - amplitude);
 }
 
 }  // namespace
 
 float gradient_value(int rank, std::uint32_t salt, std::int64_t index, int amplitude) {
-  return summed_pattern(salt, 37, index, 73, rank, amplitude);
+  check_summed_pattern(rank, index, amplitude);
+  return formula::gradient_value(rank, salt, index, amplitude);
 }
 
 float gradient_sum(int first_rank, int ranks, std::uint32_t salt, std::int64_t index,
@@ -88,17 +83,17 @@ float reduced_gradient(int world_size, std::uint32_t salt, std::int64_t index, i
 }
 
 float tp_input(int tp_rank, std::int64_t index, int amplitude) {
-  return summed_pattern(1, 41, index, 37, tp_rank, amplitude);
+  check_summed_pattern(tp_rank, index, amplitude);
+  return formula::tp_input(tp_rank, index, amplitude);
 }
 
 float message_value(int tag, int sender, std::int64_t index) {
-  return static_cast<float>((13 * static_cast<std::int64_t>(tag) + 3 * sender + 7 * index) % 251 -
-                            125);
+  return formula::message_value(tag, sender, index);
 }
 
 float shard_value(const ReplaySlot& slot, int shard, std::int64_t j) {
-  const std::int64_t index = shard * slot.slot.shard_numel + j;
-  return index < slot.slot.numel ? param_value(slot.salt, index, slot.wire) : 0.0f;
+  return formula::shard_value(slot.salt, slot.wire == DType::kFP8, shard, slot.slot.shard_numel,
+                              slot.slot.numel, j);
 }
 
 std::uint16_t to_bf16(float value) {
@@ -346,18 +341,19 @@ TpCollective tp_collective_of(const Op& op, int ranks) {
   return collective;
 }
 
+data_pattern::formula::TpKind tp_kind_of(CollectiveKind kind) {
+  FSDPTUNE_CHECK(kind != CollectiveKind::kSendRecv, "a point-to-point send is no TP collective");
+  if (kind == CollectiveKind::kAllGather) return data_pattern::formula::kTpAllGather;
+  return kind == CollectiveKind::kReduceScatter ? data_pattern::formula::kTpReduceScatter
+                                                : data_pattern::formula::kTpAllReduce;
+}
+
 float tp_expected(const TpCollective& collective, int tp_rank, std::int64_t index) {
-  if (collective.kind == CollectiveKind::kAllGather) {
-    return data_pattern::tp_input(static_cast<int>(index / collective.part),
-                                  index % collective.part, collective.amplitude);
-  }
-  const std::int64_t source =
-      collective.kind == CollectiveKind::kReduceScatter ? tp_rank * collective.part + index : index;
-  float sum = 0;
-  for (int q = 0; q < collective.ranks; ++q) {
-    sum += data_pattern::tp_input(q, source, collective.amplitude);
-  }
-  return sum;
+  FSDPTUNE_CHECK(collective.part >= 1 && index >= 0 && tp_rank >= 0 && collective.amplitude >= 0 &&
+                     collective.amplitude <= data_pattern::kMaxAmplitude,
+                 "tp_expected: part, index, TP rank, amplitude");
+  return data_pattern::formula::tp_expected(tp_kind_of(collective.kind), collective.ranks,
+                                            collective.part, collective.amplitude, tp_rank, index);
 }
 
 std::string tp_mismatch_message(const TpCollective& collective, const std::string& what,

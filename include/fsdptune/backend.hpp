@@ -283,10 +283,11 @@ class Backend {
 // communicators split from MPI_COMM_WORLD per group and stream. REQUIRES: MPI initialized with
 // MPI_THREAD_MULTIPLE (or a world of one rank).
 std::unique_ptr<Backend> make_cpu_backend();
-// The cuda backend on `device`: CUDA streams and events, cuBLAS kernels, NCCL
-// communicators (per stream one of the world, unique id broadcast over MPI, split with
-// ncclCommSplit into the shard, replica and TP groups), memory events from a
-// cudaMallocAsync pool. Throws Error(kRuntime) when built without CUDA or no device.
+// The cuda backend on `device` (the rank's index on its node: one GPU per rank): CUDA
+// streams and events, cuBLAS kernels, NCCL communicators (per stream one of the world,
+// unique id broadcast over MPI, split with ncclCommSplit into the shard, replica and TP
+// groups), memory events from a cudaMallocAsync pool. Throws Error(kRuntime) when built
+// without CUDA, with no device, or when `device` is not below the visible device count.
 std::unique_ptr<Backend> make_cuda_backend(int device);
 // CUDA devices visible; 0 when built without CUDA.
 int cuda_backend_device_count();

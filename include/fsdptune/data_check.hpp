@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "fsdptune/backend.hpp"
+#include "fsdptune/data_pattern_formulas.hpp"
 
 namespace fsdptune::data_pattern {
 
@@ -142,6 +143,8 @@ struct TpCollective {
   std::int64_t output_elements() const;
 };
 TpCollective tp_collective_of(const Op& op, int ranks);
+// The formulas' name of a TP collective's kind (kernel arguments). REQUIRES: not kSendRecv.
+data_pattern::formula::TpKind tp_kind_of(CollectiveKind kind);
 // Element `index` of TP rank `tp_rank`'s output when every rank q's input element i was
 // data_pattern::tp_input(q, i, collective.amplitude): all-gather, the parts of every rank in rank
 // order (tp_input(index / part, index % part)); reduce-scatter, the sum over ranks of the elements

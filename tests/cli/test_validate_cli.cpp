@@ -196,14 +196,17 @@ TEST_CASE("validate aborts every rank when one stops responding", "[cli][validat
 
 TEST_CASE("validate --backend cuda runs or fails cleanly without a GPU", "[cli][validate][cuda]") {
   const std::string dir = make_temp_dir("fsdptune-validate");
-  const auto run =
-      run_command(mpirun(2) + binary() + " validate " + tiny_schedule() +
-                  " --backend cuda --iters 1 --warmup 0 --check-data --out " + dir + "/m.json");
+  // One rank holding both shards (--scale-down), so that a machine with one GPU runs it (two
+  // ranks would need two GPUs).
+  const auto run = run_command(mpirun(1) + binary() + " validate " + tiny_schedule() +
+                               " --backend cuda --iters 1 --warmup 0 --check-data --scale-down "
+                               "--out " +
+                               dir + "/m.json");
   if (run.exit_code == 0) {
     CHECK(exists(dir + "/m.json"));
     return;
   }
-  // No device here (or a CPU-only build): every rank stops with a clear error, no file.
+  // No device here (or a CPU-only build): the rank stops with a clear error, no file.
   CHECK(run.exit_code == 1);
   CHECK_THAT(run.err, Catch::Contains("no CUDA device") || Catch::Contains("built without CUDA"));
   CHECK_FALSE(exists(dir + "/m.json"));

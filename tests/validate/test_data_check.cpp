@@ -128,6 +128,74 @@ TEST_CASE("shard values are the full parameter split by rank, zero padded", "[da
   CHECK(data_pattern::shard_value(slot, 1, 1) == -12);
 }
 
+// data_pattern_formulas.hpp is what the cuda backend's kernels run (nvcc compiles the same
+// header): these are the values its kernels write and compare with, by hand.
+TEST_CASE("the formulas the cuda kernels share with the host, by hand", "[data_check]") {
+  namespace formula = data_pattern::formula;
+  // (9 + 7 * 3) = 30: bf16/fp32 30 % 251 - 125 = -95; fp8 30 % 33 - 16 = 14.
+  CHECK(formula::param_value(9, 3, false) == -95);
+  CHECK(formula::param_value(9, 3, true) == 14);
+  // A 5-element parameter in shards of 3: shard 1 holds elements 3, 4, then padding.
+  // (9 + 7 * 4) = 37: 37 - 125 = -88.
+  CHECK(formula::shard_value(9, false, 1, 3, 5, 0) == -95);
+  CHECK(formula::shard_value(9, false, 1, 3, 5, 1) == -88);
+  CHECK(formula::shard_value(9, false, 1, 3, 5, 2) == 0);
+  // (17 + 37 * 2 + 73 * (1 mod 16)) = 164, 164 mod 17 = 11, 11 - 8 = 3; element 3 of a
+  // 3-element parameter is padding.
+  CHECK(formula::padded_gradient_value(1, 17, 2, 3, 8) == 3);
+  CHECK(formula::padded_gradient_value(1, 17, 3, 3, 8) == 0);
+  // Amplitude 2: modulus 5, rank 5 enters as 5 mod 4 = 1: (0 + 37 + 73) = 110 mod 5 = 0,
+  // 0 - 2 = -2 (the same as rank 1).
+  CHECK(formula::gradient_value(5, 0, 1, 2) == -2);
+  CHECK(formula::gradient_value(3, 0, 1, 0) == 0);
+  // tp_input(r, i) = ((41 i + 37 r + 1) mod 17) - 8 for q = 8. Reduce-scatter over 2 ranks,
+  // part 3, TP rank 1, output element 0 = input element 3: rank 0 (124 mod 17 = 5) - 8 =
+  // -3, rank 1 (161 mod 17 = 8) - 8 = 0: -3.
+  CHECK(formula::tp_input(0, 3, 8) == -3);
+  CHECK(formula::tp_input(1, 3, 8) == 0);
+  CHECK(formula::tp_expected(formula::kTpReduceScatter, 2, 3, 8, 1, 0) == -3);
+  // All-gather: element 4 is rank 1's element 1: (41 + 37 + 1) = 79 mod 17 = 11, 3.
+  CHECK(formula::tp_expected(formula::kTpAllGather, 2, 3, 8, 0, 4) == 3);
+  // All-reduce: element 3 summed over both ranks, as the reduce-scatter's.
+  CHECK(formula::tp_expected(formula::kTpAllReduce, 2, 3, 8, 0, 3) == -3);
+  // (13 * 5 + 3 * 1 + 7 * 2) = 82: 82 - 125 = -43.
+  CHECK(formula::message_value(5, 1, 2) == -43);
+  // The host's names of the kinds are the kernels'.
+  CHECK(tp_kind_of(CollectiveKind::kAllGather) == formula::kTpAllGather);
+  CHECK(tp_kind_of(CollectiveKind::kReduceScatter) == formula::kTpReduceScatter);
+  CHECK(tp_kind_of(CollectiveKind::kAllReduce) == formula::kTpAllReduce);
+}
+
+// The kernels convert with the hardware's round-to-nearest conversions, the checks with
+// to_bf16 / to_fp8_e4m3: they agree because every value a formula gives is exact in its
+// wire dtype, for every amplitude the executor picks (0..8) and ranks far beyond 2q.
+TEST_CASE("every value of the shared formulas is exact in its wire dtype", "[data_check]") {
+  namespace formula = data_pattern::formula;
+  auto exact_bf16 = [](float v) { return data_pattern::from_bf16(data_pattern::to_bf16(v)) == v; };
+  auto exact_fp8 = [](float v) {
+    return data_pattern::from_fp8_e4m3(data_pattern::to_fp8_e4m3(v)) == v;
+  };
+  int checked = 0;
+  for (std::int64_t i = 0; i < 300; ++i) {
+    for (const std::uint32_t salt : {0u, 17u, 250u}) {
+      CHECK(exact_bf16(formula::param_value(salt, i, false)));
+      CHECK(exact_fp8(formula::param_value(salt, i, true)));
+    }
+    CHECK(exact_bf16(formula::message_value(7, 3, i)));
+    for (int amplitude = 0; amplitude <= data_pattern::kMaxAmplitude; ++amplitude) {
+      for (int rank = 0; rank < 40; rank += 3) {
+        const float g = formula::gradient_value(rank, 17, i, amplitude);
+        const float t = formula::tp_input(rank, i, amplitude);
+        CHECK(std::abs(g) <= amplitude);
+        CHECK(std::abs(t) <= amplitude);
+        if (!exact_bf16(g) || !exact_bf16(t) || !exact_fp8(g)) FAIL("inexact at " << i);
+        ++checked;
+      }
+    }
+  }
+  CHECK(checked == 300 * 9 * 14);
+}
+
 TEST_CASE("check_bucket accepts a correct all-gather and names a corrupted parameter",
           "[data_check]") {
   const ReplayBucket bucket = two_param_bucket(CollectiveKind::kAllGather, DType::kBF16);
