@@ -81,6 +81,17 @@ ReplayMesh replay_mesh(const ScheduleFile& schedule, int rank, int world_size, b
 void check_replayable(const ScheduleFile& schedule, int world_size, const std::string& source,
                       bool scale_down = false);
 
+// --check-data compares sums for equality, so every partial sum must be an exact integer
+// (data_check.hpp): throws Error(kBadInput) naming --check-data, the source and the bucket
+// or op when one cannot be on `world_size` ranks (`scale_down` as for replay_mesh): a
+// reduce-scatter bucket whose gradient_amplitude is 0 (more addends -- shard ranks x
+// replicas when all-reduced x microbatches accumulated -- than its reduce dtype holds exact
+// integers, bf16 256, or than fp32's 2^24 once the gradient shards add its copy-outs), or
+// a TP reduction over more ranks than its dtype's limit. The hint: an fp32 reduce dtype,
+// fewer ranks or microbatches. REQUIRES: check_replayable passed.
+void check_data_exact(const ScheduleFile& schedule, int world_size, const std::string& source,
+                      bool scale_down = false);
+
 // The buckets with their parameters' wire dtypes, byte offsets and storage offsets, for
 // `rank` of the run's `mesh` (rank = MPI_COMM_WORLD rank). For a pipeline: the buckets of
 // the rank's chunks (plan_pipeline_replay's bucket_offsets), the shards of their
