@@ -52,8 +52,10 @@ CorrelatedKernels correlate_kernels(const std::vector<ActivityRecord>& records,
   CorrelatedKernels result;
   for (const auto& record : records) {
     if (record.kind != ActivityKind::kKernel) continue;
-    FSDPTUNE_CHECK(record.end_ns >= record.start_ns,
-                   fmt::format("kernel record '{}' ends before it starts", record.name));
+    if ((record.start_ns == 0 && record.end_ns == 0) || record.end_ns < record.start_ns) {
+      ++result.untimed_kernels;
+      continue;
+    }
     std::optional<MeasurementLabel> label;
     if (const auto external = external_by_correlation.find(record.correlation_id);
         external != external_by_correlation.end()) {

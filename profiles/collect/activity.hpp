@@ -80,14 +80,18 @@ struct CorrelatedKernels {
   // Kernels no label could be found for (launched outside every measurement, e.g. the
   // warm-up or a buffer initialisation). Counted, not an error.
   std::int64_t unlabeled_kernels = 0;
+  // Kernels without timestamps: CUPTI writes start = end = 0 when it "could not collect"
+  // them (CUpti_ActivityKernel10), and a record forced out before its kernel finished may
+  // end before it starts. Left out of every repetition (a 0 start would stretch its span
+  // back to the clock's origin) and counted.
+  std::int64_t untimed_kernels = 0;
   bool operator==(const CorrelatedKernels&) const = default;
 };
 
 // Assigns every kernel record to the repetition that launched it: first through an
 // external-correlation record with its correlation id, else through the launch window
 // that contains its API call. Records may arrive in any order (CUPTI delivers buffers
-// per stream and per thread). A kernel with end < start is a broken invariant of the
-// record source and aborts.
+// per stream and per thread). Kernels without timestamps (untimed_kernels) are left out.
 CorrelatedKernels correlate_kernels(const std::vector<ActivityRecord>& records,
                                     const std::vector<LaunchWindow>& windows = {});
 

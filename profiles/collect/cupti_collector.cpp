@@ -127,13 +127,16 @@ class CuptiSession {
     auto records = pool_.take_records();
     auto correlated = collect::correlate_kernels(records, windows_);
     windows_.clear();
+    untimed_kernels_ += correlated.untimed_kernels;
     return correlated;
   }
   std::int64_t dropped_records() const { return pool_.dropped_records(); }
+  std::int64_t untimed_kernels() const { return untimed_kernels_; }
 
  private:
   collect::ActivityBufferPool pool_;
   std::vector<collect::LaunchWindow> windows_;
+  std::int64_t untimed_kernels_ = 0;
 };
 
 bool is_nccl(const collect::KernelSpan& kernel) {
@@ -480,8 +483,8 @@ Profile CuptiCollector::collect(const Workload& workload, const CollectorOptions
   environment["contention"] = contention_note;
   environment["samples"] = fmt::format(
       "{} reps after {} warm-up, CUPTI kernel time, max over "
-      "ranks; {} dropped records",
-      options.reps, options.warmup, session.dropped_records());
+      "ranks; {} dropped records, {} kernel records without timestamps",
+      options.reps, options.warmup, session.dropped_records(), session.untimed_kernels());
   return profile;
 }
 

@@ -79,6 +79,23 @@ TEST_CASE("kernels are correlated through external-correlation records", "[profi
   CHECK(samples[1] == Approx(1100e-9));
 }
 
+TEST_CASE("kernels CUPTI could not time are left out and counted", "[profiler][activity]") {
+  const std::vector<ActivityRecord> records = {
+      kernel(10, 1000, 1500, "gemm"),
+      kernel(11, 0, 0, "untimed"),        // CUPTI: start = end = 0, no timestamps
+      kernel(12, 2000, 1900, "cut off"),  // ends before it starts
+      external(10, {0, 0}),
+      external(11, {0, 0}),
+      external(12, {0, 0}),
+  };
+  const CorrelatedKernels correlated = correlate_kernels(records);
+  CHECK(correlated.untimed_kernels == 2);
+  CHECK(correlated.unlabeled_kernels == 0);
+  REQUIRE(correlated.by_label.at({0, 0}).size() == 1);
+  // 1500 - 1000 = 500 ns, not 1500 ns back to the 0 start of the untimed kernel.
+  CHECK(repetition_samples_s(correlated, 0, 1, "op 0")[0] == Approx(500e-9));
+}
+
 TEST_CASE("without external ids, launch windows label kernels by their API call",
           "[profiler][activity]") {
   const std::vector<ActivityRecord> records = {
