@@ -450,6 +450,10 @@ Profile CuptiCollector::collect(const Workload& workload, const CollectorOptions
     check_nccl(ncclCommDestroy(comm), "ncclCommDestroy");
   }
 
+  // The kernels run on compute_stream and synchronize it (and destroy their cuBLAS handle,
+  // bound to it) when destroyed: before the stream is.
+  const std::string kernels_device = kernels->device();
+  kernels.reset();
   cudaStreamDestroy(compute_stream);
   cudaStreamDestroy(comm_stream);
   cudaStreamDestroy(second_comm_stream);
@@ -478,7 +482,7 @@ Profile CuptiCollector::collect(const Workload& workload, const CollectorOptions
   // NCCL >= 2.9 encodes major * 10000 + minor * 100 + patch.
   environment["nccl"] = fmt::format("{}.{}.{}", nccl / 10000, (nccl % 10000) / 100, nccl % 100);
   environment["cupti_api"] = std::to_string(cupti);
-  environment["kernels"] = kernels->device();
+  environment["kernels"] = kernels_device;
   environment["collectives"] = collective_note;
   environment["contention"] = contention_note;
   environment["samples"] = fmt::format(
