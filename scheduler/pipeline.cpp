@@ -264,11 +264,14 @@ ChunkTimes chunk_times_with(const Workload& chunk, const Program& program, const
     const auto [forward_s, backward_s] = unit_seconds(u);
     times.forward_s += forward_s;
     times.backward_s += backward_s;
-    // Unsharded gradients in the param dtype (the lowering's rule), held from the first
-    // backward to the reduce-scatters when microbatches accumulate.
+    // Unsharded gradients held from the first backward to the reduce-scatters when
+    // microbatches accumulate, in the reduce dtype: FSDP2 casts a parameter's unsharded
+    // gradient to reduce_dtype before accumulating into it when the two differ
+    // (FSDPParam.to_accumulated_grad_if_needed), so with torchtitan's bf16 params and
+    // fp32 reduction they are held in fp32, twice the param-dtype gradient a single
+    // microbatch's Program allocates: Unit::gradient_bytes (padded, reduce dtype).
     if (job.microbatches > 1) {
-      times.accumulated_gradient_bytes +=
-          unit.shard_numel() * job.dp_shard * bytes_per_element(job.param_dtype);
+      times.accumulated_gradient_bytes += unit.gradient_bytes();
     }
   }
   if (!keep_gathered) {

@@ -652,8 +652,9 @@ class CpuBackend final : public Backend {
     bool corrupt;      // test hook: overwrite output element 0 before the check
   };
 
-  // This rank's unsharded gradient of each parameter (data_pattern::gradient_value, 0 in
-  // the padding), shard v's part at v * shard_bytes + byte_offset: the send buffer's layout.
+  // This rank's unsharded gradient of each parameter (data_pattern::gradient_value with
+  // the bucket's amplitude, 0 in the padding), shard v's part at v * shard_bytes +
+  // byte_offset: the send buffer's layout.
   void write_gradients(const ReplayBucket& bucket, std::byte* gradients) const {
     const ReplayMesh& mesh = layout_.mesh;
     for (const ReplaySlot& slot : bucket.slots) {
@@ -662,10 +663,11 @@ class CpuBackend final : public Backend {
         std::byte* destination = gradients + v * bucket.shard_bytes + slot.byte_offset;
         for (std::int64_t j = 0; j < n; ++j) {
           const std::int64_t element = v * n + j;
-          const float value =
-              element < slot.slot.numel
-                  ? data_pattern::gradient_value(mesh.data_parallel_rank(), slot.salt, element)
-                  : 0.0f;
+          float value = 0.0f;
+          if (element < slot.slot.numel) {
+            value = data_pattern::gradient_value(mesh.data_parallel_rank(), slot.salt, element,
+                                                 bucket.gradient_amplitude);
+          }
           store(destination, slot.wire, j, value);
         }
       }
@@ -704,7 +706,7 @@ class CpuBackend final : public Backend {
     const int tp_rank = layout_.mesh.tp_rank;
     if (check) {
       for (std::int64_t i = 0; i < collective.input_elements(); ++i) {
-        store(input, dtype, i, data_pattern::tp_input(tp_rank, i));
+        store(input, dtype, i, data_pattern::tp_input(tp_rank, i, collective.amplitude));
       }
     }
     MPI_Request request = MPI_REQUEST_NULL;

@@ -57,8 +57,19 @@ __device__ float device_param_value(std::uint32_t salt, std::int64_t index, int 
   const std::int64_t base = static_cast<std::int64_t>(salt) + 7 * index;
   return static_cast<float>(wire == kWireFP8 ? base % 33 - 16 : base % 251 - 125);
 }
-__device__ float device_gradient_value(int rank, std::uint32_t salt, std::int64_t index) {
-  return static_cast<float>((static_cast<std::int64_t>(salt) + 3 * index + 5 * rank) % 17 - 8);
+// data_pattern's summed_pattern: ((base + element_step index + rank_step (rank mod 2q))
+// mod (2q + 1)) - q, 0 for q = 0.
+__device__ float device_summed_pattern(std::int64_t base, std::int64_t element_step,
+                                       std::int64_t index, std::int64_t rank_step, int rank,
+                                       int amplitude) {
+  if (amplitude == 0) return 0.0f;
+  return static_cast<float>((base + element_step * index + rank_step * (rank % (2 * amplitude))) %
+                                (2 * amplitude + 1) -
+                            amplitude);
+}
+__device__ float device_gradient_value(int rank, std::uint32_t salt, std::int64_t index,
+                                       int amplitude) {
+  return device_summed_pattern(salt, 37, index, 73, rank, amplitude);
 }
 
 // fp8 is e4m3 ("e4m3fn"), rounding to nearest even and saturating at +-448 like
@@ -98,13 +109,14 @@ __global__ void cast_kernel(const float* source, void* destination, int wire, st
 
 // This rank's unsharded gradient of one parameter into the reduce-scatter send buffer:
 // shard v's part at v * shard_bytes + byte_offset.
-__global__ void gradient_kernel(char* send, int wire, int rank, int shards, std::uint32_t salt,
-                                std::int64_t shard_bytes, std::int64_t byte_offset,
-                                std::int64_t shard_numel, std::int64_t numel) {
+__global__ void gradient_kernel(char* send, int wire, int rank, int amplitude, int shards,
+                                std::uint32_t salt, std::int64_t shard_bytes,
+                                std::int64_t byte_offset, std::int64_t shard_numel,
+                                std::int64_t numel) {
   GRID_STRIDE(i, shard_numel * shards) {
     const std::int64_t v = i / shard_numel;
     const std::int64_t j = i % shard_numel;
-    const float value = i < numel ? device_gradient_value(rank, salt, i) : 0.0f;
+    const float value = i < numel ? device_gradient_value(rank, salt, i, amplitude) : 0.0f;
     store(send + v * shard_bytes + byte_offset, wire, j, value);
   }
 }
@@ -136,21 +148,23 @@ TpKind tp_kind_of(CollectiveKind kind) {
   return kind == CollectiveKind::kReduceScatter ? kTpReduceScatter : kTpAllReduce;
 }
 
-__device__ float device_tp_input(int tp_rank, std::int64_t index) {
-  return static_cast<float>((7 * index + 3 * tp_rank + 1) % 17 - 8);
+__device__ float device_tp_input(int tp_rank, std::int64_t index, int amplitude) {
+  return device_summed_pattern(1, 41, index, 37, tp_rank, amplitude);
 }
 
-__device__ float device_tp_expected(int kind, int ranks, std::int64_t part, int tp_rank,
-                                    std::int64_t index) {
-  if (kind == kTpAllGather) return device_tp_input(static_cast<int>(index / part), index % part);
+__device__ float device_tp_expected(int kind, int ranks, std::int64_t part, int amplitude,
+                                    int tp_rank, std::int64_t index) {
+  if (kind == kTpAllGather) {
+    return device_tp_input(static_cast<int>(index / part), index % part, amplitude);
+  }
   const std::int64_t source = kind == kTpReduceScatter ? tp_rank * part + index : index;
   float sum = 0;
-  for (int q = 0; q < ranks; ++q) sum += device_tp_input(q, source);
+  for (int q = 0; q < ranks; ++q) sum += device_tp_input(q, source, amplitude);
   return sum;
 }
 
-__global__ void tp_fill_kernel(void* input, int wire, int tp_rank, std::int64_t n) {
-  GRID_STRIDE(i, n) { store(input, wire, i, device_tp_input(tp_rank, i)); }
+__global__ void tp_fill_kernel(void* input, int wire, int tp_rank, int amplitude, std::int64_t n) {
+  GRID_STRIDE(i, n) { store(input, wire, i, device_tp_input(tp_rank, i, amplitude)); }
 }
 
 // A stream's first mismatch of the check period: key = sequence << 40 | element, the
@@ -166,10 +180,10 @@ struct TpMismatch {
 constexpr int kElementBits = 40;
 
 __global__ void tp_check_kernel(const void* output, int wire, int kind, int ranks,
-                                std::int64_t part, int tp_rank, std::int64_t n, int sequence,
-                                TpMismatch* mismatch) {
+                                std::int64_t part, int amplitude, int tp_rank, std::int64_t n,
+                                int sequence, TpMismatch* mismatch) {
   GRID_STRIDE(i, n) {
-    if (load(output, wire, i) != device_tp_expected(kind, ranks, part, tp_rank, i)) {
+    if (load(output, wire, i) != device_tp_expected(kind, ranks, part, amplitude, tp_rank, i)) {
       atomicMin(&mismatch->key, static_cast<unsigned long long>(sequence) << kElementBits |
                                     static_cast<unsigned long long>(i));
     }
@@ -396,7 +410,8 @@ class CudaBackend final : public Backend {
           const std::int64_t n = slot.slot.shard_numel;
           gradient_kernel<<<grid_for(n * shards), kThreads, 0, first>>>(
               static_cast<char*>(buffers.gradients), wire_of(slot.wire), mesh.data_parallel_rank(),
-              shards, slot.salt, bucket.shard_bytes, slot.byte_offset, n, slot.slot.numel);
+              bucket.gradient_amplitude, shards, slot.salt, bucket.shard_bytes, slot.byte_offset, n,
+              slot.slot.numel);
         }
         FSDPTUNE_CUDA_CHECK(cudaGetLastError());
       }
@@ -772,7 +787,8 @@ class CudaBackend final : public Backend {
       sequence = static_cast<int>(tp_checks_.size());
       tp_checks_.push_back({collective, task + " op " + op.name});
       const std::int64_t n = collective.input_elements();
-      tp_fill_kernel<<<grid_for(n), kThreads, 0, cuda>>>(input, wire, tp_rank, n);
+      tp_fill_kernel<<<grid_for(n), kThreads, 0, cuda>>>(input, wire, tp_rank, collective.amplitude,
+                                                         n);
       FSDPTUNE_CUDA_CHECK(cudaGetLastError());
     }
     switch (op.collective) {
@@ -794,9 +810,9 @@ class CudaBackend final : public Backend {
     if (sequence < 0) return;
     if (sequence == check_.corrupt_tp_collective) corrupt_kernel<<<1, 1, 0, cuda>>>(output, wire);
     const std::int64_t n = collective.output_elements();
-    tp_check_kernel<<<grid_for(n), kThreads, 0, cuda>>>(output, wire, tp_kind_of(collective.kind),
-                                                        collective.ranks, part, tp_rank, n,
-                                                        sequence, tp_mismatch_ + s);
+    tp_check_kernel<<<grid_for(n), kThreads, 0, cuda>>>(
+        output, wire, tp_kind_of(collective.kind), collective.ranks, part, collective.amplitude,
+        tp_rank, n, sequence, tp_mismatch_ + s);
     tp_record_kernel<<<1, 1, 0, cuda>>>(output, wire, sequence, tp_mismatch_ + s);
     FSDPTUNE_CUDA_CHECK(cudaGetLastError());
   }

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "fsdptune/error.hpp"
+
 namespace fsdptune {
 namespace data_pattern {
 
@@ -25,24 +27,68 @@ float param_value(std::uint32_t salt, std::int64_t index, DType wire) {
   return static_cast<float>(base % 251 - 125);
 }
 
-float gradient_value(int rank, std::uint32_t salt, std::int64_t index) {
-  return static_cast<float>((static_cast<std::int64_t>(salt) + 3 * index + 5 * rank) % 17 - 8);
+std::int64_t exact_integer_limit(DType dtype) {
+  // An integer n is exact when it fits the significand: |n| <= 2^(stored mantissa bits + 1).
+  switch (dtype) {
+    case DType::kBF16:
+      return std::int64_t{1} << 8;
+    case DType::kFP16:
+      return std::int64_t{1} << 11;
+    case DType::kFP32:
+      return std::int64_t{1} << 24;
+    case DType::kFP8:
+      return std::int64_t{1} << 4;
+  }
+  return std::int64_t{1} << 8;
 }
 
-float gradient_sum(int first_rank, int ranks, std::uint32_t salt, std::int64_t index) {
+int sum_amplitude(std::int64_t addends, DType dtype) {
+  FSDPTUNE_CHECK(addends >= 1, "sum_amplitude of no addends");
+  return static_cast<int>(
+      std::min<std::int64_t>(kMaxAmplitude, exact_integer_limit(dtype) / addends));
+}
+
+int gradient_amplitude(std::int64_t addends, DType reduce_dtype, std::int64_t copy_outs) {
+  FSDPTUNE_CHECK(addends >= 1 && copy_outs >= 0, "gradient_amplitude: addends, copy-outs");
+  return std::min(sum_amplitude(addends, reduce_dtype),
+                  sum_amplitude(addends * std::max<std::int64_t>(1, copy_outs), DType::kFP32));
+}
+
+namespace {
+
+// ((base + element_step index + rank_step (rank mod 2q)) mod (2q + 1)) - q: the shared
+// shape of the summed patterns (gradient_value, tp_input; the comments there say why).
+float summed_pattern(std::int64_t base, std::int64_t element_step, std::int64_t index,
+                     std::int64_t rank_step, int rank, int amplitude) {
+  FSDPTUNE_CHECK(amplitude >= 0 && amplitude <= kMaxAmplitude && rank >= 0 && index >= 0,
+                 "summed pattern: amplitude, rank, index");
+  if (amplitude == 0) return 0.0f;
+  const std::int64_t modulus = 2 * amplitude + 1;
+  return static_cast<float>(
+      (base + element_step * index + rank_step * (rank % (2 * amplitude))) % modulus - amplitude);
+}
+
+}  // namespace
+
+float gradient_value(int rank, std::uint32_t salt, std::int64_t index, int amplitude) {
+  return summed_pattern(salt, 37, index, 73, rank, amplitude);
+}
+
+float gradient_sum(int first_rank, int ranks, std::uint32_t salt, std::int64_t index,
+                   int amplitude) {
   float sum = 0;
   for (int rank = first_rank; rank < first_rank + ranks; ++rank) {
-    sum += gradient_value(rank, salt, index);
+    sum += gradient_value(rank, salt, index, amplitude);
   }
   return sum;
 }
 
-float reduced_gradient(int world_size, std::uint32_t salt, std::int64_t index) {
-  return gradient_sum(0, world_size, salt, index);
+float reduced_gradient(int world_size, std::uint32_t salt, std::int64_t index, int amplitude) {
+  return gradient_sum(0, world_size, salt, index, amplitude);
 }
 
-float tp_input(int tp_rank, std::int64_t index) {
-  return static_cast<float>((7 * index + 3 * tp_rank + 1) % 17 - 8);
+float tp_input(int tp_rank, std::int64_t index, int amplitude) {
+  return summed_pattern(1, 41, index, 37, tp_rank, amplitude);
 }
 
 float message_value(int tag, int sender, std::int64_t index) {
@@ -158,7 +204,8 @@ float reduced_value(const ReplayBucket& bucket, const ReplaySlot& replay, const 
   const int first_contributor = bucket.all_reduced ? 0 : mesh.replica * mesh.dp_shard;
   const int contributors = bucket.all_reduced ? mesh.dp_replicate * mesh.dp_shard : mesh.dp_shard;
   return static_cast<float>(bucket.gradient_microbatches) *
-         data_pattern::gradient_sum(first_contributor, contributors, replay.salt, element);
+         data_pattern::gradient_sum(first_contributor, contributors, replay.salt, element,
+                                    bucket.gradient_amplitude);
 }
 
 }  // namespace
@@ -293,18 +340,23 @@ TpCollective tp_collective_of(const Op& op, int ranks) {
   collective.ranks = std::max(1, ranks);
   const std::int64_t elements = op.bytes / bytes_per_element(collective.dtype);
   collective.part = std::max<std::int64_t>(1, (elements + collective.ranks - 1) / collective.ranks);
+  if (collective.kind != CollectiveKind::kAllGather) {
+    collective.amplitude = data_pattern::sum_amplitude(collective.ranks, collective.dtype);
+  }
   return collective;
 }
 
 float tp_expected(const TpCollective& collective, int tp_rank, std::int64_t index) {
   if (collective.kind == CollectiveKind::kAllGather) {
     return data_pattern::tp_input(static_cast<int>(index / collective.part),
-                                  index % collective.part);
+                                  index % collective.part, collective.amplitude);
   }
   const std::int64_t source =
       collective.kind == CollectiveKind::kReduceScatter ? tp_rank * collective.part + index : index;
   float sum = 0;
-  for (int q = 0; q < collective.ranks; ++q) sum += data_pattern::tp_input(q, source);
+  for (int q = 0; q < collective.ranks; ++q) {
+    sum += data_pattern::tp_input(q, source, collective.amplitude);
+  }
   return sum;
 }
 

@@ -266,38 +266,67 @@ struct StepRecord {
   double pipeline_end_s = 0;
 };
 
-// How one Program's tasks become backend work: its bucket indices shifted by
-// `bucket_offset` into the layout's buckets (a pipeline rank holds several chunks').
-class ProgramWork {
+// What a Program's tasks do with each of its buckets: whether it has copy tasks and an
+// all-reduce, and so which task copies the bucket out.
+class BucketTasks {
  public:
-  ProgramWork(const Program& program, const Workload& workload, int bucket_offset)
-      : program_(program), workload_(workload), bucket_offset_(bucket_offset) {
-    has_copy_in_.assign(program_.buckets.size(), false);
-    has_copy_out_.assign(program_.buckets.size(), false);
-    has_all_reduce_.assign(program_.buckets.size(), false);
-    for (const Task& task : program_.tasks) {
-      labels_.push_back(fmt::format("task {} ({})", task.id,
-                                    task.name.empty() ? to_string(task.kind) : task.name));
+  explicit BucketTasks(const Program& program) {
+    has_copy_in_.assign(program.buckets.size(), false);
+    has_copy_out_.assign(program.buckets.size(), false);
+    has_all_reduce_.assign(program.buckets.size(), false);
+    for (const Task& task : program.tasks) {
       if (task.bucket < 0) continue;
       const auto bucket = static_cast<std::size_t>(task.bucket);
       if (task.kind == TaskKind::kCopyIn) has_copy_in_[bucket] = true;
       if (task.kind == TaskKind::kCopyOut) has_copy_out_[bucket] = true;
       if (task.kind == TaskKind::kAllReduce) has_all_reduce_[bucket] = true;
     }
-    copy_outs_.assign(program_.buckets.size(), 0);
-    for (const Task& task : program_.tasks) {
+    copy_outs_.assign(program.buckets.size(), 0);
+    for (const Task& task : program.tasks) {
       if (task.kind == TaskKind::kCopyOut || ends_with_copy_out(task)) {
         ++copy_outs_[static_cast<std::size_t>(task.bucket)];
       }
     }
   }
 
-  const Program& program() const { return program_; }
-  int bucket_offset() const { return bucket_offset_; }
+  bool has_copy_in(int bucket) const { return has_copy_in_[static_cast<std::size_t>(bucket)]; }
+
+  // Whether `task` ends with its bucket's copy-out although the Program has no copy-out
+  // task for the bucket (copy_in_out = false): the collective does, or with HSDP the
+  // all-reduce after it, so that the gradient shards accumulate the sum over every replica
+  // as they do with a copy-out task (FSDP2's order, docs/plan-format.md).
+  bool ends_with_copy_out(const Task& task) const {
+    if (task.bucket < 0 || has_copy_out_[static_cast<std::size_t>(task.bucket)]) return false;
+    if (task.kind == TaskKind::kAllReduce) return true;
+    return (task.kind == TaskKind::kAllGather || task.kind == TaskKind::kReduceScatter) &&
+           !has_all_reduce_[static_cast<std::size_t>(task.bucket)];
+  }
 
   // How many times one run of the Program copies bucket `bucket` out (a reduce-scatter
   // bucket: adds it into the fp32 gradient shards).
   int copy_outs(int bucket) const { return copy_outs_[static_cast<std::size_t>(bucket)]; }
+
+ private:
+  std::vector<bool> has_copy_in_;
+  std::vector<bool> has_copy_out_;
+  std::vector<bool> has_all_reduce_;
+  std::vector<int> copy_outs_;  // per bucket, per run of the Program
+};
+
+// How one Program's tasks become backend work: its bucket indices shifted by
+// `bucket_offset` into the layout's buckets (a pipeline rank holds several chunks').
+class ProgramWork {
+ public:
+  ProgramWork(const Program& program, const Workload& workload, int bucket_offset)
+      : program_(program), workload_(workload), bucket_offset_(bucket_offset), tasks_(program) {
+    for (const Task& task : program_.tasks) {
+      labels_.push_back(fmt::format("task {} ({})", task.id,
+                                    task.name.empty() ? to_string(task.kind) : task.name));
+    }
+  }
+
+  const Program& program() const { return program_; }
+  int bucket_offset() const { return bucket_offset_; }
 
   void enqueue_work(Backend& backend, const Task& task) const {
     const int stream = task.stream;
@@ -306,7 +335,6 @@ class ProgramWork {
       if (!ops.empty()) backend.run_ops(stream, ops, labels_[static_cast<std::size_t>(task.id)]);
       return;
     }
-    const auto bucket = static_cast<std::size_t>(task.bucket);
     const int index = bucket_offset_ + task.bucket;
     switch (task.kind) {
       case TaskKind::kCopyIn:
@@ -322,31 +350,17 @@ class ProgramWork {
       backend.all_reduce(stream, index);
     } else if (is_collective(task.kind)) {
       // A plan without copy tasks (copy_in_out = false) still needs the data in place.
-      if (!has_copy_in_[bucket]) backend.copy_in(stream, index);
+      if (!tasks_.has_copy_in(task.bucket)) backend.copy_in(stream, index);
       backend.collective(stream, index);
     }
-    if (ends_with_copy_out(task)) backend.copy_out(stream, index);
+    if (tasks_.ends_with_copy_out(task)) backend.copy_out(stream, index);
   }
 
  private:
-  // Whether `task` ends with its bucket's copy-out although the Program has no copy-out
-  // task for the bucket (copy_in_out = false): the collective does, or with HSDP the
-  // all-reduce after it, so that the gradient shards accumulate the sum over every replica
-  // as they do with a copy-out task (FSDP2's order, docs/plan-format.md).
-  bool ends_with_copy_out(const Task& task) const {
-    if (task.bucket < 0 || has_copy_out_[static_cast<std::size_t>(task.bucket)]) return false;
-    if (task.kind == TaskKind::kAllReduce) return true;
-    return (task.kind == TaskKind::kAllGather || task.kind == TaskKind::kReduceScatter) &&
-           !has_all_reduce_[static_cast<std::size_t>(task.bucket)];
-  }
-
   const Program& program_;
   const Workload& workload_;
   int bucket_offset_ = 0;
-  std::vector<bool> has_copy_in_;
-  std::vector<bool> has_copy_out_;
-  std::vector<bool> has_all_reduce_;
-  std::vector<int> copy_outs_;       // per bucket, per run of the Program
+  BucketTasks tasks_;
   std::vector<std::string> labels_;  // per task, for data check messages
 };
 
@@ -355,8 +369,6 @@ class StepReplay {
  public:
   virtual ~StepReplay() = default;
   virtual StepRecord step() = 0;
-  // Per layout bucket: its copy-outs per step (into the fp32 gradient shards).
-  virtual std::vector<int> copy_outs_per_step() const = 0;
 };
 
 // The busy time of the compute stream and the communication not overlapped by it.
@@ -372,14 +384,6 @@ class Replay final : public StepReplay {
  public:
   Replay(const ScheduleFile& schedule, const Workload& workload, Backend& backend)
       : program_(schedule.program), work_(schedule.program, workload, 0), backend_(backend) {}
-
-  std::vector<int> copy_outs_per_step() const override {
-    std::vector<int> copy_outs;
-    for (std::size_t b = 0; b < program_.buckets.size(); ++b) {
-      copy_outs.push_back(work_.copy_outs(static_cast<int>(b)));
-    }
-    return copy_outs;
-  }
 
   StepRecord step() override {
     backend_.reset_events();
@@ -447,25 +451,9 @@ class PipelineReplay final : public StepReplay {
           std::make_unique<ProgramWork>(pipeline.chunks[static_cast<std::size_t>(c)].program,
                                         chunk_workloads[static_cast<std::size_t>(c)],
                                         plan_.bucket_offsets[static_cast<std::size_t>(c)]));
-      keep_.push_back(schedule.job.microbatches > 1 &&
-                      pipeline.chunks[static_cast<std::size_t>(c)].keep_gathered);
     }
     program_streams_ = layout.first_pipeline_stream >= 0 ? layout.first_pipeline_stream
                                                          : static_cast<int>(layout.streams.size());
-  }
-
-  std::vector<int> copy_outs_per_step() const override {
-    std::vector<int> copy_outs(layout_.buckets.size(), 0);
-    for (std::size_t i = 0; i < work_.size(); ++i) {
-      const ProgramWork& work = *work_[i];
-      // A chunk kept gathered reduce-scatters once per step, the others every microbatch.
-      const int runs = keep_[i] ? 1 : microbatches_;
-      for (std::size_t b = 0; b < work.program().buckets.size(); ++b) {
-        copy_outs[static_cast<std::size_t>(work.bucket_offset()) + b] =
-            runs * work.copy_outs(static_cast<int>(b));
-      }
-    }
-    return copy_outs;
   }
 
   StepRecord step() override {
@@ -576,7 +564,9 @@ class PipelineReplay final : public StepReplay {
     }
     const EventId start = backend_.record(task.stream);
     for (const MemoryEvent& event : task.memory) {
-      if (!event.at_end && applies(action, task, event)) memory.apply(event, task.stream, local);
+      if (!event.at_end && applies(action, task, event)) {
+        memory.apply(tracked_memory_event(action, program, task, event), task.stream, local);
+      }
     }
     work.enqueue_work(backend_, task);
     if (action.accumulate_gradients && task.kind == TaskKind::kBackward) {
@@ -591,7 +581,9 @@ class PipelineReplay final : public StepReplay {
       }
     }
     for (const MemoryEvent& event : task.memory) {
-      if (event.at_end && applies(action, task, event)) memory.apply(event, task.stream, local);
+      if (event.at_end && applies(action, task, event)) {
+        memory.apply(tracked_memory_event(action, program, task, event), task.stream, local);
+      }
     }
     const EventId end = backend_.record(task.stream);
     ends_[static_cast<std::size_t>(local)][static_cast<std::size_t>(action.microbatch)]
@@ -606,7 +598,6 @@ class PipelineReplay final : public StepReplay {
   int microbatches_ = 1;
   Backend& backend_;
   std::vector<std::unique_ptr<ProgramWork>> work_;  // per local chunk
-  std::vector<bool> keep_;                          // per local chunk: accumulates
   std::vector<int> local_;                          // per chunk of the job: local index or -1
   int program_streams_ = 0;
   std::vector<std::vector<std::vector<EventId>>> ends_;
@@ -614,10 +605,9 @@ class PipelineReplay final : public StepReplay {
 };
 
 // The buffers of every bucket and, for reduce-scatter buckets, the fp32 gradient shards
-// their copy-outs accumulated into over `steps` steps from zero; then the pipeline
-// messages this rank received.
+// their copy-outs (ReplayBucket::gradient_copy_outs per step) accumulated into over `steps`
+// steps from zero; then the pipeline messages this rank received.
 std::optional<std::string> check_all_buckets(Backend& backend, const ReplayLayout& layout,
-                                             const std::vector<int>& copy_outs_per_step,
                                              int steps) {
   const std::vector<std::byte> gradient_shards = backend.read_gradient_shards();
   for (std::size_t b = 0; b < layout.buckets.size(); ++b) {
@@ -635,7 +625,7 @@ std::optional<std::string> check_all_buckets(Backend& backend, const ReplayLayou
     }
     if (bucket.kind == CollectiveKind::kAllGather) continue;
     if (auto failure = check_gradient_shards(bucket, index, layout.mesh, layout.rank,
-                                             steps * copy_outs_per_step[b], gradient_shards)) {
+                                             steps * bucket.gradient_copy_outs, gradient_shards)) {
       return failure;
     }
   }
@@ -951,6 +941,64 @@ void check_replayable(const ScheduleFile& schedule, int world_size, const std::s
   }
 }
 
+void check_data_exact(const ScheduleFile& schedule, int world_size, const std::string& source,
+                      bool scale_down) {
+  const Workload workload = workload_of(schedule);
+  const ReplayMesh first = replay_mesh(schedule, 0, world_size, scale_down, source);
+  const std::string hint =
+      "tune the schedule with --reduce-dtype fp32 (exact up to 2^24 addends), or replay it on "
+      "fewer ranks (--scale-down) or with fewer microbatches; or validate without --check-data";
+  // The stages differ in their chunks' buckets only: one layout per stage.
+  for (int stage = 0; stage < first.pp; ++stage) {
+    const int rank = stage * first.stage_size();
+    const ReplayMesh mesh = replay_mesh(schedule, rank, world_size, scale_down, source);
+    const ReplayLayout layout = make_replay_layout(schedule, workload, rank, mesh);
+    for (std::size_t b = 0; b < layout.buckets.size(); ++b) {
+      const ReplayBucket& bucket = layout.buckets[b];
+      if (bucket.kind != CollectiveKind::kReduceScatter || bucket.gradient_amplitude > 0) continue;
+      const int replicas = bucket.all_reduced ? mesh.dp_replicate : 1;
+      const std::int64_t addends =
+          std::int64_t{mesh.dp_shard} * replicas * bucket.gradient_microbatches;
+      const bool in_dtype = data_pattern::sum_amplitude(addends, bucket.dtype) == 0;
+      const std::string why =
+          in_dtype ? fmt::format("{} holds integers exactly only up to {}", to_string(bucket.dtype),
+                                 data_pattern::exact_integer_limit(bucket.dtype))
+                   : fmt::format(
+                         "the fp32 gradient shards add {} copies of it, {} addends, "
+                         "beyond fp32's exact integers (2^24)",
+                         bucket.gradient_copy_outs, addends * bucket.gradient_copy_outs);
+      throw_bad_input(
+          "--check-data",
+          fmt::format("{}: {}bucket {} (reduce_scatter, {}) sums {} gradients per element ({} "
+                      "shard rank(s) x {} replica(s) x {} microbatch(es)) and {}: no gradient "
+                      "pattern keeps every partial sum exact, so correct data would be reported "
+                      "as mismatches",
+                      source, first.pp > 1 ? fmt::format("stage {} ", stage) : "", b,
+                      to_string(bucket.dtype), addends, mesh.dp_shard, replicas,
+                      bucket.gradient_microbatches, why),
+          hint);
+    }
+  }
+  for (const Unit& unit : workload.units) {
+    for (const std::vector<Op>* ops :
+         {&unit.forward_ops, &unit.backward_ops, &unit.recompute_ops}) {
+      for (const Op& op : *ops) {
+        if (op.kind != OpKind::kCollective) continue;
+        const TpCollective collective = tp_collective_of(op, first.tp);
+        if (collective.amplitude > 0) continue;
+        throw_bad_input(
+            "--check-data",
+            fmt::format("{}: TP {} {} sums over {} TP ranks in {}, which holds integers exactly "
+                        "only up to {}: no pattern keeps every partial sum exact",
+                        source, to_string(collective.kind), op.name, collective.ranks,
+                        to_string(collective.dtype),
+                        data_pattern::exact_integer_limit(collective.dtype)),
+            "validate without --check-data, or with a smaller tp");
+      }
+    }
+  }
+}
+
 namespace {
 
 // Where each parameter's fp32 shards live in the rank's shard storage.
@@ -960,16 +1008,23 @@ struct StoredParam {
 };
 
 // Appends the layouts of `program`'s buckets to `layout` (parameters from `storage`;
-// `prefix` names the Program in errors, e.g. "program").
+// `prefix` names the Program in errors, e.g. "program"): its reduce-scatters sum
+// `gradient_microbatches` microbatches' gradients, and it runs `runs_per_step` times a step.
 void append_buckets(const Program& program, const std::map<std::string, StoredParam>& storage,
-                    int gradient_microbatches, const std::string& prefix, ReplayLayout& layout) {
+                    int gradient_microbatches, int runs_per_step, const std::string& prefix,
+                    ReplayLayout& layout) {
   const int shards = layout.mesh.schedule_dp_shard();
   const std::size_t first = layout.buckets.size();
+  const BucketTasks tasks(program);
   for (std::size_t b = 0; b < program.buckets.size(); ++b) {
     const BucketLayout& bucket = program.buckets[b];
-    ReplayBucket replay{bucket.kind, bucket.dtype, bucket.shard_elements, 0, {}, false, 1};
+    ReplayBucket replay;
+    replay.kind = bucket.kind;
+    replay.dtype = bucket.dtype;
+    replay.shard_elements = bucket.shard_elements;
     if (bucket.kind == CollectiveKind::kReduceScatter) {
       replay.gradient_microbatches = gradient_microbatches;
+      replay.gradient_copy_outs = runs_per_step * tasks.copy_outs(static_cast<int>(b));
     }
     std::int64_t elements = 0;
     for (const BufferSlot& slot : bucket.slots) {
@@ -1025,6 +1080,19 @@ void append_buckets(const Program& program, const std::map<std::string, StoredPa
       layout.buckets[first + static_cast<std::size_t>(task.bucket)].all_reduced = true;
     }
   }
+  // Each element of a reduced shard sums the gradients of the run's shard group (each rank
+  // writes one pattern, however many virtual shards it holds), every replica's too when
+  // all-reduced, each holding gradient_microbatches microbatches' sum.
+  const ReplayMesh& mesh = layout.mesh;
+  for (std::size_t b = first; b < layout.buckets.size(); ++b) {
+    ReplayBucket& replay = layout.buckets[b];
+    if (replay.kind != CollectiveKind::kReduceScatter) continue;
+    const std::int64_t addends = std::int64_t{mesh.dp_shard} *
+                                 (replay.all_reduced ? mesh.dp_replicate : 1) *
+                                 replay.gradient_microbatches;
+    replay.gradient_amplitude =
+        data_pattern::gradient_amplitude(addends, replay.dtype, replay.gradient_copy_outs);
+  }
 }
 
 // Each parameter of `units` gets its shards_per_rank consecutive shards, back to back.
@@ -1045,7 +1113,36 @@ bool accumulates(const ScheduleFile& schedule, int chunk) {
          schedule.job.microbatches > 1;
 }
 
+// Is `task` the one that frees the unsharded gradients of its reduce-scatter bucket: the
+// copy-in, or the reduce-scatter itself when the bucket has no copy-in?
+bool consumes_unsharded_gradients(const Program& program, const Task& task) {
+  if (task.kind == TaskKind::kCopyIn) {
+    return program.buckets[static_cast<std::size_t>(task.bucket)].kind ==
+           CollectiveKind::kReduceScatter;
+  }
+  if (task.kind != TaskKind::kReduceScatter) return false;
+  return std::none_of(program.tasks.begin(), program.tasks.end(), [&](const Task& other) {
+    return other.kind == TaskKind::kCopyIn && other.bucket == task.bucket;
+  });
+}
+
 }  // namespace
+
+MemoryEvent tracked_memory_event(const ReplayAction& action, const Program& program,
+                                 const Task& task, MemoryEvent event) {
+  if (event.category != MemoryCategory::kGradients ||
+      action.gradient_bytes_numerator == action.gradient_bytes_denominator) {
+    return event;
+  }
+  const bool allocation = is_compute(task.kind) && event.bytes > 0;
+  // A reduce-scatter's own -full_bytes frees the copy-in's reduce-dtype input, not gradients.
+  const bool consumed =
+      event.bytes < 0 && consumes_unsharded_gradients(program, task) && event.bytes != -task.bytes;
+  if (allocation || consumed) {
+    event.bytes = event.bytes * action.gradient_bytes_numerator / action.gradient_bytes_denominator;
+  }
+  return event;
+}
 
 PipelineReplayPlan plan_pipeline_replay(const ScheduleFile& schedule, const ReplayMesh& mesh,
                                         int rank) {
@@ -1118,6 +1215,10 @@ PipelineReplayPlan plan_pipeline_replay(const ScheduleFile& schedule, const Repl
     action.gathered_params_events = whole;
     action.gradient_allocations = !keep || (order.backward && m == 0);
     action.accumulate_gradients = keep && order.backward;
+    if (keep) {
+      action.gradient_bytes_numerator = static_cast<int>(bytes_per_element(job.reduce_dtype));
+      action.gradient_bytes_denominator = static_cast<int>(bytes_per_element(job.param_dtype));
+    }
     if (P > 1) {
       // Adjacent chunks are on different ranks whenever there is more than one.
       if (!order.backward) {
@@ -1150,7 +1251,7 @@ ReplayLayout make_replay_layout(const ScheduleFile& schedule, const Workload& wo
     std::vector<int> units(workload.units.size());
     for (std::size_t u = 0; u < units.size(); ++u) units[u] = static_cast<int>(u);
     store_params(workload, units, storage, layout);
-    append_buckets(schedule.program, storage, 1, "program", layout);
+    append_buckets(schedule.program, storage, 1, 1, "program", layout);
     // Tracked as scheduled; the shard storage lives inside it when it fits (backend.hpp).
     layout.persistent_bytes = schedule.program.persistent_bytes;
     return layout;
@@ -1169,8 +1270,11 @@ ReplayLayout make_replay_layout(const ScheduleFile& schedule, const Workload& wo
   }
   for (const int c : plan.chunks) {
     const ScheduleChunk& chunk = pipeline.chunks[static_cast<std::size_t>(c)];
-    append_buckets(chunk.program, storage,
-                   accumulates(schedule, c) ? static_cast<int>(schedule.job.microbatches) : 1,
+    // A chunk kept gathered reduce-scatters the step's microbatches' sum once, the others
+    // each microbatch's gradients every microbatch.
+    const int microbatches = static_cast<int>(schedule.job.microbatches);
+    const bool keep = accumulates(schedule, c);
+    append_buckets(chunk.program, storage, keep ? microbatches : 1, keep ? 1 : microbatches,
                    fmt::format("pipeline.chunks[{}].program", c), layout);
     layout.persistent_bytes += chunk.program.persistent_bytes;
   }
@@ -1264,8 +1368,7 @@ MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& opti
         std::optional<std::string> message = backend->tp_check_failure();
         backend->set_data_check({});
         if (rank == world - 1) corrupt_for_tests(*backend, layout, options);
-        if (!message)
-          message = check_all_buckets(*backend, layout, replay->copy_outs_per_step(), 1);
+        if (!message) message = check_all_buckets(*backend, layout, 1);
         std::optional<Error> failure;
         if (message) failure = Error(ErrorKind::kRuntime, "--check-data", *message);
         try {

@@ -102,6 +102,17 @@ struct ReplayBucket {
   // chunk that keeps its parameters gathered: its unsharded gradients accumulate over the
   // step's microbatches (Backend::accumulate_gradients) and are reduce-scattered once.
   int gradient_microbatches = 1;
+  // Reduce-scatter: how many times a step copies the bucket out into the fp32 gradient
+  // shards (once per run of its Program's copy-out, or collective without copy tasks; a
+  // pipeline chunk re-gathering every microbatch runs it M times, one kept gathered once).
+  int gradient_copy_outs = 1;
+  // Reduce-scatter: the amplitude q of the gradient pattern, values in [-q, q]
+  // (data_pattern::gradient_amplitude of its addends, dtype and copy-outs; 8 =
+  // data_pattern::kMaxAmplitude up to 32 bf16 addends). Every backend writes and the checks
+  // expect data_pattern::gradient_value with it, so that every partial sum is exact. 0:
+  // no pattern is exact, the gradients are 0 and --check-data refuses the schedule
+  // (check_data_exact).
+  int gradient_amplitude = 8;
   bool operator==(const ReplayBucket&) const = default;
 };
 

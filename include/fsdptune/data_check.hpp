@@ -2,8 +2,9 @@
 // and the checks of what the collectives delivered (DESIGN.md "Validation").
 //
 // Values are small integers, exact in their wire dtype (bf16 / fp32, and fp8 e4m3 for
-// float8 all-gathers), and gradient sums over up to 32 ranks stay exact, so a check
-// compares for equality.
+// float8 all-gathers). Summed values (gradients, TP reductions) lie in [-q, q] with an
+// amplitude q chosen for the number of addends, so that every partial sum of the reduction
+// stays an exact integer and a check compares for equality.
 #pragma once
 
 #include <cstddef>
@@ -23,17 +24,52 @@ std::uint32_t param_salt(const std::string& param);
 // ((salt + 7 index) mod 33) - 16 in [-16, 16] for fp8 e4m3 (every integer up to 16 is
 // exact with 3 mantissa bits).
 float param_value(std::uint32_t salt, std::int64_t index, DType wire = DType::kBF16);
+
+// --- amplitudes of summed patterns ---
+// The largest amplitude: with q = 8 the patterns below are the [-8, 8] ones the docs quote
+// (for ranks below 16).
+inline constexpr int kMaxAmplitude = 8;
+// Every integer of magnitude up to this is exact in `dtype`: 2^(significand bits), bf16
+// 2^8 = 256, fp16 2^11 = 2048, fp32 2^24, fp8 e4m3 2^4 = 16.
+std::int64_t exact_integer_limit(DType dtype);
+// The amplitude q of values in [-q, q] of which `addends` are summed in `dtype`, in any
+// order and grouping (a ring, a tree, an accumulation): every partial sum is an integer of
+// magnitude <= addends * q, exact while that is <= exact_integer_limit(dtype). q =
+// min(kMaxAmplitude, limit / addends); 0 when addends > limit (no non-zero pattern is
+// exact). REQUIRES: addends >= 1.
+int sum_amplitude(std::int64_t addends, DType dtype);
+// The amplitude of a reduce-scatter bucket's gradients (ReplayBucket::gradient_amplitude):
+// its reduction sums `addends` gradients per element in `reduce_dtype` (shard group ranks
+// x replicas when all-reduced x microbatches accumulated before it), and the fp32 gradient
+// shards then add `copy_outs` copies of that sum (copy_outs x addends addends in fp32):
+// the smaller of the two sum_amplitudes. REQUIRES: addends >= 1, copy_outs >= 0.
+int gradient_amplitude(std::int64_t addends, DType reduce_dtype, std::int64_t copy_outs);
+
 // Element `index` of the unsharded gradient of the parameter written by data-parallel
-// rank `rank` (ReplayMesh::data_parallel_rank): in [-8, 8].
-float gradient_value(int rank, std::uint32_t salt, std::int64_t index);
+// rank `rank` (ReplayMesh::data_parallel_rank), for amplitude q = `amplitude`:
+//   ((salt + 37 index + 73 (rank mod 2q)) mod (2q + 1)) - q   in [-q, q]; 0 when q = 0.
+// 37 = 3 and 73 = 5 (mod 17): with q = 8 this is ((salt + 3 index + 5 rank) mod 17) - 8 for
+// ranks below 16. Both are primes above 17, so coprime with every modulus 2q + 1 <= 17:
+// neighbouring elements always differ, and so do ranks less than 2q apart. The rank enters
+// mod 2q so that the ranks' offsets miss one of the 2q + 1 residues: a sum over any number
+// of consecutive ranks then still varies with the element (2q + 1 ranks covering every
+// offset would sum to 0 at every element and hide a misplaced shard). Ranks 2q apart write
+// the same values. REQUIRES: 0 <= amplitude <= kMaxAmplitude.
+float gradient_value(int rank, std::uint32_t salt, std::int64_t index,
+                     int amplitude = kMaxAmplitude);
 // Sum of gradient_value over ranks first_rank .. first_rank + ranks - 1.
-float gradient_sum(int first_rank, int ranks, std::uint32_t salt, std::int64_t index);
+float gradient_sum(int first_rank, int ranks, std::uint32_t salt, std::int64_t index,
+                   int amplitude = kMaxAmplitude);
 // Sum over ranks 0..world_size-1 of gradient_value.
-float reduced_gradient(int world_size, std::uint32_t salt, std::int64_t index);
-// Element `index` of TP rank `tp_rank`'s input to a tensor-parallel collective:
-// ((7 index + 3 tp_rank + 1) mod 17) - 8 in [-8, 8], so sums over up to 32 TP ranks are
-// integers exact in bf16; the rank term makes parts from different ranks differ.
-float tp_input(int tp_rank, std::int64_t index);
+float reduced_gradient(int world_size, std::uint32_t salt, std::int64_t index,
+                       int amplitude = kMaxAmplitude);
+// Element `index` of TP rank `tp_rank`'s input to a tensor-parallel collective, for
+// amplitude q (TpCollective::amplitude, sum_amplitude of the TP ranks):
+//   ((41 index + 37 (tp_rank mod 2q) + 1) mod (2q + 1)) - q   in [-q, q]; 0 when q = 0,
+// with q = 8 ((7 index + 3 tp_rank + 1) mod 17) - 8 for TP ranks below 16 (41 = 7, 37 = 3
+// mod 17; primes, for the reasons of gradient_value). The rank term makes parts from
+// different ranks differ.
+float tp_input(int tp_rank, std::int64_t index, int amplitude = kMaxAmplitude);
 // Element `index` of the pipeline message with `tag` sent by world rank `sender`
 // (ReplayMessage): ((13 tag + 3 sender + 7 index) mod 251) - 125, exact in bf16 and fp32.
 float message_value(int tag, int sender, std::int64_t index);
@@ -65,9 +101,9 @@ std::int64_t bucket_buffer_bytes(const ReplayBucket& bucket, BucketBuffer which,
 // BucketBuffer), naming the bucket, the parameter, the element, the byte and the two
 // values; nullopt when every element is as expected. Gathered and unsharded buffers must
 // hold every shard of the schedule's dp_shard; a reduced shard the sum of the gradients
-// of the shard group's data-parallel ranks, or of all of them (dp_replicate * dp_shard)
-// when the bucket is all-reduced across replicas. `bucket_index` and `rank` are only used
-// in the message.
+// (gradient_value with the bucket's gradient_amplitude) of the shard group's data-parallel
+// ranks, or of all of them (dp_replicate * dp_shard) when the bucket is all-reduced across
+// replicas. `bucket_index` and `rank` are only used in the message.
 std::optional<std::string> check_bucket(const ReplayBucket& bucket, int bucket_index,
                                         BucketBuffer which, const ReplayMesh& mesh, int rank,
                                         const std::vector<std::byte>& contents);
@@ -99,14 +135,17 @@ struct TpCollective {
   int ranks = 1;
   std::int64_t part = 1;  // elements per rank: the all-gather's input, the reduce-scatter's
                           // output; the all-reduce runs on part * ranks
+  // Of data_pattern::tp_input: sum_amplitude(ranks, dtype) for the sums (0: no pattern is
+  // exact, --check-data refuses), kMaxAmplitude for an all-gather (nothing is summed).
+  int amplitude = data_pattern::kMaxAmplitude;
   std::int64_t input_elements() const;
   std::int64_t output_elements() const;
 };
 TpCollective tp_collective_of(const Op& op, int ranks);
 // Element `index` of TP rank `tp_rank`'s output when every rank q's input element i was
-// data_pattern::tp_input(q, i): all-gather, the parts of every rank in rank order
-// (tp_input(index / part, index % part)); reduce-scatter, the sum over ranks of the
-// elements at tp_rank * part + index; all-reduce, the sum over ranks at index.
+// data_pattern::tp_input(q, i, collective.amplitude): all-gather, the parts of every rank in rank
+// order (tp_input(index / part, index % part)); reduce-scatter, the sum over ranks of the elements
+// at tp_rank * part + index; all-reduce, the sum over ranks at index.
 float tp_expected(const TpCollective& collective, int tp_rank, std::int64_t index);
 // The first element of `output` (output_elements() in collective.dtype) that is not
 // tp_expected, naming `what` (the task and op), the element, the TP rank that sent it and

@@ -81,6 +81,17 @@ ReplayMesh replay_mesh(const ScheduleFile& schedule, int rank, int world_size, b
 void check_replayable(const ScheduleFile& schedule, int world_size, const std::string& source,
                       bool scale_down = false);
 
+// --check-data compares sums for equality, so every partial sum must be an exact integer
+// (data_check.hpp): throws Error(kBadInput) naming --check-data, the source and the bucket
+// or op when one cannot be on `world_size` ranks (`scale_down` as for replay_mesh): a
+// reduce-scatter bucket whose gradient_amplitude is 0 (more addends -- shard ranks x
+// replicas when all-reduced x microbatches accumulated -- than its reduce dtype holds exact
+// integers, bf16 256, or than fp32's 2^24 once the gradient shards add its copy-outs), or
+// a TP reduction over more ranks than its dtype's limit. The hint: an fp32 reduce dtype,
+// fewer ranks or microbatches. REQUIRES: check_replayable passed.
+void check_data_exact(const ScheduleFile& schedule, int world_size, const std::string& source,
+                      bool scale_down = false);
+
 // The buckets with their parameters' wire dtypes, byte offsets and storage offsets, for
 // `rank` of the run's `mesh` (rank = MPI_COMM_WORLD rank). For a pipeline: the buckets of
 // the rank's chunks (plan_pipeline_replay's bucket_offsets), the shards of their
@@ -108,10 +119,24 @@ struct ReplayAction {
   // After each backward task, the reduce-scatter buckets whose lowest unit it is
   // accumulate this microbatch's gradients (Backend::accumulate_gradients).
   bool accumulate_gradients = false;
+  // An accumulating chunk holds its unsharded gradients in the reduce dtype (FSDP2 casts
+  // them before accumulating, FSDPParam.to_accumulated_grad_if_needed): the Program's
+  // param-dtype gradient allocations (compute tasks) and their frees (the reduce-scatter
+  // copy-in, or the reduce-scatter without copies) are tracked times
+  // gradient_bytes_numerator / gradient_bytes_denominator (reduce / param element bytes).
+  int gradient_bytes_numerator = 1;
+  int gradient_bytes_denominator = 1;
   int receive_message = -1;  // ReplayLayout::messages index awaited before the action
   int send_message = -1;     // sent after its compute
   bool operator==(const ReplayAction&) const = default;
 };
+
+// A Program memory event as the replay of `action` tracks it: an accumulating chunk's
+// unsharded gradients (the compute tasks' kGradients allocations and the frees of the
+// reduce-scatter copy-in, or of the reduce-scatter without copies) resized by
+// gradient_bytes_numerator / gradient_bytes_denominator; every other event unchanged.
+MemoryEvent tracked_memory_event(const ReplayAction& action, const Program& program,
+                                 const Task& task, MemoryEvent event);
 
 struct PipelineReplayPlan {
   std::vector<int> chunks;                // this rank's chunks (c % pp == stage), ascending

@@ -56,6 +56,9 @@ void run_validate(const ValidateArgs& args) {
   try {
     schedule = load_schedule(args.schedule);
     check_replayable(schedule, mpi.world_size(), args.schedule, options.scale_down);
+    if (options.check_data) {
+      check_data_exact(schedule, mpi.world_size(), args.schedule, options.scale_down);
+    }
   } catch (const Error& e) {
     load_error = e;
   }

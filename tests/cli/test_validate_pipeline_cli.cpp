@@ -5,6 +5,8 @@
 
 #include <filesystem>
 
+#include <fmt/format.h>
+
 #include "cli_support.hpp"
 #include "fsdptune/io.hpp"
 #include "fsdptune/measured.hpp"
@@ -160,5 +162,39 @@ TEST_CASE("validate of a pipeline: wrong world size, cuda without a GPU, a corru
   CHECK(run.exit_code == 1);
   CHECK_THAT(run.err, Catch::Contains("pipeline message activation of chunk 0 microbatch 0") &&
                           Catch::Contains("expected"));
+  CHECK_FALSE(std::filesystem::exists(measured_path));
+}
+
+TEST_CASE("validate --check-data sizes the gradient pattern to 2 ranks x 33 bf16 microbatches",
+          "[cli][validate][pipeline]") {
+  // A chunk kept gathered accumulates 33 microbatches in bf16 before its reduce-scatter over
+  // 2 ranks: 66 addends per element, so the gradients lie in [-3, 3] (256 / 66), and the
+  // replay's bf16 sums are exact (with [-8, 8] this reported "expected 363, got 364").
+  // 8 tokens per microbatch keep the 66 microbatch actions to seconds.
+  const std::string dir = make_temp_dir("fsdptune-validate-pp");
+  const auto tune = [&](int microbatches) {
+    const std::string out = fmt::format("{}/m{}.json", dir, microbatches);
+    const auto result = run_fsdptune(fmt::format(
+        "tune --model tiny --gpus 2 --gpus-per-node 2 --microbatches {} --reduce-dtype bf16 "
+        "--batch 1 --seq 8 --hardware h100-sxm --max-evaluations 20 --out {}",
+        microbatches, out));
+    INFO(result.err);
+    REQUIRE(result.exit_code == 0);
+    REQUIRE(read_json_file(out).at("pipeline").at("chunks")[0].at("keep_gathered") == true);
+    return out;
+  };
+  const auto [measured, comparison] = validate_pipeline(tune(33), 2, "--iters 1 --warmup 0");
+  CHECK(measured.pipeline->microbatches == 33);
+  // 129 microbatches: 258 addends, more than bf16's 256 exact integers. Refused before the
+  // replay, on every rank, with the flag and the reason.
+  const std::string measured_path = dir + "/refused.json";
+  const auto run =
+      run_command(mpirun(2) + binary() + " validate " + tune(129) +
+                  " --backend cpu --check-data --iters 1 --warmup 0 --out " + measured_path);
+  CHECK(run.exit_code == 2);
+  CHECK_THAT(run.err, Catch::Contains("--check-data") &&
+                          Catch::Contains("sums 258 gradients per element (2 shard rank(s) x 1 "
+                                          "replica(s) x 129 microbatch(es))") &&
+                          Catch::Contains("--reduce-dtype fp32"));
   CHECK_FALSE(std::filesystem::exists(measured_path));
 }

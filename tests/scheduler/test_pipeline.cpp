@@ -338,11 +338,21 @@ TEST_CASE("chunk_times: per-microbatch chunks repeat the whole Program", "[pipel
   const ChunkTimes kept = chunk_times(chunk, program, result, true, *costs);
   // Kept gathered: later forwards are compute only, cheaper than the first (which waits
   // for the exposed all-gather), and the gradients of 4-way sharded parameters
-  // accumulate unsharded: shard_numel * 4 * 2 bytes (bf16) per unit.
+  // accumulate unsharded in the reduce dtype (FSDP2 upcasts the bf16 gradient before
+  // accumulating): shard_numel * 4 * 4 bytes (fp32) per unit.
   CHECK(kept.forward_s < kept.first_forward_s);
+  REQUIRE(chunk.job.param_dtype == DType::kBF16);
+  REQUIRE(chunk.job.reduce_dtype == DType::kFP32);
   std::int64_t expected = 0;
-  for (const Unit& unit : chunk.units) expected += unit.shard_numel() * 4 * 2;
+  for (const Unit& unit : chunk.units) expected += unit.shard_numel() * 4 * 4;
   CHECK(kept.accumulated_gradient_bytes == expected);
+  // With bf16 reduction nothing is upcast: bf16, 2 bytes per element.
+  JobSpec bf16_job = workload.job;
+  bf16_job.reduce_dtype = DType::kBF16;
+  const Workload bf16_reduce = build_workload(builtin_model("tiny"), bf16_job);
+  const Workload bf16_chunk = chunk_workload(bf16_reduce, pipeline_chunks(bf16_reduce)[0]);
+  const ChunkTimes bf16_kept = chunk_times(bf16_chunk, program, result, true, *costs);
+  CHECK(bf16_kept.accumulated_gradient_bytes == expected / 2);
   CHECK(kept.activation_bytes == per_mb.activation_bytes);
 }
 

@@ -44,12 +44,15 @@ ScheduleFile tiny_fsdp2(std::int64_t gpus = 2) {
 
 // A version 2 schedule of the tiny model (4 blocks) with fsdp2 per chunk: pp stages of
 // `gpus / pp` shard ranks, `microbatches`, `schedule`, `virtual_stages`; keep_gathered as
-// simulate_pipelined_job chooses (every chunk, with M > 1 or pp > 1), or `regather`.
+// simulate_pipelined_job chooses (every chunk, with M > 1 or pp > 1), or `regather`;
+// gradients reduced in `reduce_dtype`.
 ScheduleFile tiny_pipeline(std::int64_t gpus, std::int64_t pp, std::int64_t microbatches,
                            PipelineSchedule order = PipelineSchedule::k1F1B,
                            std::int64_t virtual_stages = 1, bool regather = false,
-                           const std::string& model_name = "tiny") {
+                           const std::string& model_name = "tiny",
+                           DType reduce_dtype = DType::kFP32) {
   JobSpec job;
+  job.reduce_dtype = reduce_dtype;
   job.gpus = gpus;
   job.gpus_per_node = gpus;
   job.local_batch = 1;
@@ -207,6 +210,9 @@ TEST_CASE(
             (action.backward ? action.microbatch == 3 : action.microbatch == 0));
       CHECK(action.gradient_allocations == (action.backward && action.microbatch == 0));
       CHECK(action.accumulate_gradients == action.backward);
+      // Accumulated in the reduce dtype: fp32 over bf16.
+      CHECK(action.gradient_bytes_numerator == 4);
+      CHECK(action.gradient_bytes_denominator == 2);
     }
     CHECK(plan.tail.size() == 1);  // the chunk's optimizer
   }
@@ -238,6 +244,52 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("an accumulating chunk's replay tracks the unsharded gradients the composition counts",
+          "[executor][pipeline]") {
+  // pp 1, 3 microbatches of gradient accumulation, kept gathered, bf16 params, fp32
+  // reduction: the first backward allocates the unsharded gradients, the last backward's
+  // reduce-scatter copy-ins free them, and in between the replay holds exactly the bytes
+  // the composition adds (ChunkTimes::accumulated_gradient_bytes: fp32, as FSDP2 upcasts
+  // before accumulating), not the Program's bf16 gradients.
+  const ScheduleFile schedule = tiny_pipeline(2, 1, 3);
+  const ReplayMesh mesh = replay_mesh(schedule, 0, 2, false, "p.json");
+  const PipelineReplayPlan plan = plan_pipeline_replay(schedule, mesh, 0);
+  const ScheduleChunk& chunk = schedule.pipeline->chunks[0];
+  REQUIRE(chunk.keep_gathered);
+  const Program& program = chunk.program;
+  std::int64_t program_bytes = 0;  // the Program's own (bf16) unsharded gradients
+  for (const Task& task : program.tasks) {
+    if (task.kind != TaskKind::kBackward) continue;
+    for (const MemoryEvent& event : task.memory) {
+      if (event.category == MemoryCategory::kGradients && event.bytes > 0) {
+        program_bytes += event.bytes;
+      }
+    }
+  }
+  std::int64_t held = 0, most = 0;
+  for (const ReplayAction& action : plan.actions) {
+    for (const int t : action.tasks) {
+      const Task& task = program.tasks[static_cast<std::size_t>(t)];
+      for (const MemoryEvent& event : task.memory) {
+        if (event.category != MemoryCategory::kGradients) continue;
+        // What the replay applies (the executor's rule): compute allocations only where
+        // the action allocates gradients.
+        if (event.bytes > 0 && task.kind == TaskKind::kBackward && !action.gradient_allocations) {
+          continue;
+        }
+        const MemoryEvent tracked = tracked_memory_event(action, program, task, event);
+        const bool unsharded_gradient = (task.kind == TaskKind::kBackward && event.bytes > 0) ||
+                                        (task.kind == TaskKind::kCopyIn && event.bytes < 0);
+        if (unsharded_gradient) held += tracked.bytes;
+      }
+    }
+    most = std::max(most, held);
+  }
+  CHECK(held == 0);  // every tracked allocation freed by the last backward's copy-ins
+  CHECK(most == 2 * program_bytes);
+  CHECK(most == chunk.times.accumulated_gradient_bytes);
+}
+
 TEST_CASE("a chunk that re-gathers runs its collectives in every microbatch",
           "[executor][pipeline]") {
   // pp 1: gradient accumulation over 3 microbatches, re-gathered each time.
@@ -260,6 +312,7 @@ TEST_CASE("a chunk that re-gathers runs its collectives in every microbatch",
     CHECK(action.gathered_params_events);
     CHECK(action.gradient_allocations);
     CHECK_FALSE(action.accumulate_gradients);
+    CHECK(action.gradient_bytes_numerator == action.gradient_bytes_denominator);
   }
   // Its reduce-scatter buckets hold one microbatch's gradients (copied out 3 times).
   const ReplayLayout layout = make_replay_layout(schedule, workload_of(schedule), 0, mesh);
@@ -455,4 +508,93 @@ TEST_CASE("every pipeline channel carries its messages in the same order at both
     const std::int64_t chunks = c.pp * c.virtual_stages;
     CHECK(static_cast<std::int64_t>(messages) == 2 * 2 * (chunks - 1) * c.microbatches);
   }
+}
+
+TEST_CASE("replay layouts size each bucket's gradient amplitude to its addends",
+          "[executor][data_check]") {
+  // The reduce-scatter buckets of a layout on `world` ranks (rank 0).
+  const auto reduce_scatters = [](const ScheduleFile& schedule, int world, bool scale_down) {
+    const ReplayMesh mesh = replay_mesh(schedule, 0, world, scale_down, "s.json");
+    std::vector<ReplayBucket> buckets;
+    for (const ReplayBucket& bucket :
+         make_replay_layout(schedule, workload_of(schedule), 0, mesh).buckets) {
+      if (bucket.kind == CollectiveKind::kReduceScatter) buckets.push_back(bucket);
+    }
+    REQUIRE_FALSE(buckets.empty());
+    return buckets;
+  };
+  const auto bf16 = [](JobSpec& job) { job.reduce_dtype = DType::kBF16; };
+  // 64 shard ranks in bf16: 256 / 64 = 4; in fp32 the full 8.
+  for (const ReplayBucket& bucket : reduce_scatters(tiny_fsdp2(64, bf16), 64, false)) {
+    CHECK(bucket.gradient_amplitude == 4);
+    CHECK(bucket.gradient_copy_outs == 1);
+  }
+  for (const ReplayBucket& bucket : reduce_scatters(tiny_fsdp2(64), 64, false)) {
+    CHECK(bucket.gradient_amplitude == 8);
+  }
+  // HSDP: 2 replicas x 64 shards, all-reduced: 128 addends -> 2. Scaled down to 2 ranks
+  // (2 replicas x 1 shard rank), each rank writes one pattern: 2 addends -> 8.
+  const ScheduleFile hsdp = tiny_fsdp2(128, [](JobSpec& job) {
+    job.reduce_dtype = DType::kBF16;
+    job.dp_replicate = 2;
+  });
+  for (const ReplayBucket& bucket : reduce_scatters(hsdp, 128, false)) {
+    CHECK(bucket.all_reduced);
+    CHECK(bucket.gradient_amplitude == 2);
+  }
+  for (const ReplayBucket& bucket : reduce_scatters(hsdp, 2, true)) {
+    CHECK(bucket.gradient_amplitude == 8);
+  }
+  // A chunk kept gathered over 33 microbatches on 2 ranks sums 66 bf16 addends: 256 / 66
+  // -> 3. Re-gathered, each microbatch's 2 are reduced and copied out 33 times: 8.
+  const auto pipeline = [](bool regather) {
+    return tiny_pipeline(2, 1, 33, PipelineSchedule::k1F1B, 1, regather, "tiny", DType::kBF16);
+  };
+  for (const ReplayBucket& bucket : reduce_scatters(pipeline(false), 2, false)) {
+    CHECK(bucket.gradient_microbatches == 33);
+    CHECK(bucket.gradient_copy_outs == 1);
+    CHECK(bucket.gradient_amplitude == 3);
+  }
+  for (const ReplayBucket& bucket : reduce_scatters(pipeline(true), 2, false)) {
+    CHECK(bucket.gradient_microbatches == 1);
+    CHECK(bucket.gradient_copy_outs == 33);
+    CHECK(bucket.gradient_amplitude == 8);
+  }
+}
+
+TEST_CASE("check_data_exact refuses sums no pattern keeps exact, naming --check-data",
+          "[executor][data_check]") {
+  const auto bf16 = [](JobSpec& job) { job.reduce_dtype = DType::kBF16; };
+  const auto refusal = [](const ScheduleFile& schedule, int world, bool scale_down) {
+    try {
+      check_data_exact(schedule, world, "s.json", scale_down);
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::kBadInput);
+      CHECK(e.where() == "--check-data");
+      CHECK_THAT(e.hint(), Catch::Contains("--reduce-dtype fp32"));
+      return std::string(e.message());
+    }
+    return std::string();
+  };
+  // 512 shard ranks sum 512 bf16 gradients: more than the 256 integers bf16 holds.
+  const ScheduleFile wide = tiny_fsdp2(512, bf16);
+  REQUIRE_NOTHROW(check_replayable(wide, 512, "s.json"));
+  CHECK_THAT(refusal(wide, 512, false),
+             Catch::Contains("s.json: bucket") &&
+                 Catch::Contains("sums 512 gradients per element (512 shard rank(s) x 1 "
+                                 "replica(s) x 1 microbatch(es)) and bf16 holds integers exactly "
+                                 "only up to 256"));
+  // 256 fit (amplitude 1), so do 512 scaled down to 2 ranks, or reduced in fp32.
+  CHECK(refusal(tiny_fsdp2(256, bf16), 256, false).empty());
+  CHECK(refusal(wide, 2, true).empty());
+  CHECK(refusal(tiny_fsdp2(512), 512, false).empty());
+  // A chunk kept gathered over 129 microbatches on 2 ranks: 258 addends.
+  const ScheduleFile pipelined =
+      tiny_pipeline(2, 1, 129, PipelineSchedule::k1F1B, 1, false, "tiny", DType::kBF16);
+  CHECK_THAT(refusal(pipelined, 2, false),
+             Catch::Contains("sums 258 gradients per element (2 shard rank(s) x 1 replica(s) x "
+                             "129 microbatch(es))"));
+  CHECK(refusal(tiny_pipeline(2, 1, 128, PipelineSchedule::k1F1B, 1, false, "tiny", DType::kBF16),
+                2, false)
+            .empty());
 }
