@@ -148,20 +148,31 @@ PipelineResult simulate_pipeline(const PipelineSpec& spec) {
                         times.accumulated_gradient_bytes;
       base_reserved += chunk_base_reserved_bytes(times, spec.allocator_fragmentation);
     }
-    // Activations in flight: allocated by a forward, freed by the matching backward.
-    std::int64_t in_flight_bytes = 0, peak_in_flight_bytes = 0;
+    // Activations in flight: allocated by a forward, freed by the matching backward. Each
+    // action is sampled with its own microbatch's held (a backward before it frees them),
+    // plus what the previous action's reduce-scatters still hold (tail_overlap_bytes).
+    std::int64_t in_flight_bytes = 0, peak_transient_bytes = 0;
     int in_flight = 0;
-    for (const PipelineAction& action : stage.actions) {
+    for (std::size_t k = 0; k < stage.actions.size(); ++k) {
+      const PipelineAction& action = stage.actions[k];
       const std::int64_t bytes = spec.chunks[action.chunk].activation_bytes;
-      in_flight += action.backward ? -1 : 1;
-      in_flight_bytes += action.backward ? -bytes : bytes;
+      const std::int64_t overlap =
+          k == 0 ? 0 : tail_overlap_bytes(spec, stage.actions[k - 1], action);
+      if (!action.backward) {
+        ++in_flight;
+        in_flight_bytes += bytes;
+      }
       stage.max_in_flight = std::max(stage.max_in_flight, in_flight);
-      peak_in_flight_bytes = std::max(peak_in_flight_bytes, in_flight_bytes);
+      peak_transient_bytes = std::max(peak_transient_bytes, in_flight_bytes + overlap);
+      if (action.backward) {
+        --in_flight;
+        in_flight_bytes -= bytes;
+      }
     }
-    stage.peak_allocated_bytes = base_allocated + peak_in_flight_bytes;
+    stage.peak_allocated_bytes = base_allocated + peak_transient_bytes;
     stage.peak_reserved_bytes =
         base_reserved +
-        transient_reserved_bytes(peak_in_flight_bytes, spec.allocator_fragmentation);
+        transient_reserved_bytes(peak_transient_bytes, spec.allocator_fragmentation);
     result.step_time_s = std::max(result.step_time_s, stage.end_s);
   }
   if (makespan > 0) result.bubble_fraction = 1.0 - busy / (static_cast<double>(P) * makespan);
@@ -177,6 +188,57 @@ CommGroup pipeline_send_group(const JobSpec& job) {
 }
 
 namespace {
+
+// The last forward compute task: a pipeline action's forward phase is the tasks up to it,
+// its backward phase the rest but the optimizer (plan_pipeline_replay, validate/).
+int last_forward_task(const Program& program) {
+  int last_forward = -1;
+  for (const Task& task : program.tasks) {
+    if (task.kind == TaskKind::kForward) last_forward = task.id;
+  }
+  return last_forward;
+}
+
+// The most the backward phase holds after its last compute task ends (the reduce-scatters
+// still running), from the one-microbatch Program at its simulated times, events applied
+// in the simulator's order (at one instant: ends by task id).
+std::int64_t tail_peak_bytes(const Program& program, const SimResult& result) {
+  const int last_forward = last_forward_task(program);
+  double compute_end_s = 0;
+  std::int64_t held = 0;  // the forward phase's net, then the backward's
+  for (const Task& task : program.tasks) {
+    if (task.id <= last_forward) {
+      for (const MemoryEvent& event : task.memory) held += event.bytes;
+    } else if (task.kind == TaskKind::kRecompute || task.kind == TaskKind::kBackward) {
+      compute_end_s = std::max(compute_end_s, result.timings[task.id].end_s);
+    }
+  }
+  // Backward-phase events, applied up to the compute's end, then sampled.
+  struct Point {
+    double time_s;
+    bool at_end;
+    int task;
+  };
+  std::vector<Point> points;
+  for (const Task& task : program.tasks) {
+    if (task.id <= last_forward || task.kind == TaskKind::kOptimizer) continue;
+    points.push_back({result.timings[task.id].start_s, false, task.id});
+    points.push_back({result.timings[task.id].end_s, true, task.id});
+  }
+  std::sort(points.begin(), points.end(), [](const Point& a, const Point& b) {
+    if (a.time_s != b.time_s) return a.time_s < b.time_s;
+    if (a.at_end != b.at_end) return a.at_end;
+    return a.task < b.task;
+  });
+  std::int64_t peak = 0;
+  for (const Point& point : points) {
+    for (const MemoryEvent& event : program.tasks[static_cast<std::size_t>(point.task)].memory) {
+      if (event.at_end == point.at_end) held += event.bytes;
+    }
+    if (point.time_s >= compute_end_s) peak = std::max(peak, held);
+  }
+  return peak;
+}
 
 // chunk_times with the units' standalone compute (+ TP) seconds from `unit_seconds(u)`:
 // {forward, recompute + backward}.
@@ -220,10 +282,68 @@ ChunkTimes chunk_times_with(const Workload& chunk, const Program& program, const
   }
   times.base_peak_allocated_bytes = result.peak_allocated_bytes;
   times.base_peak_reserved_bytes = result.peak_reserved_bytes;
+  times.tail_peak_bytes = tail_peak_bytes(program, result);
+  if (!keep_gathered && job.microbatches > 1 && times.tail_peak_bytes > 0) {
+    // A backward's reduce-scatters under the chunk's next action: its next microbatch's
+    // forward (1F1B's steady state), or its next backward with that microbatch's
+    // activations held (the cool-down, GPipe).
+    SimOptions options;
+    options.record_timeline = false;
+    times.forward_after_backward_peak_allocated_bytes =
+        simulate(action_sequence_program(program, {{0, 0, false}, {0, 0, true}, {0, 1, false}}),
+                 options)
+            .peak_allocated_bytes;
+    times.backward_after_backward_peak_allocated_bytes =
+        simulate(action_sequence_program(
+                     program, {{0, 0, false}, {0, 1, false}, {0, 0, true}, {0, 1, true}}),
+                 options)
+            .peak_allocated_bytes;
+  }
   return times;
 }
 
 }  // namespace
+
+Program action_sequence_program(const Program& program,
+                                const std::vector<PipelineAction>& actions) {
+  const int last_forward = last_forward_task(program);
+  const std::size_t count = program.tasks.size();
+  int microbatches = 0;
+  for (const PipelineAction& action : actions) {
+    FSDPTUNE_CHECK(action.microbatch >= 0, "action_sequence_program: negative microbatch");
+    microbatches = std::max(microbatches, action.microbatch + 1);
+  }
+  Program sequence;
+  sequence.streams = program.streams;
+  sequence.persistent_bytes = program.persistent_bytes;
+  sequence.contention = program.contention;
+  // The id of each (microbatch, task) in the sequence: an action's dependencies are its
+  // own microbatch's tasks (a backward's on its forward's).
+  std::vector<int> id(static_cast<std::size_t>(microbatches) * count, -1);
+  int last_compute = -1;  // the latest compute-stream task of the earlier actions
+  for (const PipelineAction& action : actions) {
+    const int barrier = last_compute;
+    const std::size_t offset = static_cast<std::size_t>(action.microbatch) * count;
+    for (const Task& task : program.tasks) {
+      if (task.kind == TaskKind::kOptimizer || (task.id > last_forward) != action.backward) {
+        continue;
+      }
+      Task copy = task;
+      copy.id = static_cast<int>(sequence.tasks.size());
+      for (int& dep : copy.deps) {
+        dep = id[offset + static_cast<std::size_t>(dep)];
+        FSDPTUNE_CHECK(dep >= 0, "action_sequence_program: a backward before its forward");
+      }
+      if (barrier >= 0) copy.deps.push_back(barrier);
+      id[offset + static_cast<std::size_t>(task.id)] = copy.id;
+      if (program.streams[static_cast<std::size_t>(task.stream)].role == StreamRole::kCompute) {
+        last_compute = copy.id;
+      }
+      sequence.tasks.push_back(std::move(copy));
+    }
+  }
+  return sequence;
+}
 
 ChunkTimes chunk_times(const Workload& chunk, const Program& program, const SimResult& result,
                        bool keep_gathered, const CostModel& costs) {

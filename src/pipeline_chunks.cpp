@@ -1,7 +1,8 @@
 // The chunks of a pipelined job (docs/parallelism.md "Pipeline parallelism"): which units
 // each chunk owns and each chunk as a workload of its own. Pure workload functions, in the
 // core so that the schedule reader can check the per-chunk Programs of a pipeline schedule
-// (and validate_pipeline, the flags' check).
+// (and validate_pipeline, the flags' check; tail_overlap_bytes, for the pipeline trace's
+// memory counter).
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -44,6 +45,32 @@ std::int64_t pipeline_send_bytes(const Workload& workload) {
 }
 
 bool default_keep_gathered(const JobSpec& job) { return is_pipelined(job); }
+
+std::int64_t tail_overlap_bytes(const PipelineSpec& spec, const PipelineAction& previous,
+                                const PipelineAction& action) {
+  if (!previous.backward) return 0;
+  const ChunkTimes& before = spec.chunks.at(static_cast<std::size_t>(previous.chunk));
+  // A chunk that accumulates its gradients (kept gathered, M > 1) reduce-scatters in its
+  // last backward only; every other backward runs its chunk's whole backward phase.
+  const bool reduces =
+      before.accumulated_gradient_bytes == 0 || previous.microbatch == spec.microbatches - 1;
+  // The reduce-scatters run on for at most the chunk's tail (its exposed reduce-scatters
+  // and optimizer in the one-microbatch Program) after the backward's last compute task.
+  if (!reduces || before.tail_peak_bytes <= 0 || action.start_s >= previous.end_s + before.tail_s) {
+    return 0;
+  }
+  // The stage's base counts this chunk's one-microbatch peak less one microbatch of
+  // activations and a sampled action holds its own microbatch's, so what is missing is
+  // how far the two actions run back to back exceed the one-microbatch peak (their
+  // sequence's simulated peak holds the activations of the microbatches it runs, the
+  // others are in the stage's in-flight bytes). Another chunk's tail (interleaved): an
+  // upper estimate, the tail on top of this action's whole peak.
+  if (action.chunk != previous.chunk) return before.tail_peak_bytes;
+  const std::int64_t sequence_peak_bytes = action.backward
+                                               ? before.backward_after_backward_peak_allocated_bytes
+                                               : before.forward_after_backward_peak_allocated_bytes;
+  return std::max<std::int64_t>(0, sequence_peak_bytes - before.base_peak_allocated_bytes);
+}
 
 std::vector<std::vector<int>> pipeline_chunks(const Workload& workload) {
   const int C = static_cast<int>(workload.job.pp * workload.job.virtual_stages);

@@ -445,7 +445,12 @@ json chunk_times_to_json(const ChunkTimes& times) {
               {"activation_bytes", times.activation_bytes},
               {"base_peak_allocated_bytes", times.base_peak_allocated_bytes},
               {"base_peak_reserved_bytes", times.base_peak_reserved_bytes},
-              {"accumulated_gradient_bytes", times.accumulated_gradient_bytes}};
+              {"accumulated_gradient_bytes", times.accumulated_gradient_bytes},
+              {"tail_peak_bytes", times.tail_peak_bytes},
+              {"forward_after_backward_peak_allocated_bytes",
+               times.forward_after_backward_peak_allocated_bytes},
+              {"backward_after_backward_peak_allocated_bytes",
+               times.backward_after_backward_peak_allocated_bytes}};
 }
 
 ChunkTimes chunk_times_from_json(const Fields& fields) {
@@ -459,6 +464,15 @@ ChunkTimes chunk_times_from_json(const Fields& fields) {
   times.base_peak_allocated_bytes = fields.non_negative("base_peak_allocated_bytes");
   times.base_peak_reserved_bytes = fields.non_negative("base_peak_reserved_bytes");
   times.accumulated_gradient_bytes = fields.non_negative("accumulated_gradient_bytes");
+  // Since 2026-11-30; a schedule written before has none of them (read as 0: no overlap).
+  for (const auto& [key, bytes] :
+       {std::pair{"tail_peak_bytes", &times.tail_peak_bytes},
+        std::pair{"forward_after_backward_peak_allocated_bytes",
+                  &times.forward_after_backward_peak_allocated_bytes},
+        std::pair{"backward_after_backward_peak_allocated_bytes",
+                  &times.backward_after_backward_peak_allocated_bytes}}) {
+    if (fields.has(key)) *bytes = fields.non_negative(key);
+  }
   return times;
 }
 

@@ -184,8 +184,10 @@ nlohmann::json pipeline_chrome_trace(const PipelineSimulation& sim, const std::s
 
     // The stage's memory as simulate_pipeline models it: its chunks' one-microbatch peaks
     // less their activations, plus the gradients they accumulate, from the start; each
-    // microbatch's activations from its forward's end to its backward's end. The largest
-    // sample is the stage's allocated peak.
+    // microbatch's activations from its forward's end to its backward's end; an action
+    // that meets the previous backward's reduce-scatters (tail_overlap_bytes) from its
+    // start, with its own microbatch's activations. The largest sample is the stage's
+    // allocated peak.
     std::int64_t allocated_bytes = 0;
     for (int c = stage.rank; c < C; c += P) {
       const ChunkTimes& times = sim.spec.chunks[c];
@@ -193,10 +195,18 @@ nlohmann::json pipeline_chrome_trace(const PipelineSimulation& sim, const std::s
                          times.accumulated_gradient_bytes;
     }
     events.push_back(memory_event(pid, 0, allocated_bytes));
-    for (const PipelineAction& action : stage.actions) {
+    for (std::size_t k = 0; k < stage.actions.size(); ++k) {
+      const PipelineAction& action = stage.actions[k];
       const int c = action.chunk;
       const int m = action.microbatch;
       const std::int64_t activation_bytes = sim.spec.chunks[c].activation_bytes;
+      const std::int64_t overlap =
+          k == 0 ? 0 : tail_overlap_bytes(sim.spec, stage.actions[k - 1], action);
+      if (overlap > 0) {
+        events.push_back(
+            memory_event(pid, action.start_s,
+                         allocated_bytes + (action.backward ? 0 : activation_bytes) + overlap));
+      }
       allocated_bytes += action.backward ? -activation_bytes : activation_bytes;
       events.push_back(memory_event(pid, action.end_s, allocated_bytes));
       const Program& program = sim.chunk_programs[c];

@@ -34,6 +34,21 @@ struct ChunkTimes {
   std::int64_t base_peak_allocated_bytes = 0;
   std::int64_t base_peak_reserved_bytes = 0;
   std::int64_t accumulated_gradient_bytes = 0;
+  // What a backward that reduce-scatters (every microbatch re-gathered, else the last)
+  // leaves running under the rank's next action. The executor runs each action's phase of
+  // the Program (forward: the tasks up to the last forward compute task; backward: the
+  // rest but the optimizer) and starts the next action once the compute stream reaches
+  // it, so a backward's last reduce-scatter buffers can still be allocated while the next
+  // forward gathers its first bucket (docs/parallelism.md "Memory per stage").
+  // - tail_peak_bytes: the most the backward phase holds after its last compute task ends
+  //   (reduce-scatter buffers and the unsharded gradients they have not consumed yet), at
+  //   the one-microbatch Program's simulated times;
+  // - forward_after_backward_peak_allocated_bytes / backward_after_backward_peak_...: a
+  //   chunk re-gathered per microbatch (M > 1): the simulated peak of
+  //   action_sequence_program for the actions F0 B0 F1 / F0 F1 B0 B1 (0 otherwise).
+  std::int64_t tail_peak_bytes = 0;
+  std::int64_t forward_after_backward_peak_allocated_bytes = 0;
+  std::int64_t backward_after_backward_peak_allocated_bytes = 0;
   bool operator==(const ChunkTimes&) const = default;
 };
 
@@ -63,7 +78,9 @@ std::int64_t transient_reserved_bytes(std::int64_t bytes, double fragmentation);
 // single-microbatch reserved peak less its one microbatch of activations, plus the
 // gradients it accumulates across microbatches, both as reserved. A stage's reserved peak
 // is the sum over its chunks plus transient_reserved_bytes of its peak activations in
-// flight (simulate_pipeline; pipeline_compositions judges its thresholds the same way).
+// flight, each action's taken with what the previous action's reduce-scatters still hold
+// (tail_overlap_bytes; simulate_pipeline). pipeline_compositions judges its thresholds
+// without that overlap and each composition with simulate_pipeline.
 std::int64_t chunk_base_reserved_bytes(const ChunkTimes& times, double fragmentation);
 
 struct PipelineAction {
@@ -108,6 +125,17 @@ void validate_pipeline(const JobSpec& job);
 
 PipelineResult simulate_pipeline(const PipelineSpec& spec);
 
+// What a stage holds at `action` beyond its chunks' bases and activations in flight
+// because `previous` (the action before it on the rank, both with the times
+// simulate_pipeline gave them) is a backward whose reduce-scatters still run: 0 unless
+// `action` starts within the previous chunk's tail_s of its end; then, for two actions of
+// one chunk, max(0, forward_/backward_after_backward_peak_allocated_bytes -
+// base_peak_allocated_bytes), else the previous chunk's tail_peak_bytes (its tail on top of
+// this action's whole peak). docs/parallelism.md "Memory per stage". Implemented in the
+// core (src/pipeline_chunks.cpp: the trace draws it too).
+std::int64_t tail_overlap_bytes(const PipelineSpec& spec, const PipelineAction& previous,
+                                const PipelineAction& action);
+
 // The units of each chunk (pp * virtual_stages chunks): the embedding with the first
 // chunk, norm+output with the last, the blocks split as evenly as possible (earlier
 // chunks take the remainder). REQUIRES: normalized job with pp * virtual_stages <= layers.
@@ -140,6 +168,16 @@ ChunkTimes chunk_times(const Workload& chunk, const Program& program, const SimR
 // a Lowerer's): no cost query. REQUIRES: `compute` of this chunk.
 ChunkTimes chunk_times(const Workload& chunk, const Program& program, const SimResult& result,
                        bool keep_gathered, const ComputeCosts& compute);
+
+// One chunk's Program as the executor replays `actions` of that chunk back to back
+// (plan_pipeline_replay, validate/): each action's phase of the Program (forward: the tasks
+// up to the last forward compute task; backward: the rest but the optimizer) in task
+// order, its dependencies on its own microbatch's tasks, and every task waiting for the
+// earlier actions' compute-stream tasks (an action's streams start when the compute
+// stream reaches it). Streams are shared, so a collective queues behind the previous
+// action's on its stream. `chunk`, `start_s` and `end_s` of the actions are ignored.
+// REQUIRES: each backward after its microbatch's forward.
+Program action_sequence_program(const Program& program, const std::vector<PipelineAction>& actions);
 
 // The rank's peak of activations in flight, bytes, from its action order alone (chunk c
 // holds activation_bytes[c] per microbatch between its forward and its backward).
