@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "fsdptune/error.hpp"
@@ -168,24 +169,75 @@ TEST_CASE("cpu kernels run every op kind and grow their workspace", "[kernels]")
   }
 }
 
-TEST_CASE("cuda kernels run a GEMM where a GPU is present", "[kernels][cuda]") {
+namespace {
+
+// The cuda kernels on device 0, or nullptr with the printed warning `skipped: no GPU`.
+std::unique_ptr<OpKernels> cuda_kernels_or_skip() {
   if (cuda_device_count() == 0) {
     WARN("skipped: no GPU (cuda_device_count() == 0)");
     SUCCEED("skipped: no GPU");
-    return;
+    return nullptr;
   }
-  auto kernels = make_cuda_kernels();
+  return make_cuda_kernels();
+}
+
+// Runs the attention of `shape` forward, then backward; returns the backward op.
+Op run_attention_forward_and_backward(OpKernels& kernels, const AttentionShape& shape) {
+  Op attention;
+  attention.kind = OpKind::kAttention;
+  attention.attention = shape;
+  kernels.run(attention);
+  attention.backward = true;
+  kernels.run(attention);
+  return attention;
+}
+
+}  // namespace
+
+TEST_CASE("cuda kernels run a GEMM where a GPU is present", "[kernels][cuda]") {
+  auto kernels = cuda_kernels_or_skip();
+  if (kernels == nullptr) return;
   Op gemm;
   gemm.kind = OpKind::kGemm;
   gemm.gemm = {256, 256, 256};
   const auto samples = kernels->time(gemm, 2, 3);
   CHECK(samples.size() == 3);
   CHECK(kernels->workspace_bytes() == 3 * 256 * 256 * 2);
-  Op attention;
-  attention.kind = OpKind::kAttention;
-  attention.attention = {1, 8, 2, 1024, 64, true};
-  kernels->run(attention);
-  attention.backward = true;
-  kernels->run(attention);
+  run_attention_forward_and_backward(*kernels, {1, 8, 2, 1024, 64, true});
   kernels->synchronize();
+}
+
+// Every path of the cuda kernels once, on shapes that catch a swapped leading dimension or
+// an operand sized in the wrong dtype (cuBLAS refuses, or a kernel faults, and the check
+// macros throw naming the call): m, n, k all different and not multiples of 8, fp32 and
+// bf16, attention over a ragged last query block (1000 = 512 + 488 rows) with GQA and 2
+// batch items, a memory-bound op and a bucket copy. Only runs where a GPU is present.
+TEST_CASE("cuda kernels run every op kind on ragged shapes where a GPU is present",
+          "[kernels][cuda]") {
+  auto kernels = cuda_kernels_or_skip();
+  if (kernels == nullptr) return;
+  Op gemm;
+  gemm.kind = OpKind::kGemm;
+  gemm.gemm = {300, 200, 100};
+  kernels->run(gemm);
+  gemm.dtype = DType::kFP32;
+  kernels->run(gemm);
+  gemm.dtype = DType::kFP8;  // runs as bf16 (kernels.hpp)
+  gemm.gemm = {77, 129, 4095};
+  kernels->run(gemm);
+  const Op attention = run_attention_forward_and_backward(*kernels, {2, 8, 2, 1000, 128, true});
+  Op memory;
+  memory.kind = OpKind::kMemoryBound;
+  memory.bytes = 3 * 1000 * 1000 + 4;  // 375000 floats read and written
+  kernels->run(memory);
+  memory.memory_op = "copy";
+  kernels->run(memory);
+  kernels->synchronize();
+  const auto samples = kernels->time(attention, 1, 2);
+  REQUIRE(samples.size() == 2);
+  for (const double s : samples) CHECK(s > 0);
+  // Attention operands (bf16): q and o 2 x 8 x 1000 x 128 x 2 bytes = 4096000 each, k, v,
+  // dk, dv 2 x 2 x 1000 x 128 x 2 = 1024000 each, dq as q, p and dP 4 items x 512 x 1000 x 2
+  // = 4096000 each: at least their sum.
+  CHECK(kernels->workspace_bytes() >= 3 * 4096000 + 4 * 1024000 + 2 * 4096000);
 }
