@@ -51,56 +51,27 @@ Wire wire_of(DType dtype) {
   return dtype == DType::kFP8 ? kWireFP8 : kWireBF16;
 }
 
-// The data patterns' formulas are data_pattern_formulas.hpp's, the code the host tests
-// check (namespace formula below).
+// The data patterns' formulas and the element access at any byte offset are
+// data_pattern_formulas.hpp's, the code the host tests check (namespace formula below).
 namespace formula = data_pattern::formula;
-
-// Element i of a buffer of `Bits`-sized elements at `data`, which need not be aligned to
-// the element: a bucket's slots lie back to back (ReplaySlot::byte_offset is the sum of the
-// slots before it), so in a float8 bucket a bf16 slot after fp8 slots of an odd element
-// count, or shard v > 0 of a bucket of odd shard_bytes, starts at an odd address, and a
-// typed 2-byte access there is a misaligned-address fault that ends the CUDA context. The
-// branch is the same for every element of a launch (the alignment of `data`).
-template <typename Bits>
-__device__ void put_bits(void* data, std::int64_t i, Bits bits) {
-  auto* bytes = static_cast<unsigned char*>(data) + i * static_cast<std::int64_t>(sizeof(Bits));
-  if (reinterpret_cast<std::uintptr_t>(bytes) % sizeof(Bits) == 0) {
-    *reinterpret_cast<Bits*>(bytes) = bits;
-    return;
-  }
-  for (unsigned b = 0; b < sizeof(Bits); ++b) {
-    bytes[b] = static_cast<unsigned char>(bits >> (8 * b));
-  }
-}
-
-template <typename Bits>
-__device__ Bits get_bits(const void* data, std::int64_t i) {
-  const auto* bytes =
-      static_cast<const unsigned char*>(data) + i * static_cast<std::int64_t>(sizeof(Bits));
-  if (reinterpret_cast<std::uintptr_t>(bytes) % sizeof(Bits) == 0) {
-    return *reinterpret_cast<const Bits*>(bytes);
-  }
-  Bits bits = 0;
-  for (unsigned b = 0; b < sizeof(Bits); ++b) bits |= static_cast<Bits>(Bits{bytes[b]} << (8 * b));
-  return bits;
-}
 
 // fp8 is e4m3 ("e4m3fn"), rounding to nearest even and saturating at +-448 like
 // data_pattern::to_fp8_e4m3.
 __device__ void store(void* data, int wire, std::int64_t i, float value) {
   if (wire == kWireFP32) {
-    put_bits<unsigned>(data, i, __float_as_uint(value));
+    formula::put_element_bits<std::uint32_t>(data, i, __float_as_uint(value));
   } else if (wire == kWireFP8) {
     static_cast<__nv_fp8_e4m3*>(data)[i] = __nv_fp8_e4m3(value);
   } else {
-    put_bits<unsigned short>(data, i, __bfloat16_as_ushort(__float2bfloat16(value)));
+    formula::put_element_bits<std::uint16_t>(data, i,
+                                             __bfloat16_as_ushort(__float2bfloat16(value)));
   }
 }
 
 __device__ float load(const void* data, int wire, std::int64_t i) {
-  if (wire == kWireFP32) return __uint_as_float(get_bits<unsigned>(data, i));
+  if (wire == kWireFP32) return __uint_as_float(formula::get_element_bits<std::uint32_t>(data, i));
   if (wire == kWireFP8) return static_cast<float>(static_cast<const __nv_fp8_e4m3*>(data)[i]);
-  return __bfloat162float(__ushort_as_bfloat16(get_bits<unsigned short>(data, i)));
+  return __bfloat162float(__ushort_as_bfloat16(formula::get_element_bits<std::uint16_t>(data, i)));
 }
 
 #define GRID_STRIDE(i, n)                                                                          \

@@ -1,5 +1,6 @@
-// The formulas of --check-data's data patterns (data_check.hpp, data_pattern::), written
-// once for the host and the device: g++ compiles them into data_check.cpp (the checks and
+// The formulas of --check-data's data patterns (data_check.hpp, data_pattern::), and the
+// access to a bucket buffer's elements at any byte offset, written once for the host and
+// the device: g++ compiles them into data_check.cpp (the checks and
 // the cpu backend), nvcc into the cuda backend's kernels (validate/cuda_backend.cu), so the
 // host unit tests check exactly the arithmetic the kernels run. No preconditions are
 // checked here (device code cannot throw): data_pattern:: checks them on the host, and the
@@ -94,6 +95,41 @@ FSDPTUNE_HOST_DEVICE inline float tp_expected(TpKind kind, int ranks, std::int64
 FSDPTUNE_HOST_DEVICE inline float message_value(int tag, int sender, std::int64_t index) {
   return static_cast<float>((13 * static_cast<std::int64_t>(tag) + 3 * sender + 7 * index) % 251 -
                             125);
+}
+
+// --- elements of a bucket buffer at any byte offset ---
+// Element i of an array of `Bits` (std::uint16_t: bf16, std::uint32_t: fp32) at `data`,
+// which need not be aligned to sizeof(Bits): a bucket's slots lie back to back
+// (ReplaySlot::byte_offset is the sum of the slots before it), so in a float8 bucket a bf16
+// slot after fp8 slots of an odd element count -- or shard v > 0 of a bucket of odd
+// shard_bytes -- starts at an odd address, where a typed 2-byte access is a misaligned-
+// address fault on a GPU (it ends the CUDA context). Aligned elements are accessed as
+// `Bits`, the others byte by byte, little-endian (the host's and every CUDA GPU's order);
+// the branch is the same for every element of a kernel launch (the alignment of `data`).
+template <typename Bits>
+FSDPTUNE_HOST_DEVICE inline void put_element_bits(void* data, std::int64_t i, Bits bits) {
+  auto* bytes = static_cast<unsigned char*>(data) + i * static_cast<std::int64_t>(sizeof(Bits));
+  if (reinterpret_cast<std::uintptr_t>(bytes) % sizeof(Bits) == 0) {
+    *reinterpret_cast<Bits*>(bytes) = bits;
+    return;
+  }
+  for (unsigned b = 0; b < sizeof(Bits); ++b) {
+    bytes[b] = static_cast<unsigned char>(bits >> (8 * b));
+  }
+}
+
+template <typename Bits>
+FSDPTUNE_HOST_DEVICE inline Bits get_element_bits(const void* data, std::int64_t i) {
+  const auto* bytes =
+      static_cast<const unsigned char*>(data) + i * static_cast<std::int64_t>(sizeof(Bits));
+  if (reinterpret_cast<std::uintptr_t>(bytes) % sizeof(Bits) == 0) {
+    return *reinterpret_cast<const Bits*>(bytes);
+  }
+  Bits bits = 0;
+  for (unsigned b = 0; b < sizeof(Bits); ++b) {
+    bits = static_cast<Bits>(bits | static_cast<Bits>(Bits{bytes[b]} << (8 * b)));
+  }
+  return bits;
 }
 
 }  // namespace fsdptune::data_pattern::formula

@@ -166,6 +166,33 @@ TEST_CASE("the formulas the cuda kernels share with the host, by hand", "[data_c
   CHECK(tp_kind_of(CollectiveKind::kAllReduce) == formula::kTpAllReduce);
 }
 
+// The kernels' loads and stores of bf16 / fp32 elements in bucket buffers: slots at odd
+// byte offsets (float8 buckets) go byte by byte, little-endian, the rest as one access.
+TEST_CASE("bucket elements at any byte offset: put and get, little-endian", "[data_check]") {
+  namespace formula = data_pattern::formula;
+  alignas(8) unsigned char buffer[16] = {};
+  // bf16 slot at byte 1 (after one fp8 element): element 1 is bytes 3 and 4.
+  formula::put_element_bits<std::uint16_t>(buffer + 1, 1, std::uint16_t{0xABCD});
+  CHECK(buffer[3] == 0xCD);
+  CHECK(buffer[4] == 0xAB);
+  CHECK(buffer[2] == 0);
+  CHECK(buffer[5] == 0);
+  CHECK(formula::get_element_bits<std::uint16_t>(buffer + 1, 1) == 0xABCD);
+  // fp32 at byte 6 (aligned to 2, not 4): bytes 6..9.
+  formula::put_element_bits<std::uint32_t>(buffer + 6, 0, std::uint32_t{0x11223344});
+  CHECK(buffer[6] == 0x44);
+  CHECK(buffer[9] == 0x11);
+  CHECK(formula::get_element_bits<std::uint32_t>(buffer + 6, 0) == 0x11223344u);
+  // Aligned: one access, the same bytes on this little-endian host.
+  formula::put_element_bits<std::uint32_t>(buffer + 12, 0, std::uint32_t{0x01020304});
+  CHECK(buffer[12] == 0x04);
+  CHECK(buffer[15] == 0x01);
+  CHECK(formula::get_element_bits<std::uint32_t>(buffer + 12, 0) == 0x01020304u);
+  // A bf16 value through an odd offset decodes as the host's bf16: 3 = 0x4040.
+  formula::put_element_bits<std::uint16_t>(buffer + 1, 0, data_pattern::to_bf16(3.0f));
+  CHECK(data_pattern::decode(DType::kBF16, reinterpret_cast<const std::byte*>(buffer + 1)) == 3);
+}
+
 // The kernels convert with the hardware's round-to-nearest conversions, the checks with
 // to_bf16 / to_fp8_e4m3: they agree because every value a formula gives is exact in its
 // wire dtype, for every amplitude the executor picks (0..8) and ranks far beyond 2q.
