@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared set-up for scripts/test and scripts/demo (sourced, not run).
 #
 # fsdptune_setup: installs the Debian packages fsdptune builds against when any is
