@@ -283,6 +283,7 @@ ChunkTimes chunk_times_with(const Workload& chunk, const Program& program, const
   times.base_peak_allocated_bytes = result.peak_allocated_bytes;
   times.base_peak_reserved_bytes = result.peak_reserved_bytes;
   times.tail_peak_bytes = tail_peak_bytes(program, result);
+  times.persistent_bytes = program.persistent_bytes;
   if (!keep_gathered && job.microbatches > 1 && times.tail_peak_bytes > 0) {
     // A backward's reduce-scatters under the chunk's next action: its next microbatch's
     // forward (1F1B's steady state), or its next backward with that microbatch's

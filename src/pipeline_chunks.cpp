@@ -63,9 +63,17 @@ std::int64_t tail_overlap_bytes(const PipelineSpec& spec, const PipelineAction& 
   // activations and a sampled action holds its own microbatch's, so what is missing is
   // how far the two actions run back to back exceed the one-microbatch peak (their
   // sequence's simulated peak holds the activations of the microbatches it runs, the
-  // others are in the stage's in-flight bytes). Another chunk's tail (interleaved): an
-  // upper estimate, the tail on top of this action's whole peak.
-  if (action.chunk != previous.chunk) return before.tail_peak_bytes;
+  // others are in the stage's in-flight bytes). Another chunk's tail (interleaved): the
+  // stage's base already holds that chunk's one-microbatch peak less its activations,
+  // i.e. its sharded state plus base - persistent - activations of transient memory, all
+  // the time; its tail (transient memory held after its backward's compute, when this
+  // microbatch's activations are freed) is missing only where it exceeds that share. An
+  // upper estimate still: this action is taken at its whole peak.
+  if (action.chunk != previous.chunk) {
+    const std::int64_t share =
+        before.base_peak_allocated_bytes - before.persistent_bytes - before.activation_bytes;
+    return std::max<std::int64_t>(0, before.tail_peak_bytes - share);
+  }
   const std::int64_t sequence_peak_bytes = action.backward
                                                ? before.backward_after_backward_peak_allocated_bytes
                                                : before.forward_after_backward_peak_allocated_bytes;

@@ -447,6 +447,7 @@ json chunk_times_to_json(const ChunkTimes& times) {
               {"base_peak_reserved_bytes", times.base_peak_reserved_bytes},
               {"accumulated_gradient_bytes", times.accumulated_gradient_bytes},
               {"tail_peak_bytes", times.tail_peak_bytes},
+              {"persistent_bytes", times.persistent_bytes},
               {"forward_after_backward_peak_allocated_bytes",
                times.forward_after_backward_peak_allocated_bytes},
               {"backward_after_backward_peak_allocated_bytes",
@@ -473,6 +474,12 @@ ChunkTimes chunk_times_from_json(const Fields& fields) {
                   &times.backward_after_backward_peak_allocated_bytes}}) {
     if (fields.has(key)) *bytes = fields.non_negative(key);
   }
+  // Since 2026-11-30 06:50 UTC; absent, the whole share of the base (so another chunk's
+  // tail counts whole, as such a schedule was predicted).
+  times.persistent_bytes =
+      fields.has("persistent_bytes")
+          ? fields.non_negative("persistent_bytes")
+          : std::max<std::int64_t>(0, times.base_peak_allocated_bytes - times.activation_bytes);
   return times;
 }
 

@@ -47,6 +47,9 @@ struct ChunkTimes {
   //   chunk re-gathered per microbatch (M > 1): the simulated peak of
   //   action_sequence_program for the actions F0 B0 F1 / F0 F1 B0 B1 (0 otherwise).
   std::int64_t tail_peak_bytes = 0;
+  // The chunk's sharded state (Program::persistent_bytes), part of
+  // base_peak_allocated_bytes: what the chunk holds besides its transient memory.
+  std::int64_t persistent_bytes = 0;
   std::int64_t forward_after_backward_peak_allocated_bytes = 0;
   std::int64_t backward_after_backward_peak_allocated_bytes = 0;
   bool operator==(const ChunkTimes&) const = default;
@@ -130,8 +133,10 @@ PipelineResult simulate_pipeline(const PipelineSpec& spec);
 // simulate_pipeline gave them) is a backward whose reduce-scatters still run: 0 unless
 // `action` starts within the previous chunk's tail_s of its end; then, for two actions of
 // one chunk, max(0, forward_/backward_after_backward_peak_allocated_bytes -
-// base_peak_allocated_bytes), else the previous chunk's tail_peak_bytes (its tail on top of
-// this action's whole peak). docs/parallelism.md "Memory per stage". Implemented in the
+// base_peak_allocated_bytes), else what the previous chunk's tail holds beyond the share
+// of the stage's base that chunk already has, max(0, tail_peak_bytes -
+// (base_peak_allocated_bytes - persistent_bytes - activation_bytes)), on top of this
+// action's whole peak. docs/parallelism.md "Memory per stage". Implemented in the
 // core (src/pipeline_chunks.cpp: the trace draws it too).
 std::int64_t tail_overlap_bytes(const PipelineSpec& spec, const PipelineAction& previous,
                                 const PipelineAction& action);

@@ -39,6 +39,7 @@ PipelineSpec overlapping_spec(PipelineSchedule schedule) {
   chunk.base_peak_allocated_bytes = 1000;
   chunk.base_peak_reserved_bytes = 1100;
   chunk.tail_peak_bytes = 300;
+  chunk.persistent_bytes = 700;  // share of transient memory: 1000 - 700 - 100 = 200
   chunk.forward_after_backward_peak_allocated_bytes = 1250;
   chunk.backward_after_backward_peak_allocated_bytes = 1400;
   spec.chunks = {chunk};
@@ -110,7 +111,7 @@ TEST_CASE("tail_overlap_bytes: only a backward that reduce-scatters, only within
   spec.stages = 1;
   spec.virtual_stages = 2;
   spec.chunks.push_back(spec.chunks[0]);
-  spec.chunks[1].tail_peak_bytes = 70;
+  spec.chunks[1].tail_peak_bytes = 270;
   PipelineAction backward{0, 0, true, 0.0, 2.0};
   PipelineAction forward{0, 1, false, 2.0, 3.0};
   // Same chunk: the F B F sequence's excess over the one-microbatch peak, 1250 - 1000.
@@ -120,12 +121,17 @@ TEST_CASE("tail_overlap_bytes: only a backward that reduce-scatters, only within
   CHECK(tail_overlap_bytes(spec, backward, forward) == 0);
   forward.start_s = 2.4;
   CHECK(tail_overlap_bytes(spec, backward, forward) == 250);
-  // Another chunk's action (interleaved): chunk 0's whole tail on top of its peak.
+  // Another chunk's action (interleaved): what chunk 0's tail holds beyond its share of
+  // the stage's base (1000 - 700 persistent - 100 activations = 200): 300 - 200.
   forward.chunk = 1;
-  CHECK(tail_overlap_bytes(spec, backward, forward) == 300);
+  CHECK(tail_overlap_bytes(spec, backward, forward) == 100);
+  // A tail within the share adds nothing.
+  spec.chunks[0].tail_peak_bytes = 200;
+  CHECK(tail_overlap_bytes(spec, backward, forward) == 0);
+  spec.chunks[0].tail_peak_bytes = 300;
   backward.chunk = 1;
   forward.chunk = 0;
-  CHECK(tail_overlap_bytes(spec, backward, forward) == 70);
+  CHECK(tail_overlap_bytes(spec, backward, forward) == 270 - 200);
   // After a forward: nothing.
   CHECK(tail_overlap_bytes(spec, forward, backward) == 0);
   // A chunk that accumulates its gradients reduce-scatters in its last backward only.
@@ -264,13 +270,18 @@ TEST_CASE("a pipeline schedule stores the overlap figures; one written before re
   nlohmann::json old = json;
   for (auto& chunk : old["pipeline"]["chunks"]) {
     for (const char* key : {"tail_peak_bytes", "forward_after_backward_peak_allocated_bytes",
-                            "backward_after_backward_peak_allocated_bytes"}) {
+                            "backward_after_backward_peak_allocated_bytes", "persistent_bytes"}) {
       chunk["times"].erase(key);
     }
   }
   const ScheduleFile back = schedule_from_json(old, "pp.json");
   CHECK(back.pipeline->chunks[0].times.tail_peak_bytes == 0);
   CHECK(back.pipeline->chunks[0].times.forward_after_backward_peak_allocated_bytes == 0);
+  // No persistent_bytes: the whole share of the base, so another chunk's tail counts whole.
+  CHECK(back.pipeline->chunks[0].times.persistent_bytes ==
+        times.base_peak_allocated_bytes - times.activation_bytes);
+  REQUIRE(times.persistent_bytes > 0);
+  CHECK(times.persistent_bytes < times.base_peak_allocated_bytes);
   CHECK(back.pipeline->chunks[0].times.first_forward_s == times.first_forward_s);
   nlohmann::json bad = json;
   bad["pipeline"]["chunks"][0]["times"]["tail_peak_bytes"] = -1;
