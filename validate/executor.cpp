@@ -313,6 +313,34 @@ class BucketTasks {
   std::vector<int> copy_outs_;  // per bucket, per run of the Program
 };
 
+// Is `task` the one that frees the unsharded gradients of its reduce-scatter bucket: the
+// copy-in, or the reduce-scatter itself when the bucket has no copy-in?
+bool consumes_unsharded_gradients(const Program& program, const BucketTasks& buckets,
+                                  const Task& task) {
+  if (task.kind == TaskKind::kCopyIn) {
+    return program.buckets[static_cast<std::size_t>(task.bucket)].kind ==
+           CollectiveKind::kReduceScatter;
+  }
+  return task.kind == TaskKind::kReduceScatter && !buckets.has_copy_in(task.bucket);
+}
+
+// tracked_memory_event with the Program's BucketTasks at hand.
+MemoryEvent tracked_memory_event(const ReplayAction& action, const Program& program,
+                                 const BucketTasks& buckets, const Task& task, MemoryEvent event) {
+  if (event.category != MemoryCategory::kGradients ||
+      action.gradient_bytes_numerator == action.gradient_bytes_denominator) {
+    return event;
+  }
+  const bool allocation = is_compute(task.kind) && event.bytes > 0;
+  // A reduce-scatter's own -full_bytes frees the copy-in's reduce-dtype input, not gradients.
+  const bool consumed = event.bytes < 0 && consumes_unsharded_gradients(program, buckets, task) &&
+                        event.bytes != -task.bytes;
+  if (allocation || consumed) {
+    event.bytes = event.bytes * action.gradient_bytes_numerator / action.gradient_bytes_denominator;
+  }
+  return event;
+}
+
 // How one Program's tasks become backend work: its bucket indices shifted by
 // `bucket_offset` into the layout's buckets (a pipeline rank holds several chunks').
 class ProgramWork {
@@ -326,6 +354,7 @@ class ProgramWork {
   }
 
   const Program& program() const { return program_; }
+  const BucketTasks& bucket_tasks() const { return tasks_; }
   int bucket_offset() const { return bucket_offset_; }
 
   void enqueue_work(Backend& backend, const Task& task) const {
@@ -565,7 +594,8 @@ class PipelineReplay final : public StepReplay {
     const EventId start = backend_.record(task.stream);
     for (const MemoryEvent& event : task.memory) {
       if (!event.at_end && applies(action, task, event)) {
-        memory.apply(tracked_memory_event(action, program, task, event), task.stream, local);
+        memory.apply(tracked_memory_event(action, program, work.bucket_tasks(), task, event),
+                     task.stream, local);
       }
     }
     work.enqueue_work(backend_, task);
@@ -582,7 +612,8 @@ class PipelineReplay final : public StepReplay {
     }
     for (const MemoryEvent& event : task.memory) {
       if (event.at_end && applies(action, task, event)) {
-        memory.apply(tracked_memory_event(action, program, task, event), task.stream, local);
+        memory.apply(tracked_memory_event(action, program, work.bucket_tasks(), task, event),
+                     task.stream, local);
       }
     }
     const EventId end = backend_.record(task.stream);
@@ -1117,35 +1148,11 @@ bool accumulates(const ScheduleFile& schedule, int chunk) {
          schedule.job.microbatches > 1;
 }
 
-// Is `task` the one that frees the unsharded gradients of its reduce-scatter bucket: the
-// copy-in, or the reduce-scatter itself when the bucket has no copy-in?
-bool consumes_unsharded_gradients(const Program& program, const Task& task) {
-  if (task.kind == TaskKind::kCopyIn) {
-    return program.buckets[static_cast<std::size_t>(task.bucket)].kind ==
-           CollectiveKind::kReduceScatter;
-  }
-  if (task.kind != TaskKind::kReduceScatter) return false;
-  return std::none_of(program.tasks.begin(), program.tasks.end(), [&](const Task& other) {
-    return other.kind == TaskKind::kCopyIn && other.bucket == task.bucket;
-  });
-}
-
 }  // namespace
 
 MemoryEvent tracked_memory_event(const ReplayAction& action, const Program& program,
                                  const Task& task, MemoryEvent event) {
-  if (event.category != MemoryCategory::kGradients ||
-      action.gradient_bytes_numerator == action.gradient_bytes_denominator) {
-    return event;
-  }
-  const bool allocation = is_compute(task.kind) && event.bytes > 0;
-  // A reduce-scatter's own -full_bytes frees the copy-in's reduce-dtype input, not gradients.
-  const bool consumed =
-      event.bytes < 0 && consumes_unsharded_gradients(program, task) && event.bytes != -task.bytes;
-  if (allocation || consumed) {
-    event.bytes = event.bytes * action.gradient_bytes_numerator / action.gradient_bytes_denominator;
-  }
-  return event;
+  return tracked_memory_event(action, program, BucketTasks(program), task, event);
 }
 
 PipelineReplayPlan plan_pipeline_replay(const ScheduleFile& schedule, const ReplayMesh& mesh,
