@@ -199,20 +199,31 @@ int last_forward_task(const Program& program) {
   return last_forward;
 }
 
+// What the forward phase (the tasks up to the last forward compute task) leaves allocated
+// for the backward phase: the net of its memory events.
+std::int64_t forward_phase_held_bytes(const Program& program) {
+  const int last_forward = last_forward_task(program);
+  std::int64_t held = 0;
+  for (const Task& task : program.tasks) {
+    if (task.id > last_forward) break;
+    for (const MemoryEvent& event : task.memory) held += event.bytes;
+  }
+  return held;
+}
+
 // The most the backward phase holds after its last compute task ends (the reduce-scatters
 // still running), from the one-microbatch Program at its simulated times, events applied
 // in the simulator's order (at one instant: ends by task id).
 std::int64_t tail_peak_bytes(const Program& program, const SimResult& result) {
   const int last_forward = last_forward_task(program);
   double compute_end_s = 0;
-  std::int64_t held = 0;  // the forward phase's net, then the backward's
   for (const Task& task : program.tasks) {
-    if (task.id <= last_forward) {
-      for (const MemoryEvent& event : task.memory) held += event.bytes;
-    } else if (task.kind == TaskKind::kRecompute || task.kind == TaskKind::kBackward) {
+    if (task.id > last_forward &&
+        (task.kind == TaskKind::kRecompute || task.kind == TaskKind::kBackward)) {
       compute_end_s = std::max(compute_end_s, result.timings[task.id].end_s);
     }
   }
+  std::int64_t held = forward_phase_held_bytes(program);  // then the backward's events
   // Backward-phase events, applied up to the compute's end, then sampled.
   struct Point {
     double time_s;
@@ -279,6 +290,11 @@ ChunkTimes chunk_times_with(const Workload& chunk, const Program& program, const
     // reduce-scatters (the last one's exposed part is the tail, paid once).
     times.forward_s = times.first_forward_s;
     times.backward_s = times.last_backward_s;
+    // ...and holds from its forward to its backward what the forward phase leaves
+    // allocated: its saved activations and the unsharded copies of the buckets its plan
+    // keeps gathered after forward (reshard_after_forward false), one copy per microbatch
+    // in flight, as the executor replays it.
+    times.activation_bytes = std::max(times.activation_bytes, forward_phase_held_bytes(program));
   }
   times.base_peak_allocated_bytes = result.peak_allocated_bytes;
   times.base_peak_reserved_bytes = result.peak_reserved_bytes;

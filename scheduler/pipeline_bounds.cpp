@@ -144,11 +144,20 @@ std::vector<PipelineComposition> pipeline_compositions(
   std::vector<std::int64_t> activation_bytes;
   for (const std::vector<ChunkTimes>& chunk : options) {
     FSDPTUNE_CHECK(!chunk.empty(), "pipeline_compositions: a chunk without options");
-    activation_bytes.push_back(chunk.front().activation_bytes);
+    // The saved activations are the same for every option; a re-gathered option whose
+    // plan keeps buckets gathered holds their copies per microbatch in flight too
+    // (ChunkTimes::activation_bytes): the peak in flight takes the least over the
+    // options, and an option's excess over it is counted once in its base (exact for a
+    // chunk with one microbatch in flight at a time, the only one whose tuned options
+    // keep buckets gathered; a lower estimate otherwise, as the thresholds are without
+    // the tails' overlap: simulate_pipeline judges each composition).
+    std::int64_t least = chunk.front().activation_bytes;
+    for (const ChunkTimes& times : chunk) least = std::min(least, times.activation_bytes);
+    activation_bytes.push_back(least);
   }
-  // Per rank: its peak of activations in flight (the same for every option: activations
-  // do not depend on the plan) and the front of its chunks' combinations, built one chunk
-  // at a time (a combination's busy time and bytes are sums over its chunks).
+  // Per rank: its peak of activations in flight and the front of its chunks'
+  // combinations, built one chunk at a time (a combination's busy time and bytes are sums
+  // over its chunks).
   // Both as reserved, as simulate_pipeline estimates a stage's reserved peak.
   std::vector<std::int64_t> in_flight_reserved(P);
   std::vector<std::vector<RankCombination>> fronts(P);
@@ -166,7 +175,11 @@ std::vector<PipelineComposition> pipeline_compositions(
           RankCombination next = partial;
           next.busy_s += times.first_forward_s + later * (times.forward_s + times.backward_s) +
                          times.last_backward_s + times.tail_s;
-          next.base_bytes += chunk_base_reserved_bytes(times, spec.allocator_fragmentation);
+          next.base_bytes +=
+              chunk_base_reserved_bytes(times, spec.allocator_fragmentation) +
+              transient_reserved_bytes(times.activation_bytes, spec.allocator_fragmentation) -
+              transient_reserved_bytes(activation_bytes[static_cast<std::size_t>(c)],
+                                       spec.allocator_fragmentation);
           next.picks.push_back(static_cast<int>(o));
           extended.push_back(std::move(next));
         }

@@ -23,12 +23,15 @@ namespace fsdptune {
 
 // What one chunk (a contiguous range of units on one pipeline rank) costs per microbatch.
 struct ChunkTimes {
-  double first_forward_s = 0;         // microbatch 0: FSDP all-gathers exposed + forward compute
-  double forward_s = 0;               // every later microbatch: forward compute only
-  double backward_s = 0;              // every microbatch but the last: recompute + backward
-  double last_backward_s = 0;         // the last microbatch: backward beside the reduce-scatters
-  double tail_s = 0;                  // after the last backward: exposed reduce-scatters, optimizer
-  std::int64_t activation_bytes = 0;  // saved activations of one microbatch in flight
+  double first_forward_s = 0;  // microbatch 0: FSDP all-gathers exposed + forward compute
+  double forward_s = 0;        // every later microbatch: forward compute only
+  double backward_s = 0;       // every microbatch but the last: recompute + backward
+  double last_backward_s = 0;  // the last microbatch: backward beside the reduce-scatters
+  double tail_s = 0;           // after the last backward: exposed reduce-scatters, optimizer
+  // What one microbatch in flight holds from its forward to its backward: its saved
+  // activations and, in a chunk re-gathered per microbatch, the unsharded copies of the
+  // buckets its plan keeps gathered after forward (the forward phase's net allocation).
+  std::int64_t activation_bytes = 0;
   // The chunk's own single-microbatch FSDP peak (one microbatch of activations included)
   // and the unsharded gradients it holds while they accumulate across microbatches.
   std::int64_t base_peak_allocated_bytes = 0;
