@@ -504,73 +504,110 @@ std::string kind_title(TaskKind kind) {
   return title;
 }
 
-// One step of `program` with `timings` (one per task), tasks starting in [begin_s, end_s).
-std::string gantt_chart(const std::string& id, const std::string& title, const Program& program,
-                        const std::vector<TaskTiming>& timings, double begin_s, double end_s) {
+// One bar of a Gantt chart: [start_s, end_s) on row `row`, clipped to the chart's window.
+struct GanttBar {
+  std::size_t row = 0;
+  double start_s = 0;
+  double end_s = 0;
+  std::string css_class;  // its fill: "t-fwd", "t-fwd alt"
+  std::string title;      // the tooltip
+  std::string name;       // the label inside: the longest gantt_label of it that fits
+};
+
+// What a Gantt chart draws around its bars: a row per stream, the time axis over the
+// window [begin_s, end_s), the legend.
+struct GanttFrame {
+  std::string id;
+  std::string title;
+  std::vector<std::string> rows;  // top to bottom
+  std::string row_quantity;       // the rows' axis label: "stream"
+  std::vector<LegendItem> legend;
+  double begin_s = 0;
+  double end_s = 0;
+};
+
+std::string gantt_svg(const GanttFrame& frame, const std::vector<GanttBar>& bars) {
   std::size_t longest = 6;
-  for (const Stream& stream : program.streams) longest = std::max(longest, stream.name.size());
+  for (const std::string& row : frame.rows) longest = std::max(longest, row.size());
   Area area;
   area.left = 70 + static_cast<double>(longest) * kCharWidthPx;
   area.top = 40;
   area.width = kChartWidth - area.left - 20;
   const double row = 34;
-  area.height = std::max<double>(1, static_cast<double>(program.streams.size())) * row;
+  area.height = std::max<double>(1, static_cast<double>(frame.rows.size())) * row;
   const double height = area.bottom() + 48;
+  const double begin_s = frame.begin_s;
+  const double end_s = frame.end_s;
   const double span_s = std::max(end_s - begin_s, 1e-12);
   const Axis axis = make_axis(span_s, time_unit(span_s),
                               begin_s > 0 ? "time since step start, from " + format_seconds(begin_s)
                                           : "time since step start",
                               10);
 
-  std::string out = svg_open(kChartWidth, height, id, title);
-  out += legend(area.left, 20,
-                {{"t-fwd", "forward"},
-                 {"t-rec", "recompute"},
-                 {"t-bwd", "backward"},
-                 {"t-opt", "optimizer"},
-                 {"t-copy", "copy-in/out"},
-                 {"t-ag", "all-gather"},
-                 {"t-rs", "reduce-scatter"},
-                 {"t-ar", "all-reduce"}});
+  std::string out = svg_open(kChartWidth, height, frame.id, frame.title);
+  out += legend(area.left, 20, frame.legend);
   out += x_axis(area, axis, true);
-  out += category_axis_label(area, "stream", 14);
-  for (std::size_t s = 0; s < program.streams.size(); ++s) {
-    const double y = area.top + static_cast<double>(s) * row;
-    out += text(area.left - 8, y + row / 2 + 4, program.streams[s].name, "row-label", "end");
-    if (s > 0) {
+  out += category_axis_label(area, frame.row_quantity, 14);
+  for (std::size_t r = 0; r < frame.rows.size(); ++r) {
+    const double y = area.top + static_cast<double>(r) * row;
+    out += text(area.left - 8, y + row / 2 + 4, frame.rows[r], "row-label", "end");
+    if (r > 0) {
       out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" class=\"grid\"/>\n",
                          px(area.left), px(y), px(area.right()), px(y));
     }
   }
   std::string labels;
+  for (const GanttBar& bar : bars) {
+    if (bar.end_s <= begin_s || bar.start_s >= end_s || bar.row >= frame.rows.size()) continue;
+    const double start = std::max(bar.start_s, begin_s) - begin_s;
+    const double stop = std::min(bar.end_s, end_s) - begin_s;
+    const double x0 = map_x(area, axis, start);
+    const double width = std::max(map_x(area, axis, stop) - x0, 0.4);
+    const double y = area.top + static_cast<double>(bar.row) * row + 5;
+    const double h = row - 10;
+    out += fmt::format(
+        "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" "
+        "class=\"{}\"><title>{}</title></rect>\n",
+        px(x0), px(y), px(width), px(h), bar.css_class, escape_xml(bar.title));
+    const std::string label = gantt_label(bar.name, width);
+    if (!label.empty()) labels += text(x0 + 2, y + h / 2 + 4, label, "task-label");
+  }
+  // Labels after all bars so that no bar covers a neighbour's label.
+  out += labels;
+  return out + "</svg>\n";
+}
+
+// One step of `program` with `timings` (one per task), tasks starting in [begin_s, end_s).
+std::string gantt_chart(const std::string& id, const std::string& title, const Program& program,
+                        const std::vector<TaskTiming>& timings, double begin_s, double end_s) {
+  GanttFrame frame;
+  frame.id = id;
+  frame.title = title;
+  for (const Stream& stream : program.streams) frame.rows.push_back(stream.name);
+  frame.row_quantity = "stream";
+  frame.legend = {{"t-fwd", "forward"},       {"t-rec", "recompute"},    {"t-bwd", "backward"},
+                  {"t-opt", "optimizer"},     {"t-copy", "copy-in/out"}, {"t-ag", "all-gather"},
+                  {"t-rs", "reduce-scatter"}, {"t-ar", "all-reduce"}};
+  frame.begin_s = begin_s;
+  frame.end_s = end_s;
+  std::vector<GanttBar> bars;
   std::vector<int> drawn_per_stream(program.streams.size(), 0);
   for (const Task& task : program.tasks) {
     const TaskTiming& timing = timings[static_cast<std::size_t>(task.id)];
     if (timing.end_s <= begin_s || timing.start_s >= end_s) continue;
     if (task.stream < 0 || static_cast<std::size_t>(task.stream) >= program.streams.size())
       continue;
-    const double start = std::max(timing.start_s, begin_s) - begin_s;
-    const double stop = std::min(timing.end_s, end_s) - begin_s;
-    const double x0 = map_x(area, axis, start);
-    const double width = std::max(map_x(area, axis, stop) - x0, 0.4);
-    const double y = area.top + task.stream * row + 5;
-    const double h = row - 10;
     // Every other task of a stream is a shade lighter, so that back-to-back tasks of one
     // kind stay distinguishable.
     const bool alternate = (drawn_per_stream[static_cast<std::size_t>(task.stream)]++ % 2) == 1;
-    out += fmt::format(
-        "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" "
-        "class=\"{}{}\"><title>{}</title></rect>\n",
-        px(x0), px(y), px(width), px(h), kind_class(task.kind), alternate ? " alt" : "",
-        escape_xml(fmt::format("#{} {} ({}): {} at {}", task.id, task.name, kind_title(task.kind),
-                               format_seconds(timing.end_s - timing.start_s),
-                               format_seconds(timing.start_s))));
-    const std::string label = gantt_label(task.name, width);
-    if (!label.empty()) labels += text(x0 + 2, y + h / 2 + 4, label, "task-label");
+    bars.push_back(
+        {static_cast<std::size_t>(task.stream), timing.start_s, timing.end_s,
+         kind_class(task.kind) + (alternate ? " alt" : ""),
+         fmt::format("#{} {} ({}): {} at {}", task.id, task.name, kind_title(task.kind),
+                     format_seconds(timing.end_s - timing.start_s), format_seconds(timing.start_s)),
+         task.name});
   }
-  // Labels after all bars so that no bar covers a neighbour's label.
-  out += labels;
-  return out + "</svg>\n";
+  return gantt_svg(frame, bars);
 }
 
 // --- Memory over the step ---------------------------------------------------------------
