@@ -504,73 +504,189 @@ std::string kind_title(TaskKind kind) {
   return title;
 }
 
-// One step of `program` with `timings` (one per task), tasks starting in [begin_s, end_s).
-std::string gantt_chart(const std::string& id, const std::string& title, const Program& program,
-                        const std::vector<TaskTiming>& timings, double begin_s, double end_s) {
+// One bar of a Gantt chart: [start_s, end_s) on row `row`, clipped to the chart's window.
+struct GanttBar {
+  std::size_t row = 0;
+  double start_s = 0;
+  double end_s = 0;
+  std::string css_class;  // its fill: "t-fwd", "t-fwd alt"
+  std::string title;      // the tooltip
+  std::string name;       // the label inside: the longest gantt_label of it that fits
+};
+
+// What a Gantt chart draws around its bars: a row per stream (or pipeline stage), the time
+// axis over the window [begin_s, end_s), the legend, and optionally a line across every
+// row at `marker_s` (the step time) named `marker_label`.
+struct GanttFrame {
+  std::string id;
+  std::string title;
+  std::vector<std::string> rows;  // top to bottom
+  std::string row_quantity;       // the rows' axis label: "stream"
+  std::vector<LegendItem> legend;
+  double begin_s = 0;
+  double end_s = 0;
+  double marker_s = -1;  // none when < 0
+  std::string marker_label;
+};
+
+std::string gantt_svg(const GanttFrame& frame, const std::vector<GanttBar>& bars) {
   std::size_t longest = 6;
-  for (const Stream& stream : program.streams) longest = std::max(longest, stream.name.size());
+  for (const std::string& row : frame.rows) longest = std::max(longest, row.size());
   Area area;
   area.left = 70 + static_cast<double>(longest) * kCharWidthPx;
   area.top = 40;
   area.width = kChartWidth - area.left - 20;
   const double row = 34;
-  area.height = std::max<double>(1, static_cast<double>(program.streams.size())) * row;
+  area.height = std::max<double>(1, static_cast<double>(frame.rows.size())) * row;
   const double height = area.bottom() + 48;
+  const double begin_s = frame.begin_s;
+  const double end_s = frame.end_s;
   const double span_s = std::max(end_s - begin_s, 1e-12);
   const Axis axis = make_axis(span_s, time_unit(span_s),
                               begin_s > 0 ? "time since step start, from " + format_seconds(begin_s)
                                           : "time since step start",
                               10);
 
-  std::string out = svg_open(kChartWidth, height, id, title);
-  out += legend(area.left, 20,
-                {{"t-fwd", "forward"},
-                 {"t-rec", "recompute"},
-                 {"t-bwd", "backward"},
-                 {"t-opt", "optimizer"},
-                 {"t-copy", "copy-in/out"},
-                 {"t-ag", "all-gather"},
-                 {"t-rs", "reduce-scatter"},
-                 {"t-ar", "all-reduce"}});
+  std::string out = svg_open(kChartWidth, height, frame.id, frame.title);
+  out += legend(area.left, 20, frame.legend);
   out += x_axis(area, axis, true);
-  out += category_axis_label(area, "stream", 14);
-  for (std::size_t s = 0; s < program.streams.size(); ++s) {
-    const double y = area.top + static_cast<double>(s) * row;
-    out += text(area.left - 8, y + row / 2 + 4, program.streams[s].name, "row-label", "end");
-    if (s > 0) {
+  out += category_axis_label(area, frame.row_quantity, 14);
+  for (std::size_t r = 0; r < frame.rows.size(); ++r) {
+    const double y = area.top + static_cast<double>(r) * row;
+    out += text(area.left - 8, y + row / 2 + 4, frame.rows[r], "row-label", "end");
+    if (r > 0) {
       out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" class=\"grid\"/>\n",
                          px(area.left), px(y), px(area.right()), px(y));
     }
   }
   std::string labels;
+  for (const GanttBar& bar : bars) {
+    if (bar.end_s <= begin_s || bar.start_s >= end_s || bar.row >= frame.rows.size()) continue;
+    const double start = std::max(bar.start_s, begin_s) - begin_s;
+    const double stop = std::min(bar.end_s, end_s) - begin_s;
+    const double x0 = map_x(area, axis, start);
+    const double width = std::max(map_x(area, axis, stop) - x0, 0.4);
+    const double y = area.top + static_cast<double>(bar.row) * row + 5;
+    const double h = row - 10;
+    out += fmt::format(
+        "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" "
+        "class=\"{}\"><title>{}</title></rect>\n",
+        px(x0), px(y), px(width), px(h), bar.css_class, escape_xml(bar.title));
+    const std::string label = gantt_label(bar.name, width);
+    if (!label.empty()) labels += text(x0 + 2, y + h / 2 + 4, label, "task-label");
+  }
+  // Labels after all bars so that no bar covers a neighbour's label.
+  out += labels;
+  if (frame.marker_s >= begin_s && frame.marker_s <= end_s) {
+    const double x = map_x(area, axis, frame.marker_s - begin_s);
+    out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" class=\"marker\"/>\n", px(x),
+                       px(area.top - 3), px(x), px(area.bottom()));
+    out += text(x - 4, area.top - 5, frame.marker_label, "annotation", "end");
+  }
+  return out + "</svg>\n";
+}
+
+// One step of `program` with `timings` (one per task), tasks starting in [begin_s, end_s).
+std::string gantt_chart(const std::string& id, const std::string& title, const Program& program,
+                        const std::vector<TaskTiming>& timings, double begin_s, double end_s) {
+  GanttFrame frame;
+  frame.id = id;
+  frame.title = title;
+  for (const Stream& stream : program.streams) frame.rows.push_back(stream.name);
+  frame.row_quantity = "stream";
+  frame.legend = {{"t-fwd", "forward"},       {"t-rec", "recompute"},    {"t-bwd", "backward"},
+                  {"t-opt", "optimizer"},     {"t-copy", "copy-in/out"}, {"t-ag", "all-gather"},
+                  {"t-rs", "reduce-scatter"}, {"t-ar", "all-reduce"}};
+  frame.begin_s = begin_s;
+  frame.end_s = end_s;
+  std::vector<GanttBar> bars;
   std::vector<int> drawn_per_stream(program.streams.size(), 0);
   for (const Task& task : program.tasks) {
     const TaskTiming& timing = timings[static_cast<std::size_t>(task.id)];
     if (timing.end_s <= begin_s || timing.start_s >= end_s) continue;
     if (task.stream < 0 || static_cast<std::size_t>(task.stream) >= program.streams.size())
       continue;
-    const double start = std::max(timing.start_s, begin_s) - begin_s;
-    const double stop = std::min(timing.end_s, end_s) - begin_s;
-    const double x0 = map_x(area, axis, start);
-    const double width = std::max(map_x(area, axis, stop) - x0, 0.4);
-    const double y = area.top + task.stream * row + 5;
-    const double h = row - 10;
     // Every other task of a stream is a shade lighter, so that back-to-back tasks of one
     // kind stay distinguishable.
     const bool alternate = (drawn_per_stream[static_cast<std::size_t>(task.stream)]++ % 2) == 1;
-    out += fmt::format(
-        "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" "
-        "class=\"{}{}\"><title>{}</title></rect>\n",
-        px(x0), px(y), px(width), px(h), kind_class(task.kind), alternate ? " alt" : "",
-        escape_xml(fmt::format("#{} {} ({}): {} at {}", task.id, task.name, kind_title(task.kind),
-                               format_seconds(timing.end_s - timing.start_s),
-                               format_seconds(timing.start_s))));
-    const std::string label = gantt_label(task.name, width);
-    if (!label.empty()) labels += text(x0 + 2, y + h / 2 + 4, label, "task-label");
+    bars.push_back(
+        {static_cast<std::size_t>(task.stream), timing.start_s, timing.end_s,
+         kind_class(task.kind) + (alternate ? " alt" : ""),
+         fmt::format("#{} {} ({}): {} at {}", task.id, task.name, kind_title(task.kind),
+                     format_seconds(timing.end_s - timing.start_s), format_seconds(timing.start_s)),
+         task.name});
   }
-  // Labels after all bars so that no bar covers a neighbour's label.
-  out += labels;
-  return out + "</svg>\n";
+  return gantt_svg(frame, bars);
+}
+
+// Does every stage of this pipeline schedule store its actions (schedules written since
+// 2026-12-01)?
+bool has_pipeline_actions(const SchedulePipeline& pipeline) {
+  return !pipeline.stages.empty() &&
+         std::all_of(pipeline.stages.begin(), pipeline.stages.end(),
+                     [](const ScheduleStage& stage) { return !stage.actions.empty(); });
+}
+
+// The classic picture of a pipeline schedule (version 2): a row per stage, each
+// microbatch's forward and backward on it as a bar from its start to its end, gaps the
+// bubble; after a stage's last action its tail (the chunks' exposed reduce-scatters and
+// optimizer, up to the stage's end_s); a line at the step time. One bar per action and
+// stage keeps a 405B job (P x V x M x 2 actions) to a few thousand rectangles.
+// REQUIRES: has_pipeline_actions(*file.pipeline).
+std::string pipeline_gantt_chart(const std::string& id, const ScheduleFile& file) {
+  const SchedulePipeline& pipeline = *file.pipeline;
+  const std::int64_t stages = std::max<std::int64_t>(file.job.pp, 1);
+  const bool interleaved = file.job.virtual_stages > 1;
+  GanttFrame frame;
+  frame.id = id;
+  frame.title = "Pipeline schedule of one predicted step: forwards and backwards per stage";
+  frame.row_quantity = "pipeline stage";
+  frame.legend = {{"t-fwd", "forward"}, {"t-bwd", "backward"}};
+  if (interleaved) {
+    // Chunk c is virtual stage c / pp of its rank (Megatron's interleaving).
+    const std::string odd = file.job.virtual_stages == 2 ? "virtual stage 1" : "odd virtual stage";
+    frame.legend.push_back({"t-fwd alt", "forward, " + odd});
+    frame.legend.push_back({"t-bwd alt", "backward, " + odd});
+  }
+  frame.legend.push_back({"pp-tail", "tail: exposed reduce-scatters, optimizer"});
+  frame.legend.push_back({"marker-key", "step time"});
+  frame.marker_s = file.predicted.step_time_s;
+  frame.marker_label = "step time " + format_seconds(file.predicted.step_time_s);
+  frame.end_s = file.predicted.step_time_s;
+  std::vector<GanttBar> bars;
+  for (std::size_t r = 0; r < pipeline.stages.size(); ++r) {
+    const ScheduleStage& stage = pipeline.stages[r];
+    frame.rows.push_back(fmt::format("stage {}", stage.rank));
+    frame.end_s = std::max(frame.end_s, stage.end_s);
+    double pipeline_end_s = 0;
+    for (const PipelineAction& action : stage.actions) {
+      pipeline_end_s = std::max(pipeline_end_s, action.end_s);
+      const char* direction = action.backward ? "B" : "F";
+      // pp-bar outlines each bar in white, so that back-to-back actions (the warm-up's
+      // forwards, the cool-down's backwards) stay apart; interleaved, the chunks of odd
+      // virtual stages are a shade lighter, as in Megatron-LM's pictures of the schedule.
+      const bool lighter = (action.chunk / stages) % 2 == 1;
+      bars.push_back(
+          {r, action.start_s, action.end_s,
+           std::string(action.backward ? "t-bwd" : "t-fwd") + (lighter ? " alt" : "") + " pp-bar",
+           fmt::format("stage {} chunk {} microbatch {} {}: {} at {}", stage.rank, action.chunk,
+                       action.microbatch, action.backward ? "backward" : "forward",
+                       format_seconds(action.end_s - action.start_s),
+                       format_seconds(action.start_s)),
+           // Shrinks to "F3", then "3" (gantt_label: the last word, then its number).
+           interleaved ? fmt::format("chunk {} {}{}", action.chunk, direction, action.microbatch)
+                       : fmt::format("{}{}", direction, action.microbatch)});
+    }
+    if (stage.end_s > pipeline_end_s) {
+      bars.push_back({r, pipeline_end_s, stage.end_s, "pp-tail pp-bar",
+                      fmt::format("stage {} tail after its last action (exposed reduce-scatters, "
+                                  "optimizer): {}, ends at {}",
+                                  stage.rank, format_seconds(stage.end_s - pipeline_end_s),
+                                  format_seconds(stage.end_s)),
+                      "tail"});
+    }
+  }
+  return gantt_svg(frame, bars);
 }
 
 // --- Memory over the step ---------------------------------------------------------------
@@ -940,6 +1056,8 @@ svg .m-reserve { fill: #e8e8e8; stroke: #999999; stroke-width: 0.5; }
 svg .t-fwd { fill: #4c78a8; } svg .t-rec { fill: #72b7b2; } svg .t-bwd { fill: #2f7d32; }
 svg .t-opt { fill: #7f7f7f; } svg .t-copy { fill: #b279a2; } svg .t-ag { fill: #f58518; }
 svg .t-rs { fill: #d62728; } svg .t-ar { fill: #9d755d; } svg rect.alt { fill-opacity: 0.72; }
+svg .pp-tail { fill: #d62728; fill-opacity: 0.55; }
+svg rect.pp-bar { stroke: #ffffff; stroke-width: 0.5; }
 svg .p-explored { fill: #c7c7c7; } svg .p-front { fill: #2ca02c; }
 svg .p-baseline { fill: #9467bd; } svg .p-tuned { fill: #1f5fa8; stroke: #ffffff; stroke-width: 1.5; }
 svg .v-predicted { fill: #4c78a8; } svg .v-measured { fill: #f58518; }
@@ -1026,6 +1144,14 @@ std::string schedule_section(const Report& report, std::size_t index, const Repo
   const Program& program = file.program;
   if (file.pipeline) {
     out += "<h3>Pipeline stages</h3>\n" + stages_table(file);
+    if (has_pipeline_actions(*file.pipeline)) {
+      out += "<h3>One step, predicted (pipeline schedule)</h3>\n";
+      out += pipeline_gantt_chart(fmt::format("pipeline-{}", index + 1), file);
+    } else {
+      out +=
+          "<p class=\"note\">This schedule stores no pipeline actions (written before "
+          "2026-12-01): no Gantt chart. Tuning it again stores them.</p>\n";
+    }
   } else if (program.tasks.empty() || file.timings.size() != program.tasks.size()) {
     out += "<p class=\"note\">This schedule has no per-task timings: no Gantt chart.</p>\n";
   } else {
@@ -1075,8 +1201,9 @@ std::string schedule_section(const Report& report, std::size_t index, const Repo
 
 // The label drawn inside a task's bar, the longest that fits. Communication tasks
 // ("AG fwd b3 layers.2..layers.4", "copy-in AG fwd b3 layers.2"): the full name, the name up
-// to its bucket ("AG fwd b3"), the bucket ("b3"). Compute tasks ("bwd layers.3"): the full
-// name, the unit ("layers.3"), its number ("3"). Else nothing.
+// to its bucket ("AG fwd b3"), the bucket ("b3"). Compute tasks ("bwd layers.3") and
+// pipeline actions ("chunk 2 F3"): the full name, the last word ("layers.3", "F3"), its
+// number ("3"). Else nothing.
 std::string gantt_label(const std::string& name, double width_px) {
   auto fits = [&](const std::string& label) {
     return !label.empty() && static_cast<double>(label.size()) * kCharWidthPx + 4 <= width_px;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -496,12 +497,27 @@ json pipeline_to_json(const SchedulePipeline& pipeline, std::int64_t dp_shard) {
   }
   json stages = json::array();
   for (const ScheduleStage& stage : pipeline.stages) {
-    stages.push_back(json{{"rank", stage.rank},
-                          {"busy_s", stage.busy_s},
-                          {"end_s", stage.end_s},
-                          {"max_in_flight", stage.max_in_flight},
-                          {"peak_allocated_bytes", stage.peak_allocated_bytes},
-                          {"peak_reserved_bytes", stage.peak_reserved_bytes}});
+    json entry{{"rank", stage.rank},
+               {"busy_s", stage.busy_s},
+               {"end_s", stage.end_s},
+               {"max_in_flight", stage.max_in_flight},
+               {"peak_allocated_bytes", stage.peak_allocated_bytes},
+               {"peak_reserved_bytes", stage.peak_reserved_bytes}};
+    // Left out when there are none (a schedule read from a file written before
+    // 2026-12-01), so that such a file keeps its canonical text and schedule_hash, which
+    // the measured files made from it name.
+    if (!stage.actions.empty()) {
+      json actions = json::array();
+      for (const PipelineAction& action : stage.actions) {
+        actions.push_back(json{{"chunk", action.chunk},
+                               {"microbatch", action.microbatch},
+                               {"backward", action.backward},
+                               {"start_s", action.start_s},
+                               {"end_s", action.end_s}});
+      }
+      entry["actions"] = std::move(actions);
+    }
+    stages.push_back(std::move(entry));
   }
   return json{{"send_s", pipeline.send_s},
               {"bubble_fraction", pipeline.bubble_fraction},
@@ -542,9 +558,67 @@ SchedulePipeline pipeline_from_json(const Fields& fields) {
     stage.max_in_flight = static_cast<int>(stage_fields.non_negative("max_in_flight"));
     stage.peak_allocated_bytes = stage_fields.non_negative("peak_allocated_bytes");
     stage.peak_reserved_bytes = stage_fields.non_negative("peak_reserved_bytes");
-    pipeline.stages.push_back(stage);
+    // Since 2026-12-01; absent, none (the report then draws no pipeline Gantt chart).
+    if (stage_fields.has("actions")) {
+      const json& actions = stage_fields.array("actions");
+      for (std::size_t k = 0; k < actions.size(); ++k) {
+        const Fields action_fields(actions[k], fields.source(),
+                                   indexed(stage_fields.child("actions"), k));
+        PipelineAction action;
+        action.chunk = static_cast<int>(action_fields.non_negative("chunk"));
+        action.microbatch = static_cast<int>(action_fields.non_negative("microbatch"));
+        action.backward = action_fields.boolean("backward");
+        action.start_s = action_fields.number("start_s");
+        action.end_s = action_fields.number("end_s");
+        stage.actions.push_back(action);
+      }
+    }
+    pipeline.stages.push_back(std::move(stage));
   }
   return pipeline;
+}
+
+// A stage's stored actions (when there are any) are the forward and the backward of
+// every microbatch of every chunk on its rank, once each, each ending after it starts:
+// what the report draws. Their order is pipeline_order's (the scheduler's: not checked
+// in the core).
+void check_stage_actions(const ScheduleStage& stage, const JobSpec& job, const std::string& where) {
+  if (stage.actions.empty()) return;
+  const std::int64_t chunks = job.pp * job.virtual_stages;
+  const std::int64_t expected = 2 * job.virtual_stages * job.microbatches;
+  if (static_cast<std::int64_t>(stage.actions.size()) != expected) {
+    throw_bad_input(
+        where,
+        fmt::format("{} actions, but 2 x virtual_stages {} x microbatches {} makes {}",
+                    stage.actions.size(), job.virtual_stages, job.microbatches, expected),
+        "was this schedule made for another job?");
+  }
+  // (chunk, microbatch, backward) already seen.
+  std::vector<bool> seen(static_cast<std::size_t>(2 * chunks * job.microbatches), false);
+  for (std::size_t k = 0; k < stage.actions.size(); ++k) {
+    const PipelineAction& action = stage.actions[k];
+    const std::string at = indexed(where, k);
+    if (action.chunk >= chunks || action.chunk % job.pp != stage.rank) {
+      throw_bad_input(at + ".chunk",
+                      fmt::format("chunk {} does not run on rank {}", action.chunk, stage.rank));
+    }
+    if (action.microbatch >= job.microbatches) {
+      throw_bad_input(at + ".microbatch", fmt::format("is {}, but there are {} microbatches",
+                                                      action.microbatch, job.microbatches));
+    }
+    if (!(action.start_s >= 0 && action.end_s >= action.start_s) || !std::isfinite(action.end_s)) {
+      throw_bad_input(at, fmt::format("start_s {} and end_s {}: expected 0 <= start_s <= end_s",
+                                      action.start_s, action.end_s));
+    }
+    const std::size_t slot = static_cast<std::size_t>(
+        (action.chunk * job.microbatches + action.microbatch) * 2 + (action.backward ? 1 : 0));
+    if (seen[slot]) {
+      throw_bad_input(at, fmt::format("the {} of chunk {} microbatch {} a second time",
+                                      action.backward ? "backward" : "forward", action.chunk,
+                                      action.microbatch));
+    }
+    seen[slot] = true;
+  }
 }
 
 // A pipeline schedule must describe the chunks of its own job: pipeline_chunks of the
@@ -563,6 +637,9 @@ void check_pipeline(const SchedulePipeline& pipeline, const Workload& workload,
   if (pipeline.stages.size() != static_cast<std::size_t>(job.pp)) {
     throw_bad_input(where("pipeline.stages"),
                     fmt::format("{} stages for pp {}", pipeline.stages.size(), job.pp));
+  }
+  for (std::size_t r = 0; r < pipeline.stages.size(); ++r) {
+    check_stage_actions(pipeline.stages[r], job, where(indexed("pipeline.stages", r) + ".actions"));
   }
   for (std::size_t c = 0; c < chunks.size(); ++c) {
     const ScheduleChunk& chunk = pipeline.chunks[c];
@@ -912,7 +989,7 @@ ScheduleFile pipeline_schedule(const Workload& workload, const PipelineSimulatio
   for (const StageResult& stage : sim.result.stages) {
     pipeline.stages.push_back(ScheduleStage{stage.rank, stage.busy_s, stage.end_s,
                                             stage.max_in_flight, stage.peak_allocated_bytes,
-                                            stage.peak_reserved_bytes});
+                                            stage.peak_reserved_bytes, stage.actions});
   }
   schedule.pipeline = std::move(pipeline);
   return schedule;

@@ -144,8 +144,9 @@ std::string format_signed_percent(double fraction);  // 0.031 -> "+3.1%", -0.2 -
 std::string format_rate(double tokens_per_s);        // rounded to an integer
 // The label of a Gantt bar `width_px` wide for the task `name`: the longest of the full
 // name, the name up to its bucket ("AG fwd b3"), the bucket ("b3") -- or for compute
-// tasks the unit ("layers.3") and its number ("3") -- that fits at 6.6 px per
-// character; "" when none fits.
+// tasks the unit ("layers.3") and its number ("3"), for a pipeline action ("chunk 2 F3")
+// its last word ("F3") and microbatch ("3") -- that fits at 6.6 px per character; ""
+// when none fits.
 std::string gantt_label(const std::string& name, double width_px);
 
 }  // namespace fsdptune

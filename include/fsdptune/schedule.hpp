@@ -92,6 +92,11 @@ struct ScheduleStage {
   int max_in_flight = 0;
   std::int64_t peak_allocated_bytes = 0;
   std::int64_t peak_reserved_bytes = 0;
+  // Its forward and backward actions in execution order with their simulated times
+  // (StageResult::actions): 2 x virtual_stages x microbatches of them, or none in a
+  // schedule written before they were stored (docs/schedule-format.md). The last one's
+  // end is the stage's pipeline_end_s; end_s adds the tail after it.
+  std::vector<PipelineAction> actions;
   bool operator==(const ScheduleStage&) const = default;
 };
 

@@ -2,6 +2,7 @@
 // from it, and the outputs checked against each other.
 #include <catch2/catch.hpp>
 
+#include <map>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -134,6 +135,51 @@ TEST_CASE("report takes several schedules", "[cli][report]") {
   const auto result = run_fsdptune("report " + tiny_schedule() + " " + tiny_schedule() + " --json");
   REQUIRE(result.exit_code == 0);
   CHECK(nlohmann::json::parse(result.out)["schedules"].size() == 2);
+}
+
+TEST_CASE("report --html draws a pipelined schedule's actions, a row per stage",
+          "[cli][report][pipeline]") {
+  const std::string dir = fsdptune::testing::make_temp_dir("fsdptune-report-pp");
+  const std::string schedule = dir + "/pp.json";
+  const auto tuned = run_fsdptune(
+      "tune --model tiny --gpus 8 --pp 2 --microbatches 4 --seq 256 --hardware h100-sxm "
+      "--time-budget 0 --max-evaluations 20 --threads 1 --out " +
+      schedule);
+  INFO(tuned.err);
+  REQUIRE(tuned.exit_code == 0);
+  const auto first = run_fsdptune("report " + schedule + " --html " + dir + "/a.html");
+  REQUIRE(first.exit_code == 0);
+  const std::string html = read_text_file(dir + "/a.html");
+  XmlElement root;
+  REQUIRE_NOTHROW(root = XmlParser(html).parse());
+  const XmlElement* chart = fsdptune::report_test::chart_with_id(root, "pipeline-1");
+  REQUIRE(chart != nullptr);
+  // 1F1B, one chunk per stage, 4 microbatches: 8 actions per stage, their tooltips
+  // naming the stage of the row (rows of 34 px from y = 40, bars 5 px below their top).
+  std::map<int, int> actions_per_stage;
+  for (const XmlElement* rect : chart->all("rect")) {
+    const auto titles = rect->all("title");
+    const std::string css = rect->attribute("class");
+    if (titles.empty() || css.rfind("pp-tail", 0) == 0) continue;
+    const int row = static_cast<int>((std::stod(rect->attribute("y")) - 45) / 34 + 0.5);
+    CHECK(titles[0]->text.rfind("stage " + std::to_string(row) + " ", 0) == 0);
+    ++actions_per_stage[row];
+  }
+  CHECK(actions_per_stage == std::map<int, int>{{0, 8}, {1, 8}});
+  // The same bytes again.
+  const auto second = run_fsdptune("report " + schedule + " --html " + dir + "/b.html");
+  REQUIRE(second.exit_code == 0);
+  CHECK(read_text_file(dir + "/b.html") == html);
+  // A schedule written before the actions were stored: a note instead of the chart.
+  nlohmann::json older = read_json_file(schedule);
+  for (auto& stage : older["pipeline"]["stages"]) stage.erase("actions");
+  write_file_atomically(dir + "/old.json", dump_json(older));
+  const auto old_report = run_fsdptune("report " + dir + "/old.json --html " + dir + "/old.html");
+  INFO(old_report.err);
+  REQUIRE(old_report.exit_code == 0);
+  const std::string old_html = read_text_file(dir + "/old.html");
+  CHECK(old_html.find("id=\"pipeline-1\"") == std::string::npos);
+  CHECK(old_html.find("stores no pipeline actions") != std::string::npos);
 }
 
 TEST_CASE("report names the file at fault", "[cli][report]") {

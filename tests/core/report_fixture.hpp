@@ -149,6 +149,14 @@ struct XmlElement {
   }
 };
 
+// The chart (an <svg> element) of the page with this id, or nullptr.
+inline const XmlElement* chart_with_id(const XmlElement& root, const std::string& id) {
+  for (const XmlElement* chart : root.all("svg")) {
+    if (chart->attribute("id") == id) return chart;
+  }
+  return nullptr;
+}
+
 class XmlParser {
  public:
   explicit XmlParser(const std::string& input) : s_(input) {}

@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -8,6 +10,7 @@
 
 #include "fsdptune/error.hpp"
 #include "fsdptune/report.hpp"
+#include "fsdptune/schedule.hpp"
 #include "fsdptune/units.hpp"
 #include "report_fixture.hpp"
 
@@ -433,4 +436,171 @@ TEST_CASE("a 405B-sized step stays a reasonable file", "[report][html]") {
   CHECK(html.size() < 2 * kMiB);
   // The memory line keeps its peak (599 MiB) although it is binned to half pixels.
   CHECK(html.find("peak 599 MiB") != std::string::npos);
+}
+
+namespace {
+
+// A version 2 schedule of 2 stages x 2 microbatches, 1F1B, forwards of 1 unit, backwards
+// of 2, free sends (units of 1/1024 s):
+//   stage 0: F0 [0,1] F1 [1,2]             B0 [4,6]    B1 [7,9]  tail to 10
+//   stage 1:        F0 [1,2] B0 [2,4] F1 [4,5] B1 [5,7]          tail to 7.5
+// Stage 0 waits [2,4] and [6,7] for stage 1's backwards: the bubble.
+ScheduleFile make_pipeline_schedule() {
+  ScheduleFile schedule = make_schedule();
+  schedule.version = kPipelineScheduleFormatVersion;
+  schedule.job.pp = 2;
+  schedule.job.microbatches = 2;
+  schedule.job.pp_schedule = PipelineSchedule::k1F1B;
+  schedule.program = {};
+  schedule.timings.clear();
+  schedule.memory_timeline.clear();
+  schedule.predicted.step_time_s = 10 * kUnitS;
+  SchedulePipeline pipeline;
+  pipeline.bubble_fraction = 1.0 / 3;  // 1 - (6 + 6) / (2 x 9)
+  const auto action = [](int chunk, int microbatch, bool backward, double start, double end) {
+    return PipelineAction{chunk, microbatch, backward, start * kUnitS, end * kUnitS};
+  };
+  ScheduleStage first{0, 6 * kUnitS, 10 * kUnitS, 2, 400 * kMiB, 450 * kMiB, {}};
+  first.actions = {action(0, 0, false, 0, 1), action(0, 1, false, 1, 2), action(0, 0, true, 4, 6),
+                   action(0, 1, true, 7, 9)};
+  ScheduleStage second{1, 6 * kUnitS, 7.5 * kUnitS, 1, 300 * kMiB, 350 * kMiB, {}};
+  second.actions = {action(1, 0, false, 1, 2), action(1, 0, true, 2, 4), action(1, 1, false, 4, 5),
+                    action(1, 1, true, 5, 7)};
+  pipeline.stages = {first, second};
+  schedule.pipeline = pipeline;
+  return schedule;
+}
+
+// The bars of a Gantt chart: its rectangles with a tooltip (the legend's keys have none).
+std::vector<const XmlElement*> gantt_bars(const XmlElement& chart) {
+  std::vector<const XmlElement*> bars;
+  for (const XmlElement* rect : chart.all("rect")) {
+    if (!rect->all("title").empty()) bars.push_back(rect);
+  }
+  return bars;
+}
+
+}  // namespace
+
+TEST_CASE("the pipeline Gantt chart: a row per stage, a bar per action, tails, step time",
+          "[report][html][pipeline]") {
+  ReportEntry entry;
+  entry.source = "pp.json";
+  entry.schedule = make_pipeline_schedule();
+  const std::string html = render_report_html({entry});
+  const XmlElement root = XmlParser(html).parse();
+  const XmlElement* chart = chart_with_id(root, "pipeline-1");
+  REQUIRE(chart != nullptr);
+  CHECK(chart->attribute("role") == "img");
+  CHECK(chart->attribute("aria-label").find("Pipeline schedule") != std::string::npos);
+  std::set<std::string> axis_labels;
+  for (const XmlElement* label : chart->all("text")) {
+    if (label->attribute("class") == "axis-label") axis_labels.insert(label->text);
+  }
+  CHECK(axis_labels == std::set<std::string>{"time since step start (ms)", "pipeline stage"});
+
+  // Rows of 34 px from y = 40 (bars 5 px below a row's top: y 45.0 and 79.0); the axis runs
+  // to 10 ms over 1320 - 116.2 - 20 = 1183.8 px from x = 116.2 (70 px + "stage 0" at
+  // 6.6 px a character), so a unit (0.9765625 ms) is 115.60546875 px: stage 0's B0
+  // starts at 116.2 + 4 x 115.605 = 578.6 and is 231.2 wide.
+  std::map<std::string, std::vector<std::string>> by_row;  // y -> titles
+  std::map<std::string, int> by_class;
+  const XmlElement* b0 = nullptr;
+  for (const XmlElement* bar : gantt_bars(*chart)) {
+    by_row[bar->attribute("y")].push_back(bar->all("title")[0]->text);
+    ++by_class[bar->attribute("class")];
+    if (bar->all("title")[0]->text.rfind("stage 0 chunk 0 microbatch 0 backward", 0) == 0) b0 = bar;
+  }
+  REQUIRE(by_row.size() == 2);
+  CHECK(by_row["45.0"].size() == 5);  // 4 actions and the tail
+  CHECK(by_row["79.0"].size() == 5);
+  for (const std::string& title : by_row["45.0"]) CHECK(title.rfind("stage 0 ", 0) == 0);
+  for (const std::string& title : by_row["79.0"]) CHECK(title.rfind("stage 1 ", 0) == 0);
+  // Forwards and backwards in two colours, each bar outlined (no virtual stages: none
+  // lighter).
+  CHECK(by_class == std::map<std::string, int>{
+                        {"t-fwd pp-bar", 4}, {"t-bwd pp-bar", 4}, {"pp-tail pp-bar", 2}});
+  REQUIRE(b0 != nullptr);
+  CHECK(b0->attribute("x") == "578.6");
+  CHECK(b0->attribute("width") == "231.2");
+  CHECK(b0->all("title")[0]->text ==
+        "stage 0 chunk 0 microbatch 0 backward: " + format_seconds(2 * kUnitS) + " at " +
+            format_seconds(4 * kUnitS));
+  // The bubble: nothing on stage 0 between its F1 (ends at 2 units: x 347.4) and its B0.
+  for (const XmlElement* bar : gantt_bars(*chart)) {
+    if (bar->attribute("y") != "45.0") continue;
+    const double x = std::stod(bar->attribute("x"));
+    CHECK((x + std::stod(bar->attribute("width")) <= 347.5 || x >= 578.6));
+  }
+  // Labels: microbatch and direction, each once per stage.
+  std::map<std::string, int> labels;
+  for (const XmlElement* label : chart->all("text")) {
+    if (label->attribute("class") == "task-label") ++labels[label->text];
+  }
+  CHECK(labels ==
+        std::map<std::string, int>{{"F0", 2}, {"F1", 2}, {"B0", 2}, {"B1", 2}, {"tail", 2}});
+  // The step time as a line across the rows (10 units: x 116.2 + 1156.05 = 1272.3).
+  bool marker = false;
+  for (const XmlElement* line : chart->all("line")) {
+    if (line->attribute("class") != "marker") continue;
+    marker = true;
+    CHECK(line->attribute("x1") == "1272.3");
+    CHECK(line->attribute("x2") == "1272.3");
+  }
+  CHECK(marker);
+  CHECK(html.find("step time " + format_seconds(10 * kUnitS)) != std::string::npos);
+  CHECK(render_report_html({entry}) == html);
+}
+
+TEST_CASE("a pipeline schedule without stored actions says it has no Gantt chart",
+          "[report][html][pipeline]") {
+  ReportEntry entry;
+  entry.source = "old.json";
+  entry.schedule = make_pipeline_schedule();
+  for (ScheduleStage& stage : entry.schedule.pipeline->stages) stage.actions.clear();
+  const std::string html = render_report_html({entry});
+  const XmlElement root = XmlParser(html).parse();
+  CHECK(chart_with_id(root, "pipeline-1") == nullptr);
+  CHECK(html.find("<h3>Pipeline stages</h3>") != std::string::npos);
+  CHECK(html.find("This schedule stores no pipeline actions (written before 2026-12-01): no "
+                  "Gantt chart.") != std::string::npos);
+}
+
+TEST_CASE("a 405B-sized pipeline stays a reasonable file", "[report][html][pipeline]") {
+  // 16 stages x 2 virtual stages x 128 microbatches: 512 actions per stage, 8192 in all,
+  // laid out back to back (the chart does not check the schedule, it draws it).
+  ScheduleFile schedule = make_pipeline_schedule();
+  schedule.job.pp = 16;
+  schedule.job.virtual_stages = 2;
+  schedule.job.microbatches = 128;
+  schedule.job.pp_schedule = PipelineSchedule::kInterleaved1F1B;
+  schedule.pipeline->stages.clear();
+  double step_s = 0;
+  for (int rank = 0; rank < 16; ++rank) {
+    ScheduleStage stage;
+    stage.rank = rank;
+    double at_s = rank * 0.01;
+    for (const bool backward : {false, true}) {
+      for (int m = 0; m < 128; ++m) {
+        for (int v = 0; v < 2; ++v) {
+          const double seconds = backward ? 0.02 : 0.01;
+          stage.actions.push_back({v * 16 + rank, m, backward, at_s, at_s + seconds});
+          at_s += seconds;
+        }
+      }
+    }
+    stage.end_s = at_s + 0.05;
+    step_s = std::max(step_s, stage.end_s);
+    schedule.pipeline->stages.push_back(stage);
+  }
+  schedule.predicted.step_time_s = step_s;
+  ReportEntry entry;
+  entry.source = "405b-pp.json";
+  entry.schedule = schedule;
+  const std::string html = render_report_html({entry});
+  const XmlElement root = XmlParser(html).parse();
+  const XmlElement* chart = chart_with_id(root, "pipeline-1");
+  REQUIRE(chart != nullptr);
+  CHECK(gantt_bars(*chart).size() == 8192 + 16);  // the actions and a tail per stage
+  CHECK(html.size() < 2 * kMiB);
 }

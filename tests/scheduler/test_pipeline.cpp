@@ -485,6 +485,33 @@ TEST_CASE("pipeline schedule (version 2) round-trips and is checked on load",
   const PipelineSimulation replay =
       simulate_pipelined_programs(workload, *costs, plans, programs, keep);
   CHECK(replay.result.step_time_s == tuning.best.result.step_time_s);
+  // Every stage's actions are stored (2 x V x M = 16 of them, from the composition) and
+  // the replay times them the same.
+  REQUIRE(back.pipeline->stages.size() == 2);
+  for (std::size_t r = 0; r < 2; ++r) {
+    const std::vector<PipelineAction>& stored = back.pipeline->stages[r].actions;
+    CHECK(stored.size() == 16);
+    CHECK(stored == tuning.best.result.stages[r].actions);
+    CHECK(stored == replay.result.stages[r].actions);
+    CHECK(stored.back().end_s == tuning.best.result.stages[r].pipeline_end_s);
+  }
+  CHECK(json["pipeline"]["stages"][1]["actions"][0] ==
+        nlohmann::json{{"chunk", 1},
+                       {"microbatch", 0},
+                       {"backward", false},
+                       {"start_s", tuning.best.result.stages[1].actions[0].start_s},
+                       {"end_s", tuning.best.result.stages[1].actions[0].end_s}});
+
+  // A version 2 file written before the actions were stored reads without them, writes
+  // back as it was (same text, same hash) and replays as before.
+  nlohmann::json older = json;
+  for (auto& stage : older["pipeline"]["stages"]) stage.erase("actions");
+  const ScheduleFile old_schedule = schedule_from_json(older, "old.json");
+  for (const ScheduleStage& stage : old_schedule.pipeline->stages) CHECK(stage.actions.empty());
+  CHECK(dump_json(schedule_to_json(old_schedule)) == dump_json(older));
+  CHECK(schedule_hash(old_schedule) == fnv1a64_hex(dump_json(older)));
+  CHECK(old_schedule.predicted == back.predicted);
+  CHECK(old_schedule.pipeline->chunks == back.pipeline->chunks);
 
   // Broken files name the field.
   nlohmann::json bad = json;
@@ -504,6 +531,30 @@ TEST_CASE("pipeline schedule (version 2) round-trips and is checked on load",
   bad = json;
   bad["pipeline"].erase("stages");
   CHECK_THROWS_WITH(schedule_from_json(bad, "pp.json"), Catch::Contains("pipeline.stages"));
+  // Stored actions that do not belong to the stage, or are not all there.
+  bad = json;
+  bad["pipeline"]["stages"][1]["actions"][3]["chunk"] = 2;  // chunk 2 runs on rank 0
+  CHECK_THROWS_WITH(schedule_from_json(bad, "pp.json"),
+                    Catch::Contains("pipeline.stages[1].actions[3].chunk"));
+  bad = json;
+  bad["pipeline"]["stages"][0]["actions"][5]["microbatch"] = 4;
+  CHECK_THROWS_WITH(schedule_from_json(bad, "pp.json"),
+                    Catch::Contains("pipeline.stages[0].actions[5].microbatch"));
+  bad = json;
+  bad["pipeline"]["stages"][0]["actions"][2]["end_s"] = -1.0;
+  CHECK_THROWS_WITH(schedule_from_json(bad, "pp.json"),
+                    Catch::Contains("pipeline.stages[0].actions[2]"));
+  bad = json;
+  bad["pipeline"]["stages"][0]["actions"][1] = bad["pipeline"]["stages"][0]["actions"][0];
+  CHECK_THROWS_WITH(schedule_from_json(bad, "pp.json"), Catch::Contains("a second time"));
+  bad = json;
+  bad["pipeline"]["stages"][0]["actions"].erase(0);
+  CHECK_THROWS_WITH(schedule_from_json(bad, "pp.json"),
+                    Catch::Contains("pipeline.stages[0].actions: 15 actions"));
+  bad = json;
+  bad["pipeline"]["stages"][0]["actions"][0].erase("start_s");
+  CHECK_THROWS_WITH(schedule_from_json(bad, "pp.json"),
+                    Catch::Contains("pipeline.stages[0].actions[0].start_s"));
 }
 
 TEST_CASE("the sweep's evaluation (distinct chunks simulated once) equals the full one",

@@ -135,7 +135,7 @@ TEST_CASE("compare puts a pipeline's stages next to the measured ones", "[compar
   schedule.predicted.step_time_s = 4e-3;
   schedule.predicted.peak_allocated_bytes = 1000;
   SchedulePipeline pipeline;
-  pipeline.stages = {{0, 1e-3, 4e-3, 3, 1000, 1100}, {1, 2e-3, 3e-3, 1, 500, 550}};
+  pipeline.stages = {{0, 1e-3, 4e-3, 3, 1000, 1100, {}}, {1, 2e-3, 3e-3, 1, 500, 550, {}}};
   schedule.pipeline = pipeline;
   MeasuredResult measured;
   measured.schedule_hash = schedule_hash(schedule);
