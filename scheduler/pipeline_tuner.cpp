@@ -191,9 +191,26 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
       pick = k;
     }
   }
+  // Of the compositions that fit within the step-time tolerance of the fastest, the one
+  // whose largest stage reserves the least (TunerOptions::step_time_tolerance). Step 4
+  // keeps fsdp2's composition (below) whenever it is no slower, so the pick never is.
+  const bool any_fits = compositions[pick].peak_reserved_bytes <= limit;
+  const double within_s = compositions[pick].step_time_s * (1 + options.step_time_tolerance);
+  if (any_fits) {
+    for (std::size_t k = 0; k < compositions.size(); ++k) {
+      const PipelineComposition& a = compositions[k];
+      const PipelineComposition& b = compositions[pick];
+      if (a.peak_reserved_bytes > limit || a.step_time_s > within_s) continue;
+      if (a.peak_reserved_bytes < b.peak_reserved_bytes ||
+          (a.peak_reserved_bytes == b.peak_reserved_bytes && a.step_time_s < b.step_time_s)) {
+        pick = k;
+      }
+    }
+  }
   const std::vector<int>& chosen = compositions[pick].choice;
 
-  // 4. Compose; keep the fsdp2 composition when it is at least as good. (fsdp2's is
+  // 4. Compose; keep the fsdp2 composition when it is at least as fast, or within the
+  //    tolerance of the fastest composition and smaller. (fsdp2's is
   //    simulate_pipelined_job's: fsdp2 per chunk, kept gathered as default_keep_gathered
   //    says; the full Programs from the chunks' lowerers, equal to lower()'s.)
   std::vector<Plan> plans;
@@ -227,8 +244,11 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
   tuning.derived_from = "per-stage tuner";
   const bool best_fits = pipeline_fits(tuning.best.result, limit);
   const bool fsdp2_fits = pipeline_fits(tuning.fsdp2.result, limit);
-  if (fsdp2_fits &&
-      (!best_fits || tuning.fsdp2.result.step_time_s <= tuning.best.result.step_time_s)) {
+  const double fsdp2_s = tuning.fsdp2.result.step_time_s;
+  if (fsdp2_fits && (!best_fits || fsdp2_s <= tuning.best.result.step_time_s ||
+                     (any_fits && fsdp2_s <= within_s &&
+                      largest_stage_reserved_bytes(tuning.fsdp2.result) <
+                          largest_stage_reserved_bytes(tuning.best.result)))) {
     tuning.best = tuning.fsdp2;
     tuning.derived_from = "fsdp2";
   }

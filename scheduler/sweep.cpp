@@ -398,6 +398,7 @@ SweepResult sweep(const ModelSpec& model, const CostModel& costs, const SweepOpt
   TunerOptions tuner_options;
   tuner_options.time_budget_s = 0;
   tuner_options.max_evaluations = options.tune_evaluations;
+  tuner_options.step_time_tolerance = options.step_time_tolerance;
   tuner_options.threads = 1;
   std::vector<std::int64_t> plans_evaluated(to_tune.size(), 0);
   // The best tuned configuration so far (ranking order) and its search: kept for one

@@ -562,8 +562,8 @@ class Search {
   std::int64_t last_improvement_ = 0;  // evaluated_ when the best last improved notably
   std::optional<Evaluation> best_;
   std::optional<Evaluation> smallest_peak_;
-  // Kept non-dominated, sorted by peak, with the plan of each point.
-  std::vector<std::pair<ParetoPoint, Plan>> pareto_;
+  // Kept non-dominated, sorted by peak, with the evaluation of each point.
+  std::vector<std::pair<ParetoPoint, Evaluation>> pareto_;
   int restart_ = 0;
   int restarts_ = 0;
 };
@@ -608,7 +608,7 @@ void Search::record(const Evaluation& evaluation) {
       const auto at = std::find_if(pareto_.begin(), pareto_.end(), [&](const auto& entry) {
         return entry.first.peak_allocated_bytes >= point.peak_allocated_bytes;
       });
-      pareto_.insert(at, {point, evaluation.plan});
+      pareto_.insert(at, {point, evaluation});
     }
   }
   if (!best_ || better(evaluation, *best_)) {
@@ -976,13 +976,33 @@ TunerResult Search::run() {
     }
   }
 
-  // 5. The result. The best is the best candidate of all, baselines included.
+  // 5. The result. The best is the best candidate of all, baselines included -- or, of
+  //    the plans on the front that fit within the step-time tolerance of it, the one
+  //    that reserves the least (then the faster; ties keep the front's order). Never
+  //    slower than a baseline that fits.
+  const Evaluation* chosen = &*best_;
+  if (chosen->fits && options_.step_time_tolerance > 0) {
+    double within_s = best_->step_time_s * (1 + options_.step_time_tolerance);
+    for (const Evaluation& evaluation : fixed) {
+      if (evaluation.fits && evaluation.label != "min-memory") {
+        within_s = std::min(within_s, evaluation.step_time_s);
+      }
+    }
+    for (const auto& [point, evaluation] : pareto_) {
+      if (!evaluation.fits || evaluation.step_time_s > within_s) continue;
+      if (evaluation.peak_bytes < chosen->peak_bytes ||
+          (evaluation.peak_bytes == chosen->peak_bytes &&
+           evaluation.step_time_s < chosen->step_time_s)) {
+        chosen = &evaluation;
+      }
+    }
+  }
   result.memory_limit_bytes = limit;
   result.plans_evaluated = evaluated_;
   result.plans_aborted = aborted_;
   result.budget_exhausted = stopped_;
   result.lower_bound_s = lower_bound_of(unit, costs_);
-  const Evaluation& best = *best_;
+  const Evaluation& best = *chosen;
   result.fits = best.fits;
   result.derived_from = best.label;
   result.best_plan = best.plan;
@@ -995,10 +1015,10 @@ TunerResult Search::run() {
     result.smallest_peak_bytes = smallest_peak_->peak_bytes;
     result.smallest_peak_plan = smallest_peak_->label;
   }
-  for (const auto& [point, plan] : pareto_) {
+  for (const auto& [point, evaluation] : pareto_) {
     result.pareto.push_back(point);
     if (point.label == best.label) result.pareto.back().label = "tuned";
-    result.pareto_plans.push_back(plan);
+    result.pareto_plans.push_back(evaluation.plan);
   }
   return result;
 }
@@ -1040,6 +1060,9 @@ Tuner::Tuner(TunerOptions options) : options_(std::move(options)) {
   if (options_.max_prefetch < 1) throw_bad_input("max_prefetch", "must be >= 1");
   if (options_.time_budget_s < 0) throw_bad_input("--time-budget", "must be >= 0");
   if (options_.memory_limit_bytes < 0) throw_bad_input("--memory-limit", "must be >= 0");
+  if (!(options_.step_time_tolerance >= 0 && options_.step_time_tolerance < 1)) {
+    throw_bad_input("--step-tolerance", "must be a fraction in [0, 1), e.g. 0.001 (0.1%)");
+  }
 }
 
 TunerResult Tuner::tune(const Workload& workload, const CostModel& costs) const {

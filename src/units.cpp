@@ -62,6 +62,28 @@ std::int64_t parse_size_bytes(std::string_view text, std::string_view what) {
   return static_cast<std::int64_t>(std::llround(bytes));
 }
 
+double parse_fraction(std::string_view text, std::string_view what) {
+  const std::string original(text);
+  std::string_view number = text;
+  const bool percent = number.ends_with('%');
+  if (percent) number.remove_suffix(1);
+  const std::string digits(number);
+  std::size_t consumed = 0;
+  double value = 0;
+  try {
+    value = std::stod(digits, &consumed);
+  } catch (const std::exception&) {
+    consumed = 0;
+  }
+  if (percent) value /= 100.0;
+  if (digits.empty() || consumed != digits.size() || !std::isfinite(value) || value < 0 ||
+      value >= 1) {
+    throw_bad_input(std::string(what), fmt::format("'{}' is not a fraction in [0, 1)", original),
+                    "write a fraction or a percentage: 0.001, 0.1%, 0");
+  }
+  return value;
+}
+
 std::string format_bytes(std::int64_t bytes) {
   const double magnitude = std::fabs(static_cast<double>(bytes));
   if (magnitude < 1024.0) return fmt::format("{} B", bytes);

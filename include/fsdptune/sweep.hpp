@@ -51,6 +51,8 @@ struct SweepOptions {
   // Plans simulated per chunk (per configuration when not pipelined): the deterministic
   // budget of each search (TunerOptions::max_evaluations; no time budget).
   std::int64_t tune_evaluations = 100;
+  // Each search's TunerOptions::step_time_tolerance.
+  double step_time_tolerance = TunerOptions{}.step_time_tolerance;
   int threads = 1;  // configurations evaluated / tuned at once, one per thread
   // Called from worker threads (serialized) after each configuration of each phase.
   std::function<void(const SweepProgress&)> progress;

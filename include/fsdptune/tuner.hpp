@@ -1,5 +1,6 @@
 // The schedule autotuner (DESIGN.md "Searching", docs/tuner.md): finds the Plan with the
-// shortest simulated step whose peak memory fits under a limit.
+// shortest simulated step whose peak memory fits under a limit (of the plans within
+// TunerOptions::step_time_tolerance of that step, the one that reserves the least).
 //
 // Search space: forward all-gather buckets, backward all-gather buckets and
 // reduce-scatter buckets (three independent contiguous partitions of the units), forward
@@ -79,6 +80,13 @@ struct TunerOptions {
   // Stop once the best plan has not improved by more than 0.01% in this many
   // simulations (deterministic, unlike the time budget); 0 = search to convergence.
   std::int64_t stall_evaluations = 1500;
+  // Which plan the search returns: of the plans that fit within this fraction of the
+  // fastest plan's step time (on the Pareto front of peak against step), the one with the
+  // smallest reserved peak (then the faster). Simulated step times that differ by 0.1%
+  // are a tie for any real run (docs/calibration.md), while the memory they trade is
+  // headroom against the model's memory error: on the demo's 405B job the fastest plan
+  // reserves 2.3 GiB more than one 0.07% slower. 0 = the fastest plan that fits.
+  double step_time_tolerance = 0.001;
   // Called after every batch; returning false stops the search (keeping the best so far).
   std::function<bool(const TunerProgress&)> progress;
 };

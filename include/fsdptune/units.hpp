@@ -19,6 +19,10 @@ inline constexpr std::int64_t kGiB = 1024 * kMiB;
 // input.
 std::int64_t parse_size_bytes(std::string_view text, std::string_view what);
 
+// Parses a fraction in [0, 1): "0.001" or a percentage "0.1%". Throws Error(kBadInput)
+// naming `what` (e.g. "--step-tolerance") on malformed, negative or >= 1 input.
+double parse_fraction(std::string_view text, std::string_view what);
+
 // "1.50 GiB", "64.0 MiB", "512 B": binary units, three significant figures.
 std::string format_bytes(std::int64_t bytes);
 

@@ -42,8 +42,9 @@ std::string stop_reason(const TunerResult& result, std::int64_t max_evaluations)
 
 struct TuneOptions {
   JobOptions job;
-  CostOptions cost;          // --hardware (default h100-sxm) / --profile
-  std::string memory_limit;  // SIZE; empty = hardware default
+  CostOptions cost;            // --hardware (default h100-sxm) / --profile
+  std::string memory_limit;    // SIZE; empty = hardware default
+  std::string step_tolerance;  // FRACTION; empty = TunerOptions' default
   double time_budget_s = 10.0;
   std::int64_t max_evaluations = 0;
   int threads = 1;
@@ -70,6 +71,9 @@ std::string canonical_command(const TuneOptions& o) {
   if (!o.cost.hardware.empty()) command += fmt::format(" --hardware {}", o.cost.hardware);
   if (!o.cost.profile.empty()) command += fmt::format(" --profile {}", o.cost.profile);
   if (!o.memory_limit.empty()) command += fmt::format(" --memory-limit {}", o.memory_limit);
+  if (!o.step_tolerance.empty()) {
+    command += fmt::format(" --step-tolerance {}", o.step_tolerance);
+  }
   command +=
       fmt::format(" --time-budget {} --threads {} --seed {}", o.time_budget_s, o.threads, o.seed);
   if (o.max_evaluations > 0) command += fmt::format(" --max-evaluations {}", o.max_evaluations);
@@ -129,6 +133,9 @@ void run_tune(const TuneOptions& options) {
   TunerOptions tuner_options;
   if (!options.memory_limit.empty()) {
     tuner_options.memory_limit_bytes = parse_size_bytes(options.memory_limit, "--memory-limit");
+  }
+  if (!options.step_tolerance.empty()) {
+    tuner_options.step_time_tolerance = parse_fraction(options.step_tolerance, "--step-tolerance");
   }
   tuner_options.time_budget_s = options.time_budget_s;
   tuner_options.max_evaluations = options.max_evaluations;
@@ -319,6 +326,10 @@ void register_tune_commands(CLI::App& app) {
   add_cost_options(tune, options->cost);
   tune->add_option("--memory-limit", options->memory_limit,
                    "Peak memory per GPU, e.g. 76GiB (default: HBM minus the hardware's reserve)");
+  tune->add_option("--step-tolerance", options->step_tolerance,
+                   "Of the plans within this fraction of the fastest step (0.001 or 0.1%), "
+                   "take the one that reserves the least memory (default 0.1%; 0 = the "
+                   "fastest)");
   tune->add_option("--time-budget", options->time_budget_s, "Search time limit in seconds")
       ->capture_default_str();
   tune->add_option("--max-evaluations", options->max_evaluations,

@@ -124,9 +124,18 @@ TEST_CASE("tune rejects bad tuner flags with exit 2 naming the flag", "[cli][tun
   result = run_fsdptune("tune --model tiny --memory-limit lots --out " + dir + "/s.json");
   CHECK(result.exit_code == 2);
   CHECK(result.err.find("--memory-limit") != std::string::npos);
+  result = run_fsdptune("tune --model tiny --step-tolerance 120% --out " + dir + "/s.json");
+  CHECK(result.exit_code == 2);
+  CHECK(result.err.find("--step-tolerance") != std::string::npos);
+  result = run_fsdptune(
+      "sweep --model tiny --gpus 2 --global-batch 4 --seq 128 "
+      "--step-tolerance 1.5");
+  CHECK(result.exit_code == 2);
+  CHECK(result.err.find("--step-tolerance") != std::string::npos);
   result = run_fsdptune("tune --model tiny");
   CHECK(result.exit_code == 2);
   CHECK(result.err.find("--out") != std::string::npos);
+  CHECK_FALSE(std::ifstream(dir + "/s.json").good());  // nothing written
 }
 
 namespace {

@@ -27,6 +27,22 @@ TEST_CASE("parse_size_bytes rejects junk, zero and negatives naming the flag", "
   }
 }
 
+TEST_CASE("parse_fraction reads fractions and percentages from 0 up to 1", "[units]") {
+  CHECK(parse_fraction("0.001", "--step-tolerance") == 0.001);
+  CHECK(parse_fraction("0.1%", "--step-tolerance") == Approx(0.001));
+  CHECK(parse_fraction("0", "--step-tolerance") == 0.0);
+  CHECK(parse_fraction("2.5%", "--step-tolerance") == Approx(0.025));
+  for (const char* bad : {"", "%", "abc", "-0.1", "1", "100%", "0.1%%", "nan", "1e400"}) {
+    try {
+      parse_fraction(bad, "--step-tolerance");
+      FAIL("accepted '" << bad << "'");
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::kBadInput);
+      CHECK(e.where() == "--step-tolerance");
+    }
+  }
+}
+
 TEST_CASE("format_bytes and format_seconds pick readable units", "[units]") {
   CHECK(format_bytes(512) == "512 B");
   CHECK(format_bytes(64 * kMiB) == "64.0 MiB");
