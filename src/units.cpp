@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -24,6 +25,19 @@ constexpr Suffix kSuffixes[] = {
     {"B", 1.0},
 };
 
+// The whole of `digits` as a finite number, or nullopt.
+std::optional<double> parse_number(const std::string& digits) {
+  std::size_t consumed = 0;
+  double value = 0;
+  try {
+    value = std::stod(digits, &consumed);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (digits.empty() || consumed != digits.size() || !std::isfinite(value)) return std::nullopt;
+  return value;
+}
+
 }  // namespace
 
 std::int64_t parse_size_bytes(std::string_view text, std::string_view what) {
@@ -40,19 +54,12 @@ std::int64_t parse_size_bytes(std::string_view text, std::string_view what) {
   while (!number.empty() && std::isspace(static_cast<unsigned char>(number.back()))) {
     number.remove_suffix(1);
   }
-  const std::string digits(number);
-  std::size_t consumed = 0;
-  double value = 0;
-  try {
-    value = std::stod(digits, &consumed);
-  } catch (const std::exception&) {
-    consumed = 0;
-  }
-  if (digits.empty() || consumed != digits.size() || !std::isfinite(value)) {
+  const std::optional<double> value = parse_number(std::string(number));
+  if (!value) {
     throw_bad_input(std::string(what), fmt::format("'{}' is not a size", original),
                     "write a number of bytes with an optional unit: 4096, 64MiB, 1GiB, 80GB, 2e9");
   }
-  const double bytes = value * multiplier;
+  const double bytes = *value * multiplier;
   if (bytes < 1.0) {
     throw_bad_input(std::string(what), fmt::format("size '{}' must be positive", original));
   }
@@ -67,21 +74,13 @@ double parse_fraction(std::string_view text, std::string_view what) {
   std::string_view number = text;
   const bool percent = number.ends_with('%');
   if (percent) number.remove_suffix(1);
-  const std::string digits(number);
-  std::size_t consumed = 0;
-  double value = 0;
-  try {
-    value = std::stod(digits, &consumed);
-  } catch (const std::exception&) {
-    consumed = 0;
-  }
-  if (percent) value /= 100.0;
-  if (digits.empty() || consumed != digits.size() || !std::isfinite(value) || value < 0 ||
-      value >= 1) {
+  std::optional<double> value = parse_number(std::string(number));
+  if (value && percent) *value /= 100.0;
+  if (!value || *value < 0 || *value >= 1) {
     throw_bad_input(std::string(what), fmt::format("'{}' is not a fraction in [0, 1)", original),
                     "write a fraction or a percentage: 0.001, 0.1%, 0");
   }
-  return value;
+  return *value;
 }
 
 std::string format_bytes(std::int64_t bytes) {
