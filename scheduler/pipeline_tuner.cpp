@@ -2,6 +2,8 @@
 #include "fsdptune/pipeline_tuner.hpp"
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -274,6 +276,20 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
   tuning.lower_bound_s = pipeline_step_lower_bound(workload, compute, tuning.fsdp2.chunk_programs,
                                                    chunk_bounds_s, costs);
   return tuning;
+}
+
+PipelineSimulation replay_pipeline_schedule(const ScheduleFile& schedule, const Workload& workload,
+                                            const CostModel& costs, const SimOptions& options) {
+  std::vector<Plan> plans;
+  std::vector<Program> programs;
+  std::vector<bool> keep;
+  for (const ScheduleChunk& chunk : schedule.pipeline->chunks) {
+    plans.push_back(chunk.plan);
+    programs.push_back(chunk.program);
+    keep.push_back(chunk.keep_gathered);
+  }
+  return simulate_pipelined_programs(workload, costs, std::move(plans), std::move(programs), keep,
+                                     options);
 }
 
 }  // namespace fsdptune

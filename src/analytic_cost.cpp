@@ -5,6 +5,9 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "fsdptune/cost_model.hpp"
 #include "fsdptune/error.hpp"
@@ -241,6 +244,24 @@ class AnalyticCostModel final : public CostModel {
 };
 
 }  // namespace
+
+void validate_contention(const ContentionFactors& factors, const std::string& where) {
+  const struct {
+    const char* name;
+    double value;
+    double low;
+    double high;
+  } fields[] = {
+      {"compute_slowdown_with_comm", factors.compute_slowdown_with_comm, 1,
+       kMaxComputeSlowdownWithComm},
+      {"comm_share_efficiency", factors.comm_share_efficiency, kMinCommShareEfficiency, 1}};
+  for (const auto& field : fields) {
+    if (!(field.value >= field.low && field.value <= field.high)) {
+      throw_bad_input(fmt::format("{}.{}", where, field.name),
+                      fmt::format("is {}, expected {} to {}", field.value, field.low, field.high));
+    }
+  }
+}
 
 double busbw_factor(CollectiveKind kind, std::int64_t ranks) {
   FSDPTUNE_CHECK(ranks >= 1, "empty communicator");

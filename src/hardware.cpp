@@ -9,6 +9,7 @@
 #include "fsdptune/embedded.hpp"
 #include "fsdptune/error.hpp"
 #include "fsdptune/io.hpp"
+#include "fsdptune/job.hpp"
 
 namespace fsdptune {
 namespace {
@@ -21,6 +22,10 @@ struct RealField {
   double HardwareSpec::*member;
   bool required;
   bool must_be_positive;  // false: zero allowed (e.g. no fp8 support)
+  // The range of a value other than 0, far around any real device (H200: 1.98e15 FLOP/s,
+  // latencies of microseconds), so that every cost computed from the spec is finite.
+  double low;
+  double high;
 };
 
 struct IntegerField {
@@ -28,36 +33,54 @@ struct IntegerField {
   std::int64_t HardwareSpec::*member;
   bool required;
   bool must_be_positive;
+  // Far above any GPU (H200: 141e9 bytes, 132 SMs), so that sizes and SM counts derived
+  // from it stay within 64 bits.
+  std::int64_t max;
 };
+
+constexpr double kMinRate = 1;  // per second: FLOP/s, bytes/s
+constexpr double kMaxRate = 1e18;
+constexpr double kMaxLatencySeconds = 1e3;
+// Efficiencies are at most 1, and so is the ramp's exponent: above 1 a collective's time
+// would decrease with size somewhere.
+constexpr double kMinFraction = 1e-3;
 
 constexpr RealField kRealFields[] = {
-    {"peak_bf16_flops_per_s", &HardwareSpec::peak_bf16_flops_per_s, true, true},
-    {"peak_fp8_flops_per_s", &HardwareSpec::peak_fp8_flops_per_s, true, false},
-    {"peak_fp32_flops_per_s", &HardwareSpec::peak_fp32_flops_per_s, true, true},
-    {"hbm_bytes_per_s", &HardwareSpec::hbm_bytes_per_s, true, true},
-    {"nvlink_bytes_per_s", &HardwareSpec::nvlink_bytes_per_s, true, true},
-    {"nvlink_busbw_bytes_per_s", &HardwareSpec::nvlink_busbw_bytes_per_s, true, true},
+    {"peak_bf16_flops_per_s", &HardwareSpec::peak_bf16_flops_per_s, true, true, kMinRate, kMaxRate},
+    {"peak_fp8_flops_per_s", &HardwareSpec::peak_fp8_flops_per_s, true, false, kMinRate, kMaxRate},
+    {"peak_fp32_flops_per_s", &HardwareSpec::peak_fp32_flops_per_s, true, true, kMinRate, kMaxRate},
+    {"hbm_bytes_per_s", &HardwareSpec::hbm_bytes_per_s, true, true, kMinRate, kMaxRate},
+    {"nvlink_bytes_per_s", &HardwareSpec::nvlink_bytes_per_s, true, true, kMinRate, kMaxRate},
+    {"nvlink_busbw_bytes_per_s", &HardwareSpec::nvlink_busbw_bytes_per_s, true, true, kMinRate,
+     kMaxRate},
     {"nvlink_allreduce_busbw_bytes_per_s", &HardwareSpec::nvlink_allreduce_busbw_bytes_per_s, false,
-     false},
-    {"network_bytes_per_s", &HardwareSpec::network_bytes_per_s, true, true},
+     false, kMinRate, kMaxRate},
+    {"network_bytes_per_s", &HardwareSpec::network_bytes_per_s, true, true, kMinRate, kMaxRate},
     {"network_efficiency_per_node_doubling", &HardwareSpec::network_efficiency_per_node_doubling,
-     false, true},
-    {"collective_base_latency_s", &HardwareSpec::collective_base_latency_s, true, false},
-    {"nvlink_hop_latency_s", &HardwareSpec::nvlink_hop_latency_s, true, false},
-    {"network_hop_latency_s", &HardwareSpec::network_hop_latency_s, true, false},
-    {"busbw_ramp_step_bytes", &HardwareSpec::busbw_ramp_step_bytes, false, true},
-    {"busbw_ramp_exponent", &HardwareSpec::busbw_ramp_exponent, false, true},
-    {"gemm_efficiency_ceiling", &HardwareSpec::gemm_efficiency_ceiling, false, true},
-    {"memory_bound_efficiency", &HardwareSpec::memory_bound_efficiency, false, true},
-    {"attention_efficiency", &HardwareSpec::attention_efficiency, false, true},
-    {"kernel_launch_s", &HardwareSpec::kernel_launch_s, false, false},
+     false, true, kMinFraction, 1},
+    {"collective_base_latency_s", &HardwareSpec::collective_base_latency_s, true, false, 0,
+     kMaxLatencySeconds},
+    {"nvlink_hop_latency_s", &HardwareSpec::nvlink_hop_latency_s, true, false, 0,
+     kMaxLatencySeconds},
+    {"network_hop_latency_s", &HardwareSpec::network_hop_latency_s, true, false, 0,
+     kMaxLatencySeconds},
+    {"busbw_ramp_step_bytes", &HardwareSpec::busbw_ramp_step_bytes, false, true, 1, 0x1p50},
+    {"busbw_ramp_exponent", &HardwareSpec::busbw_ramp_exponent, false, true, kMinFraction, 1},
+    {"gemm_efficiency_ceiling", &HardwareSpec::gemm_efficiency_ceiling, false, true, kMinFraction,
+     1},
+    {"memory_bound_efficiency", &HardwareSpec::memory_bound_efficiency, false, true, kMinFraction,
+     1},
+    {"attention_efficiency", &HardwareSpec::attention_efficiency, false, true, kMinFraction, 1},
+    {"kernel_launch_s", &HardwareSpec::kernel_launch_s, false, false, 0, kMaxLatencySeconds},
 };
 
+constexpr std::int64_t kMaxHardwareBytes = std::int64_t{1} << 50;  // 1 PiB
+
 constexpr IntegerField kIntegerFields[] = {
-    {"hbm_bytes", &HardwareSpec::hbm_bytes, true, true},
-    {"sm_count", &HardwareSpec::sm_count, true, true},
-    {"gpus_per_node", &HardwareSpec::gpus_per_node, false, true},
-    {"memory_reserve_bytes", &HardwareSpec::memory_reserve_bytes, false, false},
+    {"hbm_bytes", &HardwareSpec::hbm_bytes, true, true, kMaxHardwareBytes},
+    {"sm_count", &HardwareSpec::sm_count, true, true, std::int64_t{1} << 20},
+    {"gpus_per_node", &HardwareSpec::gpus_per_node, false, true, kMaxJobGpus},
+    {"memory_reserve_bytes", &HardwareSpec::memory_reserve_bytes, false, false, kMaxHardwareBytes},
 };
 
 bool is_known_field(const std::string& key) {
@@ -108,10 +131,10 @@ HardwareSpec hardware_from_json(const nlohmann::json& json, const std::string& s
         field_where(source, "version"), "missing or not an integer",
         fmt::format("hardware specs of this fsdptune are version {}", kHardwareFormatVersion));
   }
-  if (json["version"].get<int>() != kHardwareFormatVersion) {
+  if (json["version"] != kHardwareFormatVersion) {
     throw_bad_input(field_where(source, "version"),
                     fmt::format("unsupported version {} (this fsdptune reads version {})",
-                                json["version"].get<int>(), kHardwareFormatVersion));
+                                json["version"].dump(), kHardwareFormatVersion));
   }
   for (const auto& [key, value] : json.items()) {
     if (!is_known_field(key)) {
@@ -133,29 +156,31 @@ HardwareSpec hardware_from_json(const nlohmann::json& json, const std::string& s
     if (value == nullptr) continue;
     spec.*field.member = value->get<double>();
     check_sign(spec.*field.member, field.must_be_positive, where);
+    const double real = spec.*field.member;
+    if (real != 0 && !(real >= field.low && real <= field.high)) {
+      throw_bad_input(where, fmt::format("{} is outside what fsdptune models ({} to {})", real,
+                                         field.low, field.high));
+    }
   }
   for (const IntegerField& field : kIntegerFields) {
     const std::string where = field_where(source, field.name);
     const nlohmann::json* value = number_field(json, field.name, field.required, where);
     if (value == nullptr) continue;
-    // Accept 8e10 written as a float as long as it is a whole number.
+    // Accept 8e10 written as a float as long as it is a whole number (that fits in 64 bits).
     const double number = value->get<double>();
     if (value->is_number_float() && number != std::floor(number)) {
       throw_bad_input(where, "must be a whole number");
     }
+    if (value->is_number_float() && !(std::fabs(number) < 0x1p63)) {
+      throw_bad_input(where, fmt::format("{} does not fit in a 64-bit integer", number));
+    }
     spec.*field.member =
         value->is_number_integer() ? value->get<std::int64_t>() : static_cast<std::int64_t>(number);
     check_sign(static_cast<double>(spec.*field.member), field.must_be_positive, where);
-  }
-  for (const char* key : {"gemm_efficiency_ceiling", "memory_bound_efficiency",
-                          "attention_efficiency", "network_efficiency_per_node_doubling"}) {
-    if (json.contains(key) && json[key].get<double>() > 1) {
-      throw_bad_input(field_where(source, key), "an efficiency must be at most 1");
+    if (spec.*field.member > field.max) {
+      throw_bad_input(where, fmt::format("{} is more than fsdptune models (at most {})",
+                                         spec.*field.member, field.max));
     }
-  }
-  // Exponents above 1 would make a collective's time decrease with size somewhere.
-  if (spec.busbw_ramp_exponent > 1) {
-    throw_bad_input(field_where(source, "busbw_ramp_exponent"), "must be in (0, 1]");
   }
   // Achievable bus bandwidth cannot exceed the link's bandwidth.
   for (const char* key : {"nvlink_busbw_bytes_per_s", "nvlink_allreduce_busbw_bytes_per_s"}) {

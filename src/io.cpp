@@ -1,5 +1,6 @@
 #include "fsdptune/io.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -55,27 +56,87 @@ void write_file_atomically(const std::string& path, const std::string& content) 
   }
 }
 
+namespace {
+
+// "source:line:column" of the 1-based byte offset `byte` of `text` (nlohmann's position).
+std::string text_position(const std::string& text, std::size_t byte, const std::string& source) {
+  std::size_t line = 1;
+  std::size_t column = 1;
+  const std::size_t end = std::min<std::size_t>(byte == 0 ? 0 : byte - 1, text.size());
+  for (std::size_t i = 0; i < end; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return fmt::format("{}:{}:{}", source, line, column);
+}
+
+// Accepts every value and remembers where the parse failed: nlohmann reports a number
+// out of the range of a double (1e400) as an out_of_range exception without its place,
+// but hands that place to a SAX handler's parse_error.
+class ErrorPosition final : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  std::size_t byte = 0;
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return true; }
+  bool key(string_t&) override { return true; }
+  bool end_object() override { return true; }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t position, const std::string&,
+                   const nlohmann::detail::exception&) override {
+    byte = position;
+    return false;
+  }
+};
+
+// Deeper than any file fsdptune reads (a schedule nests 7 levels, a Kineto trace's args a
+// few more): nlohmann parses any depth, but copies and dumps a value recursively, so a
+// file nested a million levels deep would overflow the stack in the error message that
+// dumps it.
+constexpr int kMaxJsonDepth = 256;
+
+struct TooDeep {};
+
+// nlohmann's message without its "[json.exception.parse_error.101] " prefix.
+std::string parse_message(const nlohmann::json::exception& e, const char* kind) {
+  std::string what = e.what();
+  const auto start = what.find(kind);
+  return start == std::string::npos ? what : what.substr(start);
+}
+
+}  // namespace
+
 nlohmann::json parse_json_text(const std::string& text, const std::string& source) {
   try {
-    return nlohmann::json::parse(text);
+    return nlohmann::json::parse(
+        text, [](int depth, nlohmann::json::parse_event_t, const nlohmann::json&) {
+          if (depth > kMaxJsonDepth) throw TooDeep{};
+          return true;
+        });
+  } catch (const TooDeep&) {
+    throw_bad_input(source,
+                    fmt::format("malformed JSON (nested deeper than {} levels)", kMaxJsonDepth));
   } catch (const nlohmann::json::parse_error& e) {
-    // e.byte is the 1-based offset of the error; turn it into line:column.
-    std::size_t line = 1;
-    std::size_t column = 1;
-    const std::size_t end = std::min<std::size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
-    for (std::size_t i = 0; i < end; ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        column = 1;
-      } else {
-        ++column;
-      }
-    }
-    std::string what = e.what();
-    const auto colon = what.find("parse error");
-    if (colon != std::string::npos) what = what.substr(colon);
-    throw_bad_input(fmt::format("{}:{}:{}", source, line, column),
-                    fmt::format("malformed JSON ({})", what));
+    // e.byte is the 1-based offset of the error.
+    throw_bad_input(text_position(text, e.byte, source),
+                    fmt::format("malformed JSON ({})", parse_message(e, "parse error")));
+  } catch (const nlohmann::json::out_of_range& e) {
+    // A number too large for a double: the one out_of_range the parser throws.
+    ErrorPosition position;
+    nlohmann::json::sax_parse(text, &position);
+    throw_bad_input(text_position(text, position.byte, source),
+                    fmt::format("malformed JSON ({})", parse_message(e, "number overflow")));
   }
 }
 

@@ -18,6 +18,13 @@ void require_positive(std::int64_t value, const char* flag) {
   if (value <= 0) throw_bad_input(flag, fmt::format("must be > 0, got {}", value));
 }
 
+void require_at_most(std::int64_t value, std::int64_t limit, const char* flag) {
+  if (value > limit) {
+    throw_bad_input(flag,
+                    fmt::format("{} is more than fsdptune simulates (at most {})", value, limit));
+  }
+}
+
 }  // namespace
 
 int bytes_per_element(DType dtype) {
@@ -112,6 +119,17 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job) {
   require_positive(job.seq_len, "--seq");
   if (job.dp_shard < 0)
     throw_bad_input("--dp-shard", fmt::format("must be >= 0 (0 = derived), got {}", job.dp_shard));
+  require_at_most(job.gpus, kMaxJobGpus, "--gpus");
+  require_at_most(job.gpus_per_node, kMaxJobGpus, "--gpus-per-node");
+  require_at_most(job.microbatches, kMaxJobMicrobatches, "--microbatches");
+  require_at_most(job.virtual_stages, kMaxModelLayers, "--virtual-stages");
+  require_at_most(job.local_batch, kMaxJobMicrobatchTokens, "--batch");
+  require_at_most(job.seq_len, kMaxJobMicrobatchTokens, "--seq");
+  if (job.local_batch * job.seq_len > kMaxJobMicrobatchTokens) {
+    throw_bad_input("--batch", fmt::format("{} sequences of {} tokens are more than fsdptune "
+                                           "simulates (at most {} tokens per microbatch)",
+                                           job.local_batch, job.seq_len, kMaxJobMicrobatchTokens));
+  }
 
   // Tensor parallelism shards heads, kv heads, the FFN hidden size and the vocabulary
   // (Megatron column/row sharding), and sequence parallelism shards the sequence.
@@ -136,11 +154,18 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job) {
                                          "(sequence parallelism shards it)",
                                          job.seq_len, job.tp));
   }
-  const std::int64_t model_parallel = job.tp * job.pp * job.dp_replicate;
-  if (job.gpus % model_parallel != 0) {
+  // In floating point first: the degrees are not bounded yet, their product may not fit.
+  const double model_parallel_degree = static_cast<double>(job.tp) * static_cast<double>(job.pp) *
+                                       static_cast<double>(job.dp_replicate);
+  const std::int64_t model_parallel = model_parallel_degree <= static_cast<double>(job.gpus)
+                                          ? job.tp * job.pp * job.dp_replicate
+                                          : 0;
+  if (model_parallel == 0 || job.gpus % model_parallel != 0) {
     throw_bad_input("--gpus",
                     fmt::format("{} GPUs are not divisible by tp*pp*dp_replicate = {}*{}*{} = {}",
-                                job.gpus, job.tp, job.pp, job.dp_replicate, model_parallel));
+                                job.gpus, job.tp, job.pp, job.dp_replicate,
+                                model_parallel == 0 ? fmt::format("{:.0f}", model_parallel_degree)
+                                                    : std::to_string(model_parallel)));
   }
   const std::int64_t dp_shard = job.gpus / model_parallel;
   if (job.dp_shard != 0 && job.dp_shard != dp_shard) {

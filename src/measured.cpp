@@ -35,6 +35,25 @@ std::int64_t integer(const nlohmann::json& json, const char* name, const std::st
   return result;
 }
 
+// A count or size of the run: an integer in [minimum, maximum].
+std::int64_t integer_in(const nlohmann::json& json, const char* name, const std::string& source,
+                        std::int64_t minimum, std::int64_t maximum) {
+  const std::int64_t result = integer(json, name, source);
+  if (result < minimum || result > maximum) {
+    throw_bad_input(source + ": " + name,
+                    fmt::format("is {}, expected {} to {}", result, minimum, maximum));
+  }
+  return result;
+}
+
+// Byte counts: at most 1 PiB (a GPU's memory is ~1e11 bytes), so that they stay exact as
+// the doubles compare and the reports take them in.
+constexpr std::int64_t kMaxMeasuredBytes = std::int64_t{1} << 50;
+
+std::int64_t bytes(const nlohmann::json& json, const char* name, const std::string& source) {
+  return integer_in(json, name, source, 0, kMaxMeasuredBytes);
+}
+
 std::string text(const nlohmann::json& json, const char* name, const std::string& source) {
   const auto& value = field(json, name, source);
   if (!value.is_string()) throw_bad_input(source + ": " + name, "expected a string");
@@ -108,16 +127,18 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
                     "is this a measured.json written by fsdptune validate?");
   }
   MeasuredResult measured;
-  measured.version = static_cast<int>(integer(json, "version", source));
-  const int read_version = measured.version;
-  if (measured.version < 1 || measured.version > kMeasuredFormatVersion) {
+  const std::int64_t version = integer(json, "version", source);
+  if (version < 1 || version > kMeasuredFormatVersion) {
     throw_bad_input(source + ": version",
                     fmt::format("unsupported version {} (this fsdptune reads versions 1 to {})",
-                                measured.version, kMeasuredFormatVersion));
+                                version, kMeasuredFormatVersion));
   }
+  measured.version = static_cast<int>(version);
+  const int read_version = measured.version;
   measured.schedule_hash = text(json, "schedule_hash", source);
   measured.backend = text(json, "backend", source);
-  measured.world_size = integer(json, "world_size", source);
+  // As many ranks as a job may have GPUs (normalize_job).
+  measured.world_size = integer_in(json, "world_size", source, 1, kMaxJobGpus);
   if (measured.version == 1) {
     // Version 1 replayed pure FSDP with one shard per rank.
     measured.dp_shard = measured.world_size;
@@ -134,8 +155,16 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
         measured.shards_per_rank < 1) {
       throw_bad_input(where, "sizes must be at least 1");
     }
-    if (measured.pp * measured.dp_replicate * measured.dp_shard * measured.tp !=
-        measured.world_size) {
+    if (measured.shards_per_rank > kMaxJobGpus) {
+      throw_bad_input(
+          where + ": shards_per_rank",
+          fmt::format("is {}, expected at most {}", measured.shards_per_rank, kMaxJobGpus));
+    }
+    // In floating point: exact whenever the product can be world_size (< 2^53), and the
+    // sizes are not bounded yet, so their integer product may not fit.
+    if (static_cast<double>(measured.pp) * static_cast<double>(measured.dp_replicate) *
+            static_cast<double>(measured.dp_shard) * static_cast<double>(measured.tp) !=
+        static_cast<double>(measured.world_size)) {
       throw_bad_input(where, fmt::format("pp x dp_replicate x dp_shard x tp = {} x {} x {} x {} "
                                          "is not world_size {}",
                                          measured.pp, measured.dp_replicate, measured.dp_shard,
@@ -159,7 +188,7 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
   measured.step_time_s = number(json, "step_time_s", source);
   measured.compute_s = number(json, "compute_s", source);
   measured.exposed_comm_s = number(json, "exposed_comm_s", source);
-  measured.peak_allocated_bytes = integer(json, "peak_allocated_bytes", source);
+  measured.peak_allocated_bytes = bytes(json, "peak_allocated_bytes", source);
   const auto& timings = field(json, "timings", source);
   if (!timings.is_array()) throw_bad_input(source + ": timings", "expected an array");
   for (std::size_t i = 0; i < timings.size(); ++i) {
@@ -176,7 +205,7 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
       RankMeasurement rank;
       rank.step_time_s = number(ranks[r], "step_time_s", where);
       if (read_version >= 4) {
-        rank.peak_allocated_bytes = integer(ranks[r], "peak_allocated_bytes", where);
+        rank.peak_allocated_bytes = bytes(ranks[r], "peak_allocated_bytes", where);
       }
       const auto& rank_timings = field(ranks[r], "timings", where);
       if (!rank_timings.is_array() || rank_timings.size() != measured.timings.size()) {
@@ -201,7 +230,7 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
     pipeline.virtual_stages = integer(pipeline_json, "virtual_stages", where);
     pipeline.schedule = text(pipeline_json, "schedule", where);
     (void)pipeline_schedule_from_string(pipeline.schedule, where + ": schedule");
-    pipeline.message_bytes = integer(pipeline_json, "message_bytes", where);
+    pipeline.message_bytes = bytes(pipeline_json, "message_bytes", where);
     if (pipeline.microbatches < 1 || pipeline.virtual_stages < 1) {
       throw_bad_input(where, "microbatches and virtual_stages must be at least 1");
     }
@@ -212,13 +241,14 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
     for (std::size_t r = 0; r < stages.size(); ++r) {
       const std::string at = fmt::format("{}: stages[{}]", where, r);
       MeasuredStage stage;
-      stage.rank = static_cast<int>(integer(stages[r], "rank", at));
-      if (stage.rank != static_cast<int>(r))
+      if (integer(stages[r], "rank", at) != static_cast<std::int64_t>(r)) {
         throw_bad_input(at + ": rank", "expected " + std::to_string(r));
+      }
+      stage.rank = static_cast<int>(r);
       stage.busy_s = number(stages[r], "busy_s", at);
       stage.pipeline_end_s = number(stages[r], "pipeline_end_s", at);
       stage.end_s = number(stages[r], "end_s", at);
-      stage.peak_allocated_bytes = integer(stages[r], "peak_allocated_bytes", at);
+      stage.peak_allocated_bytes = bytes(stages[r], "peak_allocated_bytes", at);
       pipeline.stages.push_back(stage);
     }
     measured.pipeline = std::move(pipeline);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <set>
+#include <string_view>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -253,6 +255,40 @@ void validate_model(const ModelSpec& model, const std::string& source) {
     if (value <= 0) {
       throw_bad_input(field_where(source, field), fmt::format("must be > 0, got {}", value));
     }
+  }
+  // Upper bounds, far above any real model (llama3-405b: 126 layers, widths <= 128256,
+  // 4.1e11 parameters), under which every byte count of a workload fits in 64 bits.
+  for (const auto& [field, value] : sizes) {
+    const std::int64_t limit =
+        std::string_view(field) == "n_layers" ? kMaxModelLayers : kMaxModelWidth;
+    if (value > limit) {
+      throw_bad_input(field_where(source, field),
+                      fmt::format("{} is more than fsdptune models (at most {})", value, limit));
+    }
+  }
+  for (const auto& [field, heads] :
+       {std::pair{"n_heads", model.n_heads}, std::pair{"n_kv_heads", model.n_kv_heads}}) {
+    if (heads * model.head_dim > kMaxModelWidth) {
+      throw_bad_input(field_where(source, field),
+                      fmt::format("{} heads x head_dim {} = {} is more than fsdptune models (at "
+                                  "most {})",
+                                  heads, model.head_dim, heads * model.head_dim, kMaxModelWidth));
+    }
+  }
+  // The parameter count by the formula of parameter_count, in floating point: the widths
+  // are bounded, their products are not yet.
+  const auto d = static_cast<double>(model.dim);
+  const auto hd = static_cast<double>(model.head_dim);
+  const double block = d * static_cast<double>(model.n_heads) * hd * 2 +
+                       2 * d * static_cast<double>(model.n_kv_heads) * hd +
+                       3 * d * static_cast<double>(model.ffn_dim) + 2 * d;
+  const double parameters =
+      (model.tie_embeddings ? 1 : 2) * static_cast<double>(model.vocab_size) * d +
+      static_cast<double>(model.n_layers) * block + d;
+  if (parameters > static_cast<double>(kMaxModelParameters)) {
+    throw_bad_input(source, fmt::format("{:.3g} parameters are more than fsdptune models (at "
+                                        "most {:.3g})",
+                                        parameters, static_cast<double>(kMaxModelParameters)));
   }
   if (model.n_heads % model.n_kv_heads != 0) {
     throw_bad_input(field_where(source, "n_kv_heads"),

@@ -34,11 +34,17 @@ std::string require_string(const nlohmann::json& object, const char* key,
   return value.get<std::string>();
 }
 
+// A positive integer of at most `max`: rank counts as a job's (kMaxJobGpus), sizes as an
+// op's (kMaxOpCount), far above any real measurement.
 std::int64_t require_positive_integer(const nlohmann::json& object, const char* key,
-                                      const std::string& where) {
+                                      const std::string& where, std::int64_t max) {
   const nlohmann::json& value = require(object, key, where);
   if (!value.is_number_integer() || value.get<std::int64_t>() <= 0) {
     throw_bad_input(fmt::format("{}.{}", where, key), "must be a positive integer");
+  }
+  if (value.get<std::int64_t>() > max) {
+    throw_bad_input(fmt::format("{}.{}", where, key),
+                    fmt::format("is {}, expected at most {}", value.get<std::int64_t>(), max));
   }
   return value.get<std::int64_t>();
 }
@@ -75,6 +81,10 @@ std::vector<double> read_samples(const nlohmann::json& object, const std::string
     const double seconds = array[i].get<double>();
     if (!std::isfinite(seconds) || seconds <= 0) {
       throw_bad_input(sample_where, fmt::format("time must be positive (got {})", seconds));
+    }
+    // A billion seconds: far beyond any kernel, and the sums of simulated steps stay finite.
+    if (seconds > 1e9) {
+      throw_bad_input(sample_where, fmt::format("time {} s is more than 1e9 s", seconds));
     }
     samples.push_back(seconds);
   }
@@ -144,13 +154,13 @@ Profile profile_from_json(const nlohmann::json& json, const std::string& source)
     throw_bad_input(source + ": field 'version'", "missing or not an integer");
   }
   Profile profile;
-  profile.version = json["version"].get<int>();
-  if (profile.version != kProfileFormatVersion) {
+  if (json["version"] != kProfileFormatVersion) {
     throw_bad_input(source + ": field 'version'",
                     fmt::format("unsupported profile version {} (this fsdptune reads version {})",
-                                profile.version, kProfileFormatVersion),
+                                json["version"].dump(), kProfileFormatVersion),
                     "re-create the profile with this fsdptune");
   }
+  profile.version = kProfileFormatVersion;
   const std::string root = source + ": ";
   profile.hardware = require_string(json, "hardware", source + ": field 'hardware'");
   if (profile.hardware.empty()) {
@@ -202,8 +212,9 @@ Profile profile_from_json(const nlohmann::json& json, const std::string& source)
     CollectiveSweep sweep;
     sweep.kind =
         collective_from_string(require_string(collectives[i], "kind", where), where + ".kind");
-    sweep.group.ranks = require_positive_integer(collectives[i], "ranks", where);
-    sweep.group.ranks_per_node = require_positive_integer(collectives[i], "ranks_per_node", where);
+    sweep.group.ranks = require_positive_integer(collectives[i], "ranks", where, kMaxJobGpus);
+    sweep.group.ranks_per_node =
+        require_positive_integer(collectives[i], "ranks_per_node", where, kMaxJobGpus);
     if (!sweeps.insert({sweep.kind, sweep.group.ranks, sweep.group.ranks_per_node}).second) {
       throw_bad_input(
           where, fmt::format("a second {} sweep over {} ranks ({} per node)", to_string(sweep.kind),
@@ -215,7 +226,7 @@ Profile profile_from_json(const nlohmann::json& json, const std::string& source)
       const std::string point_where = fmt::format("{}.points[{}]", where, j);
       if (!points[j].is_object()) throw_bad_input(point_where, "must be an object");
       CollectivePoint point;
-      point.bytes = require_positive_integer(points[j], "bytes", point_where);
+      point.bytes = require_positive_integer(points[j], "bytes", point_where, kMaxOpCount);
       if (!sweep.points.empty() && point.bytes <= sweep.points.back().bytes) {
         throw_bad_input(point_where + ".bytes",
                         "points must be sorted by strictly increasing bytes");
@@ -235,6 +246,7 @@ Profile profile_from_json(const nlohmann::json& json, const std::string& source)
         require_positive_number(contention, "compute_slowdown_with_comm", where);
     profile.contention.comm_share_efficiency =
         require_positive_number(contention, "comm_share_efficiency", where);
+    validate_contention(profile.contention, where);
     // A merged profile names the part its factors came from, when one measured them.
     if (contention.contains("part")) {
       profile.contention_part = read_part(contention, profile.parts.size(), where);

@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -32,6 +33,16 @@ constexpr std::array<TaskKind, 9> kTaskKinds = {
 constexpr std::array<MemoryCategory, static_cast<int>(MemoryCategory::kCount)> kCategories = {
     MemoryCategory::kShardedState, MemoryCategory::kGatheredParams, MemoryCategory::kGradients,
     MemoryCategory::kActivations, MemoryCategory::kWorkspace};
+
+// Bounds of a schedule's numbers, far beyond any real schedule (a 405B step: seconds per
+// step, 1e11 bytes per GPU), under which the simulator's clock and memory sums, the
+// executor's buffers and the reports' axes stay finite and within 64 bits
+// (docs/schedule-format.md "Limits").
+constexpr double kMaxSeconds = 1e9;                               // any time
+constexpr double kMaxRate = 1e18;                                 // tokens/s, MFU, fractions
+constexpr std::int64_t kMaxBytes = std::int64_t{1} << 50;         // any byte or element count
+constexpr std::int64_t kMaxProgramBytes = std::int64_t{1} << 60;  // a Program's sum of them
+constexpr std::size_t kMaxStreams = 64;
 
 // The enum spellings are owned by their to_string; parsing inverts it so the two can
 // never disagree.
@@ -79,6 +90,33 @@ class Fields {
     if (value < 0) throw_bad_input(where(key), fmt::format("must be >= 0, got {}", value));
     return value;
   }
+  // An integer in [low, high].
+  std::int64_t integer_in(const std::string& key, std::int64_t low, std::int64_t high) const {
+    const std::int64_t value = integer(key);
+    if (value < low || value > high) {
+      throw_bad_input(where(key), fmt::format("is {}, expected {} to {}", value, low, high));
+    }
+    return value;
+  }
+  // An index or id (-1 allowed where the field says "none").
+  int index(const std::string& key) const {
+    return static_cast<int>(integer_in(key, -1, std::numeric_limits<int>::max()));
+  }
+  // A count held in an int.
+  int count(const std::string& key) const {
+    return static_cast<int>(integer_in(key, 0, std::numeric_limits<int>::max()));
+  }
+  std::int64_t bytes(const std::string& key) const { return integer_in(key, 0, kMaxBytes); }
+  // A number in [0, high].
+  double number_in(const std::string& key, double high) const {
+    const double value = number(key);
+    if (!(value >= 0 && value <= high)) {
+      throw_bad_input(where(key), fmt::format("is {}, expected 0 to {}", value, high));
+    }
+    return value;
+  }
+  double seconds(const std::string& key) const { return number_in(key, kMaxSeconds); }
+  double rate(const std::string& key) const { return number_in(key, kMaxRate); }
   std::uint64_t unsigned_integer(const std::string& key) const {
     const json& value = at(key);
     if (!value.is_number_unsigned()) {
@@ -119,6 +157,15 @@ class Fields {
 
 std::string indexed(const std::string& path, std::size_t index) {
   return fmt::format("{}[{}]", path, index);
+}
+
+// An element of an array of indices (unit or task ids): an integer that fits in an int.
+int index_element(const json& value, const std::string& where, const char* what) {
+  if (!value.is_number_integer() || value.get<std::int64_t>() < -1 ||
+      value.get<std::int64_t>() > std::numeric_limits<int>::max()) {
+    throw_bad_input(where, fmt::format("expected {}, got {}", what, value.dump()));
+  }
+  return value.get<int>();
 }
 
 // ---- to JSON ----
@@ -216,7 +263,7 @@ json program_to_json(const Program& program, std::int64_t dp_shard) {
 MemoryBreakdown breakdown_from_json(const Fields& fields) {
   MemoryBreakdown breakdown{};
   for (const MemoryCategory category : kCategories) {
-    breakdown[static_cast<int>(category)] = fields.non_negative(to_string(category));
+    breakdown[static_cast<int>(category)] = fields.bytes(to_string(category));
   }
   return breakdown;
 }
@@ -224,23 +271,23 @@ MemoryBreakdown breakdown_from_json(const Fields& fields) {
 PlanSummary summary_from_json(const Fields& fields) {
   PlanSummary summary;
   summary.plan_name = fields.string("plan_name");
-  summary.step_time_s = fields.number("step_time_s");
-  summary.tokens_per_s_per_gpu = fields.number("tokens_per_s_per_gpu");
-  summary.mfu = fields.number("mfu");
-  summary.compute_s = fields.number("compute_s");
-  summary.comm_s = fields.number("comm_s");
-  summary.exposed_comm_s = fields.number("exposed_comm_s");
-  summary.idle_s = fields.number("idle_s");
-  summary.peak_allocated_bytes = fields.non_negative("peak_allocated_bytes");
-  summary.peak_reserved_bytes = fields.non_negative("peak_reserved_bytes");
+  summary.step_time_s = fields.seconds("step_time_s");
+  summary.tokens_per_s_per_gpu = fields.rate("tokens_per_s_per_gpu");
+  summary.mfu = fields.rate("mfu");
+  summary.compute_s = fields.seconds("compute_s");
+  summary.comm_s = fields.seconds("comm_s");
+  summary.exposed_comm_s = fields.seconds("exposed_comm_s");
+  summary.idle_s = fields.seconds("idle_s");
+  summary.peak_allocated_bytes = fields.bytes("peak_allocated_bytes");
+  summary.peak_reserved_bytes = fields.bytes("peak_reserved_bytes");
   summary.peak_breakdown = breakdown_from_json(fields.object("peak_breakdown"));
   summary.fits = fields.boolean("fits");
   return summary;
 }
 
-// A JSON array of arrays of two numbers: [[a, b], ...].
-std::vector<std::pair<double, double>> pairs_from_json(const Fields& fields,
-                                                       const std::string& key) {
+// A JSON array of arrays of two numbers: [[a, b], ...], each in [0, high].
+std::vector<std::pair<double, double>> pairs_from_json(const Fields& fields, const std::string& key,
+                                                       double high) {
   std::vector<std::pair<double, double>> pairs;
   const json& array = fields.array(key);
   pairs.reserve(array.size());
@@ -249,6 +296,12 @@ std::vector<std::pair<double, double>> pairs_from_json(const Fields& fields,
     if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number() || !pair[1].is_number()) {
       throw_bad_input(indexed(fields.where(key), i), "expected [number, number]");
     }
+    for (const json& number : pair) {
+      if (!(number.get<double>() >= 0 && number.get<double>() <= high)) {
+        throw_bad_input(indexed(fields.where(key), i),
+                        fmt::format("{} is not in 0 to {}", number.dump(), high));
+      }
+    }
     pairs.emplace_back(pair[0].get<double>(), pair[1].get<double>());
   }
   return pairs;
@@ -256,28 +309,21 @@ std::vector<std::pair<double, double>> pairs_from_json(const Fields& fields,
 
 Task task_from_json(const Fields& fields) {
   Task task;
-  task.id = static_cast<int>(fields.integer("id"));
-  task.stream = static_cast<int>(fields.integer("stream"));
+  task.id = fields.index("id");
+  task.stream = fields.index("stream");
   task.kind = enum_from_string(fields.string("kind"), kTaskKinds, fields.where("kind"));
   task.name = fields.string("name");
-  task.unit = static_cast<int>(fields.integer("unit"));
-  task.bucket = static_cast<int>(fields.integer("bucket"));
-  task.bytes = fields.non_negative("bytes");
+  task.unit = fields.index("unit");
+  task.bucket = fields.index("bucket");
+  task.bytes = fields.bytes("bytes");
   const Fields group = fields.object("group");
-  task.group.ranks = group.integer("ranks");
-  task.group.ranks_per_node = group.integer("ranks_per_node");
-  if (task.group.ranks < 1) throw_bad_input(group.where("ranks"), "must be >= 1");
-  if (task.group.ranks_per_node < 1) {
-    throw_bad_input(group.where("ranks_per_node"), "must be >= 1");
-  }
-  task.duration_s = fields.number("duration_s");
-  if (task.duration_s < 0) throw_bad_input(fields.where("duration_s"), "must be >= 0");
+  // As many ranks as a job may have GPUs (normalize_job).
+  task.group.ranks = group.integer_in("ranks", 1, kMaxJobGpus);
+  task.group.ranks_per_node = group.integer_in("ranks_per_node", 1, kMaxJobGpus);
+  task.duration_s = fields.seconds("duration_s");
   const json& deps = fields.array("deps");
   for (std::size_t i = 0; i < deps.size(); ++i) {
-    if (!deps[i].is_number_integer()) {
-      throw_bad_input(indexed(fields.where("deps"), i), "expected a task id");
-    }
-    task.deps.push_back(deps[i].get<int>());
+    task.deps.push_back(index_element(deps[i], indexed(fields.where("deps"), i), "a task id"));
   }
   const json& memory = fields.array("memory");
   for (std::size_t i = 0; i < memory.size(); ++i) {
@@ -285,7 +331,7 @@ Task task_from_json(const Fields& fields) {
     MemoryEvent event;
     event.category = enum_from_string(event_fields.string("category"), kCategories,
                                       event_fields.where("category"));
-    event.bytes = event_fields.integer("bytes");
+    event.bytes = event_fields.integer_in("bytes", -kMaxBytes, kMaxBytes);
     event.at_end = event_fields.boolean("at_end");
     task.memory.push_back(event);
   }
@@ -296,21 +342,20 @@ BucketLayout bucket_from_json(const Fields& fields) {
   BucketLayout bucket;
   bucket.kind = collective_from_string(fields.string("kind"), fields.where("kind"));
   const json& units = fields.array("units");
-  if (units.size() != 2 || !units[0].is_number_integer() || !units[1].is_number_integer()) {
-    throw_bad_input(fields.where("units"), "expected [first_unit, last_unit]");
-  }
-  bucket.units = UnitRange{units[0].get<int>(), units[1].get<int>()};
+  if (units.size() != 2) throw_bad_input(fields.where("units"), "expected [first_unit, last_unit]");
+  bucket.units = UnitRange{index_element(units[0], fields.where("units"), "a unit index"),
+                           index_element(units[1], fields.where("units"), "a unit index")};
   bucket.dtype = dtype_from_string(fields.string("dtype"), fields.where("dtype"));
-  bucket.shard_elements = fields.non_negative("shard_elements");
+  bucket.shard_elements = fields.bytes("shard_elements");
   const json& slots = fields.array("slots");
   for (std::size_t i = 0; i < slots.size(); ++i) {
     const Fields slot_fields(slots[i], fields.source(), indexed(fields.child("slots"), i));
     BufferSlot slot;
     slot.param = slot_fields.string("param");
-    slot.unit = static_cast<int>(slot_fields.integer("unit"));
-    slot.offset = slot_fields.non_negative("offset");
-    slot.shard_numel = slot_fields.non_negative("shard_numel");
-    slot.numel = slot_fields.non_negative("numel");
+    slot.unit = slot_fields.index("unit");
+    slot.offset = slot_fields.bytes("offset");
+    slot.shard_numel = slot_fields.bytes("shard_numel");
+    slot.numel = slot_fields.bytes("numel");
     bucket.slots.push_back(std::move(slot));
   }
   return bucket;
@@ -319,6 +364,10 @@ BucketLayout bucket_from_json(const Fields& fields) {
 Program program_from_json(const Fields& fields) {
   Program program;
   const json& streams = fields.array("streams");
+  if (streams.size() > kMaxStreams) {
+    throw_bad_input(fields.where("streams"),
+                    fmt::format("{} streams, expected at most {}", streams.size(), kMaxStreams));
+  }
   for (std::size_t i = 0; i < streams.size(); ++i) {
     const Fields stream_fields(streams[i], fields.source(), indexed(fields.child("streams"), i));
     program.streams.push_back(Stream{
@@ -336,24 +385,108 @@ Program program_from_json(const Fields& fields) {
     program.buckets.push_back(
         bucket_from_json(Fields(buckets[i], fields.source(), indexed(fields.child("buckets"), i))));
   }
-  program.persistent_bytes = fields.non_negative("persistent_bytes");
+  program.persistent_bytes = fields.bytes("persistent_bytes");
   const Fields contention = fields.object("contention");
   program.contention.compute_slowdown_with_comm = contention.number("compute_slowdown_with_comm");
   program.contention.comm_share_efficiency = contention.number("comm_share_efficiency");
-  if (program.contention.compute_slowdown_with_comm < 1.0) {
-    throw_bad_input(contention.where("compute_slowdown_with_comm"), "must be >= 1");
-  }
-  if (program.contention.comm_share_efficiency <= 0.0) {
-    throw_bad_input(contention.where("comm_share_efficiency"), "must be > 0");
-  }
-  program.cost_queries = static_cast<int>(fields.non_negative("cost_queries"));
-  program.cost_fallbacks = static_cast<int>(fields.non_negative("cost_fallbacks"));
+  validate_contention(program.contention,
+                      fmt::format("{}: {}", fields.source(), fields.child("contention")));
+  program.cost_queries = fields.count("cost_queries");
+  program.cost_fallbacks = fields.count("cost_fallbacks");
   return program;
+}
+
+// A Program's memory events must never free more of a category than is allocated, in any
+// order its tasks can run in (the simulator and the executor start a task once its deps
+// and its stream predecessor have ended, then apply its start events and at its end its
+// end events, each in list order; the simulator aborts on a negative category as a broken
+// invariant): every free takes its bytes from live allocations of its category that happen
+// before it -- the persistent bytes (sharded state), earlier events of its task, events of
+// tasks that end before it starts -- the latest first, an exact size first. Also bounds
+// the bytes allocated in all, so that the running sums stay within 64 bits.
+// REQUIRES: the task indices checked (check_program).
+void check_program_memory(const Program& program, const std::string& source) {
+  const auto where = [&](const std::string& path) { return fmt::format("{}: {}", source, path); };
+  const std::size_t streams = program.streams.size();
+  const std::size_t task_count = program.tasks.size();
+  // before[t * streams + s]: the last task of stream s that ends before task t starts (-1:
+  // none). Stream order is id order, so task a of stream s happens before t iff a <= that.
+  std::vector<int> before(task_count * streams, -1);
+  std::vector<int> stream_last(streams, -1);
+  const auto happens_before = [&](int a, int t) {
+    const auto s = static_cast<std::size_t>(program.tasks[a].stream);
+    return a <= before[static_cast<std::size_t>(t) * streams + s];
+  };
+  struct Live {
+    int task;  // -1: the persistent bytes
+    std::int64_t bytes;
+  };
+  std::array<std::vector<Live>, kCategories.size()> live;
+  live[static_cast<int>(MemoryCategory::kShardedState)].push_back({-1, program.persistent_bytes});
+  std::int64_t allocated_in_all = program.persistent_bytes;
+  for (std::size_t t = 0; t < task_count; ++t) {
+    const Task& task = program.tasks[t];
+    int* row = &before[t * streams];
+    const auto inherit = [&](int a) {
+      const int* other = &before[static_cast<std::size_t>(a) * streams];
+      for (std::size_t s = 0; s < streams; ++s) row[s] = std::max(row[s], other[s]);
+      const auto s = static_cast<std::size_t>(program.tasks[a].stream);
+      row[s] = std::max(row[s], a);
+    };
+    const auto stream = static_cast<std::size_t>(task.stream);
+    if (stream_last[stream] >= 0) inherit(stream_last[stream]);
+    for (const int dep : task.deps) inherit(dep);
+    stream_last[stream] = static_cast<int>(t);
+    for (const bool at_end : {false, true}) {
+      for (std::size_t e = 0; e < task.memory.size(); ++e) {
+        const MemoryEvent& event = task.memory[e];
+        if (event.at_end != at_end) continue;
+        std::vector<Live>& category = live[static_cast<int>(event.category)];
+        if (event.bytes >= 0) {
+          allocated_in_all += event.bytes;
+          if (allocated_in_all > kMaxProgramBytes) {
+            throw_bad_input(where(indexed(indexed("program.tasks", t) + ".memory", e)),
+                            fmt::format("allocates more than {} bytes in all", kMaxProgramBytes));
+          }
+          category.push_back({static_cast<int>(t), event.bytes});
+          continue;
+        }
+        const auto usable = [&](const Live& block) {
+          return block.task < 0 || block.task == static_cast<int>(t) ||
+                 happens_before(block.task, static_cast<int>(t));
+        };
+        std::int64_t needed = -event.bytes;
+        const auto exact = std::find_if(category.rbegin(), category.rend(), [&](const Live& b) {
+          return b.bytes == needed && usable(b);
+        });
+        if (exact != category.rend()) {
+          category.erase(std::next(exact).base());
+          continue;
+        }
+        for (auto block = category.rbegin(); block != category.rend() && needed > 0; ++block) {
+          if (!usable(*block)) continue;
+          const std::int64_t taken = std::min(needed, block->bytes);
+          block->bytes -= taken;
+          needed -= taken;
+        }
+        std::erase_if(category, [](const Live& block) { return block.bytes == 0; });
+        if (needed > 0) {
+          throw_bad_input(
+              where(indexed(indexed("program.tasks", t) + ".memory", e)),
+              fmt::format("frees {} bytes of {}, {} more than the tasks that end before it "
+                          "allocate",
+                          -event.bytes, to_string(event.category), needed),
+              "was this schedule edited? Tune again to get a consistent Program");
+        }
+      }
+    }
+  }
 }
 
 // Structural checks of a Program against the workload it claims to lower: indices in
 // range, dependencies pointing backwards (the executor replays tasks in id order per
-// stream), and every bucket slot a real parameter of the bucket's units.
+// stream), every bucket slot a real parameter of the bucket's units, and memory events
+// that never free what is not allocated (check_program_memory).
 void check_program(const Program& program, const Workload& workload, const std::string& source) {
   const int unit_count = static_cast<int>(workload.units.size());
   const auto where = [&](const std::string& path) { return fmt::format("{}: {}", source, path); };
@@ -433,6 +566,7 @@ void check_program(const Program& program, const Workload& workload, const std::
       }
     }
   }
+  check_program_memory(program, source);
 }
 
 // ---- pipeline schedules (version 2) ----
@@ -457,15 +591,15 @@ json chunk_times_to_json(const ChunkTimes& times) {
 
 ChunkTimes chunk_times_from_json(const Fields& fields) {
   ChunkTimes times;
-  times.first_forward_s = fields.number("first_forward_s");
-  times.forward_s = fields.number("forward_s");
-  times.backward_s = fields.number("backward_s");
-  times.last_backward_s = fields.number("last_backward_s");
-  times.tail_s = fields.number("tail_s");
-  times.activation_bytes = fields.non_negative("activation_bytes");
-  times.base_peak_allocated_bytes = fields.non_negative("base_peak_allocated_bytes");
-  times.base_peak_reserved_bytes = fields.non_negative("base_peak_reserved_bytes");
-  times.accumulated_gradient_bytes = fields.non_negative("accumulated_gradient_bytes");
+  times.first_forward_s = fields.seconds("first_forward_s");
+  times.forward_s = fields.seconds("forward_s");
+  times.backward_s = fields.seconds("backward_s");
+  times.last_backward_s = fields.seconds("last_backward_s");
+  times.tail_s = fields.seconds("tail_s");
+  times.activation_bytes = fields.bytes("activation_bytes");
+  times.base_peak_allocated_bytes = fields.bytes("base_peak_allocated_bytes");
+  times.base_peak_reserved_bytes = fields.bytes("base_peak_reserved_bytes");
+  times.accumulated_gradient_bytes = fields.bytes("accumulated_gradient_bytes");
   // Since 2026-11-30; a schedule written before has none of them (read as 0: no overlap).
   for (const auto& [key, bytes] :
        {std::pair{"tail_peak_bytes", &times.tail_peak_bytes},
@@ -473,13 +607,13 @@ ChunkTimes chunk_times_from_json(const Fields& fields) {
                   &times.forward_after_backward_peak_allocated_bytes},
         std::pair{"backward_after_backward_peak_allocated_bytes",
                   &times.backward_after_backward_peak_allocated_bytes}}) {
-    if (fields.has(key)) *bytes = fields.non_negative(key);
+    if (fields.has(key)) *bytes = fields.bytes(key);
   }
   // Since 2026-11-30 06:50 UTC; absent, the whole share of the base (so another chunk's
   // tail counts whole, as such a schedule was predicted).
   times.persistent_bytes =
       fields.has("persistent_bytes")
-          ? fields.non_negative("persistent_bytes")
+          ? fields.bytes("persistent_bytes")
           : std::max<std::int64_t>(0, times.base_peak_allocated_bytes - times.activation_bytes);
   return times;
 }
@@ -527,19 +661,17 @@ json pipeline_to_json(const SchedulePipeline& pipeline, std::int64_t dp_shard) {
 
 SchedulePipeline pipeline_from_json(const Fields& fields) {
   SchedulePipeline pipeline;
-  pipeline.send_s = fields.number("send_s");
-  pipeline.bubble_fraction = fields.number("bubble_fraction");
+  pipeline.send_s = fields.seconds("send_s");
+  pipeline.bubble_fraction = fields.rate("bubble_fraction");
   const json& chunks = fields.array("chunks");
   for (std::size_t c = 0; c < chunks.size(); ++c) {
     const Fields chunk_fields(chunks[c], fields.source(), indexed(fields.child("chunks"), c));
     ScheduleChunk chunk;
-    chunk.rank = static_cast<int>(chunk_fields.non_negative("rank"));
+    chunk.rank = chunk_fields.count("rank");
     const json& units = chunk_fields.array("units");
     for (std::size_t u = 0; u < units.size(); ++u) {
-      if (!units[u].is_number_integer()) {
-        throw_bad_input(indexed(chunk_fields.where("units"), u), "expected a unit index");
-      }
-      chunk.units.push_back(units[u].get<int>());
+      chunk.units.push_back(
+          index_element(units[u], indexed(chunk_fields.where("units"), u), "a unit index"));
     }
     chunk.keep_gathered = chunk_fields.boolean("keep_gathered");
     chunk.plan = plan_from_json(chunk_fields.at("plan"), chunk_fields.where("plan"));
@@ -552,12 +684,12 @@ SchedulePipeline pipeline_from_json(const Fields& fields) {
   for (std::size_t r = 0; r < stages.size(); ++r) {
     const Fields stage_fields(stages[r], fields.source(), indexed(fields.child("stages"), r));
     ScheduleStage stage;
-    stage.rank = static_cast<int>(stage_fields.non_negative("rank"));
-    stage.busy_s = stage_fields.number("busy_s");
-    stage.end_s = stage_fields.number("end_s");
-    stage.max_in_flight = static_cast<int>(stage_fields.non_negative("max_in_flight"));
-    stage.peak_allocated_bytes = stage_fields.non_negative("peak_allocated_bytes");
-    stage.peak_reserved_bytes = stage_fields.non_negative("peak_reserved_bytes");
+    stage.rank = stage_fields.count("rank");
+    stage.busy_s = stage_fields.seconds("busy_s");
+    stage.end_s = stage_fields.seconds("end_s");
+    stage.max_in_flight = stage_fields.count("max_in_flight");
+    stage.peak_allocated_bytes = stage_fields.bytes("peak_allocated_bytes");
+    stage.peak_reserved_bytes = stage_fields.bytes("peak_reserved_bytes");
     // Since 2026-12-01; absent, none (the report then draws no pipeline Gantt chart).
     if (stage_fields.has("actions")) {
       const json& actions = stage_fields.array("actions");
@@ -565,11 +697,11 @@ SchedulePipeline pipeline_from_json(const Fields& fields) {
         const Fields action_fields(actions[k], fields.source(),
                                    indexed(stage_fields.child("actions"), k));
         PipelineAction action;
-        action.chunk = static_cast<int>(action_fields.non_negative("chunk"));
-        action.microbatch = static_cast<int>(action_fields.non_negative("microbatch"));
+        action.chunk = action_fields.count("chunk");
+        action.microbatch = action_fields.count("microbatch");
         action.backward = action_fields.boolean("backward");
-        action.start_s = action_fields.number("start_s");
-        action.end_s = action_fields.number("end_s");
+        action.start_s = action_fields.seconds("start_s");
+        action.end_s = action_fields.seconds("end_s");
         stage.actions.push_back(action);
       }
     }
@@ -593,8 +725,8 @@ void check_stage_actions(const ScheduleStage& stage, const JobSpec& job, const s
                     stage.actions.size(), job.virtual_stages, job.microbatches, expected),
         "was this schedule made for another job?");
   }
-  // (chunk, microbatch, backward) already seen.
-  std::vector<bool> seen(static_cast<std::size_t>(2 * chunks * job.microbatches), false);
+  // (chunk's place on its rank, microbatch, backward) already seen: one per action.
+  std::vector<bool> seen(stage.actions.size(), false);
   for (std::size_t k = 0; k < stage.actions.size(); ++k) {
     const PipelineAction& action = stage.actions[k];
     const std::string at = indexed(where, k);
@@ -611,7 +743,8 @@ void check_stage_actions(const ScheduleStage& stage, const JobSpec& job, const s
                                       action.start_s, action.end_s));
     }
     const std::size_t slot = static_cast<std::size_t>(
-        (action.chunk * job.microbatches + action.microbatch) * 2 + (action.backward ? 1 : 0));
+        (action.chunk / job.pp * job.microbatches + action.microbatch) * 2 +
+        (action.backward ? 1 : 0));
     if (seen[slot]) {
       throw_bad_input(at, fmt::format("the {} of chunk {} microbatch {} a second time",
                                       action.backward ? "backward" : "forward", action.chunk,
@@ -745,7 +878,7 @@ ScheduleFile schedule_from_json(const json& json_in, const std::string& source) 
   schedule.model = model_from_json(fields.at("model"), fields.where("model"));
   schedule.job = job_from_json(fields.at("job"), fields.where("job"));
   schedule.hardware = hardware_from_json(fields.at("hardware"), fields.where("hardware"));
-  schedule.memory_limit_bytes = fields.non_negative("memory_limit_bytes");
+  schedule.memory_limit_bytes = fields.bytes("memory_limit_bytes");
   if (pipelined) {
     schedule.pipeline = pipeline_from_json(fields.object("pipeline"));
   } else {
@@ -754,18 +887,29 @@ ScheduleFile schedule_from_json(const json& json_in, const std::string& source) 
   }
   schedule.predicted = summary_from_json(fields.object("predicted"));
   if (!pipelined) {
-    for (const auto& [start_s, end_s] : pairs_from_json(fields, "timings")) {
+    for (const auto& [start_s, end_s] : pairs_from_json(fields, "timings", kMaxSeconds)) {
       schedule.timings.push_back(TaskTiming{start_s, end_s});
     }
-    const auto timeline = pairs_from_json(fields, "memory_timeline");
-    const json& timeline_json = fields.array("memory_timeline");
+    const json& timeline = fields.array("memory_timeline");
     for (std::size_t i = 0; i < timeline.size(); ++i) {
-      if (!timeline_json[i][1].is_number_integer()) {
-        throw_bad_input(indexed(fields.where("memory_timeline"), i) + "[1]",
-                        "expected an integer number of bytes");
+      const json& sample = timeline[i];
+      const std::string at = indexed(fields.where("memory_timeline"), i);
+      if (!sample.is_array() || sample.size() != 2 || !sample[0].is_number() ||
+          !sample[1].is_number()) {
+        throw_bad_input(at, "expected [number, number]");
       }
-      schedule.memory_timeline.push_back(
-          MemorySample{timeline[i].first, timeline_json[i][1].get<std::int64_t>()});
+      const double time_s = sample[0].get<double>();
+      if (!(time_s >= 0 && time_s <= kMaxSeconds)) {
+        throw_bad_input(at + "[0]", fmt::format("{} is not in 0 to {}", time_s, kMaxSeconds));
+      }
+      if (!sample[1].is_number_integer()) {
+        throw_bad_input(at + "[1]", "expected an integer number of bytes");
+      }
+      const std::int64_t bytes = sample[1].get<std::int64_t>();
+      if (bytes < 0 || bytes > kMaxProgramBytes) {
+        throw_bad_input(at + "[1]", fmt::format("{} is not in 0 to {}", bytes, kMaxProgramBytes));
+      }
+      schedule.memory_timeline.push_back(MemorySample{time_s, bytes});
     }
   }
   schedule.cost_queries = fields.non_negative("cost_queries");
@@ -780,11 +924,10 @@ ScheduleFile schedule_from_json(const json& json_in, const std::string& source) 
     const Fields point(pareto[i], source, indexed("pareto", i));
     // peak_reserved_bytes: absent from schedules written before 2026-11-30 (0 then).
     schedule.pareto.push_back(ParetoPoint{
-        point.number("step_time_s"), point.non_negative("peak_allocated_bytes"),
-        point.string("label"),
-        point.has("peak_reserved_bytes") ? point.non_negative("peak_reserved_bytes") : 0});
+        point.seconds("step_time_s"), point.bytes("peak_allocated_bytes"), point.string("label"),
+        point.has("peak_reserved_bytes") ? point.bytes("peak_reserved_bytes") : 0});
   }
-  schedule.lower_bound_s = fields.number("lower_bound_s");
+  schedule.lower_bound_s = fields.seconds("lower_bound_s");
   const Fields provenance = fields.object("provenance");
   schedule.provenance.tool = provenance.string("tool");
   schedule.provenance.cost_source = provenance.string("cost_source");

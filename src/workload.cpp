@@ -654,14 +654,27 @@ Op op_from_json(const nlohmann::json& json, const std::string& where) {
     if (it == json.end()) throw_bad_input(fmt::format("{}: field '{}'", where, name), "missing");
     return *it;
   };
-  auto get_int = [&](const nlohmann::json& object, const char* name,
-                     const std::string& context) -> std::int64_t {
+  // Sizes are bounded as the workload's are (kMaxOpCount), far above any real op, so that
+  // the costs computed from them stay finite and their products within 64 bits.
+  auto get_int = [&](const nlohmann::json& object, const char* name, const std::string& context,
+                     std::int64_t low = 0, std::int64_t high = kMaxOpCount) -> std::int64_t {
     const auto it = object.find(name);
     if (it == object.end() || !it->is_number_integer()) {
       throw_bad_input(fmt::format("{}: field '{}.{}'", where, context, name),
                       "missing or not an integer");
     }
-    return it->get<std::int64_t>();
+    const auto value = it->get<std::int64_t>();
+    if (value < low || value > high) {
+      throw_bad_input(fmt::format("{}: field '{}.{}'", where, context, name),
+                      fmt::format("is {}, expected {} to {}", value, low, high));
+    }
+    return value;
+  };
+  auto in_range = [&](const char* name, double value, double high) {
+    if (!(value >= 0 && value <= high)) {
+      throw_bad_input(fmt::format("{}: field '{}'", where, name),
+                      fmt::format("is {}, expected 0 to {}", value, high));
+    }
   };
   try {
     Op op;
@@ -670,7 +683,9 @@ Op op_from_json(const nlohmann::json& json, const std::string& where) {
     op.dtype = dtype_from_string(field("dtype").get<std::string>(), where + ": field 'dtype'");
     op.backward = field("backward").get<bool>();
     op.flops = field("flops").get<double>();
+    in_range("flops", op.flops, kMaxOpFlops);
     op.bytes = field("bytes").get<std::int64_t>();
+    in_range("bytes", static_cast<double>(op.bytes), static_cast<double>(kMaxOpCount));
     switch (op.kind) {
       case OpKind::kGemm: {
         const auto& g = field("gemm");
@@ -694,7 +709,8 @@ Op op_from_json(const nlohmann::json& json, const std::string& where) {
         op.collective = collective_from_string(field("collective").get<std::string>(),
                                                where + ": field 'collective'");
         const auto& g = field("group");
-        op.group = {get_int(g, "ranks", "group"), get_int(g, "ranks_per_node", "group")};
+        op.group = {get_int(g, "ranks", "group", 1, kMaxJobGpus),
+                    get_int(g, "ranks_per_node", "group", 1, kMaxJobGpus)};
         break;
       }
     }

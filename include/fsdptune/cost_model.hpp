@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "fsdptune/hardware.hpp"
 #include "fsdptune/workload.hpp"
@@ -30,6 +31,15 @@ struct ContentionFactors {
   double comm_share_efficiency = 0.95;
   bool operator==(const ContentionFactors&) const = default;
 };
+
+// The factors a profile or schedule file may carry: what the collectors measure (overlap
+// never speeds a kernel up: compute_slowdown_with_comm >= 1, comm_share_efficiency <= 1),
+// bounded away from 0 and infinity so that every simulated step takes a finite time.
+inline constexpr double kMaxComputeSlowdownWithComm = 100;
+inline constexpr double kMinCommShareEfficiency = 0.01;
+// Throws Error(kBadInput) naming `where` + "." + the field when a factor is outside
+// [1, kMaxComputeSlowdownWithComm] or [kMinCommShareEfficiency, 1].
+void validate_contention(const ContentionFactors& factors, const std::string& where);
 
 class CostModel {
  public:

@@ -44,9 +44,18 @@ struct JobSpec {
   bool operator==(const JobSpec&) const = default;
 };
 
+// The largest job fsdptune takes, far above any real one, so that (with the model limits
+// of model.hpp) every byte count of its workload fits in 64 bits and its pipeline schedule
+// has a bounded number of actions: at most kMaxJobGpus GPUs (and per node), microbatches,
+// local_batch x seq_len tokens per microbatch; virtual stages at most kMaxModelLayers.
+inline constexpr std::int64_t kMaxJobGpus = std::int64_t{1} << 24;              // 16777216
+inline constexpr std::int64_t kMaxJobMicrobatches = std::int64_t{1} << 16;      // 65536
+inline constexpr std::int64_t kMaxJobMicrobatchTokens = std::int64_t{1} << 30;  // 1073741824
+
 // Fills derived fields (dp_shard = gpus / (tp * pp * dp_replicate)) and validates the job
-// against the model: positive sizes, heads and kv heads divisible by tp, gpus divisible by
-// tp*pp*dp_replicate, ... Throws Error(kBadInput) naming the flag (e.g. "--tp").
+// against the model: positive sizes at most the limits above, heads and kv heads divisible
+// by tp, gpus divisible by tp*pp*dp_replicate, ... Throws Error(kBadInput) naming the flag
+// (e.g. "--tp").
 JobSpec normalize_job(const ModelSpec& model, JobSpec job);
 
 nlohmann::json job_to_json(const JobSpec& job);

@@ -50,8 +50,16 @@ double training_flops_per_token(const ModelSpec& model, std::int64_t seq_len);
 ModelSpec model_from_json(const nlohmann::json& json, const std::string& source);
 nlohmann::json model_to_json(const ModelSpec& model);
 
-// Checks dims for consistency (positive, heads divisible by kv heads, ...); throws
-// Error(kBadInput) naming `source` and the field.
+// The largest model fsdptune takes, far above any real one, so that every parameter,
+// FLOP and byte count of its workloads fits in 64 bits: at most kMaxModelLayers blocks,
+// every other size field and n_heads x head_dim at most kMaxModelWidth, at most
+// kMaxModelParameters parameters.
+inline constexpr std::int64_t kMaxModelLayers = std::int64_t{1} << 16;      // 65536
+inline constexpr std::int64_t kMaxModelWidth = std::int64_t{1} << 24;       // 16777216
+inline constexpr std::int64_t kMaxModelParameters = std::int64_t{1} << 50;  // 1.1e15
+
+// Checks dims for consistency (positive, at most the limits above, heads divisible by kv
+// heads, ...); throws Error(kBadInput) naming `source` and the field.
 void validate_model(const ModelSpec& model, const std::string& source);
 
 // Built-in models, compiled in from models/*.json: "llama3-8b", "llama3-70b",

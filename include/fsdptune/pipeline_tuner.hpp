@@ -46,4 +46,10 @@ struct PipelineTuning {
 PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& costs,
                                   const TunerOptions& options);
 
+// The stored chunk Programs of a pipeline schedule (version 2) simulated as they are: what
+// `simulate --plan schedule.json` replays of a schedule that pipeline_schedule wrote.
+// REQUIRES: schedule.pipeline, read for `workload` (schedule_from_json checked it).
+PipelineSimulation replay_pipeline_schedule(const ScheduleFile& schedule, const Workload& workload,
+                                            const CostModel& costs, const SimOptions& options);
+
 }  // namespace fsdptune

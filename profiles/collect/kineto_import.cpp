@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <string_view>
@@ -27,7 +28,11 @@ std::string lowercase(std::string text) {
 }
 
 EventClass classify(const json& event) {
-  if (!event.is_object() || event.value("ph", "") != "X") return EventClass::kOther;
+  if (!event.is_object()) return EventClass::kOther;
+  const auto phase = event.find("ph");
+  if (phase == event.end() || !phase->is_string() || phase->get<std::string>() != "X") {
+    return EventClass::kOther;
+  }
   const auto category = event.find("cat");
   if (category == event.end() || !category->is_string()) return EventClass::kOther;
   const std::string cat = lowercase(category->get<std::string>());
@@ -37,6 +42,23 @@ EventClass classify(const json& event) {
   }
   if (cat == "kernel") return EventClass::kKernel;
   return EventClass::kOther;
+}
+
+// The string member `key` of `object`: empty when it is absent or `object` is not an
+// object; Error(kBadInput) naming `where` when it is there but not a string.
+std::string string_member(const json& object, const char* key, const std::string& where) {
+  if (!object.is_object()) return "";
+  const auto found = object.find(key);
+  if (found == object.end()) return "";
+  if (!found->is_string()) {
+    throw_bad_input(fmt::format("{}.{}", where, key),
+                    fmt::format("expected a string, got {}", found->type_name()));
+  }
+  return found->get<std::string>();
+}
+
+std::string event_where(const std::string& source, std::size_t index) {
+  return fmt::format("{}: traceEvents[{}]", source, index);
 }
 
 // Chrome traces allow numbers or strings for pid/tid; the pair names a host thread.
@@ -54,7 +76,12 @@ std::optional<std::int64_t> int_arg(const json& args, const char* key) {
   const auto found = args.find(key);
   if (found == args.end()) return std::nullopt;
   if (found->is_number_integer()) return found->get<std::int64_t>();
-  if (found->is_number()) return static_cast<std::int64_t>(found->get<double>());
+  if (found->is_number()) {
+    // Beyond 2^63 (or not finite) a double has no int64 value.
+    const double value = found->get<double>();
+    if (!(std::fabs(value) < 0x1p63)) return std::nullopt;
+    return static_cast<std::int64_t>(value);
+  }
   if (found->is_string()) {
     try {
       return std::stoll(found->get<std::string>());
@@ -76,13 +103,21 @@ Interval interval_of(const json& event, std::size_t index, const std::string& so
   const auto dur = event.find("dur");
   if (ts == event.end() || !ts->is_number() || dur == event.end() || !dur->is_number() ||
       dur->get<double>() < 0) {
-    throw_bad_input(fmt::format("{}: traceEvents[{}] ('{}')", source, index,
-                                event.value("name", std::string("?"))),
+    const auto name = event.find("name");
+    throw_bad_input(fmt::format("{} ('{}')", event_where(source, index),
+                                name != event.end() && name->is_string() ? name->get<std::string>()
+                                                                         : std::string("?")),
                     "a complete (\"ph\": \"X\") event needs numeric \"ts\" and \"dur\" >= 0",
                     "pass the JSON written by torch.profiler's export_chrome_trace");
   }
   const double begin_us = ts->get<double>();
-  return {begin_us, begin_us + dur->get<double>()};
+  const double end_us = begin_us + dur->get<double>();
+  if (!std::isfinite(end_us)) {
+    throw_bad_input(
+        event_where(source, index) + ".dur",
+        fmt::format("ts {} + dur {} is beyond a double's range", begin_us, dur->get<double>()));
+  }
+  return {begin_us, end_us};
 }
 
 // dtype spellings of "Input type" (c10 type names) and of the comms metadata ("BFloat16").
@@ -197,9 +232,23 @@ std::vector<std::int64_t> dims_of(const json& dims) {
   std::vector<std::int64_t> out;
   if (!dims.is_array()) return out;
   for (const auto& d : dims) {
-    if (!d.is_number_integer()) return {};
+    if (!d.is_number_integer() || d.get<std::int64_t>() < 0) return {};
     out.push_back(d.get<std::int64_t>());
   }
+  return out;
+}
+
+// Element and byte counts come from the trace's dims: computed in floating point (exact
+// below 2^53, so the same as in integers for any real shape), and a shape whose counts
+// exceed kMaxTraceCount is not a usable shape (its op is skipped with a note).
+constexpr double kMaxTraceCount = 0x1p50;
+
+bool countable(double count) { return count >= 0 && count <= kMaxTraceCount; }
+
+// dims[from] x ... x dims[to - 1], in floating point.
+double product(const std::vector<std::int64_t>& dims, std::size_t from, std::size_t to) {
+  double out = 1;
+  for (std::size_t i = from; i < to; ++i) out *= static_cast<double>(dims[i]);
   return out;
 }
 
@@ -234,11 +283,19 @@ std::optional<GemmFromOp> gemm_from_op(const std::string& name, const json& args
     return std::nullopt;
   }
   GemmFromOp out;
-  std::int64_t rows = 1;  // leading dims of A folded into m (linear/matmul on [b, s, k])
-  for (std::size_t i = 0; i + 1 < a.size(); ++i) rows *= a[i];
-  out.shape.m = rows;
-  out.shape.k = a.back();
+  // Leading dims of A folded into m (linear/matmul on [b, s, k]).
+  const double rows = product(a, 0, a.size() - 1);
   const bool b_transposed = name == "aten::linear";  // weight is [out = n, in = k]
+  const auto n = static_cast<double>(b_transposed ? b[0] : b[1]);
+  const auto k = static_cast<double>(a.back());
+  // make_gemm_op's bytes at the widest element (8 bytes).
+  if (!countable(rows) || !countable((rows * k + k * n + rows * n) * 8)) {
+    why = fmt::format("{} with input dims {} and {} (too large)", name, dims[a_index].dump(),
+                      dims[b_index].dump());
+    return std::nullopt;
+  }
+  out.shape.m = static_cast<std::int64_t>(rows);
+  out.shape.k = a.back();
   out.shape.n = b_transposed ? b[0] : b[1];
   const std::int64_t b_k = b_transposed ? b[1] : b[0];
   if (b_k != out.shape.k || out.shape.m <= 0 || out.shape.n <= 0 || out.shape.k <= 0) {
@@ -272,12 +329,6 @@ Op make_gemm_op(const std::string& name, const GemmFromOp& gemm) {
   op.flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   op.bytes = (m * k + k * n + m * n) * bytes_per_element(gemm.dtype);
   return op;
-}
-
-std::int64_t product(const std::vector<std::int64_t>& dims, std::size_t from, std::size_t to) {
-  std::int64_t out = 1;
-  for (std::size_t i = from; i < to; ++i) out *= dims[i];
-  return out;
 }
 
 std::optional<DType> input_dtype(const json& args, std::size_t index) {
@@ -352,10 +403,18 @@ std::optional<Op> attention_from_op(const std::string& name, const AttentionOpNa
                                static_cast<double>(shape.heads) *
                                static_cast<double>(shape.head_dim);
   op.flops = kind.backward ? 2.0 * forward_flops : forward_flops;
+  const std::int64_t a = bytes_per_element(*dtype);
+  const double token_count = static_cast<double>(shape.batch) * static_cast<double>(shape.seq);
+  if (!countable((kind.backward ? 4 : 2) * token_count *
+                     (static_cast<double>(shape.heads) + static_cast<double>(shape.kv_heads)) *
+                     static_cast<double>(shape.head_dim) * static_cast<double>(a) +
+                 token_count * static_cast<double>(shape.heads) * 4)) {
+    why = fmt::format("{} with q {} and k {} (too large)", name, json(q).dump(), json(k).dump());
+    return std::nullopt;
+  }
   const std::int64_t tokens = shape.batch * shape.seq;
   const std::int64_t q_elements = tokens * shape.heads * shape.head_dim;
   const std::int64_t kv_elements = tokens * shape.kv_heads * shape.head_dim;
-  const std::int64_t a = bytes_per_element(*dtype);
   const std::int64_t lse_bytes = tokens * shape.heads * 4;
   op.bytes = (kind.backward ? 4 : 2) * (q_elements + kv_elements) * a + lse_bytes;
   return op;
@@ -379,17 +438,23 @@ std::optional<Op> memory_from_op(const std::string& name, const std::string& mem
     why = fmt::format("{} {}", name, text);
     return std::nullopt;
   };
+  // The bytes by the formula, computed in floating point (see kMaxTraceCount).
+  auto with_bytes = [&](double bytes) -> std::optional<Op> {
+    if (!countable(bytes)) return fail("with input dims too large");
+    op.bytes = static_cast<std::int64_t>(bytes);
+    return op;
+  };
   if (memory_op == "rmsnorm_fwd" || memory_op == "rmsnorm_bwd") {
     const std::size_t x_input = memory_op == "rmsnorm_fwd" ? 0 : 1;
     const auto x = input_dims(args, x_input);
     const auto dtype = input_dtype(args, x_input);
     if (x.empty() || !dtype) return fail("without the input's dims and type");
-    const std::int64_t d = x.back();
-    const std::int64_t rows = product(x, 0, x.size() - 1);
-    const std::int64_t a = bytes_per_element(*dtype);
+    const auto d = static_cast<double>(x.back());
+    const double rows = product(x, 0, x.size() - 1);
+    const double a = bytes_per_element(*dtype);
     op.dtype = *dtype;
-    op.bytes = memory_op == "rmsnorm_fwd" ? 2 * rows * d * a + d * a : 3 * rows * d * a + 2 * d * a;
-    return op;
+    return with_bytes(memory_op == "rmsnorm_fwd" ? 2 * rows * d * a + d * a
+                                                 : 3 * rows * d * a + 2 * d * a);
   }
   if (memory_op == "embedding_fwd") {
     const auto weight = input_dims(args, 0);
@@ -398,10 +463,10 @@ std::optional<Op> memory_from_op(const std::string& name, const std::string& mem
     if (weight.size() != 2 || indices.empty() || !dtype) {
       return fail("without weight [V, d] and index dims");
     }
-    const std::int64_t tokens = product(indices, 0, indices.size());
+    const double tokens = product(indices, 0, indices.size());
     op.dtype = *dtype;
-    op.bytes = 8 * tokens + 2 * tokens * weight[1] * bytes_per_element(*dtype);
-    return op;
+    return with_bytes(8 * tokens +
+                      2 * tokens * static_cast<double>(weight[1]) * bytes_per_element(*dtype));
   }
   if (memory_op == "embedding_bwd") {
     const auto grad = input_dims(args, 0);
@@ -416,12 +481,11 @@ std::optional<Op> memory_from_op(const std::string& name, const std::string& mem
     if (grad.empty() || indices.empty() || !dtype || vocab <= 0) {
       return fail("without grad and index dims");
     }
-    const std::int64_t tokens = product(indices, 0, indices.size());
-    const std::int64_t d = grad.back();
-    const std::int64_t a = bytes_per_element(*dtype);
+    const double tokens = product(indices, 0, indices.size());
+    const auto d = static_cast<double>(grad.back());
+    const double a = bytes_per_element(*dtype);
     op.dtype = *dtype;
-    op.bytes = vocab * d * a + 8 * tokens + 3 * tokens * d * a;
-    return op;
+    return with_bytes(static_cast<double>(vocab) * d * a + 8 * tokens + 3 * tokens * d * a);
   }
   // adamw: Input Dims[0] is the list of parameter shapes.
   const auto dims = args.find("Input Dims");
@@ -429,15 +493,14 @@ std::optional<Op> memory_from_op(const std::string& name, const std::string& mem
       (*dims)[0].empty()) {
     return fail("without the parameters' dims");
   }
-  std::int64_t elements = 0;
+  double elements = 0;
   for (const json& tensor : (*dims)[0]) {
     const auto shape = dims_of(tensor);
     if (shape.empty()) return fail("with a parameter list that is not a list of shapes");
     elements += product(shape, 0, shape.size());
   }
   op.dtype = DType::kFP32;
-  op.bytes = 28 * elements;
-  return op;
+  return with_bytes(28 * elements);
 }
 
 std::optional<CollectiveKind> collective_from_metadata(const json& args) {
@@ -561,7 +624,9 @@ KinetoImportResult import_kineto_trace(const json& trace, const KinetoImportOpti
       }
       if (item.is_op) {
         const json& event = events[item.event];
-        if (is_modeled_op_name(event.value("name", ""))) item.modeled_op = item.event;
+        if (is_modeled_op_name(string_member(event, "name", event_where(source, item.event)))) {
+          item.modeled_op = item.event;
+        }
         if (has_comms_metadata(args_of(event))) item.comm_op = item.event;
         open.push_back(&item);
       }
@@ -592,7 +657,7 @@ KinetoImportResult import_kineto_trace(const json& trace, const KinetoImportOpti
   for (const std::size_t k : kernel_events) {
     const json& kernel = events[k];
     const json& kernel_args = args_of(kernel);
-    const std::string name = kernel.value("name", "");
+    const std::string name = string_member(kernel, "name", event_where(source, k));
     // The host event the kernel came from: its launch (by correlation), else the op with
     // its External id.
     const HostEvent* origin = nullptr;
@@ -645,12 +710,28 @@ KinetoImportResult import_kineto_trace(const json& trace, const KinetoImportOpti
         skip("NCCL kernel whose metadata lacks nelems, dtype or Group size");
         continue;
       }
-      const std::int64_t bytes = *elements * *dtype_bytes;
+      // A profile's sweeps are of at most as many ranks as a job has GPUs (profile_from_json).
+      if (*group_size > kMaxJobGpus) {
+        skip("NCCL kernel whose Group size is more than a job's GPUs");
+        continue;
+      }
+      const std::int64_t element_size = *dtype_bytes;
+      if (!countable(static_cast<double>(*elements) * static_cast<double>(element_size))) {
+        skip("NCCL kernel whose metadata counts more elements than fit in 64 bits");
+        continue;
+      }
+      // A profile's samples are positive times (profile_from_json).
+      const double seconds = (intervals[k].end_us - intervals[k].begin_us) * 1e-6;
+      if (!(seconds > 0)) {
+        skip("NCCL kernel of zero duration");
+        continue;
+      }
+      const std::int64_t bytes = *elements * element_size;
       const CommGroup group{*group_size, std::min(*group_size, options.ranks_per_node)};
       const auto key = std::tuple(static_cast<int>(*kind), group.ranks, bytes);
       auto& point = collective_points[key];
       point.bytes = bytes;
-      point.samples_s.push_back((intervals[k].end_us - intervals[k].begin_us) * 1e-6);
+      point.samples_s.push_back(seconds);
       auto& sweep = sweeps[std::tuple(static_cast<int>(*kind), group.ranks, group.ranks_per_node)];
       sweep.kind = *kind;
       sweep.group = group;
@@ -677,7 +758,8 @@ KinetoImportResult import_kineto_trace(const json& trace, const KinetoImportOpti
   std::map<std::string, ComputeEntry> entries;
   for (const OpCall* call : calls) {
     const json& op_event = events[call->op_event];
-    const std::string op_name = op_event.value("name", "");
+    const std::string op_name =
+        string_member(op_event, "name", event_where(source, call->op_event));
     const json& args = args_of(op_event);
     std::string why;
     std::optional<Op> op;
@@ -700,13 +782,18 @@ KinetoImportResult import_kineto_trace(const json& trace, const KinetoImportOpti
       for (std::size_t i = 0; i < call->kernels.size(); ++i) skip(what + why);
       continue;
     }
+    const double seconds = busy_seconds(call->kernels);
+    if (!(seconds > 0)) {
+      for (std::size_t i = 0; i < call->kernels.size(); ++i) skip("kernel of zero duration");
+      continue;
+    }
     const std::string signature = op->signature();
     auto& entry = entries[signature];
     if (entry.samples_s.empty()) {
       entry.signature = signature;
       entry.op = std::move(*op);
     }
-    entry.samples_s.push_back(busy_seconds(call->kernels));
+    entry.samples_s.push_back(seconds);
     ++*counter;
   }
 
@@ -726,7 +813,8 @@ KinetoImportResult import_kineto_trace(const json& trace, const KinetoImportOpti
   std::string device_name;
   if (trace.is_object() && trace.contains("deviceProperties") &&
       trace["deviceProperties"].is_array() && !trace["deviceProperties"].empty()) {
-    device_name = trace["deviceProperties"][0].value("name", "");
+    device_name =
+        string_member(trace["deviceProperties"][0], "name", source + ": deviceProperties[0]");
   }
   profile.hardware =
       options.hardware.empty() ? hardware_id_from_device_name(device_name) : options.hardware;

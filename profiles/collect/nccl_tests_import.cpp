@@ -6,10 +6,10 @@
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -93,6 +93,68 @@ std::optional<std::int64_t> parse_integer(const std::string& token) {
   return value;
 }
 
+// A "#  Rank N Group G Pid P on HOST device D [BUS] NAME" line (numbers in digits, HOST
+// without spaces, BUS anything but ']'), scanned by hand: std::regex matches recursively,
+// and a line of a few hundred thousand characters overflowed the stack.
+struct RankLine {
+  std::string rank;
+  std::string host;
+  std::string device;  // NAME, the rest of the line
+};
+
+std::optional<RankLine> parse_rank_line(std::string_view line) {
+  std::size_t at = 0;
+  const auto is_space = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
+  // Skips one or more spaces; false when there is none.
+  const auto spaces = [&] {
+    const std::size_t start = at;
+    while (at < line.size() && is_space(line[at])) ++at;
+    return at > start;
+  };
+  const auto word = [&] {
+    const std::size_t start = at;
+    while (at < line.size() && !is_space(line[at])) ++at;
+    return line.substr(start, at - start);
+  };
+  const auto digits = [](std::string_view text) {
+    return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+      return std::isdigit(static_cast<unsigned char>(c)) != 0;
+    });
+  };
+  if (line.empty() || line[0] != '#') return std::nullopt;
+  at = 1;
+  RankLine result;
+  for (const char* keyword : {"Rank", "Group", "Pid", "on", "device"}) {
+    if (!spaces() || word() != keyword || !spaces()) return std::nullopt;
+    const std::string_view value = word();
+    if (std::string_view(keyword) == "on") {
+      result.host = std::string(value);
+    } else if (!digits(value)) {
+      return std::nullopt;
+    } else if (std::string_view(keyword) == "Rank") {
+      result.rank = std::string(value);
+    }
+  }
+  // " [BUS] NAME"
+  if (!spaces() || at >= line.size() || line[at] != '[') return std::nullopt;
+  const std::size_t close = line.find(']', at);
+  if (close == std::string_view::npos) return std::nullopt;
+  at = close + 1;
+  if (!spaces()) return std::nullopt;
+  result.device = std::string(line.substr(at));
+  return result;
+}
+
+bool is_utf8(const std::string& text) {
+  // nlohmann's serializer is what rejects it when the profile is written.
+  try {
+    (void)nlohmann::json(text).dump();
+    return true;
+  } catch (const nlohmann::json::type_error&) {
+    return false;
+  }
+}
+
 std::string base_name(const std::string& path) {
   const auto slash = path.find_last_of('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
@@ -111,8 +173,6 @@ std::string hardware_from_device(const std::string& device) {
 }  // namespace
 
 NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
-  static const std::regex kRankLine(
-      R"(^#\s+Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s+(.*)$)");
   const std::string& source = log.name;
   auto at_line = [&](int line) { return fmt::format("{}:{}", source, line); };
 
@@ -138,18 +198,26 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
     const std::string trimmed = trim(line);
     if (trimmed.empty()) continue;
     if (trimmed[0] == '#') {
-      std::smatch match;
       if (trimmed.rfind("# Collective test starting:", 0) == 0) {
         declared_test = trim(trimmed.substr(std::string("# Collective test starting:").size()));
       } else if (trimmed.rfind("# nThread", 0) == 0) {
         header_seen = true;
-      } else if (std::regex_match(trimmed, match, kRankLine)) {
-        const std::int64_t rank = std::stoll(match[1].str());
+      } else if (const std::optional<RankLine> rank_line = parse_rank_line(trimmed)) {
+        const std::optional<std::int64_t> parsed_rank = parse_integer(rank_line->rank);
+        if (!parsed_rank) {
+          throw_bad_input(at_line(line_number),
+                          fmt::format("rank '{}' is not a 64-bit integer", rank_line->rank));
+        }
+        const std::int64_t rank = *parsed_rank;
         if (!ranks.insert(rank).second) {
           throw_bad_input(at_line(line_number), fmt::format("rank {} listed twice", rank));
         }
-        ++ranks_by_host[match[2].str()];
-        if (rank == 0 || device.empty()) device = trim(match[3].str());
+        ++ranks_by_host[rank_line->host];
+        if (rank == 0 || device.empty()) device = trim(rank_line->device);
+        // The device name goes into the profile's JSON, whose text is UTF-8.
+        if (!is_utf8(device)) {
+          throw_bad_input(at_line(line_number), "the device name is not UTF-8 text");
+        }
       } else if (trimmed.find("size") != std::string::npos &&
                  trimmed.find("count") != std::string::npos &&
                  trimmed.find("time") != std::string::npos) {
@@ -178,6 +246,11 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
       throw_bad_input(at_line(line_number),
                       fmt::format("size '{}' is not a positive integer", tokens[0]));
     }
+    if (*size > kMaxOpCount) {
+      throw_bad_input(at_line(line_number), fmt::format("size {} is more than a profile holds "
+                                                        "(at most {} bytes)",
+                                                        *size, kMaxOpCount));
+    }
     const std::size_t n = tokens.size();
     const std::pair<const char*, std::size_t> columns[] = {{"out-of-place", n - 8},
                                                            {"in-place", n - 4}};
@@ -187,9 +260,16 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
         throw_bad_input(at_line(line_number),
                         fmt::format("{} time '{}' is not a number", which, tokens[time_index]));
       }
-      if (!std::isfinite(*time_us) || *time_us <= 0) {
+      // In seconds as the profile holds them: positive (a denormal microsecond count is 0 s)
+      // and at most profile_from_json's 1e9 s.
+      const double time_s = *time_us * 1e-6;
+      if (!std::isfinite(*time_us) || !(time_s > 0)) {
         throw_bad_input(at_line(line_number),
                         fmt::format("{} time {} us is not positive", which, *time_us));
+      }
+      if (time_s > 1e9) {
+        throw_bad_input(at_line(line_number),
+                        fmt::format("{} time {} us is more than 1e9 s", which, *time_us));
       }
       const std::string& wrong = tokens[time_index + 3];
       if (wrong != "0" && wrong != "N/A") {
@@ -198,7 +278,7 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
             fmt::format("{} #wrong is {}: the collective returned wrong data", which, wrong),
             "fix the run; fsdptune does not import failed measurements");
       }
-      samples_by_bytes[*size].push_back(*time_us * 1e-6);
+      samples_by_bytes[*size].push_back(time_s);
     }
     if (!first_size) {
       first_size = size;
@@ -233,11 +313,14 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
   // Which collective: declared > named > columns; any two that disagree is an error.
   std::optional<CollectiveKind> from_columns;
   const int element = element_bytes(first_type);
-  if (element > 0 && first_count && first_size) {
-    const std::int64_t count_bytes = *first_count * element;
-    if (count_bytes == *first_size) {
+  if (element > 0 && first_count && first_size && *first_size % element == 0) {
+    // count x element = size, or count x element x ranks = size, by division: the count
+    // is the log's, its product need not fit in 64 bits.
+    const std::int64_t size_elements = *first_size / element;
+    if (*first_count == size_elements) {
       from_columns = CollectiveKind::kAllReduce;
-    } else if (count_bytes * result.group.ranks == *first_size) {
+    } else if (size_elements % result.group.ranks == 0 &&
+               *first_count == size_elements / result.group.ranks) {
       from_columns =
           first_redop == "none" ? CollectiveKind::kAllGather : CollectiveKind::kReduceScatter;
     }

@@ -70,20 +70,6 @@ std::string job_line(const ModelSpec& model, const JobSpec& job, const std::stri
 
 }  // namespace
 
-PipelineSimulation replay_pipeline_schedule(const ScheduleFile& schedule, const Workload& workload,
-                                            const CostModel& costs, const SimOptions& options) {
-  std::vector<Plan> plans;
-  std::vector<Program> programs;
-  std::vector<bool> keep;
-  for (const ScheduleChunk& chunk : schedule.pipeline->chunks) {
-    plans.push_back(chunk.plan);
-    programs.push_back(chunk.program);
-    keep.push_back(chunk.keep_gathered);
-  }
-  return simulate_pipelined_programs(workload, costs, std::move(plans), std::move(programs), keep,
-                                     options);
-}
-
 nlohmann::json schedule_trace(const ScheduleFile& schedule, const Workload& workload,
                               const CostModel& costs) {
   const std::string title = fmt::format("{} {}", schedule.model.name, schedule.predicted.plan_name);

@@ -46,11 +46,6 @@ TunedSchedule tune_schedule(const Workload& workload, const HardwareSpec& hardwa
 TunedSchedule schedule_of_tuning(const Workload& workload, const HardwareSpec& hardware,
                                  const CostModel& costs, const ConfigurationTuning& tuning);
 
-// The stored chunk Programs of a pipeline schedule (version 2) simulated as they are.
-// REQUIRES: schedule.pipeline, read for `workload` (schedule_from_json checked it).
-PipelineSimulation replay_pipeline_schedule(const ScheduleFile& schedule, const Workload& workload,
-                                            const CostModel& costs, const SimOptions& options);
-
 // The Chrome trace of a schedule's predicted step: chrome_trace of its Program and timings
 // (version 1), pipeline_chrome_trace of its replayed chunks (version 2).
 nlohmann::json schedule_trace(const ScheduleFile& schedule, const Workload& workload,

@@ -1,6 +1,9 @@
 #include <catch2/catch.hpp>
 
+#include <cstdint>
+#include <limits>
 #include <string>
+#include <utility>
 
 #include "fsdptune/error.hpp"
 #include "fsdptune/hardware.hpp"
@@ -105,6 +108,28 @@ TEST_CASE("bad hardware specs name the field", "[hardware]") {
   json = good;
   json["gemm_efficiency_ceiling"] = 1.2;
   require_bad_input_naming(json, "gemm_efficiency_ceiling");
+}
+
+// Fuzzing found: a whole-number float too large for int64 (hbm_bytes 4.3e44) was cast to
+// int64 (undefined behaviour), an sm_count of 2^63 - 1 overflowed the GEMM wave count,
+// and version 4294967297 was read as an int, i.e. as version 1.
+TEST_CASE("hardware specs reject values beyond what fsdptune models", "[hardware]") {
+  const std::pair<const char*, nlohmann::json> bad_values[] = {
+      {"hbm_bytes", 4.2949e44},
+      {"sm_count", std::numeric_limits<std::int64_t>::max()},
+      {"memory_reserve_bytes", 1e30},
+      {"version", 4294967297},
+      // Fuzzing found too: rates of 5e-324 and latencies of 1.8e308 made every cost, and so
+      // the simulated step, infinite.
+      {"peak_bf16_flops_per_s", 5e-324},
+      {"attention_efficiency", 5e-324},
+      {"kernel_launch_s", 1.7976931348623157e308},
+      {"busbw_ramp_step_bytes", 1e300}};
+  for (const auto& [field, value] : bad_values) {
+    nlohmann::json json = hardware_to_json(builtin_hardware("h100-sxm"));
+    json[field] = value;
+    require_bad_input_naming(json, field);
+  }
 }
 
 TEST_CASE("optional hardware fields take their documented defaults", "[hardware]") {

@@ -69,6 +69,29 @@ TEST_CASE("normalize_job names the flag at fault", "[job][errors]") {
     job.dp_replicate = 0;
     CHECK(rejected_flag(job) == "--dp-replicate");
   }
+  // Fuzzing found: tp * pp * dp_replicate and local_batch * seq_len overflowed int64
+  // (undefined behaviour) for sizes read from a schedule file, and huge microbatch counts
+  // made a pipeline schedule of billions of actions.
+  SECTION("mesh degrees whose product overflows") {
+    job.gpus = 8;
+    job.tp = 1;
+    job.pp = std::int64_t{1} << 40;
+    job.dp_replicate = std::int64_t{1} << 40;
+    CHECK(rejected_flag(job) == "--gpus");
+  }
+  SECTION("sizes beyond what fsdptune simulates") {
+    job.gpus = kMaxJobGpus * 2;
+    CHECK(rejected_flag(job) == "--gpus");
+    job.gpus = 8;
+    job.microbatches = kMaxJobMicrobatches + 1;
+    CHECK(rejected_flag(job) == "--microbatches");
+    job.microbatches = 1;
+    job.seq_len = std::int64_t{1} << 40;
+    CHECK(rejected_flag(job) == "--seq");
+    job.seq_len = std::int64_t{1} << 20;
+    job.local_batch = std::int64_t{1} << 20;  // 2^40 tokens per microbatch
+    CHECK(rejected_flag(job) == "--batch");
+  }
   SECTION("sequence not divisible by tp") {
     job.tp = 8;
     job.seq_len = 100;

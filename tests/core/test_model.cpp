@@ -149,6 +149,30 @@ TEST_CASE("bad model files name the file and the field", "[model][errors]") {
     expect_bad_input([&] { model_from_json(json, "config.json"); },
                      {"config.json", "'intermediate_size'", "missing"});
   }
+  // Fuzzing found: sizes were unbounded, so parameter_count and the workload's byte counts
+  // overflowed int64 (undefined behaviour) and n_layers = 2^62 built a workload forever.
+  SECTION("a size beyond what fsdptune models") {
+    auto json = tiny_json();
+    json["dim"] = std::int64_t{1} << 62;
+    expect_bad_input([&] { model_from_json(json, "m.json"); }, {"m.json", "'dim'", "at most"});
+    json = tiny_json();
+    json["n_layers"] = kMaxModelLayers + 1;
+    expect_bad_input([&] { model_from_json(json, "m.json"); }, {"'n_layers'", "65536"});
+  }
+  SECTION("heads x head_dim beyond what fsdptune models") {
+    auto json = tiny_json();
+    json["n_heads"] = 4096;
+    json["n_kv_heads"] = 4096;
+    json["head_dim"] = 8192;  // 4096 * 8192 = 2^25 > 2^24
+    expect_bad_input([&] { model_from_json(json, "m.json"); }, {"'n_heads'", "head_dim"});
+  }
+  SECTION("more parameters than fsdptune models") {
+    // Every width at its limit: 16M x 16M x 65536 layers is about 2^68 parameters.
+    const auto json = nlohmann::json::parse(
+        R"({"hidden_size": 16777216, "intermediate_size": 16777216, "num_hidden_layers": 65536,
+            "num_attention_heads": 1, "vocab_size": 16777216})");
+    expect_bad_input([&] { model_from_json(json, "config.json"); }, {"config.json", "parameters"});
+  }
   SECTION("unknown built-in lists the built-ins") {
     expect_bad_input([] { builtin_model("llama9"); }, {"llama9", "llama3-8b", "tiny"});
     expect_bad_input([] { resolve_model("llama9"); }, {"--model", "llama3-405b"});

@@ -127,6 +127,26 @@ TEST_CASE("bad profiles are rejected naming the field", "[profile]") {
   require_rejected(json, "contention.compute_slowdown_with_comm");
 }
 
+// Fuzzing found: a comm_share_efficiency of 1e-300 passed (the tiny fsdp2 step then
+// simulated to 2e296 s; 5e-324 to an infinite one), and a slowdown below 1 passed here
+// though a schedule tuned with it is rejected by schedule_from_json; version 4294967297 was
+// read as an int, i.e. as version 1.
+TEST_CASE("a profile's contention factors and version out of range are rejected", "[profile]") {
+  const nlohmann::json good = profile_to_json(sample_profile());
+  nlohmann::json json = good;
+  json["contention"]["comm_share_efficiency"] = 1e-300;
+  require_rejected(json, "contention.comm_share_efficiency");
+  json = good;
+  json["contention"]["compute_slowdown_with_comm"] = 0.9;
+  require_rejected(json, "contention.compute_slowdown_with_comm");
+  json = good;
+  json["contention"]["compute_slowdown_with_comm"] = 1e300;
+  require_rejected(json, "contention.compute_slowdown_with_comm");
+  json = good;
+  json["version"] = 4294967297;
+  require_rejected(json, "version");
+}
+
 TEST_CASE("median of samples", "[profile]") {
   CHECK(median_seconds({3.0}) == 3.0);
   CHECK(median_seconds({5.0, 1.0, 3.0}) == 3.0);

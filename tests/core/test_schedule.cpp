@@ -2,7 +2,10 @@
 // fields, and the torchtitan export.
 #include <catch2/catch.hpp>
 
+#include <cstdint>
+#include <limits>
 #include <string>
+#include <vector>
 
 #include "fsdptune/cost_model.hpp"
 #include "fsdptune/error.hpp"
@@ -198,6 +201,153 @@ TEST_CASE("a schedule whose program does not match its model is rejected", "[sch
   SECTION("a dependency that points forward") {
     document["program"]["tasks"][0]["deps"] = json::array({1});
     CHECK(load_error(document).where() == "schedule.json: program.tasks[0].deps[0]");
+  }
+}
+
+// Fuzzing found: a Program whose memory events free more than is allocated passed the
+// loader, and `simulate --plan` then aborted (FSDPTUNE_CHECK "memory of a category went
+// negative"). The loader now takes every free from allocations that happen before it.
+TEST_CASE("a Program that frees memory it did not allocate is rejected", "[schedule]") {
+  json document = schedule_to_json(make_schedule());
+  json& tasks = document["program"]["tasks"];
+  // The first free of the program and where it is.
+  std::size_t task = 0;
+  std::size_t event = 0;
+  bool found = false;
+  for (task = 0; task < tasks.size() && !found; ++task) {
+    for (event = 0; event < tasks[task]["memory"].size(); ++event) {
+      if (tasks[task]["memory"][event]["bytes"].get<std::int64_t>() < 0) {
+        found = true;
+        break;
+      }
+    }
+  }
+  REQUIRE(found);
+  --task;
+  const std::string where = "schedule.json: program.tasks[" + std::to_string(task) + "].memory[" +
+                            std::to_string(event) + "]";
+  SECTION("a free larger than what was allocated") {
+    json& bytes = tasks[task]["memory"][event]["bytes"];
+    bytes = bytes.get<std::int64_t>() * 1000;
+    const Error e = load_error(document);
+    CHECK(e.where() == where);
+    CHECK_THAT(e.message(), Catch::Contains("frees"));
+  }
+  SECTION("a free before any task allocated") {
+    tasks[0]["memory"].push_back(
+        json{{"category", "activations"}, {"bytes", -1}, {"at_end", false}});
+    const Error e = load_error(document);
+    CHECK(e.where() == "schedule.json: program.tasks[0].memory[" +
+                           std::to_string(tasks[0]["memory"].size() - 1) + "]");
+  }
+  SECTION("a free of what a later task allocates") {
+    // Task 0 frees what the last task allocates: no order runs the allocation first.
+    tasks[0]["memory"].push_back(
+        json{{"category", "workspace"}, {"bytes", -4096}, {"at_end", true}});
+    tasks.back()["memory"].push_back(
+        json{{"category", "workspace"}, {"bytes", 4096}, {"at_end", false}});
+    CHECK_THAT(load_error(document).where(), Catch::StartsWith("schedule.json: program.tasks[0]"));
+  }
+}
+
+// Fuzzing found: numbers far out of range passed the loader, then overflowed int64 in the
+// simulator (events of 2^63 bytes), in the slot check (offset + shard_numel), in the
+// reports (times of 1e308 made an axis of infinite ticks; peaks of 2^63 cast from double),
+// wrapped when read into an int (a task id of 2^32 read as 0, cost_queries of 2^31 written
+// back as -2^31, unreadable), or made the simulated step infinite (a contention factor of
+// 1e-300).
+TEST_CASE("a schedule's numbers beyond its limits are rejected naming the field", "[schedule]") {
+  json document = schedule_to_json(make_schedule());
+  std::string field;
+  SECTION("a task id that does not fit in an int") {
+    document["program"]["tasks"][1]["id"] = std::int64_t{1} << 32 | 1;
+    field = "program.tasks[1].id";
+  }
+  SECTION("a task duration of 1e300 s") {
+    document["program"]["tasks"][0]["duration_s"] = 1e300;
+    field = "program.tasks[0].duration_s";
+  }
+  SECTION("a memory event of 2^62 bytes") {
+    document["program"]["tasks"][0]["memory"][0]["bytes"] = std::int64_t{1} << 62;
+    field = "program.tasks[0].memory[0].bytes";
+  }
+  SECTION("a slot offset of 2^63 - 1") {
+    document["program"]["buckets"][0]["slots"][0]["offset"] =
+        std::numeric_limits<std::int64_t>::max();
+    field = "program.buckets[0].slots[0].offset";
+  }
+  SECTION("a peak of 2^62 bytes") {
+    document["predicted"]["peak_allocated_bytes"] = std::int64_t{1} << 62;
+    field = "predicted.peak_allocated_bytes";
+  }
+  SECTION("a step time of 1e308 s") {
+    document["pareto"][0]["step_time_s"] = 1e308;
+    field = "pareto[0].step_time_s";
+  }
+  SECTION("a negative time") {
+    document["timings"][2][0] = -1.0;
+    field = "timings[2]";
+  }
+  SECTION("a contention factor of 1e-300") {
+    document["program"]["contention"]["comm_share_efficiency"] = 1e-300;
+    field = "program.contention.comm_share_efficiency";
+  }
+  SECTION("a count that does not fit in an int") {
+    document["program"]["cost_queries"] = std::int64_t{1} << 31;
+    field = "program.cost_queries";
+  }
+  SECTION("a negative memory sample") {
+    document["memory_timeline"][0][1] = -5;
+    field = "memory_timeline[0][1]";
+  }
+  SECTION("more streams than a Program has") {
+    for (int i = 0; i < 64; ++i) {
+      document["program"]["streams"].push_back(json{{"name", "extra"}, {"role", "compute"}});
+    }
+    field = "program.streams";
+  }
+  const Error e = load_error(document);
+  CHECK(e.kind() == ErrorKind::kBadInput);
+  CHECK(e.where() == "schedule.json: " + field);
+}
+
+// The memory check must accept what the lowering writes, whatever the plan's shape.
+TEST_CASE("the Programs of every kind of plan pass the loader's checks", "[schedule]") {
+  ScheduleFile schedule = make_schedule();
+  const auto costs = make_analytic_cost_model(schedule.hardware);
+  std::vector<Plan> plans;
+  Plan plan = three_bucket_plan();
+  plans.push_back(plan);
+  plan.stream_layout = StreamLayout::kSeparate;
+  plan.copy_in_out = false;
+  plans.push_back(plan);
+  plan = three_bucket_plan();
+  plan.reorder = false;
+  plan.forward_prefetch = 0;
+  plan.backward_prefetch = 0;
+  plan.reshard_after_forward = {false, false, false};
+  plans.push_back(plan);
+  plan = three_bucket_plan();
+  plan.one_collective_per_parameter = true;
+  plan.forward_prefetch = 3;
+  plans.push_back(plan);
+  for (const ActivationCheckpointing ac :
+       {ActivationCheckpointing::kNone, ActivationCheckpointing::kFull}) {
+    for (const std::int64_t tp : {1, 2}) {
+      JobSpec job = tiny_job();
+      job.ac = ac;
+      job.tp = tp;
+      job.dp_replicate = 2;
+      schedule.job = normalize_job(schedule.model, job);
+      const Workload workload = build_workload(schedule.model, schedule.job);
+      for (const Plan& each : plans) {
+        schedule.plan = each;
+        schedule.program = lower(workload, each, *costs);
+        schedule.timings.assign(schedule.program.tasks.size(), TaskTiming{0, 1});
+        INFO("plan " << plan_to_json(each).dump() << ", tp " << tp << ", AC " << to_string(ac));
+        CHECK(schedule_from_json(schedule_to_json(schedule), "s.json") == schedule);
+      }
+    }
   }
 }
 

@@ -262,9 +262,12 @@ TEST_CASE("Kineto import options: hardware and ranks per node", "[profiler][kine
   CHECK_THROWS_AS(import_kineto_trace(read_json_file(kFixture), options, kFixture), Error);
 }
 
-TEST_CASE("Kineto import of a bare event array with an fp32 aten::linear", "[profiler][kineto]") {
-  // linear(x[4, 16, 64], W[32, 64], b[32]): m = 4*16 = 64, n = 32 (W is [out, in]), k = 64.
-  const json events = json::parse(R"([
+namespace {
+
+// A bare event array: linear(x[4, 16, 64], W[32, 64], b[32]) in fp32, its launch and its
+// kernel (12.5 us).
+json linear_trace() {
+  return json::parse(R"([
     {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, "ts": 10, "dur": 50,
      "args": {"External id": 1, "Input Dims": [[4, 16, 64], [32, 64], [32]],
               "Input type": ["float", "float", "float"]}},
@@ -273,9 +276,20 @@ TEST_CASE("Kineto import of a bare event array with an fp32 aten::linear", "[pro
     {"ph": "X", "cat": "kernel", "name": "ampere_sgemm_32x32_sliced1x4_tn", "pid": 0, "tid": 7,
      "ts": 100, "dur": 12.5, "args": {"correlation": 7, "External id": 1, "stream": 7}}
   ])");
+}
+
+KinetoImportResult import_linear(const json& events) {
   KinetoImportOptions options;
-  options.hardware = "a100-80g";  // a bare array has no deviceProperties
-  const auto result = import_kineto_trace(events, options, "inline");
+  options.hardware = "a100-80g";
+  return import_kineto_trace(events, options, "t.json");
+}
+
+}  // namespace
+
+TEST_CASE("Kineto import of a bare event array with an fp32 aten::linear", "[profiler][kineto]") {
+  // linear(x[4, 16, 64], W[32, 64], b[32]): m = 4*16 = 64, n = 32 (W is [out, in]), k = 64.
+  const json events = linear_trace();
+  const auto result = import_linear(events);  // a bare array has no deviceProperties
   REQUIRE(result.profile.compute.size() == 1);
   const auto& entry = result.profile.compute[0];
   CHECK(entry.op.gemm == GemmShape{64, 32, 64});
@@ -309,6 +323,71 @@ TEST_CASE("Kineto import rejects malformed traces, naming the event", "[profiler
   } catch (const Error& e) {
     CHECK(e.kind() == ErrorKind::kBadInput);
     CHECK(e.where() == "t.json: traceEvents[1] ('k')");
+  }
+}
+
+// Fuzzing found: an event's "name", "ph" or a device's "name" that was not a string made
+// nlohmann's value() throw type_error (exit 1, no field named).
+TEST_CASE("Kineto import: a name that is not a string is an error naming it",
+          "[profiler][kineto]") {
+  json events = linear_trace();
+  events[2]["name"] = 42;
+  try {
+    import_linear(events);
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::kBadInput);
+    CHECK(e.where() == "t.json: traceEvents[2].name");
+  }
+  // "ph" that is not a string: not a complete event, skipped like any other.
+  events = linear_trace();
+  events[0]["ph"] = json::array();
+  CHECK(import_linear(events).profile.compute.empty());
+  const json header = json::parse(R"({"traceEvents": [], "deviceProperties": [{"name": 7}]})");
+  CHECK_THROWS_AS(import_kineto_trace(header, {}, "t.json"), Error);
+}
+
+// Fuzzing found: dims of 2^62 overflowed int64 in the GEMM's rows and bytes (undefined
+// behaviour); a kernel of zero duration became a sample of 0 s, and a Group size of 2^33 a
+// sweep of 2^33 ranks, both of which profile_from_json rejects, so the written profile
+// could not be read back; ts + dur of 1e308 each was +inf.
+TEST_CASE("Kineto import: shapes too large, zero-duration kernels and infinite ends",
+          "[profiler][kineto]") {
+  json events = linear_trace();
+  events[0]["args"]["Input Dims"][0] = json::array({std::int64_t{1} << 62, 16, 64});
+  KinetoImportResult result = import_linear(events);
+  CHECK(result.profile.compute.empty());
+  CHECK(result.skipped_kernels == 1);
+  REQUIRE(result.notes.size() == 1);
+  CHECK_THAT(result.notes[0], Catch::Contains("too large"));
+
+  events = linear_trace();
+  events[2]["dur"] = 0;
+  result = import_linear(events);
+  CHECK(result.profile.compute.empty());
+  REQUIRE(result.notes.size() == 1);
+  CHECK_THAT(result.notes[0], Catch::Contains("zero duration"));
+
+  // A collective over more ranks than a job may have: not a sweep a profile can hold.
+  json trace = read_json_file(kFixture);
+  trace["distributedInfo"]["world_size"] = std::int64_t{1} << 33;
+  for (json& event : trace["traceEvents"]) {
+    if (event.contains("args") && event["args"].contains("Group size")) {
+      event["args"]["Group size"] = std::int64_t{1} << 33;
+    }
+  }
+  result = import_kineto_trace(trace, {}, kFixture);
+  CHECK(result.profile.collectives.empty());
+  CHECK(result.nccl_kernels == 0);
+
+  events = linear_trace();
+  events[2]["ts"] = 1e308;
+  events[2]["dur"] = 1e308;
+  try {
+    import_linear(events);
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(e.where() == "t.json: traceEvents[2].dur");
   }
 }
 

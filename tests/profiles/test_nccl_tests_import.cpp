@@ -116,6 +116,36 @@ TEST_CASE("bad nccl-tests logs are rejected naming the file", "[nccl-tests]") {
   require_rejected({"notes.txt", "hello\n"}, "notes.txt", "not an nccl-tests log");
 }
 
+// Fuzzing found: a Rank line of a few hundred thousand characters overflowed the stack in
+// std::regex (a segfault); a rank of 20 digits made std::stoll throw std::out_of_range
+// (exit 1, no line named); a count of 2^62 overflowed count x element size (undefined
+// behaviour); a device name with invalid UTF-8 made the profile's JSON dump throw
+// nlohmann's type_error; a time of 1e-320 us became a sample of 0 s and a size of 2^62
+// bytes one that profile_from_json rejects, so the written profile did not read back.
+TEST_CASE("nccl-tests logs with out-of-range fields are rejected or read safely", "[nccl-tests]") {
+  const TextSource good = fixture("all_gather_perf_h100x8.log");
+  // The 8-GPU all-gather log with its first `from` replaced by `to`.
+  const auto edited = [&](const std::string& from, const std::string& to) {
+    return TextSource{good.name, replace_once(good.text, from, to)};
+  };
+  const std::string rank7 = "#  Rank  7 Group  0 Pid 412307 on   h100-a01 device  7 [0xdb]";
+  CHECK(parse_nccl_tests_log(
+            edited(rank7 + " NVIDIA H100 80GB HBM3", rank7 + " " + std::string(300000, 'x')))
+            .group.ranks == 8);
+  require_rejected(edited("#  Rank  7 ", "#  Rank  99999999999999999999 "),
+                   "all_gather_perf_h100x8.log:12", "rank");
+  // The collective by its name: the columns no longer say one.
+  CHECK(parse_nccl_tests_log(
+            edited("     1048576         32768 ", "     1048576  4611686018427387904 "))
+            .kind == CollectiveKind::kAllGather);
+  require_rejected(edited("[0x18] NVIDIA H100", "[0x18] NVIDIA \xff H100"),
+                   "all_gather_perf_h100x8.log:5", "UTF-8");
+  require_rejected(edited("   48.03 ", "  1e-320 "), "all_gather_perf_h100x8.log:19",
+                   "not positive");
+  require_rejected(edited("     1048576 ", " 4611686018427387904 "),
+                   "all_gather_perf_h100x8.log:17", "at most");
+}
+
 TEST_CASE("several logs merge into one profile", "[nccl-tests]") {
   const std::vector<TextSource> logs = {
       fixture("all_gather_perf_h100x8.log"), fixture("reduce_scatter_perf_h100x8.log"),

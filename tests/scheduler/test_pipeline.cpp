@@ -474,16 +474,7 @@ TEST_CASE("pipeline schedule (version 2) round-trips and is checked on load",
   CHECK(back.predicted.step_time_s == tuning.best.result.step_time_s);
   CHECK(back.predicted.peak_allocated_bytes == largest_stage_peak_bytes(tuning.best.result));
   // Replaying the stored Programs gives the same step.
-  std::vector<Plan> plans;
-  std::vector<Program> programs;
-  std::vector<bool> keep;
-  for (const ScheduleChunk& chunk : back.pipeline->chunks) {
-    plans.push_back(chunk.plan);
-    programs.push_back(chunk.program);
-    keep.push_back(chunk.keep_gathered);
-  }
-  const PipelineSimulation replay =
-      simulate_pipelined_programs(workload, *costs, plans, programs, keep);
+  const PipelineSimulation replay = replay_pipeline_schedule(back, workload, *costs, {});
   CHECK(replay.result.step_time_s == tuning.best.result.step_time_s);
   // Every stage's actions are stored (2 x V x M = 16 of them, from the composition) and
   // the replay times them the same.

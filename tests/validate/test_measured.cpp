@@ -1,5 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <cstdint>
+#include <limits>
+
 #include "fsdptune/error.hpp"
 #include "fsdptune/io.hpp"
 #include "fsdptune/measured.hpp"
@@ -57,6 +60,17 @@ MeasuredResult pipeline_sample() {
   return m;
 }
 
+// Reads `json` expecting Error(kBadInput) at `where`.
+void expect_error(const nlohmann::json& json, const std::string& where) {
+  try {
+    measured_from_json(json, "m.json");
+    FAIL("accepted " << json.dump());
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::kBadInput);
+    CHECK(e.where() == where);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("measured.json round-trips exactly, through text too", "[measured]") {
@@ -68,15 +82,6 @@ TEST_CASE("measured.json round-trips exactly, through text too", "[measured]") {
 }
 
 TEST_CASE("measured.json errors name the file and the field", "[measured]") {
-  auto expect_error = [](nlohmann::json json, const std::string& where) {
-    try {
-      measured_from_json(json, "m.json");
-      FAIL("accepted " << json.dump());
-    } catch (const Error& e) {
-      CHECK(e.kind() == ErrorKind::kBadInput);
-      CHECK(e.where() == where);
-    }
-  };
   const nlohmann::json good = measured_to_json(sample());
   auto bad = good;
   bad["version"] = kMeasuredFormatVersion + 1;
@@ -105,6 +110,33 @@ TEST_CASE("measured.json errors name the file and the field", "[measured]") {
   bad = good;
   bad["mesh"].erase("shards_per_rank");
   expect_error(bad, "m.json: mesh: shards_per_rank");
+}
+
+// Fuzzing found: the mesh product pp x dp_replicate x dp_shard x tp overflowed int64 for
+// sizes of 2^62 (undefined behaviour), so did compare's dp_shard x shards_per_rank; a peak
+// of 2^63 - 1 bytes was cast back from double in compare's table (undefined behaviour);
+// version 4294967297 was read as an int, i.e. as version 1; and a version 1 file of
+// world_size 0 read as dp_shard 0, which measured_to_json then wrote as a mesh that does
+// not read back.
+TEST_CASE("measured.json sizes out of range are rejected naming the field", "[measured]") {
+  const nlohmann::json good = measured_to_json(sample());
+  auto bad = good;
+  bad["mesh"]["tp"] = std::int64_t{1} << 62;
+  bad["mesh"]["dp_replicate"] = std::int64_t{1} << 62;
+  expect_error(bad, "m.json: mesh");
+  bad = good;
+  bad["mesh"]["shards_per_rank"] = std::int64_t{1} << 62;
+  expect_error(bad, "m.json: mesh: shards_per_rank");
+  bad = good;
+  bad["peak_allocated_bytes"] = std::numeric_limits<std::int64_t>::max();
+  expect_error(bad, "m.json: peak_allocated_bytes");
+  bad = good;
+  bad["version"] = 4294967297;
+  expect_error(bad, "m.json: version");
+  bad = good;
+  bad["version"] = 1;
+  bad["world_size"] = 0;
+  expect_error(bad, "m.json: world_size");
 }
 
 TEST_CASE("measured.json version 1 reads as one shard per rank over the world", "[measured]") {
