@@ -2,6 +2,8 @@
 
 #include <optional>
 #include <set>
+#include <string>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -14,11 +16,11 @@ std::string field_where(const std::string& source, const std::string& field) {
   return fmt::format("{}: field '{}'", source, field);
 }
 
-void require_positive(std::int64_t value, const char* flag) {
+void require_positive(std::int64_t value, const std::string& flag) {
   if (value <= 0) throw_bad_input(flag, fmt::format("must be > 0, got {}", value));
 }
 
-void require_at_most(std::int64_t value, std::int64_t limit, const char* flag) {
+void require_at_most(std::int64_t value, std::int64_t limit, const std::string& flag) {
   if (value > limit) {
     throw_bad_input(flag,
                     fmt::format("{} is more than fsdptune simulates (at most {})", value, limit));
@@ -107,52 +109,79 @@ PipelineSchedule pipeline_schedule_from_string(const std::string& text, const st
                               text));
 }
 
-JobSpec normalize_job(const ModelSpec& model, JobSpec job) {
-  require_positive(job.gpus, "--gpus");
-  require_positive(job.gpus_per_node, "--gpus-per-node");
-  require_positive(job.tp, "--tp");
-  require_positive(job.dp_replicate, "--dp-replicate");
-  require_positive(job.pp, "--pp");
-  require_positive(job.microbatches, "--microbatches");
-  require_positive(job.virtual_stages, "--virtual-stages");
-  require_positive(job.local_batch, "--batch");
-  require_positive(job.seq_len, "--seq");
+std::string job_where(const std::string& flag, const std::string& source) {
+  if (source.empty()) return flag;
+  // The flags and the job_to_json fields they set.
+  static const std::pair<const char*, const char*> kFields[] = {
+      {"--gpus", "gpus"},
+      {"--gpus-per-node", "gpus_per_node"},
+      {"--dp-shard", "dp_shard"},
+      {"--dp-replicate", "dp_replicate"},
+      {"--tp", "tp"},
+      {"--pp", "pp"},
+      {"--microbatches", "microbatches"},
+      {"--virtual-stages", "virtual_stages"},
+      {"--pp-schedule", "pp_schedule"},
+      {"--batch", "local_batch"},
+      {"--seq", "seq_len"},
+      {"--ac", "activation_checkpointing"},
+      {"--param-dtype", "param_dtype"},
+      {"--reduce-dtype", "reduce_dtype"}};
+  for (const auto& [name, field] : kFields) {
+    if (flag == name) return field_where(source, field);
+  }
+  return field_where(source, flag);
+}
+
+JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& source) {
+  const auto at = [&](const char* flag) { return job_where(flag, source); };
+  require_positive(job.gpus, at("--gpus"));
+  require_positive(job.gpus_per_node, at("--gpus-per-node"));
+  require_positive(job.tp, at("--tp"));
+  require_positive(job.dp_replicate, at("--dp-replicate"));
+  require_positive(job.pp, at("--pp"));
+  require_positive(job.microbatches, at("--microbatches"));
+  require_positive(job.virtual_stages, at("--virtual-stages"));
+  require_positive(job.local_batch, at("--batch"));
+  require_positive(job.seq_len, at("--seq"));
   if (job.dp_shard < 0)
-    throw_bad_input("--dp-shard", fmt::format("must be >= 0 (0 = derived), got {}", job.dp_shard));
-  require_at_most(job.gpus, kMaxJobGpus, "--gpus");
-  require_at_most(job.gpus_per_node, kMaxJobGpus, "--gpus-per-node");
-  require_at_most(job.microbatches, kMaxJobMicrobatches, "--microbatches");
-  require_at_most(job.virtual_stages, kMaxModelLayers, "--virtual-stages");
-  require_at_most(job.local_batch, kMaxJobMicrobatchTokens, "--batch");
-  require_at_most(job.seq_len, kMaxJobMicrobatchTokens, "--seq");
+    throw_bad_input(at("--dp-shard"),
+                    fmt::format("must be >= 0 (0 = derived), got {}", job.dp_shard));
+  require_at_most(job.gpus, kMaxJobGpus, at("--gpus"));
+  require_at_most(job.gpus_per_node, kMaxJobGpus, at("--gpus-per-node"));
+  require_at_most(job.microbatches, kMaxJobMicrobatches, at("--microbatches"));
+  require_at_most(job.virtual_stages, kMaxModelLayers, at("--virtual-stages"));
+  require_at_most(job.local_batch, kMaxJobMicrobatchTokens, at("--batch"));
+  require_at_most(job.seq_len, kMaxJobMicrobatchTokens, at("--seq"));
   if (job.local_batch * job.seq_len > kMaxJobMicrobatchTokens) {
-    throw_bad_input("--batch", fmt::format("{} sequences of {} tokens are more than fsdptune "
-                                           "simulates (at most {} tokens per microbatch)",
-                                           job.local_batch, job.seq_len, kMaxJobMicrobatchTokens));
+    throw_bad_input(at("--batch"),
+                    fmt::format("{} sequences of {} tokens are more than fsdptune "
+                                "simulates (at most {} tokens per microbatch)",
+                                job.local_batch, job.seq_len, kMaxJobMicrobatchTokens));
   }
 
   // Tensor parallelism shards heads, kv heads, the FFN hidden size and the vocabulary
   // (Megatron column/row sharding), and sequence parallelism shards the sequence.
   if (model.n_heads % job.tp != 0) {
-    throw_bad_input("--tp", fmt::format("{} attention heads of {} are not divisible by tp {}",
-                                        model.n_heads, model.name, job.tp));
+    throw_bad_input(at("--tp"), fmt::format("{} attention heads of {} are not divisible by tp {}",
+                                            model.n_heads, model.name, job.tp));
   }
   if (model.n_kv_heads % job.tp != 0) {
-    throw_bad_input("--tp", fmt::format("{} kv heads of {} are not divisible by tp {}",
-                                        model.n_kv_heads, model.name, job.tp));
+    throw_bad_input(at("--tp"), fmt::format("{} kv heads of {} are not divisible by tp {}",
+                                            model.n_kv_heads, model.name, job.tp));
   }
   if (model.ffn_dim % job.tp != 0) {
-    throw_bad_input("--tp", fmt::format("ffn_dim {} of {} is not divisible by tp {}", model.ffn_dim,
-                                        model.name, job.tp));
+    throw_bad_input(at("--tp"), fmt::format("ffn_dim {} of {} is not divisible by tp {}",
+                                            model.ffn_dim, model.name, job.tp));
   }
   if (model.vocab_size % job.tp != 0) {
-    throw_bad_input("--tp", fmt::format("vocab_size {} of {} is not divisible by tp {}",
-                                        model.vocab_size, model.name, job.tp));
+    throw_bad_input(at("--tp"), fmt::format("vocab_size {} of {} is not divisible by tp {}",
+                                            model.vocab_size, model.name, job.tp));
   }
   if (job.seq_len % job.tp != 0) {
-    throw_bad_input("--seq", fmt::format("sequence length {} is not divisible by tp {} "
-                                         "(sequence parallelism shards it)",
-                                         job.seq_len, job.tp));
+    throw_bad_input(at("--seq"), fmt::format("sequence length {} is not divisible by tp {} "
+                                             "(sequence parallelism shards it)",
+                                             job.seq_len, job.tp));
   }
   // In floating point first: the degrees are not bounded yet, their product may not fit.
   const double model_parallel_degree = static_cast<double>(job.tp) * static_cast<double>(job.pp) *
@@ -161,7 +190,7 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job) {
                                           ? job.tp * job.pp * job.dp_replicate
                                           : 0;
   if (model_parallel == 0 || job.gpus % model_parallel != 0) {
-    throw_bad_input("--gpus",
+    throw_bad_input(at("--gpus"),
                     fmt::format("{} GPUs are not divisible by tp*pp*dp_replicate = {}*{}*{} = {}",
                                 job.gpus, job.tp, job.pp, job.dp_replicate,
                                 model_parallel == 0 ? fmt::format("{:.0f}", model_parallel_degree)
@@ -169,22 +198,23 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job) {
   }
   const std::int64_t dp_shard = job.gpus / model_parallel;
   if (job.dp_shard != 0 && job.dp_shard != dp_shard) {
-    throw_bad_input("--dp-shard", fmt::format("{} does not match gpus / (tp*pp*dp_replicate) = {}",
-                                              job.dp_shard, dp_shard));
+    throw_bad_input(
+        at("--dp-shard"),
+        fmt::format("{} does not match gpus / (tp*pp*dp_replicate) = {}", job.dp_shard, dp_shard));
   }
   job.dp_shard = dp_shard;
   if (job.pp > 1 && model.n_layers < job.pp * job.virtual_stages) {
-    throw_bad_input("--pp", fmt::format("{} layers cannot fill {} pipeline stages x {} "
-                                        "virtual stages",
-                                        model.n_layers, job.pp, job.virtual_stages));
+    throw_bad_input(at("--pp"), fmt::format("{} layers cannot fill {} pipeline stages x {} "
+                                            "virtual stages",
+                                            model.n_layers, job.pp, job.virtual_stages));
   }
   if (job.param_dtype == DType::kFP8) {
-    throw_bad_input("--param-dtype",
+    throw_bad_input(at("--param-dtype"),
                     "fp8 is not a parameter dtype; use --float8 for float8 "
                     "linears and all-gathers");
   }
   if (job.reduce_dtype == DType::kFP8) {
-    throw_bad_input("--reduce-dtype", "gradients cannot be reduced in fp8");
+    throw_bad_input(at("--reduce-dtype"), "gradients cannot be reduced in fp8");
   }
   return job;
 }

@@ -12,22 +12,23 @@
 
 namespace fsdptune {
 
-void validate_pipeline(const JobSpec& job) {
-  if (job.microbatches < 1) throw_bad_input("--microbatches", "must be >= 1");
-  if (job.virtual_stages < 1) throw_bad_input("--virtual-stages", "must be >= 1");
+void validate_pipeline(const JobSpec& job, const std::string& source) {
+  const auto at = [&](const char* flag) { return job_where(flag, source); };
+  if (job.microbatches < 1) throw_bad_input(at("--microbatches"), "must be >= 1");
+  if (job.virtual_stages < 1) throw_bad_input(at("--virtual-stages"), "must be >= 1");
   if (job.pp_schedule == PipelineSchedule::kInterleaved1F1B) {
     if (job.virtual_stages < 2) {
-      throw_bad_input("--virtual-stages",
+      throw_bad_input(at("--virtual-stages"),
                       "interleaved-1f1b needs at least 2 virtual stages per rank");
     }
     if (job.microbatches % job.pp != 0) {
-      throw_bad_input("--microbatches",
+      throw_bad_input(at("--microbatches"),
                       fmt::format("interleaved-1f1b needs microbatches divisible by pp ({} % {} "
                                   "!= 0), as Megatron's schedule does",
                                   job.microbatches, job.pp));
     }
   } else if (job.virtual_stages != 1) {
-    throw_bad_input("--virtual-stages",
+    throw_bad_input(at("--virtual-stages"),
                     fmt::format("{} takes one stage per rank; use --pp-schedule "
                                 "interleaved-1f1b for virtual stages",
                                 to_string(job.pp_schedule)));

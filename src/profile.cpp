@@ -82,9 +82,9 @@ std::vector<double> read_samples(const nlohmann::json& object, const std::string
     if (!std::isfinite(seconds) || seconds <= 0) {
       throw_bad_input(sample_where, fmt::format("time must be positive (got {})", seconds));
     }
-    // A billion seconds: far beyond any kernel, and the sums of simulated steps stay finite.
-    if (seconds > 1e9) {
-      throw_bad_input(sample_where, fmt::format("time {} s is more than 1e9 s", seconds));
+    if (seconds > kMaxSampleSeconds) {
+      throw_bad_input(sample_where,
+                      fmt::format("time {} s is more than {} s", seconds, kMaxSampleSeconds));
     }
     samples.push_back(seconds);
   }

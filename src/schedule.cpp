@@ -940,7 +940,7 @@ ScheduleFile schedule_from_json(const json& json_in, const std::string& source) 
   // rebuilds that workload to get op shapes and parameter sizes.
   const ModelSpec& model = schedule.model;
   validate_model(model, fields.where("model"));
-  const JobSpec job = normalize_job(model, schedule.job);
+  const JobSpec job = normalize_job(model, schedule.job, fields.where("job"));
   if (is_pipelined(job) != pipelined) {
     throw_bad_input(fields.where("version"),
                     pipelined ? "version 2 holds pipelined jobs (pp > 1 or microbatches > 1); "
@@ -951,7 +951,7 @@ ScheduleFile schedule_from_json(const json& json_in, const std::string& source) 
   }
   const Workload workload = build_workload(model, job);
   if (pipelined) {
-    validate_pipeline(job);
+    validate_pipeline(job, fields.where("job"));
     check_pipeline(*schedule.pipeline, workload, source);
     return schedule;
   }

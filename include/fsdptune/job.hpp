@@ -55,8 +55,13 @@ inline constexpr std::int64_t kMaxJobMicrobatchTokens = std::int64_t{1} << 30;  
 // Fills derived fields (dp_shard = gpus / (tp * pp * dp_replicate)) and validates the job
 // against the model: positive sizes at most the limits above, heads and kv heads divisible
 // by tp, gpus divisible by tp*pp*dp_replicate, ... Throws Error(kBadInput) naming the flag
-// (e.g. "--tp").
-JobSpec normalize_job(const ModelSpec& model, JobSpec job);
+// (e.g. "--tp"), or, for a job read from a file (`source` not empty), that file's field
+// ("schedule.json: job: field 'tp'").
+JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& source = "");
+
+// Where an error about the job setting of `flag` points: the flag itself, or with `source`
+// the field of a file's job that sets it ("--batch" -> "SOURCE: field 'local_batch'").
+std::string job_where(const std::string& flag, const std::string& source);
 
 nlohmann::json job_to_json(const JobSpec& job);
 JobSpec job_from_json(const nlohmann::json& json, const std::string& source);

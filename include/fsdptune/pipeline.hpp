@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "fsdptune/cost_model.hpp"
@@ -126,8 +127,9 @@ std::vector<PipelineAction> pipeline_order(int stages, int virtual_stages, int m
 
 // Throws Error(kBadInput) naming the flag: interleaved-1f1b needs microbatches divisible by
 // pp and virtual_stages >= 2; 1f1b and gpipe take virtual_stages == 1; microbatches >= 1.
+// With `source` (a file's job), errors name its fields rather than the flags (job_where).
 // Implemented in the core (src/pipeline_chunks.cpp).
-void validate_pipeline(const JobSpec& job);
+void validate_pipeline(const JobSpec& job, const std::string& source = "");
 
 PipelineResult simulate_pipeline(const PipelineSpec& spec);
 

@@ -15,6 +15,10 @@ namespace fsdptune {
 
 inline constexpr int kProfileFormatVersion = 1;
 
+// The longest sample a profile holds: far beyond any kernel, so that the steps simulated
+// with the profile stay finite.
+inline constexpr double kMaxSampleSeconds = 1e9;
+
 struct ComputeEntry {
   std::string signature;          // Op::signature()
   Op op;                          // the op measured (shape, dtype, flops, bytes)

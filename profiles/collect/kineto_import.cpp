@@ -720,10 +720,11 @@ KinetoImportResult import_kineto_trace(const json& trace, const KinetoImportOpti
         skip("NCCL kernel whose metadata counts more elements than fit in 64 bits");
         continue;
       }
-      // A profile's samples are positive times (profile_from_json).
+      // A profile's samples are positive times of at most kMaxSampleSeconds.
       const double seconds = (intervals[k].end_us - intervals[k].begin_us) * 1e-6;
-      if (!(seconds > 0)) {
-        skip("NCCL kernel of zero duration");
+      if (!(seconds > 0 && seconds <= kMaxSampleSeconds)) {
+        skip(seconds > 0 ? "NCCL kernel longer than a profile holds"
+                         : "NCCL kernel of zero duration");
         continue;
       }
       const std::int64_t bytes = *elements * element_size;
@@ -783,8 +784,10 @@ KinetoImportResult import_kineto_trace(const json& trace, const KinetoImportOpti
       continue;
     }
     const double seconds = busy_seconds(call->kernels);
-    if (!(seconds > 0)) {
-      for (std::size_t i = 0; i < call->kernels.size(); ++i) skip("kernel of zero duration");
+    if (!(seconds > 0 && seconds <= kMaxSampleSeconds)) {
+      for (std::size_t i = 0; i < call->kernels.size(); ++i) {
+        skip(seconds > 0 ? "kernel longer than a profile holds" : "kernel of zero duration");
+      }
       continue;
     }
     const std::string signature = op->signature();

@@ -261,15 +261,15 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
                         fmt::format("{} time '{}' is not a number", which, tokens[time_index]));
       }
       // In seconds as the profile holds them: positive (a denormal microsecond count is 0 s)
-      // and at most profile_from_json's 1e9 s.
+      // and at most kMaxSampleSeconds.
       const double time_s = *time_us * 1e-6;
       if (!std::isfinite(*time_us) || !(time_s > 0)) {
         throw_bad_input(at_line(line_number),
                         fmt::format("{} time {} us is not positive", which, *time_us));
       }
-      if (time_s > 1e9) {
-        throw_bad_input(at_line(line_number),
-                        fmt::format("{} time {} us is more than 1e9 s", which, *time_us));
+      if (time_s > kMaxSampleSeconds) {
+        throw_bad_input(at_line(line_number), fmt::format("{} time {} us is more than {} s", which,
+                                                          *time_us, kMaxSampleSeconds));
       }
       const std::string& wrong = tokens[time_index + 3];
       if (wrong != "0" && wrong != "N/A") {

@@ -99,6 +99,20 @@ TEST_CASE("normalize_job names the flag at fault", "[job][errors]") {
   }
 }
 
+TEST_CASE("normalize_job of a file's job names the file's field", "[job][errors]") {
+  JobSpec job;
+  job.gpus = 24;
+  job.tp = 3;  // 32 heads
+  try {
+    normalize_job(builtin_model("llama3-8b"), job, "s.json: job");
+    FAIL("accepted tp 3");
+  } catch (const Error& e) {
+    CHECK(e.where() == "s.json: job: field 'tp'");
+  }
+  CHECK(job_where("--seq", "s.json: job") == "s.json: job: field 'seq_len'");
+  CHECK(job_where("--seq", "") == "--seq");
+}
+
 TEST_CASE("enums parse what they print", "[job]") {
   for (DType d : {DType::kBF16, DType::kFP16, DType::kFP32, DType::kFP8}) {
     CHECK(dtype_from_string(to_string(d), "x") == d);

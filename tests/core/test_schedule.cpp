@@ -202,6 +202,15 @@ TEST_CASE("a schedule whose program does not match its model is rejected", "[sch
     document["program"]["tasks"][0]["deps"] = json::array({1});
     CHECK(load_error(document).where() == "schedule.json: program.tasks[0].deps[0]");
   }
+  // Seen fuzzing schedules: the job's errors named the command line's flags ("--tp: ..."),
+  // not the file and its field, though no flag was given.
+  SECTION("a job the model cannot run") {
+    document["job"]["tp"] = 3;  // tiny has 8 heads
+    CHECK(load_error(document).where() == "schedule.json: job: field 'tp'");
+    document["job"]["tp"] = 1;
+    document["job"]["local_batch"] = std::int64_t{1} << 40;
+    CHECK(load_error(document).where() == "schedule.json: job: field 'local_batch'");
+  }
 }
 
 // Fuzzing found: a Program whose memory events free more than is allocated passed the

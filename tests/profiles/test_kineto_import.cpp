@@ -367,6 +367,12 @@ TEST_CASE("Kineto import: shapes too large, zero-duration kernels and infinite e
   CHECK(result.profile.compute.empty());
   REQUIRE(result.notes.size() == 1);
   CHECK_THAT(result.notes[0], Catch::Contains("zero duration"));
+  // Fuzzing found too: a kernel of 4.8e15 s, a sample the profile does not hold.
+  events[2]["dur"] = 4.8e21;  // us
+  result = import_linear(events);
+  CHECK(result.profile.compute.empty());
+  REQUIRE(result.notes.size() == 1);
+  CHECK_THAT(result.notes[0], Catch::Contains("longer than a profile holds"));
 
   // A collective over more ranks than a job may have: not a sweep a profile can hold.
   json trace = read_json_file(kFixture);
