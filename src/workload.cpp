@@ -684,6 +684,10 @@ Op op_from_json(const nlohmann::json& json, const std::string& where) {
     op.backward = field("backward").get<bool>();
     op.flops = field("flops").get<double>();
     in_range("flops", op.flops, kMaxOpFlops);
+    // An integer: nlohmann would cast a float such as 1.8e28 to int64 (undefined behaviour).
+    if (!field("bytes").is_number_integer()) {
+      throw_bad_input(fmt::format("{}: field 'bytes'", where), "expected an integer");
+    }
     op.bytes = field("bytes").get<std::int64_t>();
     in_range("bytes", static_cast<double>(op.bytes), static_cast<double>(kMaxOpCount));
     switch (op.kind) {

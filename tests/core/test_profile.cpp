@@ -161,6 +161,11 @@ TEST_CASE("a profile's op shapes and sweeps beyond a workload's are rejected", "
   json = good;
   json["compute"][0]["op"]["bytes"] = -1;
   require_rejected(json, "compute[0].op: field 'bytes'");
+  // Fuzzing found too: bytes written as a float, 1.8e28, were cast to int64 by nlohmann
+  // (undefined behaviour).
+  json = good;
+  json["compute"][0]["op"]["bytes"] = 1.8446744073709552e28;
+  require_rejected(json, "compute[0].op: field 'bytes'");
   json = good;
   json["collectives"][0]["ranks"] = std::numeric_limits<std::int64_t>::max();
   require_rejected(json, "collectives[0].ranks");
