@@ -654,7 +654,7 @@ Op op_from_json(const nlohmann::json& json, const std::string& where) {
     if (it == json.end()) throw_bad_input(fmt::format("{}: field '{}'", where, name), "missing");
     return *it;
   };
-  // Sizes are bounded as the workload's are (kMaxOpCount), far above any real op, so that
+  // Sizes are bounded as the workload's are (workload.hpp), far above any real op, so that
   // the costs computed from them stay finite and their products within 64 bits.
   auto get_int = [&](const nlohmann::json& object, const char* name, const std::string& context,
                      std::int64_t low = 0, std::int64_t high = kMaxOpCount) -> std::int64_t {
@@ -684,21 +684,33 @@ Op op_from_json(const nlohmann::json& json, const std::string& where) {
     op.backward = field("backward").get<bool>();
     op.flops = field("flops").get<double>();
     in_range("flops", op.flops, kMaxOpFlops);
+    // An integer: nlohmann would cast a float such as 1.8e28 to int64 (undefined behaviour).
+    if (!field("bytes").is_number_integer()) {
+      throw_bad_input(fmt::format("{}: field 'bytes'", where), "expected an integer");
+    }
     op.bytes = field("bytes").get<std::int64_t>();
     in_range("bytes", static_cast<double>(op.bytes), static_cast<double>(kMaxOpCount));
     switch (op.kind) {
       case OpKind::kGemm: {
         const auto& g = field("gemm");
-        op.gemm = {get_int(g, "m", "gemm"), get_int(g, "n", "gemm"), get_int(g, "k", "gemm")};
+        op.gemm = {get_int(g, "m", "gemm", 0, kMaxJobMicrobatchTokens),
+                   get_int(g, "n", "gemm", 0, kMaxJobMicrobatchTokens),
+                   get_int(g, "k", "gemm", 0, kMaxJobMicrobatchTokens)};
         break;
       }
       case OpKind::kAttention: {
         const auto& s = field("attention");
-        op.attention.batch = get_int(s, "batch", "attention");
-        op.attention.heads = get_int(s, "heads", "attention");
-        op.attention.kv_heads = get_int(s, "kv_heads", "attention");
-        op.attention.seq = get_int(s, "seq", "attention");
-        op.attention.head_dim = get_int(s, "head_dim", "attention");
+        op.attention.batch = get_int(s, "batch", "attention", 0, kMaxJobMicrobatchTokens);
+        op.attention.heads = get_int(s, "heads", "attention", 0, kMaxModelWidth);
+        op.attention.kv_heads = get_int(s, "kv_heads", "attention", 0, kMaxModelWidth);
+        op.attention.seq = get_int(s, "seq", "attention", 0, kMaxJobMicrobatchTokens);
+        op.attention.head_dim = get_int(s, "head_dim", "attention", 0, kMaxModelWidth);
+        if (op.attention.batch * op.attention.seq > kMaxJobMicrobatchTokens) {
+          throw_bad_input(
+              fmt::format("{}: field 'attention'", where),
+              fmt::format("batch {} x seq {} is more than a microbatch's {} tokens",
+                          op.attention.batch, op.attention.seq, kMaxJobMicrobatchTokens));
+        }
         op.attention.causal = s.value("causal", true);
         break;
       }

@@ -152,8 +152,11 @@ nlohmann::json workload_to_json(const Workload& workload);  // for `fsdptune wor
 // Error(kBadInput) naming `source` and the field.
 Workload workload_from_json(const nlohmann::json& json, const std::string& source);
 nlohmann::json op_to_json(const Op& op);
-// The largest op op_from_json reads, far above any real one: byte counts and shape dims at
-// most kMaxOpCount, FLOPs at most kMaxOpFlops, collective groups of at most kMaxJobGpus.
+// The largest op op_from_json reads, far above any real one and no larger than a workload
+// within the model and job limits makes (so that the analytic model's tile and wave counts
+// fit in 64 bits): bytes at most kMaxOpCount, FLOPs at most kMaxOpFlops, GEMM dims and
+// attention batch x seq at most kMaxJobMicrobatchTokens, attention heads, kv heads and
+// head_dim at most kMaxModelWidth, collective groups of at most kMaxJobGpus.
 inline constexpr std::int64_t kMaxOpCount = std::int64_t{1} << 50;
 inline constexpr double kMaxOpFlops = 1e30;
 // Throws Error(kBadInput) naming `where` and the field (missing, wrong type, out of range).

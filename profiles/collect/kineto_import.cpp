@@ -239,11 +239,13 @@ std::vector<std::int64_t> dims_of(const json& dims) {
 }
 
 // Element and byte counts come from the trace's dims: computed in floating point (exact
-// below 2^53, so the same as in integers for any real shape), and a shape whose counts
-// exceed kMaxTraceCount is not a usable shape (its op is skipped with a note).
-constexpr double kMaxTraceCount = 0x1p50;
-
-bool countable(double count) { return count >= 0 && count <= kMaxTraceCount; }
+// below 2^53, so the same as in integers for any real shape), and a shape beyond what a
+// profile's op holds (op_from_json: bytes at most kMaxOpCount, GEMM dims and attention
+// tokens at most kMaxJobMicrobatchTokens, heads and head_dim at most kMaxModelWidth; the
+// FLOPs then stay below kMaxOpFlops) is not a usable shape (its op is skipped with a note).
+bool countable(double count, double limit = static_cast<double>(kMaxOpCount)) {
+  return count >= 0 && count <= limit;
+}
 
 // dims[from] x ... x dims[to - 1], in floating point.
 double product(const std::vector<std::int64_t>& dims, std::size_t from, std::size_t to) {
@@ -289,7 +291,9 @@ std::optional<GemmFromOp> gemm_from_op(const std::string& name, const json& args
   const auto n = static_cast<double>(b_transposed ? b[0] : b[1]);
   const auto k = static_cast<double>(a.back());
   // make_gemm_op's bytes at the widest element (8 bytes).
-  if (!countable(rows) || !countable((rows * k + k * n + rows * n) * 8)) {
+  const auto max_dim = static_cast<double>(kMaxJobMicrobatchTokens);
+  if (!countable(rows, max_dim) || !countable(n, max_dim) || !countable(k, max_dim) ||
+      !countable((rows * k + k * n + rows * n) * 8)) {
     why = fmt::format("{} with input dims {} and {} (too large)", name, dims[a_index].dump(),
                       dims[b_index].dump());
     return std::nullopt;
@@ -405,7 +409,11 @@ std::optional<Op> attention_from_op(const std::string& name, const AttentionOpNa
   op.flops = kind.backward ? 2.0 * forward_flops : forward_flops;
   const std::int64_t a = bytes_per_element(*dtype);
   const double token_count = static_cast<double>(shape.batch) * static_cast<double>(shape.seq);
-  if (!countable((kind.backward ? 4 : 2) * token_count *
+  // heads x head_dim as a model's (kMaxModelWidth), which keeps the FLOPs below kMaxOpFlops.
+  if (!countable(token_count, static_cast<double>(kMaxJobMicrobatchTokens)) ||
+      !countable(static_cast<double>(shape.heads) * static_cast<double>(shape.head_dim),
+                 static_cast<double>(kMaxModelWidth)) ||
+      !countable((kind.backward ? 4 : 2) * token_count *
                      (static_cast<double>(shape.heads) + static_cast<double>(shape.kv_heads)) *
                      static_cast<double>(shape.head_dim) * static_cast<double>(a) +
                  token_count * static_cast<double>(shape.heads) * 4)) {
@@ -438,7 +446,7 @@ std::optional<Op> memory_from_op(const std::string& name, const std::string& mem
     why = fmt::format("{} {}", name, text);
     return std::nullopt;
   };
-  // The bytes by the formula, computed in floating point (see kMaxTraceCount).
+  // The bytes by the formula, computed in floating point (see countable).
   auto with_bytes = [&](double bytes) -> std::optional<Op> {
     if (!countable(bytes)) return fail("with input dims too large");
     op.bytes = static_cast<std::int64_t>(bytes);

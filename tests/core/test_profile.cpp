@@ -1,6 +1,8 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -145,6 +147,31 @@ TEST_CASE("a profile's contention factors and version out of range are rejected"
   json = good;
   json["version"] = 4294967297;
   require_rejected(json, "version");
+}
+
+// Fuzzing found: an op's shape was any int64, and `profile compare` costs every entry's op
+// with the analytic model, whose tile count ceil(m/128) x ceil(n/256) overflowed int64
+// for m = n = 2^40 (undefined behaviour); a sweep of 2^63 - 1 ranks overflowed its node
+// count.
+TEST_CASE("a profile's op shapes and sweeps beyond a workload's are rejected", "[profile]") {
+  const nlohmann::json good = profile_to_json(sample_profile());
+  nlohmann::json json = good;
+  json["compute"][0]["op"]["gemm"]["m"] = std::int64_t{1} << 40;
+  require_rejected(json, "compute[0].op: field 'gemm.m'");
+  json = good;
+  json["compute"][0]["op"]["bytes"] = -1;
+  require_rejected(json, "compute[0].op: field 'bytes'");
+  // Fuzzing found too: bytes written as a float, 1.8e28, were cast to int64 by nlohmann
+  // (undefined behaviour).
+  json = good;
+  json["compute"][0]["op"]["bytes"] = 1.8446744073709552e28;
+  require_rejected(json, "compute[0].op: field 'bytes'");
+  json = good;
+  json["collectives"][0]["ranks"] = std::numeric_limits<std::int64_t>::max();
+  require_rejected(json, "collectives[0].ranks");
+  json = good;
+  json["collectives"][0]["points"][1]["samples_s"][0] = 1e300;
+  require_rejected(json, "collectives[0].points[1].samples_s[0]");
 }
 
 TEST_CASE("median of samples", "[profile]") {

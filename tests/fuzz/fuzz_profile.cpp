@@ -2,11 +2,14 @@
 // (read_profile_file: profile_from_json), then what simulate and tune do with it: the
 // profile-backed cost model over its hardware (a built-in spec, or the H100 spec under the
 // profile's id as a `--hardware FILE` would give), its lookups and interpolations at and
-// between the measured sizes, and the tiny workload lowered and simulated with it.
+// between the measured sizes, the tiny workload lowered (fsdp2, simplefsdp-greedy) and
+// simulated with it; `profile compare` against the analytic model, and `profile merge` of
+// the profile with itself.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <sstream>
 #include <vector>
 
 #include "fsdptune/cost_model.hpp"
@@ -14,6 +17,8 @@
 #include "fsdptune/io.hpp"
 #include "fsdptune/plans.hpp"
 #include "fsdptune/profile.hpp"
+#include "fsdptune/profile_compare.hpp"
+#include "fsdptune/profile_merge.hpp"
 #include "fsdptune/program.hpp"
 #include "fsdptune/simulator.hpp"
 #include "fuzz_support.hpp"
@@ -75,8 +80,27 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       }
     }
     const Workload& workload = fuzz::tiny_workload();
-    const SimResult result = simulate(lower(workload, fsdp2_plan(workload), *costs));
-    fuzz::require(std::isfinite(result.step_time_s), "an accepted profile costs a finite step");
-    (void)step_metrics(workload, hardware, result);
+    for (const Plan& plan :
+         {fsdp2_plan(workload),
+          simplefsdp_greedy_plan(workload, *costs, default_memory_limit_bytes(hardware))}) {
+      const SimResult result = simulate(lower(workload, plan, *costs));
+      fuzz::require(std::isfinite(result.step_time_s), "an accepted profile costs a finite step");
+      (void)step_metrics(workload, hardware, result);
+    }
+
+    // `profile compare`: every entry against the analytic model of its hardware.
+    const auto analytic = make_analytic_cost_model(hardware);
+    const ProfileComparison comparison = compare_profile(profile, *analytic);
+    (void)dump_json(profile_comparison_to_json(comparison));
+    std::ostringstream table;
+    print_profile_comparison(table, comparison, false);
+    print_profile_comparison(table, comparison, true);
+    // `profile merge` of the profile with itself, the second's entries kept.
+    const ProfileMergeResult merged =
+        merge_profiles({{"a.json", profile}, {"b.json", profile}}, MergeOverlap::kLast);
+    fuzz::require_no_error("a merged profile reads back", [&] {
+      fuzz::require(profile_from_json(profile_to_json(merged.profile), source) == merged.profile,
+                    "a merged profile reads back as merged");
+    });
   });
 }
