@@ -8,16 +8,26 @@
 #include "fsdptune/error.hpp"
 #include "fsdptune/io.hpp"
 #include "fsdptune/plans.hpp"
+#include "fsdptune/torchtitan.hpp"
 #include "fsdptune/units.hpp"
 
 namespace fsdptune::cli {
 
 void add_job_options(CLI::App* command, JobOptions& options, JobFlags flags) {
-  command
-      ->add_option("--model", options.model,
-                   "built-in model name, model JSON file, or Hugging Face config.json")
-      ->required();
-  if (flags == JobFlags::kModelOnly) return;
+  options.command = command;
+  CLI::Option* model =
+      command->add_option("--model", options.model,
+                          "built-in model name, model JSON file, or Hugging Face config.json");
+  if (flags == JobFlags::kModelOnly) {
+    model->required();
+    return;
+  }
+  model->description(
+      "built-in model name, model JSON file, or Hugging Face config.json (required unless "
+      "--job-toml names a model fsdptune has built in)");
+  command->add_option("--job-toml", options.job_toml,
+                      "torchtitan train config (TOML) to take the job (and model) from; job "
+                      "flags given replace its fields (docs/torchtitan-config.md)");
   // Values are validated by normalize_job so that every error names its flag the same way.
   command->add_option("--gpus", options.gpus, "world size (GPUs)")->capture_default_str();
   command->add_option("--gpus-per-node", options.gpus_per_node, "GPUs per node")
@@ -59,9 +69,84 @@ void add_pipeline_options(CLI::App* command, JobOptions& options) {
       ->capture_default_str();
 }
 
-ModelSpec resolve_model_option(const JobOptions& options) { return resolve_model(options.model); }
+std::string model_argument(const JobOptions& options) {
+  if (!options.model.empty()) return options.model;
+  if (options.job_toml.empty()) {
+    throw_bad_input("--model", "no model given",
+                    "give --model, or --job-toml with a torchtitan config whose model "
+                    "fsdptune has built in");
+  }
+  return torchtitan_builtin_model(read_torchtitan_config(options.job_toml));
+}
+
+ModelSpec resolve_model_option(const JobOptions& options) {
+  return resolve_model(model_argument(options));
+}
+
+std::string job_flags_of(const std::string& model, const JobSpec& job) {
+  std::string flags = fmt::format(
+      "--model {} --gpus {} --gpus-per-node {} --tp {} --dp-replicate {} --batch {} --seq {} "
+      "--ac {} --param-dtype {} --reduce-dtype {}{}{}",
+      model, job.gpus, job.gpus_per_node, job.tp, job.dp_replicate, job.local_batch, job.seq_len,
+      to_string(job.ac), to_string(job.param_dtype), to_string(job.reduce_dtype),
+      job.float8 ? " --float8" : "", job.async_tp ? " --async-tp" : "");
+  if (job.pp > 1 || job.microbatches > 1) {
+    flags += fmt::format(" --pp {} --microbatches {} --pp-schedule {} --virtual-stages {}", job.pp,
+                         job.microbatches, to_string(job.pp_schedule), job.virtual_stages);
+  }
+  return flags;
+}
+
+namespace {
+
+// The job of --job-toml under the job flags given on the command line.
+JobSpec torchtitan_job_spec(const JobOptions& options, const ModelSpec& model) {
+  const TorchtitanConfig config = read_torchtitan_config(options.job_toml);
+  const auto given = [&](const char* flag) {
+    const CLI::Option* option =
+        options.command != nullptr ? options.command->get_option_no_throw(flag) : nullptr;
+    return option != nullptr && option->count() > 0;
+  };
+  JobOverrides o;
+  const auto take = [&](const char* flag, auto& field, const auto& value) {
+    if (given(flag)) field = value;
+  };
+  take("--gpus", o.gpus, options.gpus);
+  take("--gpus-per-node", o.gpus_per_node, options.gpus_per_node);
+  take("--tp", o.tp, options.tp);
+  take("--dp-replicate", o.dp_replicate, options.dp_replicate);
+  take("--batch", o.local_batch, options.batch);
+  take("--seq", o.seq_len, options.seq);
+  take("--pp", o.pp, options.pp);
+  take("--microbatches", o.microbatches, options.microbatches);
+  take("--virtual-stages", o.virtual_stages, options.virtual_stages);
+  if (given("--ac")) o.ac = ac_from_string(options.ac, "--ac");
+  if (given("--param-dtype"))
+    o.param_dtype = dtype_from_string(options.param_dtype, "--param-dtype");
+  if (given("--reduce-dtype")) {
+    o.reduce_dtype = dtype_from_string(options.reduce_dtype, "--reduce-dtype");
+  }
+  take("--float8", o.float8, options.float8);
+  take("--async-tp", o.async_tp, options.async_tp);
+  if (given("--pp-schedule")) {
+    o.pp_schedule = pipeline_schedule_from_string(options.pp_schedule, "--pp-schedule");
+  }
+  JobSpec job = torchtitan_job(config, model, o);
+  if (job.pp > 1 && options.command != nullptr &&
+      options.command->get_option_no_throw("--pp") == nullptr) {
+    throw_bad_input(config.pp_where,
+                    fmt::format("`{}` does not take pipeline parallelism (degree {})",
+                                options.command->get_name(), job.pp),
+                    "simulate, tune and pipeline do (docs/parallelism.md)");
+  }
+  for (const std::string& note : torchtitan_notes(config)) fmt::print(stderr, "note: {}\n", note);
+  return job;
+}
+
+}  // namespace
 
 JobSpec to_job_spec(const JobOptions& options, const ModelSpec& model) {
+  if (!options.job_toml.empty()) return torchtitan_job_spec(options, model);
   JobSpec job;
   job.gpus = options.gpus;
   job.gpus_per_node = options.gpus_per_node;

@@ -21,7 +21,10 @@ namespace fsdptune::cli {
 // bf16 params, fp32 gradient reduction, no AC. Later areas add their own flags (hardware,
 // profile, plan, memory limit) to their own option structs next to this one.
 struct JobOptions {
-  std::string model;                  // --model (required; simulate: or a schedule --plan)
+  std::string model;  // --model (required unless --job-toml names it; simulate: or a schedule)
+  // --job-toml: a torchtitan train config (docs/torchtitan-config.md); the job flags given
+  // replace its fields.
+  std::string job_toml;
   std::int64_t gpus = 8;              // --gpus
   std::int64_t gpus_per_node = 8;     // --gpus-per-node
   std::int64_t tp = 1;                // --tp
@@ -38,6 +41,8 @@ struct JobOptions {
   std::int64_t microbatches = 1;     // --microbatches
   std::string pp_schedule = "1f1b";  // --pp-schedule 1f1b|interleaved-1f1b|gpipe
   std::int64_t virtual_stages = 1;   // --virtual-stages
+  // The subcommand the flags are registered on (add_job_options): which flags were given.
+  const CLI::App* command = nullptr;
 };
 
 // Which flags a subcommand takes: `model` needs only --model.
@@ -48,11 +53,21 @@ void add_job_options(CLI::App* command, JobOptions& options, JobFlags flags = Jo
 // simulate pipelines (docs/parallelism.md); elsewhere they keep their defaults (no PP).
 void add_pipeline_options(CLI::App* command, JobOptions& options);
 
-// The model named by --model (built-in, model file or HF config.json).
+// The model named by --model (built-in, model file or HF config.json), else by the
+// --job-toml config's [model] name and flavor; Error(kBadInput) when neither names one.
 ModelSpec resolve_model_option(const JobOptions& options);
 
+// What --model names, as given, or the built-in model the --job-toml config names.
+std::string model_argument(const JobOptions& options);
+
+// `--model MODEL` and the job flags that give `job` (normalized), in a fixed order: the
+// pipeline flags only with PP or microbatches, --float8 and --async-tp when on.
+std::string job_flags_of(const std::string& model, const JobSpec& job);
+
 // The JobSpec of the flags, normalized against `model` (normalize_job): throws
-// Error(kBadInput) naming the flag at fault.
+// Error(kBadInput) naming the flag at fault. With --job-toml, the config's job
+// (torchtitan_job) with the flags given replacing its fields, errors naming the config's
+// field; what the config sets that is no job field is printed as notes on stderr.
 JobSpec to_job_spec(const JobOptions& options, const ModelSpec& model);
 
 // The plan and memory-limit flags of simulate and tune (issue: simulator). The cost flags

@@ -287,8 +287,8 @@ void add_collect(CLI::App& profile) {
                      "(for --hardware of simulate/tune)");
   profile.callback([&profile, collect] {
     if (!profile.get_subcommands().empty()) return;  // an import subcommand ran instead
-    if (collect->job.model.empty()) {
-      throw_bad_input("--model", "required to measure a profile",
+    if (collect->job.model.empty() && collect->job.job_toml.empty()) {
+      throw_bad_input("--model", "required to measure a profile (or --job-toml)",
                       "fsdptune profile --backend cpu|cuda --model NAME ... --out FILE");
     }
     if (collect->backend.empty()) {

@@ -240,7 +240,7 @@ void resolve_schedule_costs(const CostOptions& flags, const ScheduleFile& schedu
 
 SimulateInputs resolve_inputs(const SimulateOptions& options) {
   SimulateInputs inputs;
-  if (!options.job.model.empty()) {  // as the flags say
+  if (!options.job.model.empty() || !options.job.job_toml.empty()) {  // as the flags say
     inputs.model = resolve_model_option(options.job);
     inputs.job = to_job_spec(options.job, inputs.model);
     inputs.costs = resolve_cost_model(options.cost);
@@ -397,10 +397,10 @@ void register_sim_commands(CLI::App& app) {
   add_job_options(command, options->job);
   add_pipeline_options(command, options->job);
   // A schedule file says its model, job and hardware: --model is then optional.
-  command->get_option("--model")->required(false)->description(
-      "built-in model name, model JSON file, or Hugging Face config.json; without it "
-      "--plan must be a schedule file, whose model, job and hardware are used (job flags "
-      "given must agree with it)");
+  command->get_option("--model")->description(
+      "built-in model name, model JSON file, or Hugging Face config.json; without it (and "
+      "without --job-toml) --plan must be a schedule file, whose model, job and hardware are "
+      "used (job flags given must agree with it)");
   add_cost_options(command, options->cost);
   add_plan_options(command, options->plan);
   command->add_flag("--json", options->json, "print one JSON object instead of text");

@@ -57,17 +57,10 @@ struct TuneOptions {
 
 // The command line as the provenance records it: the flags that determine the result,
 // in a fixed order (file names of outputs are left out so that the same search gives the
-// same file wherever it is written).
-std::string canonical_command(const TuneOptions& o) {
-  std::string command = fmt::format(
-      "fsdptune tune --model {} --gpus {} --gpus-per-node {} --tp {} --dp-replicate {} "
-      "--batch {} --seq {} --ac {} --param-dtype {} --reduce-dtype {}{}",
-      o.job.model, o.job.gpus, o.job.gpus_per_node, o.job.tp, o.job.dp_replicate, o.job.batch,
-      o.job.seq, o.job.ac, o.job.param_dtype, o.job.reduce_dtype, o.job.float8 ? " --float8" : "");
-  if (o.job.pp > 1 || o.job.microbatches > 1) {
-    command += fmt::format(" --pp {} --microbatches {} --pp-schedule {} --virtual-stages {}",
-                           o.job.pp, o.job.microbatches, o.job.pp_schedule, o.job.virtual_stages);
-  }
+// same file wherever it is written). The job is the resolved one, as flags: a job read
+// from --job-toml is recorded as the flags that give it.
+std::string canonical_command(const TuneOptions& o, const std::string& model, const JobSpec& job) {
+  std::string command = "fsdptune tune " + job_flags_of(model, job);
   if (!o.cost.hardware.empty()) command += fmt::format(" --hardware {}", o.cost.hardware);
   if (!o.cost.profile.empty()) command += fmt::format(" --profile {}", o.cost.profile);
   if (!o.memory_limit.empty()) command += fmt::format(" --memory-limit {}", o.memory_limit);
@@ -83,12 +76,13 @@ std::string canonical_command(const TuneOptions& o) {
 // Stamps the provenance of this run on `schedule` and writes it to --out.
 void write_schedule(ScheduleFile& schedule, const TuneOptions& options,
                     const std::string& cost_source, const std::string& cost_hash) {
+  const std::string model = model_argument(options.job);
   schedule.provenance.tool = std::string("fsdptune ") + FSDPTUNE_VERSION;
   schedule.provenance.cost_source = cost_source;
   schedule.provenance.cost_hash = cost_hash;
   schedule.provenance.seed = options.seed;
   schedule.provenance.threads = options.threads;
-  schedule.provenance.command = canonical_command(options);
+  schedule.provenance.command = canonical_command(options, model, schedule.job);
   write_file_atomically(options.out, dump_json(schedule_to_json(schedule)));
 }
 

@@ -1,0 +1,127 @@
+// torchtitan train configs (the TOML files of torchtitan/models/*/train_configs) as a job
+// (docs/torchtitan-config.md): `--job-toml FILE` on the job-taking subcommands. The file's
+// [model], [training], [parallelism], [activation_checkpoint] and float8 settings become
+// fsdptune's model and JobSpec; what fsdptune does not model is an error naming the field,
+// never a silent approximation. Keys that do not change a step's time or memory (optimizer,
+// checkpointing, metrics, ...) are ignored, as torchtitan's defaults fill what is absent.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fsdptune/job.hpp"
+#include "fsdptune/model.hpp"
+
+namespace fsdptune {
+
+// The settings of one config, as the file gives them or torchtitan's defaults
+// (torchtitan/config/job_config.py) where it does not. Each value's `*_where` names its
+// field ("llama3_8b.toml: [parallelism] tensor_parallel_degree") for errors.
+struct TorchtitanConfig {
+  std::string source;  // the file, as errors name it
+
+  // [model]
+  std::string model_name = "llama3";
+  std::string model_flavor = "debugmodel";
+  std::string model_where;
+  std::vector<std::string> converters;  // "float8", "quantize.linear.float8", "mx", ...
+  std::string converters_where;
+
+  // [training]
+  std::int64_t local_batch_size = 8;  // or the older `batch_size`
+  std::string local_batch_size_where;
+  std::int64_t global_batch_size = -1;  // -1: local batch x data-parallel degree
+  std::string global_batch_size_where;
+  std::int64_t seq_len = 2048;
+  std::string seq_len_where;
+  std::string mixed_precision_param = "bfloat16";
+  std::string mixed_precision_param_where;
+  std::string mixed_precision_reduce = "float32";
+  std::string mixed_precision_reduce_where;
+  bool compile = false;  // [training] compile or [compile] enable
+  bool cpu_offload = false;
+  std::string cpu_offload_where;
+
+  // [parallelism] (older configs: [training] and [experimental])
+  std::int64_t dp_replicate = 1;
+  std::string dp_replicate_where;
+  std::int64_t dp_shard = -1;  // -1: what the other degrees leave of the world size
+  std::string dp_shard_where;
+  std::int64_t tp = 1;
+  std::string tp_where;
+  bool async_tp = false;
+  std::string async_tp_where;
+  std::int64_t pp = 1;
+  std::string pp_where;
+  std::string pp_schedule = "1F1B";
+  std::string pp_schedule_where;
+  std::int64_t pp_microbatch_size = 1;
+  std::string pp_microbatch_size_where;
+  std::optional<std::int64_t> pp_layers_per_stage;
+  std::string pp_layers_per_stage_where;
+  std::int64_t pp_first_stage_less_layers = 1;
+  std::int64_t pp_last_stage_less_layers = 1;
+  std::int64_t cp = 1;
+  std::string cp_where;
+  std::int64_t ep = 1;
+  std::string ep_where;
+  std::string reshard_after_forward = "default";  // fsdp_reshard_after_forward
+  std::string reshard_after_forward_where;
+
+  // [activation_checkpoint]
+  std::string ac_mode = "selective";
+  std::string ac_mode_where;
+  std::string selective_ac_option = "2";
+  std::string selective_ac_option_where;
+
+  // [float8] (or [quantize.linear.float8])
+  bool float8_all_gather = false;  // enable_fsdp_float8_all_gather
+  std::string float8_all_gather_where;
+
+  bool operator==(const TorchtitanConfig&) const = default;
+};
+
+// Parses a config. Throws Error(kBadInput) naming `source` (and the line, for TOML syntax)
+// or the field (wrong type, value torchtitan does not take).
+TorchtitanConfig torchtitan_config_from_toml(const std::string& text, const std::string& source);
+TorchtitanConfig read_torchtitan_config(const std::string& path);
+
+// fsdptune's built-in model of the config's [model] name and flavor ("llama3" "8B" ->
+// "llama3-8b"; flavors that differ only in the attention kernel, "8B_flex", map to their
+// shapes). Throws Error(kBadInput) naming the [model] field when there is none.
+std::string torchtitan_builtin_model(const TorchtitanConfig& config);
+
+// The job fields set on the command line: each replaces what the config says of that
+// field (the rest follow the config; e.g. with --pp given, the config's local batch is
+// split into microbatches as torchtitan would split it for that degree).
+struct JobOverrides {
+  std::optional<std::int64_t> gpus, gpus_per_node, tp, dp_replicate, local_batch, seq_len, pp,
+      microbatches, virtual_stages;
+  std::optional<ActivationCheckpointing> ac;
+  std::optional<DType> param_dtype, reduce_dtype;
+  std::optional<bool> float8, async_tp;
+  std::optional<PipelineSchedule> pp_schedule;
+};
+
+// The JobSpec the config describes for `model` under `overrides`, normalized
+// (normalize_job, errors naming the config's file). The world size is the product of the
+// degrees when data_parallel_shard_degree is set (it must then agree with an overriding
+// gpus), else overrides.gpus or torchtitan's 8. Under PP the local batch is split into
+// microbatches of pipeline_parallel_microbatch_size sequences (JobSpec::local_batch is one
+// microbatch); interleaved schedules run pipeline_parallel_layers_per_stage's stages per
+// rank, or torchtitan's 2. Throws Error(kBadInput) naming the field of what fsdptune does
+// not model: context or expert parallelism, CPU offload, gradient accumulation (a global
+// batch above local x DP), layer-level selective AC (every Nth layer), float8 linears
+// without float8 all-gather, other converters, pipeline schedules beyond 1F1B,
+// Interleaved1F1B and GPipe; and of what torchtitan itself rejects (async TP without
+// compile, a local batch not divisible by the microbatch size, ...).
+JobSpec torchtitan_job(const TorchtitanConfig& config, const ModelSpec& model,
+                       const JobOverrides& overrides = {});
+
+// What the config sets that is a plan's choice rather than the job's, or read and not
+// modelled: one line each, for the CLI to print as notes (empty when none).
+std::vector<std::string> torchtitan_notes(const TorchtitanConfig& config);
+
+}  // namespace fsdptune

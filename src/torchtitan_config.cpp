@@ -1,0 +1,593 @@
+// torchtitan train configs (TOML) as fsdptune jobs: docs/torchtitan-config.md.
+#include "fsdptune/torchtitan.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <toml.hpp>
+
+#include "fsdptune/error.hpp"
+
+namespace fsdptune {
+namespace {
+
+// Arrays and inline tables nested deeper than this are no config (torchtitan's are flat):
+// toml11 parses nesting recursively, and a file nested a million deep would overflow the
+// stack before it could say so.
+constexpr int kMaxTomlNesting = 64;
+
+// The deepest nesting of '[' and '{' in `text` outside strings and comments: a small
+// scanner of TOML's lexical rules (basic and literal strings, their multi-line forms,
+// backslash escapes in basic strings, '#' comments), enough to bound toml11's recursion.
+int toml_nesting(const std::string& text) {
+  int depth = 0;
+  int deepest = 0;
+  std::size_t i = 0;
+  const std::size_t n = text.size();
+  const auto starts = [&](std::size_t at, const char* token) {
+    return text.compare(at, std::char_traits<char>::length(token), token) == 0;
+  };
+  while (i < n) {
+    const char c = text[i];
+    if (c == '#') {
+      while (i < n && text[i] != '\n') ++i;
+    } else if (c == '"' || c == '\'') {
+      const bool basic = c == '"';
+      const char* close = basic ? "\"\"\"" : "'''";
+      const bool multi = starts(i, close);
+      i += multi ? 3 : 1;
+      while (i < n) {
+        if (basic && text[i] == '\\') {
+          i += 2;
+        } else if (multi ? starts(i, close) : text[i] == c) {
+          i += multi ? 3 : 1;
+          break;
+        } else if (!multi && text[i] == '\n') {
+          break;  // unterminated: toml11 says so
+        } else {
+          ++i;
+        }
+      }
+      continue;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      depth = std::max(0, depth - 1);
+    }
+    ++i;
+  }
+  return deepest;
+}
+
+std::string to_lower(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return text;
+}
+
+// Reads the settings out of a parsed config: each key looked up in its table (and, for
+// keys older torchtitan kept elsewhere, in the older table too).
+class ConfigReader {
+ public:
+  ConfigReader(const toml::value& root, std::string source)
+      : root_(root), source_(std::move(source)) {}
+
+  std::string where(const std::string& table, const std::string& key) const {
+    return fmt::format("{}: [{}] {}", source_, table, key);
+  }
+
+  // The value at [table] key (table may be dotted, "quantize.linear.float8"), or null.
+  const toml::value* find(const std::string& table, const std::string& key) const {
+    const toml::value* at = &root_;
+    std::size_t from = 0;
+    while (from <= table.size()) {
+      const std::size_t dot = std::min(table.find('.', from), table.size());
+      at = child(*at, table.substr(from, dot - from), where(table, key));
+      if (at == nullptr) return nullptr;
+      from = dot + 1;
+    }
+    return child(*at, key, where(table, key));
+  }
+
+  // The first of `places` ({table, key}) the file sets, and where; `value` unchanged
+  // (torchtitan's default, `where` naming the first place as defaulted) when none.
+  // Setting more than one of them is an error: they are one setting.
+  const toml::value* lookup(std::initializer_list<std::pair<const char*, const char*>> places,
+                            std::string& where_out) const {
+    const toml::value* found = nullptr;
+    std::string found_where;
+    for (const auto& [table, key] : places) {
+      const toml::value* value = find(table, key);
+      if (value == nullptr) continue;
+      if (found != nullptr) {
+        throw_bad_input(where(table, key), fmt::format("also set as {}", found_where),
+                        "set it in one place (newer torchtitan reads [parallelism])");
+      }
+      found = value;
+      found_where = where(table, key);
+    }
+    const auto& [table, key] = *places.begin();
+    where_out = found != nullptr ? found_where : where(table, key) + " (torchtitan's default)";
+    return found;
+  }
+
+  void integer(std::initializer_list<std::pair<const char*, const char*>> places,
+               std::int64_t& value, std::string& where_out, std::int64_t low) const {
+    const toml::value* found = lookup(places, where_out);
+    if (found == nullptr) return;
+    if (!found->is_integer()) throw_bad_input(where_out, "expected an integer");
+    value = found->as_integer();
+    if (value < low) {
+      throw_bad_input(where_out, low == -1 ? fmt::format("must be -1 or >= 1, got {}", value)
+                                           : fmt::format("must be >= {}, got {}", low, value));
+    }
+    if (low == -1 && value == 0) throw_bad_input(where_out, "must be -1 or >= 1, got 0");
+  }
+
+  void boolean(std::initializer_list<std::pair<const char*, const char*>> places, bool& value,
+               std::string& where_out) const {
+    const toml::value* found = lookup(places, where_out);
+    if (found == nullptr) return;
+    if (!found->is_boolean()) throw_bad_input(where_out, "expected true or false");
+    value = found->as_boolean();
+  }
+
+  void string(std::initializer_list<std::pair<const char*, const char*>> places, std::string& value,
+              std::string& where_out) const {
+    const toml::value* found = lookup(places, where_out);
+    if (found == nullptr) return;
+    if (!found->is_string()) throw_bad_input(where_out, "expected a string");
+    value = found->as_string().str;
+  }
+
+ private:
+  // The member `name` of `table`, null when absent; an error when `table` is no table.
+  static const toml::value* child(const toml::value& table, const std::string& name,
+                                  const std::string& where) {
+    if (!table.is_table()) throw_bad_input(where, "expected a table above this key");
+    const auto& members = table.as_table();
+    const auto it = members.find(name);
+    return it == members.end() ? nullptr : &it->second;
+  }
+
+  const toml::value& root_;
+  std::string source_;
+};
+
+// A converters value: an array of strings or one comma-separated string ("float8").
+std::vector<std::string> converter_list(const toml::value& value, const std::string& where) {
+  std::vector<std::string> names;
+  const auto add = [&](const std::string& text) {
+    std::stringstream parts(text);
+    std::string part;
+    while (std::getline(parts, part, ',')) {
+      part.erase(0, part.find_first_not_of(" \t"));
+      part.erase(part.find_last_not_of(" \t") + 1);
+      if (!part.empty()) names.push_back(part);
+    }
+  };
+  if (value.is_string()) {
+    add(value.as_string().str);
+  } else if (value.is_array()) {
+    for (const toml::value& item : value.as_array()) {
+      if (!item.is_string()) throw_bad_input(where, "expected strings");
+      add(item.as_string().str);
+    }
+  } else {
+    throw_bad_input(where, "expected a string or an array of strings");
+  }
+  return names;
+}
+
+bool is_float8_converter(const std::string& name) {
+  return name == "float8" || name == "quantize.linear.float8";
+}
+
+[[noreturn]] void not_modelled(const std::string& where, const std::string& what,
+                               const std::string& hint) {
+  throw_bad_input(where, what + " is not modelled by fsdptune", hint);
+}
+
+// A * B * ... with each factor and the product at most kMaxJobGpus (else 0: too many).
+std::int64_t bounded_product(std::initializer_list<std::int64_t> factors) {
+  std::int64_t product = 1;
+  for (const std::int64_t factor : factors) {
+    if (factor > kMaxJobGpus || product * factor > kMaxJobGpus) return 0;
+    product *= factor;
+  }
+  return product;
+}
+
+ActivationCheckpointing ac_of(const TorchtitanConfig& c) {
+  if (c.ac_mode == "none") return ActivationCheckpointing::kNone;
+  if (c.ac_mode == "full") return ActivationCheckpointing::kFull;
+  if (c.ac_mode != "selective") {
+    throw_bad_input(c.ac_mode_where,
+                    fmt::format("unknown mode '{}' (expected none, selective or full)", c.ac_mode));
+  }
+  if (c.selective_ac_option == "op") return ActivationCheckpointing::kSelective;
+  // An integer N: every Nth block fully checkpointed; N = 1 is every block.
+  const std::string& option = c.selective_ac_option;
+  const bool integer = !option.empty() && option.size() < 10 &&
+                       std::all_of(option.begin(), option.end(),
+                                   [](unsigned char ch) { return std::isdigit(ch) != 0; });
+  if (!integer || std::stoi(option) < 1) {
+    throw_bad_input(c.selective_ac_option_where,
+                    fmt::format("'{}' is neither 'op' nor a positive integer", option));
+  }
+  if (std::stoi(option) == 1) return ActivationCheckpointing::kFull;
+  not_modelled(
+      c.selective_ac_option_where,
+      fmt::format("layer-level selective AC (every {} blocks checkpointed, '{}'{})", option, option,
+                  c.selective_ac_option_where.ends_with("(torchtitan's default)")
+                      ? ", which mode = 'selective' defaults to"
+                      : ""),
+      "set selective_ac_option = 'op' (op-level, what --ac selective models), mode = "
+      "'full' or 'none', or pass --ac");
+}
+
+// A mixed_precision_* name as a DType, of the names `allowed` lists (torch's names).
+DType dtype_of(const std::string& name, const std::string& where,
+               std::initializer_list<std::pair<const char*, DType>> allowed) {
+  std::vector<std::string> names;
+  for (const auto& [text, dtype] : allowed) {
+    if (name == text) return dtype;
+    names.emplace_back(text);
+  }
+  throw_bad_input(where,
+                  fmt::format("unknown dtype '{}' (expected {})", name, fmt::join(names, ", ")));
+}
+
+DType param_dtype_of(const TorchtitanConfig& c) {
+  return dtype_of(
+      c.mixed_precision_param, c.mixed_precision_param_where,
+      {{"bfloat16", DType::kBF16}, {"float16", DType::kFP16}, {"float32", DType::kFP32}});
+}
+
+DType reduce_dtype_of(const TorchtitanConfig& c) {
+  return dtype_of(
+      c.mixed_precision_reduce, c.mixed_precision_reduce_where,
+      {{"float32", DType::kFP32}, {"bfloat16", DType::kBF16}, {"float16", DType::kFP16}});
+}
+
+bool float8_of(const TorchtitanConfig& c) {
+  bool float8 = false;
+  for (const std::string& name : c.converters) {
+    if (!is_float8_converter(name)) {
+      not_modelled(c.converters_where, fmt::format("the converter '{}'", name),
+                   "drop it, or pass --float8 (float8 linears) to replace the converters");
+    }
+    float8 = true;
+  }
+  if (float8 && !c.float8_all_gather) {
+    not_modelled(c.float8_all_gather_where,
+                 "float8 linears with bf16 all-gathers (enable_fsdp_float8_all_gather = false)",
+                 "set enable_fsdp_float8_all_gather = true (what --float8 models: float8 "
+                 "linears and float8 all-gathers), or drop the float8 converter");
+  }
+  return float8;
+}
+
+PipelineSchedule schedule_of(const TorchtitanConfig& c) {
+  // torchtitan looks schedules up by name, ignoring case.
+  const std::string name = to_lower(c.pp_schedule);
+  if (name == "1f1b") return PipelineSchedule::k1F1B;
+  if (name == "interleaved1f1b") return PipelineSchedule::kInterleaved1F1B;
+  if (name == "gpipe") return PipelineSchedule::kGPipe;
+  not_modelled(c.pp_schedule_where, fmt::format("the pipeline schedule '{}'", c.pp_schedule),
+               "use 1F1B, Interleaved1F1B or GPipe, or pass --pp-schedule");
+}
+
+// Stages per pipeline rank, as torchtitan's pipeline_llm counts them.
+std::int64_t stages_per_rank(const TorchtitanConfig& c, const ModelSpec& model, std::int64_t pp,
+                             PipelineSchedule schedule) {
+  const bool single = schedule != PipelineSchedule::kInterleaved1F1B;
+  if (!c.pp_layers_per_stage) return single ? 1 : 2;
+  const std::int64_t per_stage = *c.pp_layers_per_stage;
+  const std::int64_t weighted =
+      model.n_layers + c.pp_first_stage_less_layers + c.pp_last_stage_less_layers;
+  const std::int64_t stages = (weighted + per_stage - 1) / per_stage;
+  const std::string& at = c.pp_layers_per_stage_where;
+  if (stages % pp != 0) {
+    throw_bad_input(at, fmt::format("{} layers (+{} +{} for the embedding and output) at {} per "
+                                    "stage make {} stages, not divisible by pipeline degree {}",
+                                    model.n_layers, c.pp_first_stage_less_layers,
+                                    c.pp_last_stage_less_layers, per_stage, stages, pp));
+  }
+  const std::int64_t per_rank = stages / pp;
+  if (single && per_rank != 1) {
+    throw_bad_input(at, fmt::format("{} stages per rank, but {} runs one stage per rank", per_rank,
+                                    c.pp_schedule));
+  }
+  if (!single && per_rank < 2) {
+    throw_bad_input(
+        at, fmt::format("{} stage per rank, but {} needs at least 2", per_rank, c.pp_schedule));
+  }
+  return per_rank;
+}
+
+}  // namespace
+
+TorchtitanConfig torchtitan_config_from_toml(const std::string& text, const std::string& source) {
+  if (toml_nesting(text) > kMaxTomlNesting) {
+    throw_bad_input(source, fmt::format("arrays or tables nested more than {} deep: not a "
+                                        "torchtitan config",
+                                        kMaxTomlNesting));
+  }
+  toml::value root;
+  try {
+    std::istringstream stream(text);
+    root = toml::parse(stream, source);
+  } catch (const std::exception& e) {
+    // toml11's message names the file, line and column, with the line quoted.
+    throw_bad_input(source, fmt::format("not a valid TOML file: {}", e.what()));
+  }
+  if (!root.is_table()) throw_bad_input(source, "not a TOML table");
+
+  TorchtitanConfig c;
+  c.source = source;
+  const ConfigReader r(root, source);
+  std::string flavor_where;
+  r.string({{"model", "name"}}, c.model_name, c.model_where);
+  r.string({{"model", "flavor"}}, c.model_flavor, flavor_where);
+  if (!flavor_where.ends_with("(torchtitan's default)")) c.model_where = flavor_where;
+  if (const toml::value* converters = r.lookup({{"model", "converters"}}, c.converters_where)) {
+    c.converters = converter_list(*converters, c.converters_where);
+  }
+
+  r.integer({{"training", "local_batch_size"}, {"training", "batch_size"}}, c.local_batch_size,
+            c.local_batch_size_where, 1);
+  r.integer({{"training", "global_batch_size"}}, c.global_batch_size, c.global_batch_size_where,
+            -1);
+  r.integer({{"training", "seq_len"}}, c.seq_len, c.seq_len_where, 1);
+  r.string({{"training", "mixed_precision_param"}}, c.mixed_precision_param,
+           c.mixed_precision_param_where);
+  r.string({{"training", "mixed_precision_reduce"}}, c.mixed_precision_reduce,
+           c.mixed_precision_reduce_where);
+  std::string compile_where;
+  r.boolean({{"training", "compile"}, {"compile", "enable"}}, c.compile, compile_where);
+  r.boolean({{"training", "enable_cpu_offload"}}, c.cpu_offload, c.cpu_offload_where);
+
+  r.integer({{"parallelism", "data_parallel_replicate_degree"},
+             {"training", "data_parallel_replicate_degree"}},
+            c.dp_replicate, c.dp_replicate_where, 1);
+  r.integer({{"parallelism", "data_parallel_shard_degree"},
+             {"training", "data_parallel_shard_degree"},
+             {"training", "data_parallel_degree"}},
+            c.dp_shard, c.dp_shard_where, -1);
+  r.integer({{"parallelism", "tensor_parallel_degree"}, {"training", "tensor_parallel_degree"}},
+            c.tp, c.tp_where, 1);
+  r.boolean({{"parallelism", "enable_async_tensor_parallel"},
+             {"experimental", "enable_async_tensor_parallel"}},
+            c.async_tp, c.async_tp_where);
+  r.integer(
+      {{"parallelism", "pipeline_parallel_degree"}, {"experimental", "pipeline_parallel_degree"}},
+      c.pp, c.pp_where, 1);
+  r.string({{"parallelism", "pipeline_parallel_schedule"},
+            {"experimental", "pipeline_parallel_schedule"}},
+           c.pp_schedule, c.pp_schedule_where);
+  r.integer({{"parallelism", "pipeline_parallel_microbatch_size"}}, c.pp_microbatch_size,
+            c.pp_microbatch_size_where, 1);
+  std::int64_t layers_per_stage = 0;
+  r.integer({{"parallelism", "pipeline_parallel_layers_per_stage"}}, layers_per_stage,
+            c.pp_layers_per_stage_where, 1);
+  if (!c.pp_layers_per_stage_where.ends_with("(torchtitan's default)")) {
+    c.pp_layers_per_stage = layers_per_stage;
+  }
+  std::string unused_where;
+  r.integer({{"parallelism", "pipeline_parallel_first_stage_less_layers"}},
+            c.pp_first_stage_less_layers, unused_where, 0);
+  r.integer({{"parallelism", "pipeline_parallel_last_stage_less_layers"}},
+            c.pp_last_stage_less_layers, unused_where, 0);
+  for (const std::int64_t less : {c.pp_first_stage_less_layers, c.pp_last_stage_less_layers}) {
+    if (less > kMaxModelLayers) {
+      throw_bad_input(r.where("parallelism", "pipeline_parallel_*_stage_less_layers"),
+                      fmt::format("{} is more layers than a model has", less));
+    }
+  }
+  r.integer(
+      {{"parallelism", "context_parallel_degree"}, {"experimental", "context_parallel_degree"}},
+      c.cp, c.cp_where, 1);
+  r.integer({{"parallelism", "expert_parallel_degree"}}, c.ep, c.ep_where, 1);
+  r.string({{"parallelism", "fsdp_reshard_after_forward"}}, c.reshard_after_forward,
+           c.reshard_after_forward_where);
+  if (c.reshard_after_forward != "default" && c.reshard_after_forward != "always" &&
+      c.reshard_after_forward != "never") {
+    throw_bad_input(c.reshard_after_forward_where,
+                    fmt::format("unknown policy '{}' (expected default, always or never)",
+                                c.reshard_after_forward));
+  }
+
+  r.string({{"activation_checkpoint", "mode"}}, c.ac_mode, c.ac_mode_where);
+  // A string in torchtitan ('op' or '2'); an integer is read as its digits.
+  if (const toml::value* option = r.lookup({{"activation_checkpoint", "selective_ac_option"}},
+                                           c.selective_ac_option_where)) {
+    if (option->is_integer()) {
+      c.selective_ac_option = std::to_string(option->as_integer());
+    } else if (option->is_string()) {
+      c.selective_ac_option = option->as_string().str;
+    } else {
+      throw_bad_input(c.selective_ac_option_where, "expected 'op' or an integer");
+    }
+  }
+  r.boolean({{"float8", "enable_fsdp_float8_all_gather"},
+             {"quantize.linear.float8", "enable_fsdp_float8_all_gather"}},
+            c.float8_all_gather, c.float8_all_gather_where);
+  return c;
+}
+
+std::string torchtitan_builtin_model(const TorchtitanConfig& config) {
+  static const std::pair<const char*, const char*> kFlavors[] = {
+      {"8B", "llama3-8b"}, {"70B", "llama3-70b"}, {"405B", "llama3-405b"}};
+  if (config.model_name == "llama3") {
+    for (const auto& [flavor, model] : kFlavors) {
+      // "8B_flex", "8B_varlen": the same shapes with another attention kernel (costed as
+      // SDPA's).
+      if (config.model_flavor == flavor ||
+          config.model_flavor.starts_with(std::string(flavor) + "_")) {
+        return model;
+      }
+    }
+  }
+  throw_bad_input(config.model_where,
+                  fmt::format("fsdptune has no built-in model for torchtitan's '{}' flavor '{}' "
+                              "(it knows llama3 8B, 70B and 405B)",
+                              config.model_name, config.model_flavor),
+                  "pass --model with a built-in model, a model JSON or the model's Hugging Face "
+                  "config.json");
+}
+
+JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const JobOverrides& o) {
+  if (c.cp != 1) {
+    not_modelled(c.cp_where, fmt::format("context parallelism (degree {})", c.cp),
+                 "set context_parallel_degree = 1");
+  }
+  if (c.ep != 1) {
+    not_modelled(c.ep_where, fmt::format("expert parallelism (degree {})", c.ep),
+                 "set expert_parallel_degree = 1 (fsdptune's models are dense)");
+  }
+  if (c.cpu_offload) {
+    not_modelled(c.cpu_offload_where, "FSDP CPU offload", "set enable_cpu_offload = false");
+  }
+
+  JobSpec job;
+  job.tp = o.tp.value_or(c.tp);
+  job.dp_replicate = o.dp_replicate.value_or(c.dp_replicate);
+  job.pp = o.pp.value_or(c.pp);
+  job.gpus_per_node = o.gpus_per_node.value_or(job.gpus_per_node);
+  // The world size: torchrun's, unless every degree is fixed.
+  if (c.dp_shard > 0) {
+    const std::int64_t gpus = bounded_product({c.dp_shard, job.dp_replicate, job.tp, job.pp});
+    if (gpus == 0) {
+      throw_bad_input(c.dp_shard_where,
+                      fmt::format("the degrees multiply to more than {} GPUs", kMaxJobGpus));
+    }
+    if (o.gpus && *o.gpus != gpus) {
+      throw_bad_input(c.dp_shard_where,
+                      fmt::format("data_parallel_shard_degree {} x replicate {} x tp {} x pp {} "
+                                  "= {} GPUs, not the {} asked for (--gpus)",
+                                  c.dp_shard, job.dp_replicate, job.tp, job.pp, gpus, *o.gpus),
+                      "set data_parallel_shard_degree = -1 to take what --gpus leaves, or "
+                      "drop --gpus");
+    }
+    job.gpus = gpus;
+    job.dp_shard = c.dp_shard;
+  } else {
+    job.gpus = o.gpus.value_or(job.gpus);
+  }
+
+  // Sequences per step and rank: the local batch, split into microbatches under PP.
+  const std::int64_t local = c.local_batch_size;
+  if (job.pp > 1 && !(o.local_batch && o.microbatches)) {
+    const std::int64_t size = o.local_batch.value_or(
+        o.microbatches ? (local % *o.microbatches == 0 ? local / *o.microbatches : 0)
+                       : c.pp_microbatch_size);
+    if (size == 0 || local % size != 0) {
+      throw_bad_input(
+          c.local_batch_size_where,
+          o.microbatches
+              ? fmt::format("{} sequences do not split into {} microbatches", local,
+                            *o.microbatches)
+              : fmt::format("{} sequences do not split into microbatches of {} ({})", local, size,
+                            o.local_batch ? "--batch" : c.pp_microbatch_size_where));
+    }
+    job.local_batch = size;
+    job.microbatches = o.microbatches.value_or(local / size);
+  } else {
+    job.local_batch = o.local_batch.value_or(local);
+    job.microbatches = o.microbatches.value_or(1);
+  }
+  if (c.global_batch_size > 0) {
+    // What one step runs over all data-parallel ranks; a global batch beyond it is
+    // torchtitan's gradient accumulation.
+    const std::int64_t model_parallel = bounded_product({job.tp, job.pp, job.dp_replicate});
+    if (model_parallel > 0 && job.gpus % model_parallel == 0) {
+      const double step = static_cast<double>(job.local_batch) *
+                          static_cast<double>(job.microbatches) *
+                          static_cast<double>(job.gpus / model_parallel * job.dp_replicate);
+      if (static_cast<double>(c.global_batch_size) != step) {
+        not_modelled(c.global_batch_size_where,
+                     fmt::format("a global batch of {} sequences where one step of the local "
+                                 "batch over the data-parallel ranks runs {:.0f} (gradient "
+                                 "accumulation)",
+                                 c.global_batch_size, step),
+                     "set global_batch_size = -1 to simulate one step of the local batch");
+      }
+    }
+  }
+  job.seq_len = o.seq_len.value_or(c.seq_len);
+  job.ac = o.ac ? *o.ac : ac_of(c);
+  job.param_dtype = o.param_dtype ? *o.param_dtype : param_dtype_of(c);
+  job.reduce_dtype = o.reduce_dtype ? *o.reduce_dtype : reduce_dtype_of(c);
+  job.float8 = o.float8 ? *o.float8 : float8_of(c);
+  if (o.async_tp) {
+    job.async_tp = *o.async_tp;
+  } else {
+    job.async_tp = c.async_tp && job.tp > 1;
+    if (job.async_tp && !c.compile) {
+      throw_bad_input(c.async_tp_where, "torchtitan runs async TP only compiled",
+                      "set [compile] enable = true (or [training] compile = true in older "
+                      "torchtitan), or enable_async_tensor_parallel = false");
+    }
+  }
+  if (job.pp > 1) {
+    job.pp_schedule = o.pp_schedule ? *o.pp_schedule : schedule_of(c);
+    job.virtual_stages =
+        o.virtual_stages.value_or(stages_per_rank(c, model, job.pp, job.pp_schedule));
+  } else {
+    job.pp_schedule = o.pp_schedule.value_or(job.pp_schedule);
+    job.virtual_stages = o.virtual_stages.value_or(1);
+  }
+
+  // normalize_job names flags; a value the config gave is the config's field.
+  try {
+    return normalize_job(model, job);
+  } catch (const Error& e) {
+    const auto field = [&](bool overridden, const std::string& where) {
+      return overridden ? e.where() : where;
+    };
+    const std::pair<const char*, std::string> kFields[] = {
+        {"--gpus", field(o.gpus || c.dp_shard <= 0, c.dp_shard_where)},
+        {"--dp-shard", c.dp_shard_where},
+        {"--tp", field(o.tp.has_value(), c.tp_where)},
+        {"--dp-replicate", field(o.dp_replicate.has_value(), c.dp_replicate_where)},
+        {"--pp", field(o.pp.has_value(), c.pp_where)},
+        {"--batch", field(o.local_batch.has_value(),
+                          job.pp > 1 ? c.pp_microbatch_size_where : c.local_batch_size_where)},
+        {"--microbatches", field(o.microbatches.has_value(), c.local_batch_size_where)},
+        {"--virtual-stages", field(o.virtual_stages.has_value(), c.pp_layers_per_stage_where)},
+        {"--seq", field(o.seq_len.has_value(), c.seq_len_where)},
+        {"--param-dtype", field(o.param_dtype.has_value(), c.mixed_precision_param_where)},
+        {"--reduce-dtype", field(o.reduce_dtype.has_value(), c.mixed_precision_reduce_where)}};
+    for (const auto& [flag, where] : kFields) {
+      if (e.where() != flag) continue;
+      // A world size nobody gave: the launcher's, which the config leaves open.
+      const bool launcher_gpus = e.where() == "--gpus" && !o.gpus && c.dp_shard <= 0;
+      throw Error(e.kind(), where, e.message(),
+                  launcher_gpus ? fmt::format("{} leaves the world size to the launcher "
+                                              "(data_parallel_shard_degree = -1): give --gpus "
+                                              "(default 8)",
+                                              c.source)
+                                : e.hint());
+    }
+    throw;
+  }
+}
+
+std::vector<std::string> torchtitan_notes(const TorchtitanConfig& c) {
+  std::vector<std::string> notes;
+  // Under PP torchtitan's default is already never to reshard, as fsdptune models it.
+  if (c.reshard_after_forward == "always" || (c.reshard_after_forward == "never" && c.pp == 1)) {
+    notes.push_back(fmt::format(
+        "{} = '{}' is a plan's choice: the fsdp2 plan reshards as torchtitan's 'default' "
+        "(all but the last block; never under PP), `tune` searches resharding per bucket, "
+        "and a plan file (docs/plan-format.md) can set it per unit",
+        c.reshard_after_forward_where, c.reshard_after_forward));
+  }
+  return notes;
+}
+
+}  // namespace fsdptune

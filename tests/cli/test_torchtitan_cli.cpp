@@ -1,0 +1,116 @@
+// `--job-toml FILE` (docs/torchtitan-config.md): a torchtitan train config gives the same
+// workload, simulation and tuned schedule as the job flags it stands for; flags given
+// beside it replace its fields; what fsdptune does not model exits 2 naming the field.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <string>
+
+#include "cli_support.hpp"
+
+using fsdptune::testing::CommandResult;
+using fsdptune::testing::make_temp_dir;
+using fsdptune::testing::run_fsdptune;
+
+namespace {
+
+const std::string kData = std::string(FSDPTUNE_TEST_DATA) + "/torchtitan/";
+
+std::string output_of(const std::string& arguments) {
+  const CommandResult result = run_fsdptune(arguments);
+  INFO(arguments << "\nstderr: " << result.err);
+  REQUIRE(result.exit_code == 0);
+  return result.out;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::string write_config(const std::string& dir, const std::string& name, const std::string& text) {
+  const std::string path = dir + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("job-toml: a config gives the workload and simulation of the flags it stands for",
+          "[cli][torchtitan]") {
+  CHECK(output_of("workload --job-toml " + kData + "llama3_8b.toml --gpus 64 --json") ==
+        output_of("workload --model llama3-8b --gpus 64 --batch 1 --seq 8192 --ac selective "
+                  "--json"));
+  CHECK(output_of("simulate --job-toml " + kData +
+                  "llama3_405b.toml --gpus 128 --hardware h100-sxm --json") ==
+        output_of("simulate --model llama3-405b --gpus 128 --tp 8 --async-tp --float8 --batch 2 "
+                  "--seq 8192 --ac full --hardware h100-sxm --json"));
+  // Every degree fixed: the world size is theirs (64), 8 microbatches, 2 stages per rank.
+  const CommandResult pipelined = run_fsdptune("simulate --job-toml " + kData +
+                                               "llama3_70b_pp.toml --hardware h100-sxm --json");
+  REQUIRE(pipelined.exit_code == 0);
+  CHECK(pipelined.out ==
+        output_of("simulate --model llama3-70b --gpus 64 --tp 8 --pp 4 --microbatches 8 "
+                  "--pp-schedule interleaved-1f1b --virtual-stages 2 --batch 1 --ac full "
+                  "--hardware h100-sxm --json"));
+  CHECK_THAT(pipelined.err,
+             Catch::Contains("note: ") && Catch::Contains("fsdp_reshard_after_forward = 'always'"));
+  // A flag replaces its field; the world size follows the fixed degrees (2 x 4 x 4).
+  CHECK(output_of("simulate --job-toml " + kData +
+                  "llama3_70b_pp.toml --tp 4 --hardware h100-sxm --json") ==
+        output_of("simulate --model llama3-70b --gpus 32 --tp 4 --pp 4 --microbatches 8 "
+                  "--pp-schedule interleaved-1f1b --virtual-stages 2 --batch 1 --ac full "
+                  "--hardware h100-sxm --json"));
+}
+
+TEST_CASE("tune --job-toml writes the schedule of the equivalent flags", "[cli][torchtitan]") {
+  const std::string dir = make_temp_dir("fsdptune-torchtitan");
+  const std::string config = write_config(dir, "tiny.toml",
+                                          "[training]\nlocal_batch_size = 2\nseq_len = 1024\n"
+                                          "[parallelism]\ntensor_parallel_degree = 2\n"
+                                          "[activation_checkpoint]\nmode = 'full'\n");
+  const std::string search = " --gpus 8 --max-evaluations 60 --time-budget 60";
+  output_of("tune --model tiny --job-toml " + config + search + " --out " + dir + "/a.json");
+  output_of("tune --model tiny --tp 2 --batch 2 --seq 1024 --ac full" + search + " --out " + dir +
+            "/b.json");
+  const std::string from_config = read_file(dir + "/a.json");
+  CHECK(!from_config.empty());
+  // Byte for byte, the provenance's command included (the resolved job, as flags).
+  CHECK(from_config == read_file(dir + "/b.json"));
+}
+
+TEST_CASE("job-toml: errors name the file and field and exit 2", "[cli][torchtitan]") {
+  const std::string dir = make_temp_dir("fsdptune-torchtitan");
+  const auto rejected = [](const std::string& arguments, const std::vector<std::string>& names) {
+    const CommandResult result = run_fsdptune(arguments);
+    INFO(arguments << "\nstderr: " << result.err);
+    CHECK(result.exit_code == 2);
+    CHECK(result.out.empty());
+    for (const std::string& name : names) CHECK_THAT(result.err, Catch::Contains(name));
+  };
+  const std::string debug = write_config(dir, "debug.toml", "[model]\nflavor = 'debugmodel'\n");
+  rejected("workload --job-toml " + debug, {"debug.toml: [model] flavor", "--model"});
+  // With --model the config's model is not looked at; its default AC (every 2nd block) is.
+  rejected("workload --model tiny --job-toml " + debug,
+           {"debug.toml: [activation_checkpoint] selective_ac_option (torchtitan's default)",
+            "not modelled"});
+  CHECK(output_of("workload --model tiny --job-toml " + debug + " --ac none --gpus 2")
+            .find("workload tiny on 2 GPUs") != std::string::npos);
+  const std::string cp =
+      write_config(dir, "cp.toml", "[parallelism]\ncontext_parallel_degree = 2\n");
+  rejected("simulate --model tiny --job-toml " + cp + " --ac none --hardware h100-sxm",
+           {"cp.toml: [parallelism] context_parallel_degree", "context parallelism"});
+  rejected("tune --model tiny --ac none --job-toml " + kData +
+               "llama3_70b_pp.toml --gpus 8 "
+               "--out " +
+               dir + "/never.json",
+           {"llama3_70b_pp.toml: [parallelism] data_parallel_shard_degree", "not the 8"});
+  rejected("workload --job-toml " + kData + "llama3_70b_pp.toml",
+           {"llama3_70b_pp.toml: [parallelism] pipeline_parallel_degree",
+            "`workload` does not take pipeline parallelism"});
+  const std::string broken = write_config(dir, "broken.toml", "[training\nseq_len = 1\n");
+  rejected("workload --model tiny --job-toml " + broken, {"broken.toml", "not a valid TOML file"});
+  rejected("workload --model tiny --job-toml " + dir + "/missing.toml", {"missing.toml"});
+  rejected("workload --gpus 8", {"--model", "--job-toml"});
+  CHECK_FALSE(std::ifstream(dir + "/never.json").good());
+}

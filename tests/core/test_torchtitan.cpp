@@ -1,0 +1,310 @@
+// torchtitan train configs as jobs (docs/torchtitan-config.md): the fixtures of
+// tests/data/torchtitan/, torchtitan's defaults, the command line's overrides, and every
+// setting fsdptune does not model rejected by its field.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "fsdptune/error.hpp"
+#include "fsdptune/model.hpp"
+#include "fsdptune/torchtitan.hpp"
+
+using namespace fsdptune;
+
+namespace {
+
+std::string fixture(const std::string& name) {
+  return std::string(FSDPTUNE_TEST_DATA) + "/torchtitan/" + name;
+}
+
+TorchtitanConfig parse(const std::string& text) {
+  return torchtitan_config_from_toml(text, "train.toml");
+}
+
+// The error of `run`, which must throw Error(kBadInput).
+template <typename Run>
+Error error_of(Run&& run) {
+  try {
+    run();
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::kBadInput);
+    return e;
+  }
+  FAIL("no error");
+  return Error(ErrorKind::kRuntime, "", "");
+}
+
+// The job of `text` for Llama 3 8B on 8 GPUs, or its error.
+JobSpec job_8b(const std::string& text, const JobOverrides& overrides = {}) {
+  return torchtitan_job(parse(text), builtin_model("llama3-8b"), overrides);
+}
+
+const std::string kOpAc = "[activation_checkpoint]\nselective_ac_option = 'op'\n";
+
+// The job of the fixture `file` on `gpus` GPUs; its [model] must be fsdptune's `model`.
+JobSpec preset_job(const std::string& file, const std::string& model, std::int64_t gpus) {
+  const TorchtitanConfig config = read_torchtitan_config(fixture(file));
+  CHECK(torchtitan_builtin_model(config) == model);
+  JobOverrides overrides;
+  overrides.gpus = gpus;
+  return torchtitan_job(config, builtin_model(model), overrides);
+}
+
+}  // namespace
+
+TEST_CASE("torchtitan 8B preset: FSDP over the world size, batch_size, op-level SAC",
+          "[torchtitan]") {
+  const JobSpec job = preset_job("llama3_8b.toml", "llama3-8b", 64);
+  JobSpec expected;
+  expected.gpus = 64;
+  expected.dp_shard = 64;
+  expected.local_batch = 1;
+  expected.seq_len = 8192;
+  expected.ac = ActivationCheckpointing::kSelective;
+  CHECK(job == expected);
+  const TorchtitanConfig config = read_torchtitan_config(fixture("llama3_8b.toml"));
+  CHECK(torchtitan_notes(config).empty());
+  // Without a world size: torchrun's 8 of run_train.sh.
+  CHECK(torchtitan_job(config, builtin_model("llama3-8b")).gpus == 8);
+}
+
+TEST_CASE("torchtitan 405B preset: async TP 8, float8 with float8 all-gather, full AC",
+          "[torchtitan]") {
+  const JobSpec job = preset_job("llama3_405b.toml", "llama3-405b", 128);
+  CHECK(job.gpus == 128);
+  CHECK(job.tp == 8);
+  CHECK(job.dp_shard == 16);
+  CHECK(job.async_tp);
+  CHECK(job.float8);
+  CHECK(job.ac == ActivationCheckpointing::kFull);
+  CHECK(job.local_batch == 2);
+  CHECK(job.param_dtype == DType::kBF16);
+  CHECK(job.reduce_dtype == DType::kFP32);
+}
+
+TEST_CASE("torchtitan 70B pipeline: world size of the degrees, microbatches, stages per rank",
+          "[torchtitan]") {
+  const TorchtitanConfig config = read_torchtitan_config(fixture("llama3_70b_pp.toml"));
+  const ModelSpec model = builtin_model("llama3-70b");
+  const JobSpec job = torchtitan_job(config, model);
+  CHECK(job.gpus == 64);  // 2 x 8 x 4
+  CHECK(job.dp_shard == 2);
+  CHECK(job.tp == 8);
+  CHECK(job.pp == 4);
+  CHECK(job.pp_schedule == PipelineSchedule::kInterleaved1F1B);
+  CHECK(job.local_batch == 1);     // one microbatch
+  CHECK(job.microbatches == 8);    // of the local batch of 8
+  CHECK(job.virtual_stages == 2);  // ceil(82 / 11) = 8 stages over 4 ranks
+  // fsdp_reshard_after_forward = "always" is the plan's: a note, not the job; "never" is
+  // what PP does anyway (torchtitan's default under PP).
+  const auto notes = torchtitan_notes(config);
+  REQUIRE(notes.size() == 1);
+  CHECK_THAT(notes[0], Catch::Contains("fsdp_reshard_after_forward = 'always'"));
+  TorchtitanConfig never = config;
+  never.reshard_after_forward = "never";
+  CHECK(torchtitan_notes(never).empty());
+  never.pp = 1;
+  CHECK(torchtitan_notes(never).size() == 1);
+
+  SECTION("a world size that disagrees with the fixed degrees names the shard degree") {
+    JobOverrides overrides;
+    overrides.gpus = 128;
+    const Error e = error_of([&] { torchtitan_job(config, model, overrides); });
+    CHECK_THAT(e.where(), Catch::Contains("[parallelism] data_parallel_shard_degree"));
+    CHECK_THAT(e.message(), Catch::Contains("= 64 GPUs, not the 128"));
+  }
+  SECTION("overrides: the degrees scale the world size, --microbatches splits the batch") {
+    JobOverrides overrides;
+    overrides.tp = 4;
+    overrides.microbatches = 4;
+    const JobSpec scaled = torchtitan_job(config, model, overrides);
+    CHECK(scaled.gpus == 32);  // 2 x 4 x 4
+    CHECK(scaled.microbatches == 4);
+    CHECK(scaled.local_batch == 2);  // 8 sequences in 4 microbatches
+  }
+  SECTION("without layers per stage, Interleaved1F1B runs torchtitan's 2 stages per rank") {
+    TorchtitanConfig defaulted = config;
+    defaulted.pp_layers_per_stage.reset();
+    CHECK(torchtitan_job(defaulted, model).virtual_stages == 2);
+    defaulted.pp_schedule = "gpipe";  // looked up ignoring case
+    const JobSpec gpipe = torchtitan_job(defaulted, model);
+    CHECK(gpipe.pp_schedule == PipelineSchedule::kGPipe);
+    CHECK(gpipe.virtual_stages == 1);
+  }
+  SECTION("layers per stage that do not make whole stages per rank are rejected") {
+    TorchtitanConfig uneven = config;
+    uneven.pp_layers_per_stage = 9;  // ceil(82 / 9) = 10 stages over 4 ranks
+    CHECK_THAT(error_of([&] { torchtitan_job(uneven, model); }).message(),
+               Catch::Contains("make 10 stages, not divisible by pipeline degree 4"));
+    uneven.pp_layers_per_stage = 21;  // 4 stages: one per rank, but interleaved needs 2
+    CHECK_THAT(error_of([&] { torchtitan_job(uneven, model); }).message(),
+               Catch::Contains("needs at least 2"));
+  }
+}
+
+TEST_CASE("torchtitan defaults fill what a config leaves out", "[torchtitan]") {
+  // torchtitan's defaults: local batch 8, seq 2048, bf16/fp32, SAC every 2nd block, which
+  // fsdptune does not model: the default AC is rejected by its field unless overridden.
+  const Error e = error_of([&] { job_8b("[model]\nflavor = '8B'\n"); });
+  CHECK(e.where() ==
+        "train.toml: [activation_checkpoint] selective_ac_option (torchtitan's "
+        "default)");
+  CHECK_THAT(e.message(), Catch::Contains("every 2 blocks"));
+  CHECK_THAT(e.message(), Catch::Contains("not modelled"));
+  JobOverrides overrides;
+  overrides.ac = ActivationCheckpointing::kNone;
+  const JobSpec job = job_8b("", overrides);
+  CHECK(job.local_batch == 8);
+  CHECK(job.seq_len == 2048);
+  CHECK(job.ac == ActivationCheckpointing::kNone);
+  CHECK(job.gpus == 8);
+  // A world size nobody gave that does not fit the degrees: the hint says to give it.
+  const Error gpus = error_of([&] {
+    job_8b(kOpAc +
+           "[parallelism]\ntensor_parallel_degree = 8\n"
+           "data_parallel_replicate_degree = 2\n");
+  });
+  CHECK(gpus.where() == "--gpus");
+  CHECK_THAT(gpus.hint(), Catch::Contains("leaves the world size to the launcher"));
+  // selective_ac_option = 1 checkpoints every block: full AC.
+  CHECK(job_8b("[activation_checkpoint]\nselective_ac_option = '1'\n").ac ==
+        ActivationCheckpointing::kFull);
+  CHECK(job_8b("[activation_checkpoint]\nmode = 'none'\n").ac == ActivationCheckpointing::kNone);
+}
+
+TEST_CASE("torchtitan: the model of [model] name and flavor", "[torchtitan]") {
+  CHECK(torchtitan_builtin_model(parse("[model]\nflavor = '70B'\n")) == "llama3-70b");
+  CHECK(torchtitan_builtin_model(parse("[model]\nname = 'llama3'\nflavor = '8B_flex'\n")) ==
+        "llama3-8b");
+  const Error e = error_of([&] { torchtitan_builtin_model(parse("[model]\nname = 'llama3'\n")); });
+  CHECK(e.where() == "train.toml: [model] name");
+  CHECK_THAT(e.message(), Catch::Contains("flavor 'debugmodel'"));
+  CHECK_THAT(e.hint(), Catch::Contains("--model"));
+  CHECK(error_of([&] {
+          torchtitan_builtin_model(parse("[model]\nname = 'deepseek_v3'\nflavor = '16B'\n"));
+        }).where() == "train.toml: [model] flavor");
+}
+
+TEST_CASE("torchtitan settings fsdptune does not model are rejected by their field",
+          "[torchtitan]") {
+  const auto rejected = [&](const std::string& text, const std::string& where,
+                            const std::string& what) {
+    INFO(text);
+    const Error e = error_of([&] { job_8b(kOpAc + text); });
+    CHECK(e.where() == "train.toml: " + where);
+    CHECK_THAT(e.message(), Catch::Contains(what));
+  };
+  rejected("[parallelism]\ncontext_parallel_degree = 2\n", "[parallelism] context_parallel_degree",
+           "context parallelism (degree 2) is not modelled");
+  rejected("[parallelism]\nexpert_parallel_degree = 2\n", "[parallelism] expert_parallel_degree",
+           "expert parallelism");
+  rejected("[training]\nenable_cpu_offload = true\n", "[training] enable_cpu_offload",
+           "CPU offload");
+  rejected("[training]\nlocal_batch_size = 2\nglobal_batch_size = 64\n",
+           "[training] global_batch_size", "gradient accumulation");
+  rejected("[model]\nconverters = 'float8'\n",
+           "[float8] enable_fsdp_float8_all_gather (torchtitan's default)", "bf16 all-gathers");
+  rejected("[model]\nconverters = ['mx']\n", "[model] converters", "the converter 'mx'");
+  rejected(
+      "[parallelism]\npipeline_parallel_degree = 2\npipeline_parallel_schedule = "
+      "'ZBVZeroBubble'\n",
+      "[parallelism] pipeline_parallel_schedule", "'ZBVZeroBubble' is not modelled");
+  rejected("[parallelism]\ntensor_parallel_degree = 2\nenable_async_tensor_parallel = true\n",
+           "[parallelism] enable_async_tensor_parallel", "only compiled");
+  rejected(
+      "[parallelism]\npipeline_parallel_degree = 2\npipeline_parallel_microbatch_size = 2\n"
+      "[training]\nlocal_batch_size = 3\n",
+      "[training] local_batch_size",
+      "3 sequences do not split into microbatches of 2 (train.toml: [parallelism] "
+      "pipeline_parallel_microbatch_size)");
+  rejected("[training]\nmixed_precision_param = 'float64'\n", "[training] mixed_precision_param",
+           "unknown dtype 'float64'");
+  const Error mode = error_of([&] { job_8b("[activation_checkpoint]\nmode = 'memory_budget'\n"); });
+  CHECK(mode.where() == "train.toml: [activation_checkpoint] mode");
+  CHECK_THAT(mode.message(), Catch::Contains("unknown mode 'memory_budget'"));
+  // A global batch of one step of the local batch is no accumulation.
+  CHECK(job_8b(kOpAc + "[training]\nlocal_batch_size = 2\nglobal_batch_size = 16\n").local_batch ==
+        2);
+  // Float8 with float8 all-gathers, in the newer [quantize.linear.float8] layout.
+  CHECK(job_8b(kOpAc + "[model]\nconverters = ['quantize.linear.float8']\n"
+                       "[quantize.linear.float8]\nenable_fsdp_float8_all_gather = true\n")
+            .float8);
+}
+
+TEST_CASE("torchtitan: the command line replaces the fields it names", "[torchtitan]") {
+  const std::string text = kOpAc +
+                           "[training]\nlocal_batch_size = 4\nseq_len = 4096\n"
+                           "[parallelism]\ntensor_parallel_degree = 2\n"
+                           "[model]\nconverters = ['mx']\n";
+  JobOverrides overrides;
+  overrides.float8 = false;  // replaces the converters
+  overrides.pp = 2;          // splits the local batch into microbatches of 1
+  overrides.seq_len = 8192;
+  const JobSpec job = job_8b(text, overrides);
+  CHECK(job.tp == 2);
+  CHECK(job.pp == 2);
+  CHECK(job.seq_len == 8192);
+  CHECK(job.local_batch == 1);
+  CHECK(job.microbatches == 4);
+  CHECK_FALSE(job.float8);
+  // normalize_job's errors name the config's field, or the flag that replaced it.
+  const std::string tp3 = kOpAc + "[parallelism]\ntensor_parallel_degree = 3\n";
+  CHECK(error_of([&] { job_8b(tp3); }).where() ==
+        "train.toml: [parallelism] tensor_parallel_degree");
+  JobOverrides tp5;
+  tp5.tp = 5;
+  CHECK(error_of([&] { job_8b(tp3, tp5); }).where() == "--tp");
+  CHECK(error_of([&] {
+          job_8b(kOpAc + "[training]\nseq_len = 1073741824\nbatch_size = 2\n");
+        }).where() == "train.toml: [training] batch_size");
+}
+
+TEST_CASE("torchtitan: older layouts, types and TOML syntax", "[torchtitan]") {
+  // Older torchtitan kept the degrees in [training] and [experimental].
+  const JobSpec old = job_8b(kOpAc +
+                             "[training]\ntensor_parallel_degree = 2\n"
+                             "data_parallel_shard_degree = 4\n"
+                             "[experimental]\npipeline_parallel_degree = 1\n");
+  CHECK(old.tp == 2);
+  CHECK(old.dp_shard == 4);
+  CHECK(old.gpus == 8);
+  CHECK_THAT(error_of([&] {
+               parse(
+                   "[training]\ntensor_parallel_degree = 2\n"
+                   "[parallelism]\ntensor_parallel_degree = 2\n");
+             }).message(),
+             Catch::Contains("also set as train.toml: [parallelism] tensor_parallel_degree"));
+  const auto rejected = [](const std::string& text, const std::string& where,
+                           const std::string& what) {
+    INFO(text);
+    const Error e = error_of([&] { parse(text); });
+    CHECK_THAT(e.where(), Catch::Contains(where));
+    CHECK_THAT(e.message(), Catch::Contains(what));
+  };
+  rejected("[parallelism]\ntensor_parallel_degree = '8'\n", "[parallelism] tensor_parallel_degree",
+           "expected an integer");
+  rejected("[parallelism]\ntensor_parallel_degree = 0\n", "[parallelism] tensor_parallel_degree",
+           "must be >= 1");
+  rejected("[parallelism]\ndata_parallel_shard_degree = 0\n",
+           "[parallelism] data_parallel_shard_degree", "must be -1 or >= 1");
+  rejected("[training]\ncompile = 'yes'\n", "[training] compile", "expected true or false");
+  rejected("parallelism = 3\n", "[parallelism]", "expected a table");
+  rejected("[model]\nconverters = [1]\n", "[model] converters", "expected strings");
+  rejected("[parallelism]\nfsdp_reshard_after_forward = 'sometimes'\n",
+           "fsdp_reshard_after_forward", "unknown policy");
+  // Syntax errors name the file and line (toml11's message).
+  rejected("[training]\nseq_len = 8192\nlocal_batch_size = \n", "train.toml",
+           "not a valid TOML file");
+  CHECK_THAT(
+      error_of([&] { parse("[training]\nseq_len = 8192\nlocal_batch_size = \n"); }).message(),
+      Catch::Contains("--> train.toml") && Catch::Contains("3 | local_batch_size ="));
+  // Nesting that would overflow toml11's recursion is refused before parsing; brackets in
+  // strings and comments do not count.
+  rejected("x = " + std::string(100000, '[') + "\n", "train.toml", "nested more than 64 deep");
+  CHECK(parse("# [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\n"
+              "[job]\ndescription = \"" +
+              std::string(80, '[') + "\"\n")
+            .source == "train.toml");
+  // Unknown tables and keys are torchtitan's business: ignored.
+  CHECK(parse("[optimizer]\nname = 'AdamW'\n[comm]\ntrain_timeout_seconds = 100\n") == parse(""));
+}

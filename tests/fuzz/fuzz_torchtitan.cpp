@@ -1,0 +1,33 @@
+// Fuzz target: a torchtitan train config (TOML, docs/torchtitan-config.md), as `--job-toml
+// FILE` reads it (read_torchtitan_config: torchtitan_config_from_toml), then what the job
+// subcommands do with it: the built-in model it names, its job for that model (or Llama 3
+// 8B), with and without the command line's overrides, the notes, and the job's workload.
+#include <cstddef>
+#include <cstdint>
+
+#include "fsdptune/job.hpp"
+#include "fsdptune/model.hpp"
+#include "fsdptune/torchtitan.hpp"
+#include "fsdptune/workload.hpp"
+#include "fuzz_support.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using namespace fsdptune;
+  return fuzz::expect_errors([&] {
+    const TorchtitanConfig config =
+        torchtitan_config_from_toml(fuzz::text_of(data, size), "train.toml");
+    fuzz::require(torchtitan_config_from_toml(fuzz::text_of(data, size), "train.toml") == config,
+                  "a config reads the same twice");
+    (void)torchtitan_notes(config);
+    ModelSpec model = builtin_model("llama3-8b");
+    fuzz::expect_errors([&] { model = builtin_model(torchtitan_builtin_model(config)); });
+    // What the usual overrides of a small run leave of the config, then the config alone.
+    JobOverrides overrides;
+    overrides.gpus = 64;
+    overrides.ac = ActivationCheckpointing::kSelective;
+    fuzz::expect_errors([&] { (void)torchtitan_job(config, model, overrides); });
+    const JobSpec job = torchtitan_job(config, model);
+    fuzz::require(normalize_job(model, job) == job, "the job is normalized");
+    (void)build_workload(model, job);
+  });
+}
