@@ -18,13 +18,24 @@ namespace {
 // toml11 parses nesting recursively, and a file nested a million deep would overflow the
 // stack before it could say so.
 constexpr int kMaxTomlNesting = 64;
+// Dotted keys: toml11 takes time quadratic in a key's depth (16,000 components, 1.5 s), so
+// a line with more dots than this outside strings is refused, and so is a file larger
+// than any config (torchtitan's are a few KiB; 256 KiB of the deepest keys take ~1 s).
+constexpr int kMaxTomlLineDots = 1024;
+constexpr std::size_t kMaxTomlBytes = std::size_t{256} << 10;
 
-// The deepest nesting of '[' and '{' in `text` outside strings and comments: a small
-// scanner of TOML's lexical rules (basic and literal strings, their multi-line forms,
-// backslash escapes in basic strings, '#' comments), enough to bound toml11's recursion.
-int toml_nesting(const std::string& text) {
+struct TomlShape {
+  int deepest = 0;    // deepest nesting of '[' and '{'
+  int most_dots = 0;  // most '.' on one line
+};
+
+// The nesting and dots of `text` outside strings and comments: a small scanner of TOML's
+// lexical rules (basic and literal strings, their multi-line forms, backslash escapes in
+// basic strings, '#' comments), enough to bound toml11's work.
+TomlShape toml_shape(const std::string& text) {
+  TomlShape shape;
   int depth = 0;
-  int deepest = 0;
+  int line_dots = 0;
   std::size_t i = 0;
   const std::size_t n = text.size();
   const auto starts = [&](std::size_t at, const char* token) {
@@ -34,7 +45,9 @@ int toml_nesting(const std::string& text) {
     const char c = text[i];
     if (c == '#') {
       while (i < n && text[i] != '\n') ++i;
-    } else if (c == '"' || c == '\'') {
+      continue;
+    }
+    if (c == '"' || c == '\'') {
       const bool basic = c == '"';
       const char* close = basic ? "\"\"\"" : "'''";
       const bool multi = starts(i, close);
@@ -52,14 +65,19 @@ int toml_nesting(const std::string& text) {
         }
       }
       continue;
+    }
+    if (c == '\n') {
+      line_dots = 0;
+    } else if (c == '.') {
+      shape.most_dots = std::max(shape.most_dots, ++line_dots);
     } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
+      shape.deepest = std::max(shape.deepest, ++depth);
     } else if (c == ']' || c == '}') {
       depth = std::max(0, depth - 1);
     }
     ++i;
   }
-  return deepest;
+  return shape;
 }
 
 std::string to_lower(std::string text) {
@@ -289,7 +307,7 @@ std::int64_t stages_per_rank(const TorchtitanConfig& c, const ModelSpec& model, 
   const std::int64_t per_stage = *c.pp_layers_per_stage;
   const std::int64_t weighted =
       model.n_layers + c.pp_first_stage_less_layers + c.pp_last_stage_less_layers;
-  const std::int64_t stages = (weighted + per_stage - 1) / per_stage;
+  const std::int64_t stages = weighted / per_stage + (weighted % per_stage != 0 ? 1 : 0);
   const std::string& at = c.pp_layers_per_stage_where;
   if (stages % pp != 0) {
     throw_bad_input(at, fmt::format("{} layers (+{} +{} for the embedding and output) at {} per "
@@ -312,10 +330,20 @@ std::int64_t stages_per_rank(const TorchtitanConfig& c, const ModelSpec& model, 
 }  // namespace
 
 TorchtitanConfig torchtitan_config_from_toml(const std::string& text, const std::string& source) {
-  if (toml_nesting(text) > kMaxTomlNesting) {
+  if (text.size() > kMaxTomlBytes) {
+    throw_bad_input(source, fmt::format("{} bytes: more than a torchtitan config (at most {})",
+                                        text.size(), kMaxTomlBytes));
+  }
+  const TomlShape shape = toml_shape(text);
+  if (shape.deepest > kMaxTomlNesting) {
     throw_bad_input(source, fmt::format("arrays or tables nested more than {} deep: not a "
                                         "torchtitan config",
                                         kMaxTomlNesting));
+  }
+  if (shape.most_dots > kMaxTomlLineDots) {
+    throw_bad_input(source, fmt::format("a line with more than {} dots outside strings (keys "
+                                        "nested that deep): not a torchtitan config",
+                                        kMaxTomlLineDots));
   }
   toml::value root;
   try {
@@ -453,6 +481,11 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
     not_modelled(c.cpu_offload_where, "FSDP CPU offload", "set enable_cpu_offload = false");
   }
 
+  // Overrides that split the local batch are checked before they divide it.
+  for (const auto& [flag, value] :
+       {std::pair{"--batch", o.local_batch}, std::pair{"--microbatches", o.microbatches}}) {
+    if (value && *value < 1) throw_bad_input(flag, fmt::format("must be > 0, got {}", *value));
+  }
   JobSpec job;
   job.tp = o.tp.value_or(c.tp);
   job.dp_replicate = o.dp_replicate.value_or(c.dp_replicate);

@@ -305,6 +305,14 @@ TEST_CASE("torchtitan: older layouts, types and TOML syntax", "[torchtitan]") {
               "[job]\ndescription = \"" +
               std::string(80, '[') + "\"\n")
             .source == "train.toml");
+  // Keys dotted thousands deep (toml11's time grows with the square of the depth) and
+  // files larger than any config are refused too.
+  std::string dotted = "x";
+  for (int i = 0; i < 2000; ++i) dotted += ".x";
+  rejected(dotted + " = 1\n", "train.toml", "more than 1024 dots outside strings");
+  rejected("[" + dotted + "]\n", "train.toml", "more than 1024 dots outside strings");
+  rejected("# " + std::string(2 << 20, 'x') + "\n", "train.toml", "more than a torchtitan config");
+  CHECK(parse("[job]\ndescription = '" + dotted + "'\n").source == "train.toml");
   // Unknown tables and keys are torchtitan's business: ignored.
   CHECK(parse("[optimizer]\nname = 'AdamW'\n[comm]\ntrain_timeout_seconds = 100\n") == parse(""));
 }
