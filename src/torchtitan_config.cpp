@@ -80,6 +80,47 @@ TomlShape toml_shape(const std::string& text) {
   return shape;
 }
 
+// The line (1-based) of the first byte of `text` that is not well-formed UTF-8 (overlong
+// forms, surrogates and code points above U+10FFFF included), or 0 when it all is. TOML
+// is UTF-8, and toml11 reads past its buffer on some malformed sequences in strings
+// (found by fuzzing), so the text is checked before toml11 sees it.
+int first_non_utf8_line(const std::string& text) {
+  int line = 1;
+  const std::size_t n = text.size();
+  for (std::size_t i = 0; i < n;) {
+    const auto byte = [&](std::size_t at) { return static_cast<unsigned char>(text[at]); };
+    const unsigned char lead = byte(i);
+    if (lead < 0x80) {
+      if (lead == '\n') ++line;
+      ++i;
+      continue;
+    }
+    // Length and the range of the second byte (the first continuation) per lead byte.
+    std::size_t length = 0;
+    unsigned char low = 0x80;
+    unsigned char high = 0xBF;
+    if (lead >= 0xC2 && lead <= 0xDF) {
+      length = 2;
+    } else if (lead >= 0xE0 && lead <= 0xEF) {
+      length = 3;
+      if (lead == 0xE0) low = 0xA0;   // overlong
+      if (lead == 0xED) high = 0x9F;  // surrogates
+    } else if (lead >= 0xF0 && lead <= 0xF4) {
+      length = 4;
+      if (lead == 0xF0) low = 0x90;   // overlong
+      if (lead == 0xF4) high = 0x8F;  // above U+10FFFF
+    } else {
+      return line;
+    }
+    if (i + length > n || byte(i + 1) < low || byte(i + 1) > high) return line;
+    for (std::size_t k = 2; k < length; ++k) {
+      if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return line;
+    }
+    i += length;
+  }
+  return 0;
+}
+
 std::string to_lower(std::string text) {
   std::transform(text.begin(), text.end(), text.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -333,6 +374,9 @@ TorchtitanConfig torchtitan_config_from_toml(const std::string& text, const std:
   if (text.size() > kMaxTomlBytes) {
     throw_bad_input(source, fmt::format("{} bytes: more than a torchtitan config (at most {})",
                                         text.size(), kMaxTomlBytes));
+  }
+  if (const int line = first_non_utf8_line(text); line > 0) {
+    throw_bad_input(fmt::format("{}:{}", source, line), "not UTF-8 text (TOML files are UTF-8)");
   }
   const TomlShape shape = toml_shape(text);
   if (shape.deepest > kMaxTomlNesting) {

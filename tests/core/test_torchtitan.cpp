@@ -313,6 +313,15 @@ TEST_CASE("torchtitan: older layouts, types and TOML syntax", "[torchtitan]") {
   rejected("[" + dotted + "]\n", "train.toml", "more than 1024 dots outside strings");
   rejected("# " + std::string(2 << 20, 'x') + "\n", "train.toml", "more than a torchtitan config");
   CHECK(parse("[job]\ndescription = '" + dotted + "'\n").source == "train.toml");
+  // Text that is not UTF-8 is refused by its line before toml11 sees it (toml11 read past
+  // its buffer on a literal string of such bytes, found by fuzzing); UTF-8 is fine.
+  rejected("[activation_checkpoint]\nmode = 'se\xfc\xfclective'\n", "train.toml:2", "not UTF-8");
+  for (const std::string bad :
+       {"\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xe2\x82", "\x80"}) {
+    CHECK(error_of([&] { parse("# " + bad + "\n"); }).where() == "train.toml:1");
+  }
+  CHECK(parse("[job]\ndescription = 'Llama 3 \xe2\x80\x94 8B \xf0\x9f\x9a\x80'\n").source ==
+        "train.toml");
   // Unknown tables and keys are torchtitan's business: ignored.
   CHECK(parse("[optimizer]\nname = 'AdamW'\n[comm]\ntrain_timeout_seconds = 100\n") == parse(""));
 }
