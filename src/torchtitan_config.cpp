@@ -216,7 +216,8 @@ class ConfigReader {
   std::string source_;
 };
 
-// A converters value: an array of strings or one comma-separated string ("float8").
+// A list of names (converters, compile components): an array of strings or one
+// comma-separated string ("float8").
 std::vector<std::string> converter_list(const toml::value& value, const std::string& where) {
   std::vector<std::string> names;
   const auto add = [&](const std::string& text) {
@@ -421,6 +422,12 @@ TorchtitanConfig torchtitan_config_from_toml(const std::string& text, const std:
            c.mixed_precision_reduce_where);
   std::string compile_where;
   r.boolean({{"training", "compile"}, {"compile", "enable"}}, c.compile, compile_where);
+  // Newer torchtitan compiles the [compile] components: async TP needs the model's.
+  std::string components_where;
+  if (const toml::value* components = r.lookup({{"compile", "components"}}, components_where)) {
+    const std::vector<std::string> names = converter_list(*components, components_where);
+    if (std::find(names.begin(), names.end(), "model") == names.end()) c.compile = false;
+  }
   r.boolean({{"training", "enable_cpu_offload"}}, c.cpu_offload, c.cpu_offload_where);
 
   r.integer({{"parallelism", "data_parallel_replicate_degree"},

@@ -217,6 +217,13 @@ TEST_CASE("torchtitan settings fsdptune does not model are rejected by their fie
       "[training] local_batch_size",
       "3 sequences do not split into microbatches of 2 (train.toml: [parallelism] "
       "pipeline_parallel_microbatch_size)");
+  rejected(
+      "[parallelism]\ntensor_parallel_degree = 2\nenable_async_tensor_parallel = true\n"
+      "[compile]\nenable = true\ncomponents = ['loss']\n",
+      "[parallelism] enable_async_tensor_parallel", "only compiled");
+  CHECK(job_8b(kOpAc + "[parallelism]\ntensor_parallel_degree = 2\nenable_async_tensor_parallel = "
+                       "true\n[compile]\nenable = true\ncomponents = ['model', 'loss']\n")
+            .async_tp);
   rejected("[training]\nmixed_precision_param = 'float64'\n", "[training] mixed_precision_param",
            "unknown dtype 'float64'");
   const Error mode = error_of([&] { job_8b("[activation_checkpoint]\nmode = 'memory_budget'\n"); });
