@@ -674,4 +674,128 @@ std::vector<std::string> torchtitan_notes(const TorchtitanConfig& c) {
   return notes;
 }
 
+namespace {
+
+const char* torch_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::kBF16:
+      return "bfloat16";
+    case DType::kFP16:
+      return "float16";
+    case DType::kFP32:
+    case DType::kFP8:  // not a parameter or reduce dtype (normalize_job)
+      break;
+  }
+  return "float32";
+}
+
+const char* torchtitan_schedule(PipelineSchedule schedule) {
+  switch (schedule) {
+    case PipelineSchedule::kInterleaved1F1B:
+      return "Interleaved1F1B";
+    case PipelineSchedule::kGPipe:
+      return "GPipe";
+    case PipelineSchedule::k1F1B:
+      break;
+  }
+  return "1F1B";
+}
+
+// torchtitan's flavor of a built-in model, or "" when it has none.
+std::string torchtitan_flavor(const std::string& model_name) {
+  if (model_name == "llama3-8b") return "8B";
+  if (model_name == "llama3-70b") return "70B";
+  if (model_name == "llama3-405b") return "405B";
+  return "";
+}
+
+}  // namespace
+
+std::string torchtitan_config_toml(const std::string& model_name, const ModelSpec& model,
+                                   const JobSpec& job) {
+  std::string text = fmt::format(
+      "# torchtitan train config written by fsdptune: {} on {} GPUs ({} per node;\n"
+      "# torchtitan takes the world size and the node size from the launcher). The tables\n"
+      "# and keys fsdptune reads (docs/torchtitan-config.md); merge them into your config.\n",
+      model_name, job.gpus, job.gpus_per_node);
+  const std::string flavor = torchtitan_flavor(model_name);
+  text += "\n[model]\n";
+  if (flavor.empty()) {
+    text += fmt::format(
+        "# fsdptune's model '{}' is no torchtitan llama3 flavor: set name and "
+        "flavor\n",
+        model_name);
+  } else {
+    text += fmt::format("name = \"llama3\"\nflavor = \"{}\"\n", flavor);
+  }
+  if (job.float8) text += "converters = [\"float8\"]\n";
+
+  text += fmt::format(
+      "\n[training]\nlocal_batch_size = {}\nseq_len = {}\nmixed_precision_param = \"{}\"\n"
+      "mixed_precision_reduce = \"{}\"\n",
+      job.local_batch * job.microbatches, job.seq_len, torch_dtype(job.param_dtype),
+      torch_dtype(job.reduce_dtype));
+  if (job.async_tp) text += "\n[compile]\nenable = true\ncomponents = [\"model\", \"loss\"]\n";
+
+  text += fmt::format(
+      "\n[parallelism]\ndata_parallel_replicate_degree = {}\ndata_parallel_shard_degree = {}\n"
+      "tensor_parallel_degree = {}\nenable_async_tensor_parallel = {}\n"
+      "pipeline_parallel_degree = {}\ncontext_parallel_degree = 1\n",
+      job.dp_replicate, job.dp_shard, job.tp, job.async_tp ? "true" : "false", job.pp);
+  if (job.pp > 1) {
+    text +=
+        fmt::format("pipeline_parallel_schedule = \"{}\"\npipeline_parallel_microbatch_size = {}\n",
+                    torchtitan_schedule(job.pp_schedule), job.local_batch);
+    const bool single = job.pp_schedule != PipelineSchedule::kInterleaved1F1B;
+    if (single && job.virtual_stages != 1) {
+      text += fmt::format("# {} stages per rank: torchtitan runs {} with one\n", job.virtual_stages,
+                          torchtitan_schedule(job.pp_schedule));
+    } else if (!single && job.virtual_stages != 2) {
+      // ceil(weighted / per_stage) = pp x V stages: the least per_stage with at most that
+      // many, if it makes exactly that many; weighted counts the embedding and the output
+      // as a layer each (torchtitan's default), or not.
+      const std::int64_t stages = job.pp * job.virtual_stages;
+      bool written = false;
+      for (const std::int64_t less : {1, 0}) {
+        const std::int64_t weighted = model.n_layers + 2 * less;
+        const std::int64_t per_stage = weighted / stages + (weighted % stages != 0 ? 1 : 0);
+        if (weighted / per_stage + (weighted % per_stage != 0 ? 1 : 0) != stages) continue;
+        text += fmt::format("pipeline_parallel_layers_per_stage = {}\n", per_stage);
+        if (less == 0) {
+          text +=
+              "pipeline_parallel_first_stage_less_layers = 0\n"
+              "pipeline_parallel_last_stage_less_layers = 0\n";
+        }
+        written = true;
+        break;
+      }
+      if (!written) {
+        text += fmt::format(
+            "# {} stages per rank: no pipeline_parallel_layers_per_stage gives {} stages of {} "
+            "layers; set module_fqns_per_model_part\n",
+            job.virtual_stages, stages, model.n_layers);
+      }
+    }
+  }
+
+  text += "\n[activation_checkpoint]\n";
+  switch (job.ac) {
+    case ActivationCheckpointing::kNone:
+      text += "mode = \"none\"\n";
+      break;
+    case ActivationCheckpointing::kSelective:
+      text += "mode = \"selective\"\nselective_ac_option = \"op\"\n";
+      break;
+    case ActivationCheckpointing::kFull:
+      text += "mode = \"full\"\n";
+      break;
+  }
+  if (job.float8) {
+    text +=
+        "\n[float8]\nenable_fsdp_float8_all_gather = true\n"
+        "precompute_float8_dynamic_scale_for_fsdp = true\nfilter_fqns = [\"output\"]\n";
+  }
+  return text;
+}
+
 }  // namespace fsdptune

@@ -124,4 +124,16 @@ JobSpec torchtitan_job(const TorchtitanConfig& config, const ModelSpec& model,
 // modelled: one line each, for the CLI to print as notes (empty when none).
 std::vector<std::string> torchtitan_notes(const TorchtitanConfig& config);
 
+// The other way: `job` of `model` (named `model_name`: --model's argument) as a torchtitan
+// train config's text, the tables and keys torchtitan_job reads (docs/torchtitan-config.md,
+// "Writing a config"): every degree fixed (the world size is the job's), the local batch
+// and microbatch size, the schedule and, where torchtitan's default is not the job's,
+// pipeline_parallel_layers_per_stage giving its stages per rank (a comment says so when
+// no value does), AC, dtypes, float8, async TP with [compile]. [model] name and flavor
+// for the llama3 models fsdptune has built in. Deterministic; read back by
+// torchtitan_job (with gpus_per_node, which torchtitan leaves to the launcher), it gives
+// `job` again. REQUIRES: job normalized for model.
+std::string torchtitan_config_toml(const std::string& model_name, const ModelSpec& model,
+                                   const JobSpec& job);
+
 }  // namespace fsdptune

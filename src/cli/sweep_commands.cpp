@@ -22,6 +22,7 @@
 #include "fsdptune/plans.hpp"
 #include "fsdptune/schedule.hpp"
 #include "fsdptune/sweep.hpp"
+#include "fsdptune/torchtitan.hpp"
 #include "fsdptune/units.hpp"
 #include "job_options.hpp"
 #include "pipeline_cli.hpp"
@@ -78,6 +79,7 @@ struct SweepCliOptions {
   bool no_float8 = false;
   bool async_tp = false;
   bool json = false;
+  std::string torchtitan_toml;  // --emit-torchtitan-toml: the best configuration's job
   std::string out;
   std::int64_t tune_evaluations = SweepOptions{}.tune_evaluations;  // per chunk
   std::string step_tolerance;    // FRACTION; empty = SweepOptions' default
@@ -153,6 +155,17 @@ void run_sweep(const SweepCliOptions& o) {
   fmt::print(stderr, "sweep: {} configurations tuned ({} plans simulated, at most {} per chunk)\n",
              result.tuned, result.plans_evaluated, o.tune_evaluations);
 
+  if (!o.torchtitan_toml.empty()) {
+    if (result.ranked.empty()) {
+      throw_bad_input("--memory-limit",
+                      fmt::format("no configuration fits under {}; nothing to write to "
+                                  "--emit-torchtitan-toml",
+                                  format_bytes(result.memory_limit_bytes)),
+                      "raise --memory-limit or add GPUs");
+    }
+    write_file_atomically(o.torchtitan_toml,
+                          torchtitan_config_toml(o.model, model, result.ranked.front().job));
+  }
   std::string best_written;
   if (!o.out.empty()) {
     if (result.ranked.empty()) {
@@ -275,6 +288,9 @@ void run_sweep(const SweepCliOptions& o) {
         skipped);
   }
   if (!o.out.empty()) fmt::print("\nwrote the best configuration, tuned, to {}\n", best_written);
+  if (!o.torchtitan_toml.empty()) {
+    fmt::print("wrote the best configuration as a torchtitan config to {}\n", o.torchtitan_toml);
+  }
 }
 
 struct PipelineCliOptions {
@@ -390,6 +406,8 @@ void register_sweep_commands(CLI::App& app) {
     command->add_flag("--json", options->json, "print JSON instead of a table");
     command->add_option("--out", options->out,
                         "write the best configuration's tuned schedule file here");
+    command->add_option("--emit-torchtitan-toml", options->torchtitan_toml,
+                        "write the best configuration as a torchtitan train config (TOML) here");
     command
         ->add_option("--tune-top", options->tune_top,
                      "which configurations are tuned before ranking: 'all' (every one that "

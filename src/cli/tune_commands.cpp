@@ -22,6 +22,7 @@
 #include "fsdptune/program.hpp"
 #include "fsdptune/schedule.hpp"
 #include "fsdptune/simulator.hpp"
+#include "fsdptune/torchtitan.hpp"
 #include "fsdptune/tuner.hpp"
 #include "fsdptune/units.hpp"
 #include "fsdptune/workload.hpp"
@@ -51,6 +52,7 @@ struct TuneOptions {
   std::uint64_t seed = 0;
   std::string out;
   std::string torchtitan_out;
+  std::string torchtitan_toml;  // --emit-torchtitan-toml: the job as a torchtitan config
   std::string trace_path;
   bool json = false;
 };
@@ -84,6 +86,10 @@ void write_schedule(ScheduleFile& schedule, const TuneOptions& options,
   schedule.provenance.threads = options.threads;
   schedule.provenance.command = canonical_command(options, model, schedule.job);
   write_file_atomically(options.out, dump_json(schedule_to_json(schedule)));
+  if (!options.torchtitan_toml.empty()) {
+    write_file_atomically(options.torchtitan_toml,
+                          torchtitan_config_toml(model, schedule.model, schedule.job));
+  }
 }
 
 nlohmann::json summary_json(const PlanSummary& summary) {
@@ -184,6 +190,7 @@ void run_tune(const TuneOptions& options) {
       out["efficiency"] = efficiency;
       out["pareto_points"] = schedule.pareto.size();
       if (!options.torchtitan_out.empty()) out["torchtitan"] = options.torchtitan_out;
+      if (!options.torchtitan_toml.empty()) out["torchtitan_toml"] = options.torchtitan_toml;
       out["bubble_fraction"] = schedule.pipeline->bubble_fraction;
       out["memory_limit_bytes"] = schedule.memory_limit_bytes;
       out["plans_evaluated"] = tuned.plans_evaluated;
@@ -204,6 +211,7 @@ void run_tune(const TuneOptions& options) {
                format_seconds(schedule.lower_bound_s), 100.0 * efficiency, schedule.pareto.size());
     fmt::print("wrote {} (schedule {})\n", options.out, schedule_hash(schedule));
     if (!options.torchtitan_out.empty()) fmt::print("wrote {}\n", options.torchtitan_out);
+    if (!options.torchtitan_toml.empty()) fmt::print("wrote {}\n", options.torchtitan_toml);
     if (!options.trace_path.empty()) fmt::print("trace written to {}\n", options.trace_path);
     return;
   }
@@ -265,6 +273,7 @@ void run_tune(const TuneOptions& options) {
     out["cost_queries"] = schedule.cost_queries;  // of the tuned plan's lowering
     out["cost_fallbacks"] = schedule.cost_fallbacks;
     if (!options.torchtitan_out.empty()) out["torchtitan"] = options.torchtitan_out;
+    if (!options.torchtitan_toml.empty()) out["torchtitan_toml"] = options.torchtitan_toml;
     fmt::print("{}", dump_json(out));
     return;
   }
@@ -306,6 +315,7 @@ void run_tune(const TuneOptions& options) {
              schedule.cost_fallbacks, cost_source);
   fmt::print("wrote {} (schedule {})\n", options.out, schedule_hash(schedule));
   if (!options.torchtitan_out.empty()) fmt::print("wrote {}\n", options.torchtitan_out);
+  if (!options.torchtitan_toml.empty()) fmt::print("wrote {}\n", options.torchtitan_toml);
   if (!options.trace_path.empty()) fmt::print("trace written to {}\n", options.trace_path);
 }
 
@@ -334,6 +344,8 @@ void register_tune_commands(CLI::App& app) {
   tune->add_option("--out", options->out, "Where to write the schedule file")->required();
   tune->add_option("--emit-torchtitan", options->torchtitan_out,
                    "Also write the bucket plan as torchtitan module groups");
+  tune->add_option("--emit-torchtitan-toml", options->torchtitan_toml,
+                   "Also write the job as a torchtitan train config (TOML)");
   tune->add_option("--trace", options->trace_path,
                    "Also write a Chrome trace (Perfetto) of the tuned step to FILE (a process "
                    "per pipeline stage when pipelined)");

@@ -42,8 +42,8 @@ const std::string kTinySweep =
 TEST_CASE("sweep tunes every configuration, ranks by the tuned figures, writes the winner",
           "[cli][sweep]") {
   const std::string dir = make_temp_dir("sweep");
-  const auto result =
-      run_fsdptune(kTinySweep + " --threads 2 --top 10 --out " + dir + "/best.json");
+  const auto result = run_fsdptune(kTinySweep + " --threads 2 --top 10 --out " + dir +
+                                   "/best.json" + " --emit-torchtitan-toml " + dir + "/best.toml");
   INFO(result.err);
   REQUIRE(result.exit_code == 0);
   const auto json = nlohmann::json::parse(result.out);
@@ -88,6 +88,13 @@ TEST_CASE("sweep tunes every configuration, ranks by the tuned figures, writes t
   REQUIRE(replay.exit_code == 0);
   CHECK(nlohmann::json::parse(replay.out).at("step_time_s").get<double>() ==
         winner["step_time_s"].get<double>());
+  // The winner as a torchtitan config: its job is the schedule's (simulate checks that the
+  // job of --job-toml is the one the schedule was made for).
+  const auto from_toml = run_fsdptune("simulate --model tiny --hardware h100-sxm --job-toml " +
+                                      dir + "/best.toml --json --plan " + dir + "/best.json");
+  INFO(from_toml.err);
+  REQUIRE(from_toml.exit_code == 0);
+  CHECK(from_toml.out == replay.out);
   // Same inputs, same bytes, whatever the thread count.
   const auto again = run_fsdptune(kTinySweep + " --threads 1 --top 10");
   CHECK(again.out == result.out);

@@ -77,6 +77,24 @@ TEST_CASE("tune --job-toml writes the schedule of the equivalent flags", "[cli][
   CHECK(!from_config.empty());
   // Byte for byte, the provenance's command included (the resolved job, as flags).
   CHECK(from_config == read_file(dir + "/b.json"));
+
+  // And back: a pipelined job written as a config (--emit-torchtitan-toml), which
+  // `simulate --job-toml` takes as the job the schedule was tuned for.
+  const std::string tune =
+      "tune --model tiny --gpus 8 --pp 2 --microbatches 4 --batch 2 --seq 256 "
+      "--pp-schedule gpipe --time-budget 0 --max-evaluations 20 --out " +
+      dir + "/pp.json --emit-torchtitan-toml ";
+  const std::string printed = output_of(tune + dir + "/pp.toml");
+  CHECK_THAT(printed, Catch::Contains("wrote " + dir + "/pp.toml"));
+  output_of(tune + dir + "/again.toml");
+  const std::string written = read_file(dir + "/pp.toml");
+  CHECK(written == read_file(dir + "/again.toml"));
+  CHECK_THAT(written, Catch::Contains("local_batch_size = 8\n") &&
+                          Catch::Contains("pipeline_parallel_microbatch_size = 2\n") &&
+                          Catch::Contains("pipeline_parallel_schedule = \"GPipe\""));
+  CHECK(output_of("simulate --model tiny --hardware h100-sxm --job-toml " + dir +
+                  "/pp.toml --plan " + dir + "/pp.json --json") ==
+        output_of("simulate --plan " + dir + "/pp.json --json"));
 }
 
 TEST_CASE("job-toml: errors name the file and field and exit 2", "[cli][torchtitan]") {

@@ -332,3 +332,87 @@ TEST_CASE("torchtitan: older layouts, types and TOML syntax", "[torchtitan]") {
   // Unknown tables and keys are torchtitan's business: ignored.
   CHECK(parse("[optimizer]\nname = 'AdamW'\n[comm]\ntrain_timeout_seconds = 100\n") == parse(""));
 }
+
+TEST_CASE("torchtitan: a job written as a config reads back as the same job", "[torchtitan]") {
+  const auto round_trip = [](const std::string& model_name, JobSpec job) {
+    const ModelSpec model = builtin_model(model_name);
+    job = normalize_job(model, job);
+    const std::string text = torchtitan_config_toml(model_name, model, job);
+    INFO(text);
+    const TorchtitanConfig config = torchtitan_config_from_toml(text, "written.toml");
+    if (model_name.starts_with("llama3-")) CHECK(torchtitan_builtin_model(config) == model_name);
+    JobOverrides overrides;
+    overrides.gpus_per_node = job.gpus_per_node;  // the launcher's, not the config's
+    CHECK(torchtitan_job(config, model, overrides) == job);
+    CHECK(torchtitan_notes(config).empty());
+    CHECK(torchtitan_config_toml(model_name, model, job) == text);  // deterministic
+    return text;
+  };
+  JobSpec fsdp;
+  fsdp.gpus = 64;
+  fsdp.ac = ActivationCheckpointing::kSelective;
+  round_trip("llama3-8b", fsdp);
+  JobSpec tp;
+  tp.gpus = 512;
+  tp.tp = 8;
+  tp.async_tp = true;
+  tp.float8 = true;
+  tp.local_batch = 2;
+  tp.ac = ActivationCheckpointing::kFull;
+  tp.reduce_dtype = DType::kBF16;
+  CHECK_THAT(round_trip("llama3-405b", tp), Catch::Contains("[compile]\nenable = true"));
+  JobSpec hsdp;
+  hsdp.gpus = 32;
+  hsdp.gpus_per_node = 4;
+  hsdp.dp_replicate = 4;
+  hsdp.param_dtype = DType::kFP32;
+  round_trip("llama3-70b", hsdp);
+  JobSpec pipelined;
+  pipelined.gpus = 128;
+  pipelined.tp = 8;
+  pipelined.pp = 8;
+  pipelined.microbatches = 16;
+  pipelined.local_batch = 2;
+  pipelined.ac = ActivationCheckpointing::kFull;
+  for (const PipelineSchedule schedule : {PipelineSchedule::k1F1B, PipelineSchedule::kGPipe}) {
+    pipelined.pp_schedule = schedule;
+    round_trip("llama3-70b", pipelined);
+  }
+  // Interleaved on 4 ranks: 8 stages are torchtitan's default (no layers per stage); 12
+  // are ceil(82 / 7), 16 ceil(80 / 5) without the embedding and output weights, 20
+  // ceil(80 / 4).
+  JobSpec interleaved = pipelined;
+  interleaved.gpus = 64;
+  interleaved.pp = 4;
+  interleaved.pp_schedule = PipelineSchedule::kInterleaved1F1B;
+  const std::pair<std::int64_t, const char*> kStages[] = {
+      {2, "pipeline_parallel_microbatch_size = 2\n\n"},
+      {3, "pipeline_parallel_layers_per_stage = 7\n\n"},
+      {4, "pipeline_parallel_layers_per_stage = 5\npipeline_parallel_first_stage_less_layers = 0"},
+      {5, "pipeline_parallel_layers_per_stage = 4\npipeline_parallel_first_stage_less_layers = 0"}};
+  for (const auto& [stages, written] : kStages) {
+    interleaved.virtual_stages = stages;
+    CHECK_THAT(round_trip("llama3-70b", interleaved), Catch::Contains(written));
+  }
+  // 32 stages of 80 blocks: no layers per stage makes them (41 at 2, 28 at 3): a comment
+  // says so, and the config reads back as torchtitan would run it (its default 2).
+  interleaved.gpus = 128;
+  interleaved.pp = 8;
+  interleaved.virtual_stages = 4;
+  const ModelSpec seventy = builtin_model("llama3-70b");
+  const JobSpec unreachable = normalize_job(seventy, interleaved);
+  const std::string text = torchtitan_config_toml("llama3-70b", seventy, unreachable);
+  CHECK_THAT(text, Catch::Contains("# 4 stages per rank: no pipeline_parallel_layers_per_stage"));
+  CHECK(torchtitan_job(torchtitan_config_from_toml(text, "written.toml"), seventy).virtual_stages ==
+        2);
+  // 405B in 16 stages x 2 per rank: 4 layers per stage of 126 + 2.
+  JobSpec deep = pipelined;
+  deep.pp_schedule = PipelineSchedule::kInterleaved1F1B;
+  deep.gpus = 256;
+  deep.pp = 16;
+  deep.virtual_stages = 4;
+  CHECK_THAT(round_trip("llama3-405b", deep),
+             Catch::Contains("pipeline_parallel_layers_per_stage = 2\n"));
+  // A model torchtitan has no flavor for: the config says to name it, the job is the same.
+  CHECK_THAT(round_trip("tiny", JobSpec{}), Catch::Contains("is no torchtitan llama3 flavor"));
+}
