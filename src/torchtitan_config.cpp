@@ -661,6 +661,39 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
   }
 }
 
+std::int64_t torchtitan_global_batch(const TorchtitanConfig& c, std::int64_t gpus) {
+  if (c.global_batch_size > 0) return c.global_batch_size;
+  const std::int64_t others = bounded_product({c.dp_replicate, c.tp, c.pp, c.cp});
+  if (c.dp_shard > 0) {
+    const std::int64_t world =
+        bounded_product({c.dp_shard, others == 0 ? kMaxJobGpus + 1 : others});
+    if (world != gpus) {
+      throw_bad_input(
+          c.dp_shard_where,
+          fmt::format("the degrees fix the world size at {}, not the {} GPUs asked "
+                      "for (--gpus)",
+                      world == 0 ? fmt::format("more than {}", kMaxJobGpus) : std::to_string(world),
+                      gpus),
+          "set data_parallel_shard_degree = -1 to take what --gpus leaves");
+    }
+    return c.local_batch_size * c.dp_replicate * c.dp_shard;
+  }
+  if (others == 0 || gpus % others != 0) {
+    throw_bad_input(c.tp_where,
+                    fmt::format("{} GPUs are not divisible by data_parallel_replicate_degree x "
+                                "tensor x pipeline x context parallel degree = {} x {} x {} x {}",
+                                gpus, c.dp_replicate, c.tp, c.pp, c.cp));
+  }
+  const double sequences = static_cast<double>(c.local_batch_size) *
+                           static_cast<double>(gpus / others) * static_cast<double>(c.dp_replicate);
+  if (sequences > static_cast<double>(kMaxJobGpus) * static_cast<double>(kMaxJobMicrobatches)) {
+    throw_bad_input(
+        c.local_batch_size_where,
+        fmt::format("{:.0f} sequences per step are more than fsdptune sweeps", sequences));
+  }
+  return static_cast<std::int64_t>(sequences);
+}
+
 std::vector<std::string> torchtitan_notes(const TorchtitanConfig& c) {
   std::vector<std::string> notes;
   // Under PP torchtitan's default is already never to reshard, as fsdptune models it.

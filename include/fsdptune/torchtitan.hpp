@@ -120,6 +120,13 @@ struct JobOverrides {
 JobSpec torchtitan_job(const TorchtitanConfig& config, const ModelSpec& model,
                        const JobOverrides& overrides = {});
 
+// The sequences per step the config trains on `gpus` GPUs (what `sweep --job-toml` ranks
+// meshes at): global_batch_size when set, else the local batch x the data-parallel degree
+// (data_parallel_replicate_degree x data_parallel_shard_degree, the latter what tp, pp
+// and cp leave of `gpus` when -1). Throws Error(kBadInput) naming the field when the
+// degrees do not divide `gpus` or fix another world size.
+std::int64_t torchtitan_global_batch(const TorchtitanConfig& config, std::int64_t gpus);
+
 // What the config sets that is a plan's choice rather than the job's, or read and not
 // modelled: one line each, for the CLI to print as notes (empty when none).
 std::vector<std::string> torchtitan_notes(const TorchtitanConfig& config);

@@ -80,6 +80,10 @@ struct SweepCliOptions {
   bool async_tp = false;
   bool json = false;
   std::string torchtitan_toml;  // --emit-torchtitan-toml: the best configuration's job
+  // --job-toml: a torchtitan config's model, sequence length and global batch (the flags
+  // given win); set by the callback: whether --seq was given.
+  std::string job_toml;
+  bool seq_given = false;
   std::string out;
   std::int64_t tune_evaluations = SweepOptions{}.tune_evaluations;  // per chunk
   std::string step_tolerance;    // FRACTION; empty = SweepOptions' default
@@ -103,16 +107,31 @@ void run_sweep(const SweepCliOptions& o) {
   if (o.threads < 0) throw_bad_input("--threads", "must be >= 0 (0 = all cores)");
   if (o.gpus < 1) throw_bad_input("--gpus", "must be >= 1");
   if (o.gpus_per_node < 1) throw_bad_input("--gpus-per-node", "must be >= 1");
-  if (o.seq < 1) throw_bad_input("--seq", "must be >= 1");
   if (o.max_pp < 1) throw_bad_input("--max-pp", "must be >= 1");
-  const ModelSpec model = resolve_model(o.model);
+  // The model, sequence length and global batch: the flags', else --job-toml's.
+  std::string model_name = o.model;
+  std::int64_t seq = o.seq;
+  std::string global_batch = o.global_batch;
+  if (!o.job_toml.empty()) {
+    const TorchtitanConfig config = read_torchtitan_config(o.job_toml);
+    if (model_name.empty()) model_name = torchtitan_builtin_model(config);
+    if (!o.seq_given) seq = config.seq_len;
+    if (global_batch.empty()) {
+      global_batch = std::to_string(torchtitan_global_batch(config, o.gpus));
+    }
+  } else if (model_name.empty() || global_batch.empty()) {
+    throw_bad_input(model_name.empty() ? "--model" : "--global-batch", "is required",
+                    "give it, or --job-toml with a torchtitan config");
+  }
+  if (seq < 1) throw_bad_input("--seq", "must be >= 1");
+  const ModelSpec model = resolve_model(model_name);
   const HardwareSpec hardware = resolve_hardware(o.hardware);
   const std::unique_ptr<CostModel> costs = make_analytic_cost_model(hardware);
   SweepOptions options;
   options.gpus = o.gpus;
   options.gpus_per_node = o.gpus_per_node;
-  options.seq_len = o.seq;
-  options.global_batch_sequences = parse_global_batch_sequences(o.global_batch, o.seq);
+  options.seq_len = seq;
+  options.global_batch_sequences = parse_global_batch_sequences(global_batch, seq);
   if (!o.memory_limit.empty()) {
     options.memory_limit_bytes = parse_size_bytes(o.memory_limit, "--memory-limit");
   }
@@ -164,7 +183,7 @@ void run_sweep(const SweepCliOptions& o) {
                       "raise --memory-limit or add GPUs");
     }
     write_file_atomically(o.torchtitan_toml,
-                          torchtitan_config_toml(o.model, model, result.ranked.front().job));
+                          torchtitan_config_toml(model_name, model, result.ranked.front().job));
   }
   std::string best_written;
   if (!o.out.empty()) {
@@ -203,7 +222,7 @@ void run_sweep(const SweepCliOptions& o) {
     schedule.provenance.command = fmt::format(
         "fsdptune sweep --model {} --hardware {} --gpus {} --gpus-per-node {} --global-batch {} "
         "--seq {}{} --max-pp {}{}{} --tune-top {} --tune-evaluations {}",
-        o.model, o.hardware, o.gpus, o.gpus_per_node, o.global_batch, o.seq,
+        model_name, o.hardware, o.gpus, o.gpus_per_node, global_batch, seq,
         o.memory_limit.empty() ? "" : " --memory-limit " + o.memory_limit, o.max_pp,
         o.no_float8 ? " --no-float8" : "", o.async_tp ? " --async-tp" : "", o.tune_top,
         o.tune_evaluations);
@@ -238,7 +257,7 @@ void run_sweep(const SweepCliOptions& o) {
                                 {"hardware", hardware.id},
                                 {"gpus", o.gpus},
                                 {"global_batch_sequences", options.global_batch_sequences},
-                                {"seq_len", o.seq},
+                                {"seq_len", seq},
                                 {"memory_limit_bytes", result.memory_limit_bytes},
                                 {"evaluated", total},
                                 {"fitting", result.ranked.size()},
@@ -252,7 +271,7 @@ void run_sweep(const SweepCliOptions& o) {
     return;
   }
   fmt::print("{} on {} x {}, global batch {} sequences of {} tokens, memory limit {}\n", model.name,
-             o.gpus, hardware.id, options.global_batch_sequences, o.seq,
+             o.gpus, hardware.id, options.global_batch_sequences, seq,
              format_bytes(result.memory_limit_bytes));
   fmt::print("{} configurations simulated, {} fit; {} tuned ({} plans per chunk at most)\n\n",
              total, result.ranked.size(), result.tuned, o.tune_evaluations);
@@ -380,17 +399,20 @@ void register_sweep_commands(CLI::App& app) {
     CLI::App* command = app.add_subcommand(
         "sweep",
         "tune and rank meshes, microbatching, AC and float8 for a model on N GPUs by tokens/s/GPU");
-    command->add_option("--model", options->model, "built-in model, model file or config.json")
-        ->required();
+    command->add_option("--model", options->model,
+                        "built-in model, model file or config.json (or --job-toml's)");
+    command->add_option("--job-toml", options->job_toml,
+                        "torchtitan train config: its model, seq_len and global batch (local "
+                        "batch x data-parallel degree on --gpus) unless given "
+                        "(docs/torchtitan-config.md)");
     command->add_option("--hardware", options->hardware, "built-in hardware id or spec file")
         ->capture_default_str();
     command->add_option("--gpus", options->gpus, "world size")->required();
     command->add_option("--gpus-per-node", options->gpus_per_node, "GPUs per node")
         ->capture_default_str();
-    command
-        ->add_option("--global-batch", options->global_batch,
-                     "sequences per step (1024), or tokens with 'tok' (8Mtok, 8388608tok)")
-        ->required();
+    command->add_option("--global-batch", options->global_batch,
+                        "sequences per step (1024), or tokens with 'tok' (8Mtok, 8388608tok); "
+                        "required unless --job-toml");
     command->add_option("--seq", options->seq, "sequence length")->capture_default_str();
     command->add_option("--memory-limit", options->memory_limit,
                         "per-GPU limit (e.g. 70GiB); default: HBM less the hardware reserve");
@@ -423,7 +445,10 @@ void register_sweep_commands(CLI::App& app) {
                         "each search takes, of the plans within this fraction of its fastest "
                         "(0.001 or 0.1%), the one that reserves the least (default 0.1%; 0 = "
                         "the fastest)");
-    command->callback([options] { run_sweep(*options); });
+    command->callback([options, command] {
+      options->seq_given = command->count("--seq") > 0;
+      run_sweep(*options);
+    });
   }
   {
     auto options = std::make_shared<PipelineCliOptions>();

@@ -97,6 +97,24 @@ TEST_CASE("tune --job-toml writes the schedule of the equivalent flags", "[cli][
         output_of("simulate --plan " + dir + "/pp.json --json"));
 }
 
+TEST_CASE("sweep --job-toml ranks the config's model, sequence and global batch",
+          "[cli][torchtitan]") {
+  const std::string dir = make_temp_dir("fsdptune-torchtitan");
+  // Local batch 2 on 16 data-parallel ranks of 16 GPUs: 32 sequences of 256 tokens.
+  const std::string config =
+      write_config(dir, "tiny.toml", "[training]\nlocal_batch_size = 2\nseq_len = 256\n");
+  const std::string sweep =
+      " --hardware h100-sxm --gpus 16 --tune-top 0 --top 3 --threads 1 --json";
+  const std::string ranked = output_of("sweep --model tiny --job-toml " + config + sweep);
+  CHECK(ranked == output_of("sweep --model tiny --global-batch 32 --seq 256" + sweep));
+  // The flags given win.
+  CHECK(output_of("sweep --model tiny --job-toml " + config + " --seq 512 --global-batch 16" +
+                  sweep) == output_of("sweep --model tiny --global-batch 16 --seq 512" + sweep));
+  const CommandResult missing = run_fsdptune("sweep --model tiny --gpus 16");
+  CHECK(missing.exit_code == 2);
+  CHECK_THAT(missing.err, Catch::Contains("--global-batch") && Catch::Contains("--job-toml"));
+}
+
 TEST_CASE("job-toml: errors name the file and field and exit 2", "[cli][torchtitan]") {
   const std::string dir = make_temp_dir("fsdptune-torchtitan");
   const auto rejected = [](const std::string& arguments, const std::vector<std::string>& names) {

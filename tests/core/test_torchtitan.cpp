@@ -416,3 +416,24 @@ TEST_CASE("torchtitan: a job written as a config reads back as the same job", "[
   // A model torchtitan has no flavor for: the config says to name it, the job is the same.
   CHECK_THAT(round_trip("tiny", JobSpec{}), Catch::Contains("is no torchtitan llama3 flavor"));
 }
+
+TEST_CASE("torchtitan: the global batch a config trains on N GPUs", "[torchtitan]") {
+  // Local batch 1 over 64 data-parallel ranks; 8 x 8-way TP leaves 8.
+  const TorchtitanConfig fsdp = read_torchtitan_config(fixture("llama3_8b.toml"));
+  CHECK(torchtitan_global_batch(fsdp, 64) == 64);
+  const TorchtitanConfig tp = read_torchtitan_config(fixture("llama3_405b.toml"));
+  CHECK(torchtitan_global_batch(tp, 1024) == 2 * 128);
+  CHECK(error_of([&] { torchtitan_global_batch(tp, 100); }).where() ==
+        fixture("llama3_405b.toml") + ": [parallelism] tensor_parallel_degree");
+  // Every degree fixed: 8 sequences x dp_shard 2, on its own world size only.
+  const TorchtitanConfig fixed = read_torchtitan_config(fixture("llama3_70b_pp.toml"));
+  CHECK(torchtitan_global_batch(fixed, 64) == 16);
+  CHECK_THAT(error_of([&] { torchtitan_global_batch(fixed, 128); }).message(),
+             Catch::Contains("fix the world size at 64, not the 128"));
+  // global_batch_size, when set, is the global batch; context parallelism takes ranks
+  // from data parallelism, not sequences.
+  CHECK(torchtitan_global_batch(parse("[training]\nglobal_batch_size = 512\n"), 8) == 512);
+  CHECK(torchtitan_global_batch(parse("[training]\nlocal_batch_size = 2\n"
+                                      "[parallelism]\ncontext_parallel_degree = 4\n"),
+                                32) == 16);
+}
