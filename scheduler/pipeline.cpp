@@ -255,7 +255,8 @@ std::int64_t tail_peak_bytes(const Program& program, const SimResult& result) {
 // {forward, recompute + backward}.
 template <typename UnitSeconds>
 ChunkTimes chunk_times_with(const Workload& chunk, const Program& program, const SimResult& result,
-                            bool keep_gathered, const UnitSeconds& unit_seconds) {
+                            bool keep_gathered, const UnitSeconds& unit_seconds,
+                            ChunkTimesScratch* scratch) {
   const JobSpec& job = chunk.job;
   FSDPTUNE_CHECK(result.timings.size() == program.tasks.size(), "chunk_times needs timings");
   ChunkTimes times;
@@ -306,15 +307,18 @@ ChunkTimes chunk_times_with(const Workload& chunk, const Program& program, const
     // activations held (the cool-down, GPipe).
     SimOptions options;
     options.record_timeline = false;
-    times.forward_after_backward_peak_allocated_bytes =
-        simulate(action_sequence_program(program, {{0, 0, false}, {0, 0, true}, {0, 1, false}}),
-                 options)
-            .peak_allocated_bytes;
-    times.backward_after_backward_peak_allocated_bytes =
-        simulate(action_sequence_program(
-                     program, {{0, 0, false}, {0, 1, false}, {0, 0, true}, {0, 1, true}}),
-                 options)
-            .peak_allocated_bytes;
+    ChunkTimesScratch local;
+    ChunkTimesScratch& reused = scratch != nullptr ? *scratch : local;
+    const auto peak = [&](const std::vector<PipelineAction>& actions) {
+      action_sequence_program(program, actions, reused.sequence, reused.ids);
+      return simulate(reused.sequence, options, reused.workspace).peak_allocated_bytes;
+    };
+    static const std::vector<PipelineAction> kForwardAfterBackward = {
+        {0, 0, false}, {0, 0, true}, {0, 1, false}};
+    static const std::vector<PipelineAction> kBackwardAfterBackward = {
+        {0, 0, false}, {0, 1, false}, {0, 0, true}, {0, 1, true}};
+    times.forward_after_backward_peak_allocated_bytes = peak(kForwardAfterBackward);
+    times.backward_after_backward_peak_allocated_bytes = peak(kBackwardAfterBackward);
   }
   return times;
 }
@@ -323,6 +327,14 @@ ChunkTimes chunk_times_with(const Workload& chunk, const Program& program, const
 
 Program action_sequence_program(const Program& program,
                                 const std::vector<PipelineAction>& actions) {
+  Program sequence;
+  std::vector<int> ids;
+  action_sequence_program(program, actions, sequence, ids);
+  return sequence;
+}
+
+void action_sequence_program(const Program& program, const std::vector<PipelineAction>& actions,
+                             Program& sequence, std::vector<int>& id) {
   const int last_forward = last_forward_task(program);
   const std::size_t count = program.tasks.size();
   int microbatches = 0;
@@ -330,13 +342,18 @@ Program action_sequence_program(const Program& program,
     FSDPTUNE_CHECK(action.microbatch >= 0, "action_sequence_program: negative microbatch");
     microbatches = std::max(microbatches, action.microbatch + 1);
   }
-  Program sequence;
+  // Everything but the tasks as the Program's; the tasks are assigned into the slots
+  // `sequence` already has (their vectors keep their storage), then trimmed.
   sequence.streams = program.streams;
+  sequence.buckets.clear();
   sequence.persistent_bytes = program.persistent_bytes;
   sequence.contention = program.contention;
+  sequence.cost_queries = 0;
+  sequence.cost_fallbacks = 0;
   // The id of each (microbatch, task) in the sequence: an action's dependencies are its
   // own microbatch's tasks (a backward's on its forward's).
-  std::vector<int> id(static_cast<std::size_t>(microbatches) * count, -1);
+  id.assign(static_cast<std::size_t>(microbatches) * count, -1);
+  std::size_t size = 0;
   int last_compute = -1;  // the latest compute-stream task of the earlier actions
   for (const PipelineAction& action : actions) {
     const int barrier = last_compute;
@@ -345,8 +362,10 @@ Program action_sequence_program(const Program& program,
       if (task.kind == TaskKind::kOptimizer || (task.id > last_forward) != action.backward) {
         continue;
       }
-      Task copy = task;
-      copy.id = static_cast<int>(sequence.tasks.size());
+      if (size == sequence.tasks.size()) sequence.tasks.emplace_back();
+      Task& copy = sequence.tasks[size];
+      copy = task;  // copy assignment: the slot's vectors and strings keep their storage
+      copy.id = static_cast<int>(size);
       for (int& dep : copy.deps) {
         dep = id[offset + static_cast<std::size_t>(dep)];
         FSDPTUNE_CHECK(dep >= 0, "action_sequence_program: a backward before its forward");
@@ -356,29 +375,36 @@ Program action_sequence_program(const Program& program,
       if (program.streams[static_cast<std::size_t>(task.stream)].role == StreamRole::kCompute) {
         last_compute = copy.id;
       }
-      sequence.tasks.push_back(std::move(copy));
+      ++size;
     }
   }
-  return sequence;
+  sequence.tasks.resize(size);
 }
 
 ChunkTimes chunk_times(const Workload& chunk, const Program& program, const SimResult& result,
                        bool keep_gathered, const CostModel& costs) {
   const bool async_tp = chunk.job.async_tp;
-  return chunk_times_with(chunk, program, result, keep_gathered, [&](std::size_t u) {
-    const Unit& unit = chunk.units[u];
-    return std::pair<double, double>{tp_ops_seconds(unit.forward_ops, async_tp, costs),
-                                     tp_ops_seconds(unit.recompute_ops, async_tp, costs) +
-                                         tp_ops_seconds(unit.backward_ops, async_tp, costs)};
-  });
+  return chunk_times_with(
+      chunk, program, result, keep_gathered,
+      [&](std::size_t u) {
+        const Unit& unit = chunk.units[u];
+        return std::pair<double, double>{tp_ops_seconds(unit.forward_ops, async_tp, costs),
+                                         tp_ops_seconds(unit.recompute_ops, async_tp, costs) +
+                                             tp_ops_seconds(unit.backward_ops, async_tp, costs)};
+      },
+      nullptr);
 }
 
 ChunkTimes chunk_times(const Workload& chunk, const Program& program, const SimResult& result,
-                       bool keep_gathered, const ComputeCosts& compute) {
-  return chunk_times_with(chunk, program, result, keep_gathered, [&](std::size_t u) {
-    return std::pair<double, double>{compute.forward_s[u],
-                                     compute.recompute_s[u] + compute.backward_s[u]};
-  });
+                       bool keep_gathered, const ComputeCosts& compute,
+                       ChunkTimesScratch* scratch) {
+  return chunk_times_with(
+      chunk, program, result, keep_gathered,
+      [&](std::size_t u) {
+        return std::pair<double, double>{compute.forward_s[u],
+                                         compute.recompute_s[u] + compute.backward_s[u]};
+      },
+      scratch);
 }
 
 std::int64_t peak_in_flight_bytes(int stages, int virtual_stages, int microbatches,

@@ -174,10 +174,22 @@ bool default_keep_gathered(const JobSpec& job);
 // reduce-scatters into the sharded gradients) and nothing accumulates.
 ChunkTimes chunk_times(const Workload& chunk, const Program& program, const SimResult& result,
                        bool keep_gathered, const CostModel& costs);
+// Storage the two action-sequence simulations of chunk_times (a re-gathered chunk's
+// reduce-scatters under its next action) reuse from one call to the next, as the tuner
+// reuses its Program and SimWorkspace: same ChunkTimes, no allocation once warm. One per
+// thread.
+struct ChunkTimesScratch {
+  Program sequence;
+  SimWorkspace workspace;
+  std::vector<int> ids;
+};
+
 // The same with the units' compute costs already known (compute_costs(chunk, costs), e.g.
-// a Lowerer's): no cost query. REQUIRES: `compute` of this chunk.
+// a Lowerer's): no cost query; `scratch` (may be null) reused. REQUIRES: `compute` of this
+// chunk.
 ChunkTimes chunk_times(const Workload& chunk, const Program& program, const SimResult& result,
-                       bool keep_gathered, const ComputeCosts& compute);
+                       bool keep_gathered, const ComputeCosts& compute,
+                       ChunkTimesScratch* scratch = nullptr);
 
 // One chunk's Program as the executor replays `actions` of that chunk back to back
 // (plan_pipeline_replay, validate/): each action's phase of the Program (forward: the tasks
@@ -188,6 +200,9 @@ ChunkTimes chunk_times(const Workload& chunk, const Program& program, const SimR
 // action's on its stream. `chunk`, `start_s` and `end_s` of the actions are ignored.
 // REQUIRES: each backward after its microbatch's forward.
 Program action_sequence_program(const Program& program, const std::vector<PipelineAction>& actions);
+// The same into `sequence`, reusing its storage (and `ids`'): equal to the value above.
+void action_sequence_program(const Program& program, const std::vector<PipelineAction>& actions,
+                             Program& sequence, std::vector<int>& ids);
 
 // The rank's peak of activations in flight, bytes, from its action order alone (chunk c
 // holds activation_bytes[c] per microbatch between its forward and its backward).

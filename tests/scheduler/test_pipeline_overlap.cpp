@@ -210,6 +210,39 @@ TEST_CASE("action_sequence_program: the phases of each action, waiting for the e
   CHECK(result.step_time_s == Approx(5.0));  // 1 + 1, then 1 + 1, then 1
 }
 
+TEST_CASE("action_sequence_program into reused storage equals the fresh Program",
+          "[pipeline][memory]") {
+  // chunk_times' scratch (ChunkTimesScratch) is warmed by one chunk's sequences and then
+  // used for another's, longer and shorter: every result equals the value version, and
+  // chunk_times with the scratch equals chunk_times without it.
+  const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
+  const Workload workload = winner_workload(3);
+  Program sequence;
+  std::vector<int> ids;
+  ChunkTimesScratch scratch;
+  int sequenced = 0;
+  const std::vector<std::vector<PipelineAction>> lists = {
+      {{0, 0, false}, {0, 1, false}, {0, 2, false}, {0, 0, true}, {0, 1, true}, {0, 2, true}},
+      {{0, 0, false}, {0, 0, true}, {0, 1, false}},
+      {{0, 0, false}, {0, 1, false}, {0, 0, true}, {0, 1, true}}};
+  for (const std::vector<int>& units : pipeline_chunks(workload)) {
+    const Workload chunk = chunk_workload(workload, units);
+    for (const Plan& plan : {one_bucket_plan(chunk), fsdp2_plan(chunk)}) {
+      const Program program = lower(chunk, plan, *costs);
+      for (const std::vector<PipelineAction>& actions : lists) {
+        action_sequence_program(program, actions, sequence, ids);
+        CHECK(sequence == action_sequence_program(program, actions));
+      }
+      const SimResult result = simulate(program);
+      const ComputeCosts compute = compute_costs(chunk, *costs);
+      const ChunkTimes reused = chunk_times(chunk, program, result, false, compute, &scratch);
+      if (reused.forward_after_backward_peak_allocated_bytes > 0) ++sequenced;
+      CHECK(reused == chunk_times(chunk, program, result, false, compute));
+    }
+  }
+  CHECK(sequenced > 0);  // the tail simulations ran
+}
+
 TEST_CASE("the composition holds what its chunk's actions hold replayed back to back",
           "[pipeline][memory]") {
   // Stage 0's chunk of docs/validation.md's sweep winner (winner_workload), re-gathered
