@@ -127,6 +127,23 @@ std::string to_lower(std::string text) {
   return text;
 }
 
+// ceil(a / b) for a >= 0, b > 0, without a + b overflowing.
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+
+// The suffix of a `*_where` that names a key the file leaves out.
+constexpr const char* kDefaulted = " (torchtitan's default)";
+bool defaulted(const std::string& where) { return where.ends_with(kDefaulted); }
+
+// torchtitan's names and fsdptune's, read one way and written the other.
+constexpr std::pair<const char*, const char*> kFlavors[] = {
+    {"8B", "llama3-8b"}, {"70B", "llama3-70b"}, {"405B", "llama3-405b"}};
+constexpr std::pair<const char*, DType> kTorchDtypes[] = {
+    {"bfloat16", DType::kBF16}, {"float16", DType::kFP16}, {"float32", DType::kFP32}};
+constexpr std::pair<const char*, PipelineSchedule> kSchedules[] = {
+    {"1F1B", PipelineSchedule::k1F1B},
+    {"Interleaved1F1B", PipelineSchedule::kInterleaved1F1B},
+    {"GPipe", PipelineSchedule::kGPipe}};
+
 // Reads the settings out of a parsed config: each key looked up in its table (and, for
 // keys older torchtitan kept elsewhere, in the older table too).
 class ConfigReader {
@@ -169,7 +186,7 @@ class ConfigReader {
       found_where = where(table, key);
     }
     const auto& [table, key] = *places.begin();
-    where_out = found != nullptr ? found_where : where(table, key) + " (torchtitan's default)";
+    where_out = found != nullptr ? found_where : where(table, key) + kDefaulted;
     return found;
   }
 
@@ -218,7 +235,7 @@ class ConfigReader {
 
 // A list of names (converters, compile components): an array of strings or one
 // comma-separated string ("float8").
-std::vector<std::string> converter_list(const toml::value& value, const std::string& where) {
+std::vector<std::string> name_list(const toml::value& value, const std::string& where) {
   std::vector<std::string> names;
   const auto add = [&](const std::string& text) {
     std::stringstream parts(text);
@@ -281,36 +298,22 @@ ActivationCheckpointing ac_of(const TorchtitanConfig& c) {
   if (std::stoi(option) == 1) return ActivationCheckpointing::kFull;
   not_modelled(
       c.selective_ac_option_where,
-      fmt::format("layer-level selective AC (every {} blocks checkpointed, '{}'{})", option, option,
-                  c.selective_ac_option_where.ends_with("(torchtitan's default)")
-                      ? ", which mode = 'selective' defaults to"
-                      : ""),
+      fmt::format(
+          "layer-level selective AC (every {} blocks checkpointed, '{}'{})", option, option,
+          defaulted(c.selective_ac_option_where) ? ", which mode = 'selective' defaults to" : ""),
       "set selective_ac_option = 'op' (op-level, what --ac selective models), mode = "
       "'full' or 'none', or pass --ac");
 }
 
-// A mixed_precision_* name as a DType, of the names `allowed` lists (torch's names).
-DType dtype_of(const std::string& name, const std::string& where,
-               std::initializer_list<std::pair<const char*, DType>> allowed) {
+// A mixed_precision_* name as a DType (torch's names, kTorchDtypes).
+DType dtype_of(const std::string& name, const std::string& where) {
   std::vector<std::string> names;
-  for (const auto& [text, dtype] : allowed) {
+  for (const auto& [text, dtype] : kTorchDtypes) {
     if (name == text) return dtype;
     names.emplace_back(text);
   }
   throw_bad_input(where,
                   fmt::format("unknown dtype '{}' (expected {})", name, fmt::join(names, ", ")));
-}
-
-DType param_dtype_of(const TorchtitanConfig& c) {
-  return dtype_of(
-      c.mixed_precision_param, c.mixed_precision_param_where,
-      {{"bfloat16", DType::kBF16}, {"float16", DType::kFP16}, {"float32", DType::kFP32}});
-}
-
-DType reduce_dtype_of(const TorchtitanConfig& c) {
-  return dtype_of(
-      c.mixed_precision_reduce, c.mixed_precision_reduce_where,
-      {{"float32", DType::kFP32}, {"bfloat16", DType::kBF16}, {"float16", DType::kFP16}});
 }
 
 bool float8_of(const TorchtitanConfig& c) {
@@ -334,9 +337,9 @@ bool float8_of(const TorchtitanConfig& c) {
 PipelineSchedule schedule_of(const TorchtitanConfig& c) {
   // torchtitan looks schedules up by name, ignoring case.
   const std::string name = to_lower(c.pp_schedule);
-  if (name == "1f1b") return PipelineSchedule::k1F1B;
-  if (name == "interleaved1f1b") return PipelineSchedule::kInterleaved1F1B;
-  if (name == "gpipe") return PipelineSchedule::kGPipe;
+  for (const auto& [text, schedule] : kSchedules) {
+    if (name == to_lower(text)) return schedule;
+  }
   not_modelled(c.pp_schedule_where, fmt::format("the pipeline schedule '{}'", c.pp_schedule),
                "use 1F1B, Interleaved1F1B or GPipe, or pass --pp-schedule");
 }
@@ -349,7 +352,7 @@ std::int64_t stages_per_rank(const TorchtitanConfig& c, const ModelSpec& model, 
   const std::int64_t per_stage = *c.pp_layers_per_stage;
   const std::int64_t weighted =
       model.n_layers + c.pp_first_stage_less_layers + c.pp_last_stage_less_layers;
-  const std::int64_t stages = weighted / per_stage + (weighted % per_stage != 0 ? 1 : 0);
+  const std::int64_t stages = ceil_div(weighted, per_stage);
   const std::string& at = c.pp_layers_per_stage_where;
   if (stages % pp != 0) {
     throw_bad_input(at, fmt::format("{} layers (+{} +{} for the embedding and output) at {} per "
@@ -406,9 +409,9 @@ TorchtitanConfig torchtitan_config_from_toml(const std::string& text, const std:
   std::string flavor_where;
   r.string({{"model", "name"}}, c.model_name, c.model_where);
   r.string({{"model", "flavor"}}, c.model_flavor, flavor_where);
-  if (!flavor_where.ends_with("(torchtitan's default)")) c.model_where = flavor_where;
+  if (!defaulted(flavor_where)) c.model_where = flavor_where;
   if (const toml::value* converters = r.lookup({{"model", "converters"}}, c.converters_where)) {
-    c.converters = converter_list(*converters, c.converters_where);
+    c.converters = name_list(*converters, c.converters_where);
   }
 
   r.integer({{"training", "local_batch_size"}, {"training", "batch_size"}}, c.local_batch_size,
@@ -425,7 +428,7 @@ TorchtitanConfig torchtitan_config_from_toml(const std::string& text, const std:
   // Newer torchtitan compiles the [compile] components: async TP needs the model's.
   std::string components_where;
   if (const toml::value* components = r.lookup({{"compile", "components"}}, components_where)) {
-    const std::vector<std::string> names = converter_list(*components, components_where);
+    const std::vector<std::string> names = name_list(*components, components_where);
     if (std::find(names.begin(), names.end(), "model") == names.end()) c.compile = false;
   }
   r.boolean({{"training", "enable_cpu_offload"}}, c.cpu_offload, c.cpu_offload_where);
@@ -453,7 +456,7 @@ TorchtitanConfig torchtitan_config_from_toml(const std::string& text, const std:
   std::int64_t layers_per_stage = 0;
   r.integer({{"parallelism", "pipeline_parallel_layers_per_stage"}}, layers_per_stage,
             c.pp_layers_per_stage_where, 1);
-  if (!c.pp_layers_per_stage_where.ends_with("(torchtitan's default)")) {
+  if (!defaulted(c.pp_layers_per_stage_where)) {
     c.pp_layers_per_stage = layers_per_stage;
   }
   std::string unused_where;
@@ -499,8 +502,6 @@ TorchtitanConfig torchtitan_config_from_toml(const std::string& text, const std:
 }
 
 std::string torchtitan_builtin_model(const TorchtitanConfig& config) {
-  static const std::pair<const char*, const char*> kFlavors[] = {
-      {"8B", "llama3-8b"}, {"70B", "llama3-70b"}, {"405B", "llama3-405b"}};
   if (config.model_name == "llama3") {
     for (const auto& [flavor, model] : kFlavors) {
       // "8B_flex", "8B_varlen": the same shapes with another attention kernel (costed as
@@ -604,8 +605,12 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
   }
   job.seq_len = o.seq_len.value_or(c.seq_len);
   job.ac = o.ac ? *o.ac : ac_of(c);
-  job.param_dtype = o.param_dtype ? *o.param_dtype : param_dtype_of(c);
-  job.reduce_dtype = o.reduce_dtype ? *o.reduce_dtype : reduce_dtype_of(c);
+  job.param_dtype = o.param_dtype
+                        ? *o.param_dtype
+                        : dtype_of(c.mixed_precision_param, c.mixed_precision_param_where);
+  job.reduce_dtype = o.reduce_dtype
+                         ? *o.reduce_dtype
+                         : dtype_of(c.mixed_precision_reduce, c.mixed_precision_reduce_where);
   job.float8 = o.float8 ? *o.float8 : float8_of(c);
   if (o.async_tp) {
     job.async_tp = *o.async_tp;
@@ -709,36 +714,12 @@ std::vector<std::string> torchtitan_notes(const TorchtitanConfig& c) {
 
 namespace {
 
-const char* torch_dtype(DType dtype) {
-  switch (dtype) {
-    case DType::kBF16:
-      return "bfloat16";
-    case DType::kFP16:
-      return "float16";
-    case DType::kFP32:
-    case DType::kFP8:  // not a parameter or reduce dtype (normalize_job)
-      break;
+// The torchtitan name of `value` in `table` (kTorchDtypes, kSchedules).
+template <typename Value, std::size_t N>
+std::string name_in(const std::pair<const char*, Value> (&table)[N], const Value& value) {
+  for (const auto& [name, entry] : table) {
+    if (entry == value) return name;
   }
-  return "float32";
-}
-
-const char* torchtitan_schedule(PipelineSchedule schedule) {
-  switch (schedule) {
-    case PipelineSchedule::kInterleaved1F1B:
-      return "Interleaved1F1B";
-    case PipelineSchedule::kGPipe:
-      return "GPipe";
-    case PipelineSchedule::k1F1B:
-      break;
-  }
-  return "1F1B";
-}
-
-// torchtitan's flavor of a built-in model, or "" when it has none.
-std::string torchtitan_flavor(const std::string& model_name) {
-  if (model_name == "llama3-8b") return "8B";
-  if (model_name == "llama3-70b") return "70B";
-  if (model_name == "llama3-405b") return "405B";
   return "";
 }
 
@@ -751,7 +732,10 @@ std::string torchtitan_config_toml(const std::string& model_name, const ModelSpe
       "# torchtitan takes the world size and the node size from the launcher). The tables\n"
       "# and keys fsdptune reads (docs/torchtitan-config.md); merge them into your config.\n",
       model_name, job.gpus, job.gpus_per_node);
-  const std::string flavor = torchtitan_flavor(model_name);
+  std::string flavor;
+  for (const auto& [name, builtin] : kFlavors) {
+    if (model_name == builtin) flavor = name;
+  }
   text += "\n[model]\n";
   if (flavor.empty()) {
     text += fmt::format(
@@ -766,8 +750,8 @@ std::string torchtitan_config_toml(const std::string& model_name, const ModelSpe
   text += fmt::format(
       "\n[training]\nlocal_batch_size = {}\nseq_len = {}\nmixed_precision_param = \"{}\"\n"
       "mixed_precision_reduce = \"{}\"\n",
-      job.local_batch * job.microbatches, job.seq_len, torch_dtype(job.param_dtype),
-      torch_dtype(job.reduce_dtype));
+      job.local_batch * job.microbatches, job.seq_len, name_in(kTorchDtypes, job.param_dtype),
+      name_in(kTorchDtypes, job.reduce_dtype));
   if (job.async_tp) text += "\n[compile]\nenable = true\ncomponents = [\"model\", \"loss\"]\n";
 
   text += fmt::format(
@@ -778,11 +762,11 @@ std::string torchtitan_config_toml(const std::string& model_name, const ModelSpe
   if (job.pp > 1) {
     text +=
         fmt::format("pipeline_parallel_schedule = \"{}\"\npipeline_parallel_microbatch_size = {}\n",
-                    torchtitan_schedule(job.pp_schedule), job.local_batch);
+                    name_in(kSchedules, job.pp_schedule), job.local_batch);
     const bool single = job.pp_schedule != PipelineSchedule::kInterleaved1F1B;
     if (single && job.virtual_stages != 1) {
       text += fmt::format("# {} stages per rank: torchtitan runs {} with one\n", job.virtual_stages,
-                          torchtitan_schedule(job.pp_schedule));
+                          name_in(kSchedules, job.pp_schedule));
     } else if (!single && job.virtual_stages != 2) {
       // ceil(weighted / per_stage) = pp x V stages: the least per_stage with at most that
       // many, if it makes exactly that many; weighted counts the embedding and the output
@@ -791,8 +775,8 @@ std::string torchtitan_config_toml(const std::string& model_name, const ModelSpe
       bool written = false;
       for (const std::int64_t less : {1, 0}) {
         const std::int64_t weighted = model.n_layers + 2 * less;
-        const std::int64_t per_stage = weighted / stages + (weighted % stages != 0 ? 1 : 0);
-        if (weighted / per_stage + (weighted % per_stage != 0 ? 1 : 0) != stages) continue;
+        const std::int64_t per_stage = ceil_div(weighted, stages);
+        if (ceil_div(weighted, per_stage) != stages) continue;
         text += fmt::format("pipeline_parallel_layers_per_stage = {}\n", per_stage);
         if (less == 0) {
           text +=
