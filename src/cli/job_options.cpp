@@ -8,7 +8,6 @@
 #include "fsdptune/error.hpp"
 #include "fsdptune/io.hpp"
 #include "fsdptune/plans.hpp"
-#include "fsdptune/torchtitan.hpp"
 #include "fsdptune/units.hpp"
 
 namespace fsdptune::cli {
@@ -69,6 +68,22 @@ void add_pipeline_options(CLI::App* command, JobOptions& options) {
       ->capture_default_str();
 }
 
+bool job_flag_given(const JobOptions& options, const char* flag) {
+  const CLI::Option* option =
+      options.command != nullptr ? options.command->get_option_no_throw(flag) : nullptr;
+  return option != nullptr && option->count() > 0;
+}
+
+namespace {
+
+// The --job-toml config, read the first time a caller needs it.
+const TorchtitanConfig& job_toml_config(const JobOptions& options) {
+  if (!options.job_toml_read) options.job_toml_read = read_torchtitan_config(options.job_toml);
+  return *options.job_toml_read;
+}
+
+}  // namespace
+
 std::string model_argument(const JobOptions& options) {
   if (!options.model.empty()) return options.model;
   if (options.job_toml.empty()) {
@@ -76,7 +91,7 @@ std::string model_argument(const JobOptions& options) {
                     "give --model, or --job-toml with a torchtitan config whose model "
                     "fsdptune has built in");
   }
-  return torchtitan_builtin_model(read_torchtitan_config(options.job_toml));
+  return torchtitan_builtin_model(job_toml_config(options));
 }
 
 ModelSpec resolve_model_option(const JobOptions& options) {
@@ -101,12 +116,8 @@ namespace {
 
 // The job of --job-toml under the job flags given on the command line.
 JobSpec torchtitan_job_spec(const JobOptions& options, const ModelSpec& model) {
-  const TorchtitanConfig config = read_torchtitan_config(options.job_toml);
-  const auto given = [&](const char* flag) {
-    const CLI::Option* option =
-        options.command != nullptr ? options.command->get_option_no_throw(flag) : nullptr;
-    return option != nullptr && option->count() > 0;
-  };
+  const TorchtitanConfig& config = job_toml_config(options);
+  const auto given = [&](const char* flag) { return job_flag_given(options, flag); };
   JobOverrides o;
   const auto take = [&](const char* flag, auto& field, const auto& value) {
     if (given(flag)) field = value;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -13,6 +14,7 @@
 #include "fsdptune/job.hpp"
 #include "fsdptune/model.hpp"
 #include "fsdptune/plan.hpp"
+#include "fsdptune/torchtitan.hpp"
 #include "fsdptune/workload.hpp"
 
 namespace fsdptune::cli {
@@ -43,7 +45,12 @@ struct JobOptions {
   std::int64_t virtual_stages = 1;   // --virtual-stages
   // The subcommand the flags are registered on (add_job_options): which flags were given.
   const CLI::App* command = nullptr;
+  // --job-toml as read, once (job_toml_config).
+  mutable std::optional<TorchtitanConfig> job_toml_read;
 };
+
+// Whether `flag` (a job flag) was given on the command line of `options`' subcommand.
+bool job_flag_given(const JobOptions& options, const char* flag);
 
 // Which flags a subcommand takes: `model` needs only --model.
 enum class JobFlags { kModelOnly, kFull };

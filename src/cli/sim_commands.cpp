@@ -38,17 +38,7 @@ struct SimulateOptions {
   bool json = false;
   std::string trace_path;
   bool require_fit = false;
-  // The job flags given on the command line (CLI11 count() > 0). Without --model the job
-  // is the schedule's, and these must agree with it.
-  std::vector<std::string> given_job_flags;
 };
-
-// The job flags of simulate (add_job_options and add_pipeline_options).
-constexpr const char* kJobFlags[] = {"--gpus",         "--gpus-per-node", "--tp",
-                                     "--dp-replicate", "--batch",         "--seq",
-                                     "--ac",           "--param-dtype",   "--reduce-dtype",
-                                     "--float8",       "--async-tp",      "--pp",
-                                     "--microbatches", "--pp-schedule",   "--virtual-stages"};
 
 constexpr MemoryCategory kCategories[] = {
     MemoryCategory::kShardedState, MemoryCategory::kGatheredParams, MemoryCategory::kGradients,
@@ -156,9 +146,7 @@ void check_job_flags_agree(const SimulateOptions& options, const JobSpec& job,
                            const std::string& path) {
   std::string first, disagreements;
   for (const JobFlagValues& values : job_flag_values(options.job, job)) {
-    const bool given = std::find(options.given_job_flags.begin(), options.given_job_flags.end(),
-                                 values.flag) != options.given_job_flags.end();
-    if (!given || values.given == values.schedule) continue;
+    if (!job_flag_given(options.job, values.flag) || values.given == values.schedule) continue;
     if (first.empty()) first = values.flag;
     disagreements += fmt::format("{}{} {} (the schedule's: {})", disagreements.empty() ? "" : ", ",
                                  values.flag, values.given, values.schedule);
@@ -408,13 +396,7 @@ void register_sim_commands(CLI::App& app) {
                       "write a Chrome trace (Perfetto, chrome://tracing) of the step to FILE");
   command->add_flag("--require-fit", options->require_fit,
                     "exit 3 when the peak exceeds the memory limit");
-  command->callback([options, command] {
-    options->given_job_flags.clear();
-    for (const char* flag : kJobFlags) {
-      if (command->get_option(flag)->count() > 0) options->given_job_flags.push_back(flag);
-    }
-    run_simulate(*options);
-  });
+  command->callback([options] { run_simulate(*options); });
 }
 
 }  // namespace fsdptune::cli

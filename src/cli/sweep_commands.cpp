@@ -174,25 +174,21 @@ void run_sweep(const SweepCliOptions& o) {
   fmt::print(stderr, "sweep: {} configurations tuned ({} plans simulated, at most {} per chunk)\n",
              result.tuned, result.plans_evaluated, o.tune_evaluations);
 
-  if (!o.torchtitan_toml.empty()) {
-    if (result.ranked.empty()) {
+  for (const auto& [flag, path] :
+       {std::pair{"--out", &o.out}, std::pair{"--emit-torchtitan-toml", &o.torchtitan_toml}}) {
+    if (!path->empty() && result.ranked.empty()) {
       throw_bad_input("--memory-limit",
-                      fmt::format("no configuration fits under {}; nothing to write to "
-                                  "--emit-torchtitan-toml",
-                                  format_bytes(result.memory_limit_bytes)),
+                      fmt::format("no configuration fits under {}; nothing to write to {}",
+                                  format_bytes(result.memory_limit_bytes), flag),
                       "raise --memory-limit or add GPUs");
     }
+  }
+  if (!o.torchtitan_toml.empty()) {
     write_file_atomically(o.torchtitan_toml,
                           torchtitan_config_toml(model_name, model, result.ranked.front().job));
   }
   std::string best_written;
   if (!o.out.empty()) {
-    if (result.ranked.empty()) {
-      throw_bad_input("--memory-limit",
-                      fmt::format("no configuration fits under {}; nothing to write to --out",
-                                  format_bytes(result.memory_limit_bytes)),
-                      "raise --memory-limit or add GPUs");
-    }
     // The best configuration's tuned schedule (per stage when pipelined): version 1 for
     // pp = 1 and one microbatch, else version 2 (docs/schedule-format.md). Its search was
     // run by the sweep (deterministic budget, no clock): its result is written, not
