@@ -345,7 +345,6 @@ TEST_CASE("torchtitan: a job written as a config reads back as the same job", "[
     overrides.gpus_per_node = job.gpus_per_node;  // the launcher's, not the config's
     CHECK(torchtitan_job(config, model, overrides) == job);
     CHECK(torchtitan_notes(config).empty());
-    CHECK(torchtitan_config_toml(model_name, model, job) == text);  // deterministic
     return text;
   };
   JobSpec fsdp;

@@ -17,8 +17,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   return fuzz::expect_errors([&] {
     const TorchtitanConfig config =
         torchtitan_config_from_toml(fuzz::text_of(data, size), "train.toml");
-    fuzz::require(torchtitan_config_from_toml(fuzz::text_of(data, size), "train.toml") == config,
-                  "a config reads the same twice");
     (void)torchtitan_notes(config);
     std::string model_name = "llama3-8b";
     fuzz::expect_errors([&] { model_name = torchtitan_builtin_model(config); });
