@@ -93,7 +93,7 @@ std::vector<JobSpec> sweep_jobs(const ModelSpec& model, const HardwareSpec& hard
             schedules.push_back({PipelineSchedule::k1F1B, 1});
           } else {
             schedules.push_back({PipelineSchedule::k1F1B, 1});
-            if (microbatches % pp == 0 && model.n_layers >= 2 * pp) {
+            if (microbatches % pp == 0) {  // too few blocks for 2 x pp: normalize_job skips it
               schedules.push_back({PipelineSchedule::kInterleaved1F1B, 2});
             }
           }
@@ -112,6 +112,8 @@ std::vector<JobSpec> sweep_jobs(const ModelSpec& model, const HardwareSpec& hard
                   job.microbatches = microbatches;
                   job.pp_schedule = schedule;
                   job.virtual_stages = virtual_stages;
+                  job.pp_first_stage_less_layers = options.pp_first_stage_less_layers;
+                  job.pp_last_stage_less_layers = options.pp_last_stage_less_layers;
                   job.seq_len = options.seq_len;
                   job.ac = ac;
                   job.param_dtype = options.param_dtype;
@@ -177,7 +179,8 @@ std::vector<SweepCandidate> evaluate_plannings(const ModelSpec& model, const Job
   out.front().job = job;
   const std::int64_t chunk_count = job.pp * job.virtual_stages;
   const std::int64_t layers = model.n_layers;
-  const std::int64_t largest = layers / chunk_count + (layers % chunk_count != 0 ? 1 : 0);
+  const std::vector<std::int64_t> chunk_blocks = pipeline_chunk_blocks(job, layers);
+  const std::int64_t largest = *std::max_element(chunk_blocks.begin(), chunk_blocks.end());
   ModelSpec mini_model = model;
   mini_model.n_layers = largest;
   const Workload mini = build_workload(mini_model, job);
@@ -208,8 +211,7 @@ std::vector<SweepCandidate> evaluate_plannings(const ModelSpec& model, const Job
   distinct.reserve(static_cast<std::size_t>(chunk_count));  // lowerers refer to the workloads
   std::vector<std::size_t> chunk_kind;
   for (std::int64_t c = 0; c < chunk_count; ++c) {
-    // pipeline_chunks' split: blocks as even as possible, earlier chunks the remainder.
-    const std::int64_t blocks = layers / chunk_count + (c < layers % chunk_count ? 1 : 0);
+    const std::int64_t blocks = chunk_blocks[static_cast<std::size_t>(c)];  // pipeline_chunks'
     const auto key = std::make_tuple(c == 0, blocks, c == chunk_count - 1);
     const auto seen = std::find_if(distinct.begin(), distinct.end(),
                                    [&](const Distinct& entry) { return entry.key == key; });

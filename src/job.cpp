@@ -121,6 +121,8 @@ std::string job_where(const std::string& flag, const std::string& source) {
       {"--pp", "pp"},
       {"--microbatches", "microbatches"},
       {"--virtual-stages", "virtual_stages"},
+      {"--pp-first-stage-less-layers", "pp_first_stage_less_layers"},
+      {"--pp-last-stage-less-layers", "pp_last_stage_less_layers"},
       {"--pp-schedule", "pp_schedule"},
       {"--batch", "local_batch"},
       {"--seq", "seq_len"},
@@ -132,6 +134,55 @@ std::string job_where(const std::string& flag, const std::string& source) {
   }
   return field_where(source, flag);
 }
+
+namespace {
+
+// torchtitan's generate_llm_fqn_per_model_part's conditions on the split of the blocks
+// into pp x virtual_stages chunks, the embedding counting as first and norm+output as
+// last blocks (pipeline_chunk_blocks): every chunk gets at least one of the effective
+// layers, and the first and last chunks at least their module's weight. A job of one
+// chunk gets the default weights.
+void check_pipeline_split(const ModelSpec& model, JobSpec& job, const std::string& source) {
+  const auto at = [&](const char* flag) { return job_where(flag, source); };
+  const std::int64_t first = job.pp_first_stage_less_layers;
+  const std::int64_t last = job.pp_last_stage_less_layers;
+  for (const auto& [flag, value] : {std::pair{"--pp-first-stage-less-layers", first},
+                                    std::pair{"--pp-last-stage-less-layers", last}}) {
+    if (value < 0) throw_bad_input(at(flag), fmt::format("must be >= 0, got {}", value));
+    require_at_most(value, kMaxModelLayers, at(flag));
+  }
+  const std::int64_t chunks = job.pp * job.virtual_stages;
+  if (chunks == 1) {
+    // One chunk holds the whole model: the weights mean nothing; the defaults, so that
+    // equal jobs compare equal (job_to_json leaves them out).
+    job.pp_first_stage_less_layers = JobSpec{}.pp_first_stage_less_layers;
+    job.pp_last_stage_less_layers = JobSpec{}.pp_last_stage_less_layers;
+    return;
+  }
+  const std::int64_t effective = model.n_layers + first + last;
+  if (effective < chunks) {
+    throw_bad_input(
+        at(job.pp > 1 ? "--pp" : "--virtual-stages"),
+        fmt::format("{} layers (+{} for the embedding, +{} for the output) cannot fill {} "
+                    "pipeline stages x {} virtual stages",
+                    model.n_layers, first, last, job.pp, job.virtual_stages));
+  }
+  const std::int64_t per_chunk = effective / chunks;
+  for (const auto& [flag, value, module] :
+       {std::tuple{"--pp-first-stage-less-layers", first, "embedding"},
+        std::tuple{"--pp-last-stage-less-layers", last, "output"}}) {
+    if (value > per_chunk) {
+      throw_bad_input(
+          at(flag),
+          fmt::format("the {} counts as {} layers, more than each of the {} chunks "
+                      "gets: ({} layers + {} + {}) / {} = {}",
+                      module, value, chunks, model.n_layers, first, last, chunks, per_chunk),
+          "torchtitan refuses it too (generate_llm_fqn_per_model_part)");
+    }
+  }
+}
+
+}  // namespace
 
 JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& source) {
   const auto at = [&](const char* flag) { return job_where(flag, source); };
@@ -203,11 +254,7 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& so
         fmt::format("{} does not match gpus / (tp*pp*dp_replicate) = {}", job.dp_shard, dp_shard));
   }
   job.dp_shard = dp_shard;
-  if (job.pp > 1 && model.n_layers < job.pp * job.virtual_stages) {
-    throw_bad_input(at("--pp"), fmt::format("{} layers cannot fill {} pipeline stages x {} "
-                                            "virtual stages",
-                                            model.n_layers, job.pp, job.virtual_stages));
-  }
+  check_pipeline_split(model, job, source);
   if (job.param_dtype == DType::kFP8) {
     throw_bad_input(at("--param-dtype"),
                     "fp8 is not a parameter dtype; use --float8 for float8 "
@@ -220,36 +267,53 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& so
 }
 
 nlohmann::json job_to_json(const JobSpec& job) {
-  return nlohmann::json{{"gpus", job.gpus},
-                        {"gpus_per_node", job.gpus_per_node},
-                        {"dp_shard", job.dp_shard},
-                        {"dp_replicate", job.dp_replicate},
-                        {"tp", job.tp},
-                        {"pp", job.pp},
-                        {"microbatches", job.microbatches},
-                        {"virtual_stages", job.virtual_stages},
-                        {"pp_schedule", to_string(job.pp_schedule)},
-                        {"local_batch", job.local_batch},
-                        {"seq_len", job.seq_len},
-                        {"activation_checkpointing", to_string(job.ac)},
-                        {"param_dtype", to_string(job.param_dtype)},
-                        {"reduce_dtype", to_string(job.reduce_dtype)},
-                        {"float8", job.float8},
-                        {"async_tp", job.async_tp}};
+  nlohmann::json json{{"gpus", job.gpus},
+                      {"gpus_per_node", job.gpus_per_node},
+                      {"dp_shard", job.dp_shard},
+                      {"dp_replicate", job.dp_replicate},
+                      {"tp", job.tp},
+                      {"pp", job.pp},
+                      {"microbatches", job.microbatches},
+                      {"virtual_stages", job.virtual_stages},
+                      {"pp_schedule", to_string(job.pp_schedule)},
+                      {"local_batch", job.local_batch},
+                      {"seq_len", job.seq_len},
+                      {"activation_checkpointing", to_string(job.ac)},
+                      {"param_dtype", to_string(job.param_dtype)},
+                      {"reduce_dtype", to_string(job.reduce_dtype)},
+                      {"float8", job.float8},
+                      {"async_tp", job.async_tp}};
+  // The split of the blocks into chunks, only where there is more than one chunk (files of
+  // other jobs keep their text).
+  if (job.pp > 1 || job.virtual_stages > 1) {
+    json["pp_first_stage_less_layers"] = job.pp_first_stage_less_layers;
+    json["pp_last_stage_less_layers"] = job.pp_last_stage_less_layers;
+  }
+  return json;
 }
 
 JobSpec job_from_json(const nlohmann::json& json, const std::string& source) {
   if (!json.is_object()) {
     throw_bad_input(source, fmt::format("expected a JSON object, got {}", json.type_name()));
   }
-  static const std::set<std::string> known = {"gpus",         "gpus_per_node",
-                                              "dp_shard",     "dp_replicate",
-                                              "tp",           "pp",
-                                              "microbatches", "virtual_stages",
-                                              "pp_schedule",  "local_batch",
-                                              "seq_len",      "activation_checkpointing",
-                                              "param_dtype",  "reduce_dtype",
-                                              "float8",       "async_tp"};
+  static const std::set<std::string> known = {"gpus",
+                                              "gpus_per_node",
+                                              "dp_shard",
+                                              "dp_replicate",
+                                              "tp",
+                                              "pp",
+                                              "microbatches",
+                                              "virtual_stages",
+                                              "pp_schedule",
+                                              "local_batch",
+                                              "seq_len",
+                                              "activation_checkpointing",
+                                              "param_dtype",
+                                              "reduce_dtype",
+                                              "float8",
+                                              "async_tp",
+                                              "pp_first_stage_less_layers",
+                                              "pp_last_stage_less_layers"};
   for (const auto& [key, value] : json.items()) {
     if (known.count(key) == 0) throw_bad_input(field_where(source, key), "unknown field");
   }
@@ -289,6 +353,14 @@ JobSpec job_from_json(const nlohmann::json& json, const std::string& source) {
   integer("pp", job.pp);
   integer("microbatches", job.microbatches);
   integer("virtual_stages", job.virtual_stages);
+  // Absent from a job of more than one chunk: the even split of the blocks alone, which
+  // files written before these fields (2026-12-02) meant.
+  if (job.pp > 1 || job.virtual_stages > 1) {
+    job.pp_first_stage_less_layers = 0;
+    job.pp_last_stage_less_layers = 0;
+  }
+  integer("pp_first_stage_less_layers", job.pp_first_stage_less_layers);
+  integer("pp_last_stage_less_layers", job.pp_last_stage_less_layers);
   integer("local_batch", job.local_batch);
   integer("seq_len", job.seq_len);
   if (auto value = text("pp_schedule")) {

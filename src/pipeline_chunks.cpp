@@ -81,8 +81,28 @@ std::int64_t tail_overlap_bytes(const PipelineSpec& spec, const PipelineAction& 
   return std::max<std::int64_t>(0, sequence_peak_bytes - before.base_peak_allocated_bytes);
 }
 
+std::vector<std::int64_t> pipeline_chunk_blocks(const JobSpec& job, std::int64_t layers) {
+  const std::int64_t chunks = job.pp * job.virtual_stages;
+  if (chunks == 1) return {layers};
+  // torchtitan's generate_llm_fqn_per_model_part: the embedding counts as `first` layers
+  // and norm+output as `last`; the effective layers split evenly, the first chunks one
+  // more each for the remainder; the first and last chunks give up their module's share.
+  const std::int64_t first = job.pp_first_stage_less_layers;
+  const std::int64_t last = job.pp_last_stage_less_layers;
+  const std::int64_t effective = layers + first + last;
+  FSDPTUNE_CHECK(effective >= chunks && first <= effective / chunks && last <= effective / chunks,
+                 "pipeline_chunk_blocks: a split normalize_job refuses");
+  std::vector<std::int64_t> blocks(static_cast<std::size_t>(chunks));
+  for (std::int64_t c = 0; c < chunks; ++c) {
+    std::int64_t count = effective / chunks + (c < effective % chunks ? 1 : 0);
+    if (c == 0) count -= first;
+    if (c == chunks - 1) count -= last;
+    blocks[static_cast<std::size_t>(c)] = count;
+  }
+  return blocks;
+}
+
 std::vector<std::vector<int>> pipeline_chunks(const Workload& workload) {
-  const int C = static_cast<int>(workload.job.pp * workload.job.virtual_stages);
   std::vector<int> blocks;
   int embedding = -1, output = -1;
   for (const Unit& unit : workload.units) {
@@ -90,16 +110,17 @@ std::vector<std::vector<int>> pipeline_chunks(const Workload& workload) {
     if (unit.kind == UnitKind::kEmbedding) embedding = unit.index;
     if (unit.kind == UnitKind::kOutput) output = unit.index;
   }
-  const int layers = static_cast<int>(blocks.size());
-  FSDPTUNE_CHECK(C >= 1 && C <= std::max(1, layers), "more pipeline chunks than layers");
+  const std::vector<std::int64_t> counts =
+      pipeline_chunk_blocks(workload.job, static_cast<std::int64_t>(blocks.size()));
+  const std::size_t C = counts.size();
   std::vector<std::vector<int>> chunks(C);
-  int next = 0;
-  for (int c = 0; c < C; ++c) {
+  std::size_t next = 0;
+  for (std::size_t c = 0; c < C; ++c) {
     if (c == 0 && embedding >= 0) chunks[c].push_back(embedding);
-    const int count = layers / C + (c < layers % C ? 1 : 0);
-    for (int i = 0; i < count; ++i) chunks[c].push_back(blocks[next++]);
+    for (std::int64_t i = 0; i < counts[c]; ++i) chunks[c].push_back(blocks[next++]);
     if (c == C - 1 && output >= 0) chunks[c].push_back(output);
   }
+  FSDPTUNE_CHECK(next == blocks.size(), "pipeline_chunks: every block in one chunk");
   return chunks;
 }
 

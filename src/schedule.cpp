@@ -1232,6 +1232,11 @@ json torchtitan_pipeline_to_json(const Workload& workload, const SchedulePipelin
               {"pipeline_parallel_microbatch_size", job.local_batch},
               {"pipeline_parallel_split_points", std::move(split_points)},
               {"stages_per_rank", job.virtual_stages}};
+  // The split torchtitan is to make of the blocks: only where there are stages to split.
+  if (job.pp > 1) {
+    config["pipeline_parallel_first_stage_less_layers"] = job.pp_first_stage_less_layers;
+    config["pipeline_parallel_last_stage_less_layers"] = job.pp_last_stage_less_layers;
+  }
   return json{{"format", kTorchtitanFormatName}, {"version", kTorchtitanPipelineFormatVersion},
               {"model", workload.model.name},    {"plan", "tuned"},
               {"pipeline", std::move(config)},   {"stages", std::move(stages)}};

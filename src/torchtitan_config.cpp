@@ -345,20 +345,22 @@ PipelineSchedule schedule_of(const TorchtitanConfig& c) {
 }
 
 // Stages per pipeline rank, as torchtitan's pipeline_llm counts them.
-std::int64_t stages_per_rank(const TorchtitanConfig& c, const ModelSpec& model, std::int64_t pp,
-                             PipelineSchedule schedule) {
-  const bool single = schedule != PipelineSchedule::kInterleaved1F1B;
+// `job` has the pipeline degree, schedule and the weights of the embedding and output.
+std::int64_t stages_per_rank(const TorchtitanConfig& c, const ModelSpec& model,
+                             const JobSpec& job) {
+  const std::int64_t pp = job.pp;
+  const bool single = job.pp_schedule != PipelineSchedule::kInterleaved1F1B;
   if (!c.pp_layers_per_stage) return single ? 1 : 2;
   const std::int64_t per_stage = *c.pp_layers_per_stage;
   const std::int64_t weighted =
-      model.n_layers + c.pp_first_stage_less_layers + c.pp_last_stage_less_layers;
+      model.n_layers + job.pp_first_stage_less_layers + job.pp_last_stage_less_layers;
   const std::int64_t stages = ceil_div(weighted, per_stage);
   const std::string& at = c.pp_layers_per_stage_where;
   if (stages % pp != 0) {
     throw_bad_input(at, fmt::format("{} layers (+{} +{} for the embedding and output) at {} per "
                                     "stage make {} stages, not divisible by pipeline degree {}",
-                                    model.n_layers, c.pp_first_stage_less_layers,
-                                    c.pp_last_stage_less_layers, per_stage, stages, pp));
+                                    model.n_layers, job.pp_first_stage_less_layers,
+                                    job.pp_last_stage_less_layers, per_stage, stages, pp));
   }
   const std::int64_t per_rank = stages / pp;
   if (single && per_rank != 1) {
@@ -459,11 +461,10 @@ TorchtitanConfig torchtitan_config_from_toml(const std::string& text, const std:
   if (!defaulted(c.pp_layers_per_stage_where)) {
     c.pp_layers_per_stage = layers_per_stage;
   }
-  std::string unused_where;
   r.integer({{"parallelism", "pipeline_parallel_first_stage_less_layers"}},
-            c.pp_first_stage_less_layers, unused_where, 0);
+            c.pp_first_stage_less_layers, c.pp_first_stage_less_layers_where, 0);
   r.integer({{"parallelism", "pipeline_parallel_last_stage_less_layers"}},
-            c.pp_last_stage_less_layers, unused_where, 0);
+            c.pp_last_stage_less_layers, c.pp_last_stage_less_layers_where, 0);
   for (const std::int64_t less : {c.pp_first_stage_less_layers, c.pp_last_stage_less_layers}) {
     if (less > kMaxModelLayers) {
       throw_bad_input(r.where("parallelism", "pipeline_parallel_*_stage_less_layers"),
@@ -622,10 +623,12 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
                       "torchtitan), or enable_async_tensor_parallel = false");
     }
   }
+  job.pp_first_stage_less_layers =
+      o.pp_first_stage_less_layers.value_or(c.pp_first_stage_less_layers);
+  job.pp_last_stage_less_layers = o.pp_last_stage_less_layers.value_or(c.pp_last_stage_less_layers);
   if (job.pp > 1) {
     job.pp_schedule = o.pp_schedule ? *o.pp_schedule : schedule_of(c);
-    job.virtual_stages =
-        o.virtual_stages.value_or(stages_per_rank(c, model, job.pp, job.pp_schedule));
+    job.virtual_stages = o.virtual_stages.value_or(stages_per_rank(c, model, job));
   } else {
     job.pp_schedule = o.pp_schedule.value_or(job.pp_schedule);
     job.virtual_stages = o.virtual_stages.value_or(1);
@@ -648,6 +651,10 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
                           job.pp > 1 ? c.pp_microbatch_size_where : c.local_batch_size_where)},
         {"--microbatches", field(o.microbatches.has_value(), c.local_batch_size_where)},
         {"--virtual-stages", field(o.virtual_stages.has_value(), c.pp_layers_per_stage_where)},
+        {"--pp-first-stage-less-layers",
+         field(o.pp_first_stage_less_layers.has_value(), c.pp_first_stage_less_layers_where)},
+        {"--pp-last-stage-less-layers",
+         field(o.pp_last_stage_less_layers.has_value(), c.pp_last_stage_less_layers_where)},
         {"--seq", field(o.seq_len.has_value(), c.seq_len_where)},
         {"--param-dtype", field(o.param_dtype.has_value(), c.mixed_precision_param_where)},
         {"--reduce-dtype", field(o.reduce_dtype.has_value(), c.mixed_precision_reduce_where)}};
@@ -763,6 +770,15 @@ std::string torchtitan_config_toml(const std::string& model_name, const ModelSpe
     text +=
         fmt::format("pipeline_parallel_schedule = \"{}\"\npipeline_parallel_microbatch_size = {}\n",
                     name_in(kSchedules, job.pp_schedule), job.local_batch);
+    // The split of the blocks: torchtitan's default weights (1 and 1) need no key.
+    const TorchtitanConfig defaults;
+    if (job.pp_first_stage_less_layers != defaults.pp_first_stage_less_layers ||
+        job.pp_last_stage_less_layers != defaults.pp_last_stage_less_layers) {
+      text += fmt::format(
+          "pipeline_parallel_first_stage_less_layers = {}\n"
+          "pipeline_parallel_last_stage_less_layers = {}\n",
+          job.pp_first_stage_less_layers, job.pp_last_stage_less_layers);
+    }
     const bool single = job.pp_schedule != PipelineSchedule::kInterleaved1F1B;
     if (single && job.virtual_stages != 1) {
       text += fmt::format("# {} stages per rank: torchtitan runs {} with one\n", job.virtual_stages,
@@ -770,27 +786,19 @@ std::string torchtitan_config_toml(const std::string& model_name, const ModelSpe
     } else if (!single && job.virtual_stages != 2) {
       // ceil(weighted / per_stage) = pp x V stages: the least per_stage with at most that
       // many, if it makes exactly that many; weighted counts the embedding and the output
-      // as a layer each (torchtitan's default), or not.
+      // as the job's weights.
       const std::int64_t stages = job.pp * job.virtual_stages;
-      bool written = false;
-      for (const std::int64_t less : {1, 0}) {
-        const std::int64_t weighted = model.n_layers + 2 * less;
-        const std::int64_t per_stage = ceil_div(weighted, stages);
-        if (ceil_div(weighted, per_stage) != stages) continue;
+      const std::int64_t weighted =
+          model.n_layers + job.pp_first_stage_less_layers + job.pp_last_stage_less_layers;
+      const std::int64_t per_stage = ceil_div(weighted, stages);
+      if (ceil_div(weighted, per_stage) == stages) {
         text += fmt::format("pipeline_parallel_layers_per_stage = {}\n", per_stage);
-        if (less == 0) {
-          text +=
-              "pipeline_parallel_first_stage_less_layers = 0\n"
-              "pipeline_parallel_last_stage_less_layers = 0\n";
-        }
-        written = true;
-        break;
-      }
-      if (!written) {
+      } else {
         text += fmt::format(
             "# {} stages per rank: no pipeline_parallel_layers_per_stage gives {} stages of {} "
-            "layers; set module_fqns_per_model_part\n",
-            job.virtual_stages, stages, model.n_layers);
+            "layers (+{} +{}); set module_fqns_per_model_part\n",
+            job.virtual_stages, stages, model.n_layers, job.pp_first_stage_less_layers,
+            job.pp_last_stage_less_layers);
       }
     }
   }

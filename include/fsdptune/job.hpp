@@ -32,6 +32,12 @@ struct JobSpec {
   std::int64_t pp = 1;              // pipeline stages
   std::int64_t microbatches = 1;    // pipeline microbatches per step
   std::int64_t virtual_stages = 1;  // interleaved 1F1B chunks per rank
+  // How many transformer blocks the embedding and norm+output count as when the blocks are
+  // split into pp x virtual_stages chunks (torchtitan's
+  // pipeline_parallel_first/last_stage_less_layers, default 1 each; 0 and 0 split the
+  // blocks alone evenly, as Megatron does). pipeline_chunk_blocks in pipeline.hpp.
+  std::int64_t pp_first_stage_less_layers = 1;
+  std::int64_t pp_last_stage_less_layers = 1;
   PipelineSchedule pp_schedule = PipelineSchedule::k1F1B;
   std::int64_t local_batch = 1;  // sequences per data-parallel rank per step
   std::int64_t seq_len = 8192;
@@ -54,8 +60,10 @@ inline constexpr std::int64_t kMaxJobMicrobatchTokens = std::int64_t{1} << 30;  
 
 // Fills derived fields (dp_shard = gpus / (tp * pp * dp_replicate)) and validates the job
 // against the model: positive sizes at most the limits above, heads and kv heads divisible
-// by tp, gpus divisible by tp*pp*dp_replicate, ... Throws Error(kBadInput) naming the flag
-// (e.g. "--tp"), or, for a job read from a file (`source` not empty), that file's field
+// by tp, gpus divisible by tp*pp*dp_replicate, pp x virtual_stages chunks that the
+// blocks fill as torchtitan's split requires (pipeline_chunk_blocks), ... Throws Error(kBadInput)
+// naming the flag (e.g. "--tp"), or, for a job read from a file (`source` not empty), that file's
+// field
 // ("schedule.json: job: field 'tp'").
 JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& source = "");
 

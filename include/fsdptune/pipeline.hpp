@@ -146,11 +146,20 @@ PipelineResult simulate_pipeline(const PipelineSpec& spec);
 std::int64_t tail_overlap_bytes(const PipelineSpec& spec, const PipelineAction& previous,
                                 const PipelineAction& action);
 
+// How many of `layers` transformer blocks each of the pp * virtual_stages chunks holds,
+// as torchtitan's generate_llm_fqn_per_model_part splits them: the embedding (with the
+// first chunk) counts as job.pp_first_stage_less_layers blocks and norm+output (with the
+// last) as pp_last_stage_less_layers; the blocks plus those split as evenly as possible,
+// the earlier chunks taking the remainder. With 0 and 0 the blocks alone split evenly
+// (Megatron's split). A first or last chunk may hold no block. One chunk holds all.
+// REQUIRES: a job normalize_job accepts for a model of `layers` blocks.
+std::vector<std::int64_t> pipeline_chunk_blocks(const JobSpec& job, std::int64_t layers);
+
 // The units of each chunk (pp * virtual_stages chunks): the embedding with the first
-// chunk, norm+output with the last, the blocks split as evenly as possible (earlier
-// chunks take the remainder). REQUIRES: normalized job with pp * virtual_stages <= layers.
-// (This and chunk_workload are pure workload functions: implemented in the core,
-// src/pipeline_chunks.cpp, so that the schedule reader can check a pipeline schedule.)
+// chunk, norm+output with the last, pipeline_chunk_blocks blocks each.
+// REQUIRES: normalized job. (This and chunk_workload are pure workload functions:
+// implemented in the core, src/pipeline_chunks.cpp, so that the schedule reader can check
+// a pipeline schedule.)
 std::vector<std::vector<int>> pipeline_chunks(const Workload& workload);
 
 // One chunk as a workload of its own: its units re-indexed from 0 (a tied output that

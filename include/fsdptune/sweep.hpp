@@ -43,6 +43,9 @@ struct SweepOptions {
   bool try_float8 = true;  // also float8 (only where the hardware has an fp8 rate)
   bool try_async_tp = false;
   std::int64_t max_pp = 16;
+  // The split of the blocks into the pipeline chunks (JobSpec's fields of these names).
+  std::int64_t pp_first_stage_less_layers = JobSpec{}.pp_first_stage_less_layers;
+  std::int64_t pp_last_stage_less_layers = JobSpec{}.pp_last_stage_less_layers;
   std::int64_t max_local_batch = 8;  // sequences per microbatch per DP rank
   // Which configurations are tuned: -1 = every one that fits with fsdp2 and every one
   // over the limit with fsdp2 whose least-memory plans fit (tuning may bring it under);

@@ -62,7 +62,9 @@ struct TorchtitanConfig {
   std::optional<std::int64_t> pp_layers_per_stage;
   std::string pp_layers_per_stage_where;
   std::int64_t pp_first_stage_less_layers = 1;
+  std::string pp_first_stage_less_layers_where;
   std::int64_t pp_last_stage_less_layers = 1;
+  std::string pp_last_stage_less_layers_where;
   std::int64_t cp = 1;
   std::string cp_where;
   std::int64_t ep = 1;
@@ -98,7 +100,7 @@ std::string torchtitan_builtin_model(const TorchtitanConfig& config);
 // split into microbatches as torchtitan would split it for that degree).
 struct JobOverrides {
   std::optional<std::int64_t> gpus, gpus_per_node, tp, dp_replicate, local_batch, seq_len, pp,
-      microbatches, virtual_stages;
+      microbatches, virtual_stages, pp_first_stage_less_layers, pp_last_stage_less_layers;
   std::optional<ActivationCheckpointing> ac;
   std::optional<DType> param_dtype, reduce_dtype;
   std::optional<bool> float8, async_tp;

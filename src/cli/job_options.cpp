@@ -66,6 +66,16 @@ void add_pipeline_options(CLI::App* command, JobOptions& options) {
       ->add_option("--virtual-stages", options.virtual_stages,
                    "model chunks per pipeline rank (interleaved-1f1b)")
       ->capture_default_str();
+  command
+      ->add_option("--pp-first-stage-less-layers", options.pp_first_less,
+                   "blocks the embedding counts as when the blocks split into the chunks "
+                   "(torchtitan's pipeline_parallel_first_stage_less_layers)")
+      ->capture_default_str();
+  command
+      ->add_option("--pp-last-stage-less-layers", options.pp_last_less,
+                   "blocks norm+output count as in that split (0 and 0: the blocks alone "
+                   "evenly, Megatron's)")
+      ->capture_default_str();
 }
 
 bool job_flag_given(const JobOptions& options, const char* flag) {
@@ -109,6 +119,10 @@ std::string job_flags_of(const std::string& model, const JobSpec& job) {
     flags += fmt::format(" --pp {} --microbatches {} --pp-schedule {} --virtual-stages {}", job.pp,
                          job.microbatches, to_string(job.pp_schedule), job.virtual_stages);
   }
+  if (job.pp * job.virtual_stages > 1) {
+    flags += fmt::format(" --pp-first-stage-less-layers {} --pp-last-stage-less-layers {}",
+                         job.pp_first_stage_less_layers, job.pp_last_stage_less_layers);
+  }
   return flags;
 }
 
@@ -131,6 +145,8 @@ JobSpec torchtitan_job_spec(const JobOptions& options, const ModelSpec& model) {
   take("--pp", o.pp, options.pp);
   take("--microbatches", o.microbatches, options.microbatches);
   take("--virtual-stages", o.virtual_stages, options.virtual_stages);
+  take("--pp-first-stage-less-layers", o.pp_first_stage_less_layers, options.pp_first_less);
+  take("--pp-last-stage-less-layers", o.pp_last_stage_less_layers, options.pp_last_less);
   if (given("--ac")) o.ac = ac_from_string(options.ac, "--ac");
   if (given("--param-dtype"))
     o.param_dtype = dtype_from_string(options.param_dtype, "--param-dtype");
@@ -174,6 +190,8 @@ JobSpec to_job_spec(const JobOptions& options, const ModelSpec& model) {
   job.microbatches = options.microbatches;
   job.pp_schedule = pipeline_schedule_from_string(options.pp_schedule, "--pp-schedule");
   job.virtual_stages = options.virtual_stages;
+  job.pp_first_stage_less_layers = options.pp_first_less;
+  job.pp_last_stage_less_layers = options.pp_last_less;
   return normalize_job(model, job);
 }
 

@@ -43,6 +43,9 @@ struct JobOptions {
   std::int64_t microbatches = 1;     // --microbatches
   std::string pp_schedule = "1f1b";  // --pp-schedule 1f1b|interleaved-1f1b|gpipe
   std::int64_t virtual_stages = 1;   // --virtual-stages
+  std::int64_t pp_first_less =
+      JobSpec{}.pp_first_stage_less_layers;                         // --pp-first-stage-less-layers
+  std::int64_t pp_last_less = JobSpec{}.pp_last_stage_less_layers;  // --pp-last-stage-less-layers
   // The subcommand the flags are registered on (add_job_options): which flags were given.
   const CLI::App* command = nullptr;
   // --job-toml as read, once (job_toml_config).
@@ -56,7 +59,8 @@ bool job_flag_given(const JobOptions& options, const char* flag);
 enum class JobFlags { kModelOnly, kFull };
 
 void add_job_options(CLI::App* command, JobOptions& options, JobFlags flags = JobFlags::kFull);
-// --pp, --microbatches, --pp-schedule, --virtual-stages: only for the subcommands that
+// --pp, --microbatches, --pp-schedule, --virtual-stages, --pp-first/last-stage-less-layers:
+// only for the subcommands that
 // simulate pipelines (docs/parallelism.md); elsewhere they keep their defaults (no PP).
 void add_pipeline_options(CLI::App* command, JobOptions& options);
 

@@ -137,7 +137,11 @@ std::vector<JobFlagValues> job_flag_values(const JobOptions& flags, const JobSpe
        to_string(pipeline_schedule_from_string(flags.pp_schedule, "--pp-schedule")),
        to_string(job.pp_schedule)},
       {"--virtual-stages", std::to_string(flags.virtual_stages),
-       std::to_string(job.virtual_stages)}};
+       std::to_string(job.virtual_stages)},
+      {"--pp-first-stage-less-layers", std::to_string(flags.pp_first_less),
+       std::to_string(job.pp_first_stage_less_layers)},
+      {"--pp-last-stage-less-layers", std::to_string(flags.pp_last_less),
+       std::to_string(job.pp_last_stage_less_layers)}};
 }
 
 // Without --model the job is the schedule's: every job flag given must say the same

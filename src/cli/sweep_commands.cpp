@@ -76,6 +76,8 @@ struct SweepCliOptions {
   int top = 10;
   int threads = 0;  // 0 = all cores
   std::int64_t max_pp = 16;
+  // --pp-first/last-stage-less-layers; absent: --job-toml's, else JobSpec's defaults.
+  std::optional<std::int64_t> pp_first_less, pp_last_less;
   bool no_float8 = false;
   bool async_tp = false;
   bool json = false;
@@ -112,8 +114,12 @@ void run_sweep(const SweepCliOptions& o) {
   std::string model_name = o.model;
   std::int64_t seq = o.seq;
   std::string global_batch = o.global_batch;
+  std::int64_t first_less = JobSpec{}.pp_first_stage_less_layers;
+  std::int64_t last_less = JobSpec{}.pp_last_stage_less_layers;
   if (!o.job_toml.empty()) {
     const TorchtitanConfig config = read_torchtitan_config(o.job_toml);
+    first_less = config.pp_first_stage_less_layers;
+    last_less = config.pp_last_stage_less_layers;
     if (model_name.empty()) model_name = torchtitan_builtin_model(config);
     if (!o.seq_given) seq = config.seq_len;
     if (global_batch.empty()) {
@@ -138,6 +144,16 @@ void run_sweep(const SweepCliOptions& o) {
   options.try_float8 = !o.no_float8;
   options.try_async_tp = o.async_tp;
   options.max_pp = o.max_pp;
+  options.pp_first_stage_less_layers = o.pp_first_less.value_or(first_less);
+  options.pp_last_stage_less_layers = o.pp_last_less.value_or(last_less);
+  for (const auto& [flag, value] :
+       {std::pair{"--pp-first-stage-less-layers", options.pp_first_stage_less_layers},
+        std::pair{"--pp-last-stage-less-layers", options.pp_last_stage_less_layers}}) {
+    if (value < 0 || value > kMaxModelLayers) {
+      throw_bad_input(flag,
+                      fmt::format("must be between 0 and {}, got {}", kMaxModelLayers, value));
+    }
+  }
   options.tune_top = parse_tune_top(o.tune_top);
   if (o.tune_evaluations < 1) throw_bad_input("--tune-evaluations", "must be >= 1");
   options.tune_evaluations = o.tune_evaluations;
@@ -419,6 +435,11 @@ void register_sweep_commands(CLI::App& app) {
         ->capture_default_str();
     command->add_option("--max-pp", options->max_pp, "largest pipeline degree tried")
         ->capture_default_str();
+    command->add_option("--pp-first-stage-less-layers", options->pp_first_less,
+                        "blocks the embedding counts as in the split into pipeline stages "
+                        "(default 1, torchtitan's; or --job-toml's)");
+    command->add_option("--pp-last-stage-less-layers", options->pp_last_less,
+                        "blocks norm+output count as in the split (default 1; or --job-toml's)");
     command->add_flag("--no-float8", options->no_float8, "do not try float8");
     command->add_flag("--async-tp", options->async_tp, "also try async TP where tp > 1");
     command->add_flag("--json", options->json, "print JSON instead of a table");

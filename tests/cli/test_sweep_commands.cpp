@@ -218,7 +218,8 @@ TEST_CASE("simulate --pp: every stage of the FSDP 8 x TP 8 x PP 8 mesh", "[cli][
   CHECK(json["stages"][7]["max_in_flight"] == 1);
   CHECK(json["bubble_fraction"].get<double>() > 0);
   CHECK(json.at("chunks").size() == 8);
-  // Interleaved: 16 chunks of one layer each, a smaller bubble.
+  // Interleaved: 16 chunks (16 blocks + 1 + 1 effective layers: chunk 1 takes two
+  // blocks, the last chunk norm+output alone), a smaller bubble.
   const auto interleaved = run_fsdptune(
       "simulate " + kPipelineJob + " --pp-schedule interleaved-1f1b --virtual-stages 2 --json");
   INFO(interleaved.err);
@@ -230,7 +231,17 @@ TEST_CASE("simulate --pp: every stage of the FSDP 8 x TP 8 x PP 8 mesh", "[cli][
   const auto text = run_fsdptune("simulate " + kPipelineJob);
   REQUIRE(text.exit_code == 0);
   CHECK(text.out.find("bubble") != std::string::npos);
-  CHECK(text.out.find("layers.14..norm+output") != std::string::npos);
+  // torchtitan's split: 16 blocks + 1 + 1 in 8 stages of 2, so the last stage holds one
+  // block and norm+output; the blocks alone evenly (Megatron's), two and norm+output.
+  CHECK(text.out.find("layers.15..norm+output") != std::string::npos);
+  CHECK(text.out.find("tok_embeddings..layers.1 ") != std::string::npos);
+  const auto even = run_fsdptune("simulate " + kPipelineJob +
+                                 " --pp-first-stage-less-layers 0 --pp-last-stage-less-layers 0");
+  REQUIRE(even.exit_code == 0);
+  CHECK(even.out.find("layers.14..norm+output") != std::string::npos);
+  const auto refused = run_fsdptune("simulate " + kPipelineJob + " --pp-last-stage-less-layers 3");
+  CHECK(refused.exit_code == 2);
+  CHECK(refused.err.find("--pp-last-stage-less-layers") != std::string::npos);
 }
 
 TEST_CASE("tune --pp writes a version 2 schedule that simulate replays", "[cli][pipeline]") {

@@ -151,3 +151,75 @@ TEST_CASE("job_from_json names bad fields", "[job][errors]") {
   }
   CHECK_THROWS_AS(job_from_json(nlohmann::json::parse(R"({"gpu": 8})"), "job.json"), Error);
 }
+
+TEST_CASE("a pipelined job's split round-trips, and files without it read as the even split",
+          "[job][pipeline]") {
+  const ModelSpec model = builtin_model("llama3-405b");
+  JobSpec job;
+  job.gpus = 512;
+  job.tp = 8;
+  job.pp = 8;
+  job.microbatches = 16;
+  job.pp_first_stage_less_layers = 2;
+  job.pp_last_stage_less_layers = 3;
+  job = normalize_job(model, job);
+  const nlohmann::json json = job_to_json(job);
+  CHECK(json.at("pp_first_stage_less_layers") == 2);
+  CHECK(json.at("pp_last_stage_less_layers") == 3);
+  CHECK(job_from_json(parse_json_text(dump_json(json), "job"), "job") == job);
+
+  // Written before the fields: the blocks alone split evenly.
+  nlohmann::json old = json;
+  old.erase("pp_first_stage_less_layers");
+  old.erase("pp_last_stage_less_layers");
+  const JobSpec even = job_from_json(old, "job");
+  CHECK(even.pp_first_stage_less_layers == 0);
+  CHECK(even.pp_last_stage_less_layers == 0);
+
+  // One chunk: the split means nothing, is not written, and compares equal.
+  JobSpec flat;
+  flat.pp_first_stage_less_layers = 0;
+  flat = normalize_job(model, flat);
+  CHECK(flat == normalize_job(model, JobSpec{}));
+  CHECK_FALSE(job_to_json(flat).contains("pp_first_stage_less_layers"));
+  CHECK(job_from_json(job_to_json(flat), "job") == flat);
+}
+
+TEST_CASE("normalize_job refuses the splits torchtitan refuses, naming the flag or field",
+          "[job][pipeline][errors]") {
+  const ModelSpec model = builtin_model("tiny");  // 4 blocks
+  JobSpec job;
+  job.gpus = 8;
+  job.seq_len = 64;
+  job.pp = 4;
+  const auto rejected = [&](const JobSpec& j, const std::string& source = "") -> std::string {
+    try {
+      normalize_job(model, j, source);
+    } catch (const Error& e) {
+      CHECK(e.exit_code() == 2);
+      return e.where();
+    }
+    return "";
+  };
+  CHECK(rejected(job) == "");          // 4 + 1 + 1 effective layers over 4 stages
+  job.pp_first_stage_less_layers = 3;  // (4 + 3 + 1) / 4 = 2 < 3
+  CHECK(rejected(job) == "--pp-first-stage-less-layers");
+  CHECK(rejected(job, "s.json: job") == "s.json: job: field 'pp_first_stage_less_layers'");
+  job.pp_first_stage_less_layers = 1;
+  job.pp_last_stage_less_layers = -1;
+  CHECK(rejected(job) == "--pp-last-stage-less-layers");
+  job.pp_last_stage_less_layers = 3;
+  CHECK(rejected(job) == "--pp-last-stage-less-layers");
+  // 8 stages: 4 + 1 + 1 effective layers cannot fill them; 4 blocks alone neither.
+  job.pp = 8;
+  job.pp_last_stage_less_layers = 1;
+  CHECK(rejected(job) == "--pp");
+  job.pp_first_stage_less_layers = 0;
+  job.pp_last_stage_less_layers = 0;
+  CHECK(rejected(job) == "--pp");
+  // One rank, two interleaved chunks: the same conditions, naming --virtual-stages.
+  job.pp = 1;
+  job.virtual_stages = 8;
+  job.pp_schedule = PipelineSchedule::kInterleaved1F1B;
+  CHECK(rejected(job) == "--virtual-stages");
+}

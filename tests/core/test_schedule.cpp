@@ -397,3 +397,32 @@ TEST_CASE("torchtitan export names the modules of each bucket", "[schedule]") {
   CHECK(groups[2].at("reshard_after_forward") == false);
   CHECK(out.at("fsdp2").at("exact") == false);
 }
+
+TEST_CASE("a version 2 schedule written before the split fields reads with its even split",
+          "[schedule][pipeline]") {
+  // Tuned 2026-12-01 (tiny, pp 2, interleaved 1F1B, V 2): its job has no
+  // pp_first/last_stage_less_layers and its chunks split the 4 blocks alone, 1 each.
+  const std::string path =
+      std::string(FSDPTUNE_TEST_DATA) + "/schedules/tiny-interleaved-v2-even-split.json";
+  const ScheduleFile schedule = schedule_from_json(read_json_file(path), path);
+  CHECK(schedule.job.pp_first_stage_less_layers == 0);
+  CHECK(schedule.job.pp_last_stage_less_layers == 0);
+  REQUIRE(schedule.pipeline.has_value());
+  std::vector<std::vector<int>> units;
+  for (const ScheduleChunk& chunk : schedule.pipeline->chunks) units.push_back(chunk.units);
+  CHECK(units == std::vector<std::vector<int>>{{0, 1}, {2}, {3}, {4, 5}});
+  // Written again, it says so, and reads back the same.
+  const nlohmann::json again = schedule_to_json(schedule);
+  CHECK(again.at("job").at("pp_first_stage_less_layers") == 0);
+  CHECK(schedule_to_json(schedule_from_json(again, "again")) == again);
+  // The same job with torchtitan's default split is another job: its chunks differ.
+  nlohmann::json other = again;
+  other["job"]["pp_first_stage_less_layers"] = 1;
+  other["job"]["pp_last_stage_less_layers"] = 1;
+  try {
+    schedule_from_json(other, "other.json");
+    FAIL("read chunks of another split");
+  } catch (const Error& e) {
+    CHECK(e.where() == "other.json: pipeline.chunks[1].units");
+  }
+}

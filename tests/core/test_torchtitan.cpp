@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include "fsdptune/error.hpp"
 #include "fsdptune/model.hpp"
@@ -211,6 +213,21 @@ TEST_CASE("torchtitan settings fsdptune does not model are rejected by their fie
       "[parallelism] pipeline_parallel_schedule", "'ZBVZeroBubble' is not modelled");
   rejected("[parallelism]\ntensor_parallel_degree = 2\nenable_async_tensor_parallel = true\n",
            "[parallelism] enable_async_tensor_parallel", "only compiled");
+  // The split of the blocks: torchtitan's generate_llm_fqn_per_model_part refuses an
+  // embedding counted as more than a stage gets ((32 + 5 + 1) / 8 = 4).
+  rejected(
+      "[parallelism]\npipeline_parallel_degree = 8\npipeline_parallel_first_stage_less_layers = "
+      "5\n",
+      "[parallelism] pipeline_parallel_first_stage_less_layers",
+      "the embedding counts as 5 layers, more than each of the 8 chunks gets");
+  const JobSpec even = job_8b(kOpAc +
+                              "[parallelism]\npipeline_parallel_degree = 8\n"
+                              "pipeline_parallel_first_stage_less_layers = 0\n"
+                              "pipeline_parallel_last_stage_less_layers = 0\n");
+  CHECK(even.pp_first_stage_less_layers == 0);
+  CHECK(even.pp_last_stage_less_layers == 0);
+  CHECK(job_8b(kOpAc + "[parallelism]\npipeline_parallel_degree = 8\n").pp_last_stage_less_layers ==
+        1);
   rejected(
       "[parallelism]\npipeline_parallel_degree = 2\npipeline_parallel_microbatch_size = 2\n"
       "[training]\nlocal_batch_size = 3\n",
@@ -378,21 +395,28 @@ TEST_CASE("torchtitan: a job written as a config reads back as the same job", "[
     round_trip("llama3-70b", pipelined);
   }
   // Interleaved on 4 ranks: 8 stages are torchtitan's default (no layers per stage); 12
-  // are ceil(82 / 7), 16 ceil(80 / 5) without the embedding and output weights, 20
-  // ceil(80 / 4).
+  // are ceil(82 / 7); 16 ceil(80 / 5) with the embedding and output weighing nothing, 20
+  // ceil(80 / 4); with other weights, the weights too.
   JobSpec interleaved = pipelined;
   interleaved.gpus = 64;
   interleaved.pp = 4;
   interleaved.pp_schedule = PipelineSchedule::kInterleaved1F1B;
-  const std::pair<std::int64_t, const char*> kStages[] = {
-      {2, "pipeline_parallel_microbatch_size = 2\n\n"},
-      {3, "pipeline_parallel_layers_per_stage = 7\n\n"},
-      {4, "pipeline_parallel_layers_per_stage = 5\npipeline_parallel_first_stage_less_layers = 0"},
-      {5, "pipeline_parallel_layers_per_stage = 4\npipeline_parallel_first_stage_less_layers = 0"}};
-  for (const auto& [stages, written] : kStages) {
+  const std::tuple<std::int64_t, std::int64_t, const char*> kStages[] = {
+      {2, 1, "pipeline_parallel_microbatch_size = 2\n\n"},
+      {3, 1, "pipeline_parallel_layers_per_stage = 7\n\n"},
+      {4, 0,
+       "pipeline_parallel_first_stage_less_layers = 0\npipeline_parallel_last_stage_less_layers "
+       "= 0\npipeline_parallel_layers_per_stage = 5\n"},
+      {5, 0, "pipeline_parallel_layers_per_stage = 4\n"},
+      {2, 2, "pipeline_parallel_first_stage_less_layers = 2\n"}};
+  for (const auto& [stages, weight, written] : kStages) {
     interleaved.virtual_stages = stages;
+    interleaved.pp_first_stage_less_layers = weight;
+    interleaved.pp_last_stage_less_layers = weight;
     CHECK_THAT(round_trip("llama3-70b", interleaved), Catch::Contains(written));
   }
+  interleaved.pp_first_stage_less_layers = 1;
+  interleaved.pp_last_stage_less_layers = 1;
   // 32 stages of 80 blocks: no layers per stage makes them (41 at 2, 28 at 3): a comment
   // says so, and the config reads back as torchtitan would run it (its default 2).
   interleaved.gpus = 128;

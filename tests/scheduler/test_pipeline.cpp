@@ -192,6 +192,47 @@ TEST_CASE("chunks: contiguous layers, embedding first, output last", "[pipeline]
   CHECK(first.units[2].name == "layers.1");
 }
 
+TEST_CASE("chunks: torchtitan's split, the embedding and output counted as layers", "[pipeline]") {
+  using Blocks = std::vector<std::int64_t>;
+  const auto split = [](std::int64_t layers, std::int64_t pp, std::int64_t virtual_stages,
+                        std::int64_t first, std::int64_t last) {
+    JobSpec job;
+    job.pp = pp;
+    job.virtual_stages = virtual_stages;
+    job.pp_first_stage_less_layers = first;
+    job.pp_last_stage_less_layers = last;
+    return pipeline_chunk_blocks(job, layers);
+  };
+  // 32 layers in 8 stages: 34 effective, 4 each, the first two one more.
+  CHECK(split(32, 8, 1, 1, 1) == Blocks{4, 5, 4, 4, 4, 4, 4, 3});
+  CHECK(split(27, 4, 1, 1, 1) == Blocks{7, 7, 7, 6});
+  // Llama 3 405B (126 blocks) in 16 stages: 128 effective layers, 8 each.
+  Blocks b405(16, 8);
+  b405.front() = 7;
+  b405.back() = 7;
+  CHECK(split(126, 8, 2, 1, 1) == b405);
+  // Llama 3 70B (80 blocks) in 8: 82 effective, 10 each, the first two one more.
+  CHECK(split(80, 8, 1, 1, 1) == Blocks{10, 11, 10, 10, 10, 10, 10, 9});
+  // Weights 0 and 0: the blocks alone, the earlier chunks the remainder (Megatron's).
+  Blocks even(16, 8);
+  even[14] = even[15] = 7;
+  CHECK(split(126, 16, 1, 0, 0) == even);
+  // Heavier weights, and chunks left with no block.
+  CHECK(split(80, 4, 1, 2, 4) == Blocks{20, 22, 21, 17});
+  CHECK(split(4, 4, 1, 1, 1) == Blocks{1, 2, 1, 0});
+  CHECK(split(4, 2, 3, 1, 1) == Blocks{0, 1, 1, 1, 1, 0});
+  CHECK(split(9, 1, 1, 5, 7) == Blocks{9});  // one chunk holds everything
+
+  // The units: a chunk of the output alone.
+  const ModelSpec model = builtin_model("tiny");  // 4 layers: units 0..5
+  JobSpec job;
+  job.gpus = 8;
+  job.pp = 4;
+  job.seq_len = 64;
+  const Workload workload = build_workload(model, normalize_job(model, job));
+  CHECK(pipeline_chunks(workload) == std::vector<std::vector<int>>{{0, 1}, {2, 3}, {4}, {5}});
+}
+
 TEST_CASE("the 405B layouts simulate: FSDP 8 x TP 8 x PP 8 and FSDP 128 x TP 8",
           "[pipeline][models]") {
   const ModelSpec model = builtin_model("llama3-405b");
