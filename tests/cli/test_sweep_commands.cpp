@@ -101,7 +101,7 @@ TEST_CASE("sweep tunes every configuration, ranks by the tuned figures, writes t
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("sweep: tuning brings configurations under the limit; --tune-top limits it",
+TEST_CASE("sweep: tuning brings configurations under the limit, --tune-top limits it",
           "[cli][sweep]") {
   const std::string dir = make_temp_dir("sweep-limit");
   // At 30 MiB, 62 configurations fit with fsdp2 per stage; tuned plans (one stream for

@@ -176,7 +176,7 @@ TEST_CASE("a completed buffer is walked, decoded, counted and freed", "[profiler
   CHECK(all_gather[0] == Approx(2000e-9));  // 14100 - 12100 ns, the fill kernel left out
 }
 
-TEST_CASE("records from several buffers accumulate; a null buffer is ignored",
+TEST_CASE("records from several buffers accumulate, a null buffer is ignored",
           "[profiler][cupti]") {
   ActivityBufferPool pool(4096);
   SyntheticBuffer first(pool);

@@ -174,7 +174,7 @@ TEST_CASE("overlapping entries: an error by default, else the first or the last 
   CHECK_THAT(last.notes[0], Catch::Contains("kept b.json (compute[1]), dropped a.json"));
 }
 
-TEST_CASE("contention: measured factors win over defaults; two different ones overlap",
+TEST_CASE("contention: measured factors win over defaults, two different ones overlap",
           "[profiler][merge]") {
   Profile a = collective_profile();  // defaults
   Profile b = compute_profile();     // measured {1.2, 0.8}

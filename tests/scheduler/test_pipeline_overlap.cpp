@@ -314,7 +314,7 @@ TEST_CASE("the pipeline trace's memory counter peaks at the stage's peak, overla
   CHECK(peak_mib * 1024 * 1024 == Approx(static_cast<double>(stage.peak_allocated_bytes)));
 }
 
-TEST_CASE("a pipeline schedule stores the overlap figures; one written before reads them as 0",
+TEST_CASE("a pipeline schedule stores the overlap figures, one written before reads them as 0",
           "[pipeline][memory][schedule]") {
   const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
   const Workload workload = winner_workload(3);
