@@ -22,6 +22,10 @@
 
 namespace fsdptune {
 
+// The largest embedding/output weight `sweep` tries (SweepOptions::try_pp_less_layers):
+// (N + 1)^2 splits per pipelined configuration at most.
+inline constexpr std::int64_t kMaxSweepSplitWeight = 4;
+
 struct SweepProgress {
   bool tuning = false;  // false: simulating with fsdp2; true: tuning
   std::int64_t done = 0;
@@ -46,6 +50,10 @@ struct SweepOptions {
   // The split of the blocks into the pipeline chunks (JobSpec's fields of these names).
   std::int64_t pp_first_stage_less_layers = JobSpec{}.pp_first_stage_less_layers;
   std::int64_t pp_last_stage_less_layers = JobSpec{}.pp_last_stage_less_layers;
+  // N >= 0: also every pair of those weights in 0..N that splits a pipelined job's blocks
+  // into other chunks (pipeline_chunk_blocks) than the pairs before it; -1: only the pair
+  // above. At most kMaxSweepSplitWeight.
+  std::int64_t try_pp_less_layers = -1;
   std::int64_t max_local_batch = 8;  // sequences per microbatch per DP rank
   // Which configurations are tuned: -1 = every one that fits with fsdp2 and every one
   // over the limit with fsdp2 whose least-memory plans fit (tuning may bring it under);
@@ -103,7 +111,9 @@ struct SweepResult {
 };
 
 // The jobs the sweep tries, in a fixed order; meshes whose batch does not divide are
-// left out (counted in `skipped`, may be null).
+// left out (counted in `skipped`, may be null). With try_pp_less_layers, each pipelined
+// job with the given weights is followed by the same job with each further distinct
+// split, in (first, last) order; a pair torchtitan refuses for it is left out, uncounted.
 std::vector<JobSpec> sweep_jobs(const ModelSpec& model, const HardwareSpec& hardware,
                                 const SweepOptions& options, std::int64_t* skipped = nullptr);
 

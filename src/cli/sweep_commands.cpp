@@ -62,6 +62,14 @@ std::string config_label(const JobSpec& job) {
   text += " ac=" + to_string(job.ac);
   if (job.float8) text += " fp8";
   if (job.async_tp) text += " async-tp";
+  // The split of the blocks, where it is not torchtitan's default.
+  const JobSpec defaults;
+  if (job.pp * job.virtual_stages > 1 &&
+      (job.pp_first_stage_less_layers != defaults.pp_first_stage_less_layers ||
+       job.pp_last_stage_less_layers != defaults.pp_last_stage_less_layers)) {
+    text +=
+        fmt::format(" split{}/{}", job.pp_first_stage_less_layers, job.pp_last_stage_less_layers);
+  }
   return text;
 }
 
@@ -78,6 +86,7 @@ struct SweepCliOptions {
   std::int64_t max_pp = 16;
   // --pp-first/last-stage-less-layers; absent: --job-toml's, else JobSpec's defaults.
   std::optional<std::int64_t> pp_first_less, pp_last_less;
+  std::int64_t try_pp_splits = -1;  // --try-pp-splits N; -1: not given
   bool no_float8 = false;
   bool async_tp = false;
   bool json = false;
@@ -154,6 +163,13 @@ void run_sweep(const SweepCliOptions& o) {
                       fmt::format("must be between 0 and {}, got {}", kMaxModelLayers, value));
     }
   }
+  if (o.try_pp_splits != -1 && (o.try_pp_splits < 0 || o.try_pp_splits > kMaxSweepSplitWeight)) {
+    throw_bad_input(
+        "--try-pp-splits",
+        fmt::format("must be between 0 and {}, got {}", kMaxSweepSplitWeight, o.try_pp_splits),
+        "each weight pair multiplies the pipelined configurations");
+  }
+  options.try_pp_less_layers = o.try_pp_splits;
   options.tune_top = parse_tune_top(o.tune_top);
   if (o.tune_evaluations < 1) throw_bad_input("--tune-evaluations", "must be >= 1");
   options.tune_evaluations = o.tune_evaluations;
@@ -440,6 +456,9 @@ void register_sweep_commands(CLI::App& app) {
                         "(default 1, torchtitan's; or --job-toml's)");
     command->add_option("--pp-last-stage-less-layers", options->pp_last_less,
                         "blocks norm+output count as in the split (default 1; or --job-toml's)");
+    command->add_option("--try-pp-splits", options->try_pp_splits,
+                        "also try every split of the blocks into pipeline stages with the "
+                        "embedding and norm+output counted as 0..N blocks each (N <= 4)");
     command->add_flag("--no-float8", options->no_float8, "do not try float8");
     command->add_flag("--async-tp", options->async_tp, "also try async TP where tp > 1");
     command->add_flag("--json", options->json, "print JSON instead of a table");

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <limits>
+#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -30,6 +31,12 @@ std::string job_flags(const nlohmann::json& job) {
              std::to_string(job.at("virtual_stages").get<int>());
   }
   if (job.at("float8").get<bool>()) flags += " --float8";
+  if (job.contains("pp_first_stage_less_layers")) {
+    flags += " --pp-first-stage-less-layers " +
+             std::to_string(job.at("pp_first_stage_less_layers").get<int>()) +
+             " --pp-last-stage-less-layers " +
+             std::to_string(job.at("pp_last_stage_less_layers").get<int>());
+  }
   return flags;
 }
 
@@ -143,6 +150,48 @@ TEST_CASE("sweep: tuning brings configurations under the limit, --tune-top limit
   int tuned_rows = 0;
   for (const auto& row : top3["top"]) tuned_rows += row.at("tuned").get<bool>() ? 1 : 0;
   CHECK(tuned_rows == 3);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("sweep --try-pp-splits ranks other splits of the stages beside the default",
+          "[cli][sweep]") {
+  const std::string dir = make_temp_dir("sweep-splits");
+  // 4 blocks on 2 ranks, 1F1B: 3 | 1 and 1 | 3 beside torchtitan's 2 | 2 (the library
+  // test lists them). fsdp2 figures only, to keep it short.
+  const std::string sweep =
+      "sweep --model tiny --hardware h100-sxm --gpus 2 --gpus-per-node 2 "
+      "--global-batch 4 --seq 256 --max-pp 2 --tune-top 0 --top 100 --json";
+  const auto plain = run_fsdptune(sweep);
+  REQUIRE(plain.exit_code == 0);
+  const auto result = run_fsdptune(sweep + " --try-pp-splits 2 --out " + dir + "/best.json");
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  const auto json = nlohmann::json::parse(result.out);
+  const auto plain_json = nlohmann::json::parse(plain.out);
+  CHECK(json.at("evaluated").get<int>() > plain_json.at("evaluated").get<int>());
+  std::set<std::pair<int, int>> splits;
+  for (const auto& row : json["top"]) {
+    if (row["job"]["pp"] == 2 && row["job"]["pp_schedule"] == "1f1b") {
+      splits.insert({row["job"]["pp_first_stage_less_layers"].get<int>(),
+                     row["job"]["pp_last_stage_less_layers"].get<int>()});
+    }
+  }
+  CHECK(splits == std::set<std::pair<int, int>>{{1, 1}, {0, 1}, {2, 0}});
+  // The text names a split that is not torchtitan's.
+  const auto text = run_fsdptune(sweep.substr(0, sweep.size() - 7) + " --try-pp-splits 2");
+  REQUIRE(text.exit_code == 0);
+  CHECK(text.out.find(" split0/1") != std::string::npos);
+  // The winner's schedule is of its job (a split too, were it pipelined); simulate
+  // replays it from the flags.
+  const auto best = fsdptune::read_json_file(dir + "/best.json");
+  CHECK(best["job"] == json["top"][0]["job"]);
+  const auto replay = run_fsdptune("simulate --model tiny --hardware h100-sxm --gpus-per-node 2 " +
+                                   job_flags(best["job"]) + " --json --plan " + dir + "/best.json");
+  INFO(replay.err);
+  CHECK(replay.exit_code == 0);
+  const auto bad = run_fsdptune(sweep + " --try-pp-splits 5");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("--try-pp-splits") != std::string::npos);
   std::filesystem::remove_all(dir);
 }
 

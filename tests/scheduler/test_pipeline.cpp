@@ -592,13 +592,20 @@ TEST_CASE("pipeline schedule (version 2) round-trips and is checked on load",
 TEST_CASE("the sweep's evaluation (distinct chunks simulated once) equals the full one",
           "[pipeline][sweep]") {
   // Llama 3.2 1B: 16 identical blocks, so with 4 stages chunks 1 and 2 are the same
-  // Program up to names; interleaved with 2 virtual stages, chunks 1..6 are.
+  // Program up to names; interleaved with 2 virtual stages, chunks 1..6 are. Several
+  // splits: torchtitan's, the even one, a lopsided one, and (16 + 8 + 8) / 4 where the
+  // first and last chunks hold the embedding and the output alone.
   const ModelSpec model = builtin_model("llama3.2-1b");
   const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
-  for (const auto& [schedule, virtual_stages] :
-       {std::pair{PipelineSchedule::k1F1B, std::int64_t{1}},
-        std::pair{PipelineSchedule::kInterleaved1F1B, std::int64_t{2}}}) {
+  for (const auto& [schedule, virtual_stages, first, last] :
+       {std::tuple{PipelineSchedule::k1F1B, std::int64_t{1}, 1, 1},
+        std::tuple{PipelineSchedule::k1F1B, std::int64_t{1}, 8, 8},
+        std::tuple{PipelineSchedule::kInterleaved1F1B, std::int64_t{2}, 1, 1},
+        std::tuple{PipelineSchedule::kInterleaved1F1B, std::int64_t{2}, 0, 0},
+        std::tuple{PipelineSchedule::kInterleaved1F1B, std::int64_t{2}, 2, 1}}) {
     JobSpec job;
+    job.pp_first_stage_less_layers = first;
+    job.pp_last_stage_less_layers = last;
     job.gpus = 64;
     job.tp = 2;
     job.pp = 4;
@@ -612,7 +619,10 @@ TEST_CASE("the sweep's evaluation (distinct chunks simulated once) equals the fu
     const PipelineSimulation full = simulate_pipelined_job(
         workload, *costs, [](const Workload& chunk) { return fsdp2_plan(chunk); });
     const SweepCandidate candidate = evaluate_job(model, job, *costs, 80LL << 30);
-    INFO(to_string(schedule));
+    INFO(to_string(schedule) << " split " << first << "/" << last);
+    if (first == 8) {
+      CHECK(pipeline_chunk_blocks(job, model.n_layers) == std::vector<std::int64_t>{0, 8, 8, 0});
+    }
     CHECK(candidate.step_time_s == full.result.step_time_s);
     CHECK(candidate.tokens_per_s_per_gpu == full.tokens_per_s_per_gpu);
     CHECK(candidate.bubble_fraction == full.result.bubble_fraction);
@@ -622,6 +632,37 @@ TEST_CASE("the sweep's evaluation (distinct chunks simulated once) equals the fu
     }
     CHECK(candidate.peak_reserved_bytes == peak);
   }
+}
+
+TEST_CASE("the sweep tries each distinct split of the stages once", "[pipeline][sweep]") {
+  const ModelSpec model = builtin_model("tiny");  // 4 blocks
+  SweepOptions options;
+  options.gpus = 2;
+  options.gpus_per_node = 2;
+  options.global_batch_sequences = 4;
+  options.seq_len = 256;
+  options.max_pp = 2;
+  options.ac_modes = {ActivationCheckpointing::kNone};
+  options.try_float8 = false;
+  const auto splits = [&](std::int64_t try_weights) {
+    options.try_pp_less_layers = try_weights;
+    std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>> out;
+    for (const JobSpec& job : sweep_jobs(model, builtin_hardware("h100-sxm"), options)) {
+      if (job.pp == 2 && job.pp_schedule == PipelineSchedule::k1F1B && job.microbatches == 4) {
+        out.emplace_back(job.pp_first_stage_less_layers, job.pp_last_stage_less_layers,
+                         pipeline_chunk_blocks(job, model.n_layers)[0],
+                         pipeline_chunk_blocks(job, model.n_layers)[1]);
+      }
+    }
+    return out;
+  };
+  using Split = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>;
+  // Only torchtitan's (2 | 2) without the option.
+  CHECK(splits(-1) == std::vector<Split>{{1, 1, 2, 2}});
+  // Weights 0..1: 0/0 and 1/0 split 2 | 2 too; 0/1 makes 3 | 1.
+  CHECK(splits(1) == std::vector<Split>{{1, 1, 2, 2}, {0, 1, 3, 1}});
+  // 0..2 adds 2/0 (1 | 3); 0/2 and 1/2 split 3 | 1 again, 2/1 and 2/2 2 | 2: left out.
+  CHECK(splits(2) == std::vector<Split>{{1, 1, 2, 2}, {0, 1, 3, 1}, {2, 0, 1, 3}});
 }
 
 TEST_CASE("the sweep tunes in parallel to the same result, and its figures are the tuners'",
