@@ -54,34 +54,6 @@ std::int64_t parse_global_batch_sequences(const std::string& text, std::int64_t 
   return value / seq_len;
 }
 
-namespace {
-
-// After jobs.back() (pipelined, with the options' weights): the same job with each pair of
-// weights in 0..try_pp_less_layers that splits its blocks into chunks no pair before did.
-void add_other_splits(const ModelSpec& model, const SweepOptions& options,
-                      std::vector<JobSpec>& jobs) {
-  const JobSpec given = jobs.back();
-  std::vector<std::vector<std::int64_t>> seen = {pipeline_chunk_blocks(given, model.n_layers)};
-  for (std::int64_t first = 0; first <= options.try_pp_less_layers; ++first) {
-    for (std::int64_t last = 0; last <= options.try_pp_less_layers; ++last) {
-      JobSpec job = given;
-      job.pp_first_stage_less_layers = first;
-      job.pp_last_stage_less_layers = last;
-      try {
-        job = normalize_job(model, job);
-      } catch (const Error&) {
-        continue;  // a chunk without an effective layer, or a weight above its share
-      }
-      std::vector<std::int64_t> blocks = pipeline_chunk_blocks(job, model.n_layers);
-      if (std::find(seen.begin(), seen.end(), blocks) != seen.end()) continue;
-      seen.push_back(std::move(blocks));
-      jobs.push_back(job);
-    }
-  }
-}
-
-}  // namespace
-
 std::vector<JobSpec> sweep_jobs(const ModelSpec& model, const HardwareSpec& hardware,
                                 const SweepOptions& options, std::int64_t* skipped) {
   std::vector<JobSpec> jobs;
@@ -155,8 +127,14 @@ std::vector<JobSpec> sweep_jobs(const ModelSpec& model, const HardwareSpec& hard
                     ++skip;  // e.g. tp does not divide the kv heads
                     continue;
                   }
-                  jobs.push_back(job);
-                  if (job.pp * job.virtual_stages > 1) add_other_splits(model, options, jobs);
+                  if (job.pp * job.virtual_stages > 1 && options.try_pp_less_layers >= 0) {
+                    for (const JobSpec& split :
+                         pipeline_split_jobs(model, job, options.try_pp_less_layers)) {
+                      jobs.push_back(split);
+                    }
+                  } else {
+                    jobs.push_back(job);
+                  }
                 }
               }
             }

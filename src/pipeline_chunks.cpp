@@ -102,6 +102,31 @@ std::vector<std::int64_t> pipeline_chunk_blocks(const JobSpec& job, std::int64_t
   return blocks;
 }
 
+std::vector<JobSpec> pipeline_split_jobs(const ModelSpec& model, const JobSpec& job,
+                                         std::int64_t max_weight) {
+  FSDPTUNE_CHECK(max_weight >= 0 && max_weight <= kMaxTriedSplitWeight,
+                 "pipeline_split_jobs: weights 0..kMaxTriedSplitWeight");
+  std::vector<JobSpec> jobs = {job};
+  std::vector<std::vector<std::int64_t>> seen = {pipeline_chunk_blocks(job, model.n_layers)};
+  for (std::int64_t first = 0; first <= max_weight; ++first) {
+    for (std::int64_t last = 0; last <= max_weight; ++last) {
+      JobSpec other = job;
+      other.pp_first_stage_less_layers = first;
+      other.pp_last_stage_less_layers = last;
+      try {
+        other = normalize_job(model, other);
+      } catch (const Error&) {
+        continue;  // a chunk without an effective layer, or a weight above its share
+      }
+      std::vector<std::int64_t> blocks = pipeline_chunk_blocks(other, model.n_layers);
+      if (std::find(seen.begin(), seen.end(), blocks) != seen.end()) continue;
+      seen.push_back(std::move(blocks));
+      jobs.push_back(other);
+    }
+  }
+  return jobs;
+}
+
 std::vector<std::vector<int>> pipeline_chunks(const Workload& workload) {
   std::vector<int> blocks;
   int embedding = -1, output = -1;

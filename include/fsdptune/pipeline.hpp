@@ -155,6 +155,18 @@ std::int64_t tail_overlap_bytes(const PipelineSpec& spec, const PipelineAction& 
 // REQUIRES: a job normalize_job accepts for a model of `layers` blocks.
 std::vector<std::int64_t> pipeline_chunk_blocks(const JobSpec& job, std::int64_t layers);
 
+// The largest embedding/output weight `sweep` and `tune` try (--try-pp-splits N):
+// (N + 1)^2 pairs at most.
+inline constexpr std::int64_t kMaxTriedSplitWeight = 4;
+
+// `job` (normalized, more than one chunk), then the same job with each pair of weights
+// (pp_first/last_stage_less_layers) in 0..max_weight, first weight outer, that
+// normalize_job accepts and that splits the blocks into other chunks than every pair
+// before it (pipeline_chunk_blocks): each distinct split once.
+// REQUIRES: 0 <= max_weight <= kMaxTriedSplitWeight.
+std::vector<JobSpec> pipeline_split_jobs(const ModelSpec& model, const JobSpec& job,
+                                         std::int64_t max_weight);
+
 // The units of each chunk (pp * virtual_stages chunks): the embedding with the first
 // chunk, norm+output with the last, pipeline_chunk_blocks blocks each.
 // REQUIRES: normalized job. (This and chunk_workload are pure workload functions:

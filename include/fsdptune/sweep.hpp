@@ -22,10 +22,6 @@
 
 namespace fsdptune {
 
-// The largest embedding/output weight `sweep` tries (SweepOptions::try_pp_less_layers):
-// (N + 1)^2 splits per pipelined configuration at most.
-inline constexpr std::int64_t kMaxSweepSplitWeight = 4;
-
 struct SweepProgress {
   bool tuning = false;  // false: simulating with fsdp2; true: tuning
   std::int64_t done = 0;
@@ -51,8 +47,8 @@ struct SweepOptions {
   std::int64_t pp_first_stage_less_layers = JobSpec{}.pp_first_stage_less_layers;
   std::int64_t pp_last_stage_less_layers = JobSpec{}.pp_last_stage_less_layers;
   // N >= 0: also every pair of those weights in 0..N that splits a pipelined job's blocks
-  // into other chunks (pipeline_chunk_blocks) than the pairs before it; -1: only the pair
-  // above. At most kMaxSweepSplitWeight.
+  // into other chunks (pipeline_split_jobs); -1: only the pair above. At most
+  // kMaxTriedSplitWeight.
   std::int64_t try_pp_less_layers = -1;
   std::int64_t max_local_batch = 8;  // sequences per microbatch per DP rank
   // Which configurations are tuned: -1 = every one that fits with fsdp2 and every one

@@ -163,10 +163,10 @@ void run_sweep(const SweepCliOptions& o) {
                       fmt::format("must be between 0 and {}, got {}", kMaxModelLayers, value));
     }
   }
-  if (o.try_pp_splits != -1 && (o.try_pp_splits < 0 || o.try_pp_splits > kMaxSweepSplitWeight)) {
+  if (o.try_pp_splits != -1 && (o.try_pp_splits < 0 || o.try_pp_splits > kMaxTriedSplitWeight)) {
     throw_bad_input(
         "--try-pp-splits",
-        fmt::format("must be between 0 and {}, got {}", kMaxSweepSplitWeight, o.try_pp_splits),
+        fmt::format("must be between 0 and {}, got {}", kMaxTriedSplitWeight, o.try_pp_splits),
         "each weight pair multiplies the pipelined configurations");
   }
   options.try_pp_less_layers = o.try_pp_splits;

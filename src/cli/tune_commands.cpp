@@ -55,7 +55,64 @@ struct TuneOptions {
   std::string torchtitan_toml;  // --emit-torchtitan-toml: the job as a torchtitan config
   std::string trace_path;
   bool json = false;
+  std::int64_t try_pp_splits = -1;  // --try-pp-splits N; -1: the job's split only
 };
+
+// One split of the stages `tune --try-pp-splits` searched.
+struct SplitTried {
+  JobSpec job;
+  std::vector<std::int64_t> blocks;  // per chunk (pipeline_chunk_blocks)
+  double step_time_s = 0;
+  bool fits = false;
+};
+
+// The job's split, and with --try-pp-splits every other distinct one, each tuned; the
+// workload and search of the fastest that fits (the job's own when none does, so that
+// its error says why), and what each split gave.
+struct SplitSearch {
+  Workload workload;
+  ConfigurationTuning tuning;
+  std::vector<SplitTried> tried;
+};
+
+SplitSearch search_splits(const TuneOptions& options, const ModelSpec& model, const JobSpec& job,
+                          const CostModel& costs, const TunerOptions& tuner_options) {
+  const std::vector<JobSpec> jobs = options.try_pp_splits >= 0
+                                        ? pipeline_split_jobs(model, job, options.try_pp_splits)
+                                        : std::vector<JobSpec>{job};
+  std::optional<SplitSearch> best;
+  std::vector<SplitTried> tried;
+  for (const JobSpec& candidate : jobs) {
+    Workload workload = build_workload(model, candidate);
+    ConfigurationTuning tuning = tune_configuration(workload, costs, tuner_options);
+    const PipelineTuning& searched = *tuning.pipeline;
+    tried.push_back({candidate, pipeline_chunk_blocks(candidate, model.n_layers),
+                     searched.best.result.step_time_s, searched.fits});
+    const bool better =
+        !best || (searched.fits && (!best->tuning.pipeline->fits ||
+                                    searched.best.result.step_time_s <
+                                        best->tuning.pipeline->best.result.step_time_s));
+    if (better) best = SplitSearch{std::move(workload), std::move(tuning), {}};
+  }
+  best->tried = std::move(tried);
+  return std::move(*best);
+}
+
+void print_splits(const std::vector<SplitTried>& tried, const JobSpec& chosen) {
+  fmt::print(
+      "\nsplits of the stages tried (--try-pp-splits): embedding/output weights, step, fits, "
+      "blocks per chunk\n");
+  for (const SplitTried& split : tried) {
+    std::string blocks;
+    for (const std::int64_t count : split.blocks) {
+      if (!blocks.empty()) blocks += ' ';
+      blocks += std::to_string(count);
+    }
+    fmt::print("  {}/{}  {:>11}  {:<3}  {}{}\n", split.job.pp_first_stage_less_layers,
+               split.job.pp_last_stage_less_layers, format_seconds(split.step_time_s),
+               split.fits ? "yes" : "no", blocks, split.job == chosen ? "  <- written" : "");
+  }
+}
 
 // The command line as the provenance records it: the flags that determine the result,
 // in a fixed order (file names of outputs are left out so that the same search gives the
@@ -116,6 +173,10 @@ void run_tune(const TuneOptions& options) {
   if (options.threads < 1) throw_bad_input("--threads", "must be >= 1");
   if (options.time_budget_s < 0) throw_bad_input("--time-budget", "must be >= 0 seconds");
   if (options.max_evaluations < 0) throw_bad_input("--max-evaluations", "must be >= 0");
+  if (options.try_pp_splits < -1 || options.try_pp_splits > kMaxTriedSplitWeight) {
+    throw_bad_input("--try-pp-splits", fmt::format("must be between 0 and {}, got {}",
+                                                   kMaxTriedSplitWeight, options.try_pp_splits));
+  }
 
   const ModelSpec model = resolve_model_option(options.job);
   const JobSpec job = to_job_spec(options.job, model);
@@ -128,8 +189,6 @@ void run_tune(const TuneOptions& options) {
   const std::string cost_hash = resolved.profile
                                     ? fnv1a64_hex(dump_json(profile_to_json(*resolved.profile)))
                                     : fnv1a64_hex(dump_json(hardware_to_json(hardware)));
-  const Workload workload = build_workload(model, job);
-
   TunerOptions tuner_options;
   if (!options.memory_limit.empty()) {
     tuner_options.memory_limit_bytes = parse_size_bytes(options.memory_limit, "--memory-limit");
@@ -159,10 +218,17 @@ void run_tune(const TuneOptions& options) {
     }
     return true;
   };
+  if (options.try_pp_splits >= 0 && job.pp * job.virtual_stages == 1) {
+    throw_bad_input("--try-pp-splits",
+                    "the job has one pipeline chunk: there is no split of the stages to try",
+                    "give --pp (or --virtual-stages) for more than one chunk");
+  }
   if (is_pipelined(job)) {
     // Per stage (pipeline_cli.cpp): a version 2 schedule.
     const auto pipeline_started = std::chrono::steady_clock::now();
-    TunedSchedule tuned = tune_schedule(workload, hardware, costs, tuner_options);
+    SplitSearch split = search_splits(options, model, job, costs, tuner_options);
+    const Workload& workload = split.workload;
+    TunedSchedule tuned = schedule_of_tuning(workload, hardware, costs, split.tuning);
     if (reported) fmt::print(stderr, "\n");
     const double pipeline_elapsed_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - pipeline_started).count();
@@ -197,10 +263,22 @@ void run_tune(const TuneOptions& options) {
       out["budget_exhausted"] = tuned.budget_exhausted;
       out["schedule"] = options.out;
       out["schedule_hash"] = schedule_hash(schedule);
+      if (options.try_pp_splits >= 0) {
+        out["splits"] = nlohmann::json::array();
+        for (const SplitTried& tried : split.tried) {
+          out["splits"].push_back(
+              {{"pp_first_stage_less_layers", tried.job.pp_first_stage_less_layers},
+               {"pp_last_stage_less_layers", tried.job.pp_last_stage_less_layers},
+               {"chunk_blocks", tried.blocks},
+               {"step_time_s", tried.step_time_s},
+               {"fits", tried.fits}});
+        }
+      }
       fmt::print("{}", dump_json(out));
       return;
     }
     print_pipeline_schedule(schedule, workload);
+    if (options.try_pp_splits >= 0) print_splits(split.tried, schedule.job);
     const PlanSummary& fsdp2 = schedule.baselines.front();
     fmt::print("\ntuned vs fsdp2 per stage: {:.2f}x faster (from {})\n",
                fsdp2.step_time_s / schedule.predicted.step_time_s, tuned.derived_from);
@@ -215,6 +293,7 @@ void run_tune(const TuneOptions& options) {
     if (!options.trace_path.empty()) fmt::print("trace written to {}\n", options.trace_path);
     return;
   }
+  const Workload workload = build_workload(model, job);
   const auto started = std::chrono::steady_clock::now();
   const TunerResult result = Tuner(tuner_options).tune(workload, costs);
   const double elapsed_s =
@@ -349,6 +428,10 @@ void register_tune_commands(CLI::App& app) {
   tune->add_option("--trace", options->trace_path,
                    "Also write a Chrome trace (Perfetto) of the tuned step to FILE (a process "
                    "per pipeline stage when pipelined)");
+  tune->add_option("--try-pp-splits", options->try_pp_splits,
+                   "Also tune every other split of the blocks into the pipeline stages with "
+                   "the embedding and norm+output counted as 0..N blocks each (N <= 4), and "
+                   "write the fastest that fits");
   tune->add_flag("--json", options->json, "Print one JSON object instead of the table");
   tune->callback([options] { run_tune(*options); });
 }

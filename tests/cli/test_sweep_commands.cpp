@@ -1,6 +1,7 @@
 // fsdptune sweep and fsdptune pipeline end to end on the tiny model (docs/parallelism.md).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <limits>
 #include <set>
@@ -335,6 +336,62 @@ TEST_CASE("tune --pp writes a version 2 schedule that simulate replays", "[cli][
   const auto compare = run_fsdptune("report " + out);
   INFO(compare.err);
   CHECK(compare.exit_code == 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("tune --try-pp-splits tunes every distinct split and writes the fastest that fits",
+          "[cli][pipeline]") {
+  const std::string dir = make_temp_dir("tune-splits");
+  const std::string out = dir + "/pp.json";
+  const std::string job = kPipelineJob + " --time-budget 0 --max-evaluations 20";
+  const auto tuned = run_fsdptune("tune " + job + " --try-pp-splits 1 --json --out " + out);
+  INFO(tuned.err);
+  REQUIRE(tuned.exit_code == 0);
+  const auto summary = nlohmann::json::parse(tuned.out);
+  // 16 blocks in 8 stages: torchtitan's 2 | 3 | 2 ... 2 | 1 first, then 0/0 (2 each) and
+  // 0/1 (3 | 2 ... 2 | 1); 1/0 splits as 0/0 does and 1/1 is the first: not tried again.
+  const auto& splits = summary.at("splits");
+  REQUIRE(splits.size() == 3);
+  CHECK(splits[0]["pp_first_stage_less_layers"] == 1);
+  CHECK(splits[0]["pp_last_stage_less_layers"] == 1);
+  CHECK(splits[0]["chunk_blocks"] == nlohmann::json::array({2, 3, 2, 2, 2, 2, 2, 1}));
+  CHECK(splits[1]["chunk_blocks"] == nlohmann::json::array({2, 2, 2, 2, 2, 2, 2, 2}));
+  std::set<std::string> distinct;
+  double fastest = std::numeric_limits<double>::infinity();
+  for (const auto& split : splits) {
+    distinct.insert(split["chunk_blocks"].dump());
+    if (split["fits"] == true) fastest = std::min(fastest, split["step_time_s"].get<double>());
+  }
+  CHECK(distinct.size() == splits.size());
+  // The schedule is the fastest split's, its job carrying that split; simulate replays it
+  // with the split's flags, and the provenance records them.
+  CHECK(summary["tuned"]["step_time_s"].get<double>() == fastest);
+  const auto file = fsdptune::read_json_file(out);
+  const auto& written = file["job"];
+  const std::string split_flags = " --pp-first-stage-less-layers " +
+                                  std::to_string(written["pp_first_stage_less_layers"].get<int>()) +
+                                  " --pp-last-stage-less-layers " +
+                                  std::to_string(written["pp_last_stage_less_layers"].get<int>());
+  CHECK(file["provenance"]["command"].get<std::string>().find(split_flags) != std::string::npos);
+  const auto replay =
+      run_fsdptune("simulate " + kPipelineJob + split_flags + " --json --plan " + out);
+  INFO(replay.err);
+  REQUIRE(replay.exit_code == 0);
+  CHECK(nlohmann::json::parse(replay.out)["step_time_s"].get<double>() == fastest);
+  // The text lists the splits and marks the one written.
+  const auto text = run_fsdptune("tune " + job + " --try-pp-splits 1 --out " + out);
+  REQUIRE(text.exit_code == 0);
+  CHECK(text.out.find("splits of the stages tried") != std::string::npos);
+  CHECK(text.out.find("<- written") != std::string::npos);
+  // Bad values, and a job with one chunk, exit 2 naming the flag.
+  for (const std::string& bad :
+       {"tune " + job + " --try-pp-splits 5 --out " + out,
+        "tune --model tiny --seq 128 --time-budget 0 --max-evaluations 5 --try-pp-splits 1 --out " +
+            out}) {
+    const auto refused = run_fsdptune(bad);
+    CHECK(refused.exit_code == 2);
+    CHECK(refused.err.find("--try-pp-splits") != std::string::npos);
+  }
   std::filesystem::remove_all(dir);
 }
 
