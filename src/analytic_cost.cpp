@@ -11,6 +11,7 @@
 
 #include "fsdptune/cost_model.hpp"
 #include "fsdptune/error.hpp"
+#include "fsdptune/units.hpp"
 
 namespace fsdptune {
 namespace {
@@ -33,8 +34,6 @@ constexpr std::int64_t kAttentionQueryBlock = 128;
 // Attention backward does about 2.5x the matmul work of the forward (FlashAttention-2,
 // Dao 2023, section 3.2: five matmuls against two, plus recomputing P).
 constexpr double kAttentionBackwardWork = 2.5;
-
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 class AnalyticCostModel final : public CostModel {
  public:

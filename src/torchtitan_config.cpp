@@ -10,6 +10,7 @@
 #include <toml.hpp>
 
 #include "fsdptune/error.hpp"
+#include "fsdptune/units.hpp"
 
 namespace fsdptune {
 namespace {
@@ -126,9 +127,6 @@ std::string to_lower(std::string text) {
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return text;
 }
-
-// ceil(a / b) for a >= 0, b > 0, without a + b overflowing.
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
 
 // The suffix of a `*_where` that names a key the file leaves out.
 constexpr const char* kDefaulted = " (torchtitan's default)";
@@ -276,6 +274,27 @@ std::int64_t bounded_product(std::initializer_list<std::int64_t> factors) {
     product *= factor;
   }
   return product;
+}
+
+// The world size the degrees fix when data_parallel_shard_degree is set (> 0), the other
+// degrees as the job has them: Error(kBadInput) naming that field when they multiply past
+// kMaxJobGpus, or when the GPUs `asked` for (--gpus) are another number.
+std::int64_t fixed_world_size(const TorchtitanConfig& c, std::int64_t dp_replicate, std::int64_t tp,
+                              std::int64_t pp, std::optional<std::int64_t> asked) {
+  const std::int64_t gpus = bounded_product({c.dp_shard, dp_replicate, tp, pp, c.cp});
+  if (gpus == 0) {
+    throw_bad_input(c.dp_shard_where,
+                    fmt::format("the degrees multiply to more than {} GPUs", kMaxJobGpus));
+  }
+  if (asked && *asked != gpus) {
+    throw_bad_input(c.dp_shard_where,
+                    fmt::format("the degrees fix the world size at {} GPUs (data_parallel_shard "
+                                "{} x replicate {} x tensor {} x pipeline {} x context {}), not "
+                                "the {} asked for (--gpus)",
+                                gpus, c.dp_shard, dp_replicate, tp, pp, c.cp, *asked),
+                    "set data_parallel_shard_degree = -1 to take what --gpus leaves");
+  }
+  return gpus;
 }
 
 ActivationCheckpointing ac_of(const TorchtitanConfig& c) {
@@ -546,20 +565,7 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
   job.gpus_per_node = o.gpus_per_node.value_or(job.gpus_per_node);
   // The world size: torchrun's, unless every degree is fixed.
   if (c.dp_shard > 0) {
-    const std::int64_t gpus = bounded_product({c.dp_shard, job.dp_replicate, job.tp, job.pp});
-    if (gpus == 0) {
-      throw_bad_input(c.dp_shard_where,
-                      fmt::format("the degrees multiply to more than {} GPUs", kMaxJobGpus));
-    }
-    if (o.gpus && *o.gpus != gpus) {
-      throw_bad_input(c.dp_shard_where,
-                      fmt::format("data_parallel_shard_degree {} x replicate {} x tp {} x pp {} "
-                                  "= {} GPUs, not the {} asked for (--gpus)",
-                                  c.dp_shard, job.dp_replicate, job.tp, job.pp, gpus, *o.gpus),
-                      "set data_parallel_shard_degree = -1 to take what --gpus leaves, or "
-                      "drop --gpus");
-    }
-    job.gpus = gpus;
+    job.gpus = fixed_world_size(c, job.dp_replicate, job.tp, job.pp, o.gpus);
     job.dp_shard = c.dp_shard;
   } else {
     job.gpus = o.gpus.value_or(job.gpus);
@@ -675,21 +681,11 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
 
 std::int64_t torchtitan_global_batch(const TorchtitanConfig& c, std::int64_t gpus) {
   if (c.global_batch_size > 0) return c.global_batch_size;
-  const std::int64_t others = bounded_product({c.dp_replicate, c.tp, c.pp, c.cp});
   if (c.dp_shard > 0) {
-    const std::int64_t world =
-        bounded_product({c.dp_shard, others == 0 ? kMaxJobGpus + 1 : others});
-    if (world != gpus) {
-      throw_bad_input(
-          c.dp_shard_where,
-          fmt::format("the degrees fix the world size at {}, not the {} GPUs asked "
-                      "for (--gpus)",
-                      world == 0 ? fmt::format("more than {}", kMaxJobGpus) : std::to_string(world),
-                      gpus),
-          "set data_parallel_shard_degree = -1 to take what --gpus leaves");
-    }
+    fixed_world_size(c, c.dp_replicate, c.tp, c.pp, gpus);
     return c.local_batch_size * c.dp_replicate * c.dp_shard;
   }
+  const std::int64_t others = bounded_product({c.dp_replicate, c.tp, c.pp, c.cp});
   if (others == 0 || gpus % others != 0) {
     throw_bad_input(c.tp_where,
                     fmt::format("{} GPUs are not divisible by data_parallel_replicate_degree x "

@@ -29,6 +29,11 @@ std::string format_bytes(std::int64_t bytes);
 // "1.234 s", "12.3 ms", "45.6 us".
 std::string format_seconds(double seconds);
 
+// ceil(a / b) for a >= 0, b > 0, without a + b overflowing.
+constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  return a / b + (a % b != 0 ? 1 : 0);
+}
+
 // Rounds `value` up to a multiple of `multiple` (multiple > 0).
 constexpr std::int64_t round_up(std::int64_t value, std::int64_t multiple) {
   return (value + multiple - 1) / multiple * multiple;

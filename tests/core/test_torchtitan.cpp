@@ -113,7 +113,8 @@ TEST_CASE("torchtitan 70B pipeline: world size of the degrees, microbatches, sta
     overrides.gpus = 128;
     const Error e = error_of([&] { torchtitan_job(config, model, overrides); });
     CHECK_THAT(e.where(), Catch::Contains("[parallelism] data_parallel_shard_degree"));
-    CHECK_THAT(e.message(), Catch::Contains("= 64 GPUs, not the 128"));
+    CHECK_THAT(e.message(), Catch::Contains("fix the world size at 64 GPUs") &&
+                                Catch::Contains("not the 128 asked for (--gpus)"));
   }
   SECTION("overrides: the degrees scale the world size, --microbatches splits the batch") {
     JobOverrides overrides;
@@ -452,7 +453,8 @@ TEST_CASE("torchtitan: the global batch a config trains on N GPUs", "[torchtitan
   const TorchtitanConfig fixed = read_torchtitan_config(fixture("llama3_70b_pp.toml"));
   CHECK(torchtitan_global_batch(fixed, 64) == 16);
   CHECK_THAT(error_of([&] { torchtitan_global_batch(fixed, 128); }).message(),
-             Catch::Contains("fix the world size at 64, not the 128"));
+             Catch::Contains("fix the world size at 64 GPUs") &&
+                 Catch::Contains("not the 128 asked for (--gpus)"));
   // global_batch_size, when set, is the global batch; context parallelism takes ranks
   // from data parallelism, not sequences.
   CHECK(torchtitan_global_batch(parse("[training]\nglobal_batch_size = 512\n"), 8) == 512);

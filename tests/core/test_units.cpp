@@ -1,5 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <cstdint>
+#include <limits>
+
 #include "fsdptune/error.hpp"
 #include "fsdptune/units.hpp"
 
@@ -50,4 +53,15 @@ TEST_CASE("format_bytes and format_seconds pick readable units", "[units]") {
   CHECK(format_seconds(1.5) == "1.500 s");
   CHECK(format_seconds(0.0123) == "12.30 ms");
   CHECK(format_seconds(45.6e-6) == "45.6 us");
+}
+
+TEST_CASE("ceil_div rounds up without overflowing near the int64 limit", "[units]") {
+  CHECK(ceil_div(0, 7) == 0);
+  CHECK(ceil_div(1, 7) == 1);
+  CHECK(ceil_div(14, 7) == 2);
+  CHECK(ceil_div(15, 7) == 3);
+  const std::int64_t big = std::numeric_limits<std::int64_t>::max();
+  CHECK(ceil_div(big, 2) == big / 2 + 1);  // (a + b - 1) / b would overflow
+  CHECK(ceil_div(big, big) == 1);
+  static_assert(ceil_div(82, 6) == 14);
 }
