@@ -284,8 +284,10 @@ nlohmann::json job_to_json(const JobSpec& job) {
                       {"float8", job.float8},
                       {"async_tp", job.async_tp}};
   // The split of the blocks into chunks, only where there is more than one chunk (files of
-  // other jobs keep their text).
-  if (job.pp > 1 || job.virtual_stages > 1) {
+  // other jobs keep their text) and it is not 0 and 0, which a file without the fields means
+  // (files written before them keep their text and schedule_hash).
+  if ((job.pp > 1 || job.virtual_stages > 1) &&
+      (job.pp_first_stage_less_layers != 0 || job.pp_last_stage_less_layers != 0)) {
     json["pp_first_stage_less_layers"] = job.pp_first_stage_less_layers;
     json["pp_last_stage_less_layers"] = job.pp_last_stage_less_layers;
   }

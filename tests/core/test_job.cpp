@@ -175,6 +175,11 @@ TEST_CASE("a pipelined job's split round-trips, and files without it read as the
   const JobSpec even = job_from_json(old, "job");
   CHECK(even.pp_first_stage_less_layers == 0);
   CHECK(even.pp_last_stage_less_layers == 0);
+  // ... and the even split is written so, as no fields: such files keep their text.
+  CHECK(job_to_json(even) == old);
+  JobSpec one_weight = even;
+  one_weight.pp_last_stage_less_layers = 1;
+  CHECK(job_to_json(one_weight).at("pp_first_stage_less_layers") == 0);
 
   // One chunk: the split means nothing, is not written, and compares equal.
   JobSpec flat;
