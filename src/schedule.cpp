@@ -1002,12 +1002,38 @@ void check_schedule_matches(const ScheduleFile& schedule, const ModelSpec& model
                                 schedule.model.name));
   }
   if (schedule.job != job) {
-    throw_bad_input(fmt::format("{}: job", source),
-                    fmt::format("the schedule was made for another job ({}) than the flags "
-                                "describe ({})",
-                                job_to_json(schedule.job).dump(), job_to_json(job).dump()),
-                    "pass the job flags that describe the schedule's job (its fields above; "
-                    "`fsdptune report` prints the mesh), or tune again for this job");
+    // The fields that differ, the split of the stages included where job_to_json leaves
+    // it out (one chunk, or 0 and 0).
+    const auto all_fields = [](const JobSpec& of) {
+      json fields = job_to_json(of);
+      fields["pp_first_stage_less_layers"] = of.pp_first_stage_less_layers;
+      fields["pp_last_stage_less_layers"] = of.pp_last_stage_less_layers;
+      return fields;
+    };
+    const json theirs_job = all_fields(schedule.job);
+    const json ours_job = all_fields(job);
+    std::string differences;
+    for (const auto& [key, value] : theirs_job.items()) {
+      if (ours_job.at(key) == value) continue;
+      differences += fmt::format("{}{} {} (the flags: {})", differences.empty() ? "" : ", ", key,
+                                 value.dump(), ours_job.at(key).dump());
+    }
+    const bool split =
+        theirs_job.at("pp_first_stage_less_layers") != ours_job.at("pp_first_stage_less_layers") ||
+        theirs_job.at("pp_last_stage_less_layers") != ours_job.at("pp_last_stage_less_layers");
+    throw_bad_input(
+        fmt::format("{}: job", source),
+        fmt::format("the schedule was made for another job than the flags describe: {}",
+                    differences),
+        split
+            ? fmt::format(
+                  "pass --pp-first-stage-less-layers {} --pp-last-stage-less-layers {} "
+                  "for the schedule's split of the stages (schedules written before "
+                  "2026-12-02 split the blocks evenly: 0 and 0), or leave out --model and the job "
+                  "flags: the schedule's job is then taken",
+                  schedule.job.pp_first_stage_less_layers, schedule.job.pp_last_stage_less_layers)
+            : "pass the job flags that describe the schedule's job (`fsdptune report` "
+              "prints it), or tune again for this job");
   }
 }
 

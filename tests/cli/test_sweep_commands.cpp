@@ -294,6 +294,34 @@ TEST_CASE("simulate --pp: every stage of the FSDP 8 x TP 8 x PP 8 mesh", "[cli][
   CHECK(refused.err.find("--pp-last-stage-less-layers") != std::string::npos);
 }
 
+TEST_CASE("simulate --plan with a schedule of the even split names the split flags",
+          "[cli][pipeline]") {
+  // Tuned 2026-12-01, before the split fields: its chunks split the 4 blocks evenly.
+  const std::string old =
+      std::string(FSDPTUNE_TEST_DATA) + "/schedules/tiny-interleaved-v2-even-split.json";
+  const std::string flags =
+      "simulate --model tiny --gpus 2 --seq 64 --pp 2 --microbatches 4 --pp-schedule "
+      "interleaved-1f1b --virtual-stages 2 --hardware h100-sxm --json --plan " +
+      old;
+  const auto refused = run_fsdptune(flags);
+  CHECK(refused.exit_code == 2);
+  CHECK(refused.err.find("job: the schedule was made for another job than the flags describe: "
+                         "pp_first_stage_less_layers 0 (the flags: 1), "
+                         "pp_last_stage_less_layers 0 (the flags: 1)") != std::string::npos);
+  CHECK(refused.err.find("pass --pp-first-stage-less-layers 0 --pp-last-stage-less-layers 0") !=
+        std::string::npos);
+  // With them, or without any job flags, it replays to its prediction.
+  const double predicted = fsdptune::read_json_file(old)["predicted"]["step_time_s"].get<double>();
+  for (const std::string& command :
+       {flags + " --pp-first-stage-less-layers 0 --pp-last-stage-less-layers 0",
+        "simulate --json --plan " + old}) {
+    const auto replay = run_fsdptune(command);
+    INFO(replay.err);
+    REQUIRE(replay.exit_code == 0);
+    CHECK(nlohmann::json::parse(replay.out)["step_time_s"].get<double>() == predicted);
+  }
+}
+
 TEST_CASE("tune --pp writes a version 2 schedule that simulate replays", "[cli][pipeline]") {
   const std::string dir = make_temp_dir("tune-pp");
   const std::string out = dir + "/pp.json";
