@@ -282,8 +282,12 @@ void run_tune(const TuneOptions& options) {
     const PlanSummary& fsdp2 = schedule.baselines.front();
     fmt::print("\ntuned vs fsdp2 per stage: {:.2f}x faster (from {})\n",
                fsdp2.step_time_s / schedule.predicted.step_time_s, tuned.derived_from);
-    fmt::print("search: {} plans simulated over {} chunks in {:.2f} s{}\n", tuned.plans_evaluated,
-               schedule.pipeline->chunks.size(), pipeline_elapsed_s,
+    const std::string splits =
+        split.tried.size() > 1
+            ? fmt::format(" (the written split's; {} splits tuned)", split.tried.size())
+            : "";
+    fmt::print("search: {} plans simulated over {} chunks{} in {:.2f} s{}\n", tuned.plans_evaluated,
+               schedule.pipeline->chunks.size(), splits, pipeline_elapsed_s,
                tuned.budget_exhausted ? "; stopped by the budget (time or evaluations)" : "");
     fmt::print("lower bound {}: efficiency {:.1f}%; Pareto front of {} compositions\n",
                format_seconds(schedule.lower_bound_s), 100.0 * efficiency, schedule.pareto.size());

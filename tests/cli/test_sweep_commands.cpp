@@ -411,6 +411,7 @@ TEST_CASE("tune --try-pp-splits tunes every distinct split and writes the fastes
   REQUIRE(text.exit_code == 0);
   CHECK(text.out.find("splits of the stages tried") != std::string::npos);
   CHECK(text.out.find("<- written") != std::string::npos);
+  CHECK(text.out.find("(the written split's; 3 splits tuned)") != std::string::npos);
   // Bad values, and a job with one chunk, exit 2 naming the flag.
   for (const std::string& bad :
        {"tune " + job + " --try-pp-splits 5 --out " + out,
