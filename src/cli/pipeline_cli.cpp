@@ -23,10 +23,6 @@ namespace {
 // Version of the `simulate --json` object of a pipelined job (docs/parallelism.md).
 constexpr int kSimulatePipelineJsonVersion = 1;
 
-std::string unit_range(const Workload& workload, const std::vector<int>& units) {
-  return workload.units[units.front()].name + ".." + workload.units[units.back()].name;
-}
-
 // The units of rank r's chunks, "tok_embeddings..layers.3, layers.16..layers.19".
 std::string rank_units(const Workload& workload, const std::vector<std::vector<int>>& chunks,
                        int rank, int pp) {
@@ -69,6 +65,12 @@ std::string job_line(const ModelSpec& model, const JobSpec& job, const std::stri
 }
 
 }  // namespace
+
+std::string unit_range(const Workload& workload, const std::vector<int>& units) {
+  const std::string& first = workload.units[units.front()].name;
+  if (units.size() == 1) return first;
+  return first + ".." + workload.units[units.back()].name;
+}
 
 nlohmann::json schedule_trace(const ScheduleFile& schedule, const Workload& workload,
                               const CostModel& costs) {

@@ -408,8 +408,7 @@ void run_pipeline(const PipelineCliOptions& o) {
     std::string units;
     for (int c = stage.rank; c < static_cast<int>(chunks.size()); c += static_cast<int>(job.pp)) {
       if (!units.empty()) units += ", ";
-      units +=
-          workload.units[chunks[c].front()].name + ".." + workload.units[chunks[c].back()].name;
+      units += unit_range(workload, chunks[c]);
     }
     fmt::print(
         "{:>5} {:<28} {:>11} {:>11} {:>9} {:>12} {:>12}  {}\n", stage.rank, units,

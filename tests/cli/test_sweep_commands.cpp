@@ -243,6 +243,10 @@ TEST_CASE("pipeline prints every stage, the first holding the most in flight", "
       "--virtual-stages 2 --seq 256");
   REQUIRE(table.exit_code == 0);
   CHECK(table.out.find("interleaved-1f1b") != std::string::npos);
+  // 4 blocks + 1 + 1 in 4 chunks: rank 0 holds the embedding and a block, then the fourth
+  // block alone (one unit: its name, no range); rank 1 two blocks, then norm+output alone.
+  CHECK(table.out.find("tok_embeddings..layers.0, layers.3 ") != std::string::npos);
+  CHECK(table.out.find("layers.1..layers.2, norm+output ") != std::string::npos);
 }
 
 namespace {
