@@ -490,6 +490,15 @@ TorchtitanConfig torchtitan_config_from_toml(const std::string& text, const std:
                       fmt::format("{} is more layers than a model has", less));
     }
   }
+  // Stages named module by module: torchtitan's module_fqns_per_model_part, or the split
+  // points of older torchtitan.
+  std::string split_where;
+  if (r.lookup({{"parallelism", "module_fqns_per_model_part"}}, split_where) != nullptr ||
+      r.lookup({{"parallelism", "pipeline_parallel_split_points"},
+                {"experimental", "pipeline_parallel_split_points"}},
+               split_where) != nullptr) {
+    c.pp_explicit_split_where = split_where;
+  }
   r.integer(
       {{"parallelism", "context_parallel_degree"}, {"experimental", "context_parallel_degree"}},
       c.cp, c.cp_where, 1);
@@ -632,6 +641,12 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
   job.pp_first_stage_less_layers =
       o.pp_first_stage_less_layers.value_or(c.pp_first_stage_less_layers);
   job.pp_last_stage_less_layers = o.pp_last_stage_less_layers.value_or(c.pp_last_stage_less_layers);
+  if (job.pp > 1 && !c.pp_explicit_split_where.empty()) {
+    not_modelled(c.pp_explicit_split_where, "a split of the stages named module by module",
+                 "fsdptune splits the blocks as torchtitan's generate_llm_fqn_per_model_part "
+                 "does: drop it and set pipeline_parallel_first_stage_less_layers and "
+                 "pipeline_parallel_last_stage_less_layers (and layers_per_stage) instead");
+  }
   if (job.pp > 1) {
     job.pp_schedule = o.pp_schedule ? *o.pp_schedule : schedule_of(c);
     job.virtual_stages = o.virtual_stages.value_or(stages_per_rank(c, model, job));

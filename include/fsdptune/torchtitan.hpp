@@ -65,6 +65,9 @@ struct TorchtitanConfig {
   std::string pp_first_stage_less_layers_where;
   std::int64_t pp_last_stage_less_layers = 1;
   std::string pp_last_stage_less_layers_where;
+  // Where the config names the stages' modules itself (module_fqns_per_model_part, or the
+  // older pipeline_parallel_split_points); empty when it does not. Not modelled under PP.
+  std::string pp_explicit_split_where;
   std::int64_t cp = 1;
   std::string cp_where;
   std::int64_t ep = 1;

@@ -221,6 +221,17 @@ TEST_CASE("torchtitan settings fsdptune does not model are rejected by their fie
       "5\n",
       "[parallelism] pipeline_parallel_first_stage_less_layers",
       "the embedding counts as 5 layers, more than each of the 8 chunks gets");
+  // Stages named module by module (newer and older torchtitan): not modelled under PP,
+  // ignored without it (torchtitan reads them only to split the stages).
+  rejected(
+      "[parallelism]\npipeline_parallel_degree = 2\nmodule_fqns_per_model_part = "
+      "[['tok_embeddings', 'layers.0'], ['layers.1', 'norm', 'output']]\n",
+      "[parallelism] module_fqns_per_model_part", "named module by module is not modelled");
+  rejected(
+      "[experimental]\npipeline_parallel_degree = 2\npipeline_parallel_split_points = "
+      "['layers.16']\n",
+      "[experimental] pipeline_parallel_split_points", "named module by module");
+  CHECK(job_8b(kOpAc + "[parallelism]\npipeline_parallel_split_points = ['layers.16']\n").pp == 1);
   const JobSpec even = job_8b(kOpAc +
                               "[parallelism]\npipeline_parallel_degree = 8\n"
                               "pipeline_parallel_first_stage_less_layers = 0\n"
