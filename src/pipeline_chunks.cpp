@@ -149,6 +149,12 @@ std::vector<std::vector<int>> pipeline_chunks(const Workload& workload) {
   return chunks;
 }
 
+std::string unit_range(const Workload& workload, const std::vector<int>& units) {
+  const std::string& first = workload.units[static_cast<std::size_t>(units.front())].name;
+  if (units.size() == 1) return first;
+  return first + ".." + workload.units[static_cast<std::size_t>(units.back())].name;
+}
+
 Workload chunk_workload(const Workload& workload, const std::vector<int>& units) {
   Workload chunk;
   chunk.model = workload.model;

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "fsdptune/error.hpp"
+#include "fsdptune/pipeline.hpp"
 #include "fsdptune/units.hpp"
 #include "report_internal.hpp"
 
@@ -154,6 +155,48 @@ std::string schedule_heading(const ScheduleReport& schedule) {
                      schedule.source, schedule.model, schedule.gpus, schedule.hardware,
                      schedule.dp_shard, schedule.local_batch, schedule.seq_len,
                      format_bytes(schedule.memory_limit_bytes));
+}
+
+// The pipeline of a version 2 schedule: its shape in a line, then a row per stage (its
+// chunks' units, busy time, end, microbatches in flight, peaks, whether it fits).
+std::string pipeline_line(const ScheduleFile& file) {
+  const JobSpec& job = file.job;
+  const SchedulePipeline& pipeline = *file.pipeline;
+  const std::string split =
+      job.pp * job.virtual_stages > 1
+          ? fmt::format(", stages split with the embedding and norm+output as {} and {} blocks",
+                        job.pp_first_stage_less_layers, job.pp_last_stage_less_layers)
+          : "";
+  return fmt::format(
+      "pipeline: pp {} x tp {} x dp_shard {} x dp_replicate {}, {} microbatches, {}{}{}: "
+      "bubble {}, send {} per microbatch",
+      job.pp, job.tp, job.dp_shard, job.dp_replicate, job.microbatches,
+      job.pp > 1 ? to_string(job.pp_schedule) : "no pipeline (gradient accumulation)",
+      job.virtual_stages > 1 ? fmt::format(" ({} virtual stages)", job.virtual_stages) : "", split,
+      format_percent(pipeline.bubble_fraction), format_seconds(pipeline.send_s));
+}
+
+std::vector<std::vector<std::string>> stage_rows(const ScheduleFile& file) {
+  // The chunks' unit names (a schedule read from a file has chunks, checked on load
+  // against this workload).
+  const Workload workload =
+      file.pipeline->chunks.empty() ? Workload{} : build_workload(file.model, file.job);
+  std::vector<std::vector<std::string>> rows = {
+      {"stage", "units", "busy", "end", "in flight", "peak allocated", "peak reserved", "fits"}};
+  for (const ScheduleStage& stage : file.pipeline->stages) {
+    std::string units;
+    for (const ScheduleChunk& chunk : file.pipeline->chunks) {
+      if (chunk.rank != stage.rank) continue;
+      if (!units.empty()) units += ", ";
+      units += unit_range(workload, chunk.units);
+    }
+    rows.push_back({std::to_string(stage.rank), units, format_seconds(stage.busy_s),
+                    format_seconds(stage.end_s), std::to_string(stage.max_in_flight),
+                    format_bytes(stage.peak_allocated_bytes),
+                    format_bytes(stage.peak_reserved_bytes),
+                    stage.peak_reserved_bytes <= file.memory_limit_bytes ? "yes" : "no"});
+  }
+  return rows;
 }
 
 std::string measured_heading(const MeasuredComparison& measured) {
@@ -574,6 +617,10 @@ std::string render_report_text(const std::vector<ReportEntry>& entries,
     out += text_table(report_detail::plan_table_rows(schedule), "  ");
     out += "  (* = the schedule's tuned plan)\n";
     out += "  " + report_detail::efficiency_line(schedule) + "\n";
+    if (entries[i].schedule.pipeline) {
+      out += "  " + pipeline_line(entries[i].schedule) + "\n";
+      out += text_table(stage_rows(entries[i].schedule), "    ");
+    }
     if (!entries[i].schedule.pareto.empty()) {
       out += "  Pareto front explored by the tuner (peak allocated against step time):\n";
       out += text_table(pareto_rows(entries[i].schedule), "    ");
@@ -602,6 +649,11 @@ std::string render_report_markdown(const std::vector<ReportEntry>& entries,
     out += markdown_table(report_detail::plan_table_rows(schedule));
     out += "\n`*` marks the schedule's tuned plan. " +
            markdown_cell(report_detail::efficiency_line(schedule)) + ".\n";
+    if (entries[i].schedule.pipeline) {
+      out +=
+          "\n### Pipeline stages\n\n" + markdown_cell(pipeline_line(entries[i].schedule)) + ".\n\n";
+      out += markdown_table(stage_rows(entries[i].schedule));
+    }
     if (!entries[i].schedule.pareto.empty()) {
       out += "\n### Pareto front explored by the tuner\n\n";
       out += markdown_table(pareto_rows(entries[i].schedule));

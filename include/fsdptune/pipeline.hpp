@@ -174,6 +174,10 @@ std::vector<JobSpec> pipeline_split_jobs(const ModelSpec& model, const JobSpec& 
 // a pipeline schedule.)
 std::vector<std::vector<int>> pipeline_chunks(const Workload& workload);
 
+// A chunk's units as stage tables print them: "tok_embeddings..layers.3", or the one
+// unit's name ("norm+output"). REQUIRES: `units` non-empty indices of `workload`.
+std::string unit_range(const Workload& workload, const std::vector<int>& units);
+
 // One chunk as a workload of its own: its units re-indexed from 0 (a tied output that
 // reads the embedding of another stage keeps no shared unit; torchtitan does not tie
 // under PP), the AdamW step over its shards.

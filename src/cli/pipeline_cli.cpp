@@ -66,12 +66,6 @@ std::string job_line(const ModelSpec& model, const JobSpec& job, const std::stri
 
 }  // namespace
 
-std::string unit_range(const Workload& workload, const std::vector<int>& units) {
-  const std::string& first = workload.units[units.front()].name;
-  if (units.size() == 1) return first;
-  return first + ".." + workload.units[units.back()].name;
-}
-
 nlohmann::json schedule_trace(const ScheduleFile& schedule, const Workload& workload,
                               const CostModel& costs) {
   const std::string title = fmt::format("{} {}", schedule.model.name, schedule.predicted.plan_name);

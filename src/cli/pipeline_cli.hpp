@@ -20,10 +20,6 @@
 
 namespace fsdptune::cli {
 
-// A chunk's units as the stage tables print them: "tok_embeddings..layers.3", or the one
-// unit's name ("norm+output").
-std::string unit_range(const Workload& workload, const std::vector<int>& units);
-
 // `simulate` of a pipelined job: --plan is a built-in plan (used for every chunk) or a
 // pipeline schedule (version 2, its stored Programs replayed; judged against the schedule's
 // memory limit unless --memory-limit is given). Prints the step and the

@@ -552,6 +552,35 @@ TEST_CASE("the pipeline Gantt chart: a row per stage, a bar per action, tails, s
   CHECK(render_report_html({entry}) == html);
 }
 
+TEST_CASE("the text and Markdown reports of a pipeline schedule list its stages",
+          "[report][pipeline]") {
+  ReportEntry entry;
+  entry.source = "pp.json";
+  entry.schedule = make_pipeline_schedule();
+  // Tiny's 4 blocks on 2 stages: torchtitan's split, 2 blocks each.
+  entry.schedule.model = builtin_model("tiny");
+  entry.schedule.job.dp_shard = 0;  // derived: 8 GPUs over 2 stages
+  entry.schedule.job = normalize_job(entry.schedule.model, entry.schedule.job);
+  ScheduleChunk first, second;
+  first.units = {0, 1, 2};
+  second.rank = 1;
+  second.units = {3, 4, 5};
+  entry.schedule.pipeline->chunks = {first, second};
+  const std::string text = render_report_text({entry});
+  INFO(text);
+  CHECK(text.find("pipeline: pp 2 x tp 1 x dp_shard 4 x dp_replicate 1, 2 microbatches, 1f1b, "
+                  "stages split with the embedding and norm+output as 1 and 1 blocks: bubble "
+                  "33.3%") != std::string::npos);
+  CHECK(text.find("tok_embeddings..layers.1  5.86 ms  9.77 ms") != std::string::npos);
+  CHECK(text.find("layers.2..norm+output  5.86 ms  7.32 ms") != std::string::npos);
+  const std::string markdown = render_report_markdown({entry});
+  CHECK(markdown.find("### Pipeline stages") != std::string::npos);
+  CHECK(markdown.find("| 1 | layers.2..norm+output | 5.86 ms | 7.32 ms | 1 |") !=
+        std::string::npos);
+  // The stages fit the 1 GiB limit: 450 and 350 MiB reserved.
+  CHECK(markdown.find("| 300 MiB | 350 MiB | yes |") != std::string::npos);
+}
+
 TEST_CASE("a pipeline schedule without stored actions says it has no Gantt chart",
           "[report][html][pipeline]") {
   ReportEntry entry;
