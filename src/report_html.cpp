@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "fsdptune/pipeline.hpp"
 #include "fsdptune/report.hpp"
 #include "fsdptune/units.hpp"
 #include "report_internal.hpp"
@@ -1073,6 +1074,10 @@ std::string key_figure(const std::string& pointer, const std::string& value,
 // The stages of a pipeline schedule (version 2) as predicted, and its chunks' plans.
 std::string stages_table(const ScheduleFile& file) {
   const SchedulePipeline& pipeline = *file.pipeline;
+  // The chunks' unit names (a schedule read from a file has chunks, checked on load
+  // against this workload).
+  const Workload workload =
+      pipeline.chunks.empty() ? Workload{} : build_workload(file.model, file.job);
   std::string out = fmt::format(
       "<p class=\"meta\">{} stages, {} microbatches, {}: bubble {}, send {} per microbatch "
       "between stages. The trace of this step: <code>fsdptune simulate ... --plan FILE "
@@ -1088,11 +1093,12 @@ std::string stages_table(const ScheduleFile& file) {
     std::string chunks;
     for (const ScheduleChunk& chunk : pipeline.chunks) {
       if (chunk.rank != stage.rank) continue;
-      chunks += fmt::format("{}{} unit{} ({} / {} / {} buckets, {})", chunks.empty() ? "" : "; ",
-                            chunk.units.size(), chunk.units.size() == 1 ? "" : "s",
-                            chunk.plan.forward_buckets.size(), chunk.plan.backward_buckets.size(),
-                            chunk.plan.reduce_scatter_buckets.size(),
-                            chunk.keep_gathered ? "kept gathered" : "gathered per microbatch");
+      chunks +=
+          fmt::format("{}{}: {} unit{} ({} / {} / {} buckets, {})", chunks.empty() ? "" : "; ",
+                      unit_range(workload, chunk.units), chunk.units.size(),
+                      chunk.units.size() == 1 ? "" : "s", chunk.plan.forward_buckets.size(),
+                      chunk.plan.backward_buckets.size(), chunk.plan.reduce_scatter_buckets.size(),
+                      chunk.keep_gathered ? "kept gathered" : "gathered per microbatch");
     }
     out += "<tr>" + text_cell(std::to_string(stage.rank)) + text_cell(chunks) +
            text_cell(format_seconds(stage.busy_s)) + text_cell(format_seconds(stage.end_s)) +

@@ -579,6 +579,8 @@ TEST_CASE("the text and Markdown reports of a pipeline schedule list its stages"
         std::string::npos);
   // The stages fit the 1 GiB limit: 450 and 350 MiB reserved.
   CHECK(markdown.find("| 300 MiB | 350 MiB | yes |") != std::string::npos);
+  // The HTML page's stage table names the chunks' units too.
+  CHECK(render_report_html({entry}).find("layers.2..norm+output: 3 units") != std::string::npos);
 }
 
 TEST_CASE("a pipeline schedule without stored actions says it has no Gantt chart",
