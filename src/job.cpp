@@ -123,6 +123,7 @@ std::string job_where(const std::string& flag, const std::string& source) {
       {"--virtual-stages", "virtual_stages"},
       {"--pp-first-stage-less-layers", "pp_first_stage_less_layers"},
       {"--pp-last-stage-less-layers", "pp_last_stage_less_layers"},
+      {"--pp-chunk-blocks", "pp_chunk_blocks"},
       {"--pp-schedule", "pp_schedule"},
       {"--batch", "local_batch"},
       {"--seq", "seq_len"},
@@ -136,6 +137,33 @@ std::string job_where(const std::string& flag, const std::string& source) {
 }
 
 namespace {
+
+// Blocks given chunk by chunk: one count per chunk, together the model's blocks, and every
+// chunk but the first (the embedding's) and the last (norm+output's) holding one at least.
+void check_chunk_blocks(const ModelSpec& model, const JobSpec& job, const std::string& source) {
+  const std::string at = job_where("--pp-chunk-blocks", source);
+  const std::vector<std::int64_t>& blocks = job.pp_chunk_blocks;
+  const std::int64_t chunks = job.pp * job.virtual_stages;
+  if (static_cast<std::int64_t>(blocks.size()) != chunks) {
+    throw_bad_input(at, fmt::format("{} chunks given, but pp {} x virtual_stages {} makes {}",
+                                    blocks.size(), job.pp, job.virtual_stages, chunks));
+  }
+  std::int64_t total = 0;
+  for (std::size_t c = 0; c < blocks.size(); ++c) {
+    const bool end = c == 0 || c + 1 == blocks.size();
+    if (blocks[c] < (end ? 0 : 1) || blocks[c] > kMaxModelLayers) {
+      throw_bad_input(at, fmt::format("chunk {} holds {} blocks: {}", c, blocks[c],
+                                      end ? "at least 0 (it holds the embedding or the output)"
+                                          : "a chunk between the first and the last holds 1 "
+                                            "at least"));
+    }
+    total += blocks[c];
+  }
+  if (total != model.n_layers) {
+    throw_bad_input(
+        at, fmt::format("{} blocks in all, but {} has {}", total, model.name, model.n_layers));
+  }
+}
 
 // torchtitan's generate_llm_fqn_per_model_part's conditions on the split of the blocks
 // into pp x virtual_stages chunks, the embedding counting as first and norm+output as
@@ -152,6 +180,15 @@ void check_pipeline_split(const ModelSpec& model, JobSpec& job, const std::strin
     require_at_most(value, kMaxModelLayers, at(flag));
   }
   const std::int64_t chunks = job.pp * job.virtual_stages;
+  if (!job.pp_chunk_blocks.empty()) {
+    check_chunk_blocks(model, job, source);
+    // The blocks given: the weights mean nothing; 0 and 0, so that equal jobs compare
+    // equal (job_to_json leaves them out).
+    job.pp_first_stage_less_layers = 0;
+    job.pp_last_stage_less_layers = 0;
+    if (chunks > 1) return;
+    job.pp_chunk_blocks.clear();  // one chunk holds every block: the weights' split
+  }
   if (chunks == 1) {
     // One chunk holds the whole model: the weights mean nothing; the defaults, so that
     // equal jobs compare equal (job_to_json leaves them out).
@@ -291,6 +328,7 @@ nlohmann::json job_to_json(const JobSpec& job) {
     json["pp_first_stage_less_layers"] = job.pp_first_stage_less_layers;
     json["pp_last_stage_less_layers"] = job.pp_last_stage_less_layers;
   }
+  if (!job.pp_chunk_blocks.empty()) json["pp_chunk_blocks"] = job.pp_chunk_blocks;
   return json;
 }
 
@@ -315,7 +353,8 @@ JobSpec job_from_json(const nlohmann::json& json, const std::string& source) {
                                               "float8",
                                               "async_tp",
                                               "pp_first_stage_less_layers",
-                                              "pp_last_stage_less_layers"};
+                                              "pp_last_stage_less_layers",
+                                              "pp_chunk_blocks"};
   for (const auto& [key, value] : json.items()) {
     if (known.count(key) == 0) throw_bad_input(field_where(source, key), "unknown field");
   }
@@ -363,6 +402,19 @@ JobSpec job_from_json(const nlohmann::json& json, const std::string& source) {
   }
   integer("pp_first_stage_less_layers", job.pp_first_stage_less_layers);
   integer("pp_last_stage_less_layers", job.pp_last_stage_less_layers);
+  if (const auto it = json.find("pp_chunk_blocks"); it != json.end()) {
+    const std::string at = field_where(source, "pp_chunk_blocks");
+    if (!it->is_array() || it->empty() || static_cast<std::int64_t>(it->size()) > kMaxModelLayers) {
+      throw_bad_input(at, fmt::format("expected an array of at most {} block counts, got {}",
+                                      kMaxModelLayers, it->dump()));
+    }
+    for (const nlohmann::json& count : *it) {
+      if (!count.is_number_integer()) {
+        throw_bad_input(at, fmt::format("expected integers, got {}", count.dump()));
+      }
+      job.pp_chunk_blocks.push_back(count.get<std::int64_t>());
+    }
+  }
   integer("local_batch", job.local_batch);
   integer("seq_len", job.seq_len);
   if (auto value = text("pp_schedule")) {

@@ -83,6 +83,11 @@ std::int64_t tail_overlap_bytes(const PipelineSpec& spec, const PipelineAction& 
 
 std::vector<std::int64_t> pipeline_chunk_blocks(const JobSpec& job, std::int64_t layers) {
   const std::int64_t chunks = job.pp * job.virtual_stages;
+  if (!job.pp_chunk_blocks.empty()) {
+    FSDPTUNE_CHECK(static_cast<std::int64_t>(job.pp_chunk_blocks.size()) == chunks,
+                   "pipeline_chunk_blocks: a block count per chunk");
+    return job.pp_chunk_blocks;
+  }
   if (chunks == 1) return {layers};
   // torchtitan's generate_llm_fqn_per_model_part: the embedding counts as `first` layers
   // and norm+output as `last`; the effective layers split evenly, the first chunks one
@@ -111,6 +116,7 @@ std::vector<JobSpec> pipeline_split_jobs(const ModelSpec& model, const JobSpec& 
   for (std::int64_t first = 0; first <= max_weight; ++first) {
     for (std::int64_t last = 0; last <= max_weight; ++last) {
       JobSpec other = job;
+      other.pp_chunk_blocks.clear();
       other.pp_first_stage_less_layers = first;
       other.pp_last_stage_less_layers = last;
       try {

@@ -1008,6 +1008,7 @@ void check_schedule_matches(const ScheduleFile& schedule, const ModelSpec& model
       json fields = job_to_json(of);
       fields["pp_first_stage_less_layers"] = of.pp_first_stage_less_layers;
       fields["pp_last_stage_less_layers"] = of.pp_last_stage_less_layers;
+      fields["pp_chunk_blocks"] = of.pp_chunk_blocks;
       return fields;
     };
     const json theirs_job = all_fields(schedule.job);
@@ -1020,20 +1021,30 @@ void check_schedule_matches(const ScheduleFile& schedule, const ModelSpec& model
     }
     const bool split =
         theirs_job.at("pp_first_stage_less_layers") != ours_job.at("pp_first_stage_less_layers") ||
-        theirs_job.at("pp_last_stage_less_layers") != ours_job.at("pp_last_stage_less_layers");
+        theirs_job.at("pp_last_stage_less_layers") != ours_job.at("pp_last_stage_less_layers") ||
+        theirs_job.at("pp_chunk_blocks") != ours_job.at("pp_chunk_blocks");
+    std::string split_flags;
+    if (!schedule.job.pp_chunk_blocks.empty()) {
+      for (const std::int64_t count : schedule.job.pp_chunk_blocks) {
+        if (!split_flags.empty()) split_flags += ',';
+        split_flags += std::to_string(count);
+      }
+      split_flags = "--pp-chunk-blocks " + split_flags;
+    } else {
+      split_flags = fmt::format(
+          "--pp-first-stage-less-layers {} --pp-last-stage-less-layers {} (schedules written "
+          "before 2026-12-02 split the blocks evenly: 0 and 0)",
+          schedule.job.pp_first_stage_less_layers, schedule.job.pp_last_stage_less_layers);
+    }
     throw_bad_input(
         fmt::format("{}: job", source),
         fmt::format("the schedule was made for another job than the flags describe: {}",
                     differences),
-        split
-            ? fmt::format(
-                  "pass --pp-first-stage-less-layers {} --pp-last-stage-less-layers {} "
-                  "for the schedule's split of the stages (schedules written before "
-                  "2026-12-02 split the blocks evenly: 0 and 0), or leave out --model and the job "
-                  "flags: the schedule's job is then taken",
-                  schedule.job.pp_first_stage_less_layers, schedule.job.pp_last_stage_less_layers)
-            : "pass the job flags that describe the schedule's job (`fsdptune report` "
-              "prints it), or tune again for this job");
+        split ? fmt::format("pass {} for the schedule's split of the stages, or leave out "
+                            "--model and the job flags: the schedule's job is then taken",
+                            split_flags)
+              : "pass the job flags that describe the schedule's job (`fsdptune report` "
+                "prints it), or tune again for this job");
   }
 }
 
@@ -1258,8 +1269,10 @@ json torchtitan_pipeline_to_json(const Workload& workload, const SchedulePipelin
               {"pipeline_parallel_microbatch_size", job.local_batch},
               {"pipeline_parallel_split_points", std::move(split_points)},
               {"stages_per_rank", job.virtual_stages}};
-  // The split torchtitan is to make of the blocks: only where there are stages to split.
-  if (job.pp > 1) {
+  // The split torchtitan is to make of the blocks: only where there are stages to split,
+  // and by the weights only where the job splits by them (else the stages' modules are
+  // the split: module_fqns_per_model_part).
+  if (job.pp > 1 && job.pp_chunk_blocks.empty()) {
     config["pipeline_parallel_first_stage_less_layers"] = job.pp_first_stage_less_layers;
     config["pipeline_parallel_last_stage_less_layers"] = job.pp_last_stage_less_layers;
   }

@@ -142,6 +142,15 @@ constexpr std::pair<const char*, PipelineSchedule> kSchedules[] = {
     {"Interleaved1F1B", PipelineSchedule::kInterleaved1F1B},
     {"GPipe", PipelineSchedule::kGPipe}};
 
+// The torchtitan name of `value` in `table` (kTorchDtypes, kSchedules).
+template <typename Value, std::size_t N>
+std::string name_in(const std::pair<const char*, Value> (&table)[N], const Value& value) {
+  for (const auto& [name, entry] : table) {
+    if (entry == value) return name;
+  }
+  return "";
+}
+
 // Reads the settings out of a parsed config: each key looked up in its table (and, for
 // keys older torchtitan kept elsewhere, in the older table too).
 class ConfigReader {
@@ -363,6 +372,20 @@ PipelineSchedule schedule_of(const TorchtitanConfig& c) {
                "use 1F1B, Interleaved1F1B or GPipe, or pass --pp-schedule");
 }
 
+// torchtitan's schedules: one stage per rank (1F1B, GPipe), or at least 2 (interleaved).
+void check_stages_per_rank(const JobSpec& job, std::int64_t per_rank, const std::string& at) {
+  const bool single = job.pp_schedule != PipelineSchedule::kInterleaved1F1B;
+  const std::string schedule = name_in(kSchedules, job.pp_schedule);
+  if (single && per_rank != 1) {
+    throw_bad_input(
+        at, fmt::format("{} stages per rank, but {} runs one stage per rank", per_rank, schedule));
+  }
+  if (!single && per_rank < 2) {
+    throw_bad_input(at,
+                    fmt::format("{} stage per rank, but {} needs at least 2", per_rank, schedule));
+  }
+}
+
 // Stages per pipeline rank, as torchtitan's pipeline_llm counts them.
 // `job` has the pipeline degree, schedule and the weights of the embedding and output.
 std::int64_t stages_per_rank(const TorchtitanConfig& c, const ModelSpec& model,
@@ -382,14 +405,7 @@ std::int64_t stages_per_rank(const TorchtitanConfig& c, const ModelSpec& model,
                                     job.pp_last_stage_less_layers, per_stage, stages, pp));
   }
   const std::int64_t per_rank = stages / pp;
-  if (single && per_rank != 1) {
-    throw_bad_input(at, fmt::format("{} stages per rank, but {} runs one stage per rank", per_rank,
-                                    c.pp_schedule));
-  }
-  if (!single && per_rank < 2) {
-    throw_bad_input(
-        at, fmt::format("{} stage per rank, but {} needs at least 2", per_rank, c.pp_schedule));
-  }
+  check_stages_per_rank(job, per_rank, at);
   return per_rank;
 }
 
@@ -491,13 +507,38 @@ TorchtitanConfig torchtitan_config_from_toml(const std::string& text, const std:
     }
   }
   // Stages named module by module: torchtitan's module_fqns_per_model_part, or the split
-  // points of older torchtitan.
-  std::string split_where;
-  if (r.lookup({{"parallelism", "module_fqns_per_model_part"}}, split_where) != nullptr ||
-      r.lookup({{"parallelism", "pipeline_parallel_split_points"},
-                {"experimental", "pipeline_parallel_split_points"}},
-               split_where) != nullptr) {
-    c.pp_explicit_split_where = split_where;
+  // points of older torchtitan (turned into blocks per stage by torchtitan_job, which
+  // knows the model).
+  std::string fqns_where, points_where;
+  const toml::value* fqns = r.lookup({{"parallelism", "module_fqns_per_model_part"}}, fqns_where);
+  const toml::value* points = r.lookup({{"parallelism", "pipeline_parallel_split_points"},
+                                        {"experimental", "pipeline_parallel_split_points"}},
+                                       points_where);
+  const auto strings = [](const toml::value& value, const std::string& where) {
+    if (!value.is_array()) throw_bad_input(where, "expected an array of module names");
+    std::vector<std::string> names;
+    for (const toml::value& item : value.as_array()) {
+      if (!item.is_string()) throw_bad_input(where, "expected module names (strings)");
+      names.push_back(item.as_string().str);
+    }
+    return names;
+  };
+  if (fqns != nullptr && points != nullptr) {
+    throw_bad_input(points_where, fmt::format("also set: {}", fqns_where),
+                    "name the stages one way");
+  }
+  if (fqns != nullptr) {
+    if (!fqns->is_array() || fqns->as_array().empty()) {
+      throw_bad_input(fqns_where, "expected a list of stages, each a list of module names");
+    }
+    for (const toml::value& stage : fqns->as_array()) {
+      c.pp_module_fqns.push_back(strings(stage, fqns_where));
+    }
+    c.pp_explicit_split_where = fqns_where;
+  }
+  if (points != nullptr) {
+    c.pp_split_points = strings(*points, points_where);
+    c.pp_explicit_split_where = points_where;
   }
   r.integer(
       {{"parallelism", "context_parallel_degree"}, {"experimental", "context_parallel_degree"}},
@@ -548,6 +589,97 @@ std::string torchtitan_builtin_model(const TorchtitanConfig& config) {
                   "pass --model with a built-in model, a model JSON or the model's Hugging Face "
                   "config.json");
 }
+
+namespace {
+
+// The blocks of each stage the config names (module_fqns_per_model_part or split points):
+// its modules must be the model's, tok_embeddings, layers.0 .. layers.{L-1}, norm, output,
+// each once and in order, with norm and output in one stage (fsdptune's norm+output unit).
+std::vector<std::int64_t> named_chunk_blocks(const TorchtitanConfig& c, const ModelSpec& model) {
+  const std::string& at = c.pp_explicit_split_where;
+  const auto layer = [](const std::string& name) -> std::int64_t {
+    if (!name.starts_with("layers.") || name.size() == 7 || name.size() > 13) return -1;
+    const std::string digits = name.substr(7);
+    if (!std::all_of(digits.begin(), digits.end(),
+                     [](unsigned char ch) { return std::isdigit(ch) != 0; })) {
+      return -1;
+    }
+    return std::stoll(digits);
+  };
+  std::vector<std::int64_t> blocks;
+  if (!c.pp_split_points.empty() || c.pp_module_fqns.empty()) {
+    // A stage starts at each split point: layers.i, increasing; norm for an output stage.
+    std::int64_t start = 0;
+    for (const std::string& point : c.pp_split_points) {
+      const std::int64_t index = point == "norm" ? model.n_layers : layer(point);
+      if (index < start || index > model.n_layers || (index == start && start > 0) ||
+          (point != "norm" && index >= model.n_layers)) {
+        throw_bad_input(at, fmt::format("'{}' is no split point after the last of {} (layers.1 "
+                                        ".. layers.{}, or norm, in increasing order)",
+                                        point, model.name, model.n_layers - 1));
+      }
+      blocks.push_back(index - start);
+      start = index;
+    }
+    blocks.push_back(model.n_layers - start);
+    return blocks;
+  }
+  std::vector<std::string> expected = {"tok_embeddings"};
+  for (std::int64_t i = 0; i < model.n_layers; ++i) expected.push_back(fmt::format("layers.{}", i));
+  expected.push_back("norm");
+  expected.push_back("output");
+  std::size_t next = 0;
+  for (std::size_t s = 0; s < c.pp_module_fqns.size(); ++s) {
+    const std::vector<std::string>& stage = c.pp_module_fqns[s];
+    if (stage.empty()) throw_bad_input(at, fmt::format("stage {} names no module", s));
+    std::int64_t count = 0;
+    for (const std::string& name : stage) {
+      if (next >= expected.size() || name != expected[next]) {
+        throw_bad_input(at,
+                        fmt::format("stage {}: '{}' where {} comes (the stages must name {}'s "
+                                    "modules once each, in order: tok_embeddings, layers.0 .. "
+                                    "layers.{}, norm, output)",
+                                    s, name,
+                                    next < expected.size() ? "'" + expected[next] + "'"
+                                                           : std::string("no more modules"),
+                                    model.name, model.n_layers - 1),
+                        "fsdptune models these dense Llama modules only");
+      }
+      if (layer(name) >= 0) ++count;
+      ++next;
+    }
+    if (stage.back() == "norm") {
+      not_modelled(at, fmt::format("norm and output in different stages (stage {})", s),
+                   "fsdptune's last unit is norm and output together: keep them in one stage");
+    }
+    blocks.push_back(count);
+  }
+  if (next != expected.size()) {
+    throw_bad_input(at,
+                    fmt::format("the stages leave out '{}' and what follows it", expected[next]));
+  }
+  return blocks;
+}
+
+// Stages per rank when the config names the stages: their number over the degree, within
+// what the schedule runs (as stages_per_rank).
+std::int64_t named_stages_per_rank(const TorchtitanConfig& c, const JobSpec& job) {
+  const std::string& at = c.pp_explicit_split_where;
+  if (c.pp_layers_per_stage) {
+    throw_bad_input(c.pp_layers_per_stage_where, fmt::format("also set: {}", at),
+                    "name the stages or give layers per stage, not both");
+  }
+  const auto stages = static_cast<std::int64_t>(job.pp_chunk_blocks.size());
+  if (stages % job.pp != 0) {
+    throw_bad_input(at,
+                    fmt::format("{} stages do not divide over pipeline degree {}", stages, job.pp));
+  }
+  const std::int64_t per_rank = stages / job.pp;
+  check_stages_per_rank(job, per_rank, at);
+  return per_rank;
+}
+
+}  // namespace
 
 JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const JobOverrides& o) {
   if (c.cp != 1) {
@@ -641,15 +773,18 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
   job.pp_first_stage_less_layers =
       o.pp_first_stage_less_layers.value_or(c.pp_first_stage_less_layers);
   job.pp_last_stage_less_layers = o.pp_last_stage_less_layers.value_or(c.pp_last_stage_less_layers);
-  if (job.pp > 1 && !c.pp_explicit_split_where.empty()) {
-    not_modelled(c.pp_explicit_split_where, "a split of the stages named module by module",
-                 "fsdptune splits the blocks as torchtitan's generate_llm_fqn_per_model_part "
-                 "does: drop it and set pipeline_parallel_first_stage_less_layers and "
-                 "pipeline_parallel_last_stage_less_layers (and layers_per_stage) instead");
-  }
+  // The stages named module by module, unless the split flags replace them.
+  const bool named = job.pp > 1 && !c.pp_explicit_split_where.empty() && !o.pp_chunk_blocks &&
+                     !o.pp_first_stage_less_layers && !o.pp_last_stage_less_layers;
+  if (o.pp_chunk_blocks) job.pp_chunk_blocks = *o.pp_chunk_blocks;
+  if (named) job.pp_chunk_blocks = named_chunk_blocks(c, model);
   if (job.pp > 1) {
     job.pp_schedule = o.pp_schedule ? *o.pp_schedule : schedule_of(c);
-    job.virtual_stages = o.virtual_stages.value_or(stages_per_rank(c, model, job));
+    if (named && !o.virtual_stages) {
+      job.virtual_stages = named_stages_per_rank(c, job);
+    } else {
+      job.virtual_stages = o.virtual_stages.value_or(stages_per_rank(c, model, job));
+    }
   } else {
     job.pp_schedule = o.pp_schedule.value_or(job.pp_schedule);
     job.virtual_stages = o.virtual_stages.value_or(1);
@@ -676,6 +811,7 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
          field(o.pp_first_stage_less_layers.has_value(), c.pp_first_stage_less_layers_where)},
         {"--pp-last-stage-less-layers",
          field(o.pp_last_stage_less_layers.has_value(), c.pp_last_stage_less_layers_where)},
+        {"--pp-chunk-blocks", field(o.pp_chunk_blocks.has_value(), c.pp_explicit_split_where)},
         {"--seq", field(o.seq_len.has_value(), c.seq_len_where)},
         {"--param-dtype", field(o.param_dtype.has_value(), c.mixed_precision_param_where)},
         {"--reduce-dtype", field(o.reduce_dtype.has_value(), c.mixed_precision_reduce_where)}};
@@ -730,19 +866,6 @@ std::vector<std::string> torchtitan_notes(const TorchtitanConfig& c) {
   return notes;
 }
 
-namespace {
-
-// The torchtitan name of `value` in `table` (kTorchDtypes, kSchedules).
-template <typename Value, std::size_t N>
-std::string name_in(const std::pair<const char*, Value> (&table)[N], const Value& value) {
-  for (const auto& [name, entry] : table) {
-    if (entry == value) return name;
-  }
-  return "";
-}
-
-}  // namespace
-
 std::string torchtitan_config_toml(const std::string& model_name, const ModelSpec& model,
                                    const JobSpec& job) {
   std::string text = fmt::format(
@@ -781,17 +904,36 @@ std::string torchtitan_config_toml(const std::string& model_name, const ModelSpe
     text +=
         fmt::format("pipeline_parallel_schedule = \"{}\"\npipeline_parallel_microbatch_size = {}\n",
                     name_in(kSchedules, job.pp_schedule), job.local_batch);
-    // The split of the blocks: torchtitan's default weights (1 and 1) need no key.
+    // The split of the blocks: given chunk by chunk, the stages' modules; else the
+    // weights, torchtitan's default (1 and 1) needing no key.
     const TorchtitanConfig defaults;
-    if (job.pp_first_stage_less_layers != defaults.pp_first_stage_less_layers ||
-        job.pp_last_stage_less_layers != defaults.pp_last_stage_less_layers) {
+    if (!job.pp_chunk_blocks.empty()) {
+      text += "module_fqns_per_model_part = [\n";
+      std::int64_t next = 0;
+      for (std::size_t c = 0; c < job.pp_chunk_blocks.size(); ++c) {
+        std::vector<std::string> modules;
+        if (c == 0) modules.push_back("\"tok_embeddings\"");
+        for (std::int64_t b = 0; b < job.pp_chunk_blocks[c]; ++b) {
+          modules.push_back(fmt::format("\"layers.{}\"", next++));
+        }
+        if (c + 1 == job.pp_chunk_blocks.size()) {
+          modules.push_back("\"norm\"");
+          modules.push_back("\"output\"");
+        }
+        text += fmt::format("  [{}],\n", fmt::join(modules, ", "));
+      }
+      text += "]\n";
+    } else if (job.pp_first_stage_less_layers != defaults.pp_first_stage_less_layers ||
+               job.pp_last_stage_less_layers != defaults.pp_last_stage_less_layers) {
       text += fmt::format(
           "pipeline_parallel_first_stage_less_layers = {}\n"
           "pipeline_parallel_last_stage_less_layers = {}\n",
           job.pp_first_stage_less_layers, job.pp_last_stage_less_layers);
     }
     const bool single = job.pp_schedule != PipelineSchedule::kInterleaved1F1B;
-    if (single && job.virtual_stages != 1) {
+    if (!job.pp_chunk_blocks.empty()) {
+      // The stages named: their number gives the stages per rank.
+    } else if (single && job.virtual_stages != 1) {
       text += fmt::format("# {} stages per rank: torchtitan runs {} with one\n", job.virtual_stages,
                           name_in(kSchedules, job.pp_schedule));
     } else if (!single && job.virtual_stages != 2) {

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -38,6 +39,10 @@ struct JobSpec {
   // blocks alone evenly, as Megatron does). pipeline_chunk_blocks in pipeline.hpp.
   std::int64_t pp_first_stage_less_layers = 1;
   std::int64_t pp_last_stage_less_layers = 1;
+  // The blocks of each of the pp x virtual_stages chunks given one by one (torchtitan's
+  // module_fqns_per_model_part); empty: the split of the two weights above, which are
+  // then 0 and 0 (normalize_job).
+  std::vector<std::int64_t> pp_chunk_blocks;
   PipelineSchedule pp_schedule = PipelineSchedule::k1F1B;
   std::int64_t local_batch = 1;  // sequences per data-parallel rank per step
   std::int64_t seq_len = 8192;

@@ -65,8 +65,11 @@ struct TorchtitanConfig {
   std::string pp_first_stage_less_layers_where;
   std::int64_t pp_last_stage_less_layers = 1;
   std::string pp_last_stage_less_layers_where;
-  // Where the config names the stages' modules itself (module_fqns_per_model_part, or the
-  // older pipeline_parallel_split_points); empty when it does not. Not modelled under PP.
+  // The stages' modules named by the config itself: module_fqns_per_model_part (a list per
+  // stage), or older torchtitan's pipeline_parallel_split_points (the first module of each
+  // stage after the first); where, empty when it names none.
+  std::vector<std::vector<std::string>> pp_module_fqns;
+  std::vector<std::string> pp_split_points;
   std::string pp_explicit_split_where;
   std::int64_t cp = 1;
   std::string cp_where;
@@ -104,6 +107,7 @@ std::string torchtitan_builtin_model(const TorchtitanConfig& config);
 struct JobOverrides {
   std::optional<std::int64_t> gpus, gpus_per_node, tp, dp_replicate, local_batch, seq_len, pp,
       microbatches, virtual_stages, pp_first_stage_less_layers, pp_last_stage_less_layers;
+  std::optional<std::vector<std::int64_t>> pp_chunk_blocks;
   std::optional<ActivationCheckpointing> ac;
   std::optional<DType> param_dtype, reduce_dtype;
   std::optional<bool> float8, async_tp;

@@ -1,6 +1,7 @@
 #include "job_options.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -76,6 +77,42 @@ void add_pipeline_options(CLI::App* command, JobOptions& options) {
                    "blocks norm+output count as in that split (0 and 0: the blocks alone "
                    "evenly, Megatron's)")
       ->capture_default_str();
+  command->add_option("--pp-chunk-blocks", options.pp_chunk_blocks,
+                      "the blocks of each chunk, in order, comma-separated (e.g. 15,16,16,15; "
+                      "torchtitan's module_fqns_per_model_part) instead of the weights' split");
+}
+
+std::string chunk_blocks_text(const std::vector<std::int64_t>& blocks) {
+  std::string text;
+  for (const std::int64_t count : blocks) {
+    if (!text.empty()) text += ',';
+    text += std::to_string(count);
+  }
+  return text;
+}
+
+std::vector<std::int64_t> parse_chunk_blocks(const std::string& text) {
+  std::vector<std::int64_t> blocks;
+  std::size_t from = 0;
+  while (from <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', from), text.size());
+    const std::string part = text.substr(from, comma - from);
+    const bool digits =
+        !part.empty() && part.size() <= 9 &&
+        std::all_of(part.begin(), part.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
+    if (!digits) {
+      throw_bad_input("--pp-chunk-blocks",
+                      fmt::format("'{}' is not a comma-separated list of block counts (e.g. "
+                                  "15,16,16,15)",
+                                  text));
+    }
+    blocks.push_back(std::stoll(part));
+    if (blocks.size() > static_cast<std::size_t>(kMaxModelLayers)) {
+      throw_bad_input("--pp-chunk-blocks", fmt::format("more than {} chunks", kMaxModelLayers));
+    }
+    from = comma + 1;
+  }
+  return blocks;
 }
 
 bool job_flag_given(const JobOptions& options, const char* flag) {
@@ -119,7 +156,9 @@ std::string job_flags_of(const std::string& model, const JobSpec& job) {
     flags += fmt::format(" --pp {} --microbatches {} --pp-schedule {} --virtual-stages {}", job.pp,
                          job.microbatches, to_string(job.pp_schedule), job.virtual_stages);
   }
-  if (job.pp * job.virtual_stages > 1) {
+  if (!job.pp_chunk_blocks.empty()) {
+    flags += " --pp-chunk-blocks " + chunk_blocks_text(job.pp_chunk_blocks);
+  } else if (job.pp * job.virtual_stages > 1) {
     flags += fmt::format(" --pp-first-stage-less-layers {} --pp-last-stage-less-layers {}",
                          job.pp_first_stage_less_layers, job.pp_last_stage_less_layers);
   }
@@ -147,6 +186,7 @@ JobSpec torchtitan_job_spec(const JobOptions& options, const ModelSpec& model) {
   take("--virtual-stages", o.virtual_stages, options.virtual_stages);
   take("--pp-first-stage-less-layers", o.pp_first_stage_less_layers, options.pp_first_less);
   take("--pp-last-stage-less-layers", o.pp_last_stage_less_layers, options.pp_last_less);
+  if (given("--pp-chunk-blocks")) o.pp_chunk_blocks = parse_chunk_blocks(options.pp_chunk_blocks);
   if (given("--ac")) o.ac = ac_from_string(options.ac, "--ac");
   if (given("--param-dtype"))
     o.param_dtype = dtype_from_string(options.param_dtype, "--param-dtype");
@@ -192,6 +232,9 @@ JobSpec to_job_spec(const JobOptions& options, const ModelSpec& model) {
   job.virtual_stages = options.virtual_stages;
   job.pp_first_stage_less_layers = options.pp_first_less;
   job.pp_last_stage_less_layers = options.pp_last_less;
+  if (!options.pp_chunk_blocks.empty()) {
+    job.pp_chunk_blocks = parse_chunk_blocks(options.pp_chunk_blocks);
+  }
   return normalize_job(model, job);
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -46,6 +47,8 @@ struct JobOptions {
   std::int64_t pp_first_less =
       JobSpec{}.pp_first_stage_less_layers;                         // --pp-first-stage-less-layers
   std::int64_t pp_last_less = JobSpec{}.pp_last_stage_less_layers;  // --pp-last-stage-less-layers
+  // --pp-chunk-blocks 15,16,16,15: the blocks of each chunk; empty: the weights' split.
+  std::string pp_chunk_blocks;
   // The subcommand the flags are registered on (add_job_options): which flags were given.
   const CLI::App* command = nullptr;
   // --job-toml as read, once (job_toml_config).
@@ -74,6 +77,12 @@ std::string model_argument(const JobOptions& options);
 // `--model MODEL` and the job flags that give `job` (normalized), in a fixed order: the
 // pipeline flags only with PP or microbatches, --float8 and --async-tp when on.
 std::string job_flags_of(const std::string& model, const JobSpec& job);
+
+// --pp-chunk-blocks "7,8,8,7": the block counts, Error(kBadInput) naming the flag unless
+// comma-separated integers.
+std::vector<std::int64_t> parse_chunk_blocks(const std::string& text);
+// The other way: "15,16,16,15" ("" for none).
+std::string chunk_blocks_text(const std::vector<std::int64_t>& blocks);
 
 // The JobSpec of the flags, normalized against `model` (normalize_job): throws
 // Error(kBadInput) naming the flag at fault. With --job-toml, the config's job

@@ -141,7 +141,11 @@ std::vector<JobFlagValues> job_flag_values(const JobOptions& flags, const JobSpe
       {"--pp-first-stage-less-layers", std::to_string(flags.pp_first_less),
        std::to_string(job.pp_first_stage_less_layers)},
       {"--pp-last-stage-less-layers", std::to_string(flags.pp_last_less),
-       std::to_string(job.pp_last_stage_less_layers)}};
+       std::to_string(job.pp_last_stage_less_layers)},
+      {"--pp-chunk-blocks",
+       flags.pp_chunk_blocks.empty() ? ""
+                                     : chunk_blocks_text(parse_chunk_blocks(flags.pp_chunk_blocks)),
+       chunk_blocks_text(job.pp_chunk_blocks)}};
 }
 
 // Without --model the job is the schedule's: every job flag given must say the same

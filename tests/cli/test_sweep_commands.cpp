@@ -326,6 +326,41 @@ TEST_CASE("simulate --plan with a schedule of the even split names the split fla
   }
 }
 
+TEST_CASE("simulate and tune --pp-chunk-blocks: the blocks of each stage given, replayed",
+          "[cli][pipeline]") {
+  const std::string dir = make_temp_dir("chunk-blocks");
+  const std::string out = dir + "/pp.json";
+  // Llama 3.2 1B's 16 blocks on 8 stages, the first and last lightened to 1.
+  const std::string blocks = " --pp-chunk-blocks 1,2,2,2,3,2,3,1";
+  const auto text = run_fsdptune("simulate " + kPipelineJob + blocks);
+  INFO(text.err);
+  REQUIRE(text.exit_code == 0);
+  CHECK(text.out.find("tok_embeddings..layers.0 ") != std::string::npos);
+  CHECK(text.out.find("layers.15..norm+output") != std::string::npos);
+  const auto tuned = run_fsdptune("tune " + kPipelineJob + blocks +
+                                  " --time-budget 0 --max-evaluations 10 --json --out " + out);
+  INFO(tuned.err);
+  REQUIRE(tuned.exit_code == 0);
+  const auto file = fsdptune::read_json_file(out);
+  CHECK(file["job"]["pp_chunk_blocks"] == nlohmann::json::array({1, 2, 2, 2, 3, 2, 3, 1}));
+  CHECK(file["provenance"]["command"].get<std::string>().find(blocks) != std::string::npos);
+  const auto replay = run_fsdptune("simulate --json --plan " + out);
+  INFO(replay.err);
+  REQUIRE(replay.exit_code == 0);
+  CHECK(nlohmann::json::parse(replay.out)["step_time_s"] == file["predicted"]["step_time_s"]);
+  // The same flags without the blocks describe another job.
+  const auto other = run_fsdptune("simulate " + kPipelineJob + " --plan " + out);
+  CHECK(other.exit_code == 2);
+  CHECK(other.err.find("pp_chunk_blocks [1,2,2,2,3,2,3,1] (the flags: [])") != std::string::npos);
+  for (const char* bad : {" --pp-chunk-blocks 1,2,x", " --pp-chunk-blocks 8,8",
+                          " --pp-chunk-blocks 1,2,2,2,3,2,3,2"}) {
+    const auto refused = run_fsdptune("simulate " + kPipelineJob + std::string(bad));
+    CHECK(refused.exit_code == 2);
+    CHECK(refused.err.find("--pp-chunk-blocks") != std::string::npos);
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("tune --pp writes a version 2 schedule that simulate replays", "[cli][pipeline]") {
   const std::string dir = make_temp_dir("tune-pp");
   const std::string out = dir + "/pp.json";

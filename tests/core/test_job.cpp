@@ -2,6 +2,8 @@
 #include <catch2/catch.hpp>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "fsdptune/error.hpp"
 #include "fsdptune/io.hpp"
@@ -227,4 +229,49 @@ TEST_CASE("normalize_job refuses the splits torchtitan refuses, naming the flag 
   job.virtual_stages = 8;
   job.pp_schedule = PipelineSchedule::kInterleaved1F1B;
   CHECK(rejected(job) == "--virtual-stages");
+}
+
+TEST_CASE("blocks given chunk by chunk: checked, round-trip, and the weights then mean nothing",
+          "[job][pipeline]") {
+  const ModelSpec model = builtin_model("tiny");  // 4 blocks
+  JobSpec job;
+  job.gpus = 8;
+  job.seq_len = 64;
+  job.pp = 2;
+  job.pp_chunk_blocks = {3, 1};
+  const JobSpec normalized = normalize_job(model, job);
+  CHECK(normalized.pp_chunk_blocks == std::vector<std::int64_t>{3, 1});
+  CHECK(normalized.pp_first_stage_less_layers == 0);
+  CHECK(normalized.pp_last_stage_less_layers == 0);
+  const nlohmann::json json = job_to_json(normalized);
+  CHECK(json.at("pp_chunk_blocks") == nlohmann::json::array({3, 1}));
+  CHECK_FALSE(json.contains("pp_first_stage_less_layers"));
+  CHECK(job_from_json(parse_json_text(dump_json(json), "job"), "job") == normalized);
+  const auto rejected = [&](std::vector<std::int64_t> blocks, std::int64_t pp) -> std::string {
+    JobSpec bad = job;
+    bad.pp = pp;
+    bad.pp_chunk_blocks = std::move(blocks);
+    try {
+      normalize_job(model, bad, "s.json: job");
+    } catch (const Error& e) {
+      return e.where() + ": " + e.message();
+    }
+    return "";
+  };
+  CHECK_THAT(rejected({2, 2, 0}, 2), Catch::Contains("field 'pp_chunk_blocks': 3 chunks given, "
+                                                     "but pp 2 x virtual_stages 1 makes 2"));
+  CHECK_THAT(rejected({3, 2}, 2), Catch::Contains("5 blocks in all, but tiny has 4"));
+  CHECK_THAT(rejected({2, 0, 2, 0}, 4), Catch::Contains("chunk 1 holds 0 blocks"));
+  CHECK(rejected({4, 0, 0, 0}, 4) != "");
+  CHECK(rejected({0, 2, 2, 0}, 4) == "");  // the embedding and the output alone
+  // One chunk: every block, so the weights' split; nothing is kept.
+  JobSpec flat;
+  flat.pp_chunk_blocks = {4};
+  CHECK(normalize_job(model, flat) == normalize_job(model, JobSpec{}));
+  CHECK_THROWS_AS(
+      job_from_json(nlohmann::json::parse(R"({"pp": 2, "pp_chunk_blocks": [1.5]})"), "job.json"),
+      Error);
+  CHECK_THROWS_AS(
+      job_from_json(nlohmann::json::parse(R"({"pp": 2, "pp_chunk_blocks": 3})"), "job.json"),
+      Error);
 }

@@ -6,9 +6,13 @@
 #include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "fsdptune/error.hpp"
 #include "fsdptune/model.hpp"
+#include "fsdptune/pipeline.hpp"
 #include "fsdptune/torchtitan.hpp"
 
 using namespace fsdptune;
@@ -145,6 +149,61 @@ TEST_CASE("torchtitan 70B pipeline: world size of the degrees, microbatches, sta
   }
 }
 
+TEST_CASE("torchtitan: stages named module by module become the job's blocks per chunk",
+          "[torchtitan][pipeline]") {
+  std::string layers0, layers1;
+  for (int i = 0; i < 16; ++i) layers0 += fmt::format(", 'layers.{}'", i);
+  for (int i = 16; i < 32; ++i) layers1 += fmt::format("'layers.{}', ", i);
+  const std::string fqns =
+      "[parallelism]\npipeline_parallel_degree = 2\n"
+      "module_fqns_per_model_part = [['tok_embeddings'" +
+      layers0 + "], [" + layers1 + "'norm', 'output']]\n";
+  const JobSpec named = job_8b(kOpAc + fqns);
+  CHECK(named.pp_chunk_blocks == std::vector<std::int64_t>{16, 16});
+  CHECK(named.virtual_stages == 1);
+  CHECK(named.pp_first_stage_less_layers == 0);  // the weights mean nothing then
+  // Older torchtitan's split points, an output stage of its own after norm.
+  const JobSpec points = job_8b(kOpAc +
+                                "[experimental]\npipeline_parallel_degree = 4\n"
+                                "pipeline_parallel_split_points = ['layers.10', 'layers.20', "
+                                "'norm']\n");
+  CHECK(points.pp_chunk_blocks == std::vector<std::int64_t>{10, 10, 12, 0});
+  // Four stages on two ranks: interleaved, two per rank; GPipe runs one.
+  const std::string four =
+      "pipeline_parallel_degree = 2\npipeline_parallel_split_points = ['layers.8', "
+      "'layers.16', 'layers.24']\n";
+  const JobSpec interleaved =
+      job_8b(kOpAc + "[parallelism]\npipeline_parallel_schedule = 'Interleaved1F1B'\n" + four);
+  CHECK(interleaved.virtual_stages == 2);
+  CHECK(interleaved.pp_chunk_blocks == std::vector<std::int64_t>{8, 8, 8, 8});
+  CHECK_THAT(error_of([&] {
+               job_8b(kOpAc + "[parallelism]\npipeline_parallel_schedule = 'GPipe'\n" + four);
+             }).message(),
+             Catch::Contains("2 stages per rank, but GPipe runs one"));
+  CHECK(error_of([&] {
+          job_8b(kOpAc + "[parallelism]\npipeline_parallel_layers_per_stage = 8\n" + four);
+        }).where() == "train.toml: [parallelism] pipeline_parallel_layers_per_stage");
+  // Flags for the split replace the named stages.
+  JobOverrides overrides;
+  overrides.pp_chunk_blocks = std::vector<std::int64_t>{12, 20};
+  CHECK(job_8b(kOpAc + fqns, overrides).pp_chunk_blocks == std::vector<std::int64_t>{12, 20});
+  JobOverrides weights;
+  weights.pp_first_stage_less_layers = 0;
+  weights.pp_last_stage_less_layers = 0;
+  CHECK(job_8b(kOpAc + fqns, weights).pp_chunk_blocks.empty());
+  // Stages per rank from the flags that the named stages do not make: normalize_job's
+  // error, naming the key; an output stage alone is fine.
+  JobOverrides doubled;
+  doubled.virtual_stages = 2;
+  CHECK(error_of([&] { job_8b(kOpAc + fqns, doubled); }).where() ==
+        "train.toml: [parallelism] module_fqns_per_model_part");
+  CHECK(job_8b(kOpAc + "[parallelism]\npipeline_parallel_degree = 2\n"
+                       "pipeline_parallel_split_points = ['norm']\n")
+            .pp_chunk_blocks == std::vector<std::int64_t>{32, 0});
+  // Without PP they are torchtitan's business only: ignored.
+  CHECK(job_8b(kOpAc + "[parallelism]\npipeline_parallel_split_points = ['layers.16']\n").pp == 1);
+}
+
 TEST_CASE("torchtitan defaults fill what a config leaves out", "[torchtitan]") {
   // torchtitan's defaults: local batch 8, seq 2048, bf16/fp32, SAC every 2nd block, which
   // fsdptune does not model: the default AC is rejected by its field unless overridden.
@@ -221,17 +280,16 @@ TEST_CASE("torchtitan settings fsdptune does not model are rejected by their fie
       "5\n",
       "[parallelism] pipeline_parallel_first_stage_less_layers",
       "the embedding counts as 5 layers, more than each of the 8 chunks gets");
-  // Stages named module by module (newer and older torchtitan): not modelled under PP,
-  // ignored without it (torchtitan reads them only to split the stages).
+  // Stages named module by module: anything but the model's modules once each in order,
+  // or norm and output apart, is refused by the key.
   rejected(
       "[parallelism]\npipeline_parallel_degree = 2\nmodule_fqns_per_model_part = "
       "[['tok_embeddings', 'layers.0'], ['layers.1', 'norm', 'output']]\n",
-      "[parallelism] module_fqns_per_model_part", "named module by module is not modelled");
+      "[parallelism] module_fqns_per_model_part", "stage 1: 'norm' where 'layers.2' comes");
   rejected(
-      "[experimental]\npipeline_parallel_degree = 2\npipeline_parallel_split_points = "
-      "['layers.16']\n",
-      "[experimental] pipeline_parallel_split_points", "named module by module");
-  CHECK(job_8b(kOpAc + "[parallelism]\npipeline_parallel_split_points = ['layers.16']\n").pp == 1);
+      "[parallelism]\npipeline_parallel_degree = 2\npipeline_parallel_split_points = "
+      "['layers.16', 'layers.8']\n",
+      "[parallelism] pipeline_parallel_split_points", "'layers.8' is no split point");
   const JobSpec even = job_8b(kOpAc +
                               "[parallelism]\npipeline_parallel_degree = 8\n"
                               "pipeline_parallel_first_stage_less_layers = 0\n"
@@ -458,7 +516,7 @@ TEST_CASE("torchtitan: every pipelined job written as a config reads back as its
   // takes, on two models: the config reads back as the same job, except where no
   // pipeline_parallel_layers_per_stage makes the stages (the comment says so, and
   // torchtitan runs its default stages per rank).
-  int written = 0, commented = 0;
+  int written = 0, commented = 0, explicit_written = 0;
   for (const std::string model_name : {"llama3-8b", "llama3-70b"}) {
     const ModelSpec model = builtin_model(model_name);
     for (const std::int64_t pp : {2, 4, 8}) {
@@ -502,6 +560,20 @@ TEST_CASE("torchtitan: every pipelined job written as a config reads back as its
               ++written;
               CHECK(back == job);
             }
+            // The same chunks given block by block, and with a block moved from the
+            // second chunk to the first: written as the stages' modules, always exact.
+            JobSpec named = job;
+            named.pp_chunk_blocks = pipeline_chunk_blocks(job, model.n_layers);
+            if (named.pp_chunk_blocks[1] > 1) {
+              ++named.pp_chunk_blocks[0];
+              --named.pp_chunk_blocks[1];
+            }
+            named = normalize_job(model, named);
+            const std::string named_text = torchtitan_config_toml(model_name, model, named);
+            INFO(named_text);
+            CHECK(torchtitan_job(torchtitan_config_from_toml(named_text, "written.toml"), model,
+                                 overrides) == named);
+            ++explicit_written;
           }
         }
       }
@@ -509,6 +581,7 @@ TEST_CASE("torchtitan: every pipelined job written as a config reads back as its
   }
   CHECK(written > 100);
   CHECK(commented > 0);
+  CHECK(explicit_written == written + commented);
 }
 
 TEST_CASE("torchtitan: the global batch a config trains on N GPUs", "[torchtitan]") {
