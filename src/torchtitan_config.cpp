@@ -10,6 +10,7 @@
 #include <toml.hpp>
 
 #include "fsdptune/error.hpp"
+#include "fsdptune/pipeline.hpp"
 #include "fsdptune/units.hpp"
 
 namespace fsdptune {
@@ -904,54 +905,58 @@ std::string torchtitan_config_toml(const std::string& model_name, const ModelSpe
     text +=
         fmt::format("pipeline_parallel_schedule = \"{}\"\npipeline_parallel_microbatch_size = {}\n",
                     name_in(kSchedules, job.pp_schedule), job.local_batch);
-    // The split of the blocks: given chunk by chunk, the stages' modules; else the
-    // weights, torchtitan's default (1 and 1) needing no key.
+    // The split of the blocks: the weights (torchtitan's default, 1 and 1, needing no key)
+    // and, for stages per rank other than torchtitan's default (1 for 1F1B and GPipe, 2
+    // interleaved), the layers per stage that make them; else, or for blocks given chunk
+    // by chunk, the stages' modules named.
     const TorchtitanConfig defaults;
-    if (!job.pp_chunk_blocks.empty()) {
+    const bool single = job.pp_schedule != PipelineSchedule::kInterleaved1F1B;
+    const std::int64_t stages = job.pp * job.virtual_stages;
+    const std::int64_t weighted =
+        model.n_layers + job.pp_first_stage_less_layers + job.pp_last_stage_less_layers;
+    // ceil(weighted / per_stage) = pp x V stages: the least per_stage with at most that
+    // many, if it makes exactly that many.
+    const std::int64_t per_stage = ceil_div(weighted, stages);
+    const bool default_stages = job.virtual_stages == (single ? 1 : 2);
+    const bool by_layers = !default_stages && !single && ceil_div(weighted, per_stage) == stages;
+    const bool named = !job.pp_chunk_blocks.empty() || (!default_stages && !by_layers && !single);
+    if (single && !default_stages) {
+      text += fmt::format("# {} stages per rank: torchtitan runs {} with one\n", job.virtual_stages,
+                          name_in(kSchedules, job.pp_schedule));
+    } else if (job.pp_chunk_blocks.empty() && !default_stages && !by_layers) {
+      text += fmt::format(
+          "# {} stages per rank: no pipeline_parallel_layers_per_stage makes {} stages of {} "
+          "layers (+{} +{}): the stages of that split, named\n",
+          job.virtual_stages, stages, model.n_layers, job.pp_first_stage_less_layers,
+          job.pp_last_stage_less_layers);
+    }
+    if (named) {
+      const std::vector<std::int64_t> blocks = pipeline_chunk_blocks(job, model.n_layers);
       text += "module_fqns_per_model_part = [\n";
       std::int64_t next = 0;
-      for (std::size_t c = 0; c < job.pp_chunk_blocks.size(); ++c) {
+      for (std::size_t c = 0; c < blocks.size(); ++c) {
         std::vector<std::string> modules;
         if (c == 0) modules.push_back("\"tok_embeddings\"");
-        for (std::int64_t b = 0; b < job.pp_chunk_blocks[c]; ++b) {
+        for (std::int64_t b = 0; b < blocks[c]; ++b) {
           modules.push_back(fmt::format("\"layers.{}\"", next++));
         }
-        if (c + 1 == job.pp_chunk_blocks.size()) {
+        if (c + 1 == blocks.size()) {
           modules.push_back("\"norm\"");
           modules.push_back("\"output\"");
         }
         text += fmt::format("  [{}],\n", fmt::join(modules, ", "));
       }
       text += "]\n";
-    } else if (job.pp_first_stage_less_layers != defaults.pp_first_stage_less_layers ||
-               job.pp_last_stage_less_layers != defaults.pp_last_stage_less_layers) {
-      text += fmt::format(
-          "pipeline_parallel_first_stage_less_layers = {}\n"
-          "pipeline_parallel_last_stage_less_layers = {}\n",
-          job.pp_first_stage_less_layers, job.pp_last_stage_less_layers);
-    }
-    const bool single = job.pp_schedule != PipelineSchedule::kInterleaved1F1B;
-    if (!job.pp_chunk_blocks.empty()) {
-      // The stages named: their number gives the stages per rank.
-    } else if (single && job.virtual_stages != 1) {
-      text += fmt::format("# {} stages per rank: torchtitan runs {} with one\n", job.virtual_stages,
-                          name_in(kSchedules, job.pp_schedule));
-    } else if (!single && job.virtual_stages != 2) {
-      // ceil(weighted / per_stage) = pp x V stages: the least per_stage with at most that
-      // many, if it makes exactly that many; weighted counts the embedding and the output
-      // as the job's weights.
-      const std::int64_t stages = job.pp * job.virtual_stages;
-      const std::int64_t weighted =
-          model.n_layers + job.pp_first_stage_less_layers + job.pp_last_stage_less_layers;
-      const std::int64_t per_stage = ceil_div(weighted, stages);
-      if (ceil_div(weighted, per_stage) == stages) {
-        text += fmt::format("pipeline_parallel_layers_per_stage = {}\n", per_stage);
-      } else {
+    } else {
+      if (job.pp_first_stage_less_layers != defaults.pp_first_stage_less_layers ||
+          job.pp_last_stage_less_layers != defaults.pp_last_stage_less_layers) {
         text += fmt::format(
-            "# {} stages per rank: no pipeline_parallel_layers_per_stage gives {} stages of {} "
-            "layers (+{} +{}); set module_fqns_per_model_part\n",
-            job.virtual_stages, stages, model.n_layers, job.pp_first_stage_less_layers,
-            job.pp_last_stage_less_layers);
+            "pipeline_parallel_first_stage_less_layers = {}\n"
+            "pipeline_parallel_last_stage_less_layers = {}\n",
+            job.pp_first_stage_less_layers, job.pp_last_stage_less_layers);
+      }
+      if (by_layers) {
+        text += fmt::format("pipeline_parallel_layers_per_stage = {}\n", per_stage);
       }
     }
   }

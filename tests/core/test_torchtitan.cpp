@@ -487,17 +487,20 @@ TEST_CASE("torchtitan: a job written as a config reads back as the same job", "[
   }
   interleaved.pp_first_stage_less_layers = 1;
   interleaved.pp_last_stage_less_layers = 1;
-  // 32 stages of 80 blocks: no layers per stage makes them (41 at 2, 28 at 3): a comment
-  // says so, and the config reads back as torchtitan would run it (its default 2).
+  // 32 stages of 80 blocks: no layers per stage makes them (41 at 2, 28 at 3): the stages
+  // of that split are named instead (module_fqns_per_model_part), a comment says why, and
+  // the config reads back as the same chunks, given block by block.
   interleaved.gpus = 128;
   interleaved.pp = 8;
   interleaved.virtual_stages = 4;
   const ModelSpec seventy = builtin_model("llama3-70b");
   const JobSpec unreachable = normalize_job(seventy, interleaved);
   const std::string text = torchtitan_config_toml("llama3-70b", seventy, unreachable);
-  CHECK_THAT(text, Catch::Contains("# 4 stages per rank: no pipeline_parallel_layers_per_stage"));
-  CHECK(torchtitan_job(torchtitan_config_from_toml(text, "written.toml"), seventy).virtual_stages ==
-        2);
+  CHECK_THAT(text, Catch::Contains("# 4 stages per rank: no pipeline_parallel_layers_per_stage") &&
+                       Catch::Contains("module_fqns_per_model_part = [\n  [\"tok_embeddings\""));
+  const JobSpec named = torchtitan_job(torchtitan_config_from_toml(text, "written.toml"), seventy);
+  CHECK(named.virtual_stages == 4);
+  CHECK(named.pp_chunk_blocks == pipeline_chunk_blocks(unreachable, seventy.n_layers));
   // 405B in 16 stages x 2 per rank: 4 layers per stage of 126 + 2.
   JobSpec deep = pipelined;
   deep.pp_schedule = PipelineSchedule::kInterleaved1F1B;
@@ -514,8 +517,8 @@ TEST_CASE("torchtitan: every pipelined job written as a config reads back as its
           "[torchtitan][pipeline]") {
   // Every degree, schedule, stages per rank and split of the blocks that normalize_job
   // takes, on two models: the config reads back as the same job, except where no
-  // pipeline_parallel_layers_per_stage makes the stages (the comment says so, and
-  // torchtitan runs its default stages per rank).
+  // pipeline_parallel_layers_per_stage makes the stages: there the stages are named, and
+  // read back as the same chunks given block by block.
   int written = 0, commented = 0, explicit_written = 0;
   for (const std::string model_name : {"llama3-8b", "llama3-70b"}) {
     const ModelSpec model = builtin_model(model_name);
@@ -552,9 +555,10 @@ TEST_CASE("torchtitan: every pipelined job written as a config reads back as its
             const JobSpec back =
                 torchtitan_job(torchtitan_config_from_toml(text, "written.toml"), model, overrides);
             if (text.find("no pipeline_parallel_layers_per_stage") != std::string::npos) {
+              // The same chunks, named.
               ++commented;
               JobSpec expected = job;
-              expected.virtual_stages = 2;
+              expected.pp_chunk_blocks = pipeline_chunk_blocks(job, model.n_layers);
               CHECK(back == normalize_job(model, expected));
             } else {
               ++written;
