@@ -615,7 +615,7 @@ std::vector<std::int64_t> named_chunk_blocks(const TorchtitanConfig& c, const Mo
       const std::int64_t index = point == "norm" ? model.n_layers : layer(point);
       if (index < start || index > model.n_layers || (index == start && start > 0) ||
           (point != "norm" && index >= model.n_layers)) {
-        throw_bad_input(at, fmt::format("'{}' is no split point after the last of {} (layers.1 "
+        throw_bad_input(at, fmt::format("'{}' is no split point after the last of {} (layers.0 "
                                         ".. layers.{}, or norm, in increasing order)",
                                         point, model.name, model.n_layers - 1));
       }
