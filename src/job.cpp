@@ -303,6 +303,23 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& so
   return job;
 }
 
+std::string chunk_blocks_text(const std::vector<std::int64_t>& blocks) {
+  std::string text;
+  for (const std::int64_t count : blocks) {
+    if (!text.empty()) text += ',';
+    text += std::to_string(count);
+  }
+  return text;
+}
+
+std::string pp_split_flags(const JobSpec& job) {
+  if (!job.pp_chunk_blocks.empty()) {
+    return "--pp-chunk-blocks " + chunk_blocks_text(job.pp_chunk_blocks);
+  }
+  return fmt::format("--pp-first-stage-less-layers {} --pp-last-stage-less-layers {}",
+                     job.pp_first_stage_less_layers, job.pp_last_stage_less_layers);
+}
+
 nlohmann::json job_to_json(const JobSpec& job) {
   nlohmann::json json{{"gpus", job.gpus},
                       {"gpus_per_node", job.gpus_per_node},

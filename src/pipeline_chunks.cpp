@@ -161,6 +161,17 @@ std::string unit_range(const Workload& workload, const std::vector<int>& units) 
   return first + ".." + workload.units[static_cast<std::size_t>(units.back())].name;
 }
 
+std::string rank_units(const Workload& workload, const std::vector<std::vector<int>>& chunks,
+                       int rank) {
+  const auto pp = static_cast<std::size_t>(workload.job.pp);
+  std::string text;
+  for (auto c = static_cast<std::size_t>(rank); c < chunks.size(); c += pp) {
+    if (!text.empty()) text += ", ";
+    text += unit_range(workload, chunks[c]);
+  }
+  return text;
+}
+
 Workload chunk_workload(const Workload& workload, const std::vector<int>& units) {
   Workload chunk;
   chunk.model = workload.model;

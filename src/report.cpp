@@ -181,18 +181,14 @@ std::vector<std::vector<std::string>> stage_rows(const ScheduleFile& file) {
   // against this workload).
   const Workload workload =
       file.pipeline->chunks.empty() ? Workload{} : build_workload(file.model, file.job);
+  std::vector<std::vector<int>> chunks;
+  for (const ScheduleChunk& chunk : file.pipeline->chunks) chunks.push_back(chunk.units);
   std::vector<std::vector<std::string>> rows = {
       {"stage", "units", "busy", "end", "in flight", "peak allocated", "peak reserved", "fits"}};
   for (const ScheduleStage& stage : file.pipeline->stages) {
-    std::string units;
-    for (const ScheduleChunk& chunk : file.pipeline->chunks) {
-      if (chunk.rank != stage.rank) continue;
-      if (!units.empty()) units += ", ";
-      units += unit_range(workload, chunk.units);
-    }
-    rows.push_back({std::to_string(stage.rank), units, format_seconds(stage.busy_s),
-                    format_seconds(stage.end_s), std::to_string(stage.max_in_flight),
-                    format_bytes(stage.peak_allocated_bytes),
+    rows.push_back({std::to_string(stage.rank), rank_units(workload, chunks, stage.rank),
+                    format_seconds(stage.busy_s), format_seconds(stage.end_s),
+                    std::to_string(stage.max_in_flight), format_bytes(stage.peak_allocated_bytes),
                     format_bytes(stage.peak_reserved_bytes),
                     stage.peak_reserved_bytes <= file.memory_limit_bytes ? "yes" : "no"});
   }

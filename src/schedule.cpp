@@ -1023,19 +1023,11 @@ void check_schedule_matches(const ScheduleFile& schedule, const ModelSpec& model
         theirs_job.at("pp_first_stage_less_layers") != ours_job.at("pp_first_stage_less_layers") ||
         theirs_job.at("pp_last_stage_less_layers") != ours_job.at("pp_last_stage_less_layers") ||
         theirs_job.at("pp_chunk_blocks") != ours_job.at("pp_chunk_blocks");
-    std::string split_flags;
-    if (!schedule.job.pp_chunk_blocks.empty()) {
-      for (const std::int64_t count : schedule.job.pp_chunk_blocks) {
-        if (!split_flags.empty()) split_flags += ',';
-        split_flags += std::to_string(count);
-      }
-      split_flags = "--pp-chunk-blocks " + split_flags;
-    } else {
-      split_flags = fmt::format(
-          "--pp-first-stage-less-layers {} --pp-last-stage-less-layers {} (schedules written "
-          "before 2026-12-02 split the blocks evenly: 0 and 0)",
-          schedule.job.pp_first_stage_less_layers, schedule.job.pp_last_stage_less_layers);
-    }
+    const std::string split_flags =
+        pp_split_flags(schedule.job) +
+        (schedule.job.pp_chunk_blocks.empty()
+             ? " (schedules written before 2026-12-02 split the blocks evenly: 0 and 0)"
+             : "");
     throw_bad_input(
         fmt::format("{}: job", source),
         fmt::format("the schedule was made for another job than the flags describe: {}",

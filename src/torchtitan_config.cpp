@@ -143,6 +143,23 @@ constexpr std::pair<const char*, PipelineSchedule> kSchedules[] = {
     {"Interleaved1F1B", PipelineSchedule::kInterleaved1F1B},
     {"GPipe", PipelineSchedule::kGPipe}};
 
+// torchtitan's module names of the stages that hold `blocks` blocks each, in order:
+// tok_embeddings with the first, layers.i, norm and output with the last.
+std::vector<std::vector<std::string>> stage_modules(const std::vector<std::int64_t>& blocks) {
+  std::vector<std::vector<std::string>> stages(blocks.size());
+  std::int64_t next = 0;
+  for (std::size_t s = 0; s < blocks.size(); ++s) {
+    if (s == 0) stages[s].push_back("tok_embeddings");
+    for (std::int64_t b = 0; b < blocks[s]; ++b)
+      stages[s].push_back(fmt::format("layers.{}", next++));
+    if (s + 1 == blocks.size()) {
+      stages[s].push_back("norm");
+      stages[s].push_back("output");
+    }
+  }
+  return stages;
+}
+
 // The torchtitan name of `value` in `table` (kTorchDtypes, kSchedules).
 template <typename Value, std::size_t N>
 std::string name_in(const std::pair<const char*, Value> (&table)[N], const Value& value) {
@@ -608,7 +625,7 @@ std::vector<std::int64_t> named_chunk_blocks(const TorchtitanConfig& c, const Mo
     return std::stoll(digits);
   };
   std::vector<std::int64_t> blocks;
-  if (!c.pp_split_points.empty() || c.pp_module_fqns.empty()) {
+  if (c.pp_module_fqns.empty()) {
     // A stage starts at each split point: layers.i, increasing; norm for an output stage.
     std::int64_t start = 0;
     for (const std::string& point : c.pp_split_points) {
@@ -625,10 +642,7 @@ std::vector<std::int64_t> named_chunk_blocks(const TorchtitanConfig& c, const Mo
     blocks.push_back(model.n_layers - start);
     return blocks;
   }
-  std::vector<std::string> expected = {"tok_embeddings"};
-  for (std::int64_t i = 0; i < model.n_layers; ++i) expected.push_back(fmt::format("layers.{}", i));
-  expected.push_back("norm");
-  expected.push_back("output");
+  const std::vector<std::string> expected = stage_modules({model.n_layers}).front();
   std::size_t next = 0;
   for (std::size_t s = 0; s < c.pp_module_fqns.size(); ++s) {
     const std::vector<std::string>& stage = c.pp_module_fqns[s];
@@ -931,20 +945,10 @@ std::string torchtitan_config_toml(const std::string& model_name, const ModelSpe
           job.pp_last_stage_less_layers);
     }
     if (named) {
-      const std::vector<std::int64_t> blocks = pipeline_chunk_blocks(job, model.n_layers);
       text += "module_fqns_per_model_part = [\n";
-      std::int64_t next = 0;
-      for (std::size_t c = 0; c < blocks.size(); ++c) {
-        std::vector<std::string> modules;
-        if (c == 0) modules.push_back("\"tok_embeddings\"");
-        for (std::int64_t b = 0; b < blocks[c]; ++b) {
-          modules.push_back(fmt::format("\"layers.{}\"", next++));
-        }
-        if (c + 1 == blocks.size()) {
-          modules.push_back("\"norm\"");
-          modules.push_back("\"output\"");
-        }
-        text += fmt::format("  [{}],\n", fmt::join(modules, ", "));
+      for (const std::vector<std::string>& modules :
+           stage_modules(pipeline_chunk_blocks(job, model.n_layers))) {
+        text += fmt::format("  [\"{}\"],\n", fmt::join(modules, "\", \""));
       }
       text += "]\n";
     } else {

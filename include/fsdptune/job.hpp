@@ -76,6 +76,14 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& so
 // the field of a file's job that sets it ("--batch" -> "SOURCE: field 'local_batch'").
 std::string job_where(const std::string& flag, const std::string& source);
 
+// The blocks of each chunk as --pp-chunk-blocks spells them, "15,16,16,15" ("" for none).
+std::string chunk_blocks_text(const std::vector<std::int64_t>& blocks);
+
+// The flags that give `job`'s split of the blocks into its chunks: "--pp-chunk-blocks
+// 15,16,16,15" when given block by block, else "--pp-first-stage-less-layers F
+// --pp-last-stage-less-layers L".
+std::string pp_split_flags(const JobSpec& job);
+
 nlohmann::json job_to_json(const JobSpec& job);
 JobSpec job_from_json(const nlohmann::json& json, const std::string& source);
 

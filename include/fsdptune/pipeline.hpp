@@ -178,6 +178,11 @@ std::vector<std::vector<int>> pipeline_chunks(const Workload& workload);
 // unit's name ("norm+output"). REQUIRES: `units` non-empty indices of `workload`.
 std::string unit_range(const Workload& workload, const std::vector<int>& units);
 
+// The units of the chunks pipeline rank `rank` runs (c = rank, rank + pp, ...; `chunks` in
+// pipeline_chunks order), "tok_embeddings..layers.3, layers.16..layers.19".
+std::string rank_units(const Workload& workload, const std::vector<std::vector<int>>& chunks,
+                       int rank);
+
 // One chunk as a workload of its own: its units re-indexed from 0 (a tied output that
 // reads the embedding of another stage keeps no shared unit; torchtitan does not tie
 // under PP), the AdamW step over its shards.

@@ -8,6 +8,7 @@
 
 #include "fsdptune/error.hpp"
 #include "fsdptune/io.hpp"
+#include "fsdptune/pipeline.hpp"
 #include "fsdptune/plans.hpp"
 #include "fsdptune/units.hpp"
 
@@ -82,15 +83,6 @@ void add_pipeline_options(CLI::App* command, JobOptions& options) {
                       "torchtitan's module_fqns_per_model_part) instead of the weights' split");
 }
 
-std::string chunk_blocks_text(const std::vector<std::int64_t>& blocks) {
-  std::string text;
-  for (const std::int64_t count : blocks) {
-    if (!text.empty()) text += ',';
-    text += std::to_string(count);
-  }
-  return text;
-}
-
 std::vector<std::int64_t> parse_chunk_blocks(const std::string& text) {
   std::vector<std::int64_t> blocks;
   std::size_t from = 0;
@@ -113,6 +105,14 @@ std::vector<std::int64_t> parse_chunk_blocks(const std::string& text) {
     from = comma + 1;
   }
   return blocks;
+}
+
+void check_try_pp_splits(std::int64_t value) {
+  if (value < -1 || value > kMaxTriedSplitWeight) {
+    throw_bad_input("--try-pp-splits",
+                    fmt::format("must be between 0 and {}, got {}", kMaxTriedSplitWeight, value),
+                    "each weight pair multiplies the pipelined configurations");
+  }
 }
 
 bool job_flag_given(const JobOptions& options, const char* flag) {
@@ -156,12 +156,7 @@ std::string job_flags_of(const std::string& model, const JobSpec& job) {
     flags += fmt::format(" --pp {} --microbatches {} --pp-schedule {} --virtual-stages {}", job.pp,
                          job.microbatches, to_string(job.pp_schedule), job.virtual_stages);
   }
-  if (!job.pp_chunk_blocks.empty()) {
-    flags += " --pp-chunk-blocks " + chunk_blocks_text(job.pp_chunk_blocks);
-  } else if (job.pp * job.virtual_stages > 1) {
-    flags += fmt::format(" --pp-first-stage-less-layers {} --pp-last-stage-less-layers {}",
-                         job.pp_first_stage_less_layers, job.pp_last_stage_less_layers);
-  }
+  if (job.pp * job.virtual_stages > 1) flags += " " + pp_split_flags(job);
   return flags;
 }
 

@@ -62,9 +62,9 @@ bool job_flag_given(const JobOptions& options, const char* flag);
 enum class JobFlags { kModelOnly, kFull };
 
 void add_job_options(CLI::App* command, JobOptions& options, JobFlags flags = JobFlags::kFull);
-// --pp, --microbatches, --pp-schedule, --virtual-stages, --pp-first/last-stage-less-layers:
-// only for the subcommands that
-// simulate pipelines (docs/parallelism.md); elsewhere they keep their defaults (no PP).
+// --pp, --microbatches, --pp-schedule, --virtual-stages, --pp-first/last-stage-less-layers,
+// --pp-chunk-blocks: only for the subcommands that simulate pipelines
+// (docs/parallelism.md); elsewhere they keep their defaults (no PP).
 void add_pipeline_options(CLI::App* command, JobOptions& options);
 
 // The model named by --model (built-in, model file or HF config.json), else by the
@@ -80,9 +80,12 @@ std::string job_flags_of(const std::string& model, const JobSpec& job);
 
 // --pp-chunk-blocks "7,8,8,7": the block counts, Error(kBadInput) naming the flag unless
 // comma-separated integers.
+// The other way: chunk_blocks_text (job.hpp).
 std::vector<std::int64_t> parse_chunk_blocks(const std::string& text);
-// The other way: "15,16,16,15" ("" for none).
-std::string chunk_blocks_text(const std::vector<std::int64_t>& blocks);
+
+// --try-pp-splits N of sweep and tune: -1 (not given) or 0..kMaxTriedSplitWeight, else
+// Error(kBadInput) naming the flag.
+void check_try_pp_splits(std::int64_t value);
 
 // The JobSpec of the flags, normalized against `model` (normalize_job): throws
 // Error(kBadInput) naming the flag at fault. With --job-toml, the config's job

@@ -23,27 +23,15 @@ namespace {
 // Version of the `simulate --json` object of a pipelined job (docs/parallelism.md).
 constexpr int kSimulatePipelineJsonVersion = 1;
 
-// The units of rank r's chunks, "tok_embeddings..layers.3, layers.16..layers.19".
-std::string rank_units(const Workload& workload, const std::vector<std::vector<int>>& chunks,
-                       int rank, int pp) {
-  std::string text;
-  for (int c = rank; c < static_cast<int>(chunks.size()); c += pp) {
-    if (!text.empty()) text += ", ";
-    text += unit_range(workload, chunks[c]);
-  }
-  return text;
-}
-
 void print_stage_table(const Workload& workload, const std::vector<std::vector<int>>& chunks,
                        const std::vector<StageResult>& stages, std::int64_t limit_bytes) {
-  const int pp = static_cast<int>(workload.job.pp);
   // Interleaved ranks list two ranges: "layers.8..layers.15, layers.72..layers.79".
   const int width = workload.job.virtual_stages > 1 ? 50 : 34;
   fmt::print("{:>5} {:<{}} {:>11} {:>11} {:>9} {:>12} {:>12}  {}\n", "stage", "units", width,
              "busy", "end", "in flight", "peak alloc", "peak reserv", "fits");
   for (const StageResult& stage : stages) {
     fmt::print("{:>5} {:<{}} {:>11} {:>11} {:>9} {:>12} {:>12}  {}\n", stage.rank,
-               rank_units(workload, chunks, stage.rank, pp), width, format_seconds(stage.busy_s),
+               rank_units(workload, chunks, stage.rank), width, format_seconds(stage.busy_s),
                format_seconds(stage.end_s), stage.max_in_flight,
                format_bytes(stage.peak_allocated_bytes), format_bytes(stage.peak_reserved_bytes),
                stage_fits(stage, limit_bytes)
@@ -145,15 +133,14 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
   if (json) {
     nlohmann::json stages = nlohmann::json::array();
     for (const StageResult& stage : sim.result.stages) {
-      stages.push_back(
-          {{"rank", stage.rank},
-           {"units", rank_units(workload, chunks, stage.rank, static_cast<int>(job.pp))},
-           {"busy_s", stage.busy_s},
-           {"end_s", stage.end_s},
-           {"max_in_flight", stage.max_in_flight},
-           {"peak_allocated_bytes", stage.peak_allocated_bytes},
-           {"peak_reserved_bytes", stage.peak_reserved_bytes},
-           {"fits", stage_fits(stage, limit_bytes)}});
+      stages.push_back({{"rank", stage.rank},
+                        {"units", rank_units(workload, chunks, stage.rank)},
+                        {"busy_s", stage.busy_s},
+                        {"end_s", stage.end_s},
+                        {"max_in_flight", stage.max_in_flight},
+                        {"peak_allocated_bytes", stage.peak_allocated_bytes},
+                        {"peak_reserved_bytes", stage.peak_reserved_bytes},
+                        {"fits", stage_fits(stage, limit_bytes)}});
     }
     nlohmann::json chunk_json = nlohmann::json::array();
     for (std::size_t c = 0; c < chunks.size(); ++c) {

@@ -163,12 +163,7 @@ void run_sweep(const SweepCliOptions& o) {
                       fmt::format("must be between 0 and {}, got {}", kMaxModelLayers, value));
     }
   }
-  if (o.try_pp_splits != -1 && (o.try_pp_splits < 0 || o.try_pp_splits > kMaxTriedSplitWeight)) {
-    throw_bad_input(
-        "--try-pp-splits",
-        fmt::format("must be between 0 and {}, got {}", kMaxTriedSplitWeight, o.try_pp_splits),
-        "each weight pair multiplies the pipelined configurations");
-  }
+  check_try_pp_splits(o.try_pp_splits);
   options.try_pp_less_layers = o.try_pp_splits;
   options.tune_top = parse_tune_top(o.tune_top);
   if (o.tune_evaluations < 1) throw_bad_input("--tune-evaluations", "must be >= 1");
@@ -405,15 +400,11 @@ void run_pipeline(const PipelineCliOptions& o) {
   fmt::print("{:>5} {:<28} {:>11} {:>11} {:>9} {:>12} {:>12}  {}\n", "stage", "units", "busy",
              "end", "in flight", "peak alloc", "peak reserv", "fits");
   for (const StageResult& stage : sim.result.stages) {
-    std::string units;
-    for (int c = stage.rank; c < static_cast<int>(chunks.size()); c += static_cast<int>(job.pp)) {
-      if (!units.empty()) units += ", ";
-      units += unit_range(workload, chunks[c]);
-    }
     fmt::print(
-        "{:>5} {:<28} {:>11} {:>11} {:>9} {:>12} {:>12}  {}\n", stage.rank, units,
-        format_seconds(stage.busy_s), format_seconds(stage.end_s), stage.max_in_flight,
-        format_bytes(stage.peak_allocated_bytes), format_bytes(stage.peak_reserved_bytes),
+        "{:>5} {:<28} {:>11} {:>11} {:>9} {:>12} {:>12}  {}\n", stage.rank,
+        rank_units(workload, chunks, stage.rank), format_seconds(stage.busy_s),
+        format_seconds(stage.end_s), stage.max_in_flight, format_bytes(stage.peak_allocated_bytes),
+        format_bytes(stage.peak_reserved_bytes),
         stage_fits(stage, limit) ? "yes" : fmt::format("no (limit {})", format_bytes(limit)));
   }
 }

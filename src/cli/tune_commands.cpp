@@ -103,14 +103,10 @@ void print_splits(const std::vector<SplitTried>& tried, const JobSpec& chosen) {
       "\nsplits of the stages tried (--try-pp-splits): embedding/output weights, step, fits, "
       "blocks per chunk\n");
   for (const SplitTried& split : tried) {
-    std::string blocks;
-    for (const std::int64_t count : split.blocks) {
-      if (!blocks.empty()) blocks += ' ';
-      blocks += std::to_string(count);
-    }
     fmt::print("  {}/{}  {:>11}  {:<3}  {}{}\n", split.job.pp_first_stage_less_layers,
                split.job.pp_last_stage_less_layers, format_seconds(split.step_time_s),
-               split.fits ? "yes" : "no", blocks, split.job == chosen ? "  <- written" : "");
+               split.fits ? "yes" : "no", chunk_blocks_text(split.blocks),
+               split.job == chosen ? "  <- written" : "");
   }
 }
 
@@ -173,10 +169,7 @@ void run_tune(const TuneOptions& options) {
   if (options.threads < 1) throw_bad_input("--threads", "must be >= 1");
   if (options.time_budget_s < 0) throw_bad_input("--time-budget", "must be >= 0 seconds");
   if (options.max_evaluations < 0) throw_bad_input("--max-evaluations", "must be >= 0");
-  if (options.try_pp_splits < -1 || options.try_pp_splits > kMaxTriedSplitWeight) {
-    throw_bad_input("--try-pp-splits", fmt::format("must be between 0 and {}, got {}",
-                                                   kMaxTriedSplitWeight, options.try_pp_splits));
-  }
+  check_try_pp_splits(options.try_pp_splits);
 
   const ModelSpec model = resolve_model_option(options.job);
   const JobSpec job = to_job_spec(options.job, model);
