@@ -61,7 +61,9 @@ std::vector<JobSpec> sweep_jobs(const ModelSpec& model, const HardwareSpec& hard
   std::vector<bool> float8_modes = {false};
   if (options.try_float8 && hardware.peak_fp8_flops_per_s > 0) float8_modes.push_back(true);
   std::vector<bool> async_modes = {false};
-  if (options.try_async_tp) async_modes.push_back(true);
+  if (options.try_async_tp && options.execution == Execution::kCompiled) {
+    async_modes.push_back(true);
+  }
   for (std::int64_t tp = 1; tp <= options.gpus_per_node; tp *= 2) {
     if (options.gpus_per_node % tp != 0 || options.gpus % tp != 0) continue;
     for (std::int64_t pp = 1; pp <= options.max_pp && pp <= model.n_layers; pp *= 2) {
@@ -120,6 +122,7 @@ std::vector<JobSpec> sweep_jobs(const ModelSpec& model, const HardwareSpec& hard
                   job.reduce_dtype = options.reduce_dtype;
                   job.float8 = float8;
                   job.async_tp = async_tp;
+                  job.execution = options.execution;
                   try {
                     job = normalize_job(model, job);
                     validate_pipeline(job);

@@ -231,12 +231,13 @@ class AnalyticCostModel final : public CostModel {
   }
 
   // Norms, RoPE, SwiGLU, residual adds, embedding gather, loss, optimizer: bound by HBM;
-  // their few FLOPs run on the CUDA cores.
+  // their few FLOPs run on the CUDA cores. An unfused eager op pays a launch per kernel.
   double memory_bound_seconds(const Op& op) const {
     const double memory_s =
         static_cast<double>(std::max<std::int64_t>(op.bytes, 0)) / memory_bytes_per_s();
     const double compute_s = std::max(op.flops, 0.0) / hardware_.peak_fp32_flops_per_s;
-    return hardware_.kernel_launch_s + std::max(memory_s, compute_s);
+    return memory_op_kernels(op.memory_op) * hardware_.kernel_launch_s +
+           std::max(memory_s, compute_s);
   }
 
   HardwareSpec hardware_;

@@ -87,6 +87,32 @@ ActivationCheckpointing ac_from_string(const std::string& text, const std::strin
                               text));
 }
 
+std::string to_string(Execution execution) {
+  switch (execution) {
+    case Execution::kCompiled:
+      return "compiled";
+    case Execution::kEager:
+      return "eager";
+    case Execution::kEagerUnfusedRmsnorm:
+      return "eager-unfused-rmsnorm";
+  }
+  return "compiled";
+}
+
+Execution execution_from_string(const std::string& text, const std::string& where) {
+  for (const Execution execution :
+       {Execution::kCompiled, Execution::kEager, Execution::kEagerUnfusedRmsnorm}) {
+    if (text == to_string(execution)) return execution;
+  }
+  throw_bad_input(where, fmt::format("unknown execution '{}' (expected compiled, eager or "
+                                     "eager-unfused-rmsnorm)",
+                                     text));
+}
+
+std::string execution_suffix(Execution execution) {
+  return execution == Execution::kCompiled ? "" : ", " + to_string(execution);
+}
+
 std::string to_string(PipelineSchedule schedule) {
   switch (schedule) {
     case PipelineSchedule::k1F1B:
@@ -129,7 +155,9 @@ std::string job_where(const std::string& flag, const std::string& source) {
       {"--seq", "seq_len"},
       {"--ac", "activation_checkpointing"},
       {"--param-dtype", "param_dtype"},
-      {"--reduce-dtype", "reduce_dtype"}};
+      {"--reduce-dtype", "reduce_dtype"},
+      {"--execution", "execution"},
+      {"--async-tp", "async_tp"}};
   for (const auto& [name, field] : kFields) {
     if (flag == name) return field_where(source, field);
   }
@@ -300,6 +328,13 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& so
   if (job.reduce_dtype == DType::kFP8) {
     throw_bad_input(at("--reduce-dtype"), "gradients cannot be reduced in fp8");
   }
+  if (job.execution != Execution::kCompiled && job.async_tp) {
+    throw_bad_input(
+        at("--execution"),
+        fmt::format("async TP runs only compiled, not {} (torchtitan refuses it)",
+                    to_string(job.execution)),
+        fmt::format("give {} compiled, or drop {}", at("--execution"), at("--async-tp")));
+  }
   return job;
 }
 
@@ -346,6 +381,9 @@ nlohmann::json job_to_json(const JobSpec& job) {
     json["pp_last_stage_less_layers"] = job.pp_last_stage_less_layers;
   }
   if (!job.pp_chunk_blocks.empty()) json["pp_chunk_blocks"] = job.pp_chunk_blocks;
+  // Only an eager job: a file without the field (every file written before it) is the
+  // compiled job it meant, and keeps its text and schedule_hash.
+  if (job.execution != Execution::kCompiled) json["execution"] = to_string(job.execution);
   return json;
 }
 
@@ -369,6 +407,7 @@ JobSpec job_from_json(const nlohmann::json& json, const std::string& source) {
                                               "reduce_dtype",
                                               "float8",
                                               "async_tp",
+                                              "execution",
                                               "pp_first_stage_less_layers",
                                               "pp_last_stage_less_layers",
                                               "pp_chunk_blocks"};
@@ -448,6 +487,9 @@ JobSpec job_from_json(const nlohmann::json& json, const std::string& source) {
   }
   flag("float8", job.float8);
   flag("async_tp", job.async_tp);
+  if (auto value = text("execution")) {
+    job.execution = execution_from_string(*value, field_where(source, "execution"));
+  }
   return job;
 }
 

@@ -785,6 +785,9 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
                       "torchtitan), or enable_async_tensor_parallel = false");
     }
   }
+  // torchtitan runs the blocks eager unless it compiles the model; eager as PyTorch runs it
+  // today (2.8 and later: RMSNorm fused).
+  job.execution = o.execution.value_or(c.compile ? Execution::kCompiled : Execution::kEager);
   job.pp_first_stage_less_layers =
       o.pp_first_stage_less_layers.value_or(c.pp_first_stage_less_layers);
   job.pp_last_stage_less_layers = o.pp_last_stage_less_layers.value_or(c.pp_last_stage_less_layers);
@@ -908,7 +911,10 @@ std::string torchtitan_config_toml(const std::string& model_name, const ModelSpe
       "mixed_precision_reduce = \"{}\"\n",
       job.local_batch * job.microbatches, job.seq_len, name_in(kTorchDtypes, job.param_dtype),
       name_in(kTorchDtypes, job.reduce_dtype));
-  if (job.async_tp) text += "\n[compile]\nenable = true\ncomponents = [\"model\", \"loss\"]\n";
+  // Compiled blocks (torchtitan compiles the model component); an eager job leaves
+  // [compile] out, torchtitan's default being off.
+  if (job.execution == Execution::kCompiled)
+    text += "\n[compile]\nenable = true\ncomponents = [\"model\", \"loss\"]\n";
 
   text += fmt::format(
       "\n[parallelism]\ndata_parallel_replicate_degree = {}\ndata_parallel_shard_degree = {}\n"

@@ -28,6 +28,7 @@ struct Dims {
   std::int64_t act_bytes = 2;  // activations are in the param (compute) dtype
   DType act_dtype = DType::kBF16;
   DType linear_dtype = DType::kBF16;  // block linears: fp8 with float8
+  Execution execution = Execution::kCompiled;
   CommGroup tp_group;
 };
 
@@ -148,13 +149,79 @@ Param make_param(std::string name, std::vector<std::int64_t> shape, bool tp_shar
   return param;
 }
 
-// RMSNorm over `tokens` rows of d: forward reads x and the weight, writes y; backward
-// reads x, dy and the weight, writes dx and the weight gradient.
-std::int64_t rmsnorm_forward_bytes(std::int64_t tokens, const Dims& dims) {
-  return 2 * tokens * dims.dim * dims.act_bytes + dims.dim * dims.act_bytes;
+// Eager PyTorch's upcast of an activation to fp32 (`x.float()`) or back (`type_as`): read
+// a bytes and write 4 per element; no kernel when activations are fp32.
+std::int64_t eager_cast_bytes(const Dims& dims) {
+  return dims.act_bytes == kFp32Bytes ? 0 : dims.act_bytes + kFp32Bytes;
 }
-std::int64_t rmsnorm_backward_bytes(std::int64_t tokens, const Dims& dims) {
-  return 3 * tokens * dims.dim * dims.act_bytes + 2 * dims.dim * dims.act_bytes;
+
+// RMSNorm over `tokens` rows of d, E = tokens * d elements. Fused (compiled, or eager
+// PyTorch's _fused_rms_norm): forward reads x and the weight, writes y; backward reads x,
+// dy and the weight, writes dx and the weight gradient. Unfused (eager before PyTorch 2.8:
+// the composite `x * rsqrt(x.float().pow(2).mean(-1) + eps)` then `.type_as(x) * w`, and
+// its autograd), per element of E: forward the upcast, pow (4 + 4), mean (4), the rsqrt
+// scaling (4 + 4), the downcast and the weight (a + a); backward the weight's two
+// products and its row sum (a + a, 2a + a, a), the downcast's and upcast's backward, the
+// scaling's two products (8, 8 + 4) and row sum (4), mean's expansion (4), pow's (4 + 4,
+// 8 + 4) and the sum of x's two gradients (8 + 4); per row (fp32): 24 bytes forward, 36
+// backward. docs/workload.md "Eager" lists them kernel by kernel.
+Op rmsnorm_forward_op(std::string name, std::int64_t tokens, const Dims& dims) {
+  const std::int64_t a = dims.act_bytes;
+  const std::int64_t elements = tokens * dims.dim;
+  if (dims.execution != Execution::kEagerUnfusedRmsnorm) {
+    return memory_op(std::move(name), "rmsnorm_fwd", 2 * elements * a + dims.dim * a, dims, false);
+  }
+  const std::int64_t per_element = 2 * eager_cast_bytes(dims) + 20 + 2 * a;
+  return memory_op(std::move(name), "rmsnorm_fwd_unfused",
+                   elements * per_element + 24 * tokens + dims.dim * a, dims, false);
+}
+Op rmsnorm_backward_op(std::string name, std::int64_t tokens, const Dims& dims) {
+  const std::int64_t a = dims.act_bytes;
+  const std::int64_t elements = tokens * dims.dim;
+  if (dims.execution != Execution::kEagerUnfusedRmsnorm) {
+    return memory_op(std::move(name), "rmsnorm_bwd", 3 * elements * a + 2 * dims.dim * a, dims,
+                     true);
+  }
+  const std::int64_t per_element = 6 * a + 2 * eager_cast_bytes(dims) + 60;
+  return memory_op(std::move(name), "rmsnorm_bwd_unfused",
+                   elements * per_element + 36 * tokens + 2 * dims.dim * a, dims, true);
+}
+// The activations an RMSNorm saves for its backward beyond the fused kernel's input and
+// fp32 rstd: the unfused composite keeps the fp32 upcast of x (pow's and the scaling's
+// input) and the normed x (the weight's), the input itself not: 4 bytes per element more.
+std::int64_t rmsnorm_extra_saved_bytes(std::int64_t tokens, const Dims& dims) {
+  return dims.execution == Execution::kEagerUnfusedRmsnorm ? tokens * dims.dim * kFp32Bytes : 0;
+}
+
+// RoPE on q and k (`elements` = T * (h + kv) * hd). Compiled: one kernel reading and writing
+// both. Eager (torchtitan's apply_rotary_emb): per tensor the upcast, a complex fp32 multiply
+// by freqs_cis (4 + 4) and the downcast, three kernels; the backward the same three.
+Op rope_op(std::string name, std::int64_t elements, const Dims& dims, bool backward) {
+  const std::int64_t a = dims.act_bytes;
+  if (dims.execution == Execution::kCompiled) {
+    return memory_op(std::move(name), backward ? "rope_bwd" : "rope_fwd", 2 * elements * a, dims,
+                     backward);
+  }
+  return memory_op(std::move(name), backward ? "rope_bwd_eager" : "rope_fwd_eager",
+                   elements * (2 * eager_cast_bytes(dims) + 8), dims, backward);
+}
+
+// SwiGLU silu(w1 x) * w3 x over `elements` = T * ffn. Compiled: forward reads both inputs
+// and writes the product; backward reads dY and both inputs, writes both gradients.
+// Eager: forward silu (a + a) and the product (2a + a); backward the product's two
+// gradients (2a + a each) and silu_backward (2a + a).
+Op swiglu_op(std::string name, std::int64_t elements, const Dims& dims, bool backward) {
+  const std::int64_t a = dims.act_bytes;
+  const bool eager = dims.execution != Execution::kCompiled;
+  std::string kernel = backward ? "swiglu_bwd" : "swiglu_fwd";
+  if (eager) kernel += "_eager";
+  const std::int64_t per_element = backward ? (eager ? 9 : 5) * a : (eager ? 5 : 3) * a;
+  return memory_op(std::move(name), std::move(kernel), elements * per_element, dims, backward);
+}
+// Eager SwiGLU keeps silu's output for the product's backward beside silu's input and
+// w3's output (which the compiled kernel keeps too).
+std::int64_t swiglu_extra_saved_bytes(std::int64_t elements, const Dims& dims) {
+  return dims.execution == Execution::kCompiled ? 0 : elements * dims.act_bytes;
 }
 // Residual add (or the gradient accumulation at a residual fork): read two, write one.
 std::int64_t residual_bytes(const Dims& dims) {
@@ -238,8 +305,7 @@ Unit block_unit(const ModelSpec& model, const JobSpec& job, const Dims& dims, in
 
   // Attention half. Under SP the norm runs on T/tp tokens, then the activations are
   // all-gathered to T tokens for the column-parallel GEMMs.
-  fwd.push_back(memory_op(p + ".attention_norm", "rmsnorm_fwd",
-                          rmsnorm_forward_bytes(dims.sp_tokens, dims), dims, false));
+  fwd.push_back(rmsnorm_forward_op(p + ".attention_norm", dims.sp_tokens, dims));
   if (sharded) {
     fwd.push_back(collective_op(p + ".attention.sp_all_gather", CollectiveKind::kAllGather,
                                 full_activation_bytes, dims, false));
@@ -247,9 +313,7 @@ Unit block_unit(const ModelSpec& model, const JobSpec& job, const Dims& dims, in
   linear(p + ".attention.wq", q_dim, d);
   linear(p + ".attention.wk", kv_dim, d);
   linear(p + ".attention.wv", kv_dim, d);
-  // RoPE on q and k: read and write both.
-  fwd.push_back(
-      memory_op(p + ".attention.rope", "rope_fwd", 2 * T * (q_dim + kv_dim) * a, dims, false));
+  fwd.push_back(rope_op(p + ".attention.rope", T * (q_dim + kv_dim), dims, false));
   fwd.push_back(attention_op(p + ".attention.sdpa", dims, false));
   linear(p + ".attention.wo", d, q_dim);
   if (sharded) {
@@ -259,17 +323,14 @@ Unit block_unit(const ModelSpec& model, const JobSpec& job, const Dims& dims, in
   fwd.push_back(
       memory_op(p + ".attention_residual", "residual_add", residual_bytes(dims), dims, false));
   // FFN half: SwiGLU w2(silu(w1 x) * w3 x).
-  fwd.push_back(memory_op(p + ".ffn_norm", "rmsnorm_fwd",
-                          rmsnorm_forward_bytes(dims.sp_tokens, dims), dims, false));
+  fwd.push_back(rmsnorm_forward_op(p + ".ffn_norm", dims.sp_tokens, dims));
   if (sharded) {
     fwd.push_back(collective_op(p + ".feed_forward.sp_all_gather", CollectiveKind::kAllGather,
                                 full_activation_bytes, dims, false));
   }
   linear(p + ".feed_forward.w1", dims.ffn, d);
   linear(p + ".feed_forward.w3", dims.ffn, d);
-  // SwiGLU: read w1 and w3 outputs, write their gated product.
-  fwd.push_back(
-      memory_op(p + ".feed_forward.swiglu", "swiglu_fwd", 3 * T * dims.ffn * a, dims, false));
+  fwd.push_back(swiglu_op(p + ".feed_forward.swiglu", T * dims.ffn, dims, false));
   linear(p + ".feed_forward.w2", d, dims.ffn);
   if (sharded) {
     fwd.push_back(collective_op(p + ".feed_forward.sp_reduce_scatter",
@@ -292,28 +353,23 @@ Unit block_unit(const ModelSpec& model, const JobSpec& job, const Dims& dims, in
   };
   if (sharded) mirrored(p + ".feed_forward.sp_reduce_scatter");
   add_gemm_backward(find(p + ".feed_forward.w2"), dims, bwd);
-  // SwiGLU backward: read dY and both inputs, write both input gradients.
-  bwd.push_back(memory_op(p + ".feed_forward.swiglu.backward", "swiglu_bwd", 5 * T * dims.ffn * a,
-                          dims, true));
+  bwd.push_back(swiglu_op(p + ".feed_forward.swiglu.backward", T * dims.ffn, dims, true));
   add_gemm_backward(find(p + ".feed_forward.w3"), dims, bwd);
   add_gemm_backward(find(p + ".feed_forward.w1"), dims, bwd);
   if (sharded) mirrored(p + ".feed_forward.sp_all_gather");
-  bwd.push_back(memory_op(p + ".ffn_norm.backward", "rmsnorm_bwd",
-                          rmsnorm_backward_bytes(dims.sp_tokens, dims), dims, true));
+  bwd.push_back(rmsnorm_backward_op(p + ".ffn_norm.backward", dims.sp_tokens, dims));
   // The residual fork: the branch gradient is added to the skip gradient.
   bwd.push_back(
       memory_op(p + ".ffn_residual.backward", "residual_add", residual_bytes(dims), dims, true));
   if (sharded) mirrored(p + ".attention.sp_reduce_scatter");
   add_gemm_backward(find(p + ".attention.wo"), dims, bwd);
   bwd.push_back(attention_op(p + ".attention.sdpa.backward", dims, true));
-  bwd.push_back(memory_op(p + ".attention.rope.backward", "rope_bwd", 2 * T * (q_dim + kv_dim) * a,
-                          dims, true));
+  bwd.push_back(rope_op(p + ".attention.rope.backward", T * (q_dim + kv_dim), dims, true));
   add_gemm_backward(find(p + ".attention.wv"), dims, bwd);
   add_gemm_backward(find(p + ".attention.wk"), dims, bwd);
   add_gemm_backward(find(p + ".attention.wq"), dims, bwd);
   if (sharded) mirrored(p + ".attention.sp_all_gather");
-  bwd.push_back(memory_op(p + ".attention_norm.backward", "rmsnorm_bwd",
-                          rmsnorm_backward_bytes(dims.sp_tokens, dims), dims, true));
+  bwd.push_back(rmsnorm_backward_op(p + ".attention_norm.backward", dims.sp_tokens, dims));
   bwd.push_back(memory_op(p + ".attention_residual.backward", "residual_add", residual_bytes(dims),
                           dims, true));
 
@@ -327,9 +383,12 @@ Unit block_unit(const ModelSpec& model, const JobSpec& job, const Dims& dims, in
   // (T x h hd, also wo's input) and LSE (fp32, T x h); ffn_norm input and rstd; the normed,
   // gathered input of w1/w3 (T x d); w1 and w3 outputs and the SwiGLU output (w2's input),
   // 3 x T x ffn.
-  const std::int64_t all_saved_bytes = 2 * (Ts * d * a + Ts * kFp32Bytes) + 2 * T * d * a +
-                                       T * (2 * q_dim + 2 * kv_dim) * a + lse +
-                                       3 * T * dims.ffn * a;
+  // Eager adds what its unfused kernels keep (rmsnorm_extra_saved_bytes,
+  // swiglu_extra_saved_bytes).
+  const std::int64_t all_saved_bytes =
+      2 * (Ts * d * a + Ts * kFp32Bytes) + 2 * T * d * a + T * (2 * q_dim + 2 * kv_dim) * a + lse +
+      3 * T * dims.ffn * a + 2 * rmsnorm_extra_saved_bytes(Ts, dims) +
+      swiglu_extra_saved_bytes(T * dims.ffn, dims);
   switch (job.ac) {
     case ActivationCheckpointing::kNone:
       unit.saved_activation_bytes = all_saved_bytes;
@@ -397,8 +456,7 @@ Unit output_unit(const ModelSpec& model, const JobSpec& job, const Dims& dims, i
   const std::int64_t logits = T * dims.vocab;  // elements per TP rank
   const std::int64_t full_activation_bytes = T * d * a;
   auto& fwd = unit.forward_ops;
-  fwd.push_back(
-      memory_op("norm", "rmsnorm_fwd", rmsnorm_forward_bytes(dims.sp_tokens, dims), dims, false));
+  fwd.push_back(rmsnorm_forward_op("norm", dims.sp_tokens, dims));
   if (dims.tp > 1) {
     fwd.push_back(collective_op("output.sp_all_gather", CollectiveKind::kAllGather,
                                 full_activation_bytes, dims, false));
@@ -424,12 +482,12 @@ Unit output_unit(const ModelSpec& model, const JobSpec& job, const Dims& dims, i
     bwd.push_back(collective_op("output.sp_all_gather.backward", CollectiveKind::kReduceScatter,
                                 full_activation_bytes, dims, true));
   }
-  bwd.push_back(memory_op("norm.backward", "rmsnorm_bwd",
-                          rmsnorm_backward_bytes(dims.sp_tokens, dims), dims, true));
+  bwd.push_back(rmsnorm_backward_op("norm.backward", dims.sp_tokens, dims));
   // Saved: the norm input and rstd (T/tp), the normed, gathered input of the output GEMM
   // (T x d). AC never applies to this unit (torchtitan checkpoints blocks only).
-  unit.saved_activation_bytes =
-      dims.sp_tokens * d * a + dims.sp_tokens * kFp32Bytes + full_activation_bytes;
+  unit.saved_activation_bytes = dims.sp_tokens * d * a + dims.sp_tokens * kFp32Bytes +
+                                full_activation_bytes +
+                                rmsnorm_extra_saved_bytes(dims.sp_tokens, dims);
   // The loss transients: logits in the activation dtype, their fp32 upcast, the fp32
   // log-softmax (kept for the backward) and the fp32 gradient of the loss w.r.t. it.
   unit.workspace_bytes = logits * (a + 3 * kFp32Bytes);
@@ -577,6 +635,16 @@ std::int64_t Workload::tokens_per_step() const {
   return job.local_batch * job.seq_len * job.microbatches;
 }
 
+int memory_op_kernels(const std::string& memory_op) {
+  static const std::pair<const char*, int> kKernels[] = {
+      {"rope_fwd_eager", 6},   {"rope_bwd_eager", 6},      {"swiglu_fwd_eager", 2},
+      {"swiglu_bwd_eager", 3}, {"rmsnorm_fwd_unfused", 8}, {"rmsnorm_bwd_unfused", 15}};
+  for (const auto& [name, kernels] : kKernels) {
+    if (memory_op == name) return kernels;
+  }
+  return 1;
+}
+
 Workload build_workload(const ModelSpec& model, const JobSpec& job) {
   FSDPTUNE_CHECK(job.dp_shard > 0, "build_workload needs a normalized job (normalize_job)");
   FSDPTUNE_CHECK(model.n_heads % job.tp == 0 && model.n_kv_heads % job.tp == 0 &&
@@ -598,6 +666,7 @@ Workload build_workload(const ModelSpec& model, const JobSpec& job) {
   dims.act_dtype = job.param_dtype;
   dims.act_bytes = bytes_per_element(job.param_dtype);
   dims.linear_dtype = job.float8 ? DType::kFP8 : job.param_dtype;
+  dims.execution = job.execution;
   dims.tp_group = CommGroup{job.tp, std::min(job.tp, job.gpus_per_node)};
 
   Workload workload;

@@ -185,13 +185,17 @@ class CpuKernels final : public OpKernels {
           return;
         }
         // One fp32 read and one fp32 write per element, op.bytes in all, in passes over
-        // buffers of at most kMemoryBoundChunk elements.
-        const std::int64_t n = std::max<std::int64_t>(1, op.bytes / (2 * sizeof(float)));
+        // buffers of at most kMemoryBoundChunk elements, one pass per kernel of the op (an
+        // unfused eager op has several, memory_op_kernels).
+        const std::int64_t kernels = memory_op_kernels(op.memory_op);
+        const std::int64_t n = std::max<std::int64_t>(1, op.bytes / (2 * sizeof(float)) / kernels);
         const std::int64_t chunk = std::min(n, kMemoryBoundChunk);
         const float* in = operand(0, chunk);
         float* out = operand(1, chunk);
-        for (std::int64_t done = 0; done < n; done += chunk) {
-          cpu_math::memory_bound(in, out, std::min(chunk, n - done));
+        for (std::int64_t kernel = 0; kernel < kernels; ++kernel) {
+          for (std::int64_t done = 0; done < n; done += chunk) {
+            cpu_math::memory_bound(in, out, std::min(chunk, n - done));
+          }
         }
         return;
       }

@@ -189,14 +189,18 @@ class CudaKernels final : public OpKernels {
           FSDPTUNE_CUDA_CHECK(cudaGetLastError());
           return;
         }
-        // op.bytes read + written in passes over buffers of at most kMemoryBoundChunk.
-        const std::int64_t n = std::max<std::int64_t>(1, op.bytes / (2 * sizeof(float)));
+        // op.bytes read + written in passes over buffers of at most kMemoryBoundChunk, split
+        // over the op's kernels (an unfused eager op launches several, memory_op_kernels).
+        const std::int64_t kernels = memory_op_kernels(op.memory_op);
+        const std::int64_t n = std::max<std::int64_t>(1, op.bytes / (2 * sizeof(float)) / kernels);
         const std::int64_t chunk = std::min(n, kMemoryBoundChunk);
         auto* in = static_cast<const float*>(operand(0, chunk * 4));
         auto* out = static_cast<float*>(operand(1, chunk * 4));
-        for (std::int64_t done = 0; done < n; done += chunk) {
-          const std::int64_t count = std::min(chunk, n - done);
-          memory_bound_kernel<<<grid_for(count), kThreads, 0, stream_>>>(in, out, count);
+        for (std::int64_t kernel = 0; kernel < kernels; ++kernel) {
+          for (std::int64_t done = 0; done < n; done += chunk) {
+            const std::int64_t count = std::min(chunk, n - done);
+            memory_bound_kernel<<<grid_for(count), kThreads, 0, stream_>>>(in, out, count);
+          }
         }
         FSDPTUNE_CUDA_CHECK(cudaGetLastError());
         return;

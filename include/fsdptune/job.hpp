@@ -24,6 +24,20 @@ enum class PipelineSchedule { k1F1B, kInterleaved1F1B, kGPipe };
 std::string to_string(PipelineSchedule schedule);
 PipelineSchedule pipeline_schedule_from_string(const std::string& text, const std::string& where);
 
+// How PyTorch runs the blocks' memory-bound ops (docs/workload.md "Eager"):
+// - kCompiled: torch.compile (SimpleFSDP, torchtitan with the model compiled): the norms,
+//   RoPE and SwiGLU each one fused kernel;
+// - kEager: eager PyTorch 2.8 and later: RMSNorm one fused ATen kernel (_fused_rms_norm),
+//   RoPE and SwiGLU their unfused ATen kernels, RoPE through fp32;
+// - kEagerUnfusedRmsnorm: eager PyTorch before 2.8: RMSNorm too as its composite ATen ops,
+//   through fp32 (about 9x the traffic of the fused kernel).
+enum class Execution { kCompiled, kEager, kEagerUnfusedRmsnorm };
+std::string to_string(Execution execution);  // "compiled", "eager", "eager-unfused-rmsnorm"
+Execution execution_from_string(const std::string& text, const std::string& where);
+// For a job's one-line description: "" when compiled, else ", eager" or
+// ", eager-unfused-rmsnorm".
+std::string execution_suffix(Execution execution);
+
 struct JobSpec {
   std::int64_t gpus = 8;  // world size
   std::int64_t gpus_per_node = 8;
@@ -51,6 +65,7 @@ struct JobSpec {
   DType reduce_dtype = DType::kFP32;  // dtype of reduce-scattered gradients
   bool float8 = false;                // float8 linears and float8 all-gather
   bool async_tp = false;              // overlap TP collectives with the GEMMs
+  Execution execution = Execution::kCompiled;
 
   bool operator==(const JobSpec&) const = default;
 };

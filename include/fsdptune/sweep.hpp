@@ -40,8 +40,9 @@ struct SweepOptions {
   std::vector<ActivationCheckpointing> ac_modes = {ActivationCheckpointing::kNone,
                                                    ActivationCheckpointing::kSelective,
                                                    ActivationCheckpointing::kFull};
-  bool try_float8 = true;  // also float8 (only where the hardware has an fp8 rate)
-  bool try_async_tp = false;
+  bool try_float8 = true;     // also float8 (only where the hardware has an fp8 rate)
+  bool try_async_tp = false;  // async TP only compiled
+  Execution execution = Execution::kCompiled;  // every configuration's (JobSpec::execution)
   std::int64_t max_pp = 16;
   // The split of the blocks into the pipeline chunks (JobSpec's fields of these names).
   std::int64_t pp_first_stage_less_layers = JobSpec{}.pp_first_stage_less_layers;

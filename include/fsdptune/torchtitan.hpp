@@ -111,6 +111,7 @@ struct JobOverrides {
   std::optional<ActivationCheckpointing> ac;
   std::optional<DType> param_dtype, reduce_dtype;
   std::optional<bool> float8, async_tp;
+  std::optional<Execution> execution;
   std::optional<PipelineSchedule> pp_schedule;
 };
 

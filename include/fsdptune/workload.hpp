@@ -59,7 +59,10 @@ struct Op {
   // kMemoryBound: what the kernel does, the cost-profile key together with `bytes`:
   // "rmsnorm_fwd", "rmsnorm_bwd", "rope_fwd", "rope_bwd", "swiglu_fwd", "swiglu_bwd",
   // "residual_add", "embedding_fwd", "embedding_bwd", "cross_entropy_fwd",
-  // "cross_entropy_bwd", "adamw", "float8_cast" (docs/workload.md lists their byte counts).
+  // "cross_entropy_bwd", "adamw", "float8_cast" (docs/workload.md lists their byte counts);
+  // under eager execution (JobSpec::execution) "rope_fwd_eager", "rope_bwd_eager",
+  // "swiglu_fwd_eager", "swiglu_bwd_eager", "rmsnorm_fwd_unfused", "rmsnorm_bwd_unfused",
+  // each several kernels (memory_op_kernels).
   // Profiles also hold "copy" entries, the bucket copies (CostModel::copy): there `bytes` is
   // the size copied, each byte read once and written once (twice `bytes` of traffic).
   std::string memory_op;
@@ -70,6 +73,13 @@ struct Op {
   std::string signature() const;
   bool operator==(const Op&) const = default;
 };
+
+// How many kernels PyTorch launches for a memory-bound op of this kind: 1, or for the
+// unfused eager ops their ATen kernels (rope_*_eager 6: upcast, complex multiply, downcast
+// of q and of k; swiglu_fwd_eager 2; swiglu_bwd_eager 3; rmsnorm_fwd_unfused 8;
+// rmsnorm_bwd_unfused 15; docs/workload.md "Eager"). The cost model charges a launch each,
+// the executors launch as many.
+int memory_op_kernels(const std::string& memory_op);
 
 enum class UnitKind { kEmbedding, kBlock, kOutput };
 std::string to_string(UnitKind kind);

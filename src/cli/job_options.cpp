@@ -52,6 +52,11 @@ void add_job_options(CLI::App* command, JobOptions& options, JobFlags flags) {
   command->add_flag("--float8", options.float8, "float8 linears and float8 all-gather");
   command->add_flag("--async-tp", options.async_tp,
                     "overlap the tensor-parallel collectives with the GEMMs");
+  command
+      ->add_option("--execution", options.execution,
+                   "how PyTorch runs the norms, RoPE and SwiGLU: compiled (torch.compile, "
+                   "fused), eager (PyTorch >= 2.8) or eager-unfused-rmsnorm (older eager)")
+      ->capture_default_str();
 }
 
 void add_pipeline_options(CLI::App* command, JobOptions& options) {
@@ -148,10 +153,11 @@ ModelSpec resolve_model_option(const JobOptions& options) {
 std::string job_flags_of(const std::string& model, const JobSpec& job) {
   std::string flags = fmt::format(
       "--model {} --gpus {} --gpus-per-node {} --tp {} --dp-replicate {} --batch {} --seq {} "
-      "--ac {} --param-dtype {} --reduce-dtype {}{}{}",
+      "--ac {} --param-dtype {} --reduce-dtype {}{}{}{}",
       model, job.gpus, job.gpus_per_node, job.tp, job.dp_replicate, job.local_batch, job.seq_len,
       to_string(job.ac), to_string(job.param_dtype), to_string(job.reduce_dtype),
-      job.float8 ? " --float8" : "", job.async_tp ? " --async-tp" : "");
+      job.float8 ? " --float8" : "", job.async_tp ? " --async-tp" : "",
+      job.execution != Execution::kCompiled ? " --execution " + to_string(job.execution) : "");
   if (job.pp > 1 || job.microbatches > 1) {
     flags += fmt::format(" --pp {} --microbatches {} --pp-schedule {} --virtual-stages {}", job.pp,
                          job.microbatches, to_string(job.pp_schedule), job.virtual_stages);
@@ -190,6 +196,7 @@ JobSpec torchtitan_job_spec(const JobOptions& options, const ModelSpec& model) {
   }
   take("--float8", o.float8, options.float8);
   take("--async-tp", o.async_tp, options.async_tp);
+  if (given("--execution")) o.execution = execution_from_string(options.execution, "--execution");
   if (given("--pp-schedule")) {
     o.pp_schedule = pipeline_schedule_from_string(options.pp_schedule, "--pp-schedule");
   }
@@ -221,6 +228,7 @@ JobSpec to_job_spec(const JobOptions& options, const ModelSpec& model) {
   job.reduce_dtype = dtype_from_string(options.reduce_dtype, "--reduce-dtype");
   job.float8 = options.float8;
   job.async_tp = options.async_tp;
+  job.execution = execution_from_string(options.execution, "--execution");
   job.pp = options.pp;
   job.microbatches = options.microbatches;
   job.pp_schedule = pipeline_schedule_from_string(options.pp_schedule, "--pp-schedule");

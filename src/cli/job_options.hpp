@@ -39,11 +39,12 @@ struct JobOptions {
   std::string reduce_dtype = "fp32";  // --reduce-dtype
   bool float8 = false;                // --float8
   // Parallelism beyond FSDP (docs/parallelism.md).
-  bool async_tp = false;             // --async-tp
-  std::int64_t pp = 1;               // --pp
-  std::int64_t microbatches = 1;     // --microbatches
-  std::string pp_schedule = "1f1b";  // --pp-schedule 1f1b|interleaved-1f1b|gpipe
-  std::int64_t virtual_stages = 1;   // --virtual-stages
+  bool async_tp = false;               // --async-tp
+  std::string execution = "compiled";  // --execution compiled|eager|eager-unfused-rmsnorm
+  std::int64_t pp = 1;                 // --pp
+  std::int64_t microbatches = 1;       // --microbatches
+  std::string pp_schedule = "1f1b";    // --pp-schedule 1f1b|interleaved-1f1b|gpipe
+  std::int64_t virtual_stages = 1;     // --virtual-stages
   std::int64_t pp_first_less =
       JobSpec{}.pp_first_stage_less_layers;                         // --pp-first-stage-less-layers
   std::int64_t pp_last_less = JobSpec{}.pp_last_stage_less_layers;  // --pp-last-stage-less-layers
@@ -75,7 +76,8 @@ ModelSpec resolve_model_option(const JobOptions& options);
 std::string model_argument(const JobOptions& options);
 
 // `--model MODEL` and the job flags that give `job` (normalized), in a fixed order: the
-// pipeline flags only with PP or microbatches, --float8 and --async-tp when on.
+// pipeline flags only with PP or microbatches, --float8 and --async-tp when on, --execution when
+// not compiled.
 std::string job_flags_of(const std::string& model, const JobSpec& job);
 
 // --pp-chunk-blocks "7,8,8,7": the block counts, Error(kBadInput) naming the flag unless

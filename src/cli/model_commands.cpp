@@ -71,9 +71,10 @@ void print_workload(const Workload& workload) {
   fmt::print("workload {} on {} GPUs ({} per node): dp_shard {} x dp_replicate {} x tp {}\n",
              workload.model.name, job.gpus, job.gpus_per_node, job.dp_shard, job.dp_replicate,
              job.tp);
-  fmt::print("  local batch {} x seq {} = {} tokens per rank, AC {}, params {}, reduce {}{}\n",
+  fmt::print("  local batch {} x seq {} = {} tokens per rank, AC {}, params {}, reduce {}{}{}\n",
              job.local_batch, job.seq_len, workload.tokens_per_step(), to_string(job.ac),
-             to_string(job.param_dtype), to_string(job.reduce_dtype), job.float8 ? ", float8" : "");
+             to_string(job.param_dtype), to_string(job.reduce_dtype), job.float8 ? ", float8" : "",
+             execution_suffix(job.execution));
   fmt::print("{:>4}  {:<16} {:>15} {:>11} {:>11} {:>10} {:>10} {:>10} {:>11} {:>11}\n", "unit",
              "name", "params", "gathered", "shard", "fwd FLOP", "bwd FLOP", "recompute",
              "saved act", "workspace");

@@ -131,6 +131,8 @@ std::vector<JobFlagValues> job_flag_values(const JobOptions& flags, const JobSpe
        to_string(job.reduce_dtype)},
       {"--float8", on_off(flags.float8), on_off(job.float8)},
       {"--async-tp", on_off(flags.async_tp), on_off(job.async_tp)},
+      {"--execution", to_string(execution_from_string(flags.execution, "--execution")),
+       to_string(job.execution)},
       {"--pp", std::to_string(flags.pp), std::to_string(job.pp)},
       {"--microbatches", std::to_string(flags.microbatches), std::to_string(job.microbatches)},
       {"--pp-schedule",
@@ -343,9 +345,9 @@ void run_simulate(const SimulateOptions& options) {
         {"cost_fallbacks", program.cost_fallbacks}};
     std::fputs(dump_json(out).c_str(), stdout);
   } else {
-    fmt::print("{} on {} x {} (dp_shard {}, dp_replicate {}, tp {}), batch {} x seq {}, AC {}\n",
+    fmt::print("{} on {} x {} (dp_shard {}, dp_replicate {}, tp {}), batch {} x seq {}, AC {}{}\n",
                model.name, job.gpus, costs.hardware.id, job.dp_shard, job.dp_replicate, job.tp,
-               job.local_batch, job.seq_len, to_string(job.ac));
+               job.local_batch, job.seq_len, to_string(job.ac), execution_suffix(job.execution));
     fmt::print("plan {}: {} forward / {} backward / {} reduce-scatter buckets, {} tasks\n",
                plan.name, plan.forward_buckets.size(), plan.backward_buckets.size(),
                plan.reduce_scatter_buckets.size(), program.tasks.size());

@@ -89,6 +89,7 @@ struct SweepCliOptions {
   std::int64_t try_pp_splits = -1;  // --try-pp-splits N; -1: not given
   bool no_float8 = false;
   bool async_tp = false;
+  std::string execution;  // --execution; empty: --job-toml's, else compiled
   bool json = false;
   std::string torchtitan_toml;  // --emit-torchtitan-toml: the best configuration's job
   // --job-toml: a torchtitan config's model, sequence length and global batch (the flags
@@ -125,8 +126,10 @@ void run_sweep(const SweepCliOptions& o) {
   std::string global_batch = o.global_batch;
   std::int64_t first_less = JobSpec{}.pp_first_stage_less_layers;
   std::int64_t last_less = JobSpec{}.pp_last_stage_less_layers;
+  Execution execution = Execution::kCompiled;
   if (!o.job_toml.empty()) {
     const TorchtitanConfig config = read_torchtitan_config(o.job_toml);
+    if (!config.compile) execution = Execution::kEager;
     first_less = config.pp_first_stage_less_layers;
     last_less = config.pp_last_stage_less_layers;
     if (model_name.empty()) model_name = torchtitan_builtin_model(config);
@@ -152,6 +155,14 @@ void run_sweep(const SweepCliOptions& o) {
   }
   options.try_float8 = !o.no_float8;
   options.try_async_tp = o.async_tp;
+  options.execution =
+      o.execution.empty() ? execution : execution_from_string(o.execution, "--execution");
+  if (options.try_async_tp && options.execution != Execution::kCompiled) {
+    throw_bad_input(
+        "--async-tp",
+        fmt::format("async TP runs only compiled, not {}", to_string(options.execution)),
+        "drop --async-tp, or sweep compiled (--execution compiled)");
+  }
   options.max_pp = o.max_pp;
   options.pp_first_stage_less_layers = o.pp_first_less.value_or(first_less);
   options.pp_last_stage_less_layers = o.pp_last_less.value_or(last_less);
@@ -244,11 +255,13 @@ void run_sweep(const SweepCliOptions& o) {
     schedule.provenance.threads = options.threads;
     schedule.provenance.command = fmt::format(
         "fsdptune sweep --model {} --hardware {} --gpus {} --gpus-per-node {} --global-batch {} "
-        "--seq {}{} --max-pp {}{}{} --tune-top {} --tune-evaluations {}",
+        "--seq {}{} --max-pp {}{}{}{} --tune-top {} --tune-evaluations {}",
         model_name, o.hardware, o.gpus, o.gpus_per_node, global_batch, seq,
         o.memory_limit.empty() ? "" : " --memory-limit " + o.memory_limit, o.max_pp,
-        o.no_float8 ? " --no-float8" : "", o.async_tp ? " --async-tp" : "", o.tune_top,
-        o.tune_evaluations);
+        o.no_float8 ? " --no-float8" : "", o.async_tp ? " --async-tp" : "",
+        options.execution != Execution::kCompiled ? " --execution " + to_string(options.execution)
+                                                  : "",
+        o.tune_top, o.tune_evaluations);
     write_file_atomically(o.out, dump_json(schedule_to_json(schedule)));
     best_written =
         fmt::format("{} (schedule format version {}, {} from {})", o.out,
@@ -451,6 +464,9 @@ void register_sweep_commands(CLI::App& app) {
                         "embedding and norm+output counted as 0..N blocks each (N <= 4)");
     command->add_flag("--no-float8", options->no_float8, "do not try float8");
     command->add_flag("--async-tp", options->async_tp, "also try async TP where tp > 1");
+    command->add_option("--execution", options->execution,
+                        "compiled, eager or eager-unfused-rmsnorm (default: compiled, or "
+                        "--job-toml's compile setting)");
     command->add_flag("--json", options->json, "print JSON instead of a table");
     command->add_option("--out", options->out,
                         "write the best configuration's tuned schedule file here");

@@ -60,3 +60,35 @@ TEST_CASE("predictions stay in the recorded bands around torchtitan's published 
     }
   }
 }
+
+TEST_CASE("torch.compile's published speed-up over eager is predicted within 10%",
+          "[cli][simulate][published]") {
+  // The published pairs that differ only in torch.compile (8B on 8 and on 128 H100s):
+  // torchtitan measured x1.157 and x1.162; the model's eager runs unfused RoPE, SwiGLU and
+  // (PyTorch of 2024) RMSNorm through fp32 (docs/workload.md "Eager").
+  const nlohmann::json file = published_runs();
+  const auto tokens_per_s = [](const nlohmann::json& run) {
+    const auto result = run_fsdptune("simulate " + run.at("args").get<std::string>() + " --json");
+    REQUIRE(result.exit_code == 0);
+    return nlohmann::json::parse(result.out).at("tokens_per_s_per_gpu").get<double>();
+  };
+  int pairs = 0;
+  for (const nlohmann::json& eager : file.at("runs")) {
+    std::string name = eager.at("name").get<std::string>();
+    if (!name.ends_with(", eager") || eager.at("source") != "torchtitan-h100") continue;
+    name.replace(name.size() - 5, 5, "torch.compile");
+    for (const nlohmann::json& compiled : file.at("runs")) {
+      if (compiled.at("name") != name) continue;
+      INFO(name);
+      ++pairs;
+      const double published = compiled.at("published_tokens_per_s_per_gpu").get<double>() /
+                               eager.at("published_tokens_per_s_per_gpu").get<double>();
+      const double predicted = tokens_per_s(compiled) / tokens_per_s(eager);
+      INFO("published x" << published << ", predicted x" << predicted);
+      CHECK(predicted > 1.0);
+      CHECK(predicted / published >= 0.9);
+      CHECK(predicted / published <= 1.1);
+    }
+  }
+  CHECK(pairs == 2);
+}

@@ -134,3 +134,37 @@ TEST_CASE("simulate --plan FILE: plans, schedule files and bad plans", "[cli][si
   CHECK(unknown.err.find("--plan") != std::string::npos);
   CHECK(unknown.err.find("simplefsdp-greedy") != std::string::npos);
 }
+
+TEST_CASE("simulate --execution: eager is slower than compiled, and bad values exit 2",
+          "[cli][simulate]") {
+  const auto step_s = [](const std::string& execution) {
+    const auto result = run_fsdptune(
+        "simulate --model llama3-8b --hardware h100-sxm --gpus 8 --batch 2 --ac selective "
+        "--json --execution " +
+        execution);
+    REQUIRE(result.exit_code == 0);
+    return nlohmann::json::parse(result.out).at("step_time_s").get<double>();
+  };
+  const double compiled_s = step_s("compiled");
+  const double eager_s = step_s("eager");
+  const double unfused_s = step_s("eager-unfused-rmsnorm");
+  // Eager adds the unfused RoPE and SwiGLU traffic; the unfused RMSNorm 9x and 14x its
+  // fused traffic on top (docs/workload.md "Eager").
+  CHECK(eager_s > compiled_s);
+  CHECK(unfused_s > eager_s);
+  // The default is compiled.
+  const auto plain = run_fsdptune(
+      "simulate --model llama3-8b --hardware h100-sxm --gpus 8 --batch 2 --ac selective --json");
+  REQUIRE(plain.exit_code == 0);
+  CHECK(nlohmann::json::parse(plain.out).at("step_time_s").get<double>() == compiled_s);
+
+  const auto bad = run_fsdptune(kTiny + " --execution jit");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("--execution") != std::string::npos);
+  const auto async = run_fsdptune(
+      "simulate --model llama3-8b --hardware h100-sxm --gpus 16 --tp 8 --async-tp "
+      "--execution eager");
+  CHECK(async.exit_code == 2);
+  CHECK(async.err.find("--execution") != std::string::npos);
+  CHECK(async.err.find("only compiled") != std::string::npos);
+}

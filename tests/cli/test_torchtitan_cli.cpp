@@ -40,7 +40,7 @@ TEST_CASE("job-toml: a config gives the workload and simulation of the flags it 
           "[cli][torchtitan]") {
   CHECK(output_of("workload --job-toml " + kData + "llama3_8b.toml --gpus 64 --json") ==
         output_of("workload --model llama3-8b --gpus 64 --batch 1 --seq 8192 --ac selective "
-                  "--json"));
+                  "--execution eager --json"));
   CHECK(output_of("simulate --job-toml " + kData +
                   "llama3_405b.toml --gpus 128 --hardware h100-sxm --json") ==
         output_of("simulate --model llama3-405b --gpus 128 --tp 8 --async-tp --float8 --batch 2 "
@@ -52,7 +52,7 @@ TEST_CASE("job-toml: a config gives the workload and simulation of the flags it 
   CHECK(pipelined.out ==
         output_of("simulate --model llama3-70b --gpus 64 --tp 8 --pp 4 --microbatches 8 "
                   "--pp-schedule interleaved-1f1b --virtual-stages 2 --batch 1 --ac full "
-                  "--hardware h100-sxm --json"));
+                  "--execution eager --hardware h100-sxm --json"));
   CHECK_THAT(pipelined.err,
              Catch::Contains("note: ") && Catch::Contains("fsdp_reshard_after_forward = 'always'"));
   // A flag replaces its field; the world size follows the fixed degrees (2 x 4 x 4).
@@ -60,7 +60,7 @@ TEST_CASE("job-toml: a config gives the workload and simulation of the flags it 
                   "llama3_70b_pp.toml --tp 4 --hardware h100-sxm --json") ==
         output_of("simulate --model llama3-70b --gpus 32 --tp 4 --pp 4 --microbatches 8 "
                   "--pp-schedule interleaved-1f1b --virtual-stages 2 --batch 1 --ac full "
-                  "--hardware h100-sxm --json"));
+                  "--execution eager --hardware h100-sxm --json"));
 }
 
 TEST_CASE("tune --job-toml writes the schedule of the equivalent flags", "[cli][torchtitan]") {
@@ -71,8 +71,9 @@ TEST_CASE("tune --job-toml writes the schedule of the equivalent flags", "[cli][
                                           "[activation_checkpoint]\nmode = 'full'\n");
   const std::string search = " --gpus 8 --max-evaluations 60 --time-budget 60";
   output_of("tune --model tiny --job-toml " + config + search + " --out " + dir + "/a.json");
-  output_of("tune --model tiny --tp 2 --batch 2 --seq 1024 --ac full" + search + " --out " + dir +
-            "/b.json");
+  // The config does not compile the model: eager.
+  output_of("tune --model tiny --tp 2 --batch 2 --seq 1024 --ac full --execution eager" + search +
+            " --out " + dir + "/b.json");
   const std::string from_config = read_file(dir + "/a.json");
   CHECK(!from_config.empty());
   // Byte for byte, the provenance's command included (the resolved job, as flags).
@@ -106,10 +107,13 @@ TEST_CASE("sweep --job-toml ranks the config's model, sequence and global batch"
   const std::string sweep =
       " --hardware h100-sxm --gpus 16 --tune-top 0 --top 3 --threads 1 --json";
   const std::string ranked = output_of("sweep --model tiny --job-toml " + config + sweep);
-  CHECK(ranked == output_of("sweep --model tiny --global-batch 32 --seq 256" + sweep));
+  // The config does not compile the model: eager.
+  CHECK(ranked ==
+        output_of("sweep --model tiny --global-batch 32 --seq 256 --execution eager" + sweep));
   // The flags given win.
-  CHECK(output_of("sweep --model tiny --job-toml " + config + " --seq 512 --global-batch 16" +
-                  sweep) == output_of("sweep --model tiny --global-batch 16 --seq 512" + sweep));
+  CHECK(output_of("sweep --model tiny --job-toml " + config +
+                  " --seq 512 --global-batch 16 --execution compiled" + sweep) ==
+        output_of("sweep --model tiny --global-batch 16 --seq 512" + sweep));
   const CommandResult missing = run_fsdptune("sweep --model tiny --gpus 16");
   CHECK(missing.exit_code == 2);
   CHECK_THAT(missing.err, Catch::Contains("--global-batch") && Catch::Contains("--job-toml"));

@@ -297,6 +297,11 @@ TEST_CASE("memory-bound ops, copies and TP collectives", "[cost]") {
   // A copy reads and writes: 2 * 1e9 B / 4.32e12 B/s = 462.96 us, plus launch.
   CHECK(model->copy(1'000'000'000).seconds == Approx(462.96e-6 + 4e-6).epsilon(1e-4));
   CHECK(model->copy(0).seconds == 0);
+  // An unfused eager op pays a launch per kernel: rmsnorm_bwd_unfused launches 15, so the
+  // same bytes take 231.48 us + 15 * 4 us.
+  Op unfused = norm;
+  unfused.memory_op = "rmsnorm_bwd_unfused";
+  CHECK(model->compute(unfused).seconds == Approx(231.48e-6 + 60e-6).epsilon(1e-4));
   double previous_s = 0;
   for (std::int64_t bytes = 1; bytes < 100 * kGiB; bytes = bytes * 3 + 1) {
     norm.bytes = bytes;

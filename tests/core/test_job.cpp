@@ -154,6 +154,52 @@ TEST_CASE("job_from_json names bad fields", "[job][errors]") {
   CHECK_THROWS_AS(job_from_json(nlohmann::json::parse(R"({"gpu": 8})"), "job.json"), Error);
 }
 
+TEST_CASE("the execution round-trips, files without it read as compiled, async TP only compiled",
+          "[job][errors]") {
+  for (const Execution execution :
+       {Execution::kCompiled, Execution::kEager, Execution::kEagerUnfusedRmsnorm}) {
+    CHECK(execution_from_string(to_string(execution), "x") == execution);
+  }
+  CHECK_THROWS_AS(execution_from_string("jit", "--execution"), Error);
+  const ModelSpec model = builtin_model("llama3-8b");
+  JobSpec job;
+  job.execution = Execution::kEagerUnfusedRmsnorm;
+  job = normalize_job(model, job);
+  const nlohmann::json json = job_to_json(job);
+  CHECK(json.at("execution") == "eager-unfused-rmsnorm");
+  CHECK(job_from_json(parse_json_text(dump_json(json), "job"), "job") == job);
+  // Compiled is written as no field, which is what a file written before it reads as: such
+  // files keep their text and schedule_hash.
+  const JobSpec compiled = normalize_job(model, JobSpec{});
+  CHECK_FALSE(job_to_json(compiled).contains("execution"));
+  nlohmann::json old = json;
+  old.erase("execution");
+  CHECK(job_from_json(old, "job").execution == Execution::kCompiled);
+  try {
+    nlohmann::json bad = json;
+    bad["execution"] = "fast";
+    job_from_json(bad, "s.json: job");
+    FAIL("accepted an unknown execution");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("field 'execution'") != std::string::npos);
+  }
+  // torchtitan runs async TP only with the model compiled.
+  JobSpec async = job;
+  async.gpus = 16;
+  async.tp = 8;
+  async.async_tp = true;
+  async.dp_shard = 0;
+  try {
+    normalize_job(model, async);
+    FAIL("accepted async TP eager");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::kBadInput);
+    CHECK(std::string(e.what()).find("--execution") != std::string::npos);
+  }
+  async.execution = Execution::kCompiled;
+  CHECK(normalize_job(model, async).async_tp);
+}
+
 TEST_CASE("a pipelined job's split round-trips, and files without it read as the even split",
           "[job][pipeline]") {
   const ModelSpec model = builtin_model("llama3-405b");

@@ -67,6 +67,7 @@ TEST_CASE("torchtitan 8B preset: FSDP over the world size, batch_size, op-level 
   expected.local_batch = 1;
   expected.seq_len = 8192;
   expected.ac = ActivationCheckpointing::kSelective;
+  expected.execution = Execution::kEager;  // compile = false
   CHECK(job == expected);
   const TorchtitanConfig config = read_torchtitan_config(fixture("llama3_8b.toml"));
   CHECK(torchtitan_notes(config).empty());
@@ -311,6 +312,17 @@ TEST_CASE("torchtitan settings fsdptune does not model are rejected by their fie
   CHECK(job_8b(kOpAc + "[parallelism]\ntensor_parallel_degree = 2\nenable_async_tensor_parallel = "
                        "true\n[compile]\nenable = true\ncomponents = ['model', 'loss']\n")
             .async_tp);
+  // The blocks run compiled only when the model component is compiled; eager is PyTorch's
+  // of today (RMSNorm fused), the older unfused eager only by override.
+  CHECK(job_8b(kOpAc).execution == Execution::kEager);
+  CHECK(job_8b(kOpAc + "[compile]\nenable = true\n").execution == Execution::kCompiled);
+  CHECK(job_8b(kOpAc + "[training]\ncompile = true\n").execution == Execution::kCompiled);
+  CHECK(job_8b(kOpAc + "[compile]\nenable = true\ncomponents = ['loss']\n").execution ==
+        Execution::kEager);
+  JobOverrides unfused;
+  unfused.execution = Execution::kEagerUnfusedRmsnorm;
+  CHECK(job_8b(kOpAc + "[compile]\nenable = true\n", unfused).execution ==
+        Execution::kEagerUnfusedRmsnorm);
   rejected("[training]\nmixed_precision_param = 'float64'\n", "[training] mixed_precision_param",
            "unknown dtype 'float64'");
   const Error mode = error_of([&] { job_8b("[activation_checkpoint]\nmode = 'memory_budget'\n"); });
@@ -453,6 +465,11 @@ TEST_CASE("torchtitan: a job written as a config reads back as the same job", "[
   hsdp.dp_replicate = 4;
   hsdp.param_dtype = DType::kFP32;
   round_trip("llama3-70b", hsdp);
+  // Eager: no [compile], torchtitan's default (off); the compiled job names it.
+  JobSpec eager = fsdp;
+  eager.execution = Execution::kEager;
+  CHECK_THAT(round_trip("llama3-8b", eager), !Catch::Contains("[compile]"));
+  CHECK_THAT(round_trip("llama3-8b", fsdp), Catch::Contains("[compile]\nenable = true"));
   JobSpec pipelined;
   pipelined.gpus = 128;
   pipelined.tp = 8;

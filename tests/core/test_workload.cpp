@@ -107,6 +107,85 @@ TEST_CASE("hand-counted block of a small model", "[workload]") {
   CHECK(find_op(w.units.at(2).forward_ops, "output").gemm == GemmShape{4, 32, 8});
 }
 
+TEST_CASE("eager execution: unfused RoPE, SwiGLU and RMSNorm, hand-counted", "[workload]") {
+  // The hand model (T = 4 tokens, d = 8, q 8 + kv 4 columns, ffn 16, bf16: a = 2; an upcast
+  // to fp32 or back reads 2 and writes 4 bytes per element: 6).
+  JobSpec job;
+  job.gpus = 3;
+  job.local_batch = 1;
+  job.seq_len = 4;
+  const ModelSpec model = hand_model();
+  auto block_of = [&](Execution execution) {
+    job.execution = execution;
+    return build_workload(model, normalize_job(model, job));
+  };
+  const Workload compiled = block_of(Execution::kCompiled);
+  const Workload eager = block_of(Execution::kEager);
+  const Workload unfused = block_of(Execution::kEagerUnfusedRmsnorm);
+  const auto& fwd = eager.units.at(1).forward_ops;
+  const auto& bwd = eager.units.at(1).backward_ops;
+  // RoPE on q and k: 4 * (8 + 4) = 48 elements; compiled 2a = 4 bytes each (192); eager per
+  // element upcast 6 + complex multiply 8 + downcast 6 = 20 (960), the backward the same.
+  CHECK(find_op(compiled.units.at(1).forward_ops, "layers.0.attention.rope").bytes == 192);
+  CHECK(find_op(fwd, "layers.0.attention.rope").bytes == 960);
+  CHECK(find_op(fwd, "layers.0.attention.rope").memory_op == "rope_fwd_eager");
+  CHECK(find_op(bwd, "layers.0.attention.rope.backward").bytes == 960);
+  CHECK(find_op(bwd, "layers.0.attention.rope.backward").memory_op == "rope_bwd_eager");
+  // SwiGLU over 4 * 16 = 64 elements: forward silu 2a + product 3a = 10 bytes each (640,
+  // compiled 3a: 384); backward 3 kernels of 3a each (1152, compiled 5a: 640).
+  CHECK(find_op(fwd, "layers.0.feed_forward.swiglu").bytes == 640);
+  CHECK(find_op(compiled.units.at(1).forward_ops, "layers.0.feed_forward.swiglu").bytes == 384);
+  CHECK(find_op(bwd, "layers.0.feed_forward.swiglu.backward").bytes == 1152);
+  CHECK(find_op(bwd, "layers.0.feed_forward.swiglu.backward").memory_op == "swiglu_bwd_eager");
+  // Eager PyTorch >= 2.8 runs RMSNorm fused: the compiled op, name and bytes.
+  CHECK(find_op(fwd, "layers.0.attention_norm") ==
+        find_op(compiled.units.at(1).forward_ops, "layers.0.attention_norm"));
+  // Unfused RMSNorm over E = 32 elements in N = 4 rows. Forward per element: upcast 6,
+  // pow 8, mean 4, scaling 8, downcast 6, weight 4 = 36 (1152); per row 24 (96); the
+  // weight 16: 1264. Backward per element 6a + 2*6 + 60 = 84 (2688); per row 36 (144); the
+  // weight read and its gradient written 32: 2864.
+  const auto& unfused_fwd = unfused.units.at(1).forward_ops;
+  CHECK(find_op(unfused_fwd, "layers.0.attention_norm").bytes == 1264);
+  CHECK(find_op(unfused_fwd, "layers.0.attention_norm").memory_op == "rmsnorm_fwd_unfused");
+  CHECK(find_op(unfused.units.at(1).backward_ops, "layers.0.ffn_norm.backward").bytes == 2864);
+  CHECK(find_op(unfused.units.at(2).forward_ops, "norm").memory_op == "rmsnorm_fwd_unfused");
+  // Saved without AC: compiled 896 (above); eager + silu's output 4*16*2 = 128: 1024;
+  // unfused + the fp32 upcast of each norm's input, 2 * 32 * 4 = 256: 1280. The output
+  // unit's norm adds its 128.
+  CHECK(compiled.units.at(1).saved_activation_bytes == 896);
+  CHECK(eager.units.at(1).saved_activation_bytes == 1024);
+  CHECK(unfused.units.at(1).saved_activation_bytes == 1280);
+  CHECK(unfused.units.at(2).saved_activation_bytes ==
+        compiled.units.at(2).saved_activation_bytes + 128);
+  // Model FLOPs do not change: only matmuls count.
+  CHECK(unfused.model_flops_per_step() == compiled.model_flops_per_step());
+  // The kernels each op launches.
+  CHECK(memory_op_kernels("rope_fwd_eager") == 6);
+  CHECK(memory_op_kernels("swiglu_bwd_eager") == 3);
+  CHECK(memory_op_kernels("rmsnorm_bwd_unfused") == 15);
+  CHECK(memory_op_kernels("rmsnorm_fwd") == 1);
+  CHECK(memory_op_kernels("copy") == 1);
+}
+
+TEST_CASE("eager selective AC replays the eager ops and regenerates what they keep", "[workload]") {
+  JobSpec job;
+  job.gpus = 3;
+  job.local_batch = 1;
+  job.seq_len = 4;
+  job.ac = ActivationCheckpointing::kSelective;
+  const ModelSpec model = hand_model();
+  const Workload compiled = build_workload(model, normalize_job(model, job));
+  job.execution = Execution::kEagerUnfusedRmsnorm;
+  const Workload unfused = build_workload(model, normalize_job(model, job));
+  // What selective AC keeps is the same tensors; the recompute regenerates the 128 bytes of
+  // silu's output and the 256 of the norms' fp32 inputs more.
+  CHECK(unfused.units.at(1).saved_activation_bytes == compiled.units.at(1).saved_activation_bytes);
+  CHECK(unfused.units.at(1).recompute_activation_bytes ==
+        compiled.units.at(1).recompute_activation_bytes + 384);
+  CHECK(find_op(unfused.units.at(1).recompute_ops, "layers.0.attention_norm.recompute").memory_op ==
+        "rmsnorm_fwd_unfused");
+}
+
 TEST_CASE("FSDP padding is on dim 0, less than one row per rank", "[workload]") {
   // 3 ranks. wk is [4, 8]: ceil(4/3) = 2 rows per rank, shard 16, padded 48 (2 rows pad).
   // attention_norm is [8]: ceil(8/3) = 3, shard 3, padded 9.
