@@ -151,40 +151,25 @@ Param make_param(std::string name, std::vector<std::int64_t> shape, bool tp_shar
 
 // Eager PyTorch's upcast of an activation to fp32 (`x.float()`) or back (`type_as`): read
 // a bytes and write 4 per element; no kernel when activations are fp32.
-std::int64_t eager_cast_bytes(const Dims& dims) {
-  return dims.act_bytes == kFp32Bytes ? 0 : dims.act_bytes + kFp32Bytes;
+std::int64_t eager_cast_bytes(std::int64_t activation_bytes) {
+  return activation_bytes == kFp32Bytes ? 0 : activation_bytes + kFp32Bytes;
 }
 
-// RMSNorm over `tokens` rows of d, E = tokens * d elements. Fused (compiled, or eager
-// PyTorch's _fused_rms_norm): forward reads x and the weight, writes y; backward reads x,
-// dy and the weight, writes dx and the weight gradient. Unfused (eager before PyTorch 2.8:
-// the composite `x * rsqrt(x.float().pow(2).mean(-1) + eps)` then `.type_as(x) * w`, and
-// its autograd), per element of E: forward the upcast, pow (4 + 4), mean (4), the rsqrt
-// scaling (4 + 4), the downcast and the weight (a + a); backward the weight's two
-// products and its row sum (a + a, 2a + a, a), the downcast's and upcast's backward, the
-// scaling's two products (8, 8 + 4) and row sum (4), mean's expansion (4), pow's (4 + 4,
-// 8 + 4) and the sum of x's two gradients (8 + 4); per row (fp32): 24 bytes forward, 36
-// backward. docs/workload.md "Eager" lists them kernel by kernel.
+Op rmsnorm_op(std::string name, std::int64_t tokens, const Dims& dims, bool backward) {
+  const bool unfused = dims.execution == Execution::kEagerUnfusedRmsnorm;
+  const RmsnormTraffic traffic = rmsnorm_traffic(dims.act_bytes, unfused, backward);
+  std::string kernel = backward ? "rmsnorm_bwd" : "rmsnorm_fwd";
+  if (unfused) kernel += "_unfused";
+  return memory_op(std::move(name), std::move(kernel),
+                   tokens * dims.dim * traffic.per_element + tokens * traffic.per_row +
+                       dims.dim * traffic.per_weight_element,
+                   dims, backward);
+}
 Op rmsnorm_forward_op(std::string name, std::int64_t tokens, const Dims& dims) {
-  const std::int64_t a = dims.act_bytes;
-  const std::int64_t elements = tokens * dims.dim;
-  if (dims.execution != Execution::kEagerUnfusedRmsnorm) {
-    return memory_op(std::move(name), "rmsnorm_fwd", 2 * elements * a + dims.dim * a, dims, false);
-  }
-  const std::int64_t per_element = 2 * eager_cast_bytes(dims) + 20 + 2 * a;
-  return memory_op(std::move(name), "rmsnorm_fwd_unfused",
-                   elements * per_element + 24 * tokens + dims.dim * a, dims, false);
+  return rmsnorm_op(std::move(name), tokens, dims, false);
 }
 Op rmsnorm_backward_op(std::string name, std::int64_t tokens, const Dims& dims) {
-  const std::int64_t a = dims.act_bytes;
-  const std::int64_t elements = tokens * dims.dim;
-  if (dims.execution != Execution::kEagerUnfusedRmsnorm) {
-    return memory_op(std::move(name), "rmsnorm_bwd", 3 * elements * a + 2 * dims.dim * a, dims,
-                     true);
-  }
-  const std::int64_t per_element = 6 * a + 2 * eager_cast_bytes(dims) + 60;
-  return memory_op(std::move(name), "rmsnorm_bwd_unfused",
-                   elements * per_element + 36 * tokens + 2 * dims.dim * a, dims, true);
+  return rmsnorm_op(std::move(name), tokens, dims, true);
 }
 // The activations an RMSNorm saves for its backward beyond the fused kernel's input and
 // fp32 rstd: the unfused composite keeps the fp32 upcast of x (pow's and the scaling's
@@ -203,7 +188,7 @@ Op rope_op(std::string name, std::int64_t elements, const Dims& dims, bool backw
                      backward);
   }
   return memory_op(std::move(name), backward ? "rope_bwd_eager" : "rope_fwd_eager",
-                   elements * (2 * eager_cast_bytes(dims) + 8), dims, backward);
+                   elements * (2 * eager_cast_bytes(dims.act_bytes) + 8), dims, backward);
 }
 
 // SwiGLU silu(w1 x) * w3 x over `elements` = T * ffn. Compiled: forward reads both inputs
@@ -633,6 +618,25 @@ double Workload::model_flops_per_step() const {
 
 std::int64_t Workload::tokens_per_step() const {
   return job.local_batch * job.seq_len * job.microbatches;
+}
+
+RmsnormTraffic rmsnorm_traffic(std::int64_t activation_bytes, bool unfused, bool backward) {
+  const std::int64_t a = activation_bytes;
+  if (!unfused) {
+    // Forward reads x and the weight, writes y; backward reads x, dy and the weight, writes
+    // dx and the weight gradient.
+    return backward ? RmsnormTraffic{3 * a, 0, 2 * a} : RmsnormTraffic{2 * a, 0, a};
+  }
+  // The composite `x * rsqrt(x.float().pow(2).mean(-1) + eps)` then `.type_as(x) * w`, and
+  // its autograd, per element of x: forward the upcast c, pow (4 + 4), mean (4), the rsqrt
+  // scaling (4 + 4), the downcast c and the weight (a + a); backward the weight's two
+  // products and its row sum (a + a, 2a + a, a), the downcast's and upcast's backward (c
+  // each), the scaling's two products (8, 8 + 4) and row sum (4), mean's expansion (4),
+  // pow's (4 + 4, 8 + 4) and the sum of x's two gradients (8 + 4); per row (fp32) 24 bytes
+  // forward, 36 backward. docs/workload.md "Eager" lists them kernel by kernel.
+  const std::int64_t c = eager_cast_bytes(a);
+  return backward ? RmsnormTraffic{6 * a + 2 * c + 60, 36, 2 * a}
+                  : RmsnormTraffic{2 * c + 20 + 2 * a, 24, a};
 }
 
 int memory_op_kernels(const std::string& memory_op) {

@@ -81,6 +81,17 @@ struct Op {
 // the executors launch as many.
 int memory_op_kernels(const std::string& memory_op);
 
+// The HBM traffic of an RMSNorm over rows x d as the workload counts it (docs/workload.md):
+// bytes per element of x, per row (fp32 statistics) and per element of the weight, for
+// activations of `activation_bytes` each; fused (compiled, or eager PyTorch's
+// _fused_rms_norm) or the unfused composite of eager PyTorch before 2.8.
+struct RmsnormTraffic {
+  std::int64_t per_element = 0;
+  std::int64_t per_row = 0;
+  std::int64_t per_weight_element = 0;
+};
+RmsnormTraffic rmsnorm_traffic(std::int64_t activation_bytes, bool unfused, bool backward);
+
 enum class UnitKind { kEmbedding, kBlock, kOutput };
 std::string to_string(UnitKind kind);
 

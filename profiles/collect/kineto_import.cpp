@@ -431,12 +431,14 @@ std::optional<Op> attention_from_op(const std::string& name, const AttentionOpNa
 // The memory-bound op of the workload (docs/workload.md) for one of memory_op_names(),
 // its bytes by the workload's formula from the op's input dims (a = the input's element
 // size, T tokens, d the normalized / embedding dim):
-//   rmsnorm_fwd 2*T*d*a + d*a; rmsnorm_bwd 3*T*d*a + 2*d*a (x = input 0 / 1);
+//   rmsnorm_fwd 2*T*d*a + d*a; rmsnorm_bwd 3*T*d*a + 2*d*a (x = input 0 / 1;
+//   rmsnorm_traffic); an aten::rms_norm that launched several kernels itself is eager
+//   PyTorch's composite (before 2.8; since, it calls _fused_rms_norm): rmsnorm_fwd_unfused;
 //   embedding_fwd 8*T + 2*T*d*a (weight [V, d], indices of T tokens);
 //   embedding_bwd V*d*a + 8*T + 3*T*d*a (grad [.., d], indices, num_weights V);
 //   adamw 28 bytes per parameter element (the first tensor list: the parameters).
 std::optional<Op> memory_from_op(const std::string& name, const std::string& memory_op,
-                                 const json& args, std::string& why) {
+                                 const json& args, std::size_t kernels, std::string& why) {
   Op op;
   op.kind = OpKind::kMemoryBound;
   op.name = name;
@@ -459,10 +461,14 @@ std::optional<Op> memory_from_op(const std::string& name, const std::string& mem
     if (x.empty() || !dtype) return fail("without the input's dims and type");
     const auto d = static_cast<double>(x.back());
     const double rows = product(x, 0, x.size() - 1);
-    const double a = bytes_per_element(*dtype);
+    const bool unfused = name == "aten::rms_norm" && kernels > 1;
+    const RmsnormTraffic traffic =
+        rmsnorm_traffic(bytes_per_element(*dtype), unfused, memory_op == "rmsnorm_bwd");
+    if (unfused) op.memory_op += "_unfused";
     op.dtype = *dtype;
-    return with_bytes(memory_op == "rmsnorm_fwd" ? 2 * rows * d * a + d * a
-                                                 : 3 * rows * d * a + 2 * d * a);
+    return with_bytes(rows * d * static_cast<double>(traffic.per_element) +
+                      rows * static_cast<double>(traffic.per_row) +
+                      d * static_cast<double>(traffic.per_weight_element));
   }
   if (memory_op == "embedding_fwd") {
     const auto weight = input_dims(args, 0);
@@ -783,7 +789,8 @@ KinetoImportResult import_kineto_trace(const json& trace, const KinetoImportOpti
       counter = &result.attention_calls;
       what = "attention kernel whose op has no usable shape: ";
     } else {
-      op = memory_from_op(op_name, memory_op_names().find(op_name)->second, args, why);
+      op = memory_from_op(op_name, memory_op_names().find(op_name)->second, args,
+                          call->kernels.size(), why);
       counter = &result.memory_calls;
       what = "memory-bound kernel whose op has no usable shape: ";
     }

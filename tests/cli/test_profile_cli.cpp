@@ -244,10 +244,20 @@ TEST_CASE("ops a profile lacks fall back to the analytic model, and simulate/tun
   const auto measured_json = parse_json_text(measured.out, "simulate --json");
   CHECK(measured_json.at("cost_queries").get<std::int64_t>() == queries);
   const auto fallbacks = measured_json.at("cost_fallbacks").get<std::int64_t>();
-  // Per block: attention forward and backward, 2 rmsnorm_fwd and 2 rmsnorm_bwd (32 blocks
-  // x 6); the final norm forward and backward; the embedding forward and backward: 196
-  // measured costs. (The profile's AdamW is for other shards: a fallback.)
-  CHECK(fallbacks == queries - 196);
+  // Per block: attention forward and backward and 2 rmsnorm_bwd (32 blocks x 4); the final
+  // norm's backward; the embedding forward and backward: 131 measured costs. The trace's
+  // forward norms are eager PyTorch's unfused composite (rmsnorm_fwd_unfused), not this
+  // compiled job's fused rmsnorm_fwd; the profile's AdamW is for other shards: fallbacks.
+  CHECK(fallbacks == queries - 131);
+  // Simulated as that eager PyTorch ran, the 65 forward norms are measured and the 65
+  // backward ones (the trace's fused backward) fall back: 131 again, another 131.
+  const auto unfused = run_fsdptune("simulate " + job + " --execution eager-unfused-rmsnorm " +
+                                    "--profile " + profile + " --json");
+  REQUIRE(unfused.exit_code == 0);
+  const auto unfused_json = parse_json_text(unfused.out, "simulate --json");
+  CHECK(unfused_json.at("cost_fallbacks").get<std::int64_t>() ==
+        unfused_json.at("cost_queries").get<std::int64_t>() - 131);
+  CHECK(unfused_json.at("step_time_s") != measured_json.at("step_time_s"));
   // The text output says it too.
   const auto text = run_fsdptune("simulate " + job + " --profile " + profile);
   REQUIRE(text.exit_code == 0);
@@ -266,8 +276,8 @@ TEST_CASE("ops a profile lacks fall back to the analytic model, and simulate/tun
   const auto tuned_queries = tuned_json.at("cost_queries").get<std::int64_t>();
   const auto tuned_fallbacks = tuned_json.at("cost_fallbacks").get<std::int64_t>();
   CHECK(tuned_fallbacks < tuned_queries);
-  // The same 196 compute costs are measured whatever the plan (it changes only buckets).
-  CHECK(tuned_fallbacks == tuned_queries - 196);
+  // The same 131 compute costs are measured whatever the plan (it changes only buckets).
+  CHECK(tuned_fallbacks == tuned_queries - 131);
   const auto schedule_json = read_json_file(schedule);
   CHECK(schedule_json.at("cost_fallbacks") == tuned_fallbacks);
   const auto tuned_text = run_fsdptune("tune " + tune_job);

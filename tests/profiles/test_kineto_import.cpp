@@ -176,9 +176,12 @@ TEST_CASE("Kineto fixture: attention, norms, embedding and AdamW become compute 
   CHECK(backward.op.bytes == 336592896);
   check_samples(backward.samples_s, {4200e-6});
 
-  // aten::rms_norm on [1, 8192, 4096] bf16: 2*T*d*a + d*a = 2*8192*4096*2 + 4096*2
-  // = 134225920 (docs/workload.md). Two calls, each three kernels of 20, 15 and 18 us.
-  const auto& norm = entry_with_signature(profile, "memory rmsnorm_fwd bytes=134225920");
+  // aten::rms_norm on [1, 8192, 4096] bf16 that launched its own kernels: eager PyTorch's
+  // composite (before 2.8), rmsnorm_fwd_unfused (docs/workload.md "Eager"): per element of
+  // x 2*(2 + 4) + 20 + 2*2 = 36 bytes, per row 24, per weight element 2:
+  // 36*33554432 + 24*8192 + 2*4096 = 1207959552 + 196608 + 8192 = 1208164352. Two calls,
+  // each three kernels of 20, 15 and 18 us.
+  const auto& norm = entry_with_signature(profile, "memory rmsnorm_fwd_unfused bytes=1208164352");
   CHECK(norm.op.kind == OpKind::kMemoryBound);
   check_samples(norm.samples_s, {53e-6, 53e-6});
   // _fused_rms_norm_backward, x = input 1: 3*T*d*a + 2*d*a = 201326592 + 16384; 70 us.
