@@ -151,9 +151,10 @@ PlanSummary plan_summary_from_json(const nlohmann::json& json, const std::string
 // --- Text ------------------------------------------------------------------------------
 
 std::string schedule_heading(const ScheduleReport& schedule) {
-  return fmt::format("{}: {} on {} x {} (dp_shard {}, batch {} x {} tokens), limit {}",
+  return fmt::format("{}: {} on {} x {} (dp_shard {}, batch {} x {} tokens{}), limit {}",
                      schedule.source, schedule.model, schedule.gpus, schedule.hardware,
                      schedule.dp_shard, schedule.local_batch, schedule.seq_len,
+                     execution_suffix(schedule.execution),
                      format_bytes(schedule.memory_limit_bytes));
 }
 
@@ -369,6 +370,7 @@ Report summarize_report(const std::vector<ReportEntry>& entries, const ReportOpt
     schedule.dp_shard = file.job.dp_shard;
     schedule.local_batch = file.job.local_batch;
     schedule.seq_len = file.job.seq_len;
+    schedule.execution = file.job.execution;
     schedule.memory_limit_bytes = file.memory_limit_bytes;
     schedule.task_count = static_cast<std::int64_t>(file.program.tasks.size());
     // A pipeline schedule: every chunk's one-microbatch Program.
@@ -404,6 +406,7 @@ nlohmann::json report_to_json(const Report& report) {
     s["dp_shard"] = schedule.dp_shard;
     s["local_batch"] = schedule.local_batch;
     s["seq_len"] = schedule.seq_len;
+    s["execution"] = to_string(schedule.execution);
     s["memory_limit_bytes"] = schedule.memory_limit_bytes;
     s["task_count"] = schedule.task_count;
     s["lower_bound_s"] = schedule.lower_bound_s;
@@ -488,6 +491,11 @@ Report report_from_json(const nlohmann::json& json, const std::string& source) {
     schedule.dp_shard = field<std::int64_t>(s, "dp_shard", where);
     schedule.local_batch = field<std::int64_t>(s, "local_batch", where);
     schedule.seq_len = field<std::int64_t>(s, "seq_len", where);
+    // Absent from reports written before it: compiled, as their schedules were.
+    if (s.contains("execution")) {
+      schedule.execution =
+          execution_from_string(field<std::string>(s, "execution", where), where + "/execution");
+    }
     schedule.memory_limit_bytes = field<std::int64_t>(s, "memory_limit_bytes", where);
     schedule.task_count = field<std::int64_t>(s, "task_count", where);
     schedule.lower_bound_s = field<double>(s, "lower_bound_s", where);

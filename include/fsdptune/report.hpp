@@ -94,6 +94,7 @@ struct ScheduleReport {
   std::int64_t dp_shard = 0;
   std::int64_t local_batch = 0;
   std::int64_t seq_len = 0;
+  Execution execution = Execution::kCompiled;  // JobSpec::execution
   std::int64_t memory_limit_bytes = 0;
   std::int64_t task_count = 0;  // tasks of the Program (a pipeline schedule: of every chunk's)
   double lower_bound_s = 0;

@@ -225,6 +225,29 @@ TEST_CASE("sweep and pipeline: bad flags exit 2 naming the flag", "[cli][sweep]"
   bad = run_fsdptune("pipeline --model tiny --gpus 8 --pp 2 --pp-schedule zigzag --seq 256");
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("--pp-schedule") != std::string::npos);
+  bad = run_fsdptune("sweep --model tiny --gpus 8 --global-batch 8 --seq 256 --execution jit");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("--execution") != std::string::npos);
+  bad = run_fsdptune(
+      "sweep --model tiny --gpus 8 --global-batch 8 --seq 256 --execution eager --async-tp");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("--async-tp") != std::string::npos);
+}
+
+TEST_CASE("sweep --execution eager ranks every configuration eager, slower", "[cli][sweep]") {
+  const std::string args =
+      "sweep --model tiny --hardware h100-sxm --gpus 8 --global-batch 16 --seq 256 --threads 1 "
+      "--tune-top 0 --top 1 --json";
+  const auto best_tokens = [&](const std::string& extra) {
+    const auto result = run_fsdptune(args + extra);
+    REQUIRE(result.exit_code == 0);
+    return nlohmann::json::parse(result.out)
+        .at("top")
+        .at(0)
+        .at("tokens_per_s_per_gpu")
+        .get<double>();
+  };
+  CHECK(best_tokens(" --execution eager-unfused-rmsnorm") < best_tokens(""));
 }
 
 TEST_CASE("pipeline prints every stage, the first holding the most in flight", "[cli][pipeline]") {

@@ -135,6 +135,18 @@ TEST_CASE("the report JSON round-trips and names a bad field", "[report]") {
   const Report without_measured = summarize_report(entries(false));
   CHECK(report_from_json(report_to_json(without_measured), "r.json") == without_measured);
 
+  // The job's execution: written always, read as compiled when absent (reports of before).
+  CHECK(json["schedules"][0]["execution"] == "compiled");
+  nlohmann::json old = json;
+  old["schedules"][0].erase("execution");
+  CHECK(report_from_json(old, "report.json") == report);
+  auto eager_entries = entries(false);
+  eager_entries[0].schedule.job.execution = Execution::kEager;
+  const Report eager = summarize_report(eager_entries);
+  CHECK(report_to_json(eager)["schedules"][0]["execution"] == "eager");
+  CHECK(report_from_json(report_to_json(eager), "r.json") == eager);
+  CHECK(render_report_text(eager_entries).find("128 tokens, eager)") != std::string::npos);
+
   nlohmann::json wrong_version = json;
   wrong_version["version"] = 99;
   try {
