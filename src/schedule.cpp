@@ -1002,10 +1002,11 @@ void check_schedule_matches(const ScheduleFile& schedule, const ModelSpec& model
                                 schedule.model.name));
   }
   if (schedule.job != job) {
-    // The fields that differ, the split of the stages included where job_to_json leaves
-    // it out (one chunk, or 0 and 0).
+    // The fields that differ, the split of the stages and the execution included where
+    // job_to_json leaves them out (one chunk, or 0 and 0; compiled).
     const auto all_fields = [](const JobSpec& of) {
       json fields = job_to_json(of);
+      fields["execution"] = to_string(of.execution);
       fields["pp_first_stage_less_layers"] = of.pp_first_stage_less_layers;
       fields["pp_last_stage_less_layers"] = of.pp_last_stage_less_layers;
       fields["pp_chunk_blocks"] = of.pp_chunk_blocks;

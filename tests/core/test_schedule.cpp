@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "fsdptune/cost_model.hpp"
@@ -371,6 +372,23 @@ TEST_CASE("check_schedule_matches rejects another model or job", "[schedule]") {
   JobSpec bigger = schedule.job;
   bigger.local_batch = 2;
   CHECK_THROWS_AS(check_schedule_matches(schedule, schedule.model, bigger, "s.json"), Error);
+  // Another execution, in either direction (a compiled job writes no execution field): the
+  // error names it with both values.
+  JobSpec eager = schedule.job;
+  eager.execution = Execution::kEager;
+  for (const auto& [theirs, ours, text] :
+       {std::tuple{schedule.job, eager, "execution \"compiled\" (the flags: \"eager\")"},
+        std::tuple{eager, schedule.job, "execution \"eager\" (the flags: \"compiled\")"}}) {
+    ScheduleFile file = schedule;
+    file.job = theirs;
+    try {
+      check_schedule_matches(file, file.model, ours, "s.json");
+      FAIL("accepted another execution");
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::kBadInput);
+      CHECK_THAT(e.message(), Catch::Contains(text));
+    }
+  }
 }
 
 TEST_CASE("torchtitan export names the modules of each bucket", "[schedule]") {
