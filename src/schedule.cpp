@@ -1014,11 +1014,20 @@ void check_schedule_matches(const ScheduleFile& schedule, const ModelSpec& model
     };
     const json theirs_job = all_fields(schedule.job);
     const json ours_job = all_fields(job);
+    // Every field of either job: a field that job_to_json writes for one job only (and
+    // all_fields does not add) shows as null on the other side.
+    json keys = theirs_job;
+    keys.update(ours_job);
+    const auto value_of = [](const json& fields, const std::string& key) {
+      return fields.contains(key) ? fields.at(key) : json();
+    };
     std::string differences;
-    for (const auto& [key, value] : theirs_job.items()) {
-      if (ours_job.at(key) == value) continue;
+    for (const auto& [key, unused] : keys.items()) {
+      const json their_value = value_of(theirs_job, key);
+      const json our_value = value_of(ours_job, key);
+      if (their_value == our_value) continue;
       differences += fmt::format("{}{} {} (the flags: {})", differences.empty() ? "" : ", ", key,
-                                 value.dump(), ours_job.at(key).dump());
+                                 their_value.dump(), our_value.dump());
     }
     const bool split =
         theirs_job.at("pp_first_stage_less_layers") != ours_job.at("pp_first_stage_less_layers") ||

@@ -785,9 +785,7 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
                       "torchtitan), or enable_async_tensor_parallel = false");
     }
   }
-  // torchtitan runs the blocks eager unless it compiles the model; eager as PyTorch runs it
-  // today (2.8 and later: RMSNorm fused).
-  job.execution = o.execution.value_or(c.compile ? Execution::kCompiled : Execution::kEager);
+  job.execution = o.execution.value_or(torchtitan_execution(c));
   job.pp_first_stage_less_layers =
       o.pp_first_stage_less_layers.value_or(c.pp_first_stage_less_layers);
   job.pp_last_stage_less_layers = o.pp_last_stage_less_layers.value_or(c.pp_last_stage_less_layers);
@@ -869,6 +867,10 @@ std::int64_t torchtitan_global_batch(const TorchtitanConfig& c, std::int64_t gpu
         fmt::format("{:.0f} sequences per step are more than fsdptune sweeps", sequences));
   }
   return static_cast<std::int64_t>(sequences);
+}
+
+Execution torchtitan_execution(const TorchtitanConfig& config) {
+  return config.compile ? Execution::kCompiled : Execution::kEager;
 }
 
 std::vector<std::string> torchtitan_notes(const TorchtitanConfig& c) {

@@ -155,6 +155,7 @@ std::int64_t eager_cast_bytes(std::int64_t activation_bytes) {
   return activation_bytes == kFp32Bytes ? 0 : activation_bytes + kFp32Bytes;
 }
 
+// An RMSNorm over `tokens` rows of d, fused or the unfused composite (rmsnorm_traffic).
 Op rmsnorm_op(std::string name, std::int64_t tokens, const Dims& dims, bool backward) {
   const bool unfused = dims.execution == Execution::kEagerUnfusedRmsnorm;
   const RmsnormTraffic traffic = rmsnorm_traffic(dims.act_bytes, unfused, backward);
@@ -164,12 +165,6 @@ Op rmsnorm_op(std::string name, std::int64_t tokens, const Dims& dims, bool back
                    tokens * dims.dim * traffic.per_element + tokens * traffic.per_row +
                        dims.dim * traffic.per_weight_element,
                    dims, backward);
-}
-Op rmsnorm_forward_op(std::string name, std::int64_t tokens, const Dims& dims) {
-  return rmsnorm_op(std::move(name), tokens, dims, false);
-}
-Op rmsnorm_backward_op(std::string name, std::int64_t tokens, const Dims& dims) {
-  return rmsnorm_op(std::move(name), tokens, dims, true);
 }
 // The activations an RMSNorm saves for its backward beyond the fused kernel's input and
 // fp32 rstd: the unfused composite keeps the fp32 upcast of x (pow's and the scaling's
@@ -290,7 +285,7 @@ Unit block_unit(const ModelSpec& model, const JobSpec& job, const Dims& dims, in
 
   // Attention half. Under SP the norm runs on T/tp tokens, then the activations are
   // all-gathered to T tokens for the column-parallel GEMMs.
-  fwd.push_back(rmsnorm_forward_op(p + ".attention_norm", dims.sp_tokens, dims));
+  fwd.push_back(rmsnorm_op(p + ".attention_norm", dims.sp_tokens, dims, false));
   if (sharded) {
     fwd.push_back(collective_op(p + ".attention.sp_all_gather", CollectiveKind::kAllGather,
                                 full_activation_bytes, dims, false));
@@ -308,7 +303,7 @@ Unit block_unit(const ModelSpec& model, const JobSpec& job, const Dims& dims, in
   fwd.push_back(
       memory_op(p + ".attention_residual", "residual_add", residual_bytes(dims), dims, false));
   // FFN half: SwiGLU w2(silu(w1 x) * w3 x).
-  fwd.push_back(rmsnorm_forward_op(p + ".ffn_norm", dims.sp_tokens, dims));
+  fwd.push_back(rmsnorm_op(p + ".ffn_norm", dims.sp_tokens, dims, false));
   if (sharded) {
     fwd.push_back(collective_op(p + ".feed_forward.sp_all_gather", CollectiveKind::kAllGather,
                                 full_activation_bytes, dims, false));
@@ -342,7 +337,7 @@ Unit block_unit(const ModelSpec& model, const JobSpec& job, const Dims& dims, in
   add_gemm_backward(find(p + ".feed_forward.w3"), dims, bwd);
   add_gemm_backward(find(p + ".feed_forward.w1"), dims, bwd);
   if (sharded) mirrored(p + ".feed_forward.sp_all_gather");
-  bwd.push_back(rmsnorm_backward_op(p + ".ffn_norm.backward", dims.sp_tokens, dims));
+  bwd.push_back(rmsnorm_op(p + ".ffn_norm.backward", dims.sp_tokens, dims, true));
   // The residual fork: the branch gradient is added to the skip gradient.
   bwd.push_back(
       memory_op(p + ".ffn_residual.backward", "residual_add", residual_bytes(dims), dims, true));
@@ -354,7 +349,7 @@ Unit block_unit(const ModelSpec& model, const JobSpec& job, const Dims& dims, in
   add_gemm_backward(find(p + ".attention.wk"), dims, bwd);
   add_gemm_backward(find(p + ".attention.wq"), dims, bwd);
   if (sharded) mirrored(p + ".attention.sp_all_gather");
-  bwd.push_back(rmsnorm_backward_op(p + ".attention_norm.backward", dims.sp_tokens, dims));
+  bwd.push_back(rmsnorm_op(p + ".attention_norm.backward", dims.sp_tokens, dims, true));
   bwd.push_back(memory_op(p + ".attention_residual.backward", "residual_add", residual_bytes(dims),
                           dims, true));
 
@@ -441,7 +436,7 @@ Unit output_unit(const ModelSpec& model, const JobSpec& job, const Dims& dims, i
   const std::int64_t logits = T * dims.vocab;  // elements per TP rank
   const std::int64_t full_activation_bytes = T * d * a;
   auto& fwd = unit.forward_ops;
-  fwd.push_back(rmsnorm_forward_op("norm", dims.sp_tokens, dims));
+  fwd.push_back(rmsnorm_op("norm", dims.sp_tokens, dims, false));
   if (dims.tp > 1) {
     fwd.push_back(collective_op("output.sp_all_gather", CollectiveKind::kAllGather,
                                 full_activation_bytes, dims, false));
@@ -467,7 +462,7 @@ Unit output_unit(const ModelSpec& model, const JobSpec& job, const Dims& dims, i
     bwd.push_back(collective_op("output.sp_all_gather.backward", CollectiveKind::kReduceScatter,
                                 full_activation_bytes, dims, true));
   }
-  bwd.push_back(rmsnorm_backward_op("norm.backward", dims.sp_tokens, dims));
+  bwd.push_back(rmsnorm_op("norm.backward", dims.sp_tokens, dims, true));
   // Saved: the norm input and rstd (T/tp), the normed, gathered input of the output GEMM
   // (T x d). AC never applies to this unit (torchtitan checkpoints blocks only).
   unit.saved_activation_bytes = dims.sp_tokens * d * a + dims.sp_tokens * kFp32Bytes +

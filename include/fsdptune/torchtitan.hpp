@@ -141,6 +141,10 @@ std::int64_t torchtitan_global_batch(const TorchtitanConfig& config, std::int64_
 // modelled: one line each, for the CLI to print as notes (empty when none).
 std::vector<std::string> torchtitan_notes(const TorchtitanConfig& config);
 
+// How the config runs the blocks: compiled when it compiles the model, else eager as PyTorch
+// runs it today (RMSNorm fused; docs/workload.md "Eager").
+Execution torchtitan_execution(const TorchtitanConfig& config);
+
 // The other way: `job` of `model` (named `model_name`: --model's argument) as a torchtitan
 // train config's text, the tables and keys torchtitan_job reads (docs/torchtitan-config.md,
 // "Writing a config"): every degree fixed (the world size is the job's), the local batch

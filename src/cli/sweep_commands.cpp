@@ -129,7 +129,7 @@ void run_sweep(const SweepCliOptions& o) {
   Execution execution = Execution::kCompiled;
   if (!o.job_toml.empty()) {
     const TorchtitanConfig config = read_torchtitan_config(o.job_toml);
-    if (!config.compile) execution = Execution::kEager;
+    execution = torchtitan_execution(config);
     first_less = config.pp_first_stage_less_layers;
     last_less = config.pp_last_stage_less_layers;
     if (model_name.empty()) model_name = torchtitan_builtin_model(config);
