@@ -205,19 +205,19 @@ class AnalyticCostModel final : public CostModel {
     const AttentionShape& shape = op.attention;
     double forward_model_flops = op.backward ? op.flops / 2 : op.flops;
     if (forward_model_flops <= 0) {
-      // QK^T and PV: 2 matmuls of 2*s*s*d FLOPs per (batch, head).
+      // QK^T and PV: 2 matmuls of 2*r*s*d FLOPs per (batch, head) for r query rows.
       forward_model_flops = 4.0 * static_cast<double>(shape.batch * shape.heads) *
-                            static_cast<double>(shape.seq) * static_cast<double>(shape.seq) *
-                            static_cast<double>(shape.head_dim);
+                            static_cast<double>(shape.query_rows()) *
+                            static_cast<double>(shape.seq) * static_cast<double>(shape.head_dim);
     }
     const double forward_executed_flops = forward_model_flops * (shape.causal ? 0.5 : 1.0);
     const double executed_flops =
         op.backward ? kAttentionBackwardWork * forward_executed_flops : forward_executed_flops;
-    // Wave quantization over the query blocks.
+    // Wave quantization over the query blocks (the rank's rows under context parallelism).
     double wave_efficiency = 1.0;
     const std::int64_t blocks =
         shape.batch * shape.heads *
-        ceil_div(std::max<std::int64_t>(shape.seq, 0), kAttentionQueryBlock);
+        ceil_div(std::max<std::int64_t>(shape.query_rows(), 0), kAttentionQueryBlock);
     if (blocks > 0) {
       const std::int64_t waves = ceil_div(blocks, hardware_.sm_count);
       wave_efficiency =
@@ -227,7 +227,9 @@ class AnalyticCostModel final : public CostModel {
                                                hardware_.attention_efficiency * wave_efficiency);
     const double memory_s =
         static_cast<double>(std::max<std::int64_t>(op.bytes, 0)) / memory_bytes_per_s();
-    return hardware_.kernel_launch_s + std::max(compute_s, memory_s);
+    // Context-parallel attention is one SDPA call per CP rank's chunk of keys.
+    const double launches = static_cast<double>(std::max<std::int64_t>(shape.context_parallel, 1));
+    return launches * hardware_.kernel_launch_s + std::max(compute_s, memory_s);
   }
 
   // Norms, RoPE, SwiGLU, residual adds, embedding gather, loss, optimizer: bound by HBM;

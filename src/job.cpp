@@ -144,6 +144,7 @@ std::string job_where(const std::string& flag, const std::string& source) {
       {"--dp-shard", "dp_shard"},
       {"--dp-replicate", "dp_replicate"},
       {"--tp", "tp"},
+      {"--cp", "cp"},
       {"--pp", "pp"},
       {"--microbatches", "microbatches"},
       {"--virtual-stages", "virtual_stages"},
@@ -254,6 +255,7 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& so
   require_positive(job.gpus, at("--gpus"));
   require_positive(job.gpus_per_node, at("--gpus-per-node"));
   require_positive(job.tp, at("--tp"));
+  require_positive(job.cp, at("--cp"));
   require_positive(job.dp_replicate, at("--dp-replicate"));
   require_positive(job.pp, at("--pp"));
   require_positive(job.microbatches, at("--microbatches"));
@@ -265,6 +267,7 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& so
                     fmt::format("must be >= 0 (0 = derived), got {}", job.dp_shard));
   require_at_most(job.gpus, kMaxJobGpus, at("--gpus"));
   require_at_most(job.gpus_per_node, kMaxJobGpus, at("--gpus-per-node"));
+  require_at_most(job.cp, kMaxJobGpus, at("--cp"));
   require_at_most(job.microbatches, kMaxJobMicrobatches, at("--microbatches"));
   require_at_most(job.virtual_stages, kMaxModelLayers, at("--virtual-stages"));
   require_at_most(job.local_batch, kMaxJobMicrobatchTokens, at("--batch"));
@@ -319,6 +322,22 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& so
         fmt::format("{} does not match gpus / (tp*pp*dp_replicate) = {}", job.dp_shard, dp_shard));
   }
   job.dp_shard = dp_shard;
+  if (dp_shard % job.cp != 0) {
+    throw_bad_input(at("--cp"),
+                    fmt::format("context parallelism splits the FSDP shard group: cp {} does not "
+                                "divide dp_shard {} (gpus / (tp*pp*dp_replicate))",
+                                job.cp, dp_shard));
+  }
+  // Load-balanced causal CP cuts each sequence into 2 cp chunks, each rank taking two; the
+  // rank's seq / cp tokens are then sharded over tp by sequence parallelism.
+  if (job.cp > 1 && (job.seq_len % (2 * job.cp) != 0 || (job.seq_len / job.cp) % job.tp != 0)) {
+    throw_bad_input(
+        at("--seq"),
+        fmt::format(
+            "sequence length {} does not split into 2 x cp = {} chunks{}", job.seq_len, 2 * job.cp,
+            job.tp > 1 ? fmt::format(" with seq / cp divisible by tp {}", job.tp) : std::string()),
+        "PyTorch's context_parallel load-balances the causal mask over 2 x cp chunks");
+  }
   check_pipeline_split(model, job, source);
   if (job.param_dtype == DType::kFP8) {
     throw_bad_input(at("--param-dtype"),
@@ -336,6 +355,14 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& so
         fmt::format("give {} compiled, or drop {}", at("--execution"), at("--async-tp")));
   }
   return job;
+}
+
+std::string dp_shard_text(std::int64_t dp_shard, std::int64_t cp) {
+  return cp == 1 ? std::to_string(dp_shard) : fmt::format("{} (cp {})", dp_shard, cp);
+}
+
+std::int64_t data_parallel_degree(const JobSpec& job) {
+  return job.dp_replicate * job.dp_shard / job.cp;
 }
 
 std::string chunk_blocks_text(const std::vector<std::int64_t>& blocks) {
@@ -381,6 +408,8 @@ nlohmann::json job_to_json(const JobSpec& job) {
     json["pp_last_stage_less_layers"] = job.pp_last_stage_less_layers;
   }
   if (!job.pp_chunk_blocks.empty()) json["pp_chunk_blocks"] = job.pp_chunk_blocks;
+  // Only with context parallelism: files without it keep their text and schedule_hash.
+  if (job.cp != 1) json["cp"] = job.cp;
   // Only an eager job: a file without the field (every file written before it) is the
   // compiled job it meant, and keeps its text and schedule_hash.
   if (job.execution != Execution::kCompiled) json["execution"] = to_string(job.execution);
@@ -396,6 +425,7 @@ JobSpec job_from_json(const nlohmann::json& json, const std::string& source) {
                                               "dp_shard",
                                               "dp_replicate",
                                               "tp",
+                                              "cp",
                                               "pp",
                                               "microbatches",
                                               "virtual_stages",
@@ -447,6 +477,7 @@ JobSpec job_from_json(const nlohmann::json& json, const std::string& source) {
   integer("dp_shard", job.dp_shard);
   integer("dp_replicate", job.dp_replicate);
   integer("tp", job.tp);
+  integer("cp", job.cp);
   integer("pp", job.pp);
   integer("microbatches", job.microbatches);
   integer("virtual_stages", job.virtual_stages);

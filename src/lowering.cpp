@@ -139,6 +139,34 @@ double tp_ops_seconds(const std::vector<Op>& ops, bool async_tp, const CostModel
   }
   double total = 0;
   for (double s : seconds) total += s;
+  // Context parallelism (PyTorch's all-gather rotate method): the K/V all-gather is issued
+  // before the SDPA call of the rank's own chunk, which runs while it travels (1/cp of the
+  // attention's work, load-balanced), so c - min(c, a / cp) of it is exposed. The ring pass
+  // of the K/V gradients overlaps the backward's later steps the same way, the last chunk's
+  // pass exposed: c - min(c, a (cp - 1) / cp).
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const Op& op = ops[i];
+    if (op.kind != OpKind::kCollective || op.parallel_dim != ParallelDim::kContext) continue;
+    const bool gather = op.collective == CollectiveKind::kAllGather;
+    std::ptrdiff_t attention = -1;
+    if (gather) {
+      if (i + 1 < ops.size() && ops[i + 1].kind == OpKind::kAttention) {
+        attention = static_cast<std::ptrdiff_t>(i + 1);
+      }
+    } else {
+      for (std::size_t j = i; j-- > 0 && ops[j].kind != OpKind::kCollective;) {
+        if (ops[j].kind == OpKind::kAttention) {
+          attention = static_cast<std::ptrdiff_t>(j);
+          break;
+        }
+      }
+    }
+    if (attention < 0) continue;
+    const auto ranks = static_cast<double>(std::max<std::int64_t>(op.group.ranks, 1));
+    const double a = seconds[static_cast<std::size_t>(attention)];
+    const double hidden_under = gather ? a / ranks : a * (ranks - 1) / ranks;
+    total -= std::min(seconds[i], hidden_under);
+  }
   if (!async_tp) return total;
   // Async TP (PyTorch's micro-pipelined all-gather+matmul / matmul+reduce-scatter, as
   // torchtitan's --experimental.enable_async_tensor_parallel uses): the sequence-parallel
@@ -151,7 +179,10 @@ double tp_ops_seconds(const std::vector<Op>& ops, bool async_tp, const CostModel
   // The GEMM's slowdown from sharing SMs with the collective is left to the remainder.
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const Op& op = ops[i];
-    if (op.kind != OpKind::kCollective || op.group.ranks <= 1) continue;
+    if (op.kind != OpKind::kCollective || op.group.ranks <= 1 ||
+        op.parallel_dim != ParallelDim::kTensor) {
+      continue;
+    }
     std::ptrdiff_t partner = -1;
     if (op.collective == CollectiveKind::kAllGather) {
       for (std::size_t j = i + 1; j < ops.size() && ops[j].kind != OpKind::kCollective; ++j) {

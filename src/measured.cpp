@@ -101,6 +101,8 @@ nlohmann::json measured_to_json(const MeasuredResult& measured) {
                          {"timings", timings},
                          {"ranks", ranks},
                          {"environment", environment}};
+  // Only under context parallelism: files written before the field keep their text.
+  if (measured.cp != 1) json["mesh"]["cp"] = measured.cp;
   if (measured.pipeline) {
     const MeasuredPipeline& pipeline = *measured.pipeline;
     nlohmann::json stages = nlohmann::json::array();
@@ -150,10 +152,15 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
     measured.dp_shard = integer(mesh, "dp_shard", where);
     measured.tp = integer(mesh, "tp", where);
     measured.shards_per_rank = integer(mesh, "shards_per_rank", where);
+    if (mesh.contains("cp")) measured.cp = integer(mesh, "cp", where);
     if (read_version >= 4) measured.pp = integer(mesh, "pp", where);
     if (measured.pp < 1 || measured.dp_replicate < 1 || measured.dp_shard < 1 || measured.tp < 1 ||
-        measured.shards_per_rank < 1) {
+        measured.shards_per_rank < 1 || measured.cp < 1) {
       throw_bad_input(where, "sizes must be at least 1");
+    }
+    if (measured.dp_shard % measured.cp != 0) {
+      throw_bad_input(where + ": cp", fmt::format("cp {} does not divide dp_shard {}", measured.cp,
+                                                  measured.dp_shard));
     }
     if (measured.shards_per_rank > kMaxJobGpus) {
       throw_bad_input(

@@ -40,8 +40,8 @@ bool is_pipelined(const JobSpec& job) { return job.pp > 1 || job.microbatches > 
 std::int64_t pipeline_send_bytes(const Workload& workload) {
   const JobSpec& job = workload.job;
   // One microbatch's activation between stages: with sequence parallelism each TP rank
-  // holds and sends its b*s/tp tokens of d in the activation dtype.
-  return job.local_batch * job.seq_len / job.tp * workload.model.dim *
+  // holds and sends its b*s/(cp*tp) tokens of d in the activation dtype.
+  return job.local_batch * job.seq_len / job.cp / job.tp * workload.model.dim *
          bytes_per_element(job.param_dtype);
 }
 

@@ -153,8 +153,8 @@ PlanSummary plan_summary_from_json(const nlohmann::json& json, const std::string
 std::string schedule_heading(const ScheduleReport& schedule) {
   return fmt::format("{}: {} on {} x {} (dp_shard {}, batch {} x {} tokens{}), limit {}",
                      schedule.source, schedule.model, schedule.gpus, schedule.hardware,
-                     schedule.dp_shard, schedule.local_batch, schedule.seq_len,
-                     execution_suffix(schedule.execution),
+                     dp_shard_text(schedule.dp_shard, schedule.cp), schedule.local_batch,
+                     schedule.seq_len, execution_suffix(schedule.execution),
                      format_bytes(schedule.memory_limit_bytes));
 }
 
@@ -171,7 +171,7 @@ std::string pipeline_line(const ScheduleFile& file) {
   return fmt::format(
       "pipeline: pp {} x tp {} x dp_shard {} x dp_replicate {}, {} microbatches, {}{}{}: "
       "bubble {}, send {} per microbatch",
-      job.pp, job.tp, job.dp_shard, job.dp_replicate, job.microbatches,
+      job.pp, job.tp, dp_shard_text(job.dp_shard, job.cp), job.dp_replicate, job.microbatches,
       job.pp > 1 ? to_string(job.pp_schedule) : "no pipeline (gradient accumulation)",
       job.virtual_stages > 1 ? fmt::format(" ({} virtual stages)", job.virtual_stages) : "", split,
       format_percent(pipeline.bubble_fraction), format_seconds(pipeline.send_s));
@@ -368,6 +368,7 @@ Report summarize_report(const std::vector<ReportEntry>& entries, const ReportOpt
     schedule.hardware = file.hardware.id;
     schedule.gpus = file.job.gpus;
     schedule.dp_shard = file.job.dp_shard;
+    schedule.cp = file.job.cp;
     schedule.local_batch = file.job.local_batch;
     schedule.seq_len = file.job.seq_len;
     schedule.execution = file.job.execution;
@@ -404,6 +405,7 @@ nlohmann::json report_to_json(const Report& report) {
     s["hardware"] = schedule.hardware;
     s["gpus"] = schedule.gpus;
     s["dp_shard"] = schedule.dp_shard;
+    if (schedule.cp != 1) s["cp"] = schedule.cp;  // reports without CP keep their text
     s["local_batch"] = schedule.local_batch;
     s["seq_len"] = schedule.seq_len;
     s["execution"] = to_string(schedule.execution);
@@ -489,6 +491,7 @@ Report report_from_json(const nlohmann::json& json, const std::string& source) {
     schedule.hardware = field<std::string>(s, "hardware", where);
     schedule.gpus = field<std::int64_t>(s, "gpus", where);
     schedule.dp_shard = field<std::int64_t>(s, "dp_shard", where);
+    if (s.contains("cp")) schedule.cp = field<std::int64_t>(s, "cp", where);
     schedule.local_batch = field<std::int64_t>(s, "local_batch", where);
     schedule.seq_len = field<std::int64_t>(s, "seq_len", where);
     // Absent from reports written before it: compiled, as their schedules were.

@@ -1124,8 +1124,8 @@ std::string schedule_section(const Report& report, std::size_t index, const Repo
   out += fmt::format(
       "<p class=\"meta\">dp_shard {}, local batch {} x {} tokens{}, memory limit {}, {} tasks in "
       "the program; tool {}, costs from {}</p>\n",
-      schedule.dp_shard, schedule.local_batch, schedule.seq_len,
-      escape_xml(execution_suffix(schedule.execution)),
+      escape_xml(dp_shard_text(schedule.dp_shard, schedule.cp)), schedule.local_batch,
+      schedule.seq_len, escape_xml(execution_suffix(schedule.execution)),
       escape_xml(format_bytes(schedule.memory_limit_bytes)), schedule.task_count,
       escape_xml(file.provenance.tool), escape_xml(file.provenance.cost_source));
   out += "<div class=\"figures\">\n";

@@ -307,8 +307,8 @@ std::int64_t bounded_product(std::initializer_list<std::int64_t> factors) {
 // degrees as the job has them: Error(kBadInput) naming that field when they multiply past
 // kMaxJobGpus, or when the GPUs `asked` for (--gpus) are another number.
 std::int64_t fixed_world_size(const TorchtitanConfig& c, std::int64_t dp_replicate, std::int64_t tp,
-                              std::int64_t pp, std::optional<std::int64_t> asked) {
-  const std::int64_t gpus = bounded_product({c.dp_shard, dp_replicate, tp, pp, c.cp});
+                              std::int64_t pp, std::int64_t cp, std::optional<std::int64_t> asked) {
+  const std::int64_t gpus = bounded_product({c.dp_shard, dp_replicate, tp, pp, cp});
   if (gpus == 0) {
     throw_bad_input(c.dp_shard_where,
                     fmt::format("the degrees multiply to more than {} GPUs", kMaxJobGpus));
@@ -318,7 +318,7 @@ std::int64_t fixed_world_size(const TorchtitanConfig& c, std::int64_t dp_replica
                     fmt::format("the degrees fix the world size at {} GPUs (data_parallel_shard "
                                 "{} x replicate {} x tensor {} x pipeline {} x context {}), not "
                                 "the {} asked for (--gpus)",
-                                gpus, c.dp_shard, dp_replicate, tp, pp, c.cp, *asked),
+                                gpus, c.dp_shard, dp_replicate, tp, pp, cp, *asked),
                     "set data_parallel_shard_degree = -1 to take what --gpus leaves");
   }
   return gpus;
@@ -561,6 +561,9 @@ TorchtitanConfig torchtitan_config_from_toml(const std::string& text, const std:
   r.integer(
       {{"parallelism", "context_parallel_degree"}, {"experimental", "context_parallel_degree"}},
       c.cp, c.cp_where, 1);
+  r.string({{"parallelism", "context_parallel_rotate_method"},
+            {"experimental", "context_parallel_rotate_method"}},
+           c.cp_rotate_method, c.cp_rotate_method_where);
   r.integer({{"parallelism", "expert_parallel_degree"}}, c.ep, c.ep_where, 1);
   r.string({{"parallelism", "fsdp_reshard_after_forward"}}, c.reshard_after_forward,
            c.reshard_after_forward_where);
@@ -697,9 +700,15 @@ std::int64_t named_stages_per_rank(const TorchtitanConfig& c, const JobSpec& job
 }  // namespace
 
 JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const JobOverrides& o) {
-  if (c.cp != 1) {
-    not_modelled(c.cp_where, fmt::format("context parallelism (degree {})", c.cp),
-                 "set context_parallel_degree = 1");
+  if (c.cp_rotate_method != "allgather" && o.cp.value_or(c.cp) != 1) {
+    if (c.cp_rotate_method != "alltoall") {
+      throw_bad_input(c.cp_rotate_method_where,
+                      fmt::format("unknown rotate method '{}' (expected allgather or alltoall)",
+                                  c.cp_rotate_method));
+    }
+    not_modelled(c.cp_rotate_method_where,
+                 "context parallelism passing K and V around the ring (alltoall)",
+                 "set context_parallel_rotate_method = \"allgather\" (torchtitan's default)");
   }
   if (c.ep != 1) {
     not_modelled(c.ep_where, fmt::format("expert parallelism (degree {})", c.ep),
@@ -716,13 +725,15 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
   }
   JobSpec job;
   job.tp = o.tp.value_or(c.tp);
+  job.cp = o.cp.value_or(c.cp);
   job.dp_replicate = o.dp_replicate.value_or(c.dp_replicate);
   job.pp = o.pp.value_or(c.pp);
   job.gpus_per_node = o.gpus_per_node.value_or(job.gpus_per_node);
   // The world size: torchrun's, unless every degree is fixed.
   if (c.dp_shard > 0) {
-    job.gpus = fixed_world_size(c, job.dp_replicate, job.tp, job.pp, o.gpus);
-    job.dp_shard = c.dp_shard;
+    job.gpus = fixed_world_size(c, job.dp_replicate, job.tp, job.pp, job.cp, o.gpus);
+    // fsdptune's shard group is torchtitan's dp_shard_cp mesh.
+    job.dp_shard = c.dp_shard * job.cp;
   } else {
     job.gpus = o.gpus.value_or(job.gpus);
   }
@@ -751,7 +762,8 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
   if (c.global_batch_size > 0) {
     // What one step runs over all data-parallel ranks; a global batch beyond it is
     // torchtitan's gradient accumulation.
-    const std::int64_t model_parallel = bounded_product({job.tp, job.pp, job.dp_replicate});
+    const std::int64_t model_parallel =
+        bounded_product({job.tp, job.pp, job.dp_replicate, std::max<std::int64_t>(job.cp, 1)});
     if (model_parallel > 0 && job.gpus % model_parallel == 0) {
       const double step = static_cast<double>(job.local_batch) *
                           static_cast<double>(job.microbatches) *
@@ -817,6 +829,7 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
         {"--gpus", field(o.gpus || c.dp_shard <= 0, c.dp_shard_where)},
         {"--dp-shard", c.dp_shard_where},
         {"--tp", field(o.tp.has_value(), c.tp_where)},
+        {"--cp", field(o.cp.has_value(), c.cp_where)},
         {"--dp-replicate", field(o.dp_replicate.has_value(), c.dp_replicate_where)},
         {"--pp", field(o.pp.has_value(), c.pp_where)},
         {"--batch", field(o.local_batch.has_value(),
@@ -849,7 +862,7 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
 std::int64_t torchtitan_global_batch(const TorchtitanConfig& c, std::int64_t gpus) {
   if (c.global_batch_size > 0) return c.global_batch_size;
   if (c.dp_shard > 0) {
-    fixed_world_size(c, c.dp_replicate, c.tp, c.pp, gpus);
+    fixed_world_size(c, c.dp_replicate, c.tp, c.pp, c.cp, gpus);
     return c.local_batch_size * c.dp_replicate * c.dp_shard;
   }
   const std::int64_t others = bounded_product({c.dp_replicate, c.tp, c.pp, c.cp});
@@ -921,8 +934,9 @@ std::string torchtitan_config_toml(const std::string& model_name, const ModelSpe
   text += fmt::format(
       "\n[parallelism]\ndata_parallel_replicate_degree = {}\ndata_parallel_shard_degree = {}\n"
       "tensor_parallel_degree = {}\nenable_async_tensor_parallel = {}\n"
-      "pipeline_parallel_degree = {}\ncontext_parallel_degree = 1\n",
-      job.dp_replicate, job.dp_shard, job.tp, job.async_tp ? "true" : "false", job.pp);
+      "pipeline_parallel_degree = {}\ncontext_parallel_degree = {}\n",
+      job.dp_replicate, job.dp_shard / job.cp, job.tp, job.async_tp ? "true" : "false", job.pp,
+      job.cp);
   if (job.pp > 1) {
     text +=
         fmt::format("pipeline_parallel_schedule = \"{}\"\npipeline_parallel_microbatch_size = {}\n",

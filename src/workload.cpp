@@ -30,6 +30,8 @@ struct Dims {
   DType linear_dtype = DType::kBF16;  // block linears: fp8 with float8
   Execution execution = Execution::kCompiled;
   CommGroup tp_group;
+  std::int64_t cp = 1;  // context parallel degree: tokens = batch * seq / cp
+  CommGroup cp_group;
 };
 
 constexpr std::int64_t kFp32Bytes = 4;
@@ -72,16 +74,18 @@ Op attention_op(std::string name, const Dims& dims, bool backward) {
   op.name = std::move(name);
   op.dtype = dims.act_dtype;
   op.backward = backward;
-  op.attention = {dims.batch, dims.heads, dims.kv_heads, dims.seq, dims.head_dim, true};
-  // Forward: QK^T and PV, each 2*b*s*s*h*hd, no causal discount (torchtitan's convention).
-  // Backward: twice the forward (dQ, dK, dV, dP); flash's extra recompute of QK^T is
-  // left to the cost model so that the model-FLOPs total stays 12*L*h*hd*s per token.
-  const double forward_flops = 4.0 * static_cast<double>(dims.batch) *
-                               static_cast<double>(dims.seq) * static_cast<double>(dims.seq) *
-                               static_cast<double>(dims.heads) * static_cast<double>(dims.head_dim);
+  op.attention = {dims.batch, dims.heads, dims.kv_heads, dims.seq, dims.head_dim, true, dims.cp};
+  // Forward: QK^T and PV, each 2*T*s*h*hd for the rank's T = b*s/cp query tokens against
+  // all s keys, no causal discount (torchtitan's convention). Backward: twice the forward
+  // (dQ, dK, dV, dP); flash's extra recompute of QK^T is left to the cost model so that
+  // the model-FLOPs total stays 12*L*h*hd*s per token.
+  const double forward_flops = 4.0 * static_cast<double>(dims.tokens) *
+                               static_cast<double>(dims.seq) * static_cast<double>(dims.heads) *
+                               static_cast<double>(dims.head_dim);
   op.flops = backward ? 2.0 * forward_flops : forward_flops;
   const std::int64_t q_elements = dims.tokens * dims.heads * dims.head_dim;
-  const std::int64_t kv_elements = dims.tokens * dims.kv_heads * dims.head_dim;
+  // The keys and values read: all b*s of them (gathered under CP).
+  const std::int64_t kv_elements = dims.batch * dims.seq * dims.kv_heads * dims.head_dim;
   const std::int64_t lse_bytes = dims.tokens * dims.heads * kFp32Bytes;
   if (!backward) {
     // Read Q, K, V; write O and the fp32 log-sum-exp.
@@ -94,7 +98,7 @@ Op attention_op(std::string name, const Dims& dims, bool backward) {
 }
 
 Op collective_op(std::string name, CollectiveKind kind, std::int64_t bytes, const Dims& dims,
-                 bool backward) {
+                 bool backward, ParallelDim parallel_dim = ParallelDim::kTensor) {
   Op op;
   op.kind = OpKind::kCollective;
   op.name = std::move(name);
@@ -102,8 +106,41 @@ Op collective_op(std::string name, CollectiveKind kind, std::int64_t bytes, cons
   op.backward = backward;
   op.collective = kind;
   op.bytes = bytes;
-  op.group = dims.tp_group;
+  op.parallel_dim = parallel_dim;
+  op.group = parallel_dim == ParallelDim::kContext ? dims.cp_group : dims.tp_group;
   return op;
+}
+
+// Context-parallel attention (PyTorch's context_parallel as torchtitan uses it: the
+// all-gather rotate method, load-balanced causal mask; docs/parallelism.md "Context
+// parallelism"). The forward all-gathers K and V (bf16, b*s x 2 kv heads x hd: the whole
+// sequence's), runs one SDPA call per CP rank's chunk and merges the partial outputs in
+// fp32 by their log-sum-exp (_SDPAMerger). Per later step and element of the rank's
+// output it reads and writes, averaged over full steps and half (partial) ones: the
+// upcast (2 + 4), out - block_out (12), its scaling (8) and the update (12), and for a
+// half step the concatenation of the halves (8 over the whole output): 65/2 bytes; the
+// first step's upcast and the result's downcast add 12. The backward gathers K and V
+// again, accumulates dQ (fp32: 10 bytes per element per later step) and passes the fp32
+// dK and dV chunks around the ring, accumulating each (10 per element) and flattening them
+// for the send (8): the pass moves what a reduce-scatter of the fp32 gradients of the
+// gathered K and V moves, which is how it is costed.
+std::int64_t cp_kv_elements(const Dims& dims) {
+  return dims.batch * dims.seq * dims.kv_heads * dims.head_dim;
+}
+
+void add_cp_gather(const std::string& name, const Dims& dims, bool backward, std::vector<Op>& out) {
+  out.push_back(collective_op(name, CollectiveKind::kAllGather,
+                              2 * cp_kv_elements(dims) * dims.act_bytes, dims, backward,
+                              ParallelDim::kContext));
+}
+
+Op cp_merge_op(const std::string& name, const Dims& dims, bool backward) {
+  const std::int64_t q_elements = dims.tokens * dims.heads * dims.head_dim;
+  const std::int64_t kv_chunk_elements = dims.tokens * dims.kv_heads * dims.head_dim;
+  const std::int64_t later_steps = dims.cp - 1;
+  const std::int64_t bytes = backward ? later_steps * (10 * q_elements + 2 * 18 * kv_chunk_elements)
+                                      : later_steps * q_elements * 65 / 2 + 12 * q_elements;
+  return memory_op(name, backward ? "cp_merge_bwd" : "cp_merge_fwd", bytes, dims, backward);
 }
 
 CollectiveKind mirror(CollectiveKind kind) {
@@ -294,7 +331,9 @@ Unit block_unit(const ModelSpec& model, const JobSpec& job, const Dims& dims, in
   linear(p + ".attention.wk", kv_dim, d);
   linear(p + ".attention.wv", kv_dim, d);
   fwd.push_back(rope_op(p + ".attention.rope", T * (q_dim + kv_dim), dims, false));
+  if (dims.cp > 1) add_cp_gather(p + ".attention.cp_all_gather", dims, false, fwd);
   fwd.push_back(attention_op(p + ".attention.sdpa", dims, false));
+  if (dims.cp > 1) fwd.push_back(cp_merge_op(p + ".attention.cp_merge", dims, false));
   linear(p + ".attention.wo", d, q_dim);
   if (sharded) {
     fwd.push_back(collective_op(p + ".attention.sp_reduce_scatter", CollectiveKind::kReduceScatter,
@@ -343,7 +382,16 @@ Unit block_unit(const ModelSpec& model, const JobSpec& job, const Dims& dims, in
       memory_op(p + ".ffn_residual.backward", "residual_add", residual_bytes(dims), dims, true));
   if (sharded) mirrored(p + ".attention.sp_reduce_scatter");
   add_gemm_backward(find(p + ".attention.wo"), dims, bwd);
+  if (dims.cp > 1) add_cp_gather(p + ".attention.cp_all_gather.backward", dims, true, bwd);
   bwd.push_back(attention_op(p + ".attention.sdpa.backward", dims, true));
+  if (dims.cp > 1) {
+    bwd.push_back(cp_merge_op(p + ".attention.cp_merge.backward", dims, true));
+    Op kv_grad =
+        collective_op(p + ".attention.cp_kv_grad_reduce_scatter", CollectiveKind::kReduceScatter,
+                      2 * cp_kv_elements(dims) * kFp32Bytes, dims, true, ParallelDim::kContext);
+    kv_grad.dtype = DType::kFP32;
+    bwd.push_back(std::move(kv_grad));
+  }
   bwd.push_back(rope_op(p + ".attention.rope.backward", T * (q_dim + kv_dim), dims, true));
   add_gemm_backward(find(p + ".attention.wv"), dims, bwd);
   add_gemm_backward(find(p + ".attention.wk"), dims, bwd);
@@ -385,11 +433,15 @@ Unit block_unit(const ModelSpec& model, const JobSpec& job, const Dims& dims, in
         // A saved matmul's input cast (float8) is not replayed either.
         std::string name = op.name;
         if (name.ends_with(".float8_cast")) name.resize(name.size() - 12);
+        // The CP all-gather and merge are part of the saved attention (they run inside
+        // its SDPA dispatch).
         const bool saved =
             name == p + ".attention.wq" || name == p + ".attention.wv" ||
             name == p + ".feed_forward.w1" || name == p + ".feed_forward.w2" ||
             op.kind == OpKind::kAttention ||
-            (op.kind == OpKind::kCollective && op.collective == CollectiveKind::kReduceScatter);
+            (op.kind == OpKind::kCollective && op.collective == CollectiveKind::kReduceScatter) ||
+            (op.kind == OpKind::kCollective && op.parallel_dim == ParallelDim::kContext) ||
+            op.memory_op == "cp_merge_fwd";
         if (saved) continue;
         Op replay = op;
         replay.name += ".recompute";
@@ -411,6 +463,13 @@ Unit block_unit(const ModelSpec& model, const JobSpec& job, const Dims& dims, in
   // the unit's gradients are done (the simulator frees it at the end of the backward).
   unit.recompute_activation_bytes =
       std::max<std::int64_t>(0, all_saved_bytes - unit.saved_activation_bytes);
+  if (dims.cp > 1) {
+    // CP attention's transients: the gathered K and V (bf16, the whole sequence), and in
+    // the backward the fp32 dK and dV of the rank's chunk with the pair in flight around
+    // the ring.
+    const std::int64_t kv_chunk_elements = T * dims.kv_heads * dims.head_dim;
+    unit.workspace_bytes = 2 * cp_kv_elements(dims) * a + 2 * 2 * kv_chunk_elements * kFp32Bytes;
+  }
   return unit;
 }
 
@@ -500,6 +559,8 @@ CollectiveKind collective_from_string(const std::string& text, const std::string
                                      text));
 }
 
+std::string to_string(ParallelDim dim) { return dim == ParallelDim::kContext ? "cp" : "tp"; }
+
 std::string to_string(OpKind kind) {
   switch (kind) {
     case OpKind::kGemm:
@@ -549,9 +610,12 @@ std::string Op::signature() const {
     case OpKind::kGemm:
       return fmt::format("gemm {} m={} n={} k={}", to_string(dtype), gemm.m, gemm.n, gemm.k);
     case OpKind::kAttention:
-      return fmt::format("attention_{} {} b={} h={} kv={} s={} d={}{}", backward ? "bwd" : "fwd",
+      return fmt::format("attention_{} {} b={} h={} kv={} s={} d={}{}{}", backward ? "bwd" : "fwd",
                          to_string(dtype), attention.batch, attention.heads, attention.kv_heads,
-                         attention.seq, attention.head_dim, attention.causal ? "" : " noncausal");
+                         attention.seq, attention.head_dim, attention.causal ? "" : " noncausal",
+                         attention.context_parallel == 1
+                             ? std::string()
+                             : fmt::format(" cp={}", attention.context_parallel));
     case OpKind::kMemoryBound:
       return fmt::format("memory {} bytes={}", memory_op, bytes);
     case OpKind::kCollective:
@@ -612,7 +676,7 @@ double Workload::model_flops_per_step() const {
 }
 
 std::int64_t Workload::tokens_per_step() const {
-  return job.local_batch * job.seq_len * job.microbatches;
+  return job.local_batch * job.seq_len / job.cp * job.microbatches;
 }
 
 RmsnormTraffic rmsnorm_traffic(std::int64_t activation_bytes, bool unfused, bool backward) {
@@ -644,16 +708,26 @@ int memory_op_kernels(const std::string& memory_op) {
   return 1;
 }
 
+CommGroup tensor_parallel_group(const JobSpec& job) {
+  return CommGroup{job.tp, std::min(job.tp, job.gpus_per_node)};
+}
+
+CommGroup context_parallel_group(const JobSpec& job) {
+  // The cp ranks are tp apart: gpus_per_node / tp of them share a node.
+  return CommGroup{job.cp, std::clamp<std::int64_t>(job.gpus_per_node / job.tp, 1, job.cp)};
+}
+
 Workload build_workload(const ModelSpec& model, const JobSpec& job) {
   FSDPTUNE_CHECK(job.dp_shard > 0, "build_workload needs a normalized job (normalize_job)");
   FSDPTUNE_CHECK(model.n_heads % job.tp == 0 && model.n_kv_heads % job.tp == 0 &&
                      model.ffn_dim % job.tp == 0 && model.vocab_size % job.tp == 0 &&
-                     job.seq_len % job.tp == 0,
+                     job.seq_len % job.tp == 0 && job.cp >= 1 && job.seq_len % job.cp == 0,
                  "build_workload needs a job normalized against this model");
   Dims dims;
   dims.batch = job.local_batch;
   dims.seq = job.seq_len;
-  dims.tokens = job.local_batch * job.seq_len;
+  dims.cp = job.cp;
+  dims.tokens = job.local_batch * job.seq_len / job.cp;
   dims.tp = job.tp;
   dims.sp_tokens = dims.tokens / job.tp;
   dims.dim = model.dim;
@@ -666,7 +740,8 @@ Workload build_workload(const ModelSpec& model, const JobSpec& job) {
   dims.act_bytes = bytes_per_element(job.param_dtype);
   dims.linear_dtype = job.float8 ? DType::kFP8 : job.param_dtype;
   dims.execution = job.execution;
-  dims.tp_group = CommGroup{job.tp, std::min(job.tp, job.gpus_per_node)};
+  dims.tp_group = tensor_parallel_group(job);
+  dims.cp_group = context_parallel_group(job);
 
   Workload workload;
   workload.model = model;
@@ -703,6 +778,10 @@ nlohmann::json op_to_json(const Op& op) {
       json["attention"] = {{"batch", op.attention.batch},       {"heads", op.attention.heads},
                            {"kv_heads", op.attention.kv_heads}, {"seq", op.attention.seq},
                            {"head_dim", op.attention.head_dim}, {"causal", op.attention.causal}};
+      // Only under CP: ops written before the field keep their text.
+      if (op.attention.context_parallel != 1) {
+        json["attention"]["context_parallel"] = op.attention.context_parallel;
+      }
       break;
     case OpKind::kMemoryBound:
       json["memory_op"] = op.memory_op;
@@ -710,6 +789,8 @@ nlohmann::json op_to_json(const Op& op) {
     case OpKind::kCollective:
       json["collective"] = to_string(op.collective);
       json["group"] = {{"ranks", op.group.ranks}, {"ranks_per_node", op.group.ranks_per_node}};
+      if (op.parallel_dim != ParallelDim::kTensor)
+        json["parallel_dim"] = to_string(op.parallel_dim);
       break;
   }
   return json;
@@ -780,6 +861,17 @@ Op op_from_json(const nlohmann::json& json, const std::string& where) {
                           op.attention.batch, op.attention.seq, kMaxJobMicrobatchTokens));
         }
         op.attention.causal = s.value("causal", true);
+        if (s.contains("context_parallel")) {
+          op.attention.context_parallel =
+              get_int(s, "context_parallel", "attention", 1, kMaxJobGpus);
+          // The kernels split the queries into 2 x context_parallel chunks.
+          if (op.attention.seq % (2 * op.attention.context_parallel) != 0 || !op.attention.causal) {
+            throw_bad_input(fmt::format("{}: field 'attention.context_parallel'", where),
+                            fmt::format("seq {} does not split into 2 x {} chunks of a causal "
+                                        "attention",
+                                        op.attention.seq, op.attention.context_parallel));
+          }
+        }
         break;
       }
       case OpKind::kMemoryBound:
@@ -791,6 +883,16 @@ Op op_from_json(const nlohmann::json& json, const std::string& where) {
         const auto& g = field("group");
         op.group = {get_int(g, "ranks", "group", 1, kMaxJobGpus),
                     get_int(g, "ranks_per_node", "group", 1, kMaxJobGpus)};
+        if (const auto dim = json.find("parallel_dim"); dim != json.end()) {
+          const std::string text = dim->is_string() ? dim->get<std::string>() : dim->dump();
+          if (text == "cp") {
+            op.parallel_dim = ParallelDim::kContext;
+          } else if (text != "tp") {
+            throw_bad_input(
+                fmt::format("{}: field 'parallel_dim'", where),
+                fmt::format("unknown mesh dimension {} (expected tp or cp)", dim->dump()));
+          }
+        }
         break;
       }
     }

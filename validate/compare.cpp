@@ -65,15 +65,15 @@ Comparison compare(const ScheduleFile& schedule, const MeasuredResult& measured,
     job.dp_shard = job.gpus / std::max<std::int64_t>(1, job.tp * job.pp * job.dp_replicate);
   }
   if (measured.pp != job.pp || measured.tp != job.tp || measured.dp_replicate != job.dp_replicate ||
-      measured.shard_ranks() * measured.shards_per_rank != job.dp_shard) {
+      measured.shard_ranks() * measured.shards_per_rank != job.dp_shard || measured.cp != job.cp) {
     throw_bad_input(
         measured_source + ": mesh",
         fmt::format("measured on pp {} x dp_replicate {} x dp_shard {} (x {} shards per "
-                    "rank) x tp {}, which does not replay the schedule's "
-                    "pp {} x dp_replicate {} x dp_shard {} x tp {}",
+                    "rank, cp {}) x tp {}, which does not replay the schedule's "
+                    "pp {} x dp_replicate {} x dp_shard {} (cp {}) x tp {}",
                     measured.pp, measured.dp_replicate, measured.shard_ranks(),
-                    measured.shards_per_rank, measured.tp, job.pp, job.dp_replicate, job.dp_shard,
-                    job.tp));
+                    measured.shards_per_rank, measured.cp, measured.tp, job.pp, job.dp_replicate,
+                    job.dp_shard, job.cp, job.tp));
   }
   const PlanSummary& predicted = schedule.predicted;
   Comparison comparison;

@@ -206,11 +206,13 @@ struct MessageBuffer {
   MPI_Request request = MPI_REQUEST_NULL;
 };
 
-// One stream's communicators: the FSDP shard group, the HSDP replica group, the TP group.
+// One stream's communicators: the FSDP shard group, the HSDP replica group, the TP group,
+// the CP group.
 struct StreamComms {
   MPI_Comm shard = MPI_COMM_NULL;
   MPI_Comm replica = MPI_COMM_NULL;
   MPI_Comm tp = MPI_COMM_NULL;
+  MPI_Comm cp = MPI_COMM_NULL;
 };
 
 MPI_Comm split_world(int color, int key) {
@@ -225,7 +227,7 @@ class CpuBackend final : public Backend {
   ~CpuBackend() override {
     workers_.clear();  // joins the threads before the communicators go
     for (StreamComms& comms : comms_) {
-      for (MPI_Comm* comm : {&comms.shard, &comms.replica, &comms.tp}) {
+      for (MPI_Comm* comm : {&comms.shard, &comms.replica, &comms.tp, &comms.cp}) {
         if (*comm != MPI_COMM_NULL) MPI_Comm_free(comm);
       }
     }
@@ -262,6 +264,11 @@ class CpuBackend final : public Backend {
       comms.tp =
           split_world((mesh.stage * mesh.dp_replicate + mesh.replica) * mesh.dp_shard + mesh.shard,
                       mesh.tp_rank);
+      comms.cp = split_world(((mesh.stage * mesh.dp_replicate + mesh.replica) * mesh.dp_shard +
+                              mesh.shard - mesh.cp_rank()) *
+                                     mesh.tp +
+                                 mesh.tp_rank,
+                             mesh.cp_rank());
       comms_.push_back(comms);
       workers_.push_back(
           std::make_unique<Worker>([this](const std::exception_ptr& error) { fail(error); }));
@@ -681,14 +688,17 @@ class CpuBackend final : public Backend {
   }
   MPI_Op mpi_sum(DType dtype) const { return dtype == DType::kFP32 ? MPI_SUM : bf16_sum_; }
 
-  // A tensor-parallel collective of the compute path (TpCollective, data_check.hpp) on
-  // the stream's scratch buffers. Outside a check its contents are whatever the scratch
-  // holds: what is measured is the time of moving real bytes between the TP ranks.
-  // Checked, the input is data_pattern::tp_input and the output is compared with
-  // tp_expected once the collective completed.
+  // A tensor- or context-parallel collective of the compute path (TpCollective,
+  // data_check.hpp) on the stream's scratch buffers. Outside a check its contents are
+  // whatever the scratch holds: what is measured is the time of moving real bytes between
+  // the group's ranks. Checked, the input is data_pattern::tp_input and the output is
+  // compared with tp_expected once the collective completed.
   void tp_collective(int stream, const Op& op, const std::optional<TpCheck>& check) {
-    MPI_Comm comm = comms_[static_cast<std::size_t>(stream)].tp;
-    const TpCollective collective = tp_collective_of(op, layout_.mesh.tp);
+    const StreamComms& comms = comms_[static_cast<std::size_t>(stream)];
+    const bool context = op.parallel_dim == ParallelDim::kContext;
+    MPI_Comm comm = context ? comms.cp : comms.tp;
+    const TpCollective collective =
+        tp_collective_of(op, compute_collective_ranks(op, layout_.mesh));
     const DType dtype = collective.dtype;
     const std::int64_t size = bytes_per_element(dtype);
     const std::int64_t ranks = collective.ranks;
@@ -703,14 +713,14 @@ class CpuBackend final : public Backend {
     }
     std::byte* input = scratch.data();
     std::byte* output = scratch.data() + part * ranks * size;
-    const int tp_rank = layout_.mesh.tp_rank;
+    const int tp_rank = compute_collective_rank(op, layout_.mesh);
     if (check) {
       for (std::int64_t i = 0; i < collective.input_elements(); ++i) {
         store(input, dtype, i, data_pattern::tp_input(tp_rank, i, collective.amplitude));
       }
     }
     MPI_Request request = MPI_REQUEST_NULL;
-    const char* call = "MPI_Iallgather (tp)";
+    const char* call = context ? "MPI_Iallgather (cp)" : "MPI_Iallgather (tp)";
     switch (op.collective) {
       case CollectiveKind::kAllGather:
         check_mpi(MPI_Iallgather(input, static_cast<int>(part * size), MPI_BYTE, output,
@@ -718,13 +728,13 @@ class CpuBackend final : public Backend {
                   call);
         break;
       case CollectiveKind::kReduceScatter:
-        call = "MPI_Ireduce_scatter_block (tp)";
+        call = context ? "MPI_Ireduce_scatter_block (cp)" : "MPI_Ireduce_scatter_block (tp)";
         check_mpi(MPI_Ireduce_scatter_block(input, output, static_cast<int>(part), mpi_type(dtype),
                                             mpi_sum(dtype), comm, &request),
                   call);
         break;
       case CollectiveKind::kAllReduce:
-        call = "MPI_Iallreduce (tp)";
+        call = context ? "MPI_Iallreduce (cp)" : "MPI_Iallreduce (tp)";
         check_mpi(MPI_Iallreduce(input, output, static_cast<int>(part * ranks), mpi_type(dtype),
                                  mpi_sum(dtype), comm, &request),
                   call);

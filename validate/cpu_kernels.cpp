@@ -46,14 +46,29 @@ struct HeadView {
 HeadView head_view(const AttentionShape& shape, std::int64_t b, std::int64_t h) {
   const std::int64_t group = shape.heads / shape.kv_heads;
   const std::int64_t kv_head = h / group;
-  return {((b * shape.heads + h) * shape.seq) * shape.head_dim,
+  return {((b * shape.heads + h) * shape.query_rows()) * shape.head_dim,
           ((b * shape.kv_heads + kv_head) * shape.seq) * shape.head_dim};
 }
 
 void check_shape(const AttentionShape& shape, std::int64_t block) {
   FSDPTUNE_CHECK(shape.batch > 0 && shape.heads > 0 && shape.kv_heads > 0 && shape.seq > 0 &&
-                     shape.head_dim > 0 && shape.heads % shape.kv_heads == 0 && block > 0,
+                     shape.head_dim > 0 && shape.heads % shape.kv_heads == 0 && block > 0 &&
+                     shape.context_parallel >= 1 &&
+                     shape.seq % (shape.query_runs() * shape.context_parallel) == 0,
                  "invalid attention shape");
+}
+
+// Calls visit(local row, position, rows) for the query blocks of at most `block` rows,
+// each inside one run of consecutive positions (AttentionShape::query_runs).
+template <typename Visit>
+void for_query_blocks(const AttentionShape& shape, std::int64_t block, Visit visit) {
+  const std::int64_t run_rows = shape.query_rows() / shape.query_runs();
+  for (std::int64_t run = 0; run < shape.query_runs(); ++run) {
+    const std::int64_t first = run * run_rows;
+    for (std::int64_t row0 = first; row0 < first + run_rows; row0 += block) {
+      visit(row0, shape.query_position(row0), std::min(block, first + run_rows - row0));
+    }
+  }
 }
 
 }  // namespace
@@ -71,15 +86,15 @@ void causal_attention_forward(const AttentionShape& shape, const float* q, const
   for (std::int64_t b = 0; b < shape.batch; ++b) {
     for (std::int64_t h = 0; h < shape.heads; ++h) {
       const HeadView view = head_view(shape, b, h);
-      for (std::int64_t row0 = 0; row0 < shape.seq; row0 += block) {
-        const std::int64_t rows = std::min(block, shape.seq - row0);
-        const std::int64_t keys = row0 + rows;
-        const ConstMap q_block(q + view.q_offset + row0 * d, rows, d);
-        const ConstMap k_prefix(k + view.kv_offset, keys, d);
-        const ConstMap v_prefix(v + view.kv_offset, keys, d);
-        const RowMatrix p = causal_probabilities(q_block, k_prefix, row0, scale);
-        Map(o + view.q_offset + row0 * d, rows, d).noalias() = p * v_prefix;
-      }
+      for_query_blocks(
+          shape, block, [&](std::int64_t row0, std::int64_t position, std::int64_t rows) {
+            const std::int64_t keys = position + rows;
+            const ConstMap q_block(q + view.q_offset + row0 * d, rows, d);
+            const ConstMap k_prefix(k + view.kv_offset, keys, d);
+            const ConstMap v_prefix(v + view.kv_offset, keys, d);
+            const RowMatrix p = causal_probabilities(q_block, k_prefix, position, scale);
+            Map(o + view.q_offset + row0 * d, rows, d).noalias() = p * v_prefix;
+          });
     }
   }
 }
@@ -93,7 +108,7 @@ void causal_attention_backward(const AttentionShape& shape, const float* q, cons
   check_shape(shape, block);
   const std::int64_t d = shape.head_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  const std::int64_t q_elements = shape.batch * shape.heads * shape.seq * d;
+  const std::int64_t q_elements = shape.batch * shape.heads * shape.query_rows() * d;
   const std::int64_t kv_elements = shape.batch * shape.kv_heads * shape.seq * d;
   std::fill(dq, dq + q_elements, 0.0f);
   std::fill(dk, dk + kv_elements, 0.0f);
@@ -101,21 +116,21 @@ void causal_attention_backward(const AttentionShape& shape, const float* q, cons
   for (std::int64_t b = 0; b < shape.batch; ++b) {
     for (std::int64_t h = 0; h < shape.heads; ++h) {
       const HeadView view = head_view(shape, b, h);
-      for (std::int64_t row0 = 0; row0 < shape.seq; row0 += block) {
-        const std::int64_t rows = std::min(block, shape.seq - row0);
-        const std::int64_t keys = row0 + rows;
-        const ConstMap q_block(q + view.q_offset + row0 * d, rows, d);
-        const ConstMap d_o_block(d_o + view.q_offset + row0 * d, rows, d);
-        const ConstMap k_prefix(k + view.kv_offset, keys, d);
-        const ConstMap v_prefix(v + view.kv_offset, keys, d);
-        const RowMatrix p = causal_probabilities(q_block, k_prefix, row0, scale);
-        Map(dv + view.kv_offset, keys, d).noalias() += p.transpose() * d_o_block;
-        const RowMatrix d_p = d_o_block * v_prefix.transpose();
-        const Eigen::VectorXf row_dot = p.cwiseProduct(d_p).rowwise().sum();
-        const RowMatrix d_s = p.cwiseProduct(d_p.colwise() - row_dot);
-        Map(dq + view.q_offset + row0 * d, rows, d).noalias() = (d_s * k_prefix) * scale;
-        Map(dk + view.kv_offset, keys, d).noalias() += (d_s.transpose() * q_block) * scale;
-      }
+      for_query_blocks(
+          shape, block, [&](std::int64_t row0, std::int64_t position, std::int64_t rows) {
+            const std::int64_t keys = position + rows;
+            const ConstMap q_block(q + view.q_offset + row0 * d, rows, d);
+            const ConstMap d_o_block(d_o + view.q_offset + row0 * d, rows, d);
+            const ConstMap k_prefix(k + view.kv_offset, keys, d);
+            const ConstMap v_prefix(v + view.kv_offset, keys, d);
+            const RowMatrix p = causal_probabilities(q_block, k_prefix, position, scale);
+            Map(dv + view.kv_offset, keys, d).noalias() += p.transpose() * d_o_block;
+            const RowMatrix d_p = d_o_block * v_prefix.transpose();
+            const Eigen::VectorXf row_dot = p.cwiseProduct(d_p).rowwise().sum();
+            const RowMatrix d_s = p.cwiseProduct(d_p.colwise() - row_dot);
+            Map(dq + view.q_offset + row0 * d, rows, d).noalias() = (d_s * k_prefix) * scale;
+            Map(dk + view.kv_offset, keys, d).noalias() += (d_s.transpose() * q_block) * scale;
+          });
     }
   }
 }
@@ -153,10 +168,11 @@ class CpuKernels final : public OpKernels {
       case OpKind::kAttention: {
         const AttentionShape& s = op.attention;
         if (s.batch <= 0 || s.heads <= 0 || s.kv_heads <= 0 || s.seq <= 0 || s.head_dim <= 0 ||
-            s.heads % s.kv_heads != 0) {
+            s.heads % s.kv_heads != 0 || s.context_parallel < 1 ||
+            s.seq % (s.query_runs() * s.context_parallel) != 0) {
           throw_bad_input(op.name, "attention with an invalid shape");
         }
-        const std::int64_t q_elements = s.batch * s.heads * s.seq * s.head_dim;
+        const std::int64_t q_elements = s.batch * s.heads * s.query_rows() * s.head_dim;
         const std::int64_t kv_elements = s.batch * s.kv_heads * s.seq * s.head_dim;
         const std::int64_t block = std::min(kCpuAttentionBlock, s.seq);
         const float* q = operand(0, q_elements);

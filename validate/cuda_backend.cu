@@ -167,6 +167,7 @@ struct StreamComms {
   ncclComm_t shard = nullptr;
   ncclComm_t replica = nullptr;
   ncclComm_t tp = nullptr;
+  ncclComm_t cp = nullptr;
 };
 
 struct BucketBuffers {
@@ -221,7 +222,7 @@ class CudaBackend final : public Backend {
       if (comm != nullptr) ncclCommDestroy(comm);
     }
     for (StreamComms& comms : comms_) {
-      for (ncclComm_t comm : {comms.shard, comms.replica, comms.tp, comms.world}) {
+      for (ncclComm_t comm : {comms.shard, comms.replica, comms.tp, comms.cp, comms.world}) {
         if (comm != nullptr) ncclCommDestroy(comm);
       }
     }
@@ -298,6 +299,13 @@ class CudaBackend final : public Backend {
       FSDPTUNE_NCCL_CHECK(ncclCommSplit(
           comms.world, (mesh.stage * mesh.dp_replicate + mesh.replica) * mesh.dp_shard + mesh.shard,
           mesh.tp_rank, &comms.tp, nullptr));
+      FSDPTUNE_NCCL_CHECK(
+          ncclCommSplit(comms.world,
+                        ((mesh.stage * mesh.dp_replicate + mesh.replica) * mesh.dp_shard +
+                         mesh.shard - mesh.cp_rank()) *
+                                mesh.tp +
+                            mesh.tp_rank,
+                        mesh.cp_rank(), &comms.cp, nullptr));
       comms_.push_back(comms);
     }
     if (mesh.pp > 1) {
@@ -621,7 +629,7 @@ class CudaBackend final : public Backend {
         }
       }
       for (const StreamComms& comms : comms_) {
-        for (ncclComm_t comm : {comms.world, comms.shard, comms.replica, comms.tp}) {
+        for (ncclComm_t comm : {comms.world, comms.shard, comms.replica, comms.tp, comms.cp}) {
           ncclResult_t async = ncclSuccess;
           FSDPTUNE_NCCL_CHECK(ncclCommGetAsyncError(comm, &async));
           FSDPTUNE_NCCL_CHECK(async);
@@ -707,7 +715,7 @@ class CudaBackend final : public Backend {
     const TpChecked& checked =
         tp_checks_.at(static_cast<std::size_t>(mismatch.key >> kElementBits));
     return tp_mismatch_message(
-        checked.collective, checked.what, layout_.mesh.tp_rank, layout_.rank,
+        checked.collective, checked.what, checked.group_rank, layout_.rank,
         static_cast<std::int64_t>(mismatch.key & ((1ull << kElementBits) - 1)), mismatch.actual);
   }
 
@@ -754,12 +762,14 @@ class CudaBackend final : public Backend {
     return dtype == DType::kFP32 ? ncclFloat32 : ncclBfloat16;
   }
 
-  // A tensor-parallel collective of the compute path (TpCollective, data_check.hpp; see
-  // the cpu backend) on a per-stream scratch buffer grown to the largest op (cudaFree of
-  // the old one waits for the work that used it). Checked, the input is written with
-  // tp_input before it and the output compared with tp_expected after it, on the stream.
+  // A tensor- or context-parallel collective of the compute path (TpCollective,
+  // data_check.hpp; see the cpu backend) on a per-stream scratch buffer grown to the
+  // largest op (cudaFree of the old one waits for the work that used it). Checked, the
+  // input is written with tp_input before it and the output compared with tp_expected
+  // after it, on the stream.
   void tp_collective(int stream, const Op& op, const std::string& task) {
-    const TpCollective collective = tp_collective_of(op, layout_.mesh.tp);
+    const TpCollective collective =
+        tp_collective_of(op, compute_collective_ranks(op, layout_.mesh));
     const std::int64_t size = bytes_per_element(collective.dtype);
     const std::int64_t ranks = collective.ranks;
     const std::int64_t part = collective.part;
@@ -773,15 +783,15 @@ class CudaBackend final : public Backend {
     }
     char* input = static_cast<char*>(tp_scratch_[s]);
     char* output = input + part * ranks * size;
-    ncclComm_t comm = comms_[s].tp;
+    ncclComm_t comm = op.parallel_dim == ParallelDim::kContext ? comms_[s].cp : comms_[s].tp;
     const ncclDataType_t type = nccl_type(collective.dtype);
     const int wire = wire_of(collective.dtype);
-    const int tp_rank = layout_.mesh.tp_rank;
+    const int tp_rank = compute_collective_rank(op, layout_.mesh);
     cudaStream_t cuda = cuda_stream(stream);
     int sequence = -1;
     if (check_.tp_collectives) {
       sequence = static_cast<int>(tp_checks_.size());
-      tp_checks_.push_back({collective, task + " op " + op.name});
+      tp_checks_.push_back({collective, task + " op " + op.name, tp_rank});
       const std::int64_t n = collective.input_elements();
       tp_fill_kernel<<<grid_for(n), kThreads, 0, cuda>>>(input, wire, tp_rank, collective.amplitude,
                                                          n);
@@ -838,6 +848,7 @@ class CudaBackend final : public Backend {
   struct TpChecked {
     TpCollective collective;
     std::string what;
+    int group_rank = 0;  // this rank's place in the collective's TP or CP group
   };
   DataCheck check_;
   std::vector<TpChecked> tp_checks_;

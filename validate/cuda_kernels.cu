@@ -312,14 +312,19 @@ class CudaKernels final : public OpKernels {
   void run_attention(const Op& op) {
     const AttentionShape& s = op.attention;
     if (s.batch <= 0 || s.heads <= 0 || s.kv_heads <= 0 || s.seq <= 0 || s.head_dim <= 0 ||
-        s.heads % s.kv_heads != 0) {
+        s.heads % s.kv_heads != 0 || s.context_parallel < 1 ||
+        s.seq % (s.query_runs() * s.context_parallel) != 0) {
       throw_bad_input(op.name, "attention with an invalid shape");
     }
     const std::int64_t d = s.head_dim;
     const std::int64_t group = s.heads / s.kv_heads;
     const std::int64_t items = s.batch * s.kv_heads;
     const std::int64_t block = std::min(kAttentionBlock, s.seq);
-    const std::int64_t q_bytes = s.batch * s.heads * s.seq * d * 2;
+    // The rank's query rows (context parallelism: query_runs() runs of consecutive
+    // positions, AttentionShape::query_position).
+    const std::int64_t query_rows = s.query_rows();
+    const std::int64_t run_rows = query_rows / s.query_runs();
+    const std::int64_t q_bytes = s.batch * s.heads * query_rows * d * 2;
     const std::int64_t kv_bytes = items * s.seq * d * 2;
     const std::int64_t score_stride = block * s.seq;
     const std::int64_t score_bytes = items * score_stride * 2;
@@ -339,18 +344,22 @@ class CudaKernels final : public OpKernels {
       FSDPTUNE_CUDA_CHECK(cudaMemsetAsync(dv, 0, static_cast<std::size_t>(kv_bytes), stream_));
     }
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-    const std::int64_t q_stride = group * s.seq * d;
+    const std::int64_t q_stride = group * query_rows * d;
     const std::int64_t kv_stride = s.seq * d;
     for (std::int64_t g = 0; g < group; ++g) {
-      for (std::int64_t row0 = 0; row0 < s.seq; row0 += block) {
-        const std::int64_t rows = std::min(block, s.seq - row0);
-        const std::int64_t keys = row0 + rows;
-        const std::int64_t q_offset = (g * s.seq + row0) * d;
+      // Blocks of at most `block` rows, none crossing from one run into the next.
+      std::int64_t rows = 0;
+      for (std::int64_t row0 = 0; row0 < query_rows; row0 += rows) {
+        const std::int64_t run_end = (row0 / run_rows + 1) * run_rows;
+        rows = std::min(block, run_end - row0);
+        const std::int64_t position = s.query_position(row0);
+        const std::int64_t keys = position + rows;
+        const std::int64_t q_offset = (g * query_rows + row0) * d;
         // Scores of this block: items x [rows, keys], row stride `keys`.
         batched(CUBLAS_OP_T, CUBLAS_OP_N, keys, rows, d, k, d, kv_stride, q + q_offset, d, q_stride,
                 0.0f, p, keys, score_stride, items);
         causal_softmax_kernel<<<static_cast<unsigned>(items * rows), kThreads, 0, stream_>>>(
-            p, rows, keys, score_stride, row0, scale);
+            p, rows, keys, score_stride, position, scale);
         FSDPTUNE_CUDA_CHECK(cudaGetLastError());
         if (!op.backward) {
           batched(CUBLAS_OP_N, CUBLAS_OP_N, d, rows, keys, v, d, kv_stride, p, keys, score_stride,

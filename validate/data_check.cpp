@@ -331,6 +331,7 @@ std::int64_t TpCollective::output_elements() const {
 TpCollective tp_collective_of(const Op& op, int ranks) {
   TpCollective collective;
   collective.kind = op.collective;
+  collective.dim = op.parallel_dim;
   collective.dtype = op.dtype == DType::kFP32 ? DType::kFP32 : DType::kBF16;
   collective.ranks = std::max(1, ranks);
   const std::int64_t elements = op.bytes / bytes_per_element(collective.dtype);
@@ -358,14 +359,16 @@ float tp_expected(const TpCollective& collective, int tp_rank, std::int64_t inde
 
 std::string tp_mismatch_message(const TpCollective& collective, const std::string& what,
                                 int tp_rank, int rank, std::int64_t index, float actual) {
+  const std::string dim = collective.dim == ParallelDim::kContext ? "CP" : "TP";
   const std::string from = collective.kind == CollectiveKind::kAllGather
-                               ? fmt::format("the part of TP rank {}", index / collective.part)
-                               : fmt::format("the sum over {} TP ranks", collective.ranks);
+                               ? fmt::format("the part of {} rank {}", dim, index / collective.part)
+                               : fmt::format("the sum over {} {} ranks", collective.ranks, dim);
   return fmt::format(
-      "{}: TP {} ({} over {} ranks, {} elements per rank) on rank {} (TP rank {}): output "
+      "{}: {} {} ({} over {} ranks, {} elements per rank) on rank {} ({} rank {}): output "
       "element {} ({}): expected {}, got {}",
-      what, to_string(collective.kind), to_string(collective.dtype), collective.ranks,
-      collective.part, rank, tp_rank, index, from, tp_expected(collective, tp_rank, index), actual);
+      what, dim, to_string(collective.kind), to_string(collective.dtype), collective.ranks,
+      collective.part, rank, dim, tp_rank, index, from, tp_expected(collective, tp_rank, index),
+      actual);
 }
 
 std::optional<std::string> check_tp_output(const TpCollective& collective, const std::string& what,

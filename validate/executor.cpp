@@ -761,21 +761,31 @@ void agree_on_errors(const std::optional<Error>& local_error) {
 }
 
 ReplayMesh make_replay_mesh(int rank, int dp_replicate, int dp_shard, int tp, int shards_per_rank,
-                            int pp) {
+                            int pp, int cp) {
   FSDPTUNE_CHECK(pp >= 1 && dp_replicate >= 1 && dp_shard >= 1 && tp >= 1 && shards_per_rank >= 1,
                  "mesh sizes must be positive");
+  FSDPTUNE_CHECK(cp >= 1 && dp_shard % cp == 0, "cp must divide the shard group");
   FSDPTUNE_CHECK(rank >= 0 && rank < pp * dp_replicate * dp_shard * tp, "rank outside the mesh");
   ReplayMesh mesh;
   mesh.pp = pp;
   mesh.dp_replicate = dp_replicate;
   mesh.dp_shard = dp_shard;
   mesh.tp = tp;
+  mesh.cp = cp;
   mesh.shards_per_rank = shards_per_rank;
   mesh.tp_rank = rank % tp;
   mesh.shard = (rank / tp) % dp_shard;
   mesh.replica = (rank / (tp * dp_shard)) % dp_replicate;
   mesh.stage = rank / (tp * dp_shard * dp_replicate);
   return mesh;
+}
+
+int compute_collective_ranks(const Op& op, const ReplayMesh& mesh) {
+  return op.parallel_dim == ParallelDim::kContext ? mesh.cp : mesh.tp;
+}
+
+int compute_collective_rank(const Op& op, const ReplayMesh& mesh) {
+  return op.parallel_dim == ParallelDim::kContext ? mesh.cp_rank() : mesh.tp_rank;
 }
 
 ReplayMesh replay_mesh(const ScheduleFile& schedule, int rank, int world_size, bool scale_down,
@@ -794,18 +804,22 @@ ReplayMesh replay_mesh(const ScheduleFile& schedule, int rank, int world_size, b
   const std::int64_t others = job.pp * job.dp_replicate * job.tp;  // not scaled down
   const std::int64_t expected = job.dp_shard * others;
   const auto pp = static_cast<int>(job.pp);
+  const auto cp = static_cast<int>(job.cp);
   if (world_size == expected) {
     return make_replay_mesh(rank, static_cast<int>(job.dp_replicate),
-                            static_cast<int>(job.dp_shard), static_cast<int>(job.tp), 1, pp);
+                            static_cast<int>(job.dp_shard), static_cast<int>(job.tp), 1, pp, cp);
   }
-  std::vector<std::string> fitting;  // world sizes a scaled-down replay accepts (< expected)
-  for (std::int64_t shard = 1; shard < job.dp_shard; ++shard) {
+  // World sizes a scaled-down replay accepts (< expected): whole CP groups per shard group.
+  std::vector<std::string> fitting;
+  for (std::int64_t shard = job.cp; shard < job.dp_shard; shard += job.cp) {
     if (job.dp_shard % shard == 0) fitting.push_back(std::to_string(shard * others));
   }
-  const std::string mesh = job.pp > 1 ? fmt::format("pp {} x dp_replicate {} x dp_shard {} x tp {}",
-                                                    job.pp, job.dp_replicate, job.dp_shard, job.tp)
-                                      : fmt::format("dp_replicate {} x dp_shard {} x tp {}",
-                                                    job.dp_replicate, job.dp_shard, job.tp);
+  const std::string cp_text = job.cp > 1 ? fmt::format(" (cp {})", job.cp) : "";
+  const std::string mesh =
+      job.pp > 1 ? fmt::format("pp {} x dp_replicate {} x dp_shard {}{} x tp {}", job.pp,
+                               job.dp_replicate, job.dp_shard, cp_text, job.tp)
+                 : fmt::format("dp_replicate {} x dp_shard {}{} x tp {}", job.dp_replicate,
+                               job.dp_shard, cp_text, job.tp);
   // A pipeline's world size is named by its outermost dimension.
   const std::string field = source + (job.pp > 1 ? ": job.pp" : ": job.dp_shard");
   if (!scale_down) {
@@ -818,17 +832,19 @@ ReplayMesh replay_mesh(const ScheduleFile& schedule, int rank, int world_size, b
                                     : fmt::format(", or add --scale-down to replay it on {} ranks",
                                                   fmt::join(fitting, ", "))));
   }
-  if (world_size % others != 0 || job.dp_shard % (world_size / others) != 0) {
-    throw_bad_input(field,
-                    fmt::format("--scale-down keeps {}dp_replicate and tp and divides dp_shard: "
-                                "{} ranks do not fit {}",
-                                job.pp > 1 ? "pp, " : "", world_size, mesh),
-                    fmt::format("start {}{}{} ranks", fmt::join(fitting, ", "),
-                                fitting.empty() ? "" : " or ", expected));
+  if (world_size % others != 0 || job.dp_shard % (world_size / others) != 0 ||
+      (world_size / others) % job.cp != 0) {
+    throw_bad_input(
+        field,
+        fmt::format("--scale-down keeps {}dp_replicate{} and tp and divides dp_shard: "
+                    "{} ranks do not fit {}",
+                    job.pp > 1 ? "pp, " : "", job.cp > 1 ? ", cp" : "", world_size, mesh),
+        fmt::format("start {}{}{} ranks", fmt::join(fitting, ", "), fitting.empty() ? "" : " or ",
+                    expected));
   }
   const auto shard = static_cast<int>(world_size / others);
   return make_replay_mesh(rank, static_cast<int>(job.dp_replicate), shard, static_cast<int>(job.tp),
-                          static_cast<int>(job.dp_shard / shard), pp);
+                          static_cast<int>(job.dp_shard / shard), pp, cp);
 }
 
 namespace {
@@ -843,12 +859,16 @@ void check_program(const Program& program, const Workload& workload, const Repla
     for (const auto* ops : {&unit.forward_ops, &unit.recompute_ops, &unit.backward_ops}) {
       for (const Op& op : *ops) {
         if (op.kind != OpKind::kCollective) continue;
-        if (op.group.ranks != mesh.tp || op.collective == CollectiveKind::kSendRecv) {
-          throw_bad_input(fmt::format("{}: job (unit {} op {})", source, unit.name, op.name),
-                          fmt::format("the executor runs tensor-parallel all-gathers, "
-                                      "reduce-scatters and all-reduces over the tp = {} group, "
-                                      "not a {} over {} ranks",
-                                      mesh.tp, to_string(op.collective), op.group.ranks));
+        const int ranks = compute_collective_ranks(op, mesh);
+        if (op.group.ranks != ranks || op.collective == CollectiveKind::kSendRecv) {
+          throw_bad_input(
+              fmt::format("{}: job (unit {} op {})", source, unit.name, op.name),
+              fmt::format("the executor runs {}-parallel all-gathers, "
+                          "reduce-scatters and all-reduces over the {} = {} group, "
+                          "not a {} over {} ranks",
+                          op.parallel_dim == ParallelDim::kContext ? "context" : "tensor",
+                          to_string(op.parallel_dim), ranks, to_string(op.collective),
+                          op.group.ranks));
         }
       }
     }
@@ -1019,16 +1039,17 @@ void check_data_exact(const ScheduleFile& schedule, int world_size, const std::s
          {&unit.forward_ops, &unit.backward_ops, &unit.recompute_ops}) {
       for (const Op& op : *ops) {
         if (op.kind != OpKind::kCollective) continue;
-        const TpCollective collective = tp_collective_of(op, first.tp);
+        const TpCollective collective = tp_collective_of(op, compute_collective_ranks(op, first));
         if (collective.amplitude > 0) continue;
+        const std::string dim = to_string(op.parallel_dim);
         throw_bad_input(
             "--check-data",
-            fmt::format("{}: TP {} {} sums over {} TP ranks in {}, which holds integers exactly "
+            fmt::format("{}: {} {} {} sums over {} {} ranks in {}, which holds integers exactly "
                         "only up to {}: no pattern keeps every partial sum exact",
-                        source, to_string(collective.kind), op.name, collective.ranks,
+                        source, dim, to_string(collective.kind), op.name, collective.ranks, dim,
                         to_string(collective.dtype),
                         data_pattern::exact_integer_limit(collective.dtype)),
-            "validate without --check-data, or with a smaller tp");
+            fmt::format("validate without --check-data, or with a smaller {}", dim));
       }
     }
   }
@@ -1405,6 +1426,7 @@ MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& opti
     measured.dp_replicate = mesh.dp_replicate;
     measured.dp_shard = mesh.dp_shard;
     measured.tp = mesh.tp;
+    measured.cp = mesh.cp;
     measured.shards_per_rank = mesh.shards_per_rank;
     measured.iterations = options.iterations;
     measured.warmup = options.warmup;

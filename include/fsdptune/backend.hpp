@@ -5,11 +5,13 @@
 // collectives; the cuda backend is CUDA streams, events, cuBLAS and NCCL.
 //
 // Groups: the run's mesh is [pp, dp_replicate, dp_shard, tp] with tp innermost (torchtitan;
-// ReplayMesh). FSDP bucket collectives run over the shard group, the HSDP all-reduce over
-// the replica group, the TP collectives inside compute ops over the TP group, all inside
-// one pipeline stage; each stream has its own communicator of each group (collectives on
-// one communicator are issued in the same order on every rank, which holds within a
-// stream). Pipeline stages exchange point-to-point messages (ReplayMessage).
+// ReplayMesh), the cp ranks the innermost factor of dp_shard (torchtitan's dp_shard_cp).
+// FSDP bucket collectives run over the shard group, the HSDP all-reduce over the replica
+// group, the TP collectives inside compute ops over the TP group and the CP ones over the
+// CP group (cp consecutive shards), all inside one pipeline stage; each stream has its own
+// communicator of each group (collectives on one communicator are issued in the same order on every
+// rank, which holds within a stream). Pipeline stages exchange point-to-point messages
+// (ReplayMessage).
 //
 // Virtual shards (--scale-down): a rank may hold `shards_per_rank` consecutive shards of
 // the schedule's dp_shard ("virtual ranks"). Each bucket's flat buffers are then laid out
@@ -52,6 +54,9 @@ struct ReplayMesh {
   int dp_replicate = 1;
   int dp_shard = 1;  // ranks of one shard group in this run
   int tp = 1;
+  // Context-parallel ranks: shards cp * i .. cp * i + cp - 1 form a CP group (divides
+  // dp_shard).
+  int cp = 1;
   // Shards of the schedule's dp_shard each rank holds: schedule dp_shard = dp_shard *
   // shards_per_rank; > 1 only with --scale-down.
   int shards_per_rank = 1;
@@ -60,6 +65,7 @@ struct ReplayMesh {
   int shard = 0;
   int tp_rank = 0;
 
+  int cp_rank() const { return shard % cp; }
   int stage_size() const { return dp_replicate * dp_shard * tp; }  // ranks per stage
   int world_size() const { return pp * stage_size(); }
   // This rank's place inside its stage (the same on every stage for one position).
@@ -71,9 +77,16 @@ struct ReplayMesh {
   int data_parallel_rank() const { return replica * dp_shard + shard; }
   bool operator==(const ReplayMesh&) const = default;
 };
-// REQUIRES: 0 <= rank < pp * dp_replicate * dp_shard * tp, all sizes >= 1.
+// REQUIRES: 0 <= rank < pp * dp_replicate * dp_shard * tp, all sizes >= 1, cp divides
+// dp_shard.
 ReplayMesh make_replay_mesh(int rank, int dp_replicate, int dp_shard, int tp, int shards_per_rank,
-                            int pp = 1);
+                            int pp = 1, int cp = 1);
+
+// The ranks of the group a compute-path collective (OpKind::kCollective) runs over in
+// `mesh`: mesh.cp for a context-parallel one, mesh.tp for a tensor-parallel one.
+int compute_collective_ranks(const Op& op, const ReplayMesh& mesh);
+// This rank's place in that group: mesh.cp_rank() or mesh.tp_rank.
+int compute_collective_rank(const Op& op, const ReplayMesh& mesh);
 
 // A bucket's parameters with where their fp32 shards live in the shard storage.
 struct ReplaySlot {

@@ -126,12 +126,13 @@ std::optional<std::string> check_gradient_shards(const ReplayBucket& bucket, int
 std::optional<std::string> check_message(const ReplayMessage& message, int rank,
                                          const std::vector<std::byte>& contents);
 
-// A tensor-parallel collective of the compute path (an Op of kind kCollective) as a
-// backend runs it over the `ranks` TP ranks: op.bytes is the full buffer (the all-gather
-// output, the reduce-scatter input, the all-reduce operand), in bf16 or fp32 (sums; other
-// dtypes move as bf16), rounded up so that every rank moves the same count.
+// A tensor- or context-parallel collective of the compute path (an Op of kind
+// kCollective) as a backend runs it over the `ranks` ranks of its TP or CP group: op.bytes is the
+// full buffer (the all-gather output, the reduce-scatter input, the all-reduce operand), in bf16 or
+// fp32 (sums; other dtypes move as bf16), rounded up so that every rank moves the same count.
 struct TpCollective {
   CollectiveKind kind = CollectiveKind::kAllGather;
+  ParallelDim dim = ParallelDim::kTensor;  // the group: TP, or CP (the same data patterns)
   DType dtype = DType::kBF16;
   int ranks = 1;
   std::int64_t part = 1;  // elements per rank: the all-gather's input, the reduce-scatter's

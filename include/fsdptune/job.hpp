@@ -41,9 +41,17 @@ std::string execution_suffix(Execution execution);
 struct JobSpec {
   std::int64_t gpus = 8;  // world size
   std::int64_t gpus_per_node = 8;
-  std::int64_t dp_shard = 0;        // FSDP shard group size; 0 = derived by normalize_job
-  std::int64_t dp_replicate = 1;    // HSDP replicas
-  std::int64_t tp = 1;              // tensor parallel degree
+  // FSDP shard group size; 0 = derived by normalize_job. With context parallelism it
+  // includes the cp ranks (torchtitan's dp_shard_cp mesh: FSDP shards over dp_shard x cp).
+  std::int64_t dp_shard = 0;
+  std::int64_t dp_replicate = 1;  // HSDP replicas
+  std::int64_t tp = 1;            // tensor parallel degree
+  // Context parallel degree (torchtitan's context_parallel_degree): the cp ranks of one
+  // FSDP shard group (cp divides dp_shard) split each sequence, every rank holding 2 of its
+  // 2 cp chunks (load-balanced causal), and all-gather K and V for attention
+  // (docs/parallelism.md "Context parallelism"). Data-parallel degree: dp_replicate x
+  // dp_shard / cp.
+  std::int64_t cp = 1;
   std::int64_t pp = 1;              // pipeline stages
   std::int64_t microbatches = 1;    // pipeline microbatches per step
   std::int64_t virtual_stages = 1;  // interleaved 1F1B chunks per rank
@@ -90,6 +98,14 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& so
 // Where an error about the job setting of `flag` points: the flag itself, or with `source`
 // the field of a file's job that sets it ("--batch" -> "SOURCE: field 'local_batch'").
 std::string job_where(const std::string& flag, const std::string& source);
+
+// The shard group for a job's one-line description: "8", or "8 (cp 2)" with context
+// parallelism.
+std::string dp_shard_text(std::int64_t dp_shard, std::int64_t cp);
+
+// The ranks that take distinct batches: dp_replicate x dp_shard / cp.
+// REQUIRES: job normalized.
+std::int64_t data_parallel_degree(const JobSpec& job);
 
 // The blocks of each chunk as --pp-chunk-blocks spells them, "15,16,16,15" ("" for none).
 std::string chunk_blocks_text(const std::vector<std::int64_t>& blocks);

@@ -65,10 +65,12 @@ namespace cpu_math {
 // c[m,n] = a[m,k] * b[k,n].
 void gemm(const float* a, const float* b, float* c, std::int64_t m, std::int64_t n, std::int64_t k);
 
-// Causal attention with GQA. q, o: [batch, heads, seq, head_dim]; k, v: [batch, kv_heads,
-// seq, head_dim]; query head h reads kv head h / (heads / kv_heads). Scale 1/sqrt(head_dim).
-// `block` is the query block size (> 0): rows of a block attend to keys [0, block end).
-// REQUIRES: heads % kv_heads == 0.
+// Causal attention with GQA. q, o: [batch, heads, query_rows(), head_dim]; k, v: [batch,
+// kv_heads, seq, head_dim]; query head h reads kv head h / (heads / kv_heads). Scale
+// 1/sqrt(head_dim). Query row r sits at position query_position(r) of the sequence and
+// attends to keys [0, position] (context parallelism: rank 0's two chunks). `block` is the
+// query block size (> 0). REQUIRES: heads % kv_heads == 0, seq divisible by
+// query_runs() x context_parallel.
 void causal_attention_forward(const AttentionShape& shape, const float* q, const float* k,
                               const float* v, float* o, std::int64_t block);
 // Gradients of sum(o * d_o) w.r.t. q, k, v (dq, dk, dv overwritten).

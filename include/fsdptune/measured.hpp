@@ -63,6 +63,9 @@ struct MeasuredResult {
   std::int64_t dp_replicate = 1;
   std::int64_t dp_shard = 0;  // 0: not set, world_size / (dp_replicate * tp) (shard_ranks)
   std::int64_t tp = 1;
+  // Context-parallel ranks inside each shard group (mesh.cp, written only when > 1;
+  // absent: 1).
+  std::int64_t cp = 1;
   std::int64_t shards_per_rank = 1;
   std::int64_t shard_ranks() const {
     return dp_shard > 0 ? dp_shard : world_size / std::max<std::int64_t>(1, pp * dp_replicate * tp);

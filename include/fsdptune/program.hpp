@@ -155,16 +155,18 @@ class Lowerer {
 };
 
 // Standalone time of a unit's op list on the compute critical path, seconds: compute ops
-// and tensor-parallel collectives in sequence. With `async_tp` each sequence-parallel
-// all-gather overlaps the next GEMM and each reduce-scatter the previous one, except one
-// of tp chunks (docs/parallelism.md "Async TP"). `counts` (may be null) gets the cost
-// queries and fallbacks added.
+// and tensor- and context-parallel collectives in sequence. With `async_tp` each
+// sequence-parallel all-gather overlaps the next GEMM and each reduce-scatter the previous
+// one, except one of tp chunks (docs/parallelism.md "Async TP"). A context-parallel K/V
+// all-gather overlaps 1/cp of the attention after it, the K/V gradients' pass (cp - 1)/cp
+// of the attention backward before it (docs/parallelism.md "Context parallelism").
+// `counts` (may be null) gets the cost queries and fallbacks added.
 double tp_ops_seconds(const std::vector<Op>& ops, bool async_tp, const CostModel& costs,
                       Program* counts = nullptr);
 
-// The group the FSDP all-gathers and reduce-scatters run over: dp_shard ranks. The mesh
-// is (dp_replicate, dp_shard, tp) with tp innermost (torchtitan), so gpus_per_node / tp
-// of the shard group share a node.
+// The group the FSDP all-gathers and reduce-scatters run over: dp_shard ranks (the cp
+// ranks included). The mesh is (dp_replicate, dp_shard, tp) with tp innermost
+// (torchtitan), so gpus_per_node / tp of the shard group share a node.
 CommGroup shard_group(const JobSpec& job);
 // The HSDP replica group (all-reduce of the sharded gradients): dp_replicate ranks,
 // dp_shard * tp apart.

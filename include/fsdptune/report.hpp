@@ -92,6 +92,7 @@ struct ScheduleReport {
   std::string hardware;  // HardwareSpec::id
   std::int64_t gpus = 0;
   std::int64_t dp_shard = 0;
+  std::int64_t cp = 1;  // JobSpec::cp
   std::int64_t local_batch = 0;
   std::int64_t seq_len = 0;
   Execution execution = Execution::kCompiled;  // JobSpec::execution

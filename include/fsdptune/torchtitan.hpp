@@ -73,6 +73,10 @@ struct TorchtitanConfig {
   std::string pp_explicit_split_where;
   std::int64_t cp = 1;
   std::string cp_where;
+  // context_parallel_rotate_method: "allgather" (torchtitan's default, what fsdptune
+  // models) or "alltoall".
+  std::string cp_rotate_method = "allgather";
+  std::string cp_rotate_method_where;
   std::int64_t ep = 1;
   std::string ep_where;
   std::string reshard_after_forward = "default";  // fsdp_reshard_after_forward
@@ -105,7 +109,7 @@ std::string torchtitan_builtin_model(const TorchtitanConfig& config);
 // field (the rest follow the config; e.g. with --pp given, the config's local batch is
 // split into microbatches as torchtitan would split it for that degree).
 struct JobOverrides {
-  std::optional<std::int64_t> gpus, gpus_per_node, tp, dp_replicate, local_batch, seq_len, pp,
+  std::optional<std::int64_t> gpus, gpus_per_node, tp, cp, dp_replicate, local_batch, seq_len, pp,
       microbatches, virtual_stages, pp_first_stage_less_layers, pp_last_stage_less_layers;
   std::optional<std::vector<std::int64_t>> pp_chunk_blocks;
   std::optional<ActivationCheckpointing> ac;
@@ -122,11 +126,11 @@ struct JobOverrides {
 // microbatches of pipeline_parallel_microbatch_size sequences (JobSpec::local_batch is one
 // microbatch); interleaved schedules run pipeline_parallel_layers_per_stage's stages per
 // rank, or torchtitan's 2. Throws Error(kBadInput) naming the field of what fsdptune does
-// not model: context or expert parallelism, CPU offload, gradient accumulation (a global
-// batch above local x DP), layer-level selective AC (every Nth layer), float8 linears
-// without float8 all-gather, other converters, pipeline schedules beyond 1F1B,
-// Interleaved1F1B and GPipe; and of what torchtitan itself rejects (async TP without
-// compile, a local batch not divisible by the microbatch size, ...).
+// not model: context parallelism's alltoall rotate method, expert parallelism, CPU offload,
+// gradient accumulation (a global batch above local x DP), layer-level selective AC (every Nth
+// layer), float8 linears without float8 all-gather, other converters, pipeline schedules beyond
+// 1F1B, Interleaved1F1B and GPipe; and of what torchtitan itself rejects (async TP without compile,
+// a local batch not divisible by the microbatch size, ...).
 JobSpec torchtitan_job(const TorchtitanConfig& config, const ModelSpec& model,
                        const JobOverrides& overrides = {});
 

@@ -42,8 +42,30 @@ struct GemmShape {
 struct AttentionShape {
   std::int64_t batch = 0, heads = 0, kv_heads = 0, seq = 0, head_dim = 0;
   bool causal = true;
+  // Context parallelism (JobSpec::cp): the op is one rank's share, its queries the
+  // seq / context_parallel rows of two of the sequence's 2 x context_parallel chunks
+  // (load-balanced: rank r holds chunks r and 2 cp - 1 - r; every rank the same work, the
+  // kernels run rank 0's: chunks 0 and 2 cp - 1), attending to all seq keys (the gathered
+  // K and V) under the causal mask at their positions in the sequence. 1: all seq rows.
+  std::int64_t context_parallel = 1;
+  std::int64_t query_rows() const { return seq / context_parallel; }
+  // The position in the sequence of query row `row` (< query_rows()).
+  std::int64_t query_position(std::int64_t row) const {
+    const std::int64_t chunk = seq / (2 * context_parallel);
+    return context_parallel == 1 || row < chunk ? row : seq - 2 * chunk + row;
+  }
+  // The query rows are query_runs() runs of query_rows() / query_runs() rows, each at
+  // consecutive positions: 1 run, or 2 chunks under context parallelism.
+  std::int64_t query_runs() const { return context_parallel == 1 ? 1 : 2; }
   bool operator==(const AttentionShape&) const = default;
 };
+
+// The mesh dimension a compute-path collective (OpKind::kCollective) runs over: the TP
+// group (sequence-parallel all-gathers and reduce-scatters, the loss-parallel all-reduce)
+// or the CP group (the K/V all-gather of context-parallel attention and the reduce-scatter
+// of their gradients).
+enum class ParallelDim { kTensor, kContext };
+std::string to_string(ParallelDim dim);  // "tp", "cp"
 
 struct Op {
   OpKind kind = OpKind::kGemm;
@@ -56,13 +78,15 @@ struct Op {
   AttentionShape attention;  // kAttention
   CollectiveKind collective = CollectiveKind::kAllGather;  // kCollective
   CommGroup group;                                         // kCollective
+  ParallelDim parallel_dim = ParallelDim::kTensor;         // kCollective
   // kMemoryBound: what the kernel does, the cost-profile key together with `bytes`:
   // "rmsnorm_fwd", "rmsnorm_bwd", "rope_fwd", "rope_bwd", "swiglu_fwd", "swiglu_bwd",
   // "residual_add", "embedding_fwd", "embedding_bwd", "cross_entropy_fwd",
   // "cross_entropy_bwd", "adamw", "float8_cast" (docs/workload.md lists their byte counts);
   // under eager execution (JobSpec::execution) "rope_fwd_eager", "rope_bwd_eager",
   // "swiglu_fwd_eager", "swiglu_bwd_eager", "rmsnorm_fwd_unfused", "rmsnorm_bwd_unfused",
-  // each several kernels (memory_op_kernels).
+  // each several kernels (memory_op_kernels); under context parallelism "cp_merge_fwd",
+  // "cp_merge_bwd" (the fp32 merge of the per-chunk attention results).
   // Profiles also hold "copy" entries, the bucket copies (CostModel::copy): there `bytes` is
   // the size copied, each byte read once and written once (twice `bytes` of traffic).
   std::string memory_op;
@@ -159,11 +183,17 @@ struct Workload {
   std::int64_t persistent_state_bytes() const;
   // Forward+backward FLOPs of one step on this rank, no recompute.
   double model_flops_per_step() const;
-  // Tokens this rank processes per step (local_batch * seq_len * microbatches). With
+  // Tokens this rank processes per step (local_batch * seq_len / cp * microbatches). With
   // tp > 1 the ranks of one TP group process the same tokens.
   std::int64_t tokens_per_step() const;
   bool operator==(const Workload&) const = default;
 };
+
+// The group of a job's TP collectives (tp ranks, adjacent: tp is the innermost mesh
+// dimension) and of its CP collectives (cp ranks tp apart: torchtitan's mesh is
+// [pp, dp_replicate, dp_shard, cp, tp]). REQUIRES: job normalized.
+CommGroup tensor_parallel_group(const JobSpec& job);
+CommGroup context_parallel_group(const JobSpec& job);
 
 // REQUIRES: job normalized against model (normalize_job).
 Workload build_workload(const ModelSpec& model, const JobSpec& job);

@@ -36,6 +36,11 @@ void add_job_options(CLI::App* command, JobOptions& options, JobFlags flags) {
   command->add_option("--tp", options.tp, "tensor-parallel degree")->capture_default_str();
   command->add_option("--dp-replicate", options.dp_replicate, "HSDP replica groups")
       ->capture_default_str();
+  command
+      ->add_option("--cp", options.cp,
+                   "context-parallel degree: ranks of the FSDP shard group that split each "
+                   "sequence (torchtitan's context_parallel_degree)")
+      ->capture_default_str();
   command->add_option("--batch", options.batch, "local batch: sequences per data-parallel rank")
       ->capture_default_str();
   command->add_option("--seq", options.seq, "sequence length (tokens)")->capture_default_str();
@@ -152,9 +157,10 @@ ModelSpec resolve_model_option(const JobOptions& options) {
 
 std::string job_flags_of(const std::string& model, const JobSpec& job) {
   std::string flags = fmt::format(
-      "--model {} --gpus {} --gpus-per-node {} --tp {} --dp-replicate {} --batch {} --seq {} "
+      "--model {} --gpus {} --gpus-per-node {} --tp {} --dp-replicate {}{} --batch {} --seq {} "
       "--ac {} --param-dtype {} --reduce-dtype {}{}{}{}",
-      model, job.gpus, job.gpus_per_node, job.tp, job.dp_replicate, job.local_batch, job.seq_len,
+      model, job.gpus, job.gpus_per_node, job.tp, job.dp_replicate,
+      job.cp != 1 ? fmt::format(" --cp {}", job.cp) : "", job.local_batch, job.seq_len,
       to_string(job.ac), to_string(job.param_dtype), to_string(job.reduce_dtype),
       job.float8 ? " --float8" : "", job.async_tp ? " --async-tp" : "",
       job.execution != Execution::kCompiled ? " --execution " + to_string(job.execution) : "");
@@ -180,6 +186,7 @@ JobSpec torchtitan_job_spec(const JobOptions& options, const ModelSpec& model) {
   take("--gpus-per-node", o.gpus_per_node, options.gpus_per_node);
   take("--tp", o.tp, options.tp);
   take("--dp-replicate", o.dp_replicate, options.dp_replicate);
+  take("--cp", o.cp, options.cp);
   take("--batch", o.local_batch, options.batch);
   take("--seq", o.seq_len, options.seq);
   take("--pp", o.pp, options.pp);
@@ -221,6 +228,7 @@ JobSpec to_job_spec(const JobOptions& options, const ModelSpec& model) {
   job.gpus_per_node = options.gpus_per_node;
   job.tp = options.tp;
   job.dp_replicate = options.dp_replicate;
+  job.cp = options.cp;
   job.local_batch = options.batch;
   job.seq_len = options.seq;
   job.ac = ac_from_string(options.ac, "--ac");

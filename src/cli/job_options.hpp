@@ -32,6 +32,7 @@ struct JobOptions {
   std::int64_t gpus_per_node = 8;     // --gpus-per-node
   std::int64_t tp = 1;                // --tp
   std::int64_t dp_replicate = 1;      // --dp-replicate
+  std::int64_t cp = 1;                // --cp
   std::int64_t batch = 1;             // --batch: local batch (sequences per DP rank)
   std::int64_t seq = 8192;            // --seq
   std::string ac = "none";            // --ac none|selective|full
@@ -76,8 +77,8 @@ ModelSpec resolve_model_option(const JobOptions& options);
 std::string model_argument(const JobOptions& options);
 
 // `--model MODEL` and the job flags that give `job` (normalized), in a fixed order: the
-// pipeline flags only with PP or microbatches, --float8 and --async-tp when on, --execution when
-// not compiled.
+// pipeline flags only with PP or microbatches, --cp when not 1, --float8 and --async-tp when
+// on, --execution when not compiled.
 std::string job_flags_of(const std::string& model, const JobSpec& job);
 
 // --pp-chunk-blocks "7,8,8,7": the block counts, Error(kBadInput) naming the flag unless

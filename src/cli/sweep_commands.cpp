@@ -31,8 +31,9 @@ namespace fsdptune::cli {
 namespace {
 
 std::string mesh_label(const JobSpec& job) {
-  std::string label = fmt::format("dp_shard {} x dp_replicate {} x tp {} x pp {}", job.dp_shard,
-                                  job.dp_replicate, job.tp, job.pp);
+  std::string label =
+      fmt::format("dp_shard {} x dp_replicate {} x tp {} x pp {}",
+                  dp_shard_text(job.dp_shard, job.cp), job.dp_replicate, job.tp, job.pp);
   return label;
 }
 

@@ -136,10 +136,14 @@ TEST_CASE("job-toml: errors name the file and field and exit 2", "[cli][torchtit
             "not modelled"});
   CHECK(output_of("workload --model tiny --job-toml " + debug + " --ac none --gpus 2")
             .find("workload tiny on 2 GPUs") != std::string::npos);
-  const std::string cp =
-      write_config(dir, "cp.toml", "[parallelism]\ncontext_parallel_degree = 2\n");
+  const std::string cp = write_config(
+      dir, "cp.toml",
+      "[parallelism]\ncontext_parallel_degree = 2\ncontext_parallel_rotate_method = 'alltoall'\n");
   rejected("simulate --model tiny --job-toml " + cp + " --ac none --hardware h100-sxm",
-           {"cp.toml: [parallelism] context_parallel_degree", "context parallelism"});
+           {"cp.toml: [parallelism] context_parallel_rotate_method", "alltoall"});
+  // cp 3 does not divide the 8 GPUs: the config's key, or the flag that replaced it.
+  rejected("simulate --model tiny --job-toml " + debug + " --ac none --cp 3 --hardware h100-sxm",
+           {"--cp", "does not divide dp_shard 8"});
   rejected("tune --model tiny --ac none --job-toml " + kData +
                "llama3_70b_pp.toml --gpus 8 "
                "--out " +

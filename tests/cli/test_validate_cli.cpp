@@ -351,3 +351,37 @@ TEST_CASE("validate --check-data: HSDP without copy tasks accumulates the all-re
   CHECK(measured.dp_replicate == 2);
   CHECK(measured.shards_per_rank == 2);
 }
+
+TEST_CASE("validate --check-data on a 4-rank mesh: cp 2 x tp 2", "[cli][validate][cp]") {
+  // Context parallelism inside the shard group: the CP groups {0, 2} and {1, 3} (tp apart)
+  // all-gather K and V and reduce-scatter their gradients, crossing the TP groups {0, 1}
+  // and {2, 3}; the FSDP shard group is the same 2 ranks.
+  const std::string dir = make_temp_dir("fsdptune-validate");
+  const MeasuredResult measured = validate_checked(
+      tuned_tiny(dir, "cp2-tp2", "--gpus 4 --gpus-per-node 4 --tp 2 --cp 2"), 4, "");
+  CHECK(measured.cp == 2);
+  CHECK(measured.tp == 2);
+  CHECK(measured.dp_shard == 2);
+}
+
+TEST_CASE("validate --check-data checks the CP collectives, and --scale-down keeps whole CP groups",
+          "[cli][validate][cp]") {
+  const std::string dir = make_temp_dir("fsdptune-validate");
+  const std::string cp2 = tuned_tiny(dir, "cp2", "--gpus 2 --gpus-per-node 2 --cp 2");
+  // The first compute-path collective of the step is layers.0's K/V all-gather.
+  const std::string err = validate_corrupted(cp2, 2, "--debug-corrupt-tp-collective 0");
+  CHECK_THAT(err, Catch::Contains("layers.0.attention.cp_all_gather") &&
+                      Catch::Contains(": CP all_gather") && Catch::Contains("(CP rank 1)") &&
+                      Catch::Contains("got 1000"));
+  // dp_shard 8 with cp 2 on 2 ranks: one CP group, 4 shards per rank.
+  const std::string cp2_8 = tuned_tiny(dir, "cp2-8", "--gpus 8 --cp 2");
+  const MeasuredResult measured = validate_checked(cp2_8, 2, "--scale-down");
+  CHECK(measured.cp == 2);
+  CHECK(measured.shards_per_rank == 4);
+  // cp 4 needs 4 ranks of a shard group at least: 2 do not hold one CP group.
+  const std::string cp4 = tuned_tiny(dir, "cp4", "--gpus 8 --cp 4");
+  const CommandResult result = run_checked(cp4, 2, "--scale-down", dir + "/never.json");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err,
+             Catch::Contains("keeps dp_replicate, cp and tp") && Catch::Contains("start 4 or 8"));
+}

@@ -285,6 +285,22 @@ TEST_CASE("attention: causal forward, backward 2.5x forward", "[cost]") {
   }
 }
 
+TEST_CASE("context-parallel attention: the rank's query rows against all keys, a call per rank",
+          "[cost]") {
+  const HardwareSpec h100 = builtin_hardware("h100-sxm");
+  const auto model = make_analytic_cost_model(h100);
+  // cp 2 of seq 16384: 8192 query rows against 16384 keys, half the causal work of the
+  // whole sequence: 4*32*8192*16384*128 / 2 = 1.0995e12 executed, twice the 8192-token
+  // attention's 5.4976e11 on the same 2048 query blocks (so the same wave efficiency),
+  // with 2 launches.
+  Op cp = attention_op(1, 16384, false);
+  cp.attention.context_parallel = 2;
+  cp.flops = 4.0 * 32 * 8192 * 16384 * 128;
+  const double plain_s = model->compute(attention_op(1, 8192, false)).seconds;
+  CHECK(model->compute(cp).seconds - 2 * h100.kernel_launch_s ==
+        Approx(2 * (plain_s - h100.kernel_launch_s)).epsilon(1e-9));
+}
+
 TEST_CASE("memory-bound ops, copies and TP collectives", "[cost]") {
   const HardwareSpec h200 = builtin_hardware("h200");
   const auto model = make_analytic_cost_model(h200);

@@ -321,3 +321,52 @@ TEST_CASE("blocks given chunk by chunk: checked, round-trip, and the weights the
       job_from_json(nlohmann::json::parse(R"({"pp": 2, "pp_chunk_blocks": 3})"), "job.json"),
       Error);
 }
+
+TEST_CASE("context parallelism: cp divides the shard group and splits the sequence",
+          "[job][errors]") {
+  JobSpec job;
+  job.gpus = 16;
+  job.tp = 2;
+  job.cp = 4;
+  job.seq_len = 32768;
+  // 16 / tp 2 = dp_shard 8 = 2 data-parallel ranks x cp 4.
+  const JobSpec normalized = normalize_job(builtin_model("llama3-8b"), job);
+  CHECK(normalized.dp_shard == 8);
+  CHECK(data_parallel_degree(normalized) == 2);
+  // cp 3 does not divide dp_shard 8; cp 0 is no degree; cp 16 is more than the 8.
+  for (const std::int64_t cp : {3, 0, -2, 16}) {
+    job.cp = cp;
+    INFO("cp " << cp);
+    CHECK(rejected_flag(job) == "--cp");
+  }
+  // 2 x cp chunks of the sequence, each rank's seq / cp tokens split over tp.
+  job.cp = 4;
+  job.seq_len = 8196;  // not a multiple of 8
+  CHECK(rejected_flag(job) == "--seq");
+  job.seq_len = 8;  // 8 / cp 4 = 2 tokens, divisible by tp 2
+  CHECK(rejected_flag(job).empty());
+  job.tp = 4;
+  job.gpus = 32;
+  job.seq_len = 24;  // 3 x 8 chunks, but 24 / 4 = 6 tokens do not split over tp 4
+  CHECK(rejected_flag(job) == "--seq");
+}
+
+TEST_CASE("cp round-trips through the job JSON, which leaves it out at 1", "[job]") {
+  JobSpec job;
+  job.gpus = 8;
+  job.cp = 2;
+  job = normalize_job(builtin_model("llama3-8b"), job);
+  const nlohmann::json json = job_to_json(job);
+  CHECK(json.at("cp") == 2);
+  CHECK(job_from_json(json, "j.json") == job);
+  job.cp = 1;
+  CHECK_FALSE(job_to_json(job).contains("cp"));
+  nlohmann::json text = json;
+  text["cp"] = "2";
+  try {
+    job_from_json(text, "j.json");
+    FAIL("accepted a string cp");
+  } catch (const Error& e) {
+    CHECK(e.where() == "j.json: field 'cp'");
+  }
+}

@@ -248,6 +248,35 @@ TEST_CASE("torchtitan: the model of [model] name and flavor", "[torchtitan]") {
         }).where() == "train.toml: [model] flavor");
 }
 
+TEST_CASE("torchtitan: context parallelism splits each sequence inside the shard group",
+          "[torchtitan]") {
+  // data_parallel_shard_degree 2 x context_parallel_degree 4 fix 8 GPUs; fsdptune's shard
+  // group is torchtitan's dp_shard_cp (8 ranks), 2 of them taking distinct batches.
+  const std::string cp4 =
+      "[parallelism]\ndata_parallel_shard_degree = 2\ncontext_parallel_degree = 4\n"
+      "[training]\nseq_len = 32768\nlocal_batch_size = 1\n";
+  const JobSpec job = job_8b(kOpAc + cp4);
+  CHECK(job.gpus == 8);
+  CHECK(job.cp == 4);
+  CHECK(job.dp_shard == 8);
+  CHECK(data_parallel_degree(job) == 2);
+  // One step of the local batch over the 2 data-parallel ranks is 2 sequences, so a
+  // global batch of 2 is one step and 8 is gradient accumulation.
+  CHECK(job_8b(kOpAc + cp4 + "global_batch_size = 2\n") == job);
+  const Error accumulation = error_of([&] { job_8b(kOpAc + cp4 + "global_batch_size = 8\n"); });
+  CHECK_THAT(accumulation.message(), Catch::Contains("runs 2"));
+  // The command line's --cp replaces the config's; the fixed world size follows it.
+  JobOverrides two;
+  two.cp = 2;
+  CHECK(job_8b(kOpAc + cp4, two).gpus == 4);
+  // The sequence must split into 2 cp chunks (load-balanced causal attention).
+  const Error odd = error_of([&] {
+    job_8b(kOpAc + "[parallelism]\ncontext_parallel_degree = 4\n[training]\nseq_len = 8196\n");
+  });
+  CHECK(odd.where() == "train.toml: [training] seq_len");
+  CHECK_THAT(odd.message(), Catch::Contains("does not split into 2 x cp = 8 chunks"));
+}
+
 TEST_CASE("torchtitan settings fsdptune does not model are rejected by their field",
           "[torchtitan]") {
   const auto rejected = [&](const std::string& text, const std::string& where,
@@ -257,8 +286,19 @@ TEST_CASE("torchtitan settings fsdptune does not model are rejected by their fie
     CHECK(e.where() == "train.toml: " + where);
     CHECK_THAT(e.message(), Catch::Contains(what));
   };
-  rejected("[parallelism]\ncontext_parallel_degree = 2\n", "[parallelism] context_parallel_degree",
-           "context parallelism (degree 2) is not modelled");
+  // Context parallelism is modelled with torchtitan's default rotate method only.
+  rejected(
+      "[parallelism]\ncontext_parallel_degree = 2\ncontext_parallel_rotate_method = "
+      "'alltoall'\n",
+      "[parallelism] context_parallel_rotate_method",
+      "passing K and V around the ring (alltoall) is not modelled");
+  rejected(
+      "[parallelism]\ncontext_parallel_degree = 2\ncontext_parallel_rotate_method = "
+      "'ring'\n",
+      "[parallelism] context_parallel_rotate_method", "unknown rotate method 'ring'");
+  // cp 3 does not divide the 8 GPUs' shard group; a normalize_job error names the key.
+  rejected("[parallelism]\ncontext_parallel_degree = 3\n", "[parallelism] context_parallel_degree",
+           "cp 3 does not divide dp_shard 8");
   rejected("[parallelism]\nexpert_parallel_degree = 2\n", "[parallelism] expert_parallel_degree",
            "expert parallelism");
   rejected("[training]\nenable_cpu_offload = true\n", "[training] enable_cpu_offload",
@@ -470,6 +510,15 @@ TEST_CASE("torchtitan: a job written as a config reads back as the same job", "[
   eager.execution = Execution::kEager;
   CHECK_THAT(round_trip("llama3-8b", eager), !Catch::Contains("[compile]"));
   CHECK_THAT(round_trip("llama3-8b", fsdp), Catch::Contains("[compile]\nenable = true"));
+  // Context parallelism: torchtitan's data_parallel_shard_degree leaves out the cp ranks
+  // that fsdptune's shard group holds (64 GPUs / tp 2 = dp_shard 32 = 8 x cp 4).
+  JobSpec context = fsdp;
+  context.tp = 2;
+  context.cp = 4;
+  context.seq_len = 131072;
+  CHECK_THAT(round_trip("llama3-70b", context),
+             Catch::Contains("data_parallel_shard_degree = 8\n") &&
+                 Catch::Contains("context_parallel_degree = 4\n"));
   JobSpec pipelined;
   pipelined.gpus = 128;
   pipelined.tp = 8;

@@ -433,3 +433,124 @@ TEST_CASE("workload JSON round-trips", "[workload]") {
     CHECK(std::string(e.what()).find("w.json: units[1]: field 'forward_ops'") != std::string::npos);
   }
 }
+
+TEST_CASE("context parallelism, hand-counted: a rank's tokens, K/V gather, merge, gradients",
+          "[workload]") {
+  // hand model (h 2, kv 1, hd 4, d 8) on 4 GPUs, cp 2, 1 sequence of 16 tokens: each rank
+  // holds T = 16 / 2 = 8 tokens, chunks 0 and 3 of 4 (positions 0-3 and 12-15).
+  const ModelSpec model = hand_model();
+  JobSpec job;
+  job.gpus = 4;
+  job.cp = 2;
+  job.seq_len = 16;
+  const Workload w = build_workload(model, normalize_job(model, job));
+  CHECK(w.tokens_per_step() == 8);
+  const Unit& block = w.units.at(1);
+  CHECK(find_op(block.forward_ops, "layers.0.attention.wq").gemm == GemmShape{8, 8, 8});
+  const Op& sdpa = find_op(block.forward_ops, "layers.0.attention.sdpa");
+  CHECK(sdpa.attention == AttentionShape{1, 2, 1, 16, 4, true, 2});
+  CHECK(sdpa.attention.query_rows() == 8);
+  CHECK(sdpa.attention.query_position(3) == 3);
+  CHECK(sdpa.attention.query_position(4) == 12);
+  CHECK(sdpa.attention.query_position(7) == 15);
+  // 4 * T * s * h * hd = 4 * 8 * 16 * 2 * 4: half of the whole sequence's 4 * 16^2 * 2 * 4.
+  CHECK(sdpa.flops == 4096);
+  CHECK(sdpa.signature() == "attention_fwd bf16 b=1 h=2 kv=1 s=16 d=4 cp=2");
+  // K and V of all 16 tokens, 1 kv head of 4, bf16: 2 * 16 * 4 * 2 = 256 bytes, over the
+  // cp group (2 ranks, tp 1 apart, both on the node).
+  const Op& gather = find_op(block.forward_ops, "layers.0.attention.cp_all_gather");
+  CHECK(gather.collective == CollectiveKind::kAllGather);
+  CHECK(gather.parallel_dim == ParallelDim::kContext);
+  CHECK(gather.bytes == 256);
+  CHECK(gather.group == CommGroup{2, 2});
+  // The merge: q = T * h * hd = 64 elements, 1 later step: 64 * 65 / 2 + 12 * 64.
+  CHECK(find_op(block.forward_ops, "layers.0.attention.cp_merge").bytes == 2848);
+  // Backward: the gather again, the merge (10 * 64 + 36 * the kv chunk's 8 * 4) and the
+  // fp32 K/V gradients reduce-scattered: 2 * 16 * 4 * 4 = 512 bytes.
+  CHECK(find_op(block.backward_ops, "layers.0.attention.cp_all_gather.backward").bytes == 256);
+  CHECK(find_op(block.backward_ops, "layers.0.attention.cp_merge.backward").bytes == 1792);
+  const Op& grads = find_op(block.backward_ops, "layers.0.attention.cp_kv_grad_reduce_scatter");
+  CHECK(grads.collective == CollectiveKind::kReduceScatter);
+  CHECK(grads.dtype == DType::kFP32);
+  CHECK(grads.bytes == 512);
+  // Transients: the gathered K and V (256 bytes) and 4 fp32 chunks of 32 (512 bytes).
+  CHECK(block.workspace_bytes == 768);
+  // Logits of the rank's 8 tokens only.
+  CHECK(find_op(w.units.back().forward_ops, "output").gemm == GemmShape{8, 32, 8});
+}
+
+TEST_CASE("context parallelism keeps the FLOPs per token and splits them over the cp ranks",
+          "[workload]") {
+  const ModelSpec model = builtin_model("llama3-8b");
+  JobSpec job;
+  job.gpus = 16;
+  job.gpus_per_node = 8;
+  job.tp = 4;
+  job.cp = 4;
+  job.seq_len = 32768;
+  const Workload w = build_workload(model, normalize_job(model, job));
+  // Op FLOPs are a TP rank's share, the tokens its group's: times tp for the model's.
+  const double per_token = w.model_flops_per_step() / static_cast<double>(w.tokens_per_step()) * 4;
+  CHECK(per_token == Approx(training_flops_per_token(model, 32768)).epsilon(0.005));
+  // cp ranks are tp = 4 apart: 8 / 4 = 2 of the 4 share a node.
+  const Op& gather = find_op(w.units.at(1).forward_ops, "layers.0.attention.cp_all_gather");
+  CHECK(gather.group == CommGroup{4, 2});
+  CHECK(find_op(w.units.at(1).forward_ops, "layers.0.attention.sp_all_gather").group ==
+        CommGroup{4, 4});
+}
+
+TEST_CASE("context parallelism under AC: selective keeps the attention's CP ops, full replays them",
+          "[workload]") {
+  const ModelSpec model = builtin_model("tiny");
+  for (const auto ac : {ActivationCheckpointing::kSelective, ActivationCheckpointing::kFull}) {
+    JobSpec job;
+    job.gpus = 4;
+    job.cp = 2;
+    job.seq_len = 128;
+    job.ac = ac;
+    const Workload w = build_workload(model, normalize_job(model, job));
+    int replayed = 0;
+    for (const Op& op : w.units.at(1).recompute_ops) {
+      if (op.parallel_dim == ParallelDim::kContext || op.memory_op == "cp_merge_fwd") ++replayed;
+    }
+    CHECK(replayed == (ac == ActivationCheckpointing::kFull ? 2 : 0));
+  }
+}
+
+TEST_CASE("context-parallel ops round-trip through JSON and bad fields are named", "[workload]") {
+  JobSpec job;
+  job.gpus = 4;
+  job.tp = 2;
+  job.cp = 2;
+  job.seq_len = 64;
+  const ModelSpec model = builtin_model("tiny");
+  const Workload w = build_workload(model, normalize_job(model, job));
+  const auto text = dump_json(workload_to_json(w));
+  CHECK(workload_from_json(parse_json_text(text, "w.json"), "w.json") == w);
+  nlohmann::json gather =
+      op_to_json(find_op(w.units.at(1).forward_ops, "layers.0.attention.cp_all_gather"));
+  CHECK(gather.at("parallel_dim") == "cp");
+  // A TP op writes no parallel_dim; an attention without CP no context_parallel.
+  CHECK_FALSE(op_to_json(find_op(w.units.at(1).forward_ops, "layers.0.attention.sp_all_gather"))
+                  .contains("parallel_dim"));
+  const Workload plain = make(model, 4, 2, 1, 64);
+  CHECK_FALSE(op_to_json(find_op(plain.units.at(1).forward_ops, "layers.0.attention.sdpa"))
+                  .at("attention")
+                  .contains("context_parallel"));
+  const auto rejected = [](const nlohmann::json& json, const std::string& field) {
+    try {
+      op_from_json(json, "op");
+      FAIL("accepted " << json.dump());
+    } catch (const Error& e) {
+      CHECK(e.where() == "op: field '" + field + "'");
+    }
+  };
+  gather["parallel_dim"] = "dp";
+  rejected(gather, "parallel_dim");
+  nlohmann::json sdpa = op_to_json(find_op(w.units.at(1).forward_ops, "layers.0.attention.sdpa"));
+  CHECK(sdpa.at("attention").at("context_parallel") == 2);
+  sdpa["attention"]["context_parallel"] = 3;  // 64 tokens do not split into 6 chunks
+  rejected(sdpa, "attention.context_parallel");
+  sdpa["attention"]["context_parallel"] = 0;
+  rejected(sdpa, "attention.context_parallel");
+}

@@ -147,15 +147,32 @@ TEST_CASE("float8: linears at the fp8 rate, all-gathers of linears at 1 byte/par
   }
 }
 
-TEST_CASE("async TP hides a collective behind its GEMM except one chunk", "[parallel][tp]") {
+namespace {
+
+// Collectives at 1 MB/s: `seconds` of them is seconds x 1e6 bytes.
+testing::FixedCosts megabyte_per_second() {
   testing::FixedCosts fixed;
   fixed.collective_bytes_per_s = 1e6;
-  const testing::FixedCostModel costs(fixed);
+  return fixed;
+}
+
+// A compute-path all-gather of `seconds` at 1 MB/s over `group`.
+Op compute_path_gather(double seconds, CommGroup group, ParallelDim dim) {
   Op gather;
   gather.kind = OpKind::kCollective;
   gather.collective = CollectiveKind::kAllGather;
-  gather.bytes = 2'000'000;  // 2 s
-  gather.group = {2, 2};
+  gather.parallel_dim = dim;
+  gather.bytes = static_cast<std::int64_t>(seconds * 1e6);
+  gather.group = group;
+  return gather;
+}
+
+}  // namespace
+
+TEST_CASE("async TP hides a collective behind its GEMM except one chunk", "[parallel][tp]") {
+  testing::FixedCosts fixed = megabyte_per_second();
+  const testing::FixedCostModel costs(fixed);
+  const Op gather = compute_path_gather(2.0, {2, 2}, ParallelDim::kTensor);
   Op scatter = gather;
   scatter.collective = CollectiveKind::kReduceScatter;
   scatter.bytes = 4'000'000;  // 4 s
@@ -180,6 +197,28 @@ TEST_CASE("async TP hides a collective behind its GEMM except one chunk", "[para
   const double async_s = tp_ops_seconds(async.units[1].forward_ops, true, slow_comm);
   CHECK(async_s < sync_s);
   CHECK(async_s >= compute_s);
+}
+
+TEST_CASE("context parallelism: the K/V gather hides under 1/cp of the attention",
+          "[parallel][cp]") {
+  const testing::FixedCostModel costs(megabyte_per_second());
+  const Op gather = compute_path_gather(2.0, {4, 4}, ParallelDim::kContext);
+  Op attention = testing::fixed_op("sdpa", 4.0);
+  attention.kind = OpKind::kAttention;
+  Op scatter = gather;
+  scatter.collective = CollectiveKind::kReduceScatter;
+  scatter.bytes = 5'000'000;  // 5 s
+  const Op merge = testing::fixed_op("merge", 0.5);
+  // Forward: 2 + 4 + 0.5 with the gather hidden under 4 / cp 4 = 1 s of the attention:
+  // 5.5 s. Backward: gather, attention, merge, K/V gradients: 2 + 4 + 0.5 + 5 less 1 (the
+  // gather) less min(5, 4 * 3/4) = 3 (the ring pass): 7.5 s.
+  CHECK(tp_ops_seconds({gather, attention, merge}, false, costs) == Approx(5.5));
+  CHECK(tp_ops_seconds({gather, attention, merge, scatter}, false, costs) == Approx(7.5));
+  // Async TP leaves CP collectives to this rule: the gather does not pair with a GEMM.
+  const Op wo = testing::fixed_op("wo", 3.0);
+  CHECK(tp_ops_seconds({gather, attention, wo}, true, costs) == Approx(8.0));
+  // A gather not followed by the attention hides nothing.
+  CHECK(tp_ops_seconds({gather, wo}, false, costs) == Approx(5.0));
 }
 
 TEST_CASE("cross-node collectives lose bandwidth per doubling of nodes beyond 4",

@@ -113,6 +113,75 @@ TEST_CASE("cpu causal attention backward matches finite differences", "[kernels]
   }
 }
 
+TEST_CASE("cpu context-parallel attention is the full attention's rows of rank 0's chunks",
+          "[kernels]") {
+  // seq 12, cp 2: 4 chunks of 3; rank 0 holds chunks 0 and 3 (positions 0-2 and 9-11)
+  // against all 12 keys. Its forward rows and backward dq rows are the full causal
+  // attention's at those positions, and its dk, dv the full backward's with the other
+  // rows' output gradients zero.
+  const AttentionShape full{2, 4, 2, 12, 3, true};
+  AttentionShape cp = full;
+  cp.context_parallel = 2;
+  const std::vector<std::int64_t> positions{0, 1, 2, 9, 10, 11};
+  for (std::size_t r = 0; r < positions.size(); ++r) {
+    CHECK(cp.query_position(static_cast<std::int64_t>(r)) == positions[r]);
+  }
+  const std::int64_t d = full.head_dim;
+  const auto q_n = static_cast<std::size_t>(full.batch * full.heads * full.seq * d);
+  const auto kv_n = static_cast<std::size_t>(full.batch * full.kv_heads * full.seq * d);
+  const auto cp_q_n = static_cast<std::size_t>(full.batch * full.heads * cp.query_rows() * d);
+  const auto q = pattern(q_n, 1), k = pattern(kv_n, 2), v = pattern(kv_n, 3);
+  auto d_o = pattern(q_n, 4);
+  // Row r of the rank's [batch, heads, 6, d] tensors is row positions[r] of the full ones.
+  const auto full_index = [&](std::size_t cp_index) {
+    const auto row = static_cast<std::int64_t>(cp_index) / d % cp.query_rows();
+    const auto head = static_cast<std::int64_t>(cp_index) / d / cp.query_rows();
+    return static_cast<std::size_t>((head * full.seq + positions[static_cast<std::size_t>(row)]) *
+                                        d +
+                                    static_cast<std::int64_t>(cp_index) % d);
+  };
+  std::vector<float> cp_q(cp_q_n), cp_d_o(cp_q_n);
+  for (std::size_t i = 0; i < cp_q_n; ++i) {
+    cp_q[i] = q[full_index(i)];
+    cp_d_o[i] = d_o[full_index(i)];
+  }
+  std::vector<bool> held(q_n, false);
+  for (std::size_t i = 0; i < cp_q_n; ++i) held[full_index(i)] = true;
+  for (std::size_t i = 0; i < q_n; ++i) {
+    if (!held[i]) d_o[i] = 0;
+  }
+  std::vector<float> o(q_n), cp_o(cp_q_n);
+  cpu_math::causal_attention_forward(full, q.data(), k.data(), v.data(), o.data(), 4);
+  std::vector<float> dq(q_n), dk(kv_n), dv(kv_n), cp_dq(cp_q_n), cp_dk(kv_n), cp_dv(kv_n);
+  cpu_math::causal_attention_backward(full, q.data(), k.data(), v.data(), d_o.data(), dq.data(),
+                                      dk.data(), dv.data(), 4);
+  for (std::int64_t block : {1, 2, 3, 64}) {
+    INFO("block " << block);
+    cpu_math::causal_attention_forward(cp, cp_q.data(), k.data(), v.data(), cp_o.data(), block);
+    cpu_math::causal_attention_backward(cp, cp_q.data(), k.data(), v.data(), cp_d_o.data(),
+                                        cp_dq.data(), cp_dk.data(), cp_dv.data(), block);
+    for (std::size_t i = 0; i < cp_q_n; ++i) {
+      INFO("element " << i);
+      CHECK(cp_o[i] == Approx(o[full_index(i)]).margin(1e-5));
+      CHECK(cp_dq[i] == Approx(dq[full_index(i)]).margin(1e-5));
+    }
+    for (std::size_t i = 0; i < kv_n; ++i) {
+      INFO("kv element " << i);
+      CHECK(cp_dk[i] == Approx(dk[i]).margin(1e-5));
+      CHECK(cp_dv[i] == Approx(dv[i]).margin(1e-5));
+    }
+  }
+  // The executor's kernel takes the op: it reads the rank's rows, not the sequence's.
+  std::unique_ptr<OpKernels> kernels = make_cpu_kernels();
+  Op op;
+  op.kind = OpKind::kAttention;
+  op.name = "sdpa";
+  op.attention = cp;
+  kernels->run(op);
+  op.attention.context_parallel = 5;  // 12 does not split into 10 chunks
+  CHECK_THROWS_AS(kernels->run(op), Error);
+}
+
 TEST_CASE("cpu memory-bound loop writes a * in + b", "[kernels]") {
   const std::vector<float> in{0, 2, -4};
   std::vector<float> out(3);
@@ -226,6 +295,9 @@ TEST_CASE("cuda kernels run every op kind on ragged shapes where a GPU is presen
   gemm.gemm = {77, 129, 4095};
   kernels->run(gemm);
   const Op attention = run_attention_forward_and_backward(*kernels, {2, 8, 2, 1000, 128, true});
+  // Context parallelism: 1200 query rows in 2 runs of 600 at positions 0-599 and
+  // 1800-2399, each run a block of 512 and one of 88 (a block never crosses a run).
+  run_attention_forward_and_backward(*kernels, {2, 8, 2, 2400, 128, true, 2});
   Op memory;
   memory.kind = OpKind::kMemoryBound;
   memory.bytes = 3 * 1000 * 1000 + 4;  // 375000 floats read and written

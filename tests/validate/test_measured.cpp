@@ -81,6 +81,22 @@ TEST_CASE("measured.json round-trips exactly, through text too", "[measured]") {
   CHECK(dump_json(measured_to_json(measured_from_json(parse_json_text(text, "m"), "m"))) == text);
 }
 
+TEST_CASE("measured.json writes the CP degree only under context parallelism", "[measured]") {
+  CHECK_FALSE(measured_to_json(sample()).at("mesh").contains("cp"));
+  MeasuredResult m = sample();
+  m.dp_replicate = 1;
+  m.dp_shard = 2;  // 1 x 2 x tp 2 = world_size 4, the shard group one CP group of 2
+  m.cp = 2;
+  const nlohmann::json json = measured_to_json(m);
+  CHECK(json.at("mesh").at("cp") == 2);
+  CHECK(measured_from_json(json, "m.json") == m);
+  auto bad = json;
+  bad["mesh"]["cp"] = 4;  // does not divide dp_shard 2
+  expect_error(bad, "m.json: mesh: cp");
+  bad["mesh"]["cp"] = 0;
+  expect_error(bad, "m.json: mesh");
+}
+
 TEST_CASE("measured.json errors name the file and the field", "[measured]") {
   const nlohmann::json good = measured_to_json(sample());
   auto bad = good;
