@@ -77,66 +77,72 @@ std::vector<JobSpec> sweep_jobs(const ModelSpec& model, const HardwareSpec& hard
         if (replicate > 1 && shard * tp < std::min(options.gpus_per_node, options.gpus / pp)) {
           continue;
         }
-        if (options.global_batch_sequences % dp != 0) {
-          ++skip;
-          continue;
-        }
-        const std::int64_t per_rank = options.global_batch_sequences / dp;
-        for (std::int64_t batch = 1; batch <= std::min(per_rank, options.max_local_batch);
-             batch *= 2) {
-          if (per_rank % batch != 0) continue;
-          const std::int64_t microbatches = per_rank / batch;
-          // Without PP a step is one batch (no gradient accumulation); with PP enough
-          // microbatches to fill the pipeline.
-          if (pp == 1 && microbatches != 1) continue;
-          if (pp > 1 && microbatches < pp) continue;
-          std::vector<std::pair<PipelineSchedule, std::int64_t>> schedules;
-          if (pp == 1) {
-            schedules.push_back({PipelineSchedule::k1F1B, 1});
-          } else {
-            schedules.push_back({PipelineSchedule::k1F1B, 1});
-            if (microbatches % pp == 0) {  // too few blocks for 2 x pp: normalize_job skips it
-              schedules.push_back({PipelineSchedule::kInterleaved1F1B, 2});
-            }
+        for (const std::int64_t cp : options.cp_degrees) {
+          // The CP ranks split the shard group and share their batch.
+          if (shard % cp != 0) continue;
+          const std::int64_t data_parallel = dp / cp;
+          if (options.global_batch_sequences % data_parallel != 0) {
+            ++skip;
+            continue;
           }
-          for (const auto& [schedule, virtual_stages] : schedules) {
-            for (ActivationCheckpointing ac : options.ac_modes) {
-              for (bool float8 : float8_modes) {
-                for (bool async_tp : async_modes) {
-                  if (async_tp && tp == 1) continue;
-                  JobSpec job;
-                  job.gpus = options.gpus;
-                  job.gpus_per_node = options.gpus_per_node;
-                  job.tp = tp;
-                  job.pp = pp;
-                  job.dp_replicate = replicate;
-                  job.local_batch = batch;
-                  job.microbatches = microbatches;
-                  job.pp_schedule = schedule;
-                  job.virtual_stages = virtual_stages;
-                  job.pp_first_stage_less_layers = options.pp_first_stage_less_layers;
-                  job.pp_last_stage_less_layers = options.pp_last_stage_less_layers;
-                  job.seq_len = options.seq_len;
-                  job.ac = ac;
-                  job.param_dtype = options.param_dtype;
-                  job.reduce_dtype = options.reduce_dtype;
-                  job.float8 = float8;
-                  job.async_tp = async_tp;
-                  job.execution = options.execution;
-                  try {
-                    job = normalize_job(model, job);
-                    validate_pipeline(job);
-                  } catch (const Error&) {
-                    ++skip;  // e.g. tp does not divide the kv heads
-                    continue;
-                  }
-                  if (job.pp * job.virtual_stages > 1 && options.try_pp_less_layers >= 0) {
-                    for (const JobSpec& split :
-                         pipeline_split_jobs(model, job, options.try_pp_less_layers)) {
-                      jobs.push_back(split);
+          const std::int64_t per_rank = options.global_batch_sequences / data_parallel;
+          for (std::int64_t batch = 1; batch <= std::min(per_rank, options.max_local_batch);
+               batch *= 2) {
+            if (per_rank % batch != 0) continue;
+            const std::int64_t microbatches = per_rank / batch;
+            // Without PP a step is one batch (no gradient accumulation); with PP enough
+            // microbatches to fill the pipeline.
+            if (pp == 1 && microbatches != 1) continue;
+            if (pp > 1 && microbatches < pp) continue;
+            std::vector<std::pair<PipelineSchedule, std::int64_t>> schedules;
+            if (pp == 1) {
+              schedules.push_back({PipelineSchedule::k1F1B, 1});
+            } else {
+              schedules.push_back({PipelineSchedule::k1F1B, 1});
+              if (microbatches % pp == 0) {  // too few blocks for 2 x pp: normalize_job skips it
+                schedules.push_back({PipelineSchedule::kInterleaved1F1B, 2});
+              }
+            }
+            for (const auto& [schedule, virtual_stages] : schedules) {
+              for (ActivationCheckpointing ac : options.ac_modes) {
+                for (bool float8 : float8_modes) {
+                  for (bool async_tp : async_modes) {
+                    if (async_tp && tp == 1) continue;
+                    JobSpec job;
+                    job.gpus = options.gpus;
+                    job.gpus_per_node = options.gpus_per_node;
+                    job.tp = tp;
+                    job.cp = cp;
+                    job.pp = pp;
+                    job.dp_replicate = replicate;
+                    job.local_batch = batch;
+                    job.microbatches = microbatches;
+                    job.pp_schedule = schedule;
+                    job.virtual_stages = virtual_stages;
+                    job.pp_first_stage_less_layers = options.pp_first_stage_less_layers;
+                    job.pp_last_stage_less_layers = options.pp_last_stage_less_layers;
+                    job.seq_len = options.seq_len;
+                    job.ac = ac;
+                    job.param_dtype = options.param_dtype;
+                    job.reduce_dtype = options.reduce_dtype;
+                    job.float8 = float8;
+                    job.async_tp = async_tp;
+                    job.execution = options.execution;
+                    try {
+                      job = normalize_job(model, job);
+                      validate_pipeline(job);
+                    } catch (const Error&) {
+                      ++skip;  // e.g. tp does not divide the kv heads
+                      continue;
                     }
-                  } else {
-                    jobs.push_back(job);
+                    if (job.pp * job.virtual_stages > 1 && options.try_pp_less_layers >= 0) {
+                      for (const JobSpec& split :
+                           pipeline_split_jobs(model, job, options.try_pp_less_layers)) {
+                        jobs.push_back(split);
+                      }
+                    } else {
+                      jobs.push_back(job);
+                    }
                   }
                 }
               }

@@ -44,6 +44,9 @@ struct SweepOptions {
   bool try_async_tp = false;  // async TP only compiled
   Execution execution = Execution::kCompiled;  // every configuration's (JobSpec::execution)
   std::int64_t max_pp = 16;
+  // Context-parallel degrees tried, each where it divides the configuration's shard group
+  // (and the sequence, normalize_job): {1} = no CP.
+  std::vector<std::int64_t> cp_degrees = {1};
   // The split of the blocks into the pipeline chunks (JobSpec's fields of these names).
   std::int64_t pp_first_stage_less_layers = JobSpec{}.pp_first_stage_less_layers;
   std::int64_t pp_last_stage_less_layers = JobSpec{}.pp_last_stage_less_layers;

@@ -93,8 +93,9 @@ void add_pipeline_options(CLI::App* command, JobOptions& options) {
                       "torchtitan's module_fqns_per_model_part) instead of the weights' split");
 }
 
-std::vector<std::int64_t> parse_chunk_blocks(const std::string& text) {
-  std::vector<std::int64_t> blocks;
+std::vector<std::int64_t> parse_count_list(const std::string& text, const std::string& flag,
+                                           const std::string& what, std::size_t max_count) {
+  std::vector<std::int64_t> counts;
   std::size_t from = 0;
   while (from <= text.size()) {
     const std::size_t comma = std::min(text.find(',', from), text.size());
@@ -103,18 +104,18 @@ std::vector<std::int64_t> parse_chunk_blocks(const std::string& text) {
         !part.empty() && part.size() <= 9 &&
         std::all_of(part.begin(), part.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
     if (!digits) {
-      throw_bad_input("--pp-chunk-blocks",
-                      fmt::format("'{}' is not a comma-separated list of block counts (e.g. "
-                                  "15,16,16,15)",
-                                  text));
+      throw_bad_input(flag, fmt::format("'{}' is not a comma-separated list of {}", text, what));
     }
-    blocks.push_back(std::stoll(part));
-    if (blocks.size() > static_cast<std::size_t>(kMaxModelLayers)) {
-      throw_bad_input("--pp-chunk-blocks", fmt::format("more than {} chunks", kMaxModelLayers));
-    }
+    counts.push_back(std::stoll(part));
+    if (counts.size() > max_count) throw_bad_input(flag, fmt::format("more than {}", max_count));
     from = comma + 1;
   }
-  return blocks;
+  return counts;
+}
+
+std::vector<std::int64_t> parse_chunk_blocks(const std::string& text) {
+  return parse_count_list(text, "--pp-chunk-blocks", "block counts (e.g. 15,16,16,15)",
+                          static_cast<std::size_t>(kMaxModelLayers));
 }
 
 void check_try_pp_splits(std::int64_t value) {

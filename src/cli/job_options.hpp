@@ -81,6 +81,11 @@ std::string model_argument(const JobOptions& options);
 // on, --execution when not compiled.
 std::string job_flags_of(const std::string& model, const JobSpec& job);
 
+// Comma-separated non-negative integers (at most 9 digits each, at most `max_count` of
+// them); Error(kBadInput) naming `flag` ("'TEXT' is not a comma-separated list of WHAT").
+std::vector<std::int64_t> parse_count_list(const std::string& text, const std::string& flag,
+                                           const std::string& what, std::size_t max_count);
+
 // --pp-chunk-blocks "7,8,8,7": the block counts, Error(kBadInput) naming the flag unless
 // comma-separated integers.
 // The other way: chunk_blocks_text (job.hpp).

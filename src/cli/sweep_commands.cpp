@@ -54,8 +54,9 @@ nlohmann::json candidate_json(const SweepCandidate& candidate) {
 }
 
 std::string config_label(const JobSpec& job) {
-  std::string text = fmt::format("tp{} pp{} rep{} shard{} b{} M{}", job.tp, job.pp,
-                                 job.dp_replicate, job.dp_shard, job.local_batch, job.microbatches);
+  std::string text = fmt::format(
+      "tp{} pp{} rep{} shard{}{} b{} M{}", job.tp, job.pp, job.dp_replicate, job.dp_shard,
+      job.cp > 1 ? fmt::format(" cp{}", job.cp) : "", job.local_batch, job.microbatches);
   if (job.pp > 1) {
     text += " " + to_string(job.pp_schedule);
     if (job.virtual_stages > 1) text += fmt::format(" v{}", job.virtual_stages);
@@ -85,6 +86,7 @@ struct SweepCliOptions {
   int top = 10;
   int threads = 0;  // 0 = all cores
   std::int64_t max_pp = 16;
+  std::string cp = "1";  // --cp: the context-parallel degrees tried, comma-separated
   // --pp-first/last-stage-less-layers; absent: --job-toml's, else JobSpec's defaults.
   std::optional<std::int64_t> pp_first_less, pp_last_less;
   std::int64_t try_pp_splits = -1;  // --try-pp-splits N; -1: not given
@@ -113,6 +115,20 @@ std::int64_t parse_tune_top(const std::string& text) {
     throw_bad_input("--tune-top", fmt::format("'{}' is neither 'all' nor a count >= 0", text));
   }
   return std::stoll(text);
+}
+
+// --cp "1,2,4": the degrees, each 1 to kMaxJobGpus, in the order given, no repeats.
+std::vector<std::int64_t> parse_cp_degrees(const std::string& text) {
+  const std::string what = fmt::format("distinct degrees from 1 to {} (e.g. 1,2,4)", kMaxJobGpus);
+  const std::vector<std::int64_t> degrees = parse_count_list(text, "--cp", what, 64);
+  for (std::size_t i = 0; i < degrees.size(); ++i) {
+    if (degrees[i] < 1 || degrees[i] > kMaxJobGpus ||
+        std::find(degrees.begin(), degrees.begin() + static_cast<std::ptrdiff_t>(i), degrees[i]) !=
+            degrees.begin() + static_cast<std::ptrdiff_t>(i)) {
+      throw_bad_input("--cp", fmt::format("'{}' is not a comma-separated list of {}", text, what));
+    }
+  }
+  return degrees;
 }
 
 void run_sweep(const SweepCliOptions& o) {
@@ -165,6 +181,7 @@ void run_sweep(const SweepCliOptions& o) {
         "drop --async-tp, or sweep compiled (--execution compiled)");
   }
   options.max_pp = o.max_pp;
+  options.cp_degrees = parse_cp_degrees(o.cp);
   options.pp_first_stage_less_layers = o.pp_first_less.value_or(first_less);
   options.pp_last_stage_less_layers = o.pp_last_less.value_or(last_less);
   for (const auto& [flag, value] :
@@ -256,10 +273,11 @@ void run_sweep(const SweepCliOptions& o) {
     schedule.provenance.threads = options.threads;
     schedule.provenance.command = fmt::format(
         "fsdptune sweep --model {} --hardware {} --gpus {} --gpus-per-node {} --global-batch {} "
-        "--seq {}{} --max-pp {}{}{}{} --tune-top {} --tune-evaluations {}",
+        "--seq {}{} --max-pp {}{}{}{}{} --tune-top {} --tune-evaluations {}",
         model_name, o.hardware, o.gpus, o.gpus_per_node, global_batch, seq,
         o.memory_limit.empty() ? "" : " --memory-limit " + o.memory_limit, o.max_pp,
-        o.no_float8 ? " --no-float8" : "", o.async_tp ? " --async-tp" : "",
+        o.cp == "1" ? "" : " --cp " + o.cp, o.no_float8 ? " --no-float8" : "",
+        o.async_tp ? " --async-tp" : "",
         options.execution != Execution::kCompiled ? " --execution " + to_string(options.execution)
                                                   : "",
         o.tune_top, o.tune_evaluations);
@@ -312,11 +330,11 @@ void run_sweep(const SweepCliOptions& o) {
              format_bytes(result.memory_limit_bytes));
   fmt::print("{} configurations simulated, {} fit; {} tuned ({} plans per chunk at most)\n\n",
              total, result.ranked.size(), result.tuned, o.tune_evaluations);
-  fmt::print("{:>3}  {:<58} {:>11} {:>13} {:>7} {:>7} {:>12}\n", "#", "configuration", "step time",
+  fmt::print("{:>3}  {:<62} {:>11} {:>13} {:>7} {:>7} {:>12}\n", "#", "configuration", "step time",
              "tokens/s/GPU", "MFU", "bubble", "peak reserv");
   for (std::size_t i = 0; i < shown; ++i) {
     const SweepCandidate& c = result.ranked[i];
-    fmt::print("{:>3}  {:<58} {:>11} {:>13.1f} {:>6.1f}% {:>6.1f}% {:>12}\n", i + 1,
+    fmt::print("{:>3}  {:<62} {:>11} {:>13.1f} {:>6.1f}% {:>6.1f}% {:>12}\n", i + 1,
                config_label(c.job) + (c.tuned ? " tuned" : ""), format_seconds(c.step_time_s),
                c.tokens_per_s_per_gpu, 100.0 * c.mfu, 100.0 * c.bubble_fraction,
                format_bytes(c.peak_reserved_bytes));
@@ -454,6 +472,11 @@ void register_sweep_commands(CLI::App& app) {
                      "configurations simulated / tuned at once, one per thread (0 = all cores)")
         ->capture_default_str();
     command->add_option("--max-pp", options->max_pp, "largest pipeline degree tried")
+        ->capture_default_str();
+    command
+        ->add_option("--cp", options->cp,
+                     "context-parallel degrees tried, comma-separated (e.g. 1,2,4), each where "
+                     "it divides a mesh's shard group and the sequence")
         ->capture_default_str();
     command->add_option("--pp-first-stage-less-layers", options->pp_first_less,
                         "blocks the embedding counts as in the split into pipeline stages "

@@ -168,3 +168,43 @@ TEST_CASE("simulate --execution: eager is slower than compiled, and bad values e
   CHECK(async.err.find("--execution") != std::string::npos);
   CHECK(async.err.find("only compiled") != std::string::npos);
 }
+
+TEST_CASE("simulate --cp: long sequences fit by splitting them, and bad degrees exit 2",
+          "[cli][simulate][cp]") {
+  const auto run = [](const std::string& cp) {
+    const auto result = run_fsdptune(
+        "simulate --model llama3-8b --hardware h100-sxm --gpus 8 --seq 65536 --ac full --json "
+        "--cp " +
+        cp);
+    INFO(result.err);
+    REQUIRE(result.exit_code == 0);
+    return nlohmann::json::parse(result.out);
+  };
+  // 64K tokens per sequence: without CP the logits alone exceed an H100; each rank of a
+  // CP group of 4 holds 16K of them.
+  const nlohmann::json plain = run("1");
+  const nlohmann::json cp4 = run("4");
+  CHECK_FALSE(plain.at("fits").get<bool>());
+  CHECK(cp4.at("fits").get<bool>());
+  CHECK(cp4.at("peak_reserved_bytes").get<double>() <
+        plain.at("peak_reserved_bytes").get<double>() / 2);
+  // A quarter of the tokens per rank in a bit more than a quarter of the time: the K/V
+  // gathers and merges cost, so tokens/s/GPU drop.
+  CHECK(cp4.at("step_time_s").get<double>() < plain.at("step_time_s").get<double>() / 3);
+  CHECK(cp4.at("tokens_per_s_per_gpu").get<double>() <
+        plain.at("tokens_per_s_per_gpu").get<double>());
+  const auto text = run_fsdptune(
+      "simulate --model llama3-8b --hardware h100-sxm --gpus 8 --seq 65536 --ac full --cp 4");
+  CHECK(text.out.find("(dp_shard 8 (cp 4), dp_replicate 1, tp 1)") != std::string::npos);
+
+  for (const char* bad : {"3", "0", "16"}) {
+    const auto result = run_fsdptune(kTiny + " --cp " + bad);
+    INFO(bad << ": " << result.err);
+    CHECK(result.exit_code == 2);
+    CHECK(result.err.find("--cp") != std::string::npos);
+  }
+  const auto odd = run_fsdptune(
+      "simulate --model tiny --hardware h100-sxm --gpus 2 --gpus-per-node 2 --seq 130 --cp 2");
+  CHECK(odd.exit_code == 2);
+  CHECK(odd.err.find("--seq") != std::string::npos);
+}

@@ -11,6 +11,7 @@
 
 #include "cli_support.hpp"
 #include "fsdptune/io.hpp"
+#include "fsdptune/job.hpp"
 
 using fsdptune::testing::make_temp_dir;
 using fsdptune::testing::run_fsdptune;
@@ -248,6 +249,39 @@ TEST_CASE("sweep --execution eager ranks every configuration eager, slower", "[c
         .get<double>();
   };
   CHECK(best_tokens(" --execution eager-unfused-rmsnorm") < best_tokens(""));
+}
+
+TEST_CASE("sweep --cp tries context-parallel degrees and ranks what fits", "[cli][sweep][cp]") {
+  // 8B at 64K tokens per sequence on 16 GPUs, 4 sequences a step: without CP only TP
+  // shrinks the logits and activations enough (tp 4, full AC at best); splitting the
+  // sequences over CP ranks is faster (the model's ranking: the K/V gathers cost less
+  // than TP's activation collectives), so the best configurations use it.
+  const std::string args =
+      "sweep --model llama3-8b --hardware h100-sxm --gpus 16 --global-batch 4 --seq 65536 "
+      "--no-float8 --tune-top 0 --threads 1 --top 3 --json";
+  const auto plain = run_fsdptune(args);
+  REQUIRE(plain.exit_code == 0);
+  const nlohmann::json plain_json = nlohmann::json::parse(plain.out);
+  const auto cp = run_fsdptune(args + " --cp 1,2,4,8");
+  INFO(cp.err);
+  REQUIRE(cp.exit_code == 0);
+  const nlohmann::json json = nlohmann::json::parse(cp.out);
+  CHECK(json.at("fitting").get<int>() > plain_json.at("fitting").get<int>());
+  CHECK(json.at("top").at(0).at("tokens_per_s_per_gpu").get<double>() >
+        plain_json.at("top").at(0).at("tokens_per_s_per_gpu").get<double>());
+  for (const nlohmann::json& row : json.at("top")) {
+    const fsdptune::JobSpec job = fsdptune::job_from_json(row.at("job"), "top");
+    CHECK(job.cp > 1);
+    CHECK(job.dp_shard % job.cp == 0);
+    // 4 sequences over dp_replicate x dp_shard / cp data-parallel ranks.
+    CHECK(job.local_batch * job.microbatches * fsdptune::data_parallel_degree(job) == 4);
+  }
+  for (const char* bad : {"0", "2,2", "x", "1,", "99999999999"}) {
+    const auto result = run_fsdptune(args + " --cp " + bad);
+    INFO(bad);
+    CHECK(result.exit_code == 2);
+    CHECK(result.err.find("--cp") != std::string::npos);
+  }
 }
 
 TEST_CASE("pipeline prints every stage, the first holding the most in flight", "[cli][pipeline]") {
