@@ -86,7 +86,9 @@ struct SweepCliOptions {
   int top = 10;
   int threads = 0;  // 0 = all cores
   std::int64_t max_pp = 16;
-  std::string cp = "1";  // --cp: the context-parallel degrees tried, comma-separated
+  // --cp: the context-parallel degrees tried, comma-separated; empty: 1, and --job-toml's
+  // degree when it has one.
+  std::string cp;
   // --pp-first/last-stage-less-layers; absent: --job-toml's, else JobSpec's defaults.
   std::optional<std::int64_t> pp_first_less, pp_last_less;
   std::int64_t try_pp_splits = -1;  // --try-pp-splits N; -1: not given
@@ -144,9 +146,11 @@ void run_sweep(const SweepCliOptions& o) {
   std::int64_t first_less = JobSpec{}.pp_first_stage_less_layers;
   std::int64_t last_less = JobSpec{}.pp_last_stage_less_layers;
   Execution execution = Execution::kCompiled;
+  std::string cp = o.cp.empty() ? "1" : o.cp;
   if (!o.job_toml.empty()) {
     const TorchtitanConfig config = read_torchtitan_config(o.job_toml);
     execution = torchtitan_execution(config);
+    if (o.cp.empty() && config.cp > 1) cp = fmt::format("1,{}", config.cp);
     first_less = config.pp_first_stage_less_layers;
     last_less = config.pp_last_stage_less_layers;
     if (model_name.empty()) model_name = torchtitan_builtin_model(config);
@@ -181,7 +185,7 @@ void run_sweep(const SweepCliOptions& o) {
         "drop --async-tp, or sweep compiled (--execution compiled)");
   }
   options.max_pp = o.max_pp;
-  options.cp_degrees = parse_cp_degrees(o.cp);
+  options.cp_degrees = parse_cp_degrees(cp);
   options.pp_first_stage_less_layers = o.pp_first_less.value_or(first_less);
   options.pp_last_stage_less_layers = o.pp_last_less.value_or(last_less);
   for (const auto& [flag, value] :
@@ -276,7 +280,7 @@ void run_sweep(const SweepCliOptions& o) {
         "--seq {}{} --max-pp {}{}{}{}{} --tune-top {} --tune-evaluations {}",
         model_name, o.hardware, o.gpus, o.gpus_per_node, global_batch, seq,
         o.memory_limit.empty() ? "" : " --memory-limit " + o.memory_limit, o.max_pp,
-        o.cp == "1" ? "" : " --cp " + o.cp, o.no_float8 ? " --no-float8" : "",
+        cp == "1" ? "" : " --cp " + cp, o.no_float8 ? " --no-float8" : "",
         o.async_tp ? " --async-tp" : "",
         options.execution != Execution::kCompiled ? " --execution " + to_string(options.execution)
                                                   : "",
@@ -473,11 +477,10 @@ void register_sweep_commands(CLI::App& app) {
         ->capture_default_str();
     command->add_option("--max-pp", options->max_pp, "largest pipeline degree tried")
         ->capture_default_str();
-    command
-        ->add_option("--cp", options->cp,
-                     "context-parallel degrees tried, comma-separated (e.g. 1,2,4), each where "
-                     "it divides a mesh's shard group and the sequence")
-        ->capture_default_str();
+    command->add_option("--cp", options->cp,
+                        "context-parallel degrees tried, comma-separated (e.g. 1,2,4), each where "
+                        "it divides a mesh's shard group and the sequence (default 1, and "
+                        "--job-toml's degree)");
     command->add_option("--pp-first-stage-less-layers", options->pp_first_less,
                         "blocks the embedding counts as in the split into pipeline stages "
                         "(default 1, torchtitan's; or --job-toml's)");

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <set>
 #include <string>
@@ -572,4 +573,27 @@ TEST_CASE("sweep --tune-top re-ranks the best with tuned plans, never slower", "
   // The untuned rest keep their order and figures.
   CHECK(after[2]["step_time_s"] == before[2]["step_time_s"]);
   CHECK(after[3]["job"] == before[3]["job"]);
+}
+
+TEST_CASE("sweep --job-toml tries the config's context-parallel degree besides none",
+          "[cli][sweep][cp]") {
+  const std::string dir = make_temp_dir("fsdptune-sweep-cp");
+  const std::string config = dir + "/cp.toml";
+  std::ofstream(config) << "[model]\nname = 'llama3'\nflavor = '8B'\n"
+                           "[training]\nseq_len = 65536\nlocal_batch_size = 1\n"
+                           "[parallelism]\ncontext_parallel_degree = 4\n";
+  // 16 GPUs / cp 4: 4 data-parallel ranks of 1 sequence each.
+  const auto result =
+      run_fsdptune("sweep --job-toml " + config +
+                   " --hardware h100-sxm --gpus 16 --no-float8 --tune-top 0 --threads 1 --json "
+                   "--top 100");
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  const nlohmann::json json = nlohmann::json::parse(result.out);
+  CHECK(json.at("global_batch_sequences") == 4);
+  std::set<std::int64_t> degrees;
+  for (const nlohmann::json& row : json.at("top")) {
+    degrees.insert(fsdptune::job_from_json(row.at("job"), "top").cp);
+  }
+  CHECK(degrees == std::set<std::int64_t>{1, 4});
 }
