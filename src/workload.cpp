@@ -864,12 +864,15 @@ Op op_from_json(const nlohmann::json& json, const std::string& where) {
         if (s.contains("context_parallel")) {
           op.attention.context_parallel =
               get_int(s, "context_parallel", "attention", 1, kMaxJobGpus);
-          // The kernels split the queries into 2 x context_parallel chunks.
-          if (op.attention.seq % (2 * op.attention.context_parallel) != 0 || !op.attention.causal) {
-            throw_bad_input(fmt::format("{}: field 'attention.context_parallel'", where),
-                            fmt::format("seq {} does not split into 2 x {} chunks of a causal "
-                                        "attention",
-                                        op.attention.seq, op.attention.context_parallel));
+          // The kernels split the queries into 2 x context_parallel chunks, load-balancing
+          // a causal mask.
+          const std::string at = fmt::format("{}: field 'attention.context_parallel'", where);
+          if (op.attention.seq % (2 * op.attention.context_parallel) != 0) {
+            throw_bad_input(at, fmt::format("seq {} does not split into 2 x {} chunks",
+                                            op.attention.seq, op.attention.context_parallel));
+          }
+          if (!op.attention.causal && op.attention.context_parallel != 1) {
+            throw_bad_input(at, "context parallelism load-balances a causal attention only");
           }
         }
         break;

@@ -553,4 +553,7 @@ TEST_CASE("context-parallel ops round-trip through JSON and bad fields are named
   rejected(sdpa, "attention.context_parallel");
   sdpa["attention"]["context_parallel"] = 0;
   rejected(sdpa, "attention.context_parallel");
+  sdpa["attention"]["context_parallel"] = 2;
+  sdpa["attention"]["causal"] = false;  // the load balancing is of a causal mask
+  rejected(sdpa, "attention.context_parallel");
 }
