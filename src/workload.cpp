@@ -464,11 +464,15 @@ Unit block_unit(const ModelSpec& model, const JobSpec& job, const Dims& dims, in
   unit.recompute_activation_bytes =
       std::max<std::int64_t>(0, all_saved_bytes - unit.saved_activation_bytes);
   if (dims.cp > 1) {
-    // CP attention's transients: the gathered K and V (bf16, the whole sequence), and in
-    // the backward the fp32 dK and dV of the rank's chunk with the pair in flight around
-    // the ring.
+    // CP attention's transients: the gathered K and V (bf16, the whole sequence), then the
+    // larger of the forward's fp32 merge (the running output and a step's upcast output)
+    // and the backward's fp32 dQ with the dK and dV of the rank's chunk and the pair in
+    // flight around the ring.
+    const std::int64_t q_elements = T * dims.heads * dims.head_dim;
     const std::int64_t kv_chunk_elements = T * dims.kv_heads * dims.head_dim;
-    unit.workspace_bytes = 2 * cp_kv_elements(dims) * a + 2 * 2 * kv_chunk_elements * kFp32Bytes;
+    unit.workspace_bytes =
+        2 * cp_kv_elements(dims) * a +
+        std::max(2 * q_elements, q_elements + 4 * kv_chunk_elements) * kFp32Bytes;
   }
   return unit;
 }
