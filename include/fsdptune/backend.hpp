@@ -179,11 +179,11 @@ enum class BucketBuffer {
 // buffers and gradient shards are read back after the step instead; a TP collective's
 // output is overwritten by the next one, so it is checked on its stream right after it.
 struct DataCheck {
-  // Each TP collective of run_ops sends data_pattern::tp_input contents (written on its
-  // stream before it; the check step is not measured) and compares what it received with
-  // tp_expected.
+  // Each TP or CP collective of run_ops sends data_pattern::tp_input contents (written on
+  // its stream before it; the check step is not measured) and compares what it received
+  // with tp_expected.
   bool tp_collectives = false;
-  // Test hook: overwrite element 0 of the output of this rank's n-th checked TP
+  // Test hook: overwrite element 0 of the output of this rank's n-th checked TP or CP
   // collective (0-based, in enqueue order) before checking it; -1 = none.
   int corrupt_tp_collective = -1;
 };

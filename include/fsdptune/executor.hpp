@@ -32,7 +32,8 @@ struct ExecutorOptions {
   // rank, with check_data: corrupt_bucket: before the checks, overwrite one element of that
   // bucket's buffer; corrupt_gradient_shard: of the fp32 gradient shard of that
   // reduce-scatter bucket's first parameter; corrupt_tp_collective: of the output of the
-  // n-th TP collective of the check step (0-based, in enqueue order), before it is checked;
+  // n-th TP or CP collective of the check step (0-based, in enqueue order), before it is
+  // checked;
   // corrupt_message: element 0 of that pipeline message buffer (ReplayLayout::messages).
   int stall_rank = -1;
   int corrupt_bucket = -1;
