@@ -700,12 +700,12 @@ std::int64_t named_stages_per_rank(const TorchtitanConfig& c, const JobSpec& job
 }  // namespace
 
 JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const JobOverrides& o) {
-  if (c.cp_rotate_method != "allgather" && o.cp.value_or(c.cp) != 1) {
-    if (c.cp_rotate_method != "alltoall") {
-      throw_bad_input(c.cp_rotate_method_where,
-                      fmt::format("unknown rotate method '{}' (expected allgather or alltoall)",
-                                  c.cp_rotate_method));
-    }
+  if (c.cp_rotate_method != "allgather" && c.cp_rotate_method != "alltoall") {
+    throw_bad_input(c.cp_rotate_method_where,
+                    fmt::format("unknown rotate method '{}' (expected allgather or alltoall)",
+                                c.cp_rotate_method));
+  }
+  if (c.cp_rotate_method == "alltoall" && o.cp.value_or(c.cp) != 1) {
     not_modelled(c.cp_rotate_method_where,
                  "context parallelism passing K and V around the ring (alltoall)",
                  "set context_parallel_rotate_method = \"allgather\" (torchtitan's default)");

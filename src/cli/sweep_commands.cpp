@@ -86,9 +86,10 @@ struct SweepCliOptions {
   int top = 10;
   int threads = 0;  // 0 = all cores
   std::int64_t max_pp = 16;
-  // --cp: the context-parallel degrees tried, comma-separated; empty: 1, and --job-toml's
-  // degree when it has one.
+  // --cp: the context-parallel degrees tried, comma-separated; not given (cp_given): 1, and
+  // --job-toml's degree when it has one.
   std::string cp;
+  bool cp_given = false;
   // --pp-first/last-stage-less-layers; absent: --job-toml's, else JobSpec's defaults.
   std::optional<std::int64_t> pp_first_less, pp_last_less;
   std::int64_t try_pp_splits = -1;  // --try-pp-splits N; -1: not given
@@ -146,11 +147,11 @@ void run_sweep(const SweepCliOptions& o) {
   std::int64_t first_less = JobSpec{}.pp_first_stage_less_layers;
   std::int64_t last_less = JobSpec{}.pp_last_stage_less_layers;
   Execution execution = Execution::kCompiled;
-  std::string cp = o.cp.empty() ? "1" : o.cp;
+  std::string cp = o.cp_given ? o.cp : "1";
   if (!o.job_toml.empty()) {
     const TorchtitanConfig config = read_torchtitan_config(o.job_toml);
     execution = torchtitan_execution(config);
-    if (o.cp.empty() && config.cp > 1) cp = fmt::format("1,{}", config.cp);
+    if (!o.cp_given && config.cp > 1) cp = fmt::format("1,{}", config.cp);
     first_less = config.pp_first_stage_less_layers;
     last_less = config.pp_last_stage_less_layers;
     if (model_name.empty()) model_name = torchtitan_builtin_model(config);
@@ -516,6 +517,7 @@ void register_sweep_commands(CLI::App& app) {
                         "the fastest)");
     command->callback([options, command] {
       options->seq_given = command->count("--seq") > 0;
+      options->cp_given = command->count("--cp") > 0;
       run_sweep(*options);
     });
   }

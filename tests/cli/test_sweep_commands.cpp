@@ -277,7 +277,7 @@ TEST_CASE("sweep --cp tries context-parallel degrees and ranks what fits", "[cli
     // 4 sequences over dp_replicate x dp_shard / cp data-parallel ranks.
     CHECK(job.local_batch * job.microbatches * fsdptune::data_parallel_degree(job) == 4);
   }
-  for (const char* bad : {"0", "2,2", "x", "1,", "99999999999"}) {
+  for (const char* bad : {"0", "2,2", "x", "1,", "99999999999", "''"}) {
     const auto result = run_fsdptune(args + " --cp " + bad);
     INFO(bad);
     CHECK(result.exit_code == 2);

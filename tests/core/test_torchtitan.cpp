@@ -296,6 +296,11 @@ TEST_CASE("torchtitan settings fsdptune does not model are rejected by their fie
       "[parallelism]\ncontext_parallel_degree = 2\ncontext_parallel_rotate_method = "
       "'ring'\n",
       "[parallelism] context_parallel_rotate_method", "unknown rotate method 'ring'");
+  // An unknown method is refused without CP too (torchtitan's config type refuses it);
+  // alltoall without CP means nothing.
+  rejected("[parallelism]\ncontext_parallel_rotate_method = 'ring'\n",
+           "[parallelism] context_parallel_rotate_method", "unknown rotate method 'ring'");
+  CHECK(job_8b(kOpAc + "[parallelism]\ncontext_parallel_rotate_method = 'alltoall'\n").cp == 1);
   // cp 3 does not divide the 8 GPUs' shard group; a normalize_job error names the key.
   rejected("[parallelism]\ncontext_parallel_degree = 3\n", "[parallelism] context_parallel_degree",
            "cp 3 does not divide dp_shard 8");
