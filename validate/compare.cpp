@@ -85,6 +85,7 @@ Comparison compare(const ScheduleFile& schedule, const MeasuredResult& measured,
   comparison.dp_replicate = measured.dp_replicate;
   comparison.dp_shard = measured.shard_ranks();
   comparison.tp = measured.tp;
+  comparison.cp = measured.cp;
   comparison.shards_per_rank = measured.shards_per_rank;
   comparison.schedule_dp_shard = job.dp_shard;
   comparison.communication_comparable = measured.shards_per_rank == 1;
@@ -158,27 +159,30 @@ nlohmann::json comparison_to_json(const Comparison& comparison) {
                       {"end_s", value_json(stage.end_s)},
                       {"peak_allocated_bytes", value_json(stage.peak_allocated_bytes)}});
   }
-  return {{"format", "fsdptune-comparison"},
-          {"version", 3},
-          {"schedule_hash", comparison.schedule_hash},
-          {"backend", comparison.backend},
-          {"world_size", comparison.world_size},
-          {"microbatches", comparison.microbatches},
-          {"mesh",
-           {{"pp", comparison.pp},
-            {"dp_replicate", comparison.dp_replicate},
-            {"dp_shard", comparison.dp_shard},
-            {"tp", comparison.tp},
-            {"shards_per_rank", comparison.shards_per_rank}}},
-          {"schedule_dp_shard", comparison.schedule_dp_shard},
-          {"communication_comparable", comparison.communication_comparable},
-          {"data_checked", comparison.data_checked},
-          {"step_time_s", value_json(comparison.step_time_s)},
-          {"compute_s", value_json(comparison.compute_s)},
-          {"exposed_comm_s", value_json(comparison.exposed_comm_s)},
-          {"peak_allocated_bytes", value_json(comparison.peak_allocated_bytes)},
-          {"tasks_differing_most", tasks},
-          {"stages", stages}};
+  nlohmann::json json = {{"format", "fsdptune-comparison"},
+                         {"version", 3},
+                         {"schedule_hash", comparison.schedule_hash},
+                         {"backend", comparison.backend},
+                         {"world_size", comparison.world_size},
+                         {"microbatches", comparison.microbatches},
+                         {"mesh",
+                          {{"pp", comparison.pp},
+                           {"dp_replicate", comparison.dp_replicate},
+                           {"dp_shard", comparison.dp_shard},
+                           {"tp", comparison.tp},
+                           {"shards_per_rank", comparison.shards_per_rank}}},
+                         {"schedule_dp_shard", comparison.schedule_dp_shard},
+                         {"communication_comparable", comparison.communication_comparable},
+                         {"data_checked", comparison.data_checked},
+                         {"step_time_s", value_json(comparison.step_time_s)},
+                         {"compute_s", value_json(comparison.compute_s)},
+                         {"exposed_comm_s", value_json(comparison.exposed_comm_s)},
+                         {"peak_allocated_bytes", value_json(comparison.peak_allocated_bytes)},
+                         {"tasks_differing_most", tasks},
+                         {"stages", stages}};
+  // Only under context parallelism: comparisons without it keep their text.
+  if (comparison.cp != 1) json["mesh"]["cp"] = comparison.cp;
+  return json;
 }
 
 void print_comparison(std::ostream& out, const Comparison& c) {

@@ -52,6 +52,7 @@ struct Comparison {
   std::int64_t dp_replicate = 1;
   std::int64_t dp_shard = 0;
   std::int64_t tp = 1;
+  std::int64_t cp = 1;  // CP ranks inside each shard group
   std::int64_t shards_per_rank = 1;
   std::int64_t schedule_dp_shard = 0;
   // What a scaled-down replay keeps (docs/validation.md "Scaled-down replay"): each rank's

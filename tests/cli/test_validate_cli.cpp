@@ -362,6 +362,11 @@ TEST_CASE("validate --check-data on a 4-rank mesh: cp 2 x tp 2", "[cli][validate
   CHECK(measured.cp == 2);
   CHECK(measured.tp == 2);
   CHECK(measured.dp_shard == 2);
+  const std::string schedule = dir + "/cp2-tp2.json";
+  const auto compared =
+      run_fsdptune("compare " + schedule + " " + schedule + ".measured.json --json");
+  REQUIRE(compared.exit_code == 0);
+  CHECK(parse_json_text(compared.out, "compare --json").at("mesh").at("cp") == 2);
 }
 
 TEST_CASE("validate --check-data checks the CP collectives, and --scale-down keeps whole CP groups",
