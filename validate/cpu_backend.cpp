@@ -215,9 +215,9 @@ struct StreamComms {
   MPI_Comm cp = MPI_COMM_NULL;
 };
 
-MPI_Comm split_world(int color, int key) {
+MPI_Comm split_world(ReplayMesh::GroupSplit split) {
   MPI_Comm comm = MPI_COMM_NULL;
-  check_mpi(MPI_Comm_split(MPI_COMM_WORLD, color, key, &comm), "MPI_Comm_split");
+  check_mpi(MPI_Comm_split(MPI_COMM_WORLD, split.color, split.key, &comm), "MPI_Comm_split");
   MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
   return comm;
 }
@@ -256,19 +256,10 @@ class CpuBackend final : public Backend {
     for (std::size_t s = 0; s < layout.streams.size(); ++s) {
       // Every rank splits in the same order; key orders the group by its coordinate.
       StreamComms comms;
-      // Groups never cross pipeline stages: the stage is part of every color.
-      comms.shard = split_world(
-          (mesh.stage * mesh.dp_replicate + mesh.replica) * mesh.tp + mesh.tp_rank, mesh.shard);
-      comms.replica = split_world(
-          (mesh.stage * mesh.dp_shard + mesh.shard) * mesh.tp + mesh.tp_rank, mesh.replica);
-      comms.tp =
-          split_world((mesh.stage * mesh.dp_replicate + mesh.replica) * mesh.dp_shard + mesh.shard,
-                      mesh.tp_rank);
-      comms.cp = split_world(((mesh.stage * mesh.dp_replicate + mesh.replica) * mesh.dp_shard +
-                              mesh.shard - mesh.cp_rank()) *
-                                     mesh.tp +
-                                 mesh.tp_rank,
-                             mesh.cp_rank());
+      comms.shard = split_world(mesh.shard_split());  // ReplayMesh::*_split
+      comms.replica = split_world(mesh.replica_split());
+      comms.tp = split_world(mesh.tp_split());
+      comms.cp = split_world(mesh.cp_split());
       comms_.push_back(comms);
       workers_.push_back(
           std::make_unique<Worker>([this](const std::exception_ptr& error) { fail(error); }));

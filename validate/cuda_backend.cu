@@ -289,23 +289,14 @@ class CudaBackend final : public Backend {
       MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
       StreamComms comms;
       FSDPTUNE_NCCL_CHECK(ncclCommInitRank(&comms.world, layout.world_size, id, layout.rank));
-      // Groups never cross pipeline stages: the stage is part of every color.
-      FSDPTUNE_NCCL_CHECK(ncclCommSplit(
-          comms.world, (mesh.stage * mesh.dp_replicate + mesh.replica) * mesh.tp + mesh.tp_rank,
-          mesh.shard, &comms.shard, nullptr));
-      FSDPTUNE_NCCL_CHECK(ncclCommSplit(
-          comms.world, (mesh.stage * mesh.dp_shard + mesh.shard) * mesh.tp + mesh.tp_rank,
-          mesh.replica, &comms.replica, nullptr));
-      FSDPTUNE_NCCL_CHECK(ncclCommSplit(
-          comms.world, (mesh.stage * mesh.dp_replicate + mesh.replica) * mesh.dp_shard + mesh.shard,
-          mesh.tp_rank, &comms.tp, nullptr));
-      FSDPTUNE_NCCL_CHECK(
-          ncclCommSplit(comms.world,
-                        ((mesh.stage * mesh.dp_replicate + mesh.replica) * mesh.dp_shard +
-                         mesh.shard - mesh.cp_rank()) *
-                                mesh.tp +
-                            mesh.tp_rank,
-                        mesh.cp_rank(), &comms.cp, nullptr));
+      // The groups (ReplayMesh::*_split); a split's world communicator is per stream.
+      const auto split = [&](ReplayMesh::GroupSplit group, ncclComm_t* out) {
+        FSDPTUNE_NCCL_CHECK(ncclCommSplit(comms.world, group.color, group.key, out, nullptr));
+      };
+      split(mesh.shard_split(), &comms.shard);
+      split(mesh.replica_split(), &comms.replica);
+      split(mesh.tp_split(), &comms.tp);
+      split(mesh.cp_split(), &comms.cp);
       comms_.push_back(comms);
     }
     if (mesh.pp > 1) {

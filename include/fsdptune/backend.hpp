@@ -75,6 +75,30 @@ struct ReplayMesh {
   // Whose gradient pattern this rank writes (data_pattern::gradient_value): its
   // data-parallel index replica * dp_shard + shard. TP ranks of one DP index agree.
   int data_parallel_rank() const { return replica * dp_shard + shard; }
+
+  // How a world communicator splits into this rank's groups (MPI_Comm_split /
+  // ncclCommSplit): ranks of equal `color` form a group, ordered by `key`, their coordinate
+  // in it. Groups never cross pipeline stages: the stage is part of every color.
+  struct GroupSplit {
+    int color = 0;
+    int key = 0;
+    bool operator==(const GroupSplit&) const = default;
+  };
+  // FSDP shard group: same stage, replica and TP rank.
+  GroupSplit shard_split() const {
+    return {(stage * dp_replicate + replica) * tp + tp_rank, shard};
+  }
+  // HSDP replica group: same stage, shard and TP rank.
+  GroupSplit replica_split() const { return {(stage * dp_shard + shard) * tp + tp_rank, replica}; }
+  // TP group: same stage, replica and shard.
+  GroupSplit tp_split() const {
+    return {(stage * dp_replicate + replica) * dp_shard + shard, tp_rank};
+  }
+  // CP group: same stage, replica, TP rank and shard / cp (cp consecutive shards).
+  GroupSplit cp_split() const {
+    return {((stage * dp_replicate + replica) * dp_shard + shard - cp_rank()) * tp + tp_rank,
+            cp_rank()};
+  }
   bool operator==(const ReplayMesh&) const = default;
 };
 // REQUIRES: 0 <= rank < pp * dp_replicate * dp_shard * tp, all sizes >= 1, cp divides

@@ -598,3 +598,44 @@ TEST_CASE("check_data_exact refuses sums no pattern keeps exact, naming --check-
                 2, false)
             .empty());
 }
+
+TEST_CASE("mesh group splits: every group has its size, keys 0..n-1, one coordinate varying",
+          "[executor][cp]") {
+  // pp 2 x dp_replicate 2 x dp_shard 4 (cp 2 inside) x tp 2 = 32 ranks.
+  const int world = 32;
+  std::vector<ReplayMesh> meshes;
+  for (int rank = 0; rank < world; ++rank)
+    meshes.push_back(make_replay_mesh(rank, 2, 4, 2, 1, 2, 2));
+  using Split = ReplayMesh::GroupSplit;
+  const auto check = [&](const char* name, Split (ReplayMesh::*split)() const, int size,
+                         int (*coordinate)(const ReplayMesh&)) {
+    INFO(name);
+    std::map<int, std::vector<int>> groups;  // color -> ranks, by key
+    for (int rank = 0; rank < world; ++rank) {
+      const Split s = (meshes[rank].*split)();
+      auto& members = groups[s.color];
+      if (static_cast<int>(members.size()) <= s.key) members.resize(s.key + 1, -1);
+      CHECK(members[s.key] == -1);  // no two ranks with one key
+      members[s.key] = rank;
+    }
+    CHECK(static_cast<int>(groups.size()) == world / size);
+    for (const auto& [color, members] : groups) {
+      REQUIRE(static_cast<int>(members.size()) == size);
+      for (int key = 0; key < size; ++key) {
+        const ReplayMesh& a = meshes[members[0]];
+        const ReplayMesh& b = meshes[members[key]];
+        // Same stage always; only the group's own coordinate tells members apart.
+        CHECK(a.stage == b.stage);
+        CHECK(coordinate(b) == key);
+      }
+    }
+  };
+  check("shard", &ReplayMesh::shard_split, 4, [](const ReplayMesh& m) { return m.shard; });
+  check("replica", &ReplayMesh::replica_split, 2, [](const ReplayMesh& m) { return m.replica; });
+  check("tp", &ReplayMesh::tp_split, 2, [](const ReplayMesh& m) { return m.tp_rank; });
+  check("cp", &ReplayMesh::cp_split, 2, [](const ReplayMesh& m) { return m.cp_rank(); });
+  // A CP group is 2 consecutive shards: ranks 0 (shard 0) and 2 (shard 1), tp 2 apart.
+  CHECK(meshes[0].cp_split().color == meshes[2].cp_split().color);
+  CHECK(meshes[0].cp_split().color != meshes[4].cp_split().color);  // shard 2: the next group
+  CHECK(meshes[0].cp_split().color != meshes[1].cp_split().color);  // another TP rank
+}
