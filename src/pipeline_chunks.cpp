@@ -45,7 +45,7 @@ std::int64_t pipeline_send_bytes(const Workload& workload) {
          bytes_per_element(job.param_dtype);
 }
 
-bool default_keep_gathered(const JobSpec& job) { return is_pipelined(job); }
+bool default_keep_gathered(const JobSpec& job) { return job.pp > 1; }
 
 std::int64_t tail_overlap_bytes(const PipelineSpec& spec, const PipelineAction& previous,
                                 const PipelineAction& action) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -760,21 +761,51 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
     job.microbatches = o.microbatches.value_or(1);
   }
   if (c.global_batch_size > 0) {
-    // What one step runs over all data-parallel ranks; a global batch beyond it is
-    // torchtitan's gradient accumulation.
+    // What one step of the local batch runs over all data-parallel ranks; a global batch
+    // of several such steps is torchtitan's gradient accumulation (train_step's loop over
+    // microbatches, FSDP2 gathering and reduce-scattering in each).
     const std::int64_t model_parallel =
         bounded_product({job.tp, job.pp, job.dp_replicate, std::max<std::int64_t>(job.cp, 1)});
     if (model_parallel > 0 && job.gpus % model_parallel == 0) {
-      const double step = static_cast<double>(job.local_batch) *
-                          static_cast<double>(job.microbatches) *
-                          static_cast<double>(job.gpus / model_parallel * job.dp_replicate);
-      if (static_cast<double>(c.global_batch_size) != step) {
-        not_modelled(c.global_batch_size_where,
-                     fmt::format("a global batch of {} sequences where one step of the local "
-                                 "batch over the data-parallel ranks runs {:.0f} (gradient "
-                                 "accumulation)",
-                                 c.global_batch_size, step),
-                     "set global_batch_size = -1 to simulate one step of the local batch");
+      const double data_parallel =
+          static_cast<double>(job.gpus / model_parallel * job.dp_replicate);
+      const double local_step = static_cast<double>(job.local_batch) * data_parallel;
+      const double global = static_cast<double>(c.global_batch_size);
+      if (job.pp == 1 && !o.microbatches) {
+        // torchtitan asserts the same divisibility (gradient_accumulation_steps).
+        if (std::fmod(global, local_step) != 0) {
+          throw_bad_input(c.global_batch_size_where,
+                          fmt::format("{} sequences are not a multiple of the local batch x "
+                                      "the data-parallel degree ({:.0f}): torchtitan's "
+                                      "gradient accumulation runs whole steps",
+                                      c.global_batch_size, local_step));
+        }
+        if (global / local_step > static_cast<double>(kMaxJobMicrobatches)) {
+          throw_bad_input(
+              c.global_batch_size_where,
+              fmt::format("{} sequences make {:.0f} gradient accumulation steps, "
+                          "more than fsdptune models ({})",
+                          c.global_batch_size, global / local_step, kMaxJobMicrobatches));
+        }
+        job.microbatches = static_cast<std::int64_t>(global / local_step);
+      }
+      const double step = local_step * static_cast<double>(job.microbatches);
+      if (global != step) {
+        if (job.pp > 1 && std::fmod(global, step) == 0) {
+          not_modelled(c.global_batch_size_where,
+                       fmt::format("gradient accumulation over pipeline steps (a global batch "
+                                   "of {} sequences runs the pipeline schedule {:.0f} times "
+                                   "per optimizer step)",
+                                   c.global_batch_size, global / step),
+                       "set global_batch_size = -1 (or raise the microbatches per step, "
+                       "local_batch_size) to simulate one pipeline step");
+        }
+        throw_bad_input(
+            c.global_batch_size_where,
+            fmt::format("a global batch of {} sequences where the local batch over "
+                        "the data-parallel ranks runs {:.0f} per step{}",
+                        c.global_batch_size, step, o.microbatches ? " (--microbatches)" : ""),
+            "set global_batch_size = -1, or a multiple of that");
       }
     }
   }
@@ -834,7 +865,9 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
         {"--pp", field(o.pp.has_value(), c.pp_where)},
         {"--batch", field(o.local_batch.has_value(),
                           job.pp > 1 ? c.pp_microbatch_size_where : c.local_batch_size_where)},
-        {"--microbatches", field(o.microbatches.has_value(), c.local_batch_size_where)},
+        {"--microbatches", field(o.microbatches.has_value(), job.pp == 1 && c.global_batch_size > 0
+                                                                 ? c.global_batch_size_where
+                                                                 : c.local_batch_size_where)},
         {"--virtual-stages", field(o.virtual_stages.has_value(), c.pp_layers_per_stage_where)},
         {"--pp-first-stage-less-layers",
          field(o.pp_first_stage_less_layers.has_value(), c.pp_first_stage_less_layers_where)},
@@ -921,11 +954,23 @@ std::string torchtitan_config_toml(const std::string& model_name, const ModelSpe
   }
   if (job.float8) text += "converters = [\"float8\"]\n";
 
+  // Under PP the local batch holds a step's microbatches; without, the microbatches are
+  // torchtitan's gradient accumulation: a global batch of that many local steps.
+  const bool accumulating = job.pp == 1 && job.microbatches > 1;
   text += fmt::format(
-      "\n[training]\nlocal_batch_size = {}\nseq_len = {}\nmixed_precision_param = \"{}\"\n"
+      "\n[training]\nlocal_batch_size = {}\n{}seq_len = {}\nmixed_precision_param = \"{}\"\n"
       "mixed_precision_reduce = \"{}\"\n",
-      job.local_batch * job.microbatches, job.seq_len, name_in(kTorchDtypes, job.param_dtype),
-      name_in(kTorchDtypes, job.reduce_dtype));
+      accumulating ? job.local_batch : job.local_batch * job.microbatches,
+      accumulating
+          ? fmt::format(
+                "global_batch_size = {}\n"
+                "# {} gradient accumulation steps: torchtitan's loop gathers and reduce-scatters\n"
+                "# in each (FSDP2's default). A plan that keeps the parameters gathered across\n"
+                "# them (keep_gathered) also needs set_requires_gradient_sync(False) and\n"
+                "# set_reshard_after_backward(False) on the model before all but the last.\n",
+                job.local_batch * job.microbatches * data_parallel_degree(job), job.microbatches)
+          : std::string(),
+      job.seq_len, name_in(kTorchDtypes, job.param_dtype), name_in(kTorchDtypes, job.reduce_dtype));
   // Compiled blocks (torchtitan compiles the model component); an eager job leaves
   // [compile] out, torchtitan's default being off.
   if (job.execution == Execution::kCompiled)

@@ -192,9 +192,11 @@ Workload chunk_workload(const Workload& workload, const std::vector<int>& units)
 // pp > 1, or gradient accumulation over microbatches > 1. Implemented in the core.
 bool is_pipelined(const JobSpec& job);
 
-// The default choice of simulate_pipelined_job: parameters stay gathered across
-// microbatches whenever there is more than one microbatch or stage (torchtitan's
-// reshard_after_forward=False under PP).
+// The default choice of simulate_pipelined_job (the fsdp2 plan's): parameters stay
+// gathered across microbatches under PP (torchtitan's reshard_after_forward=False, the
+// pipeline schedule syncing gradients in the last microbatch only); without PP the
+// microbatches are torchtitan's gradient accumulation, a plain loop in which FSDP2
+// gathers and reduce-scatters every microbatch, so they re-gather.
 bool default_keep_gathered(const JobSpec& job);
 
 // What one microbatch of a chunk costs, from its simulated single-microbatch Program

@@ -125,9 +125,13 @@ struct JobOverrides {
 // gpus), else overrides.gpus or torchtitan's 8. Under PP the local batch is split into
 // microbatches of pipeline_parallel_microbatch_size sequences (JobSpec::local_batch is one
 // microbatch); interleaved schedules run pipeline_parallel_layers_per_stage's stages per
-// rank, or torchtitan's 2. Throws Error(kBadInput) naming the field of what fsdptune does
-// not model: context parallelism's alltoall rotate method, expert parallelism, CPU offload,
-// gradient accumulation (a global batch above local x DP), layer-level selective AC (every Nth
+// rank, or torchtitan's 2. Without PP a global_batch_size of G x (local x DP) is
+// torchtitan's gradient accumulation: G microbatches of the local batch (JobSpec::
+// microbatches; the fsdp2 plan re-gathers and reduce-scatters in each, as FSDP2 under
+// torchtitan's train_step does, default_keep_gathered). Throws Error(kBadInput) naming the
+// field of what fsdptune does not model: context parallelism's alltoall rotate method,
+// expert parallelism, CPU offload, gradient accumulation over pipeline steps (a global
+// batch above one pipeline step under PP), layer-level selective AC (every Nth
 // layer), float8 linears without float8 all-gather, other converters, pipeline schedules beyond
 // 1F1B, Interleaved1F1B and GPipe; and of what torchtitan itself rejects (async TP without compile,
 // a local batch not divisible by the microbatch size, ...).

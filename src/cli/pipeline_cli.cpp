@@ -172,18 +172,21 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
     std::fputs(dump_json(out).c_str(), stdout);
   } else {
     fmt::print("{}\n", job_line(model, job, costs.hardware.id));
-    fmt::print("plan {} per chunk ({} chunks, parameters {} across microbatches)\n", plan_name,
-               chunks.size(),
-               std::all_of(sim.chunk_keep_gathered.begin(), sim.chunk_keep_gathered.end(),
-                           [](bool keep) { return keep; })
-                   ? "kept gathered"
-                   : "re-gathered by some chunks");
+    const auto kept =
+        std::count(sim.chunk_keep_gathered.begin(), sim.chunk_keep_gathered.end(), true);
+    fmt::print("plan {} per chunk ({} chunks, parameters {})\n", plan_name, chunks.size(),
+               kept == static_cast<std::ptrdiff_t>(chunks.size())
+                   ? "kept gathered across microbatches"
+               : kept == 0 ? "re-gathered every microbatch"
+                           : "re-gathered every microbatch by some chunks");
     fmt::print("step time          {}\n", format_seconds(summary.step_time_s));
     fmt::print("tokens/s/GPU       {:.0f}\n", summary.tokens_per_s_per_gpu);
     fmt::print("MFU                {:.1f}%\n", 100.0 * summary.mfu);
     fmt::print("bubble             {:.1f}%\n", 100.0 * sim.result.bubble_fraction);
-    fmt::print("send               {} per microbatch between stages\n",
-               format_seconds(sim.spec.send_s));
+    if (job.pp > 1) {
+      fmt::print("send               {} per microbatch between stages\n",
+                 format_seconds(sim.spec.send_s));
+    }
     fmt::print("peak memory        {} allocated, {} reserved (est.), limit {} (largest stage)\n\n",
                format_bytes(summary.peak_allocated_bytes),
                format_bytes(summary.peak_reserved_bytes), format_bytes(limit_bytes));
@@ -270,8 +273,13 @@ void print_pipeline_schedule(const ScheduleFile& schedule, const Workload& workl
                format_bytes(row.peak_allocated_bytes), format_bytes(row.peak_reserved_bytes),
                row.fits ? "yes" : "no");
   }
-  fmt::print("\nbubble {:.1f}%, send {} per microbatch\n", 100.0 * pipeline.bubble_fraction,
-             format_seconds(pipeline.send_s));
+  if (schedule.job.pp > 1) {
+    fmt::print("\nbubble {:.1f}%, send {} per microbatch\n", 100.0 * pipeline.bubble_fraction,
+               format_seconds(pipeline.send_s));
+  } else {
+    fmt::print("\n{} microbatches of gradient accumulation on one stage\n",
+               schedule.job.microbatches);
+  }
   fmt::print("{:>5} {:>5} {:<34} {:>8} {:>8} {:>9} {:>12}\n", "chunk", "rank", "units", "buckets",
              "prefetch", "gathered", "peak alloc");
   for (std::size_t c = 0; c < pipeline.chunks.size(); ++c) {

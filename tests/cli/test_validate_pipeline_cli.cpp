@@ -103,16 +103,17 @@ TEST_CASE("validate replays interleaved 1F1B (2 virtual stages) and gradient acc
   CHECK(accumulated.pp == 1);
   CHECK(accumulated.dp_shard == 2);
   CHECK(accumulated_comparison.at("stages").size() == 1);
-  // The same chunk re-gathering every microbatch (keep_gathered false, as the tuner may
-  // choose to fit): gathers and reduce-scatters 4 times, the fp32 gradient shards receive
-  // 4 copy-outs; --check-data holds it to that.
+  // The same chunk with the other choice, so both replay: re-gathering every microbatch
+  // (FSDP2's gradient accumulation, fsdp2's default without PP) gathers and
+  // reduce-scatters 4 times, the fp32 gradient shards receive 4 copy-outs; kept gathered,
+  // once, from unsharded gradients accumulated over the 4; --check-data holds each to it.
   auto edited = read_json_file(accumulation);
-  edited.at("pipeline").at("chunks")[0]["keep_gathered"] = false;
-  const std::string regather = dir + "/regather.json";
-  write_file_atomically(regather, dump_json(edited));
-  const auto [regathered, regathered_comparison] =
-      validate_pipeline(regather, 2, "--iters 1 --warmup 0");
-  CHECK(regathered.pipeline->microbatches == 4);
+  const bool tuned_keep = edited.at("pipeline").at("chunks")[0].at("keep_gathered");
+  edited.at("pipeline").at("chunks")[0]["keep_gathered"] = !tuned_keep;
+  const std::string other = dir + "/other-keep.json";
+  write_file_atomically(other, dump_json(edited));
+  const auto [replayed, replayed_comparison] = validate_pipeline(other, 2, "--iters 1 --warmup 0");
+  CHECK(replayed.pipeline->microbatches == 4);
 }
 
 TEST_CASE("validate replays pp 2 x dp_shard 2 on 4 cpu ranks", "[cli][validate][pipeline]") {

@@ -263,8 +263,9 @@ TEST_CASE("torchtitan: context parallelism splits each sequence inside the shard
   // One step of the local batch over the 2 data-parallel ranks is 2 sequences, so a
   // global batch of 2 is one step and 8 is gradient accumulation.
   CHECK(job_8b(kOpAc + cp4 + "global_batch_size = 2\n") == job);
-  const Error accumulation = error_of([&] { job_8b(kOpAc + cp4 + "global_batch_size = 8\n"); });
-  CHECK_THAT(accumulation.message(), Catch::Contains("runs 2"));
+  CHECK(job_8b(kOpAc + cp4 + "global_batch_size = 8\n").microbatches == 4);
+  const Error partial = error_of([&] { job_8b(kOpAc + cp4 + "global_batch_size = 7\n"); });
+  CHECK_THAT(partial.message(), Catch::Contains("data-parallel degree (2)"));
   // The command line's --cp replaces the config's; the fixed world size follows it.
   JobOverrides two;
   two.cp = 2;
@@ -308,8 +309,10 @@ TEST_CASE("torchtitan settings fsdptune does not model are rejected by their fie
            "expert parallelism");
   rejected("[training]\nenable_cpu_offload = true\n", "[training] enable_cpu_offload",
            "CPU offload");
-  rejected("[training]\nlocal_batch_size = 2\nglobal_batch_size = 64\n",
-           "[training] global_batch_size", "gradient accumulation");
+  rejected(
+      "[parallelism]\npipeline_parallel_degree = 2\npipeline_parallel_microbatch_size = 1\n"
+      "[training]\nlocal_batch_size = 2\nglobal_batch_size = 64\n",
+      "[training] global_batch_size", "gradient accumulation over pipeline steps");
   rejected("[model]\nconverters = 'float8'\n",
            "[float8] enable_fsdp_float8_all_gather (torchtitan's default)", "bf16 all-gathers");
   rejected("[model]\nconverters = ['mx']\n", "[model] converters", "the converter 'mx'");
@@ -380,6 +383,55 @@ TEST_CASE("torchtitan settings fsdptune does not model are rejected by their fie
   CHECK(job_8b(kOpAc + "[model]\nconverters = ['quantize.linear.float8']\n"
                        "[quantize.linear.float8]\nenable_fsdp_float8_all_gather = true\n")
             .float8);
+}
+
+TEST_CASE("torchtitan: a global batch of several local steps is gradient accumulation",
+          "[torchtitan]") {
+  // 8 GPUs x 2 sequences is a step of 16; 64 is train_step's loop over 4 microbatches of
+  // the local batch, each gathered and reduce-scattered by FSDP2 (not kept gathered).
+  const std::string batch = "[training]\nlocal_batch_size = 2\n";
+  const JobSpec job = job_8b(kOpAc + batch + "global_batch_size = 64\n");
+  CHECK(job.pp == 1);
+  CHECK(job.local_batch == 2);
+  CHECK(job.microbatches == 4);
+  CHECK_FALSE(default_keep_gathered(job));
+  // torchtitan's own assertion: whole steps only.
+  const Error partial = error_of([&] { job_8b(kOpAc + batch + "global_batch_size = 40\n"); });
+  CHECK(partial.where() == "train.toml: [training] global_batch_size");
+  CHECK_THAT(partial.message(),
+             Catch::Contains("40 sequences are not a multiple") && Catch::Contains("(16)"));
+  // More steps than fsdptune models.
+  CHECK_THAT(error_of([&] { job_8b(kOpAc + batch + "global_batch_size = 16777216\n"); }).message(),
+             Catch::Contains("1048576 gradient accumulation steps"));
+  // --batch changes the step, so the accumulation: 64 / (4 x 8) = 2.
+  JobOverrides four;
+  four.local_batch = 4;
+  CHECK(job_8b(kOpAc + batch + "global_batch_size = 64\n", four).microbatches == 2);
+  // --microbatches given must agree with the global batch (names the flag).
+  JobOverrides two;
+  two.microbatches = 2;
+  const Error disagree = error_of([&] { job_8b(kOpAc + batch + "global_batch_size = 64\n", two); });
+  CHECK(disagree.where() == "train.toml: [training] global_batch_size");
+  CHECK_THAT(disagree.message(), Catch::Contains("runs 32 per step (--microbatches)"));
+  // Under PP a global batch above the pipeline step repeats the schedule: not modelled.
+  const std::string pp2 =
+      "[parallelism]\npipeline_parallel_degree = 2\npipeline_parallel_microbatch_size = 1\n";
+  CHECK(job_8b(kOpAc + pp2 + batch + "global_batch_size = 8\n").microbatches == 2);
+  const Error staged = error_of([&] { job_8b(kOpAc + pp2 + batch + "global_batch_size = 16\n"); });
+  CHECK_THAT(staged.message(), Catch::Contains("runs the pipeline schedule 2 times"));
+
+  // The writer says the same: local_batch_size one microbatch, the global batch the
+  // accumulation; read back, the same job.
+  const ModelSpec model = builtin_model("llama3-8b");
+  const std::string text = torchtitan_config_toml("llama3-8b", model, job);
+  INFO(text);
+  CHECK_THAT(text, Catch::Contains("local_batch_size = 2\nglobal_batch_size = 64"));
+  CHECK(torchtitan_job(torchtitan_config_from_toml(text, "written.toml"), model) == job);
+  // Under PP the local batch holds the step's microbatches and no global batch is written.
+  const JobSpec staged_job = job_8b(kOpAc + pp2 + batch);
+  const std::string staged_text = torchtitan_config_toml("llama3-8b", model, staged_job);
+  CHECK_THAT(staged_text,
+             Catch::Contains("local_batch_size = 2\n") && !Catch::Contains("global_batch_size"));
 }
 
 TEST_CASE("torchtitan: the command line replaces the fields it names", "[torchtitan]") {

@@ -299,15 +299,46 @@ TEST_CASE("one stage, one microbatch is the plain FSDP simulation", "[pipeline]"
   CHECK(summary.exposed_comm_s == Approx(plain.exposed_comm_s).epsilon(1e-12));
   CHECK(summary.idle_s == Approx(plain.idle_s).margin(1e-12));
   CHECK(summary.peak_breakdown == plain.peak_breakdown);
-  // More microbatches through one stage: M times the tokens, less than M times the time
-  // (the all-gathers and reduce-scatters are paid once).
-  JobSpec accumulating = workload.job;
-  accumulating.microbatches = 4;
-  const Workload four = build_workload(model, accumulating);
-  const PipelineSimulation sim4 =
-      simulate_pipelined_job(four, *costs, [](const Workload& chunk) { return fsdp2_plan(chunk); });
-  CHECK(sim4.result.step_time_s < 4 * sim.result.step_time_s);
-  CHECK(sim4.tokens_per_s_per_gpu > sim.tokens_per_s_per_gpu);
+}
+
+TEST_CASE("gradient accumulation on one stage: FSDP2 re-gathers every microbatch by default",
+          "[pipeline]") {
+  const ModelSpec model = builtin_model("tiny");
+  JobSpec job;
+  job.gpus = 8;
+  job.seq_len = 128;
+  const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
+  const Workload one = build_workload(model, normalize_job(model, job));
+  job.microbatches = 4;
+  const Workload four = build_workload(model, normalize_job(model, job));
+  const auto fsdp2 = [](const Workload& chunk) { return fsdp2_plan(chunk); };
+  const PipelineSimulation sim1 = simulate_pipelined_job(one, *costs, fsdp2);
+  // torchtitan's train_step loops over the microbatches with FSDP2 as it is: each one
+  // gathers and reduce-scatters (pp > 1 keeps gathered instead).
+  CHECK_FALSE(default_keep_gathered(four.job));
+  JobSpec staged = four.job;
+  staged.pp = 2;
+  CHECK(default_keep_gathered(staged));
+  const PipelineSimulation regathered = simulate_pipelined_job(four, *costs, fsdp2);
+  REQUIRE(regathered.chunk_keep_gathered == std::vector<bool>{false});
+  // Kept gathered (the tuner's other choice): the gathers and reduce-scatters are paid once,
+  // so M times the tokens take less than M times the time, and less than re-gathering.
+  const std::vector<Plan> plans{fsdp2_plan(four)};
+  const PipelineSimulation kept = simulate_pipelined_plans(four, *costs, plans, {true});
+  const PipelineSimulation again = simulate_pipelined_plans(four, *costs, plans, {false});
+  CHECK(again.result == regathered.result);
+  CHECK(kept.result.step_time_s < 4 * sim1.result.step_time_s);
+  CHECK(kept.tokens_per_s_per_gpu > sim1.tokens_per_s_per_gpu);
+  CHECK(kept.result.step_time_s < regathered.result.step_time_s);
+  // Re-gathered, nothing unsharded outlives a microbatch: no more memory than one
+  // microbatch's step; kept, the unsharded parameters and fp32 gradients stay.
+  CHECK(regathered.result.stages[0].peak_allocated_bytes <=
+        sim1.result.stages[0].peak_allocated_bytes);
+  CHECK(kept.result.stages[0].peak_allocated_bytes >
+        regathered.result.stages[0].peak_allocated_bytes);
+  // Every microbatch runs the whole Program: at least M forward-backward spans but the
+  // optimizer's once.
+  CHECK(regathered.result.step_time_s > 3 * sim1.result.step_time_s);
 }
 
 using fsdptune::testing::deterministic_tuner;
