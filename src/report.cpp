@@ -169,12 +169,15 @@ std::string pipeline_line(const ScheduleFile& file) {
                         job.pp_first_stage_less_layers, job.pp_last_stage_less_layers)
           : "";
   return fmt::format(
-      "pipeline: pp {} x tp {} x dp_shard {} x dp_replicate {}, {} microbatches, {}{}{}: "
-      "bubble {}, send {} per microbatch",
-      job.pp, job.tp, dp_shard_text(job.dp_shard, job.cp), job.dp_replicate, job.microbatches,
+      "pipeline: pp {} x tp {} x dp_shard {} x dp_replicate {}, {} microbatches, {}{}{}{}", job.pp,
+      job.tp, dp_shard_text(job.dp_shard, job.cp), job.dp_replicate, job.microbatches,
       job.pp > 1 ? to_string(job.pp_schedule) : "no pipeline (gradient accumulation)",
       job.virtual_stages > 1 ? fmt::format(" ({} virtual stages)", job.virtual_stages) : "", split,
-      format_percent(pipeline.bubble_fraction), format_seconds(pipeline.send_s));
+      // One stage sends nothing and idles nowhere.
+      job.pp > 1
+          ? fmt::format(": bubble {}, send {} per microbatch",
+                        format_percent(pipeline.bubble_fraction), format_seconds(pipeline.send_s))
+          : "");
 }
 
 std::vector<std::vector<std::string>> stage_rows(const ScheduleFile& file) {

@@ -1079,14 +1079,15 @@ std::string stages_table(const ScheduleFile& file) {
   const Workload workload =
       pipeline.chunks.empty() ? Workload{} : build_workload(file.model, file.job);
   std::string out = fmt::format(
-      "<p class=\"meta\">{} stages, {} microbatches, {}: bubble {}, send {} per microbatch "
-      "between stages. The trace of this step: <code>fsdptune simulate ... --plan FILE "
-      "--trace trace.json</code>.</p>\n",
+      "<p class=\"meta\">{} stages, {} microbatches, {}. The trace of this step: "
+      "<code>fsdptune simulate ... --plan FILE --trace trace.json</code>.</p>\n",
       file.job.pp, file.job.microbatches,
-      // pp = 1: gradient accumulation, no pipeline schedule.
-      file.job.pp > 1 ? escape_xml(to_string(file.job.pp_schedule))
-                      : std::string("no pipeline (gradient accumulation)"),
-      format_percent(pipeline.bubble_fraction), escape_xml(format_seconds(pipeline.send_s)));
+      // pp = 1: gradient accumulation, no pipeline schedule, nothing sent.
+      file.job.pp > 1 ? fmt::format("{}: bubble {}, send {} per microbatch between stages",
+                                    escape_xml(to_string(file.job.pp_schedule)),
+                                    format_percent(pipeline.bubble_fraction),
+                                    escape_xml(format_seconds(pipeline.send_s)))
+                      : std::string("no pipeline (gradient accumulation)"));
   out += "<table class=\"stages\">\n" + header_row({"stage", "chunks", "busy", "end", "in flight",
                                                     "peak allocated", "peak reserved", "fits"});
   for (const ScheduleStage& stage : pipeline.stages) {

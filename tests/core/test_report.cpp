@@ -593,6 +593,15 @@ TEST_CASE("the text and Markdown reports of a pipeline schedule list its stages"
   CHECK(markdown.find("| 300 MiB | 350 MiB | yes |") != std::string::npos);
   // The HTML page's stage table names the chunks' units too.
   CHECK(render_report_html({entry}).find("layers.2..norm+output: 3 units") != std::string::npos);
+  CHECK(text.find("send ") != std::string::npos);
+  // One stage of gradient accumulation: no schedule, and neither bubble nor sends.
+  entry.schedule.job.pp = 1;
+  const std::string accumulation = render_report_text({entry});
+  CHECK(accumulation.find("2 microbatches, no pipeline (gradient accumulation)\n") !=
+        std::string::npos);
+  CHECK(accumulation.find("send ") == std::string::npos);
+  CHECK(render_report_html({entry}).find("2 microbatches, no pipeline (gradient accumulation). "
+                                         "The trace") != std::string::npos);
 }
 
 TEST_CASE("a pipeline schedule without stored actions says it has no Gantt chart",
