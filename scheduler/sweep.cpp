@@ -90,9 +90,8 @@ std::vector<JobSpec> sweep_jobs(const ModelSpec& model, const HardwareSpec& hard
                batch *= 2) {
             if (per_rank % batch != 0) continue;
             const std::int64_t microbatches = per_rank / batch;
-            // Without PP a step is one batch (no gradient accumulation); with PP enough
-            // microbatches to fill the pipeline.
-            if (pp == 1 && microbatches != 1) continue;
+            // Without PP more than one microbatch is gradient accumulation (torchtitan's
+            // loop); with PP enough microbatches to fill the pipeline.
             if (pp > 1 && microbatches < pp) continue;
             std::vector<std::pair<PipelineSchedule, std::int64_t>> schedules;
             if (pp == 1) {

@@ -98,6 +98,42 @@ TEST_CASE("tune --job-toml writes the schedule of the equivalent flags", "[cli][
         output_of("simulate --plan " + dir + "/pp.json --json"));
 }
 
+TEST_CASE("job-toml: gradient accumulation without PP is M microbatches re-gathered each",
+          "[cli][torchtitan]") {
+  const std::string dir = make_temp_dir("fsdptune-torchtitan");
+  // 4 GPUs x local batch 2 is a step of 8 sequences; 32 is 4 steps of accumulation.
+  const std::string config =
+      write_config(dir, "accumulate.toml",
+                   "[training]\nlocal_batch_size = 2\nglobal_batch_size = 32\nseq_len = 256\n"
+                   "[activation_checkpoint]\nmode = 'full'\n");
+  const std::string flags = " --hardware h100-sxm --gpus 4 --gpus-per-node 4";
+  CHECK(output_of("simulate --model tiny --job-toml " + config + flags + " --json") ==
+        output_of("simulate --model tiny --batch 2 --microbatches 4 --seq 256 --ac full "
+                  "--execution eager" +
+                  flags + " --json"));
+  const std::string text = output_of("simulate --model tiny --job-toml " + config + flags);
+  CHECK_THAT(text, Catch::Contains("4 microbatches of 2 x 256 tokens, no pipeline (gradient "
+                                   "accumulation)") &&
+                       Catch::Contains("parameters re-gathered every microbatch") &&
+                       !Catch::Contains("send "));
+  // Tuned, written back as a config, and read again: the same job as the schedule's.
+  output_of("tune --model tiny --job-toml " + config + flags +
+            " --time-budget 0 --max-evaluations 20 --out " + dir + "/acc.json " +
+            "--emit-torchtitan-toml " + dir + "/acc.toml");
+  const std::string written = read_file(dir + "/acc.toml");
+  CHECK_THAT(written, Catch::Contains("local_batch_size = 2\nglobal_batch_size = 32\n"));
+  CHECK(output_of("simulate --model tiny --hardware h100-sxm --gpus-per-node 4 --job-toml " + dir +
+                  "/acc.toml --plan " + dir + "/acc.json --json") ==
+        output_of("simulate --plan " + dir + "/acc.json --json"));
+  // A global batch that is no whole number of steps: exit 2 naming the field.
+  const std::string partial = write_config(
+      dir, "partial.toml", "[training]\nlocal_batch_size = 2\nglobal_batch_size = 20\n");
+  const CommandResult bad = run_fsdptune("simulate --model tiny --job-toml " + partial + flags);
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("partial.toml: [training] global_batch_size") &&
+                          Catch::Contains("not a multiple"));
+}
+
 TEST_CASE("sweep --job-toml ranks the config's model, sequence and global batch",
           "[cli][torchtitan]") {
   const std::string dir = make_temp_dir("fsdptune-torchtitan");

@@ -665,6 +665,39 @@ TEST_CASE("the sweep's evaluation (distinct chunks simulated once) equals the fu
   }
 }
 
+TEST_CASE("the sweep tries gradient accumulation without PP, as FSDP2 runs it",
+          "[pipeline][sweep]") {
+  const ModelSpec model = builtin_model("tiny");
+  SweepOptions options;
+  options.gpus = 2;
+  options.gpus_per_node = 2;
+  options.global_batch_sequences = 8;  // 4 per data-parallel rank without PP
+  options.seq_len = 256;
+  options.max_pp = 1;
+  options.ac_modes = {ActivationCheckpointing::kNone};
+  options.try_float8 = false;
+  std::vector<std::pair<std::int64_t, std::int64_t>> tp1;  // (b, M) on the tp 1 mesh
+  for (const JobSpec& job : sweep_jobs(model, builtin_hardware("h100-sxm"), options)) {
+    if (job.tp == 1) tp1.emplace_back(job.local_batch, job.microbatches);
+  }
+  // Every local batch that divides the 4 sequences, the rest accumulated.
+  CHECK(tp1 == std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 4}, {2, 2}, {4, 1}});
+  // Its evaluation is simulate_pipelined_job's default: fsdp2 re-gathering every microbatch.
+  const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
+  JobSpec job;
+  job.gpus = 2;
+  job.gpus_per_node = 2;
+  job.seq_len = 256;
+  job.microbatches = 4;
+  job = normalize_job(model, job);
+  const PipelineSimulation full = simulate_pipelined_job(
+      build_workload(model, job), *costs, [](const Workload& chunk) { return fsdp2_plan(chunk); });
+  CHECK(full.chunk_keep_gathered == std::vector<bool>{false});
+  const SweepCandidate candidate = evaluate_job(model, job, *costs, 80LL << 30);
+  CHECK(candidate.step_time_s == full.result.step_time_s);
+  CHECK(candidate.peak_reserved_bytes == full.result.stages[0].peak_reserved_bytes);
+}
+
 TEST_CASE("the sweep tries each distinct split of the stages once", "[pipeline][sweep]") {
   const ModelSpec model = builtin_model("tiny");  // 4 blocks
   SweepOptions options;
