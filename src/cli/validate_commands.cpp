@@ -81,7 +81,8 @@ void run_validate(const ValidateArgs& args) {
       measured.data_checked ? ", data checked" : "", args.out);
   if (measured.pipeline) {
     fmt::print("pipeline: {} stage(s) x {} microbatches ({}){}\n", measured.pp,
-               measured.pipeline->microbatches, measured.pipeline->schedule,
+               measured.pipeline->microbatches,
+               measured.pp > 1 ? measured.pipeline->schedule : "gradient accumulation",
                measured.pp > 1 ? ", messages of " + format_bytes(measured.pipeline->message_bytes)
                                : std::string());
     for (const MeasuredStage& stage : measured.pipeline->stages) {

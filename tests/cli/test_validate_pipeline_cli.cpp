@@ -29,6 +29,9 @@ std::pair<MeasuredResult, nlohmann::json> validate_pipeline(
   REQUIRE(run.exit_code == 0);
   CHECK_THAT(run.out, Catch::Contains("data checked") && Catch::Contains("pipeline: "));
   const MeasuredResult measured = measured_from_json(read_json_file(measured_path), measured_path);
+  // One stage is gradient accumulation, not a pipeline schedule.
+  CHECK((run.out.find("microbatches (gradient accumulation)") != std::string::npos) ==
+        (measured.pp == 1));
   CHECK(measured.data_checked);
   CHECK(measured.world_size == ranks);
   CHECK(measured.timings.empty());  // no single Program
