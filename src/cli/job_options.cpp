@@ -259,10 +259,29 @@ void add_plan_options(CLI::App* command, PlanOptions& options, bool with_plan) {
         ->add_option("--plan", options.plan,
                      fmt::format("built-in plan ({}), plan JSON file or schedule file", names))
         ->capture_default_str();
+    command->add_option("--keep-gathered", options.keep_gathered,
+                        "pipelined jobs with a built-in plan: yes keeps the parameters gathered "
+                        "across microbatches (one round of collectives), no re-gathers and "
+                        "reduce-scatters in each (default: yes under PP, no without)");
   }
   command->add_option("--memory-limit", options.memory_limit,
                       "memory a step may allocate per GPU, e.g. 70GiB (default: HBM less the "
                       "hardware's reserve)");
+}
+
+bool resolve_keep_gathered(const PlanOptions& options, const JobSpec& job) {
+  if (options.keep_gathered.empty()) return default_keep_gathered(job);
+  if (options.keep_gathered != "yes" && options.keep_gathered != "no") {
+    throw_bad_input("--keep-gathered",
+                    fmt::format("'{}' is neither yes nor no", options.keep_gathered));
+  }
+  if (!is_pipelined(job)) {
+    throw_bad_input("--keep-gathered",
+                    "applies to a pipelined job: one microbatch on one stage keeps nothing "
+                    "across microbatches",
+                    "give --microbatches M (gradient accumulation) or --pp P");
+  }
+  return options.keep_gathered == "yes";
 }
 
 std::int64_t resolve_memory_limit(const PlanOptions& options, const HardwareSpec& hardware) {

@@ -106,10 +106,19 @@ JobSpec to_job_spec(const JobOptions& options, const ModelSpec& model);
 struct PlanOptions {
   std::string plan = "fsdp2";  // --plan: built-in name, plan JSON file or schedule file
   std::string memory_limit;    // --memory-limit, e.g. "80GiB"; empty: the hardware's default
+  // --keep-gathered yes|no: a built-in plan on a pipelined job keeps its parameters gathered
+  // across microbatches or re-gathers them in each; empty: default_keep_gathered.
+  std::string keep_gathered;
 };
 
 // `with_plan` false registers only --memory-limit (tune searches plans itself).
 void add_plan_options(CLI::App* command, PlanOptions& options, bool with_plan = true);
+
+// Whether a built-in plan on the pipelined `job` keeps its chunks' parameters gathered
+// across microbatches: --keep-gathered, else default_keep_gathered(job). Error(kBadInput)
+// naming the flag for a value other than yes/no, or given for a job that is not pipelined
+// (one microbatch on one stage has nothing to keep).
+bool resolve_keep_gathered(const PlanOptions& options, const JobSpec& job);
 
 // --memory-limit parsed (Error naming the flag), or default_memory_limit_bytes(hardware):
 // HBM less the hardware's reserve.

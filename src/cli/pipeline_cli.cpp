@@ -94,12 +94,17 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
       validate_plan(plan, static_cast<int>(chunk.units.size()), "--plan " + plan_options.plan);
       plans.push_back(std::move(plan));
     }
-    sim = simulate_pipelined_plans(workload, *costs.model, plans,
-                                   std::vector<bool>(plans.size(), default_keep_gathered(job)),
-                                   sim_options);
+    sim = simulate_pipelined_plans(
+        workload, *costs.model, plans,
+        std::vector<bool>(plans.size(), resolve_keep_gathered(plan_options, job)), sim_options);
   } else {
     if (!std::filesystem::exists(plan_options.plan)) {
       builtin_plan(plan_options.plan, workload, *costs.model, limit_bytes, "--plan");
+    }
+    if (!plan_options.keep_gathered.empty()) {
+      throw_bad_input("--keep-gathered",
+                      fmt::format("goes with a built-in plan: {} stores each chunk's choice",
+                                  plan_options.plan));
     }
     const nlohmann::json file = read_json_file(plan_options.plan);
     if (!file.is_object() || !file.contains("pipeline")) {

@@ -208,3 +208,48 @@ TEST_CASE("simulate --cp: long sequences fit by splitting them, and bad degrees 
   CHECK(odd.exit_code == 2);
   CHECK(odd.err.find("--seq") != std::string::npos);
 }
+
+TEST_CASE("simulate --keep-gathered chooses how microbatches treat the parameters",
+          "[cli][simulate][pipeline]") {
+  const auto json_of = [](const std::string& arguments) {
+    const auto result = run_fsdptune(kTiny + " --microbatches 4 --json" + arguments);
+    INFO(arguments << ": " << result.err);
+    REQUIRE(result.exit_code == 0);
+    return nlohmann::json::parse(result.out);
+  };
+  // Gradient accumulation re-gathers by default (FSDP2 in torchtitan's loop); kept
+  // gathered, one round of collectives for 4 microbatches: faster, more memory.
+  const nlohmann::json fsdp2 = json_of("");
+  const nlohmann::json regathered = json_of(" --keep-gathered no");
+  const nlohmann::json kept = json_of(" --keep-gathered yes");
+  CHECK(fsdp2 == regathered);
+  CHECK(kept.at("chunks")[0].at("keep_gathered") == true);
+  CHECK(regathered.at("chunks")[0].at("keep_gathered") == false);
+  CHECK(kept.at("step_time_s").get<double>() < regathered.at("step_time_s").get<double>());
+  CHECK(kept.at("peak_allocated_bytes").get<double>() >
+        regathered.at("peak_allocated_bytes").get<double>());
+  // Under PP the default keeps gathered.
+  const auto staged = run_fsdptune(kTiny + " --microbatches 4 --pp 2 --keep-gathered no");
+  REQUIRE(staged.exit_code == 0);
+  CHECK(staged.out.find("parameters re-gathered every microbatch)") != std::string::npos);
+  CHECK(run_fsdptune(kTiny + " --microbatches 4 --pp 2").out.find("kept gathered across") !=
+        std::string::npos);
+
+  const auto rejected = [](const std::string& arguments, const std::string& what) {
+    const auto result = run_fsdptune(kTiny + arguments);
+    INFO(arguments << ": " << result.err);
+    CHECK(result.exit_code == 2);
+    CHECK(result.err.find("--keep-gathered") != std::string::npos);
+    CHECK(result.err.find(what) != std::string::npos);
+  };
+  rejected(" --microbatches 4 --keep-gathered maybe", "'maybe' is neither yes nor no");
+  rejected(" --keep-gathered yes", "applies to a pipelined job");
+  const std::string dir = make_temp_dir("fsdptune-keep");
+  const auto tuned = run_fsdptune(
+      "tune --model tiny --hardware h100-sxm --gpus 2 --gpus-per-node 2 --seq 128 "
+      "--microbatches 4 --max-evaluations 10 --out " +
+      dir + "/s.json");
+  REQUIRE(tuned.exit_code == 0);
+  rejected(" --microbatches 4 --plan " + dir + "/s.json --keep-gathered yes",
+           "stores each chunk's choice");
+}
