@@ -155,7 +155,7 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
     }
     plans.push_back(fsdp2_plan(chunk_workloads[c]));
     for (const Plan& plan : plans) {
-      for (const bool keep : {false, true}) {
+      for (const bool keep : allowed_keep_gathered(options.keep_gathered, job)) {
         ChunkCandidate candidate = evaluators[c].evaluate(plan, keep, shared_in_flight);
         const bool duplicate = std::any_of(
             candidates[c].begin(), candidates[c].end(), [&](const ChunkCandidate& other) {
@@ -217,14 +217,15 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
   // 4. Compose; keep the fsdp2 composition when it is at least as fast, or within the
   //    tolerance of the fastest composition and smaller. (fsdp2's is
   //    simulate_pipelined_job's: fsdp2 per chunk, kept gathered as default_keep_gathered
-  //    says; the full Programs from the chunks' lowerers, equal to lower()'s.)
+  //    says where options.keep_gathered allows it; the full Programs from the chunks'
+  //    lowerers, equal to lower()'s.)
   std::vector<Plan> plans;
   std::vector<Program> programs;
   std::vector<bool> keep;
   std::vector<Plan> fsdp2_plans;
   std::vector<Program> fsdp2_programs;
   std::vector<ComputeCosts> compute;
-  const bool fsdp2_keep = default_keep_gathered(job);
+  const bool fsdp2_keep = baseline_keep_gathered(options.keep_gathered, job);
   for (int c = 0; c < C; ++c) {
     const ChunkCandidate& candidate = candidates[c][chosen[c]];
     plans.push_back(candidate.plan);

@@ -164,16 +164,18 @@ struct ChunkPlanning {
   bool keep_gathered = false;
 };
 
-ChunkPlanning fsdp2_planning(const JobSpec& job) {
-  return {[](const Workload& chunk) { return fsdp2_plan(chunk); }, default_keep_gathered(job)};
+ChunkPlanning fsdp2_planning(const JobSpec& job, KeepGatheredChoice choice) {
+  return {[](const Workload& chunk) { return fsdp2_plan(chunk); },
+          baseline_keep_gathered(choice, job)};
 }
 
 // Re-gathering every microbatch holds no unsharded parameters or gradients across
-// microbatches: the per-stage tuner's least-memory choice for every chunk.
-ChunkPlanning least_memory_planning() {
+// microbatches: the per-stage tuner's least-memory choice for every chunk, where `choice`
+// allows it (re-gathering comes first in allowed_keep_gathered).
+ChunkPlanning least_memory_planning(const JobSpec& job, KeepGatheredChoice choice) {
   return {
       [](const Workload& chunk) { return min_memory_plan(static_cast<int>(chunk.units.size())); },
-      false};
+      allowed_keep_gathered(choice, job).front()};
 }
 
 // What simulate_pipelined_plans does with each planning (the first always; the second only
@@ -310,10 +312,10 @@ std::vector<SweepCandidate> evaluate_plannings(const ModelSpec& model, const Job
 }  // namespace
 
 SweepCandidate evaluate_job(const ModelSpec& model, const JobSpec& job, const CostModel& costs,
-                            std::int64_t memory_limit_bytes) {
-  SweepCandidate candidate =
-      evaluate_plannings(model, job, costs, memory_limit_bytes, fsdp2_planning(job), nullptr)
-          .front();
+                            std::int64_t memory_limit_bytes, KeepGatheredChoice keep_gathered) {
+  SweepCandidate candidate = evaluate_plannings(model, job, costs, memory_limit_bytes,
+                                                fsdp2_planning(job, keep_gathered), nullptr)
+                                 .front();
   candidate.fsdp2_step_time_s = candidate.step_time_s;
   return candidate;
 }
@@ -378,11 +380,12 @@ SweepResult sweep(const ModelSpec& model, const CostModel& costs, const SweepOpt
   //    The sharded state alone does not depend on the plan.
   std::vector<SweepCandidate> candidates(jobs.size());
   std::vector<char> could_fit(jobs.size(), 0);
-  const ChunkPlanning least_memory = least_memory_planning();
   for_each_index(jobs.size(), options.threads, [&](std::size_t i) {
+    const ChunkPlanning least_memory = least_memory_planning(jobs[i], options.keep_gathered);
     std::vector<SweepCandidate> evaluated =
         evaluate_plannings(model, jobs[i], costs, result.memory_limit_bytes,
-                           fsdp2_planning(jobs[i]), options.tune_top < 0 ? &least_memory : nullptr);
+                           fsdp2_planning(jobs[i], options.keep_gathered),
+                           options.tune_top < 0 ? &least_memory : nullptr);
     candidates[i] = std::move(evaluated.front());
     candidates[i].fsdp2_step_time_s = candidates[i].step_time_s;
     if (evaluated.size() > 1) {
@@ -417,6 +420,7 @@ SweepResult sweep(const ModelSpec& model, const CostModel& costs, const SweepOpt
   tuner_options.time_budget_s = 0;
   tuner_options.max_evaluations = options.tune_evaluations;
   tuner_options.step_time_tolerance = options.step_time_tolerance;
+  tuner_options.keep_gathered = options.keep_gathered;
   tuner_options.threads = 1;
   std::vector<std::int64_t> plans_evaluated(to_tune.size(), 0);
   // The best tuned configuration so far (ranking order) and its search: kept for one

@@ -47,6 +47,43 @@ std::int64_t pipeline_send_bytes(const Workload& workload) {
 
 bool default_keep_gathered(const JobSpec& job) { return job.pp > 1; }
 
+std::string to_string(KeepGatheredChoice choice) {
+  switch (choice) {
+    case KeepGatheredChoice::kAny:
+      return "any";
+    case KeepGatheredChoice::kKept:
+      return "yes";
+    case KeepGatheredChoice::kRegathered:
+      return "no";
+    case KeepGatheredChoice::kTorchtitan:
+      return "torchtitan";
+  }
+  return "any";
+}
+
+std::vector<bool> allowed_keep_gathered(KeepGatheredChoice choice, const JobSpec& job) {
+  // One microbatch on one stage: nothing to keep across, the plain FSDP step.
+  if (!is_pipelined(job)) return {default_keep_gathered(job)};
+  switch (choice) {
+    case KeepGatheredChoice::kKept:
+      return {true};
+    case KeepGatheredChoice::kRegathered:
+      return {false};
+    case KeepGatheredChoice::kTorchtitan:
+      return {default_keep_gathered(job)};
+    case KeepGatheredChoice::kAny:
+      break;
+  }
+  return {false, true};
+}
+
+bool baseline_keep_gathered(KeepGatheredChoice choice, const JobSpec& job) {
+  const std::vector<bool> allowed = allowed_keep_gathered(choice, job);
+  const bool preferred = default_keep_gathered(job);
+  return std::find(allowed.begin(), allowed.end(), preferred) != allowed.end() ? preferred
+                                                                               : allowed.front();
+}
+
 std::int64_t tail_overlap_bytes(const PipelineSpec& spec, const PipelineAction& previous,
                                 const PipelineAction& action) {
   if (!previous.backward) return 0;

@@ -199,6 +199,22 @@ bool is_pipelined(const JobSpec& job);
 // gathers and reduce-scatters every microbatch, so they re-gather.
 bool default_keep_gathered(const JobSpec& job);
 
+// Which ways of running a chunk across microbatches a tuner may choose (TunerOptions::
+// keep_gathered; `tune` / `sweep --keep-gathered any|yes|no|torchtitan`).
+enum class KeepGatheredChoice {
+  kAny,         // kept gathered or re-gathered per microbatch: the tuner picks
+  kKept,        // kept gathered only (FSDP2 without gradient sync until the last microbatch)
+  kRegathered,  // gathered and reduce-scattered in every microbatch only
+  kTorchtitan,  // what torchtitan runs unchanged: default_keep_gathered(job)
+};
+std::string to_string(KeepGatheredChoice choice);  // "any", "yes", "no", "torchtitan"
+// The keep_gathered values `choice` allows for the chunks of `job`: re-gathering first;
+// only default_keep_gathered(job) when the job is not pipelined.
+std::vector<bool> allowed_keep_gathered(KeepGatheredChoice choice, const JobSpec& job);
+// The fsdp2 baseline's choice under `choice`: default_keep_gathered(job) where allowed,
+// else the one value allowed.
+bool baseline_keep_gathered(KeepGatheredChoice choice, const JobSpec& job);
+
 // What one microbatch of a chunk costs, from its simulated single-microbatch Program
 // (`result` with timings). keep_gathered: the first forward carries the all-gathers, later
 // forwards and all but the last backward are compute (+ TP) only, unsharded gradients

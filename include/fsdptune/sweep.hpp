@@ -64,6 +64,10 @@ struct SweepOptions {
   std::int64_t tune_evaluations = 100;
   // Each search's TunerOptions::step_time_tolerance.
   double step_time_tolerance = TunerOptions{}.step_time_tolerance;
+  // Each pipelined configuration's TunerOptions::keep_gathered, and the fsdp2 and
+  // least-memory simulations' choice under it (baseline_keep_gathered,
+  // allowed_keep_gathered): kTorchtitan ranks what torchtitan runs unchanged.
+  KeepGatheredChoice keep_gathered = KeepGatheredChoice::kAny;
   int threads = 1;  // configurations evaluated / tuned at once, one per thread
   // Called from worker threads (serialized) after each configuration of each phase.
   std::function<void(const SweepProgress&)> progress;
@@ -117,9 +121,11 @@ struct SweepResult {
 std::vector<JobSpec> sweep_jobs(const ModelSpec& model, const HardwareSpec& hardware,
                                 const SweepOptions& options, std::int64_t* skipped = nullptr);
 
-// Simulates one job (per-chunk fsdp2 plans) into a candidate, fits or not.
+// Simulates one job (per-chunk fsdp2 plans, kept gathered as baseline_keep_gathered says
+// under `keep_gathered`) into a candidate, fits or not.
 SweepCandidate evaluate_job(const ModelSpec& model, const JobSpec& job, const CostModel& costs,
-                            std::int64_t memory_limit_bytes);
+                            std::int64_t memory_limit_bytes,
+                            KeepGatheredChoice keep_gathered = KeepGatheredChoice::kAny);
 
 SweepResult sweep(const ModelSpec& model, const CostModel& costs, const SweepOptions& options);
 

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "fsdptune/cost_model.hpp"
+#include "fsdptune/pipeline.hpp"
 #include "fsdptune/plan.hpp"
 #include "fsdptune/schedule.hpp"
 #include "fsdptune/simulator.hpp"
@@ -67,6 +68,9 @@ struct TunerOptions {
   // Independent forward / backward / reduce-scatter partitions; false = one partition
   // shared by all three (a smaller space, FSDP2-expressible).
   bool independent_partitions = true;
+  // Pipelined jobs (tune_pipelined_job): whether a chunk may keep its parameters gathered
+  // across microbatches, re-gather them in each, or either (the faster that fits).
+  KeepGatheredChoice keep_gathered = KeepGatheredChoice::kAny;
   // Candidates simulated per batch: the unit of parallel work and of first-improvement
   // (fixed, so the result does not depend on `threads`).
   int batch_size = 32;

@@ -262,18 +262,30 @@ void add_plan_options(CLI::App* command, PlanOptions& options, bool with_plan) {
     command->add_option("--keep-gathered", options.keep_gathered,
                         "pipelined jobs with a built-in plan: yes keeps the parameters gathered "
                         "across microbatches (one round of collectives), no re-gathers and "
-                        "reduce-scatters in each (default: yes under PP, no without)");
+                        "reduce-scatters in each; torchtitan (the default): yes under PP, no "
+                        "without");
   }
   command->add_option("--memory-limit", options.memory_limit,
                       "memory a step may allocate per GPU, e.g. 70GiB (default: HBM less the "
                       "hardware's reserve)");
 }
 
+KeepGatheredChoice parse_keep_gathered(const std::string& text, const std::string& flag) {
+  for (const KeepGatheredChoice choice :
+       {KeepGatheredChoice::kAny, KeepGatheredChoice::kKept, KeepGatheredChoice::kRegathered,
+        KeepGatheredChoice::kTorchtitan}) {
+    if (text == to_string(choice)) return choice;
+  }
+  throw_bad_input(flag,
+                  fmt::format("unknown value '{}' (expected any, yes, no or torchtitan)", text));
+}
+
 bool resolve_keep_gathered(const PlanOptions& options, const JobSpec& job) {
   if (options.keep_gathered.empty()) return default_keep_gathered(job);
-  if (options.keep_gathered != "yes" && options.keep_gathered != "no") {
-    throw_bad_input("--keep-gathered",
-                    fmt::format("'{}' is neither yes nor no", options.keep_gathered));
+  const KeepGatheredChoice choice = parse_keep_gathered(options.keep_gathered, "--keep-gathered");
+  if (choice == KeepGatheredChoice::kAny) {
+    throw_bad_input("--keep-gathered", "'any' is a tuner's choice: simulate runs one plan",
+                    "give yes, no or torchtitan (or tune the job)");
   }
   if (!is_pipelined(job)) {
     throw_bad_input("--keep-gathered",
@@ -281,7 +293,7 @@ bool resolve_keep_gathered(const PlanOptions& options, const JobSpec& job) {
                     "across microbatches",
                     "give --microbatches M (gradient accumulation) or --pp P");
   }
-  return options.keep_gathered == "yes";
+  return allowed_keep_gathered(choice, job).front();
 }
 
 std::int64_t resolve_memory_limit(const PlanOptions& options, const HardwareSpec& hardware) {

@@ -14,6 +14,7 @@
 #include "fsdptune/hardware.hpp"
 #include "fsdptune/job.hpp"
 #include "fsdptune/model.hpp"
+#include "fsdptune/pipeline.hpp"
 #include "fsdptune/plan.hpp"
 #include "fsdptune/torchtitan.hpp"
 #include "fsdptune/workload.hpp"
@@ -106,18 +107,23 @@ JobSpec to_job_spec(const JobOptions& options, const ModelSpec& model);
 struct PlanOptions {
   std::string plan = "fsdp2";  // --plan: built-in name, plan JSON file or schedule file
   std::string memory_limit;    // --memory-limit, e.g. "80GiB"; empty: the hardware's default
-  // --keep-gathered yes|no: a built-in plan on a pipelined job keeps its parameters gathered
-  // across microbatches or re-gathers them in each; empty: default_keep_gathered.
+  // --keep-gathered yes|no|torchtitan: a built-in plan on a pipelined job keeps its
+  // parameters gathered across microbatches or re-gathers them in each; empty or
+  // torchtitan: default_keep_gathered.
   std::string keep_gathered;
 };
 
 // `with_plan` false registers only --memory-limit (tune searches plans itself).
 void add_plan_options(CLI::App* command, PlanOptions& options, bool with_plan = true);
 
+// --keep-gathered's value (any, yes, no, torchtitan) named by `flag` on error (exit 2).
+KeepGatheredChoice parse_keep_gathered(const std::string& text, const std::string& flag);
+
 // Whether a built-in plan on the pipelined `job` keeps its chunks' parameters gathered
-// across microbatches: --keep-gathered, else default_keep_gathered(job). Error(kBadInput)
-// naming the flag for a value other than yes/no, or given for a job that is not pipelined
-// (one microbatch on one stage has nothing to keep).
+// across microbatches: --keep-gathered yes, no or torchtitan (default_keep_gathered(job),
+// also when not given). Error(kBadInput) naming the flag for another value ("any": simulate
+// runs one plan), or given for a job that is not pipelined (one microbatch on one stage
+// has nothing to keep).
 bool resolve_keep_gathered(const PlanOptions& options, const JobSpec& job);
 
 // --memory-limit parsed (Error naming the flag), or default_memory_limit_bytes(hardware):

@@ -104,8 +104,9 @@ struct SweepCliOptions {
   bool seq_given = false;
   std::string out;
   std::int64_t tune_evaluations = SweepOptions{}.tune_evaluations;  // per chunk
-  std::string step_tolerance;    // FRACTION; empty = SweepOptions' default
-  std::string tune_top = "all";  // "all" or K: which configurations are tuned
+  std::string step_tolerance;         // FRACTION; empty = SweepOptions' default
+  std::string tune_top = "all";       // "all" or K: which configurations are tuned
+  std::string keep_gathered = "any";  // --keep-gathered: SweepOptions::keep_gathered
 };
 
 // --tune-top: "all" (-1 in SweepOptions) or a count K >= 0.
@@ -186,6 +187,7 @@ void run_sweep(const SweepCliOptions& o) {
         "drop --async-tp, or sweep compiled (--execution compiled)");
   }
   options.max_pp = o.max_pp;
+  options.keep_gathered = parse_keep_gathered(o.keep_gathered, "--keep-gathered");
   options.cp_degrees = parse_cp_degrees(cp);
   options.pp_first_stage_less_layers = o.pp_first_less.value_or(first_less);
   options.pp_last_stage_less_layers = o.pp_last_less.value_or(last_less);
@@ -268,6 +270,7 @@ void run_sweep(const SweepCliOptions& o) {
       tuner_options.time_budget_s = 0;
       tuner_options.max_evaluations = o.tune_evaluations;
       tuner_options.step_time_tolerance = options.step_time_tolerance;
+      tuner_options.keep_gathered = options.keep_gathered;
       tuner_options.threads = options.threads;
       tuned = tune_schedule(workload, hardware, *costs, tuner_options);
     }
@@ -278,14 +281,15 @@ void run_sweep(const SweepCliOptions& o) {
     schedule.provenance.threads = options.threads;
     schedule.provenance.command = fmt::format(
         "fsdptune sweep --model {} --hardware {} --gpus {} --gpus-per-node {} --global-batch {} "
-        "--seq {}{} --max-pp {}{}{}{}{} --tune-top {} --tune-evaluations {}",
+        "--seq {}{} --max-pp {}{}{}{}{} --tune-top {} --tune-evaluations {}{}",
         model_name, o.hardware, o.gpus, o.gpus_per_node, global_batch, seq,
         o.memory_limit.empty() ? "" : " --memory-limit " + o.memory_limit, o.max_pp,
         cp == "1" ? "" : " --cp " + cp, o.no_float8 ? " --no-float8" : "",
         o.async_tp ? " --async-tp" : "",
         options.execution != Execution::kCompiled ? " --execution " + to_string(options.execution)
                                                   : "",
-        o.tune_top, o.tune_evaluations);
+        o.tune_top, o.tune_evaluations,
+        o.keep_gathered == "any" ? "" : " --keep-gathered " + o.keep_gathered);
     write_file_atomically(o.out, dump_json(schedule_to_json(schedule)));
     best_written =
         fmt::format("{} (schedule format version {}, {} from {})", o.out,
@@ -515,6 +519,13 @@ void register_sweep_commands(CLI::App& app) {
                         "each search takes, of the plans within this fraction of its fastest "
                         "(0.001 or 0.1%), the one that reserves the least (default 0.1%; 0 = "
                         "the fastest)");
+    command
+        ->add_option("--keep-gathered", options->keep_gathered,
+                     "pipelined configurations (PP, or gradient accumulation): any, yes "
+                     "(parameters kept gathered across microbatches), no (gathered and "
+                     "reduce-scattered in each) or torchtitan (what it runs unchanged: yes "
+                     "under PP, no without)")
+        ->capture_default_str();
     command->callback([options, command] {
       options->seq_given = command->count("--seq") > 0;
       options->cp_given = command->count("--cp") > 0;

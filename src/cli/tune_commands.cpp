@@ -55,7 +55,8 @@ struct TuneOptions {
   std::string torchtitan_toml;  // --emit-torchtitan-toml: the job as a torchtitan config
   std::string trace_path;
   bool json = false;
-  std::int64_t try_pp_splits = -1;  // --try-pp-splits N; -1: the job's split only
+  std::int64_t try_pp_splits = -1;    // --try-pp-splits N; -1: the job's split only
+  std::string keep_gathered = "any";  // --keep-gathered: TunerOptions::keep_gathered
 };
 
 // One split of the stages `tune --try-pp-splits` searched.
@@ -125,6 +126,7 @@ std::string canonical_command(const TuneOptions& o, const std::string& model, co
   command +=
       fmt::format(" --time-budget {} --threads {} --seed {}", o.time_budget_s, o.threads, o.seed);
   if (o.max_evaluations > 0) command += fmt::format(" --max-evaluations {}", o.max_evaluations);
+  if (o.keep_gathered != "any") command += " --keep-gathered " + o.keep_gathered;
   return command;
 }
 
@@ -193,6 +195,13 @@ void run_tune(const TuneOptions& options) {
   tuner_options.max_evaluations = options.max_evaluations;
   tuner_options.threads = options.threads;
   tuner_options.seed = options.seed;
+  tuner_options.keep_gathered = parse_keep_gathered(options.keep_gathered, "--keep-gathered");
+  if (options.keep_gathered != "any" && !is_pipelined(job)) {
+    throw_bad_input("--keep-gathered",
+                    "applies to a pipelined job: one microbatch on one stage keeps nothing "
+                    "across microbatches",
+                    "give --microbatches M (gradient accumulation) or --pp P");
+  }
   // Progress on stderr once a search has run for a second: rewritten in place twice a
   // second on a terminal, a line every two seconds otherwise (logs).
   const bool terminal = isatty(fileno(stderr)) != 0;
@@ -429,6 +438,12 @@ void register_tune_commands(CLI::App& app) {
                    "Also tune every other split of the blocks into the pipeline stages with "
                    "the embedding and norm+output counted as 0..N blocks each (N <= 4), and "
                    "write the fastest that fits");
+  tune->add_option("--keep-gathered", options->keep_gathered,
+                   "Pipelined jobs: which ways of running a chunk across microbatches to "
+                   "search: any, yes (parameters kept gathered), no (gathered and "
+                   "reduce-scattered in each microbatch) or torchtitan (what it runs "
+                   "unchanged: yes under PP, no without)")
+      ->capture_default_str();
   tune->add_flag("--json", options->json, "Print one JSON object instead of the table");
   tune->callback([options] { run_tune(*options); });
 }

@@ -242,7 +242,9 @@ TEST_CASE("simulate --keep-gathered chooses how microbatches treat the parameter
     CHECK(result.err.find("--keep-gathered") != std::string::npos);
     CHECK(result.err.find(what) != std::string::npos);
   };
-  rejected(" --microbatches 4 --keep-gathered maybe", "'maybe' is neither yes nor no");
+  rejected(" --microbatches 4 --keep-gathered maybe", "unknown value 'maybe'");
+  rejected(" --microbatches 4 --keep-gathered any", "'any' is a tuner's choice");
+  CHECK(json_of(" --keep-gathered torchtitan") == fsdp2);
   rejected(" --keep-gathered yes", "applies to a pipelined job");
   const std::string dir = make_temp_dir("fsdptune-keep");
   const auto tuned = run_fsdptune(

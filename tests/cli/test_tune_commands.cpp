@@ -138,6 +138,59 @@ TEST_CASE("tune rejects bad tuner flags with exit 2 naming the flag", "[cli][tun
   CHECK_FALSE(std::ifstream(dir + "/s.json").good());  // nothing written
 }
 
+TEST_CASE("tune and sweep --keep-gathered restrict what a microbatch keeps", "[cli][tune]") {
+  const std::string dir = make_temp_dir("fsdptune-tune-keep");
+  const std::string job =
+      "--model tiny --gpus 2 --gpus-per-node 2 --seq 128 --microbatches 4 "
+      "--max-evaluations 20 --time-budget 0";
+  const auto chunks_kept = [&](const std::string& choice) {
+    const std::string out = dir + "/" + choice + ".json";
+    const CommandResult result =
+        run_fsdptune("tune " + job + " --keep-gathered " + choice + " --out " + out);
+    INFO(result.err);
+    REQUIRE(result.exit_code == 0);
+    const nlohmann::json schedule = nlohmann::json::parse(slurp(out));
+    // The provenance says what was searched (any is the default, left out).
+    CHECK((schedule.at("provenance")
+               .at("command")
+               .get<std::string>()
+               .find("--keep-gathered " + choice) != std::string::npos) == (choice != "any"));
+    std::vector<bool> kept;
+    for (const auto& chunk : schedule.at("pipeline").at("chunks")) {
+      kept.push_back(chunk.at("keep_gathered").get<bool>());
+    }
+    return kept;
+  };
+  // Free, the tuner keeps tiny's one chunk gathered; torchtitan's loop re-gathers.
+  CHECK(chunks_kept("any") == std::vector<bool>{true});
+  CHECK(chunks_kept("no") == std::vector<bool>{false});
+  CHECK(chunks_kept("torchtitan") == std::vector<bool>{false});
+  CommandResult result =
+      run_fsdptune("tune " + job + " --keep-gathered sometimes --out " + dir + "/bad.json");
+  CHECK(result.exit_code == 2);
+  CHECK(result.err.find("--keep-gathered: unknown value 'sometimes'") != std::string::npos);
+  result = run_fsdptune("tune --model tiny --gpus 2 --seq 128 --keep-gathered yes --out " + dir +
+                        "/bad.json");
+  CHECK(result.exit_code == 2);
+  CHECK(result.err.find("applies to a pipelined job") != std::string::npos);
+  CHECK_FALSE(std::ifstream(dir + "/bad.json").good());
+  // The sweep passes it to every pipelined configuration's search: here every one is
+  // gradient accumulation on one stage (16 sequences per rank, at most 8 in a microbatch),
+  // and the winner re-gathers as torchtitan runs it.
+  result = run_fsdptune(
+      "sweep --model tiny --hardware h100-sxm --gpus 2 --gpus-per-node 2 --global-batch 32 "
+      "--seq 128 --max-pp 1 --no-float8 --threads 1 --tune-evaluations 20 --keep-gathered "
+      "torchtitan --out " +
+      dir + "/best.json");
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  const nlohmann::json best = nlohmann::json::parse(slurp(dir + "/best.json"));
+  REQUIRE(best.contains("pipeline"));
+  for (const auto& chunk : best.at("pipeline").at("chunks")) CHECK_FALSE(chunk.at("keep_gathered"));
+  CHECK(best.at("provenance").at("command").get<std::string>().find("--keep-gathered torchtitan") !=
+        std::string::npos);
+}
+
 namespace {
 
 // tiny on 8 GPUs as `simulate` takes it (the flags of kTinyJob without the tuner's).

@@ -46,6 +46,17 @@ PipelineSpec uniform_spec(int stages, int virtual_stages, int microbatches,
   return spec;
 }
 
+// tiny's job with `microbatches` of gradient accumulation on one stage of `gpus` GPUs (one
+// node), normalized.
+JobSpec tiny_accumulation(std::int64_t gpus, std::int64_t seq_len, std::int64_t microbatches) {
+  JobSpec job;
+  job.gpus = gpus;
+  job.gpus_per_node = gpus;
+  job.seq_len = seq_len;
+  job.microbatches = microbatches;
+  return normalize_job(builtin_model("tiny"), job);
+}
+
 }  // namespace
 
 TEST_CASE("1F1B bubble fraction is (P-1)/(M+P-1) with free sends", "[pipeline]") {
@@ -304,13 +315,9 @@ TEST_CASE("one stage, one microbatch is the plain FSDP simulation", "[pipeline]"
 TEST_CASE("gradient accumulation on one stage: FSDP2 re-gathers every microbatch by default",
           "[pipeline]") {
   const ModelSpec model = builtin_model("tiny");
-  JobSpec job;
-  job.gpus = 8;
-  job.seq_len = 128;
   const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
-  const Workload one = build_workload(model, normalize_job(model, job));
-  job.microbatches = 4;
-  const Workload four = build_workload(model, normalize_job(model, job));
+  const Workload one = build_workload(model, tiny_accumulation(8, 128, 1));
+  const Workload four = build_workload(model, tiny_accumulation(8, 128, 4));
   const auto fsdp2 = [](const Workload& chunk) { return fsdp2_plan(chunk); };
   const PipelineSimulation sim1 = simulate_pipelined_job(one, *costs, fsdp2);
   // torchtitan's train_step loops over the microbatches with FSDP2 as it is: each one
@@ -665,6 +672,46 @@ TEST_CASE("the sweep's evaluation (distinct chunks simulated once) equals the fu
   }
 }
 
+TEST_CASE("tune_pipelined_job searches only the keep-gathered choices it is allowed",
+          "[pipeline][tuner]") {
+  const ModelSpec model = builtin_model("tiny");
+  const JobSpec job = tiny_accumulation(2, 128, 4);
+  JobSpec staged = job;
+  staged.pp = 2;
+  staged.dp_shard = 0;  // derived again: 1 over 2 stages
+  staged = normalize_job(model, staged);
+  JobSpec single = job;
+  single.microbatches = 1;
+  using Choice = KeepGatheredChoice;
+  // Without PP torchtitan re-gathers, under PP it keeps; one microbatch on one stage has
+  // nothing to keep whatever is asked.
+  CHECK(allowed_keep_gathered(Choice::kAny, job) == std::vector<bool>{false, true});
+  CHECK(allowed_keep_gathered(Choice::kTorchtitan, job) == std::vector<bool>{false});
+  CHECK(allowed_keep_gathered(Choice::kTorchtitan, staged) == std::vector<bool>{true});
+  CHECK(allowed_keep_gathered(Choice::kKept, single) == std::vector<bool>{false});
+  CHECK(baseline_keep_gathered(Choice::kAny, staged));
+  CHECK_FALSE(baseline_keep_gathered(Choice::kRegathered, staged));
+  CHECK(baseline_keep_gathered(Choice::kKept, job));
+  const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
+  const auto kept_by = [&](const JobSpec& tuned_job, Choice choice) {
+    TunerOptions options = fsdptune::testing::deterministic_tuner(80LL << 30);
+    options.keep_gathered = choice;
+    const PipelineTuning tuning =
+        tune_pipelined_job(build_workload(model, tuned_job), *costs, options);
+    // The fsdp2 baseline follows the choice too, so whichever wins obeys it.
+    CHECK(tuning.fsdp2.chunk_keep_gathered ==
+          std::vector<bool>(tuning.fsdp2.chunk_keep_gathered.size(),
+                            baseline_keep_gathered(choice, tuned_job)));
+    return tuning.best.chunk_keep_gathered;
+  };
+  // Free to choose, the tuner keeps tiny's chunk gathered (faster, and it fits).
+  CHECK(kept_by(job, Choice::kAny) == std::vector<bool>{true});
+  CHECK(kept_by(job, Choice::kRegathered) == std::vector<bool>{false});
+  CHECK(kept_by(job, Choice::kTorchtitan) == std::vector<bool>{false});
+  CHECK(kept_by(staged, Choice::kRegathered) == std::vector<bool>{false, false});
+  CHECK(kept_by(staged, Choice::kTorchtitan) == std::vector<bool>{true, true});
+}
+
 TEST_CASE("the sweep tries gradient accumulation without PP, as FSDP2 runs it",
           "[pipeline][sweep]") {
   const ModelSpec model = builtin_model("tiny");
@@ -684,12 +731,7 @@ TEST_CASE("the sweep tries gradient accumulation without PP, as FSDP2 runs it",
   CHECK(tp1 == std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 4}, {2, 2}, {4, 1}});
   // Its evaluation is simulate_pipelined_job's default: fsdp2 re-gathering every microbatch.
   const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
-  JobSpec job;
-  job.gpus = 2;
-  job.gpus_per_node = 2;
-  job.seq_len = 256;
-  job.microbatches = 4;
-  job = normalize_job(model, job);
+  const JobSpec job = tiny_accumulation(2, 256, 4);
   const PipelineSimulation full = simulate_pipelined_job(
       build_workload(model, job), *costs, [](const Workload& chunk) { return fsdp2_plan(chunk); });
   CHECK(full.chunk_keep_gathered == std::vector<bool>{false});
