@@ -263,6 +263,23 @@ TunedSchedule schedule_of_tuning(const Workload& workload, const HardwareSpec& h
   return tuned;
 }
 
+std::string torchtitan_keep_gathered_note(const JobSpec& job,
+                                          const std::vector<bool>& keep_gathered) {
+  const bool torchtitan = default_keep_gathered(job);
+  const auto differ = std::count(keep_gathered.begin(), keep_gathered.end(), !torchtitan);
+  if (!is_pipelined(job) || differ == 0) return "";
+  return fmt::format(
+      "{} of {} chunks {} across microbatches, where torchtitan {} as it is: the config "
+      "alone does not reproduce the schedule's figures ({}); --keep-gathered torchtitan "
+      "tunes for what it runs unchanged",
+      differ, keep_gathered.size(), torchtitan ? "re-gather" : "keep their parameters gathered",
+      torchtitan ? "keeps them gathered under PP" : "re-gathers in its accumulation loop",
+      torchtitan ? "reshard_after_forward and the pipeline schedule's gradient sync per "
+                   "microbatch need changing"
+                 : "set_requires_gradient_sync(False) and set_reshard_after_backward(False) "
+                   "before all but the last microbatch");
+}
+
 void print_pipeline_schedule(const ScheduleFile& schedule, const Workload& workload) {
   const SchedulePipeline& pipeline = *schedule.pipeline;
   fmt::print("{}; memory limit {}\n\n",

@@ -52,6 +52,13 @@ TunedSchedule schedule_of_tuning(const Workload& workload, const HardwareSpec& h
 nlohmann::json schedule_trace(const ScheduleFile& schedule, const Workload& workload,
                               const CostModel& costs);
 
+// What `--emit-torchtitan-toml` says on stderr when some of a pipelined job's chunks
+// (`keep_gathered`, one flag per chunk) do not run across microbatches as torchtitan runs
+// them unchanged (default_keep_gathered): the config alone does not reproduce the
+// schedule's figures. "" when they all do (or the job is not pipelined).
+std::string torchtitan_keep_gathered_note(const JobSpec& job,
+                                          const std::vector<bool>& keep_gathered);
+
 // Prints the pipelined part of `tune`: baseline vs tuned, the stages, what was written.
 void print_pipeline_schedule(const ScheduleFile& schedule, const Workload& workload);
 

@@ -247,8 +247,16 @@ void run_sweep(const SweepCliOptions& o) {
     }
   }
   if (!o.torchtitan_toml.empty()) {
-    write_file_atomically(o.torchtitan_toml,
-                          torchtitan_config_toml(model_name, model, result.ranked.front().job));
+    const JobSpec& best = result.ranked.front().job;
+    write_file_atomically(o.torchtitan_toml, torchtitan_config_toml(model_name, model, best));
+    // The winner's chunks as its figures run them: its search's, else fsdp2's.
+    const std::vector<bool> keep =
+        result.best_tuning && result.best_tuning->pipeline
+            ? result.best_tuning->pipeline->best.chunk_keep_gathered
+            : std::vector<bool>(static_cast<std::size_t>(best.pp * best.virtual_stages),
+                                baseline_keep_gathered(options.keep_gathered, best));
+    const std::string note = torchtitan_keep_gathered_note(best, keep);
+    if (!note.empty()) fmt::print(stderr, "note: {}: {}\n", o.torchtitan_toml, note);
   }
   std::string best_written;
   if (!o.out.empty()) {

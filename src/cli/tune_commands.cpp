@@ -144,6 +144,14 @@ void write_schedule(ScheduleFile& schedule, const TuneOptions& options,
   if (!options.torchtitan_toml.empty()) {
     write_file_atomically(options.torchtitan_toml,
                           torchtitan_config_toml(model, schedule.model, schedule.job));
+    if (schedule.pipeline) {
+      std::vector<bool> keep;
+      for (const ScheduleChunk& chunk : schedule.pipeline->chunks) {
+        keep.push_back(chunk.keep_gathered);
+      }
+      const std::string note = torchtitan_keep_gathered_note(schedule.job, keep);
+      if (!note.empty()) fmt::print(stderr, "note: {}: {}\n", options.torchtitan_toml, note);
+    }
   }
 }
 

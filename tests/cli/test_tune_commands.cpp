@@ -165,6 +165,15 @@ TEST_CASE("tune and sweep --keep-gathered restrict what a microbatch keeps", "[c
   CHECK(chunks_kept("any") == std::vector<bool>{true});
   CHECK(chunks_kept("no") == std::vector<bool>{false});
   CHECK(chunks_kept("torchtitan") == std::vector<bool>{false});
+  // Written as a torchtitan config, a schedule torchtitan does not run as it is says so.
+  for (const std::string choice : {"any", "torchtitan"}) {
+    const CommandResult emitted =
+        run_fsdptune("tune " + job + " --keep-gathered " + choice + " --out " + dir +
+                     "/e.json --emit-torchtitan-toml " + dir + "/e.toml");
+    REQUIRE(emitted.exit_code == 0);
+    CHECK((emitted.err.find("e.toml: 1 of 1 chunks keep their parameters gathered") !=
+           std::string::npos) == (choice == "any"));
+  }
   CommandResult result =
       run_fsdptune("tune " + job + " --keep-gathered sometimes --out " + dir + "/bad.json");
   CHECK(result.exit_code == 2);
@@ -177,13 +186,19 @@ TEST_CASE("tune and sweep --keep-gathered restrict what a microbatch keeps", "[c
   // The sweep passes it to every pipelined configuration's search: here every one is
   // gradient accumulation on one stage (16 sequences per rank, at most 8 in a microbatch),
   // and the winner re-gathers as torchtitan runs it.
-  result = run_fsdptune(
+  const std::string sweep =
       "sweep --model tiny --hardware h100-sxm --gpus 2 --gpus-per-node 2 --global-batch 32 "
-      "--seq 128 --max-pp 1 --no-float8 --threads 1 --tune-evaluations 20 --keep-gathered "
-      "torchtitan --out " +
-      dir + "/best.json");
+      "--seq 128 --max-pp 1 --no-float8 --threads 1 --tune-evaluations 20 --emit-torchtitan-toml " +
+      dir + "/best.toml";
+  result = run_fsdptune(sweep + " --keep-gathered torchtitan --out " + dir + "/best.json");
   INFO(result.err);
   REQUIRE(result.exit_code == 0);
+  CHECK(result.err.find("note: ") == std::string::npos);
+  // Free to choose, its winner keeps gathered: the config's note says what it needs.
+  const CommandResult free = run_fsdptune(sweep);
+  REQUIRE(free.exit_code == 0);
+  CHECK(free.err.find("best.toml: 1 of 1 chunks keep their parameters gathered") !=
+        std::string::npos);
   const nlohmann::json best = nlohmann::json::parse(slurp(dir + "/best.json"));
   REQUIRE(best.contains("pipeline"));
   for (const auto& chunk : best.at("pipeline").at("chunks")) CHECK_FALSE(chunk.at("keep_gathered"));
