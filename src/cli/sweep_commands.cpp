@@ -87,7 +87,8 @@ struct SweepCliOptions {
   int threads = 0;  // 0 = all cores
   std::int64_t max_pp = 16;
   // --cp: the context-parallel degrees tried, comma-separated; not given (cp_given): 1, and
-  // --job-toml's degree when it has one.
+  // --job-toml's degree when it has one, or every power of two up to a node for sequences
+  // of kLongSequenceTokens and more.
   std::string cp;
   bool cp_given = false;
   // --pp-first/last-stage-less-layers; absent: --job-toml's, else JobSpec's defaults.
@@ -122,6 +123,9 @@ std::int64_t parse_tune_top(const std::string& text) {
 }
 
 // --cp "1,2,4": the degrees, each 1 to kMaxJobGpus, in the order given, no repeats.
+// From this sequence length on, `sweep` tries context parallelism without being asked.
+constexpr std::int64_t kLongSequenceTokens = 32768;
+
 std::vector<std::int64_t> parse_cp_degrees(const std::string& text) {
   const std::string what = fmt::format("distinct degrees from 1 to {} (e.g. 1,2,4)", kMaxJobGpus);
   const std::vector<std::int64_t> degrees = parse_count_list(text, "--cp", what, 64);
@@ -165,6 +169,19 @@ void run_sweep(const SweepCliOptions& o) {
                     "give it, or --job-toml with a torchtitan config");
   }
   if (seq < 1) throw_bad_input("--seq", "must be >= 1");
+  // Long sequences: context parallelism is what makes them fit, so it is tried unless
+  // --cp (or the config's degree) says otherwise: every power of two up to a node.
+  if (!o.cp_given && cp == "1" && seq >= kLongSequenceTokens) {
+    for (std::int64_t degree = 2; degree <= o.gpus_per_node; degree *= 2) {
+      cp += fmt::format(",{}", degree);
+    }
+    if (cp != "1") {
+      fmt::print(stderr,
+                 "sweep: sequences of {} tokens: also trying context parallelism (--cp {}; "
+                 "--cp 1 for none)\n",
+                 seq, cp);
+    }
+  }
   const ModelSpec model = resolve_model(model_name);
   const HardwareSpec hardware = resolve_hardware(o.hardware);
   const std::unique_ptr<CostModel> costs = make_analytic_cost_model(hardware);
@@ -493,7 +510,8 @@ void register_sweep_commands(CLI::App& app) {
     command->add_option("--cp", options->cp,
                         "context-parallel degrees tried, comma-separated (e.g. 1,2,4), each where "
                         "it divides a mesh's shard group and the sequence (default 1, and "
-                        "--job-toml's degree)");
+                        "--job-toml's degree; for sequences of 32768 tokens and more every "
+                        "power of two up to a node)");
     command->add_option("--pp-first-stage-less-layers", options->pp_first_less,
                         "blocks the embedding counts as in the split into pipeline stages "
                         "(default 1, torchtitan's; or --job-toml's)");

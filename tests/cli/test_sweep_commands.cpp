@@ -260,12 +260,18 @@ TEST_CASE("sweep --cp tries context-parallel degrees and ranks what fits", "[cli
   const std::string args =
       "sweep --model llama3-8b --hardware h100-sxm --gpus 16 --global-batch 4 --seq 65536 "
       "--no-float8 --tune-top 0 --threads 1 --top 3 --json";
-  const auto plain = run_fsdptune(args);
+  const auto plain = run_fsdptune(args + " --cp 1");
   REQUIRE(plain.exit_code == 0);
   const nlohmann::json plain_json = nlohmann::json::parse(plain.out);
   const auto cp = run_fsdptune(args + " --cp 1,2,4,8");
   INFO(cp.err);
   REQUIRE(cp.exit_code == 0);
+  // At 32K tokens and more the sweep tries every CP degree up to a node unasked, and says so.
+  const auto unasked = run_fsdptune(args);
+  CHECK(unasked.out == cp.out);
+  CHECK(unasked.err.find("also trying context parallelism (--cp 1,2,4,8; --cp 1 for none)") !=
+        std::string::npos);
+  CHECK(plain.err.find("also trying") == std::string::npos);
   const nlohmann::json json = nlohmann::json::parse(cp.out);
   CHECK(json.at("fitting").get<int>() > plain_json.at("fitting").get<int>());
   CHECK(json.at("top").at(0).at("tokens_per_s_per_gpu").get<double>() >
