@@ -280,6 +280,15 @@ KeepGatheredChoice parse_keep_gathered(const std::string& text, const std::strin
                   fmt::format("unknown value '{}' (expected any, yes, no or torchtitan)", text));
 }
 
+void require_pipelined_for_keep_gathered(const JobSpec& job) {
+  if (!is_pipelined(job)) {
+    throw_bad_input("--keep-gathered",
+                    "applies to a pipelined job: one microbatch on one stage keeps nothing "
+                    "across microbatches",
+                    "give --microbatches M (gradient accumulation) or --pp P");
+  }
+}
+
 bool resolve_keep_gathered(const PlanOptions& options, const JobSpec& job) {
   if (options.keep_gathered.empty()) return default_keep_gathered(job);
   const KeepGatheredChoice choice = parse_keep_gathered(options.keep_gathered, "--keep-gathered");
@@ -287,12 +296,7 @@ bool resolve_keep_gathered(const PlanOptions& options, const JobSpec& job) {
     throw_bad_input("--keep-gathered", "'any' is a tuner's choice: simulate runs one plan",
                     "give yes, no or torchtitan (or tune the job)");
   }
-  if (!is_pipelined(job)) {
-    throw_bad_input("--keep-gathered",
-                    "applies to a pipelined job: one microbatch on one stage keeps nothing "
-                    "across microbatches",
-                    "give --microbatches M (gradient accumulation) or --pp P");
-  }
+  require_pipelined_for_keep_gathered(job);
   return allowed_keep_gathered(choice, job).front();
 }
 

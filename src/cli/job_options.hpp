@@ -119,6 +119,9 @@ void add_plan_options(CLI::App* command, PlanOptions& options, bool with_plan = 
 // --keep-gathered's value (any, yes, no, torchtitan) named by `flag` on error (exit 2).
 KeepGatheredChoice parse_keep_gathered(const std::string& text, const std::string& flag);
 
+// Error(kBadInput) naming --keep-gathered, given for a `job` that is not pipelined.
+void require_pipelined_for_keep_gathered(const JobSpec& job);
+
 // Whether a built-in plan on the pipelined `job` keeps its chunks' parameters gathered
 // across microbatches: --keep-gathered yes, no or torchtitan (default_keep_gathered(job),
 // also when not given). Error(kBadInput) naming the flag for another value ("any": simulate

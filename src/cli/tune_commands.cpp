@@ -204,12 +204,7 @@ void run_tune(const TuneOptions& options) {
   tuner_options.threads = options.threads;
   tuner_options.seed = options.seed;
   tuner_options.keep_gathered = parse_keep_gathered(options.keep_gathered, "--keep-gathered");
-  if (options.keep_gathered != "any" && !is_pipelined(job)) {
-    throw_bad_input("--keep-gathered",
-                    "applies to a pipelined job: one microbatch on one stage keeps nothing "
-                    "across microbatches",
-                    "give --microbatches M (gradient accumulation) or --pp P");
-  }
+  if (options.keep_gathered != "any") require_pipelined_for_keep_gathered(job);
   // Progress on stderr once a search has run for a second: rewritten in place twice a
   // second on a terminal, a line every two seconds otherwise (logs).
   const bool terminal = isatty(fileno(stderr)) != 0;
