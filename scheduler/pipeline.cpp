@@ -79,6 +79,9 @@ PipelineResult simulate_pipeline(const PipelineSpec& spec) {
   result.stages.resize(P);
   std::vector<std::size_t> next(P, 0);
   std::vector<double> free_at(P, 0.0);
+  // Each rank's previous action when it was a backward: its chunk (-1 otherwise), whose
+  // reduce-scatters may still delay the next action (ChunkTimes::*_after_backward_delay_s).
+  std::vector<int> backward_before(P, -1);
   for (int r = 0; r < P; ++r) {
     result.stages[r].rank = r;
     result.stages[r].actions = pipeline_order(P, spec.virtual_stages, M, spec.schedule, r);
@@ -117,8 +120,16 @@ PipelineResult simulate_pipeline(const PipelineSpec& spec) {
           duration = m == M - 1 ? times.last_backward_s : times.backward_s;
         }
         action.start_s = std::max(ready, free_at[r]);
+        if (backward_before[r] >= 0) {
+          // The previous backward's reduce-scatters still running, less the idle time since.
+          const ChunkTimes& previous = spec.chunks[backward_before[r]];
+          const double delay = action.backward ? previous.backward_after_backward_delay_s
+                                               : previous.forward_after_backward_delay_s;
+          duration += std::max(0.0, delay - (action.start_s - free_at[r]));
+        }
         action.end_s = action.start_s + duration;
         free_at[r] = action.end_s;
+        backward_before[r] = action.backward ? c : -1;
         stage.busy_s += duration;
         (action.backward ? backward_end : forward_end)[at(c, m)] = action.end_s;
         ++next[r];
@@ -301,24 +312,58 @@ ChunkTimes chunk_times_with(const Workload& chunk, const Program& program, const
   times.base_peak_reserved_bytes = result.peak_reserved_bytes;
   times.tail_peak_bytes = tail_peak_bytes(program, result);
   times.persistent_bytes = program.persistent_bytes;
-  if (!keep_gathered && job.microbatches > 1 && times.tail_peak_bytes > 0) {
+  if (!keep_gathered && job.microbatches > 1) {
     // A backward's reduce-scatters under the chunk's next action: its next microbatch's
     // forward (1F1B's steady state), or its next backward with that microbatch's
-    // activations held (the cool-down, GPipe).
+    // activations held (the cool-down, GPipe): the peak while they overlap, and how much
+    // later the next action's compute ends than it would alone (its first gathers wait).
     SimOptions options;
     options.record_timeline = false;
     ChunkTimesScratch local;
     ChunkTimesScratch& reused = scratch != nullptr ? *scratch : local;
-    const auto peak = [&](const std::vector<PipelineAction>& actions) {
+    // The action sequence simulated: its peak, and how much longer than `alone_s` its last
+    // action's compute (its forward or backward tasks, as chunk_times measures them) ends
+    // after the compute-stream work of the actions before it, where it starts.
+    const int last_forward = last_forward_task(program);
+    const auto run = [&](const std::vector<PipelineAction>& actions, double alone_s) {
       action_sequence_program(program, actions, reused.sequence, reused.ids);
-      return simulate(reused.sequence, options, reused.workspace).peak_allocated_bytes;
+      const SimResult sequence = simulate(reused.sequence, options, reused.workspace);
+      const PipelineAction& last = actions.back();
+      // The last action's tasks are the sequence's last ones, as many as its phase has.
+      const auto phase_tasks =
+          std::count_if(program.tasks.begin(), program.tasks.end(), [&](const Task& task) {
+            return task.kind != TaskKind::kOptimizer && (task.id > last_forward) == last.backward;
+          });
+      const std::size_t first_of_last =
+          reused.sequence.tasks.size() - static_cast<std::size_t>(phase_tasks);
+      const TaskKind measured = last.backward ? TaskKind::kBackward : TaskKind::kForward;
+      double before_end = 0, last_end = 0;
+      for (std::size_t t = 0; t < reused.sequence.tasks.size(); ++t) {
+        const Task& task = reused.sequence.tasks[t];
+        const double end = sequence.timings[t].end_s;
+        if (t < first_of_last) {
+          if (program.streams[static_cast<std::size_t>(task.stream)].role == StreamRole::kCompute) {
+            before_end = std::max(before_end, end);
+          }
+        } else if (task.kind == measured) {
+          last_end = std::max(last_end, end);
+        }
+      }
+      return std::pair<std::int64_t, double>{sequence.peak_allocated_bytes,
+                                             std::max(0.0, last_end - before_end - alone_s)};
     };
     static const std::vector<PipelineAction> kForwardAfterBackward = {
         {0, 0, false}, {0, 0, true}, {0, 1, false}};
     static const std::vector<PipelineAction> kBackwardAfterBackward = {
         {0, 0, false}, {0, 1, false}, {0, 0, true}, {0, 1, true}};
-    times.forward_after_backward_peak_allocated_bytes = peak(kForwardAfterBackward);
-    times.backward_after_backward_peak_allocated_bytes = peak(kBackwardAfterBackward);
+    const auto [forward_peak, forward_delay] = run(kForwardAfterBackward, times.forward_s);
+    const auto [backward_peak, backward_delay] = run(kBackwardAfterBackward, times.backward_s);
+    times.forward_after_backward_delay_s = forward_delay;
+    times.backward_after_backward_delay_s = backward_delay;
+    if (times.tail_peak_bytes > 0) {
+      times.forward_after_backward_peak_allocated_bytes = forward_peak;
+      times.backward_after_backward_peak_allocated_bytes = backward_peak;
+    }
   }
   return times;
 }

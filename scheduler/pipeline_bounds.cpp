@@ -173,8 +173,11 @@ std::vector<PipelineComposition> pipeline_compositions(
         for (std::size_t o = 0; o < options[c].size(); ++o) {
           const ChunkTimes& times = options[c][o];
           RankCombination next = partial;
-          next.busy_s += times.first_forward_s + later * (times.forward_s + times.backward_s) +
-                         times.last_backward_s + times.tail_s;
+          // Each later microbatch's forward follows a backward in 1F1B's steady state.
+          next.busy_s +=
+              times.first_forward_s +
+              later * (times.forward_s + times.backward_s + times.forward_after_backward_delay_s) +
+              times.last_backward_s + times.tail_s;
           next.base_bytes +=
               chunk_base_reserved_bytes(times, spec.allocator_fragmentation) +
               transient_reserved_bytes(times.activation_bytes, spec.allocator_fragmentation) -

@@ -572,21 +572,30 @@ void check_program(const Program& program, const Workload& workload, const std::
 // ---- pipeline schedules (version 2) ----
 
 json chunk_times_to_json(const ChunkTimes& times) {
-  return json{{"first_forward_s", times.first_forward_s},
-              {"forward_s", times.forward_s},
-              {"backward_s", times.backward_s},
-              {"last_backward_s", times.last_backward_s},
-              {"tail_s", times.tail_s},
-              {"activation_bytes", times.activation_bytes},
-              {"base_peak_allocated_bytes", times.base_peak_allocated_bytes},
-              {"base_peak_reserved_bytes", times.base_peak_reserved_bytes},
-              {"accumulated_gradient_bytes", times.accumulated_gradient_bytes},
-              {"tail_peak_bytes", times.tail_peak_bytes},
-              {"persistent_bytes", times.persistent_bytes},
-              {"forward_after_backward_peak_allocated_bytes",
-               times.forward_after_backward_peak_allocated_bytes},
-              {"backward_after_backward_peak_allocated_bytes",
-               times.backward_after_backward_peak_allocated_bytes}};
+  json out{{"first_forward_s", times.first_forward_s},
+           {"forward_s", times.forward_s},
+           {"backward_s", times.backward_s},
+           {"last_backward_s", times.last_backward_s},
+           {"tail_s", times.tail_s},
+           {"activation_bytes", times.activation_bytes},
+           {"base_peak_allocated_bytes", times.base_peak_allocated_bytes},
+           {"base_peak_reserved_bytes", times.base_peak_reserved_bytes},
+           {"accumulated_gradient_bytes", times.accumulated_gradient_bytes},
+           {"tail_peak_bytes", times.tail_peak_bytes},
+           {"persistent_bytes", times.persistent_bytes},
+           {"forward_after_backward_peak_allocated_bytes",
+            times.forward_after_backward_peak_allocated_bytes},
+           {"backward_after_backward_peak_allocated_bytes",
+            times.backward_after_backward_peak_allocated_bytes}};
+  // Since 2026-12-02, only where not 0 (a schedule written before reads and writes back as
+  // it was).
+  if (times.forward_after_backward_delay_s > 0) {
+    out["forward_after_backward_delay_s"] = times.forward_after_backward_delay_s;
+  }
+  if (times.backward_after_backward_delay_s > 0) {
+    out["backward_after_backward_delay_s"] = times.backward_after_backward_delay_s;
+  }
+  return out;
 }
 
 ChunkTimes chunk_times_from_json(const Fields& fields) {
@@ -608,6 +617,11 @@ ChunkTimes chunk_times_from_json(const Fields& fields) {
         std::pair{"backward_after_backward_peak_allocated_bytes",
                   &times.backward_after_backward_peak_allocated_bytes}}) {
     if (fields.has(key)) *bytes = fields.bytes(key);
+  }
+  for (const auto& [key, seconds] :
+       {std::pair{"forward_after_backward_delay_s", &times.forward_after_backward_delay_s},
+        std::pair{"backward_after_backward_delay_s", &times.backward_after_backward_delay_s}}) {
+    if (fields.has(key)) *seconds = fields.seconds(key);
   }
   // Since 2026-11-30 06:50 UTC; absent, the whole share of the base (so another chunk's
   // tail counts whole, as such a schedule was predicted).

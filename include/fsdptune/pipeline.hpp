@@ -56,6 +56,15 @@ struct ChunkTimes {
   std::int64_t persistent_bytes = 0;
   std::int64_t forward_after_backward_peak_allocated_bytes = 0;
   std::int64_t backward_after_backward_peak_allocated_bytes = 0;
+  // What those reduce-scatters cost the next action in time: a chunk re-gathered per
+  // microbatch (M > 1) leaves its last reduce-scatters running when its backward's compute
+  // ends, and the next action's first gathers queue behind them on a shared stream (or
+  // share the links). From the same action sequences: how much longer the F1 of F0 B0 F1
+  // takes, from B0's compute end, than forward_s, and the B1 of F0 F1 B0 B1 than
+  // backward_s. simulate_pipeline charges an action that follows such a backward on its
+  // rank the delay of that backward's chunk less the idle time between them. 0 otherwise.
+  double forward_after_backward_delay_s = 0;
+  double backward_after_backward_delay_s = 0;
   bool operator==(const ChunkTimes&) const = default;
 };
 

@@ -218,8 +218,11 @@ TEST_CASE("pipeline lower bound: never above the step of any enumerated plan",
                               simulate_pipeline(composed_spec(spec, options, fastest)).step_time_s);
       CHECK(bound_s > 0);
       CHECK(bound_s <= least_step_s * (1 + 1e-12));
-      // Not a trivial bound: within a factor 2 of the best enumerated step.
-      CHECK(bound_s >= 0.5 * least_step_s);
+      // Not a trivial bound: within a factor 2 of the best enumerated step (2.2 on the slow
+      // links, where the re-gathering options' reduce-scatters delay the next action's
+      // gathers, which the bound leaves out: 0.478 and 0.493 of the step since that
+      // delay is charged, 2026-12-02).
+      CHECK(bound_s >= (bytes_per_s < 0.1e9 ? 0.45 : 0.5) * least_step_s);
       if (bytes_per_s < 0.1e9) {
         // Slow links: the chunks' communication (part (b)) binds, above the schedule at
         // the least durations (part (a)).
