@@ -57,6 +57,20 @@ JobSpec tiny_accumulation(std::int64_t gpus, std::int64_t seq_len, std::int64_t 
   return normalize_job(builtin_model("tiny"), job);
 }
 
+// The sweep of tiny on 2 GPUs (one node) at 256 tokens, `global_batch` sequences, pp up to
+// `max_pp`, no AC and no float8: a handful of configurations.
+SweepOptions tiny_sweep_options(std::int64_t global_batch, std::int64_t max_pp) {
+  SweepOptions options;
+  options.gpus = 2;
+  options.gpus_per_node = 2;
+  options.global_batch_sequences = global_batch;
+  options.seq_len = 256;
+  options.max_pp = max_pp;
+  options.ac_modes = {ActivationCheckpointing::kNone};
+  options.try_float8 = false;
+  return options;
+}
+
 }  // namespace
 
 TEST_CASE("1F1B bubble fraction is (P-1)/(M+P-1) with free sends", "[pipeline]") {
@@ -783,14 +797,8 @@ TEST_CASE("tune_pipelined_job searches only the keep-gathered choices it is allo
 TEST_CASE("the sweep tries gradient accumulation without PP, as FSDP2 runs it",
           "[pipeline][sweep]") {
   const ModelSpec model = builtin_model("tiny");
-  SweepOptions options;
-  options.gpus = 2;
-  options.gpus_per_node = 2;
-  options.global_batch_sequences = 8;  // 4 per data-parallel rank without PP
-  options.seq_len = 256;
-  options.max_pp = 1;
-  options.ac_modes = {ActivationCheckpointing::kNone};
-  options.try_float8 = false;
+  // 8 sequences: 4 per data-parallel rank without PP.
+  const SweepOptions options = tiny_sweep_options(8, 1);
   std::vector<std::pair<std::int64_t, std::int64_t>> tp1;  // (b, M) on the tp 1 mesh
   for (const JobSpec& job : sweep_jobs(model, builtin_hardware("h100-sxm"), options)) {
     if (job.tp == 1) tp1.emplace_back(job.local_batch, job.microbatches);
@@ -810,14 +818,7 @@ TEST_CASE("the sweep tries gradient accumulation without PP, as FSDP2 runs it",
 
 TEST_CASE("the sweep tries each distinct split of the stages once", "[pipeline][sweep]") {
   const ModelSpec model = builtin_model("tiny");  // 4 blocks
-  SweepOptions options;
-  options.gpus = 2;
-  options.gpus_per_node = 2;
-  options.global_batch_sequences = 4;
-  options.seq_len = 256;
-  options.max_pp = 2;
-  options.ac_modes = {ActivationCheckpointing::kNone};
-  options.try_float8 = false;
+  SweepOptions options = tiny_sweep_options(4, 2);
   const auto splits = [&](std::int64_t try_weights) {
     options.try_pp_less_layers = try_weights;
     std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>> out;
