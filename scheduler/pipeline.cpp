@@ -11,8 +11,11 @@
 
 namespace fsdptune {
 
-std::vector<PipelineAction> pipeline_order(int stages, int virtual_stages, int microbatches,
-                                           PipelineSchedule schedule, int rank) {
+namespace {
+
+// One step's order (pipeline_order with steps 1).
+std::vector<PipelineAction> step_order(int stages, int virtual_stages, int microbatches,
+                                       PipelineSchedule schedule, int rank) {
   const int P = stages;
   const int V = virtual_stages;
   const int M = microbatches;
@@ -63,17 +66,37 @@ std::vector<PipelineAction> pipeline_order(int stages, int virtual_stages, int m
   return order;
 }
 
+}  // namespace
+
+std::vector<PipelineAction> pipeline_order(int stages, int virtual_stages, int microbatches,
+                                           PipelineSchedule schedule, int rank, int steps) {
+  std::vector<PipelineAction> order =
+      step_order(stages, virtual_stages, microbatches, schedule, rank);
+  const std::size_t per_step = order.size();
+  order.reserve(per_step * static_cast<std::size_t>(std::max(1, steps)));
+  for (int g = 1; g < steps; ++g) {
+    for (std::size_t k = 0; k < per_step; ++k) {
+      PipelineAction action = order[k];
+      action.microbatch += g * microbatches;
+      order.push_back(action);
+    }
+  }
+  return order;
+}
+
 PipelineResult simulate_pipeline(const PipelineSpec& spec) {
   const int P = spec.stages;
   const int C = spec.stages * spec.virtual_stages;
   const int M = spec.microbatches;
-  FSDPTUNE_CHECK(P >= 1 && M >= 1 && static_cast<int>(spec.chunks.size()) == C,
+  const int G = spec.steps;
+  FSDPTUNE_CHECK(P >= 1 && M >= 1 && G >= 1 && static_cast<int>(spec.chunks.size()) == C,
                  "simulate_pipeline: one ChunkTimes per chunk");
   constexpr double kPending = -1;
-  // End times of every action, by (chunk, microbatch): -1 until it has run.
-  std::vector<double> forward_end(static_cast<std::size_t>(C) * M, kPending);
-  std::vector<double> backward_end(static_cast<std::size_t>(C) * M, kPending);
-  auto at = [&](int chunk, int m) { return static_cast<std::size_t>(chunk) * M + m; };
+  // End times of every action, by (chunk, microbatch of all steps): -1 until it has run.
+  const int total = M * G;
+  std::vector<double> forward_end(static_cast<std::size_t>(C) * total, kPending);
+  std::vector<double> backward_end(static_cast<std::size_t>(C) * total, kPending);
+  auto at = [&](int chunk, int m) { return static_cast<std::size_t>(chunk) * total + m; };
 
   PipelineResult result;
   result.stages.resize(P);
@@ -84,11 +107,13 @@ PipelineResult simulate_pipeline(const PipelineSpec& spec) {
   std::vector<int> backward_before(P, -1);
   for (int r = 0; r < P; ++r) {
     result.stages[r].rank = r;
-    result.stages[r].actions = pipeline_order(P, spec.virtual_stages, M, spec.schedule, r);
+    result.stages[r].actions = pipeline_order(P, spec.virtual_stages, M, spec.schedule, r, G);
   }
+  // The step of each rank's last action run (a new step waits for the last one's tails).
+  std::vector<int> step_of(P, 0);
   // Sends cross ranks unless both chunks are on the same one (P == 1).
   const double send_s = P > 1 ? spec.send_s : 0.0;
-  std::size_t remaining = static_cast<std::size_t>(2) * C * M;
+  std::size_t remaining = static_cast<std::size_t>(2) * C * total;
   while (remaining > 0) {
     bool progressed = false;
     for (int r = 0; r < P; ++r) {
@@ -113,11 +138,22 @@ PipelineResult simulate_pipeline(const PipelineSpec& spec) {
             ready = std::max(ready, backward_end[at(c + 1, m)] + send_s);
           }
         }
+        if (m / M != step_of[r]) {
+          // A new step: the rank's chunks' reduce-scatters of the last one are done.
+          const int last = step_of[r] * M + M - 1;
+          for (int own = r; own < C; own += P) {
+            const ChunkTimes& chunk = spec.chunks[own];
+            free_at[r] = std::max(free_at[r],
+                                  backward_end[at(own, last)] + chunk.tail_s - chunk.optimizer_s);
+          }
+          step_of[r] = m / M;
+          backward_before[r] = -1;
+        }
         double duration = 0;
         if (!action.backward) {
-          duration = m == 0 ? times.first_forward_s : times.forward_s;
+          duration = m % M == 0 ? times.first_forward_s : times.forward_s;
         } else {
-          duration = m == M - 1 ? times.last_backward_s : times.backward_s;
+          duration = m % M == M - 1 ? times.last_backward_s : times.backward_s;
         }
         action.start_s = std::max(ready, free_at[r]);
         if (backward_before[r] >= 0) {
@@ -151,7 +187,7 @@ PipelineResult simulate_pipeline(const PipelineSpec& spec) {
     std::int64_t base_allocated = 0, base_reserved = 0;
     for (int c = stage.rank; c < C; c += P) {
       const ChunkTimes& times = spec.chunks[c];
-      stage.end_s = std::max(stage.end_s, backward_end[at(c, M - 1)] + times.tail_s);
+      stage.end_s = std::max(stage.end_s, backward_end[at(c, total - 1)] + times.tail_s);
       // Everything of the chunk's own peak but its one microbatch of activations, plus
       // the gradients it accumulates (upper estimate: the single-microbatch peak may
       // already hold some of them).
@@ -280,6 +316,16 @@ ChunkTimes chunk_times_with(const Workload& chunk, const Program& program, const
   times.first_forward_s = forward_end;
   times.last_backward_s = backward_end - forward_end;
   times.tail_s = result.step_time_s - backward_end;
+  if (job.pipeline_steps > 1) {
+    // What of the tail follows the reduce-scatters (and every other task): the optimizer.
+    double before_optimizer = backward_end;
+    for (const Task& task : program.tasks) {
+      if (task.kind != TaskKind::kOptimizer) {
+        before_optimizer = std::max(before_optimizer, result.timings[task.id].end_s);
+      }
+    }
+    times.optimizer_s = std::clamp(result.step_time_s - before_optimizer, 0.0, times.tail_s);
+  }
   for (std::size_t u = 0; u < chunk.units.size(); ++u) {
     const Unit& unit = chunk.units[u];
     times.activation_bytes += unit.saved_activation_bytes;
@@ -529,6 +575,7 @@ PipelineSimulation simulate_pipelined_programs(const Workload& workload,
   sim.spec.stages = static_cast<int>(job.pp);
   sim.spec.virtual_stages = static_cast<int>(job.virtual_stages);
   sim.spec.microbatches = static_cast<int>(job.microbatches);
+  sim.spec.steps = static_cast<int>(job.pipeline_steps);
   sim.spec.schedule = job.pp_schedule;
   SimOptions chunk_options = options;
   chunk_options.record_timings = true;

@@ -42,6 +42,7 @@ ChunkTimes chunk_time_lower_bounds(const ComputeCosts& compute, const Program& p
   times.forward_s = forward_s;
   times.backward_s = times.last_backward_s = backward_s;
   times.tail_s = first_reduce_s + compute.optimizer_s;
+  times.optimizer_s = compute.optimizer_s;  // what a step of several leaves out (steps > 1)
   return times;
 }
 
@@ -72,6 +73,7 @@ double pipeline_step_lower_bound(const Workload& workload,
   spec.stages = static_cast<int>(job.pp);
   spec.virtual_stages = static_cast<int>(job.virtual_stages);
   spec.microbatches = static_cast<int>(job.microbatches);
+  spec.steps = static_cast<int>(job.pipeline_steps);
   spec.schedule = job.pp_schedule;
   spec.send_s = pipeline_send_seconds(workload, costs);
   for (std::size_t c = 0; c < chunk_compute.size(); ++c) {
@@ -82,8 +84,8 @@ double pipeline_step_lower_bound(const Workload& workload,
   const PipelineResult least = simulate_pipeline(spec);
   double bound_s = least.step_time_s;
   // (b) Per chunk: its first forward's earliest start, its one-microbatch step bound, the
-  // other microbatches' compute.
-  const double later = static_cast<double>(spec.microbatches - 1);
+  // other microbatches' compute (of every pipeline step).
+  const double later = static_cast<double>(spec.microbatches * spec.steps - 1);
   for (const StageResult& stage : least.stages) {
     for (const PipelineAction& action : stage.actions) {
       if (action.backward || action.microbatch != 0) continue;
@@ -140,6 +142,7 @@ std::vector<PipelineComposition> pipeline_compositions(
   const int P = spec.stages;
   const int C = spec.stages * spec.virtual_stages;
   const double later = static_cast<double>(spec.microbatches - 1);
+  const double steps = static_cast<double>(spec.steps);
   FSDPTUNE_CHECK(static_cast<int>(options.size()) == C, "pipeline_compositions: options per chunk");
   std::vector<std::int64_t> activation_bytes;
   for (const std::vector<ChunkTimes>& chunk : options) {
@@ -173,11 +176,14 @@ std::vector<PipelineComposition> pipeline_compositions(
         for (std::size_t o = 0; o < options[c].size(); ++o) {
           const ChunkTimes& times = options[c][o];
           RankCombination next = partial;
-          // Each later microbatch's forward follows a backward in 1F1B's steady state.
-          next.busy_s +=
-              times.first_forward_s +
-              later * (times.forward_s + times.backward_s + times.forward_after_backward_delay_s) +
-              times.last_backward_s + times.tail_s;
+          // Each later microbatch's forward follows a backward in 1F1B's steady state;
+          // every pipeline step runs them all and its reduce-scatters, the last the
+          // optimizer too.
+          next.busy_s += steps * (times.first_forward_s +
+                                  later * (times.forward_s + times.backward_s +
+                                           times.forward_after_backward_delay_s) +
+                                  times.last_backward_s + times.tail_s - times.optimizer_s) +
+                         times.optimizer_s;
           next.base_bytes +=
               chunk_base_reserved_bytes(times, spec.allocator_fragmentation) +
               transient_reserved_bytes(times.activation_bytes, spec.allocator_fragmentation) -

@@ -174,6 +174,7 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
   spec.stages = P;
   spec.virtual_stages = V;
   spec.microbatches = M;
+  spec.steps = static_cast<int>(job.pipeline_steps);
   spec.schedule = job.pp_schedule;
   spec.send_s = pipeline_send_seconds(workload, costs);
   std::vector<std::vector<ChunkTimes>> options_times(C);

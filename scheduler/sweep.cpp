@@ -254,7 +254,7 @@ std::vector<SweepCandidate> evaluate_plannings(const ModelSpec& model, const Job
   const double model_flops =
       (unit_flops(embedding) + static_cast<double>(layers) * unit_flops(block) +
        unit_flops(output)) *
-      static_cast<double>(job.microbatches);
+      static_cast<double>(job.microbatches * job.pipeline_steps);
   const double send_s = pipeline_send_seconds(mini, costs);
   SimOptions options;
   options.record_timeline = false;
@@ -266,6 +266,7 @@ std::vector<SweepCandidate> evaluate_plannings(const ModelSpec& model, const Job
     sim.spec.stages = static_cast<int>(job.pp);
     sim.spec.virtual_stages = static_cast<int>(job.virtual_stages);
     sim.spec.microbatches = static_cast<int>(job.microbatches);
+    sim.spec.steps = static_cast<int>(job.pipeline_steps);
     sim.spec.schedule = job.pp_schedule;
     std::vector<ChunkTimes> times;
     for (Distinct& chunk : distinct) {

@@ -147,6 +147,7 @@ std::string job_where(const std::string& flag, const std::string& source) {
       {"--cp", "cp"},
       {"--pp", "pp"},
       {"--microbatches", "microbatches"},
+      {"--pipeline-steps", "pipeline_steps"},
       {"--virtual-stages", "virtual_stages"},
       {"--pp-first-stage-less-layers", "pp_first_stage_less_layers"},
       {"--pp-last-stage-less-layers", "pp_last_stage_less_layers"},
@@ -259,6 +260,7 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& so
   require_positive(job.dp_replicate, at("--dp-replicate"));
   require_positive(job.pp, at("--pp"));
   require_positive(job.microbatches, at("--microbatches"));
+  require_positive(job.pipeline_steps, at("--pipeline-steps"));
   require_positive(job.virtual_stages, at("--virtual-stages"));
   require_positive(job.local_batch, at("--batch"));
   require_positive(job.seq_len, at("--seq"));
@@ -269,6 +271,20 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& so
   require_at_most(job.gpus_per_node, kMaxJobGpus, at("--gpus-per-node"));
   require_at_most(job.cp, kMaxJobGpus, at("--cp"));
   require_at_most(job.microbatches, kMaxJobMicrobatches, at("--microbatches"));
+  require_at_most(job.pipeline_steps, kMaxJobMicrobatches, at("--pipeline-steps"));
+  if (job.microbatches * job.pipeline_steps > kMaxJobMicrobatches) {
+    throw_bad_input(at("--pipeline-steps"),
+                    fmt::format("{} pipeline steps of {} microbatches are more than fsdptune "
+                                "simulates (at most {} microbatches per optimizer step)",
+                                job.pipeline_steps, job.microbatches, kMaxJobMicrobatches));
+  }
+  if (job.pipeline_steps > 1 && job.pp == 1) {
+    throw_bad_input(
+        at("--pipeline-steps"),
+        fmt::format("{} pipeline steps without pipeline parallelism (pp 1)", job.pipeline_steps),
+        "without PP, gradient accumulation is --microbatches (each microbatch a "
+        "whole FSDP forward and backward)");
+  }
   require_at_most(job.virtual_stages, kMaxModelLayers, at("--virtual-stages"));
   require_at_most(job.local_batch, kMaxJobMicrobatchTokens, at("--batch"));
   require_at_most(job.seq_len, kMaxJobMicrobatchTokens, at("--seq"));
@@ -361,6 +377,12 @@ std::string dp_shard_text(std::int64_t dp_shard, std::int64_t cp) {
   return cp == 1 ? std::to_string(dp_shard) : fmt::format("{} (cp {})", dp_shard, cp);
 }
 
+std::string microbatches_text(const JobSpec& job) {
+  std::string text = fmt::format("{} microbatches", job.microbatches);
+  if (job.pipeline_steps > 1) text += fmt::format(" x {} pipeline steps", job.pipeline_steps);
+  return text;
+}
+
 std::int64_t data_parallel_degree(const JobSpec& job) {
   return job.dp_replicate * job.dp_shard / job.cp;
 }
@@ -410,6 +432,8 @@ nlohmann::json job_to_json(const JobSpec& job) {
   if (!job.pp_chunk_blocks.empty()) json["pp_chunk_blocks"] = job.pp_chunk_blocks;
   // Only with context parallelism: files without it keep their text and schedule_hash.
   if (job.cp != 1) json["cp"] = job.cp;
+  // Only with gradient accumulation over pipeline steps, likewise.
+  if (job.pipeline_steps != 1) json["pipeline_steps"] = job.pipeline_steps;
   // Only an eager job: a file without the field (every file written before it) is the
   // compiled job it meant, and keeps its text and schedule_hash.
   if (job.execution != Execution::kCompiled) json["execution"] = to_string(job.execution);
@@ -428,6 +452,7 @@ JobSpec job_from_json(const nlohmann::json& json, const std::string& source) {
                                               "cp",
                                               "pp",
                                               "microbatches",
+                                              "pipeline_steps",
                                               "virtual_stages",
                                               "pp_schedule",
                                               "local_batch",
@@ -480,6 +505,7 @@ JobSpec job_from_json(const nlohmann::json& json, const std::string& source) {
   integer("cp", job.cp);
   integer("pp", job.pp);
   integer("microbatches", job.microbatches);
+  integer("pipeline_steps", job.pipeline_steps);
   integer("virtual_stages", job.virtual_stages);
   // Absent from a job of more than one chunk: the even split of the blocks alone, which
   // files written before these fields (2026-12-02) meant.

@@ -118,6 +118,8 @@ nlohmann::json measured_to_json(const MeasuredResult& measured) {
                         {"schedule", pipeline.schedule},
                         {"message_bytes", pipeline.message_bytes},
                         {"stages", stages}};
+    // Only with several pipeline steps: files written before the field keep their text.
+    if (pipeline.pipeline_steps != 1) json["pipeline"]["pipeline_steps"] = pipeline.pipeline_steps;
   }
   return json;
 }
@@ -234,12 +236,15 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
     if (!pipeline_json.is_object()) throw_bad_input(where, "expected an object");
     MeasuredPipeline pipeline;
     pipeline.microbatches = integer(pipeline_json, "microbatches", where);
+    if (pipeline_json.contains("pipeline_steps")) {
+      pipeline.pipeline_steps = integer(pipeline_json, "pipeline_steps", where);
+    }
     pipeline.virtual_stages = integer(pipeline_json, "virtual_stages", where);
     pipeline.schedule = text(pipeline_json, "schedule", where);
     (void)pipeline_schedule_from_string(pipeline.schedule, where + ": schedule");
     pipeline.message_bytes = bytes(pipeline_json, "message_bytes", where);
-    if (pipeline.microbatches < 1 || pipeline.virtual_stages < 1) {
-      throw_bad_input(where, "microbatches and virtual_stages must be at least 1");
+    if (pipeline.microbatches < 1 || pipeline.virtual_stages < 1 || pipeline.pipeline_steps < 1) {
+      throw_bad_input(where, "microbatches, pipeline_steps and virtual_stages must be at least 1");
     }
     const auto& stages = field(pipeline_json, "stages", where);
     if (!stages.is_array() || static_cast<std::int64_t>(stages.size()) != measured.pp) {

@@ -87,11 +87,15 @@ bool baseline_keep_gathered(KeepGatheredChoice choice, const JobSpec& job) {
 std::int64_t tail_overlap_bytes(const PipelineSpec& spec, const PipelineAction& previous,
                                 const PipelineAction& action) {
   if (!previous.backward) return 0;
+  // The first action of a pipeline step starts once the last step's reduce-scatters are
+  // done (PipelineSpec::steps).
+  const int M = spec.microbatches;
+  if (action.microbatch / M != previous.microbatch / M) return 0;
   const ChunkTimes& before = spec.chunks.at(static_cast<std::size_t>(previous.chunk));
   // A chunk that accumulates its gradients (kept gathered, M > 1) reduce-scatters in its
-  // last backward only; every other backward runs its chunk's whole backward phase.
-  const bool reduces =
-      before.accumulated_gradient_bytes == 0 || previous.microbatch == spec.microbatches - 1;
+  // last backward (of each step) only; every other backward runs its chunk's whole
+  // backward phase.
+  const bool reduces = before.accumulated_gradient_bytes == 0 || previous.microbatch % M == M - 1;
   // The reduce-scatters run on for at most the chunk's tail (its exposed reduce-scatters
   // and optimizer in the one-microbatch Program) after the backward's last compute task.
   if (!reduces || before.tail_peak_bytes <= 0 || action.start_s >= previous.end_s + before.tail_s) {

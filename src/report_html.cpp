@@ -1079,9 +1079,9 @@ std::string stages_table(const ScheduleFile& file) {
   const Workload workload =
       pipeline.chunks.empty() ? Workload{} : build_workload(file.model, file.job);
   std::string out = fmt::format(
-      "<p class=\"meta\">{} stages, {} microbatches, {}. The trace of this step: "
+      "<p class=\"meta\">{} stages, {}, {}. The trace of this step: "
       "<code>fsdptune simulate ... --plan FILE --trace trace.json</code>.</p>\n",
-      file.job.pp, file.job.microbatches,
+      file.job.pp, microbatches_text(file.job),
       // pp = 1: gradient accumulation, no pipeline schedule, nothing sent.
       file.job.pp > 1 ? fmt::format("{}: bubble {}, send {} per microbatch between stages",
                                     escape_xml(to_string(file.job.pp_schedule)),

@@ -595,6 +595,8 @@ json chunk_times_to_json(const ChunkTimes& times) {
   if (times.backward_after_backward_delay_s > 0) {
     out["backward_after_backward_delay_s"] = times.backward_after_backward_delay_s;
   }
+  // Likewise, set only for a job of several pipeline steps (since 2026-12-02 12:00 UTC).
+  if (times.optimizer_s > 0) out["optimizer_s"] = times.optimizer_s;
   return out;
 }
 
@@ -620,7 +622,8 @@ ChunkTimes chunk_times_from_json(const Fields& fields) {
   }
   for (const auto& [key, seconds] :
        {std::pair{"forward_after_backward_delay_s", &times.forward_after_backward_delay_s},
-        std::pair{"backward_after_backward_delay_s", &times.backward_after_backward_delay_s}}) {
+        std::pair{"backward_after_backward_delay_s", &times.backward_after_backward_delay_s},
+        std::pair{"optimizer_s", &times.optimizer_s}}) {
     if (fields.has(key)) *seconds = fields.seconds(key);
   }
   // Since 2026-11-30 06:50 UTC; absent, the whole share of the base (so another chunk's
@@ -725,18 +728,23 @@ SchedulePipeline pipeline_from_json(const Fields& fields) {
 }
 
 // A stage's stored actions (when there are any) are the forward and the backward of
-// every microbatch of every chunk on its rank, once each, each ending after it starts:
-// what the report draws. Their order is pipeline_order's (the scheduler's: not checked
-// in the core).
+// every microbatch (of every pipeline step) of every chunk on its rank, once each, each
+// ending after it starts: what the report draws. Their order is pipeline_order's (the scheduler's:
+// not checked in the core).
 void check_stage_actions(const ScheduleStage& stage, const JobSpec& job, const std::string& where) {
   if (stage.actions.empty()) return;
   const std::int64_t chunks = job.pp * job.virtual_stages;
-  const std::int64_t expected = 2 * job.virtual_stages * job.microbatches;
+  const std::int64_t microbatches = job.microbatches * job.pipeline_steps;  // of all steps
+  const std::int64_t expected = 2 * job.virtual_stages * microbatches;
   if (static_cast<std::int64_t>(stage.actions.size()) != expected) {
     throw_bad_input(
         where,
-        fmt::format("{} actions, but 2 x virtual_stages {} x microbatches {} makes {}",
-                    stage.actions.size(), job.virtual_stages, job.microbatches, expected),
+        fmt::format(
+            "{} actions, but 2 x virtual_stages {} x microbatches {}{} "
+            "makes {}",
+            stage.actions.size(), job.virtual_stages, job.microbatches,
+            job.pipeline_steps > 1 ? fmt::format(" x pipeline_steps {}", job.pipeline_steps) : "",
+            expected),
         "was this schedule made for another job?");
   }
   // (chunk's place on its rank, microbatch, backward) already seen: one per action.
@@ -748,17 +756,16 @@ void check_stage_actions(const ScheduleStage& stage, const JobSpec& job, const s
       throw_bad_input(at + ".chunk",
                       fmt::format("chunk {} does not run on rank {}", action.chunk, stage.rank));
     }
-    if (action.microbatch >= job.microbatches) {
+    if (action.microbatch >= microbatches) {
       throw_bad_input(at + ".microbatch", fmt::format("is {}, but there are {} microbatches",
-                                                      action.microbatch, job.microbatches));
+                                                      action.microbatch, microbatches));
     }
     if (!(action.start_s >= 0 && action.end_s >= action.start_s) || !std::isfinite(action.end_s)) {
       throw_bad_input(at, fmt::format("start_s {} and end_s {}: expected 0 <= start_s <= end_s",
                                       action.start_s, action.end_s));
     }
     const std::size_t slot = static_cast<std::size_t>(
-        (action.chunk / job.pp * job.microbatches + action.microbatch) * 2 +
-        (action.backward ? 1 : 0));
+        (action.chunk / job.pp * microbatches + action.microbatch) * 2 + (action.backward ? 1 : 0));
     if (seen[slot]) {
       throw_bad_input(at, fmt::format("the {} of chunk {} microbatch {} a second time",
                                       action.backward ? "backward" : "forward", action.chunk,
@@ -1093,7 +1100,9 @@ PlanSummary pipeline_summary(const PipelineSimulation& sim, const std::string& p
     summary.peak_reserved_bytes = std::max(summary.peak_reserved_bytes, stage.peak_reserved_bytes);
   }
   const int stages = std::max(1, sim.spec.stages);
-  const auto microbatches = static_cast<double>(std::max(1, sim.spec.microbatches));
+  const auto steps = static_cast<double>(std::max(1, sim.spec.steps));
+  // Of every pipeline step.
+  const double microbatches = static_cast<double>(std::max(1, sim.spec.microbatches)) * steps;
   const std::size_t chunks = sim.chunk_results.size();
   FSDPTUNE_CHECK(sim.chunk_programs.size() == chunks && sim.chunk_keep_gathered.size() == chunks &&
                      sim.spec.chunks.size() == chunks,
@@ -1102,8 +1111,9 @@ PlanSummary pipeline_summary(const PipelineSimulation& sim, const std::string& p
     // The slowest rank, from its chunks' single-microbatch simulations: each microbatch
     // runs a chunk's compute (the optimizer once per step); a chunk that re-gathers per
     // microbatch pays its exposed collectives M times, one that keeps its parameters
-    // gathered once (the gathers before microbatch 0, the reduce-scatters after the last:
-    // ChunkTimes). The rest of the step is idle: the bubble, the sends, waiting.
+    // gathered once per pipeline step (the gathers before its microbatch 0, the
+    // reduce-scatters after its last: ChunkTimes). The rest of the step is idle: the
+    // bubble, the sends, waiting.
     for (std::size_t c = 0; c < chunks; ++c) {
       if (static_cast<int>(c) % stages != slowest->rank) continue;
       const SimResult& chunk = sim.chunk_results[c];
@@ -1111,7 +1121,7 @@ PlanSummary pipeline_summary(const PipelineSimulation& sim, const std::string& p
       for (const Task& task : sim.chunk_programs[c].tasks) {
         if (task.kind == TaskKind::kOptimizer) optimizer_s += task.duration_s;
       }
-      const double runs = sim.chunk_keep_gathered[c] ? 1.0 : microbatches;
+      const double runs = sim.chunk_keep_gathered[c] ? steps : microbatches;
       summary.compute_s += (chunk.compute_s - optimizer_s) * microbatches + optimizer_s;
       summary.comm_s += chunk.comm_s * runs;
       summary.exposed_comm_s += chunk.exposed_comm_s * runs;

@@ -721,7 +721,8 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
 
   // Overrides that split the local batch are checked before they divide it.
   for (const auto& [flag, value] :
-       {std::pair{"--batch", o.local_batch}, std::pair{"--microbatches", o.microbatches}}) {
+       {std::pair{"--batch", o.local_batch}, std::pair{"--microbatches", o.microbatches},
+        std::pair{"--pipeline-steps", o.pipeline_steps}}) {
     if (value && *value < 1) throw_bad_input(flag, fmt::format("must be > 0, got {}", *value));
   }
   JobSpec job;
@@ -760,6 +761,7 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
     job.local_batch = o.local_batch.value_or(local);
     job.microbatches = o.microbatches.value_or(1);
   }
+  job.pipeline_steps = o.pipeline_steps.value_or(1);
   if (c.global_batch_size > 0) {
     // What one step of the local batch runs over all data-parallel ranks; a global batch
     // of several such steps is torchtitan's gradient accumulation (train_step's loop over
@@ -790,22 +792,28 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
         job.microbatches = static_cast<std::int64_t>(global / local_step);
       }
       const double step = local_step * static_cast<double>(job.microbatches);
-      if (global != step) {
-        if (job.pp > 1 && std::fmod(global, step) == 0) {
-          not_modelled(c.global_batch_size_where,
-                       fmt::format("gradient accumulation over pipeline steps (a global batch "
-                                   "of {} sequences runs the pipeline schedule {:.0f} times "
-                                   "per optimizer step)",
-                                   c.global_batch_size, global / step),
-                       "set global_batch_size = -1 (or raise the microbatches per step, "
-                       "local_batch_size) to simulate one pipeline step");
+      if (job.pp > 1 && !o.pipeline_steps && std::fmod(global, step) == 0 &&
+          global / step <= static_cast<double>(kMaxJobMicrobatches)) {
+        // torchtitan's gradient accumulation under PP: train_step runs the pipeline
+        // schedule once per local batch (its microbatches), G times per optimizer step.
+        job.pipeline_steps = static_cast<std::int64_t>(global / step);
+      }
+      const double steps = static_cast<double>(job.pipeline_steps);
+      if (global != step * steps) {
+        if (job.pp > 1 && std::fmod(global, step) == 0 && !o.pipeline_steps) {
+          throw_bad_input(c.global_batch_size_where,
+                          fmt::format("{} sequences make {:.0f} pipeline steps, more than "
+                                      "fsdptune models ({})",
+                                      c.global_batch_size, global / step, kMaxJobMicrobatches));
         }
-        throw_bad_input(
-            c.global_batch_size_where,
-            fmt::format("a global batch of {} sequences where the local batch over "
-                        "the data-parallel ranks runs {:.0f} per step{}",
-                        c.global_batch_size, step, o.microbatches ? " (--microbatches)" : ""),
-            "set global_batch_size = -1, or a multiple of that");
+        throw_bad_input(c.global_batch_size_where,
+                        fmt::format("a global batch of {} sequences where the local batch over "
+                                    "the data-parallel ranks runs {:.0f} per step{}",
+                                    c.global_batch_size, step * steps,
+                                    o.microbatches     ? " (--microbatches)"
+                                    : o.pipeline_steps ? " (--pipeline-steps)"
+                                                       : ""),
+                        "set global_batch_size = -1, or a multiple of that");
       }
     }
   }
@@ -868,6 +876,7 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
         {"--microbatches", field(o.microbatches.has_value(), job.pp == 1 && c.global_batch_size > 0
                                                                  ? c.global_batch_size_where
                                                                  : c.local_batch_size_where)},
+        {"--pipeline-steps", field(o.pipeline_steps.has_value(), c.global_batch_size_where)},
         {"--virtual-stages", field(o.virtual_stages.has_value(), c.pp_layers_per_stage_where)},
         {"--pp-first-stage-less-layers",
          field(o.pp_first_stage_less_layers.has_value(), c.pp_first_stage_less_layers_where)},
@@ -954,22 +963,31 @@ std::string torchtitan_config_toml(const std::string& model_name, const ModelSpe
   }
   if (job.float8) text += "converters = [\"float8\"]\n";
 
-  // Under PP the local batch holds a step's microbatches; without, the microbatches are
+  // Under PP the local batch holds a step's microbatches (and a global batch of several
+  // such steps runs the pipeline schedule that many times); without, the microbatches are
   // torchtitan's gradient accumulation: a global batch of that many local steps.
   const bool accumulating = job.pp == 1 && job.microbatches > 1;
+  std::string global_batch;
+  if (accumulating) {
+    global_batch = fmt::format(
+        "global_batch_size = {}\n"
+        "# {} gradient accumulation steps: torchtitan's loop gathers and reduce-scatters\n"
+        "# in each (FSDP2's default). A plan that keeps the parameters gathered across\n"
+        "# them (keep_gathered) also needs set_requires_gradient_sync(False) and\n"
+        "# set_reshard_after_backward(False) on the model before all but the last.\n",
+        job.local_batch * job.microbatches * data_parallel_degree(job), job.microbatches);
+  } else if (job.pipeline_steps > 1) {
+    global_batch = fmt::format(
+        "global_batch_size = {}\n"
+        "# {} gradient accumulation steps: the pipeline schedule runs {} times per optimizer\n"
+        "# step, each a whole pipeline of {} microbatches.\n",
+        job.local_batch * job.microbatches * data_parallel_degree(job) * job.pipeline_steps,
+        job.pipeline_steps, job.pipeline_steps, job.microbatches);
+  }
   text += fmt::format(
       "\n[training]\nlocal_batch_size = {}\n{}seq_len = {}\nmixed_precision_param = \"{}\"\n"
       "mixed_precision_reduce = \"{}\"\n",
-      accumulating ? job.local_batch : job.local_batch * job.microbatches,
-      accumulating
-          ? fmt::format(
-                "global_batch_size = {}\n"
-                "# {} gradient accumulation steps: torchtitan's loop gathers and reduce-scatters\n"
-                "# in each (FSDP2's default). A plan that keeps the parameters gathered across\n"
-                "# them (keep_gathered) also needs set_requires_gradient_sync(False) and\n"
-                "# set_reshard_after_backward(False) on the model before all but the last.\n",
-                job.local_batch * job.microbatches * data_parallel_degree(job), job.microbatches)
-          : std::string(),
+      accumulating ? job.local_batch : job.local_batch * job.microbatches, global_batch,
       job.seq_len, name_in(kTorchDtypes, job.param_dtype), name_in(kTorchDtypes, job.reduce_dtype));
   // Compiled blocks (torchtitan compiles the model component); an eager job leaves
   // [compile] out, torchtitan's default being off.

@@ -125,6 +125,7 @@ nlohmann::json pipeline_chrome_trace(const PipelineSimulation& sim, const std::s
   const int P = sim.spec.stages;
   const int C = static_cast<int>(sim.chunk_programs.size());
   const int M = sim.spec.microbatches;
+  const int G = sim.spec.steps;
   FSDPTUNE_CHECK(sim.chunk_results.size() == sim.chunk_programs.size() &&
                      static_cast<int>(sim.result.stages.size()) == P,
                  "pipeline_chrome_trace: a simulation of every chunk and stage");
@@ -234,8 +235,10 @@ nlohmann::json pipeline_chrome_trace(const PipelineSimulation& sim, const std::s
       };
       // The Program's tasks of one phase, at their simulated times shifted to `origin_s`
       // (where the phase starts in the Program) -> `start_s`.
-      auto emit_phase = [&](Phase wanted, double origin_s, double start_s) {
+      // Without `optimizer`, its tasks are left out (a pipeline step before the last).
+      auto emit_phase = [&](Phase wanted, double origin_s, double start_s, bool optimizer = true) {
         for (const Task& task : program.tasks) {
+          if (!optimizer && task.kind == TaskKind::kOptimizer) continue;
           const TaskTiming& timing = result.timings[task.id];
           if (phase_of(task, timing, phase.forward_end_s, phase.backward_end_s) != wanted) {
             continue;
@@ -258,31 +261,36 @@ nlohmann::json pipeline_chrome_trace(const PipelineSimulation& sim, const std::s
         }
       };
       if (!action.backward) {
-        if (m == 0 || !keep) {
+        if (m % M == 0 || !keep) {
           emit_phase(Phase::kForward, 0, action.start_s);
         } else {
           emit_compute(false);
         }
         if (c + 1 < C && P > 1) send("activations", c + 1);
       } else {
-        if (m == M - 1 || !keep) {
+        if (m % M == M - 1 || !keep) {
           emit_phase(Phase::kBackward, phase.forward_end_s, action.start_s);
         } else {
           emit_compute(true);
         }
-        // The exposed reduce-scatters and the optimizer, once, after the last backward.
-        if (m == M - 1) emit_phase(Phase::kTail, phase.backward_end_s, action.end_s);
+        // The exposed reduce-scatters after each pipeline step's last backward, the
+        // optimizer once, after the last step's.
+        if (m % M == M - 1) {
+          emit_phase(Phase::kTail, phase.backward_end_s, action.end_s, m == M * G - 1);
+        }
         if (c > 0 && P > 1) send("gradients", c - 1);
       }
     }
   }
-  return {{"traceEvents", events},
-          {"displayTimeUnit", "ms"},
-          {"otherData",
-           {{"step_time_s", sim.result.step_time_s},
-            {"bubble_fraction", sim.result.bubble_fraction},
-            {"stages", P},
-            {"microbatches", M}}}};
+  json trace = {{"traceEvents", events},
+                {"displayTimeUnit", "ms"},
+                {"otherData",
+                 {{"step_time_s", sim.result.step_time_s},
+                  {"bubble_fraction", sim.result.bubble_fraction},
+                  {"stages", P},
+                  {"microbatches", M}}}};
+  if (G > 1) trace["otherData"]["pipeline_steps"] = G;
+  return trace;
 }
 
 }  // namespace fsdptune

@@ -676,11 +676,11 @@ double Workload::model_flops_per_step() const {
     for (const Op& op : unit.forward_ops) total += op.flops;
     for (const Op& op : unit.backward_ops) total += op.flops;
   }
-  return total * static_cast<double>(job.microbatches);
+  return total * static_cast<double>(job.microbatches * job.pipeline_steps);
 }
 
 std::int64_t Workload::tokens_per_step() const {
-  return job.local_batch * job.seq_len / job.cp * job.microbatches;
+  return job.local_batch * job.seq_len / job.cp * job.microbatches * job.pipeline_steps;
 }
 
 RmsnormTraffic rmsnorm_traffic(std::int64_t activation_bytes, bool unfused, bool backward) {

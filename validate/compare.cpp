@@ -82,6 +82,7 @@ Comparison compare(const ScheduleFile& schedule, const MeasuredResult& measured,
   comparison.world_size = measured.world_size;
   comparison.pp = measured.pp;
   comparison.microbatches = std::max<std::int64_t>(1, schedule.job.microbatches);
+  comparison.pipeline_steps = std::max<std::int64_t>(1, schedule.job.pipeline_steps);
   comparison.dp_replicate = measured.dp_replicate;
   comparison.dp_shard = measured.shard_ranks();
   comparison.tp = measured.tp;
@@ -182,6 +183,8 @@ nlohmann::json comparison_to_json(const Comparison& comparison) {
                          {"stages", stages}};
   // Only under context parallelism: comparisons without it keep their text.
   if (comparison.cp != 1) json["mesh"]["cp"] = comparison.cp;
+  // Likewise only with several pipeline steps.
+  if (comparison.pipeline_steps != 1) json["pipeline_steps"] = comparison.pipeline_steps;
   return json;
 }
 
@@ -208,7 +211,8 @@ void print_comparison(std::ostream& out, const Comparison& c) {
              format_bytes(static_cast<std::int64_t>(c.peak_allocated_bytes.measured)),
              percent(c.peak_allocated_bytes.relative_error));
   if (!c.stages.empty()) {
-    fmt::print(out, "\npipeline: {} stages, {} microbatches\n", c.pp, c.microbatches);
+    fmt::print(out, "\npipeline: {} stages, {} microbatches{}\n", c.pp, c.microbatches,
+               c.pipeline_steps > 1 ? fmt::format(" x {} pipeline steps", c.pipeline_steps) : "");
     fmt::print(out, "{:>5} {:>12} {:>12} {:>9} {:>12} {:>12} {:>9} {:>12} {:>12} {:>9}\n", "stage",
                "busy pred", "measured", "error", "end pred", "measured", "error", "peak pred",
                "measured", "error");

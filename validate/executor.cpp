@@ -470,7 +470,8 @@ class PipelineReplay final : public StepReplay {
                  const ReplayLayout& layout, Backend& backend)
       : plan_(plan_pipeline_replay(schedule, layout.mesh, layout.rank)),
         layout_(layout),
-        microbatches_(static_cast<int>(schedule.job.microbatches)),
+        microbatches_(static_cast<int>(schedule.job.microbatches * schedule.job.pipeline_steps)),
+        step_microbatches_(static_cast<int>(schedule.job.microbatches)),
         backend_(backend) {
     const SchedulePipeline& pipeline = *schedule.pipeline;
     local_.assign(pipeline.chunks.size(), -1);
@@ -490,7 +491,8 @@ class PipelineReplay final : public StepReplay {
     const int streams = static_cast<int>(layout_.streams.size());
     const EventId begin = backend_.record(0);
     for (int s = 1; s < streams; ++s) backend_.wait(s, begin);
-    // End events of this step's tasks by chunk (local), microbatch and task id.
+    // End events of this step's tasks by chunk (local), microbatch (of every pipeline
+    // step) and task id.
     ends_.assign(work_.size(), {});
     for (std::size_t i = 0; i < work_.size(); ++i) {
       ends_[i].assign(static_cast<std::size_t>(microbatches_),
@@ -501,6 +503,9 @@ class PipelineReplay final : public StepReplay {
     std::vector<std::pair<EventId, EventId>> actions;
     for (const ReplayAction& action : plan_.actions) {
       const int local = local_[static_cast<std::size_t>(action.chunk)];
+      if (action.starts_step) {
+        for (int s = 1; s < program_streams_; ++s) backend_.wait(0, backend_.record(s));
+      }
       if (action.receive_message >= 0) {
         // The input from the adjacent stage: the compute stream waits for it.
         const int stream = layout_.receive_stream(action.backward);
@@ -606,7 +611,7 @@ class PipelineReplay final : public StepReplay {
         const BucketLayout& bucket = program.buckets[b];
         if (bucket.kind == CollectiveKind::kReduceScatter && bucket.units.first == task.unit) {
           backend_.accumulate_gradients(task.stream, work.bucket_offset() + static_cast<int>(b),
-                                        action.microbatch == 0);
+                                        action.microbatch % step_microbatches_ == 0);
         }
       }
     }
@@ -626,7 +631,8 @@ class PipelineReplay final : public StepReplay {
 
   PipelineReplayPlan plan_;
   const ReplayLayout& layout_;
-  int microbatches_ = 1;
+  int microbatches_ = 1;       // of all pipeline steps
+  int step_microbatches_ = 1;  // of one
   Backend& backend_;
   std::vector<std::unique_ptr<ProgramWork>> work_;  // per local chunk
   std::vector<int> local_;                          // per chunk of the job: local index or -1
@@ -970,9 +976,10 @@ void check_replayable(const ScheduleFile& schedule, int world_size, const std::s
                                 job.pp, job.virtual_stages));
   }
   // Message tags (sending chunk, microbatch, direction) must fit MPI's guaranteed range.
-  if (2 * job.pp * job.virtual_stages * job.microbatches > 32767) {
-    throw_bad_input(source + ": job.microbatches",
-                    "too many chunk-microbatches for the executor's message tags (32767)");
+  if (2 * job.pp * job.virtual_stages * job.microbatches * job.pipeline_steps > 32767) {
+    throw_bad_input(
+        source + (job.pipeline_steps > 1 ? ": job.pipeline_steps" : ": job.microbatches"),
+        "too many chunk-microbatches for the executor's message tags (32767)");
   }
   for (std::size_t c = 0; c < pipeline.chunks.size(); ++c) {
     const ScheduleChunk& chunk = pipeline.chunks[c];
@@ -1184,6 +1191,7 @@ PipelineReplayPlan plan_pipeline_replay(const ScheduleFile& schedule, const Repl
   const int P = static_cast<int>(job.pp);
   const int V = static_cast<int>(job.virtual_stages);
   const int M = static_cast<int>(job.microbatches);
+  const int G = static_cast<int>(job.pipeline_steps);
   const int C = static_cast<int>(pipeline.chunks.size());
   FSDPTUNE_CHECK(P == mesh.pp && C == P * V, "plan_pipeline_replay: pp x virtual stages chunks");
   PipelineReplayPlan plan;
@@ -1200,7 +1208,7 @@ PipelineReplayPlan plan_pipeline_replay(const ScheduleFile& schedule, const Repl
   // The rank at the same place in the stage of chunk c.
   auto rank_of_chunk = [&](int c) { return (c % P) * mesh.stage_size() + mesh.rank_in_stage(); };
   auto tag = [&](int sender_chunk, int m, bool backward) {
-    return (sender_chunk * M + m) * 2 + (backward ? 1 : 0);
+    return (sender_chunk * M * G + m) * 2 + (backward ? 1 : 0);
   };
   auto add_message = [&](bool outgoing, int sender_chunk, int receiver_chunk, int m,
                          bool backward) {
@@ -1218,16 +1226,19 @@ PipelineReplayPlan plan_pipeline_replay(const ScheduleFile& schedule, const Repl
     plan.messages.push_back(std::move(message));
     return static_cast<int>(plan.messages.size()) - 1;
   };
-  for (const PipelineAction& order : pipeline_order(P, V, M, job.pp_schedule, mesh.stage)) {
+  int step = 0;
+  for (const PipelineAction& order : pipeline_order(P, V, M, job.pp_schedule, mesh.stage, G)) {
     const int c = order.chunk;
-    const int m = order.microbatch;
+    const int m = order.microbatch % M;  // in its pipeline step
     const ScheduleChunk& chunk = pipeline.chunks[static_cast<std::size_t>(c)];
     const Program& program = chunk.program;
     const bool keep = accumulates(schedule, c);
     ReplayAction action;
     action.chunk = c;
-    action.microbatch = m;
+    action.microbatch = order.microbatch;
     action.backward = order.backward;
+    action.starts_step = order.microbatch / M != step;
+    step = order.microbatch / M;
     int last_forward = -1;
     for (const Task& task : program.tasks) {
       if (task.kind == TaskKind::kForward) last_forward = task.id;
@@ -1253,12 +1264,13 @@ PipelineReplayPlan plan_pipeline_replay(const ScheduleFile& schedule, const Repl
     }
     if (P > 1) {
       // Adjacent chunks are on different ranks whenever there is more than one.
+      const int n = order.microbatch;
       if (!order.backward) {
-        if (c > 0) action.receive_message = add_message(false, c - 1, c, m, false);
-        if (c + 1 < C) action.send_message = add_message(true, c, c + 1, m, false);
+        if (c > 0) action.receive_message = add_message(false, c - 1, c, n, false);
+        if (c + 1 < C) action.send_message = add_message(true, c, c + 1, n, false);
       } else {
-        if (c + 1 < C) action.receive_message = add_message(false, c + 1, c, m, true);
-        if (c > 0) action.send_message = add_message(true, c, c - 1, m, true);
+        if (c + 1 < C) action.receive_message = add_message(false, c + 1, c, n, true);
+        if (c > 0) action.send_message = add_message(true, c, c - 1, n, true);
       }
     }
     plan.actions.push_back(std::move(action));
@@ -1302,11 +1314,13 @@ ReplayLayout make_replay_layout(const ScheduleFile& schedule, const Workload& wo
   }
   for (const int c : plan.chunks) {
     const ScheduleChunk& chunk = pipeline.chunks[static_cast<std::size_t>(c)];
-    // A chunk kept gathered reduce-scatters the step's microbatches' sum once, the others
-    // each microbatch's gradients every microbatch.
+    // A chunk kept gathered reduce-scatters each pipeline step's microbatches' sum once
+    // a step, the others each microbatch's gradients every microbatch.
     const int microbatches = static_cast<int>(schedule.job.microbatches);
+    const int steps = static_cast<int>(schedule.job.pipeline_steps);
     const bool keep = accumulates(schedule, c);
-    append_buckets(chunk.program, storage, keep ? microbatches : 1, keep ? 1 : microbatches,
+    append_buckets(chunk.program, storage, keep ? microbatches : 1,
+                   keep ? steps : microbatches * steps,
                    fmt::format("pipeline.chunks[{}].program", c), layout);
     layout.persistent_bytes += chunk.program.persistent_bytes;
   }
@@ -1482,6 +1496,7 @@ MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& opti
       // rank of the step (what the prediction's summary reports).
       MeasuredPipeline pipeline;
       pipeline.microbatches = schedule.job.microbatches;
+      pipeline.pipeline_steps = schedule.job.pipeline_steps;
       pipeline.virtual_stages = schedule.job.virtual_stages;
       pipeline.schedule = to_string(schedule.job.pp_schedule);
       pipeline.message_bytes = pipeline_send_bytes(workload);

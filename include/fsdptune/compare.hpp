@@ -48,7 +48,8 @@ struct Comparison {
   std::int64_t world_size = 0;
   // The run's mesh (MeasuredResult): shards_per_rank > 1 is a scaled-down replay.
   std::int64_t pp = 1;
-  std::int64_t microbatches = 1;
+  std::int64_t microbatches = 1;    // of one pipeline step
+  std::int64_t pipeline_steps = 1;  // JobSpec::pipeline_steps
   std::int64_t dp_replicate = 1;
   std::int64_t dp_shard = 0;
   std::int64_t tp = 1;

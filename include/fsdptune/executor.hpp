@@ -105,8 +105,8 @@ ReplayLayout make_replay_layout(const ScheduleFile& schedule, const Workload& wo
 // one-microbatch Program it runs, which of those tasks' memory events apply, and the
 // messages around it. A chunk that keeps its parameters gathered (keep_gathered, M > 1)
 // runs its all-gathers in the first forward only and its reduce-scatters in the last
-// backward only, its compute in every action; other chunks run the whole forward
-// (backward) phase of their Program in every forward (backward).
+// backward only (of each pipeline step), its compute in every action; other chunks run
+// the whole forward (backward) phase of their Program in every forward (backward).
 struct ReplayAction {
   int chunk = 0;
   int microbatch = 0;
@@ -129,6 +129,10 @@ struct ReplayAction {
   int gradient_bytes_denominator = 1;
   int receive_message = -1;  // ReplayLayout::messages index awaited before the action
   int send_message = -1;     // sent after its compute
+  // The first action of a pipeline step after the first (JobSpec::pipeline_steps): the
+  // compute stream first waits for everything the rank's streams have queued (the last
+  // step's reduce-scatters), as FSDP2's last backward makes it wait for them.
+  bool starts_step = false;
   bool operator==(const ReplayAction&) const = default;
 };
 

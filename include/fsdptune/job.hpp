@@ -52,8 +52,14 @@ struct JobSpec {
   // (docs/parallelism.md "Context parallelism"). Data-parallel degree: dp_replicate x
   // dp_shard / cp.
   std::int64_t cp = 1;
-  std::int64_t pp = 1;              // pipeline stages
-  std::int64_t microbatches = 1;    // pipeline microbatches per step
+  std::int64_t pp = 1;            // pipeline stages
+  std::int64_t microbatches = 1;  // pipeline microbatches per step
+  // How many times the pipeline schedule runs per optimizer step (pp > 1 only): torchtitan's
+  // gradient accumulation under PP, train_step calling the schedule's step() once per
+  // local batch of M microbatches, each a whole pipeline (fill, drain, reduce-scatters), the
+  // optimizer once after the last (docs/parallelism.md "Gradient accumulation over pipeline
+  // steps"). Without PP, gradient accumulation is `microbatches`.
+  std::int64_t pipeline_steps = 1;
   std::int64_t virtual_stages = 1;  // interleaved 1F1B chunks per rank
   // How many transformer blocks the embedding and norm+output count as when the blocks are
   // split into pp x virtual_stages chunks (torchtitan's
@@ -80,8 +86,9 @@ struct JobSpec {
 
 // The largest job fsdptune takes, far above any real one, so that (with the model limits
 // of model.hpp) every byte count of its workload fits in 64 bits and its pipeline schedule
-// has a bounded number of actions: at most kMaxJobGpus GPUs (and per node), microbatches,
-// local_batch x seq_len tokens per microbatch; virtual stages at most kMaxModelLayers.
+// has a bounded number of actions: at most kMaxJobGpus GPUs (and per node), microbatches
+// (and microbatches x pipeline_steps), local_batch x seq_len tokens per microbatch; virtual
+// stages at most kMaxModelLayers.
 inline constexpr std::int64_t kMaxJobGpus = std::int64_t{1} << 24;              // 16777216
 inline constexpr std::int64_t kMaxJobMicrobatches = std::int64_t{1} << 16;      // 65536
 inline constexpr std::int64_t kMaxJobMicrobatchTokens = std::int64_t{1} << 30;  // 1073741824
@@ -102,6 +109,10 @@ std::string job_where(const std::string& flag, const std::string& source);
 // The shard group for a job's one-line description: "8", or "8 (cp 2)" with context
 // parallelism.
 std::string dp_shard_text(std::int64_t dp_shard, std::int64_t cp);
+
+// The microbatches of a job's step for its one-line description: "4 microbatches", or
+// "4 microbatches x 2 pipeline steps" (JobSpec::pipeline_steps).
+std::string microbatches_text(const JobSpec& job);
 
 // The ranks that take distinct batches: dp_replicate x dp_shard / cp.
 // REQUIRES: job normalized.

@@ -44,7 +44,8 @@ struct MeasuredStage {
 };
 
 struct MeasuredPipeline {
-  std::int64_t microbatches = 1;
+  std::int64_t microbatches = 1;    // of one pipeline step
+  std::int64_t pipeline_steps = 1;  // JobSpec::pipeline_steps
   std::int64_t virtual_stages = 1;
   std::string schedule;               // "1f1b", "interleaved-1f1b", "gpipe"
   std::int64_t message_bytes = 0;     // each point-to-point message (pipeline_send_bytes)

@@ -65,6 +65,10 @@ struct ChunkTimes {
   // rank the delay of that backward's chunk less the idle time between them. 0 otherwise.
   double forward_after_backward_delay_s = 0;
   double backward_after_backward_delay_s = 0;
+  // The optimizer's part of tail_s (the chunk's AdamW step), where the job runs the
+  // pipeline several times per optimizer step (JobSpec::pipeline_steps > 1; 0 otherwise):
+  // every step but the last ends with the rest of the tail, its exposed reduce-scatters.
+  double optimizer_s = 0;
   bool operator==(const ChunkTimes&) const = default;
 };
 
@@ -74,6 +78,13 @@ struct PipelineSpec {
   int stages = 1;          // P
   int virtual_stages = 1;  // V
   int microbatches = 1;    // M
+  // G: the schedule runs G times per optimizer step (JobSpec::pipeline_steps), microbatch
+  // g M + m being microbatch m of step g. Each step is a whole pipeline: its chunks'
+  // first forward and last backward are microbatches 0 and M - 1 of the step, and a rank
+  // starts step g + 1 once its chunks' reduce-scatters of step g are done (tail_s less
+  // optimizer_s after their last backward: FSDP2's last backward makes the compute stream
+  // wait for them); the optimizers follow the last step.
+  int steps = 1;
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
   std::vector<ChunkTimes> chunks;  // P * V, in model order
   double send_s = 0;  // point-to-point send of one microbatch's activation (or its gradient)
@@ -129,10 +140,11 @@ struct PipelineResult {
   bool operator==(const PipelineResult&) const = default;
 };
 
-// The (chunk, microbatch, backward) order a rank executes (times left 0).
+// The (chunk, microbatch, backward) order a rank executes (times left 0): `steps` times
+// the schedule of `microbatches`, step g's microbatches numbered from g x microbatches.
 // REQUIRES: validate_pipeline passed for these numbers.
 std::vector<PipelineAction> pipeline_order(int stages, int virtual_stages, int microbatches,
-                                           PipelineSchedule schedule, int rank);
+                                           PipelineSchedule schedule, int rank, int steps = 1);
 
 // Throws Error(kBadInput) naming the flag: interleaved-1f1b needs microbatches divisible by
 // pp and virtual_stages >= 2; 1f1b and gpipe take virtual_stages == 1; microbatches >= 1.

@@ -110,7 +110,8 @@ std::string torchtitan_builtin_model(const TorchtitanConfig& config);
 // split into microbatches as torchtitan would split it for that degree).
 struct JobOverrides {
   std::optional<std::int64_t> gpus, gpus_per_node, tp, cp, dp_replicate, local_batch, seq_len, pp,
-      microbatches, virtual_stages, pp_first_stage_less_layers, pp_last_stage_less_layers;
+      microbatches, pipeline_steps, virtual_stages, pp_first_stage_less_layers,
+      pp_last_stage_less_layers;
   std::optional<std::vector<std::int64_t>> pp_chunk_blocks;
   std::optional<ActivationCheckpointing> ac;
   std::optional<DType> param_dtype, reduce_dtype;
@@ -128,10 +129,11 @@ struct JobOverrides {
 // rank, or torchtitan's 2. Without PP a global_batch_size of G x (local x DP) is
 // torchtitan's gradient accumulation: G microbatches of the local batch (JobSpec::
 // microbatches; the fsdp2 plan re-gathers and reduce-scatters in each, as FSDP2 under
-// torchtitan's train_step does, default_keep_gathered). Throws Error(kBadInput) naming the
-// field of what fsdptune does not model: context parallelism's alltoall rotate method,
-// expert parallelism, CPU offload, gradient accumulation over pipeline steps (a global
-// batch above one pipeline step under PP), layer-level selective AC (every Nth
+// torchtitan's train_step does, default_keep_gathered); under PP a global batch of G
+// pipeline steps runs the schedule G times per optimizer step (JobSpec::pipeline_steps).
+// Throws Error(kBadInput) naming the field of what fsdptune does not model: context
+// parallelism's alltoall rotate method, expert parallelism, CPU offload, layer-level
+// selective AC (every Nth
 // layer), float8 linears without float8 all-gather, other converters, pipeline schedules beyond
 // 1F1B, Interleaved1F1B and GPipe; and of what torchtitan itself rejects (async TP without compile,
 // a local batch not divisible by the microbatch size, ...).

@@ -183,7 +183,8 @@ struct Workload {
   std::int64_t persistent_state_bytes() const;
   // Forward+backward FLOPs of one step on this rank, no recompute.
   double model_flops_per_step() const;
-  // Tokens this rank processes per step (local_batch * seq_len / cp * microbatches). With
+  // Tokens this rank processes per step (local_batch * seq_len / cp * microbatches *
+  // pipeline_steps). With
   // tp > 1 the ranks of one TP group process the same tokens.
   std::int64_t tokens_per_step() const;
   bool operator==(const Workload&) const = default;

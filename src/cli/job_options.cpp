@@ -71,6 +71,11 @@ void add_pipeline_options(CLI::App* command, JobOptions& options) {
                    "pipeline microbatches per step (each of --batch sequences)")
       ->capture_default_str();
   command
+      ->add_option("--pipeline-steps", options.pipeline_steps,
+                   "pipeline schedule runs per optimizer step (gradient accumulation under PP, "
+                   "as torchtitan's global_batch_size above one step makes it)")
+      ->capture_default_str();
+  command
       ->add_option("--pp-schedule", options.pp_schedule,
                    "pipeline schedule: 1f1b, interleaved-1f1b or gpipe")
       ->capture_default_str();
@@ -169,6 +174,7 @@ std::string job_flags_of(const std::string& model, const JobSpec& job) {
     flags += fmt::format(" --pp {} --microbatches {} --pp-schedule {} --virtual-stages {}", job.pp,
                          job.microbatches, to_string(job.pp_schedule), job.virtual_stages);
   }
+  if (job.pipeline_steps > 1) flags += fmt::format(" --pipeline-steps {}", job.pipeline_steps);
   if (job.pp * job.virtual_stages > 1) flags += " " + pp_split_flags(job);
   return flags;
 }
@@ -192,6 +198,7 @@ JobSpec torchtitan_job_spec(const JobOptions& options, const ModelSpec& model) {
   take("--seq", o.seq_len, options.seq);
   take("--pp", o.pp, options.pp);
   take("--microbatches", o.microbatches, options.microbatches);
+  take("--pipeline-steps", o.pipeline_steps, options.pipeline_steps);
   take("--virtual-stages", o.virtual_stages, options.virtual_stages);
   take("--pp-first-stage-less-layers", o.pp_first_stage_less_layers, options.pp_first_less);
   take("--pp-last-stage-less-layers", o.pp_last_stage_less_layers, options.pp_last_less);
@@ -240,6 +247,7 @@ JobSpec to_job_spec(const JobOptions& options, const ModelSpec& model) {
   job.execution = execution_from_string(options.execution, "--execution");
   job.pp = options.pp;
   job.microbatches = options.microbatches;
+  job.pipeline_steps = options.pipeline_steps;
   job.pp_schedule = pipeline_schedule_from_string(options.pp_schedule, "--pp-schedule");
   job.virtual_stages = options.virtual_stages;
   job.pp_first_stage_less_layers = options.pp_first_less;

@@ -45,6 +45,7 @@ struct JobOptions {
   std::string execution = "compiled";  // --execution compiled|eager|eager-unfused-rmsnorm
   std::int64_t pp = 1;                 // --pp
   std::int64_t microbatches = 1;       // --microbatches
+  std::int64_t pipeline_steps = 1;     // --pipeline-steps
   std::string pp_schedule = "1f1b";    // --pp-schedule 1f1b|interleaved-1f1b|gpipe
   std::int64_t virtual_stages = 1;     // --virtual-stages
   std::int64_t pp_first_less =
@@ -65,8 +66,9 @@ bool job_flag_given(const JobOptions& options, const char* flag);
 enum class JobFlags { kModelOnly, kFull };
 
 void add_job_options(CLI::App* command, JobOptions& options, JobFlags flags = JobFlags::kFull);
-// --pp, --microbatches, --pp-schedule, --virtual-stages, --pp-first/last-stage-less-layers,
-// --pp-chunk-blocks: only for the subcommands that simulate pipelines
+// --pp, --microbatches, --pipeline-steps, --pp-schedule, --virtual-stages,
+// --pp-first/last-stage-less-layers, --pp-chunk-blocks: only for the subcommands that
+// simulate pipelines
 // (docs/parallelism.md); elsewhere they keep their defaults (no PP).
 void add_pipeline_options(CLI::App* command, JobOptions& options);
 
@@ -78,8 +80,8 @@ ModelSpec resolve_model_option(const JobOptions& options);
 std::string model_argument(const JobOptions& options);
 
 // `--model MODEL` and the job flags that give `job` (normalized), in a fixed order: the
-// pipeline flags only with PP or microbatches, --cp when not 1, --float8 and --async-tp when
-// on, --execution when not compiled.
+// pipeline flags only with PP or microbatches (--pipeline-steps only above 1), --cp when not 1,
+// --float8 and --async-tp when on, --execution when not compiled.
 std::string job_flags_of(const std::string& model, const JobSpec& job);
 
 // Comma-separated non-negative integers (at most 9 digits each, at most `max_count` of

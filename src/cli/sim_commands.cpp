@@ -135,6 +135,8 @@ std::vector<JobFlagValues> job_flag_values(const JobOptions& flags, const JobSpe
        to_string(job.execution)},
       {"--pp", std::to_string(flags.pp), std::to_string(job.pp)},
       {"--microbatches", std::to_string(flags.microbatches), std::to_string(job.microbatches)},
+      {"--pipeline-steps", std::to_string(flags.pipeline_steps),
+       std::to_string(job.pipeline_steps)},
       {"--pp-schedule",
        to_string(pipeline_schedule_from_string(flags.pp_schedule, "--pp-schedule")),
        to_string(job.pp_schedule)},

@@ -80,8 +80,11 @@ void run_validate(const ValidateArgs& args) {
       format_seconds(measured.exposed_comm_s), format_bytes(measured.peak_allocated_bytes),
       measured.data_checked ? ", data checked" : "", args.out);
   if (measured.pipeline) {
-    fmt::print("pipeline: {} stage(s) x {} microbatches ({}){}\n", measured.pp,
+    fmt::print("pipeline: {} stage(s) x {} microbatches{} ({}){}\n", measured.pp,
                measured.pipeline->microbatches,
+               measured.pipeline->pipeline_steps > 1
+                   ? fmt::format(" x {} pipeline steps", measured.pipeline->pipeline_steps)
+                   : "",
                measured.pp > 1 ? measured.pipeline->schedule : "gradient accumulation",
                measured.pp > 1 ? ", messages of " + format_bytes(measured.pipeline->message_bytes)
                                : std::string());

@@ -84,6 +84,37 @@ TEST_CASE("simulate --pp --trace: a process per stage, every microbatch's tasks"
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("simulate --pipeline-steps --trace: every step's actions, the optimizer once",
+          "[cli][pipeline][trace]") {
+  const std::string dir = make_temp_dir("pp-steps-trace");
+  const std::string trace_path = dir + "/trace.json";
+  const auto result = run_fsdptune("simulate " + kTinyPipeline +
+                                   " --pipeline-steps 2 --json --trace " + trace_path);
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  const auto summary = nlohmann::json::parse(result.out);
+  const auto trace = fsdptune::read_json_file(trace_path);
+  CHECK(trace["otherData"]["pipeline_steps"] == 2);
+  std::map<std::string, int> by_category;
+  const double step_us = summary["step_time_s"].get<double>() * 1e6;
+  for (const auto& event : trace.at("traceEvents")) {
+    if (event["ph"] != "X") continue;
+    ++by_category[event["cat"].get<std::string>()];
+    CHECK(event["ts"].get<double>() + event["dur"].get<double>() <= step_us * (1 + 1e-9));
+  }
+  // 2 steps of 4 microbatches: twice the actions, sends and compute of one step, each
+  // chunk's reduce-scatters after each step's last backward, its optimizer once.
+  CHECK(by_category["forward"] == 2 * 4 * 6);
+  CHECK(by_category["backward"] == 2 * 4 * 6);
+  CHECK(by_category["pipeline"] == 2 * 16);
+  CHECK(by_category["send"] == 2 * 8);
+  CHECK(by_category["optimizer"] == 2);
+  const auto text = run_fsdptune("simulate " + kTinyPipeline + " --pipeline-steps 2");
+  REQUIRE(text.exit_code == 0);
+  CHECK_THAT(text.out, Catch::Contains("4 microbatches x 2 pipeline steps"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("tune --pp: lower bound, Pareto front, torchtitan export, report",
           "[cli][pipeline][tuner]") {
   const std::string dir = make_temp_dir("pp-outputs");

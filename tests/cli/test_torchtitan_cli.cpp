@@ -7,7 +7,9 @@
 #include <string>
 
 #include "cli_support.hpp"
+#include "fsdptune/io.hpp"
 
+using fsdptune::read_json_file;
 using fsdptune::testing::CommandResult;
 using fsdptune::testing::make_temp_dir;
 using fsdptune::testing::run_fsdptune;
@@ -132,6 +134,57 @@ TEST_CASE("job-toml: gradient accumulation without PP is M microbatches re-gathe
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.err, Catch::Contains("partial.toml: [training] global_batch_size") &&
                           Catch::Contains("not a multiple"));
+}
+
+TEST_CASE("job-toml: gradient accumulation under PP runs the pipeline schedule G times",
+          "[cli][torchtitan][pipeline]") {
+  const std::string dir = make_temp_dir("fsdptune-torchtitan");
+  // 4 GPUs, pp 2: 2 data-parallel ranks x a local batch of 2 microbatches of 1 make a
+  // pipeline step of 4 sequences; 12 are 3 steps.
+  const std::string config = write_config(
+      dir, "steps.toml",
+      "[training]\nlocal_batch_size = 2\nglobal_batch_size = 12\nseq_len = 256\n"
+      "[parallelism]\npipeline_parallel_degree = 2\npipeline_parallel_microbatch_size = 1\n"
+      "[compile]\nenable = true\n[activation_checkpoint]\nmode = 'full'\n");
+  const std::string flags = " --hardware h100-sxm --gpus 4 --gpus-per-node 4 --ac full";
+  const std::string same =
+      "simulate --model tiny --batch 1 --seq 256 --pp 2 --microbatches 2 "
+      "--pipeline-steps 3 --pp-first-stage-less-layers 1 "
+      "--pp-last-stage-less-layers 1" +
+      flags;
+  CHECK(output_of("simulate --model tiny --job-toml " + config + flags + " --json") ==
+        output_of(same + " --json"));
+  const std::string text = output_of("simulate --model tiny --job-toml " + config + flags);
+  CHECK_THAT(text, Catch::Contains("2 microbatches x 3 pipeline steps of 1 x 256 tokens, 1f1b"));
+  // Three pipeline steps take more than one and less than three of them (one optimizer).
+  const auto one = nlohmann::json::parse(output_of(
+      "simulate --model tiny --batch 1 --seq 256 --pp 2 --microbatches 2" + flags + " --json"));
+  const auto three = nlohmann::json::parse(output_of(same + " --json"));
+  CHECK(three.at("step_time_s").get<double>() > 2 * one.at("step_time_s").get<double>());
+  CHECK(three.at("step_time_s").get<double>() < 3 * one.at("step_time_s").get<double>());
+  CHECK(three.at("peak_allocated_bytes") == one.at("peak_allocated_bytes"));
+  // Tuned, written back as a config, and read again: the same job as the schedule's.
+  output_of("tune --model tiny --job-toml " + config + flags +
+            " --time-budget 0 --max-evaluations 20 --out " + dir + "/steps.json " +
+            "--emit-torchtitan-toml " + dir + "/steps-out.toml");
+  const auto schedule = read_json_file(dir + "/steps.json");
+  CHECK(schedule.at("job").at("pipeline_steps") == 3);
+  const std::string written = read_file(dir + "/steps-out.toml");
+  CHECK_THAT(written, Catch::Contains("local_batch_size = 2\nglobal_batch_size = 12\n"));
+  CHECK(output_of("simulate --model tiny --hardware h100-sxm --gpus-per-node 4 --job-toml " + dir +
+                  "/steps-out.toml --plan " + dir + "/steps.json --json") ==
+        output_of("simulate --plan " + dir + "/steps.json --json"));
+  // --pipeline-steps that disagrees with the global batch, or without PP: exit 2 naming
+  // the field or the flag.
+  const CommandResult disagree =
+      run_fsdptune("simulate --model tiny --job-toml " + config + flags + " --pipeline-steps 2");
+  CHECK(disagree.exit_code == 2);
+  CHECK_THAT(disagree.err, Catch::Contains("steps.toml: [training] global_batch_size") &&
+                               Catch::Contains("(--pipeline-steps)"));
+  const CommandResult flat = run_fsdptune("simulate --model tiny --pipeline-steps 2" + flags);
+  CHECK(flat.exit_code == 2);
+  CHECK_THAT(flat.err, Catch::Contains("--pipeline-steps") &&
+                           Catch::Contains("without pipeline parallelism"));
 }
 
 TEST_CASE("sweep --job-toml ranks the config's model, sequence and global batch",

@@ -205,3 +205,29 @@ TEST_CASE("validate --check-data sizes the gradient pattern to 2 ranks x 33 bf16
                           Catch::Contains("--reduce-dtype fp32"));
   CHECK_FALSE(std::filesystem::exists(measured_path));
 }
+
+TEST_CASE(
+    "validate replays gradient accumulation over pipeline steps (pp 2 x dp_shard 2, 2 "
+    "steps) on 4 cpu ranks",
+    "[cli][validate][pipeline]") {
+  // Each rank runs the 1F1B schedule of 2 microbatches twice, reduce-scattering in each
+  // step, the optimizer after the second: --check-data holds the fp32 gradient shards to
+  // both steps' sums (kept gathered: one reduce-scatter of 2 microbatches per step;
+  // re-gathered: one per microbatch, 4).
+  const std::string dir = make_temp_dir("fsdptune-validate-pp");
+  const std::string steps = "--gpus 4 --gpus-per-node 4 --pp 2 --microbatches 2 --pipeline-steps 2";
+  for (const std::string keep : {"yes", "no"}) {
+    INFO("--keep-gathered " << keep);
+    const std::string schedule =
+        tuned_tiny(dir, "steps-" + keep, steps + " --keep-gathered " + keep);
+    const auto schedule_json = read_json_file(schedule);
+    CHECK(schedule_json.at("job").at("pipeline_steps") == 2);
+    for (const auto& chunk : schedule_json.at("pipeline").at("chunks")) {
+      CHECK(chunk.at("keep_gathered") == (keep == "yes"));
+    }
+    const auto [measured, comparison] = validate_pipeline(schedule, 4, "--iters 1 --warmup 0");
+    CHECK(measured.pipeline->microbatches == 2);
+    CHECK(measured.pipeline->pipeline_steps == 2);
+    CHECK(comparison.at("pipeline_steps") == 2);
+  }
+}

@@ -370,3 +370,43 @@ TEST_CASE("cp round-trips through the job JSON, which leaves it out at 1", "[job
     CHECK(e.where() == "j.json: field 'cp'");
   }
 }
+
+TEST_CASE("pipeline steps: PP only, bounded, round-trip, left out of the JSON at 1", "[job]") {
+  const ModelSpec model = builtin_model("llama3-8b");
+  JobSpec job;
+  job.gpus = 8;
+  job.pp = 2;
+  job.microbatches = 4;
+  job.pipeline_steps = 3;
+  job = normalize_job(model, job);
+  const nlohmann::json json = job_to_json(job);
+  CHECK(json.at("pipeline_steps") == 3);
+  CHECK(job_from_json(json, "j.json") == job);
+  CHECK(microbatches_text(job) == "4 microbatches x 3 pipeline steps");
+  JobSpec one = job;
+  one.pipeline_steps = 1;
+  CHECK_FALSE(job_to_json(one).contains("pipeline_steps"));
+  CHECK(microbatches_text(one) == "4 microbatches");
+  // Errors name the flag, or the file's field.
+  const auto where_of = [&](JobSpec bad, const std::string& source = "") {
+    try {
+      normalize_job(model, bad, source);
+    } catch (const Error& e) {
+      return e.where() + ": " + e.message();
+    }
+    return std::string("accepted");
+  };
+  JobSpec zero = job;
+  zero.pipeline_steps = 0;
+  CHECK_THAT(where_of(zero), Catch::StartsWith("--pipeline-steps"));
+  JobSpec flat = job;
+  flat.pp = 1;
+  flat.dp_shard = 0;
+  CHECK_THAT(where_of(flat), Catch::StartsWith("--pipeline-steps") &&
+                                 Catch::Contains("without pipeline parallelism"));
+  CHECK_THAT(where_of(flat, "s.json"), Catch::StartsWith("s.json: field 'pipeline_steps'"));
+  JobSpec many = job;
+  many.pipeline_steps = kMaxJobMicrobatches / 4 + 1;  // x 4 microbatches: over the bound
+  CHECK_THAT(where_of(many), Catch::StartsWith("--pipeline-steps") &&
+                                 Catch::Contains("more than fsdptune simulates"));
+}

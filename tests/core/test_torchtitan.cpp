@@ -309,10 +309,6 @@ TEST_CASE("torchtitan settings fsdptune does not model are rejected by their fie
            "expert parallelism");
   rejected("[training]\nenable_cpu_offload = true\n", "[training] enable_cpu_offload",
            "CPU offload");
-  rejected(
-      "[parallelism]\npipeline_parallel_degree = 2\npipeline_parallel_microbatch_size = 1\n"
-      "[training]\nlocal_batch_size = 2\nglobal_batch_size = 64\n",
-      "[training] global_batch_size", "gradient accumulation over pipeline steps");
   rejected("[model]\nconverters = 'float8'\n",
            "[float8] enable_fsdp_float8_all_gather (torchtitan's default)", "bf16 all-gathers");
   rejected("[model]\nconverters = ['mx']\n", "[model] converters", "the converter 'mx'");
@@ -413,12 +409,12 @@ TEST_CASE("torchtitan: a global batch of several local steps is gradient accumul
   const Error disagree = error_of([&] { job_8b(kOpAc + batch + "global_batch_size = 64\n", two); });
   CHECK(disagree.where() == "train.toml: [training] global_batch_size");
   CHECK_THAT(disagree.message(), Catch::Contains("runs 32 per step (--microbatches)"));
-  // Under PP a global batch above the pipeline step repeats the schedule: not modelled.
+  // Under PP a global batch of one pipeline step: its microbatches, one step.
   const std::string pp2 =
       "[parallelism]\npipeline_parallel_degree = 2\npipeline_parallel_microbatch_size = 1\n";
-  CHECK(job_8b(kOpAc + pp2 + batch + "global_batch_size = 8\n").microbatches == 2);
-  const Error staged = error_of([&] { job_8b(kOpAc + pp2 + batch + "global_batch_size = 16\n"); });
-  CHECK_THAT(staged.message(), Catch::Contains("runs the pipeline schedule 2 times"));
+  const JobSpec one_step = job_8b(kOpAc + pp2 + batch + "global_batch_size = 8\n");
+  CHECK(one_step.microbatches == 2);
+  CHECK(one_step.pipeline_steps == 1);
 
   // The writer says the same: local_batch_size one microbatch, the global batch the
   // accumulation; read back, the same job.
@@ -432,6 +428,62 @@ TEST_CASE("torchtitan: a global batch of several local steps is gradient accumul
   const std::string staged_text = torchtitan_config_toml("llama3-8b", model, staged_job);
   CHECK_THAT(staged_text,
              Catch::Contains("local_batch_size = 2\n") && !Catch::Contains("global_batch_size"));
+}
+
+TEST_CASE(
+    "torchtitan: under PP a global batch of several pipeline steps runs the schedule "
+    "that many times",
+    "[torchtitan]") {
+  // 8 GPUs, pp 2: 4 data-parallel ranks x a local batch of 2 microbatches of 1 make a
+  // pipeline step of 8 sequences; 24 are train_step's loop over 3 pipeline steps.
+  const std::string pp2 =
+      "[parallelism]\npipeline_parallel_degree = 2\npipeline_parallel_microbatch_size = 1\n"
+      "[training]\nlocal_batch_size = 2\n";
+  const JobSpec job = job_8b(kOpAc + pp2 + "global_batch_size = 24\n");
+  CHECK(job.pp == 2);
+  CHECK(job.local_batch == 1);
+  CHECK(job.microbatches == 2);
+  CHECK(job.pipeline_steps == 3);
+  CHECK(default_keep_gathered(job));  // the schedule keeps them gathered within a step
+  // Whole pipeline steps only, as torchtitan asserts.
+  const Error partial = error_of([&] { job_8b(kOpAc + pp2 + "global_batch_size = 20\n"); });
+  CHECK(partial.where() == "train.toml: [training] global_batch_size");
+  CHECK_THAT(partial.message(), Catch::Contains("runs 8 per step"));
+  // More steps than fsdptune models.
+  CHECK_THAT(error_of([&] { job_8b(kOpAc + pp2 + "global_batch_size = 8388608\n"); }).message(),
+             Catch::Contains("1048576 pipeline steps"));
+  // --microbatches splits the local batch otherwise, the step stays 8 sequences: one
+  // microbatch of 2, still 3 steps.
+  JobOverrides one_microbatch;
+  one_microbatch.microbatches = 1;
+  const JobSpec fewer = job_8b(kOpAc + pp2 + "global_batch_size = 24\n", one_microbatch);
+  CHECK(fewer.local_batch == 2);
+  CHECK(fewer.microbatches == 1);
+  CHECK(fewer.pipeline_steps == 3);
+  // --pipeline-steps given must agree with the global batch.
+  JobOverrides two_steps;
+  two_steps.pipeline_steps = 2;
+  const Error disagree =
+      error_of([&] { job_8b(kOpAc + pp2 + "global_batch_size = 24\n", two_steps); });
+  CHECK(disagree.where() == "train.toml: [training] global_batch_size");
+  CHECK_THAT(disagree.message(), Catch::Contains("runs 16 per step (--pipeline-steps)"));
+  // Without a global batch, --pipeline-steps sets them; without PP it is refused naming it.
+  CHECK(job_8b(kOpAc + pp2, two_steps).pipeline_steps == 2);
+  const Error flat = error_of([&] { job_8b(kOpAc, two_steps); });
+  CHECK(flat.where() == "--pipeline-steps");
+  CHECK_THAT(flat.message(), Catch::Contains("without pipeline parallelism"));
+  JobOverrides zero;
+  zero.pipeline_steps = 0;
+  CHECK(error_of([&] { job_8b(kOpAc + pp2, zero); }).where() == "--pipeline-steps");
+
+  // The writer: the local batch holds a step's microbatches, the global batch the steps;
+  // read back, the same job.
+  const ModelSpec model = builtin_model("llama3-8b");
+  const std::string text = torchtitan_config_toml("llama3-8b", model, job);
+  INFO(text);
+  CHECK_THAT(text, Catch::Contains("local_batch_size = 2\nglobal_batch_size = 24\n"
+                                   "# 3 gradient accumulation steps"));
+  CHECK(torchtitan_job(torchtitan_config_from_toml(text, "written.toml"), model) == job);
 }
 
 TEST_CASE("torchtitan: the command line replaces the fields it names", "[torchtitan]") {

@@ -177,6 +177,71 @@ TEST_CASE("every schedule runs every action once, in dependency order", "[pipeli
   }
 }
 
+TEST_CASE(
+    "pipeline steps: each a whole pipeline after the last one's reduce-scatters, the "
+    "optimizer once",
+    "[pipeline]") {
+  // Uniform 1F1B stages whose first forward carries gathers and last backward
+  // reduce-scatters, with a tail of 0.3 s of exposed reduce-scatters and a 0.2 s optimizer.
+  PipelineSpec spec = uniform_spec(4, 1, 8, PipelineSchedule::k1F1B, 1.0, 2.0);
+  spec.send_s = 0.25;
+  for (ChunkTimes& chunk : spec.chunks) {
+    chunk.first_forward_s = 1.5;
+    chunk.last_backward_s = 2.5;
+    chunk.tail_s = 0.5;
+    chunk.optimizer_s = 0.2;
+  }
+  const PipelineResult one = simulate_pipeline(spec);
+  for (const int G : {2, 3}) {
+    INFO(G << " steps");
+    spec.steps = G;
+    const PipelineResult result = simulate_pipeline(spec);
+    // The first rank ends each step last; every rank's next step waits for it, so each
+    // step repeats the first one, shifted by its end less the optimizer.
+    CHECK(result.step_time_s == Approx(G * (one.step_time_s - 0.2) + 0.2));
+    for (int r = 0; r < spec.stages; ++r) {
+      const StageResult& stage = result.stages[static_cast<std::size_t>(r)];
+      const StageResult& alone = one.stages[static_cast<std::size_t>(r)];
+      CHECK(stage.busy_s == Approx(G * alone.busy_s));
+      REQUIRE(stage.actions.size() == static_cast<std::size_t>(G) * alone.actions.size());
+      // The same memory: each step drains its microbatches before the next.
+      CHECK(stage.max_in_flight == alone.max_in_flight);
+      CHECK(stage.peak_allocated_bytes == alone.peak_allocated_bytes);
+      CHECK(stage.peak_reserved_bytes == alone.peak_reserved_bytes);
+      for (std::size_t k = 0; k < stage.actions.size(); ++k) {
+        const PipelineAction& action = stage.actions[k];
+        const PipelineAction& same = alone.actions[k % alone.actions.size()];
+        const int step = static_cast<int>(k / alone.actions.size());
+        CHECK(action.microbatch == step * spec.microbatches + same.microbatch);
+        CHECK(action.end_s - action.start_s == Approx(same.end_s - same.start_s));
+        // A step's first action starts after the rank's reduce-scatters of the last one.
+        if (step > 0 && k % alone.actions.size() == 0) {
+          const PipelineAction& last = stage.actions[k - 1];
+          CHECK(action.start_s >= last.end_s + 0.3 - 1e-12);
+        }
+      }
+    }
+  }
+  // Every schedule runs G times each microbatch's actions.
+  for (const PipelineSchedule schedule :
+       {PipelineSchedule::kGPipe, PipelineSchedule::kInterleaved1F1B}) {
+    PipelineSpec other =
+        uniform_spec(2, schedule == PipelineSchedule::kGPipe ? 1 : 2, 4, schedule, 1.0, 2.0);
+    other.steps = 3;
+    const PipelineResult result = simulate_pipeline(other);
+    other.steps = 1;
+    const PipelineResult single = simulate_pipeline(other);
+    for (const StageResult& stage : result.stages) {
+      std::set<std::pair<int, bool>> seen;
+      for (const PipelineAction& action : stage.actions) {
+        CHECK(seen.insert({action.chunk * 100 + action.microbatch, action.backward}).second);
+      }
+      CHECK(seen.size() == 3 * single.stages[static_cast<std::size_t>(stage.rank)].actions.size());
+    }
+    CHECK(result.step_time_s == Approx(3 * single.step_time_s));  // no tails: back to back
+  }
+}
+
 TEST_CASE("interleaving shrinks the bubble", "[pipeline]") {
   // Same work per rank: V = 2 chunks of half the time each.
   const PipelineResult plain =
@@ -544,6 +609,54 @@ TEST_CASE(
     CHECK(std::all_of(reshard.begin(), reshard.end(), [](bool flag) { return flag; }));
   }
   CHECK(regathered >= 1);
+}
+
+TEST_CASE("a schedule of several pipeline steps round-trips, replays and is checked on load",
+          "[pipeline][schedule]") {
+  const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
+  const ModelSpec model = builtin_model("tiny");
+  JobSpec job = tiny_pipelined(2, 2, PipelineSchedule::k1F1B, 1).job;
+  job.pipeline_steps = 2;
+  const Workload workload = build_workload(model, normalize_job(model, job));
+  const PipelineTuning tuning =
+      tune_pipelined_job(workload, *costs, deterministic_tuner(80LL << 30));
+  const ScheduleFile schedule =
+      pipeline_schedule(workload, tuning.best, costs->hardware(), 80LL << 30, "tuned");
+  const nlohmann::json json = schedule_to_json(schedule);
+  CHECK(json.at("job").at("pipeline_steps") == 2);
+  const ScheduleFile back = schedule_from_json(json, "steps.json");
+  CHECK(back == schedule);
+  CHECK(dump_json(schedule_to_json(back)) == dump_json(json));
+  // Each chunk's optimizer is what its tail has beyond the reduce-scatters.
+  for (const ScheduleChunk& chunk : back.pipeline->chunks) {
+    CHECK(chunk.times.optimizer_s > 0);
+    CHECK(chunk.times.optimizer_s <= chunk.times.tail_s);
+  }
+  // 2 x M x G actions per stage, replayed the same.
+  const PipelineSimulation replay = replay_pipeline_schedule(back, workload, *costs, {});
+  CHECK(replay.result.step_time_s == tuning.best.result.step_time_s);
+  for (std::size_t r = 0; r < 2; ++r) {
+    CHECK(back.pipeline->stages[r].actions.size() == 8);
+    CHECK(back.pipeline->stages[r].actions == replay.result.stages[r].actions);
+  }
+  // The tokens of both steps in the throughput: twice one step's tokens, in less than
+  // twice its time (one optimizer step).
+  JobSpec single = workload.job;
+  single.pipeline_steps = 1;
+  const Workload one = build_workload(model, single);
+  const auto fsdp2 = [](const Workload& chunk) { return fsdp2_plan(chunk); };
+  const PipelineSimulation once = simulate_pipelined_job(one, *costs, fsdp2);
+  const PipelineSimulation twice = simulate_pipelined_job(workload, *costs, fsdp2);
+  CHECK(workload.tokens_per_step() == 2 * one.tokens_per_step());
+  CHECK(twice.result.step_time_s > 1.5 * once.result.step_time_s);
+  CHECK(twice.result.step_time_s < 2 * once.result.step_time_s);
+  CHECK(twice.tokens_per_s_per_gpu > once.tokens_per_s_per_gpu);
+  CHECK(largest_stage_peak_bytes(twice.result) == largest_stage_peak_bytes(once.result));
+  // The job's steps and the stored actions must agree.
+  nlohmann::json bad = json;
+  bad["job"].erase("pipeline_steps");
+  CHECK_THROWS_WITH(schedule_from_json(bad, "steps.json"),
+                    Catch::Contains("16 actions") || Catch::Contains("8 actions"));
 }
 
 TEST_CASE("pipeline schedule (version 2) round-trips and is checked on load",

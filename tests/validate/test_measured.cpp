@@ -194,6 +194,17 @@ TEST_CASE("measured.json of a pipeline round-trips with its stages and rank peak
   CHECK(json["ranks"][1]["peak_allocated_bytes"] == 2048);
   // One stage entry per mesh.pp, the mesh's product the world size, a known schedule name.
   auto bad = json;
+  // Several pipeline steps: written, read back; one is left out of the file.
+  CHECK_FALSE(json["pipeline"].contains("pipeline_steps"));
+  MeasuredResult steps = m;
+  steps.pipeline->pipeline_steps = 3;
+  const nlohmann::json steps_json = measured_to_json(steps);
+  CHECK(steps_json["pipeline"]["pipeline_steps"] == 3);
+  CHECK(measured_from_json(steps_json, "m.json") == steps);
+  nlohmann::json no_steps = steps_json;
+  no_steps["pipeline"]["pipeline_steps"] = 0;
+  CHECK_THROWS_WITH(measured_from_json(no_steps, "m.json"),
+                    Catch::Contains("m.json: pipeline") && Catch::Contains("pipeline_steps"));
   bad["pipeline"]["stages"].erase(1);
   CHECK_THROWS_WITH(measured_from_json(bad, "m.json"), Catch::Contains("m.json: pipeline: stages"));
   bad = json;
