@@ -455,8 +455,8 @@ void run_pipeline(const PipelineCliOptions& o) {
                                 {"stages", stages}}));
     return;
   }
-  fmt::print("{} on {} x {}: {}, {} microbatches of {} x {} tokens, {}{}\n", model.name, job.gpus,
-             hardware.id, mesh_label(job), job.microbatches, job.local_batch, job.seq_len,
+  fmt::print("{} on {} x {}: {}, {} of {} x {} tokens, {}{}\n", model.name, job.gpus, hardware.id,
+             mesh_label(job), microbatches_text(job), job.local_batch, job.seq_len,
              // pp = 1: the microbatches are gradient accumulation, no pipeline schedule.
              job.pp > 1 ? to_string(job.pp_schedule) : "no pipeline (gradient accumulation)",
              job.virtual_stages > 1 ? fmt::format(" ({} virtual stages)", job.virtual_stages) : "");

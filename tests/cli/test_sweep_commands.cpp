@@ -311,6 +311,17 @@ TEST_CASE("pipeline prints every stage, the first holding the most in flight", "
   // block alone (one unit: its name, no range); rank 1 two blocks, then norm+output alone.
   CHECK(table.out.find("tok_embeddings..layers.0, layers.3 ") != std::string::npos);
   CHECK(table.out.find("layers.1..layers.2, norm+output ") != std::string::npos);
+  // Pipeline steps: said on the job line, twice the tokens in about twice the time.
+  const auto steps = run_fsdptune(
+      "pipeline --model tiny --gpus 8 --pp 4 --microbatches 8 --seq 256 --pipeline-steps 2");
+  REQUIRE(steps.exit_code == 0);
+  CHECK_THAT(steps.out, Catch::Contains("8 microbatches x 2 pipeline steps of 1 x 256 tokens"));
+  const auto steps_json = nlohmann::json::parse(
+      run_fsdptune("pipeline --model tiny --gpus 8 --pp 4 --microbatches 8 --seq 256 "
+                   "--pipeline-steps 2 --json")
+          .out);
+  CHECK(steps_json.at("job").at("pipeline_steps") == 2);
+  CHECK(steps_json.at("step_time_s").get<double>() > 1.5 * json.at("step_time_s").get<double>());
 }
 
 namespace {
