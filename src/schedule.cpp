@@ -1298,6 +1298,8 @@ json torchtitan_pipeline_to_json(const Workload& workload, const SchedulePipelin
   // The split torchtitan is to make of the blocks: only where there are stages to split,
   // and by the weights only where the job splits by them (else the stages' modules are
   // the split: module_fqns_per_model_part).
+  // Only with gradient accumulation over pipeline steps: other exports keep their text.
+  if (job.pipeline_steps > 1) config["pipeline_steps"] = job.pipeline_steps;
   if (job.pp > 1 && job.pp_chunk_blocks.empty()) {
     config["pipeline_parallel_first_stage_less_layers"] = job.pp_first_stage_less_layers;
     config["pipeline_parallel_last_stage_less_layers"] = job.pp_last_stage_less_layers;

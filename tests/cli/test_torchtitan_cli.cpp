@@ -166,9 +166,11 @@ TEST_CASE("job-toml: gradient accumulation under PP runs the pipeline schedule G
   // Tuned, written back as a config, and read again: the same job as the schedule's.
   output_of("tune --model tiny --job-toml " + config + flags +
             " --time-budget 0 --max-evaluations 20 --out " + dir + "/steps.json " +
-            "--emit-torchtitan-toml " + dir + "/steps-out.toml");
+            "--emit-torchtitan-toml " + dir + "/steps-out.toml --emit-torchtitan " + dir +
+            "/steps-tt.json");
   const auto schedule = read_json_file(dir + "/steps.json");
   CHECK(schedule.at("job").at("pipeline_steps") == 3);
+  CHECK(read_json_file(dir + "/steps-tt.json").at("pipeline").at("pipeline_steps") == 3);
   const std::string written = read_file(dir + "/steps-out.toml");
   CHECK_THAT(written, Catch::Contains("local_batch_size = 2\nglobal_batch_size = 12\n"));
   CHECK(output_of("simulate --model tiny --hardware h100-sxm --gpus-per-node 4 --job-toml " + dir +
