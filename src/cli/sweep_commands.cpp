@@ -405,6 +405,7 @@ struct PipelineCliOptions {
   JobOptions job;
   std::string hardware = "h100-sxm";
   std::string memory_limit;
+  std::string keep_gathered;  // --keep-gathered yes|no|torchtitan (resolve_keep_gathered)
   bool json = false;
 };
 
@@ -412,6 +413,9 @@ void run_pipeline(const PipelineCliOptions& o) {
   const ModelSpec model = resolve_model_option(o.job);
   const JobSpec job = to_job_spec(o.job, model);
   validate_pipeline(job);
+  PlanOptions keep_option;
+  keep_option.keep_gathered = o.keep_gathered;
+  const bool keep = resolve_keep_gathered(keep_option, job);
   const HardwareSpec hardware = resolve_hardware(o.hardware);
   const std::unique_ptr<CostModel> costs = make_analytic_cost_model(hardware);
   const std::int64_t limit = o.memory_limit.empty()
@@ -420,9 +424,13 @@ void run_pipeline(const PipelineCliOptions& o) {
   const Workload workload = build_workload(model, job);
   SimOptions options;
   options.record_timeline = false;
-  const PipelineSimulation sim = simulate_pipelined_job(
-      workload, *costs, [](const Workload& chunk) { return fsdp2_plan(chunk); }, options);
   const auto chunks = pipeline_chunks(workload);
+  std::vector<Plan> plans;
+  for (const std::vector<int>& units : chunks) {
+    plans.push_back(fsdp2_plan(chunk_workload(workload, units)));
+  }
+  const PipelineSimulation sim = simulate_pipelined_plans(
+      workload, *costs, plans, std::vector<bool>(chunks.size(), keep), options);
   if (o.json) {
     nlohmann::json stages = nlohmann::json::array();
     for (const StageResult& stage : sim.result.stages) {
@@ -452,6 +460,7 @@ void run_pipeline(const PipelineCliOptions& o) {
                                 {"mfu", sim.mfu},
                                 {"send_s", sim.spec.send_s},
                                 {"memory_limit_bytes", limit},
+                                {"keep_gathered", keep},
                                 {"stages", stages}}));
     return;
   }
@@ -460,6 +469,8 @@ void run_pipeline(const PipelineCliOptions& o) {
              // pp = 1: the microbatches are gradient accumulation, no pipeline schedule.
              job.pp > 1 ? to_string(job.pp_schedule) : "no pipeline (gradient accumulation)",
              job.virtual_stages > 1 ? fmt::format(" ({} virtual stages)", job.virtual_stages) : "");
+  fmt::print("fsdp2 per chunk, parameters {}\n",
+             keep ? "kept gathered across microbatches" : "re-gathered every microbatch");
   fmt::print("step time {}   tokens/s/GPU {:.1f}   MFU {:.1f}%   bubble {:.1f}%   send {}\n\n",
              format_seconds(sim.result.step_time_s), sim.tokens_per_s_per_gpu, 100.0 * sim.mfu,
              100.0 * sim.result.bubble_fraction, format_seconds(sim.spec.send_s));
@@ -567,6 +578,10 @@ void register_sweep_commands(CLI::App& app) {
     command->add_option("--hardware", options->hardware, "built-in hardware id or spec file")
         ->capture_default_str();
     command->add_option("--memory-limit", options->memory_limit, "per-GPU limit (e.g. 70GiB)");
+    command->add_option("--keep-gathered", options->keep_gathered,
+                        "yes keeps every chunk's parameters gathered across microbatches, no "
+                        "re-gathers and reduce-scatters in each; torchtitan (the default): yes "
+                        "under PP, no without");
     command->add_flag("--json", options->json, "print JSON instead of a table");
     command->callback([options] { run_pipeline(*options); });
   }

@@ -322,6 +322,22 @@ TEST_CASE("pipeline prints every stage, the first holding the most in flight", "
           .out);
   CHECK(steps_json.at("job").at("pipeline_steps") == 2);
   CHECK(steps_json.at("step_time_s").get<double>() > 1.5 * json.at("step_time_s").get<double>());
+  // --keep-gathered as on simulate: torchtitan's default under PP keeps them gathered;
+  // re-gathered every microbatch, the same job holds less and takes longer.
+  CHECK(json.at("keep_gathered") == true);
+  CHECK_THAT(table.out, Catch::Contains("parameters kept gathered across microbatches"));
+  const auto regathered = nlohmann::json::parse(
+      run_fsdptune("pipeline --model tiny --gpus 8 --pp 4 --microbatches 8 --seq 256 "
+                   "--keep-gathered no --json")
+          .out);
+  CHECK(regathered.at("keep_gathered") == false);
+  CHECK(regathered.at("step_time_s").get<double>() > json.at("step_time_s").get<double>());
+  CHECK(regathered.at("stages")[0].at("peak_allocated_bytes").get<double>() <
+        json.at("stages")[0].at("peak_allocated_bytes").get<double>());
+  const auto bad_keep =
+      run_fsdptune("pipeline --model tiny --gpus 8 --pp 4 --microbatches 8 --keep-gathered any");
+  CHECK(bad_keep.exit_code == 2);
+  CHECK_THAT(bad_keep.err, Catch::Contains("--keep-gathered"));
 }
 
 namespace {
