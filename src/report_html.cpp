@@ -631,7 +631,8 @@ bool has_pipeline_actions(const SchedulePipeline& pipeline) {
 // The classic picture of a pipeline schedule (version 2): a row per stage, each
 // microbatch's forward and backward on it as a bar from its start to its end, gaps the
 // bubble; after a stage's last action its tail (the chunks' exposed reduce-scatters and
-// optimizer, up to the stage's end_s); a line at the step time. One bar per action and
+// optimizer, up to the stage's end_s), and after each earlier pipeline step's last action
+// that step's exposed reduce-scatters; a line at the step time. One bar per action and
 // stage keeps a 405B job (P x V x M x 2 actions) to a few thousand rectangles.
 // REQUIRES: has_pipeline_actions(*file.pipeline).
 std::string pipeline_gantt_chart(const std::string& id, const ScheduleFile& file) {
@@ -677,6 +678,34 @@ std::string pipeline_gantt_chart(const std::string& id, const ScheduleFile& file
            // Shrinks to "F3", then "3" (gantt_label: the last word, then its number).
            interleaved ? fmt::format("chunk {} {}{}", action.chunk, direction, action.microbatch)
                        : fmt::format("{}{}", direction, action.microbatch)});
+    }
+    // Every pipeline step but the last ends with its exposed reduce-scatters too: the
+    // stage starts the next one once its chunks' are done (tail_s less optimizer_s after
+    // each chunk's last backward of the step; docs/parallelism.md "Gradient accumulation
+    // over pipeline steps").
+    const std::int64_t microbatches = std::max<std::int64_t>(file.job.microbatches, 1);
+    for (std::size_t k = 0; k + 1 < stage.actions.size(); ++k) {
+      const std::int64_t step = stage.actions[k].microbatch / microbatches;
+      if (stage.actions[k + 1].microbatch / microbatches == step) continue;
+      double tail_end_s = stage.actions[k].end_s;
+      for (std::size_t j = 0; j <= k; ++j) {
+        const PipelineAction& action = stage.actions[j];
+        if (!action.backward || action.microbatch != step * microbatches + microbatches - 1 ||
+            static_cast<std::size_t>(action.chunk) >= pipeline.chunks.size()) {
+          continue;
+        }
+        const ChunkTimes& times = pipeline.chunks[static_cast<std::size_t>(action.chunk)].times;
+        tail_end_s = std::max(tail_end_s, action.end_s + times.tail_s - times.optimizer_s);
+      }
+      if (tail_end_s > stage.actions[k].end_s) {
+        bars.push_back(
+            {r, stage.actions[k].end_s, tail_end_s, "pp-tail pp-bar",
+             fmt::format("stage {} tail of pipeline step {} (exposed "
+                         "reduce-scatters): {}, ends at {}",
+                         stage.rank, step, format_seconds(tail_end_s - stage.actions[k].end_s),
+                         format_seconds(tail_end_s)),
+             "tail"});
+      }
     }
     if (stage.end_s > pipeline_end_s) {
       bars.push_back({r, pipeline_end_s, stage.end_s, "pp-tail pp-bar",

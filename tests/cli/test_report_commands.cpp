@@ -180,6 +180,37 @@ TEST_CASE("report --html draws a pipelined schedule's actions, a row per stage",
   const std::string old_html = read_text_file(dir + "/old.html");
   CHECK(old_html.find("id=\"pipeline-1\"") == std::string::npos);
   CHECK(old_html.find("stores no pipeline actions") != std::string::npos);
+
+  // Two pipeline steps: twice the actions, and each stage's first step ends with its
+  // exposed reduce-scatters, drawn as a tail before the second (the tuned chunks keep
+  // their parameters gathered, so the last backward of each step reduce-scatters).
+  const std::string steps = dir + "/steps.json";
+  const auto tuned_steps = run_fsdptune(
+      "tune --model tiny --gpus 8 --pp 2 --microbatches 4 --pipeline-steps 2 --seq 256 "
+      "--hardware h100-sxm --time-budget 0 --max-evaluations 20 --threads 1 --out " +
+      steps);
+  INFO(tuned_steps.err);
+  REQUIRE(tuned_steps.exit_code == 0);
+  REQUIRE(run_fsdptune("report " + steps + " --html " + dir + "/steps.html").exit_code == 0);
+  XmlElement steps_root;
+  REQUIRE_NOTHROW(steps_root = XmlParser(read_text_file(dir + "/steps.html")).parse());
+  const XmlElement* steps_chart = fsdptune::report_test::chart_with_id(steps_root, "pipeline-1");
+  REQUIRE(steps_chart != nullptr);
+  int step_actions = 0;
+  std::map<std::string, int> step_tails;  // stage -> tails of pipeline step 0
+  for (const XmlElement* rect : steps_chart->all("rect")) {
+    const auto titles = rect->all("title");
+    if (titles.empty()) continue;
+    const std::string& title = titles[0]->text;
+    if (rect->attribute("class").rfind("pp-tail", 0) != 0) {
+      ++step_actions;
+    } else if (title.find("tail of pipeline step 0 (exposed reduce-scatters)") !=
+               std::string::npos) {
+      ++step_tails[title.substr(0, 7)];
+    }
+  }
+  CHECK(step_actions == 2 * 2 * 8);
+  CHECK(step_tails == std::map<std::string, int>{{"stage 0", 1}, {"stage 1", 1}});
 }
 
 TEST_CASE("report names the file at fault", "[cli][report]") {
