@@ -68,8 +68,7 @@ enum class JobFlags { kModelOnly, kFull };
 void add_job_options(CLI::App* command, JobOptions& options, JobFlags flags = JobFlags::kFull);
 // --pp, --microbatches, --pipeline-steps, --pp-schedule, --virtual-stages,
 // --pp-first/last-stage-less-layers, --pp-chunk-blocks: only for the subcommands that
-// simulate pipelines
-// (docs/parallelism.md); elsewhere they keep their defaults (no PP).
+// simulate pipelines (docs/parallelism.md); elsewhere they keep their defaults (no PP).
 void add_pipeline_options(CLI::App* command, JobOptions& options);
 
 // The model named by --model (built-in, model file or HF config.json), else by the
@@ -80,8 +79,8 @@ ModelSpec resolve_model_option(const JobOptions& options);
 std::string model_argument(const JobOptions& options);
 
 // `--model MODEL` and the job flags that give `job` (normalized), in a fixed order: the
-// pipeline flags only with PP or microbatches (--pipeline-steps only above 1), --cp when not 1,
-// --float8 and --async-tp when on, --execution when not compiled.
+// pipeline flags only with PP or microbatches (--pipeline-steps only above 1), --cp when
+// not 1, --float8 and --async-tp when on, --execution when not compiled.
 std::string job_flags_of(const std::string& model, const JobSpec& job);
 
 // Comma-separated non-negative integers (at most 9 digits each, at most `max_count` of
