@@ -50,9 +50,10 @@ ScheduleFile tiny_pipeline(std::int64_t gpus, std::int64_t pp, std::int64_t micr
                            PipelineSchedule order = PipelineSchedule::k1F1B,
                            std::int64_t virtual_stages = 1, bool regather = false,
                            const std::string& model_name = "tiny",
-                           DType reduce_dtype = DType::kFP32) {
+                           DType reduce_dtype = DType::kFP32, std::int64_t pipeline_steps = 1) {
   JobSpec job;
   job.reduce_dtype = reduce_dtype;
+  job.pipeline_steps = pipeline_steps;
   job.gpus = gpus;
   job.gpus_per_node = gpus;
   job.local_batch = 1;
@@ -471,16 +472,20 @@ TEST_CASE("every pipeline channel carries its messages in the same order at both
     std::int64_t pp, microbatches, virtual_stages;
     PipelineSchedule order;
     const char* model;
+    std::int64_t steps = 1;  // pipeline steps: each runs the schedule again
   };
   for (const Case& c : {Case{2, 4, 1, PipelineSchedule::k1F1B, "tiny"},
                         Case{2, 6, 2, PipelineSchedule::kInterleaved1F1B, "tiny"},
                         Case{4, 3, 1, PipelineSchedule::kGPipe, "tiny"},
                         Case{4, 8, 2, PipelineSchedule::kInterleaved1F1B, "llama3.2-1b"},
-                        Case{2, 4, 3, PipelineSchedule::kInterleaved1F1B, "llama3.2-1b"}}) {
+                        Case{2, 4, 3, PipelineSchedule::kInterleaved1F1B, "llama3.2-1b"},
+                        Case{2, 2, 1, PipelineSchedule::k1F1B, "tiny", 3},
+                        Case{2, 4, 2, PipelineSchedule::kInterleaved1F1B, "tiny", 2}}) {
     INFO("pp " << c.pp << " M " << c.microbatches << " V " << c.virtual_stages << " "
-               << to_string(c.order));
+               << to_string(c.order) << " steps " << c.steps);
     const ScheduleFile schedule =
-        tiny_pipeline(c.pp, c.pp, c.microbatches, c.order, c.virtual_stages, false, c.model);
+        tiny_pipeline(c.pp, c.pp, c.microbatches, c.order, c.virtual_stages, false, c.model,
+                      DType::kFP32, c.steps);
     REQUIRE_NOTHROW(check_replayable(schedule, static_cast<int>(c.pp), "p.json"));
     // sent[from][kind][to] and received[to][kind][from]: tags in issue order.
     std::map<std::tuple<int, bool, int>, std::vector<int>> sent, received;
@@ -488,7 +493,10 @@ TEST_CASE("every pipeline channel carries its messages in the same order at both
     for (int rank = 0; rank < c.pp; ++rank) {
       const PipelineReplayPlan plan = plan_pipeline_replay(
           schedule, replay_mesh(schedule, rank, static_cast<int>(c.pp), false, "p.json"), rank);
-      for (const ReplayAction& action : plan.actions) {
+      for (std::size_t k = 0; k < plan.actions.size(); ++k) {
+        const ReplayAction& action = plan.actions[k];
+        // Each later pipeline step's first action waits for the last step's collectives.
+        CHECK(action.starts_step == (k > 0 && k % (plan.actions.size() / c.steps) == 0));
         for (const int m : {action.receive_message, action.send_message}) {
           if (m < 0) continue;
           const ReplayMessage& message = plan.messages[static_cast<std::size_t>(m)];
@@ -503,10 +511,13 @@ TEST_CASE("every pipeline channel carries its messages in the same order at both
       messages += plan.messages.size();
     }
     CHECK(sent == received);
-    // Every chunk but the last sends M activations, every chunk but the first M gradients;
-    // each message is counted at both ends.
+    // Every chunk but the last sends M activations, every chunk but the first M gradients,
+    // per pipeline step; each message is counted at both ends, each tag once per channel.
     const std::int64_t chunks = c.pp * c.virtual_stages;
-    CHECK(static_cast<std::int64_t>(messages) == 2 * 2 * (chunks - 1) * c.microbatches);
+    CHECK(static_cast<std::int64_t>(messages) == 2 * 2 * (chunks - 1) * c.microbatches * c.steps);
+    for (const auto& [channel, tags] : sent) {
+      CHECK(std::set<int>(tags.begin(), tags.end()).size() == tags.size());
+    }
   }
 }
 
