@@ -14,6 +14,7 @@
 #include "fsdptune/job.hpp"
 #include "fsdptune/model.hpp"
 #include "fsdptune/pipeline.hpp"
+#include "fsdptune/pipeline_bounds.hpp"
 #include "fsdptune/pipeline_tuner.hpp"
 #include "fsdptune/plans.hpp"
 #include "fsdptune/program.hpp"
@@ -620,6 +621,12 @@ TEST_CASE("a schedule of several pipeline steps round-trips, replays and is chec
   const Workload workload = build_workload(model, normalize_job(model, job));
   const PipelineTuning tuning =
       tune_pipelined_job(workload, *costs, deterministic_tuner(80LL << 30));
+  // The lower bound stays below the tuned steps, and above one step's bound.
+  CHECK(tuning.lower_bound_s <= tuning.best.result.step_time_s);
+  JobSpec one_step = workload.job;
+  one_step.pipeline_steps = 1;
+  CHECK(tuning.lower_bound_s >
+        pipeline_step_lower_bound(build_workload(model, one_step), *costs) * 1.5);
   const ScheduleFile schedule =
       pipeline_schedule(workload, tuning.best, costs->hardware(), 80LL << 30, "tuned");
   const nlohmann::json json = schedule_to_json(schedule);
