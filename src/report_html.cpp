@@ -688,7 +688,8 @@ std::string pipeline_gantt_chart(const std::string& id, const ScheduleFile& file
       const std::int64_t step = stage.actions[k].microbatch / microbatches;
       if (stage.actions[k + 1].microbatch / microbatches == step) continue;
       double tail_end_s = stage.actions[k].end_s;
-      for (std::size_t j = 0; j <= k; ++j) {
+      // This step's actions, back from its last.
+      for (std::size_t j = k + 1; j-- > 0 && stage.actions[j].microbatch / microbatches == step;) {
         const PipelineAction& action = stage.actions[j];
         if (!action.backward || action.microbatch != step * microbatches + microbatches - 1 ||
             static_cast<std::size_t>(action.chunk) >= pipeline.chunks.size()) {

@@ -792,20 +792,19 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
         job.microbatches = static_cast<std::int64_t>(global / local_step);
       }
       const double step = local_step * static_cast<double>(job.microbatches);
-      if (job.pp > 1 && !o.pipeline_steps && std::fmod(global, step) == 0 &&
-          global / step <= static_cast<double>(kMaxJobMicrobatches)) {
+      if (job.pp > 1 && !o.pipeline_steps && std::fmod(global, step) == 0) {
         // torchtitan's gradient accumulation under PP: train_step runs the pipeline
         // schedule once per local batch (its microbatches), G times per optimizer step.
-        job.pipeline_steps = static_cast<std::int64_t>(global / step);
-      }
-      const double steps = static_cast<double>(job.pipeline_steps);
-      if (global != step * steps) {
-        if (job.pp > 1 && std::fmod(global, step) == 0 && !o.pipeline_steps) {
+        if (global / step > static_cast<double>(kMaxJobMicrobatches)) {
           throw_bad_input(c.global_batch_size_where,
                           fmt::format("{} sequences make {:.0f} pipeline steps, more than "
                                       "fsdptune models ({})",
                                       c.global_batch_size, global / step, kMaxJobMicrobatches));
         }
+        job.pipeline_steps = static_cast<std::int64_t>(global / step);
+      }
+      const double steps = static_cast<double>(job.pipeline_steps);
+      if (global != step * steps) {
         throw_bad_input(c.global_batch_size_where,
                         fmt::format("a global batch of {} sequences where the local batch over "
                                     "the data-parallel ranks runs {:.0f} per step{}",
