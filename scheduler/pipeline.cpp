@@ -101,16 +101,14 @@ PipelineResult simulate_pipeline(const PipelineSpec& spec) {
   PipelineResult result;
   result.stages.resize(P);
   std::vector<std::size_t> next(P, 0);
-  std::vector<double> free_at(P, 0.0);
-  // Each rank's previous action when it was a backward: its chunk (-1 otherwise), whose
-  // reduce-scatters may still delay the next action (ChunkTimes::*_after_backward_delay_s).
-  std::vector<int> backward_before(P, -1);
+  std::vector<double> free_at(P, 0.0);  // each rank's last action's end
+  // When each rank's last reduce-scatters are done: its next action starts no earlier
+  // (reduce_scatter_wait_s).
+  std::vector<double> reduced_at(P, 0.0);
   for (int r = 0; r < P; ++r) {
     result.stages[r].rank = r;
     result.stages[r].actions = pipeline_order(P, spec.virtual_stages, M, spec.schedule, r, G);
   }
-  // The step of each rank's last action run (a new step waits for the last one's tails).
-  std::vector<int> step_of(P, 0);
   // Sends cross ranks unless both chunks are on the same one (P == 1).
   const double send_s = P > 1 ? spec.send_s : 0.0;
   std::size_t remaining = static_cast<std::size_t>(2) * C * total;
@@ -138,34 +136,18 @@ PipelineResult simulate_pipeline(const PipelineSpec& spec) {
             ready = std::max(ready, backward_end[at(c + 1, m)] + send_s);
           }
         }
-        if (m / M != step_of[r]) {
-          // A new step: the rank's chunks' reduce-scatters of the last one are done.
-          const int last = step_of[r] * M + M - 1;
-          for (int own = r; own < C; own += P) {
-            const ChunkTimes& chunk = spec.chunks[own];
-            free_at[r] = std::max(free_at[r],
-                                  backward_end[at(own, last)] + chunk.tail_s - chunk.optimizer_s);
-          }
-          step_of[r] = m / M;
-          backward_before[r] = -1;
-        }
         double duration = 0;
         if (!action.backward) {
           duration = m % M == 0 ? times.first_forward_s : times.forward_s;
         } else {
           duration = m % M == M - 1 ? times.last_backward_s : times.backward_s;
         }
-        action.start_s = std::max(ready, free_at[r]);
-        if (backward_before[r] >= 0) {
-          // The previous backward's reduce-scatters still running, less the idle time since.
-          const ChunkTimes& previous = spec.chunks[backward_before[r]];
-          const double delay = action.backward ? previous.backward_after_backward_delay_s
-                                               : previous.forward_after_backward_delay_s;
-          duration += std::max(0.0, delay - (action.start_s - free_at[r]));
-        }
+        action.start_s = std::max({ready, free_at[r], reduced_at[r]});
         action.end_s = action.start_s + duration;
         free_at[r] = action.end_s;
-        backward_before[r] = action.backward ? c : -1;
+        if (action.backward && backward_reduce_scatters(times, m, M)) {
+          reduced_at[r] = action.end_s + reduce_scatter_wait_s(times);
+        }
         stage.busy_s += duration;
         (action.backward ? backward_end : forward_end)[at(c, m)] = action.end_s;
         ++next[r];
@@ -196,21 +178,18 @@ PipelineResult simulate_pipeline(const PipelineSpec& spec) {
       base_reserved += chunk_base_reserved_bytes(times, spec.allocator_fragmentation);
     }
     // Activations in flight: allocated by a forward, freed by the matching backward. Each
-    // action is sampled with its own microbatch's held (a backward before it frees them),
-    // plus what the previous action's reduce-scatters still hold (tail_overlap_bytes).
+    // action is sampled with its own microbatch's held (a backward before it frees them);
+    // a backward's reduce-scatters end before the next action starts.
     std::int64_t in_flight_bytes = 0, peak_transient_bytes = 0;
     int in_flight = 0;
-    for (std::size_t k = 0; k < stage.actions.size(); ++k) {
-      const PipelineAction& action = stage.actions[k];
+    for (const PipelineAction& action : stage.actions) {
       const std::int64_t bytes = spec.chunks[action.chunk].activation_bytes;
-      const std::int64_t overlap =
-          k == 0 ? 0 : tail_overlap_bytes(spec, stage.actions[k - 1], action);
       if (!action.backward) {
         ++in_flight;
         in_flight_bytes += bytes;
       }
       stage.max_in_flight = std::max(stage.max_in_flight, in_flight);
-      peak_transient_bytes = std::max(peak_transient_bytes, in_flight_bytes + overlap);
+      peak_transient_bytes = std::max(peak_transient_bytes, in_flight_bytes);
       if (action.backward) {
         --in_flight;
         in_flight_bytes -= bytes;
@@ -258,52 +237,11 @@ std::int64_t forward_phase_held_bytes(const Program& program) {
   return held;
 }
 
-// The most the backward phase holds after its last compute task ends (the reduce-scatters
-// still running), from the one-microbatch Program at its simulated times, events applied
-// in the simulator's order (at one instant: ends by task id).
-std::int64_t tail_peak_bytes(const Program& program, const SimResult& result) {
-  const int last_forward = last_forward_task(program);
-  double compute_end_s = 0;
-  for (const Task& task : program.tasks) {
-    if (task.id > last_forward &&
-        (task.kind == TaskKind::kRecompute || task.kind == TaskKind::kBackward)) {
-      compute_end_s = std::max(compute_end_s, result.timings[task.id].end_s);
-    }
-  }
-  std::int64_t held = forward_phase_held_bytes(program);  // then the backward's events
-  // Backward-phase events, applied up to the compute's end, then sampled.
-  struct Point {
-    double time_s;
-    bool at_end;
-    int task;
-  };
-  std::vector<Point> points;
-  for (const Task& task : program.tasks) {
-    if (task.id <= last_forward || task.kind == TaskKind::kOptimizer) continue;
-    points.push_back({result.timings[task.id].start_s, false, task.id});
-    points.push_back({result.timings[task.id].end_s, true, task.id});
-  }
-  std::sort(points.begin(), points.end(), [](const Point& a, const Point& b) {
-    if (a.time_s != b.time_s) return a.time_s < b.time_s;
-    if (a.at_end != b.at_end) return a.at_end;
-    return a.task < b.task;
-  });
-  std::int64_t peak = 0;
-  for (const Point& point : points) {
-    for (const MemoryEvent& event : program.tasks[static_cast<std::size_t>(point.task)].memory) {
-      if (event.at_end == point.at_end) held += event.bytes;
-    }
-    if (point.time_s >= compute_end_s) peak = std::max(peak, held);
-  }
-  return peak;
-}
-
 // chunk_times with the units' standalone compute (+ TP) seconds from `unit_seconds(u)`:
 // {forward, recompute + backward}.
 template <typename UnitSeconds>
 ChunkTimes chunk_times_with(const Workload& chunk, const Program& program, const SimResult& result,
-                            bool keep_gathered, const UnitSeconds& unit_seconds,
-                            ChunkTimesScratch* scratch) {
+                            bool keep_gathered, const UnitSeconds& unit_seconds) {
   const JobSpec& job = chunk.job;
   FSDPTUNE_CHECK(result.timings.size() == program.tasks.size(), "chunk_times needs timings");
   ChunkTimes times;
@@ -316,16 +254,14 @@ ChunkTimes chunk_times_with(const Workload& chunk, const Program& program, const
   times.first_forward_s = forward_end;
   times.last_backward_s = backward_end - forward_end;
   times.tail_s = result.step_time_s - backward_end;
-  if (job.pipeline_steps > 1) {
-    // What of the tail follows the reduce-scatters (and every other task): the optimizer.
-    double before_optimizer = backward_end;
-    for (const Task& task : program.tasks) {
-      if (task.kind != TaskKind::kOptimizer) {
-        before_optimizer = std::max(before_optimizer, result.timings[task.id].end_s);
-      }
+  // What of the tail follows the reduce-scatters (and every other task): the optimizer.
+  double before_optimizer = backward_end;
+  for (const Task& task : program.tasks) {
+    if (task.kind != TaskKind::kOptimizer) {
+      before_optimizer = std::max(before_optimizer, result.timings[task.id].end_s);
     }
-    times.optimizer_s = std::clamp(result.step_time_s - before_optimizer, 0.0, times.tail_s);
   }
+  times.optimizer_s = std::clamp(result.step_time_s - before_optimizer, 0.0, times.tail_s);
   for (std::size_t u = 0; u < chunk.units.size(); ++u) {
     const Unit& unit = chunk.units[u];
     times.activation_bytes += unit.saved_activation_bytes;
@@ -343,9 +279,11 @@ ChunkTimes chunk_times_with(const Workload& chunk, const Program& program, const
       times.accumulated_gradient_bytes += unit.gradient_bytes();
     }
   }
+  times.accumulates = keep_gathered && job.microbatches > 1;
   if (!keep_gathered) {
     // Every microbatch runs the whole Program: its gathers, its compute, its
-    // reduce-scatters (the last one's exposed part is the tail, paid once).
+    // reduce-scatters (their exposed part, the tail less the optimizer, waited for after
+    // every backward: reduce_scatter_wait_s).
     times.forward_s = times.first_forward_s;
     times.backward_s = times.last_backward_s;
     // ...and holds from its forward to its backward what the forward phase leaves
@@ -356,146 +294,28 @@ ChunkTimes chunk_times_with(const Workload& chunk, const Program& program, const
   }
   times.base_peak_allocated_bytes = result.peak_allocated_bytes;
   times.base_peak_reserved_bytes = result.peak_reserved_bytes;
-  times.tail_peak_bytes = tail_peak_bytes(program, result);
-  times.persistent_bytes = program.persistent_bytes;
-  if (!keep_gathered && job.microbatches > 1) {
-    // A backward's reduce-scatters under the chunk's next action: its next microbatch's
-    // forward (1F1B's steady state), or its next backward with that microbatch's
-    // activations held (the cool-down, GPipe): the peak while they overlap, and how much
-    // later the next action's compute ends than it would alone (its first gathers wait).
-    SimOptions options;
-    options.record_timeline = false;
-    ChunkTimesScratch local;
-    ChunkTimesScratch& reused = scratch != nullptr ? *scratch : local;
-    // The action sequence simulated: its peak, and how much longer than `alone_s` its last
-    // action's compute (its forward or backward tasks, as chunk_times measures them) ends
-    // after the compute-stream work of the actions before it, where it starts.
-    const int last_forward = last_forward_task(program);
-    const auto run = [&](const std::vector<PipelineAction>& actions, double alone_s) {
-      action_sequence_program(program, actions, reused.sequence, reused.ids);
-      const SimResult sequence = simulate(reused.sequence, options, reused.workspace);
-      const PipelineAction& last = actions.back();
-      // The last action's tasks are the sequence's last ones, as many as its phase has.
-      const auto phase_tasks =
-          std::count_if(program.tasks.begin(), program.tasks.end(), [&](const Task& task) {
-            return task.kind != TaskKind::kOptimizer && (task.id > last_forward) == last.backward;
-          });
-      const std::size_t first_of_last =
-          reused.sequence.tasks.size() - static_cast<std::size_t>(phase_tasks);
-      const TaskKind measured = last.backward ? TaskKind::kBackward : TaskKind::kForward;
-      double before_end = 0, last_end = 0;
-      for (std::size_t t = 0; t < reused.sequence.tasks.size(); ++t) {
-        const Task& task = reused.sequence.tasks[t];
-        const double end = sequence.timings[t].end_s;
-        if (t < first_of_last) {
-          if (program.streams[static_cast<std::size_t>(task.stream)].role == StreamRole::kCompute) {
-            before_end = std::max(before_end, end);
-          }
-        } else if (task.kind == measured) {
-          last_end = std::max(last_end, end);
-        }
-      }
-      return std::pair<std::int64_t, double>{sequence.peak_allocated_bytes,
-                                             std::max(0.0, last_end - before_end - alone_s)};
-    };
-    static const std::vector<PipelineAction> kForwardAfterBackward = {
-        {0, 0, false}, {0, 0, true}, {0, 1, false}};
-    static const std::vector<PipelineAction> kBackwardAfterBackward = {
-        {0, 0, false}, {0, 1, false}, {0, 0, true}, {0, 1, true}};
-    const auto [forward_peak, forward_delay] = run(kForwardAfterBackward, times.forward_s);
-    const auto [backward_peak, backward_delay] = run(kBackwardAfterBackward, times.backward_s);
-    times.forward_after_backward_delay_s = forward_delay;
-    times.backward_after_backward_delay_s = backward_delay;
-    if (times.tail_peak_bytes > 0) {
-      times.forward_after_backward_peak_allocated_bytes = forward_peak;
-      times.backward_after_backward_peak_allocated_bytes = backward_peak;
-    }
-  }
   return times;
 }
 
 }  // namespace
 
-Program action_sequence_program(const Program& program,
-                                const std::vector<PipelineAction>& actions) {
-  Program sequence;
-  std::vector<int> ids;
-  action_sequence_program(program, actions, sequence, ids);
-  return sequence;
-}
-
-void action_sequence_program(const Program& program, const std::vector<PipelineAction>& actions,
-                             Program& sequence, std::vector<int>& id) {
-  const int last_forward = last_forward_task(program);
-  const std::size_t count = program.tasks.size();
-  int microbatches = 0;
-  for (const PipelineAction& action : actions) {
-    FSDPTUNE_CHECK(action.microbatch >= 0, "action_sequence_program: negative microbatch");
-    microbatches = std::max(microbatches, action.microbatch + 1);
-  }
-  // Everything but the tasks as the Program's; the tasks are assigned into the slots
-  // `sequence` already has (their vectors keep their storage), then trimmed.
-  sequence.streams = program.streams;
-  sequence.buckets.clear();
-  sequence.persistent_bytes = program.persistent_bytes;
-  sequence.contention = program.contention;
-  sequence.cost_queries = 0;
-  sequence.cost_fallbacks = 0;
-  // The id of each (microbatch, task) in the sequence: an action's dependencies are its
-  // own microbatch's tasks (a backward's on its forward's).
-  id.assign(static_cast<std::size_t>(microbatches) * count, -1);
-  std::size_t size = 0;
-  int last_compute = -1;  // the latest compute-stream task of the earlier actions
-  for (const PipelineAction& action : actions) {
-    const int barrier = last_compute;
-    const std::size_t offset = static_cast<std::size_t>(action.microbatch) * count;
-    for (const Task& task : program.tasks) {
-      if (task.kind == TaskKind::kOptimizer || (task.id > last_forward) != action.backward) {
-        continue;
-      }
-      if (size == sequence.tasks.size()) sequence.tasks.emplace_back();
-      Task& copy = sequence.tasks[size];
-      copy = task;  // copy assignment: the slot's vectors and strings keep their storage
-      copy.id = static_cast<int>(size);
-      for (int& dep : copy.deps) {
-        dep = id[offset + static_cast<std::size_t>(dep)];
-        FSDPTUNE_CHECK(dep >= 0, "action_sequence_program: a backward before its forward");
-      }
-      if (barrier >= 0) copy.deps.push_back(barrier);
-      id[offset + static_cast<std::size_t>(task.id)] = copy.id;
-      if (program.streams[static_cast<std::size_t>(task.stream)].role == StreamRole::kCompute) {
-        last_compute = copy.id;
-      }
-      ++size;
-    }
-  }
-  sequence.tasks.resize(size);
-}
-
 ChunkTimes chunk_times(const Workload& chunk, const Program& program, const SimResult& result,
                        bool keep_gathered, const CostModel& costs) {
   const bool async_tp = chunk.job.async_tp;
-  return chunk_times_with(
-      chunk, program, result, keep_gathered,
-      [&](std::size_t u) {
-        const Unit& unit = chunk.units[u];
-        return std::pair<double, double>{tp_ops_seconds(unit.forward_ops, async_tp, costs),
-                                         tp_ops_seconds(unit.recompute_ops, async_tp, costs) +
-                                             tp_ops_seconds(unit.backward_ops, async_tp, costs)};
-      },
-      nullptr);
+  return chunk_times_with(chunk, program, result, keep_gathered, [&](std::size_t u) {
+    const Unit& unit = chunk.units[u];
+    return std::pair<double, double>{tp_ops_seconds(unit.forward_ops, async_tp, costs),
+                                     tp_ops_seconds(unit.recompute_ops, async_tp, costs) +
+                                         tp_ops_seconds(unit.backward_ops, async_tp, costs)};
+  });
 }
 
 ChunkTimes chunk_times(const Workload& chunk, const Program& program, const SimResult& result,
-                       bool keep_gathered, const ComputeCosts& compute,
-                       ChunkTimesScratch* scratch) {
-  return chunk_times_with(
-      chunk, program, result, keep_gathered,
-      [&](std::size_t u) {
-        return std::pair<double, double>{compute.forward_s[u],
-                                         compute.recompute_s[u] + compute.backward_s[u]};
-      },
-      scratch);
+                       bool keep_gathered, const ComputeCosts& compute) {
+  return chunk_times_with(chunk, program, result, keep_gathered, [&](std::size_t u) {
+    return std::pair<double, double>{compute.forward_s[u],
+                                     compute.recompute_s[u] + compute.backward_s[u]};
+  });
 }
 
 std::int64_t peak_in_flight_bytes(int stages, int virtual_stages, int microbatches,

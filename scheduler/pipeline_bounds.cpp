@@ -42,7 +42,7 @@ ChunkTimes chunk_time_lower_bounds(const ComputeCosts& compute, const Program& p
   times.forward_s = forward_s;
   times.backward_s = times.last_backward_s = backward_s;
   times.tail_s = first_reduce_s + compute.optimizer_s;
-  times.optimizer_s = compute.optimizer_s;  // what a step of several leaves out (steps > 1)
+  times.optimizer_s = compute.optimizer_s;  // not waited for after a backward
   return times;
 }
 
@@ -78,6 +78,8 @@ double pipeline_step_lower_bound(const Workload& workload,
   spec.send_s = pipeline_send_seconds(workload, costs);
   for (std::size_t c = 0; c < chunk_compute.size(); ++c) {
     spec.chunks.push_back(chunk_time_lower_bounds(chunk_compute[c], chunk_fsdp2_programs[c]));
+    // Kept gathered (the fewest waits): a reduce-scatter wait per pipeline step only.
+    spec.chunks.back().accumulates = spec.microbatches > 1;
   }
   const std::vector<double>& chunk_step_bound_s = chunk_step_bounds_s;
   // (a) The schedule at the least durations.
@@ -176,13 +178,13 @@ std::vector<PipelineComposition> pipeline_compositions(
         for (std::size_t o = 0; o < options[c].size(); ++o) {
           const ChunkTimes& times = options[c][o];
           RankCombination next = partial;
-          // Each later microbatch's forward follows a backward in 1F1B's steady state;
-          // every pipeline step runs them all and its reduce-scatters, the last the
-          // optimizer too.
+          // Every pipeline step runs each microbatch's forward and backward, each backward
+          // but the last followed by its reduce-scatters' wait where every one
+          // reduce-scatters, and the last one's; the last step the optimizer too.
+          const double wait_s = times.accumulates ? 0.0 : reduce_scatter_wait_s(times);
           next.busy_s += steps * (times.first_forward_s +
-                                  later * (times.forward_s + times.backward_s +
-                                           times.forward_after_backward_delay_s) +
-                                  times.last_backward_s + times.tail_s - times.optimizer_s) +
+                                  later * (times.forward_s + times.backward_s + wait_s) +
+                                  times.last_backward_s + reduce_scatter_wait_s(times)) +
                          times.optimizer_s;
           next.base_bytes +=
               chunk_base_reserved_bytes(times, spec.allocator_fragmentation) +

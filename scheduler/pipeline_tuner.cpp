@@ -23,8 +23,8 @@ struct ChunkCandidate {
   ChunkTimes times;
 };
 
-// Lowers and simulates the candidates of one chunk the tuner's way (Lowerer, SimWorkspace
-// and chunk_times' scratch reused, no task names: the same SimResult as lower() +
+// Lowers and simulates the candidates of one chunk the tuner's way (Lowerer and
+// SimWorkspace reused, no task names: the same SimResult as lower() +
 // simulate()).
 // Not copyable: the lowerer refers to `chunk`, which must outlive it.
 class ChunkEvaluator {
@@ -50,8 +50,7 @@ class ChunkEvaluator {
     lowerer_.lower_for_simulation(plan, program_);
     candidate.plan = std::move(plan);
     const SimResult result = simulate(program_, options_, workspace_);
-    candidate.times =
-        chunk_times(*chunk_, program_, result, keep_gathered, lowerer_.compute(), &scratch_);
+    candidate.times = chunk_times(*chunk_, program_, result, keep_gathered, lowerer_.compute());
     return candidate;
   }
 
@@ -65,7 +64,6 @@ class ChunkEvaluator {
   Lowerer lowerer_;
   Program program_;
   SimWorkspace workspace_;
-  ChunkTimesScratch scratch_;
   SimOptions options_;
 };
 

@@ -260,7 +260,6 @@ std::vector<SweepCandidate> evaluate_plannings(const ModelSpec& model, const Job
   options.record_timeline = false;
   Program program;
   SimWorkspace workspace;
-  ChunkTimesScratch scratch;
   const auto evaluate = [&](const ChunkPlanning& planning, SweepCandidate& candidate) {
     PipelineSimulation sim;
     sim.spec.stages = static_cast<int>(job.pp);
@@ -277,7 +276,7 @@ std::vector<SweepCandidate> evaluate_plannings(const ModelSpec& model, const Job
       chunk.lowerer->lower_for_simulation(plan, program);
       const SimResult result = simulate(program, options, workspace);
       times.push_back(chunk_times(chunk.workload, program, result, planning.keep_gathered,
-                                  chunk.lowerer->compute(), &scratch));
+                                  chunk.lowerer->compute()));
     }
     for (const std::size_t kind : chunk_kind) sim.spec.chunks.push_back(times[kind]);
     sim.spec.send_s = send_s;

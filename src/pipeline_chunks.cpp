@@ -1,8 +1,7 @@
 // The chunks of a pipelined job (docs/parallelism.md "Pipeline parallelism"): which units
 // each chunk owns and each chunk as a workload of its own. Pure workload functions, in the
 // core so that the schedule reader can check the per-chunk Programs of a pipeline schedule
-// (and validate_pipeline, the flags' check; tail_overlap_bytes, for the pipeline trace's
-// memory counter).
+// (and validate_pipeline, the flags' check).
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -82,44 +81,6 @@ bool baseline_keep_gathered(KeepGatheredChoice choice, const JobSpec& job) {
   const bool preferred = default_keep_gathered(job);
   return std::find(allowed.begin(), allowed.end(), preferred) != allowed.end() ? preferred
                                                                                : allowed.front();
-}
-
-std::int64_t tail_overlap_bytes(const PipelineSpec& spec, const PipelineAction& previous,
-                                const PipelineAction& action) {
-  if (!previous.backward) return 0;
-  // The first action of a pipeline step starts once the last step's reduce-scatters are
-  // done (PipelineSpec::steps).
-  const int M = spec.microbatches;
-  if (action.microbatch / M != previous.microbatch / M) return 0;
-  const ChunkTimes& before = spec.chunks.at(static_cast<std::size_t>(previous.chunk));
-  // A chunk that accumulates its gradients (kept gathered, M > 1) reduce-scatters in its
-  // last backward (of each step) only; every other backward runs its chunk's whole
-  // backward phase.
-  const bool reduces = before.accumulated_gradient_bytes == 0 || previous.microbatch % M == M - 1;
-  // The reduce-scatters run on for at most the chunk's tail (its exposed reduce-scatters
-  // and optimizer in the one-microbatch Program) after the backward's last compute task.
-  if (!reduces || before.tail_peak_bytes <= 0 || action.start_s >= previous.end_s + before.tail_s) {
-    return 0;
-  }
-  // The stage's base counts this chunk's one-microbatch peak less one microbatch of
-  // activations and a sampled action holds its own microbatch's, so what is missing is
-  // how far the two actions run back to back exceed the one-microbatch peak (their
-  // sequence's simulated peak holds the activations of the microbatches it runs, the
-  // others are in the stage's in-flight bytes). Another chunk's tail (interleaved): the
-  // stage's base already holds that chunk's one-microbatch peak less its activations,
-  // i.e. its sharded state plus base - persistent - activations of transient memory, all
-  // the time; its tail (transient memory held after its backward's compute, when this
-  // microbatch's activations are freed) is missing only where it exceeds that share. An
-  // upper estimate still: this action is taken at its whole peak.
-  if (action.chunk != previous.chunk) {
-    const std::int64_t share =
-        before.base_peak_allocated_bytes - before.persistent_bytes - before.activation_bytes;
-    return std::max<std::int64_t>(0, before.tail_peak_bytes - share);
-  }
-  const std::int64_t sequence_peak_bytes = action.backward
-                                               ? before.backward_after_backward_peak_allocated_bytes
-                                               : before.forward_after_backward_peak_allocated_bytes;
-  return std::max<std::int64_t>(0, sequence_peak_bytes - before.base_peak_allocated_bytes);
 }
 
 std::vector<std::int64_t> pipeline_chunk_blocks(const JobSpec& job, std::int64_t layers) {

@@ -679,34 +679,26 @@ std::string pipeline_gantt_chart(const std::string& id, const ScheduleFile& file
            interleaved ? fmt::format("chunk {} {}{}", action.chunk, direction, action.microbatch)
                        : fmt::format("{}{}", direction, action.microbatch)});
     }
-    // Every pipeline step but the last ends with its exposed reduce-scatters too: the
-    // stage starts the next one once its chunks' are done (tail_s less optimizer_s after
-    // each chunk's last backward of the step; docs/parallelism.md "Gradient accumulation
-    // over pipeline steps").
-    const std::int64_t microbatches = std::max<std::int64_t>(file.job.microbatches, 1);
+    // A backward that reduce-scatters makes the stage wait for them before its next action
+    // (reduce_scatter_wait_s; docs/parallelism.md "A backward's reduce-scatters end before
+    // the next action"): drawn as a tail after it.
+    const int microbatches = static_cast<int>(std::max<std::int64_t>(file.job.microbatches, 1));
     for (std::size_t k = 0; k + 1 < stage.actions.size(); ++k) {
-      const std::int64_t step = stage.actions[k].microbatch / microbatches;
-      if (stage.actions[k + 1].microbatch / microbatches == step) continue;
-      double tail_end_s = stage.actions[k].end_s;
-      // This step's actions, back from its last.
-      for (std::size_t j = k + 1; j-- > 0 && stage.actions[j].microbatch / microbatches == step;) {
-        const PipelineAction& action = stage.actions[j];
-        if (!action.backward || action.microbatch != step * microbatches + microbatches - 1 ||
-            static_cast<std::size_t>(action.chunk) >= pipeline.chunks.size()) {
-          continue;
-        }
-        const ChunkTimes& times = pipeline.chunks[static_cast<std::size_t>(action.chunk)].times;
-        tail_end_s = std::max(tail_end_s, action.end_s + times.tail_s - times.optimizer_s);
+      const PipelineAction& action = stage.actions[k];
+      if (!action.backward || static_cast<std::size_t>(action.chunk) >= pipeline.chunks.size()) {
+        continue;
       }
-      if (tail_end_s > stage.actions[k].end_s) {
-        bars.push_back(
-            {r, stage.actions[k].end_s, tail_end_s, "pp-tail pp-bar",
-             fmt::format("stage {} tail of pipeline step {} (exposed "
-                         "reduce-scatters): {}, ends at {}",
-                         stage.rank, step, format_seconds(tail_end_s - stage.actions[k].end_s),
-                         format_seconds(tail_end_s)),
-             "tail"});
+      const ChunkTimes& times = pipeline.chunks[static_cast<std::size_t>(action.chunk)].times;
+      const double wait_s = reduce_scatter_wait_s(times);
+      if (!backward_reduce_scatters(times, action.microbatch, microbatches) || wait_s <= 0) {
+        continue;
       }
+      bars.push_back({r, action.end_s, action.end_s + wait_s, "pp-tail pp-bar",
+                      fmt::format("stage {} chunk {} microbatch {}: its reduce-scatters, waited "
+                                  "for: {}, end at {}",
+                                  stage.rank, action.chunk, action.microbatch,
+                                  format_seconds(wait_s), format_seconds(action.end_s + wait_s)),
+                      "tail"});
     }
     if (stage.end_s > pipeline_end_s) {
       bars.push_back({r, pipeline_end_s, stage.end_s, "pp-tail pp-bar",

@@ -571,7 +571,15 @@ void check_program(const Program& program, const Workload& workload, const std::
 
 // ---- pipeline schedules (version 2) ----
 
-json chunk_times_to_json(const ChunkTimes& times) {
+// The fields of ChunkTimes a schedule written before 2026-12-02 15:00 UTC holds and the
+// model no longer has (ScheduleChunk::retired_times): byte counts and seconds.
+constexpr std::array<const char*, 4> kRetiredTimesBytes = {
+    "tail_peak_bytes", "persistent_bytes", "forward_after_backward_peak_allocated_bytes",
+    "backward_after_backward_peak_allocated_bytes"};
+constexpr std::array<const char*, 2> kRetiredTimesSeconds = {"forward_after_backward_delay_s",
+                                                             "backward_after_backward_delay_s"};
+
+json chunk_times_to_json(const ChunkTimes& times, const json& retired) {
   json out{{"first_forward_s", times.first_forward_s},
            {"forward_s", times.forward_s},
            {"backward_s", times.backward_s},
@@ -580,26 +588,16 @@ json chunk_times_to_json(const ChunkTimes& times) {
            {"activation_bytes", times.activation_bytes},
            {"base_peak_allocated_bytes", times.base_peak_allocated_bytes},
            {"base_peak_reserved_bytes", times.base_peak_reserved_bytes},
-           {"accumulated_gradient_bytes", times.accumulated_gradient_bytes},
-           {"tail_peak_bytes", times.tail_peak_bytes},
-           {"persistent_bytes", times.persistent_bytes},
-           {"forward_after_backward_peak_allocated_bytes",
-            times.forward_after_backward_peak_allocated_bytes},
-           {"backward_after_backward_peak_allocated_bytes",
-            times.backward_after_backward_peak_allocated_bytes}};
-  // Since 2026-12-02, only where not 0 (a schedule written before reads and writes back as
-  // it was).
-  if (times.forward_after_backward_delay_s > 0) {
-    out["forward_after_backward_delay_s"] = times.forward_after_backward_delay_s;
-  }
-  if (times.backward_after_backward_delay_s > 0) {
-    out["backward_after_backward_delay_s"] = times.backward_after_backward_delay_s;
-  }
-  // Likewise, set only for a job of several pipeline steps (since 2026-12-02 12:00 UTC).
+           {"accumulated_gradient_bytes", times.accumulated_gradient_bytes}};
+  // Not 0 wherever the chunk has an optimizer; absent before 2026-12-02 but for several
+  // pipeline steps (such a file writes back as it was).
   if (times.optimizer_s > 0) out["optimizer_s"] = times.optimizer_s;
+  out.update(retired);
   return out;
 }
 
+// Without optimizer_s (a schedule written before 2026-12-02, of one pipeline step) the
+// whole tail is waited for after a backward that reduce-scatters.
 ChunkTimes chunk_times_from_json(const Fields& fields) {
   ChunkTimes times;
   times.first_forward_s = fields.seconds("first_forward_s");
@@ -607,32 +605,24 @@ ChunkTimes chunk_times_from_json(const Fields& fields) {
   times.backward_s = fields.seconds("backward_s");
   times.last_backward_s = fields.seconds("last_backward_s");
   times.tail_s = fields.seconds("tail_s");
+  if (fields.has("optimizer_s")) times.optimizer_s = fields.seconds("optimizer_s");
   times.activation_bytes = fields.bytes("activation_bytes");
   times.base_peak_allocated_bytes = fields.bytes("base_peak_allocated_bytes");
   times.base_peak_reserved_bytes = fields.bytes("base_peak_reserved_bytes");
   times.accumulated_gradient_bytes = fields.bytes("accumulated_gradient_bytes");
-  // Since 2026-11-30; a schedule written before has none of them (read as 0: no overlap).
-  for (const auto& [key, bytes] :
-       {std::pair{"tail_peak_bytes", &times.tail_peak_bytes},
-        std::pair{"forward_after_backward_peak_allocated_bytes",
-                  &times.forward_after_backward_peak_allocated_bytes},
-        std::pair{"backward_after_backward_peak_allocated_bytes",
-                  &times.backward_after_backward_peak_allocated_bytes}}) {
-    if (fields.has(key)) *bytes = fields.bytes(key);
-  }
-  for (const auto& [key, seconds] :
-       {std::pair{"forward_after_backward_delay_s", &times.forward_after_backward_delay_s},
-        std::pair{"backward_after_backward_delay_s", &times.backward_after_backward_delay_s},
-        std::pair{"optimizer_s", &times.optimizer_s}}) {
-    if (fields.has(key)) *seconds = fields.seconds(key);
-  }
-  // Since 2026-11-30 06:50 UTC; absent, the whole share of the base (so another chunk's
-  // tail counts whole, as such a schedule was predicted).
-  times.persistent_bytes =
-      fields.has("persistent_bytes")
-          ? fields.bytes("persistent_bytes")
-          : std::max<std::int64_t>(0, times.base_peak_allocated_bytes - times.activation_bytes);
   return times;
+}
+
+// ScheduleChunk::retired_times of `fields` (the chunk's times), each checked as it was.
+json retired_times_from_json(const Fields& fields) {
+  json retired = json::object();
+  for (const char* key : kRetiredTimesBytes) {
+    if (fields.has(key)) retired[key] = fields.bytes(key);
+  }
+  for (const char* key : kRetiredTimesSeconds) {
+    if (fields.has(key)) retired[key] = fields.seconds(key);
+  }
+  return retired;
 }
 
 json pipeline_to_json(const SchedulePipeline& pipeline, std::int64_t dp_shard) {
@@ -644,7 +634,7 @@ json pipeline_to_json(const SchedulePipeline& pipeline, std::int64_t dp_shard) {
                           {"plan", plan_to_json(chunk.plan)},
                           {"program", program_to_json(chunk.program, dp_shard)},
                           {"predicted", summary_to_json(chunk.predicted)},
-                          {"times", chunk_times_to_json(chunk.times)}});
+                          {"times", chunk_times_to_json(chunk.times, chunk.retired_times)}});
   }
   json stages = json::array();
   for (const ScheduleStage& stage : pipeline.stages) {
@@ -676,7 +666,7 @@ json pipeline_to_json(const SchedulePipeline& pipeline, std::int64_t dp_shard) {
               {"stages", std::move(stages)}};
 }
 
-SchedulePipeline pipeline_from_json(const Fields& fields) {
+SchedulePipeline pipeline_from_json(const Fields& fields, std::int64_t microbatches) {
   SchedulePipeline pipeline;
   pipeline.send_s = fields.seconds("send_s");
   pipeline.bubble_fraction = fields.rate("bubble_fraction");
@@ -694,7 +684,10 @@ SchedulePipeline pipeline_from_json(const Fields& fields) {
     chunk.plan = plan_from_json(chunk_fields.at("plan"), chunk_fields.where("plan"));
     chunk.program = program_from_json(chunk_fields.object("program"));
     chunk.predicted = summary_from_json(chunk_fields.object("predicted"));
-    chunk.times = chunk_times_from_json(chunk_fields.object("times"));
+    const Fields times_fields = chunk_fields.object("times");
+    chunk.times = chunk_times_from_json(times_fields);
+    chunk.times.accumulates = chunk.keep_gathered && microbatches > 1;
+    chunk.retired_times = retired_times_from_json(times_fields);
     pipeline.chunks.push_back(std::move(chunk));
   }
   const json& stages = fields.array("stages");
@@ -901,7 +894,7 @@ ScheduleFile schedule_from_json(const json& json_in, const std::string& source) 
   schedule.hardware = hardware_from_json(fields.at("hardware"), fields.where("hardware"));
   schedule.memory_limit_bytes = fields.bytes("memory_limit_bytes");
   if (pipelined) {
-    schedule.pipeline = pipeline_from_json(fields.object("pipeline"));
+    schedule.pipeline = pipeline_from_json(fields.object("pipeline"), schedule.job.microbatches);
   } else {
     schedule.plan = plan_from_json(fields.at("plan"), fields.where("plan"));
     schedule.program = program_from_json(fields.object("program"));

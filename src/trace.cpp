@@ -185,10 +185,8 @@ nlohmann::json pipeline_chrome_trace(const PipelineSimulation& sim, const std::s
 
     // The stage's memory as simulate_pipeline models it: its chunks' one-microbatch peaks
     // less their activations, plus the gradients they accumulate, from the start; each
-    // microbatch's activations from its forward's end to its backward's end; an action
-    // that meets the previous backward's reduce-scatters (tail_overlap_bytes) from its
-    // start, with its own microbatch's activations. The largest sample is the stage's
-    // allocated peak.
+    // microbatch's activations from its forward's end to its backward's end. The largest
+    // sample is the stage's allocated peak.
     std::int64_t allocated_bytes = 0;
     for (int c = stage.rank; c < C; c += P) {
       const ChunkTimes& times = sim.spec.chunks[c];
@@ -196,18 +194,10 @@ nlohmann::json pipeline_chrome_trace(const PipelineSimulation& sim, const std::s
                          times.accumulated_gradient_bytes;
     }
     events.push_back(memory_event(pid, 0, allocated_bytes));
-    for (std::size_t k = 0; k < stage.actions.size(); ++k) {
-      const PipelineAction& action = stage.actions[k];
+    for (const PipelineAction& action : stage.actions) {
       const int c = action.chunk;
       const int m = action.microbatch;
       const std::int64_t activation_bytes = sim.spec.chunks[c].activation_bytes;
-      const std::int64_t overlap =
-          k == 0 ? 0 : tail_overlap_bytes(sim.spec, stage.actions[k - 1], action);
-      if (overlap > 0) {
-        events.push_back(
-            memory_event(pid, action.start_s,
-                         allocated_bytes + (action.backward ? 0 : activation_bytes) + overlap));
-      }
       allocated_bytes += action.backward ? -activation_bytes : activation_bytes;
       events.push_back(memory_event(pid, action.end_s, allocated_bytes));
       const Program& program = sim.chunk_programs[c];
@@ -273,9 +263,9 @@ nlohmann::json pipeline_chrome_trace(const PipelineSimulation& sim, const std::s
         } else {
           emit_compute(true);
         }
-        // The exposed reduce-scatters after each pipeline step's last backward, the
-        // optimizer once, after the last step's.
-        if (m % M == M - 1) {
+        // The exposed reduce-scatters after each backward that reduce-scatters (the rank
+        // waits for them), the optimizer once, after the last step's last backward.
+        if (backward_reduce_scatters(sim.spec.chunks[c], m, M)) {
           emit_phase(Phase::kTail, phase.backward_end_s, action.end_s, m == M * G - 1);
         }
         if (c > 0 && P > 1) send("gradients", c - 1);

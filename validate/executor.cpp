@@ -503,7 +503,7 @@ class PipelineReplay final : public StepReplay {
     std::vector<std::pair<EventId, EventId>> actions;
     for (const ReplayAction& action : plan_.actions) {
       const int local = local_[static_cast<std::size_t>(action.chunk)];
-      if (action.starts_step) {
+      if (action.after_reduce_scatters) {
         for (int s = 1; s < program_streams_; ++s) backend_.wait(0, backend_.record(s));
       }
       if (action.receive_message >= 0) {
@@ -1226,7 +1226,7 @@ PipelineReplayPlan plan_pipeline_replay(const ScheduleFile& schedule, const Repl
     plan.messages.push_back(std::move(message));
     return static_cast<int>(plan.messages.size()) - 1;
   };
-  int step = 0;
+  bool reduced = false;  // the previous action is a backward that reduce-scatters
   for (const PipelineAction& order : pipeline_order(P, V, M, job.pp_schedule, mesh.stage, G)) {
     const int c = order.chunk;
     const int m = order.microbatch % M;  // in its pipeline step
@@ -1237,8 +1237,8 @@ PipelineReplayPlan plan_pipeline_replay(const ScheduleFile& schedule, const Repl
     action.chunk = c;
     action.microbatch = order.microbatch;
     action.backward = order.backward;
-    action.starts_step = order.microbatch / M != step;
-    step = order.microbatch / M;
+    action.after_reduce_scatters = reduced;
+    reduced = order.backward && (!keep || m == M - 1);
     int last_forward = -1;
     for (const Task& task : program.tasks) {
       if (task.kind == TaskKind::kForward) last_forward = task.id;

@@ -129,10 +129,11 @@ struct ReplayAction {
   int gradient_bytes_denominator = 1;
   int receive_message = -1;  // ReplayLayout::messages index awaited before the action
   int send_message = -1;     // sent after its compute
-  // The first action of a pipeline step after the first (JobSpec::pipeline_steps): the
-  // compute stream first waits for everything the rank's streams have queued (the last
-  // step's reduce-scatters), as FSDP2's last backward makes it wait for them.
-  bool starts_step = false;
+  // The rank's previous action is a backward that reduce-scatters (every one of a chunk
+  // re-gathered per microbatch, else the last of each pipeline step): the compute stream
+  // first waits for everything the rank's streams have queued (those reduce-scatters), as
+  // FSDP2's post-backward callback makes it wait for them (reduce_scatter_wait_s).
+  bool after_reduce_scatters = false;
   bool operator==(const ReplayAction&) const = default;
 };
 

@@ -9,6 +9,7 @@
 // reduce-scatters, and every other microbatch is compute (with its TP collectives) only.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -38,36 +39,15 @@ struct ChunkTimes {
   std::int64_t base_peak_allocated_bytes = 0;
   std::int64_t base_peak_reserved_bytes = 0;
   std::int64_t accumulated_gradient_bytes = 0;
-  // What a backward that reduce-scatters (every microbatch re-gathered, else the last)
-  // leaves running under the rank's next action. The executor runs each action's phase of
-  // the Program (forward: the tasks up to the last forward compute task; backward: the
-  // rest but the optimizer) and starts the next action once the compute stream reaches
-  // it, so a backward's last reduce-scatter buffers can still be allocated while the next
-  // forward gathers its first bucket (docs/parallelism.md "Memory per stage").
-  // - tail_peak_bytes: the most the backward phase holds after its last compute task ends
-  //   (reduce-scatter buffers and the unsharded gradients they have not consumed yet), at
-  //   the one-microbatch Program's simulated times;
-  // - forward_after_backward_peak_allocated_bytes / backward_after_backward_peak_...: a
-  //   chunk re-gathered per microbatch (M > 1): the simulated peak of
-  //   action_sequence_program for the actions F0 B0 F1 / F0 F1 B0 B1 (0 otherwise).
-  std::int64_t tail_peak_bytes = 0;
-  // The chunk's sharded state (Program::persistent_bytes), part of
-  // base_peak_allocated_bytes: what the chunk holds besides its transient memory.
-  std::int64_t persistent_bytes = 0;
-  std::int64_t forward_after_backward_peak_allocated_bytes = 0;
-  std::int64_t backward_after_backward_peak_allocated_bytes = 0;
-  // What those reduce-scatters cost the next action in time: a chunk re-gathered per
-  // microbatch (M > 1) leaves its last reduce-scatters running when its backward's compute
-  // ends, and the next action's first gathers queue behind them on a shared stream (or
-  // share the links). From the same action sequences: how much longer the F1 of F0 B0 F1
-  // takes, from B0's compute end, than forward_s, and the B1 of F0 F1 B0 B1 than
-  // backward_s. simulate_pipeline charges an action that follows such a backward on its
-  // rank the delay of that backward's chunk less the idle time between them. 0 otherwise.
-  double forward_after_backward_delay_s = 0;
-  double backward_after_backward_delay_s = 0;
-  // The optimizer's part of tail_s (the chunk's AdamW step), where the job runs the
-  // pipeline several times per optimizer step (JobSpec::pipeline_steps > 1; 0 otherwise):
-  // every step but the last ends with the rest of the tail, its exposed reduce-scatters.
+  // Kept gathered over M > 1 microbatches: the gradients accumulate unsharded and only the
+  // last microbatch of each pipeline step reduce-scatters (else every backward does). A
+  // schedule file derives it from the chunk's keep_gathered and the job's microbatches.
+  bool accumulates = false;
+  // The optimizer's part of tail_s (the chunk's AdamW step, after every other task of the
+  // one-microbatch Program). A backward that reduce-scatters (every microbatch of a chunk
+  // re-gathered per microbatch, else the last of each pipeline step) makes its rank wait
+  // for them: the rank's next action starts tail_s - optimizer_s after its end at the
+  // earliest (reduce_scatter_wait_s).
   double optimizer_s = 0;
   bool operator==(const ChunkTimes&) const = default;
 };
@@ -80,10 +60,9 @@ struct PipelineSpec {
   int microbatches = 1;    // M
   // G: the schedule runs G times per optimizer step (JobSpec::pipeline_steps), microbatch
   // g M + m being microbatch m of step g. Each step is a whole pipeline: its chunks'
-  // first forward and last backward are microbatches 0 and M - 1 of the step, and a rank
-  // starts step g + 1 once its chunks' reduce-scatters of step g are done (tail_s less
-  // optimizer_s after their last backward: FSDP2's last backward makes the compute stream
-  // wait for them); the optimizers follow the last step.
+  // first forward and last backward are microbatches 0 and M - 1 of the step (so a rank
+  // starts step g + 1 once its reduce-scatters of step g are done, as after any backward
+  // that reduce-scatters); the optimizers follow the last step.
   int steps = 1;
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
   std::vector<ChunkTimes> chunks;  // P * V, in model order
@@ -105,9 +84,7 @@ std::int64_t transient_reserved_bytes(std::int64_t bytes, double fragmentation);
 // single-microbatch reserved peak less its one microbatch of activations, plus the
 // gradients it accumulates across microbatches, both as reserved. A stage's reserved peak
 // is the sum over its chunks plus transient_reserved_bytes of its peak activations in
-// flight, each action's taken with what the previous action's reduce-scatters still hold
-// (tail_overlap_bytes; simulate_pipeline). pipeline_compositions judges its thresholds
-// without that overlap and each composition with simulate_pipeline.
+// flight (simulate_pipeline; pipeline_compositions judges its thresholds the same way).
 std::int64_t chunk_base_reserved_bytes(const ChunkTimes& times, double fragmentation);
 
 struct PipelineAction {
@@ -154,18 +131,24 @@ void validate_pipeline(const JobSpec& job, const std::string& source = "");
 
 PipelineResult simulate_pipeline(const PipelineSpec& spec);
 
-// What a stage holds at `action` beyond its chunks' bases and activations in flight
-// because `previous` (the action before it on the rank, both with the times
-// simulate_pipeline gave them) is a backward whose reduce-scatters still run: 0 unless
-// `action` starts within the previous chunk's tail_s of its end; then, for two actions of
-// one chunk, max(0, forward_/backward_after_backward_peak_allocated_bytes -
-// base_peak_allocated_bytes), else what the previous chunk's tail holds beyond the share
-// of the stage's base that chunk already has, max(0, tail_peak_bytes -
-// (base_peak_allocated_bytes - persistent_bytes - activation_bytes)), on top of this
-// action's whole peak. docs/parallelism.md "Memory per stage". Implemented in the
-// core (src/pipeline_chunks.cpp: the trace draws it too).
-std::int64_t tail_overlap_bytes(const PipelineSpec& spec, const PipelineAction& previous,
-                                const PipelineAction& action);
+// Whether a chunk's backward of microbatch `m` (numbered across pipeline steps, M per
+// step) reduce-scatters: every one, or the last of each step where the chunk accumulates.
+inline bool backward_reduce_scatters(const ChunkTimes& times, int m, int microbatches) {
+  return !times.accumulates || m % microbatches == microbatches - 1;
+}
+
+// How long after such a backward's end its rank waits before its next action: the rest of
+// the chunk's tail but the optimizer, its exposed reduce-scatters. FSDP2's post-backward
+// callback makes the compute stream wait for the last reduce-scatter whenever the backward
+// is the last (is_last_backward: by default every backward of torchtitan's gradient
+// accumulation; under PP the one that syncs the gradients), and the next forward's
+// all-gather streams wait for the compute stream (root pre-forward); SimpleFSDP's compiled
+// backward returns the reduced gradients. So the next action, gathers included, starts
+// after them (docs/parallelism.md "A backward's reduce-scatters end before the next
+// action").
+inline double reduce_scatter_wait_s(const ChunkTimes& times) {
+  return std::max(0.0, times.tail_s - times.optimizer_s);
+}
 
 // How many of `layers` transformer blocks each of the pp * virtual_stages chunks holds,
 // as torchtitan's generate_llm_fqn_per_model_part splits them: the embedding (with the
@@ -243,35 +226,10 @@ bool baseline_keep_gathered(KeepGatheredChoice choice, const JobSpec& job);
 // reduce-scatters into the sharded gradients) and nothing accumulates.
 ChunkTimes chunk_times(const Workload& chunk, const Program& program, const SimResult& result,
                        bool keep_gathered, const CostModel& costs);
-// Storage the two action-sequence simulations of chunk_times (a re-gathered chunk's
-// reduce-scatters under its next action) reuse from one call to the next, as the tuner
-// reuses its Program and SimWorkspace: same ChunkTimes, no allocation once warm. One per
-// thread.
-struct ChunkTimesScratch {
-  Program sequence;
-  SimWorkspace workspace;
-  std::vector<int> ids;
-};
-
 // The same with the units' compute costs already known (compute_costs(chunk, costs), e.g.
-// a Lowerer's): no cost query; `scratch` (may be null) reused. REQUIRES: `compute` of this
-// chunk.
+// a Lowerer's): no cost query. REQUIRES: `compute` of this chunk.
 ChunkTimes chunk_times(const Workload& chunk, const Program& program, const SimResult& result,
-                       bool keep_gathered, const ComputeCosts& compute,
-                       ChunkTimesScratch* scratch = nullptr);
-
-// One chunk's Program as the executor replays `actions` of that chunk back to back
-// (plan_pipeline_replay, validate/): each action's phase of the Program (forward: the tasks
-// up to the last forward compute task; backward: the rest but the optimizer) in task
-// order, its dependencies on its own microbatch's tasks, and every task waiting for the
-// earlier actions' compute-stream tasks (an action's streams start when the compute
-// stream reaches it). Streams are shared, so a collective queues behind the previous
-// action's on its stream. `chunk`, `start_s` and `end_s` of the actions are ignored.
-// REQUIRES: each backward after its microbatch's forward.
-Program action_sequence_program(const Program& program, const std::vector<PipelineAction>& actions);
-// The same into `sequence`, reusing its storage (and `ids`'): equal to the value above.
-void action_sequence_program(const Program& program, const std::vector<PipelineAction>& actions,
-                             Program& sequence, std::vector<int>& ids);
+                       bool keep_gathered, const ComputeCosts& compute);
 
 // The rank's peak of activations in flight, bytes, from its action order alone (chunk c
 // holds activation_bytes[c] per microbatch between its forward and its backward).

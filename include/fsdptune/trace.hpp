@@ -33,9 +33,8 @@ nlohmann::json chrome_trace(const Program& program, const SimResult& result,
 // microbatch. Task events carry args chunk, microbatch and unit (the job's numbering).
 // Each stage has a "memory allocated" counter: the pipeline's memory model (the chunks'
 // one-microbatch peaks less their activations, plus accumulated gradients; activations
-// held from a forward's end to its backward's end; an action that meets the previous
-// backward's reduce-scatters, tail_overlap_bytes, from its start), whose largest sample is
-// the stage's allocated peak.
+// held from a forward's end to its backward's end), whose largest sample is the stage's
+// allocated peak.
 // REQUIRES: `sim` from simulate_pipelined_* with SimOptions::record_timings.
 nlohmann::json pipeline_chrome_trace(const PipelineSimulation& sim, const std::string& title);
 

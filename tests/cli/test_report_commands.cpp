@@ -197,14 +197,14 @@ TEST_CASE("report --html draws a pipelined schedule's actions, a row per stage",
   const XmlElement* steps_chart = fsdptune::report_test::chart_with_id(steps_root, "pipeline-1");
   REQUIRE(steps_chart != nullptr);
   int step_actions = 0;
-  std::map<std::string, int> step_tails;  // stage -> tails of pipeline step 0
+  std::map<std::string, int> step_tails;  // stage -> tails after pipeline step 0
   for (const XmlElement* rect : steps_chart->all("rect")) {
     const auto titles = rect->all("title");
     if (titles.empty()) continue;
     const std::string& title = titles[0]->text;
     if (rect->attribute("class").rfind("pp-tail", 0) != 0) {
       ++step_actions;
-    } else if (title.find("tail of pipeline step 0 (exposed reduce-scatters)") !=
+    } else if (title.find(" microbatch 3: its reduce-scatters, waited for: ") !=
                std::string::npos) {
       ++step_tails[title.substr(0, 7)];
     }

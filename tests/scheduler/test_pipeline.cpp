@@ -7,6 +7,7 @@
 #include <set>
 #include <tuple>
 
+#include "action_sequence.hpp"
 #include "fsdptune/cost_model.hpp"
 #include "fsdptune/error.hpp"
 #include "fsdptune/hardware.hpp"
@@ -182,8 +183,9 @@ TEST_CASE(
     "pipeline steps: each a whole pipeline after the last one's reduce-scatters, the "
     "optimizer once",
     "[pipeline]") {
-  // Uniform 1F1B stages whose first forward carries gathers and last backward
-  // reduce-scatters, with a tail of 0.3 s of exposed reduce-scatters and a 0.2 s optimizer.
+  // Uniform 1F1B stages kept gathered, whose first forward carries gathers and last
+  // backward reduce-scatters, with a tail of 0.3 s of exposed reduce-scatters and a 0.2 s
+  // optimizer.
   PipelineSpec spec = uniform_spec(4, 1, 8, PipelineSchedule::k1F1B, 1.0, 2.0);
   spec.send_s = 0.25;
   for (ChunkTimes& chunk : spec.chunks) {
@@ -191,6 +193,7 @@ TEST_CASE(
     chunk.last_backward_s = 2.5;
     chunk.tail_s = 0.5;
     chunk.optimizer_s = 0.2;
+    chunk.accumulates = true;
   }
   const PipelineResult one = simulate_pipeline(spec);
   for (const int G : {2, 3}) {
@@ -808,11 +811,12 @@ TEST_CASE("the sweep's evaluation (distinct chunks simulated once) equals the fu
 
 TEST_CASE("gradient accumulation re-gathering: the composition is the whole action sequence",
           "[pipeline]") {
-  // One stage, M microbatches each gathering and reduce-scattering: a microbatch's last
-  // reduce-scatters run into the next forward, whose first gathers wait behind them (one
-  // shared stream: min_memory_plan) or share the links with them (fsdp2's two streams).
-  // The composition charges that delay; it then equals the simulation of all 2M actions
-  // back to back (as the executor replays them) plus the optimizer, to rounding.
+  // One stage, M microbatches each gathering and reduce-scattering: each backward's rank
+  // waits for its reduce-scatters before the next forward gathers (FSDP2's post-backward
+  // callback, every backward being the last by default). The composition then equals the
+  // simulation of all 2M actions back to back (as the executor replays them) plus the
+  // optimizer, to rounding, whether the gathers and reduce-scatters share a stream
+  // (min_memory_plan) or not (fsdp2).
   const ModelSpec model = builtin_model("tiny");
   const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
   for (const int M : {2, 4}) {
@@ -822,56 +826,34 @@ TEST_CASE("gradient accumulation re-gathering: the composition is the whole acti
       INFO(M << " microbatches, " << plan.name);
       const PipelineSimulation sim = simulate_pipelined_plans(workload, *costs, {plan}, {false});
       const ChunkTimes& times = sim.spec.chunks[0];
-      CHECK(times.forward_after_backward_delay_s > 0);
+      CHECK_FALSE(times.accumulates);
+      REQUIRE(reduce_scatter_wait_s(times) > 0);
       std::vector<PipelineAction> actions;
       for (int m = 0; m < M; ++m) {
         actions.push_back({0, m, false});
         actions.push_back({0, m, true});
       }
-      const Program& program = sim.chunk_programs[0];
-      double optimizer_s = 0;
-      for (const Task& task : program.tasks) {
-        if (task.kind == TaskKind::kOptimizer) optimizer_s += task.duration_s;
-      }
-      const SimResult sequence = simulate(action_sequence_program(program, actions));
-      CHECK(sim.result.step_time_s == Approx(sequence.step_time_s + optimizer_s).epsilon(1e-9));
-      // Without the delay the composition would be short by one per later forward.
+      const SimResult sequence =
+          simulate(fsdptune::testing::action_sequence_program(sim.chunk_programs[0], actions));
       CHECK(sim.result.step_time_s ==
-            Approx((M - 1) * times.forward_after_backward_delay_s +
+            Approx(sequence.step_time_s + times.optimizer_s).epsilon(1e-9));
+      // Every microbatch pays its reduce-scatters' wait, the last its whole tail.
+      CHECK(sim.result.step_time_s ==
+            Approx((M - 1) * reduce_scatter_wait_s(times) +
                    M * (times.first_forward_s + times.last_backward_s) + times.tail_s)
                 .epsilon(1e-9));
     }
   }
-  // Kept gathered, nothing is reduce-scattered until the last microbatch: no delay.
+  // Kept gathered, nothing is reduce-scattered until the last microbatch: no wait before.
   const Workload four = build_workload(model, tiny_accumulation(2, 1024, 4));
   const PipelineSimulation kept =
       simulate_pipelined_plans(four, *costs, {fsdp2_plan(four)}, {true});
-  CHECK(kept.spec.chunks[0].forward_after_backward_delay_s == 0);
-  CHECK(kept.spec.chunks[0].backward_after_backward_delay_s == 0);
-
-  // The delays are stored with the chunk's times (only when not 0) and read back; a
-  // schedule written without them reads as 0 and writes back as it was.
-  const PipelineSimulation regathered = simulate_pipelined_plans(
-      four, *costs, {min_memory_plan(static_cast<int>(four.units.size()))}, {false});
-  const ScheduleFile schedule =
-      pipeline_schedule(four, regathered, costs->hardware(), 80LL << 30, "min-memory");
-  const nlohmann::json json = schedule_to_json(schedule);
-  const nlohmann::json& times = json.at("pipeline").at("chunks")[0].at("times");
-  CHECK(times.at("forward_after_backward_delay_s").get<double>() ==
-        regathered.spec.chunks[0].forward_after_backward_delay_s);
-  CHECK(schedule_from_json(json, "acc.json") == schedule);
-  nlohmann::json older = json;
-  older["pipeline"]["chunks"][0]["times"].erase("forward_after_backward_delay_s");
-  older["pipeline"]["chunks"][0]["times"].erase("backward_after_backward_delay_s");
-  const ScheduleFile old_schedule = schedule_from_json(older, "old.json");
-  CHECK(old_schedule.pipeline->chunks[0].times.forward_after_backward_delay_s == 0);
-  CHECK(dump_json(schedule_to_json(old_schedule)) == dump_json(older));
-  const nlohmann::json kept_times =
-      schedule_to_json(pipeline_schedule(four, kept, costs->hardware(), 80LL << 30, "fsdp2"))
-          .at("pipeline")
-          .at("chunks")[0]
-          .at("times");
-  CHECK_FALSE(kept_times.contains("forward_after_backward_delay_s"));
+  const ChunkTimes& times = kept.spec.chunks[0];
+  CHECK(times.accumulates);
+  CHECK(kept.result.step_time_s ==
+        Approx(times.first_forward_s + 3 * times.forward_s + 3 * times.backward_s +
+               times.last_backward_s + times.tail_s)
+            .epsilon(1e-9));
 }
 
 TEST_CASE("tune_pipelined_job searches only the keep-gathered choices it is allowed",

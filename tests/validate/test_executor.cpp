@@ -495,8 +495,16 @@ TEST_CASE("every pipeline channel carries its messages in the same order at both
           schedule, replay_mesh(schedule, rank, static_cast<int>(c.pp), false, "p.json"), rank);
       for (std::size_t k = 0; k < plan.actions.size(); ++k) {
         const ReplayAction& action = plan.actions[k];
-        // Each later pipeline step's first action waits for the last step's collectives.
-        CHECK(action.starts_step == (k > 0 && k % (plan.actions.size() / c.steps) == 0));
+        // Kept gathered, a chunk reduce-scatters in its last backward of each pipeline
+        // step, and the rank's next action waits for them: so does each later step's
+        // first action.
+        const bool after_last_backward =
+            k > 0 && plan.actions[k - 1].backward &&
+            plan.actions[k - 1].microbatch % c.microbatches == c.microbatches - 1;
+        CHECK(action.after_reduce_scatters == after_last_backward);
+        if (k > 0 && k % (plan.actions.size() / c.steps) == 0) {
+          CHECK(action.after_reduce_scatters);
+        }
         for (const int m : {action.receive_message, action.send_message}) {
           if (m < 0) continue;
           const ReplayMessage& message = plan.messages[static_cast<std::size_t>(m)];
@@ -517,6 +525,25 @@ TEST_CASE("every pipeline channel carries its messages in the same order at both
     CHECK(static_cast<std::int64_t>(messages) == 2 * 2 * (chunks - 1) * c.microbatches * c.steps);
     for (const auto& [channel, tags] : sent) {
       CHECK(std::set<int>(tags.begin(), tags.end()).size() == tags.size());
+    }
+  }
+}
+
+TEST_CASE("re-gathered per microbatch, every action after a backward waits for its collectives",
+          "[executor][pipeline]") {
+  // Every backward reduce-scatters; FSDP2 makes the compute stream wait for them.
+  for (const PipelineSchedule order : {PipelineSchedule::k1F1B, PipelineSchedule::kGPipe}) {
+    const ScheduleFile schedule = tiny_pipeline(2, 2, 4, order, 1, true);
+    for (int rank = 0; rank < 2; ++rank) {
+      const PipelineReplayPlan plan =
+          plan_pipeline_replay(schedule, replay_mesh(schedule, rank, 2, false, "p.json"), rank);
+      int waits = 0;
+      for (std::size_t k = 0; k < plan.actions.size(); ++k) {
+        const bool after_backward = k > 0 && plan.actions[k - 1].backward;
+        CHECK(plan.actions[k].after_reduce_scatters == after_backward);
+        waits += after_backward ? 1 : 0;
+      }
+      CHECK(waits >= 3);  // each of 4 backwards but the rank's last, at least
     }
   }
 }
