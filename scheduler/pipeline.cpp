@@ -105,6 +105,9 @@ PipelineResult simulate_pipeline(const PipelineSpec& spec) {
   // When each rank's last reduce-scatters are done: its next action starts no earlier
   // (reduce_scatter_wait_s).
   std::vector<double> reduced_at(P, 0.0);
+  // How long each rank was held up by those waits alone: not bubble (its own exposed
+  // communication, not the schedule's idle time).
+  std::vector<double> held_s(P, 0.0);
   for (int r = 0; r < P; ++r) {
     result.stages[r].rank = r;
     result.stages[r].actions = pipeline_order(P, spec.virtual_stages, M, spec.schedule, r, G);
@@ -143,6 +146,7 @@ PipelineResult simulate_pipeline(const PipelineSpec& spec) {
           duration = m % M == M - 1 ? times.last_backward_s : times.backward_s;
         }
         action.start_s = std::max({ready, free_at[r], reduced_at[r]});
+        held_s[r] += action.start_s - std::max(ready, free_at[r]);
         action.end_s = action.start_s + duration;
         free_at[r] = action.end_s;
         if (action.backward && backward_reduce_scatters(times, m, M)) {
@@ -163,7 +167,7 @@ PipelineResult simulate_pipeline(const PipelineSpec& spec) {
   for (StageResult& stage : result.stages) {
     stage.pipeline_end_s = free_at[stage.rank];
     makespan = std::max(makespan, stage.pipeline_end_s);
-    busy += stage.busy_s;
+    busy += stage.busy_s + held_s[stage.rank];
     // Each chunk's reduce-scatters and the optimizer follow its last backward.
     stage.end_s = stage.pipeline_end_s;
     std::int64_t base_allocated = 0, base_reserved = 0;

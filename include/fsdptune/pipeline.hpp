@@ -111,7 +111,9 @@ struct StageResult {
 struct PipelineResult {
   double step_time_s = 0;  // the slowest rank's end
   // 1 - (sum of busy time) / (stages * makespan of the actions): the idle share of the
-  // pipeline. 1F1B with uniform stages and free sends: (P-1)/(M+P-1).
+  // pipeline. 1F1B with uniform stages and free sends: (P-1)/(M+P-1). A rank waiting for
+  // its own reduce-scatters (reduce_scatter_wait_s) counts as busy here: exposed
+  // communication, not the schedule's idle time.
   double bubble_fraction = 0;
   std::vector<StageResult> stages;
   bool operator==(const PipelineResult&) const = default;
