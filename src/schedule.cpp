@@ -571,7 +571,7 @@ void check_program(const Program& program, const Workload& workload, const std::
 
 // ---- pipeline schedules (version 2) ----
 
-// The fields of ChunkTimes a schedule written before 2026-12-02 15:00 UTC holds and the
+// The fields of ChunkTimes a schedule written before 2026-12-02 14:24 UTC holds and the
 // model no longer has (ScheduleChunk::retired_times): byte counts and seconds.
 constexpr std::array<const char*, 4> kRetiredTimesBytes = {
     "tail_peak_bytes", "persistent_bytes", "forward_after_backward_peak_allocated_bytes",

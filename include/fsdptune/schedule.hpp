@@ -81,7 +81,7 @@ struct ScheduleChunk {
   Program program;            // lower(chunk workload, plan): one microbatch
   PlanSummary predicted;      // that Program simulated alone (one microbatch)
   ChunkTimes times;           // per microbatch, as the pipeline composition used them
-  // Fields of `times` that a schedule written before 2026-12-02 15:00 UTC holds and the
+  // Fields of `times` that a schedule written before 2026-12-02 14:24 UTC holds and the
   // model no longer has (the reduce-scatters' overlap with the next action: tail_peak_bytes,
   // persistent_bytes, *_after_backward_*), as read: written back unchanged, so that such a
   // file keeps its text and schedule_hash. Empty for a schedule written since.
