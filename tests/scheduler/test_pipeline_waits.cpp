@@ -387,7 +387,6 @@ TEST_CASE("a pipeline schedule stores the optimizer's part of the tail, reads ol
     CHECK(older_times.first_forward_s == times.first_forward_s);
     CHECK(older.pipeline->chunks[0].retired_times.size() == 3);
     CHECK(dump_json(schedule_to_json(older)) == dump_json(old));
-    CHECK(schedule_hash(older) != schedule_hash(back));
     for (const char* key : {"optimizer_s", "tail_peak_bytes", "backward_after_backward_delay_s"}) {
       nlohmann::json bad = old;
       bad["pipeline"]["chunks"][0]["times"][key] = -1;
