@@ -219,16 +219,6 @@ CommGroup pipeline_send_group(const JobSpec& job) {
 
 namespace {
 
-// The last forward compute task: a pipeline action's forward phase is the tasks up to it,
-// its backward phase the rest but the optimizer (plan_pipeline_replay, validate/).
-int last_forward_task(const Program& program) {
-  int last_forward = -1;
-  for (const Task& task : program.tasks) {
-    if (task.kind == TaskKind::kForward) last_forward = task.id;
-  }
-  return last_forward;
-}
-
 // What the forward phase (the tasks up to the last forward compute task) leaves allocated
 // for the backward phase: the net of its memory events.
 std::int64_t forward_phase_held_bytes(const Program& program) {

@@ -1,7 +1,8 @@
 // The chunks of a pipelined job (docs/parallelism.md "Pipeline parallelism"): which units
 // each chunk owns and each chunk as a workload of its own. Pure workload functions, in the
 // core so that the schedule reader can check the per-chunk Programs of a pipeline schedule
-// (and validate_pipeline, the flags' check).
+// (and validate_pipeline, the flags' check; last_forward_task, which splits a chunk's
+// Program into its pipeline phases).
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -81,6 +82,14 @@ bool baseline_keep_gathered(KeepGatheredChoice choice, const JobSpec& job) {
   const bool preferred = default_keep_gathered(job);
   return std::find(allowed.begin(), allowed.end(), preferred) != allowed.end() ? preferred
                                                                                : allowed.front();
+}
+
+int last_forward_task(const Program& program) {
+  int last_forward = -1;
+  for (const Task& task : program.tasks) {
+    if (task.kind == TaskKind::kForward) last_forward = task.id;
+  }
+  return last_forward;
 }
 
 std::vector<std::int64_t> pipeline_chunk_blocks(const JobSpec& job, std::int64_t layers) {

@@ -930,10 +930,7 @@ void check_phases(const Program& program, const std::string& prefix) {
   if (program.streams.empty() || program.streams[0].role != StreamRole::kCompute) {
     throw_bad_input(prefix + ".streams[0]", "a pipeline chunk's first stream must be compute");
   }
-  int last_forward = -1;
-  for (const Task& task : program.tasks) {
-    if (task.kind == TaskKind::kForward) last_forward = task.id;
-  }
+  const int last_forward = last_forward_task(program);
   if (last_forward < 0) throw_bad_input(prefix + ".tasks", "no forward task");
   for (const Task& task : program.tasks) {
     const std::string where = fmt::format("{}.tasks[{}]", prefix, task.id);
@@ -1239,10 +1236,7 @@ PipelineReplayPlan plan_pipeline_replay(const ScheduleFile& schedule, const Repl
     action.backward = order.backward;
     action.after_reduce_scatters = reduced;
     reduced = order.backward && (!keep || m == M - 1);
-    int last_forward = -1;
-    for (const Task& task : program.tasks) {
-      if (task.kind == TaskKind::kForward) last_forward = task.id;
-    }
+    const int last_forward = last_forward_task(program);
     // The whole phase, or (kept gathered, not the first forward / last backward) its
     // compute only.
     const bool whole = !keep || (order.backward ? m == M - 1 : m == 0);

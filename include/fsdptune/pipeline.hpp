@@ -133,6 +133,11 @@ void validate_pipeline(const JobSpec& job, const std::string& source = "");
 
 PipelineResult simulate_pipeline(const PipelineSpec& spec);
 
+// The id of a chunk Program's last forward compute task (-1 without one): a pipeline
+// action's forward phase is the tasks up to it, its backward phase the rest but the
+// optimizer (chunk_times, plan_pipeline_replay in validate/). Implemented in the core.
+int last_forward_task(const Program& program);
+
 // Whether a chunk's backward of microbatch `m` (numbered across pipeline steps, M per
 // step) reduce-scatters: every one, or the last of each step where the chunk accumulates.
 inline bool backward_reduce_scatters(const ChunkTimes& times, int m, int microbatches) {

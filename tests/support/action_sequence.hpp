@@ -24,10 +24,7 @@ namespace fsdptune::testing {
 // REQUIRES: each backward after its microbatch's forward.
 inline Program action_sequence_program(const Program& program,
                                        const std::vector<PipelineAction>& actions) {
-  int last_forward = -1;
-  for (const Task& task : program.tasks) {
-    if (task.kind == TaskKind::kForward) last_forward = task.id;
-  }
+  const int last_forward = last_forward_task(program);
   const std::size_t count = program.tasks.size();
   int microbatches = 0;
   for (const PipelineAction& action : actions) {
