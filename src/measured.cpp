@@ -60,6 +60,44 @@ std::string text(const nlohmann::json& json, const char* name, const std::string
   return value.get<std::string>();
 }
 
+// A version 5 pipeline rank's `actions` and `chunks` (RankMeasurement).
+void read_pipeline_view(const nlohmann::json& json, const std::string& source,
+                        RankMeasurement& rank) {
+  const auto& actions = field(json, "actions", source);
+  if (!actions.is_array()) throw_bad_input(source + ": actions", "expected an array");
+  for (std::size_t i = 0; i < actions.size(); ++i) {
+    const std::string where = fmt::format("{}: actions[{}]", source, i);
+    PipelineAction action;
+    // Chunks and microbatches as many as a replayed schedule may have (check_replayable:
+    // 2 x chunks x microbatches of every pipeline step at most 32767); likewise a task's
+    // runs per step below.
+    action.chunk = static_cast<int>(integer_in(actions[i], "chunk", where, 0, 32767));
+    action.microbatch = static_cast<int>(integer_in(actions[i], "microbatch", where, 0, 32767));
+    const auto& backward = field(actions[i], "backward", where);
+    if (!backward.is_boolean()) throw_bad_input(where + ": backward", "expected true or false");
+    action.backward = backward.get<bool>();
+    action.start_s = number(actions[i], "start_s", where);
+    action.end_s = number(actions[i], "end_s", where);
+    if (action.end_s < action.start_s) throw_bad_input(where, "ends before it starts");
+    rank.actions.push_back(action);
+  }
+  const auto& chunks = field(json, "chunks", source);
+  if (!chunks.is_array()) throw_bad_input(source + ": chunks", "expected an array");
+  for (std::size_t c = 0; c < chunks.size(); ++c) {
+    const std::string where = fmt::format("{}: chunks[{}]", source, c);
+    MeasuredChunk chunk;
+    chunk.chunk = static_cast<int>(integer_in(chunks[c], "chunk", where, 0, 32767));
+    const auto& tasks = field(chunks[c], "tasks", where);
+    if (!tasks.is_array()) throw_bad_input(where + ": tasks", "expected an array");
+    for (std::size_t t = 0; t < tasks.size(); ++t) {
+      const std::string at = fmt::format("{}: tasks[{}]", where, t);
+      chunk.tasks.push_back(
+          {integer_in(tasks[t], "runs", at, 0, 32767), number(tasks[t], "duration_s", at)});
+    }
+    rank.chunks.push_back(std::move(chunk));
+  }
+}
+
 }  // namespace
 
 nlohmann::json measured_to_json(const MeasuredResult& measured) {
@@ -73,9 +111,30 @@ nlohmann::json measured_to_json(const MeasuredResult& measured) {
     for (const TaskTiming& timing : rank.timings) {
       rank_timings.push_back({{"start_s", timing.start_s}, {"end_s", timing.end_s}});
     }
-    ranks.push_back({{"step_time_s", rank.step_time_s},
-                     {"peak_allocated_bytes", rank.peak_allocated_bytes},
-                     {"timings", rank_timings}});
+    nlohmann::json view = {{"step_time_s", rank.step_time_s},
+                           {"peak_allocated_bytes", rank.peak_allocated_bytes},
+                           {"timings", rank_timings}};
+    if (measured.pipeline) {
+      nlohmann::json actions = nlohmann::json::array();
+      for (const PipelineAction& action : rank.actions) {
+        actions.push_back({{"chunk", action.chunk},
+                           {"microbatch", action.microbatch},
+                           {"backward", action.backward},
+                           {"start_s", action.start_s},
+                           {"end_s", action.end_s}});
+      }
+      nlohmann::json chunks = nlohmann::json::array();
+      for (const MeasuredChunk& chunk : rank.chunks) {
+        nlohmann::json tasks = nlohmann::json::array();
+        for (const MeasuredChunkTask& task : chunk.tasks) {
+          tasks.push_back({{"runs", task.runs}, {"duration_s", task.duration_s}});
+        }
+        chunks.push_back({{"chunk", chunk.chunk}, {"tasks", tasks}});
+      }
+      view["actions"] = actions;
+      view["chunks"] = chunks;
+    }
+    ranks.push_back(view);
   }
   nlohmann::json environment = nlohmann::json::object();
   for (const auto& [key, value] : measured.environment) environment[key] = value;
@@ -227,6 +286,7 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
         if (timing.end_s < timing.start_s) throw_bad_input(at, "ends before it starts");
         rank.timings.push_back(timing);
       }
+      if (read_version >= 5 && json.contains("pipeline")) read_pipeline_view(ranks[r], where, rank);
       measured.ranks.push_back(std::move(rank));
     }
   }

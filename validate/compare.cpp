@@ -22,6 +22,86 @@ std::string percent(double relative_error) {
   return fmt::format("{:+.1f}%", 100.0 * relative_error);
 }
 
+bool on_compute_stream(const Program& program, const Task& task) {
+  return task.stream >= 0 && task.stream < static_cast<int>(program.streams.size()) &&
+         program.streams[static_cast<std::size_t>(task.stream)].role == StreamRole::kCompute;
+}
+
+// Largest |measured - predicted duration| first, the first of equals first.
+template <typename Difference>
+void keep_differing_most(std::vector<Difference>& differences, int top) {
+  std::stable_sort(differences.begin(), differences.end(),
+                   [](const Difference& a, const Difference& b) {
+                     return std::abs(a.duration_s.measured - a.duration_s.predicted) >
+                            std::abs(b.duration_s.measured - b.duration_s.predicted);
+                   });
+  differences.resize(std::min(differences.size(), static_cast<std::size_t>(std::max(top, 0))));
+}
+
+// A pipeline's actions and chunk tasks on the first rank of each stage (measured.json
+// version 5; nothing from an older one), next to the schedule's.
+void add_pipeline_differences(const ScheduleFile& schedule, const MeasuredResult& measured,
+                              const std::string& source, bool communication_comparable,
+                              std::vector<ActionDifference>& actions,
+                              std::vector<TaskDifference>& tasks) {
+  const SchedulePipeline& pipeline = *schedule.pipeline;
+  if (static_cast<std::int64_t>(measured.ranks.size()) != measured.world_size) return;
+  const std::int64_t stage_size = measured.world_size / measured.pp;
+  for (std::size_t stage = 0; stage < pipeline.stages.size(); ++stage) {
+    const std::size_t index = stage * static_cast<std::size_t>(stage_size);
+    const RankMeasurement& view = measured.ranks[index];
+    const std::vector<PipelineAction>& predicted = pipeline.stages[stage].actions;
+    if (!predicted.empty() && !view.actions.empty()) {
+      if (view.actions.size() != predicted.size()) {
+        throw_bad_input(fmt::format("{}: ranks[{}].actions", source, index),
+                        fmt::format("{} actions, the schedule's stage {} has {}",
+                                    view.actions.size(), stage, predicted.size()));
+      }
+      for (std::size_t a = 0; a < predicted.size(); ++a) {
+        const PipelineAction& want = predicted[a];
+        const PipelineAction& got = view.actions[a];
+        if (got.chunk != want.chunk || got.microbatch != want.microbatch ||
+            got.backward != want.backward) {
+          throw_bad_input(
+              fmt::format("{}: ranks[{}].actions[{}]", source, index, a),
+              fmt::format("{} of chunk {} microbatch {} where the schedule's stage "
+                          "{} runs the {} of chunk {} microbatch {}",
+                          got.backward ? "backward" : "forward", got.chunk, got.microbatch, stage,
+                          want.backward ? "backward" : "forward", want.chunk, want.microbatch));
+        }
+        actions.push_back({static_cast<int>(stage), want.chunk, want.microbatch, want.backward,
+                           compare_values(want.end_s - want.start_s, got.end_s - got.start_s),
+                           compare_values(want.start_s, got.start_s)});
+      }
+    }
+    for (std::size_t k = 0; k < view.chunks.size(); ++k) {
+      const MeasuredChunk& chunk = view.chunks[k];
+      const std::string where = fmt::format("{}: ranks[{}].chunks[{}]", source, index, k);
+      if (chunk.chunk >= static_cast<int>(pipeline.chunks.size()) ||
+          pipeline.chunks[static_cast<std::size_t>(chunk.chunk)].rank != static_cast<int>(stage)) {
+        throw_bad_input(where + ": chunk",
+                        fmt::format("chunk {} is not one of stage {}'s", chunk.chunk, stage));
+      }
+      const Program& program = pipeline.chunks[static_cast<std::size_t>(chunk.chunk)].program;
+      if (chunk.tasks.size() != program.tasks.size()) {
+        throw_bad_input(where + ": tasks",
+                        fmt::format("{} tasks for chunk {}'s program of {}", chunk.tasks.size(),
+                                    chunk.chunk, program.tasks.size()));
+      }
+      for (std::size_t t = 0; t < program.tasks.size(); ++t) {
+        const Task& task = program.tasks[t];
+        const MeasuredChunkTask& got = chunk.tasks[t];
+        if (got.runs == 0 || (!communication_comparable && !on_compute_stream(program, task))) {
+          continue;
+        }
+        tasks.push_back({task.id, task.name, to_string(task.kind),
+                         compare_values(task.duration_s, got.duration_s), ComparedValue{},
+                         chunk.chunk, got.runs});
+      }
+    }
+  }
+}
+
 }  // namespace
 
 ComparedValue compare_values(double predicted, double measured) {
@@ -117,13 +197,16 @@ Comparison compare(const ScheduleFile& schedule, const MeasuredResult& measured,
   }
   const bool have_timings = schedule.timings.size() == tasks.size();
   std::vector<TaskDifference> differences;
+  if (schedule.pipeline) {
+    add_pipeline_differences(schedule, measured, measured_source,
+                             comparison.communication_comparable, comparison.actions_differing_most,
+                             differences);
+    keep_differing_most(comparison.actions_differing_most, top_tasks);
+  }
   for (std::size_t t = 0; t < tasks.size(); ++t) {
-    const bool on_compute =
-        tasks[t].stream >= 0 &&
-        tasks[t].stream < static_cast<int>(schedule.program.streams.size()) &&
-        schedule.program.streams[static_cast<std::size_t>(tasks[t].stream)].role ==
-            StreamRole::kCompute;
-    if (!comparison.communication_comparable && !on_compute) continue;
+    if (!comparison.communication_comparable && !on_compute_stream(schedule.program, tasks[t])) {
+      continue;
+    }
     const TaskTiming& got = measured.timings[t];
     const double predicted_start = have_timings ? schedule.timings[t].start_s : 0;
     const double predicted_duration = have_timings
@@ -133,13 +216,7 @@ Comparison compare(const ScheduleFile& schedule, const MeasuredResult& measured,
                            compare_values(predicted_duration, got.end_s - got.start_s),
                            compare_values(predicted_start, got.start_s)});
   }
-  std::stable_sort(differences.begin(), differences.end(),
-                   [](const TaskDifference& a, const TaskDifference& b) {
-                     return std::abs(a.duration_s.measured - a.duration_s.predicted) >
-                            std::abs(b.duration_s.measured - b.duration_s.predicted);
-                   });
-  differences.resize(
-      std::min(differences.size(), static_cast<std::size_t>(std::max(top_tasks, 0))));
+  keep_differing_most(differences, top_tasks);
   comparison.tasks_differing_most = std::move(differences);
   return comparison;
 }
@@ -147,11 +224,26 @@ Comparison compare(const ScheduleFile& schedule, const MeasuredResult& measured,
 nlohmann::json comparison_to_json(const Comparison& comparison) {
   nlohmann::json tasks = nlohmann::json::array();
   for (const TaskDifference& task : comparison.tasks_differing_most) {
-    tasks.push_back({{"task", task.task},
-                     {"name", task.name},
-                     {"kind", task.kind},
-                     {"duration_s", value_json(task.duration_s)},
-                     {"start_s", value_json(task.start_s)}});
+    nlohmann::json entry = {{"task", task.task},
+                            {"name", task.name},
+                            {"kind", task.kind},
+                            {"duration_s", value_json(task.duration_s)}};
+    if (task.chunk >= 0) {
+      entry["chunk"] = task.chunk;
+      entry["runs"] = task.runs;
+    } else {
+      entry["start_s"] = value_json(task.start_s);
+    }
+    tasks.push_back(entry);
+  }
+  nlohmann::json actions = nlohmann::json::array();
+  for (const ActionDifference& action : comparison.actions_differing_most) {
+    actions.push_back({{"stage", action.stage},
+                       {"chunk", action.chunk},
+                       {"microbatch", action.microbatch},
+                       {"backward", action.backward},
+                       {"duration_s", value_json(action.duration_s)},
+                       {"start_s", value_json(action.start_s)}});
   }
   nlohmann::json stages = nlohmann::json::array();
   for (const StageComparison& stage : comparison.stages) {
@@ -161,7 +253,7 @@ nlohmann::json comparison_to_json(const Comparison& comparison) {
                       {"peak_allocated_bytes", value_json(stage.peak_allocated_bytes)}});
   }
   nlohmann::json json = {{"format", "fsdptune-comparison"},
-                         {"version", 3},
+                         {"version", 4},
                          {"schedule_hash", comparison.schedule_hash},
                          {"backend", comparison.backend},
                          {"world_size", comparison.world_size},
@@ -181,6 +273,7 @@ nlohmann::json comparison_to_json(const Comparison& comparison) {
                          {"peak_allocated_bytes", value_json(comparison.peak_allocated_bytes)},
                          {"tasks_differing_most", tasks},
                          {"stages", stages}};
+  if (!comparison.stages.empty()) json["actions_differing_most"] = actions;
   // Only under context parallelism: comparisons without it keep their text.
   if (comparison.cp != 1) json["mesh"]["cp"] = comparison.cp;
   // Likewise only with several pipeline steps.
@@ -227,14 +320,33 @@ void print_comparison(std::ostream& out, const Comparison& c) {
                  percent(stage.peak_allocated_bytes.relative_error));
     }
   }
+  if (!c.actions_differing_most.empty()) {
+    fmt::print(out, "\nactions differing most (duration, each stage's first rank):\n");
+    fmt::print(out, "{:>5} {:>5} {:>10} {:<8} {:>12} {:>12} {:>9} {:>12} {:>12}\n", "stage",
+               "chunk", "microbatch", "phase", "predicted", "measured", "error", "start pred",
+               "measured");
+    for (const ActionDifference& action : c.actions_differing_most) {
+      fmt::print(out, "{:>5} {:>5} {:>10} {:<8} {:>12} {:>12} {:>9} {:>12} {:>12}\n", action.stage,
+                 action.chunk, action.microbatch, action.backward ? "backward" : "forward",
+                 format_seconds(action.duration_s.predicted),
+                 format_seconds(action.duration_s.measured),
+                 percent(action.duration_s.relative_error),
+                 format_seconds(action.start_s.predicted), format_seconds(action.start_s.measured));
+    }
+  }
   if (c.tasks_differing_most.empty()) return;
-  fmt::print(out, "\n{} differing most (duration):\n", comm ? "tasks" : "compute tasks");
-  fmt::print(out, "{:>5} {:<40} {:>12} {:>12} {:>9}\n", "task", "name", "predicted", "measured",
-             "error");
+  const bool chunks = !c.stages.empty();
+  fmt::print(out, "\n{} differing most (duration{}):\n", comm ? "tasks" : "compute tasks",
+             chunks ? ", median of each chunk task's runs on its stage's first rank" : "");
+  // A pipeline's tasks lead with their chunk and end with their runs per step.
+  fmt::print(out, "{}{:>5} {:<40} {:>12} {:>12} {:>9}{}\n", chunks ? "chunk " : "", "task", "name",
+             "predicted", "measured", "error", chunks ? "  runs" : "");
   for (const TaskDifference& task : c.tasks_differing_most) {
-    fmt::print(out, "{:>5} {:<40} {:>12} {:>12} {:>9}\n", task.task, task.name,
+    fmt::print(out, "{}{:>5} {:<40} {:>12} {:>12} {:>9}{}\n",
+               chunks ? fmt::format("{:>5} ", task.chunk) : "", task.task, task.name,
                format_seconds(task.duration_s.predicted), format_seconds(task.duration_s.measured),
-               percent(task.duration_s.relative_error));
+               percent(task.duration_s.relative_error),
+               chunks ? fmt::format(" {:>5}", task.runs) : "");
   }
 }
 

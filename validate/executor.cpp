@@ -264,7 +264,92 @@ struct StepRecord {
   // stream, after its input arrived, to its last compute task's end) and the last one's end.
   double busy_s = 0;
   double pipeline_end_s = 0;
+  // Pipelines: each action of the rank's plan with its start and end, and the durations
+  // of every run of each task of its chunks (by local chunk, then task id).
+  std::vector<PipelineAction> actions;
+  std::vector<int> chunks;  // local index -> chunk of the schedule
+  std::vector<std::vector<std::vector<double>>> task_runs_s;
 };
+
+// A pipeline rank's actions and chunk tasks over its measured steps (RankMeasurement):
+// each action's start and end the median over the steps, each task's duration the median
+// over every run in them, its runs those of one step.
+void add_pipeline_view(const std::vector<StepRecord>& records, RankMeasurement& view) {
+  if (records.empty()) return;
+  const StepRecord& first = records.front();
+  for (std::size_t a = 0; a < first.actions.size(); ++a) {
+    std::vector<double> starts, ends;
+    for (const StepRecord& record : records) {
+      starts.push_back(record.actions[a].start_s);
+      ends.push_back(record.actions[a].end_s);
+    }
+    PipelineAction action = first.actions[a];
+    action.start_s = median(starts);
+    action.end_s = median(ends);
+    view.actions.push_back(action);
+  }
+  for (std::size_t local = 0; local < first.chunks.size(); ++local) {
+    MeasuredChunk chunk{first.chunks[local], {}};
+    for (std::size_t t = 0; t < first.task_runs_s[local].size(); ++t) {
+      std::vector<double> durations;
+      for (const StepRecord& record : records) {
+        const std::vector<double>& runs = record.task_runs_s[local][t];
+        durations.insert(durations.end(), runs.begin(), runs.end());
+      }
+      chunk.tasks.push_back({static_cast<std::int64_t>(first.task_runs_s[local][t].size()),
+                             median(std::move(durations))});
+    }
+    view.chunks.push_back(std::move(chunk));
+  }
+}
+
+// add_pipeline_view's figures as doubles for MPI (counts and ids are exact): the actions'
+// count, then each (chunk, microbatch, backward, start, end); the chunks' count, then each
+// chunk, its tasks' count and each (runs, duration).
+std::vector<double> pack_pipeline_view(const RankMeasurement& view) {
+  std::vector<double> packed{static_cast<double>(view.actions.size())};
+  for (const PipelineAction& action : view.actions) {
+    packed.insert(packed.end(),
+                  {static_cast<double>(action.chunk), static_cast<double>(action.microbatch),
+                   action.backward ? 1.0 : 0.0, action.start_s, action.end_s});
+  }
+  packed.push_back(static_cast<double>(view.chunks.size()));
+  for (const MeasuredChunk& chunk : view.chunks) {
+    packed.push_back(static_cast<double>(chunk.chunk));
+    packed.push_back(static_cast<double>(chunk.tasks.size()));
+    for (const MeasuredChunkTask& task : chunk.tasks) {
+      packed.push_back(static_cast<double>(task.runs));
+      packed.push_back(task.duration_s);
+    }
+  }
+  return packed;
+}
+
+void unpack_pipeline_view(const double* packed, RankMeasurement& view) {
+  const double* at = packed;
+  auto next_int = [&] { return static_cast<int>(*at++); };
+  const int actions = next_int();
+  for (int a = 0; a < actions; ++a) {
+    PipelineAction action;
+    action.chunk = next_int();
+    action.microbatch = next_int();
+    action.backward = next_int() != 0;
+    action.start_s = *at++;
+    action.end_s = *at++;
+    view.actions.push_back(action);
+  }
+  const int chunks = next_int();
+  for (int c = 0; c < chunks; ++c) {
+    MeasuredChunk chunk;
+    chunk.chunk = next_int();
+    const int tasks = next_int();
+    for (int t = 0; t < tasks; ++t) {
+      const std::int64_t runs = next_int();
+      chunk.tasks.push_back({runs, *at++});
+    }
+    view.chunks.push_back(std::move(chunk));
+  }
+}
 
 // What a Program's tasks do with each of its buckets: whether it has copy tasks and an
 // all-reduce, and so which task copies the bucket out.
@@ -544,15 +629,28 @@ class PipelineReplay final : public StepReplay {
     for (const EventId end : stream_ends) {
       record.step_time_s = std::max(record.step_time_s, backend_.elapsed_s(begin, end));
     }
-    for (const auto& [action_begin, action_end] : actions) {
+    for (std::size_t a = 0; a < actions.size(); ++a) {
+      const auto& [action_begin, action_end] = actions[a];
+      const ReplayAction& planned = plan_.actions[a];
+      record.actions.push_back({planned.chunk, planned.microbatch, planned.backward,
+                                backend_.elapsed_s(begin, action_begin),
+                                backend_.elapsed_s(begin, action_end)});
       record.busy_s += backend_.elapsed_s(action_begin, action_end);
       record.pipeline_end_s =
           std::max(record.pipeline_end_s, backend_.elapsed_s(begin, action_end));
     }
+    record.chunks = plan_.chunks;
+    record.task_runs_s.resize(work_.size());
+    for (std::size_t i = 0; i < work_.size(); ++i) {
+      record.task_runs_s[i].resize(work_[i]->program().tasks.size());
+    }
     std::vector<Interval> compute, comm;
     for (const Span& span : spans_) {
-      (span.on_compute ? compute : comm)
-          .push_back({backend_.elapsed_s(begin, span.start), backend_.elapsed_s(begin, span.end)});
+      const Interval interval{backend_.elapsed_s(begin, span.start),
+                              backend_.elapsed_s(begin, span.end)};
+      record.task_runs_s[static_cast<std::size_t>(span.local)][static_cast<std::size_t>(span.task)]
+          .push_back(interval.end_s - interval.start_s);
+      (span.on_compute ? compute : comm).push_back(interval);
     }
     add_overlap(std::move(compute), std::move(comm), record);
     return record;
@@ -563,6 +661,8 @@ class PipelineReplay final : public StepReplay {
     EventId start;
     EventId end;
     bool on_compute;
+    int local;  // chunk
+    int task;
   };
 
   // The latest run of task `task` of local chunk `local` at or before microbatch `m` in
@@ -626,7 +726,8 @@ class PipelineReplay final : public StepReplay {
          [static_cast<std::size_t>(id)] = end;
     spans_.push_back(
         {start, end,
-         program.streams[static_cast<std::size_t>(task.stream)].role == StreamRole::kCompute});
+         program.streams[static_cast<std::size_t>(task.stream)].role == StreamRole::kCompute, local,
+         id});
   }
 
   PipelineReplayPlan plan_;
@@ -1484,6 +1585,27 @@ MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& opti
       }
       measured.ranks.push_back(std::move(view));
       heads.push_back({values[0], values[1], values[2], values[3], values[4]});
+    }
+    if (schedule.pipeline) {
+      // Every rank's actions and chunk tasks, gathered to rank 0 (sizes differ by stage).
+      RankMeasurement own;
+      add_pipeline_view(records, own);
+      const std::vector<double> packed = pack_pipeline_view(own);
+      const int count = static_cast<int>(packed.size());
+      std::vector<int> counts(static_cast<std::size_t>(world), 0);
+      MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+      std::vector<int> offsets(static_cast<std::size_t>(world), 0);
+      for (std::size_t r = 1; r < offsets.size(); ++r) {
+        offsets[r] = offsets[r - 1] + counts[r - 1];
+      }
+      std::vector<double> views(rank == 0 ? static_cast<std::size_t>(offsets.back() + counts.back())
+                                          : 0);
+      MPI_Gatherv(packed.data(), count, MPI_DOUBLE, views.data(), counts.data(), offsets.data(),
+                  MPI_DOUBLE, 0, MPI_COMM_WORLD);
+      for (int r = 0; rank == 0 && r < world; ++r) {
+        unpack_pipeline_view(views.data() + offsets[static_cast<std::size_t>(r)],
+                             measured.ranks[static_cast<std::size_t>(r)]);
+      }
     }
     if (schedule.pipeline && rank == 0) {
       // Each stage as its slowest rank; compute and exposed communication of the slowest

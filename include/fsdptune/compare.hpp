@@ -29,8 +29,25 @@ struct TaskDifference {
   std::string name;
   std::string kind;  // to_string(TaskKind)
   ComparedValue duration_s;
-  ComparedValue start_s;  // relative to the step start
+  ComparedValue start_s;  // relative to the step start (0 and 0 for a chunk's task)
+  // A pipeline chunk's task (its id in the chunk's Program; -1: the schedule's Program):
+  // duration_s its modelled duration against the median of its runs on the first rank of
+  // the chunk's stage, which ran it `runs` times a step (1 for the schedule's Program).
+  int chunk = -1;
+  std::int64_t runs = 1;
   bool operator==(const TaskDifference&) const = default;
+};
+
+// One pipeline action (chunk, microbatch, forward or backward) on the first rank of its
+// stage: the schedule's pipeline.stages[].actions next to the measured ranks[].actions.
+struct ActionDifference {
+  int stage = 0;
+  int chunk = 0;
+  int microbatch = 0;
+  bool backward = false;
+  ComparedValue duration_s;
+  ComparedValue start_s;  // relative to the step start
+  bool operator==(const ActionDifference&) const = default;
 };
 
 // One pipeline stage: the schedule's pipeline.stages[] next to the measured stage.
@@ -71,17 +88,22 @@ struct Comparison {
   // communication_comparable false only compute tasks (forward, recompute, backward,
   // optimizer and the compute stream's copies) are ranked.
   std::vector<TaskDifference> tasks_differing_most;
-  // A pipeline schedule (version 2): per stage, by pipeline rank; tasks_differing_most is
-  // then empty (each chunk's Program runs several times a step).
+  // A pipeline schedule (version 2): per stage, by pipeline rank; tasks_differing_most
+  // then ranks the chunks' tasks (TaskDifference::chunk) and actions_differing_most the
+  // actions, by |measured - predicted duration|, largest first. Both empty for a
+  // measurement without per-rank actions (measured.json before version 5), the actions
+  // also for a schedule without predicted ones.
   std::vector<StageComparison> stages;
+  std::vector<ActionDifference> actions_differing_most;
   bool operator==(const Comparison&) const = default;
 };
 
 // Throws Error(kBadInput) naming `measured_source` when the measurement is of another
 // schedule (hash), has a different number of tasks or a mesh that does not replay the
 // schedule's (pp, tp, dp_replicate, dp_shard * shards_per_rank), or (pipeline schedule) no
-// per-stage figures. Predicted task times are the schedule's simulated timings (the
-// standalone task durations where it has none); predicted stages its pipeline.stages.
+// per-stage figures, or actions or chunk tasks that are not the schedule's. Predicted task times
+// are the schedule's simulated timings (the standalone task durations where it has none); predicted
+// stages its pipeline.stages.
 Comparison compare(const ScheduleFile& schedule, const MeasuredResult& measured,
                    const std::string& measured_source, int top_tasks = 10);
 

@@ -11,16 +11,35 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fsdptune/pipeline.hpp"
 #include "fsdptune/simulator.hpp"
 
 namespace fsdptune {
 
 // 2 added the run's mesh (dp_replicate, dp_shard, tp, shards_per_rank); 3 added every
 // rank's own step time and task timings (`ranks`); 4 added mesh.pp, every rank's peak and,
-// for a pipeline schedule, `pipeline` (per-stage busy, end, peak). Versions 1 to 3 are
+// for a pipeline schedule, `pipeline` (per-stage busy, end, peak); 5 added, for a pipeline
+// schedule, every rank's actions and its chunks' task durations. Versions 1 to 4 are
 // still read (version 1: a mesh of world_size shard ranks; 1, 2: no per-rank views; 1-3:
-// pp 1, rank peaks 0).
-inline constexpr int kMeasuredFormatVersion = 4;
+// pp 1, rank peaks 0; 1-4: no actions or chunk tasks).
+inline constexpr int kMeasuredFormatVersion = 5;
+
+// One task of a pipeline chunk's Program as a rank ran it in the measured steps: how many
+// times a step (each microbatch's action that replays it, or the tail) and the median
+// duration over every run (its start, when its stream reached it after its dependencies,
+// to its end).
+struct MeasuredChunkTask {
+  std::int64_t runs = 0;  // per step
+  double duration_s = 0;
+  bool operator==(const MeasuredChunkTask&) const = default;
+};
+
+// A pipeline chunk on the rank that ran it: its Program's tasks by task id.
+struct MeasuredChunk {
+  int chunk = 0;  // index in the schedule's pipeline.chunks
+  std::vector<MeasuredChunkTask> tasks;
+  bool operator==(const MeasuredChunk&) const = default;
+};
 
 // One rank's own view of the measured steps, each a median over them, relative to that
 // rank's step start (the ranks start each step at a barrier).
@@ -28,6 +47,12 @@ struct RankMeasurement {
   double step_time_s = 0;                 // its last task's end
   std::vector<TaskTiming> timings;        // per task id (empty for a pipeline schedule)
   std::int64_t peak_allocated_bytes = 0;  // its tracked peak over the measured steps
+  // A pipeline schedule (version 5; empty otherwise and when read from older versions):
+  // its actions in execution order, each start (the compute stream reached it, its input
+  // received) and end (its last compute task's end) a median over the measured steps, as
+  // the schedule's pipeline.stages[].actions predict them; and its chunks (ascending).
+  std::vector<PipelineAction> actions;
+  std::vector<MeasuredChunk> chunks;
   bool operator==(const RankMeasurement&) const = default;
 };
 

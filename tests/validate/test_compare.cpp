@@ -44,6 +44,17 @@ MeasuredResult measurement_of(const ScheduleFile& schedule) {
   return measured;
 }
 
+// A measurement of a pp 2 schedule on 2 ranks (dp_shard 1), its figures left 0.
+MeasuredResult pp2_measurement_of(const ScheduleFile& schedule) {
+  MeasuredResult measured;
+  measured.schedule_hash = schedule_hash(schedule);
+  measured.backend = "cpu";
+  measured.world_size = 2;
+  measured.pp = 2;
+  measured.dp_shard = 1;
+  return measured;
+}
+
 }  // namespace
 
 TEST_CASE("compare_values is (predicted - measured) / measured", "[compare]") {
@@ -137,12 +148,7 @@ TEST_CASE("compare puts a pipeline's stages next to the measured ones", "[compar
   SchedulePipeline pipeline;
   pipeline.stages = {{0, 1e-3, 4e-3, 3, 1000, 1100, {}}, {1, 2e-3, 3e-3, 1, 500, 550, {}}};
   schedule.pipeline = pipeline;
-  MeasuredResult measured;
-  measured.schedule_hash = schedule_hash(schedule);
-  measured.backend = "cpu";
-  measured.world_size = 2;
-  measured.pp = 2;
-  measured.dp_shard = 1;
+  MeasuredResult measured = pp2_measurement_of(schedule);
   measured.step_time_s = 5e-3;
   measured.peak_allocated_bytes = 1250;
   MeasuredPipeline stages;
@@ -163,8 +169,11 @@ TEST_CASE("compare puts a pipeline's stages next to the measured ones", "[compar
   CHECK(c.stages[1].end_s.relative_error == Approx(-0.25));
   CHECK(c.stages[1].peak_allocated_bytes.relative_error == 0);
   const nlohmann::json json = comparison_to_json(c);
-  CHECK(json["version"] == 3);
+  CHECK(json["version"] == 4);
   CHECK(json["stages"][1]["busy_s"]["measured"] == 2e-3);
+  // No per-rank actions measured (measured.json before version 5): none compared.
+  CHECK(c.actions_differing_most.empty());
+  CHECK(json["actions_differing_most"].empty());
   std::ostringstream table;
   print_comparison(table, c);
   CHECK_THAT(table.str(), Catch::Contains("pipeline: 2 stages, 4 microbatches"));
@@ -176,4 +185,127 @@ TEST_CASE("compare puts a pipeline's stages next to the measured ones", "[compar
   other.pp = 1;
   other.dp_shard = 2;
   CHECK_THROWS_WITH(compare(schedule, other, "m.json"), Catch::Contains("does not replay"));
+}
+
+namespace {
+
+// pp 2 on 2 GPUs, 1 microbatch: chunk c on stage c, each a Program of a forward (compute,
+// 1 ms) and a reduce-scatter (its own stream, 2 ms); each stage predicted to run its
+// forward then its backward. Measured with per-rank actions and chunk tasks (version 5).
+std::pair<ScheduleFile, MeasuredResult> pipeline_with_actions() {
+  ScheduleFile schedule;
+  schedule.version = 2;
+  schedule.job.gpus = 2;
+  schedule.job.pp = 2;
+  SchedulePipeline pipeline;
+  for (int c = 0; c < 2; ++c) {
+    ScheduleChunk chunk;
+    chunk.rank = c;
+    chunk.program.streams = {{"compute", StreamRole::kCompute},
+                             {"reduce-scatter", StreamRole::kReduceScatter}};
+    for (int t = 0; t < 2; ++t) {
+      Task task;
+      task.id = t;
+      task.name = t == 0 ? "forward" : "reduce-scatter";
+      task.kind = t == 0 ? TaskKind::kForward : TaskKind::kReduceScatter;
+      task.stream = t;
+      task.duration_s = (t + 1) * 1e-3;
+      chunk.program.tasks.push_back(task);
+    }
+    pipeline.chunks.push_back(chunk);
+  }
+  pipeline.stages = {
+      {0, 2e-3, 5e-3, 1, 100, 100, {{0, 0, false, 0, 1e-3}, {0, 0, true, 3e-3, 4e-3}}},
+      {1, 2e-3, 4e-3, 1, 100, 100, {{1, 0, false, 1e-3, 2e-3}, {1, 0, true, 2e-3, 3e-3}}}};
+  schedule.pipeline = pipeline;
+  MeasuredResult measured = pp2_measurement_of(schedule);
+  MeasuredPipeline stages;
+  stages.stages = {{0, 2e-3, 4e-3, 5e-3, 100}, {1, 2e-3, 3e-3, 4e-3, 100}};
+  measured.pipeline = stages;
+  measured.ranks.resize(2);
+  // Stage 0's backward ran 3 ms (2 ms long); stage 1's forward started 0.5 ms late.
+  measured.ranks[0].actions = {{0, 0, false, 0, 1e-3}, {0, 0, true, 3e-3, 6e-3}};
+  measured.ranks[1].actions = {{1, 0, false, 1.5e-3, 2.5e-3}, {1, 0, true, 2.5e-3, 3.5e-3}};
+  // Chunk 0's forward ran twice at 1.25 ms; its reduce-scatter once at 2 ms; chunk 1's
+  // reduce-scatter did not run.
+  measured.ranks[0].chunks = {{0, {{2, 1.25e-3}, {1, 2e-3}}}};
+  measured.ranks[1].chunks = {{1, {{1, 1e-3}, {0, 0}}}};
+  return {schedule, measured};
+}
+
+}  // namespace
+
+TEST_CASE("compare ranks a pipeline's actions and its chunks' tasks by duration",
+          "[compare][pipeline]") {
+  const auto [schedule, measured] = pipeline_with_actions();
+  const Comparison c = compare(schedule, measured, "m.json");
+  REQUIRE(c.actions_differing_most.size() == 4);
+  const ActionDifference& first = c.actions_differing_most[0];
+  CHECK(first.stage == 0);
+  CHECK(first.backward);
+  CHECK(first.duration_s.predicted == Approx(1e-3));
+  CHECK(first.duration_s.measured == Approx(3e-3));
+  // The other three ran as long as predicted: in stage, then execution, order.
+  CHECK(c.actions_differing_most[1].stage == 0);
+  CHECK_FALSE(c.actions_differing_most[1].backward);
+  CHECK(c.actions_differing_most[2].stage == 1);
+  CHECK(c.actions_differing_most[2].start_s.measured == Approx(1.5e-3));
+  // Tasks: chunk 0's forward (0.25 ms long, 2 runs), then its reduce-scatter and chunk 1's
+  // forward (as predicted); chunk 1's reduce-scatter never ran and is left out.
+  REQUIRE(c.tasks_differing_most.size() == 3);
+  CHECK(c.tasks_differing_most[0].chunk == 0);
+  CHECK(c.tasks_differing_most[0].task == 0);
+  CHECK(c.tasks_differing_most[0].runs == 2);
+  CHECK(c.tasks_differing_most[0].duration_s.relative_error == Approx(-0.2));
+  CHECK(c.tasks_differing_most[2].chunk == 1);
+  const nlohmann::json json = comparison_to_json(c);
+  CHECK(json["actions_differing_most"][0]["duration_s"]["measured"] == 3e-3);
+  CHECK(json["tasks_differing_most"][0]["chunk"] == 0);
+  CHECK(json["tasks_differing_most"][0]["runs"] == 2);
+  CHECK_FALSE(json["tasks_differing_most"][0].contains("start_s"));
+  std::ostringstream table;
+  print_comparison(table, c);
+  CHECK_THAT(table.str(), Catch::Contains("actions differing most") &&
+                              Catch::Contains("backward") && Catch::Contains("runs"));
+  // At most top_tasks of each.
+  const Comparison two = compare(schedule, measured, "m.json", 2);
+  CHECK(two.actions_differing_most.size() == 2);
+  CHECK(two.tasks_differing_most.size() == 2);
+  // Scaled down (the schedule's 2 shard ranks per stage on 1): only compute tasks, the
+  // forward of each chunk.
+  ScheduleFile wider = schedule;
+  wider.job.gpus = 4;
+  MeasuredResult scaled = measured;
+  scaled.schedule_hash = schedule_hash(wider);
+  scaled.shards_per_rank = 2;
+  const Comparison scaled_down = compare(wider, scaled, "m.json");
+  CHECK_FALSE(scaled_down.communication_comparable);
+  REQUIRE(scaled_down.tasks_differing_most.size() == 2);
+  for (const TaskDifference& task : scaled_down.tasks_differing_most) CHECK(task.task == 0);
+}
+
+TEST_CASE("compare refuses a pipeline measurement whose actions or chunks are not the schedule's",
+          "[compare][pipeline]") {
+  const auto [schedule, measured] = pipeline_with_actions();
+  auto expect = [&, schedule = schedule](const MeasuredResult& bad, const std::string& where) {
+    try {
+      compare(schedule, bad, "m.json");
+      FAIL("accepted");
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::kBadInput);
+      CHECK(e.where() == where);
+    }
+  };
+  MeasuredResult bad = measured;
+  bad.ranks[1].actions[1].backward = false;
+  expect(bad, "m.json: ranks[1].actions[1]");
+  bad = measured;
+  bad.ranks[0].actions.pop_back();
+  expect(bad, "m.json: ranks[0].actions");
+  bad = measured;
+  bad.ranks[0].chunks[0].chunk = 1;
+  expect(bad, "m.json: ranks[0].chunks[0]: chunk");
+  bad = measured;
+  bad.ranks[1].chunks[0].tasks.pop_back();
+  expect(bad, "m.json: ranks[1].chunks[0]: tasks");
 }

@@ -11,6 +11,15 @@ using namespace fsdptune;
 
 namespace {
 
+RankMeasurement rank_view(double step_time_s, std::vector<TaskTiming> timings,
+                          std::int64_t peak_allocated_bytes = 0) {
+  RankMeasurement view;
+  view.step_time_s = step_time_s;
+  view.timings = std::move(timings);
+  view.peak_allocated_bytes = peak_allocated_bytes;
+  return view;
+}
+
 MeasuredResult sample() {
   MeasuredResult m;
   m.schedule_hash = "0123abcd";
@@ -29,10 +38,9 @@ MeasuredResult sample() {
   m.exposed_comm_s = 1e-7;
   m.peak_allocated_bytes = 123456789;
   m.timings = {{0, 0.5}, {0.25, 1.0 / 3}};
-  m.ranks = {{0.125, {{0, 0.5}, {0.25, 1.0 / 3}}},
-             {0.0625, {{0, 0.25}, {0.03125, 0.0625}}},
-             {0.5, {{0, 0.125}, {0.25, 0.5}}},
-             {0.25, {{0, 0.5}, {0.375, 0.5}}}};
+  m.ranks = {rank_view(0.125, {{0, 0.5}, {0.25, 1.0 / 3}}),
+             rank_view(0.0625, {{0, 0.25}, {0.03125, 0.0625}}),
+             rank_view(0.5, {{0, 0.125}, {0.25, 0.5}}), rank_view(0.25, {{0, 0.5}, {0.375, 0.5}})};
   m.environment = {{"host", "node-1"}, {"mpi", "Open MPI v4.1.4"}};
   return m;
 }
@@ -50,7 +58,12 @@ MeasuredResult pipeline_sample() {
   m.step_time_s = 0.625;
   m.compute_s = 0.25;
   m.peak_allocated_bytes = 4096;
-  m.ranks = {{0.625, {}, 4096}, {0.5, {}, 2048}};
+  m.ranks = {rank_view(0.625, {}, 4096), rank_view(0.5, {}, 2048)};
+  // Each rank's actions (1 microbatch: forward, backward of its chunk) and chunk tasks.
+  m.ranks[0].actions = {{0, 0, false, 0, 0.125}, {0, 0, true, 0.375, 0.5}};
+  m.ranks[0].chunks = {{0, {{1, 0.0625}, {2, 0.03125}, {0, 0}}}};
+  m.ranks[1].actions = {{1, 0, false, 0.125, 0.25}, {1, 0, true, 0.25, 0.375}};
+  m.ranks[1].chunks = {{1, {{1, 0.125}}}};
   MeasuredPipeline pipeline;
   pipeline.microbatches = 4;
   pipeline.schedule = "1f1b";
@@ -188,8 +201,10 @@ TEST_CASE("measured.json of a pipeline round-trips with its stages and rank peak
   const std::string text = dump_json(measured_to_json(m));
   CHECK(measured_from_json(parse_json_text(text, "m.json"), "m.json") == m);
   const nlohmann::json json = measured_to_json(m);
-  CHECK(json["version"] == 4);
+  CHECK(json["version"] == 5);
   CHECK(json["mesh"]["pp"] == 2);
+  CHECK(json["ranks"][0]["actions"][1]["backward"] == true);
+  CHECK(json["ranks"][0]["chunks"][0]["tasks"][1]["runs"] == 2);
   CHECK(json["pipeline"]["stages"][1]["busy_s"] == 0.375);
   CHECK(json["ranks"][1]["peak_allocated_bytes"] == 2048);
   // One stage entry per mesh.pp, the mesh's product the world size, a known schedule name.
@@ -222,4 +237,39 @@ TEST_CASE("measured.json of a pipeline round-trips with its stages and rank peak
   CHECK(old.pp == 1);
   CHECK(old.ranks.front().peak_allocated_bytes == 0);
   CHECK_FALSE(old.pipeline.has_value());
+}
+
+TEST_CASE("measured.json of a pipeline: actions and chunk tasks since version 5",
+          "[measured][pipeline]") {
+  const nlohmann::json json = measured_to_json(pipeline_sample());
+  // Not a pipeline: no actions or chunks are written.
+  CHECK_FALSE(measured_to_json(sample())["ranks"][0].contains("actions"));
+  // Errors name the rank, the entry and the field.
+  auto bad = json;
+  bad["ranks"][1]["actions"][0]["backward"] = 1;
+  expect_error(bad, "m.json: ranks[1]: actions[0]: backward");
+  bad = json;
+  bad["ranks"][0]["actions"][1]["end_s"] = 0.25;
+  expect_error(bad, "m.json: ranks[0]: actions[1]");
+  bad = json;
+  bad["ranks"][0]["actions"][0]["microbatch"] = -1;
+  expect_error(bad, "m.json: ranks[0]: actions[0]: microbatch");
+  bad = json;
+  bad["ranks"][0]["chunks"][0]["tasks"][2]["runs"] = 40000;
+  expect_error(bad, "m.json: ranks[0]: chunks[0]: tasks[2]: runs");
+  bad = json;
+  bad["ranks"][1].erase("chunks");
+  expect_error(bad, "m.json: ranks[1]: chunks");
+  // Version 4 wrote neither: read with none.
+  nlohmann::json v4 = json;
+  v4["version"] = 4;
+  for (auto& rank : v4["ranks"]) {
+    rank.erase("actions");
+    rank.erase("chunks");
+  }
+  const MeasuredResult old = measured_from_json(v4, "old.json");
+  REQUIRE(old.ranks.size() == 2);
+  CHECK(old.ranks[0].actions.empty());
+  CHECK(old.ranks[1].chunks.empty());
+  CHECK(old.pipeline == pipeline_sample().pipeline);
 }
