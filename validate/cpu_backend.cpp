@@ -13,6 +13,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -253,9 +254,11 @@ class CpuBackend final : public Backend {
     MPI_Get_library_version(version, &length);
     std::string mpi(version, static_cast<std::size_t>(length));
     mpi = mpi.substr(0, mpi.find_first_of(",\n"));
+    std::lock_guard lock(memory_mutex_);
     return {{"device", "cpu"},
             {"mpi", mpi},
-            {"hardware_threads", std::to_string(std::thread::hardware_concurrency())}};
+            {"hardware_threads", std::to_string(std::thread::hardware_concurrency())},
+            {"block_pool_bytes", std::to_string(pool_bytes_)}};
   }
 
   void prepare(const ReplayLayout& layout) override {
@@ -531,8 +534,11 @@ class CpuBackend final : public Backend {
       blocks_.emplace_back();
     }
     enqueue(stream, [this, id, bytes] {
-      std::vector<std::byte> block = make_buffer(bytes);
+      std::vector<std::byte> block = take_cached_block(bytes);
+      const bool made = static_cast<std::int64_t>(block.size()) != bytes;
+      if (made) block = make_buffer(bytes);  // outside the lock: it touches every page
       std::lock_guard lock(memory_mutex_);
+      if (made) pool_bytes_ += bytes;
       blocks_[static_cast<std::size_t>(id)] = std::move(block);
       tracked_bytes_ += bytes;
       peak_bytes_ = std::max(peak_bytes_, tracked_bytes_);
@@ -544,8 +550,10 @@ class CpuBackend final : public Backend {
     enqueue(stream, [this, block] {
       std::lock_guard lock(memory_mutex_);
       std::vector<std::byte>& data = blocks_[static_cast<std::size_t>(block)];
-      tracked_bytes_ -= static_cast<std::int64_t>(data.size());
-      std::vector<std::byte>().swap(data);
+      const auto bytes = static_cast<std::int64_t>(data.size());
+      tracked_bytes_ -= bytes;
+      cached_blocks_.emplace(bytes, std::move(data));
+      data = {};
     });
   }
 
@@ -811,8 +819,27 @@ class CpuBackend final : public Backend {
   MPI_Comm pipeline_comm_ = MPI_COMM_NULL;
   std::int64_t staging_bytes_ = 0;
 
+  // A cached free block of exactly `bytes` (empty: none), under memory_mutex_.
+  std::vector<std::byte> take_cached_block(std::int64_t bytes) {
+    std::lock_guard lock(memory_mutex_);
+    const auto cached = cached_blocks_.find(bytes);
+    if (cached == cached_blocks_.end()) return {};
+    std::vector<std::byte> block = std::move(cached->second);
+    cached_blocks_.erase(cached);
+    return block;
+  }
+
   mutable std::mutex memory_mutex_;
   std::deque<std::vector<std::byte>> blocks_;  // slots created at enqueue, filled on run
+  // Released blocks by size, reused by the next allocation of that size, as PyTorch's
+  // CUDA caching allocator keeps freed blocks (and the cuda backend's pool its memory):
+  // resident, never returned to the OS. Freeing them instead let glibc trim or unmap the
+  // memory, so each step's allocations page-faulted and zeroed it again, how much of it
+  // depending on the order of the allocations and on the threads' malloc arenas: a
+  // kept-gathered schedule replayed 24-59% long, by an amount that changed between
+  // launches (docs/validation.md "Freed blocks stay resident").
+  std::multimap<std::int64_t, std::vector<std::byte>> cached_blocks_;
+  std::int64_t pool_bytes_ = 0;  // every block made: the pool's resident size
   std::int64_t tracked_bytes_ = 0;
   std::int64_t peak_bytes_ = 0;
 
