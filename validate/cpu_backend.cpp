@@ -24,6 +24,7 @@
 #include "fsdptune/data_check.hpp"
 #include "fsdptune/error.hpp"
 #include "fsdptune/kernels.hpp"
+#include "fsdptune/polling.hpp"
 
 namespace fsdptune {
 namespace {
@@ -47,26 +48,14 @@ void bf16_sum(void* in, void* inout, int* count, MPI_Datatype* /*type*/) {
   }
 }
 
-// Waits for a nonblocking collective (or a pipeline message) by polling with sleeps: a
-// blocking MPI call spins on its core, and with several ranks per machine that spinning
-// would steal the cycles of the compute threads whose overlap with communication is being
-// measured. The sleeps double from kFirstSleepUs up to kMaxSleepUs: a short wait ends
-// within about its own length, a long one (a pipeline stage waiting for its neighbour's
-// activation for tens of ms) polls a thousand times a second rather than 50,000. With a
-// fixed 20 us sleep, tiny's pp 2 replays on 2 cores ran 35-50% longer, their compute
-// slowed by the polling threads (docs/validation.md "Pipelines on the CPU loop").
-constexpr long kFirstSleepUs = 10;
-constexpr long kMaxSleepUs = 1000;
-
+// Waits for a nonblocking collective (or a pipeline message) as the cpu profiler waits for
+// the collectives it times (poll_until).
 void complete(MPI_Request& request, const char* call) {
-  int done = 0;
-  long sleep_us = kFirstSleepUs;
-  for (;;) {
+  poll_until([&] {
+    int done = 0;
     check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), call);
-    if (done) return;
-    std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
-    sleep_us = std::min(2 * sleep_us, kMaxSleepUs);
-  }
+    return done != 0;
+  });
 }
 
 float load(const std::byte* data, DType dtype, std::int64_t i) {

@@ -20,6 +20,7 @@
 #include "fsdptune/collector.hpp"
 #include "fsdptune/error.hpp"
 #include "fsdptune/kernels.hpp"
+#include "fsdptune/polling.hpp"
 #include "fsdptune/units.hpp"
 #include "mpi_world.hpp"
 
@@ -60,9 +61,10 @@ class MpiCollective {
     receive_.assign(static_cast<std::size_t>(full_output ? elements_ : shard_elements_), 0.0f);
   }
 
-  // Starts the collective and waits for it by polling with short sleeps, exactly as the
-  // cpu executor does (validate/cpu_backend.cpp): a blocking MPI call would spin on its
-  // core and steal the cycles of the compute thread beside it.
+  // Starts the collective and waits for it as the cpu executor does (poll_until, the same
+  // sleeps between tests): a blocking MPI call would spin on its core and steal the cycles
+  // of the compute thread beside it, and a collective progresses only when tested, so
+  // other sleeps would time another collective than the replay runs.
   void run() {
     MPI_Request request = MPI_REQUEST_NULL;
     const char* call = "";
@@ -93,11 +95,11 @@ class MpiCollective {
         throw_bad_input("--collectives",
                         "the cpu collector sweeps all_gather, reduce_scatter and all_reduce only");
     }
-    for (int done = 0;;) {
+    poll_until([&] {
+      int done = 0;
       collect::check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), call);
-      if (done != 0) return;
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-    }
+      return done != 0;
+    });
   }
   int ranks() const { return ranks_; }
 
