@@ -2,7 +2,9 @@
 //
 // Each running task has remaining work measured in standalone seconds and a rate that
 // depends only on the set of running tasks (ContentionFactors, cost_model.hpp):
-//   collective, k collectives running:  rate = 1 if k == 1, else comm_share_efficiency / k
+//   collective, k collectives running:  rate = 1 if k == 1, else comm_share_efficiency / k,
+//                                        times 1 / comm_slowdown_with_compute while a task
+//                                        of a compute stream runs
 //   any other task, a collective running: rate = 1 / compute_slowdown_with_comm
 //   any other task, no collective:        rate = 1
 // Between two events the rates are constant, so the next event is the smallest
@@ -162,6 +164,9 @@ class Simulation {
     const double compute_rate_with_comm = contention.compute_slowdown_with_comm > 0
                                               ? 1.0 / contention.compute_slowdown_with_comm
                                               : 1.0;
+    const double comm_rate_with_compute = contention.comm_slowdown_with_compute > 0
+                                              ? 1.0 / contention.comm_slowdown_with_compute
+                                              : 1.0;
     while (!running_.empty() && !result_.aborted) {
       int collectives = 0;
       bool compute_busy = false;
@@ -170,7 +175,8 @@ class Simulation {
         compute_busy = compute_busy || compute_stream_[task_stream_[task]];
       }
       const double collective_rate =
-          collectives <= 1 ? 1.0 : contention.comm_share_efficiency / collectives;
+          (collectives <= 1 ? 1.0 : contention.comm_share_efficiency / collectives) *
+          (compute_busy ? comm_rate_with_compute : 1.0);
       const double other_rate = collectives > 0 ? compute_rate_with_comm : 1.0;
       // Next event: the first running task to finish at the current rates.
       double step_s = -1;

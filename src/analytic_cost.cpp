@@ -256,7 +256,9 @@ void validate_contention(const ContentionFactors& factors, const std::string& wh
   } fields[] = {
       {"compute_slowdown_with_comm", factors.compute_slowdown_with_comm, 1,
        kMaxComputeSlowdownWithComm},
-      {"comm_share_efficiency", factors.comm_share_efficiency, kMinCommShareEfficiency, 1}};
+      {"comm_share_efficiency", factors.comm_share_efficiency, kMinCommShareEfficiency, 1},
+      {"comm_slowdown_with_compute", factors.comm_slowdown_with_compute, 1,
+       kMaxCommSlowdownWithCompute}};
   for (const auto& field : fields) {
     if (!(field.value >= field.low && field.value <= field.high)) {
       throw_bad_input(fmt::format("{}.{}", where, field.name),

@@ -246,6 +246,11 @@ Profile profile_from_json(const nlohmann::json& json, const std::string& source)
         require_positive_number(contention, "compute_slowdown_with_comm", where);
     profile.contention.comm_share_efficiency =
         require_positive_number(contention, "comm_share_efficiency", where);
+    // Since 2026-12-02, written only when measured (absent: 1, not modelled).
+    if (contention.contains("comm_slowdown_with_compute")) {
+      profile.contention.comm_slowdown_with_compute =
+          require_positive_number(contention, "comm_slowdown_with_compute", where);
+    }
     validate_contention(profile.contention, where);
     // A merged profile names the part its factors came from, when one measured them.
     if (contention.contains("part")) {
@@ -282,6 +287,10 @@ nlohmann::json profile_to_json(const Profile& profile) {
   nlohmann::json contention = {
       {"compute_slowdown_with_comm", profile.contention.compute_slowdown_with_comm},
       {"comm_share_efficiency", profile.contention.comm_share_efficiency}};
+  // Only where measured: a profile without it keeps its bytes.
+  if (profile.contention.comm_slowdown_with_compute != 1) {
+    contention["comm_slowdown_with_compute"] = profile.contention.comm_slowdown_with_compute;
+  }
   if (!profile.parts.empty() && profile.contention_part >= 0) {
     contention["part"] = profile.contention_part;
   }

@@ -247,15 +247,17 @@ json program_to_json(const Program& program, std::int64_t dp_shard) {
   for (const BucketLayout& bucket : program.buckets) {
     buckets.push_back(bucket_to_json(bucket, dp_shard));
   }
-  return json{{"streams", std::move(streams)},
-              {"tasks", std::move(tasks)},
-              {"buckets", std::move(buckets)},
-              {"persistent_bytes", program.persistent_bytes},
-              {"contention",
-               json{{"compute_slowdown_with_comm", program.contention.compute_slowdown_with_comm},
-                    {"comm_share_efficiency", program.contention.comm_share_efficiency}}},
-              {"cost_queries", program.cost_queries},
-              {"cost_fallbacks", program.cost_fallbacks}};
+  json contention{{"compute_slowdown_with_comm", program.contention.compute_slowdown_with_comm},
+                  {"comm_share_efficiency", program.contention.comm_share_efficiency}};
+  // Only where a profile measured it: other schedules keep their text and hash.
+  if (program.contention.comm_slowdown_with_compute != 1) {
+    contention["comm_slowdown_with_compute"] = program.contention.comm_slowdown_with_compute;
+  }
+  return json{
+      {"streams", std::move(streams)},           {"tasks", std::move(tasks)},
+      {"buckets", std::move(buckets)},           {"persistent_bytes", program.persistent_bytes},
+      {"contention", std::move(contention)},     {"cost_queries", program.cost_queries},
+      {"cost_fallbacks", program.cost_fallbacks}};
 }
 
 // ---- from JSON ----
@@ -389,6 +391,9 @@ Program program_from_json(const Fields& fields) {
   const Fields contention = fields.object("contention");
   program.contention.compute_slowdown_with_comm = contention.number("compute_slowdown_with_comm");
   program.contention.comm_share_efficiency = contention.number("comm_share_efficiency");
+  if (contention.has("comm_slowdown_with_compute")) {
+    program.contention.comm_slowdown_with_compute = contention.number("comm_slowdown_with_compute");
+  }
   validate_contention(program.contention,
                       fmt::format("{}: {}", fields.source(), fields.child("contention")));
   program.cost_queries = fields.count("cost_queries");

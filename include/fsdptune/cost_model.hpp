@@ -25,20 +25,28 @@ struct CostEstimate {
 // How overlap slows things down (DESIGN.md "Overlap is not free"). The simulator turns
 // these into rates: a compute task runs at 1/compute_slowdown_with_comm of its speed while
 // any collective is in flight; k collectives that share the network each progress at
-// comm_share_efficiency / k of their standalone rate (k >= 2).
+// comm_share_efficiency / k of their standalone rate (k >= 2), and at
+// 1/comm_slowdown_with_compute of that while a task of the compute stream runs.
 struct ContentionFactors {
   double compute_slowdown_with_comm = 1.08;
   double comm_share_efficiency = 0.95;
+  // 1 (not modelled) unless a profile measured it: the cpu profiler does (a reduce-scatter
+  // alone and beside the largest GEMM on another thread); the GPU models and the CUPTI
+  // collector leave it at 1.
+  double comm_slowdown_with_compute = 1;
   bool operator==(const ContentionFactors&) const = default;
 };
 
 // The factors a profile or schedule file may carry: what the collectors measure (overlap
-// never speeds a kernel up: compute_slowdown_with_comm >= 1, comm_share_efficiency <= 1),
-// bounded away from 0 and infinity so that every simulated step takes a finite time.
+// never speeds a kernel up: compute_slowdown_with_comm >= 1, comm_share_efficiency <= 1,
+// comm_slowdown_with_compute >= 1), bounded away from 0 and infinity so that every
+// simulated step takes a finite time.
 inline constexpr double kMaxComputeSlowdownWithComm = 100;
 inline constexpr double kMinCommShareEfficiency = 0.01;
+inline constexpr double kMaxCommSlowdownWithCompute = 100;
 // Throws Error(kBadInput) naming `where` + "." + the field when a factor is outside
-// [1, kMaxComputeSlowdownWithComm] or [kMinCommShareEfficiency, 1].
+// [1, kMaxComputeSlowdownWithComm], [kMinCommShareEfficiency, 1] or
+// [1, kMaxCommSlowdownWithCompute].
 void validate_contention(const ContentionFactors& factors, const std::string& where);
 
 class CostModel {

@@ -173,7 +173,8 @@ class CpuCollector final : public Collector {
                                  const CollectorOptions& options, OpKernels& kernels,
                                  ContentionFactors& factors);
   std::string measure_comm_beside_compute(const std::vector<ComputeEntry>& compute,
-                                          const CollectorOptions& options);
+                                          const CollectorOptions& options,
+                                          ContentionFactors& factors);
 
   collect::MpiWorld world_;
 };
@@ -287,7 +288,7 @@ Profile CpuCollector::collect(const Workload& workload, const CollectorOptions& 
   }
   const std::string comm_beside_compute_note =
       options.measure_contention && ranks > 1
-          ? measure_comm_beside_compute(profile.compute, options)
+          ? measure_comm_beside_compute(profile.compute, options, profile.contention)
           : "not measured";
 
   profile.provenance.tool = options.tool;
@@ -451,11 +452,13 @@ std::string CpuCollector::measure_contention(const std::vector<ComputeEntry>& co
 
 // A reduce-scatter beside compute (the CPU loop's largest error, docs/validation.md): its
 // time alone and while another thread of every rank runs the largest GEMM over and over,
-// as the cpu executor runs backward compute beside the reduce stream. The simulator's
-// contention factors have no term for communication slowed by compute, so this is only
-// recorded, in the provenance, as evidence for one.
+// as the cpu executor runs backward compute beside the reduce stream. Their ratio (at
+// least 1) is `factors.comm_slowdown_with_compute`: on a few shared cores the
+// communication thread, woken between its tests of the collective, competes with the
+// compute thread for a core, and Open MPI progresses the collective only in those tests.
 std::string CpuCollector::measure_comm_beside_compute(const std::vector<ComputeEntry>& compute,
-                                                      const CollectorOptions& options) {
+                                                      const CollectorOptions& options,
+                                                      ContentionFactors& factors) {
   if (!world_.thread_multiple()) return "not measured: no MPI_THREAD_MULTIPLE";
   const ComputeEntry* gemm = nullptr;
   for (const auto& entry : compute) {
@@ -499,9 +502,13 @@ std::string CpuCollector::measure_comm_beside_compute(const std::vector<ComputeE
   MPI_Comm_free(&comm);
   if (compute_error) std::rethrow_exception(compute_error);
   const double beside_s = median_seconds(beside_samples_s);
+  if (alone_s > 0) {
+    factors.comm_slowdown_with_compute =
+        std::clamp(beside_s / alone_s, 1.0, kMaxCommSlowdownWithCompute);
+  }
   return fmt::format(
       "{} reduce-scatter {} alone, {} beside the {} GEMM m={} n={} k={} on another thread "
-      "({:.2f}x); recorded only, not a cost-model factor",
+      "({:.2f}x): comm_slowdown_with_compute",
       format_bytes(bytes), format_seconds(alone_s), format_seconds(beside_s),
       to_string(gemm->op.dtype), gemm->op.gemm.m, gemm->op.gemm.n, gemm->op.gemm.k,
       beside_s / alone_s);

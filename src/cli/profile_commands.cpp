@@ -198,10 +198,12 @@ void run_collect(const CollectFlags& flags) {
       profile.compute.size(), model.name, options.reps, options.warmup, collector->world_size());
   fmt::print("collectives: {} sweep(s), {} point(s) -- {}\n", profile.collectives.size(), points,
              profile.provenance.environment.at("collectives"));
-  fmt::print("contention: compute slowdown with comm {:.3f}, comm share efficiency {:.3f} -- {}\n",
-             profile.contention.compute_slowdown_with_comm,
-             profile.contention.comm_share_efficiency,
-             profile.provenance.environment.at("contention"));
+  fmt::print(
+      "contention: compute slowdown with comm {:.3f}, comm share efficiency {:.3f}, comm "
+      "slowdown with compute {:.3f} -- {}\n",
+      profile.contention.compute_slowdown_with_comm, profile.contention.comm_share_efficiency,
+      profile.contention.comm_slowdown_with_compute,
+      profile.provenance.environment.at("contention"));
   if (collector->world_size() > 1 && collector->world_size() != job.dp_shard) {
     fmt::print(
         "note: the sweep ran over {} ranks but the job shards over {} (--gpus); a "

@@ -71,6 +71,13 @@ TEST_CASE("profile --backend cpu under mpirun writes a profile that loads back i
   CHECK(profile.contention.compute_slowdown_with_comm >= 1.0);
   CHECK(profile.contention.comm_share_efficiency <= 1.0);
   CHECK(profile.contention.comm_share_efficiency > 0.0);
+  // A reduce-scatter beside the largest GEMM, against alone: the factor (at least 1), and
+  // the two times in the provenance.
+  CHECK(profile.contention.comm_slowdown_with_compute >= 1.0);
+  CHECK(profile.contention.comm_slowdown_with_compute <= kMaxCommSlowdownWithCompute);
+  CHECK_THAT(profile.provenance.environment.at("comm_beside_compute"),
+             Catch::Contains(" alone, ") && Catch::Contains("comm_slowdown_with_compute"));
+  CHECK_THAT(run.out, Catch::Contains("comm slowdown with compute"));
 
   const HardwareSpec spec = hardware_from_json(read_json_file(hardware_out), hardware_out);
   CHECK(spec.id == "cpu");

@@ -145,8 +145,28 @@ TEST_CASE("a profile's contention factors and version out of range are rejected"
   json["contention"]["compute_slowdown_with_comm"] = 1e300;
   require_rejected(json, "contention.compute_slowdown_with_comm");
   json = good;
+  json["contention"]["comm_slowdown_with_compute"] = 0.5;
+  require_rejected(json, "contention.comm_slowdown_with_compute");
+  json["contention"]["comm_slowdown_with_compute"] = 101;
+  require_rejected(json, "contention.comm_slowdown_with_compute");
+  json = good;
   json["version"] = 4294967297;
   require_rejected(json, "version");
+}
+
+TEST_CASE("a profile's comm_slowdown_with_compute: written where measured, absent read as 1",
+          "[profile]") {
+  // The sample's factor is 1 (not measured): not written, so such profiles keep their bytes.
+  const nlohmann::json plain = profile_to_json(sample_profile());
+  CHECK_FALSE(plain["contention"].contains("comm_slowdown_with_compute"));
+  CHECK(profile_from_json(plain, "p.json").contention.comm_slowdown_with_compute == 1);
+  Profile measured = sample_profile();
+  measured.contention.comm_slowdown_with_compute = 4.03;
+  const std::string text = dump_json(profile_to_json(measured));
+  const Profile read = profile_from_json(parse_json_text(text, "p.json"), "p.json");
+  CHECK(read == measured);
+  CHECK(dump_json(profile_to_json(read)) == text);
+  CHECK(profile_to_json(read)["contention"]["comm_slowdown_with_compute"] == 4.03);
 }
 
 // Fuzzing found: an op's shape was any int64, and `profile compare` costs every entry's op

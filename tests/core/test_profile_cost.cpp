@@ -172,7 +172,7 @@ TEST_CASE("profile model falls back to the analytic model, and says so", "[profi
   tp.group = {8, 8};
   tp.bytes = kMiB;
   CHECK(model->compute(tp).measured);
-  CHECK(model->contention() == ContentionFactors{1.2, 0.8});
+  CHECK(model->contention() == ContentionFactors{1.2, 0.8, 1});
   CHECK(model->hardware() == h100);
 
   // Counting fallbacks over a list of ops, as a simulation result does.

@@ -109,6 +109,21 @@ TEST_CASE("a schedule survives JSON text and back, byte for byte", "[schedule]")
   CHECK(schedule_hash(loaded) == schedule_hash(schedule));
 }
 
+TEST_CASE("a schedule's comm_slowdown_with_compute: written where not 1, absent read as 1",
+          "[schedule]") {
+  ScheduleFile schedule = make_schedule();
+  // 1 (every schedule not tuned on a profile that measured it): not written, so schedules
+  // written before the factor keep their text and hash.
+  const json plain = schedule_to_json(schedule);
+  CHECK_FALSE(plain.at("program").at("contention").contains("comm_slowdown_with_compute"));
+  CHECK(schedule_from_json(plain, "s.json").program.contention.comm_slowdown_with_compute == 1);
+  schedule.program.contention.comm_slowdown_with_compute = 4.03;
+  const std::string text = dump_json(schedule_to_json(schedule));
+  const ScheduleFile loaded = schedule_from_json(parse_json_text(text, "s.json"), "s.json");
+  CHECK(loaded == schedule);
+  CHECK(dump_json(schedule_to_json(loaded)) == text);
+}
+
 TEST_CASE("a Pareto point without a reserved peak (written before it had one) reads as 0",
           "[schedule]") {
   json document = schedule_to_json(make_schedule());
@@ -301,6 +316,10 @@ TEST_CASE("a schedule's numbers beyond its limits are rejected naming the field"
   SECTION("a contention factor of 1e-300") {
     document["program"]["contention"]["comm_share_efficiency"] = 1e-300;
     field = "program.contention.comm_share_efficiency";
+  }
+  SECTION("a communication slowdown beside compute above 100") {
+    document["program"]["contention"]["comm_slowdown_with_compute"] = 1e300;
+    field = "program.contention.comm_slowdown_with_compute";
   }
   SECTION("a count that does not fit in an int") {
     document["program"]["cost_queries"] = std::int64_t{1} << 31;

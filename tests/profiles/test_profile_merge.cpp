@@ -71,7 +71,7 @@ TEST_CASE("merging a compute profile and a collective import keeps both and thei
   CHECK(merged.parts[0] == ProfilePart{"cupti.json", provenance("cupti")});
   CHECK(merged.parts[1] == ProfilePart{"nccl.json", provenance("nccl-tests import")});
   // Only cupti.json measured contention (nccl.json has the defaults).
-  CHECK(merged.contention == ContentionFactors{1.2, 0.8});
+  CHECK(merged.contention == ContentionFactors{1.2, 0.8, 1});
   CHECK(merged.contention_part == 0);
   CHECK(merged.provenance.method == "merge");
   CHECK(merged.provenance.environment.at("inputs") == "cupti.json, nccl.json");
@@ -181,7 +181,7 @@ TEST_CASE("contention: measured factors win over defaults, two different ones ov
   b.compute.clear();
   const ProfileMergeResult one =
       merge_profiles({{"a.json", a}, {"b.json", b}}, MergeOverlap::kError);
-  CHECK(one.profile.contention == ContentionFactors{1.2, 0.8});
+  CHECK(one.profile.contention == ContentionFactors{1.2, 0.8, 1});
   CHECK(one.profile.contention_part == 1);
 
   // Neither measured: the defaults and no part.
@@ -202,7 +202,7 @@ TEST_CASE("contention: measured factors win over defaults, two different ones ov
   CHECK_THROWS_AS(merge_profiles({{"b.json", b}, {"e.json", e}}, MergeOverlap::kError), Error);
   const ProfileMergeResult later =
       merge_profiles({{"b.json", b}, {"e.json", e}}, MergeOverlap::kLast);
-  CHECK(later.profile.contention == ContentionFactors{1.3, 0.7});
+  CHECK(later.profile.contention == ContentionFactors{1.3, 0.7, 1});
   CHECK(later.profile.contention_part == 1);
 }
 

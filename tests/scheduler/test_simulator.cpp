@@ -56,6 +56,28 @@ TEST_CASE("concurrent collectives share the network, compute slows beside them",
   CHECK(result.event_count == 6);  // 3 starts + 3 ends
 }
 
+TEST_CASE("a collective slows beside compute by comm_slowdown_with_compute", "[sim]") {
+  ContentionFactors contention{1.0, 1.0, 4.0};
+  Program program = three_streams(contention);
+  add(program, 0, TaskKind::kBackward, 2 * kMs);
+  add(program, 2, TaskKind::kReduceScatter, 1 * kMs);
+  const SimResult result = simulate(program);
+  // Beside the backward the reduce-scatter runs at 1/4: 0.5 ms of it done by 2 ms, the
+  // other 0.5 ms alone at rate 1 -> 2.5 ms; the backward, at rate 1, ends at 2 ms.
+  CHECK(result.timings[0].end_s == Approx(2 * kMs));
+  CHECK(result.timings[1].end_s == Approx(2.5 * kMs));
+  CHECK(result.exposed_comm_s == Approx(0.5 * kMs));
+  // Not a collective beside another collective: two of them share as before, unslowed.
+  Program pair = three_streams(contention);
+  add(pair, 1, TaskKind::kAllGather, 1 * kMs);
+  add(pair, 2, TaskKind::kReduceScatter, 1 * kMs);
+  CHECK(simulate(pair).step_time_s == Approx(2 * kMs));
+  // 1 (the default): no slowdown.
+  contention.comm_slowdown_with_compute = 1;
+  program.contention = contention;
+  CHECK(simulate(program).timings[1].end_s == Approx(1 * kMs));
+}
+
 TEST_CASE("streams run in program order and wait for their dependencies", "[sim]") {
   Program program = three_streams({1.0, 1.0});
   const int gather = add(program, 1, TaskKind::kAllGather, 2 * kMs);

@@ -125,12 +125,12 @@ inline Workload make_uniform_workload(int count, std::int64_t param_numel, doubl
 }
 
 struct FixedCosts {
-  double collective_latency_s = 0;         // per collective
-  double collective_bytes_per_s = 0;       // 0: collectives cost only their latency
-  double copy_bytes_per_s = 0;             // 0: copies are free
-  double compute_scale = 1;                // multiplies every compute cost (0: free compute)
-  bool measured = true;                    // what CostEstimate::measured reports
-  ContentionFactors contention{1.0, 1.0};  // no contention unless a test asks for it
+  double collective_latency_s = 0;              // per collective
+  double collective_bytes_per_s = 0;            // 0: collectives cost only their latency
+  double copy_bytes_per_s = 0;                  // 0: copies are free
+  double compute_scale = 1;                     // multiplies every compute cost (0: free compute)
+  bool measured = true;                         // what CostEstimate::measured reports
+  ContentionFactors contention{1.0, 1.0, 1.0};  // no contention unless a test asks for it
 };
 
 class FixedCostModel : public CostModel {
