@@ -1,4 +1,4 @@
-// Fuzz target: a measured file (docs/measured-format.md), versions 1 to 4, as `compare`
+// Fuzz target: a measured file (docs/measured-format.md), versions 1 to 5, as `compare`
 // and `report --measured` read it (measured_from_json), then what they do with it: the
 // comparison with the schedule it names (compare, its JSON and table) and the reports
 // with the measurement attached. The schedule is one of reference_schedules.hpp's, its
