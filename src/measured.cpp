@@ -60,6 +60,11 @@ std::string text(const nlohmann::json& json, const char* name, const std::string
   return value.get<std::string>();
 }
 
+// The largest chunk, microbatch or per-step task run count a replayed pipeline has:
+// check_replayable bounds 2 x chunks x microbatches of every pipeline step by 32767 (the
+// executor's message tags).
+constexpr std::int64_t kMaxReplayedIndex = 32767;
+
 // A version 5 pipeline rank's `actions` and `chunks` (RankMeasurement).
 void read_pipeline_view(const nlohmann::json& json, const std::string& source,
                         RankMeasurement& rank) {
@@ -68,11 +73,9 @@ void read_pipeline_view(const nlohmann::json& json, const std::string& source,
   for (std::size_t i = 0; i < actions.size(); ++i) {
     const std::string where = fmt::format("{}: actions[{}]", source, i);
     PipelineAction action;
-    // Chunks and microbatches as many as a replayed schedule may have (check_replayable:
-    // 2 x chunks x microbatches of every pipeline step at most 32767); likewise a task's
-    // runs per step below.
-    action.chunk = static_cast<int>(integer_in(actions[i], "chunk", where, 0, 32767));
-    action.microbatch = static_cast<int>(integer_in(actions[i], "microbatch", where, 0, 32767));
+    action.chunk = static_cast<int>(integer_in(actions[i], "chunk", where, 0, kMaxReplayedIndex));
+    action.microbatch =
+        static_cast<int>(integer_in(actions[i], "microbatch", where, 0, kMaxReplayedIndex));
     const auto& backward = field(actions[i], "backward", where);
     if (!backward.is_boolean()) throw_bad_input(where + ": backward", "expected true or false");
     action.backward = backward.get<bool>();
@@ -86,13 +89,13 @@ void read_pipeline_view(const nlohmann::json& json, const std::string& source,
   for (std::size_t c = 0; c < chunks.size(); ++c) {
     const std::string where = fmt::format("{}: chunks[{}]", source, c);
     MeasuredChunk chunk;
-    chunk.chunk = static_cast<int>(integer_in(chunks[c], "chunk", where, 0, 32767));
+    chunk.chunk = static_cast<int>(integer_in(chunks[c], "chunk", where, 0, kMaxReplayedIndex));
     const auto& tasks = field(chunks[c], "tasks", where);
     if (!tasks.is_array()) throw_bad_input(where + ": tasks", "expected an array");
     for (std::size_t t = 0; t < tasks.size(); ++t) {
       const std::string at = fmt::format("{}: tasks[{}]", where, t);
-      chunk.tasks.push_back(
-          {integer_in(tasks[t], "runs", at, 0, 32767), number(tasks[t], "duration_s", at)});
+      chunk.tasks.push_back({integer_in(tasks[t], "runs", at, 0, kMaxReplayedIndex),
+                             number(tasks[t], "duration_s", at)});
     }
     rank.chunks.push_back(std::move(chunk));
   }

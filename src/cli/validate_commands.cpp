@@ -156,7 +156,8 @@ void register_validate_commands(CLI::App& app) {
   compare_command->add_option("schedule", compare_args->schedule, "schedule.json")->required();
   compare_command->add_option("measured", compare_args->measured, "measured.json")->required();
   compare_command->add_flag("--json", compare_args->json, "JSON instead of a table");
-  compare_command->add_option("--top", compare_args->top, "tasks (and pipeline actions) to list")->capture_default_str();
+  compare_command->add_option("--top", compare_args->top, "tasks (and pipeline actions) to list")
+      ->capture_default_str();
   compare_command->callback([compare_args] { run_compare(*compare_args); });
 }
 
