@@ -5,6 +5,7 @@
 
 #include "fsdptune/error.hpp"
 #include "fsdptune/job.hpp"
+#include "fsdptune/schedule.hpp"
 
 namespace fsdptune {
 namespace {
@@ -120,11 +121,7 @@ nlohmann::json measured_to_json(const MeasuredResult& measured) {
     if (measured.pipeline) {
       nlohmann::json actions = nlohmann::json::array();
       for (const PipelineAction& action : rank.actions) {
-        actions.push_back({{"chunk", action.chunk},
-                           {"microbatch", action.microbatch},
-                           {"backward", action.backward},
-                           {"start_s", action.start_s},
-                           {"end_s", action.end_s}});
+        actions.push_back(pipeline_action_to_json(action));
       }
       nlohmann::json chunks = nlohmann::json::array();
       for (const MeasuredChunk& chunk : rank.chunks) {

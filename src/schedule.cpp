@@ -655,11 +655,7 @@ json pipeline_to_json(const SchedulePipeline& pipeline, std::int64_t dp_shard) {
     if (!stage.actions.empty()) {
       json actions = json::array();
       for (const PipelineAction& action : stage.actions) {
-        actions.push_back(json{{"chunk", action.chunk},
-                               {"microbatch", action.microbatch},
-                               {"backward", action.backward},
-                               {"start_s", action.start_s},
-                               {"end_s", action.end_s}});
+        actions.push_back(pipeline_action_to_json(action));
       }
       entry["actions"] = std::move(actions);
     }
@@ -813,6 +809,14 @@ void check_pipeline(const SchedulePipeline& pipeline, const Workload& workload,
 }
 
 }  // namespace
+
+json pipeline_action_to_json(const PipelineAction& action) {
+  return json{{"chunk", action.chunk},
+              {"microbatch", action.microbatch},
+              {"backward", action.backward},
+              {"start_s", action.start_s},
+              {"end_s", action.end_s}};
+}
 
 json schedule_to_json(const ScheduleFile& schedule) {
   json timings = json::array();

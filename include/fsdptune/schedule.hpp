@@ -139,6 +139,11 @@ struct ScheduleFile {
 };
 
 nlohmann::json schedule_to_json(const ScheduleFile& schedule);
+
+// One pipeline action as both the schedule's pipeline.stages[].actions and measured.json's
+// ranks[].actions write it: {chunk, microbatch, backward, start_s, end_s}.
+nlohmann::json pipeline_action_to_json(const PipelineAction& action);
+
 // Throws Error(kBadInput) naming `source` and the field: wrong version, missing field,
 // a plan or program inconsistent with the model and job (the plan must partition the
 // units of build_workload(model, job), every bucket slot must name a parameter of that
