@@ -121,7 +121,8 @@ struct HostFacts {
 //   peak_{bf16,fp32}_flops_per_s = the best GEMM rate, flops / median (the cpu kernels run
 //     every dtype in fp32), gemm_efficiency_ceiling = 1 (the peak is an achieved rate),
 //     sm_count = 1 (no wave quantization on a CPU core);
-//   hbm_bytes_per_s = the best memory-bound rate, bytes / median, efficiency 1;
+//   hbm_bytes_per_s = the rate (bytes / median) of the memory-bound op moving the most
+//     bytes, a kernel op before a bucket copy (what the caches help least), efficiency 1;
 //   collective_base_latency_s and nvlink/network busbw = a latency + bytes / bandwidth fit
 //     (fit_latency_bandwidth) of the all-gather sweep, busbw = algbw * busbw_factor; the
 //     all-reduce sweep likewise for nvlink_allreduce_busbw_bytes_per_s (nvlink_bytes_per_s

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <optional>
 #include <set>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -144,15 +145,26 @@ std::optional<SweepFit> fit_sweep(const Profile& profile, CollectiveKind kind) {
 HardwareSpec cpu_hardware_spec(const Profile& profile, const HostFacts& host) {
   double gemm_flops_per_s = 0;
   double memory_bytes_per_s = 0;
+  // The memory rate is that of the largest memory-bound op, a kernel op before a bucket
+  // copy (memcpy's streaming stores skip the read a loop's stores make): what falls back
+  // to this rate is an op of a size the profile lacks, mostly a larger one (an optimizer
+  // step over another split of the model), which the caches help no more than the
+  // largest measured. The fastest op (a small one, in cache) priced such a step twice as
+  // fast as it runs (docs/profiling.md "The CPU profile").
+  std::pair<bool, double> largest_memory{false, 0};  // (a kernel op, traffic bytes)
   for (const auto& entry : profile.compute) {
     const double seconds = median_seconds(entry.samples_s);
     if (entry.op.kind == OpKind::kGemm && entry.op.flops > 0) {
       gemm_flops_per_s = std::max(gemm_flops_per_s, entry.op.flops / seconds);
     } else if (entry.op.kind == OpKind::kMemoryBound && entry.op.bytes > 0) {
       // A copy's `bytes` is the size copied: it reads and writes each byte.
-      const double traffic_bytes =
-          static_cast<double>(entry.op.bytes) * (entry.op.memory_op == "copy" ? 2 : 1);
-      memory_bytes_per_s = std::max(memory_bytes_per_s, traffic_bytes / seconds);
+      const bool copy = entry.op.memory_op == "copy";
+      const double traffic_bytes = static_cast<double>(entry.op.bytes) * (copy ? 2 : 1);
+      const std::pair<bool, double> rank{!copy, traffic_bytes};
+      if (rank > largest_memory) {
+        largest_memory = rank;
+        memory_bytes_per_s = traffic_bytes / seconds;
+      }
     }
   }
   if (gemm_flops_per_s <= 0 || memory_bytes_per_s <= 0) {

@@ -134,8 +134,15 @@ TEST_CASE("cpu_hardware_spec derives the host's rates from a cpu profile",
   // flops in 1 ms is slower and does not count.
   profile.compute.push_back(measured(gemm("a", 100, 100, 100), {0.9e-3, 1.0e-3, 1.3e-3}));
   profile.compute.push_back(measured(gemm("b", 50, 100, 100), {1.0e-3}));
-  // 8e6 bytes in 2 ms = 4e9 B/s.
+  // The largest memory-bound op: 8e6 bytes in 2 ms = 4e9 B/s. A smaller op, faster per
+  // byte (in cache), and a bucket copy moving more bytes (2 x 16e6 in 4 ms = 8e9 B/s) do
+  // not set the rate.
+  profile.compute.push_back(measured(memory_op(1'000'000), {0.1e-3}));
   profile.compute.push_back(measured(memory_op(8'000'000), {2.0e-3}));
+  Op copy = memory_op(16'000'000);
+  copy.name = "copy";
+  copy.memory_op = "copy";
+  profile.compute.push_back(measured(copy, {4.0e-3}));
   // All-gather over 2 ranks: t = 100 us + bytes / 1e9 B/s exactly, so the fit is exact:
   // latency 1e-4 s, algbw 1e9 B/s, busbw = 1e9 * (2-1)/2 = 5e8 B/s.
   CollectiveSweep all_gather{CollectiveKind::kAllGather, {2, 2}, {}};
@@ -175,6 +182,13 @@ TEST_CASE("cpu_hardware_spec derives the host's rates from a cpu profile",
   CHECK(alone.nvlink_busbw_bytes_per_s == Approx(2e9));
   CHECK(alone.collective_base_latency_s == Approx(10e-6));
   CHECK(alone.hbm_bytes == 16 * kGiB);
+
+  // Only copies: the largest copy's rate, counting its read and its write.
+  Profile copies = profile;
+  std::erase_if(copies.compute, [](const ComputeEntry& entry) {
+    return entry.op.kind == OpKind::kMemoryBound && entry.op.memory_op != "copy";
+  });
+  CHECK(cpu_hardware_spec(copies, host).hbm_bytes_per_s == Approx(8e9));
 
   // Nothing to derive a rate from.
   Profile empty;
