@@ -90,6 +90,28 @@ MeasuredComparison compare_measured(const ScheduleFile& schedule, const Measured
   const auto keep = static_cast<std::size_t>(std::max(0, options.largest_task_errors));
   if (errors.size() > keep) errors.resize(keep);
   comparison.largest_task_errors = std::move(errors);
+  // measured.json holds one stage per pipeline rank (its reader checks), as many as the
+  // schedule of the same hash.
+  if (schedule.pipeline && measured.pipeline &&
+      schedule.pipeline->stages.size() == measured.pipeline->stages.size()) {
+    for (std::size_t r = 0; r < schedule.pipeline->stages.size(); ++r) {
+      const ScheduleStage& want = schedule.pipeline->stages[r];
+      const MeasuredStage& got = measured.pipeline->stages[r];
+      StageMeasurement stage;
+      stage.rank = want.rank;
+      stage.predicted_busy_s = want.busy_s;
+      stage.measured_busy_s = got.busy_s;
+      stage.busy_relative_error = relative_error(want.busy_s, got.busy_s);
+      stage.predicted_end_s = want.end_s;
+      stage.measured_end_s = got.end_s;
+      stage.end_relative_error = relative_error(want.end_s, got.end_s);
+      stage.predicted_peak_allocated_bytes = want.peak_allocated_bytes;
+      stage.measured_peak_allocated_bytes = got.peak_allocated_bytes;
+      stage.peak_relative_error = relative_error(static_cast<double>(want.peak_allocated_bytes),
+                                                 static_cast<double>(got.peak_allocated_bytes));
+      comparison.stages.push_back(stage);
+    }
+  }
   return comparison;
 }
 
@@ -467,6 +489,23 @@ nlohmann::json report_to_json(const Report& report) {
                                                    {"error_s", error.error_s},
                                                    {"relative_error", error.relative_error}});
       }
+      // Only for a pipeline: other reports keep their text.
+      if (!m.stages.empty()) {
+        measured["stages"] = nlohmann::json::array();
+        for (const StageMeasurement& stage : m.stages) {
+          measured["stages"].push_back(
+              {{"rank", stage.rank},
+               {"predicted_busy_s", stage.predicted_busy_s},
+               {"measured_busy_s", stage.measured_busy_s},
+               {"busy_relative_error", stage.busy_relative_error},
+               {"predicted_end_s", stage.predicted_end_s},
+               {"measured_end_s", stage.measured_end_s},
+               {"end_relative_error", stage.end_relative_error},
+               {"predicted_peak_allocated_bytes", stage.predicted_peak_allocated_bytes},
+               {"measured_peak_allocated_bytes", stage.measured_peak_allocated_bytes},
+               {"peak_relative_error", stage.peak_relative_error}});
+        }
+      }
       s["measured"] = std::move(measured);
     } else {
       s["measured"] = nullptr;
@@ -557,6 +596,27 @@ Report report_from_json(const nlohmann::json& json, const std::string& source) {
              field<double>(errors[k], "error_s", error_where),
              field<double>(errors[k], "relative_error", error_where)});
       }
+      if (m.contains("stages")) {
+        const nlohmann::json& stages = array_field(m, "stages", measured_where);
+        for (std::size_t r = 0; r < stages.size(); ++r) {
+          const std::string stage_where = fmt::format("{}/stages/{}", measured_where, r);
+          const nlohmann::json& j = stages[r];
+          StageMeasurement stage;
+          stage.rank = field<int>(j, "rank", stage_where);
+          stage.predicted_busy_s = field<double>(j, "predicted_busy_s", stage_where);
+          stage.measured_busy_s = field<double>(j, "measured_busy_s", stage_where);
+          stage.busy_relative_error = field<double>(j, "busy_relative_error", stage_where);
+          stage.predicted_end_s = field<double>(j, "predicted_end_s", stage_where);
+          stage.measured_end_s = field<double>(j, "measured_end_s", stage_where);
+          stage.end_relative_error = field<double>(j, "end_relative_error", stage_where);
+          stage.predicted_peak_allocated_bytes =
+              field<std::int64_t>(j, "predicted_peak_allocated_bytes", stage_where);
+          stage.measured_peak_allocated_bytes =
+              field<std::int64_t>(j, "measured_peak_allocated_bytes", stage_where);
+          stage.peak_relative_error = field<double>(j, "peak_relative_error", stage_where);
+          measured.stages.push_back(stage);
+        }
+      }
       schedule.measured = std::move(measured);
     }
     report.schedules.push_back(std::move(schedule));
@@ -581,6 +641,24 @@ std::vector<std::vector<std::string>> measured_rows(const MeasuredComparison& m)
     rows.push_back({"busy " + stream.stream, format_seconds(stream.predicted_busy_s),
                     format_seconds(stream.measured_busy_s),
                     format_signed_percent(stream.relative_error)});
+  }
+  return rows;
+}
+
+// A replayed pipeline's stages: busy time, end and peak, predicted against measured.
+std::vector<std::vector<std::string>> stage_measured_rows(const MeasuredComparison& m) {
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back({"stage", "busy pred", "measured", "error", "end pred", "measured", "error",
+                  "peak pred", "measured", "error"});
+  for (const StageMeasurement& stage : m.stages) {
+    rows.push_back({std::to_string(stage.rank), format_seconds(stage.predicted_busy_s),
+                    format_seconds(stage.measured_busy_s),
+                    format_signed_percent(stage.busy_relative_error),
+                    format_seconds(stage.predicted_end_s), format_seconds(stage.measured_end_s),
+                    format_signed_percent(stage.end_relative_error),
+                    format_bytes(stage.predicted_peak_allocated_bytes),
+                    format_bytes(stage.measured_peak_allocated_bytes),
+                    format_signed_percent(stage.peak_relative_error)});
   }
   return rows;
 }
@@ -640,6 +718,10 @@ std::string render_report_text(const std::vector<ReportEntry>& entries,
     out += fmt::format("  predicted vs measured ({}):\n", measured_heading(m));
     const auto rows = measured_rows(m);
     out += text_table(rows, "    ");
+    if (!m.stages.empty()) {
+      out += "  pipeline stages, predicted vs measured:\n";
+      out += text_table(stage_measured_rows(m), "    ");
+    }
     if (!m.largest_task_errors.empty()) {
       out += "  largest per-task errors:\n";
       const auto task_rows = task_error_rows(m);
@@ -673,6 +755,10 @@ std::string render_report_markdown(const std::vector<ReportEntry>& entries,
     out += "\n### Predicted vs measured (" + markdown_cell(measured_heading(m)) + ")\n\n";
     const auto rows = measured_rows(m);
     out += markdown_table(rows);
+    if (!m.stages.empty()) {
+      out += "\n#### Pipeline stages, predicted vs measured\n\n";
+      out += markdown_table(stage_measured_rows(m));
+    }
     if (!m.largest_task_errors.empty()) {
       out += "\n#### Largest per-task errors\n\n";
       const auto task_rows = task_error_rows(m);

@@ -954,6 +954,16 @@ std::string measured_chart(const std::string& id, std::size_t index,
     rows.push_back({"busy " + stream.stream, stream.predicted_busy_s, stream.measured_busy_s,
                     stream_base + "predicted_busy_s", stream_base + "measured_busy_s"});
   }
+  for (std::size_t r = 0; r < measured.stages.size(); ++r) {
+    const StageMeasurement& stage = measured.stages[r];
+    const std::string stage_base = fmt::format("{}stages/{}/", base, r);
+    rows.push_back({fmt::format("stage {} busy", stage.rank), stage.predicted_busy_s,
+                    stage.measured_busy_s, stage_base + "predicted_busy_s",
+                    stage_base + "measured_busy_s"});
+    rows.push_back({fmt::format("stage {} end", stage.rank), stage.predicted_end_s,
+                    stage.measured_end_s, stage_base + "predicted_end_s",
+                    stage_base + "measured_end_s"});
+  }
   double max_s = 0;
   std::size_t longest = 4;
   for (const Row& row : rows) {
@@ -967,8 +977,9 @@ std::string measured_chart(const std::string& id, std::size_t index,
   const double row_height = 40;
   area.height = static_cast<double>(rows.size()) * row_height;
   const Axis axis = make_axis(max_s, time_unit(max_s), "time", 8);
-  std::string out =
-      svg_open(kChartWidth, area.bottom() + 48, id, "Predicted against measured time per stream");
+  std::string out = svg_open(kChartWidth, area.bottom() + 48, id,
+                             measured.stages.empty() ? "Predicted against measured time per stream"
+                                                     : "Predicted against measured time per stage");
   out += legend(area.left, 20, {{"v-predicted", "predicted"}, {"v-measured", "measured"}});
   out += x_axis(area, axis, true);
   out += category_axis_label(area, "figure", 14);
@@ -1017,8 +1028,36 @@ std::string measured_tables(std::size_t index, const MeasuredComparison& m) {
            seconds_cell(stream_base + "measured_busy_s", stream.measured_busy_s) +
            signed_percent_cell(stream_base + "relative_error", stream.relative_error) + "</tr>\n";
   }
+  for (std::size_t r = 0; r < m.stages.size(); ++r) {
+    const StageMeasurement& stage = m.stages[r];
+    const std::string stage_base = fmt::format("{}stages/{}/", base, r);
+    const auto row = [&](const std::string& label, const std::string& cells,
+                         const std::string& error_key, double error) {
+      return "<tr>" + text_cell(fmt::format("stage {} {}", stage.rank, label)) + cells +
+             signed_percent_cell(stage_base + error_key, error) + "</tr>\n";
+    };
+    out += row("busy",
+               seconds_cell(stage_base + "predicted_busy_s", stage.predicted_busy_s) +
+                   seconds_cell(stage_base + "measured_busy_s", stage.measured_busy_s),
+               "busy_relative_error", stage.busy_relative_error);
+    out += row("end",
+               seconds_cell(stage_base + "predicted_end_s", stage.predicted_end_s) +
+                   seconds_cell(stage_base + "measured_end_s", stage.measured_end_s),
+               "end_relative_error", stage.end_relative_error);
+    out += row("peak allocated",
+               bytes_cell(stage_base + "predicted_peak_allocated_bytes",
+                          stage.predicted_peak_allocated_bytes) +
+                   bytes_cell(stage_base + "measured_peak_allocated_bytes",
+                              stage.measured_peak_allocated_bytes),
+               "peak_relative_error", stage.peak_relative_error);
+  }
   out += "</table>\n";
   if (m.largest_task_errors.empty()) {
+    if (!m.stages.empty()) {
+      return out +
+             "<p>The actions and chunk tasks of a pipeline that differ most from the "
+             "prediction: <code>fsdptune compare</code>.</p>\n";
+    }
     return out + "<p>The measured file has no per-task timings.</p>\n";
   }
   out += "<h4>Largest per-task errors</h4>\n<table class=\"task-errors\">\n";

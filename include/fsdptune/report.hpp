@@ -68,6 +68,23 @@ struct TaskError {
   bool operator==(const TaskError&) const = default;
 };
 
+// One stage of a replayed pipeline (a version 2 schedule): the schedule's
+// pipeline.stages[] next to the measured pipeline.stages[] (measured.json). Errors are
+// predicted / measured - 1; 0 when measured is 0.
+struct StageMeasurement {
+  int rank = 0;
+  double predicted_busy_s = 0;  // the time its actions ran
+  double measured_busy_s = 0;
+  double busy_relative_error = 0;
+  double predicted_end_s = 0;  // when its step ends
+  double measured_end_s = 0;
+  double end_relative_error = 0;
+  std::int64_t predicted_peak_allocated_bytes = 0;  // its ranks' largest
+  std::int64_t measured_peak_allocated_bytes = 0;
+  double peak_relative_error = 0;
+  bool operator==(const StageMeasurement&) const = default;
+};
+
 struct MeasuredComparison {
   std::string backend;
   std::int64_t world_size = 0;
@@ -83,6 +100,9 @@ struct MeasuredComparison {
   std::vector<StreamComparison> streams;  // in Program::streams order
   // Largest |error_s| first; ties by task id. At most ReportOptions::largest_task_errors.
   std::vector<TaskError> largest_task_errors;
+  // A pipeline schedule, by stage; empty otherwise (`fsdptune compare` lists a
+  // pipeline's actions and chunk tasks that differ most).
+  std::vector<StageMeasurement> stages;
   bool operator==(const MeasuredComparison&) const = default;
 };
 

@@ -618,6 +618,101 @@ TEST_CASE("a pipeline schedule without stored actions says it has no Gantt chart
                   "Gantt chart.") != std::string::npos);
 }
 
+TEST_CASE("a replayed pipeline's stages, predicted against measured, in every format",
+          "[report][pipeline]") {
+  ReportEntry entry;
+  entry.source = "pp.json";
+  entry.schedule = make_pipeline_schedule();
+  MeasuredResult measured = make_measured();
+  measured.timings.clear();  // a pipeline's replay times its actions, not the Program
+  measured.pp = 2;
+  MeasuredPipeline pipeline;
+  pipeline.microbatches = 2;
+  // Stage 0: busy 7 units (predicted 6), ends at 12 (10), peak 420 MiB (400); stage 1 as
+  // predicted.
+  pipeline.stages = {{0, 7 * kUnitS, 10 * kUnitS, 12 * kUnitS, 420 * kMiB},
+                     {1, 6 * kUnitS, 7 * kUnitS, 7.5 * kUnitS, 300 * kMiB}};
+  measured.pipeline = pipeline;
+  entry.measured = measured;
+
+  const Report report = summarize_report({entry});
+  REQUIRE(report.schedules[0].measured);
+  const MeasuredComparison& m = *report.schedules[0].measured;
+  REQUIRE(m.stages.size() == 2);
+  CHECK(m.stages[0].rank == 0);
+  CHECK(m.stages[0].predicted_busy_s == 6 * kUnitS);
+  CHECK(m.stages[0].measured_busy_s == 7 * kUnitS);
+  CHECK(m.stages[0].busy_relative_error == Approx(6.0 / 7 - 1));
+  CHECK(m.stages[0].end_relative_error == Approx(10.0 / 12 - 1));
+  CHECK(m.stages[0].predicted_peak_allocated_bytes == 400 * kMiB);
+  CHECK(m.stages[0].measured_peak_allocated_bytes == 420 * kMiB);
+  CHECK(m.stages[0].peak_relative_error == Approx(400.0 / 420 - 1));
+  CHECK(m.stages[1].rank == 1);
+  CHECK(m.stages[1].busy_relative_error == 0);
+  CHECK(m.stages[1].end_relative_error == 0);
+  CHECK(m.stages[1].peak_relative_error == 0);
+
+  // JSON: the stages round-trip; a missing figure is named; reports of other schedules
+  // have no "stages" (their text is unchanged).
+  const nlohmann::json json = report_to_json(report);
+  CHECK(json["schedules"][0]["measured"]["stages"][0]["measured_end_s"] == 12 * kUnitS);
+  CHECK(report_from_json(json, "r.json") == report);
+  nlohmann::json missing = json;
+  missing["schedules"][0]["measured"]["stages"][1].erase("measured_end_s");
+  try {
+    report_from_json(missing, "r.json");
+    FAIL("accepted a stage without measured_end_s");
+  } catch (const Error& e) {
+    CHECK(e.where() == "r.json/schedules/0/measured/stages/1/measured_end_s");
+  }
+  CHECK_FALSE(report_to_json(summarize_report(entries(true)))["schedules"][0]["measured"].contains(
+      "stages"));
+
+  // Text and Markdown: a row per stage.
+  const std::string text = render_report_text({entry});
+  INFO(text);
+  CHECK(text.find("  pipeline stages, predicted vs measured:\n    stage  busy pred  measured   "
+                  "error") != std::string::npos);
+  CHECK(text.find("    0        5.86 ms   6.84 ms  -14.3%   9.77 ms  11.72 ms  -16.7%    400 MiB"
+                  "   420 MiB  -4.8%\n") != std::string::npos);
+  const std::string markdown = render_report_markdown({entry});
+  CHECK(markdown.find("#### Pipeline stages, predicted vs measured\n\n| stage | busy pred |") !=
+        std::string::npos);
+  CHECK(markdown.find("| 1 | 5.86 ms | 5.86 ms | +0.0% | 7.32 ms | 7.32 ms | +0.0% | 300 MiB | "
+                      "300 MiB | +0.0% |") != std::string::npos);
+
+  // HTML: each stage's figures in the chart and the table, equal to the JSON's.
+  const std::string html = render_report_html({entry});
+  const XmlElement root = XmlParser(html).parse();
+  std::vector<const XmlElement*> figures;
+  root.find_with("data-json", figures);
+  std::set<std::string> pointers;
+  for (const XmlElement* figure : figures) {
+    const std::string pointer = figure->attribute("data-json");
+    if (pointer.find("/measured/stages/") == std::string::npos) continue;
+    INFO(pointer);
+    pointers.insert(pointer);
+    const nlohmann::json::json_pointer path(pointer);
+    REQUIRE(json.contains(path));
+    CHECK(json.at(path).dump() == figure->attribute("data-value"));
+    if (figure->name == "td") CHECK(figure->text == expected_display(pointer, json.at(path)));
+  }
+  for (const char* key :
+       {"predicted_busy_s", "measured_busy_s", "busy_relative_error", "predicted_end_s",
+        "measured_end_s", "end_relative_error", "predicted_peak_allocated_bytes",
+        "measured_peak_allocated_bytes", "peak_relative_error"}) {
+    CHECK(pointers.count(std::string("/schedules/0/measured/stages/1/") + key) == 1);
+  }
+  const XmlElement* chart = chart_with_id(root, "measured-1");
+  REQUIRE(chart != nullptr);
+  CHECK(chart->attribute("aria-label") == "Predicted against measured time per stage");
+  CHECK(html.find("<code>fsdptune compare</code>") != std::string::npos);
+
+  // A measurement of another stage count (not one of this schedule) compares no stages.
+  entry.measured->pipeline->stages.pop_back();
+  CHECK(summarize_report({entry}).schedules[0].measured->stages.empty());
+}
+
 TEST_CASE("a 405B-sized pipeline stays a reasonable file", "[report][html][pipeline]") {
   // 16 stages x 2 virtual stages x 128 microbatches: 512 actions per stage, 8192 in all,
   // laid out back to back (the chart does not check the schedule, it draws it).
