@@ -139,6 +139,24 @@ double overlap_fraction(const KernelSpan& inner, const KernelSpan& outer) {
          static_cast<double>(inner.end_ns - inner.start_ns);
 }
 
+namespace {
+
+// The kernels of repetition `rep` of `measurement` that `keep` accepts (all when empty).
+std::vector<KernelSpan> kept_kernels(const CorrelatedKernels& kernels, std::uint32_t measurement,
+                                     std::uint32_t rep,
+                                     const std::function<bool(const KernelSpan&)>& keep) {
+  std::vector<KernelSpan> kept;
+  if (const auto found = kernels.by_label.find(MeasurementLabel{measurement, rep});
+      found != kernels.by_label.end()) {
+    for (const auto& kernel : found->second) {
+      if (!keep || keep(kernel)) kept.push_back(kernel);
+    }
+  }
+  return kept;
+}
+
+}  // namespace
+
 std::vector<double> repetition_samples_s(const CorrelatedKernels& kernels,
                                          std::uint32_t measurement, std::uint32_t reps,
                                          const std::string& what,
@@ -146,19 +164,30 @@ std::vector<double> repetition_samples_s(const CorrelatedKernels& kernels,
   std::vector<double> samples_s;
   samples_s.reserve(reps);
   for (std::uint32_t rep = 0; rep < reps; ++rep) {
-    std::vector<KernelSpan> kept;
-    if (const auto found = kernels.by_label.find(MeasurementLabel{measurement, rep});
-        found != kernels.by_label.end()) {
-      for (const auto& kernel : found->second) {
-        if (!keep || keep(kernel)) kept.push_back(kernel);
-      }
-    }
+    const std::vector<KernelSpan> kept = kept_kernels(kernels, measurement, rep, keep);
     if (kept.empty()) {
       throw_runtime(what,
                     fmt::format("no kernel activity record for repetition {} of {}", rep, reps),
                     "CUPTI dropped records (enlarge the activity buffers) or the launch failed");
     }
     samples_s.push_back(span_seconds(kept));
+  }
+  return samples_s;
+}
+
+std::vector<double> covered_samples_s(const CorrelatedKernels& kernels, std::uint32_t inner,
+                                      std::uint32_t outer, std::uint32_t reps,
+                                      const std::function<bool(const KernelSpan&)>& keep_inner,
+                                      const std::function<bool(const KernelSpan&)>& keep_outer,
+                                      double min_overlap) {
+  std::vector<double> samples_s;
+  for (std::uint32_t rep = 0; rep < reps; ++rep) {
+    const std::vector<KernelSpan> inside = kept_kernels(kernels, inner, rep, keep_inner);
+    const std::vector<KernelSpan> beside = kept_kernels(kernels, outer, rep, keep_outer);
+    if (inside.empty() || beside.empty()) continue;
+    if (overlap_fraction(envelope(inside, "inner"), envelope(beside, "outer")) >= min_overlap) {
+      samples_s.push_back(span_seconds(inside));
+    }
   }
   return samples_s;
 }

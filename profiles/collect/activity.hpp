@@ -125,4 +125,16 @@ std::vector<double> repetition_samples_s(const CorrelatedKernels& kernels,
                                          const std::string& what,
                                          const std::function<bool(const KernelSpan&)>& keep = {});
 
+// Samples of repetitions of `inner` that ran beside those of `outer` (a GEMM beside a
+// collective, a collective beside GEMMs): for each repetition, the span of its `inner`
+// kernels that `keep_inner` accepts, when the envelope of the same repetition's `outer`
+// kernels that `keep_outer` accepts ran during at least `min_overlap` of that span.
+// Repetitions without such kernels, or not so covered, are left out. An empty `keep`
+// accepts every kernel.
+std::vector<double> covered_samples_s(const CorrelatedKernels& kernels, std::uint32_t inner,
+                                      std::uint32_t outer, std::uint32_t reps,
+                                      const std::function<bool(const KernelSpan&)>& keep_inner,
+                                      const std::function<bool(const KernelSpan&)>& keep_outer,
+                                      double min_overlap = 0.99);
+
 }  // namespace fsdptune::collect

@@ -381,9 +381,16 @@ Profile CuptiCollector::collect(const Workload& workload, const CollectorOptions
           break;
         }
       }
+      const double single_s = median_seconds(point->samples_s);
       const std::uint32_t gemm_measurement = next_measurement++;
       const std::uint32_t comm_measurement = next_measurement++;
       const std::uint32_t pair_measurement = next_measurement++;
+      const std::uint32_t gemms_measurement = next_measurement++;
+      const std::uint32_t beside_measurement = next_measurement++;
+      // Enough GEMMs to outlast the all-gather twice over, launched first on the compute
+      // stream so that they run across its whole kernel.
+      const auto gemms = static_cast<int>(
+          std::min(1000.0, std::ceil(2 * single_s / std::max(gemm_alone_s, 1e-9)) + 1));
       ncclComm_t second_comm = make_nccl_comm(world_);
       {
         NcclCollective second(second_comm, ranks, point->bytes);
@@ -403,49 +410,61 @@ Profile CuptiCollector::collect(const Workload& workload, const CollectorOptions
           });
           check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
         }
+        for (std::uint32_t rep = 0; rep < reps; ++rep) {
+          world_.barrier();
+          session.labelled({gemms_measurement, rep}, [&] {
+            for (int g = 0; g < gemms; ++g) kernels->run(gemm->op);
+          });
+          session.labelled({beside_measurement, rep}, [&] {
+            collective.launch(CollectiveKind::kAllGather, point->bytes, comm_stream);
+          });
+          check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+        }
       }
       check_nccl(ncclCommDestroy(second_comm), "ncclCommDestroy");
       const auto correlated = session.drain();
       // GEMM repetitions that ran entirely beside the all-gather's kernel.
-      std::vector<double> with_comm_s;
-      for (std::uint32_t rep = 0; rep < reps; ++rep) {
-        const auto gemm_kernels = correlated.by_label.find({gemm_measurement, rep});
-        const auto comm_kernels = correlated.by_label.find({comm_measurement, rep});
-        if (gemm_kernels == correlated.by_label.end() ||
-            comm_kernels == correlated.by_label.end()) {
-          continue;
-        }
-        const collect::KernelSpan gemm_span = collect::envelope(gemm_kernels->second, "gemm");
-        const double span_s = collect::span_seconds(gemm_kernels->second);
-        bool covered = false;
-        for (const auto& kernel : comm_kernels->second) {
-          covered =
-              covered || (is_nccl(kernel) && collect::overlap_fraction(gemm_span, kernel) >= 0.99);
-        }
-        if (covered) with_comm_s.push_back(span_s);
-      }
+      const std::vector<double> with_comm_s = collect::covered_samples_s(
+          correlated, gemm_measurement, comm_measurement, reps, {}, is_nccl);
       const double fewest = -world_.max_over_ranks(-static_cast<double>(with_comm_s.size()));
       const double gemm_with_comm_s =
           world_.max_over_ranks(with_comm_s.empty() ? 0.0 : median_seconds(with_comm_s));
       auto pair_s = collect::repetition_samples_s(correlated, pair_measurement, reps,
                                                   "two concurrent all_gathers", is_nccl);
       world_.max_over_ranks(pair_s);
-      const double single_s = median_seconds(point->samples_s);
+      // The all-gather's kernel beside GEMMs throughout: comm_slowdown_with_compute.
+      const std::vector<double> beside_s = collect::covered_samples_s(
+          correlated, beside_measurement, gemms_measurement, reps, is_nccl, {});
+      const double fewest_beside = -world_.max_over_ranks(-static_cast<double>(beside_s.size()));
+      const double comm_beside_s =
+          world_.max_over_ranks(beside_s.empty() ? 0.0 : median_seconds(beside_s));
+      std::string beside_note =
+          "an all_gather beside GEMMs: not measured (no repetition ran "
+          "entirely beside them)";
+      double comm_slowdown = 1;
+      if (fewest_beside >= 1 && single_s > 0) {
+        comm_slowdown = std::clamp(comm_beside_s / single_s, 1.0, kMaxCommSlowdownWithCompute);
+        beside_note =
+            fmt::format("the all_gather beside {} GEMMs {:.2f}x", gemms, comm_beside_s / single_s);
+      }
       if (fewest >= 1) {
         profile.contention = contention_from_measurements(gemm_alone_s, gemm_with_comm_s, single_s,
                                                           median_seconds(pair_s));
         contention_note = fmt::format(
             "measured: GEMM m={} n={} k={} beside a {} all_gather; "
-            "two at once on two communicators",
-            gemm->op.gemm.m, gemm->op.gemm.n, gemm->op.gemm.k, format_bytes(point->bytes));
+            "two at once on two communicators; {}",
+            gemm->op.gemm.m, gemm->op.gemm.n, gemm->op.gemm.k, format_bytes(point->bytes),
+            beside_note);
       } else {
         const ContentionFactors defaults;
         profile.contention = contention_from_measurements(1.0, defaults.compute_slowdown_with_comm,
                                                           single_s, median_seconds(pair_s));
         contention_note =
             "comm_share_efficiency measured; compute_slowdown_with_comm default "
-            "(no GEMM repetition ran entirely beside the all_gather)";
+            "(no GEMM repetition ran entirely beside the all_gather); " +
+            beside_note;
       }
+      profile.contention.comm_slowdown_with_compute = comm_slowdown;
     }
     check_nccl(ncclCommDestroy(comm), "ncclCommDestroy");
   }

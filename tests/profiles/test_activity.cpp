@@ -184,3 +184,42 @@ TEST_CASE("span and overlap fraction, by hand", "[profiler][activity]") {
   const KernelSpan all = envelope({{"b", 250, 400, 9}, {"a", 100, 300, 7}}, "op");
   CHECK(all == KernelSpan{"op", 100, 400, 9});  // the first kernel's stream
 }
+
+TEST_CASE("covered samples: a collective's repetitions that GEMMs ran beside throughout",
+          "[profiler][activity]") {
+  const auto nccl = [](const KernelSpan& k) { return is_nccl_kernel_name(k.name); };
+  const std::string all_gather =
+      "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)";
+  // Measurement 0: the all-gather of each repetition; measurement 1: that repetition's GEMMs.
+  // Rep 0: GEMMs [0, 400] and [400, 1000] around the all-gather [100, 900]: covered.
+  // Rep 1: GEMMs [2000, 2300] only, the all-gather [2100, 2900]: 200 of 800 ns covered.
+  // Rep 2: the all-gather [4000, 4500] beside a GEMM [4001, 4499]: 99.6% covered.
+  // Rep 3: no GEMM kernel recorded: left out.
+  const std::vector<ActivityRecord> records = {kernel(1, 100, 900, all_gather, 20),
+                                               external(1, {0, 0}),
+                                               kernel(2, 0, 400),
+                                               external(2, {1, 0}),
+                                               kernel(3, 400, 1000),
+                                               external(3, {1, 0}),
+                                               kernel(4, 2100, 2900, all_gather, 20),
+                                               external(4, {0, 1}),
+                                               kernel(5, 2000, 2300),
+                                               external(5, {1, 1}),
+                                               kernel(6, 4000, 4500, all_gather, 20),
+                                               external(6, {0, 2}),
+                                               kernel(7, 4001, 4499),
+                                               external(7, {1, 2}),
+                                               kernel(8, 5000, 5600, all_gather, 20),
+                                               external(8, {0, 3})};
+  const CorrelatedKernels correlated = correlate_kernels(records);
+  const std::vector<double> beside = covered_samples_s(correlated, 0, 1, 4, nccl, {});
+  REQUIRE(beside.size() == 2);
+  CHECK(beside[0] == Approx(800e-9));
+  CHECK(beside[1] == Approx(500e-9));
+  // A looser bound takes rep 1 too; with the roles swapped, a GEMM's repetitions under
+  // the collective: only rep 2's GEMM lies inside its all-gather.
+  CHECK(covered_samples_s(correlated, 0, 1, 4, nccl, {}, 0.25).size() == 3);
+  const std::vector<double> gemm_beside = covered_samples_s(correlated, 1, 0, 4, {}, nccl);
+  REQUIRE(gemm_beside.size() == 1);
+  CHECK(gemm_beside[0] == Approx(498e-9));
+}
