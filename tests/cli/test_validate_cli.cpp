@@ -116,12 +116,16 @@ TEST_CASE("validate replays a tuned tiny schedule on 2 cpu ranks with --check-da
   INFO(table.err);
   CHECK(table.exit_code == 0);
   CHECK_THAT(table.out, Catch::Contains("step time") && Catch::Contains("peak memory") &&
-                            Catch::Contains("tasks differing most"));
+                            Catch::Contains("tasks differing most") &&
+                            Catch::Contains("compute by rank: median"));
   const auto json = run_fsdptune("compare " + tiny_schedule() + " " + measured_path + " --json");
   REQUIRE(json.exit_code == 0);
   const auto comparison = parse_json_text(json.out, "compare --json");
   CHECK(comparison.at("step_time_s").at("measured").get<double>() == measured.step_time_s);
   CHECK(comparison.at("tasks_differing_most").size() == 10);
+  // Each rank's compute, from its own timings.
+  REQUIRE(comparison.at("rank_compute_s").size() == 2);
+  for (const auto& seconds : comparison.at("rank_compute_s")) CHECK(seconds.get<double>() > 0);
 }
 
 TEST_CASE("validate rejects a world size that is not the schedule's", "[cli][validate]") {

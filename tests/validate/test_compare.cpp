@@ -89,6 +89,35 @@ TEST_CASE("compare puts prediction and measurement side by side", "[compare]") {
                              Catch::Contains("task 0"));
 }
 
+TEST_CASE("compare sums each rank's compute tasks and names the slowest and fastest rank",
+          "[compare]") {
+  const ScheduleFile schedule = small_schedule();
+  MeasuredResult measured = measurement_of(schedule);
+  // Without every rank's own timings (measured.json before version 3): nothing by rank.
+  CHECK(compare(schedule, measured, "m.json").rank_compute_s.empty());
+  // Tasks 0 and 1 on the compute stream, task 2 an all-gather: rank 0 computes 1.5 + 2.0
+  // = 3.5 ms, rank 1 1.0 + 3.0 = 4.0 ms (its all-gather's 5 ms does not count).
+  measured.ranks.resize(2);
+  measured.ranks[0].timings = {{0, 1.5e-3}, {2e-3, 4e-3}, {0, 0.5e-3}};
+  measured.ranks[1].timings = {{0, 1e-3}, {1e-3, 4e-3}, {0, 5e-3}};
+  const Comparison c = compare(schedule, measured, "m.json");
+  REQUIRE(c.rank_compute_s.size() == 2);
+  CHECK(c.rank_compute_s[0] == Approx(3.5e-3));
+  CHECK(c.rank_compute_s[1] == Approx(4.0e-3));
+  const nlohmann::json json = comparison_to_json(c);
+  CHECK(json["version"] == 5);
+  CHECK(json["rank_compute_s"].size() == 2);
+  CHECK(json["rank_compute_s"][1].get<double>() == Approx(4.0e-3));
+  // Against the median of the two, 3.75 ms: +6.7% and -6.7%.
+  std::ostringstream text;
+  print_comparison(text, c);
+  CHECK_THAT(text.str(), Catch::Contains("compute by rank: median 3.75 ms, slowest rank 1 "
+                                         "4.00 ms (+6.7%), fastest rank 0 3.50 ms (-6.7%)"));
+  // A rank without its timings: nothing by rank.
+  measured.ranks[1].timings.clear();
+  CHECK(compare(schedule, measured, "m.json").rank_compute_s.empty());
+}
+
 TEST_CASE("compare refuses a measurement of another schedule", "[compare]") {
   const ScheduleFile schedule = small_schedule();
   MeasuredResult measured = measurement_of(schedule);
@@ -169,8 +198,11 @@ TEST_CASE("compare puts a pipeline's stages next to the measured ones", "[compar
   CHECK(c.stages[1].end_s.relative_error == Approx(-0.25));
   CHECK(c.stages[1].peak_allocated_bytes.relative_error == 0);
   const nlohmann::json json = comparison_to_json(c);
-  CHECK(json["version"] == 4);
+  CHECK(json["version"] == 5);
   CHECK(json["stages"][1]["busy_s"]["measured"] == 2e-3);
+  // A pipeline's stages stand for its ranks: no compute by rank.
+  CHECK(c.rank_compute_s.empty());
+  CHECK_FALSE(json.contains("rank_compute_s"));
   // No per-rank actions measured (measured.json before version 5): none compared.
   CHECK(c.actions_differing_most.empty());
   CHECK(json["actions_differing_most"].empty());
