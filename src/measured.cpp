@@ -104,6 +104,28 @@ void read_pipeline_view(const nlohmann::json& json, const std::string& source,
 
 }  // namespace
 
+std::vector<double> rank_compute_s(const Program& program, const MeasuredResult& measured) {
+  const std::vector<Task>& tasks = program.tasks;
+  const bool every_rank_timed =
+      static_cast<std::int64_t>(measured.ranks.size()) == measured.world_size &&
+      std::all_of(measured.ranks.begin(), measured.ranks.end(),
+                  [&](const RankMeasurement& rank) { return rank.timings.size() == tasks.size(); });
+  if (measured.pipeline || !every_rank_timed) return {};
+  std::vector<double> compute_s;
+  for (const RankMeasurement& rank : measured.ranks) {
+    double seconds = 0;
+    for (std::size_t t = 0; t < tasks.size(); ++t) {
+      const int stream = tasks[t].stream;
+      if (stream >= 0 && stream < static_cast<int>(program.streams.size()) &&
+          program.streams[static_cast<std::size_t>(stream)].role == StreamRole::kCompute) {
+        seconds += rank.timings[t].end_s - rank.timings[t].start_s;
+      }
+    }
+    compute_s.push_back(seconds);
+  }
+  return compute_s;
+}
+
 nlohmann::json measured_to_json(const MeasuredResult& measured) {
   nlohmann::json timings = nlohmann::json::array();
   for (const TaskTiming& timing : measured.timings) {

@@ -13,6 +13,7 @@
 
 #include "fsdptune/error.hpp"
 #include "fsdptune/pipeline.hpp"
+#include "fsdptune/profile.hpp"
 #include "fsdptune/units.hpp"
 #include "report_internal.hpp"
 
@@ -90,6 +91,7 @@ MeasuredComparison compare_measured(const ScheduleFile& schedule, const Measured
   const auto keep = static_cast<std::size_t>(std::max(0, options.largest_task_errors));
   if (errors.size() > keep) errors.resize(keep);
   comparison.largest_task_errors = std::move(errors);
+  comparison.rank_compute_s = rank_compute_s(program, measured);
   // measured.json holds one stage per pipeline rank (its reader checks), as many as the
   // schedule of the same hash.
   if (schedule.pipeline && measured.pipeline &&
@@ -383,6 +385,21 @@ std::string format_signed_percent(double fraction) {
 
 std::string format_rate(double tokens_per_s) { return fmt::format("{:.0f}", tokens_per_s); }
 
+std::string rank_compute_summary(const std::vector<double>& rank_compute_s) {
+  FSDPTUNE_CHECK(!rank_compute_s.empty(), "no rank to summarize");
+  const auto slowest = std::max_element(rank_compute_s.begin(), rank_compute_s.end());
+  const auto fastest = std::min_element(rank_compute_s.begin(), rank_compute_s.end());
+  const double median_s = median_seconds(rank_compute_s);
+  const auto against_median = [&](double seconds) {
+    return median_s > 0 ? format_signed_percent(seconds / median_s - 1) : std::string("-");
+  };
+  return fmt::format("compute by rank: median {}, slowest rank {} {} ({}), fastest rank {} {} ({})",
+                     format_seconds(median_s), slowest - rank_compute_s.begin(),
+                     format_seconds(*slowest), against_median(*slowest),
+                     fastest - rank_compute_s.begin(), format_seconds(*fastest),
+                     against_median(*fastest));
+}
+
 Report summarize_report(const std::vector<ReportEntry>& entries, const ReportOptions& options) {
   Report report;
   for (const ReportEntry& entry : entries) {
@@ -489,6 +506,8 @@ nlohmann::json report_to_json(const Report& report) {
                                                    {"error_s", error.error_s},
                                                    {"relative_error", error.relative_error}});
       }
+      // Only where measured: reports of older measurements keep their text.
+      if (!m.rank_compute_s.empty()) measured["rank_compute_s"] = m.rank_compute_s;
       // Only for a pipeline: other reports keep their text.
       if (!m.stages.empty()) {
         measured["stages"] = nlohmann::json::array();
@@ -595,6 +614,15 @@ Report report_from_json(const nlohmann::json& json, const std::string& source) {
              field<double>(errors[k], "measured_s", error_where),
              field<double>(errors[k], "error_s", error_where),
              field<double>(errors[k], "relative_error", error_where)});
+      }
+      if (m.contains("rank_compute_s")) {
+        const nlohmann::json& ranks = array_field(m, "rank_compute_s", measured_where);
+        for (std::size_t r = 0; r < ranks.size(); ++r) {
+          if (!ranks[r].is_number()) {
+            throw_bad_input(fmt::format("{}/rank_compute_s/{}", measured_where, r), "not a number");
+          }
+          measured.rank_compute_s.push_back(ranks[r].get<double>());
+        }
       }
       if (m.contains("stages")) {
         const nlohmann::json& stages = array_field(m, "stages", measured_where);
@@ -718,6 +746,11 @@ std::string render_report_text(const std::vector<ReportEntry>& entries,
     out += fmt::format("  predicted vs measured ({}):\n", measured_heading(m));
     const auto rows = measured_rows(m);
     out += text_table(rows, "    ");
+    if (m.rank_compute_s.size() > 1) {
+      out += "  ";
+      out += rank_compute_summary(m.rank_compute_s);
+      out += "\n";
+    }
     if (!m.stages.empty()) {
       out += "  pipeline stages, predicted vs measured:\n";
       out += text_table(stage_measured_rows(m), "    ");
@@ -755,6 +788,11 @@ std::string render_report_markdown(const std::vector<ReportEntry>& entries,
     out += "\n### Predicted vs measured (" + markdown_cell(measured_heading(m)) + ")\n\n";
     const auto rows = measured_rows(m);
     out += markdown_table(rows);
+    if (m.rank_compute_s.size() > 1) {
+      out += "\n";
+      out += markdown_cell(rank_compute_summary(m.rank_compute_s));
+      out += ".\n";
+    }
     if (!m.stages.empty()) {
       out += "\n#### Pipeline stages, predicted vs measured\n\n";
       out += markdown_table(stage_measured_rows(m));

@@ -1052,6 +1052,9 @@ std::string measured_tables(std::size_t index, const MeasuredComparison& m) {
                "peak_relative_error", stage.peak_relative_error);
   }
   out += "</table>\n";
+  if (m.rank_compute_s.size() > 1) {
+    out += "<p>" + escape_xml(rank_compute_summary(m.rank_compute_s)) + ".</p>\n";
+  }
   if (m.largest_task_errors.empty()) {
     if (!m.stages.empty()) {
       return out +

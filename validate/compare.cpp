@@ -7,7 +7,7 @@
 #include <fmt/ostream.h>
 
 #include "fsdptune/error.hpp"
-#include "fsdptune/profile.hpp"
+#include "fsdptune/report.hpp"
 #include "fsdptune/units.hpp"
 
 namespace fsdptune {
@@ -219,21 +219,7 @@ Comparison compare(const ScheduleFile& schedule, const MeasuredResult& measured,
   }
   keep_differing_most(differences, top_tasks);
   comparison.tasks_differing_most = std::move(differences);
-  const bool every_rank_timed =
-      static_cast<std::int64_t>(measured.ranks.size()) == measured.world_size &&
-      std::all_of(measured.ranks.begin(), measured.ranks.end(),
-                  [&](const RankMeasurement& rank) { return rank.timings.size() == tasks.size(); });
-  if (!schedule.pipeline && every_rank_timed) {
-    for (const RankMeasurement& rank : measured.ranks) {
-      double compute_s = 0;
-      for (std::size_t t = 0; t < tasks.size(); ++t) {
-        if (on_compute_stream(schedule.program, tasks[t])) {
-          compute_s += rank.timings[t].end_s - rank.timings[t].start_s;
-        }
-      }
-      comparison.rank_compute_s.push_back(compute_s);
-    }
-  }
+  if (!schedule.pipeline) comparison.rank_compute_s = rank_compute_s(schedule.program, measured);
   return comparison;
 }
 
@@ -321,18 +307,7 @@ void print_comparison(std::ostream& out, const Comparison& c) {
              format_bytes(static_cast<std::int64_t>(c.peak_allocated_bytes.measured)),
              percent(c.peak_allocated_bytes.relative_error));
   if (c.rank_compute_s.size() > 1) {
-    // The slowest and the fastest rank (the first of equals) against the median rank.
-    const auto slowest = std::max_element(c.rank_compute_s.begin(), c.rank_compute_s.end());
-    const auto fastest = std::min_element(c.rank_compute_s.begin(), c.rank_compute_s.end());
-    const double median_s = median_seconds(c.rank_compute_s);
-    const auto against_median = [&](double seconds) {
-      return median_s > 0 ? percent(seconds / median_s - 1) : std::string("-");
-    };
-    fmt::print(
-        out, "compute by rank: median {}, slowest rank {} {} ({}), fastest rank {} {} ({})\n",
-        format_seconds(median_s), slowest - c.rank_compute_s.begin(), format_seconds(*slowest),
-        against_median(*slowest), fastest - c.rank_compute_s.begin(), format_seconds(*fastest),
-        against_median(*fastest));
+    fmt::print(out, "{}\n", rank_compute_summary(c.rank_compute_s));
   }
   if (!c.stages.empty()) {
     fmt::print(out, "\npipeline: {} stages, {} microbatches{}\n", c.pp, c.microbatches,

@@ -95,11 +95,7 @@ struct Comparison {
   // also for a schedule without predicted ones.
   std::vector<StageComparison> stages;
   std::vector<ActionDifference> actions_differing_most;
-  // Per rank of MPI_COMM_WORLD (a schedule without a pipeline, measured with every rank's
-  // timings: measured.json version 3 on): the sum of its compute-stream tasks' median
-  // durations. Every rank runs the same Program, so a rank well above the median is a
-  // straggler, which the others wait for at the next collective; the model has every rank
-  // alike. Empty otherwise.
+  // A schedule without a pipeline: each rank's compute (rank_compute_s in measured.hpp).
   std::vector<double> rank_compute_s;
   bool operator==(const Comparison&) const = default;
 };

@@ -114,6 +114,13 @@ struct MeasuredResult {
   bool operator==(const MeasuredResult&) const = default;
 };
 
+// Per rank of MPI_COMM_WORLD, the sum of its compute-stream tasks' median durations
+// (ranks[].timings) in the replay of `program`. Every rank replays the same Program, so a
+// rank well above the median is a straggler that the others wait for at the next
+// collective; the model has every rank alike. Empty for a pipeline's measurement and when
+// a rank has no timings of `program` (measured.json before version 3).
+std::vector<double> rank_compute_s(const Program& program, const MeasuredResult& measured);
+
 nlohmann::json measured_to_json(const MeasuredResult& measured);
 MeasuredResult measured_from_json(const nlohmann::json& json, const std::string& source);
 

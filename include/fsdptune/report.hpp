@@ -100,6 +100,9 @@ struct MeasuredComparison {
   std::vector<StreamComparison> streams;  // in Program::streams order
   // Largest |error_s| first; ties by task id. At most ReportOptions::largest_task_errors.
   std::vector<TaskError> largest_task_errors;
+  // A schedule without a pipeline replayed with every rank's timings: each rank's compute
+  // (rank_compute_s in measured.hpp); empty otherwise.
+  std::vector<double> rank_compute_s;
   // A pipeline schedule, by stage; empty otherwise (`fsdptune compare` lists a
   // pipeline's actions and chunk tasks that differ most).
   std::vector<StageMeasurement> stages;
@@ -161,7 +164,10 @@ std::string escape_xml(const std::string& text);
 std::string json_number_text(double value);
 std::string json_number_text(std::int64_t value);
 // Display formats of the tables: "12.3 ms", "1.50 GiB", "45.2%", "+3.1%", "1234".
-std::string format_percent(double fraction);         // 0.452 -> "45.2%"
+std::string format_percent(double fraction);  // 0.452 -> "45.2%"
+// "compute by rank: median M, slowest rank r S (+x%), fastest rank q F (-y%)" (the first
+// of equals). REQUIRES: rank_compute_s has at least one entry.
+std::string rank_compute_summary(const std::vector<double>& rank_compute_s);
 std::string format_signed_percent(double fraction);  // 0.031 -> "+3.1%", -0.2 -> "-20.0%"
 std::string format_rate(double tokens_per_s);        // rounded to an integer
 // The label of a Gantt bar `width_px` wide for the task `name`: the longest of the full

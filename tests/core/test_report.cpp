@@ -116,6 +116,46 @@ TEST_CASE("predicted vs measured per stream and per task", "[report]") {
   CHECK(m.largest_task_errors[2].task == 0);
 }
 
+TEST_CASE("the report names the slowest and the fastest rank's compute", "[report]") {
+  auto input = entries(true);
+  // 8 ranks as measured (compute 1 + 3 + 7 + 2 = 13 units each), but rank 5's backward of
+  // layers.0 takes 9 units (compute 15) and rank 2's forward of layers.0 2 (compute 12).
+  MeasuredResult& measured = *input[0].measured;
+  measured.ranks.assign(8, RankMeasurement{});
+  for (RankMeasurement& rank : measured.ranks) rank.timings = measured.timings;
+  measured.ranks[5].timings[4].end_s = 16.5 * kUnitS;
+  measured.ranks[2].timings[3].end_s = 6.5 * kUnitS;
+  const Report report = summarize_report(input);
+  const MeasuredComparison& m = *report.schedules[0].measured;
+  REQUIRE(m.rank_compute_s.size() == 8);
+  CHECK(m.rank_compute_s[0] == Approx(13 * kUnitS));
+  CHECK(m.rank_compute_s[5] == Approx(15 * kUnitS));
+  CHECK(m.rank_compute_s[2] == Approx(12 * kUnitS));
+  const std::string line =
+      "compute by rank: median 12.70 ms, slowest rank 5 14.65 ms (+15.4%), fastest rank 2 "
+      "11.72 ms (-7.7%)";
+  CHECK(rank_compute_summary(m.rank_compute_s) == line);
+  CHECK(render_report_text(input).find("  " + line + "\n") != std::string::npos);
+  CHECK(render_report_markdown(input).find("\n" + line + ".\n") != std::string::npos);
+  CHECK(render_report_html(input).find("<p>" + line + ".</p>") != std::string::npos);
+  // JSON: written, read back; a bad entry is named. Without ranks' timings, none.
+  const nlohmann::json json = report_to_json(report);
+  CHECK(json["schedules"][0]["measured"]["rank_compute_s"].size() == 8);
+  CHECK(report_from_json(json, "r.json") == report);
+  nlohmann::json bad = json;
+  bad["schedules"][0]["measured"]["rank_compute_s"][3] = "slow";
+  try {
+    report_from_json(bad, "r.json");
+    FAIL("accepted a rank's compute that is not a number");
+  } catch (const Error& e) {
+    CHECK(e.where() == "r.json/schedules/0/measured/rank_compute_s/3");
+  }
+  CHECK_FALSE(report_to_json(summarize_report(entries(true)))["schedules"][0]["measured"].contains(
+      "rank_compute_s"));
+  measured.ranks[7].timings.pop_back();  // a rank without every task's timing
+  CHECK(summarize_report(input).schedules[0].measured->rank_compute_s.empty());
+}
+
 TEST_CASE("a measured file without per-task timings still compares the step", "[report]") {
   auto input = entries(true);
   input[0].measured->timings.clear();
