@@ -940,6 +940,30 @@ std::vector<std::string> torchtitan_notes(const TorchtitanConfig& c) {
   return notes;
 }
 
+std::string torchtitan_without_fsdp_note(const JobSpec& job) {
+  const std::int64_t others = std::max<std::int64_t>(1, job.tp * job.pp * job.dp_replicate);
+  const std::int64_t dp_shard = job.dp_shard > 0 ? job.dp_shard : job.gpus / others;
+  if (dp_shard != 1) return "";
+  const std::string data_parallel =
+      job.dp_replicate > 1 ? fmt::format(" (DDP over the {} replicas instead)", job.dp_replicate)
+                           : "";
+  if (job.tp > 1 || job.pp > 1) {
+    return fmt::format(
+        "data_parallel_shard_degree 1 (no cp): torchtitan applies no fully_shard{} and, with "
+        "{}, no mixed precision either: it trains this mesh in fp32 (parameters, activations, "
+        "matmuls); fsdptune's figures are FSDP2's over one-rank shard groups in {}, as "
+        "fully_shard on a one-rank mesh runs, not what that config runs",
+        data_parallel, job.tp > 1 && job.pp > 1 ? "TP and PP" : (job.tp > 1 ? "TP" : "PP"),
+        to_string(job.param_dtype));
+  }
+  return fmt::format(
+      "data_parallel_shard_degree 1 (no cp): torchtitan applies no fully_shard{} and runs "
+      "the model under autocast; fsdptune's figures are FSDP2's over one-rank shard groups, "
+      "as fully_shard on a one-rank mesh runs (its gathered {} copies and bucket copies "
+      "included)",
+      data_parallel, to_string(job.param_dtype));
+}
+
 std::string torchtitan_config_toml(const std::string& model_name, const ModelSpec& model,
                                    const JobSpec& job) {
   std::string text = fmt::format(

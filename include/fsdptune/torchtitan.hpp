@@ -167,4 +167,13 @@ Execution torchtitan_execution(const TorchtitanConfig& config);
 std::string torchtitan_config_toml(const std::string& model_name, const ModelSpec& model,
                                    const JobSpec& job);
 
+// What torchtitan runs where `job` shards over no rank (dp_shard 1, so no context
+// parallelism either; 0 derives it from gpus): ParallelDims.fsdp_enabled is false, so it
+// applies no fully_shard -- DDP over dp_replicate replicas where there are several -- and,
+// with TP or PP, maybe_enable_amp turns mixed precision off: fp32 parameters, activations
+// and matmuls. fsdptune models FSDP2 over one-rank shard groups in the job's param dtype
+// (what fully_shard on a one-rank mesh runs), which is not that. The note for the CLI to
+// print; "" when the job shards (dp_shard > 1).
+std::string torchtitan_without_fsdp_note(const JobSpec& job);
+
 }  // namespace fsdptune

@@ -224,6 +224,8 @@ JobSpec torchtitan_job_spec(const JobOptions& options, const ModelSpec& model) {
                     "simulate, tune and pipeline do (docs/parallelism.md)");
   }
   for (const std::string& note : torchtitan_notes(config)) fmt::print(stderr, "note: {}\n", note);
+  const std::string without_fsdp = torchtitan_without_fsdp_note(job);
+  if (!without_fsdp.empty()) fmt::print(stderr, "note: {}: {}\n", options.job_toml, without_fsdp);
   return job;
 }
 

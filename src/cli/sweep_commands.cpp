@@ -266,6 +266,9 @@ void run_sweep(const SweepCliOptions& o) {
   if (!o.torchtitan_toml.empty()) {
     const JobSpec& best = result.ranked.front().job;
     write_file_atomically(o.torchtitan_toml, torchtitan_config_toml(model_name, model, best));
+    const std::string without_fsdp = torchtitan_without_fsdp_note(best);
+    if (!without_fsdp.empty())
+      fmt::print(stderr, "note: {}: {}\n", o.torchtitan_toml, without_fsdp);
     // The winner's chunks as its figures run them: its search's, else fsdp2's.
     const std::vector<bool> keep =
         result.best_tuning && result.best_tuning->pipeline

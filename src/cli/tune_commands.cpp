@@ -144,6 +144,10 @@ void write_schedule(ScheduleFile& schedule, const TuneOptions& options,
   if (!options.torchtitan_toml.empty()) {
     write_file_atomically(options.torchtitan_toml,
                           torchtitan_config_toml(model, schedule.model, schedule.job));
+    const std::string without_fsdp = torchtitan_without_fsdp_note(schedule.job);
+    if (!without_fsdp.empty()) {
+      fmt::print(stderr, "note: {}: {}\n", options.torchtitan_toml, without_fsdp);
+    }
     if (schedule.pipeline) {
       std::vector<bool> keep;
       for (const ScheduleChunk& chunk : schedule.pipeline->chunks) {

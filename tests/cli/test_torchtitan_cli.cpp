@@ -89,6 +89,25 @@ TEST_CASE("tune --job-toml writes the schedule of the equivalent flags", "[cli][
       dir + "/pp.json --emit-torchtitan-toml ";
   const std::string printed = output_of(tune + dir + "/pp.toml");
   CHECK_THAT(printed, Catch::Contains("wrote " + dir + "/pp.toml"));
+  // dp_shard 4 here: torchtitan shards; on 2 GPUs (dp_shard 1) it would not, and says so.
+  const CommandResult sharded = run_fsdptune(tune + dir + "/sharded.toml");
+  CHECK_THAT(sharded.err, !Catch::Contains("no fully_shard"));
+  const CommandResult unsharded = run_fsdptune(
+      "tune --model tiny --gpus 2 --pp 2 --microbatches 4 --batch 2 --seq 256 "
+      "--time-budget 0 --max-evaluations 20 --out " +
+      dir + "/pp1.json --emit-torchtitan-toml " + dir + "/pp1.toml");
+  CHECK(unsharded.exit_code == 0);
+  CHECK_THAT(unsharded.err, Catch::Contains("note: " + dir +
+                                            "/pp1.toml: data_parallel_shard_degree 1 (no cp): "
+                                            "torchtitan applies no fully_shard and, with PP"));
+  // Read back as a config, the job says the same.
+  const CommandResult read_back = run_fsdptune(
+      "simulate --model tiny --hardware h100-sxm "
+      "--gpus-per-node 2 --job-toml " +
+      dir + "/pp1.toml");
+  CHECK(read_back.exit_code == 0);
+  CHECK_THAT(read_back.err,
+             Catch::Contains("note: " + dir + "/pp1.toml: data_parallel_shard_degree 1"));
   output_of(tune + dir + "/again.toml");
   const std::string written = read_file(dir + "/pp.toml");
   CHECK(written == read_file(dir + "/again.toml"));

@@ -784,3 +784,32 @@ TEST_CASE("torchtitan: the global batch a config trains on N GPUs", "[torchtitan
                                       "[parallelism]\ncontext_parallel_degree = 4\n"),
                                 32) == 16);
 }
+
+TEST_CASE("torchtitan: a job that shards over no rank runs without fully_shard there",
+          "[torchtitan]") {
+  JobSpec job;
+  job.gpus = 8;
+  job.dp_shard = 0;                                  // derived: 8 / (tp x pp x dp_replicate)
+  CHECK(torchtitan_without_fsdp_note(job).empty());  // dp_shard 8
+  job.tp = 4;
+  job.pp = 2;  // dp_shard 1: fp32 under TP and PP
+  const std::string tp_pp = torchtitan_without_fsdp_note(job);
+  CHECK_THAT(tp_pp, Catch::Contains("applies no fully_shard and, with TP and PP, no mixed "
+                                    "precision either: it trains this mesh in fp32") &&
+                        Catch::Contains("one-rank shard groups in bf16"));
+  job.tp = 1;
+  job.pp = 8;
+  CHECK_THAT(torchtitan_without_fsdp_note(job), Catch::Contains("with PP, no mixed precision"));
+  job.pp = 1;
+  job.dp_replicate = 8;  // DDP over 8 replicas, under autocast
+  const std::string ddp = torchtitan_without_fsdp_note(job);
+  CHECK_THAT(ddp, Catch::Contains("(DDP over the 8 replicas instead)") &&
+                      Catch::Contains("under autocast") && !Catch::Contains("fp32"));
+  job.dp_replicate = 4;
+  job.dp_shard = 2;  // HSDP: fully_shard over 2 ranks
+  CHECK(torchtitan_without_fsdp_note(job).empty());
+  job = JobSpec{};
+  job.gpus = 1;  // one device
+  CHECK_THAT(torchtitan_without_fsdp_note(job),
+             Catch::Contains("no fully_shard and runs the model under autocast"));
+}
