@@ -376,6 +376,19 @@ void run_sweep(const SweepCliOptions& o) {
                c.tokens_per_s_per_gpu, 100.0 * c.mfu, 100.0 * c.bubble_fraction,
                format_bytes(c.peak_reserved_bytes));
   }
+  // Meshes of one shard rank listed: fsdptune's figures are not what torchtitan runs there.
+  std::vector<std::string> unsharded;
+  for (std::size_t i = 0; i < shown; ++i) {
+    if (!torchtitan_without_fsdp_note(result.ranked[i].job).empty()) {
+      unsharded.push_back(fmt::format("#{}", i + 1));
+    }
+  }
+  if (!unsharded.empty()) {
+    fmt::print(
+        "\n{} {} shard1: FSDP2 over one-rank groups; torchtitan would apply no fully_shard "
+        "there (and, with TP or PP, no mixed precision: fp32), docs/torchtitan-config.md\n",
+        fmt::join(unsharded, ", "), unsharded.size() == 1 ? "is" : "are");
+  }
   if (!result.rejected.empty()) {
     fmt::print("\nrejected: {} configurations\n", result.rejected.size());
     for (const auto& [reason, count] : reasons) fmt::print("  {:>6}  {}\n", count, reason);

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <limits>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -196,6 +197,37 @@ TEST_CASE("sweep --try-pp-splits ranks other splits of the stages beside the def
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("--try-pp-splits") != std::string::npos);
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("sweep names the listed meshes that shard over no rank", "[cli][sweep]") {
+  // Tiny on 2 GPUs: pp 2 and tp 2 leave dp_shard 1, which torchtitan runs without
+  // fully_shard (and here without mixed precision).
+  const auto two = run_fsdptune(
+      "sweep --model tiny --hardware h100-sxm --gpus 2 --gpus-per-node 2 --global-batch 4 "
+      "--seq 128 --threads 1 --tune-evaluations 10 --top 30");
+  REQUIRE(two.exit_code == 0);
+  const auto note = two.out.find(
+      " shard1: FSDP2 over one-rank groups; torchtitan would apply "
+      "no fully_shard there");
+  REQUIRE(note != std::string::npos);
+  // Every listed shard1 row, and only those, is named: "#5, #6 are shard1".
+  const std::string names = two.out.substr(0, note);
+  const std::string listed = names.substr(names.rfind('\n') + 1) + ",";
+  std::size_t named = 0;
+  std::istringstream rows(two.out);
+  for (std::string line; std::getline(rows, line);) {
+    const auto rank_end = line.find("  tp");
+    if (rank_end == std::string::npos) continue;
+    const auto rank_begin = line.find_first_not_of(' ');
+    std::string rank = "#";
+    rank += line.substr(rank_begin, rank_end - rank_begin);
+    INFO(line);
+    const bool is_named = listed.find(rank + ",") != std::string::npos ||
+                          listed.find(rank + " ") != std::string::npos;
+    CHECK(is_named == (line.find(" shard1 ") != std::string::npos));
+    named += is_named ? 1 : 0;
+  }
+  CHECK(named >= 1);
 }
 
 TEST_CASE("sweep: a memory limit rejects configurations and says why", "[cli][sweep]") {
