@@ -87,6 +87,14 @@ class SizeCurve {
     return !bytes_.empty() && bytes >= bytes_.front() && bytes <= bytes_.back();
   }
 
+  // The measured point at the end of the table nearest `bytes` (bytes, seconds), nothing
+  // for an empty table.
+  std::optional<std::pair<std::int64_t, double>> nearest_end(std::int64_t bytes) const {
+    if (bytes_.empty()) return std::nullopt;
+    if (bytes < bytes_.front()) return std::pair{bytes_.front(), seconds_.front()};
+    return std::pair{bytes_.back(), seconds_.back()};
+  }
+
  private:
   std::vector<std::int64_t> bytes_;
   std::vector<double> seconds_;
@@ -103,6 +111,28 @@ SweepKey sweep_key(CollectiveKind kind, const CommGroup& group) {
 
 // Memory-bound entries of this name are device-to-device copies (CostModel::copy).
 constexpr const char* kCopyMemoryOp = "copy";
+
+// A memory-bound kernel of a measured kind at `bytes`, outside its measured sizes: the
+// nearest measured point (`end`) plus what the analytic model adds or takes away between
+// the two sizes (`analytic_s` at `bytes`, `analytic_end_s` at the point's), so the
+// kernel's own launch overhead and efficiency at that point carry over and only the
+// difference is modelled, as a collective's sweep continues past its ends. Below the
+// table never under the point's time scaled down by size (a smaller pass is no faster
+// per byte).
+double anchored_seconds(std::pair<std::int64_t, double> end, std::int64_t bytes, double analytic_s,
+                        double analytic_end_s) {
+  const auto [end_bytes, end_s] = end;
+  const double seconds = end_s + (analytic_s - analytic_end_s);
+  if (bytes >= end_bytes || end_bytes <= 0) return seconds;
+  return std::max(seconds, end_s * static_cast<double>(bytes) / static_cast<double>(end_bytes));
+}
+
+// `op` at another size: bytes, and FLOPs in proportion.
+Op resized(Op op, std::int64_t bytes) {
+  if (op.bytes > 0) op.flops *= static_cast<double>(bytes) / static_cast<double>(op.bytes);
+  op.bytes = bytes;
+  return op;
+}
 
 class ProfileCostModel final : public CostModel {
  public:
@@ -136,11 +166,18 @@ class ProfileCostModel final : public CostModel {
     const auto exact = compute_s_.find(op.signature());
     if (exact != compute_s_.end()) return {exact->second, true};
     if (op.kind == OpKind::kMemoryBound) {
-      // Another size of a measured memory-bound kernel: interpolate inside the measured
-      // range only (outside it the kernel may change regime, e.g. fall out of L2).
+      // Another size of a measured memory-bound kernel: interpolated inside the measured
+      // range; outside it anchored at the nearest end, the rest the analytic model's (a
+      // kernel may change regime there, e.g. fall out of L2, which the analytic difference
+      // only partly follows).
       const auto curve = memory_curves_.find(op.memory_op);
-      if (curve != memory_curves_.end() && curve->second.covers(op.bytes)) {
-        return {*curve->second.seconds(op.bytes), true};
+      if (curve != memory_curves_.end()) {
+        if (curve->second.covers(op.bytes)) return {*curve->second.seconds(op.bytes), true};
+        if (const auto end = curve->second.nearest_end(op.bytes)) {
+          return {anchored_seconds(*end, op.bytes, analytic_->compute(op).seconds,
+                                   analytic_->compute(resized(op, end->first)).seconds),
+                  true};
+        }
       }
     }
     return analytic_->compute(op);
@@ -162,8 +199,13 @@ class ProfileCostModel final : public CostModel {
     FSDPTUNE_CHECK(bytes >= 0, "negative copy size");
     if (bytes == 0) return {0, true};
     const auto curve = memory_curves_.find(kCopyMemoryOp);
-    if (curve != memory_curves_.end() && curve->second.covers(bytes)) {
-      return {*curve->second.seconds(bytes), true};
+    if (curve != memory_curves_.end()) {
+      if (curve->second.covers(bytes)) return {*curve->second.seconds(bytes), true};
+      if (const auto end = curve->second.nearest_end(bytes)) {
+        return {anchored_seconds(*end, bytes, analytic_->copy(bytes).seconds,
+                                 analytic_->copy(end->first).seconds),
+                true};
+      }
     }
     return analytic_->copy(bytes);
   }

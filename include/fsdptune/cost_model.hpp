@@ -73,8 +73,9 @@ double busbw_factor(CollectiveKind kind, std::int64_t ranks);
 std::unique_ptr<CostModel> make_analytic_cost_model(const HardwareSpec& hardware);
 // Measured entries from `profile`, analytic model of `hardware` where unmeasured
 // (docs/profile-format.md): compute ops by exact signature (memory-bound ops also by
-// log-log interpolation between measured sizes of the same memory_op; memory_op "copy"
-// serves copy()); collectives by (kind, ranks, ranks_per_node) sweep, log-log
+// log-log interpolation between measured sizes of the same memory_op, and outside them
+// anchored at the nearest one plus the analytic difference; memory_op "copy" serves
+// copy()); collectives by (kind, ranks, ranks_per_node) sweep, log-log
 // interpolation inside it, latency/bandwidth fits of its ends outside it. Estimates from
 // the profile have measured == true, fallbacks false. The median of each entry's samples
 // is used. Throws Error(kBadInput) when profile.hardware != hardware.id.

@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -133,6 +135,9 @@ TEST_CASE("profile model falls back to the analytic model, and says so", "[profi
       {memory_op("rmsnorm_fwd", kMiB).signature(), memory_op("rmsnorm_fwd", kMiB), {2e-6}});
   profile.compute.push_back(
       {memory_op("rmsnorm_fwd", 4 * kMiB).signature(), memory_op("rmsnorm_fwd", 4 * kMiB), {4e-6}});
+  // A kernel measured faster than the analytic HBM rate (4 MiB in 1 us: in L2).
+  profile.compute.push_back(
+      {memory_op("swiglu_fwd", 4 * kMiB).signature(), memory_op("swiglu_fwd", 4 * kMiB), {1e-6}});
   profile.compute.push_back({memory_op("copy", kMiB).signature(), memory_op("copy", kMiB), {3e-6}});
   profile.compute.push_back({memory_op("copy", kGiB).signature(), memory_op("copy", kGiB), {5e-4}});
   profile.collectives.push_back({CollectiveKind::kAllGather, {8, 8}, {{kMiB, {25e-6}}}});
@@ -147,17 +152,37 @@ TEST_CASE("profile model falls back to the analytic model, and says so", "[profi
   CHECK_FALSE(model->compute(other).measured);
   CHECK(model->compute(other).seconds == analytic->compute(other).seconds);
   // Memory-bound: interpolated inside the measured sizes of the same kernel
-  // (1 MiB -> 2 us, 4 MiB -> 4 us: 2 MiB -> 2 * 2^0.5 = 2.8284 us), analytic outside.
+  // (1 MiB -> 2 us, 4 MiB -> 4 us: 2 MiB -> 2 * 2^0.5 = 2.8284 us).
   CHECK(model->compute(memory_op("rmsnorm_fwd", 2 * kMiB)).measured);
   CHECK(model->compute(memory_op("rmsnorm_fwd", 2 * kMiB)).seconds ==
         Approx(2.8284271e-6).epsilon(1e-6));
-  CHECK_FALSE(model->compute(memory_op("rmsnorm_fwd", 64 * kMiB)).measured);
+  // Outside them, anchored at the nearest end: its time plus the analytic difference.
+  const auto analytic_s = [&](std::int64_t bytes) {
+    return analytic->compute(memory_op("rmsnorm_fwd", bytes)).seconds;
+  };
+  const CostEstimate above = model->compute(memory_op("rmsnorm_fwd", 64 * kMiB));
+  CHECK(above.measured);
+  CHECK(above.seconds == Approx(4e-6 + analytic_s(64 * kMiB) - analytic_s(4 * kMiB)));
+  CHECK(above.seconds > 4e-6);
+  // Below: the same from the first point, never under its time scaled by size (here the
+  // analytic difference, 0.5 MiB at the HBM rate, is the larger step down).
+  const CostEstimate below = model->compute(memory_op("rmsnorm_fwd", kMiB / 2));
+  CHECK(below.measured);
+  CHECK(below.seconds == Approx(std::max(2e-6 + analytic_s(kMiB / 2) - analytic_s(kMiB), 1e-6)));
+  CHECK(below.seconds < 2e-6);
+  // A kernel never measured: analytic.
   CHECK_FALSE(model->compute(memory_op("rope_fwd", 2 * kMiB)).measured);
-  // Copies from the "copy" entries.
+  // Copies from the "copy" entries, anchored the same way outside them.
   CHECK(model->copy(kMiB).seconds == 3e-6);
   CHECK(model->copy(kMiB).measured);
-  CHECK_FALSE(model->copy(2 * kGiB).measured);
-  CHECK(model->copy(2 * kGiB).seconds == analytic->copy(2 * kGiB).seconds);
+  CHECK(model->copy(2 * kGiB).measured);
+  CHECK(model->copy(2 * kGiB).seconds ==
+        Approx(5e-4 + analytic->copy(2 * kGiB).seconds - analytic->copy(kGiB).seconds));
+  // Going down from a point measured faster than the analytic rate, the analytic step
+  // down would pass zero: the point's time scaled by size instead.
+  const CostEstimate small = model->compute(memory_op("swiglu_fwd", 4 * kKiB));
+  CHECK(small.measured);
+  CHECK(small.seconds == Approx(1e-6 / 1024));
   // A single-point sweep answers only its own size; other groups fall back.
   CHECK(model->collective(CollectiveKind::kAllGather, kMiB, {8, 8}).seconds == 25e-6);
   CHECK_FALSE(model->collective(CollectiveKind::kAllGather, 2 * kMiB, {8, 8}).measured);
