@@ -115,9 +115,7 @@ std::vector<double> rank_compute_s(const Program& program, const MeasuredResult&
   for (const RankMeasurement& rank : measured.ranks) {
     double seconds = 0;
     for (std::size_t t = 0; t < tasks.size(); ++t) {
-      const int stream = tasks[t].stream;
-      if (stream >= 0 && stream < static_cast<int>(program.streams.size()) &&
-          program.streams[static_cast<std::size_t>(stream)].role == StreamRole::kCompute) {
+      if (on_compute_stream(program, tasks[t])) {
         seconds += rank.timings[t].end_s - rank.timings[t].start_s;
       }
     }

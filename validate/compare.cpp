@@ -23,11 +23,6 @@ std::string percent(double relative_error) {
   return fmt::format("{:+.1f}%", 100.0 * relative_error);
 }
 
-bool on_compute_stream(const Program& program, const Task& task) {
-  return task.stream >= 0 && task.stream < static_cast<int>(program.streams.size()) &&
-         program.streams[static_cast<std::size_t>(task.stream)].role == StreamRole::kCompute;
-}
-
 // Largest |measured - predicted duration| first, the first of equals first.
 template <typename Difference>
 void keep_differing_most(std::vector<Difference>& differences, int top) {

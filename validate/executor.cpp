@@ -532,9 +532,8 @@ class Replay final : public StepReplay {
                               backend_.elapsed_s(begin, ends[static_cast<std::size_t>(task.id)])};
       record.timings.push_back(timing);
       record.step_time_s = std::max(record.step_time_s, timing.end_s);
-      const bool on_compute =
-          program_.streams[static_cast<std::size_t>(task.stream)].role == StreamRole::kCompute;
-      (on_compute ? compute : comm).push_back({timing.start_s, timing.end_s});
+      (on_compute_stream(program_, task) ? compute : comm)
+          .push_back({timing.start_s, timing.end_s});
     }
     add_overlap(std::move(compute), std::move(comm), record);
     return record;
@@ -724,10 +723,7 @@ class PipelineReplay final : public StepReplay {
     const EventId end = backend_.record(task.stream);
     ends_[static_cast<std::size_t>(local)][static_cast<std::size_t>(action.microbatch)]
          [static_cast<std::size_t>(id)] = end;
-    spans_.push_back(
-        {start, end,
-         program.streams[static_cast<std::size_t>(task.stream)].role == StreamRole::kCompute, local,
-         id});
+    spans_.push_back({start, end, on_compute_stream(program, task), local, id});
   }
 
   PipelineReplayPlan plan_;

@@ -101,6 +101,13 @@ struct Program {
   bool operator==(const Program&) const = default;
 };
 
+// Whether `task` runs on one of `program`'s compute streams (false for a stream index
+// outside the Program).
+inline bool on_compute_stream(const Program& program, const Task& task) {
+  return task.stream >= 0 && task.stream < static_cast<int>(program.streams.size()) &&
+         program.streams[static_cast<std::size_t>(task.stream)].role == StreamRole::kCompute;
+}
+
 // Lowers `plan` over `workload` into tasks, costed with `costs` (the rules -- which tasks,
 // on which stream, their dependencies and memory events -- are in docs/plan-format.md).
 // Tasks on one stream run in the order they appear; `deps` lists the waits on other
