@@ -214,7 +214,7 @@ Comparison compare(const ScheduleFile& schedule, const MeasuredResult& measured,
   }
   keep_differing_most(differences, top_tasks);
   comparison.tasks_differing_most = std::move(differences);
-  if (!schedule.pipeline) comparison.rank_compute_s = rank_compute_s(schedule.program, measured);
+  comparison.rank_compute_s = rank_compute_s(schedule.program, measured);  // none for a pipeline
   return comparison;
 }
 

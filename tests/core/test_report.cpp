@@ -27,6 +27,18 @@ std::vector<ReportEntry> entries(bool with_measured) {
   return {entry};
 }
 
+// report_from_json refuses `json` (read from `source`) as bad input naming `where`.
+void check_refused(const nlohmann::json& json, const std::string& source,
+                   const std::string& where) {
+  try {
+    report_from_json(json, source);
+    FAIL("accepted a report with a bad " << where);
+  } catch (const Error& e) {
+    CHECK(e.where() == where);
+    CHECK(e.exit_code() == 2);
+  }
+}
+
 std::size_t count(const std::string& haystack, const std::string& needle) {
   std::size_t n = 0;
   for (auto at = haystack.find(needle); at != std::string::npos;
@@ -144,12 +156,7 @@ TEST_CASE("the report names the slowest and the fastest rank's compute", "[repor
   CHECK(report_from_json(json, "r.json") == report);
   nlohmann::json bad = json;
   bad["schedules"][0]["measured"]["rank_compute_s"][3] = "slow";
-  try {
-    report_from_json(bad, "r.json");
-    FAIL("accepted a rank's compute that is not a number");
-  } catch (const Error& e) {
-    CHECK(e.where() == "r.json/schedules/0/measured/rank_compute_s/3");
-  }
+  check_refused(bad, "r.json", "r.json/schedules/0/measured/rank_compute_s/3");
   CHECK_FALSE(report_to_json(summarize_report(entries(true)))["schedules"][0]["measured"].contains(
       "rank_compute_s"));
   measured.ranks[7].timings.pop_back();  // a rank without every task's timing
@@ -189,21 +196,10 @@ TEST_CASE("the report JSON round-trips and names a bad field", "[report]") {
 
   nlohmann::json wrong_version = json;
   wrong_version["version"] = 99;
-  try {
-    report_from_json(wrong_version, "report.json");
-    FAIL("accepted version 99");
-  } catch (const Error& e) {
-    CHECK(e.where() == "report.json/version");
-    CHECK(e.exit_code() == 2);
-  }
+  check_refused(wrong_version, "report.json", "report.json/version");
   nlohmann::json missing = json;
   missing["schedules"][0]["plans"][1].erase("step_time_s");
-  try {
-    report_from_json(missing, "report.json");
-    FAIL("accepted a plan without step_time_s");
-  } catch (const Error& e) {
-    CHECK(e.where() == "report.json/schedules/0/plans/1/step_time_s");
-  }
+  check_refused(missing, "report.json", "report.json/schedules/0/plans/1/step_time_s");
 }
 
 TEST_CASE("display formats", "[report]") {
@@ -699,12 +695,7 @@ TEST_CASE("a replayed pipeline's stages, predicted against measured, in every fo
   CHECK(report_from_json(json, "r.json") == report);
   nlohmann::json missing = json;
   missing["schedules"][0]["measured"]["stages"][1].erase("measured_end_s");
-  try {
-    report_from_json(missing, "r.json");
-    FAIL("accepted a stage without measured_end_s");
-  } catch (const Error& e) {
-    CHECK(e.where() == "r.json/schedules/0/measured/stages/1/measured_end_s");
-  }
+  check_refused(missing, "r.json", "r.json/schedules/0/measured/stages/1/measured_end_s");
   CHECK_FALSE(report_to_json(summarize_report(entries(true)))["schedules"][0]["measured"].contains(
       "stages"));
 
