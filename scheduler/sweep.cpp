@@ -15,6 +15,7 @@
 #include "fsdptune/plans.hpp"
 #include "fsdptune/program.hpp"
 #include "fsdptune/simulator.hpp"
+#include "fsdptune/torchtitan.hpp"
 #include "fsdptune/units.hpp"
 
 namespace fsdptune {
@@ -133,6 +134,12 @@ std::vector<JobSpec> sweep_jobs(const ModelSpec& model, const HardwareSpec& hard
                     } catch (const Error&) {
                       ++skip;  // e.g. tp does not divide the kv heads
                       continue;
+                    }
+                    // One shard rank with TP or PP: torchtitan applies no fully_shard and
+                    // no mixed precision there; ranked as it trains it, in fp32.
+                    if (!torchtitan_mixed_precision(job)) {
+                      job.param_dtype = DType::kFP32;
+                      job.reduce_dtype = DType::kFP32;
                     }
                     if (job.pp * job.virtual_stages > 1 && options.try_pp_less_layers >= 0) {
                       for (const JobSpec& split :

@@ -113,6 +113,15 @@ std::string execution_suffix(Execution execution) {
   return execution == Execution::kCompiled ? "" : ", " + to_string(execution);
 }
 
+std::string dtype_suffix(const JobSpec& job) {
+  const JobSpec defaults;
+  if (job.param_dtype == defaults.param_dtype && job.reduce_dtype == defaults.reduce_dtype) {
+    return "";
+  }
+  return fmt::format(", params {}, reduce {}", to_string(job.param_dtype),
+                     to_string(job.reduce_dtype));
+}
+
 std::string to_string(PipelineSchedule schedule) {
   switch (schedule) {
     case PipelineSchedule::k1F1B:

@@ -858,7 +858,7 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
 
   // normalize_job names flags; a value the config gave is the config's field.
   try {
-    return normalize_job(model, job);
+    job = normalize_job(model, job);
   } catch (const Error& e) {
     const auto field = [&](bool overridden, const std::string& where) {
       return overridden ? e.where() : where;
@@ -898,6 +898,13 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
     }
     throw;
   }
+  // Without fully_shard, TP or PP leaves mixed precision off: the config's
+  // mixed_precision_* are not used, and the job trains in fp32 (unless a flag says).
+  if (!torchtitan_mixed_precision(job)) {
+    if (!o.param_dtype) job.param_dtype = DType::kFP32;
+    if (!o.reduce_dtype) job.reduce_dtype = DType::kFP32;
+  }
+  return job;
 }
 
 std::int64_t torchtitan_global_batch(const TorchtitanConfig& c, std::int64_t gpus) {
@@ -940,21 +947,44 @@ std::vector<std::string> torchtitan_notes(const TorchtitanConfig& c) {
   return notes;
 }
 
-std::string torchtitan_without_fsdp_note(const JobSpec& job) {
+namespace {
+
+// ParallelDims.fsdp_enabled is false: the job shards over no rank (dp_shard 1, derived
+// from gpus when 0, so no cp either).
+bool shards_over_no_rank(const JobSpec& job) {
   const std::int64_t others = std::max<std::int64_t>(1, job.tp * job.pp * job.dp_replicate);
-  const std::int64_t dp_shard = job.dp_shard > 0 ? job.dp_shard : job.gpus / others;
-  if (dp_shard != 1) return "";
+  return (job.dp_shard > 0 ? job.dp_shard : job.gpus / others) == 1;
+}
+
+}  // namespace
+
+bool torchtitan_mixed_precision(const JobSpec& job) {
+  return !shards_over_no_rank(job) || (job.tp == 1 && job.pp == 1);
+}
+
+std::string torchtitan_without_fsdp_note(const JobSpec& job) {
+  if (!shards_over_no_rank(job)) return "";
   const std::string data_parallel =
       job.dp_replicate > 1 ? fmt::format(" (DDP over the {} replicas instead)", job.dp_replicate)
                            : "";
-  if (job.tp > 1 || job.pp > 1) {
-    return fmt::format(
+  if (!torchtitan_mixed_precision(job)) {
+    std::string text = fmt::format(
         "data_parallel_shard_degree 1 (no cp): torchtitan applies no fully_shard{} and, with "
         "{}, no mixed precision either: it trains this mesh in fp32 (parameters, activations, "
-        "matmuls); fsdptune's figures are FSDP2's over one-rank shard groups in {}, as "
-        "fully_shard on a one-rank mesh runs, not what that config runs",
-        data_parallel, job.tp > 1 && job.pp > 1 ? "TP and PP" : (job.tp > 1 ? "TP" : "PP"),
-        to_string(job.param_dtype));
+        "matmuls); ",
+        data_parallel, job.tp > 1 && job.pp > 1 ? "TP and PP" : (job.tp > 1 ? "TP" : "PP"));
+    if (job.param_dtype == DType::kFP32) {
+      text +=
+          "fsdptune prices it in fp32 too, with FSDP2's one-rank all-gathers and their "
+          "copies, which that config does not run";
+    } else {
+      text += fmt::format(
+          "fsdptune's figures are FSDP2's over one-rank shard groups in {}, as fully_shard on "
+          "a one-rank mesh runs, not what that config runs (--param-dtype fp32 --reduce-dtype "
+          "fp32 prices that)",
+          to_string(job.param_dtype));
+    }
+    return text;
   }
   return fmt::format(
       "data_parallel_shard_degree 1 (no cp): torchtitan applies no fully_shard{} and runs "

@@ -38,6 +38,11 @@ Execution execution_from_string(const std::string& text, const std::string& wher
 // ", eager-unfused-rmsnorm".
 std::string execution_suffix(Execution execution);
 
+struct JobSpec;
+// For a job's one-line description: "" with the default dtypes (bf16 parameters, fp32
+// reduce), else ", params P, reduce R".
+std::string dtype_suffix(const JobSpec& job);
+
 struct JobSpec {
   std::int64_t gpus = 8;  // world size
   std::int64_t gpus_per_node = 8;

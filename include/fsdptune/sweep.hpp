@@ -33,6 +33,8 @@ struct SweepOptions {
   std::int64_t gpus_per_node = 8;
   std::int64_t global_batch_sequences = 8;  // sequences per optimizer step, all replicas
   std::int64_t seq_len = 8192;
+  // Every configuration's dtypes, but for meshes of one shard rank with TP or PP, which
+  // torchtitan trains without mixed precision (torchtitan_mixed_precision): fp32 both.
   DType param_dtype = DType::kBF16;
   DType reduce_dtype = DType::kFP32;
   // Compared with each stage's reserved-peak estimate; 0 = default_memory_limit_bytes.

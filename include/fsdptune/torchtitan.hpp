@@ -131,6 +131,8 @@ struct JobOverrides {
 // microbatches; the fsdp2 plan re-gathers and reduce-scatters in each, as FSDP2 under
 // torchtitan's train_step does, default_keep_gathered); under PP a global batch of G
 // pipeline steps runs the schedule G times per optimizer step (JobSpec::pipeline_steps).
+// A job torchtitan trains without mixed precision (torchtitan_mixed_precision) is fp32,
+// whatever mixed_precision_* say, unless the overrides give dtypes.
 // Throws Error(kBadInput) naming the field of what fsdptune does not model: context
 // parallelism's alltoall rotate method, expert parallelism, CPU offload, layer-level
 // selective AC (every Nth
@@ -163,17 +165,26 @@ Execution torchtitan_execution(const TorchtitanConfig& config);
 // no value does), AC, dtypes, float8, async TP with [compile]. [model] name and flavor
 // for the llama3 models fsdptune has built in. Deterministic; read back by
 // torchtitan_job (with gpus_per_node, which torchtitan leaves to the launcher), it gives
-// `job` again. REQUIRES: job normalized for model.
+// `job` again, unless torchtitan trains it without mixed precision and the job is not in
+// fp32 (it reads back in fp32). REQUIRES: job normalized for model.
 std::string torchtitan_config_toml(const std::string& model_name, const ModelSpec& model,
                                    const JobSpec& job);
+
+// Whether torchtitan trains `job` in mixed precision: false where it shards over no rank
+// (dp_shard 1, derived from gpus when 0, so no cp either) with TP or PP: ParallelDims.
+// fsdp_enabled is false, and maybe_enable_amp then turns mixed precision off (fp32
+// parameters, activations and matmuls). torchtitan_job reads such a config in fp32, and
+// the sweep ranks such meshes in fp32.
+bool torchtitan_mixed_precision(const JobSpec& job);
 
 // What torchtitan runs where `job` shards over no rank (dp_shard 1, so no context
 // parallelism either; 0 derives it from gpus): ParallelDims.fsdp_enabled is false, so it
 // applies no fully_shard -- DDP over dp_replicate replicas where there are several -- and,
 // with TP or PP, maybe_enable_amp turns mixed precision off: fp32 parameters, activations
 // and matmuls. fsdptune models FSDP2 over one-rank shard groups in the job's param dtype
-// (what fully_shard on a one-rank mesh runs), which is not that. The note for the CLI to
-// print; "" when the job shards (dp_shard > 1).
+// (what fully_shard on a one-rank mesh runs), which is not that: in bf16 far from it, in
+// fp32 (as torchtitan_job reads such a config) but for the one-rank all-gathers and their
+// copies. The note for the CLI to print; "" when the job shards (dp_shard > 1).
 std::string torchtitan_without_fsdp_note(const JobSpec& job);
 
 }  // namespace fsdptune

@@ -348,10 +348,11 @@ void run_simulate(const SimulateOptions& options) {
         {"cost_fallbacks", program.cost_fallbacks}};
     std::fputs(dump_json(out).c_str(), stdout);
   } else {
-    fmt::print("{} on {} x {} (dp_shard {}, dp_replicate {}, tp {}), batch {} x seq {}, AC {}{}\n",
-               model.name, job.gpus, costs.hardware.id, dp_shard_text(job.dp_shard, job.cp),
-               job.dp_replicate, job.tp, job.local_batch, job.seq_len, to_string(job.ac),
-               execution_suffix(job.execution));
+    fmt::print(
+        "{} on {} x {} (dp_shard {}, dp_replicate {}, tp {}), batch {} x seq {}, AC {}{}{}{}\n",
+        model.name, job.gpus, costs.hardware.id, dp_shard_text(job.dp_shard, job.cp),
+        job.dp_replicate, job.tp, job.local_batch, job.seq_len, to_string(job.ac),
+        dtype_suffix(job), job.float8 ? ", float8" : "", execution_suffix(job.execution));
     fmt::print("plan {}: {} forward / {} backward / {} reduce-scatter buckets, {} tasks\n",
                plan.name, plan.forward_buckets.size(), plan.backward_buckets.size(),
                plan.reduce_scatter_buckets.size(), program.tasks.size());

@@ -62,6 +62,7 @@ std::string config_label(const JobSpec& job) {
     if (job.virtual_stages > 1) text += fmt::format(" v{}", job.virtual_stages);
   }
   text += " ac=" + to_string(job.ac);
+  if (job.param_dtype == DType::kFP32) text += " fp32";
   if (job.float8) text += " fp8";
   if (job.async_tp) text += " async-tp";
   // The split of the blocks, where it is not torchtitan's default.
@@ -376,18 +377,25 @@ void run_sweep(const SweepCliOptions& o) {
                c.tokens_per_s_per_gpu, 100.0 * c.mfu, 100.0 * c.bubble_fraction,
                format_bytes(c.peak_reserved_bytes));
   }
-  // Meshes of one shard rank listed: fsdptune's figures are not what torchtitan runs there.
+  // Meshes of one shard rank listed: torchtitan applies no fully_shard there; with TP or
+  // PP they are ranked in fp32 (sweep_jobs), else in mixed precision as under autocast.
   std::vector<std::string> unsharded;
+  bool fp32 = false;
   for (std::size_t i = 0; i < shown; ++i) {
-    if (!torchtitan_without_fsdp_note(result.ranked[i].job).empty()) {
+    const JobSpec& job = result.ranked[i].job;
+    if (!torchtitan_without_fsdp_note(job).empty()) {
       unsharded.push_back(fmt::format("#{}", i + 1));
+      fp32 = fp32 || !torchtitan_mixed_precision(job);
     }
   }
   if (!unsharded.empty()) {
     fmt::print(
-        "\n{} {} shard1: FSDP2 over one-rank groups; torchtitan would apply no fully_shard "
-        "there (and, with TP or PP, no mixed precision: fp32), docs/torchtitan-config.md\n",
-        fmt::join(unsharded, ", "), unsharded.size() == 1 ? "is" : "are");
+        "\n{} {} shard1: FSDP2 over one-rank groups, where torchtitan would apply no "
+        "fully_shard{}, docs/torchtitan-config.md\n",
+        fmt::join(unsharded, ", "), unsharded.size() == 1 ? "is" : "are",
+        fp32 ? " (with TP or PP ranked in fp32: torchtitan trains those without mixed "
+               "precision)"
+             : "");
   }
   if (!result.rejected.empty()) {
     fmt::print("\nrejected: {} configurations\n", result.rejected.size());

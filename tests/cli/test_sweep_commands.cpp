@@ -207,8 +207,8 @@ TEST_CASE("sweep names the listed meshes that shard over no rank", "[cli][sweep]
       "--seq 128 --threads 1 --tune-evaluations 10 --top 30");
   REQUIRE(two.exit_code == 0);
   const auto note = two.out.find(
-      " shard1: FSDP2 over one-rank groups; torchtitan would apply "
-      "no fully_shard there");
+      " shard1: FSDP2 over one-rank groups, where torchtitan would apply no fully_shard (with "
+      "TP or PP ranked in fp32: torchtitan trains those without mixed precision)");
   REQUIRE(note != std::string::npos);
   // Every listed shard1 row, and only those, is named: "#5, #6 are shard1".
   const std::string names = two.out.substr(0, note);
@@ -225,6 +225,8 @@ TEST_CASE("sweep names the listed meshes that shard over no rank", "[cli][sweep]
     const bool is_named = listed.find(rank + ",") != std::string::npos ||
                           listed.find(rank + " ") != std::string::npos;
     CHECK(is_named == (line.find(" shard1 ") != std::string::npos));
+    // Each of them ranked in fp32 (tp 2 or pp 2 here), the sharded ones in bf16.
+    CHECK(is_named == (line.find(" fp32") != std::string::npos));
     named += is_named ? 1 : 0;
   }
   CHECK(named >= 1);

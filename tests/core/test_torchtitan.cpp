@@ -707,7 +707,7 @@ TEST_CASE("torchtitan: every pipelined job written as a config reads back as its
         for (std::int64_t first = 0; first <= 2; ++first) {
           for (std::int64_t last = 0; last <= 2; ++last) {
             JobSpec job;
-            job.gpus = 8 * pp;
+            job.gpus = 16 * pp;  // dp_shard 2: sharded, so in mixed precision
             job.tp = 8;
             job.pp = pp;
             job.pp_schedule = schedule;
@@ -796,20 +796,72 @@ TEST_CASE("torchtitan: a job that shards over no rank runs without fully_shard t
   const std::string tp_pp = torchtitan_without_fsdp_note(job);
   CHECK_THAT(tp_pp, Catch::Contains("applies no fully_shard and, with TP and PP, no mixed "
                                     "precision either: it trains this mesh in fp32") &&
-                        Catch::Contains("one-rank shard groups in bf16"));
+                        Catch::Contains("one-rank shard groups in bf16") &&
+                        Catch::Contains("--param-dtype fp32 --reduce-dtype fp32 prices that"));
+  CHECK_FALSE(torchtitan_mixed_precision(job));
+  job.param_dtype = DType::kFP32;  // as torchtitan_job reads it
+  CHECK_THAT(torchtitan_without_fsdp_note(job),
+             Catch::Contains("fsdptune prices it in fp32 too, with FSDP2's one-rank all-gathers"));
+  job.param_dtype = DType::kBF16;
   job.tp = 1;
   job.pp = 8;
   CHECK_THAT(torchtitan_without_fsdp_note(job), Catch::Contains("with PP, no mixed precision"));
   job.pp = 1;
   job.dp_replicate = 8;  // DDP over 8 replicas, under autocast
+  CHECK(torchtitan_mixed_precision(job));
   const std::string ddp = torchtitan_without_fsdp_note(job);
   CHECK_THAT(ddp, Catch::Contains("(DDP over the 8 replicas instead)") &&
                       Catch::Contains("under autocast") && !Catch::Contains("fp32"));
   job.dp_replicate = 4;
   job.dp_shard = 2;  // HSDP: fully_shard over 2 ranks
   CHECK(torchtitan_without_fsdp_note(job).empty());
+  job.tp = 2;
+  job.dp_replicate = 2;  // TP with FSDP: mixed precision by fully_shard
+  CHECK(torchtitan_mixed_precision(job));
   job = JobSpec{};
   job.gpus = 1;  // one device
   CHECK_THAT(torchtitan_without_fsdp_note(job),
              Catch::Contains("no fully_shard and runs the model under autocast"));
+}
+
+TEST_CASE("torchtitan: a config of one shard rank with TP or PP reads as an fp32 job",
+          "[torchtitan]") {
+  const ModelSpec model = builtin_model("llama3-8b");
+  // 8 GPUs, TP 8: data_parallel_shard_degree -1 leaves 1. mixed_precision_param is bf16
+  // (torchtitan's default) but unused: maybe_enable_amp turns mixed precision off.
+  const TorchtitanConfig tp8 =
+      parse("[parallelism]\ntensor_parallel_degree = 8\n[activation_checkpoint]\nmode = 'none'\n");
+  JobOverrides eight;
+  eight.gpus = 8;
+  const JobSpec job = torchtitan_job(tp8, model, eight);
+  CHECK(job.dp_shard == 1);
+  CHECK(job.param_dtype == DType::kFP32);
+  CHECK(job.reduce_dtype == DType::kFP32);
+  // Written back, it says so, and reads back as itself.
+  const std::string text = torchtitan_config_toml("llama3-8b", model, job);
+  CHECK_THAT(text, Catch::Contains("mixed_precision_param = \"float32\""));
+  JobOverrides launcher;
+  launcher.gpus_per_node = job.gpus_per_node;
+  CHECK(torchtitan_job(torchtitan_config_from_toml(text, "written.toml"), model, launcher) == job);
+  // A bf16 job of that mesh (fully_shard over one rank, a loop of one's own) does not: its
+  // config trains in fp32.
+  JobSpec bf16 = job;
+  bf16.param_dtype = DType::kBF16;
+  const std::string bf16_text = torchtitan_config_toml("llama3-8b", model, bf16);
+  CHECK(torchtitan_job(torchtitan_config_from_toml(bf16_text, "written.toml"), model, launcher) ==
+        job);
+  // Flags still set the dtypes.
+  eight.param_dtype = DType::kBF16;
+  const JobSpec flagged = torchtitan_job(tp8, model, eight);
+  CHECK(flagged.param_dtype == DType::kBF16);
+  CHECK(flagged.reduce_dtype == DType::kFP32);  // not given: fp32 as torchtitan runs it
+  // With 16 GPUs the shard group is 2: FSDP2's bf16, the config's.
+  JobOverrides sixteen;
+  sixteen.gpus = 16;
+  CHECK(torchtitan_job(tp8, model, sixteen).param_dtype == DType::kBF16);
+  // Without TP or PP (one GPU, or DDP), autocast: mixed precision.
+  JobOverrides one;
+  one.gpus = 1;
+  CHECK(torchtitan_job(parse("[activation_checkpoint]\nmode = 'none'\n"), model, one).param_dtype ==
+        DType::kBF16);
 }

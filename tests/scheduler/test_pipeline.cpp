@@ -22,6 +22,7 @@
 #include "fsdptune/schedule.hpp"
 #include "fsdptune/simulator.hpp"
 #include "fsdptune/sweep.hpp"
+#include "fsdptune/torchtitan.hpp"
 #include "fsdptune/workload.hpp"
 #include "pipeline_fixture.hpp"
 
@@ -916,6 +917,40 @@ TEST_CASE("the sweep tries gradient accumulation without PP, as FSDP2 runs it",
   const SweepCandidate candidate = evaluate_job(model, job, *costs, 80LL << 30);
   CHECK(candidate.step_time_s == full.result.step_time_s);
   CHECK(candidate.peak_reserved_bytes == full.result.stages[0].peak_reserved_bytes);
+}
+
+TEST_CASE("the sweep ranks one shard rank with TP or PP in fp32, as torchtitan trains it",
+          "[pipeline][sweep]") {
+  const ModelSpec model = builtin_model("tiny");
+  const SweepOptions options = tiny_sweep_options(4, 2);
+  int fp32 = 0, mixed = 0;
+  for (const JobSpec& job : sweep_jobs(model, builtin_hardware("h100-sxm"), options)) {
+    INFO("tp " << job.tp << " pp " << job.pp << " dp_shard " << job.dp_shard);
+    // On 2 GPUs tp 2 or pp 2 leaves one shard rank: no fully_shard, no mixed precision.
+    const bool unsharded = job.dp_shard == 1 && (job.tp > 1 || job.pp > 1);
+    CHECK(unsharded == !torchtitan_mixed_precision(job));
+    const DType param = unsharded ? DType::kFP32 : options.param_dtype;
+    CHECK(job.param_dtype == param);
+    CHECK(job.reduce_dtype == DType::kFP32);
+    (unsharded ? fp32 : mixed) += 1;
+  }
+  CHECK(fp32 > 0);
+  CHECK(mixed > 0);
+  // What fp32 costs there: tiny's tp 2 step, simulated in fp32, against bf16 (fp32
+  // matmuls at H100's fp32 rate, twice the bytes).
+  const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
+  JobSpec job;
+  job.gpus = 2;
+  job.gpus_per_node = 2;
+  job.tp = 2;
+  job.local_batch = 2;
+  job.seq_len = 256;
+  job = normalize_job(model, job);
+  const SweepCandidate bf16 = evaluate_job(model, job, *costs, 80LL << 30);
+  job.param_dtype = DType::kFP32;
+  const SweepCandidate full = evaluate_job(model, job, *costs, 80LL << 30);
+  CHECK(full.step_time_s > 1.5 * bf16.step_time_s);
+  CHECK(full.peak_allocated_bytes > bf16.peak_allocated_bytes);
 }
 
 TEST_CASE("the sweep tries each distinct split of the stages once", "[pipeline][sweep]") {
