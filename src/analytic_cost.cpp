@@ -57,7 +57,11 @@ class AnalyticCostModel final : public CostModel {
     FSDPTUNE_CHECK(bytes >= 0, "negative collective size");
     FSDPTUNE_CHECK(group.ranks >= 1 && group.ranks_per_node >= 1, "empty communicator");
     const std::int64_t ranks = group.ranks;
-    if (ranks == 1 || bytes == 0) return {0, false};  // nothing crosses a link
+    if (bytes == 0) return {0, false};
+    // Nothing crosses a link: FSDP2 copies the reduce-scatter's input to its output (as
+    // NCCL and MPI do over one rank); an all-gather runs in place, an all-reduce too.
+    if (ranks == 1)
+      return kind == CollectiveKind::kReduceScatter ? copy(bytes) : CostEstimate{0, false};
     const std::int64_t ranks_per_node = std::min(group.ranks_per_node, ranks);
     const std::int64_t nodes = ceil_div(ranks, ranks_per_node);
     const double size_bytes = static_cast<double>(bytes);

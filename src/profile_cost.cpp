@@ -185,7 +185,11 @@ class ProfileCostModel final : public CostModel {
 
   CostEstimate collective(CollectiveKind kind, std::int64_t bytes, CommGroup group) const override {
     FSDPTUNE_CHECK(bytes >= 0, "negative collective size");
-    if (group.ranks == 1 || bytes == 0) return {0, true};  // nothing to measure
+    if (bytes == 0) return {0, true};
+    // One rank: a copy for a reduce-scatter, nothing else (analytic model's collective()).
+    if (group.ranks == 1) {
+      return kind == CollectiveKind::kReduceScatter ? copy(bytes) : CostEstimate{0, true};
+    }
     const auto curve = collective_curves_.find(sweep_key(kind, group));
     if (curve != collective_curves_.end()) {
       if (const std::optional<double> seconds = curve->second.seconds(bytes)) {

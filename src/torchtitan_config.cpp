@@ -975,8 +975,8 @@ std::string torchtitan_without_fsdp_note(const JobSpec& job) {
         data_parallel, job.tp > 1 && job.pp > 1 ? "TP and PP" : (job.tp > 1 ? "TP" : "PP"));
     if (job.param_dtype == DType::kFP32) {
       text +=
-          "fsdptune prices it in fp32 too, with FSDP2's one-rank all-gathers and their "
-          "copies, which that config does not run";
+          "fsdptune prices it in fp32 too, with the copies of FSDP2's one-rank all-gathers "
+          "and reduce-scatters, which that config does not run";
     } else {
       text += fmt::format(
           "fsdptune's figures are FSDP2's over one-rank shard groups in {}, as fully_shard on "

@@ -187,6 +187,8 @@ class Worker {
 };
 
 struct BucketBuffers {
+  // Reduce-scatter only: an all-gather runs in place, as FSDP2's does (its copy-in writes
+  // this rank's shards into the receive buffer).
   std::vector<std::byte> send;
   std::vector<std::byte> receive;
   std::vector<std::byte> unsharded;  // all-gather only
@@ -295,7 +297,6 @@ class CpuBackend final : public Backend {
       const std::int64_t own = bucket.shard_bytes * k;
       const std::int64_t all = bucket.shard_bytes * mesh.schedule_dp_shard();
       if (bucket.kind == CollectiveKind::kAllGather) {
-        buffers.send = make_buffer(own);
         buffers.receive = make_buffer(all);
         buffers.unsharded = make_buffer(all);
       } else {
@@ -432,14 +433,15 @@ class CpuBackend final : public Backend {
         std::memcpy(buffers.send.data(), gradients.data(), buffers.send.size());
         return;
       }
-      const int shards_per_rank = layout_.mesh.shards_per_rank;
+      const ReplayMesh& mesh = layout_.mesh;
+      // In place: this rank's shards at their place in the gathered buffer.
+      std::byte* own = buffers.receive.data() + mesh.first_virtual_shard() * layout.shard_bytes;
       for (const ReplaySlot& slot : layout.slots) {
         const std::int64_t n = slot.slot.shard_numel;
         // Each fp32 master shard -> the wire dtype at its shard's slot.
-        for (int v = 0; v < shards_per_rank; ++v) {
+        for (int v = 0; v < mesh.shards_per_rank; ++v) {
           cast_from_fp32(storage_ + 4 * (slot.storage_offset + v * n),
-                         buffers.send.data() + v * layout.shard_bytes + slot.byte_offset, slot.wire,
-                         n);
+                         own + v * layout.shard_bytes + slot.byte_offset, slot.wire, n);
         }
       }
     });
@@ -451,11 +453,12 @@ class CpuBackend final : public Backend {
       BucketBuffers& buffers = buckets_[static_cast<std::size_t>(bucket)];
       MPI_Comm comm = comms_[static_cast<std::size_t>(stream)].shard;
       if (layout.kind == CollectiveKind::kAllGather) {
-        // Bitwise: the gathered elements travel as bytes whatever their dtypes.
-        const auto bytes = static_cast<int>(buffers.send.size());
+        // Bitwise: the gathered elements travel as bytes whatever their dtypes. In place:
+        // copy_in wrote this rank's part (shard ranks are ordered by shard).
+        const auto bytes = static_cast<int>(layout.shard_bytes * layout_.mesh.shards_per_rank);
         MPI_Request request = MPI_REQUEST_NULL;
-        check_mpi(MPI_Iallgather(buffers.send.data(), bytes, MPI_BYTE, buffers.receive.data(),
-                                 bytes, MPI_BYTE, comm, &request),
+        check_mpi(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_BYTE, buffers.receive.data(), bytes, MPI_BYTE,
+                                 comm, &request),
                   "MPI_Iallgather");
         complete(request, "MPI_Iallgather");
         return;

@@ -171,6 +171,8 @@ struct StreamComms {
 };
 
 struct BucketBuffers {
+  // Reduce-scatter only: an all-gather runs in place, as FSDP2's does (its copy-in writes
+  // this rank's shards into the receive buffer, at gather_part()).
   void* send = nullptr;
   void* receive = nullptr;
   void* unsharded = nullptr;
@@ -179,7 +181,7 @@ struct BucketBuffers {
   void* gradients = nullptr;
   // Reduce-scatter over accumulated microbatches: their sum so far, what the copy-in reads.
   void* accumulated = nullptr;
-  std::int64_t send_bytes = 0;
+  std::int64_t send_bytes = 0;  // this rank's part (all-gather), the whole buffer (reduce-scatter)
   std::int64_t receive_bytes = 0;
 };
 
@@ -362,15 +364,17 @@ class CudaBackend final : public Backend {
       buffers.send_bytes = gather ? own : all;
       buffers.receive_bytes = gather ? all : own;
       // Staging: plain cudaMalloc, outside the pool whose high-water mark is the peak.
-      FSDPTUNE_CUDA_CHECK(cudaMalloc(&buffers.send, static_cast<std::size_t>(buffers.send_bytes)));
       FSDPTUNE_CUDA_CHECK(
           cudaMalloc(&buffers.receive, static_cast<std::size_t>(buffers.receive_bytes)));
-      staging_bytes_ += buffers.send_bytes + buffers.receive_bytes;
+      staging_bytes_ += buffers.receive_bytes;
       if (gather) {
         FSDPTUNE_CUDA_CHECK(
             cudaMalloc(&buffers.unsharded, static_cast<std::size_t>(buffers.receive_bytes)));
         staging_bytes_ += buffers.receive_bytes;
       } else {
+        FSDPTUNE_CUDA_CHECK(
+            cudaMalloc(&buffers.send, static_cast<std::size_t>(buffers.send_bytes)));
+        staging_bytes_ += buffers.send_bytes;
         FSDPTUNE_CUDA_CHECK(
             cudaMalloc(&buffers.gradients, static_cast<std::size_t>(buffers.send_bytes)));
         staging_bytes_ += buffers.send_bytes;
@@ -476,6 +480,12 @@ class CudaBackend final : public Backend {
     }
   }
 
+  // This rank's shards of an all-gather bucket inside its gathered buffer.
+  char* gather_part(const ReplayBucket& layout, const BucketBuffers& buffers) const {
+    return static_cast<char*>(buffers.receive) +
+           layout_.mesh.first_virtual_shard() * layout.shard_bytes;
+  }
+
   void copy_in(int stream, int bucket) override {
     const ReplayBucket& layout = layout_.buckets[static_cast<std::size_t>(bucket)];
     const BucketBuffers& buffers = buckets_[static_cast<std::size_t>(bucket)];
@@ -490,7 +500,7 @@ class CudaBackend final : public Backend {
                                           cudaMemcpyDeviceToDevice, s));
       return;
     }
-    char* send = static_cast<char*>(buffers.send);
+    char* send = gather_part(layout, buffers);
     for (const ReplaySlot& slot : layout.slots) {
       const std::int64_t n = slot.slot.shard_numel;
       for (int v = 0; v < layout_.mesh.shards_per_rank; ++v) {
@@ -507,8 +517,9 @@ class CudaBackend final : public Backend {
     const BucketBuffers& buffers = buckets_[static_cast<std::size_t>(bucket)];
     ncclComm_t comm = comms_[static_cast<std::size_t>(stream)].shard;
     if (layout.kind == CollectiveKind::kAllGather) {
-      // Bytes: a float8 bucket mixes fp8 linears with bf16 norms.
-      FSDPTUNE_NCCL_CHECK(ncclAllGather(buffers.send, buffers.receive,
+      // Bytes: a float8 bucket mixes fp8 linears with bf16 norms. In place: copy_in wrote
+      // this rank's part at its rank's offset (shard ranks are ordered by shard).
+      FSDPTUNE_NCCL_CHECK(ncclAllGather(gather_part(layout, buffers), buffers.receive,
                                         static_cast<std::size_t>(buffers.send_bytes), ncclUint8,
                                         comm, cuda_stream(stream)));
     } else {

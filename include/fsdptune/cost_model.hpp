@@ -54,6 +54,9 @@ class CostModel {
   virtual ~CostModel() = default;
   virtual CostEstimate compute(const Op& op) const = 0;
   // `bytes` is the full buffer: all-gather output, reduce-scatter input, all-reduce buffer.
+  // Over one rank a reduce-scatter is a copy() of its buffer (FSDP2's foreach_reduce copies
+  // the input to the output; NCCL and MPI copy too), an all-gather (in place, as FSDP2's)
+  // or an all-reduce nothing.
   virtual CostEstimate collective(CollectiveKind kind, std::int64_t bytes,
                                   CommGroup group) const = 0;
   // Device-to-device copy of `bytes` (copy-in / copy-out of flat bucket buffers).

@@ -183,8 +183,8 @@ bool torchtitan_mixed_precision(const JobSpec& job);
 // with TP or PP, maybe_enable_amp turns mixed precision off: fp32 parameters, activations
 // and matmuls. fsdptune models FSDP2 over one-rank shard groups in the job's param dtype
 // (what fully_shard on a one-rank mesh runs), which is not that: in bf16 far from it, in
-// fp32 (as torchtitan_job reads such a config) but for the one-rank all-gathers and their
-// copies. The note for the CLI to print; "" when the job shards (dp_shard > 1).
+// fp32 (as torchtitan_job reads such a config) but for the copies of its one-rank
+// all-gathers and reduce-scatters. The note for the CLI to print; "" when the job shards (dp_shard > 1).
 std::string torchtitan_without_fsdp_note(const JobSpec& job);
 
 }  // namespace fsdptune

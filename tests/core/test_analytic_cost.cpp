@@ -131,8 +131,16 @@ TEST_CASE("collective golden case computed by hand", "[cost]") {
       model->collective(CollectiveKind::kAllGather, kGiB, CommGroup{8, 8});
   CHECK(estimate.seconds == Approx(2770.3e-6).epsilon(1e-4));
   CHECK_FALSE(estimate.measured);
-  // One rank or zero bytes: nothing crosses a link.
+  // One rank or zero bytes: nothing crosses a link. The all-gather runs in place (FSDP2's
+  // copy-in writes into its output), an all-reduce too; a reduce-scatter copies its input
+  // to its output (FSDP2's foreach_reduce over one rank).
   CHECK(model->collective(CollectiveKind::kAllGather, kGiB, CommGroup{1, 1}).seconds == 0);
+  CHECK(model->collective(CollectiveKind::kAllReduce, kGiB, CommGroup{1, 1}).seconds == 0);
+  const CostEstimate one_rank =
+      model->collective(CollectiveKind::kReduceScatter, kGiB, CommGroup{1, 1});
+  CHECK(one_rank.seconds == model->copy(kGiB).seconds);
+  CHECK(one_rank.seconds > 0);
+  CHECK_FALSE(one_rank.measured);
   CHECK(model->collective(CollectiveKind::kReduceScatter, 0, CommGroup{8, 8}).seconds == 0);
 }
 

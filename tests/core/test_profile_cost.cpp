@@ -183,6 +183,11 @@ TEST_CASE("profile model falls back to the analytic model, and says so", "[profi
   const CostEstimate small = model->compute(memory_op("swiglu_fwd", 4 * kKiB));
   CHECK(small.measured);
   CHECK(small.seconds == Approx(1e-6 / 1024));
+  // Over one rank a reduce-scatter is the profile's copy of its buffer, an all-gather
+  // (in place) nothing.
+  CHECK(model->collective(CollectiveKind::kReduceScatter, kMiB, {1, 1}).seconds == 3e-6);
+  CHECK(model->collective(CollectiveKind::kReduceScatter, kMiB, {1, 1}).measured);
+  CHECK(model->collective(CollectiveKind::kAllGather, kMiB, {1, 1}).seconds == 0);
   // A single-point sweep answers only its own size; other groups fall back.
   CHECK(model->collective(CollectiveKind::kAllGather, kMiB, {8, 8}).seconds == 25e-6);
   CHECK_FALSE(model->collective(CollectiveKind::kAllGather, 2 * kMiB, {8, 8}).measured);

@@ -801,7 +801,8 @@ TEST_CASE("torchtitan: a job that shards over no rank runs without fully_shard t
   CHECK_FALSE(torchtitan_mixed_precision(job));
   job.param_dtype = DType::kFP32;  // as torchtitan_job reads it
   CHECK_THAT(torchtitan_without_fsdp_note(job),
-             Catch::Contains("fsdptune prices it in fp32 too, with FSDP2's one-rank all-gathers"));
+             Catch::Contains("fsdptune prices it in fp32 too, with the copies of FSDP2's one-rank "
+                             "all-gathers and reduce-scatters"));
   job.param_dtype = DType::kBF16;
   job.tp = 1;
   job.pp = 8;
