@@ -184,8 +184,8 @@ bool torchtitan_mixed_precision(const JobSpec& job);
 // and matmuls. fsdptune models FSDP2 over one-rank shard groups in the job's param dtype
 // (what fully_shard on a one-rank mesh runs), which is not that: in bf16 far from it, in
 // fp32 (as torchtitan_job reads such a config) but for the copies of its one-rank
-// all-gathers and reduce-scatters. The note for the CLI to print; "" when the job shards (dp_shard
-// > 1).
+// all-gathers and reduce-scatters. The note for the CLI to print; "" when the job
+// shards (dp_shard > 1).
 std::string torchtitan_without_fsdp_note(const JobSpec& job);
 
 }  // namespace fsdptune
