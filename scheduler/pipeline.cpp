@@ -205,7 +205,11 @@ PipelineResult simulate_pipeline(const PipelineSpec& spec) {
         transient_reserved_bytes(peak_transient_bytes, spec.allocator_fragmentation);
     result.step_time_s = std::max(result.step_time_s, stage.end_s);
   }
-  if (makespan > 0) result.bubble_fraction = 1.0 - busy / (static_cast<double>(P) * makespan);
+  // At least 0: the stages' busy times, summed action by action, can round a little past
+  // the makespan they add up to when nothing is idle (one stage).
+  if (makespan > 0) {
+    result.bubble_fraction = std::max(0.0, 1.0 - busy / (static_cast<double>(P) * makespan));
+  }
   return result;
 }
 
