@@ -1008,6 +1008,36 @@ std::string schedule_hash(const ScheduleFile& schedule) {
   return fnv1a64_hex(dump_json(schedule_to_json(schedule)));
 }
 
+void check_schedule_hardware(const ScheduleFile& schedule, const HardwareSpec& hardware,
+                             const std::string& source) {
+  if (schedule.hardware == hardware) return;
+  const std::string& id = schedule.hardware.id;
+  if (id != hardware.id) {
+    throw_bad_input(
+        fmt::format("{}: hardware", source),
+        fmt::format("the schedule was made for hardware \"{}\", not \"{}\"", id, hardware.id),
+        fmt::format("pass --hardware {} (its costs are frozen in the schedule's "
+                    "program), or tune again for {}",
+                    id, hardware.id));
+  }
+  const json theirs = hardware_to_json(schedule.hardware);
+  const json ours = hardware_to_json(hardware);
+  std::string differences;
+  for (const auto& [key, value] : theirs.items()) {
+    if (ours.contains(key) && ours.at(key) == value) continue;
+    differences += fmt::format("{}{} {} (here: {})", differences.empty() ? "" : ", ", key,
+                               value.dump(), ours.contains(key) ? ours.at(key).dump() : "none");
+  }
+  throw_bad_input(
+      fmt::format("{}: hardware", source),
+      fmt::format("the schedule was made for hardware \"{}\" with other figures than this "
+                  "\"{}\": {}",
+                  id, hardware.id, differences.empty() ? "(no field differs)" : differences),
+      "its costs are frozen in the schedule's program: replay it on its own hardware "
+      "(simulate --plan FILE without job flags, or --hardware with a spec file of the "
+      "schedule's \"hardware\" object), or tune again");
+}
+
 void check_schedule_matches(const ScheduleFile& schedule, const ModelSpec& model,
                             const JobSpec& job, const std::string& source) {
   // Names may differ (a built-in vs a copy of its file); the architecture may not.

@@ -188,6 +188,13 @@ std::string fnv1a64_hex(std::string_view bytes);
 void check_schedule_matches(const ScheduleFile& schedule, const ModelSpec& model,
                             const JobSpec& job, const std::string& source);
 
+// Throws Error(kBadInput) naming `source` when `schedule` was made for other hardware than
+// `hardware`: another id, or the same id with other figures (a built-in spec changed since
+// the schedule was tuned), whose fields it names. Its Programs carry the costs it was
+// tuned with, so a replay means something only on the same spec.
+void check_schedule_hardware(const ScheduleFile& schedule, const HardwareSpec& hardware,
+                             const std::string& source);
+
 // The bucket plan in torchtitan's terms (docs/schedule-format.md, "torchtitan export"):
 // groups of module names ("tok_embeddings", "layers.0", ..., "norm", "output") for
 // SimpleFSDP's manual bucketing and FSDP2 fully_shard groups with their prefetch lists.

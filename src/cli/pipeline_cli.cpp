@@ -118,12 +118,7 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
     check_schedule_matches(schedule, model, job, plan_options.plan);
     // The stored Programs carry the costs they were tuned with: replayed as they are, they
     // only mean something on the same hardware.
-    if (schedule.hardware != costs.hardware) {
-      throw_bad_input(fmt::format("{}: hardware", plan_options.plan),
-                      fmt::format("the schedule was made for hardware \"{}\", not \"{}\"",
-                                  schedule.hardware.id, costs.hardware.id),
-                      fmt::format("pass --hardware {}", schedule.hardware.id));
-    }
+    check_schedule_hardware(schedule, costs.hardware, plan_options.plan);
     sim = replay_pipeline_schedule(schedule, workload, *costs.model, sim_options);
     plan_name = schedule.predicted.plan_name;
     // As for a version 1 schedule: judged against the limit it was tuned for unless

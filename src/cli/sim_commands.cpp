@@ -85,14 +85,7 @@ std::optional<ScheduleFile> schedule_of_plan_option(const PlanOptions& options,
   if (!is_schedule_json(json)) return std::nullopt;
   ScheduleFile schedule = schedule_from_json(json, options.plan);
   check_schedule_matches(schedule, model, job, options.plan);
-  if (schedule.hardware != hardware) {
-    throw_bad_input(fmt::format("{}: hardware", options.plan),
-                    fmt::format("the schedule was made for hardware \"{}\", not \"{}\"",
-                                schedule.hardware.id, hardware.id),
-                    fmt::format("pass --hardware {} (its costs are frozen in the schedule's "
-                                "program), or tune again for {}",
-                                schedule.hardware.id, hardware.id));
-  }
+  check_schedule_hardware(schedule, hardware, options.plan);
   return schedule;
 }
 

@@ -8,6 +8,9 @@
 #include <tuple>
 #include <vector>
 
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
 #include "fsdptune/cost_model.hpp"
 #include "fsdptune/error.hpp"
 #include "fsdptune/hardware.hpp"
@@ -408,6 +411,37 @@ TEST_CASE("check_schedule_matches rejects another model or job", "[schedule]") {
       CHECK_THAT(e.message(), Catch::Contains(text));
     }
   }
+}
+
+TEST_CASE("check_schedule_hardware names another spec or the figures that differ", "[schedule]") {
+  const ScheduleFile schedule = make_schedule();
+  CHECK_NOTHROW(check_schedule_hardware(schedule, schedule.hardware, "s.json"));
+  const auto message = [&](const HardwareSpec& hardware) {
+    try {
+      check_schedule_hardware(schedule, hardware, "s.json");
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::kBadInput);
+      return e.message();
+    }
+    return std::string("accepted");
+  };
+  HardwareSpec other = builtin_hardware("a100-80g");
+  if (other.id == schedule.hardware.id) other = builtin_hardware("h200");
+  CHECK_THAT(message(other), Catch::Contains("the schedule was made for hardware \"" +
+                                             schedule.hardware.id + "\", not \"" + other.id));
+  // The same id with other figures (a built-in spec that changed since the schedule was
+  // tuned): each differing field with both values.
+  HardwareSpec changed = schedule.hardware;
+  changed.attention_efficiency = schedule.hardware.attention_efficiency / 2;
+  changed.kernel_launch_s = schedule.hardware.kernel_launch_s + 1e-6;
+  const std::string text = message(changed);
+  CHECK_THAT(text, Catch::Contains("with other figures than this \"" + schedule.hardware.id));
+  CHECK_THAT(text, Catch::Contains(
+                       fmt::format("attention_efficiency {} (here: {})",
+                                   nlohmann::json(schedule.hardware.attention_efficiency).dump(),
+                                   nlohmann::json(changed.attention_efficiency).dump())));
+  CHECK_THAT(text, Catch::Contains("kernel_launch_s"));
+  CHECK_THAT(text, !Catch::Contains("peak_bf16_flops_per_s"));
 }
 
 TEST_CASE("torchtitan export names the modules of each bucket", "[schedule]") {
