@@ -439,11 +439,22 @@ TEST_CASE("simulate --plan with a schedule of the even split names the split fla
                          "pp_last_stage_less_layers 0 (the flags: 1)") != std::string::npos);
   CHECK(refused.err.find("pass --pp-first-stage-less-layers 0 --pp-last-stage-less-layers 0") !=
         std::string::npos);
+  // Its costs were tuned with h100-sxm's attention_efficiency of then (0.55; 0.35 since
+  // 2026-12-03): refused on today's built-in spec, naming the figure, and replayed on its
+  // own spec, the schedule's "hardware" object as a spec file.
+  const auto changed = run_fsdptune(flags +
+                                    " --pp-first-stage-less-layers 0 "
+                                    "--pp-last-stage-less-layers 0");
+  CHECK(changed.exit_code == 2);
+  CHECK(changed.err.find("with other figures than this \"h100-sxm\": attention_efficiency "
+                         "0.55 (here: 0.35)") != std::string::npos);
+  const std::string spec = make_temp_dir("even-split") + "/h100-then.json";
+  std::ofstream(spec) << fsdptune::read_json_file(old)["hardware"].dump();
+  std::string on_its_spec = flags + " --pp-first-stage-less-layers 0 --pp-last-stage-less-layers 0";
+  on_its_spec.replace(on_its_spec.find("--hardware h100-sxm"), 19, "--hardware " + spec);
   // With them, or without any job flags, it replays to its prediction.
   const double predicted = fsdptune::read_json_file(old)["predicted"]["step_time_s"].get<double>();
-  for (const std::string& command :
-       {flags + " --pp-first-stage-less-layers 0 --pp-last-stage-less-layers 0",
-        "simulate --json --plan " + old}) {
+  for (const std::string& command : {on_its_spec, "simulate --json --plan " + old}) {
     const auto replay = run_fsdptune(command);
     INFO(replay.err);
     REQUIRE(replay.exit_code == 0);
