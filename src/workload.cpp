@@ -69,31 +69,10 @@ Op memory_op(std::string name, std::string kernel, std::int64_t bytes, const Dim
 }
 
 Op attention_op(std::string name, const Dims& dims, bool backward) {
-  Op op;
-  op.kind = OpKind::kAttention;
+  Op op = attention_op_of(
+      {dims.batch, dims.heads, dims.kv_heads, dims.seq, dims.head_dim, true, dims.cp},
+      dims.act_dtype, backward);
   op.name = std::move(name);
-  op.dtype = dims.act_dtype;
-  op.backward = backward;
-  op.attention = {dims.batch, dims.heads, dims.kv_heads, dims.seq, dims.head_dim, true, dims.cp};
-  // Forward: QK^T and PV, each 2*T*s*h*hd for the rank's T = b*s/cp query tokens against
-  // all s keys, no causal discount (torchtitan's convention). Backward: twice the forward
-  // (dQ, dK, dV, dP); flash's extra recompute of QK^T is left to the cost model so that
-  // the model-FLOPs total stays 12*L*h*hd*s per token.
-  const double forward_flops = 4.0 * static_cast<double>(dims.tokens) *
-                               static_cast<double>(dims.seq) * static_cast<double>(dims.heads) *
-                               static_cast<double>(dims.head_dim);
-  op.flops = backward ? 2.0 * forward_flops : forward_flops;
-  const std::int64_t q_elements = dims.tokens * dims.heads * dims.head_dim;
-  // The keys and values read: all b*s of them (gathered under CP).
-  const std::int64_t kv_elements = dims.batch * dims.seq * dims.kv_heads * dims.head_dim;
-  const std::int64_t lse_bytes = dims.tokens * dims.heads * kFp32Bytes;
-  if (!backward) {
-    // Read Q, K, V; write O and the fp32 log-sum-exp.
-    op.bytes = (2 * q_elements + 2 * kv_elements) * dims.act_bytes + lse_bytes;
-  } else {
-    // Read Q, K, V, O, dO and LSE; write dQ, dK, dV.
-    op.bytes = (4 * q_elements + 4 * kv_elements) * dims.act_bytes + lse_bytes;
-  }
   return op;
 }
 
@@ -564,6 +543,37 @@ CollectiveKind collective_from_string(const std::string& text, const std::string
 }
 
 std::string to_string(ParallelDim dim) { return dim == ParallelDim::kContext ? "cp" : "tp"; }
+
+Op attention_op_of(const AttentionShape& shape, DType dtype, bool backward) {
+  Op op;
+  op.kind = OpKind::kAttention;
+  op.name = backward ? "attention_bwd" : "attention_fwd";
+  op.dtype = dtype;
+  op.backward = backward;
+  op.attention = shape;
+  // Forward: QK^T and PV, each 2*T*s*h*hd for the rank's T = b*s/cp query tokens against
+  // all s keys, no causal discount (torchtitan's convention). Backward: twice the forward
+  // (dQ, dK, dV, dP); flash's extra recompute of QK^T is left to the cost model so that
+  // the model-FLOPs total stays 12*L*h*hd*s per token.
+  const std::int64_t tokens = shape.batch * shape.query_rows();
+  const double forward_flops = 4.0 * static_cast<double>(tokens) * static_cast<double>(shape.seq) *
+                               static_cast<double>(shape.heads) *
+                               static_cast<double>(shape.head_dim);
+  op.flops = backward ? 2.0 * forward_flops : forward_flops;
+  const std::int64_t act_bytes = bytes_per_element(dtype);
+  const std::int64_t q_elements = tokens * shape.heads * shape.head_dim;
+  // The keys and values read: all b*s of them (gathered under CP).
+  const std::int64_t kv_elements = shape.batch * shape.seq * shape.kv_heads * shape.head_dim;
+  const std::int64_t lse_bytes = tokens * shape.heads * kFp32Bytes;
+  if (!backward) {
+    // Read Q, K, V; write O and the fp32 log-sum-exp.
+    op.bytes = (2 * q_elements + 2 * kv_elements) * act_bytes + lse_bytes;
+  } else {
+    // Read Q, K, V, O, dO and LSE; write dQ, dK, dV.
+    op.bytes = (4 * q_elements + 4 * kv_elements) * act_bytes + lse_bytes;
+  }
+  return op;
+}
 
 std::string to_string(OpKind kind) {
   switch (kind) {

@@ -1,5 +1,5 @@
-// `fsdptune cost`: the cost of one collective or one GEMM under the analytic model or a
-// profile, with the achieved bus bandwidth or FLOP/s.
+// `fsdptune cost`: the cost of one collective, GEMM or attention kernel under the analytic
+// model or a profile, with the achieved bus bandwidth or FLOP/s.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -14,6 +14,7 @@
 #include "fsdptune/error.hpp"
 #include "fsdptune/io.hpp"
 #include "fsdptune/job.hpp"
+#include "fsdptune/model.hpp"
 #include "fsdptune/units.hpp"
 #include "fsdptune/workload.hpp"
 
@@ -27,11 +28,20 @@ struct CostCommandOptions {
   std::int64_t gpus = 0;           // --gpus
   std::int64_t gpus_per_node = 0;  // --gpus-per-node; 0: the hardware's
   std::string gemm;                // --gemm M,N,K
+  std::string attention;           // --attention B,H,S,D
+  std::int64_t kv_heads = 0;       // --kv-heads; 0: as many as query heads
+  bool noncausal = false;          // --noncausal
+  bool backward = false;           // --backward
   std::string dtype = "bf16";      // --dtype
   bool json = false;               // --json
 };
 
-GemmShape parse_gemm_shape(const std::string& text) {
+// `count` positive integers separated by commas, for `flag` (e.g. "--gemm"); `example` is
+// the hint's well-formed value.
+std::vector<std::int64_t> parse_dims(const std::string& text, const std::string& flag,
+                                     std::size_t count, const std::string& names,
+                                     const std::string& example) {
+  const std::string hint = fmt::format("write it as {}, e.g. {} {}", names, flag, example);
   std::vector<std::int64_t> dims;
   std::size_t start = 0;
   while (start <= text.size()) {
@@ -46,17 +56,21 @@ GemmShape parse_gemm_shape(const std::string& text) {
       used = 0;
     }
     if (part.empty() || used != part.size() || value <= 0) {
-      throw_bad_input("--gemm " + text, fmt::format("'{}' is not a positive integer", part),
-                      "write the shape as M,N,K, e.g. --gemm 8192,4096,4096");
+      throw_bad_input(flag + " " + text, fmt::format("'{}' is not a positive integer", part), hint);
     }
     dims.push_back(value);
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
-  if (dims.size() != 3) {
-    throw_bad_input("--gemm " + text, fmt::format("expected 3 dimensions, got {}", dims.size()),
-                    "write the shape as M,N,K, e.g. --gemm 8192,4096,4096");
+  if (dims.size() != count) {
+    throw_bad_input(flag + " " + text,
+                    fmt::format("expected {} dimensions, got {}", count, dims.size()), hint);
   }
+  return dims;
+}
+
+GemmShape parse_gemm_shape(const std::string& text) {
+  const std::vector<std::int64_t> dims = parse_dims(text, "--gemm", 3, "M,N,K", "8192,4096,4096");
   return {dims[0], dims[1], dims[2]};
 }
 
@@ -123,12 +137,73 @@ void run_gemm(const CostCommandOptions& options, const ResolvedCostModel& resolv
              estimate.measured ? "measured" : "analytic model");
 }
 
+// Attention as flash kernels run it: the executed FLOPs are the forward's 4*b*h*s^2*d
+// halved when causal, 2.5 times that backward (FlashAttention's convention, the figure
+// attention benchmarks report); the model FLOPs (no causal discount, backward 2x) are the
+// op's own.
+void run_attention(const CostCommandOptions& options, const ResolvedCostModel& resolved) {
+  const std::vector<std::int64_t> dims =
+      parse_dims(options.attention, "--attention", 4, "B,H,S,D (batch, heads, sequence, head dim)",
+                 "2,32,8192,128");
+  if (options.kv_heads < 0 || (options.kv_heads > 0 && dims[1] % options.kv_heads != 0)) {
+    throw_bad_input("--kv-heads", fmt::format("{} does not divide the {} query heads",
+                                              options.kv_heads, dims[1]));
+  }
+  if (dims[0] > kMaxJobMicrobatchTokens || dims[2] > kMaxJobMicrobatchTokens ||
+      dims[0] * dims[2] > kMaxJobMicrobatchTokens || dims[1] > kMaxModelWidth ||
+      dims[3] > kMaxModelWidth) {
+    throw_bad_input("--attention " + options.attention,
+                    fmt::format("larger than fsdptune models: batch x sequence at most {}, "
+                                "heads and head dim at most {}",
+                                kMaxJobMicrobatchTokens, kMaxModelWidth));
+  }
+  AttentionShape shape;
+  shape.batch = dims[0];
+  shape.heads = dims[1];
+  shape.kv_heads = options.kv_heads > 0 ? options.kv_heads : dims[1];
+  shape.seq = dims[2];
+  shape.head_dim = dims[3];
+  shape.causal = !options.noncausal;
+  const Op op =
+      attention_op_of(shape, dtype_from_string(options.dtype, "--dtype"), options.backward);
+  const CostEstimate estimate = resolved.model->compute(op);
+  const double forward_model_flops = options.backward ? op.flops / 2 : op.flops;
+  const double executed_flops =
+      forward_model_flops * (shape.causal ? 0.5 : 1.0) * (options.backward ? 2.5 : 1.0);
+  const double executed_per_s = executed_flops / estimate.seconds;
+  if (options.json) {
+    const nlohmann::json json = {{"attention",
+                                  {{"batch", shape.batch},
+                                   {"heads", shape.heads},
+                                   {"kv_heads", shape.kv_heads},
+                                   {"seq", shape.seq},
+                                   {"head_dim", shape.head_dim},
+                                   {"causal", shape.causal},
+                                   {"backward", options.backward}}},
+                                 {"dtype", to_string(op.dtype)},
+                                 {"model_flops", op.flops},
+                                 {"executed_flops", executed_flops},
+                                 {"hardware", resolved.hardware.id},
+                                 {"measured", estimate.measured},
+                                 {"time_s", estimate.seconds},
+                                 {"executed_flops_per_s", executed_per_s}};
+    fmt::print("{}", dump_json(json));
+    return;
+  }
+  fmt::print("attention {} b={} h={} kv={} s={} d={} {}{} on {}: {}\n",
+             options.backward ? "backward" : "forward", shape.batch, shape.heads, shape.kv_heads,
+             shape.seq, shape.head_dim, to_string(op.dtype), shape.causal ? " causal" : "",
+             resolved.hardware.id, format_seconds(estimate.seconds));
+  fmt::print("  {:.1f} TFLOP/s executed, {:.1f} in model FLOPs ({})\n", executed_per_s / 1e12,
+             op.flops / estimate.seconds / 1e12, estimate.measured ? "measured" : "analytic model");
+}
+
 }  // namespace
 
 void register_cost_commands(CLI::App& app) {
   auto options = std::make_shared<CostCommandOptions>();
   CLI::App* cost = app.add_subcommand(
-      "cost", "Time of one collective or one GEMM, with its bus bandwidth or FLOP/s");
+      "cost", "Time of one collective, GEMM or attention kernel, with its bus bandwidth or FLOP/s");
   add_cost_options(cost, options->cost);
   cost->add_option("--collective", options->collective,
                    "all_gather, reduce_scatter, all_reduce or send_recv");
@@ -139,19 +214,38 @@ void register_cost_commands(CLI::App& app) {
   cost->add_option("--gpus-per-node", options->gpus_per_node,
                    "GPUs per node (default: the hardware's)");
   cost->add_option("--gemm", options->gemm, "GEMM shape M,N,K: C[M,N] = A[M,K] B[K,N]");
-  cost->add_option("--dtype", options->dtype, "GEMM dtype: bf16 (default), fp16, fp32, fp8");
+  cost->add_option("--attention", options->attention,
+                   "Attention shape B,H,S,D (batch, query heads, sequence, head dim): a flash "
+                   "attention kernel, causal unless --noncausal");
+  cost->add_option("--kv-heads", options->kv_heads,
+                   "With --attention: key/value heads (default: as many as query heads)");
+  cost->add_flag("--noncausal", options->noncausal, "With --attention: no causal mask");
+  cost->add_flag("--backward", options->backward, "With --attention: the backward kernel");
+  cost->add_option("--dtype", options->dtype,
+                   "GEMM or attention dtype: bf16 (default), fp16, fp32, fp8");
   cost->add_flag("--json", options->json, "Print one JSON object");
   cost->callback([options] {
-    const bool collective = !options->collective.empty();
-    const bool gemm = !options->gemm.empty();
-    if (collective == gemm) {
-      throw_bad_input("--collective/--gemm", "give exactly one of --collective and --gemm");
+    const int given = static_cast<int>(!options->collective.empty()) +
+                      static_cast<int>(!options->gemm.empty()) +
+                      static_cast<int>(!options->attention.empty());
+    if (given != 1) {
+      throw_bad_input("--collective/--gemm/--attention",
+                      "give exactly one of --collective, --gemm and --attention");
+    }
+    if (options->attention.empty() &&
+        (options->kv_heads != 0 || options->noncausal || options->backward)) {
+      throw_bad_input(options->kv_heads != 0 ? "--kv-heads"
+                      : options->noncausal   ? "--noncausal"
+                                             : "--backward",
+                      "only with --attention");
     }
     const ResolvedCostModel resolved = resolve_cost_model(options->cost);
-    if (collective) {
+    if (!options->collective.empty()) {
       run_collective(*options, resolved);
-    } else {
+    } else if (!options->gemm.empty()) {
       run_gemm(*options, resolved);
+    } else {
+      run_attention(*options, resolved);
     }
   });
 }

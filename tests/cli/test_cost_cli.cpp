@@ -54,6 +54,46 @@ TEST_CASE("cost --gemm prints time and FLOP/s", "[cli][cost]") {
   CHECK(run_fsdptune("cost --hardware h200 --gemm 8192,8192,8192 --json").out == result.out);
 }
 
+TEST_CASE("cost --attention prices a flash attention kernel", "[cli][cost]") {
+  // The SDPA figure the H100 spec is calibrated to (docs/hardware.md): 329.5 TFLOP/s
+  // at batch 1, 24 heads, seq 4608, head dim 128, non-causal forward.
+  const auto sdpa =
+      run_fsdptune("cost --hardware h100-sxm --attention 1,24,4608,128 --noncausal --json");
+  INFO(sdpa.err);
+  REQUIRE(sdpa.exit_code == 0);
+  const auto sdpa_json = nlohmann::json::parse(sdpa.out);
+  CHECK(sdpa_json["executed_flops_per_s"].get<double>() == Approx(329.5e12).epsilon(0.03));
+  CHECK(sdpa_json["model_flops"].get<double>() == Approx(4.0 * 24 * 4608 * 4608 * 128));
+  CHECK(sdpa_json["executed_flops"] == sdpa_json["model_flops"]);
+  CHECK(sdpa_json["attention"]["kv_heads"] == 24);
+  CHECK(sdpa_json["measured"] == false);
+  // Llama 3 8B's causal forward at 8192 tokens: tests/core/test_analytic_cost.cpp's golden
+  // case, 1.63784 ms + 4 us launch; the kernel executes half the model FLOPs.
+  const std::string llama = "cost --hardware h100-sxm --attention 1,32,8192,128 --kv-heads 8";
+  const auto forward = run_fsdptune(llama + " --json");
+  REQUIRE(forward.exit_code == 0);
+  const auto forward_json = nlohmann::json::parse(forward.out);
+  CHECK(forward_json["time_s"].get<double>() == Approx(1.63784e-3 + 4e-6).epsilon(1e-4));
+  CHECK(forward_json["executed_flops"].get<double>() ==
+        Approx(0.5 * forward_json["model_flops"].get<double>()));
+  // Its backward: twice the model FLOPs, 2.5 times the executed work, 2.5 times the time.
+  const auto backward = run_fsdptune(llama + " --backward --json");
+  REQUIRE(backward.exit_code == 0);
+  const auto backward_json = nlohmann::json::parse(backward.out);
+  CHECK(backward_json["model_flops"].get<double>() ==
+        Approx(2 * forward_json["model_flops"].get<double>()));
+  CHECK(backward_json["executed_flops"].get<double>() ==
+        Approx(2.5 * forward_json["executed_flops"].get<double>()));
+  CHECK(backward_json["time_s"].get<double>() - 4e-6 ==
+        Approx(2.5 * (forward_json["time_s"].get<double>() - 4e-6)).epsilon(1e-9));
+  const auto human = run_fsdptune(llama);
+  CHECK(human.exit_code == 0);
+  CHECK_THAT(human.out, Catch::Contains("attention forward b=1 h=32 kv=8 s=8192 d=128 bf16 "
+                                        "causal on h100-sxm"));
+  CHECK_THAT(human.out, Catch::Contains("TFLOP/s executed"));
+  CHECK(run_fsdptune(llama + " --json").out == forward.out);
+}
+
 TEST_CASE("cost with a profile uses its measurements", "[cli][cost]") {
   const std::string dir = fsdptune::testing::make_temp_dir("fsdptune-cost-cli");
   const std::string profile = dir + "/h100.json";
@@ -117,6 +157,12 @@ TEST_CASE("cost and profile commands reject bad input with exit 2", "[cli][cost]
       {"cost --hardware h100-sxm --gemm 8192,4096", "--gemm"},
       {"cost --hardware h100-sxm --gemm 8192,x,4096", "--gemm"},
       {"cost --hardware h100-sxm --gemm 64,64,64 --dtype int4", "--dtype"},
+      {"cost --hardware h100-sxm --attention 1,32,8192", "--attention"},
+      {"cost --hardware h100-sxm --attention 1,32,x,128", "--attention"},
+      {"cost --hardware h100-sxm --attention 1,32,8192,128 --kv-heads 5", "--kv-heads"},
+      {"cost --hardware h100-sxm --attention 1,32,8192,128 --gemm 64,64,64", "--attention"},
+      {"cost --hardware h100-sxm --attention 4096,32,1048576,128", "--attention"},
+      {"cost --hardware h100-sxm --gemm 64,64,64 --backward", "--backward"},
       {"cost --hardware h100-sxm", "--collective"},
       {"cost --gemm 64,64,64", "--hardware"},
       {"cost --profile /nonexistent/p.json --gemm 64,64,64", "/nonexistent/p.json"},
