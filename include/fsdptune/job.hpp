@@ -38,11 +38,6 @@ Execution execution_from_string(const std::string& text, const std::string& wher
 // ", eager-unfused-rmsnorm".
 std::string execution_suffix(Execution execution);
 
-struct JobSpec;
-// For a job's one-line description: "" with the default dtypes (bf16 parameters, fp32
-// reduce), else ", params P, reduce R".
-std::string dtype_suffix(const JobSpec& job);
-
 struct JobSpec {
   std::int64_t gpus = 8;  // world size
   std::int64_t gpus_per_node = 8;
@@ -88,6 +83,10 @@ struct JobSpec {
 
   bool operator==(const JobSpec&) const = default;
 };
+
+// For a job's one-line description: "" with the default dtypes (bf16 parameters, fp32
+// reduce), else ", params P, reduce R".
+std::string dtype_suffix(const JobSpec& job);
 
 // The largest job fsdptune takes, far above any real one, so that (with the model limits
 // of model.hpp) every byte count of its workload fits in 64 bits and its pipeline schedule

@@ -129,6 +129,20 @@ TEST_CASE("enums parse what they print", "[job]") {
   CHECK(bytes_per_element(DType::kFP8) == 1);
 }
 
+TEST_CASE("a job line names the dtypes and the execution only when not the defaults", "[job]") {
+  JobSpec job;
+  CHECK(dtype_suffix(job).empty());
+  CHECK(execution_suffix(job.execution).empty());
+  // Either dtype off its default names both.
+  job.reduce_dtype = DType::kBF16;
+  CHECK(dtype_suffix(job) == ", params bf16, reduce bf16");
+  job.param_dtype = DType::kFP32;
+  job.reduce_dtype = DType::kFP32;
+  CHECK(dtype_suffix(job) == ", params fp32, reduce fp32");
+  CHECK(execution_suffix(Execution::kEager) == ", eager");
+  CHECK(execution_suffix(Execution::kEagerUnfusedRmsnorm) == ", eager-unfused-rmsnorm");
+}
+
 TEST_CASE("JobSpec round-trips through JSON", "[job]") {
   JobSpec job;
   job.gpus = 1024;
