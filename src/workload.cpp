@@ -510,9 +510,19 @@ Unit output_unit(const ModelSpec& model, const JobSpec& job, const Dims& dims, i
   unit.saved_activation_bytes = dims.sp_tokens * d * a + dims.sp_tokens * kFp32Bytes +
                                 full_activation_bytes +
                                 rmsnorm_extra_saved_bytes(dims.sp_tokens, dims);
-  // The loss transients: logits in the activation dtype, their fp32 upcast, the fp32
-  // log-softmax (kept for the backward) and the fp32 gradient of the loss w.r.t. it.
-  unit.workspace_bytes = logits * (a + 3 * kFp32Bytes);
+  // The loss's transient peak, the larger of its forward's and its backward's (PyTorch's
+  // kernels, checked in its source; docs/workload.md). torchtitan holds the logits (a bytes)
+  // through cross_entropy(logits.float(), labels) and deletes them before the backward.
+  // Without TP, ATen's fused log_softmax: forward the logits, their fp32 upcast and the
+  // fp32 log-probabilities; backward the saved log-probabilities, the NLL's fp32 gradient
+  // and log_softmax's (12). With TP, loss_parallel's DTensor handlers: forward the logits,
+  // the upcast, x - max and its exp (then the result); backward the saved
+  // log-probabilities, the zeros grad_input, exp(x), their sum and the product of it with
+  // the output gradient, at most four fp32 tensors at once, the saved one included (16).
+  const std::int64_t upcast = a == kFp32Bytes ? 0 : kFp32Bytes;
+  const std::int64_t forward_peak = a + upcast + (dims.tp > 1 ? 2 : 1) * kFp32Bytes;
+  const std::int64_t backward_peak = (dims.tp > 1 ? 4 : 3) * kFp32Bytes;
+  unit.workspace_bytes = logits * std::max(forward_peak, backward_peak);
   return unit;
 }
 

@@ -288,7 +288,7 @@ TEST_CASE("sweep --execution eager ranks every configuration eager, slower", "[c
 
 TEST_CASE("sweep --cp tries context-parallel degrees and ranks what fits", "[cli][sweep][cp]") {
   // 8B at 64K tokens per sequence on 16 GPUs, 4 sequences a step: without CP only TP
-  // shrinks the logits and activations enough (tp 4, full AC at best); splitting the
+  // shrinks the logits and activations enough (tp 8, selective AC at best); splitting the
   // sequences over CP ranks is faster (the model's ranking: the K/V gathers cost less
   // than TP's activation collectives), so the best configurations use it.
   const std::string args =

@@ -3,6 +3,7 @@
 
 #include <map>
 #include <string>
+#include <tuple>
 
 #include "fsdptune/error.hpp"
 #include "fsdptune/io.hpp"
@@ -102,8 +103,9 @@ TEST_CASE("hand-counted block of a small model", "[workload]") {
   //   LSE: 4 tokens * 2 heads * 4                                =  32
   //   w1, w3, SwiGLU outputs: 3 * 4*16*2                         = 384
   CHECK(block.saved_activation_bytes == 896);
-  // Output unit: logits 4 x 32 elements, 2 + 3*4 bytes each = 1792.
-  CHECK(w.units.at(2).workspace_bytes == 1792);
+  // Output unit: logits 4 x 32 elements, the loss's backward holding 3 fp32 tensors per
+  // logit (12 bytes; its forward 2 + 4 + 4) = 1536.
+  CHECK(w.units.at(2).workspace_bytes == 1536);
   CHECK(find_op(w.units.at(2).forward_ops, "output").gemm == GemmShape{4, 32, 8});
 }
 
@@ -249,6 +251,30 @@ TEST_CASE("TP divides the sharded matrices by tp and leaves norms whole", "[work
     }
   }
   CHECK(total == 70'553'706'496);
+}
+
+TEST_CASE("the loss's transient peak per logit: fused without TP, loss_parallel with",
+          "[workload]") {
+  // hand_model: vocab 32; b=2, s=256: the output GEMM's logits are T = 512 tokens x V/tp
+  // per rank, docs/workload.md, the output unit.
+  ModelSpec model = hand_model();
+  model.n_kv_heads = 2;
+  for (const auto& [tp, param_dtype, per_logit] :
+       {std::tuple{std::int64_t{1}, DType::kBF16, std::int64_t{12}},  // backward: 3 fp32
+        std::tuple{std::int64_t{1}, DType::kFP32, std::int64_t{12}},
+        std::tuple{std::int64_t{2}, DType::kBF16, std::int64_t{16}},  // backward: 4 fp32
+        std::tuple{std::int64_t{2}, DType::kFP32, std::int64_t{16}}}) {
+    JobSpec job;
+    job.gpus = 16;
+    job.tp = tp;
+    job.local_batch = 2;
+    job.seq_len = 256;
+    job.param_dtype = param_dtype;
+    const Workload w = build_workload(model, normalize_job(model, job));
+    const std::int64_t logits = 2 * 256 * (model.vocab_size / tp);
+    INFO("tp " << tp << ", " << to_string(param_dtype));
+    CHECK(w.units.back().workspace_bytes == logits * per_logit);
+  }
 }
 
 TEST_CASE("TP adds sequence-parallel collectives, mirrored in backward", "[workload]") {
