@@ -199,15 +199,15 @@ CommGroup context_parallel_group(const JobSpec& job);
 // REQUIRES: job normalized against model (normalize_job).
 Workload build_workload(const ModelSpec& model, const JobSpec& job);
 
-nlohmann::json workload_to_json(const Workload& workload);  // for `fsdptune workload --json`
-// Reads workload_to_json's output back (derived totals are ignored). Throws
-// Error(kBadInput) naming `source` and the field.
 // The attention op of `shape` in `dtype` (the activation dtype), as build_workload makes
 // it: model FLOPs 4 * (b * query_rows) * s * h * d forward (no causal discount), twice that
 // backward; the bytes of Q, K, V, O (and dO, dQ, dK, dV backward) and the fp32 log-sum-exp.
 // `name` is "attention_fwd" or "attention_bwd". What `fsdptune cost --attention` prices.
 Op attention_op_of(const AttentionShape& shape, DType dtype, bool backward);
 
+nlohmann::json workload_to_json(const Workload& workload);  // for `fsdptune workload --json`
+// Reads workload_to_json's output back (derived totals are ignored). Throws
+// Error(kBadInput) naming `source` and the field.
 Workload workload_from_json(const nlohmann::json& json, const std::string& source);
 nlohmann::json op_to_json(const Op& op);
 // The largest op op_from_json reads, far above any real one and no larger than a workload
