@@ -69,6 +69,12 @@ std::vector<std::int64_t> parse_dims(const std::string& text, const std::string&
   return dims;
 }
 
+// A FLOP rate for a human: TFLOP/s on a GPU, GFLOP/s below one (a CPU profile's).
+std::string format_flops_per_s(double flops_per_s) {
+  return flops_per_s >= 1e12 ? fmt::format("{:.1f} TFLOP/s", flops_per_s / 1e12)
+                             : fmt::format("{:.1f} GFLOP/s", flops_per_s / 1e9);
+}
+
 GemmShape parse_gemm_shape(const std::string& text) {
   const std::vector<std::int64_t> dims = parse_dims(text, "--gemm", 3, "M,N,K", "8192,4096,4096");
   return {dims[0], dims[1], dims[2]};
@@ -133,7 +139,7 @@ void run_gemm(const CostCommandOptions& options, const ResolvedCostModel& resolv
   }
   fmt::print("gemm m={} n={} k={} {} on {}: {}\n", op.gemm.m, op.gemm.n, op.gemm.k,
              to_string(op.dtype), resolved.hardware.id, format_seconds(estimate.seconds));
-  fmt::print("  {:.1f} TFLOP/s ({})\n", flops_per_s / 1e12,
+  fmt::print("  {} ({})\n", format_flops_per_s(flops_per_s),
              estimate.measured ? "measured" : "analytic model");
 }
 
@@ -194,8 +200,9 @@ void run_attention(const CostCommandOptions& options, const ResolvedCostModel& r
              options.backward ? "backward" : "forward", shape.batch, shape.heads, shape.kv_heads,
              shape.seq, shape.head_dim, to_string(op.dtype), shape.causal ? " causal" : "",
              resolved.hardware.id, format_seconds(estimate.seconds));
-  fmt::print("  {:.1f} TFLOP/s executed, {:.1f} in model FLOPs ({})\n", executed_per_s / 1e12,
-             op.flops / estimate.seconds / 1e12, estimate.measured ? "measured" : "analytic model");
+  fmt::print("  {} executed, {} in model FLOPs ({})\n", format_flops_per_s(executed_per_s),
+             format_flops_per_s(op.flops / estimate.seconds),
+             estimate.measured ? "measured" : "analytic model");
 }
 
 }  // namespace

@@ -94,6 +94,28 @@ TEST_CASE("cost --attention prices a flash attention kernel", "[cli][cost]") {
   CHECK(run_fsdptune(llama + " --json").out == forward.out);
 }
 
+TEST_CASE("cost prints a rate below 1 TFLOP/s in GFLOP/s", "[cli][cost]") {
+  // A spec of a slow device (a CPU's figures): h100-sxm's at 1/10000 of its FLOP rates.
+  nlohmann::json spec =
+      read_json_file(std::string(FSDPTUNE_SOURCE_DIR) + "/profiles/h100-sxm.json");
+  spec["id"] = "slow";
+  for (const char* field :
+       {"peak_bf16_flops_per_s", "peak_fp8_flops_per_s", "peak_fp32_flops_per_s"}) {
+    spec[field] = spec[field].get<double>() / 1e4;
+  }
+  const std::string path = fsdptune::testing::make_temp_dir("fsdptune-cost-slow") + "/slow.json";
+  write_file_atomically(path, spec.dump());
+  const auto gemm = run_fsdptune("cost --hardware " + path + " --gemm 1024,1024,1024");
+  INFO(gemm.err);
+  REQUIRE(gemm.exit_code == 0);
+  CHECK_THAT(gemm.out, Catch::Contains(" GFLOP/s (analytic model)"));
+  CHECK_THAT(gemm.out, !Catch::Contains("TFLOP/s"));
+  const auto attention = run_fsdptune("cost --hardware " + path + " --attention 1,8,1024,64");
+  REQUIRE(attention.exit_code == 0);
+  CHECK_THAT(attention.out, Catch::Contains(" GFLOP/s executed, "));
+  CHECK_THAT(attention.out, Catch::Contains(" GFLOP/s in model FLOPs"));
+}
+
 TEST_CASE("cost with a profile uses its measurements", "[cli][cost]") {
   const std::string dir = fsdptune::testing::make_temp_dir("fsdptune-cost-cli");
   const std::string profile = dir + "/h100.json";
