@@ -207,16 +207,7 @@ class AnalyticCostModel final : public CostModel {
   // its backward does 2.5x the forward's matmul work.
   double attention_seconds(const Op& op) const {
     const AttentionShape& shape = op.attention;
-    double forward_model_flops = op.backward ? op.flops / 2 : op.flops;
-    if (forward_model_flops <= 0) {
-      // QK^T and PV: 2 matmuls of 2*r*s*d FLOPs per (batch, head) for r query rows.
-      forward_model_flops = 4.0 * static_cast<double>(shape.batch * shape.heads) *
-                            static_cast<double>(shape.query_rows()) *
-                            static_cast<double>(shape.seq) * static_cast<double>(shape.head_dim);
-    }
-    const double forward_executed_flops = forward_model_flops * (shape.causal ? 0.5 : 1.0);
-    const double executed_flops =
-        op.backward ? kAttentionBackwardWork * forward_executed_flops : forward_executed_flops;
+    const double executed_flops = attention_executed_flops(op);
     // Wave quantization over the query blocks (the rank's rows under context parallelism).
     double wave_efficiency = 1.0;
     const std::int64_t blocks =
@@ -284,6 +275,19 @@ double busbw_factor(CollectiveKind kind, std::int64_t ranks) {
       return 1;
   }
   FSDPTUNE_CHECK(false, "unknown CollectiveKind");
+}
+
+double attention_executed_flops(const Op& op) {
+  const AttentionShape& shape = op.attention;
+  double forward_model_flops = op.backward ? op.flops / 2 : op.flops;
+  if (forward_model_flops <= 0) {
+    // QK^T and PV: 2 matmuls of 2*r*s*d FLOPs per (batch, head) for r query rows.
+    forward_model_flops = 4.0 * static_cast<double>(shape.batch * shape.heads) *
+                          static_cast<double>(shape.query_rows()) * static_cast<double>(shape.seq) *
+                          static_cast<double>(shape.head_dim);
+  }
+  const double forward_executed_flops = forward_model_flops * (shape.causal ? 0.5 : 1.0);
+  return op.backward ? kAttentionBackwardWork * forward_executed_flops : forward_executed_flops;
 }
 
 std::unique_ptr<CostModel> make_analytic_cost_model(const HardwareSpec& hardware) {

@@ -69,6 +69,13 @@ class CostModel {
 // (n-1)/n for all-gather and reduce-scatter, 2(n-1)/n for all-reduce, 1 for send/recv.
 double busbw_factor(CollectiveKind kind, std::int64_t ranks);
 
+// The FLOPs a flash attention kernel executes for `op` (OpKind::kAttention), what attention
+// benchmarks count: the forward's 4*b*h*rows*s*d, halved when causal, times 2.5 for the
+// backward (FlashAttention-2's five matmuls against two). Op::flops is the model-FLOPs
+// convention instead (no causal discount, backward 2x); a non-positive one is derived
+// from the shape.
+double attention_executed_flops(const Op& op);
+
 // The analytic model (docs/hardware.md "Cost model"): GEMM roofline with tile and wave
 // quantization, flash-style attention, memory-bound ops at a fraction of HBM bandwidth,
 // ring collectives with a size-dependent bandwidth ramp. Every estimate has

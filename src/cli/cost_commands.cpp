@@ -11,6 +11,7 @@
 
 #include "commands.hpp"
 #include "cost_options.hpp"
+#include "fsdptune/cost_model.hpp"
 #include "fsdptune/error.hpp"
 #include "fsdptune/io.hpp"
 #include "fsdptune/job.hpp"
@@ -143,10 +144,8 @@ void run_gemm(const CostCommandOptions& options, const ResolvedCostModel& resolv
              estimate.measured ? "measured" : "analytic model");
 }
 
-// Attention as flash kernels run it: the executed FLOPs are the forward's 4*b*h*s^2*d
-// halved when causal, 2.5 times that backward (FlashAttention's convention, the figure
-// attention benchmarks report); the model FLOPs (no causal discount, backward 2x) are the
-// op's own.
+// Attention as flash kernels run it: in executed FLOPs (attention_executed_flops, the figure
+// attention benchmarks report) and in the op's model FLOPs.
 void run_attention(const CostCommandOptions& options, const ResolvedCostModel& resolved) {
   const std::vector<std::int64_t> dims =
       parse_dims(options.attention, "--attention", 4, "B,H,S,D (batch, heads, sequence, head dim)",
@@ -173,9 +172,7 @@ void run_attention(const CostCommandOptions& options, const ResolvedCostModel& r
   const Op op =
       attention_op_of(shape, dtype_from_string(options.dtype, "--dtype"), options.backward);
   const CostEstimate estimate = resolved.model->compute(op);
-  const double forward_model_flops = options.backward ? op.flops / 2 : op.flops;
-  const double executed_flops =
-      forward_model_flops * (shape.causal ? 0.5 : 1.0) * (options.backward ? 2.5 : 1.0);
+  const double executed_flops = attention_executed_flops(op);
   const double executed_per_s = executed_flops / estimate.seconds;
   if (options.json) {
     const nlohmann::json json = {{"attention",

@@ -300,11 +300,9 @@ TEST_CASE("H100 attention is PyTorch SDPA's: the FlashAttention-2 figure measure
   // 128, non-causal forward (4*b*h*s^2*d FLOPs). docs/hardware.md.
   for (const char* id : {"h100-sxm", "h200"}) {
     const auto model = make_analytic_cost_model(builtin_hardware(id));
-    Op forward;
-    forward.kind = OpKind::kAttention;
-    forward.name = "attention_fwd";
-    forward.attention = {1, 24, 24, 4608, 128, false};
-    forward.flops = 4.0 * 24 * 4608.0 * 4608.0 * 128;
+    const Op forward = attention_op_of({1, 24, 24, 4608, 128, false}, DType::kBF16, false);
+    REQUIRE(forward.flops == 4.0 * 24 * 4608.0 * 4608.0 * 128);
+    REQUIRE(attention_executed_flops(forward) == forward.flops);
     const double flops_per_s = forward.flops / model->compute(forward).seconds;
     INFO(id << ": " << flops_per_s / 1e12 << " TFLOP/s");
     CHECK(flops_per_s == Approx(329.5e12).epsilon(0.03));
