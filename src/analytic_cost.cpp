@@ -218,8 +218,11 @@ class AnalyticCostModel final : public CostModel {
       wave_efficiency =
           static_cast<double>(blocks) / static_cast<double>(waves * hardware_.sm_count);
     }
-    const double compute_s = executed_flops / (peak_flops_per_s(op.dtype) *
-                                               hardware_.attention_efficiency * wave_efficiency);
+    const double efficiency = op.backward && hardware_.attention_backward_efficiency > 0
+                                  ? hardware_.attention_backward_efficiency
+                                  : hardware_.attention_efficiency;
+    const double compute_s =
+        executed_flops / (peak_flops_per_s(op.dtype) * efficiency * wave_efficiency);
     const double memory_s =
         static_cast<double>(std::max<std::int64_t>(op.bytes, 0)) / memory_bytes_per_s();
     // Context-parallel attention is one SDPA call per CP rank's chunk of keys.

@@ -71,6 +71,8 @@ constexpr RealField kRealFields[] = {
     {"memory_bound_efficiency", &HardwareSpec::memory_bound_efficiency, false, true, kMinFraction,
      1},
     {"attention_efficiency", &HardwareSpec::attention_efficiency, false, true, kMinFraction, 1},
+    {"attention_backward_efficiency", &HardwareSpec::attention_backward_efficiency, false, false,
+     kMinFraction, 1},
     {"kernel_launch_s", &HardwareSpec::kernel_launch_s, false, false, 0, kMaxLatencySeconds},
 };
 
@@ -198,7 +200,14 @@ nlohmann::json hardware_to_json(const HardwareSpec& spec) {
   json["version"] = kHardwareFormatVersion;
   json["id"] = spec.id;
   json["name"] = spec.name;
-  for (const RealField& field : kRealFields) json[field.name] = spec.*field.member;
+  for (const RealField& field : kRealFields) {
+    // Added 2026-12-03: left out at its "same as the forward" value, so that a schedule
+    // written before it keeps its text (and its schedule_hash, which measured files record).
+    if (field.member == &HardwareSpec::attention_backward_efficiency && spec.*field.member == 0) {
+      continue;
+    }
+    json[field.name] = spec.*field.member;
+  }
   for (const IntegerField& field : kIntegerFields) json[field.name] = spec.*field.member;
   return json;
 }

@@ -1023,10 +1023,16 @@ void check_schedule_hardware(const ScheduleFile& schedule, const HardwareSpec& h
   const json theirs = hardware_to_json(schedule.hardware);
   const json ours = hardware_to_json(hardware);
   std::string differences;
-  for (const auto& [key, value] : theirs.items()) {
-    if (ours.contains(key) && ours.at(key) == value) continue;
+  // Over the fields of either (a field left out at its default is in one only), by name.
+  json both = ours;
+  both.update(theirs);
+  for (const auto& [key, value] : both.items()) {
+    const auto figure = [&key](const json& spec) {
+      return spec.contains(key) ? spec.at(key).dump() : std::string("absent");
+    };
+    if (figure(theirs) == figure(ours)) continue;
     differences += fmt::format("{}{} {} (here: {})", differences.empty() ? "" : ", ", key,
-                               value.dump(), ours.contains(key) ? ours.at(key).dump() : "none");
+                               figure(theirs), figure(ours));
   }
   throw_bad_input(
       fmt::format("{}: hardware", source),

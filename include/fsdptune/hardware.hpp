@@ -42,6 +42,9 @@ struct HardwareSpec {
   double gemm_efficiency_ceiling = 0.8;  // best GEMM rate / dense peak, before quantization
   double memory_bound_efficiency = 0.8;  // achieved / peak HBM bandwidth
   double attention_efficiency = 0.55;    // flash attention forward / dense peak, large shapes
+  // Flash attention backward / dense peak (FLOPs counted as 2.5x the forward's); 0 = the
+  // same as attention_efficiency.
+  double attention_backward_efficiency = 0;
   double kernel_launch_s = 4e-6;
   std::int64_t memory_reserve_bytes = 0;  // kept free for CUDA context, NCCL, fragmentation
 

@@ -76,7 +76,8 @@ TEST_CASE("cost --attention prices a flash attention kernel", "[cli][cost]") {
   CHECK(forward_json["time_s"].get<double>() == Approx(1.63784e-3 + 4e-6).epsilon(1e-4));
   CHECK(forward_json["executed_flops"].get<double>() ==
         Approx(0.5 * forward_json["model_flops"].get<double>()));
-  // Its backward: twice the model FLOPs, 2.5 times the executed work, 2.5 times the time.
+  // Its backward: twice the model FLOPs, 2.5 times the executed work, at 0.30 of peak
+  // instead of 0.35 (attention_backward_efficiency).
   const auto backward = run_fsdptune(llama + " --backward --json");
   REQUIRE(backward.exit_code == 0);
   const auto backward_json = nlohmann::json::parse(backward.out);
@@ -85,7 +86,7 @@ TEST_CASE("cost --attention prices a flash attention kernel", "[cli][cost]") {
   CHECK(backward_json["executed_flops"].get<double>() ==
         Approx(2.5 * forward_json["executed_flops"].get<double>()));
   CHECK(backward_json["time_s"].get<double>() - 4e-6 ==
-        Approx(2.5 * (forward_json["time_s"].get<double>() - 4e-6)).epsilon(1e-9));
+        Approx(2.5 * 0.35 / 0.30 * (forward_json["time_s"].get<double>() - 4e-6)).epsilon(1e-9));
   const auto human = run_fsdptune(llama);
   CHECK(human.exit_code == 0);
   CHECK_THAT(human.out, Catch::Contains("attention forward b=1 h=32 kv=8 s=8192 d=128 bf16 "

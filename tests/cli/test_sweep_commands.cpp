@@ -439,15 +439,17 @@ TEST_CASE("simulate --plan with a schedule of the even split names the split fla
                          "pp_last_stage_less_layers 0 (the flags: 1)") != std::string::npos);
   CHECK(refused.err.find("pass --pp-first-stage-less-layers 0 --pp-last-stage-less-layers 0") !=
         std::string::npos);
-  // Its costs were tuned with h100-sxm's attention_efficiency of then (0.55; 0.35 since
-  // 2026-12-03): refused on today's built-in spec, naming the figure, and replayed on its
-  // own spec, the schedule's "hardware" object as a spec file.
+  // Its costs were tuned with h100-sxm's attention efficiencies of then (0.55 both ways;
+  // 0.35 forward and 0.30 backward since 2026-12-03): refused on today's built-in spec,
+  // naming the figures, and replayed on its own spec, the schedule's "hardware" object as a
+  // spec file.
   const auto changed = run_fsdptune(flags +
                                     " --pp-first-stage-less-layers 0 "
                                     "--pp-last-stage-less-layers 0");
   CHECK(changed.exit_code == 2);
-  CHECK(changed.err.find("with other figures than this \"h100-sxm\": attention_efficiency "
-                         "0.55 (here: 0.35)") != std::string::npos);
+  CHECK(changed.err.find("with other figures than this \"h100-sxm\": "
+                         "attention_backward_efficiency absent (here: 0.3), "
+                         "attention_efficiency 0.55 (here: 0.35)") != std::string::npos);
   const std::string spec = make_temp_dir("even-split") + "/h100-then.json";
   std::ofstream(spec) << fsdptune::read_json_file(old)["hardware"].dump();
   std::string on_its_spec = flags + " --pp-first-stage-less-layers 0 --pp-last-stage-less-layers 0";

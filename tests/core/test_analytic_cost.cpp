@@ -280,10 +280,18 @@ TEST_CASE("attention: causal forward, backward 2.5x forward", "[cost]") {
   const Op forward = attention_op(1, 8192, false);
   const double forward_s = model->compute(forward).seconds;
   CHECK(forward_s == Approx(1.63784e-3 + 4e-6).epsilon(1e-4));
+  // The backward executes 2.5x the work at attention_backward_efficiency (0.30 on H100).
   const Op backward = attention_op(1, 8192, true);
   const double backward_s = model->compute(backward).seconds;
+  REQUIRE(h100.attention_backward_efficiency == 0.30);
   CHECK(backward_s - h100.kernel_launch_s ==
+        Approx(2.5 * 0.35 / 0.30 * (forward_s - h100.kernel_launch_s)).epsilon(1e-12));
+  // 0: at the forward's efficiency.
+  HardwareSpec same = h100;
+  same.attention_backward_efficiency = 0;
+  CHECK(make_analytic_cost_model(same)->compute(backward).seconds - h100.kernel_launch_s ==
         Approx(2.5 * (forward_s - h100.kernel_launch_s)).epsilon(1e-12));
+  CHECK(make_analytic_cost_model(same)->compute(forward).seconds == forward_s);
   // Monotone in sequence length.
   double previous_s = 0;
   for (std::int64_t seq = 128; seq <= 65536; seq *= 2) {

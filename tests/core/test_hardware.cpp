@@ -58,6 +58,16 @@ TEST_CASE("hardware spec JSON round-trips", "[hardware]") {
     CHECK(hardware_from_json(json, "round-trip") == spec);
     CHECK(dump_json(hardware_to_json(hardware_from_json(json, "again"))) == dump_json(json));
   }
+  // attention_backward_efficiency at 0 (= the forward's) is left out, as in specs and
+  // schedules written before it, and reads back as 0.
+  HardwareSpec same = builtin_hardware("h100-sxm");
+  CHECK(same.attention_backward_efficiency == 0.30);
+  CHECK(hardware_to_json(same).contains("attention_backward_efficiency"));
+  same.attention_backward_efficiency = 0;
+  const nlohmann::json without = hardware_to_json(same);
+  CHECK_FALSE(without.contains("attention_backward_efficiency"));
+  CHECK(hardware_from_json(without, "without") == same);
+  CHECK(builtin_hardware("a100-80g").attention_backward_efficiency == 0);
 }
 
 TEST_CASE("unknown hardware lists the built-ins", "[hardware]") {
@@ -123,6 +133,9 @@ TEST_CASE("hardware specs reject values beyond what fsdptune models", "[hardware
       // the simulated step, infinite.
       {"peak_bf16_flops_per_s", 5e-324},
       {"attention_efficiency", 5e-324},
+      {"attention_backward_efficiency", 5e-324},
+      {"attention_backward_efficiency", -0.3},
+      {"attention_backward_efficiency", 1.5},
       {"kernel_launch_s", 1.7976931348623157e308},
       {"busbw_ramp_step_bytes", 1e300}};
   for (const auto& [field, value] : bad_values) {

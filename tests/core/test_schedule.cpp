@@ -442,6 +442,21 @@ TEST_CASE("check_schedule_hardware names another spec or the figures that differ
                                    nlohmann::json(changed.attention_efficiency).dump())));
   CHECK_THAT(text, Catch::Contains("kernel_launch_s"));
   CHECK_THAT(text, !Catch::Contains("peak_bf16_flops_per_s"));
+  // A field written by one side only (attention_backward_efficiency is left out at 0).
+  HardwareSpec without = schedule.hardware;
+  without.attention_backward_efficiency = 0;
+  HardwareSpec with = schedule.hardware;
+  with.attention_backward_efficiency = 0.25;
+  ScheduleFile old = schedule;
+  old.hardware = without;
+  try {
+    check_schedule_hardware(old, with, "old.json");
+    FAIL("accepted");
+  } catch (const Error& e) {
+    CHECK_THAT(e.message(), Catch::Contains("\": attention_backward_efficiency absent (here: "
+                                            "0.25)"));
+    CHECK_THAT(e.message(), !Catch::Contains("attention_efficiency"));
+  }
 }
 
 TEST_CASE("torchtitan export names the modules of each bucket", "[schedule]") {
