@@ -1146,21 +1146,25 @@ PlanSummary pipeline_summary(const PipelineSimulation& sim, const std::string& p
                      sim.spec.chunks.size() == chunks,
                  "pipeline_summary: one program, keep choice and ChunkTimes per chunk");
   if (slowest != nullptr) {
-    // The slowest rank, from its chunks' single-microbatch simulations: each microbatch
-    // runs a chunk's compute (the optimizer once per step); a chunk that re-gathers per
-    // microbatch pays its exposed collectives M times, one that keeps its parameters
-    // gathered once per pipeline step (the gathers before its microbatch 0, the
-    // reduce-scatters after its last: ChunkTimes). The rest of the step is idle: the
-    // bubble, the sends, waiting.
+    // The slowest rank, from its chunks' single-microbatch simulations, as
+    // simulate_pipeline composes them (ChunkTimes): a chunk that re-gathers per microbatch
+    // runs its whole Program every microbatch; one that keeps its parameters gathered runs
+    // it once per pipeline step (the gathers before its microbatch 0, the reduce-scatters
+    // after its last) and every other forward and backward at their standalone compute
+    // (forward_s, backward_s: no copy-outs, no contention). So the Program's compute and
+    // exposed collectives count `runs` times, the other microbatches' compute beside them,
+    // the optimizer once. The rest of the step is idle: the bubble, the sends, waiting.
     for (std::size_t c = 0; c < chunks; ++c) {
       if (static_cast<int>(c) % stages != slowest->rank) continue;
       const SimResult& chunk = sim.chunk_results[c];
+      const ChunkTimes& times = sim.spec.chunks[c];
       double optimizer_s = 0;
       for (const Task& task : sim.chunk_programs[c].tasks) {
         if (task.kind == TaskKind::kOptimizer) optimizer_s += task.duration_s;
       }
       const double runs = sim.chunk_keep_gathered[c] ? steps : microbatches;
-      summary.compute_s += (chunk.compute_s - optimizer_s) * microbatches + optimizer_s;
+      summary.compute_s += (chunk.compute_s - optimizer_s) * runs + optimizer_s +
+                           (microbatches - runs) * (times.forward_s + times.backward_s);
       summary.comm_s += chunk.comm_s * runs;
       summary.exposed_comm_s += chunk.exposed_comm_s * runs;
     }

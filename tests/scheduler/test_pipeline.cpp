@@ -443,6 +443,14 @@ TEST_CASE("gradient accumulation on one stage: FSDP2 re-gathers every microbatch
   CHECK(kept.result.step_time_s < 4 * sim1.result.step_time_s);
   CHECK(kept.tokens_per_s_per_gpu > sim1.tokens_per_s_per_gpu);
   CHECK(kept.result.step_time_s < regathered.result.step_time_s);
+  // Kept gathered, microbatches 1..3 run at their standalone compute: the summary's
+  // compute is the stage's compute-stream time, within the step, and the categories add up
+  // to it (the Program's idle once).
+  const PlanSummary kept_summary = pipeline_summary(kept, "fsdp2", 80LL << 30);
+  CHECK(kept_summary.compute_s <= kept_summary.step_time_s);
+  CHECK(kept_summary.compute_s + kept_summary.exposed_comm_s + kept_summary.idle_s ==
+        Approx(kept_summary.step_time_s));
+  CHECK(kept_summary.idle_s == Approx(kept.chunk_results[0].idle_s));
   // Re-gathered, nothing unsharded outlives a microbatch: no more memory than one
   // microbatch's step; kept, the unsharded parameters and fp32 gradients stay.
   CHECK(regathered.result.stages[0].peak_allocated_bytes <=
@@ -478,14 +486,26 @@ TEST_CASE("pipeline summary: the slowest stage's time and the peak stage's memor
     }
     // One chunk per stage (pp 2, no interleaving): chunk r runs on rank r. Re-gathering
     // per microbatch pays the chunk's exposed collectives 4 times, keeping them gathered
-    // once; compute is 4 microbatches' either way (the optimizer once).
+    // once; re-gathered, the compute is 4 times the Program's (the optimizer once), kept,
+    // the Program's once and 3 more microbatches at their standalone forward + backward.
     const SimResult& chunk = sim.chunk_results[static_cast<std::size_t>(slowest)];
+    const ChunkTimes& times = sim.spec.chunks[static_cast<std::size_t>(slowest)];
     CAPTURE(keep);
     CHECK(summary.exposed_comm_s == Approx(chunk.exposed_comm_s * (keep ? 1 : 4)));
     CHECK(summary.comm_s == Approx(chunk.comm_s * (keep ? 1 : 4)));
     CHECK(summary.exposed_comm_s > 0);
-    CHECK(summary.compute_s > 3 * chunk.compute_s);
-    CHECK(summary.compute_s < 4 * chunk.compute_s);
+    if (keep) {
+      CHECK(summary.compute_s ==
+            Approx(chunk.compute_s + 3 * (times.forward_s + times.backward_s)));
+    } else {
+      CHECK(summary.compute_s > 3 * chunk.compute_s);
+      CHECK(summary.compute_s < 4 * chunk.compute_s);
+    }
+    // The compute stream's busy time: never more than the step, nor than the stage's
+    // actions and tail (busy_s + tail_s).
+    CHECK(summary.compute_s <= summary.step_time_s);
+    CHECK(summary.compute_s <=
+          sim.result.stages[static_cast<std::size_t>(slowest)].busy_s + times.tail_s);
     CHECK(summary.compute_s + summary.exposed_comm_s + summary.idle_s ==
           Approx(summary.step_time_s));
     // The categories add up to the peak stage's peak; kept gathered, the unsharded
