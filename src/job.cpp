@@ -295,6 +295,12 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& so
         "whole FSDP forward and backward)");
   }
   require_at_most(job.virtual_stages, kMaxModelLayers, at("--virtual-stages"));
+  if (job.virtual_stages > 1 && job.pp == 1) {
+    throw_bad_input(
+        at("--virtual-stages"),
+        fmt::format("{} virtual stages without pipeline parallelism (pp 1)", job.virtual_stages),
+        "virtual stages are the chunks of each pipeline rank: give --pp too");
+  }
   require_at_most(job.local_batch, kMaxJobMicrobatchTokens, at("--batch"));
   require_at_most(job.seq_len, kMaxJobMicrobatchTokens, at("--seq"));
   if (job.local_batch * job.seq_len > kMaxJobMicrobatchTokens) {

@@ -288,6 +288,12 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
   if (read_version >= 3) {
     const auto& ranks = field(json, "ranks", source);
     if (!ranks.is_array()) throw_bad_input(source + ": ranks", "expected an array");
+    // Empty in a file re-written from version 1 or 2 (no per-rank views were measured).
+    if (!ranks.empty() && static_cast<std::int64_t>(ranks.size()) != measured.world_size) {
+      throw_bad_input(source + ": ranks",
+                      fmt::format("{} entries, expected one per rank of world_size {} (or none)",
+                                  ranks.size(), measured.world_size));
+    }
     for (std::size_t r = 0; r < ranks.size(); ++r) {
       const std::string where = fmt::format("{}: ranks[{}]", source, r);
       RankMeasurement rank;

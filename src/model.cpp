@@ -1,6 +1,7 @@
 #include "fsdptune/model.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <set>
 #include <string_view>
@@ -32,6 +33,12 @@ std::int64_t positive_int(const nlohmann::json& json, const std::string& source,
   if (!it->is_number_integer()) {
     throw_bad_input(field_where(source, field),
                     fmt::format("expected a positive integer, got {}", it->dump()));
+  }
+  // Above INT64_MAX nlohmann holds an unsigned value, which get<int64_t> wraps (2^64 - 1
+  // read as -1).
+  if (it->is_number_unsigned() && it->get<std::uint64_t>() > std::uint64_t{INT64_MAX}) {
+    throw_bad_input(field_where(source, field),
+                    fmt::format("{} does not fit in a 64-bit integer", it->dump()));
   }
   const std::int64_t value = it->get<std::int64_t>();
   if (value <= 0) {
@@ -137,15 +144,24 @@ ModelSpec model_from_hf_config(const nlohmann::json& json, const std::string& so
   ModelSpec model;
   // The name: the repository id when transformers saved it, else the folder holding
   // config.json (HF snapshots live in a folder named after the model), else the stem.
+  // A saved path may end in '/' ("/models/Meta-Llama-3-8B/"), and config.json may be
+  // given as "./config.json": the last named part of the normalized path.
+  const auto last_part = [](const std::filesystem::path& path) {
+    std::filesystem::path normal = path.lexically_normal();
+    if (!normal.has_filename()) normal = normal.parent_path();
+    const std::string part = normal.filename().string();
+    return part == "." || part == ".." ? std::string() : part;
+  };
   const auto name_it = json.find("_name_or_path");
-  if (name_it != json.end() && name_it->is_string() && !name_it->get<std::string>().empty()) {
-    model.name = std::filesystem::path(name_it->get<std::string>()).filename().string();
-  } else {
-    const std::filesystem::path path(source);
+  if (name_it != json.end() && name_it->is_string()) {
+    model.name = last_part(name_it->get<std::string>());
+  }
+  if (model.name.empty()) {
+    const std::filesystem::path path = std::filesystem::absolute(source).lexically_normal();
     model.name = path.stem().string();
-    if (model.name == "config" && path.has_parent_path() &&
-        !path.parent_path().filename().empty()) {
-      model.name = path.parent_path().filename().string();
+    if (model.name == "config") {
+      const std::string folder = last_part(path.parent_path());
+      if (!folder.empty()) model.name = folder;
     }
   }
   read_shape_fields(json, source, kHfConfigFields, model);

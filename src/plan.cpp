@@ -68,8 +68,12 @@ const json& require(const json& object, const std::string& key, const std::strin
 
 int read_int(const json& value, const std::string& where) {
   if (!value.is_number_integer()) throw_bad_input(where, "must be an integer");
+  // An unsigned value above INT64_MAX would wrap to a negative one.
+  const bool huge = value.is_number_unsigned() && value.get<std::uint64_t>() > (1ULL << 30);
   const auto number = value.get<std::int64_t>();
-  if (number < -(1LL << 30) || number > (1LL << 30)) throw_bad_input(where, "out of range");
+  if (huge || number < -(1LL << 30) || number > (1LL << 30)) {
+    throw_bad_input(where, fmt::format("{} is out of range", value.dump()));
+  }
   return static_cast<int>(number);
 }
 

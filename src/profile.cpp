@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 #include <set>
 #include <string>
@@ -20,17 +21,35 @@ namespace {
 
 constexpr const char* kFormat = "fsdptune-profile";
 
+// The path of `key` in the object at `where`: "p.json: compute" at the top ("p.json: "),
+// "p.json: compute[3].op" below it.
+std::string key_path(const std::string& where, const char* key) {
+  return where.ends_with(": ") ? where + key : fmt::format("{}.{}", where, key);
+}
+
+// A misspelt field would otherwise be ignored (a contention factor silently at its
+// default); model, hardware and plan files refuse them too.
+void reject_unknown_fields(const nlohmann::json& object, std::initializer_list<const char*> known,
+                           const std::string& where) {
+  for (const auto& [key, value] : object.items()) {
+    if (std::none_of(known.begin(), known.end(), [&](const char* name) { return key == name; })) {
+      throw_bad_input(key_path(where, key.c_str()), "unknown field",
+                      "docs/profile-format.md lists the fields");
+    }
+  }
+}
+
 const nlohmann::json& require(const nlohmann::json& object, const char* key,
                               const std::string& where) {
   const auto it = object.find(key);
-  if (it == object.end()) throw_bad_input(fmt::format("{}.{}", where, key), "missing");
+  if (it == object.end()) throw_bad_input(key_path(where, key), "missing");
   return *it;
 }
 
 std::string require_string(const nlohmann::json& object, const char* key,
                            const std::string& where) {
   const nlohmann::json& value = require(object, key, where);
-  if (!value.is_string()) throw_bad_input(fmt::format("{}.{}", where, key), "must be a string");
+  if (!value.is_string()) throw_bad_input(key_path(where, key), "must be a string");
   return value.get<std::string>();
 }
 
@@ -40,10 +59,10 @@ std::int64_t require_positive_integer(const nlohmann::json& object, const char* 
                                       const std::string& where, std::int64_t max) {
   const nlohmann::json& value = require(object, key, where);
   if (!value.is_number_integer() || value.get<std::int64_t>() <= 0) {
-    throw_bad_input(fmt::format("{}.{}", where, key), "must be a positive integer");
+    throw_bad_input(key_path(where, key), "must be a positive integer");
   }
   if (value.get<std::int64_t>() > max) {
-    throw_bad_input(fmt::format("{}.{}", where, key),
+    throw_bad_input(key_path(where, key),
                     fmt::format("is {}, expected at most {}", value.get<std::int64_t>(), max));
   }
   return value.get<std::int64_t>();
@@ -52,10 +71,10 @@ std::int64_t require_positive_integer(const nlohmann::json& object, const char* 
 double require_positive_number(const nlohmann::json& object, const char* key,
                                const std::string& where) {
   const nlohmann::json& value = require(object, key, where);
-  if (!value.is_number()) throw_bad_input(fmt::format("{}.{}", where, key), "must be a number");
+  if (!value.is_number()) throw_bad_input(key_path(where, key), "must be a number");
   const double number = value.get<double>();
   if (!std::isfinite(number) || number <= 0) {
-    throw_bad_input(fmt::format("{}.{}", where, key),
+    throw_bad_input(key_path(where, key),
                     fmt::format("must be a positive number (got {})", number));
   }
   return number;
@@ -64,7 +83,7 @@ double require_positive_number(const nlohmann::json& object, const char* key,
 const nlohmann::json& require_array(const nlohmann::json& object, const char* key,
                                     const std::string& where) {
   const nlohmann::json& value = require(object, key, where);
-  if (!value.is_array()) throw_bad_input(fmt::format("{}.{}", where, key), "must be an array");
+  if (!value.is_array()) throw_bad_input(key_path(where, key), "must be an array");
   return value;
 }
 
@@ -162,7 +181,11 @@ Profile profile_from_json(const nlohmann::json& json, const std::string& source)
   }
   profile.version = kProfileFormatVersion;
   const std::string root = source + ": ";
-  profile.hardware = require_string(json, "hardware", source + ": field 'hardware'");
+  reject_unknown_fields(json,
+                        {"format", "version", "hardware", "parts", "compute", "collectives",
+                         "contention", "provenance"},
+                        root);
+  profile.hardware = require_string(json, "hardware", root);
   if (profile.hardware.empty()) {
     throw_bad_input(source + ": field 'hardware'", "must name the hardware (e.g. \"h100-sxm\")");
   }
@@ -184,10 +207,11 @@ Profile profile_from_json(const nlohmann::json& json, const std::string& source)
   }
 
   std::set<std::string> signatures;
-  const nlohmann::json& compute = require_array(json, "compute", root + "compute");
+  const nlohmann::json& compute = require_array(json, "compute", root);
   for (std::size_t i = 0; i < compute.size(); ++i) {
     const std::string where = fmt::format("{}compute[{}]", root, i);
     if (!compute[i].is_object()) throw_bad_input(where, "must be an object");
+    reject_unknown_fields(compute[i], {"signature", "op", "samples_s", "part"}, where);
     ComputeEntry entry;
     entry.signature = require_string(compute[i], "signature", where);
     entry.op = op_from_json(require(compute[i], "op", where), where + ".op");
@@ -205,10 +229,12 @@ Profile profile_from_json(const nlohmann::json& json, const std::string& source)
   }
 
   std::set<std::tuple<CollectiveKind, std::int64_t, std::int64_t>> sweeps;
-  const nlohmann::json& collectives = require_array(json, "collectives", root + "collectives");
+  const nlohmann::json& collectives = require_array(json, "collectives", root);
   for (std::size_t i = 0; i < collectives.size(); ++i) {
     const std::string where = fmt::format("{}collectives[{}]", root, i);
     if (!collectives[i].is_object()) throw_bad_input(where, "must be an object");
+    reject_unknown_fields(collectives[i], {"kind", "ranks", "ranks_per_node", "points", "part"},
+                          where);
     CollectiveSweep sweep;
     sweep.kind =
         collective_from_string(require_string(collectives[i], "kind", where), where + ".kind");
@@ -225,6 +251,7 @@ Profile profile_from_json(const nlohmann::json& json, const std::string& source)
     for (std::size_t j = 0; j < points.size(); ++j) {
       const std::string point_where = fmt::format("{}.points[{}]", where, j);
       if (!points[j].is_object()) throw_bad_input(point_where, "must be an object");
+      reject_unknown_fields(points[j], {"bytes", "samples_s"}, point_where);
       CollectivePoint point;
       point.bytes = require_positive_integer(points[j], "bytes", point_where, kMaxOpCount);
       if (!sweep.points.empty() && point.bytes <= sweep.points.back().bytes) {
@@ -242,6 +269,10 @@ Profile profile_from_json(const nlohmann::json& json, const std::string& source)
     const nlohmann::json& contention = json["contention"];
     const std::string where = root + "contention";
     if (!contention.is_object()) throw_bad_input(where, "must be an object");
+    reject_unknown_fields(contention,
+                          {"compute_slowdown_with_comm", "comm_share_efficiency",
+                           "comm_slowdown_with_compute", "part"},
+                          where);
     profile.contention.compute_slowdown_with_comm =
         require_positive_number(contention, "compute_slowdown_with_comm", where);
     profile.contention.comm_share_efficiency =

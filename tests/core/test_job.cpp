@@ -99,6 +99,15 @@ TEST_CASE("normalize_job names the flag at fault", "[job][errors]") {
     job.seq_len = 100;
     CHECK(rejected_flag(job) == "--seq");
   }
+  // Found probing the CLI: accepted, recorded in the job, and simulated as one chunk.
+  SECTION("virtual stages without pipeline parallelism") {
+    job.virtual_stages = 2;
+    CHECK(rejected_flag(job) == "--virtual-stages");
+    job.pp = 2;
+    job.gpus = 16;
+    job.pp_schedule = PipelineSchedule::kInterleaved1F1B;
+    CHECK_NOTHROW(normalize_job(builtin_model("llama3-8b"), job));
+  }
 }
 
 TEST_CASE("normalize_job of a file's job names the file's field", "[job][errors]") {

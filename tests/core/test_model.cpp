@@ -1,6 +1,8 @@
 // Model specs: parameter totals, FLOPs per token, the model file and HF config readers.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <limits>
 #include <string>
 
 #include "fsdptune/error.hpp"
@@ -96,6 +98,28 @@ TEST_CASE("a Hugging Face config.json reads as the same model", "[model]") {
   CHECK(model == builtin_model("llama3.2-1b"));
 }
 
+TEST_CASE("an HF config's name: the last part of _name_or_path or of its folder", "[model]") {
+  // Found probing the CLI: a trailing '/' made the name empty (exit 2, "field 'name'"), and
+  // "./config.json" was named ".".
+  auto json = nlohmann::json::parse(
+      R"({"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+          "num_attention_heads": 4, "vocab_size": 100})");
+  const auto name = [&](const char* name_or_path, const std::string& source) {
+    auto config = json;
+    if (name_or_path != nullptr) config["_name_or_path"] = name_or_path;
+    return model_from_json(config, source).name;
+  };
+  CHECK(name("meta-llama/Meta-Llama-3-8B", "c.json") == "Meta-Llama-3-8B");
+  CHECK(name("/models/Meta-Llama-3-8B/", "c.json") == "Meta-Llama-3-8B");
+  CHECK(name("/", "/m/Llama/config.json") == "Llama");
+  CHECK(name("", "/m/Llama/config.json") == "Llama");
+  CHECK(name(nullptr, "/m/Llama/./config.json") == "Llama");
+  CHECK(name(nullptr, "cfg.json") == "cfg");
+  CHECK(name(nullptr, "/config.json") == "config");
+  const std::string here = std::filesystem::current_path().filename().string();
+  if (!here.empty()) CHECK(name(nullptr, "./config.json") == here);
+}
+
 TEST_CASE("HF config without head_dim and kv heads takes the defaults", "[model]") {
   const auto json = nlohmann::json::parse(
       R"({"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
@@ -121,6 +145,12 @@ TEST_CASE("bad model files name the file and the field", "[model][errors]") {
     auto json = tiny_json();
     json["n_layers"] = -3;
     expect_bad_input([&] { model_from_json(json, "m.json"); }, {"'n_layers'", "-3"});
+  }
+  SECTION("above INT64_MAX, not read as a negative size") {
+    auto json = tiny_json();
+    json["dim"] = std::numeric_limits<std::uint64_t>::max();
+    expect_bad_input([&] { model_from_json(json, "m.json"); },
+                     {"'dim'", "18446744073709551615 does not fit"});
   }
   SECTION("not an integer") {
     auto json = tiny_json();

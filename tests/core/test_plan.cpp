@@ -87,6 +87,16 @@ TEST_CASE("plan JSON errors name the field", "[plan]") {
       "p.json: stream_layout");
   CHECK(where_of(R"({"version": 1, "name": "x", "forward_buckets": [[0, 0]], "reorder": "yes"})") ==
         "p.json: reorder");
+  // Above INT64_MAX: refused as out of range, not read as -1.
+  try {
+    plan_from_json(
+        nlohmann::json::parse(
+            R"({"version": 1, "name": "x", "forward_buckets": [[0, 18446744073709551615]]})"),
+        "p.json");
+    FAIL("accepted");
+  } catch (const Error& e) {
+    CHECK_THAT(e.message(), Catch::Contains("18446744073709551615 is out of range"));
+  }
 }
 
 TEST_CASE("validate_plan accepts a partition and rejects bad bucket lists", "[plan]") {

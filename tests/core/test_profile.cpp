@@ -84,6 +84,33 @@ TEST_CASE("bad profiles are rejected naming the field", "[profile]") {
   json["version"] = kProfileFormatVersion + 1;
   require_rejected(json, "version");
 
+  // A top-level field is named once (found probing the CLI: "p.json: field
+  // 'hardware'.hardware: missing", "collectives.collectives: must be an array").
+  for (const char* key : {"hardware", "compute", "collectives"}) {
+    json = good;
+    json.erase(key);
+    try {
+      profile_from_json(json, "p.json");
+      FAIL("accepted a profile without " << key);
+    } catch (const Error& e) {
+      CHECK(e.where() == std::string("p.json: ") + key);
+    }
+  }
+  json = good;
+  json["collectives"] = 5;
+  require_rejected(json, "p.json: collectives");
+  // Unknown fields are refused, as in model, hardware and plan files (found probing the
+  // CLI: a misspelt contention factor was ignored, the factor left at its default).
+  json = good;
+  json["contention"]["comm_slowdown_with_compute_typo"] = 1.1;
+  require_rejected(json, "p.json: contention.comm_slowdown_with_compute_typo");
+  json = good;
+  json["note"] = "measured on Tuesday";
+  require_rejected(json, "p.json: note");
+  json = good;
+  json["collectives"][0]["points"][0]["stddev_s"] = 0.1;
+  require_rejected(json, "p.json: collectives[0].points[0].stddev_s");
+
   json = good;
   json["collectives"][0]["points"][1]["samples_s"][0] = -2.7e-3;
   require_rejected(json, "collectives[0].points[1].samples_s[0]");

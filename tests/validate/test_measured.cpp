@@ -139,6 +139,14 @@ TEST_CASE("measured.json errors name the file and the field", "[measured]") {
   bad = good;
   bad["mesh"].erase("shards_per_rank");
   expect_error(bad, "m.json: mesh: shards_per_rank");
+  // Found probing the CLI: a rank short (or one more) was accepted, and compare then left
+  // its per-rank figures out without a word.
+  bad = good;
+  bad["ranks"].erase(3);
+  expect_error(bad, "m.json: ranks");
+  bad = good;
+  bad["ranks"].push_back(good["ranks"][0]);
+  expect_error(bad, "m.json: ranks");
 }
 
 // Fuzzing found: the mesh product pp x dp_replicate x dp_shard x tp overflowed int64 for
