@@ -93,6 +93,12 @@ std::vector<std::int64_t> power_of_two_sizes(std::int64_t min_bytes, std::int64_
 std::vector<std::int64_t> default_collective_sizes(const std::string& backend);
 // `bytes` rounded up so each of `ranks` ranks holds a whole number of fp32 elements.
 std::int64_t collective_buffer_bytes(std::int64_t bytes, std::int64_t ranks);
+// The buffer sizes a sweep over `ranks` measures: options.collective_sizes_bytes (or the
+// backend's default_collective_sizes) through collective_buffer_bytes, ascending, each once
+// (1KiB given twice, or 3 and 5 bytes that both round to 8, would make points of one size,
+// which a profile may not hold).
+std::vector<std::int64_t> collective_sweep_bytes(const CollectorOptions& options,
+                                                 const std::string& backend, std::int64_t ranks);
 
 // The contention factors of cost_model.hpp from measurements (medians -- median_seconds
 // of profile.hpp -- in seconds):

@@ -20,10 +20,16 @@ void validate_collector_options(const CollectorOptions& options) {
     if (bytes <= 0) throw_bad_input("--sizes", fmt::format("size {} is not positive", bytes));
   }
   if (options.ranks_per_node < 0) throw_bad_input("--ranks-per-node", "must not be negative");
-  for (const CollectiveKind kind : options.collective_kinds) {
+  for (std::size_t i = 0; i < options.collective_kinds.size(); ++i) {
+    const CollectiveKind kind = options.collective_kinds[i];
     if (kind == CollectiveKind::kSendRecv) {
       throw_bad_input("--collectives", "send_recv is not swept",
                       "use all_gather, reduce_scatter, all_reduce");
+    }
+    // A profile holds one sweep per kind and group.
+    if (std::find(options.collective_kinds.begin(), options.collective_kinds.begin() + i, kind) !=
+        options.collective_kinds.begin() + i) {
+      throw_bad_input("--collectives", fmt::format("{} given twice", to_string(kind)));
     }
   }
 }
@@ -98,6 +104,17 @@ std::vector<std::int64_t> default_collective_sizes(const std::string& backend) {
 std::int64_t collective_buffer_bytes(std::int64_t bytes, std::int64_t ranks) {
   FSDPTUNE_CHECK(bytes > 0 && ranks > 0, "collective_buffer_bytes of a non-positive size");
   return round_up(bytes, 4 * ranks);
+}
+
+std::vector<std::int64_t> collective_sweep_bytes(const CollectorOptions& options,
+                                                 const std::string& backend, std::int64_t ranks) {
+  std::vector<std::int64_t> sizes = options.collective_sizes_bytes.empty()
+                                        ? default_collective_sizes(backend)
+                                        : options.collective_sizes_bytes;
+  for (std::int64_t& bytes : sizes) bytes = collective_buffer_bytes(bytes, ranks);
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  return sizes;
 }
 
 ContentionFactors contention_from_measurements(double gemm_alone_s, double gemm_with_comm_s,

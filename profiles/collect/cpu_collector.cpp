@@ -261,19 +261,14 @@ Profile CpuCollector::collect(const Workload& workload, const CollectorOptions& 
   std::string collective_note = "measured";
   if (ranks > 1) {
     const CommGroup group{ranks, ranks_per_node(options)};
-    const auto sizes = options.collective_sizes_bytes.empty() ? default_collective_sizes("cpu")
-                                                              : options.collective_sizes_bytes;
+    const std::vector<std::int64_t> sizes = collective_sweep_bytes(options, "cpu", ranks);
     for (const CollectiveKind kind : options.collective_kinds) {
       CollectiveSweep sweep{kind, group, {}};
-      for (const std::int64_t requested_bytes : sizes) {
-        const std::int64_t bytes = collective_buffer_bytes(requested_bytes, ranks);
+      for (const std::int64_t bytes : sizes) {
         MpiCollective collective(kind, bytes, ranks, world_.comm());
         sweep.points.push_back(
             CollectivePoint{bytes, time_on_all_ranks(options, [&] { collective.run(); })});
       }
-      std::sort(
-          sweep.points.begin(), sweep.points.end(),
-          [](const CollectivePoint& a, const CollectivePoint& b) { return a.bytes < b.bytes; });
       profile.collectives.push_back(std::move(sweep));
     }
   } else {

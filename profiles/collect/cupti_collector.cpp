@@ -288,11 +288,8 @@ Profile CuptiCollector::collect(const Workload& workload, const CollectorOptions
   const int ranks = world_.size();
   if (ranks > 1) {
     ncclComm_t comm = make_nccl_comm(world_);
-    const auto sizes = options.collective_sizes_bytes.empty() ? default_collective_sizes("cuda")
-                                                              : options.collective_sizes_bytes;
-    std::int64_t max_bytes = 0;
-    for (const auto bytes : sizes)
-      max_bytes = std::max(max_bytes, collective_buffer_bytes(bytes, ranks));
+    const std::vector<std::int64_t> sizes = collective_sweep_bytes(options, "cuda", ranks);
+    const std::int64_t max_bytes = sizes.back();
     NcclCollective collective(comm, ranks, max_bytes);
     const std::int64_t ranks_per_node =
         options.ranks_per_node > 0 ? std::min<std::int64_t>(options.ranks_per_node, ranks)
@@ -310,8 +307,7 @@ Profile CuptiCollector::collect(const Workload& workload, const CollectorOptions
       CollectiveSweep sweep{kind, group, {}};
       std::vector<std::pair<std::int64_t, std::vector<double>>> event_samples;
       const std::uint32_t first_point = next_measurement;
-      for (const auto requested : sizes) {
-        const std::int64_t bytes = collective_buffer_bytes(requested, ranks);
+      for (const std::int64_t bytes : sizes) {
         const std::uint32_t measurement = next_measurement++;
         for (std::int64_t w = 0; w < options.warmup; ++w)
           collective.launch(kind, bytes, comm_stream);

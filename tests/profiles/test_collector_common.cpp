@@ -68,6 +68,13 @@ TEST_CASE("collective size sweeps", "[profiler][collector]") {
   // 1000 bytes over 3 ranks: a multiple of 4 * 3 = 12 bytes -> 1008.
   CHECK(collective_buffer_bytes(1000, 3) == 1008);
   CHECK(collective_buffer_bytes(1024, 2) == 1024);
+  // What a sweep measures: rounded, ascending, each size once (found probing the CLI:
+  // "--sizes 1KiB 1KiB" and "--sizes 3 5" wrote points of one size, which no reader loads).
+  CollectorOptions options;
+  options.collective_sizes_bytes = {4096, 1024, 1024, 3, 5};
+  CHECK(collective_sweep_bytes(options, "cpu", 2) == std::vector<std::int64_t>{8, 1024, 4096});
+  options.collective_sizes_bytes.clear();
+  CHECK(collective_sweep_bytes(options, "cpu", 2) == cpu);
 }
 
 TEST_CASE("contention factors from measurements, by hand", "[profiler][collector]") {
@@ -105,6 +112,10 @@ TEST_CASE("collector options are validated with the flag at fault", "[profiler][
   CollectorOptions send_recv;
   send_recv.collective_kinds = {CollectiveKind::kAllGather, CollectiveKind::kSendRecv};
   expect_flag(send_recv, "--collectives");
+  CollectorOptions twice;
+  twice.collective_kinds = {CollectiveKind::kAllGather, CollectiveKind::kAllReduce,
+                            CollectiveKind::kAllGather};
+  expect_flag(twice, "--collectives");
 }
 
 namespace {
