@@ -12,22 +12,34 @@
 
 namespace fsdptune {
 
+namespace {
+
+// Anything that looks like a path is read as a spec file; a bare word is an id.
+bool looks_like_path(const std::string& id_or_path) {
+  std::error_code ec;
+  return id_or_path.find('/') != std::string::npos || id_or_path.ends_with(".json") ||
+         std::filesystem::exists(id_or_path, ec);
+}
+
+}  // namespace
+
 HardwareSpec resolve_hardware(const std::string& id_or_path) {
   const std::vector<std::string> names = builtin_hardware_names();
   if (std::find(names.begin(), names.end(), id_or_path) != names.end()) {
     return builtin_hardware(id_or_path);
   }
-  // Anything that looks like a path is read as a spec file; a bare word is a built-in id.
-  std::error_code ec;
-  const bool looks_like_path = id_or_path.find('/') != std::string::npos ||
-                               id_or_path.ends_with(".json") ||
-                               std::filesystem::exists(id_or_path, ec);
-  if (!looks_like_path) {
+  if (!looks_like_path(id_or_path)) {
     throw_bad_input(fmt::format("--hardware {}", id_or_path), "unknown hardware",
                     fmt::format("use a built-in id ({}) or the path of a hardware spec file",
                                 fmt::join(names, ", ")));
   }
   return hardware_from_json(read_json_file(id_or_path), id_or_path);
+}
+
+std::string recorded_hardware_id(const std::string& id_or_path) {
+  const std::vector<std::string> names = builtin_hardware_names();
+  const bool builtin = std::find(names.begin(), names.end(), id_or_path) != names.end();
+  return !builtin && looks_like_path(id_or_path) ? resolve_hardware(id_or_path).id : id_or_path;
 }
 
 }  // namespace fsdptune

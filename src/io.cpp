@@ -7,6 +7,8 @@
 #include <sstream>
 #include <system_error>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include "fsdptune/error.hpp"
@@ -14,6 +16,11 @@
 namespace fsdptune {
 
 std::string read_text_file(const std::string& path) {
+  std::error_code directory_ec;
+  // An ifstream opens a folder and reads it as empty.
+  if (std::filesystem::is_directory(path, directory_ec)) {
+    throw_bad_input(path, "is a folder, not a file");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     std::error_code ec;
@@ -26,15 +33,53 @@ std::string read_text_file(const std::string& path) {
   return buffer.str();
 }
 
+namespace {
+
+// `path` with its symbolic links followed (a dangling one to the file it names), so that the
+// rename replaces the file a link points to, not the link.
+std::filesystem::path follow_links(const std::string& path) {
+  namespace fs = std::filesystem;
+  fs::path target(path);
+  for (int hops = 0; hops < 40; ++hops) {
+    std::error_code ec;
+    if (!fs::is_symlink(target, ec)) return target;
+    const fs::path next = fs::read_symlink(target, ec);
+    if (ec) throw_runtime(path, fmt::format("cannot read the link: {}", ec.message()));
+    target = next.is_absolute() ? next : target.parent_path() / next;
+  }
+  throw_runtime(path, "too many levels of symbolic links");
+}
+
+// Writes `content` straight into a FIFO, character device or socket (/dev/stdout): such a
+// file cannot be replaced by a rename, and must not be.
+void write_in_place(const std::string& path, const std::filesystem::path& target,
+                    const std::string& content) {
+  std::ofstream out(target, std::ios::binary);
+  if (!out) throw_runtime(path, "cannot open for writing");
+  out << content;
+  out.flush();
+  if (!out) throw_runtime(path, "write failed");
+}
+
+}  // namespace
+
 void write_file_atomically(const std::string& path, const std::string& content) {
   namespace fs = std::filesystem;
-  const fs::path target(path);
+  const fs::path target = follow_links(path);
+  std::error_code status_ec;
+  const fs::file_status status = fs::status(target, status_ec);
+  if (fs::exists(status) && !fs::is_regular_file(status) && !fs::is_directory(status)) {
+    write_in_place(path, target, content);
+    return;
+  }
   if (target.has_parent_path()) {
     std::error_code ec;
     fs::create_directories(target.parent_path(), ec);
     if (ec) throw_runtime(path, fmt::format("cannot create directory: {}", ec.message()));
   }
-  const fs::path temporary = target.string() + ".tmp";
+  // Per process: two runs writing one file (a sweep of jobs with the same --out) must not
+  // rename each other's temporary away.
+  const fs::path temporary = fmt::format("{}.tmp.{}", target.string(), ::getpid());
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
     if (!out) throw_runtime(path, "cannot open for writing");
@@ -53,6 +98,43 @@ void write_file_atomically(const std::string& path, const std::string& content) 
     std::error_code ignored;
     fs::remove(temporary, ignored);
     throw_runtime(path, fmt::format("cannot rename into place: {}", ec.message()));
+  }
+}
+
+void require_distinct_files(const NamedFiles& outputs, const NamedFiles& inputs) {
+  namespace fs = std::filesystem;
+  const auto resolve = [](const std::string& path) {
+    std::error_code ec;
+    fs::path absolute = fs::absolute(follow_links(path), ec);
+    if (ec) absolute = path;
+    const fs::path canonical = fs::weakly_canonical(absolute, ec);
+    return ec ? absolute.lexically_normal() : canonical;
+  };
+  std::vector<fs::path> written;
+  for (const auto& [flag, path] : outputs)
+    written.push_back(path.empty() ? fs::path() : resolve(path));
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    if (outputs[i].second.empty()) continue;
+    for (std::size_t j = 0; j < i; ++j) {
+      if (!outputs[j].second.empty() && written[j] == written[i]) {
+        throw_bad_input(
+            outputs[i].first + " " + outputs[i].second,
+            fmt::format("is the file of {} too: one would overwrite the other", outputs[j].first),
+            "give each output its own file");
+      }
+    }
+  }
+  for (const auto& [input_flag, input] : inputs) {
+    if (input.empty()) continue;
+    const fs::path read = resolve(input);
+    for (std::size_t j = 0; j < outputs.size(); ++j) {
+      if (!outputs[j].second.empty() && written[j] == read) {
+        throw_bad_input(
+            outputs[j].first + " " + outputs[j].second,
+            fmt::format("is the file of {} too: writing it would overwrite that input", input_flag),
+            "write the output to another file");
+      }
+    }
   }
 }
 

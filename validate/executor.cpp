@@ -1051,6 +1051,17 @@ void check_phases(const Program& program, const std::string& prefix) {
   }
 }
 
+// make_replay_layout's checks of parameters and dtypes, its errors naming `source` (the
+// schedule file) before the field.
+void check_layout(const ScheduleFile& schedule, const Workload& workload, int rank,
+                  const ReplayMesh& mesh, const std::string& source) {
+  try {
+    (void)make_replay_layout(schedule, workload, rank, mesh);
+  } catch (const Error& e) {
+    throw Error(e.kind(), source + ": " + e.where(), e.message(), e.hint());
+  }
+}
+
 }  // namespace
 
 void check_replayable(const ScheduleFile& schedule, int world_size, const std::string& source,
@@ -1059,7 +1070,7 @@ void check_replayable(const ScheduleFile& schedule, int world_size, const std::s
   const Workload workload = workload_of(schedule);
   if (!schedule.pipeline) {
     check_program(schedule.program, workload, mesh, source, source + ": program");
-    (void)make_replay_layout(schedule, workload, 0, mesh);  // checks parameters and dtypes
+    check_layout(schedule, workload, 0, mesh, source);
     return;
   }
   const SchedulePipeline& pipeline = *schedule.pipeline;
@@ -1093,7 +1104,7 @@ void check_replayable(const ScheduleFile& schedule, int world_size, const std::s
   for (int stage = 0; stage < mesh.pp; ++stage) {
     const ReplayMesh stage_mesh =
         replay_mesh(schedule, stage * mesh.stage_size(), world_size, scale_down, source);
-    (void)make_replay_layout(schedule, workload, stage * mesh.stage_size(), stage_mesh);
+    check_layout(schedule, workload, stage * mesh.stage_size(), stage_mesh, source);
   }
 }
 
@@ -1435,11 +1446,24 @@ MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& opti
   std::string hash = schedule_hash(schedule);
   std::string root_hash = hash;
   broadcast_string(root_hash, 0);
+  // And on how to run it: ranks started with other flags (an MPMD launch, a wrapper script
+  // per node) would post different collectives (--check-data's step, --iters) and hang or
+  // fail inside MPI.
+  const std::string run_flags =
+      fmt::format("--backend {} --iters {} --warmup {}{}{} --timeout {}", options.backend,
+                  options.iterations, options.warmup, options.check_data ? " --check-data" : "",
+                  options.scale_down ? " --scale-down" : "", options.timeout_s);
+  std::string root_run_flags = run_flags;
+  broadcast_string(root_run_flags, 0);
   std::optional<Error> mismatch;
   if (hash != root_hash) {
     mismatch = Error(ErrorKind::kBadInput, "schedule",
                      fmt::format("schedule hash {} differs from rank 0's {}", hash, root_hash),
                      "every rank must replay the same schedule file");
+  } else if (run_flags != root_run_flags) {
+    mismatch = Error(ErrorKind::kBadInput, "validate flags",
+                     fmt::format("'{}' differ from rank 0's '{}'", run_flags, root_run_flags),
+                     "start every rank with the same flags");
   }
   agree_on_errors(mismatch);
 

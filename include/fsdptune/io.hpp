@@ -3,6 +3,8 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -11,11 +13,18 @@
 
 namespace fsdptune {
 
-// Throws Error(kBadInput) naming `path` when it cannot be read.
+// Throws Error(kBadInput) naming `path` when it cannot be read or is a folder.
 std::string read_text_file(const std::string& path);
 // Writes `content` to a temporary file beside `path`, then renames it over `path`, so a
-// failure never leaves a half-written file. Throws Error(kRuntime) naming `path`.
+// failure never leaves a half-written file; missing parent folders are created. A symbolic
+// link is followed (the file it names is replaced, the link kept); a FIFO or device
+// (/dev/stdout) is written in place. Throws Error(kRuntime) naming `path`.
 void write_file_atomically(const std::string& path, const std::string& content);
+// A command's files, (flag or argument, path). Refuses two `outputs` of one file, or an
+// output that is one of the `inputs` (which it would overwrite; inputs may repeat), links
+// followed and "./a" = "a": Error(kBadInput) naming both flags. Empty paths are skipped.
+using NamedFiles = std::vector<std::pair<std::string, std::string>>;
+void require_distinct_files(const NamedFiles& outputs, const NamedFiles& inputs = {});
 // Parses JSON text; a syntax error becomes Error(kBadInput) with "source:line:column".
 nlohmann::json parse_json_text(const std::string& text, const std::string& source);
 nlohmann::json read_json_file(const std::string& path);
@@ -27,5 +36,9 @@ std::string dump_json(const nlohmann::json& json);
 ModelSpec resolve_model(const std::string& name_or_path);
 // --hardware: a built-in id or a path to a hardware spec file.
 HardwareSpec resolve_hardware(const std::string& id_or_path);
+// The hardware id a profile records for --hardware `id_or_path`: the id of the spec file it
+// names (read as resolve_hardware reads a path), else the word itself (a built-in id, or a
+// device with no spec yet).
+std::string recorded_hardware_id(const std::string& id_or_path);
 
 }  // namespace fsdptune

@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -76,8 +77,22 @@ std::string format_flops_per_s(double flops_per_s) {
                              : fmt::format("{:.1f} GFLOP/s", flops_per_s / 1e9);
 }
 
+// A bandwidth for a human: GB/s, MB/s below one (a small collective's).
+std::string format_bytes_per_s(double bytes_per_s) {
+  return bytes_per_s >= 1e9 ? fmt::format("{:.1f} GB/s", bytes_per_s / 1e9)
+                            : fmt::format("{:.1f} MB/s", bytes_per_s / 1e6);
+}
+
 GemmShape parse_gemm_shape(const std::string& text) {
   const std::vector<std::int64_t> dims = parse_dims(text, "--gemm", 3, "M,N,K", "8192,4096,4096");
+  for (const std::int64_t dim : dims) {
+    // A profile's limit on an op's shape (docs/profile-format.md), no smaller than a workload's.
+    if (dim > kMaxJobMicrobatchTokens) {
+      throw_bad_input("--gemm " + text,
+                      fmt::format("larger than fsdptune models: M, N and K at most {}",
+                                  kMaxJobMicrobatchTokens));
+    }
+  }
   return {dims[0], dims[1], dims[2]};
 }
 
@@ -88,7 +103,13 @@ void run_collective(const CostCommandOptions& options, const ResolvedCostModel& 
     throw_bad_input("--gpus", "required with --collective: a positive number of GPUs");
   }
   const std::int64_t bytes = parse_size_bytes(options.bytes, "--bytes");
-  if (options.gpus_per_node < 0) throw_bad_input("--gpus-per-node", "must be positive");
+  for (const auto& [flag, value] :
+       {std::pair{"--gpus", options.gpus}, std::pair{"--gpus-per-node", options.gpus_per_node}}) {
+    if (value > kMaxJobGpus) {
+      throw_bad_input(
+          flag, fmt::format("{} is more than fsdptune models (at most {})", value, kMaxJobGpus));
+    }
+  }
   const std::int64_t per_node =
       options.gpus_per_node > 0 ? options.gpus_per_node : resolved.hardware.gpus_per_node;
   const CommGroup group{options.gpus, std::min(per_node, options.gpus)};
@@ -111,7 +132,7 @@ void run_collective(const CostCommandOptions& options, const ResolvedCostModel& 
   fmt::print("{} of {} over {} GPUs ({} per node, {} node{}) on {}: {}\n", to_string(kind),
              format_bytes(bytes), group.ranks, group.ranks_per_node, group.nodes(),
              group.nodes() == 1 ? "" : "s", resolved.hardware.id, format_seconds(estimate.seconds));
-  fmt::print("  busbw {:.1f} GB/s, algbw {:.1f} GB/s ({})\n", busbw / 1e9, algbw / 1e9,
+  fmt::print("  busbw {}, algbw {} ({})\n", format_bytes_per_s(busbw), format_bytes_per_s(algbw),
              estimate.measured ? "measured" : "analytic model");
 }
 
@@ -150,7 +171,7 @@ void run_attention(const CostCommandOptions& options, const ResolvedCostModel& r
   const std::vector<std::int64_t> dims =
       parse_dims(options.attention, "--attention", 4, "B,H,S,D (batch, heads, sequence, head dim)",
                  "2,32,8192,128");
-  if (options.kv_heads < 0 || (options.kv_heads > 0 && dims[1] % options.kv_heads != 0)) {
+  if (options.kv_heads > 0 && dims[1] % options.kv_heads != 0) {
     throw_bad_input("--kv-heads", fmt::format("{} does not divide the {} query heads",
                                               options.kv_heads, dims[1]));
   }
@@ -228,7 +249,7 @@ void register_cost_commands(CLI::App& app) {
   cost->add_option("--dtype", options->dtype,
                    "GEMM or attention dtype: bf16 (default), fp16, fp32, fp8");
   cost->add_flag("--json", options->json, "Print one JSON object");
-  cost->callback([options] {
+  cost->callback([options, cost] {
     const int given = static_cast<int>(!options->collective.empty()) +
                       static_cast<int>(!options->gemm.empty()) +
                       static_cast<int>(!options->attention.empty());
@@ -236,12 +257,24 @@ void register_cost_commands(CLI::App& app) {
       throw_bad_input("--collective/--gemm/--attention",
                       "give exactly one of --collective, --gemm and --attention");
     }
-    if (options->attention.empty() &&
-        (options->kv_heads != 0 || options->noncausal || options->backward)) {
-      throw_bad_input(options->kv_heads != 0 ? "--kv-heads"
-                      : options->noncausal   ? "--noncausal"
-                                             : "--backward",
-                      "only with --attention");
+    // A flag of another kind of cost is refused, not ignored.
+    const auto refuse_unless = [cost](bool applies, const char* flag, const char* kind) {
+      if (!applies && cost->count(flag) > 0) throw_bad_input(flag, kind);
+    };
+    const bool collective = !options->collective.empty();
+    for (const char* flag : {"--bytes", "--gpus", "--gpus-per-node"}) {
+      refuse_unless(collective, flag, "only with --collective");
+    }
+    refuse_unless(!collective, "--dtype", "only with --gemm or --attention");
+    for (const char* flag : {"--kv-heads", "--noncausal", "--backward"}) {
+      refuse_unless(!options->attention.empty(), flag, "only with --attention");
+    }
+    // Given, 0 is not "the default".
+    if (cost->count("--gpus-per-node") > 0 && options->gpus_per_node <= 0) {
+      throw_bad_input("--gpus-per-node", "must be positive");
+    }
+    if (cost->count("--kv-heads") > 0 && options->kv_heads <= 0) {
+      throw_bad_input("--kv-heads", "must be positive");
     }
     const ResolvedCostModel resolved = resolve_cost_model(options->cost);
     if (!options->collective.empty()) {

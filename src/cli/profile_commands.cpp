@@ -119,15 +119,20 @@ struct KinetoFlags {
   std::string out;
 };
 
-// The command line of this process, for provenance (Linux: /proc/self/cmdline).
+// The command line of this process, for provenance (Linux: /proc/self/cmdline), as
+// "fsdptune <arguments>": the path the binary was started by (./fsdptune, build/...) is not
+// part of what was measured, and the other commands' provenance says "fsdptune" too.
 std::string this_command_line() {
   std::ifstream cmdline("/proc/self/cmdline", std::ios::binary);
   const std::string raw((std::istreambuf_iterator<char>(cmdline)),
                         std::istreambuf_iterator<char>());
-  std::string out;
-  for (const char c : raw) out += c == '\0' ? ' ' : c;
-  while (!out.empty() && out.back() == ' ') out.pop_back();
-  return out.empty() ? "fsdptune profile" : out;
+  const std::size_t arguments = raw.find('\0');
+  std::string out = "fsdptune";
+  if (arguments != std::string::npos) {
+    for (const char c : raw.substr(arguments)) out += c == '\0' ? ' ' : c;
+  }
+  while (out.back() == ' ') out.pop_back();
+  return out == "fsdptune" ? "fsdptune profile" : out;
 }
 
 // --sizes items: "64MiB" (one size) or "1KiB:64MiB" (powers of two, both ends included).
@@ -158,6 +163,7 @@ void run_collect(const CollectFlags& flags) {
                     "use --backend cpu or --backend cuda");
   }
   if (flags.out.empty()) throw_bad_input("--out", "required: the profile file to write");
+  require_distinct_files({{"--out", flags.out}, {"--hardware-out", flags.hardware_out}});
   if (!flags.hardware_out.empty() && flags.backend != "cpu") {
     throw_bad_input("--hardware-out", "only the cpu backend derives a hardware spec",
                     "GPUs have built-in specs (--hardware h200)");
@@ -178,7 +184,7 @@ void run_collect(const CollectFlags& flags) {
   }
   options.measure_contention = !flags.no_contention;
   options.ranks_per_node = flags.ranks_per_node;
-  options.hardware = flags.hardware.empty() ? flags.backend : flags.hardware;
+  options.hardware = flags.hardware.empty() ? flags.backend : recorded_hardware_id(flags.hardware);
   options.tool = std::string("fsdptune ") + FSDPTUNE_VERSION;
   options.date = provenance_date();
   options.command = this_command_line();
@@ -233,10 +239,16 @@ void run_collect(const CollectFlags& flags) {
 void run_import_kineto(const KinetoFlags& flags) {
   if (flags.out.empty()) throw_bad_input("--out", "required: the profile file to write");
   KinetoImportOptions options;
-  options.hardware = flags.hardware;
+  if (!flags.hardware.empty()) options.hardware = recorded_hardware_id(flags.hardware);
   options.ranks_per_node = flags.ranks_per_node;
   KinetoImportResult result =
       import_kineto_trace(read_json_file(flags.trace), options, flags.trace);
+  if (result.profile.compute.empty() && result.profile.collectives.empty()) {
+    // As import-nccl-tests refuses a log without data rows: an empty profile measures nothing.
+    throw_bad_input(flags.trace, "no GEMM, attention, memory-bound or NCCL kernel to import",
+                    result.notes.empty() ? std::string("is it a torch.profiler trace of a step?")
+                                         : fmt::format("{}", fmt::join(result.notes, "; ")));
+  }
   result.profile.provenance.tool = std::string("fsdptune ") + FSDPTUNE_VERSION;
   result.profile.provenance.date = provenance_date();
   result.profile.provenance.command = this_command_line();
@@ -264,7 +276,8 @@ void add_collect(CLI::App& profile) {
                      "measure on: cpu (Eigen + MPI) or cuda "
                      "(CUPTI + NCCL)");
   profile.add_option("--hardware", collect->hardware,
-                     "HardwareSpec id recorded in the profile (default: the backend name)");
+                     "HardwareSpec id recorded in the profile, or a spec file whose id to "
+                     "record (default: the backend name)");
   profile.add_option("--reps", collect->reps, "timed repetitions per op and size")
       ->capture_default_str();
   profile.add_option("--warmup", collect->warmup, "untimed repetitions before each")
@@ -312,7 +325,8 @@ void add_import_kineto(CLI::App& profile) {
   import->add_option("trace", kineto->trace, "trace JSON (torch.profiler export_chrome_trace)")
       ->required();
   import->add_option("--hardware", kineto->hardware,
-                     "HardwareSpec id (default: from the trace's deviceProperties)");
+                     "HardwareSpec id, or a spec file whose id to record (default: from the "
+                     "trace's deviceProperties)");
   import->add_option("--ranks-per-node", kineto->ranks_per_node, "GPUs per node of the traced job")
       ->capture_default_str();
   import->add_option("--out", kineto->out, "profile file to write")->required();

@@ -60,6 +60,10 @@ void attach_measured(std::vector<ReportEntry>& entries, const std::vector<std::s
 }
 
 void run_report(const ReportCommandOptions& options) {
+  NamedFiles inputs;
+  for (const std::string& path : options.schedules) inputs.emplace_back("a schedule", path);
+  for (const std::string& path : options.measured) inputs.emplace_back("--measured", path);
+  require_distinct_files({{"--html", options.html_path}, {"--md", options.markdown_path}}, inputs);
   std::vector<ReportEntry> entries;
   for (const std::string& path : options.schedules) {
     ReportEntry entry;

@@ -141,6 +141,8 @@ std::vector<std::int64_t> parse_cp_degrees(const std::string& text) {
 }
 
 void run_sweep(const SweepCliOptions& o) {
+  require_distinct_files({{"--out", o.out}, {"--emit-torchtitan-toml", o.torchtitan_toml}},
+                         {{"--job-toml", o.job_toml}});
   if (o.top < 1) throw_bad_input("--top", "must be >= 1");
   if (o.threads < 0) throw_bad_input("--threads", "must be >= 0 (0 = all cores)");
   if (o.gpus < 1) throw_bad_input("--gpus", "must be >= 1");
@@ -255,16 +257,20 @@ void run_sweep(const SweepCliOptions& o) {
   fmt::print(stderr, "sweep: {} configurations tuned ({} plans simulated, at most {} per chunk)\n",
              result.tuned, result.plans_evaluated, o.tune_evaluations);
 
-  for (const auto& [flag, path] :
-       {std::pair{"--out", &o.out}, std::pair{"--emit-torchtitan-toml", &o.torchtitan_toml}}) {
-    if (!path->empty() && result.ranked.empty()) {
-      throw_bad_input("--memory-limit",
-                      fmt::format("no configuration fits under {}; nothing to write to {}",
-                                  format_bytes(result.memory_limit_bytes), flag),
-                      "raise --memory-limit or add GPUs");
+  // Nothing fits: the rankings and rejections are printed, nothing is written, exit 3 (as
+  // tune's).
+  const auto nothing_fits = [&] {
+    std::string unwritten;
+    for (const auto& [flag, path] :
+         {std::pair{"--out", &o.out}, std::pair{"--emit-torchtitan-toml", &o.torchtitan_toml}}) {
+      if (!path->empty()) unwritten += fmt::format("; nothing written to {}", flag);
     }
-  }
-  if (!o.torchtitan_toml.empty()) {
+    return Error(ErrorKind::kDoesNotFit, "--memory-limit",
+                 fmt::format("no configuration fits under {}{}",
+                             format_bytes(result.memory_limit_bytes), unwritten),
+                 "raise --memory-limit or add GPUs");
+  };
+  if (!o.torchtitan_toml.empty() && !result.ranked.empty()) {
     const JobSpec& best = result.ranked.front().job;
     write_file_atomically(o.torchtitan_toml, torchtitan_config_toml(model_name, model, best));
     const std::string without_fsdp = torchtitan_without_fsdp_note(best);
@@ -280,7 +286,7 @@ void run_sweep(const SweepCliOptions& o) {
     if (!note.empty()) fmt::print(stderr, "note: {}: {}\n", o.torchtitan_toml, note);
   }
   std::string best_written;
-  if (!o.out.empty()) {
+  if (!o.out.empty() && !result.ranked.empty()) {
     // The best configuration's tuned schedule (per stage when pipelined): version 1 for
     // pp = 1 and one microbatch, else version 2 (docs/schedule-format.md). Its search was
     // run by the sweep (deterministic budget, no clock): its result is written, not
@@ -361,6 +367,7 @@ void run_sweep(const SweepCliOptions& o) {
                                 {"skipped_meshes", skipped},
                                 {"top", top},
                                 {"rejected", rejected}}));
+    if (result.ranked.empty()) throw nothing_fits();
     return;
   }
   fmt::print("{} on {} x {}, global batch {} sequences of {} tokens, memory limit {}\n", model.name,
@@ -419,6 +426,7 @@ void run_sweep(const SweepCliOptions& o) {
         "tp not dividing the heads)\n",
         skipped);
   }
+  if (result.ranked.empty()) throw nothing_fits();
   if (!o.out.empty()) fmt::print("\nwrote the best configuration, tuned, to {}\n", best_written);
   if (!o.torchtitan_toml.empty()) {
     fmt::print("wrote the best configuration as a torchtitan config to {}\n", o.torchtitan_toml);

@@ -37,6 +37,7 @@ ScheduleFile load_schedule(const std::string& path) {
 }
 
 void run_validate(const ValidateArgs& args) {
+  require_distinct_files({{"--out", args.out}}, {{"the schedule", args.schedule}});
   ExecutorOptions options = args.options;
   if (options.iterations < 1) throw_bad_input("--iters", "must be at least 1");
   if (options.warmup < 0) throw_bad_input("--warmup", "must not be negative");
@@ -97,6 +98,7 @@ void run_validate(const ValidateArgs& args) {
 }
 
 void run_compare(const CompareArgs& args) {
+  if (args.top < 0) throw_bad_input("--top", fmt::format("must be >= 0, got {}", args.top));
   const ScheduleFile schedule = load_schedule(args.schedule);
   const MeasuredResult measured = measured_from_json(read_json_file(args.measured), args.measured);
   const Comparison comparison = compare(schedule, measured, args.measured, args.top);

@@ -95,7 +95,7 @@ TEST_CASE("cost --attention prices a flash attention kernel", "[cli][cost]") {
   CHECK(run_fsdptune(llama + " --json").out == forward.out);
 }
 
-TEST_CASE("cost prints a rate below 1 TFLOP/s in GFLOP/s", "[cli][cost]") {
+TEST_CASE("cost prints a rate below 1 TFLOP/s in GFLOP/s and below 1 GB/s in MB/s", "[cli][cost]") {
   // A spec of a slow device (a CPU's figures): h100-sxm's at 1/10000 of its FLOP rates.
   nlohmann::json spec =
       read_json_file(std::string(FSDPTUNE_SOURCE_DIR) + "/profiles/h100-sxm.json");
@@ -115,6 +115,12 @@ TEST_CASE("cost prints a rate below 1 TFLOP/s in GFLOP/s", "[cli][cost]") {
   REQUIRE(attention.exit_code == 0);
   CHECK_THAT(attention.out, Catch::Contains(" GFLOP/s executed, "));
   CHECK_THAT(attention.out, Catch::Contains(" GFLOP/s in model FLOPs"));
+  // Likewise a bandwidth under 1 GB/s in MB/s (a 1 KiB all-gather read "0.1 GB/s").
+  const auto small =
+      run_fsdptune("cost --hardware h100-sxm --collective all_gather --bytes 1KiB --gpus 8");
+  REQUIRE(small.exit_code == 0);
+  CHECK_THAT(small.out,
+             Catch::Matches("(.|\n)*busbw [0-9]+\\.[0-9] MB/s, algbw [0-9]+\\.[0-9] MB/s(.|\n)*"));
 }
 
 TEST_CASE("cost with a profile uses its measurements", "[cli][cost]") {
@@ -186,6 +192,19 @@ TEST_CASE("cost and profile commands reject bad input with exit 2", "[cli][cost]
       {"cost --hardware h100-sxm --attention 1,32,8192,128 --gemm 64,64,64", "--attention"},
       {"cost --hardware h100-sxm --attention 4096,32,1048576,128", "--attention"},
       {"cost --hardware h100-sxm --gemm 64,64,64 --backward", "--backward"},
+      // Found probing the CLI: flags of another kind of cost were ignored, 0 taken as the
+      // default, sizes beyond the limits accepted.
+      {"cost --hardware h100-sxm --gemm 64,64,64 --gpus 3", "--gpus"},
+      {"cost --hardware h100-sxm --attention 1,8,128,64 --bytes 1MiB", "--bytes"},
+      {"cost --hardware h100-sxm --collective all_gather --bytes 1MiB --gpus 8 --dtype fp8",
+       "--dtype"},
+      {"cost --hardware h100-sxm --collective all_gather --bytes 1MiB --gpus 8 "
+       "--gpus-per-node 0",
+       "--gpus-per-node"},
+      {"cost --hardware h100-sxm --attention 1,32,8192,128 --kv-heads 0", "--kv-heads"},
+      {"cost --hardware h100-sxm --attention 1,32,8192,128 --kv-heads -8", "must be positive"},
+      {"cost --hardware h100-sxm --gemm 1073741825,1,1", "--gemm"},
+      {"cost --hardware h100-sxm --collective all_gather --bytes 1MiB --gpus 16777217", "--gpus"},
       {"cost --hardware h100-sxm", "--collective"},
       {"cost --gemm 64,64,64", "--hardware"},
       {"cost --profile /nonexistent/p.json --gemm 64,64,64", "/nonexistent/p.json"},

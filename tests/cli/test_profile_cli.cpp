@@ -152,7 +152,9 @@ TEST_CASE("profile import-kineto writes a profile from a trace", "[cli][profile]
   CHECK(dump_json(profile_to_json(profile)) == text);
   CHECK(profile.hardware == "h100-sxm");
   CHECK(profile.provenance.method == "kineto import");
-  CHECK_THAT(profile.provenance.command, Catch::Contains("import-kineto"));
+  // As "fsdptune ...", whatever path started the binary (found probing the CLI: the path made
+  // two imports of one trace differ).
+  CHECK_THAT(profile.provenance.command, Catch::StartsWith("fsdptune profile import-kineto "));
 
   // A file that is not a trace, and a trace that does not exist: exit 2, naming the file.
   const std::string not_a_trace = std::string(FSDPTUNE_SOURCE_DIR) + "/models/tiny.json";
@@ -162,6 +164,31 @@ TEST_CASE("profile import-kineto writes a profile from a trace", "[cli][profile]
   const auto missing = run_fsdptune("profile import-kineto /no/such/trace.json --out " + out);
   CHECK(missing.exit_code == 2);
   CHECK_THAT(missing.err, Catch::Contains("/no/such/trace.json"));
+
+  // Found probing the CLI: --hardware FILE recorded the path as the hardware id (no reader
+  // could use the profile), and a trace with no kernel wrote an empty profile.
+  nlohmann::json spec =
+      read_json_file(std::string(FSDPTUNE_SOURCE_DIR) + "/profiles/h100-sxm.json");
+  spec["id"] = "my-h100";
+  const std::string spec_path = make_temp_dir("fsdptune-kineto") + "/my-h100.json";
+  write_file_atomically(spec_path, spec.dump());
+  const auto with_file =
+      run_fsdptune("profile import-kineto " + trace + " --hardware " + spec_path + " --out " + out);
+  REQUIRE(with_file.exit_code == 0);
+  CHECK(profile_from_json(read_json_file(out), out).hardware == "my-h100");
+  const auto priced =
+      run_fsdptune("cost --profile " + out + " --hardware " + spec_path + " --gemm 8192,4096,4096");
+  INFO(priced.err);
+  CHECK(priced.exit_code == 0);
+  const std::string empty = make_temp_dir("fsdptune-kineto") + "/empty-trace.json";
+  write_file_atomically(empty, R"({"traceEvents": []})");
+  const std::string untouched = read_text_file(out);
+  const auto nothing =
+      run_fsdptune("profile import-kineto " + empty + " --hardware h100-sxm --out " + out);
+  CHECK(nothing.exit_code == 2);
+  CHECK_THAT(nothing.err, Catch::Contains("empty-trace.json"));
+  CHECK_THAT(nothing.err, Catch::Contains("no GEMM, attention, memory-bound or NCCL kernel"));
+  CHECK(read_text_file(out) == untouched);
 }
 
 TEST_CASE("profile merge: a Kineto compute import + nccl-tests sweeps, overlap rules",

@@ -233,11 +233,21 @@ TEST_CASE("sweep names the listed meshes that shard over no rank", "[cli][sweep]
 }
 
 TEST_CASE("sweep: a memory limit rejects configurations and says why", "[cli][sweep]") {
-  const auto result = run_fsdptune(
-      "sweep --model tiny --gpus 8 --global-batch 8 --seq 256 --memory-limit 1MiB --threads 1");
-  REQUIRE(result.exit_code == 0);
+  // Nothing fits: the table and the rejections, then exit 3 as tune's (was 0, and 2 with
+  // --out), nothing written.
+  const std::string sweep =
+      "sweep --model tiny --gpus 8 --global-batch 8 --seq 256 --memory-limit 1MiB --threads 1";
+  const auto result = run_fsdptune(sweep);
+  CHECK(result.exit_code == 3);
   CHECK(result.out.find("0 fit") != std::string::npos);
   CHECK(result.out.find("rejected:") != std::string::npos);
+  CHECK(result.err.find("no configuration fits under 1.00 MiB") != std::string::npos);
+  const std::string out = make_temp_dir("sweep-nothing-fits") + "/s.json";
+  const auto with_out = run_fsdptune(sweep + " --json --out " + out);
+  CHECK(with_out.exit_code == 3);
+  CHECK(nlohmann::json::parse(with_out.out)["fitting"] == 0);
+  CHECK(with_out.err.find("nothing written to --out") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(out));
 }
 
 TEST_CASE("sweep and pipeline: bad flags exit 2 naming the flag", "[cli][sweep]") {

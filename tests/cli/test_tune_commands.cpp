@@ -121,6 +121,9 @@ TEST_CASE("tune rejects bad tuner flags with exit 2 naming the flag", "[cli][tun
   CommandResult result = run_fsdptune("tune --model tiny --threads 0 --out " + dir + "/s.json");
   CHECK(result.exit_code == 2);
   CHECK(result.err.find("--threads") != std::string::npos);
+  result = run_fsdptune("tune --model tiny --time-budget nan --out " + dir + "/s.json");
+  CHECK(result.exit_code == 2);
+  CHECK(result.err.find("--time-budget") != std::string::npos);
   result = run_fsdptune("tune --model tiny --memory-limit lots --out " + dir + "/s.json");
   CHECK(result.exit_code == 2);
   CHECK(result.err.find("--memory-limit") != std::string::npos);
@@ -135,6 +138,15 @@ TEST_CASE("tune rejects bad tuner flags with exit 2 naming the flag", "[cli][tun
   result = run_fsdptune("tune --model tiny");
   CHECK(result.exit_code == 2);
   CHECK(result.err.find("--out") != std::string::npos);
+  // Two outputs of one file (found probing the CLI: the export replaced the schedule).
+  result = run_fsdptune("tune --model tiny --out " + dir + "/s.json --emit-torchtitan " + dir +
+                        "/./s.json");
+  CHECK(result.exit_code == 2);
+  CHECK(result.err.find("is the file of --out too") != std::string::npos);
+  result = run_fsdptune("sweep --model tiny --gpus 2 --global-batch 4 --seq 128 --out " + dir +
+                        "/s.json --emit-torchtitan-toml " + dir + "/s.json");
+  CHECK(result.exit_code == 2);
+  CHECK(result.err.find("--emit-torchtitan-toml") != std::string::npos);
   CHECK_FALSE(std::ifstream(dir + "/s.json").good());  // nothing written
 }
 

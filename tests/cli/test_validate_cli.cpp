@@ -158,6 +158,19 @@ TEST_CASE("validate rejects a corrupted schedule with the file and field", "[cli
   CHECK_FALSE(exists(dir + "/m.json"));
 }
 
+// Found probing the CLI: the measured file replaced the schedule it replayed.
+TEST_CASE("validate refuses --out naming the schedule", "[cli][validate]") {
+  const std::string copy = make_temp_dir("fsdptune-validate") + "/schedule.json";
+  const std::string text = read_text_file(tiny_schedule());
+  write_file_atomically(copy, text);
+  const auto run = run_command(mpirun(2) + binary() + " validate " + copy +
+                               " --iters 1 --warmup 0 --out " + copy);
+  CHECK(run.exit_code == 2);
+  CHECK_THAT(run.err, Catch::Contains("--out " + copy) &&
+                          Catch::Contains("is the file of the schedule too"));
+  CHECK(read_text_file(copy) == text);
+}
+
 TEST_CASE("validate aborts every rank when ranks hold different schedules", "[cli][validate]") {
   const std::string dir = make_temp_dir("fsdptune-validate");
   // The same plan, but a different prediction: a different file, so a different hash.
@@ -172,6 +185,17 @@ TEST_CASE("validate aborts every rank when ranks hold different schedules", "[cl
   CHECK(run.exit_code == 2);
   CHECK_THAT(run.err, Catch::Contains("rank 1") && Catch::Contains("schedule hash") &&
                           Catch::Contains("differs from rank 0"));
+  CHECK_FALSE(exists(dir + "/m.json"));
+  // The same schedule with other flags on rank 1 (found probing the CLI: --check-data on
+  // one rank died in MPI_Allreduce with MPI_ERR_TRUNCATE, other --iters hung until the
+  // watchdog).
+  const auto flags =
+      run_command(mpirun(1) + binary() + " validate " + tiny_schedule() + m + " : -np 1 " +
+                  binary() + " validate " + tiny_schedule() + m + " --check-data");
+  CHECK(flags.exit_code == 2);
+  CHECK_THAT(flags.err, Catch::Contains("rank 1") && Catch::Contains("validate flags") &&
+                            Catch::Contains("--check-data") &&
+                            Catch::Contains("differ from rank 0's"));
   CHECK_FALSE(exists(dir + "/m.json"));
 }
 

@@ -2,6 +2,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <string>
+#include <thread>
+
+#include <sys/stat.h>
 
 #include "fsdptune/error.hpp"
 #include "fsdptune/io.hpp"
@@ -59,7 +64,9 @@ TEST_CASE("write_file_atomically replaces the file and leaves no temporary", "[i
   write_file_atomically(path, "first\n");
   write_file_atomically(path, "second\n");
   CHECK(read_text_file(path) == "second\n");
-  CHECK_FALSE(std::filesystem::exists(path + ".tmp"));
+  // No temporary left beside it (out.json.tmp.<pid>).
+  CHECK(std::distance(std::filesystem::directory_iterator(dir / "sub"),
+                      std::filesystem::directory_iterator()) == 1);
   std::filesystem::remove_all(dir);
 }
 
@@ -71,4 +78,89 @@ TEST_CASE("read_text_file names a missing file", "[io]") {
     CHECK(e.where() == "/nonexistent/fsdptune.json");
     CHECK(e.exit_code() == 2);
   }
+}
+
+TEST_CASE("read_text_file refuses a folder", "[io]") {
+  const auto dir = std::filesystem::temp_directory_path() / "fsdptune-io-folder";
+  std::filesystem::create_directories(dir);
+  try {
+    read_text_file(dir.string());
+    FAIL("read a folder as an empty file");
+  } catch (const Error& e) {
+    CHECK(e.where() == dir.string());
+    CHECK_THAT(e.message(), Catch::Contains("is a folder"));
+    CHECK(e.exit_code() == 2);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("write_file_atomically writes through a link and into a FIFO", "[io]") {
+  namespace fs = std::filesystem;
+  const auto dir = fs::temp_directory_path() / "fsdptune-io-links";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "real");
+  // A link (relative, into another folder) keeps pointing at the file, which is replaced.
+  write_file_atomically((dir / "real" / "out.json").string(), "old\n");
+  fs::create_symlink("real/out.json", dir / "link.json");
+  write_file_atomically((dir / "link.json").string(), "new\n");
+  CHECK(fs::is_symlink(dir / "link.json"));
+  CHECK(read_text_file((dir / "real" / "out.json").string()) == "new\n");
+  // The temporary went beside the file, not the link: only the two files are left there.
+  CHECK(std::distance(fs::directory_iterator(dir / "real"), fs::directory_iterator()) == 1);
+  // A dangling link: the file it names is created.
+  fs::create_symlink("real/later.json", dir / "dangling.json");
+  write_file_atomically((dir / "dangling.json").string(), "later\n");
+  CHECK(fs::is_symlink(dir / "dangling.json"));
+  CHECK(read_text_file((dir / "real" / "later.json").string()) == "later\n");
+  // A FIFO (as /dev/stdout may be) is written in place, not replaced by a regular file.
+  const fs::path fifo = dir / "fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  std::string received;
+  std::thread reader([&] { received = read_text_file(fifo.string()); });
+  write_file_atomically(fifo.string(), "through\n");
+  reader.join();
+  CHECK(received == "through\n");
+  CHECK(fs::is_fifo(fifo));
+  CHECK(std::distance(fs::directory_iterator(dir), fs::directory_iterator()) == 4);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("require_distinct_files names the two flags of one file", "[io]") {
+  namespace fs = std::filesystem;
+  const auto dir = fs::temp_directory_path() / "fsdptune-io-distinct";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "sub");
+  const std::string out = (dir / "s.json").string();
+  write_file_atomically(out, "{}\n");
+  CHECK_NOTHROW(require_distinct_files({{"--out", out}, {"--trace", ""}, {"--html", ""}}));
+  CHECK_NOTHROW(require_distinct_files({{"--out", out}, {"--trace", out + ".trace"}}));
+  // The same file written two ways (found probing the CLI: tune --out s.json
+  // --emit-torchtitan s.json kept only the export), and through a link.
+  const std::string other = (dir / "sub" / ".." / "s.json").string();
+  fs::create_symlink("s.json", dir / "link.json");
+  fs::create_symlink("later.json", dir / "dangling.json");  // to a file not written yet
+  for (const std::string& same : {out, other, (dir / "link.json").string()}) {
+    try {
+      require_distinct_files({{"--out", out}, {"--emit-torchtitan", same}});
+      FAIL("accepted " << same);
+    } catch (const Error& e) {
+      CHECK(e.exit_code() == 2);
+      CHECK(e.where() == "--emit-torchtitan " + same);
+      CHECK_THAT(e.message(), Catch::Contains("is the file of --out too"));
+    }
+  }
+  CHECK_THROWS_AS(require_distinct_files({{"--out", (dir / "later.json").string()},
+                                          {"--trace", (dir / "dangling.json").string()}}),
+                  Error);
+  // An output that is an input names the output; inputs may repeat (report a.json a.json).
+  try {
+    require_distinct_files({{"--out", other}}, {{"the schedule", out}});
+    FAIL("accepted");
+  } catch (const Error& e) {
+    CHECK(e.where() == "--out " + other);
+    CHECK_THAT(e.message(), Catch::Contains("is the file of the schedule too"));
+  }
+  CHECK_NOTHROW(require_distinct_files({{"--html", (dir / "r.html").string()}},
+                                       {{"a schedule", out}, {"a schedule", out}}));
+  fs::remove_all(dir);
 }

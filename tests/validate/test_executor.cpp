@@ -133,13 +133,15 @@ TEST_CASE("check_replayable names what the executor cannot replay", "[executor]"
   expect(schedule, 2, "program.tasks[3].deps");
   schedule = tiny_fsdp2();
   schedule.program.buckets[0].slots[0].param = "no.such.weight";
-  expect(schedule, 2, "program.buckets[0].slots");
+  expect(schedule, 2, "s.json: program.buckets[0].slots");
+  // The layout's checks name the file too (found probing the CLI: "rank 0:
+  // program.buckets[0].dtype: ...", without it).
   schedule = tiny_fsdp2();
   schedule.program.buckets[0].dtype = DType::kFP8;
-  expect(schedule, 2, "program.buckets[0].dtype");
+  expect(schedule, 2, "s.json: program.buckets[0].dtype");
   schedule = tiny_fsdp2();
   schedule.program.buckets[0].shard_elements += 1;  // a gap the slots do not explain
-  expect(schedule, 2, "program.buckets[0].shard_elements");
+  expect(schedule, 2, "s.json: program.buckets[0].shard_elements");
   // A schedule for 4 ranks on 3, even scaled down (3 does not divide 4).
   try {
     check_replayable(tiny_fsdp2(4), 3, "s.json", true);
