@@ -430,6 +430,16 @@ Report summarize_report(const std::vector<ReportEntry>& entries, const ReportOpt
       schedule.plans.push_back(make_plan(baseline, false));
     }
     schedule.plans.push_back(make_plan(file.predicted, true));
+    if (file.pipeline) {
+      schedule.bubble_fraction = file.pipeline->bubble_fraction;
+      schedule.send_s = file.pipeline->send_s;
+      for (const ScheduleStage& stage : file.pipeline->stages) {
+        schedule.stages.push_back({stage.rank, stage.busy_s, stage.end_s, stage.max_in_flight,
+                                   stage.peak_allocated_bytes, stage.peak_reserved_bytes,
+                                   stage.peak_reserved_bytes <= file.memory_limit_bytes});
+      }
+    }
+    schedule.pareto = file.pareto;
     if (entry.measured) schedule.measured = compare_measured(file, *entry.measured, options);
     report.schedules.push_back(std::move(schedule));
   }
@@ -474,6 +484,33 @@ nlohmann::json report_to_json(const Report& report) {
       row["peak_breakdown"] = breakdown_to_json(p.peak_breakdown);
       row["fits"] = p.fits;
       s["plans"].push_back(std::move(row));
+    }
+    // Only for a pipeline, and only where the tuner stored a front: other reports keep
+    // their text.
+    if (!schedule.stages.empty()) {
+      nlohmann::json stages = nlohmann::json::array();
+      for (const ReportStage& stage : schedule.stages) {
+        stages.push_back({{"rank", stage.rank},
+                          {"busy_s", stage.busy_s},
+                          {"end_s", stage.end_s},
+                          {"max_in_flight", stage.max_in_flight},
+                          {"peak_allocated_bytes", stage.peak_allocated_bytes},
+                          {"peak_reserved_bytes", stage.peak_reserved_bytes},
+                          {"fits", stage.fits}});
+      }
+      s["pipeline"] = {{"bubble_fraction", schedule.bubble_fraction},
+                       {"send_s", schedule.send_s},
+                       {"stages", std::move(stages)}};
+    }
+    if (!schedule.pareto.empty()) {
+      nlohmann::json pareto = nlohmann::json::array();
+      for (const ParetoPoint& point : schedule.pareto) {
+        pareto.push_back({{"label", point.label},
+                          {"step_time_s", point.step_time_s},
+                          {"peak_allocated_bytes", point.peak_allocated_bytes},
+                          {"peak_reserved_bytes", point.peak_reserved_bytes}});
+      }
+      s["pareto"] = std::move(pareto);
     }
     if (schedule.measured) {
       const MeasuredComparison& m = *schedule.measured;
@@ -573,6 +610,36 @@ Report report_from_json(const nlohmann::json& json, const std::string& source) {
       plan.allocator_reserve_bytes =
           field<std::int64_t>(plans[p], "allocator_reserve_bytes", plan_where);
       schedule.plans.push_back(std::move(plan));
+    }
+    // Absent from reports of schedules without a pipeline or a front, and written before.
+    if (s.contains("pipeline")) {
+      const std::string pipeline_where = where + "/pipeline";
+      const nlohmann::json& pipeline = s.at("pipeline");
+      schedule.bubble_fraction = field<double>(pipeline, "bubble_fraction", pipeline_where);
+      schedule.send_s = field<double>(pipeline, "send_s", pipeline_where);
+      const nlohmann::json& stages = array_field(pipeline, "stages", pipeline_where);
+      for (std::size_t r = 0; r < stages.size(); ++r) {
+        const std::string at = fmt::format("{}/stages/{}", pipeline_where, r);
+        schedule.stages.push_back({field<int>(stages[r], "rank", at),
+                                   field<double>(stages[r], "busy_s", at),
+                                   field<double>(stages[r], "end_s", at),
+                                   field<std::int64_t>(stages[r], "max_in_flight", at),
+                                   field<std::int64_t>(stages[r], "peak_allocated_bytes", at),
+                                   field<std::int64_t>(stages[r], "peak_reserved_bytes", at),
+                                   field<bool>(stages[r], "fits", at)});
+      }
+    }
+    if (s.contains("pareto")) {
+      const nlohmann::json& pareto = array_field(s, "pareto", where);
+      for (std::size_t k = 0; k < pareto.size(); ++k) {
+        const std::string at = fmt::format("{}/pareto/{}", where, k);
+        ParetoPoint point;
+        point.label = field<std::string>(pareto[k], "label", at);
+        point.step_time_s = field<double>(pareto[k], "step_time_s", at);
+        point.peak_allocated_bytes = field<std::int64_t>(pareto[k], "peak_allocated_bytes", at);
+        point.peak_reserved_bytes = field<std::int64_t>(pareto[k], "peak_reserved_bytes", at);
+        schedule.pareto.push_back(std::move(point));
+      }
     }
     if (!s.contains("measured")) throw_bad_input(where + "/measured", "missing field");
     if (!s.at("measured").is_null()) {

@@ -1136,7 +1136,10 @@ std::string key_figure(const std::string& pointer, const std::string& value,
 }
 
 // The stages of a pipeline schedule (version 2) as predicted, and its chunks' plans.
-std::string stages_table(const ScheduleFile& file) {
+// Its figures from the report's stages (report_to_json's /schedules/i/pipeline/stages), each
+// number cell pointing at its JSON.
+std::string stages_table(const ScheduleFile& file, const ScheduleReport& report,
+                         std::size_t index) {
   const SchedulePipeline& pipeline = *file.pipeline;
   // The chunks' unit names (a schedule read from a file has chunks, checked on load
   // against this workload).
@@ -1154,7 +1157,9 @@ std::string stages_table(const ScheduleFile& file) {
                       : std::string("no pipeline (gradient accumulation)"));
   out += "<table class=\"stages\">\n" + header_row({"stage", "chunks", "busy", "end", "in flight",
                                                     "peak allocated", "peak reserved", "fits"});
-  for (const ScheduleStage& stage : pipeline.stages) {
+  for (std::size_t r = 0; r < report.stages.size(); ++r) {
+    const ReportStage& stage = report.stages[r];
+    const std::string base = fmt::format("/schedules/{}/pipeline/stages/{}/", index, r);
     std::string chunks;
     for (const ScheduleChunk& chunk : pipeline.chunks) {
       if (chunk.rank != stage.rank) continue;
@@ -1166,12 +1171,12 @@ std::string stages_table(const ScheduleFile& file) {
                       chunk.keep_gathered ? "kept gathered" : "gathered per microbatch");
     }
     out += "<tr>" + text_cell(std::to_string(stage.rank)) + text_cell(chunks) +
-           text_cell(format_seconds(stage.busy_s)) + text_cell(format_seconds(stage.end_s)) +
-           text_cell(std::to_string(stage.max_in_flight)) +
-           text_cell(format_bytes(stage.peak_allocated_bytes)) +
-           text_cell(format_bytes(stage.peak_reserved_bytes)) +
-           text_cell(stage.peak_reserved_bytes <= file.memory_limit_bytes ? "yes" : "no") +
-           "</tr>\n";
+           seconds_cell(base + "busy_s", stage.busy_s) + seconds_cell(base + "end_s", stage.end_s) +
+           number_cell(base + "max_in_flight", json_number_text(stage.max_in_flight),
+                       std::to_string(stage.max_in_flight)) +
+           bytes_cell(base + "peak_allocated_bytes", stage.peak_allocated_bytes) +
+           bytes_cell(base + "peak_reserved_bytes", stage.peak_reserved_bytes) +
+           text_cell(stage.fits ? "yes" : "no") + "</tr>\n";
   }
   return out + "</table>\n";
 }
@@ -1215,7 +1220,7 @@ std::string schedule_section(const Report& report, std::size_t index, const Repo
 
   const Program& program = file.program;
   if (file.pipeline) {
-    out += "<h3>Pipeline stages</h3>\n" + stages_table(file);
+    out += "<h3>Pipeline stages</h3>\n" + stages_table(file, schedule, index);
     if (has_pipeline_actions(*file.pipeline)) {
       out += "<h3>One step, predicted (pipeline schedule)</h3>\n";
       out += pipeline_gantt_chart(fmt::format("pipeline-{}", index + 1), file);

@@ -109,6 +109,18 @@ struct MeasuredComparison {
   bool operator==(const MeasuredComparison&) const = default;
 };
 
+// A pipelined schedule's stage (ScheduleFile::pipeline->stages) as the stages table shows it.
+struct ReportStage {
+  int rank = 0;
+  double busy_s = 0;  // the time its actions ran
+  double end_s = 0;   // when its step ends
+  std::int64_t max_in_flight = 0;
+  std::int64_t peak_allocated_bytes = 0;
+  std::int64_t peak_reserved_bytes = 0;
+  bool fits = false;  // peak_reserved_bytes <= the schedule's memory_limit_bytes
+  bool operator==(const ReportStage&) const = default;
+};
+
 struct ScheduleReport {
   std::string source;
   std::string model;     // ModelSpec::name
@@ -125,6 +137,13 @@ struct ScheduleReport {
   // lower_bound_s / tuned step time, in (0, 1]; 0 when there is no lower bound.
   double tuned_efficiency = 0;
   std::vector<ReportPlan> plans;  // baselines in the file's order, then the tuned plan
+  // A pipelined (version 2) schedule: its bubble fraction, send time per microbatch and
+  // stages; empty otherwise.
+  double bubble_fraction = 0;
+  double send_s = 0;
+  std::vector<ReportStage> stages;
+  // The Pareto front the tuner explored (ScheduleFile::pareto); empty when none was stored.
+  std::vector<ParetoPoint> pareto;
   std::optional<MeasuredComparison> measured;
   bool operator==(const ScheduleReport&) const = default;
 };

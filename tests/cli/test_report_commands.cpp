@@ -166,6 +166,34 @@ TEST_CASE("report --html draws a pipelined schedule's actions, a row per stage",
     ++actions_per_stage[row];
   }
   CHECK(actions_per_stage == std::map<int, int>{{0, 8}, {1, 8}});
+  // The stages table's numbers and the Pareto front are in --json too, each stage cell
+  // pointing at its figure (found probing report: the JSON had neither, the cells no
+  // data-json).
+  const auto summary = run_fsdptune("report " + schedule + " --json");
+  REQUIRE(summary.exit_code == 0);
+  const nlohmann::json json = nlohmann::json::parse(summary.out);
+  const nlohmann::json file = read_json_file(schedule);
+  const nlohmann::json& stages = json["schedules"][0]["pipeline"]["stages"];
+  REQUIRE(stages.size() == 2);
+  for (std::size_t r = 0; r < 2; ++r) {
+    CHECK(stages[r]["busy_s"] == file["pipeline"]["stages"][r]["busy_s"]);
+    CHECK(stages[r]["peak_reserved_bytes"] == file["pipeline"]["stages"][r]["peak_reserved_bytes"]);
+  }
+  CHECK(json["schedules"][0]["pipeline"]["bubble_fraction"] == file["pipeline"]["bubble_fraction"]);
+  REQUIRE(json["schedules"][0]["pareto"].size() == file["pareto"].size());
+  CHECK(json["schedules"][0]["pareto"][0]["label"] == file["pareto"][0]["label"]);
+  std::vector<const XmlElement*> figures;
+  root.find_with("data-json", figures);
+  int stage_cells = 0;
+  for (const XmlElement* figure : figures) {
+    const std::string at = figure->attribute("data-json");
+    if (at.find("/pipeline/stages/") == std::string::npos) continue;
+    ++stage_cells;
+    const nlohmann::json::json_pointer pointer(at);
+    REQUIRE(json.contains(pointer));
+    CHECK(json.at(pointer).dump() == figure->attribute("data-value"));
+  }
+  CHECK(stage_cells == 2 * 5);  // busy, end, in flight, peak allocated, peak reserved
   // The same bytes again.
   const auto second = run_fsdptune("report " + schedule + " --html " + dir + "/b.html");
   REQUIRE(second.exit_code == 0);

@@ -194,6 +194,22 @@ TEST_CASE("the report JSON round-trips and names a bad field", "[report]") {
   CHECK(report_from_json(report_to_json(eager), "r.json") == eager);
   CHECK(render_report_text(eager_entries).find("128 tokens, eager)") != std::string::npos);
 
+  // A pipelined schedule's stages and a Pareto front round-trip; absent, nothing is written.
+  CHECK_FALSE(json["schedules"][0].contains("pipeline"));
+  Report pipelined = report;
+  pipelined.schedules[0].bubble_fraction = 0.25;
+  pipelined.schedules[0].send_s = 3e-4;
+  pipelined.schedules[0].stages = {{0, 1.5, 2.0, 7, 1000, 1200, true},
+                                   {1, 1.25, 2.5, 3, 900, 5000, false}};
+  pipelined.schedules[0].pareto = {{2.5, 800, "min-memory", 950}, {2.0, 1000, "tuned", 1200}};
+  const nlohmann::json pipelined_json = report_to_json(pipelined);
+  CHECK(pipelined_json["schedules"][0]["pipeline"]["stages"][1]["fits"] == false);
+  CHECK(pipelined_json["schedules"][0]["pareto"][0]["label"] == "min-memory");
+  CHECK(report_from_json(pipelined_json, "r.json") == pipelined);
+  nlohmann::json bad_stage = pipelined_json;
+  bad_stage["schedules"][0]["pipeline"]["stages"][1].erase("end_s");
+  check_refused(bad_stage, "r.json", "r.json/schedules/0/pipeline/stages/1/end_s");
+
   nlohmann::json wrong_version = json;
   wrong_version["version"] = 99;
   check_refused(wrong_version, "report.json", "report.json/version");
