@@ -14,12 +14,14 @@
 #include <ctime>
 #include <deque>
 #include <map>
+#include <new>
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "fsdptune/data_check.hpp"
 #include "fsdptune/pipeline.hpp"
+#include "fsdptune/units.hpp"
 #include "fsdptune/workload.hpp"
 
 namespace fsdptune {
@@ -1664,6 +1666,15 @@ MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& opti
     throw agreed.error;
   } catch (const Error& e) {
     abort_all_ranks(rank, e.what(), e.exit_code());
+  } catch (const std::bad_alloc&) {
+    // Found probing validate: a schedule whose buffers exceed the host printed only
+    // "std::bad_alloc".
+    abort_all_ranks(rank,
+                    fmt::format("schedule: out of memory: the replay's buffers (persistent {}, "
+                                "staging and the step's allocations besides) do not fit in "
+                                "this host's memory; replay a smaller job or fewer ranks per host",
+                                format_bytes(layout.persistent_bytes)),
+                    1);
   } catch (const std::exception& e) {
     abort_all_ranks(rank, e.what(), 1);
   }

@@ -1,6 +1,7 @@
 // fsdptune: simulate, tune and validate FSDP training schedules.
 #include <cstdio>
 #include <exception>
+#include <new>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -39,6 +40,12 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "fsdptune: error: {}\n", e.what());
     if (!e.hint().empty()) fmt::print(stderr, "  hint: {}\n", e.hint());
     return e.exit_code();
+  } catch (const std::bad_alloc&) {
+    // Sizes a flag or file asked for beyond this machine's memory (e.g. profile --sizes 1TiB).
+    fmt::print(stderr,
+               "fsdptune: error: out of memory: a size given by a flag or file needs more memory "
+               "than this machine has\n");
+    return 1;
   } catch (const std::exception& e) {
     fmt::print(stderr, "fsdptune: error: {}\n", e.what());
     return 1;
