@@ -232,6 +232,21 @@ void run_sweep(const SweepCliOptions& o) {
                         : static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
   std::int64_t skipped = 0;
   const std::size_t total = sweep_jobs(model, hardware, options, &skipped).size();
+  if (total == 0 && options.cp_degrees != std::vector<std::int64_t>{1}) {
+    // The CP degrees asked for divide no mesh's shard group or sequence, where without CP
+    // there would be configurations: --cp is at fault, not --gpus.
+    SweepOptions without_cp = options;
+    without_cp.cp_degrees = {1};
+    std::int64_t ignored = 0;
+    if (!sweep_jobs(model, hardware, without_cp, &ignored).empty()) {
+      throw_bad_input("--cp " + cp,
+                      fmt::format("no configuration of {} on {} GPUs at a global batch of {} "
+                                  "sequences has these context-parallel degrees",
+                                  model.name, o.gpus, options.global_batch_sequences),
+                      "a CP degree must divide a shard group (dp_shard) and the sequence into "
+                      "2 x cp chunks; try powers of two");
+    }
+  }
   if (total == 0) {
     throw_bad_input("--gpus", fmt::format("no valid configuration of {} on {} GPUs at a global "
                                           "batch of {} sequences",

@@ -263,6 +263,11 @@ TEST_CASE("sweep and pipeline: bad flags exit 2 naming the flag", "[cli][sweep]"
   bad = run_fsdptune("sweep --model tiny --gpus 8 --global-batch 8 --seq 256 --tune-evaluations 0");
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("--tune-evaluations") != std::string::npos);
+  // A CP degree that divides no shard group names --cp (found probing the CLI: it named
+  // --gpus, though 8 GPUs have configurations without CP).
+  bad = run_fsdptune("sweep --model tiny --gpus 8 --global-batch 16 --seq 128 --cp 3");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("--cp 3: no configuration") != std::string::npos);
   bad = run_fsdptune(
       "pipeline --model tiny --gpus 8 --pp 2 --microbatches 3 --pp-schedule interleaved-1f1b "
       "--virtual-stages 2 --seq 256");
