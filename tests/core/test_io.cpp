@@ -7,11 +7,21 @@
 #include <thread>
 
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
 
 #include "fsdptune/error.hpp"
 #include "fsdptune/io.hpp"
 
 using namespace fsdptune;
+
+namespace {
+
+// A name of this process's own (two test runs on one machine must not share a folder).
+std::string unique(const std::string& name) { return fmt::format("{}-{}", name, ::getpid()); }
+
+}  // namespace
 
 TEST_CASE("parse_json_text reports line and column of a syntax error", "[io]") {
   // The error is on line 3, where "b" lacks its value.
@@ -58,7 +68,7 @@ TEST_CASE("parse_json_text rejects JSON nested deeper than any format", "[io]") 
 }
 
 TEST_CASE("write_file_atomically replaces the file and leaves no temporary", "[io]") {
-  const auto dir = std::filesystem::temp_directory_path() / "fsdptune-io-test";
+  const auto dir = std::filesystem::temp_directory_path() / unique("fsdptune-io-test");
   std::filesystem::remove_all(dir);
   const std::string path = (dir / "sub" / "out.json").string();
   write_file_atomically(path, "first\n");
@@ -81,7 +91,7 @@ TEST_CASE("read_text_file names a missing file", "[io]") {
 }
 
 TEST_CASE("read_text_file refuses a folder", "[io]") {
-  const auto dir = std::filesystem::temp_directory_path() / "fsdptune-io-folder";
+  const auto dir = std::filesystem::temp_directory_path() / unique("fsdptune-io-folder");
   std::filesystem::create_directories(dir);
   try {
     read_text_file(dir.string());
@@ -96,7 +106,7 @@ TEST_CASE("read_text_file refuses a folder", "[io]") {
 
 TEST_CASE("write_file_atomically writes through a link and into a FIFO", "[io]") {
   namespace fs = std::filesystem;
-  const auto dir = fs::temp_directory_path() / "fsdptune-io-links";
+  const auto dir = fs::temp_directory_path() / unique("fsdptune-io-links");
   fs::remove_all(dir);
   fs::create_directories(dir / "real");
   // A link (relative, into another folder) keeps pointing at the file, which is replaced.
@@ -127,7 +137,7 @@ TEST_CASE("write_file_atomically writes through a link and into a FIFO", "[io]")
 
 TEST_CASE("require_distinct_files names the two flags of one file", "[io]") {
   namespace fs = std::filesystem;
-  const auto dir = fs::temp_directory_path() / "fsdptune-io-distinct";
+  const auto dir = fs::temp_directory_path() / unique("fsdptune-io-distinct");
   fs::remove_all(dir);
   fs::create_directories(dir / "sub");
   const std::string out = (dir / "s.json").string();
