@@ -834,6 +834,7 @@ MpiSession::MpiSession() {
   MPI_Comm node = MPI_COMM_NULL;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
   MPI_Comm_rank(node, &local_rank_);
+  MPI_Comm_size(node, &local_size_);
   MPI_Comm_free(&node);
   if (provided < MPI_THREAD_MULTIPLE && world_size_ > 1) {
     MPI_Finalize();
@@ -1108,6 +1109,27 @@ void check_replayable(const ScheduleFile& schedule, int world_size, const std::s
         replay_mesh(schedule, stage * mesh.stage_size(), world_size, scale_down, source);
     check_layout(schedule, workload, stage * mesh.stage_size(), stage_mesh, source);
   }
+}
+
+void check_host_memory(const ScheduleFile& schedule, int local_ranks, std::int64_t host_bytes,
+                       const std::string& source) {
+  const double needed = static_cast<double>(schedule.predicted.peak_allocated_bytes) *
+                        static_cast<double>(std::max(local_ranks, 1));
+  if (host_bytes <= 0 || needed <= static_cast<double>(host_bytes)) return;
+  throw_runtime(
+      source + ": predicted.peak_allocated_bytes",
+      fmt::format("{} ranks on this host at a predicted peak of {} each need {}, more than its "
+                  "{} of memory (the cpu backend allocates what the schedule does)",
+                  local_ranks, format_bytes(schedule.predicted.peak_allocated_bytes),
+                  format_bytes(static_cast<std::int64_t>(needed)), format_bytes(host_bytes)),
+      "validate a scaled job on CPUs (e.g. --model tiny, docs/validation.md), fewer ranks per "
+      "host, or replay this schedule with --backend cuda on its GPUs");
+}
+
+std::int64_t host_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page_size = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page_size > 0 ? static_cast<std::int64_t>(pages) * page_size : 0;
 }
 
 void check_data_exact(const ScheduleFile& schedule, int world_size, const std::string& source,

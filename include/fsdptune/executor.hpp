@@ -53,11 +53,13 @@ class MpiSession {
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
   int local_rank() const { return local_rank_; }  // rank among the ranks on this node
+  int local_size() const { return local_size_; }  // ranks on this node
 
  private:
   int rank_ = 0;
   int world_size_ = 1;
   int local_rank_ = 0;
+  int local_size_ = 1;
 };
 
 // Every rank passes its own outcome; when any rank has an error, every rank throws the
@@ -92,6 +94,15 @@ void check_replayable(const ScheduleFile& schedule, int world_size, const std::s
 // fewer ranks or microbatches. REQUIRES: check_replayable passed.
 void check_data_exact(const ScheduleFile& schedule, int world_size, const std::string& source,
                       bool scale_down = false);
+
+// The cpu backend holds every rank's memory in this host's: Error(kRuntime) naming `source`
+// when `local_ranks` ranks of the schedule's predicted peak (predicted.peak_allocated_bytes,
+// the largest stage's for a pipeline) exceed `host_bytes` -- a GPU job's schedule replayed on
+// CPUs would otherwise swap or be killed mid-step. The hint: a scaled job.
+void check_host_memory(const ScheduleFile& schedule, int local_ranks, std::int64_t host_bytes,
+                       const std::string& source);
+// Physical memory of this host (sysconf), 0 when unknown.
+std::int64_t host_memory_bytes();
 
 // The buckets with their parameters' wire dtypes, byte offsets and storage offsets, for
 // `rank` of the run's `mesh` (rank = MPI_COMM_WORLD rank). For a pipeline: the buckets of

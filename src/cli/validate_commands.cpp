@@ -57,6 +57,9 @@ void run_validate(const ValidateArgs& args) {
   try {
     schedule = load_schedule(args.schedule);
     check_replayable(schedule, mpi.world_size(), args.schedule, options.scale_down);
+    if (options.backend == "cpu") {
+      check_host_memory(schedule, mpi.local_size(), host_memory_bytes(), args.schedule);
+    }
     if (options.check_data) {
       check_data_exact(schedule, mpi.world_size(), args.schedule, options.scale_down);
     }

@@ -158,6 +158,23 @@ TEST_CASE("validate rejects a corrupted schedule with the file and field", "[cli
   CHECK_FALSE(exists(dir + "/m.json"));
 }
 
+// Found probing the CLI: a schedule whose buffers exceed the host died in std::bad_alloc (or,
+// with overcommit, would swap or be killed mid-step); the cpu backend's memory is the host's.
+TEST_CASE("validate --backend cpu refuses a schedule whose peak exceeds the host's memory",
+          "[cli][validate]") {
+  const std::string dir = make_temp_dir("fsdptune-validate");
+  auto json = read_json_file(tiny_schedule());
+  json["predicted"]["peak_allocated_bytes"] = std::int64_t{1} << 49;  // 512 TiB per rank
+  const std::string huge = dir + "/huge.json";
+  write_file_atomically(huge, dump_json(json));
+  const auto run = run_command(mpirun(2) + binary() + " validate " + huge +
+                               " --iters 1 --warmup 0 --out " + dir + "/m.json");
+  CHECK(run.exit_code == 1);
+  CHECK_THAT(run.err, Catch::Contains("huge.json: predicted.peak_allocated_bytes") &&
+                          Catch::Contains("2 ranks on this host at a predicted peak of 512 TiB"));
+  CHECK_FALSE(exists(dir + "/m.json"));
+}
+
 // Found probing the CLI: the measured file replaced the schedule it replayed.
 TEST_CASE("validate refuses --out naming the schedule", "[cli][validate]") {
   const std::string copy = make_temp_dir("fsdptune-validate") + "/schedule.json";

@@ -679,3 +679,19 @@ TEST_CASE("mesh group splits: every group has its size, keys 0..n-1, one coordin
   CHECK(meshes[0].cp_split().color != meshes[4].cp_split().color);  // shard 2: the next group
   CHECK(meshes[0].cp_split().color != meshes[1].cp_split().color);  // another TP rank
 }
+
+TEST_CASE("check_host_memory: the ranks on a host times the predicted peak", "[executor]") {
+  ScheduleFile schedule = tiny_fsdp2();
+  schedule.predicted.peak_allocated_bytes = 3 << 20;  // 3 MiB per rank
+  CHECK_NOTHROW(check_host_memory(schedule, 2, 6 << 20, "s.json"));
+  CHECK_NOTHROW(check_host_memory(schedule, 2, 0, "s.json"));  // unknown: not checked
+  try {
+    check_host_memory(schedule, 3, 6 << 20, "s.json");
+    FAIL("accepted 9 MiB on a 6 MiB host");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::kRuntime);
+    CHECK(e.where() == "s.json: predicted.peak_allocated_bytes");
+    CHECK_THAT(e.message(), Catch::Contains("need 9.00 MiB, more than its 6.00 MiB"));
+  }
+  CHECK(host_memory_bytes() > 0);
+}
