@@ -21,25 +21,26 @@ bool looks_like_path(const std::string& id_or_path) {
          std::filesystem::exists(id_or_path, ec);
 }
 
+bool is_builtin(const std::string& id) {
+  const std::vector<std::string> names = builtin_hardware_names();
+  return std::find(names.begin(), names.end(), id) != names.end();
+}
+
 }  // namespace
 
 HardwareSpec resolve_hardware(const std::string& id_or_path) {
-  const std::vector<std::string> names = builtin_hardware_names();
-  if (std::find(names.begin(), names.end(), id_or_path) != names.end()) {
-    return builtin_hardware(id_or_path);
-  }
+  if (is_builtin(id_or_path)) return builtin_hardware(id_or_path);
   if (!looks_like_path(id_or_path)) {
     throw_bad_input(fmt::format("--hardware {}", id_or_path), "unknown hardware",
                     fmt::format("use a built-in id ({}) or the path of a hardware spec file",
-                                fmt::join(names, ", ")));
+                                fmt::join(builtin_hardware_names(), ", ")));
   }
   return hardware_from_json(read_json_file(id_or_path), id_or_path);
 }
 
 std::string recorded_hardware_id(const std::string& id_or_path) {
-  const std::vector<std::string> names = builtin_hardware_names();
-  const bool builtin = std::find(names.begin(), names.end(), id_or_path) != names.end();
-  return !builtin && looks_like_path(id_or_path) ? resolve_hardware(id_or_path).id : id_or_path;
+  return !is_builtin(id_or_path) && looks_like_path(id_or_path) ? resolve_hardware(id_or_path).id
+                                                                : id_or_path;
 }
 
 }  // namespace fsdptune
