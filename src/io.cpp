@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <system_error>
 
@@ -156,70 +157,125 @@ std::string text_position(const std::string& text, std::size_t byte, const std::
   return fmt::format("{}:{}:{}", source, line, column);
 }
 
-// Accepts every value and remembers where the parse failed: nlohmann reports a number
-// out of the range of a double (1e400) as an out_of_range exception without its place,
-// but hands that place to a SAX handler's parse_error.
-class ErrorPosition final : public nlohmann::json_sax<nlohmann::json> {
- public:
-  std::size_t byte = 0;
-
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(number_integer_t) override { return true; }
-  bool number_unsigned(number_unsigned_t) override { return true; }
-  bool number_float(number_float_t, const string_t&) override { return true; }
-  bool string(string_t&) override { return true; }
-  bool binary(binary_t&) override { return true; }
-  bool start_object(std::size_t) override { return true; }
-  bool key(string_t&) override { return true; }
-  bool end_object() override { return true; }
-  bool start_array(std::size_t) override { return true; }
-  bool end_array() override { return true; }
-  bool parse_error(std::size_t position, const std::string&,
-                   const nlohmann::detail::exception&) override {
-    byte = position;
-    return false;
-  }
-};
-
 // Deeper than any file fsdptune reads (a schedule nests 7 levels, a Kineto trace's args a
 // few more): nlohmann parses any depth, but copies and dumps a value recursively, so a
 // file nested a million levels deep would overflow the stack in the error message that
 // dumps it.
 constexpr int kMaxJsonDepth = 256;
 
-struct TooDeep {};
-
 // nlohmann's message without its "[json.exception.parse_error.101] " prefix.
-std::string parse_message(const nlohmann::json::exception& e, const char* kind) {
-  std::string what = e.what();
-  const auto start = what.find(kind);
-  return start == std::string::npos ? what : what.substr(start);
+std::string parse_message(const std::string& what) {
+  for (const char* kind : {"parse error", "number overflow"}) {
+    const auto start = what.find(kind);
+    if (start != std::string::npos) return what.substr(start);
+  }
+  return what;
 }
+
+// One pass over the text, before the document is built, for what nlohmann's parser lets
+// through or reports without its place:
+// - a syntax error, and a number out of a double's range (the parser throws out_of_range
+//   for 1e400 without a position; a SAX handler is handed it with one);
+// - nesting deeper than kMaxJsonDepth;
+// - a key given twice in one object: nlohmann keeps the last silently, so a hand-edited
+//   file whose first "tp" was meant would run with the second. The key is named as the
+//   readers name fields ("job.tp", "compute[3].name").
+// (A parse callback could check the last two, but makes nlohmann's parser some 30 times
+// slower: minutes for a large Kineto trace.)
+class JsonChecker final : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  enum class Fault { kNone, kSyntax, kTooDeep, kDuplicateKey };
+  Fault fault = Fault::kNone;
+  std::size_t byte = 0;  // kSyntax: the 1-based offset nlohmann gives
+  std::string message;   // kSyntax: nlohmann's; kDuplicateKey: the key's path
+
+  bool null() override { return value(); }
+  bool boolean(bool) override { return value(); }
+  bool number_integer(number_integer_t) override { return value(); }
+  bool number_unsigned(number_unsigned_t) override { return value(); }
+  bool number_float(number_float_t, const string_t&) override { return value(); }
+  bool string(string_t&) override { return value(); }
+  bool binary(binary_t&) override { return value(); }
+  bool start_object(std::size_t) override { return open(false); }
+  bool start_array(std::size_t) override { return open(true); }
+  bool end_object() override { return close(); }
+  bool end_array() override { return close(); }
+  bool key(string_t& name) override {
+    Frame& frame = frames_.back();
+    frame.key = name;
+    if (frame.keys.insert(name).second) return true;
+    fault = Fault::kDuplicateKey;
+    message = path();
+    return false;
+  }
+  bool parse_error(std::size_t position, const std::string&,
+                   const nlohmann::detail::exception& e) override {
+    fault = Fault::kSyntax;
+    byte = position;
+    message = parse_message(e.what());
+    return false;
+  }
+
+ private:
+  struct Frame {
+    bool array = false;
+    std::string key;        // an object's current key
+    std::size_t index = 0;  // an array's current element
+    std::set<std::string> keys;
+  };
+
+  bool open(bool array) {
+    if (frames_.size() >= static_cast<std::size_t>(kMaxJsonDepth)) {
+      fault = Fault::kTooDeep;
+      return false;
+    }
+    frames_.push_back(Frame{array, {}, 0, {}});
+    return true;
+  }
+  bool close() {
+    frames_.pop_back();
+    return value();
+  }
+  bool value() {
+    if (!frames_.empty() && frames_.back().array) ++frames_.back().index;
+    return true;
+  }
+
+  std::string path() const {
+    std::string text;
+    for (const Frame& frame : frames_) {
+      if (frame.array) {
+        text += fmt::format("[{}]", frame.index);
+      } else {
+        if (!text.empty()) text += '.';
+        text += frame.key;
+      }
+    }
+    return text;
+  }
+
+  std::vector<Frame> frames_;
+};
 
 }  // namespace
 
 nlohmann::json parse_json_text(const std::string& text, const std::string& source) {
-  try {
-    return nlohmann::json::parse(
-        text, [](int depth, nlohmann::json::parse_event_t, const nlohmann::json&) {
-          if (depth > kMaxJsonDepth) throw TooDeep{};
-          return true;
-        });
-  } catch (const TooDeep&) {
-    throw_bad_input(source,
-                    fmt::format("malformed JSON (nested deeper than {} levels)", kMaxJsonDepth));
-  } catch (const nlohmann::json::parse_error& e) {
-    // e.byte is the 1-based offset of the error.
-    throw_bad_input(text_position(text, e.byte, source),
-                    fmt::format("malformed JSON ({})", parse_message(e, "parse error")));
-  } catch (const nlohmann::json::out_of_range& e) {
-    // A number too large for a double: the one out_of_range the parser throws.
-    ErrorPosition position;
-    nlohmann::json::sax_parse(text, &position);
-    throw_bad_input(text_position(text, position.byte, source),
-                    fmt::format("malformed JSON ({})", parse_message(e, "number overflow")));
+  JsonChecker checker;
+  nlohmann::json::sax_parse(text, &checker);
+  switch (checker.fault) {
+    case JsonChecker::Fault::kNone:
+      return nlohmann::json::parse(text);
+    case JsonChecker::Fault::kSyntax:
+      throw_bad_input(text_position(text, checker.byte, source),
+                      fmt::format("malformed JSON ({})", checker.message));
+    case JsonChecker::Fault::kTooDeep:
+      throw_bad_input(source,
+                      fmt::format("malformed JSON (nested deeper than {} levels)", kMaxJsonDepth));
+    case JsonChecker::Fault::kDuplicateKey:
+      throw_bad_input(fmt::format("{}: field '{}'", source, checker.message), "given twice",
+                      "keep one of the two");
   }
+  FSDPTUNE_CHECK(false, "unhandled JSON fault");
 }
 
 nlohmann::json read_json_file(const std::string& path) {

@@ -67,6 +67,30 @@ TEST_CASE("parse_json_text rejects JSON nested deeper than any format", "[io]") 
   CHECK(parse_json_text(std::string(64, '[') + std::string(64, ']'), "x").is_array());
 }
 
+// nlohmann keeps the last of two equal keys: a hand-edited file's first "tp" was dropped
+// without a word.
+TEST_CASE("parse_json_text refuses a key given twice and names it by its path", "[io]") {
+  const auto duplicate_path = [](const std::string& text) {
+    try {
+      parse_json_text(text, "job.json");
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::kBadInput);
+      CHECK(e.message() == "given twice");
+      return e.where();
+    }
+    FAIL("accepted a duplicate key in " << text);
+    return std::string();
+  };
+  CHECK(duplicate_path(R"({"tp": 8, "tp": 4})") == "job.json: field 'tp'");
+  CHECK(duplicate_path(R"({"job": {"dp": 2, "tp": 8, "tp": 8}})") == "job.json: field 'job.tp'");
+  CHECK(duplicate_path(R"({"a": [1, {"b": 2}, {"c": {"d": 1, "d": 2}}]})") ==
+        "job.json: field 'a[2].c.d'");
+  CHECK(duplicate_path(R"([[], {"x": [0, 0], "x": 1}])") == "job.json: field '[1].x'");
+  // The same key in sibling and nested objects is no duplicate.
+  const auto json = parse_json_text(R"({"a": {"a": 1}, "b": [{"a": 2}, {"a": 3}]})", "x");
+  CHECK(json["b"][1]["a"] == 3);
+}
+
 TEST_CASE("write_file_atomically replaces the file and leaves no temporary", "[io]") {
   const auto dir = std::filesystem::temp_directory_path() / unique("fsdptune-io-test");
   std::filesystem::remove_all(dir);
