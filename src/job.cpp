@@ -378,6 +378,13 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& so
   if (job.reduce_dtype == DType::kFP8) {
     throw_bad_input(at("--reduce-dtype"), "gradients cannot be reduced in fp8");
   }
+  if (job.async_tp && job.tp == 1) {
+    // torchtitan ignores enable_async_tensor_parallel without TP (the TOML reader drops it);
+    // a flag that changes nothing is refused like --virtual-stages with pp 1.
+    throw_bad_input(at("--async-tp"), "async TP without tensor parallelism (tp 1)",
+                    fmt::format("async TP overlaps the TP collectives: give {} > 1, or drop {}",
+                                at("--tp"), at("--async-tp")));
+  }
   if (job.execution != Execution::kCompiled && job.async_tp) {
     throw_bad_input(
         at("--execution"),

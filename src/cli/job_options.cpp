@@ -123,10 +123,10 @@ std::vector<std::int64_t> parse_chunk_blocks(const std::string& text) {
                           static_cast<std::size_t>(kMaxModelLayers));
 }
 
-void check_try_pp_splits(std::int64_t value) {
-  if (value < -1 || value > kMaxTriedSplitWeight) {
+void check_try_pp_splits(const std::optional<std::int64_t>& value) {
+  if (value && (*value < 0 || *value > kMaxTriedSplitWeight)) {
     throw_bad_input("--try-pp-splits",
-                    fmt::format("must be between 0 and {}, got {}", kMaxTriedSplitWeight, value),
+                    fmt::format("must be between 0 and {}, got {}", kMaxTriedSplitWeight, *value),
                     "each weight pair multiplies the pipelined configurations");
   }
 }

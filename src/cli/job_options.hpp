@@ -93,9 +93,9 @@ std::vector<std::int64_t> parse_count_list(const std::string& text, const std::s
 // The other way: chunk_blocks_text (job.hpp).
 std::vector<std::int64_t> parse_chunk_blocks(const std::string& text);
 
-// --try-pp-splits N of sweep and tune: -1 (not given) or 0..kMaxTriedSplitWeight, else
+// --try-pp-splits N of sweep and tune: not given or 0..kMaxTriedSplitWeight, else
 // Error(kBadInput) naming the flag.
-void check_try_pp_splits(std::int64_t value);
+void check_try_pp_splits(const std::optional<std::int64_t>& value);
 
 // The JobSpec of the flags, normalized against `model` (normalize_job): throws
 // Error(kBadInput) naming the flag at fault. With --job-toml, the config's job

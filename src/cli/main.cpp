@@ -2,12 +2,34 @@
 #include <cstdio>
 #include <exception>
 #include <new>
+#include <string>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
 #include "commands.hpp"
 #include "fsdptune/error.hpp"
+
+namespace {
+
+// An option given an empty value (`--trace ""`, `--memory-limit ""`, a shell variable that
+// was never set) is refused rather than read as the option left out: every option of
+// fsdptune's takes a non-empty value, and leaving one out is how a default is asked for.
+void refuse_empty_values(CLI::App& app) {
+  const CLI::Validator non_empty(
+      [](std::string& value) {
+        return value.empty() ? std::string("is empty: give a value, or leave the option out")
+                             : std::string();
+      },
+      "");
+  for (CLI::Option* option : app.get_options()) {
+    if (option->get_type_size() != 0) option->check(non_empty);
+  }
+  for (CLI::App* command : app.get_subcommands([](CLI::App*) { return true; }))
+    refuse_empty_values(*command);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"fsdptune: performance simulator and schedule autotuner for FSDP training"};
@@ -23,6 +45,8 @@ int main(int argc, char** argv) {
   fsdptune::cli::register_validate_commands(app);
   fsdptune::cli::register_report_commands(app);
   fsdptune::cli::register_sweep_commands(app);
+
+  refuse_empty_values(app);
 
   try {
     app.parse(argc, argv);

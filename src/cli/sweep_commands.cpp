@@ -94,7 +94,7 @@ struct SweepCliOptions {
   bool cp_given = false;
   // --pp-first/last-stage-less-layers; absent: --job-toml's, else JobSpec's defaults.
   std::optional<std::int64_t> pp_first_less, pp_last_less;
-  std::int64_t try_pp_splits = -1;  // --try-pp-splits N; -1: not given
+  std::optional<std::int64_t> try_pp_splits;  // --try-pp-splits N
   bool no_float8 = false;
   bool async_tp = false;
   std::string execution;  // --execution; empty: --job-toml's, else compiled
@@ -220,7 +220,7 @@ void run_sweep(const SweepCliOptions& o) {
     }
   }
   check_try_pp_splits(o.try_pp_splits);
-  options.try_pp_less_layers = o.try_pp_splits;
+  options.try_pp_less_layers = o.try_pp_splits.value_or(-1);
   options.tune_top = parse_tune_top(o.tune_top);
   if (o.tune_evaluations < 1) throw_bad_input("--tune-evaluations", "must be >= 1");
   options.tune_evaluations = o.tune_evaluations;

@@ -55,8 +55,8 @@ struct TuneOptions {
   std::string torchtitan_toml;  // --emit-torchtitan-toml: the job as a torchtitan config
   std::string trace_path;
   bool json = false;
-  std::int64_t try_pp_splits = -1;    // --try-pp-splits N; -1: the job's split only
-  std::string keep_gathered = "any";  // --keep-gathered: TunerOptions::keep_gathered
+  std::optional<std::int64_t> try_pp_splits;  // --try-pp-splits N; none: the job's split only
+  std::string keep_gathered = "any";          // --keep-gathered: TunerOptions::keep_gathered
 };
 
 // One split of the stages `tune --try-pp-splits` searched.
@@ -78,8 +78,8 @@ struct SplitSearch {
 
 SplitSearch search_splits(const TuneOptions& options, const ModelSpec& model, const JobSpec& job,
                           const CostModel& costs, const TunerOptions& tuner_options) {
-  const std::vector<JobSpec> jobs = options.try_pp_splits >= 0
-                                        ? pipeline_split_jobs(model, job, options.try_pp_splits)
+  const std::vector<JobSpec> jobs = options.try_pp_splits
+                                        ? pipeline_split_jobs(model, job, *options.try_pp_splits)
                                         : std::vector<JobSpec>{job};
   std::optional<SplitSearch> best;
   std::vector<SplitTried> tried;
@@ -233,7 +233,7 @@ void run_tune(const TuneOptions& options) {
     }
     return true;
   };
-  if (options.try_pp_splits >= 0 && job.pp * job.virtual_stages == 1) {
+  if (options.try_pp_splits && job.pp * job.virtual_stages == 1) {
     throw_bad_input("--try-pp-splits",
                     "the job has one pipeline chunk: there is no split of the stages to try",
                     "give --pp (or --virtual-stages) for more than one chunk");
@@ -278,7 +278,7 @@ void run_tune(const TuneOptions& options) {
       out["budget_exhausted"] = tuned.budget_exhausted;
       out["schedule"] = options.out;
       out["schedule_hash"] = schedule_hash(schedule);
-      if (options.try_pp_splits >= 0) {
+      if (options.try_pp_splits) {
         out["splits"] = nlohmann::json::array();
         for (const SplitTried& tried : split.tried) {
           out["splits"].push_back(
@@ -293,7 +293,7 @@ void run_tune(const TuneOptions& options) {
       return;
     }
     print_pipeline_schedule(schedule, workload);
-    if (options.try_pp_splits >= 0) print_splits(split.tried, schedule.job);
+    if (options.try_pp_splits) print_splits(split.tried, schedule.job);
     const PlanSummary& fsdp2 = schedule.baselines.front();
     fmt::print("\ntuned vs fsdp2 per stage: {:.2f}x faster (from {})\n",
                fsdp2.step_time_s / schedule.predicted.step_time_s, tuned.derived_from);
@@ -438,7 +438,9 @@ void register_tune_commands(CLI::App& app) {
                    "Stop after this many simulations (0 = no limit; deterministic)");
   tune->add_option("--threads", options->threads, "Plans simulated in parallel")
       ->capture_default_str();
-  tune->add_option("--seed", options->seed, "Seed of the search")->capture_default_str();
+  tune->add_option("--seed", options->seed, "Seed of the search")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   tune->add_option("--out", options->out, "Where to write the schedule file")->required();
   tune->add_option("--emit-torchtitan", options->torchtitan_out,
                    "Also write the bucket plan as torchtitan module groups");

@@ -607,6 +607,8 @@ TEST_CASE("tune --try-pp-splits tunes every distinct split and writes the fastes
   // Bad values, and a job with one chunk, exit 2 naming the flag.
   for (const std::string& bad :
        {"tune " + job + " --try-pp-splits 5 --out " + out,
+        // -1 was the "not given" value, and taken as such.
+        "tune " + job + " --try-pp-splits -1 --out " + out,
         "tune --model tiny --seq 128 --time-budget 0 --max-evaluations 5 --try-pp-splits 1 --out " +
             out}) {
     const auto refused = run_fsdptune(bad);

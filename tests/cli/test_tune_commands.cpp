@@ -138,6 +138,17 @@ TEST_CASE("tune rejects bad tuner flags with exit 2 naming the flag", "[cli][tun
   result = run_fsdptune("tune --model tiny");
   CHECK(result.exit_code == 2);
   CHECK(result.err.find("--out") != std::string::npos);
+  // Found probing the CLI: --seed -1 wrapped to 2^64 - 1, and an empty value (an unset
+  // shell variable) was read as the option left out: the default limit, no trace.
+  for (const std::string& flags : {std::string("--seed -1"), std::string("--memory-limit ''"),
+                                   std::string("--trace ''"), std::string("--profile \"\"")}) {
+    result = run_fsdptune("tune --model tiny " + flags + " --out " + dir + "/s.json");
+    CHECK(result.exit_code == 2);
+    CHECK(result.err.find(flags.substr(0, flags.find(' '))) != std::string::npos);
+  }
+  result = run_fsdptune("simulate --model tiny --hardware ''");
+  CHECK(result.exit_code == 2);
+  CHECK(result.err.find("--hardware: is empty") != std::string::npos);
   // Two outputs of one file (found probing the CLI: the export replaced the schedule).
   result = run_fsdptune("tune --model tiny --out " + dir + "/s.json --emit-torchtitan " + dir +
                         "/./s.json");

@@ -108,6 +108,14 @@ TEST_CASE("normalize_job names the flag at fault", "[job][errors]") {
     job.pp_schedule = PipelineSchedule::kInterleaved1F1B;
     CHECK_NOTHROW(normalize_job(builtin_model("llama3-8b"), job));
   }
+  // Found probing the CLI: accepted and recorded, though torchtitan ignores async TP
+  // without TP (and the TOML reader drops it).
+  SECTION("async TP without tensor parallelism") {
+    job.async_tp = true;
+    CHECK(rejected_flag(job) == "--async-tp");
+    job.tp = 2;
+    CHECK_NOTHROW(normalize_job(builtin_model("llama3-8b"), job));
+  }
 }
 
 TEST_CASE("normalize_job of a file's job names the file's field", "[job][errors]") {
