@@ -6,6 +6,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <numeric>
@@ -299,17 +300,33 @@ double lower_bound_of(const UnitCosts& unit, const CostModel& costs) {
 //   T = comm(g_1) + sum_i max(compute(g_i), comm(g_{i+1})) + tail(g_k),  comm(g_{k+1}) = 0,
 // subject to memory(g_i) + memory(g_{i+1}) <= budget (both are gathered at once).
 // State: the last group [s, e]; best[s][e] is the least time until it may start
-// computing. O(n^3) transitions over precomputed range sums.
+// computing. O(n * w^2) transitions over precomputed range sums, where a group spans at
+// most w items: w = n (exact) up to kDpWorkItems transitions, fewer on models of
+// thousands of blocks, whose full O(n^3) program took minutes and gigabytes (2,000
+// blocks: 15 s and 8 bytes x n^2 per table) whatever --time-budget said.
+constexpr double kDpWorkItems = 134217728.0;  // 2^27 transitions per partition
+
+int dp_window(int n) {
+  const double cube = static_cast<double>(n) * n * n;
+  if (cube <= kDpWorkItems) return n;
+  return std::clamp(static_cast<int>(std::sqrt(kDpWorkItems / n)), std::min(n, 16), n);
+}
+
+// A table of groups [s, e] with e - s < window: row s, column e - s.
+using GroupTable = std::vector<std::vector<double>>;
+
 struct GroupCosts {
-  std::vector<double> compute_s;            // per item
-  std::vector<std::vector<double>> comm_s;  // [s][e], s <= e
-  std::vector<std::vector<double>> tail_s;  // [s][e]: exposed after the last group
-  std::vector<std::int64_t> memory_bytes;   // per item
+  int window = 0;
+  std::vector<double> compute_s;           // per item
+  GroupTable comm_s;                       // [s][e - s]
+  GroupTable tail_s;                       // [s][e - s]: exposed after the last group
+  std::vector<std::int64_t> memory_bytes;  // per item
 };
 
 std::optional<std::vector<UnitRange>> partition_by_dp(const GroupCosts& costs,
                                                       std::int64_t pair_budget_bytes) {
   const int n = static_cast<int>(costs.compute_s.size());
+  const int w = costs.window;
   std::vector<double> compute_prefix(n + 1, 0.0);
   std::vector<std::int64_t> memory_prefix(n + 1, 0);
   for (int i = 0; i < n; ++i) {
@@ -318,32 +335,42 @@ std::optional<std::vector<UnitRange>> partition_by_dp(const GroupCosts& costs,
   }
   const auto compute = [&](int s, int e) { return compute_prefix[e + 1] - compute_prefix[s]; };
   const auto memory = [&](int s, int e) { return memory_prefix[e + 1] - memory_prefix[s]; };
+  const auto span = [&](int s) { return std::min(w, n - s); };
 
-  std::vector<std::vector<double>> best(n, std::vector<double>(n, kInfinity));
-  std::vector<std::vector<int>> parent(n, std::vector<int>(n, -1));
-  for (int e = 0; e < n; ++e) {
+  // best[s][e - s], parent[s][e - s]: the start of the group before [s, e].
+  std::vector<std::vector<double>> best(n);
+  std::vector<std::vector<int>> parent(n);
+  for (int s = 0; s < n; ++s) {
+    best[s].assign(span(s), kInfinity);
+    parent[s].assign(span(s), -1);
+  }
+  for (int e = 0; e < span(0); ++e) {
     if (memory(0, e) <= pair_budget_bytes) best[0][e] = costs.comm_s[0][e];
   }
   for (int e = 0; e + 1 < n; ++e) {
-    for (int s = 0; s <= e; ++s) {
-      if (best[s][e] == kInfinity) continue;
+    const int next = e + 1;
+    for (int s = std::max(0, e - w + 1); s <= e; ++s) {
+      const double time_so_far = best[s][e - s];
+      if (time_so_far == kInfinity) continue;
       const double group_compute = compute(s, e);
       const std::int64_t group_memory = memory(s, e);
-      for (int next_end = e + 1; next_end < n; ++next_end) {
-        if (group_memory + memory(e + 1, next_end) > pair_budget_bytes) break;
-        const double time = best[s][e] + std::max(group_compute, costs.comm_s[e + 1][next_end]);
-        if (time < best[e + 1][next_end]) {
-          best[e + 1][next_end] = time;
-          parent[e + 1][next_end] = s;
+      for (int next_end = next; next_end < next + span(next); ++next_end) {
+        if (group_memory + memory(next, next_end) > pair_budget_bytes) break;
+        const double time =
+            time_so_far + std::max(group_compute, costs.comm_s[next][next_end - next]);
+        if (time < best[next][next_end - next]) {
+          best[next][next_end - next] = time;
+          parent[next][next_end - next] = s;
         }
       }
     }
   }
   double best_total = kInfinity;
   int best_start = -1;
-  for (int s = 0; s < n; ++s) {
-    if (best[s][n - 1] == kInfinity) continue;
-    const double total = best[s][n - 1] + compute(s, n - 1) + costs.tail_s[s][n - 1];
+  for (int s = std::max(0, n - w); s < n; ++s) {
+    const double so_far = best[s][n - 1 - s];
+    if (so_far == kInfinity) continue;
+    const double total = so_far + compute(s, n - 1) + costs.tail_s[s][n - 1 - s];
     if (total < best_total) {
       best_total = total;
       best_start = s;
@@ -355,7 +382,7 @@ std::optional<std::vector<UnitRange>> partition_by_dp(const GroupCosts& costs,
   int e = n - 1;
   while (s >= 0) {
     groups.push_back({s, e});
-    const int previous_start = parent[s][e];
+    const int previous_start = parent[s][e - s];
     e = s - 1;
     s = previous_start;
   }
@@ -376,34 +403,37 @@ double bucket_comm_s(const CostModel& costs, CollectiveKind kind, std::int64_t b
 // reduce-scatter partitions from the backward DP, for a series of memory budgets.
 std::vector<Plan> dp_seeds(const UnitCosts& unit, const CostModel& costs) {
   const int n = static_cast<int>(unit.forward_s.size());
-  std::vector<std::vector<std::int64_t>> gather_sum(n, std::vector<std::int64_t>(n, 0));
-  std::vector<std::vector<std::int64_t>> reduce_sum(n, std::vector<std::int64_t>(n, 0));
-  for (int s = 0; s < n; ++s) {
-    std::int64_t gather = 0, reduce = 0;
-    for (int e = s; e < n; ++e) {
-      gather += unit.gather_bytes[e];
-      reduce += unit.reduce_bytes[e];
-      gather_sum[s][e] = gather;
-      reduce_sum[s][e] = reduce;
-    }
-  }
+  const int w = dp_window(n);
+  // A group's cell of `cell(s, e)` for every group of at most w units.
   const auto table = [&](auto&& cell) {
-    std::vector<std::vector<double>> out(n, std::vector<double>(n, 0.0));
+    GroupTable out(n);
     for (int s = 0; s < n; ++s) {
-      for (int e = s; e < n; ++e) out[s][e] = cell(s, e);
+      const int span = std::min(w, n - s);
+      out[s].resize(span);
+      for (int e = s; e < s + span; ++e) out[s][e - s] = cell(s, e);
     }
     return out;
   };
+  // Bytes of units [s, e] from prefix sums.
+  const auto prefix = [&](const std::vector<std::int64_t>& bytes) {
+    std::vector<std::int64_t> sums(n + 1, 0);
+    for (int i = 0; i < n; ++i) sums[i + 1] = sums[i] + bytes[i];
+    return sums;
+  };
+  const std::vector<std::int64_t> gather_prefix = prefix(unit.gather_bytes);
+  const std::vector<std::int64_t> reduce_prefix = prefix(unit.reduce_bytes);
   const auto gather_s = table([&](int s, int e) {
-    return bucket_comm_s(costs, CollectiveKind::kAllGather, gather_sum[s][e], unit.gather_group);
+    return bucket_comm_s(costs, CollectiveKind::kAllGather, gather_prefix[e + 1] - gather_prefix[s],
+                         unit.gather_group);
   });
   const auto reduce_s = table([&](int s, int e) {
-    return bucket_comm_s(costs, CollectiveKind::kReduceScatter, reduce_sum[s][e],
-                         unit.reduce_group);
+    return bucket_comm_s(costs, CollectiveKind::kReduceScatter,
+                         reduce_prefix[e + 1] - reduce_prefix[s], unit.reduce_group);
   });
 
   // Forward: items are units in order.
   GroupCosts forward;
+  forward.window = w;
   forward.compute_s = unit.forward_s;
   forward.comm_s = gather_s;
   forward.tail_s = table([](int, int) { return 0.0; });
@@ -416,6 +446,7 @@ std::vector<Plan> dp_seeds(const UnitCosts& unit, const CostModel& costs) {
   // reduce-scatter is exposed.
   const auto unit_range = [&](int s, int e) { return std::pair<int, int>{n - 1 - e, n - 1 - s}; };
   GroupCosts backward;
+  backward.window = w;
   backward.compute_s.resize(n);
   backward.memory_bytes.resize(n);
   for (int i = 0; i < n; ++i) {
@@ -424,11 +455,11 @@ std::vector<Plan> dp_seeds(const UnitCosts& unit, const CostModel& costs) {
   }
   backward.comm_s = table([&](int s, int e) {
     const auto [first, last] = unit_range(s, e);
-    return gather_s[first][last] + reduce_s[first][last];
+    return gather_s[first][last - first] + reduce_s[first][last - first];
   });
   backward.tail_s = table([&](int s, int e) {
     const auto [first, last] = unit_range(s, e);
-    return reduce_s[first][last];
+    return reduce_s[first][last - first];
   });
 
   // Memory budgets for two adjacent buckets: from the smallest that admits single units

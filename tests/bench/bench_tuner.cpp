@@ -152,6 +152,32 @@ void BM_LowerFullAndSimulate405b(benchmark::State& state) {
 }
 BENCHMARK(BM_LowerFullAndSimulate405b)->Unit(benchmark::kMicrosecond);
 
+// A search of one simulation on a model of state.range(0) small blocks (tiny's dims) on 8
+// GPUs: its time is the dynamic program's seeds (docs/tuner.md "Seeds"), whose groups are
+// windowed above 512 units. --time-budget does not bound them.
+void BM_TuneSeedsManyBlocks(benchmark::State& state) {
+  ModelSpec model = builtin_model("tiny");
+  model.n_layers = state.range(0);
+  JobSpec job;
+  job.gpus = 8;
+  job.seq_len = 1024;
+  const HardwareSpec hardware = builtin_hardware("h100-sxm");
+  const std::unique_ptr<CostModel> costs = make_analytic_cost_model(hardware);
+  const Workload workload = build_workload(model, normalize_job(model, job));
+  TunerOptions options;
+  options.threads = 1;
+  options.time_budget_s = 0;
+  options.max_evaluations = 1;
+  for (auto _ : state) benchmark::DoNotOptimize(Tuner(options).tune(workload, *costs));
+}
+BENCHMARK(BM_TuneSeedsManyBlocks)
+    ->Arg(256)
+    ->Arg(512)
+    ->Arg(2000)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1)
+    ->UseRealTime();
+
 }  // namespace
 
 BENCHMARK_MAIN();
