@@ -24,6 +24,7 @@
 #include "fsdptune/data_check.hpp"
 #include "fsdptune/error.hpp"
 #include "fsdptune/kernels.hpp"
+#include "fsdptune/mpi_count.hpp"
 #include "fsdptune/polling.hpp"
 
 namespace fsdptune {
@@ -45,6 +46,29 @@ void bf16_sum(void* in, void* inout, int* count, MPI_Datatype* /*type*/) {
   auto* b = static_cast<std::uint16_t*>(inout);
   for (int i = 0; i < *count; ++i) {
     b[i] = data_pattern::to_bf16(data_pattern::from_bf16(a[i]) + data_pattern::from_bf16(b[i]));
+  }
+}
+
+constexpr const char* kLargeMessageHint =
+    "replay it with --backend cuda (NCCL's counts are 64-bit), or on more ranks (scaled down: "
+    "fewer shards per rank)";
+
+// Every bucket collective and pipeline message of `layout` within an MPI call's int count
+// (mpi_count), checked before anything is allocated for them.
+void check_mpi_counts(const ReplayLayout& layout) {
+  const std::int64_t k = layout.mesh.shards_per_rank;
+  for (std::size_t b = 0; b < layout.buckets.size(); ++b) {
+    const ReplayBucket& bucket = layout.buckets[b];
+    const std::string where = fmt::format("bucket {} ({})", b, to_string(bucket.kind));
+    if (bucket.kind == CollectiveKind::kAllGather) {
+      mpi_count(bucket.shard_bytes * k, 1, where, kLargeMessageHint);
+    } else {
+      mpi_count(bucket.shard_elements * k, bytes_per_element(bucket.dtype), where,
+                kLargeMessageHint);
+    }
+  }
+  for (const ReplayMessage& message : layout.messages) {
+    mpi_count(message.bytes, 1, fmt::format("pipeline message {}", message.tag), kLargeMessageHint);
   }
 }
 
@@ -253,6 +277,7 @@ class CpuBackend final : public Backend {
   }
 
   void prepare(const ReplayLayout& layout) override {
+    check_mpi_counts(layout);
     layout_ = layout;
     const ReplayMesh& mesh = layout.mesh;
     check_mpi(MPI_Op_create(&bf16_sum, 1, &bf16_sum_), "MPI_Op_create");
@@ -362,8 +387,10 @@ class CpuBackend final : public Backend {
       const ReplayMessage& what = layout_.messages[static_cast<std::size_t>(message)];
       MessageBuffer& buffer = messages_[static_cast<std::size_t>(message)];
       // Issued, not awaited: complete_sends does (a send never holds up the stream).
-      check_mpi(MPI_Isend(buffer.data.data(), static_cast<int>(buffer.data.size()), MPI_BYTE,
-                          what.peer, what.tag, pipeline_comm_, &buffer.request),
+      check_mpi(MPI_Isend(buffer.data.data(),
+                          mpi_count(static_cast<std::int64_t>(buffer.data.size()), 1,
+                                    "MPI_Isend (pipeline)", kLargeMessageHint),
+                          MPI_BYTE, what.peer, what.tag, pipeline_comm_, &buffer.request),
                 "MPI_Isend (pipeline)");
     });
   }
@@ -373,8 +400,10 @@ class CpuBackend final : public Backend {
       const ReplayMessage& what = layout_.messages[static_cast<std::size_t>(message)];
       MessageBuffer& buffer = messages_[static_cast<std::size_t>(message)];
       MPI_Request request = MPI_REQUEST_NULL;
-      check_mpi(MPI_Irecv(buffer.data.data(), static_cast<int>(buffer.data.size()), MPI_BYTE,
-                          what.peer, what.tag, pipeline_comm_, &request),
+      check_mpi(MPI_Irecv(buffer.data.data(),
+                          mpi_count(static_cast<std::int64_t>(buffer.data.size()), 1,
+                                    "MPI_Irecv (pipeline)", kLargeMessageHint),
+                          MPI_BYTE, what.peer, what.tag, pipeline_comm_, &request),
                 "MPI_Irecv (pipeline)");
       complete(request, "MPI_Irecv (pipeline)");
     });
@@ -455,7 +484,8 @@ class CpuBackend final : public Backend {
       if (layout.kind == CollectiveKind::kAllGather) {
         // Bitwise: the gathered elements travel as bytes whatever their dtypes. In place:
         // copy_in wrote this rank's part (shard ranks are ordered by shard).
-        const auto bytes = static_cast<int>(layout.shard_bytes * layout_.mesh.shards_per_rank);
+        const int bytes = mpi_count(layout.shard_bytes * layout_.mesh.shards_per_rank, 1,
+                                    "MPI_Iallgather", kLargeMessageHint);
         MPI_Request request = MPI_REQUEST_NULL;
         check_mpi(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_BYTE, buffers.receive.data(), bytes, MPI_BYTE,
                                  comm, &request),
@@ -464,7 +494,9 @@ class CpuBackend final : public Backend {
         return;
       }
       // Each rank receives its shards_per_rank consecutive shards.
-      const auto count = static_cast<int>(layout.shard_elements * layout_.mesh.shards_per_rank);
+      const int count = mpi_count(layout.shard_elements * layout_.mesh.shards_per_rank,
+                                  bytes_per_element(layout.dtype), "MPI_Ireduce_scatter_block",
+                                  kLargeMessageHint);
       MPI_Request request = MPI_REQUEST_NULL;
       check_mpi(
           MPI_Ireduce_scatter_block(buffers.send.data(), buffers.receive.data(), count,
@@ -478,7 +510,9 @@ class CpuBackend final : public Backend {
     enqueue(stream, [this, stream, bucket] {
       const ReplayBucket& layout = layout_.buckets[static_cast<std::size_t>(bucket)];
       BucketBuffers& buffers = buckets_[static_cast<std::size_t>(bucket)];
-      const auto count = static_cast<int>(layout.shard_elements * layout_.mesh.shards_per_rank);
+      const int count =
+          mpi_count(layout.shard_elements * layout_.mesh.shards_per_rank,
+                    bytes_per_element(layout.dtype), "MPI_Iallreduce", kLargeMessageHint);
       MPI_Request request = MPI_REQUEST_NULL;
       check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buffers.receive.data(), count, mpi_type(layout.dtype),
                                mpi_sum(layout.dtype),
@@ -723,22 +757,25 @@ class CpuBackend final : public Backend {
     MPI_Request request = MPI_REQUEST_NULL;
     const char* call = context ? "MPI_Iallgather (cp)" : "MPI_Iallgather (tp)";
     switch (op.collective) {
-      case CollectiveKind::kAllGather:
-        check_mpi(MPI_Iallgather(input, static_cast<int>(part * size), MPI_BYTE, output,
-                                 static_cast<int>(part * size), MPI_BYTE, comm, &request),
+      case CollectiveKind::kAllGather: {
+        const int bytes = mpi_count(part * size, 1, call, kLargeMessageHint);
+        check_mpi(MPI_Iallgather(input, bytes, MPI_BYTE, output, bytes, MPI_BYTE, comm, &request),
                   call);
         break;
+      }
       case CollectiveKind::kReduceScatter:
         call = context ? "MPI_Ireduce_scatter_block (cp)" : "MPI_Ireduce_scatter_block (tp)";
-        check_mpi(MPI_Ireduce_scatter_block(input, output, static_cast<int>(part), mpi_type(dtype),
-                                            mpi_sum(dtype), comm, &request),
-                  call);
+        check_mpi(
+            MPI_Ireduce_scatter_block(input, output, mpi_count(part, size, call, kLargeMessageHint),
+                                      mpi_type(dtype), mpi_sum(dtype), comm, &request),
+            call);
         break;
       case CollectiveKind::kAllReduce:
         call = context ? "MPI_Iallreduce (cp)" : "MPI_Iallreduce (tp)";
-        check_mpi(MPI_Iallreduce(input, output, static_cast<int>(part * ranks), mpi_type(dtype),
-                                 mpi_sum(dtype), comm, &request),
-                  call);
+        check_mpi(
+            MPI_Iallreduce(input, output, mpi_count(part * ranks, size, call, kLargeMessageHint),
+                           mpi_type(dtype), mpi_sum(dtype), comm, &request),
+            call);
         break;
       case CollectiveKind::kSendRecv:
         throw_bad_input("op " + op.name, "point-to-point sends are not replayed");

@@ -20,6 +20,7 @@
 #include "fsdptune/collector.hpp"
 #include "fsdptune/error.hpp"
 #include "fsdptune/kernels.hpp"
+#include "fsdptune/mpi_count.hpp"
 #include "fsdptune/polling.hpp"
 #include "fsdptune/units.hpp"
 #include "mpi_world.hpp"
@@ -55,6 +56,7 @@ class MpiCollective {
       : kind_(kind), comm_(comm), ranks_(ranks) {
     elements_ = bytes / 4;
     shard_elements_ = elements_ / ranks;
+    count_ = call_count(kind, bytes, ranks);
     const bool full_input = kind != CollectiveKind::kAllGather;
     send_.assign(static_cast<std::size_t>(full_input ? elements_ : shard_elements_), 1.0f);
     const bool full_output = kind != CollectiveKind::kReduceScatter;
@@ -70,26 +72,23 @@ class MpiCollective {
     const char* call = "";
     switch (kind_) {
       case CollectiveKind::kAllGather: {
-        const auto shard_bytes = static_cast<int>(shard_elements_ * 4);
         call = "MPI_Iallgather";
-        collect::check_mpi(MPI_Iallgather(send_.data(), shard_bytes, MPI_BYTE, receive_.data(),
-                                          shard_bytes, MPI_BYTE, comm_, &request),
+        collect::check_mpi(MPI_Iallgather(send_.data(), count_, MPI_BYTE, receive_.data(), count_,
+                                          MPI_BYTE, comm_, &request),
                            call);
         break;
       }
       case CollectiveKind::kReduceScatter:
         call = "MPI_Ireduce_scatter_block";
-        collect::check_mpi(MPI_Ireduce_scatter_block(send_.data(), receive_.data(),
-                                                     static_cast<int>(shard_elements_), MPI_FLOAT,
-                                                     MPI_SUM, comm_, &request),
+        collect::check_mpi(MPI_Ireduce_scatter_block(send_.data(), receive_.data(), count_,
+                                                     MPI_FLOAT, MPI_SUM, comm_, &request),
                            call);
         break;
       case CollectiveKind::kAllReduce:
         call = "MPI_Iallreduce";
-        collect::check_mpi(
-            MPI_Iallreduce(send_.data(), receive_.data(), static_cast<int>(elements_), MPI_FLOAT,
-                           MPI_SUM, comm_, &request),
-            call);
+        collect::check_mpi(MPI_Iallreduce(send_.data(), receive_.data(), count_, MPI_FLOAT, MPI_SUM,
+                                          comm_, &request),
+                           call);
         break;
       case CollectiveKind::kSendRecv:
         throw_bad_input("--collectives",
@@ -103,12 +102,31 @@ class MpiCollective {
   }
   int ranks() const { return ranks_; }
 
+  // The count of the MPI call of `kind` for a collective of `bytes` over `ranks`: the
+  // shard's bytes (all-gather, as MPI_BYTE), the shard's floats (reduce-scatter), all the
+  // floats (all-reduce). Error(kBadInput) naming --sizes where MPI's int cannot hold it.
+  static int call_count(CollectiveKind kind, std::int64_t bytes, int ranks) {
+    const std::int64_t elements = bytes / 4;
+    const std::int64_t count = kind == CollectiveKind::kAllGather       ? elements / ranks * 4
+                               : kind == CollectiveKind::kReduceScatter ? elements / ranks
+                                                                        : elements;
+    if (count <= kMaxMpiCount) return static_cast<int>(count);
+    throw_bad_input(
+        "--sizes",
+        fmt::format("{} of {} over {} ranks: its MPI call's count would be {} {}, more than "
+                    "an int count takes ({})",
+                    to_string(kind), format_bytes(bytes), ranks, count,
+                    kind == CollectiveKind::kAllGather ? "bytes" : "floats", kMaxMpiCount),
+        "sweep the cpu backend's collectives up to 2GiB per rank's shard");
+  }
+
  private:
   CollectiveKind kind_;
   MPI_Comm comm_;
   int ranks_;
   std::int64_t elements_ = 0;
   std::int64_t shard_elements_ = 0;
+  int count_ = 0;  // the MPI call's count
   std::vector<float> send_;
   std::vector<float> receive_;
 };
@@ -195,6 +213,14 @@ std::int64_t CpuCollector::ranks_per_node(const CollectorOptions& options) const
 
 Profile CpuCollector::collect(const Workload& workload, const CollectorOptions& options) {
   validate_collector_options(options);
+  // Every collective size fits an MPI count, checked before anything is measured.
+  if (world_.size() > 1) {
+    for (const std::int64_t bytes : collective_sweep_bytes(options, "cpu", world_.size())) {
+      for (const CollectiveKind kind : options.collective_kinds) {
+        MpiCollective::call_count(kind, bytes, world_.size());
+      }
+    }
+  }
   Profile profile;
   profile.hardware = options.hardware;
   auto kernels = make_cpu_kernels();

@@ -124,6 +124,15 @@ TEST_CASE("profile flag errors name the flag and exit 2", "[cli][profile]") {
     CHECK_THAT(run.err, Catch::Contains(c.named));
   }
   CHECK_FALSE(std::filesystem::exists(out));
+  // A size whose MPI count does not fit an int (a 4 GiB shard as bytes) was passed wrapped:
+  // refused under mpirun before anything is measured or allocated.
+  const auto huge = run_command(mpirun(2) + FSDPTUNE_BINARY + " profile --backend cpu " + kTinyJob +
+                                " --sizes 8GiB --out " + out);
+  INFO(huge.err);
+  CHECK(huge.exit_code != 0);
+  CHECK_THAT(huge.err, Catch::Contains("--sizes: all_gather of 8.00 GiB over 2 ranks"));
+  CHECK_THAT(huge.err, Catch::Contains("more than an int count takes (2147483647)"));
+  CHECK_FALSE(std::filesystem::exists(out));
 }
 
 TEST_CASE("profile --backend cuda without a GPU is a runtime error", "[cli][profile]") {

@@ -10,6 +10,7 @@
 #include "fsdptune/error.hpp"
 #include "fsdptune/executor.hpp"
 #include "fsdptune/hardware.hpp"
+#include "fsdptune/mpi_count.hpp"
 #include "fsdptune/pipeline.hpp"
 #include "fsdptune/plans.hpp"
 #include "fsdptune/schedule.hpp"
@@ -694,4 +695,21 @@ TEST_CASE("check_host_memory: the ranks on a host times the predicted peak", "[e
     CHECK_THAT(e.message(), Catch::Contains("need 9.00 MiB, more than its 6.00 MiB"));
   }
   CHECK(host_memory_bytes() > 0);
+}
+
+// The cpu backend passed a bucket's count to MPI as static_cast<int>: a shard of more than
+// 2 GiB (all-gathered as bytes) wrapped. prepare() checks every bucket and message first.
+TEST_CASE("mpi_count refuses a count MPI's int cannot hold", "[executor]") {
+  CHECK(mpi_count(0, 4, "bucket 0", "") == 0);
+  CHECK(mpi_count(kMaxMpiCount, 1, "bucket 0", "") == 2147483647);
+  for (const std::int64_t count : {kMaxMpiCount + 1, std::int64_t{1} << 40, std::int64_t{-1}}) {
+    try {
+      mpi_count(count, 2, "bucket 3 (reduce_scatter)", "hint");
+      FAIL("accepted " << count);
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::kRuntime);
+      CHECK(e.where() == "bucket 3 (reduce_scatter)");
+      CHECK_THAT(e.message(), Catch::Contains(std::to_string(count) + " elements of 2 bytes"));
+    }
+  }
 }
