@@ -31,7 +31,8 @@ std::string key_path(const std::string& where, const char* key) {
 // default); model, hardware and plan files refuse them too.
 void reject_unknown_fields(const nlohmann::json& object, std::initializer_list<const char*> known,
                            const std::string& where) {
-  for (const auto& [key, value] : object.items()) {
+  for (const auto& item : object.items()) {
+    const std::string& key = item.key();
     if (std::none_of(known.begin(), known.end(), [&](const char* name) { return key == name; })) {
       throw_bad_input(key_path(where, key.c_str()), "unknown field",
                       "docs/profile-format.md lists the fields");

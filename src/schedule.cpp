@@ -1026,7 +1026,8 @@ void check_schedule_hardware(const ScheduleFile& schedule, const HardwareSpec& h
   // Over the fields of either (a field left out at its default is in one only), by name.
   json both = ours;
   both.update(theirs);
-  for (const auto& [key, value] : both.items()) {
+  for (const auto& item : both.items()) {
+    const std::string& key = item.key();
     const auto figure = [&key](const json& spec) {
       return spec.contains(key) ? spec.at(key).dump() : std::string("absent");
     };
