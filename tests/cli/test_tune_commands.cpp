@@ -110,10 +110,19 @@ TEST_CASE("tune exits 3 when nothing fits, naming the smallest peak and what to 
   CHECK(result.exit_code == 3);
   CHECK(result.err.find("no plan fits") != std::string::npos);
   CHECK(result.err.find("smallest peak") != std::string::npos);
-  CHECK(result.err.find("--gpus") != std::string::npos);
-  CHECK(result.err.find("--ac") != std::string::npos);
-  CHECK(result.err.find("--batch") != std::string::npos);
+  CHECK_THAT(result.err, Catch::Contains("hint: shard over more GPUs (--gpus 16), checkpoint "
+                                         "activations (--ac full), or use a shorter --seq (now "
+                                         "8192)"));
   CHECK_FALSE(std::ifstream(out).good());  // no schedule written
+  // The hint offers only what is still open: it said "--ac full, already" and a smaller
+  // batch than 1.
+  const CommandResult full = run_fsdptune(
+      "tune --model llama3-70b --gpus 8 --batch 2 --seq 8192 --ac full --max-evaluations 50 "
+      "--out " +
+      out);
+  CHECK(full.exit_code == 3);
+  CHECK_THAT(full.err, Catch::Contains("hint: shard over more GPUs (--gpus 16), use a smaller "
+                                       "--batch (now 2), or use a shorter --seq (now 8192)"));
 }
 
 TEST_CASE("tune rejects bad tuner flags with exit 2 naming the flag", "[cli][tune]") {

@@ -22,6 +22,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     (void)parameter_count(model);
     (void)training_flops_per_token(model, JobSpec{}.seq_len);
     const Workload workload = build_workload(model, normalize_job(model, JobSpec{}));
-    (void)workload_to_json(workload);
+    // Its JSON grows with the layers (25,534 layers: 430 MB, 20 s uninstrumented, a
+    // libFuzzer timeout under ASan), which is size, not a finding: written up to 1,024.
+    if (model.n_layers <= 1024) (void)workload_to_json(workload);
   });
 }
