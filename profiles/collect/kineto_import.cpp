@@ -449,6 +449,10 @@ std::optional<Op> memory_from_op(const std::string& name, const std::string& mem
     return std::nullopt;
   };
   // The bytes by the formula, computed in floating point (see countable).
+  // An op over no elements (a norm of zero rows, an AdamW of no parameters) launches a
+  // kernel that measures its launch, not traffic: an entry of its weights' bytes alone
+  // would stand for a size it never moved.
+  constexpr const char* kEmpty = "with an empty input (no elements)";
   auto with_bytes = [&](double bytes) -> std::optional<Op> {
     if (!countable(bytes)) return fail("with input dims too large");
     op.bytes = static_cast<std::int64_t>(bytes);
@@ -461,6 +465,7 @@ std::optional<Op> memory_from_op(const std::string& name, const std::string& mem
     if (x.empty() || !dtype) return fail("without the input's dims and type");
     const auto d = static_cast<double>(x.back());
     const double rows = product(x, 0, x.size() - 1);
+    if (!(rows * d > 0)) return fail(kEmpty);
     const bool unfused = name == "aten::rms_norm" && kernels > 1;
     const RmsnormTraffic traffic =
         rmsnorm_traffic(bytes_per_element(*dtype), unfused, memory_op == "rmsnorm_bwd");
@@ -478,6 +483,7 @@ std::optional<Op> memory_from_op(const std::string& name, const std::string& mem
       return fail("without weight [V, d] and index dims");
     }
     const double tokens = product(indices, 0, indices.size());
+    if (!(tokens * static_cast<double>(weight[1]) > 0)) return fail(kEmpty);
     op.dtype = *dtype;
     return with_bytes(8 * tokens +
                       2 * tokens * static_cast<double>(weight[1]) * bytes_per_element(*dtype));
@@ -497,6 +503,7 @@ std::optional<Op> memory_from_op(const std::string& name, const std::string& mem
     }
     const double tokens = product(indices, 0, indices.size());
     const auto d = static_cast<double>(grad.back());
+    if (!(tokens * d > 0)) return fail(kEmpty);
     const double a = bytes_per_element(*dtype);
     op.dtype = *dtype;
     return with_bytes(static_cast<double>(vocab) * d * a + 8 * tokens + 3 * tokens * d * a);
@@ -513,6 +520,7 @@ std::optional<Op> memory_from_op(const std::string& name, const std::string& mem
     if (shape.empty()) return fail("with a parameter list that is not a list of shapes");
     elements += product(shape, 0, shape.size());
   }
+  if (!(elements > 0)) return fail(kEmpty);
   op.dtype = DType::kFP32;
   return with_bytes(28 * elements);
 }
@@ -709,6 +717,32 @@ KinetoImportResult import_kineto_trace(const json& trace, const KinetoImportOpti
       const auto in_elements = int_arg(*metadata, "In msg nelems");
       const auto out_elements = int_arg(*metadata, "Out msg nelems");
       std::optional<std::int64_t> group_size = int_arg(*metadata, "Group size");
+      // What the counts say of the group: an all-gather's output is its input times the
+      // group, a reduce-scatter's input its output times the group, an all-reduce's
+      // output its input. Metadata that contradicts them is not a collective of the
+      // group it names (a coalesced or hand-edited record): skipped, not imported at a
+      // size or group it did not have.
+      std::optional<std::int64_t> counted_group;
+      if (in_elements && out_elements && *in_elements > 0 && *out_elements > 0) {
+        bool consistent = true;
+        if (*kind == CollectiveKind::kAllGather || *kind == CollectiveKind::kReduceScatter) {
+          const std::int64_t whole =
+              *kind == CollectiveKind::kAllGather ? *out_elements : *in_elements;
+          const std::int64_t part =
+              *kind == CollectiveKind::kAllGather ? *in_elements : *out_elements;
+          consistent = whole % part == 0 && (!group_size || whole / part == *group_size);
+          if (consistent) counted_group = whole / part;
+        } else {
+          consistent = *in_elements == *out_elements;
+        }
+        if (!consistent) {
+          skip("NCCL kernel whose In / Out msg nelems contradict its collective and Group size");
+          continue;
+        }
+      }
+      // Metadata without a Group size: the counts' group, else the world (an all-reduce's
+      // counts do not tell its group).
+      if (!group_size) group_size = counted_group;
       if (!group_size && trace.is_object() && trace.contains("distributedInfo")) {
         group_size = int_arg(trace["distributedInfo"], "world_size");
       }

@@ -400,6 +400,61 @@ TEST_CASE("Kineto import: shapes too large, zero-duration kernels and infinite e
   }
 }
 
+// Found probing the CLI: metadata whose Group size contradicted its counts was imported at
+// the named group, and without a Group size every collective took the world's.
+TEST_CASE("Kineto import: the group from the counts, and contradicting metadata skipped",
+          "[profiler][kineto]") {
+  // No Group size, a world of 64: the all-gather and reduce-scatter of 8 ranks (their
+  // counts' ratio), the all-reduces the world's.
+  json trace = read_json_file(kFixture);
+  trace["distributedInfo"]["world_size"] = 64;
+  for (json& event : trace["traceEvents"]) {
+    if (event.contains("args")) event["args"].erase("Group size");
+  }
+  KinetoImportResult result = import_kineto_trace(trace, {}, kFixture);
+  CHECK(result.nccl_kernels == 4);
+  CHECK(sweep_of(result.profile, CollectiveKind::kAllGather).group.ranks == 8);
+  CHECK(sweep_of(result.profile, CollectiveKind::kReduceScatter).group.ranks == 8);
+  CHECK(sweep_of(result.profile, CollectiveKind::kAllReduce).group.ranks == 64);
+
+  // An all-gather said to be of 4 ranks whose output is 8 times its input, and an
+  // all-reduce whose output is not its input: skipped, with the reason.
+  trace = read_json_file(kFixture);
+  for (json& event : trace["traceEvents"]) {
+    if (!event.contains("args") || !event["args"].contains("Collective name")) continue;
+    json& args = event["args"];
+    if (args["Collective name"] == "_allgather_base") args["Group size"] = 4;
+    if (args["Collective name"] == "allreduce") args["Out msg nelems"] = 1024;
+  }
+  result = import_kineto_trace(trace, {}, kFixture);
+  CHECK(result.nccl_kernels == 1);  // the reduce-scatter
+  REQUIRE(result.profile.collectives.size() == 1);
+  CHECK(result.profile.collectives[0].kind == CollectiveKind::kReduceScatter);
+  REQUIRE_FALSE(result.notes.empty());
+  CHECK_THAT(result.notes[0], Catch::Contains("contradict its collective and Group size"));
+}
+
+// Found probing the CLI: an aten::rms_norm of zero rows became an entry of its weight's
+// bytes (8 KiB), a size whose traffic it never moved.
+TEST_CASE("Kineto import: memory-bound ops over no elements are skipped", "[profiler][kineto]") {
+  json trace = read_json_file(kBlockFixture);
+  int emptied = 0;
+  for (json& event : trace["traceEvents"]) {
+    if (event.value("name", "") != "aten::rms_norm" || !event.contains("args")) continue;
+    event["args"]["Input Dims"][0][1] = 0;  // [1, 0, 4096]: no rows
+    ++emptied;
+  }
+  REQUIRE(emptied == 2);
+  const auto result = import_kineto_trace(trace, {}, kBlockFixture);
+  CHECK(result.memory_calls == 4);  // the six less the two norms
+  for (const ComputeEntry& entry : result.profile.compute) {
+    CHECK(entry.op.memory_op.rfind("rmsnorm_fwd", 0) == std::string::npos);
+  }
+  std::string notes;
+  for (const std::string& note : result.notes) notes += note + "\n";
+  CHECK_THAT(notes, Catch::Contains("aten::rms_norm with an empty input (no elements)"));
+}
+
 TEST_CASE("device names map to built-in hardware ids", "[profiler][kineto]") {
   CHECK(hardware_id_from_device_name("NVIDIA H200") == "h200");
   CHECK(hardware_id_from_device_name("NVIDIA H100 80GB HBM3") == "h100-sxm");
