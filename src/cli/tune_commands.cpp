@@ -104,8 +104,13 @@ void print_splits(const std::vector<SplitTried>& tried, const JobSpec& chosen) {
       "\nsplits of the stages tried (--try-pp-splits): embedding/output weights, step, fits, "
       "blocks per chunk\n");
   for (const SplitTried& split : tried) {
-    fmt::print("  {}/{}  {:>11}  {:<3}  {}{}\n", split.job.pp_first_stage_less_layers,
-               split.job.pp_last_stage_less_layers, format_seconds(split.step_time_s),
+    // A split given block by block (--pp-chunk-blocks) has no weights of its own: its
+    // job's are the defaults, which another split tried may have too.
+    const std::string weights = split.job.pp_chunk_blocks.empty()
+                                    ? fmt::format("{}/{}", split.job.pp_first_stage_less_layers,
+                                                  split.job.pp_last_stage_less_layers)
+                                    : std::string("given");
+    fmt::print("  {:<5}  {:>11}  {:<3}  {}{}\n", weights, format_seconds(split.step_time_s),
                split.fits ? "yes" : "no", chunk_blocks_text(split.blocks),
                split.job == chosen ? "  <- written" : "");
   }

@@ -604,6 +604,12 @@ TEST_CASE("tune --try-pp-splits tunes every distinct split and writes the fastes
   CHECK(text.out.find("splits of the stages tried") != std::string::npos);
   CHECK(text.out.find("<- written") != std::string::npos);
   CHECK(text.out.find("(the written split's; 3 splits tuned)") != std::string::npos);
+  // A split given block by block is labelled so, not by the default weights it carries
+  // (it read "1/1" beside the tried 1/1 split).
+  const auto given = run_fsdptune(
+      "tune " + job + " --pp-chunk-blocks 3,2,2,2,2,2,2,1 --try-pp-splits 1 --out " + out);
+  REQUIRE(given.exit_code == 0);
+  CHECK(given.out.find("  given ") != std::string::npos);
   // Bad values, and a job with one chunk, exit 2 naming the flag.
   for (const std::string& bad :
        {"tune " + job + " --try-pp-splits 5 --out " + out,
