@@ -868,6 +868,9 @@ json schedule_to_json(const ScheduleFile& schedule) {
                           {"threads", schedule.provenance.threads},
                           {"command", schedule.provenance.command}}},
   };
+  if (!schedule.provenance.job_hash.empty()) {
+    out["provenance"]["job_hash"] = schedule.provenance.job_hash;
+  }
   if (schedule.pipeline) {
     // Version 2: the per-chunk Programs replace the whole-job one.
     for (const char* key : {"plan", "program", "timings", "memory_timeline"}) out.erase(key);
@@ -958,6 +961,21 @@ ScheduleFile schedule_from_json(const json& json_in, const std::string& source) 
   schedule.provenance.seed = provenance.unsigned_integer("seed");
   schedule.provenance.threads = provenance.integer("threads");
   schedule.provenance.command = provenance.string("command");
+  if (provenance.has("job_hash")) {
+    schedule.provenance.job_hash = provenance.string("job_hash");
+    // The stored Programs' durations and memory are those of the job they were tuned for:
+    // a `job` edited since (batch, sequence, AC, float8) would be replayed and reported
+    // with the old job's times under the new job's throughput.
+    const std::string written = fnv1a64_hex(dump_json(fields.at("job")));
+    if (written != schedule.provenance.job_hash) {
+      throw_bad_input(fields.where("job"),
+                      fmt::format("differs from the job the schedule was tuned for (it hashes "
+                                  "to {}, provenance.job_hash is {})",
+                                  written, schedule.provenance.job_hash),
+                      "tune the job as it now reads (its Programs are the old job's), or "
+                      "restore the file's job");
+    }
+  }
 
   // The schedule must describe the workload of its own model and job: the executor
   // rebuilds that workload to get op shapes and parameter sizes.
@@ -986,6 +1004,10 @@ ScheduleFile schedule_from_json(const json& json_in, const std::string& source) 
                                 schedule.program.tasks.size()));
   }
   return schedule;
+}
+
+std::string schedule_job_hash(const JobSpec& job) {
+  return fnv1a64_hex(dump_json(job_to_json(job)));
 }
 
 std::string fnv1a64_hex(std::string_view bytes) {

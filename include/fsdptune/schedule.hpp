@@ -69,6 +69,10 @@ struct ScheduleProvenance {
   std::uint64_t seed = 0;
   std::int64_t threads = 1;
   std::string command;
+  // schedule_job_hash of the job the Program was made for: a reader refuses a file whose
+  // `job` no longer hashes to it (edited after tuning). Empty: not written (files written
+  // before 2026-12-03, which keep their text and are not checked).
+  std::string job_hash;
   bool operator==(const ScheduleProvenance&) const = default;
 };
 
@@ -181,6 +185,9 @@ std::string schedule_hash(const ScheduleFile& schedule);
 // FNV-1a 64-bit digest of `bytes` as 16 lowercase hex digits (also used for the
 // provenance's cost_hash of a hardware spec or profile).
 std::string fnv1a64_hex(std::string_view bytes);
+
+// The provenance's job_hash: fnv1a64_hex(dump_json(job_to_json(job))).
+std::string schedule_job_hash(const JobSpec& job);
 
 // Throws Error(kBadInput) naming `source` when `schedule` was made for another model
 // (any architecture field differs) or another job (mesh, batch, sequence, AC, dtypes):

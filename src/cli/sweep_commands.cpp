@@ -329,6 +329,7 @@ void run_sweep(const SweepCliOptions& o) {
     schedule.provenance.cost_source = hardware.id;
     schedule.provenance.cost_hash = fnv1a64_hex(dump_json(hardware_to_json(hardware)));
     schedule.provenance.threads = options.threads;
+    schedule.provenance.job_hash = schedule_job_hash(schedule.job);
     schedule.provenance.command = fmt::format(
         "fsdptune sweep --model {} --hardware {} --gpus {} --gpus-per-node {} --global-batch {} "
         "--seq {}{} --max-pp {}{}{}{}{} --tune-top {} --tune-evaluations {}{}",

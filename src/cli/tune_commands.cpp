@@ -145,6 +145,7 @@ void write_schedule(ScheduleFile& schedule, const TuneOptions& options,
   schedule.provenance.seed = options.seed;
   schedule.provenance.threads = options.threads;
   schedule.provenance.command = canonical_command(options, model, schedule.job);
+  schedule.provenance.job_hash = schedule_job_hash(schedule.job);
   write_file_atomically(options.out, dump_json(schedule_to_json(schedule)));
   if (!options.torchtitan_toml.empty()) {
     write_file_atomically(options.torchtitan_toml,

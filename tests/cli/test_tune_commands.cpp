@@ -326,6 +326,17 @@ TEST_CASE("simulate --plan rejects a schedule of another model, job, hardware or
   CHECK(result.exit_code == 2);
   CHECK(result.err.find(future + ": version") != std::string::npos);
   CHECK(result.err.find("99") != std::string::npos);
+  // Its own job edited after tuning (the stored Program is the old job's): alone, with no
+  // flags to compare, simulate --plan read it; provenance.job_hash refuses it.
+  edited = fsdptune::read_json_file(out);
+  REQUIRE(edited.at("provenance").contains("job_hash"));
+  edited["job"]["seq_len"] = 2048;
+  const std::string longer = dir + "/longer.json";
+  fsdptune::write_file_atomically(longer, fsdptune::dump_json(edited));
+  result = run_fsdptune("simulate --plan " + longer);
+  CHECK(result.exit_code == 2);
+  CHECK(result.err.find(longer + ": job: differs from the job the schedule was tuned for") !=
+        std::string::npos);
 }
 
 TEST_CASE("a search that converges gives the same bytes for the same seed, any thread count",

@@ -83,8 +83,13 @@ ScheduleFile make_schedule() {
   schedule.lower_bound_s = 0.1;
   schedule.cost_queries = schedule.program.cost_queries;
   schedule.cost_fallbacks = schedule.program.cost_fallbacks;
-  schedule.provenance = {"fsdptune 0.1.0",        "h100-sxm", "0123456789abcdef",
-                         18446744073709551615ULL, 2,          "fsdptune tune --model tiny"};
+  schedule.provenance = {"fsdptune 0.1.0",
+                         "h100-sxm",
+                         "0123456789abcdef",
+                         18446744073709551615ULL,
+                         2,
+                         "fsdptune tune --model tiny",
+                         ""};
   return schedule;
 }
 
@@ -125,6 +130,30 @@ TEST_CASE("a schedule's comm_slowdown_with_compute: written where not 1, absent 
   const ScheduleFile loaded = schedule_from_json(parse_json_text(text, "s.json"), "s.json");
   CHECK(loaded == schedule);
   CHECK(dump_json(schedule_to_json(loaded)) == text);
+}
+
+// Found probing the CLI: a schedule whose job was edited after tuning (a longer sequence)
+// replayed its stored Program, the old job's times, under the new job's throughput.
+TEST_CASE("a schedule's provenance.job_hash refuses a job edited after tuning", "[schedule]") {
+  ScheduleFile schedule = make_schedule();
+  schedule.provenance.job_hash = schedule_job_hash(schedule.job);
+  json document = schedule_to_json(schedule);
+  CHECK(document.at("provenance").at("job_hash") == schedule.provenance.job_hash);
+  const std::string text = dump_json(document);
+  const ScheduleFile loaded = schedule_from_json(parse_json_text(text, "s.json"), "s.json");
+  CHECK(loaded == schedule);
+  CHECK(dump_json(schedule_to_json(loaded)) == text);
+
+  document["job"]["seq_len"] = document["job"]["seq_len"].get<std::int64_t>() * 2;
+  const Error edited = load_error(document);
+  CHECK(edited.kind() == ErrorKind::kBadInput);
+  CHECK(edited.where() == "schedule.json: job");
+  CHECK_THAT(edited.message(), Catch::Contains("differs from the job the schedule was tuned for"));
+  // Without the field (files written before it): read unchecked, written back without it.
+  document["provenance"].erase("job_hash");
+  const ScheduleFile old = schedule_from_json(document, "schedule.json");
+  CHECK(old.provenance.job_hash.empty());
+  CHECK_FALSE(schedule_to_json(old).at("provenance").contains("job_hash"));
 }
 
 TEST_CASE("a Pareto point without a reserved peak (written before it had one) reads as 0",
