@@ -302,8 +302,9 @@ double lower_bound_of(const UnitCosts& unit, const CostModel& costs) {
 // State: the last group [s, e]; best[s][e] is the least time until it may start
 // computing. O(n * w^2) transitions over precomputed range sums, where a group spans at
 // most w items: w = n (exact) up to kDpWorkItems transitions, fewer on models of
-// thousands of blocks, whose full O(n^3) program took minutes and gigabytes (2,000
-// blocks: 15 s and 8 bytes x n^2 per table) whatever --time-budget said.
+// thousands of blocks, whose full O(n^3) program ran before the search whatever
+// --time-budget said (2,000 blocks: 7.9 s, BM_TuneSeedsManyBlocks) on n x n tables of 8
+// bytes a cell (65,536 blocks, the model format's limit: 34 GB a table).
 constexpr double kDpWorkItems = 134217728.0;  // 2^27 transitions per partition
 
 int dp_window(int n) {
