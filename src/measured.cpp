@@ -1,6 +1,10 @@
 // measured.json (docs/measured-format.md).
 #include "fsdptune/measured.hpp"
 
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "fsdptune/error.hpp"
@@ -12,6 +16,9 @@ namespace {
 
 constexpr const char* kFormat = "fsdptune-measured";
 
+// validate --iters has no upper bound but time; a file of more steps than this is no run's.
+constexpr std::int64_t kMaxMeasuredIterations = std::int64_t{1} << 24;
+
 const nlohmann::json& field(const nlohmann::json& json, const char* name,
                             const std::string& source) {
   if (!json.is_object() || !json.contains(name)) {
@@ -20,12 +27,24 @@ const nlohmann::json& field(const nlohmann::json& json, const char* name,
   return json.at(name);
 }
 
-double number(const nlohmann::json& json, const char* name, const std::string& source) {
-  const auto& value = field(json, name, source);
-  if (!value.is_number()) throw_bad_input(source + ": " + name, "expected a number");
-  const double result = value.get<double>();
-  if (result < 0) throw_bad_input(source + ": " + name, "must not be negative");
+// Measured times: 0, or from a picosecond to 1e9 s (a schedule's bound, kMaxSeconds). A
+// positive time below a picosecond measures nothing, and divided by (a relative error)
+// it overflowed to +inf% (1e-320 s); above 1e9 s printed 300-digit figures (1e308 s).
+constexpr double kMinMeasuredSeconds = 1e-12;
+constexpr double kMaxMeasuredSeconds = 1e9;
+
+double seconds_value(const nlohmann::json& value, const std::string& where) {
+  if (!value.is_number()) throw_bad_input(where, "expected a number");
+  const double result = value.get<double>() + 0.0;  // -0.0 reads as 0
+  if (!(result == 0 || (result >= kMinMeasuredSeconds && result <= kMaxMeasuredSeconds))) {
+    throw_bad_input(where, fmt::format("is {}, expected 0 or {} to {} s", value.dump(),
+                                       kMinMeasuredSeconds, kMaxMeasuredSeconds));
+  }
   return result;
+}
+
+double number(const nlohmann::json& json, const char* name, const std::string& source) {
+  return seconds_value(field(json, name, source), source + ": " + name);
 }
 
 std::int64_t integer(const nlohmann::json& json, const char* name, const std::string& source) {
@@ -203,6 +222,13 @@ nlohmann::json measured_to_json(const MeasuredResult& measured) {
   return json;
 }
 
+double measured_median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const std::size_t mid = values.size() / 2;
+  return values.size() % 2 == 1 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
+}
+
 MeasuredResult measured_from_json(const nlohmann::json& json, const std::string& source) {
   if (!json.is_object()) throw_bad_input(source, "expected a JSON object");
   if (text(json, "format", source) != kFormat) {
@@ -220,6 +246,11 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
   const int read_version = measured.version;
   measured.schedule_hash = text(json, "schedule_hash", source);
   measured.backend = text(json, "backend", source);
+  if (measured.backend != "cpu" && measured.backend != "cuda") {
+    throw_bad_input(
+        source + ": backend",
+        fmt::format("'{}' is not a backend validate runs (cpu or cuda)", measured.backend));
+  }
   // As many ranks as a job may have GPUs (normalize_job).
   measured.world_size = integer_in(json, "world_size", source, 1, kMaxJobGpus);
   if (measured.version == 1) {
@@ -259,7 +290,7 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
                                          measured.tp, measured.world_size));
     }
   }
-  measured.iterations = integer(json, "iterations", source);
+  measured.iterations = integer_in(json, "iterations", source, 1, kMaxMeasuredIterations);
   measured.warmup = integer(json, "warmup", source);
   const auto& checked = field(json, "data_checked", source);
   if (!checked.is_boolean()) throw_bad_input(source + ": data_checked", "expected true or false");
@@ -267,13 +298,24 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
   const auto& steps = field(json, "step_times_s", source);
   if (!steps.is_array()) throw_bad_input(source + ": step_times_s", "expected an array");
   for (std::size_t i = 0; i < steps.size(); ++i) {
-    if (!steps[i].is_number() || steps[i].get<double>() < 0) {
-      throw_bad_input(fmt::format("{}: step_times_s[{}]", source, i),
-                      "expected a non-negative number");
-    }
-    measured.step_times_s.push_back(steps[i].get<double>());
+    measured.step_times_s.push_back(
+        seconds_value(steps[i], fmt::format("{}: step_times_s[{}]", source, i)));
+  }
+  if (static_cast<std::int64_t>(measured.step_times_s.size()) != measured.iterations) {
+    throw_bad_input(source + ": step_times_s",
+                    fmt::format("{} entries for {} iterations", measured.step_times_s.size(),
+                                measured.iterations));
   }
   measured.step_time_s = number(json, "step_time_s", source);
+  // validate writes the median of the steps (executor.cpp): a step time that is not is
+  // another run's, or edited.
+  const double median = measured_median(measured.step_times_s);
+  if (!(measured.step_time_s > 0) ||
+      std::abs(measured.step_time_s - median) > 1e-9 * std::max(median, 1e-12)) {
+    throw_bad_input(source + ": step_time_s",
+                    fmt::format("is {} s, but the median of step_times_s is {} s",
+                                measured.step_time_s, median));
+  }
   measured.compute_s = number(json, "compute_s", source);
   measured.exposed_comm_s = number(json, "exposed_comm_s", source);
   measured.peak_allocated_bytes = bytes(json, "peak_allocated_bytes", source);
@@ -314,6 +356,19 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
       }
       if (read_version >= 5 && json.contains("pipeline")) read_pipeline_view(ranks[r], where, rank);
       measured.ranks.push_back(std::move(rank));
+    }
+    // validate writes the largest rank's peak (version 4 on, where ranks have peaks; a file
+    // re-written from version 3 has ranks of peak 0, not measured).
+    if (read_version >= 4 && !measured.ranks.empty()) {
+      std::int64_t largest = 0;
+      for (const RankMeasurement& rank : measured.ranks) {
+        largest = std::max(largest, rank.peak_allocated_bytes);
+      }
+      if (largest > 0 && largest != measured.peak_allocated_bytes) {
+        throw_bad_input(source + ": peak_allocated_bytes",
+                        fmt::format("is {}, but the largest rank's peak is {}",
+                                    measured.peak_allocated_bytes, largest));
+      }
     }
   }
   if (read_version >= 4 && json.contains("pipeline")) {

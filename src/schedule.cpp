@@ -304,6 +304,10 @@ std::vector<std::pair<double, double>> pairs_from_json(const Fields& fields, con
                         fmt::format("{} is not in 0 to {}", number.dump(), high));
       }
     }
+    if (pair[1].get<double>() < pair[0].get<double>()) {
+      // A task drawn from its start to an earlier end has no extent (report left it out).
+      throw_bad_input(indexed(fields.where(key), i), "ends before it starts");
+    }
     pairs.emplace_back(pair[0].get<double>(), pair[1].get<double>());
   }
   return pairs;

@@ -2,11 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
 #include "fsdptune/error.hpp"
+#include "fsdptune/job.hpp"
 #include "fsdptune/report.hpp"
 #include "fsdptune/units.hpp"
 
@@ -129,6 +133,24 @@ Comparison compare(const ScheduleFile& schedule, const MeasuredResult& measured,
   if (!schedule.pipeline && measured.pipeline) {
     throw_bad_input(measured_source + ": pipeline",
                     "a pipeline measurement of a schedule without a pipeline");
+  }
+  if (measured.pipeline) {
+    // The pipeline the replay ran is the schedule's job's.
+    const MeasuredPipeline& ran = *measured.pipeline;
+    const JobSpec& job = schedule.job;
+    const std::string schedule_name = to_string(job.pp_schedule);
+    const std::vector<std::tuple<const char*, std::string, std::string>> fields = {
+        {"microbatches", std::to_string(ran.microbatches), std::to_string(job.microbatches)},
+        {"pipeline_steps", std::to_string(ran.pipeline_steps),
+         std::to_string(std::max<std::int64_t>(1, job.pipeline_steps))},
+        {"virtual_stages", std::to_string(ran.virtual_stages), std::to_string(job.virtual_stages)},
+        {"schedule", ran.schedule, schedule_name}};
+    for (const auto& [name, got, want] : fields) {
+      if (got != want) {
+        throw_bad_input(measured_source + ": pipeline." + name,
+                        fmt::format("is {}, the schedule's job has {}", got, want));
+      }
+    }
   }
   if (measured.timings.size() != tasks.size()) {
     throw_bad_input(measured_source + ": timings",

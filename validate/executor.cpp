@@ -34,13 +34,6 @@ struct AgreedError {
   Error error;
 };
 
-double median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const std::size_t mid = values.size() / 2;
-  return values.size() % 2 == 1 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
-}
-
 struct Interval {
   double start_s;
   double end_s;
@@ -286,8 +279,8 @@ void add_pipeline_view(const std::vector<StepRecord>& records, RankMeasurement& 
       ends.push_back(record.actions[a].end_s);
     }
     PipelineAction action = first.actions[a];
-    action.start_s = median(starts);
-    action.end_s = median(ends);
+    action.start_s = measured_median(starts);
+    action.end_s = measured_median(ends);
     view.actions.push_back(action);
   }
   for (std::size_t local = 0; local < first.chunks.size(); ++local) {
@@ -299,7 +292,7 @@ void add_pipeline_view(const std::vector<StepRecord>& records, RankMeasurement& 
         durations.insert(durations.end(), runs.begin(), runs.end());
       }
       chunk.tasks.push_back({static_cast<std::int64_t>(first.task_runs_s[local][t].size()),
-                             median(std::move(durations))});
+                             measured_median(std::move(durations))});
     }
     view.chunks.push_back(std::move(chunk));
   }
@@ -1593,9 +1586,9 @@ MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& opti
       busy.push_back(record.busy_s);
       pipeline_end.push_back(record.pipeline_end_s);
     }
-    measured.step_time_s = median(measured.step_times_s);
-    measured.compute_s = median(compute);
-    measured.exposed_comm_s = median(exposed);
+    measured.step_time_s = measured_median(measured.step_times_s);
+    measured.compute_s = measured_median(compute);
+    measured.exposed_comm_s = measured_median(exposed);
     measured.peak_allocated_bytes = max_peak;
     const std::size_t task_count = records.empty() ? 0 : records.front().timings.size();
     for (std::size_t t = 0; t < task_count; ++t) {
@@ -1604,13 +1597,14 @@ MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& opti
         starts.push_back(record.timings[t].start_s);
         ends.push_back(record.timings[t].end_s);
       }
-      measured.timings.push_back({median(starts), median(ends)});
+      measured.timings.push_back({measured_median(starts), measured_median(ends)});
     }
     // Every rank's own view (medians over the measured steps), gathered to rank 0: a
     // collective's time on one rank includes waiting for the others to join it.
     constexpr std::size_t kHead = 5;  // step, compute, exposed, busy, pipeline end
-    std::vector<double> mine{median(own_steps), median(compute), median(exposed), median(busy),
-                             median(pipeline_end)};
+    std::vector<double> mine{measured_median(own_steps), measured_median(compute),
+                             measured_median(exposed), measured_median(busy),
+                             measured_median(pipeline_end)};
     for (const TaskTiming& timing : measured.timings) {
       mine.push_back(timing.start_s);
       mine.push_back(timing.end_s);

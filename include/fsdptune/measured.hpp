@@ -121,6 +121,10 @@ struct MeasuredResult {
 // a rank has no timings of `program` (measured.json before version 3).
 std::vector<double> rank_compute_s(const Program& program, const MeasuredResult& measured);
 
+// The median validate takes of the measured steps (and of each task's starts and ends):
+// the middle value, the mean of the two middle ones of an even count; 0 of none.
+double measured_median(std::vector<double> values);
+
 nlohmann::json measured_to_json(const MeasuredResult& measured);
 MeasuredResult measured_from_json(const nlohmann::json& json, const std::string& source);
 

@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.hpp"
+#include "fsdptune/compare.hpp"
 #include "fsdptune/error.hpp"
 #include "fsdptune/io.hpp"
 #include "fsdptune/measured.hpp"
@@ -55,6 +56,9 @@ void attach_measured(std::vector<ReportEntry>& entries, const std::vector<std::s
       throw_bad_input(path, fmt::format("a second measured file for {}", entries[match].source),
                       "give one measured file per schedule");
     }
+    // compare's checks that the measurement replayed this schedule (mesh, tasks, pipeline
+    // actions): the report showed a measurement compare refuses.
+    (void)compare(entries[match].schedule, measured, path, 0);
     entries[match].measured = std::move(measured);
   }
 }

@@ -2,6 +2,8 @@
 // from it, and the outputs checked against each other.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+
 #include <map>
 #include <string>
 
@@ -249,6 +251,20 @@ TEST_CASE("report names the file at fault", "[cli][report]") {
     CHECK(result.exit_code == 2);
     CHECK(result.err.find(measured) != std::string::npos);
     CHECK(result.err.find("schedule_hash") != std::string::npos);
+  }
+  // Found probing: report attached measurements compare refuses (here a run of 4 ranks of a
+  // 2-GPU schedule) and reported them.
+  SECTION("a measured file compare refuses") {
+    const std::string measured = write_measured(tiny_schedule(), dir);
+    nlohmann::json edited = read_json_file(measured);
+    edited["world_size"] = 4;
+    edited["mesh"]["dp_shard"] = 4;
+    write_file_atomically(measured, dump_json(edited));
+    const auto result = run_fsdptune("report " + tiny_schedule() + " --measured " + measured +
+                                     " --html " + dir + "/r.html");
+    CHECK(result.exit_code == 2);
+    CHECK(result.err.find(measured + ": mesh") != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(dir + "/r.html"));
   }
   SECTION("two measured files for one schedule") {
     const std::string measured = write_measured(tiny_schedule(), dir);

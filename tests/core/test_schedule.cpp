@@ -156,6 +156,17 @@ TEST_CASE("a schedule's provenance.job_hash refuses a job edited after tuning", 
   CHECK_FALSE(schedule_to_json(old).at("provenance").contains("job_hash"));
 }
 
+// Found probing report: a task timing that ends before it starts was read, and the HTML
+// Gantt chart then left the task out.
+TEST_CASE("a schedule timing that ends before it starts is refused", "[schedule]") {
+  json document = schedule_to_json(make_schedule());
+  REQUIRE(document.at("timings").size() > 2);
+  document["timings"][2] = json::array({0.5, 0.1});
+  const Error error = load_error(document);
+  CHECK(error.where() == "schedule.json: timings[2]");
+  CHECK(error.message() == "ends before it starts");
+}
+
 TEST_CASE("a Pareto point without a reserved peak (written before it had one) reads as 0",
           "[schedule]") {
   json document = schedule_to_json(make_schedule());

@@ -182,6 +182,7 @@ TEST_CASE("compare puts a pipeline's stages next to the measured ones", "[compar
   measured.peak_allocated_bytes = 1250;
   MeasuredPipeline stages;
   stages.microbatches = 4;
+  stages.schedule = "1f1b";
   // Stage 0 measured busy 2 ms, end 5 ms, peak 1250; stage 1 busy 2 ms, end 4 ms, peak 500.
   stages.stages = {{0, 2e-3, 4e-3, 5e-3, 1250}, {1, 2e-3, 3.5e-3, 4e-3, 500}};
   measured.pipeline = stages;
@@ -209,6 +210,19 @@ TEST_CASE("compare puts a pipeline's stages next to the measured ones", "[compar
   std::ostringstream table;
   print_comparison(table, c);
   CHECK_THAT(table.str(), Catch::Contains("pipeline: 2 stages, 4 microbatches"));
+  // A pipeline run of other microbatches or another schedule is not this schedule's.
+  MeasuredResult ran = measured;
+  ran.pipeline->microbatches = 3;
+  CHECK_THROWS_WITH(compare(schedule, ran, "m.json"),
+                    Catch::Contains("is 3, the schedule's job has 4"));
+  ran = measured;
+  ran.pipeline->schedule = "gpipe";
+  try {
+    compare(schedule, ran, "m.json");
+    FAIL("accepted a gpipe run of a 1f1b schedule");
+  } catch (const Error& e) {
+    CHECK(e.where() == "m.json: pipeline.schedule");
+  }
   // A measurement without stages, or of another pp, is refused naming the field.
   MeasuredResult flat = measured;
   flat.pipeline.reset();
@@ -252,6 +266,8 @@ std::pair<ScheduleFile, MeasuredResult> pipeline_with_actions() {
   schedule.pipeline = pipeline;
   MeasuredResult measured = pp2_measurement_of(schedule);
   MeasuredPipeline stages;
+  stages.microbatches = schedule.job.microbatches;
+  stages.schedule = "1f1b";
   stages.stages = {{0, 2e-3, 4e-3, 5e-3, 100}, {1, 2e-3, 3e-3, 4e-3, 100}};
   measured.pipeline = stages;
   measured.ranks.resize(2);

@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 #include <cstdint>
 #include <limits>
 
@@ -38,7 +40,7 @@ MeasuredResult sample() {
   m.exposed_comm_s = 1e-7;
   m.peak_allocated_bytes = 123456789;
   m.timings = {{0, 0.5}, {0.25, 1.0 / 3}};
-  m.ranks = {rank_view(0.125, {{0, 0.5}, {0.25, 1.0 / 3}}),
+  m.ranks = {rank_view(0.125, {{0, 0.5}, {0.25, 1.0 / 3}}, 123456789),
              rank_view(0.0625, {{0, 0.25}, {0.03125, 0.0625}}),
              rank_view(0.5, {{0, 0.125}, {0.25, 0.5}}), rank_view(0.25, {{0, 0.5}, {0.375, 0.5}})};
   m.environment = {{"host", "node-1"}, {"mpi", "Open MPI v4.1.4"}};
@@ -174,6 +176,40 @@ TEST_CASE("measured.json sizes out of range are rejected naming the field", "[me
   bad["version"] = 1;
   bad["world_size"] = 0;
   expect_error(bad, "m.json: world_size");
+}
+
+// Found probing report and compare: measured files whose figures contradict each other or
+// no run could give were read and reported (+inf% for a step of 1e-320 s, 300-digit figures
+// for 1e308 s, a "tpu backend").
+TEST_CASE("measured.json figures must be a run's", "[measured]") {
+  const nlohmann::json good = measured_to_json(sample());
+  auto bad = good;
+  bad["backend"] = "tpu";
+  expect_error(bad, "m.json: backend");
+  bad = good;
+  bad["iterations"] = 0;
+  expect_error(bad, "m.json: iterations");
+  bad = good;
+  bad["step_times_s"].push_back(0.125);  // 4 steps of a 3-iteration run
+  expect_error(bad, "m.json: step_times_s");
+  bad = good;
+  bad["step_time_s"] = 5.0;  // not the median, 0.125
+  expect_error(bad, "m.json: step_time_s");
+  for (const double seconds : {1e-320, 1e308, -1.0}) {
+    bad = good;
+    bad["compute_s"] = seconds;
+    expect_error(bad, "m.json: compute_s");
+  }
+  bad = good;
+  bad["step_times_s"][1] = 1e300;
+  expect_error(bad, "m.json: step_times_s[1]");
+  bad = good;
+  bad["peak_allocated_bytes"] = 1000;  // the largest rank's is 123456789
+  expect_error(bad, "m.json: peak_allocated_bytes");
+  // -0.0 reads as 0.
+  bad = good;
+  bad["exposed_comm_s"] = -0.0;
+  CHECK(std::signbit(measured_from_json(bad, "m.json").exposed_comm_s) == false);
 }
 
 TEST_CASE("measured.json version 1 reads as one shard per rank over the world", "[measured]") {
