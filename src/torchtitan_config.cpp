@@ -206,7 +206,7 @@ class ConfigReader {
       if (value == nullptr) continue;
       if (found != nullptr) {
         throw_bad_input(where(table, key), fmt::format("also set as {}", found_where),
-                        "set it in one place (newer torchtitan reads [parallelism])");
+                        "set it in one place: they are one setting (older and newer names)");
       }
       found = value;
       found_where = where(table, key);
@@ -509,6 +509,29 @@ TorchtitanConfig torchtitan_config_from_toml(const std::string& text, const std:
            c.pp_schedule, c.pp_schedule_where);
   r.integer({{"parallelism", "pipeline_parallel_microbatch_size"}}, c.pp_microbatch_size,
             c.pp_microbatch_size_where, 1);
+  // Older torchtitan counted the microbatches instead (its build_pipeline_schedule split the
+  // local batch into them, refusing a batch they do not divide): read as their size.
+  std::int64_t pp_microbatches = 0;
+  std::string pp_microbatches_where;
+  r.integer({{"parallelism", "pipeline_parallel_microbatches"},
+             {"experimental", "pipeline_parallel_microbatches"}},
+            pp_microbatches, pp_microbatches_where, 1);
+  if (pp_microbatches > 0) {
+    if (!defaulted(c.pp_microbatch_size_where)) {
+      throw_bad_input(pp_microbatches_where,
+                      fmt::format("given with {}: the count and the size of the microbatches",
+                                  c.pp_microbatch_size_where),
+                      "keep one of the two");
+    }
+    if (c.local_batch_size % pp_microbatches != 0) {
+      throw_bad_input(pp_microbatches_where,
+                      fmt::format("{} microbatches do not divide the local batch of {} ({})",
+                                  pp_microbatches, c.local_batch_size, c.local_batch_size_where),
+                      "torchtitan refuses a batch the microbatches do not divide");
+    }
+    c.pp_microbatch_size = c.local_batch_size / pp_microbatches;
+    c.pp_microbatch_size_where = pp_microbatches_where;
+  }
   std::int64_t layers_per_stage = 0;
   r.integer({{"parallelism", "pipeline_parallel_layers_per_stage"}}, layers_per_stage,
             c.pp_layers_per_stage_where, 1);

@@ -536,6 +536,20 @@ TEST_CASE("torchtitan: older layouts, types and TOML syntax", "[torchtitan]") {
     CHECK_THAT(e.where(), Catch::Contains(where));
     CHECK_THAT(e.message(), Catch::Contains(what));
   };
+  // Older torchtitan counted the microbatches (pipeline_parallel_microbatches), newer sizes
+  // them; the count was silently ignored (4 microbatches of 1 instead of 2 of 2).
+  const JobSpec counted = job_8b(kOpAc +
+                                 "[training]\nbatch_size = 4\n"
+                                 "[experimental]\npipeline_parallel_degree = 2\n"
+                                 "pipeline_parallel_microbatches = 2\n");
+  CHECK(counted.pp == 2);
+  CHECK(counted.microbatches == 2);
+  CHECK(counted.local_batch == 2);
+  rejected("[training]\nbatch_size = 4\n[experimental]\npipeline_parallel_microbatches = 3\n",
+           "[experimental] pipeline_parallel_microbatches", "do not divide the local batch of 4");
+  rejected(
+      "[parallelism]\npipeline_parallel_microbatches = 2\npipeline_parallel_microbatch_size = 1\n",
+      "pipeline_parallel_microbatches", "the count and the size of the microbatches");
   rejected("[parallelism]\ntensor_parallel_degree = '8'\n", "[parallelism] tensor_parallel_degree",
            "expected an integer");
   rejected("[parallelism]\ntensor_parallel_degree = 0\n", "[parallelism] tensor_parallel_degree",
