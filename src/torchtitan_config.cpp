@@ -613,6 +613,17 @@ TorchtitanConfig torchtitan_config_from_toml(const std::string& text, const std:
   r.boolean({{"float8", "enable_fsdp_float8_all_gather"},
              {"quantize.linear.float8", "enable_fsdp_float8_all_gather"}},
             c.float8_all_gather, c.float8_all_gather_where);
+  // torchtitan of 2024 (the published runs' 9dec370 among them) switched float8 linears on
+  // with [float8] enable_float8_linear, before the converters list: read as the float8
+  // converter (it was silently ignored, the job simulated without float8).
+  bool float8_linear = false;
+  std::string float8_linear_where;
+  r.boolean({{"float8", "enable_float8_linear"}}, float8_linear, float8_linear_where);
+  if (float8_linear &&
+      std::none_of(c.converters.begin(), c.converters.end(), is_float8_converter)) {
+    if (c.converters.empty()) c.converters_where = float8_linear_where;
+    c.converters.emplace_back("float8");
+  }
   return c;
 }
 
