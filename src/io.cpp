@@ -112,8 +112,13 @@ void require_distinct_files(const NamedFiles& outputs, const NamedFiles& inputs)
     return ec ? absolute.lexically_normal() : canonical;
   };
   std::vector<fs::path> written;
-  for (const auto& [flag, path] : outputs)
+  for (const auto& [flag, path] : outputs) {
     written.push_back(path.empty() ? fs::path() : resolve(path));
+    std::error_code ec;
+    if (!path.empty() && fs::is_directory(written.back(), ec)) {
+      throw_bad_input(flag + " " + path, "is a folder, not a file", "name a file to write");
+    }
+  }
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     if (outputs[i].second.empty()) continue;
     for (std::size_t j = 0; j < i; ++j) {

@@ -22,7 +22,9 @@ std::string read_text_file(const std::string& path);
 void write_file_atomically(const std::string& path, const std::string& content);
 // A command's files, (flag or argument, path). Refuses two `outputs` of one file, or an
 // output that is one of the `inputs` (which it would overwrite; inputs may repeat), links
-// followed and "./a" = "a": Error(kBadInput) naming both flags. Empty paths are skipped.
+// followed and "./a" = "a": Error(kBadInput) naming both flags; and an output that is a
+// folder, before anything is written (a command of several outputs wrote the others, then
+// failed on it). Empty paths are skipped.
 using NamedFiles = std::vector<std::pair<std::string, std::string>>;
 void require_distinct_files(const NamedFiles& outputs, const NamedFiles& inputs = {});
 // Parses JSON text; a syntax error becomes Error(kBadInput) with "source:line:column".

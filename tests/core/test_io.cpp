@@ -196,5 +196,15 @@ TEST_CASE("require_distinct_files names the two flags of one file", "[io]") {
   }
   CHECK_NOTHROW(require_distinct_files({{"--html", (dir / "r.html").string()}},
                                        {{"a schedule", out}, {"a schedule", out}}));
+  // An output that is a folder, refused before any output is written (found probing: tune
+  // --out s.json --emit-torchtitan-toml FOLDER wrote s.json, then failed with exit 1).
+  try {
+    require_distinct_files({{"--out", out}, {"--emit-torchtitan-toml", (dir / "sub").string()}});
+    FAIL("accepted a folder");
+  } catch (const Error& e) {
+    CHECK(e.exit_code() == 2);
+    CHECK(e.where() == "--emit-torchtitan-toml " + (dir / "sub").string());
+    CHECK(e.message() == "is a folder, not a file");
+  }
   fs::remove_all(dir);
 }
