@@ -117,7 +117,7 @@ void register_report_commands(CLI::App& app) {
   report->add_flag("--json", options->json, "Print the JSON summary instead of the table");
   report
       ->add_option("--top-errors", options->top_errors, "Rows of the largest per-task errors table")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0, 1000000))
       ->capture_default_str();
   report->callback([options] { run_report(*options); });
 }

@@ -461,7 +461,12 @@ void register_tune_commands(CLI::App& app) {
   tune->add_option("--threads", options->threads, "Plans simulated in parallel")
       ->capture_default_str();
   tune->add_option("--seed", options->seed, "Seed of the search")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Validator(
+          [](std::string& value) {
+            return value.find('-') == std::string::npos ? std::string()
+                                                        : std::string("must not be negative");
+          },
+          ""))
       ->capture_default_str();
   tune->add_option("--out", options->out, "Where to write the schedule file")->required();
   tune->add_option("--emit-torchtitan", options->torchtitan_out,
