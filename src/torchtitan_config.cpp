@@ -942,11 +942,11 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
 }
 
 std::int64_t torchtitan_global_batch(const TorchtitanConfig& c, std::int64_t gpus) {
+  // Degrees that fix the world size fix it whatever the batch (a global_batch_size skipped
+  // the check: a sweep ranked other GPU counts than the config's).
+  if (c.dp_shard > 0) fixed_world_size(c, c.dp_replicate, c.tp, c.pp, c.cp, gpus);
   if (c.global_batch_size > 0) return c.global_batch_size;
-  if (c.dp_shard > 0) {
-    fixed_world_size(c, c.dp_replicate, c.tp, c.pp, c.cp, gpus);
-    return c.local_batch_size * c.dp_replicate * c.dp_shard;
-  }
+  if (c.dp_shard > 0) return c.local_batch_size * c.dp_replicate * c.dp_shard;
   const std::int64_t others = bounded_product({c.dp_replicate, c.tp, c.pp, c.cp});
   if (others == 0 || gpus % others != 0) {
     throw_bad_input(c.tp_where,

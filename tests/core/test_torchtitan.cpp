@@ -802,6 +802,12 @@ TEST_CASE("torchtitan: the global batch a config trains on N GPUs", "[torchtitan
   // global_batch_size, when set, is the global batch; context parallelism takes ranks
   // from data parallelism, not sequences.
   CHECK(torchtitan_global_batch(parse("[training]\nglobal_batch_size = 512\n"), 8) == 512);
+  // ... but fixed degrees still fix the world size (found probing: sweep ranked 16 GPUs).
+  TorchtitanConfig fixed_global = fixed;
+  fixed_global.global_batch_size = 64;
+  CHECK(torchtitan_global_batch(fixed_global, 64) == 64);
+  CHECK_THAT(error_of([&] { torchtitan_global_batch(fixed_global, 128); }).message(),
+             Catch::Contains("fix the world size at 64 GPUs"));
   CHECK(torchtitan_global_batch(parse("[training]\nlocal_batch_size = 2\n"
                                       "[parallelism]\ncontext_parallel_degree = 4\n"),
                                 32) == 16);
