@@ -27,11 +27,11 @@ const nlohmann::json& field(const nlohmann::json& json, const char* name,
   return json.at(name);
 }
 
-// Measured times: 0, or from a picosecond to 1e9 s (a schedule's bound, kMaxSeconds). A
+// Measured times: 0, or from a picosecond to a schedule's bound (kMaxScheduleSeconds). A
 // positive time below a picosecond measures nothing, and divided by (a relative error)
 // it overflowed to +inf% (1e-320 s); above 1e9 s printed 300-digit figures (1e308 s).
 constexpr double kMinMeasuredSeconds = 1e-12;
-constexpr double kMaxMeasuredSeconds = 1e9;
+constexpr double kMaxMeasuredSeconds = kMaxScheduleSeconds;
 
 double seconds_value(const nlohmann::json& value, const std::string& where) {
   if (!value.is_number()) throw_bad_input(where, "expected a number");

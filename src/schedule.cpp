@@ -38,7 +38,7 @@ constexpr std::array<MemoryCategory, static_cast<int>(MemoryCategory::kCount)> k
 // step, 1e11 bytes per GPU), under which the simulator's clock and memory sums, the
 // executor's buffers and the reports' axes stay finite and within 64 bits
 // (docs/schedule-format.md "Limits").
-constexpr double kMaxSeconds = 1e9;                               // any time
+constexpr double kMaxSeconds = kMaxScheduleSeconds;               // any time
 constexpr double kMaxRate = 1e18;                                 // tokens/s, MFU, fractions
 constexpr std::int64_t kMaxBytes = std::int64_t{1} << 50;         // any byte or element count
 constexpr std::int64_t kMaxProgramBytes = std::int64_t{1} << 60;  // a Program's sum of them

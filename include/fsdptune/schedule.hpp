@@ -34,6 +34,11 @@ inline constexpr int kTorchtitanPlanFormatVersion = 1;
 // The torchtitan export of a pipelined job (per-stage groups): version 2 of the same format.
 inline constexpr int kTorchtitanPipelineFormatVersion = 2;
 
+// The largest time a schedule or a measured file holds, far beyond any real step (a 405B
+// step takes seconds): the simulator's clock and the reports' axes stay finite under it
+// (docs/schedule-format.md "Limits").
+inline constexpr double kMaxScheduleSeconds = 1e9;
+
 // What the simulator predicted for one plan.
 struct PlanSummary {
   std::string plan_name;
