@@ -372,6 +372,24 @@ bool float8_of(const TorchtitanConfig& c) {
     }
     float8 = true;
   }
+  // torchtitan's Float8 converter takes a recipe (rowwise scaling: bf16 all-gathers) or
+  // float8 all-gathers (tensorwise scaling), never both: it asserts on the pair.
+  if (float8 && c.float8_recipe) {
+    if (c.float8_all_gather) {
+      throw_bad_input(c.float8_recipe_where,
+                      fmt::format("recipe '{}' with enable_fsdp_float8_all_gather = true: "
+                                  "torchtitan refuses the pair",
+                                  *c.float8_recipe),
+                      "drop recipe_name (tensorwise scaling with float8 all-gathers, what "
+                      "--float8 models)");
+    }
+    not_modelled(
+        c.float8_recipe_where,
+        fmt::format("float8 linears of the '{}' recipe (bf16 all-gathers)", *c.float8_recipe),
+        "drop recipe_name and set enable_fsdp_float8_all_gather = true (what --float8 "
+        "models: tensorwise float8 linears and float8 all-gathers), or drop the float8 "
+        "converter");
+  }
   if (float8 && !c.float8_all_gather) {
     not_modelled(c.float8_all_gather_where,
                  "float8 linears with bf16 all-gathers (enable_fsdp_float8_all_gather = false)",
@@ -613,6 +631,12 @@ TorchtitanConfig torchtitan_config_from_toml(const std::string& text, const std:
   r.boolean({{"float8", "enable_fsdp_float8_all_gather"},
              {"quantize.linear.float8", "enable_fsdp_float8_all_gather"}},
             c.float8_all_gather, c.float8_all_gather_where);
+  if (const toml::value* recipe =
+          r.lookup({{"float8", "recipe_name"}, {"quantize.linear.float8", "recipe_name"}},
+                   c.float8_recipe_where)) {
+    if (!recipe->is_string()) throw_bad_input(c.float8_recipe_where, "expected a string");
+    c.float8_recipe = recipe->as_string().str;
+  }
   // torchtitan of 2024 (the published runs' 9dec370 among them) switched float8 linears on
   // with [float8] enable_float8_linear, before the converters list: read as the float8
   // converter (it was silently ignored, the job simulated without float8).
@@ -1080,6 +1104,14 @@ std::string torchtitan_config_toml(const std::string& model_name, const ModelSpe
   // [compile] out, torchtitan's default being off.
   if (job.execution == Execution::kCompiled)
     text += "\n[compile]\nenable = true\ncomponents = [\"model\", \"loss\"]\n";
+  // torchtitan has no setting for the RMSNorm's kernels: they are PyTorch's. The config
+  // reads back as eager (PyTorch 2.8 and later, RMSNorm fused); say what was simulated.
+  if (job.execution == Execution::kEagerUnfusedRmsnorm) {
+    text +=
+        "\n# Simulated eager with the unfused RMSNorm of PyTorch before 2.8 (--execution\n"
+        "# eager-unfused-rmsnorm): the PyTorch version decides it, not this config, which\n"
+        "# fsdptune reads back as eager (RMSNorm fused).\n";
+  }
 
   text += fmt::format(
       "\n[parallelism]\ndata_parallel_replicate_degree = {}\ndata_parallel_shard_degree = {}\n"

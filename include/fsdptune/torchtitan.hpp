@@ -91,6 +91,10 @@ struct TorchtitanConfig {
   // [float8] (or [quantize.linear.float8])
   bool float8_all_gather = false;  // enable_fsdp_float8_all_gather
   std::string float8_all_gather_where;
+  // recipe_name ("rowwise", "rowwise_with_gw_hp", ...; absent: tensorwise scaling, what
+  // --float8 models).
+  std::optional<std::string> float8_recipe;
+  std::string float8_recipe_where;
 
   bool operator==(const TorchtitanConfig&) const = default;
 };

@@ -312,6 +312,17 @@ TEST_CASE("torchtitan settings fsdptune does not model are rejected by their fie
   rejected("[model]\nconverters = 'float8'\n",
            "[float8] enable_fsdp_float8_all_gather (torchtitan's default)", "bf16 all-gathers");
   rejected("[model]\nconverters = ['mx']\n", "[model] converters", "the converter 'mx'");
+  // A scaling recipe: bf16 all-gathers (not modelled); with float8 all-gathers torchtitan's
+  // converter asserts. Without the float8 converter the recipe means nothing.
+  rejected("[model]\nconverters = 'float8'\n[float8]\nrecipe_name = 'rowwise'\n",
+           "[float8] recipe_name", "the 'rowwise' recipe (bf16 all-gathers) is not modelled");
+  rejected(
+      "[model]\nconverters = ['quantize.linear.float8']\n[quantize.linear.float8]\n"
+      "recipe_name = 'rowwise'\nenable_fsdp_float8_all_gather = true\n",
+      "[quantize.linear.float8] recipe_name", "torchtitan refuses the pair");
+  rejected("[model]\nconverters = 'float8'\n[float8]\nrecipe_name = 1\n", "[float8] recipe_name",
+           "expected a string");
+  CHECK_FALSE(job_8b(kOpAc + "[float8]\nrecipe_name = 'rowwise'\n").float8);
   rejected(
       "[parallelism]\npipeline_parallel_degree = 2\npipeline_parallel_schedule = "
       "'ZBVZeroBubble'\n",
@@ -641,6 +652,17 @@ TEST_CASE("torchtitan: a job written as a config reads back as the same job", "[
   eager.execution = Execution::kEager;
   CHECK_THAT(round_trip("llama3-8b", eager), !Catch::Contains("[compile]"));
   CHECK_THAT(round_trip("llama3-8b", fsdp), Catch::Contains("[compile]\nenable = true"));
+  // The unfused eager of older PyTorch is PyTorch's, not the config's: written as eager with
+  // a comment saying so, read back as eager.
+  JobSpec unfused = eager;
+  unfused.execution = Execution::kEagerUnfusedRmsnorm;
+  const ModelSpec llama8b = builtin_model("llama3-8b");
+  const std::string unfused_text =
+      torchtitan_config_toml("llama3-8b", llama8b, normalize_job(llama8b, unfused));
+  CHECK_THAT(unfused_text,
+             Catch::Contains("# eager-unfused-rmsnorm)") && !Catch::Contains("[compile]"));
+  CHECK(torchtitan_job(torchtitan_config_from_toml(unfused_text, "written.toml"), llama8b, {})
+            .execution == Execution::kEager);
   // Context parallelism: torchtitan's data_parallel_shard_degree leaves out the cp ranks
   // that fsdptune's shard group holds (64 GPUs / tp 2 = dp_shard 32 = 8 x cp 4).
   JobSpec context = fsdp;
