@@ -13,30 +13,38 @@ namespace fsdptune {
 
 ChunkTimes chunk_time_lower_bounds(const Workload& chunk, const CostModel& costs) {
   return chunk_time_lower_bounds(compute_costs(chunk, costs),
-                                 lower(chunk, fsdp2_plan(chunk), costs));
+                                 lower(chunk, fsdp2_plan(chunk), costs), costs);
 }
 
-ChunkTimes chunk_time_lower_bounds(const ComputeCosts& compute, const Program& program) {
+ChunkTimes chunk_time_lower_bounds(const ComputeCosts& compute, const Program& program,
+                                   const CostModel& costs) {
   double forward_s = 0, backward_s = 0;
   for (std::size_t u = 0; u < compute.forward_s.size(); ++u) {
     forward_s += compute.forward_s[u];
     backward_s += compute.recompute_s[u] + compute.backward_s[u];
   }
-  // fsdp2 has a bucket per unit: its collectives of unit 0's bucket are unit 0 alone, at
-  // the standalone cost the lowering froze into the task.
-  double first_gather_s = std::numeric_limits<double>::infinity();
-  double first_reduce_s = std::numeric_limits<double>::infinity();
+  // fsdp2 has a bucket per unit: each unit's collective bytes, and the group, from its
+  // tasks. No collective at all (one rank): nothing to wait for.
+  const std::size_t units = compute.forward_s.size();
+  std::vector<std::int64_t> gather_bytes(units, 0), reduce_bytes(units, 0);
+  CommGroup gather_group, reduce_group;
   for (const Task& task : program.tasks) {
-    if (task.bucket < 0 || program.buckets[task.bucket].units.first != 0) continue;
-    if (task.kind == TaskKind::kAllGather)
-      first_gather_s = std::min(first_gather_s, task.duration_s);
-    if (task.kind == TaskKind::kReduceScatter) {
-      first_reduce_s = std::min(first_reduce_s, task.duration_s);
+    if (task.bucket < 0) continue;
+    const auto unit = static_cast<std::size_t>(program.buckets[task.bucket].units.first);
+    if (unit >= units) continue;
+    if (task.kind == TaskKind::kAllGather) {
+      gather_bytes[unit] = task.bytes;
+      gather_group = task.group;
+    } else if (task.kind == TaskKind::kReduceScatter) {
+      reduce_bytes[unit] = task.bytes;
+      reduce_group = task.group;
     }
   }
-  // No collective at all (one rank): nothing to wait for.
-  if (first_gather_s == std::numeric_limits<double>::infinity()) first_gather_s = 0;
-  if (first_reduce_s == std::numeric_limits<double>::infinity()) first_reduce_s = 0;
+  const double first_gather_s =
+      least_bucketed_comm(costs, CollectiveKind::kAllGather, gather_bytes, gather_group).first_s;
+  const double first_reduce_s =
+      least_bucketed_comm(costs, CollectiveKind::kReduceScatter, reduce_bytes, reduce_group)
+          .first_s;
   ChunkTimes times;
   times.first_forward_s = forward_s + first_gather_s;
   times.forward_s = forward_s;
@@ -77,7 +85,8 @@ double pipeline_step_lower_bound(const Workload& workload,
   spec.schedule = job.pp_schedule;
   spec.send_s = pipeline_send_seconds(workload, costs);
   for (std::size_t c = 0; c < chunk_compute.size(); ++c) {
-    spec.chunks.push_back(chunk_time_lower_bounds(chunk_compute[c], chunk_fsdp2_programs[c]));
+    spec.chunks.push_back(
+        chunk_time_lower_bounds(chunk_compute[c], chunk_fsdp2_programs[c], costs));
     // Kept gathered (the fewest waits): a reduce-scatter wait per pipeline step only.
     spec.chunks.back().accumulates = spec.microbatches > 1;
   }

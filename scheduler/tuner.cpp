@@ -217,8 +217,6 @@ struct UnitCosts {
   CommGroup gather_group;
   CommGroup reduce_group;
   double compute_total_s = 0;  // every compute task, optimizer included
-  double first_gather_s = 0;   // all-gather of unit 0 alone (no copies: optional)
-  double last_reduce_s = 0;    // reduce-scatter of unit 0 alone
 };
 
 Plan one_unit_per_bucket_plan(int unit_count) {
@@ -242,7 +240,7 @@ bool is_compute(TaskKind kind) {
 }
 
 // `lowerer`: of this workload and costs (its full lower() is fsdptune::lower()).
-UnitCosts unit_costs(const Workload& workload, const CostModel& costs, Lowerer& lowerer) {
+UnitCosts unit_costs(const Workload& workload, Lowerer& lowerer) {
   const int unit_count = static_cast<int>(workload.units.size());
   const Program program = lowerer.lower(one_unit_per_bucket_plan(unit_count));
   UnitCosts out;
@@ -269,27 +267,20 @@ UnitCosts unit_costs(const Workload& workload, const CostModel& costs, Lowerer& 
       out.reduce_group = task.group;
     }
   }
-  // Unit 0's gather opens the step and its reduce-scatter closes the backward: no compute
-  // can hide either (the first forward needs the gathered embedding; the optimizer needs
-  // every reduced gradient, and unit 0's backward is the last compute before it).
-  out.first_gather_s =
-      costs.collective(CollectiveKind::kAllGather, out.gather_bytes[0], out.gather_group).seconds;
-  out.last_reduce_s =
-      costs.collective(CollectiveKind::kReduceScatter, out.reduce_bytes[0], out.reduce_group)
-          .seconds;
   return out;
 }
 
 // The lower bound of DESIGN.md "Searching" from the per-unit costs (step_time_lower_bound).
+// Unit 0's gather opens the step and its reduce-scatter closes the backward: no compute
+// can hide either (the first forward needs the gathered embedding; the optimizer needs
+// every reduced gradient, and unit 0's backward is the last compute before it).
 double lower_bound_of(const UnitCosts& unit, const CostModel& costs) {
-  const std::int64_t gather_bytes =
-      std::accumulate(unit.gather_bytes.begin(), unit.gather_bytes.end(), std::int64_t{0});
-  const std::int64_t reduce_bytes =
-      std::accumulate(unit.reduce_bytes.begin(), unit.reduce_bytes.end(), std::int64_t{0});
-  const double least_comm_s =
-      costs.collective(CollectiveKind::kAllGather, gather_bytes, unit.gather_group).seconds +
-      costs.collective(CollectiveKind::kReduceScatter, reduce_bytes, unit.reduce_group).seconds;
-  return std::max(unit.compute_total_s + unit.first_gather_s + unit.last_reduce_s, least_comm_s);
+  const BucketedCommBound gather =
+      least_bucketed_comm(costs, CollectiveKind::kAllGather, unit.gather_bytes, unit.gather_group);
+  const BucketedCommBound reduce = least_bucketed_comm(costs, CollectiveKind::kReduceScatter,
+                                                       unit.reduce_bytes, unit.reduce_group);
+  return std::max(unit.compute_total_s + gather.first_s + reduce.first_s,
+                  gather.total_s + reduce.total_s);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -956,7 +947,7 @@ TunerResult Search::run() {
 
   // 2. Structured seeds from the dynamic program, plus their variants with deeper
   //    prefetch and the shared stream layout.
-  const UnitCosts unit = unit_costs(workload_, costs_, evaluator_.lowerer());
+  const UnitCosts unit = unit_costs(workload_, evaluator_.lowerer());
   std::vector<std::pair<Plan, std::string>> seed_plans;
   const std::vector<Plan> seeds = dp_seeds(unit, costs_);
   for (std::size_t s = 0; s < seeds.size(); ++s) {
@@ -1057,9 +1048,43 @@ TunerResult Search::run() {
 
 }  // namespace
 
+BucketedCommBound least_bucketed_comm(const CostModel& costs, CollectiveKind kind,
+                                      const std::vector<std::int64_t>& unit_bytes,
+                                      const CommGroup& group) {
+  BucketedCommBound bound;
+  const int n = static_cast<int>(unit_bytes.size());
+  if (n == 0) return bound;
+  // 2^18 buckets costed a kind: exact up to 512 units (every Llama model: 405B has 128),
+  // as the seeds' partitions are (dp_window). 405B: 8,256 buckets, about 3 ms a kind.
+  constexpr double kWorkItems = 262144.0;
+  const int window = static_cast<double>(n) * n <= kWorkItems
+                         ? n
+                         : std::clamp(static_cast<int>(kWorkItems / n), std::min(n, 16), n);
+  std::vector<std::int64_t> prefix(static_cast<std::size_t>(n) + 1, 0);
+  for (int i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + unit_bytes[i];
+  // A bucket over no bytes (units without parameters) runs no collective.
+  const auto bucket_s = [&](int s, int e) {
+    const std::int64_t bytes = prefix[e + 1] - prefix[s];
+    return bytes > 0 ? costs.collective(kind, bytes, group).seconds : 0.0;
+  };
+  bound.first_s = std::numeric_limits<double>::infinity();
+  for (int e = 0; e < window; ++e) bound.first_s = std::min(bound.first_s, bucket_s(0, e));
+  // least[e]: the cheapest bucketing of units 0 .. e-1.
+  std::vector<double> least(static_cast<std::size_t>(n) + 1,
+                            std::numeric_limits<double>::infinity());
+  least[0] = 0;
+  for (int e = 0; e < n; ++e) {
+    for (int s = std::max(0, e - window + 1); s <= e; ++s) {
+      least[e + 1] = std::min(least[e + 1], least[s] + bucket_s(s, e));
+    }
+  }
+  bound.total_s = least[n];
+  return bound;
+}
+
 double step_time_lower_bound(const Workload& workload, const CostModel& costs) {
   Lowerer lowerer(workload, costs);
-  return lower_bound_of(unit_costs(workload, costs, lowerer), costs);
+  return lower_bound_of(unit_costs(workload, lowerer), costs);
 }
 
 Plan min_memory_plan(int unit_count) {

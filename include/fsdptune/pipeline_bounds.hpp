@@ -20,18 +20,19 @@ namespace fsdptune {
 //   first_forward_s = F + AG0     forward_s = F     backward_s = last_backward_s = B
 //   tail_s = RS0 + optimizer
 // with F its forward compute, B its recompute + backward compute (every task at its
-// standalone cost: contention only slows tasks down), AG0 / RS0 the all-gather /
-// reduce-scatter of its first unit alone. Why these hold for every plan: compute runs in
-// order on one stream; the first forward waits for a gather holding unit 0; the last
-// backward is unit 0's, its reduce-scatter follows it and the optimizer waits for every
-// reduce-scatter. Like step_time_lower_bound, it assumes a collective of more bytes
-// never costs less (a bucket holding unit 0 costs at least unit 0 alone) and that
-// splitting one (a collective per parameter) never makes it cheaper.
+// standalone cost: contention only slows tasks down), AG0 / RS0 the cheapest all-gather /
+// reduce-scatter of a bucket holding its first unit (least_bucketed_comm: any [0, e]).
+// Why these hold for every plan: compute runs in order on one stream; the first forward
+// waits for a gather holding unit 0; the last backward is unit 0's, its reduce-scatter
+// follows it and the optimizer waits for every reduce-scatter. Like step_time_lower_bound,
+// it assumes that splitting a unit's collective (a collective per parameter) never makes
+// it cheaper.
 ChunkTimes chunk_time_lower_bounds(const Workload& chunk, const CostModel& costs);
 // The same from what a caller already has: the chunk's compute_costs and a Program of its
-// fsdp2 plan (lower(chunk, fsdp2_plan(chunk), costs), any reshard_after_forward: unit 0's
-// bucket is unit 0 alone either way), whose unit-0 collectives give AG0 and RS0.
-ChunkTimes chunk_time_lower_bounds(const ComputeCosts& compute, const Program& fsdp2_program);
+// fsdp2 plan (lower(chunk, fsdp2_plan(chunk), costs), any reshard_after_forward: a bucket
+// per unit either way), whose collectives give each unit's bytes and group.
+ChunkTimes chunk_time_lower_bounds(const ComputeCosts& compute, const Program& fsdp2_program,
+                                   const CostModel& costs);
 
 // A step time no plan of `workload` (any per-chunk plans, either keep-gathered choice)
 // can beat under `costs`, seconds: the larger of

@@ -124,10 +124,25 @@ struct TunerResult {
 
 // The lower bound of DESIGN.md "Searching" for `workload`, seconds: the larger of
 // (compute of every op, standalone, + the first all-gather and the last reduce-scatter,
-// which nothing can hide: unit 0 alone) and (the whole model gathered once and its
-// gradients reduce-scattered once, in one collective each: the least communication any
-// plan does).
+// which nothing can hide: the cheapest bucket holding unit 0) and (the whole model
+// gathered once and its gradients reduce-scattered once, in the cheapest contiguous
+// bucketing: the least communication any plan does). docs/tuner.md.
 double step_time_lower_bound(const Workload& workload, const CostModel& costs);
+
+// The least time of `kind` collectives over units of `unit_bytes` (each unit's whole
+// collective buffer, in order) bucketed in contiguous ranges, as plans bucket them:
+// `first_s` of one bucket holding unit 0 (the cheapest [0, e]), `total_s` of every unit
+// moved once (the cheapest bucketing). Each bucket is costed at its own size: a measured
+// profile's times need neither grow with size nor be subadditive, so unit 0 alone and the
+// whole model as one collective are not the least. Exact up to 512 units; above, a bucket
+// spans at most 2^18 / units of them (a longer one costed as its cheapest split).
+struct BucketedCommBound {
+  double first_s = 0;
+  double total_s = 0;
+};
+BucketedCommBound least_bucketed_comm(const CostModel& costs, CollectiveKind kind,
+                                      const std::vector<std::int64_t>& unit_bytes,
+                                      const CommGroup& group);
 
 // Does a simulated plan fit under `memory_limit_bytes`? (not aborted and the reserved
 // peak, SimResult::peak_reserved_bytes, <= limit)

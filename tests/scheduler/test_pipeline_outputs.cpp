@@ -170,7 +170,8 @@ TEST_CASE("chunk lower bounds from a caller's compute costs and fsdp2 Program",
     const ChunkTimes fresh = chunk_time_lower_bounds(chunk, costs);
     CHECK(fresh.first_forward_s > fresh.forward_s);
     CHECK(fresh.tail_s > 0);
-    CHECK(chunk_time_lower_bounds(compute_costs(chunk, costs), lower(chunk, kept, costs)) == fresh);
+    CHECK(chunk_time_lower_bounds(compute_costs(chunk, costs), lower(chunk, kept, costs), costs) ==
+          fresh);
   }
 }
 

@@ -377,6 +377,73 @@ TEST_CASE("the lower bound is compute plus the first gather and last reduce, or 
   CHECK(step_time_lower_bound(workload, slow) == Approx(151.194944e-3).epsilon(1e-9));
 }
 
+// Collectives whose time per byte grows with their size, as a CPU's MPI does once a
+// message overflows the caches (the CPU loop's two-rank sweep: reduce-scatters of 32 MiB
+// at 2.7 ns a byte, of 2 MiB at 0.8), and that cost more at one size than at the next
+// (noise in a measured table): 0.1 ms + bytes / 10 GB/s * (1 + bytes / 16 MiB), and
+// 50 ms at exactly one unit's gather (16 MiB). One collective of the whole model costs
+// more than its units' apart, and unit 0 alone more than unit 0 with unit 1.
+class UnevenCollectives : public FixedCostModel {
+ public:
+  static constexpr std::int64_t kDearBytes = 16 * kMi;
+  CostEstimate collective(CollectiveKind, std::int64_t bytes, CommGroup group) const override {
+    if (group.ranks <= 1) return {0, true};
+    if (bytes == kDearBytes) return {50e-3, true};
+    const double size = static_cast<double>(bytes);
+    return {1e-4 + size / 10e9 * (1 + size / static_cast<double>(16 * kMi)), true};
+  }
+};
+
+TEST_CASE("the lower bound holds for collectives that are not subadditive or monotone",
+          "[tuner][lower-bound]") {
+  const UnevenCollectives costs;
+  const CommGroup group{8, 8};
+  // least_bucketed_comm against every bucketing of six units of uneven sizes.
+  const std::vector<std::int64_t> bytes = {16 * kMi, 8 * kMi, 0, 24 * kMi, 4 * kMi, 16 * kMi};
+  const auto cost_of = [&](const UnitRange& range) {
+    std::int64_t sum = 0;
+    for (int u = range.first; u <= range.last; ++u) sum += bytes[u];
+    return sum > 0 ? costs.collective(CollectiveKind::kAllGather, sum, group).seconds : 0.0;
+  };
+  double least_total_s = std::numeric_limits<double>::infinity();
+  for (const std::vector<UnitRange>& partition : all_partitions(6)) {
+    double total_s = 0;
+    for (const UnitRange& range : partition) total_s += cost_of(range);
+    least_total_s = std::min(least_total_s, total_s);
+  }
+  double least_first_s = std::numeric_limits<double>::infinity();
+  for (int e = 0; e < 6; ++e) least_first_s = std::min(least_first_s, cost_of({0, e}));
+  const BucketedCommBound bound =
+      least_bucketed_comm(costs, CollectiveKind::kAllGather, bytes, group);
+  CHECK(bound.total_s == Approx(least_total_s).epsilon(1e-12));
+  CHECK(bound.first_s == Approx(least_first_s).epsilon(1e-12));
+  CHECK(bound.first_s < cost_of({0, 0}));  // unit 0 alone is dearer than with unit 1
+  CHECK(bound.total_s < cost_of({0, 5}));  // the whole as one collective is dearer still
+
+  // The tuner's bound stays under every plan: four units of 8 Mi elements (gathers of
+  // 16 MiB, the dear size; reduce-scatters of 32 MiB) under 1 ms of compute each.
+  std::vector<SyntheticUnit> units(4);
+  for (int u = 0; u < 4; ++u) {
+    units[u].name = "u" + std::to_string(u);
+    units[u].param_numel = 8 * kMi;
+    units[u].forward_s = 1e-3;
+    units[u].backward_s = 2e-3;
+  }
+  const Workload workload = fsdptune::testing::make_workload(units, 8, 1e-3);
+  const std::int64_t limit = limit_between(workload, costs, 1.0);
+  const TunerResult tuned = Tuner(small_space_options(limit, 2, false)).tune(workload, costs);
+  REQUIRE(tuned.fits);
+  CHECK(tuned.lower_bound_s == step_time_lower_bound(workload, costs));
+  const Exhaustive best = enumerate(workload, costs, limit, 2, false);
+  CHECK(tuned.lower_bound_s <= best.best_step_time_s);
+  CHECK(tuned.efficiency <= 1.0);
+  // What the bound was: the whole model gathered and reduce-scattered as one collective
+  // each lies above the fastest plan (an efficiency over 100%).
+  const double whole_s = costs.collective(CollectiveKind::kAllGather, 64 * kMi, group).seconds +
+                         costs.collective(CollectiveKind::kReduceScatter, 128 * kMi, group).seconds;
+  CHECK(whole_s > best.best_step_time_s);
+}
+
 TEST_CASE("the same seed gives the same result with any thread count", "[tuner][determinism]") {
   const Workload workload = six_unit_workload();
   const FixedCostModel costs(cost_settings()[2].costs);
