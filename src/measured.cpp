@@ -229,6 +229,11 @@ double measured_median(std::vector<double> values) {
   return values.size() % 2 == 1 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
 }
 
+double prediction_error(double predicted, double measured) {
+  if (measured != 0) return (predicted - measured) / measured;
+  return predicted != 0 ? 1 : 0;
+}
+
 MeasuredResult measured_from_json(const nlohmann::json& json, const std::string& source) {
   if (!json.is_object()) throw_bad_input(source, "expected a JSON object");
   if (text(json, "format", source) != kFormat) {

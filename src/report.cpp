@@ -20,13 +20,6 @@
 namespace fsdptune {
 namespace {
 
-// predicted / measured - 1: positive when the simulator was pessimistic. A zero
-// measurement has no meaningful ratio; report 0 rather than infinity.
-double relative_error(double predicted, double measured) {
-  if (measured == 0) return 0;
-  return predicted / measured - 1;
-}
-
 ReportPlan make_plan(const PlanSummary& summary, bool tuned) {
   ReportPlan plan;
   plan.summary = summary;
@@ -46,11 +39,16 @@ MeasuredComparison compare_measured(const ScheduleFile& schedule, const Measured
   comparison.predicted_step_time_s = schedule.predicted.step_time_s;
   comparison.measured_step_time_s = measured.step_time_s;
   comparison.step_time_relative_error =
-      relative_error(schedule.predicted.step_time_s, measured.step_time_s);
+      prediction_error(schedule.predicted.step_time_s, measured.step_time_s);
   comparison.predicted_exposed_comm_s = schedule.predicted.exposed_comm_s;
   comparison.measured_exposed_comm_s = measured.exposed_comm_s;
   comparison.predicted_peak_allocated_bytes = schedule.predicted.peak_allocated_bytes;
   comparison.measured_peak_allocated_bytes = measured.peak_allocated_bytes;
+  comparison.exposed_comm_relative_error =
+      prediction_error(schedule.predicted.exposed_comm_s, measured.exposed_comm_s);
+  comparison.peak_relative_error =
+      prediction_error(static_cast<double>(schedule.predicted.peak_allocated_bytes),
+                       static_cast<double>(measured.peak_allocated_bytes));
 
   const Program& program = schedule.program;
   const std::vector<double> predicted = report_detail::task_durations(program, schedule.timings);
@@ -73,13 +71,13 @@ MeasuredComparison compare_measured(const ScheduleFile& schedule, const Measured
     error.predicted_s = predicted[static_cast<std::size_t>(task.id)];
     error.measured_s = measured_s;
     error.error_s = error.predicted_s - measured_s;
-    error.relative_error = relative_error(error.predicted_s, measured_s);
+    error.relative_error = prediction_error(error.predicted_s, measured_s);
     errors.push_back(std::move(error));
   }
   if (have_measured) {
     for (std::size_t s = 0; s < program.streams.size(); ++s) {
       comparison.streams.push_back({program.streams[s].name, predicted_busy[s], measured_busy[s],
-                                    relative_error(predicted_busy[s], measured_busy[s])});
+                                    prediction_error(predicted_busy[s], measured_busy[s])});
     }
   }
   std::stable_sort(errors.begin(), errors.end(), [](const TaskError& a, const TaskError& b) {
@@ -103,14 +101,14 @@ MeasuredComparison compare_measured(const ScheduleFile& schedule, const Measured
       stage.rank = want.rank;
       stage.predicted_busy_s = want.busy_s;
       stage.measured_busy_s = got.busy_s;
-      stage.busy_relative_error = relative_error(want.busy_s, got.busy_s);
+      stage.busy_relative_error = prediction_error(want.busy_s, got.busy_s);
       stage.predicted_end_s = want.end_s;
       stage.measured_end_s = got.end_s;
-      stage.end_relative_error = relative_error(want.end_s, got.end_s);
+      stage.end_relative_error = prediction_error(want.end_s, got.end_s);
       stage.predicted_peak_allocated_bytes = want.peak_allocated_bytes;
       stage.measured_peak_allocated_bytes = got.peak_allocated_bytes;
-      stage.peak_relative_error = relative_error(static_cast<double>(want.peak_allocated_bytes),
-                                                 static_cast<double>(got.peak_allocated_bytes));
+      stage.peak_relative_error = prediction_error(static_cast<double>(want.peak_allocated_bytes),
+                                                   static_cast<double>(got.peak_allocated_bytes));
       comparison.stages.push_back(stage);
     }
   }
@@ -526,6 +524,8 @@ nlohmann::json report_to_json(const Report& report) {
       measured["measured_exposed_comm_s"] = m.measured_exposed_comm_s;
       measured["predicted_peak_allocated_bytes"] = m.predicted_peak_allocated_bytes;
       measured["measured_peak_allocated_bytes"] = m.measured_peak_allocated_bytes;
+      measured["exposed_comm_relative_error"] = m.exposed_comm_relative_error;
+      measured["peak_relative_error"] = m.peak_relative_error;
       measured["streams"] = nlohmann::json::array();
       for (const StreamComparison& stream : m.streams) {
         measured["streams"].push_back({{"stream", stream.stream},
@@ -662,6 +662,17 @@ Report report_from_json(const nlohmann::json& json, const std::string& source) {
           field<std::int64_t>(m, "predicted_peak_allocated_bytes", measured_where);
       measured.measured_peak_allocated_bytes =
           field<std::int64_t>(m, "measured_peak_allocated_bytes", measured_where);
+      // Since 2026-12-03; of an older summary, from its figures.
+      measured.exposed_comm_relative_error =
+          m.contains("exposed_comm_relative_error")
+              ? field<double>(m, "exposed_comm_relative_error", measured_where)
+              : prediction_error(measured.predicted_exposed_comm_s,
+                                 measured.measured_exposed_comm_s);
+      measured.peak_relative_error =
+          m.contains("peak_relative_error")
+              ? field<double>(m, "peak_relative_error", measured_where)
+              : prediction_error(static_cast<double>(measured.predicted_peak_allocated_bytes),
+                                 static_cast<double>(measured.measured_peak_allocated_bytes));
       const nlohmann::json& streams = array_field(m, "streams", measured_where);
       for (std::size_t k = 0; k < streams.size(); ++k) {
         const std::string stream_where = fmt::format("{}/streams/{}", measured_where, k);
@@ -729,9 +740,11 @@ std::vector<std::vector<std::string>> measured_rows(const MeasuredComparison& m)
                   format_seconds(m.measured_step_time_s),
                   format_signed_percent(m.step_time_relative_error)});
   rows.push_back({"exposed comm", format_seconds(m.predicted_exposed_comm_s),
-                  format_seconds(m.measured_exposed_comm_s), ""});
+                  format_seconds(m.measured_exposed_comm_s),
+                  format_signed_percent(m.exposed_comm_relative_error)});
   rows.push_back({"peak allocated", format_bytes(m.predicted_peak_allocated_bytes),
-                  format_bytes(m.measured_peak_allocated_bytes), ""});
+                  format_bytes(m.measured_peak_allocated_bytes),
+                  format_signed_percent(m.peak_relative_error)});
   for (const StreamComparison& stream : m.streams) {
     rows.push_back({"busy " + stream.stream, format_seconds(stream.predicted_busy_s),
                     format_seconds(stream.measured_busy_s),

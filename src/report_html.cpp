@@ -1015,11 +1015,12 @@ std::string measured_tables(std::size_t index, const MeasuredComparison& m) {
   out += "<tr>" + text_cell("exposed comm") +
          seconds_cell(base + "predicted_exposed_comm_s", m.predicted_exposed_comm_s) +
          seconds_cell(base + "measured_exposed_comm_s", m.measured_exposed_comm_s) +
-         "<td></td></tr>\n";
+         signed_percent_cell(base + "exposed_comm_relative_error", m.exposed_comm_relative_error) +
+         "</tr>\n";
   out += "<tr>" + text_cell("peak allocated") +
          bytes_cell(base + "predicted_peak_allocated_bytes", m.predicted_peak_allocated_bytes) +
          bytes_cell(base + "measured_peak_allocated_bytes", m.measured_peak_allocated_bytes) +
-         "<td></td></tr>\n";
+         signed_percent_cell(base + "peak_relative_error", m.peak_relative_error) + "</tr>\n";
   for (std::size_t s = 0; s < m.streams.size(); ++s) {
     const StreamComparison& stream = m.streams[s];
     const std::string stream_base = fmt::format("{}streams/{}/", base, s);

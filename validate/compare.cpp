@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -20,6 +21,14 @@ namespace {
 nlohmann::json value_json(const ComparedValue& value) {
   return {{"predicted", value.predicted},
           {"measured", value.measured},
+          {"relative_error", value.relative_error}};
+}
+
+// Byte counts as JSON integers (ComparedValue holds them as doubles, exactly: at most
+// 2^50, schedule.cpp's bound), not 1000.0.
+nlohmann::json bytes_json(const ComparedValue& value) {
+  return {{"predicted", static_cast<std::int64_t>(value.predicted)},
+          {"measured", static_cast<std::int64_t>(value.measured)},
           {"relative_error", value.relative_error}};
 }
 
@@ -105,13 +114,7 @@ void add_pipeline_differences(const ScheduleFile& schedule, const MeasuredResult
 }  // namespace
 
 ComparedValue compare_values(double predicted, double measured) {
-  ComparedValue value{predicted, measured, 0};
-  if (measured != 0) {
-    value.relative_error = (predicted - measured) / measured;
-  } else if (predicted != 0) {
-    value.relative_error = 1;
-  }
-  return value;
+  return {predicted, measured, prediction_error(predicted, measured)};
 }
 
 Comparison compare(const ScheduleFile& schedule, const MeasuredResult& measured,
@@ -269,7 +272,7 @@ nlohmann::json comparison_to_json(const Comparison& comparison) {
     stages.push_back({{"rank", stage.rank},
                       {"busy_s", value_json(stage.busy_s)},
                       {"end_s", value_json(stage.end_s)},
-                      {"peak_allocated_bytes", value_json(stage.peak_allocated_bytes)}});
+                      {"peak_allocated_bytes", bytes_json(stage.peak_allocated_bytes)}});
   }
   nlohmann::json json = {{"format", "fsdptune-comparison"},
                          {"version", 5},
@@ -289,7 +292,7 @@ nlohmann::json comparison_to_json(const Comparison& comparison) {
                          {"step_time_s", value_json(comparison.step_time_s)},
                          {"compute_s", value_json(comparison.compute_s)},
                          {"exposed_comm_s", value_json(comparison.exposed_comm_s)},
-                         {"peak_allocated_bytes", value_json(comparison.peak_allocated_bytes)},
+                         {"peak_allocated_bytes", bytes_json(comparison.peak_allocated_bytes)},
                          {"tasks_differing_most", tasks},
                          {"stages", stages}};
   if (!comparison.stages.empty()) json["actions_differing_most"] = actions;

@@ -125,6 +125,11 @@ std::vector<double> rank_compute_s(const Program& program, const MeasuredResult&
 // the middle value, the mean of the two middle ones of an even count; 0 of none.
 double measured_median(std::vector<double> values);
 
+// The error of a prediction against what was measured, (predicted - measured) / measured,
+// as compare and report give it: 0 when both are 0, and 1 (+100%, not infinity) for a
+// nonzero prediction of a zero measurement.
+double prediction_error(double predicted, double measured);
+
 nlohmann::json measured_to_json(const MeasuredResult& measured);
 MeasuredResult measured_from_json(const nlohmann::json& json, const std::string& source);
 

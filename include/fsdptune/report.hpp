@@ -92,11 +92,14 @@ struct MeasuredComparison {
   bool data_checked = false;
   double predicted_step_time_s = 0;
   double measured_step_time_s = 0;
-  double step_time_relative_error = 0;  // predicted / measured - 1
+  // Errors are prediction_error (measured.hpp): (predicted - measured) / measured.
+  double step_time_relative_error = 0;
   double predicted_exposed_comm_s = 0;
   double measured_exposed_comm_s = 0;
+  double exposed_comm_relative_error = 0;
   std::int64_t predicted_peak_allocated_bytes = 0;
   std::int64_t measured_peak_allocated_bytes = 0;
+  double peak_relative_error = 0;
   std::vector<StreamComparison> streams;  // in Program::streams order
   // Largest |error_s| first; ties by task id. At most ReportOptions::largest_task_errors.
   std::vector<TaskError> largest_task_errors;

@@ -102,6 +102,9 @@ TEST_CASE("predicted vs measured per stream and per task", "[report]") {
   CHECK(m.predicted_step_time_s == 16 * kUnitS);
   CHECK(m.measured_step_time_s == 19 * kUnitS);
   CHECK(m.step_time_relative_error == Approx(16.0 / 19 - 1));
+  // Exposed communication 3 units predicted, 4 measured; peak 600 MiB against 640 MiB.
+  CHECK(m.exposed_comm_relative_error == Approx(3.0 / 4 - 1));
+  CHECK(m.peak_relative_error == Approx(600.0 / 640 - 1));
   CHECK(m.data_checked);
   REQUIRE(m.streams.size() == 3);
   // compute: predicted 1+3+6+2 = 12, measured 1+3+7+2 = 13 units.
@@ -126,6 +129,11 @@ TEST_CASE("predicted vs measured per stream and per task", "[report]") {
   CHECK(m.largest_task_errors[1].task == 4);
   CHECK(m.largest_task_errors[1].relative_error == Approx(6.0 / 7 - 1));
   CHECK(m.largest_task_errors[2].task == 0);
+  // A zero measurement of a nonzero prediction is +100%, as compare gives it (was +0.0%).
+  auto unexposed = entries(true);
+  unexposed[0].measured->exposed_comm_s = 0;
+  const MeasuredComparison& zero = *summarize_report(unexposed).schedules[0].measured;
+  CHECK(zero.exposed_comm_relative_error == 1);
 }
 
 TEST_CASE("the report names the slowest and the fastest rank's compute", "[report]") {
@@ -187,6 +195,12 @@ TEST_CASE("the report JSON round-trips and names a bad field", "[report]") {
   nlohmann::json old = json;
   old["schedules"][0].erase("execution");
   CHECK(report_from_json(old, "report.json") == report);
+  // The exposed-comm and peak errors (since 2026-12-03): of an older summary, from its figures.
+  CHECK(json["schedules"][0]["measured"]["exposed_comm_relative_error"] == Approx(-0.25));
+  nlohmann::json before_errors = json;
+  before_errors["schedules"][0]["measured"].erase("exposed_comm_relative_error");
+  before_errors["schedules"][0]["measured"].erase("peak_relative_error");
+  CHECK(report_from_json(before_errors, "report.json") == report);
   auto eager_entries = entries(false);
   eager_entries[0].schedule.job.execution = Execution::kEager;
   const Report eager = summarize_report(eager_entries);
@@ -240,6 +254,11 @@ TEST_CASE("terminal table: plans, lower bound, measured", "[report]") {
   CHECK(text.find("tuned plan vs lower bound: 80.0%") != std::string::npos);
   // Step error: 16/19 - 1 = -15.8%.
   CHECK(text.find("-15.8%") != std::string::npos);
+  // Exposed communication and peak have their errors too (the cells were empty).
+  const std::size_t exposed_at = text.find("    exposed comm ");
+  REQUIRE(exposed_at != std::string::npos);
+  const std::string exposed_row = text.substr(exposed_at, text.find('\n', exposed_at) - exposed_at);
+  CHECK_THAT(exposed_row, Catch::EndsWith("-25.0%"));
   CHECK(text.find("busy all_gather") != std::string::npos);
   CHECK(text.find("#2 AG b1 [layers.0]") != std::string::npos);
   // fsdp2 reserves 900 MiB of a 1 GiB limit: fits; none of the three plans fails. The
@@ -386,6 +405,8 @@ TEST_CASE("every number in the HTML equals the one in the JSON summary", "[repor
   }
   CHECK(pointers.count("/schedules/0/tuned_efficiency") == 1);
   CHECK(pointers.count("/schedules/0/measured/step_time_relative_error") == 1);
+  CHECK(pointers.count("/schedules/0/measured/exposed_comm_relative_error") == 1);
+  CHECK(pointers.count("/schedules/0/measured/peak_relative_error") == 1);
   CHECK(pointers.count("/schedules/0/measured/largest_task_errors/0/error_s") == 1);
 }
 

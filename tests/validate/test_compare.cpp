@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <sstream>
 
 #include "fsdptune/compare.hpp"
@@ -83,6 +84,9 @@ TEST_CASE("compare puts prediction and measurement side by side", "[compare]") {
   const auto json = comparison_to_json(c);
   CHECK(json.at("step_time_s").at("measured").get<double>() == 4e-3);
   CHECK(json.at("tasks_differing_most").size() == 2);
+  // Bytes are integers: 1000, not 1000.0.
+  CHECK(json.at("peak_allocated_bytes").at("predicted").is_number_integer());
+  CHECK(json.at("peak_allocated_bytes").at("measured").get<std::int64_t>() == 800);
   std::ostringstream text;
   print_comparison(text, c);
   CHECK_THAT(text.str(), Catch::Contains("step time") && Catch::Contains("-25.0%") &&
