@@ -29,7 +29,9 @@ struct ReportCommandOptions {
   int top_errors = 10;
 };
 
-// Attaches each measured file to the schedule it replayed (MeasuredResult::schedule_hash).
+// Attaches each measured file to the schedule it replayed (MeasuredResult::schedule_hash):
+// the first given with that hash and no measurement yet, so copies of one schedule take
+// one measured file each, in order.
 void attach_measured(std::vector<ReportEntry>& entries, const std::vector<std::string>& paths) {
   std::vector<std::string> hashes;
   for (const ReportEntry& entry : entries) hashes.push_back(schedule_hash(entry.schedule));
@@ -37,7 +39,9 @@ void attach_measured(std::vector<ReportEntry>& entries, const std::vector<std::s
     MeasuredResult measured = measured_from_json(read_json_file(path), path);
     std::size_t match = hashes.size();
     for (std::size_t i = 0; i < hashes.size(); ++i) {
-      if (hashes[i] == measured.schedule_hash) {
+      if (hashes[i] != measured.schedule_hash) continue;
+      if (match == hashes.size()) match = i;
+      if (!entries[i].measured) {
         match = i;
         break;
       }

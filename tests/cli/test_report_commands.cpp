@@ -137,6 +137,21 @@ TEST_CASE("report takes several schedules", "[cli][report]") {
   const auto result = run_fsdptune("report " + tiny_schedule() + " " + tiny_schedule() + " --json");
   REQUIRE(result.exit_code == 0);
   CHECK(nlohmann::json::parse(result.out)["schedules"].size() == 2);
+  // Copies of one schedule take one measured file each, in order (the second measured file
+  // was refused as a second one for the first copy).
+  const std::string dir = fsdptune::testing::make_temp_dir("fsdptune-report-copies");
+  const std::string first = write_measured(tiny_schedule(), dir);
+  const std::string second = dir + "/second.json";
+  nlohmann::json slower = read_json_file(first);
+  slower["step_time_s"] = 2 * slower["step_time_s"].get<double>();
+  slower["step_times_s"] = {slower["step_time_s"], slower["step_time_s"], slower["step_time_s"]};
+  write_file_atomically(second, dump_json(slower));
+  const auto both = run_fsdptune("report " + tiny_schedule() + " " + tiny_schedule() +
+                                 " --measured " + first + " --measured " + second + " --json");
+  REQUIRE(both.exit_code == 0);
+  const nlohmann::json summary = nlohmann::json::parse(both.out);
+  CHECK(summary["schedules"][1]["measured"]["measured_step_time_s"].get<double>() ==
+        2 * summary["schedules"][0]["measured"]["measured_step_time_s"].get<double>());
 }
 
 TEST_CASE("report --html draws a pipelined schedule's actions, a row per stage",
