@@ -362,6 +362,21 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
       if (read_version >= 5 && json.contains("pipeline")) read_pipeline_view(ranks[r], where, rank);
       measured.ranks.push_back(std::move(rank));
     }
+    // Every rank of a pipeline run replays its stage's actions: none on one rank beside
+    // another's is a file cut short or edited (compare read only each stage's first rank).
+    const auto with_actions =
+        std::find_if(measured.ranks.begin(), measured.ranks.end(),
+                     [](const RankMeasurement& rank) { return !rank.actions.empty(); });
+    for (std::size_t r = 0; r < measured.ranks.size() && with_actions != measured.ranks.end();
+         ++r) {
+      if (measured.ranks[r].actions.empty()) {
+        throw_bad_input(
+            fmt::format("{}: ranks[{}]: actions", source, r),
+            fmt::format("empty, while ranks[{}] has {}: every rank of a pipeline "
+                        "run replays its stage's actions",
+                        with_actions - measured.ranks.begin(), with_actions->actions.size()));
+      }
+    }
     // validate writes the largest rank's peak (version 4 on, where ranks have peaks; a file
     // re-written from version 3 has ranks of peak 0, not measured).
     if (read_version >= 4 && !measured.ranks.empty()) {

@@ -304,6 +304,10 @@ TEST_CASE("measured.json of a pipeline: actions and chunk tasks since version 5"
   bad = json;
   bad["ranks"][1].erase("chunks");
   expect_error(bad, "m.json: ranks[1]: chunks");
+  // One rank without actions beside one with them: cut short (was accepted).
+  bad = json;
+  bad["ranks"][1]["actions"] = nlohmann::json::array();
+  expect_error(bad, "m.json: ranks[1]: actions");
   // Version 4 wrote neither: read with none.
   nlohmann::json v4 = json;
   v4["version"] = 4;
