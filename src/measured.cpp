@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include <fmt/format.h>
@@ -340,6 +341,24 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
       throw_bad_input(source + ": ranks",
                       fmt::format("{} entries, expected one per rank of world_size {} (or none)",
                                   ranks.size(), measured.world_size));
+    }
+    // Every rank's timings one length, another than the top-level's: the top-level's is
+    // the one cut short or edited.
+    const auto timings_size = [](const nlohmann::json& rank) -> std::optional<std::size_t> {
+      if (!rank.is_object() || !rank.contains("timings") || !rank.at("timings").is_array()) {
+        return std::nullopt;
+      }
+      return rank.at("timings").size();
+    };
+    if (!ranks.empty()) {
+      const std::optional<std::size_t> first = timings_size(ranks.front());
+      if (first && *first != measured.timings.size() &&
+          std::all_of(ranks.begin(), ranks.end(),
+                      [&](const nlohmann::json& rank) { return timings_size(rank) == first; })) {
+        throw_bad_input(source + ": timings",
+                        fmt::format("{} entries, while every rank's timings have {}",
+                                    measured.timings.size(), *first));
+      }
     }
     for (std::size_t r = 0; r < ranks.size(); ++r) {
       const std::string where = fmt::format("{}: ranks[{}]", source, r);

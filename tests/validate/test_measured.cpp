@@ -120,6 +120,11 @@ TEST_CASE("measured.json errors name the file and the field", "[measured]") {
   bad = good;
   bad["ranks"][1]["timings"].erase(1);  // one task short
   expect_error(bad, "m.json: ranks[1]: timings");
+  // The top-level timings cut short: named, not the ranks' that are whole (was blamed on
+  // ranks[0].timings).
+  bad = good;
+  bad["timings"].erase(1);
+  expect_error(bad, "m.json: timings");
   bad = good;
   bad["ranks"][3]["timings"][0]["end_s"] = -1;
   expect_error(bad, "m.json: ranks[3]: timings[0]: end_s");
