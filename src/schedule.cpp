@@ -287,6 +287,19 @@ PlanSummary summary_from_json(const Fields& fields) {
   return summary;
 }
 
+// A summary's `fits` is its reserved peak against the file's memory_limit_bytes, as every
+// writer judges it (plan_fits, pipeline_summary): where they disagree the file was edited
+// (with a limit of 0, report said "yes" for plans its Pareto table said "no" for).
+void check_fits(const PlanSummary& summary, std::int64_t limit_bytes, const Fields& fields) {
+  const bool fits = summary.peak_reserved_bytes <= limit_bytes;
+  if (summary.fits != fits) {
+    throw_bad_input(
+        fields.where("fits"),
+        fmt::format("is {}, but peak_reserved_bytes {} is {} memory_limit_bytes {}", summary.fits,
+                    summary.peak_reserved_bytes, fits ? "within" : "over", limit_bytes));
+  }
+}
+
 // A JSON array of arrays of two numbers: [[a, b], ...], each in [0, high].
 std::vector<std::pair<double, double>> pairs_from_json(const Fields& fields, const std::string& key,
                                                        double high) {
@@ -916,6 +929,7 @@ ScheduleFile schedule_from_json(const json& json_in, const std::string& source) 
     schedule.program = program_from_json(fields.object("program"));
   }
   schedule.predicted = summary_from_json(fields.object("predicted"));
+  check_fits(schedule.predicted, schedule.memory_limit_bytes, fields.object("predicted"));
   if (!pipelined) {
     for (const auto& [start_s, end_s] : pairs_from_json(fields, "timings", kMaxSeconds)) {
       schedule.timings.push_back(TaskTiming{start_s, end_s});
@@ -946,8 +960,9 @@ ScheduleFile schedule_from_json(const json& json_in, const std::string& source) 
   schedule.cost_fallbacks = fields.non_negative("cost_fallbacks");
   const json& baselines = fields.array("baselines");
   for (std::size_t i = 0; i < baselines.size(); ++i) {
-    schedule.baselines.push_back(
-        summary_from_json(Fields(baselines[i], source, indexed("baselines", i))));
+    const Fields baseline(baselines[i], source, indexed("baselines", i));
+    schedule.baselines.push_back(summary_from_json(baseline));
+    check_fits(schedule.baselines.back(), schedule.memory_limit_bytes, baseline);
   }
   const json& pareto = fields.array("pareto");
   for (std::size_t i = 0; i < pareto.size(); ++i) {

@@ -390,6 +390,7 @@ TEST_CASE("validate --check-data: HSDP without copy tasks accumulates the all-re
   schedule.plan = simplefsdp_none_plan(workload);
   REQUIRE_FALSE(schedule.plan.copy_in_out);
   schedule.program = lower(workload, schedule.plan, *make_analytic_cost_model(schedule.hardware));
+  schedule.predicted.fits = true;  // a reserved peak of 0 within the limit of 0
   const std::string path = make_temp_dir("fsdptune-validate") + "/none-hsdp.json";
   write_file_atomically(path, dump_json(schedule_to_json(schedule)));
   const MeasuredResult measured = validate_checked(path, 2, "--scale-down");

@@ -55,7 +55,7 @@ ScheduleFile make_schedule() {
   schedule.model = builtin_model("tiny");
   schedule.job = normalize_job(schedule.model, tiny_job());
   schedule.hardware = builtin_hardware("h100-sxm");
-  schedule.memory_limit_bytes = 70 * kGiB;
+  schedule.memory_limit_bytes = 140 * kGiB;  // over the reserved peak below: it fits
   schedule.plan = three_bucket_plan();
   const Workload workload = build_workload(schedule.model, schedule.job);
   const auto costs = make_analytic_cost_model(schedule.hardware);
@@ -371,6 +371,16 @@ TEST_CASE("a schedule's numbers beyond its limits are rejected naming the field"
   SECTION("a negative memory sample") {
     document["memory_timeline"][0][1] = -5;
     field = "memory_timeline[0][1]";
+  }
+  // Found probing: with a limit of 0 report said "yes" for plans its Pareto table said "no"
+  // for. A summary's fits is its reserved peak against the limit.
+  SECTION("a memory limit the predicted plan does not fit") {
+    document["memory_limit_bytes"] = 0;
+    field = "predicted.fits";
+  }
+  SECTION("a baseline that says it does not fit under a limit it fits") {
+    document["baselines"][0]["fits"] = false;
+    field = "baselines[0].fits";
   }
   SECTION("more streams than a Program has") {
     for (int i = 0; i < 64; ++i) {
