@@ -44,6 +44,7 @@ MeasuredComparison compare_measured(const ScheduleFile& schedule, const Measured
   comparison.measured_exposed_comm_s = measured.exposed_comm_s;
   comparison.predicted_peak_allocated_bytes = schedule.predicted.peak_allocated_bytes;
   comparison.measured_peak_allocated_bytes = measured.peak_allocated_bytes;
+  comparison.shards_per_rank = measured.shards_per_rank;
   comparison.exposed_comm_relative_error =
       prediction_error(schedule.predicted.exposed_comm_s, measured.exposed_comm_s);
   comparison.peak_relative_error =
@@ -59,6 +60,9 @@ MeasuredComparison compare_measured(const ScheduleFile& schedule, const Measured
   for (const Task& task : program.tasks) {
     const auto stream = static_cast<std::size_t>(task.stream);
     if (stream >= program.streams.size()) continue;
+    // A scaled-down replay's collectives run over fewer ranks with more bytes each: only
+    // compute compares (as in compare).
+    if (!comparison.communication_comparable() && !on_compute_stream(program, task)) continue;
     predicted_busy[stream] += predicted[static_cast<std::size_t>(task.id)];
     if (!have_measured) continue;
     const TaskTiming& timing = measured.timings[static_cast<std::size_t>(task.id)];
@@ -76,6 +80,10 @@ MeasuredComparison compare_measured(const ScheduleFile& schedule, const Measured
   }
   if (have_measured) {
     for (std::size_t s = 0; s < program.streams.size(); ++s) {
+      if (!comparison.communication_comparable() &&
+          program.streams[s].role != StreamRole::kCompute) {
+        continue;
+      }
       comparison.streams.push_back({program.streams[s].name, predicted_busy[s], measured_busy[s],
                                     prediction_error(predicted_busy[s], measured_busy[s])});
     }
@@ -221,11 +229,6 @@ std::vector<std::vector<std::string>> stage_rows(const ScheduleFile& file) {
   return rows;
 }
 
-std::string measured_heading(const MeasuredComparison& measured) {
-  return fmt::format("{} backend, {} ranks, {} iterations{}", measured.backend, measured.world_size,
-                     measured.iterations, measured.data_checked ? ", data checked" : "");
-}
-
 // A table as rows of cells; column 0 left-aligned, the rest right-aligned.
 std::string text_table(const std::vector<std::vector<std::string>>& rows,
                        const std::string& indent) {
@@ -328,6 +331,19 @@ std::vector<std::vector<std::string>> plan_table_rows(const ScheduleReport& sche
                     format_bytes(s.peak_reserved_bytes), s.fits ? "yes" : "no"});
   }
   return rows;
+}
+
+std::string measured_heading(const MeasuredComparison& measured) {
+  std::string heading =
+      fmt::format("{} backend, {} ranks, {} iterations{}", measured.backend, measured.world_size,
+                  measured.iterations, measured.data_checked ? ", data checked" : "");
+  if (!measured.communication_comparable()) {
+    heading += fmt::format(
+        "; scaled down, {} shards per rank: step time and communication are not the "
+        "prediction's, only compute tasks ranked",
+        measured.shards_per_rank);
+  }
+  return heading;
 }
 
 std::string efficiency_line(const ScheduleReport& schedule) {
@@ -526,6 +542,8 @@ nlohmann::json report_to_json(const Report& report) {
       measured["measured_peak_allocated_bytes"] = m.measured_peak_allocated_bytes;
       measured["exposed_comm_relative_error"] = m.exposed_comm_relative_error;
       measured["peak_relative_error"] = m.peak_relative_error;
+      // Only for a scaled-down replay: other summaries keep their text.
+      if (m.shards_per_rank != 1) measured["shards_per_rank"] = m.shards_per_rank;
       measured["streams"] = nlohmann::json::array();
       for (const StreamComparison& stream : m.streams) {
         measured["streams"].push_back({{"stream", stream.stream},
@@ -662,6 +680,12 @@ Report report_from_json(const nlohmann::json& json, const std::string& source) {
           field<std::int64_t>(m, "predicted_peak_allocated_bytes", measured_where);
       measured.measured_peak_allocated_bytes =
           field<std::int64_t>(m, "measured_peak_allocated_bytes", measured_where);
+      if (m.contains("shards_per_rank")) {
+        measured.shards_per_rank = field<std::int64_t>(m, "shards_per_rank", measured_where);
+        if (measured.shards_per_rank < 1) {
+          throw_bad_input(measured_where + "/shards_per_rank", "must be >= 1");
+        }
+      }
       // Since 2026-12-03; of an older summary, from its figures.
       measured.exposed_comm_relative_error =
           m.contains("exposed_comm_relative_error")
@@ -823,7 +847,7 @@ std::string render_report_text(const std::vector<ReportEntry>& entries,
     }
     if (!schedule.measured) continue;
     const MeasuredComparison& m = *schedule.measured;
-    out += fmt::format("  predicted vs measured ({}):\n", measured_heading(m));
+    out += fmt::format("  predicted vs measured ({}):\n", report_detail::measured_heading(m));
     const auto rows = measured_rows(m);
     out += text_table(rows, "    ");
     if (m.rank_compute_s.size() > 1) {
@@ -865,7 +889,8 @@ std::string render_report_markdown(const std::vector<ReportEntry>& entries,
     }
     if (!schedule.measured) continue;
     const MeasuredComparison& m = *schedule.measured;
-    out += "\n### Predicted vs measured (" + markdown_cell(measured_heading(m)) + ")\n\n";
+    out += "\n### Predicted vs measured (" + markdown_cell(report_detail::measured_heading(m)) +
+           ")\n\n";
     const auto rows = measured_rows(m);
     out += markdown_table(rows);
     if (m.rank_compute_s.size() > 1) {

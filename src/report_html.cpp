@@ -1256,9 +1256,8 @@ std::string schedule_section(const Report& report, std::size_t index, const Repo
   out += pareto_chart(fmt::format("pareto-{}", index + 1), file);
   if (schedule.measured) {
     const MeasuredComparison& m = *schedule.measured;
-    out += fmt::format("<h3>Predicted vs measured ({} backend, {} ranks, {} iterations{})</h3>\n",
-                       escape_xml(m.backend), m.world_size, m.iterations,
-                       m.data_checked ? ", data checked" : "");
+    out +=
+        "<h3>Predicted vs measured (" + escape_xml(report_detail::measured_heading(m)) + ")</h3>\n";
     out += measured_chart(fmt::format("measured-{}", index + 1), index, m);
     out += measured_tables(index, m);
     if (entry.measured && entry.measured->timings.size() == program.tasks.size() &&

@@ -22,5 +22,8 @@ std::vector<double> task_durations(const Program& program, const std::vector<Tas
 std::vector<std::vector<std::string>> plan_table_rows(const ScheduleReport& schedule);
 // "tuned plan vs lower bound: 92.3% (lower bound 1.234 s, tuned 1.337 s)".
 std::string efficiency_line(const ScheduleReport& schedule);
+// "cpu backend, 2 ranks, 5 iterations, data checked" (and, for a scaled-down replay,
+// that its step time and communication are not the prediction's).
+std::string measured_heading(const MeasuredComparison& measured);
 
 }  // namespace fsdptune::report_detail

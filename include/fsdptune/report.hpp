@@ -100,6 +100,11 @@ struct MeasuredComparison {
   std::int64_t predicted_peak_allocated_bytes = 0;
   std::int64_t measured_peak_allocated_bytes = 0;
   double peak_relative_error = 0;
+  // The replay's shards per rank (MeasuredResult::shards_per_rank): above 1 a scaled-down
+  // replay, whose collectives are not the prediction's (docs/validation.md "Scaled-down
+  // replay"): streams and largest_task_errors then hold the compute streams' only.
+  std::int64_t shards_per_rank = 1;
+  bool communication_comparable() const { return shards_per_rank == 1; }
   std::vector<StreamComparison> streams;  // in Program::streams order
   // Largest |error_s| first; ties by task id. At most ReportOptions::largest_task_errors.
   std::vector<TaskError> largest_task_errors;

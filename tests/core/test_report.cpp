@@ -171,6 +171,31 @@ TEST_CASE("the report names the slowest and the fastest rank's compute", "[repor
   CHECK(summarize_report(input).schedules[0].measured->rank_compute_s.empty());
 }
 
+TEST_CASE("a scaled-down replay compares compute only as compare does", "[report]") {
+  // Found probing: report ranked a scaled-down run's collectives (over fewer ranks, more
+  // bytes each) and gave its step time an error as if comparable.
+  auto input = entries(true);
+  input[0].measured->shards_per_rank = 2;
+  ReportOptions options;
+  options.largest_task_errors = 10;
+  const Report report = summarize_report(input, options);
+  const MeasuredComparison& m = *report.schedules[0].measured;
+  CHECK_FALSE(m.communication_comparable());
+  REQUIRE(m.streams.size() == 1);
+  CHECK(m.streams[0].stream == "compute");
+  REQUIRE_FALSE(m.largest_task_errors.empty());
+  for (const TaskError& error : m.largest_task_errors) CHECK(error.stream == "compute");
+  CHECK_THAT(render_report_text(input, options),
+             Catch::Contains("scaled down, 2 shards per rank: step time and communication"));
+  CHECK_THAT(render_report_html(input, options), Catch::Contains("scaled down, 2 shards"));
+  const nlohmann::json json = report_to_json(report);
+  CHECK(json["schedules"][0]["measured"]["shards_per_rank"] == 2);
+  CHECK(report_from_json(json, "r.json") == report);
+  // Not scaled down: nothing written, as before.
+  CHECK_FALSE(report_to_json(summarize_report(entries(true)))["schedules"][0]["measured"].contains(
+      "shards_per_rank"));
+}
+
 TEST_CASE("a measured file without per-task timings still compares the step", "[report]") {
   auto input = entries(true);
   input[0].measured->timings.clear();
