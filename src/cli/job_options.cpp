@@ -147,6 +147,11 @@ const TorchtitanConfig& job_toml_config(const JobOptions& options) {
 
 }  // namespace
 
+std::string input_file(const std::string& value) {
+  std::error_code error;
+  return !value.empty() && std::filesystem::is_regular_file(value, error) ? value : std::string();
+}
+
 std::string model_argument(const JobOptions& options) {
   if (!options.model.empty()) return options.model;
   if (options.job_toml.empty()) {

@@ -78,6 +78,11 @@ ModelSpec resolve_model_option(const JobOptions& options);
 // What --model names, as given, or the built-in model the --job-toml config names.
 std::string model_argument(const JobOptions& options);
 
+// `value` when it names an existing regular file, else empty: a flag that takes a built-in
+// name or a file (--model, --hardware, --plan) is an input an output must not overwrite
+// only when it is a file (require_distinct_files skips empty names).
+std::string input_file(const std::string& value);
+
 // `--model MODEL` and the job flags that give `job` (normalized), in a fixed order: the
 // pipeline flags only with PP or microbatches (--pipeline-steps only above 1), --cp when
 // not 1, --float8 and --async-tp when on, --execution when not compiled.

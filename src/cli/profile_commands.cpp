@@ -72,6 +72,9 @@ void add_import_nccl_tests(CLI::App& profile) {
   command->add_option("--hardware", options->hardware,
                       "Hardware the logs were measured on (default: from their device names)");
   command->callback([options] {
+    NamedFiles inputs = {{"--hardware", input_file(options->hardware)}};
+    for (const std::string& path : options->logs) inputs.emplace_back("a log", path);
+    require_distinct_files({{"--out", options->out}}, inputs);
     std::vector<TextSource> sources;
     for (const std::string& path : options->logs) {
       sources.push_back({path, read_text_file(path)});
@@ -163,7 +166,10 @@ void run_collect(const CollectFlags& flags) {
                     "use --backend cpu or --backend cuda");
   }
   if (flags.out.empty()) throw_bad_input("--out", "required: the profile file to write");
-  require_distinct_files({{"--out", flags.out}, {"--hardware-out", flags.hardware_out}});
+  require_distinct_files({{"--out", flags.out}, {"--hardware-out", flags.hardware_out}},
+                         {{"--model", input_file(flags.job.model)},
+                          {"--job-toml", flags.job.job_toml},
+                          {"--hardware", input_file(flags.hardware)}});
   if (!flags.hardware_out.empty() && flags.backend != "cpu") {
     throw_bad_input("--hardware-out", "only the cpu backend derives a hardware spec",
                     "GPUs have built-in specs (--hardware h200)");
@@ -238,6 +244,8 @@ void run_collect(const CollectFlags& flags) {
 
 void run_import_kineto(const KinetoFlags& flags) {
   if (flags.out.empty()) throw_bad_input("--out", "required: the profile file to write");
+  require_distinct_files({{"--out", flags.out}},
+                         {{"the trace", flags.trace}, {"--hardware", input_file(flags.hardware)}});
   KinetoImportOptions options;
   if (!flags.hardware.empty()) options.hardware = recorded_hardware_id(flags.hardware);
   options.ranks_per_node = flags.ranks_per_node;
@@ -353,6 +361,9 @@ void add_merge(CLI::App& profile) {
                    "first's or the last's (default: error)")
       ->capture_default_str();
   merge->callback([options] {
+    NamedFiles profiles;
+    for (const std::string& path : options->inputs) profiles.emplace_back("a profile", path);
+    require_distinct_files({{"--out", options->out}}, profiles);
     const MergeOverlap overlap = merge_overlap_from_string(options->prefer, "--prefer");
     std::vector<NamedProfile> inputs;
     for (const std::string& path : options->inputs) {

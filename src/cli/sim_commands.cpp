@@ -269,11 +269,12 @@ SimulateInputs resolve_inputs(const SimulateOptions& options) {
 
 void run_simulate(const SimulateOptions& options) {
   // --plan may be a built-in plan's name: only a file can be overwritten.
-  const bool plan_is_file = std::filesystem::is_regular_file(options.plan.plan);
   require_distinct_files({{"--trace", options.trace_path}},
-                         {{"--plan", plan_is_file ? options.plan.plan : std::string()},
+                         {{"--plan", input_file(options.plan.plan)},
                           {"--job-toml", options.job.job_toml},
-                          {"--profile", options.cost.profile}});
+                          {"--profile", options.cost.profile},
+                          {"--model", input_file(options.job.model)},
+                          {"--hardware", input_file(options.cost.hardware)}});
   const SimulateInputs inputs = resolve_inputs(options);
   if (!inputs.cost_note.empty()) {
     // With --json stdout holds only the object.

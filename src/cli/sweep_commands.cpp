@@ -142,7 +142,9 @@ std::vector<std::int64_t> parse_cp_degrees(const std::string& text) {
 
 void run_sweep(const SweepCliOptions& o) {
   require_distinct_files({{"--out", o.out}, {"--emit-torchtitan-toml", o.torchtitan_toml}},
-                         {{"--job-toml", o.job_toml}});
+                         {{"--job-toml", o.job_toml},
+                          {"--model", input_file(o.model)},
+                          {"--hardware", input_file(o.hardware)}});
   if (o.top < 1) throw_bad_input("--top", "must be >= 1");
   if (o.threads < 0) throw_bad_input("--threads", "must be >= 0 (0 = all cores)");
   if (o.gpus < 1) throw_bad_input("--gpus", "must be >= 1");

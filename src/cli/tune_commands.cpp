@@ -206,12 +206,14 @@ void print_table(const std::vector<PlanSummary>& rows, std::int64_t limit_bytes)
 
 void run_tune(const TuneOptions& options) {
   if (options.out.empty()) throw_bad_input("--out", "is required: where to write the schedule");
-  require_distinct_files(
-      {{"--out", options.out},
-       {"--emit-torchtitan", options.torchtitan_out},
-       {"--emit-torchtitan-toml", options.torchtitan_toml},
-       {"--trace", options.trace_path}},
-      {{"--job-toml", options.job.job_toml}, {"--profile", options.cost.profile}});
+  require_distinct_files({{"--out", options.out},
+                          {"--emit-torchtitan", options.torchtitan_out},
+                          {"--emit-torchtitan-toml", options.torchtitan_toml},
+                          {"--trace", options.trace_path}},
+                         {{"--job-toml", options.job.job_toml},
+                          {"--profile", options.cost.profile},
+                          {"--model", input_file(options.job.model)},
+                          {"--hardware", input_file(options.cost.hardware)}});
   if (options.threads < 1) throw_bad_input("--threads", "must be >= 1");
   if (!(options.time_budget_s >= 0)) throw_bad_input("--time-budget", "must be >= 0 seconds");
   if (options.max_evaluations < 0) throw_bad_input("--max-evaluations", "must be >= 0");

@@ -168,6 +168,32 @@ TEST_CASE("tune rejects bad tuner flags with exit 2 naming the flag", "[cli][tun
   CHECK(result.exit_code == 2);
   CHECK(result.err.find("--emit-torchtitan-toml") != std::string::npos);
   CHECK_FALSE(std::ifstream(dir + "/s.json").good());  // nothing written
+  // An output over a --hardware or --model file (found probing: tune replaced the hardware
+  // spec with the schedule, exit 0). A built-in name is no file: nothing to overwrite.
+  const std::string spec = dir + "/spec.json";
+  const std::string model = dir + "/model.json";
+  fsdptune::write_file_atomically(spec, fsdptune::read_text_file(std::string(FSDPTUNE_SOURCE_DIR) +
+                                                                 "/tests/fuzz/corpus/hardware/"
+                                                                 "h100-sxm.json"));
+  fsdptune::write_file_atomically(
+      model, fsdptune::read_text_file(std::string(FSDPTUNE_SOURCE_DIR) + "/models/tiny.json"));
+  const std::string spec_text = fsdptune::read_text_file(spec);
+  const std::string model_text = fsdptune::read_text_file(model);
+  for (const std::string& command :
+       {"tune --model tiny --hardware " + spec + " --out " + spec,
+        "tune --model " + model + " --out " + model,
+        "simulate --model tiny --hardware " + spec + " --trace " + spec,
+        "sweep --model " + model + " --gpus 2 --global-batch 4 --seq 128 --out " + model,
+        "sweep --model tiny --hardware " + spec + " --gpus 2 --global-batch 4 --seq 128 --out " +
+            spec}) {
+    INFO(command);
+    result = run_fsdptune(command);
+    CHECK(result.exit_code == 2);
+    CHECK_THAT(result.err, Catch::Contains("is the file of") &&
+                               (Catch::Contains("--hardware") || Catch::Contains("--model")));
+  }
+  CHECK(fsdptune::read_text_file(spec) == spec_text);
+  CHECK(fsdptune::read_text_file(model) == model_text);
 }
 
 TEST_CASE("tune and sweep --keep-gathered restrict what a microbatch keeps", "[cli][tune]") {
