@@ -65,40 +65,62 @@ void write_in_place(const std::string& path, const std::filesystem::path& target
 }  // namespace
 
 void write_file_atomically(const std::string& path, const std::string& content) {
+  write_files_atomically({{path, content}});
+}
+
+void write_files_atomically(const std::vector<OutputFile>& files) {
   namespace fs = std::filesystem;
-  const fs::path target = follow_links(path);
-  std::error_code status_ec;
-  const fs::file_status status = fs::status(target, status_ec);
-  if (fs::exists(status) && !fs::is_regular_file(status) && !fs::is_directory(status)) {
-    write_in_place(path, target, content);
-    return;
-  }
-  if (target.has_parent_path()) {
-    std::error_code ec;
-    fs::create_directories(target.parent_path(), ec);
-    if (ec) throw_runtime(path, fmt::format("cannot create directory: {}", ec.message()));
-  }
-  // Per process: two runs writing one file (a sweep of jobs with the same --out) must not
-  // rename each other's temporary away.
-  const fs::path temporary = fmt::format("{}.tmp.{}", target.string(), ::getpid());
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) throw_runtime(path, "cannot open for writing");
-    out << content;
-    out.flush();
-    if (!out) {
-      out.close();
+  struct Staged {
+    const OutputFile* file;
+    fs::path target;
+    fs::path temporary;  // empty: written in place (a FIFO or device)
+  };
+  std::vector<Staged> staged;
+  const auto remove_temporaries = [&staged] {
+    for (const Staged& entry : staged) {
       std::error_code ignored;
-      fs::remove(temporary, ignored);
-      throw_runtime(path, "write failed");
+      if (!entry.temporary.empty()) fs::remove(entry.temporary, ignored);
     }
+  };
+  try {
+    for (const OutputFile& file : files) {
+      if (file.path.empty()) continue;
+      const fs::path target = follow_links(file.path);
+      std::error_code status_ec;
+      const fs::file_status status = fs::status(target, status_ec);
+      if (fs::exists(status) && !fs::is_regular_file(status) && !fs::is_directory(status)) {
+        staged.push_back({&file, target, fs::path()});
+        continue;
+      }
+      if (target.has_parent_path()) {
+        std::error_code ec;
+        fs::create_directories(target.parent_path(), ec);
+        if (ec) throw_runtime(file.path, fmt::format("cannot create directory: {}", ec.message()));
+      }
+      // Per process: two runs writing one file (a sweep of jobs with the same --out) must
+      // not rename each other's temporary away.
+      staged.push_back({&file, target, fmt::format("{}.tmp.{}", target.string(), ::getpid())});
+      std::ofstream out(staged.back().temporary, std::ios::binary | std::ios::trunc);
+      if (!out) throw_runtime(file.path, "cannot open for writing");
+      out << file.content;
+      out.flush();
+      if (!out) throw_runtime(file.path, "write failed");
+    }
+    for (const Staged& entry : staged) {
+      if (entry.temporary.empty()) continue;
+      std::error_code ec;
+      fs::rename(entry.temporary, entry.target, ec);
+      if (ec) {
+        throw_runtime(entry.file->path, fmt::format("cannot rename into place: {}", ec.message()));
+      }
+    }
+  } catch (...) {
+    remove_temporaries();
+    throw;
   }
-  std::error_code ec;
-  fs::rename(temporary, target, ec);
-  if (ec) {
-    std::error_code ignored;
-    fs::remove(temporary, ignored);
-    throw_runtime(path, fmt::format("cannot rename into place: {}", ec.message()));
+  for (const Staged& entry : staged) {
+    if (entry.temporary.empty())
+      write_in_place(entry.file->path, entry.target, entry.file->content);
   }
 }
 

@@ -20,6 +20,16 @@ std::string read_text_file(const std::string& path);
 // link is followed (the file it names is replaced, the link kept); a FIFO or device
 // (/dev/stdout) is written in place. Throws Error(kRuntime) naming `path`.
 void write_file_atomically(const std::string& path, const std::string& content);
+// Several outputs of one command, all or none: every file is written to its temporary
+// beside it first, then all are renamed into place, so a failure while writing (a folder
+// that cannot be created, a full disk) leaves every output as it was -- not the first
+// written and the second missing. FIFOs and devices are written in place, last. Empty
+// paths are skipped. Throws Error(kRuntime) naming the path at fault.
+struct OutputFile {
+  std::string path;
+  std::string content;
+};
+void write_files_atomically(const std::vector<OutputFile>& files);
 // A command's files, (flag or argument, path). Refuses two `outputs` of one file, or an
 // output that is one of the `inputs` (which it would overwrite; inputs may repeat), links
 // followed and "./a" = "a": Error(kBadInput) naming both flags; and an output that is a

@@ -201,7 +201,22 @@ void run_collect(const CollectFlags& flags) {
   const Profile profile = collector->collect(workload, options);
   if (collector->rank() != 0) return;  // rank 0 writes and reports
 
-  write_profile(profile, flags.out);
+  // The profile and its hardware spec (--hardware-out), written together: both or neither.
+  std::vector<OutputFile> outputs = {{flags.out, dump_json(profile_to_json(profile))}};
+  HardwareSpec spec;
+  if (!flags.hardware_out.empty()) {
+    HostFacts host;
+    host.id = profile.hardware;
+    host.ranks_per_node =
+        profile.collectives.empty() ? 1 : profile.collectives.front().group.ranks_per_node;
+    host.name = fmt::format("{}, {} rank(s) per host", profile.provenance.environment.at("cpu"),
+                            host.ranks_per_node);
+    host.memory_bytes = static_cast<std::int64_t>(sysconf(_SC_PHYS_PAGES)) *
+                        static_cast<std::int64_t>(sysconf(_SC_PAGE_SIZE));
+    spec = cpu_hardware_spec(profile, host);
+    outputs.push_back({flags.hardware_out, dump_json(hardware_to_json(spec))});
+  }
+  write_files_atomically(outputs);
   std::size_t points = 0;
   for (const auto& sweep : profile.collectives) points += sweep.points.size();
   fmt::print(
@@ -224,16 +239,6 @@ void run_collect(const CollectFlags& flags) {
   }
   fmt::print("wrote {}\n", flags.out);
   if (!flags.hardware_out.empty()) {
-    HostFacts host;
-    host.id = profile.hardware;
-    host.ranks_per_node =
-        profile.collectives.empty() ? 1 : profile.collectives.front().group.ranks_per_node;
-    host.name = fmt::format("{}, {} rank(s) per host", profile.provenance.environment.at("cpu"),
-                            host.ranks_per_node);
-    host.memory_bytes = static_cast<std::int64_t>(sysconf(_SC_PHYS_PAGES)) *
-                        static_cast<std::int64_t>(sysconf(_SC_PAGE_SIZE));
-    const HardwareSpec spec = cpu_hardware_spec(profile, host);
-    write_file_atomically(flags.hardware_out, dump_json(hardware_to_json(spec)));
     fmt::print(
         "wrote {} (hardware spec '{}': GEMM {:.3g} GFLOP/s, memory {:.3g} GB/s, "
         "all-gather busbw {:.3g} GB/s after {})\n",

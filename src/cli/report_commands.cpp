@@ -83,12 +83,14 @@ void run_report(const ReportCommandOptions& options) {
   ReportOptions report_options;
   report_options.largest_task_errors = options.top_errors;
 
+  std::vector<OutputFile> outputs;
   if (!options.html_path.empty()) {
-    write_file_atomically(options.html_path, render_report_html(entries, report_options));
+    outputs.push_back({options.html_path, render_report_html(entries, report_options)});
   }
   if (!options.markdown_path.empty()) {
-    write_file_atomically(options.markdown_path, render_report_markdown(entries, report_options));
+    outputs.push_back({options.markdown_path, render_report_markdown(entries, report_options)});
   }
+  write_files_atomically(outputs);
   // With --json stdout carries only the JSON summary; the file notes go to stderr.
   std::FILE* notes = options.json ? stderr : stdout;
   if (options.json) {

@@ -287,9 +287,11 @@ void run_sweep(const SweepCliOptions& o) {
                              format_bytes(result.memory_limit_bytes), unwritten),
                  "raise --memory-limit or add GPUs");
   };
+  // --out and --emit-torchtitan-toml, written together: both or neither.
+  std::vector<OutputFile> outputs;
   if (!o.torchtitan_toml.empty() && !result.ranked.empty()) {
     const JobSpec& best = result.ranked.front().job;
-    write_file_atomically(o.torchtitan_toml, torchtitan_config_toml(model_name, model, best));
+    outputs.push_back({o.torchtitan_toml, torchtitan_config_toml(model_name, model, best)});
     const std::string without_fsdp = torchtitan_without_fsdp_note(best);
     if (!without_fsdp.empty())
       fmt::print(stderr, "note: {}: {}\n", o.torchtitan_toml, without_fsdp);
@@ -343,12 +345,13 @@ void run_sweep(const SweepCliOptions& o) {
                                                   : "",
         o.tune_top, o.tune_evaluations,
         o.keep_gathered == "any" ? "" : " --keep-gathered " + o.keep_gathered);
-    write_file_atomically(o.out, dump_json(schedule_to_json(schedule)));
+    outputs.push_back({o.out, dump_json(schedule_to_json(schedule))});
     best_written =
         fmt::format("{} (schedule format version {}, {} from {})", o.out,
                     schedule.pipeline ? kPipelineScheduleFormatVersion : kScheduleFormatVersion,
                     format_seconds(schedule.predicted.step_time_s), tuned.derived_from);
   }
+  write_files_atomically(outputs);
 
   const std::size_t shown =
       std::min<std::size_t>(static_cast<std::size_t>(o.top), result.ranked.size());

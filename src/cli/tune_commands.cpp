@@ -135,9 +135,11 @@ std::string canonical_command(const TuneOptions& o, const std::string& model, co
   return command;
 }
 
-// Stamps the provenance of this run on `schedule` and writes it to --out.
-void write_schedule(ScheduleFile& schedule, const TuneOptions& options,
-                    const std::string& cost_source, const std::string& cost_hash) {
+// Stamps the provenance of this run on `schedule` and returns --out and
+// --emit-torchtitan-toml (empty when not asked for) to write.
+std::vector<OutputFile> schedule_outputs(ScheduleFile& schedule, const TuneOptions& options,
+                                         const std::string& cost_source,
+                                         const std::string& cost_hash) {
   const std::string model = model_argument(options.job);
   schedule.provenance.tool = std::string("fsdptune ") + FSDPTUNE_VERSION;
   schedule.provenance.cost_source = cost_source;
@@ -146,10 +148,10 @@ void write_schedule(ScheduleFile& schedule, const TuneOptions& options,
   schedule.provenance.threads = options.threads;
   schedule.provenance.command = canonical_command(options, model, schedule.job);
   schedule.provenance.job_hash = schedule_job_hash(schedule.job);
-  write_file_atomically(options.out, dump_json(schedule_to_json(schedule)));
+  std::vector<OutputFile> outputs = {{options.out, dump_json(schedule_to_json(schedule))}};
   if (!options.torchtitan_toml.empty()) {
-    write_file_atomically(options.torchtitan_toml,
-                          torchtitan_config_toml(model, schedule.model, schedule.job));
+    outputs.push_back(
+        {options.torchtitan_toml, torchtitan_config_toml(model, schedule.model, schedule.job)});
     const std::string without_fsdp = torchtitan_without_fsdp_note(schedule.job);
     if (!without_fsdp.empty()) {
       fmt::print(stderr, "note: {}: {}\n", options.torchtitan_toml, without_fsdp);
@@ -163,6 +165,7 @@ void write_schedule(ScheduleFile& schedule, const TuneOptions& options,
       if (!note.empty()) fmt::print(stderr, "note: {}: {}\n", options.torchtitan_toml, note);
     }
   }
+  return outputs;
 }
 
 nlohmann::json summary_json(const PlanSummary& summary) {
@@ -276,15 +279,15 @@ void run_tune(const TuneOptions& options) {
     const double pipeline_elapsed_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - pipeline_started).count();
     ScheduleFile& schedule = tuned.schedule;
-    write_schedule(schedule, options, cost_source, cost_hash);
+    std::vector<OutputFile> outputs = schedule_outputs(schedule, options, cost_source, cost_hash);
     if (!options.torchtitan_out.empty()) {
-      write_file_atomically(options.torchtitan_out,
-                            dump_json(torchtitan_pipeline_to_json(workload, *schedule.pipeline)));
+      outputs.push_back({options.torchtitan_out,
+                         dump_json(torchtitan_pipeline_to_json(workload, *schedule.pipeline))});
     }
     if (!options.trace_path.empty()) {
-      write_file_atomically(options.trace_path,
-                            dump_json(schedule_trace(schedule, workload, costs)));
+      outputs.push_back({options.trace_path, dump_json(schedule_trace(schedule, workload, costs))});
     }
+    write_files_atomically(outputs);
     const double efficiency = schedule.predicted.step_time_s > 0
                                   ? schedule.lower_bound_s / schedule.predicted.step_time_s
                                   : 0.0;
@@ -365,14 +368,15 @@ void run_tune(const TuneOptions& options) {
   ScheduleFile schedule = schedule_of_tuned_plan(workload, hardware, result, costs);
   schedule.model = model;
   schedule.job = job;
-  write_schedule(schedule, options, cost_source, cost_hash);
+  std::vector<OutputFile> outputs = schedule_outputs(schedule, options, cost_source, cost_hash);
   if (!options.torchtitan_out.empty()) {
-    write_file_atomically(options.torchtitan_out,
-                          dump_json(torchtitan_plan_to_json(workload, schedule.plan)));
+    outputs.push_back(
+        {options.torchtitan_out, dump_json(torchtitan_plan_to_json(workload, schedule.plan))});
   }
   if (!options.trace_path.empty()) {
-    write_file_atomically(options.trace_path, dump_json(schedule_trace(schedule, workload, costs)));
+    outputs.push_back({options.trace_path, dump_json(schedule_trace(schedule, workload, costs))});
   }
+  write_files_atomically(outputs);
 
   const double efficiency = schedule.predicted.step_time_s > 0
                                 ? result.lower_bound_s / schedule.predicted.step_time_s

@@ -104,6 +104,33 @@ TEST_CASE("write_file_atomically replaces the file and leaves no temporary", "[i
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("write_files_atomically writes all of a command's outputs or none", "[io]") {
+  // Found probing: tune --out o.json --trace FILE/x.json wrote o.json, then failed.
+  const auto dir = std::filesystem::temp_directory_path() / unique("fsdptune-io-all");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string first = (dir / "first.json").string();
+  const std::string blocker = (dir / "afile").string();
+  write_file_atomically(first, "old\n");
+  write_file_atomically(blocker, "a file, not a folder\n");
+  try {
+    write_files_atomically({{first, "new\n"}, {blocker + "/x.json", "x\n"}});
+    FAIL("wrote under a file");
+  } catch (const Error& e) {
+    CHECK(e.where() == blocker + "/x.json");
+  }
+  CHECK(read_text_file(first) == "old\n");  // untouched
+  // No temporary left: first.json and afile only.
+  CHECK(std::distance(std::filesystem::directory_iterator(dir),
+                      std::filesystem::directory_iterator()) == 2);
+  // Both written when both can be; empty paths skipped.
+  write_files_atomically(
+      {{first, "new\n"}, {"", "ignored"}, {(dir / "second.json").string(), "2\n"}});
+  CHECK(read_text_file(first) == "new\n");
+  CHECK(read_text_file((dir / "second.json").string()) == "2\n");
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("read_text_file names a missing file", "[io]") {
   try {
     read_text_file("/nonexistent/fsdptune.json");
