@@ -111,6 +111,12 @@ void read_pipeline_view(const nlohmann::json& json, const std::string& source,
     const std::string where = fmt::format("{}: chunks[{}]", source, c);
     MeasuredChunk chunk;
     chunk.chunk = static_cast<int>(integer_in(chunks[c], "chunk", where, 0, kMaxReplayedIndex));
+    // The rank's chunks, ascending, each once (compare doubled a chunk given twice).
+    if (!rank.chunks.empty() && chunk.chunk <= rank.chunks.back().chunk) {
+      throw_bad_input(where + ": chunk",
+                      fmt::format("{} after chunk {}: expected ascending, each once", chunk.chunk,
+                                  rank.chunks.back().chunk));
+    }
     const auto& tasks = field(chunks[c], "tasks", where);
     if (!tasks.is_array()) throw_bad_input(where + ": tasks", "expected an array");
     for (std::size_t t = 0; t < tasks.size(); ++t) {
@@ -381,6 +387,18 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
       if (read_version >= 5 && json.contains("pipeline")) read_pipeline_view(ranks[r], where, rank);
       measured.ranks.push_back(std::move(rank));
     }
+    // The top-level timings are rank 0's (validate gathers them from it): a difference is
+    // an edit (report read the one, compare's rank figures the other).
+    if (!measured.ranks.empty()) {
+      const std::vector<TaskTiming>& first = measured.ranks.front().timings;
+      for (std::size_t t = 0; t < measured.timings.size() && t < first.size(); ++t) {
+        if (measured.timings[t].start_s != first[t].start_s ||
+            measured.timings[t].end_s != first[t].end_s) {
+          throw_bad_input(fmt::format("{}: timings[{}]", source, t),
+                          "differs from ranks[0].timings: the top-level timings are rank 0's");
+        }
+      }
+    }
     // Every rank of a pipeline run replays its stage's actions: none on one rank beside
     // another's is a file cut short or edited (compare read only each stage's first rank).
     const auto with_actions =
@@ -388,6 +406,11 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
                      [](const RankMeasurement& rank) { return !rank.actions.empty(); });
     for (std::size_t r = 0; r < measured.ranks.size() && with_actions != measured.ranks.end();
          ++r) {
+      if (measured.ranks[r].chunks.empty()) {
+        throw_bad_input(fmt::format("{}: ranks[{}]: chunks", source, r),
+                        "empty, while the run has actions: every rank of a pipeline run "
+                        "replays its stage's chunks");
+      }
       if (measured.ranks[r].actions.empty()) {
         throw_bad_input(
             fmt::format("{}: ranks[{}]: actions", source, r),
@@ -441,7 +464,33 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
       stage.pipeline_end_s = number(stages[r], "pipeline_end_s", at);
       stage.end_s = number(stages[r], "end_s", at);
       stage.peak_allocated_bytes = bytes(stages[r], "peak_allocated_bytes", at);
+      // Per rank and step, the actions' busy time lies within the last action's end, and
+      // that within the last task's; medians and the largest over ranks keep the order
+      // (a rounding's worth of slack for the sum of durations).
+      if (stage.busy_s > stage.pipeline_end_s * (1 + 1e-9) + 1e-12) {
+        throw_bad_input(at + ": busy_s", fmt::format("{} is above pipeline_end_s {}", stage.busy_s,
+                                                     stage.pipeline_end_s));
+      }
+      if (stage.pipeline_end_s > stage.end_s) {
+        throw_bad_input(at + ": pipeline_end_s",
+                        fmt::format("{} is after end_s {}", stage.pipeline_end_s, stage.end_s));
+      }
+      if (stage.peak_allocated_bytes > measured.peak_allocated_bytes) {
+        throw_bad_input(at + ": peak_allocated_bytes",
+                        fmt::format("{} is above the run's peak_allocated_bytes {}",
+                                    stage.peak_allocated_bytes, measured.peak_allocated_bytes));
+      }
       pipeline.stages.push_back(stage);
+    }
+    // The run's peak is the largest rank's, so the largest stage's.
+    std::int64_t largest = 0;
+    for (const MeasuredStage& stage : pipeline.stages) {
+      largest = std::max(largest, stage.peak_allocated_bytes);
+    }
+    if (largest > 0 && largest != measured.peak_allocated_bytes) {
+      throw_bad_input(where + ": stages",
+                      fmt::format("the largest stage peak_allocated_bytes is {}, the run's {}",
+                                  largest, measured.peak_allocated_bytes));
     }
     measured.pipeline = std::move(pipeline);
   }

@@ -125,6 +125,11 @@ TEST_CASE("measured.json errors name the file and the field", "[measured]") {
   bad = good;
   bad["timings"].erase(1);
   expect_error(bad, "m.json: timings");
+  // The top-level timings are rank 0's: an edited one is named (report and compare read
+  // different figures from such a file).
+  bad = good;
+  bad["timings"][1]["end_s"] = 0.9;
+  expect_error(bad, "m.json: timings[1]");
   bad = good;
   bad["ranks"][3]["timings"][0]["end_s"] = -1;
   expect_error(bad, "m.json: ranks[3]: timings[0]: end_s");
@@ -309,6 +314,27 @@ TEST_CASE("measured.json of a pipeline: actions and chunk tasks since version 5"
   bad = json;
   bad["ranks"][1].erase("chunks");
   expect_error(bad, "m.json: ranks[1]: chunks");
+  // Found probing, all accepted before: chunks missing on a rank or given twice (compare
+  // dropped or doubled their rows); a stage's peak above the run's, or the largest stage's
+  // below it; a stage busy past its last action, or its last action after its end.
+  bad = json;
+  bad["ranks"][0]["chunks"] = nlohmann::json::array();
+  expect_error(bad, "m.json: ranks[0]: chunks");
+  bad = json;
+  bad["ranks"][0]["chunks"].push_back(bad["ranks"][0]["chunks"][0]);
+  expect_error(bad, "m.json: ranks[0]: chunks[1]: chunk");
+  bad = json;
+  bad["pipeline"]["stages"][1]["peak_allocated_bytes"] = std::int64_t{1} << 40;
+  expect_error(bad, "m.json: pipeline: stages[1]: peak_allocated_bytes");
+  bad = json;
+  bad["pipeline"]["stages"][0]["peak_allocated_bytes"] = 1000;
+  expect_error(bad, "m.json: pipeline: stages");
+  bad = json;
+  bad["pipeline"]["stages"][1]["busy_s"] = 0.46875;  // past pipeline_end_s 0.4375
+  expect_error(bad, "m.json: pipeline: stages[1]: busy_s");
+  bad = json;
+  bad["pipeline"]["stages"][0]["end_s"] = 0.375;  // before pipeline_end_s 0.5
+  expect_error(bad, "m.json: pipeline: stages[0]: pipeline_end_s");
   // One rank without actions beside one with them: cut short (was accepted).
   bad = json;
   bad["ranks"][1]["actions"] = nlohmann::json::array();
