@@ -803,8 +803,18 @@ void check_pipeline(const SchedulePipeline& pipeline, const Workload& workload,
     throw_bad_input(where("pipeline.stages"),
                     fmt::format("{} stages for pp {}", pipeline.stages.size(), job.pp));
   }
+  // Actions stored for every stage or none (schedules before 2026-12-01): one stage without
+  // them beside another with them was replayed and compared as if it had none.
+  const bool any_actions = std::any_of(pipeline.stages.begin(), pipeline.stages.end(),
+                                       [](const ScheduleStage& s) { return !s.actions.empty(); });
   for (std::size_t r = 0; r < pipeline.stages.size(); ++r) {
-    check_stage_actions(pipeline.stages[r], job, where(indexed("pipeline.stages", r) + ".actions"));
+    const std::string path = where(indexed("pipeline.stages", r) + ".actions");
+    if (any_actions && pipeline.stages[r].actions.empty()) {
+      throw_bad_input(path,
+                      "none, while other stages have theirs: a schedule stores every "
+                      "stage's actions or none");
+    }
+    check_stage_actions(pipeline.stages[r], job, path);
   }
   for (std::size_t c = 0; c < chunks.size(); ++c) {
     const ScheduleChunk& chunk = pipeline.chunks[c];

@@ -805,6 +805,15 @@ TEST_CASE("pipeline schedule (version 2) round-trips and is checked on load",
   bad["pipeline"]["stages"][0]["actions"][0].erase("start_s");
   CHECK_THROWS_WITH(schedule_from_json(bad, "pp.json"),
                     Catch::Contains("pipeline.stages[0].actions[0].start_s"));
+  // One stage without its actions beside one with them (found probing: replayed and
+  // compared as if the schedule stored none); none at all reads as a schedule of before.
+  bad = json;
+  bad["pipeline"]["stages"][1].erase("actions");
+  CHECK_THROWS_WITH(schedule_from_json(bad, "pp.json"),
+                    Catch::Contains("pipeline.stages[1].actions: none, while other stages"));
+  bad = json;
+  for (auto& stage : bad["pipeline"]["stages"]) stage.erase("actions");
+  CHECK_NOTHROW(schedule_from_json(bad, "pp.json"));
 }
 
 TEST_CASE("the sweep's evaluation (distinct chunks simulated once) equals the full one",
