@@ -315,9 +315,19 @@ bool resolve_keep_gathered(const PlanOptions& options, const JobSpec& job) {
   return allowed_keep_gathered(choice, job).front();
 }
 
+std::int64_t given_memory_limit(const std::string& text, const HardwareSpec& hardware) {
+  const std::int64_t limit = parse_size_bytes(text, "--memory-limit");
+  if (hardware.hbm_bytes > 0 && limit > hardware.hbm_bytes) {
+    fmt::print(stderr,
+               "note: --memory-limit {} is above the {} GPU's memory ({}): plans judged to fit "
+               "under it may not fit the GPU\n",
+               format_bytes(limit), hardware.id, format_bytes(hardware.hbm_bytes));
+  }
+  return limit;
+}
+
 std::int64_t resolve_memory_limit(const PlanOptions& options, const HardwareSpec& hardware) {
-  if (!options.memory_limit.empty())
-    return parse_size_bytes(options.memory_limit, "--memory-limit");
+  if (!options.memory_limit.empty()) return given_memory_limit(options.memory_limit, hardware);
   const std::int64_t limit = default_memory_limit_bytes(hardware);
   if (limit <= 0) {
     throw_bad_input("--memory-limit", fmt::format("hardware {} gives no default", hardware.id),

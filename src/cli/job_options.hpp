@@ -138,6 +138,9 @@ bool resolve_keep_gathered(const PlanOptions& options, const JobSpec& job);
 // --memory-limit parsed (Error naming the flag), or default_memory_limit_bytes(hardware):
 // HBM less the hardware's reserve.
 std::int64_t resolve_memory_limit(const PlanOptions& options, const HardwareSpec& hardware);
+// --memory-limit as given (parse_size_bytes), with a note on stderr when it is above the
+// GPU's memory (a limit no plan can use; accepted, to explore what a larger part would fit).
+std::int64_t given_memory_limit(const std::string& text, const HardwareSpec& hardware);
 
 // The Plan of --plan: a built-in name (plans.hpp), else a file holding a plan
 // (docs/plan-format.md) or a schedule file (its "plan" object). Validated against

@@ -196,7 +196,7 @@ void run_sweep(const SweepCliOptions& o) {
   options.seq_len = seq;
   options.global_batch_sequences = parse_global_batch_sequences(global_batch, seq);
   if (!o.memory_limit.empty()) {
-    options.memory_limit_bytes = parse_size_bytes(o.memory_limit, "--memory-limit");
+    options.memory_limit_bytes = given_memory_limit(o.memory_limit, hardware);
   }
   options.try_float8 = !o.no_float8;
   options.try_async_tp = o.async_tp;
@@ -471,9 +471,8 @@ void run_pipeline(const PipelineCliOptions& o) {
   const bool keep = resolve_keep_gathered(keep_option, job);
   const HardwareSpec hardware = resolve_hardware(o.hardware);
   const std::unique_ptr<CostModel> costs = make_analytic_cost_model(hardware);
-  const std::int64_t limit = o.memory_limit.empty()
-                                 ? default_memory_limit_bytes(hardware)
-                                 : parse_size_bytes(o.memory_limit, "--memory-limit");
+  const std::int64_t limit = o.memory_limit.empty() ? default_memory_limit_bytes(hardware)
+                                                    : given_memory_limit(o.memory_limit, hardware);
   const Workload workload = build_workload(model, job);
   SimOptions options;
   options.record_timeline = false;

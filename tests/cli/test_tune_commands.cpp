@@ -194,6 +194,12 @@ TEST_CASE("tune rejects bad tuner flags with exit 2 naming the flag", "[cli][tun
   }
   CHECK(fsdptune::read_text_file(spec) == spec_text);
   CHECK(fsdptune::read_text_file(model) == model_text);
+  // A limit above the GPU's memory is taken, with a note (found probing: 100 GiB on an
+  // h100-sxm judged plans of 79.6 GiB reserved to fit, silently).
+  result = run_fsdptune("simulate --model tiny --hardware h100-sxm --memory-limit 100GiB");
+  CHECK(result.exit_code == 0);
+  CHECK_THAT(result.err, Catch::Contains("--memory-limit 100 GiB is above the h100-sxm GPU's"));
+  CHECK(run_fsdptune("simulate --model tiny --hardware h100-sxm --memory-limit 60GiB").err.empty());
 }
 
 TEST_CASE("tune and sweep --keep-gathered restrict what a microbatch keeps", "[cli][tune]") {
