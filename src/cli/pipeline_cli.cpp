@@ -197,12 +197,33 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
   }
   std::fflush(stdout);
   if (!summary.fits && require_fit) {
-    throw Error(ErrorKind::kDoesNotFit, "--memory-limit",
-                fmt::format("the largest stage peak {} reserved exceeds the {} limit",
-                            format_bytes(summary.peak_reserved_bytes), format_bytes(limit_bytes)),
-                "more stages (--pp), --ac full, fewer microbatches in flight (--pp-schedule "
-                "1f1b), or a smaller --batch");
+    throw Error(
+        ErrorKind::kDoesNotFit, "--memory-limit",
+        fmt::format("the largest stage peak {} reserved exceeds the {} limit",
+                    format_bytes(summary.peak_reserved_bytes), format_bytes(limit_bytes)),
+        job.pp_schedule == PipelineSchedule::k1F1B
+            ? does_not_fit_hint(job)
+            : does_not_fit_hint(job) + " (or fewer microbatches in flight: --pp-schedule 1f1b)");
   }
+}
+
+std::string does_not_fit_hint(const JobSpec& job) {
+  std::vector<std::string> changes;
+  if (job.pp > 1) changes.push_back("more pipeline stages (--pp)");
+  if (job.gpus * 2 <= kMaxJobGpus) {
+    changes.push_back(fmt::format("shard over more GPUs (--gpus {})", job.gpus * 2));
+  }
+  if (job.ac != ActivationCheckpointing::kFull)
+    changes.push_back("checkpoint activations (--ac full)");
+  if (job.local_batch > 1)
+    changes.push_back(fmt::format("use a smaller --batch (now {})", job.local_batch));
+  changes.push_back(fmt::format("use a shorter --seq (now {})", job.seq_len));
+  std::string hint;
+  for (std::size_t i = 0; i < changes.size(); ++i) {
+    if (i > 0) hint += i + 1 == changes.size() ? ", or " : ", ";
+    hint += changes[i];
+  }
+  return hint;
 }
 
 TunedSchedule tune_schedule(const Workload& workload, const HardwareSpec& hardware,
@@ -221,9 +242,10 @@ TunedSchedule schedule_of_tuning(const Workload& workload, const HardwareSpec& h
       const std::int64_t peak = largest_stage_reserved_bytes(tuning.best.result);
       throw Error(ErrorKind::kDoesNotFit, "--memory-limit",
                   fmt::format("no per-stage plan fits in {} per GPU: the smallest largest-stage "
-                              "reserved peak found is {}",
-                              format_bytes(tuning.memory_limit_bytes), format_bytes(peak)),
-                  "more stages (--pp), --ac full, or a smaller --batch");
+                              "reserved peak found is {}, {} over",
+                              format_bytes(tuning.memory_limit_bytes), format_bytes(peak),
+                              format_bytes(peak - tuning.memory_limit_bytes)),
+                  does_not_fit_hint(job));
     }
     tuned.schedule =
         pipeline_schedule(workload, tuning.best, hardware, tuning.memory_limit_bytes, "tuned");
@@ -244,10 +266,12 @@ TunedSchedule schedule_of_tuning(const Workload& workload, const HardwareSpec& h
   if (!result.fits) {
     throw Error(
         ErrorKind::kDoesNotFit, "--memory-limit",
-        fmt::format("no plan fits in {} per GPU: the smallest reserved peak found is {} ({})",
+        fmt::format("no plan fits in {} per GPU: the smallest reserved peak found is {} ({}), "
+                    "{} over",
                     format_bytes(result.memory_limit_bytes),
-                    format_bytes(result.smallest_peak_bytes), result.smallest_peak_plan),
-        "shard over more GPUs, --ac full, or a smaller --batch");
+                    format_bytes(result.smallest_peak_bytes), result.smallest_peak_plan,
+                    format_bytes(result.smallest_peak_bytes - result.memory_limit_bytes)),
+        does_not_fit_hint(job));
   }
   ScheduleFile& schedule = tuned.schedule;
   schedule = schedule_of_tuned_plan(workload, hardware, result, costs);

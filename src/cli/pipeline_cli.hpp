@@ -40,6 +40,11 @@ struct TunedSchedule {
   std::int64_t plans_evaluated = 0;
   bool budget_exhausted = false;
 };
+// What would lower the peak of a job no plan fits: only the changes still open to it (more
+// stages under PP, more GPUs up to kMaxJobGpus, full AC unless it has it, a smaller batch
+// or sequence).
+std::string does_not_fit_hint(const JobSpec& job);
+
 TunedSchedule tune_schedule(const Workload& workload, const HardwareSpec& hardware,
                             const CostModel& costs, const TunerOptions& options);
 // The same from a search already run (tune_configuration: what the sweep keeps of its

@@ -175,26 +175,6 @@ nlohmann::json summary_json(const PlanSummary& summary) {
   return schedule_to_json(holder).at("predicted");
 }
 
-// What would lower the peak of a job no plan fits: only the changes still open to it (more
-// GPUs up to kMaxJobGpus, full AC unless it has it, a smaller batch or sequence).
-std::string does_not_fit_hint(const JobSpec& job) {
-  std::vector<std::string> changes;
-  if (job.gpus * 2 <= kMaxJobGpus) {
-    changes.push_back(fmt::format("shard over more GPUs (--gpus {})", job.gpus * 2));
-  }
-  if (job.ac != ActivationCheckpointing::kFull)
-    changes.push_back("checkpoint activations (--ac full)");
-  if (job.local_batch > 1)
-    changes.push_back(fmt::format("use a smaller --batch (now {})", job.local_batch));
-  changes.push_back(fmt::format("use a shorter --seq (now {})", job.seq_len));
-  std::string hint;
-  for (std::size_t i = 0; i < changes.size(); ++i) {
-    if (i > 0) hint += i + 1 == changes.size() ? ", or " : ", ";
-    hint += changes[i];
-  }
-  return hint;
-}
-
 void print_table(const std::vector<PlanSummary>& rows, std::int64_t limit_bytes) {
   fmt::print("{:<20} {:>11} {:>13} {:>7} {:>12} {:>12} {:>12}  {}\n", "plan", "step time",
              "tokens/s/GPU", "MFU", "exposed comm", "peak alloc", "peak reserv", "fits");

@@ -123,6 +123,16 @@ TEST_CASE("tune exits 3 when nothing fits, naming the smallest peak and what to 
   CHECK(full.exit_code == 3);
   CHECK_THAT(full.err, Catch::Contains("hint: shard over more GPUs (--gpus 16), use a smaller "
                                        "--batch (now 2), or use a shorter --seq (now 8192)"));
+  // Pipelined, likewise (found probing: it offered --ac full with full AC and a smaller
+  // batch than 1, and printed a peak 19 MiB over the limit as the limit itself).
+  const CommandResult staged = run_fsdptune(
+      "tune --model tiny --gpus 4 --pp 2 --microbatches 2 --hardware h100-sxm --memory-limit "
+      "1MiB --ac full --batch 1 --seq 128 --out " +
+      out);
+  CHECK(staged.exit_code == 3);
+  CHECK_THAT(staged.err, Catch::Contains("MiB over") &&
+                             Catch::Contains("hint: more pipeline stages (--pp), shard over "
+                                             "more GPUs (--gpus 8), or use a shorter --seq"));
 }
 
 TEST_CASE("tune rejects bad tuner flags with exit 2 naming the flag", "[cli][tune]") {
