@@ -306,8 +306,17 @@ void run_tune(const TuneOptions& options) {
     print_pipeline_schedule(schedule, workload);
     if (options.try_pp_splits) print_splits(split.tried, schedule.job);
     const PlanSummary& fsdp2 = schedule.baselines.front();
-    fmt::print("\ntuned vs fsdp2 per stage: {:.2f}x faster (from {})\n",
-               fsdp2.step_time_s / schedule.predicted.step_time_s, tuned.derived_from);
+    if (fsdp2.fits) {
+      fmt::print("\ntuned vs fsdp2 per stage: {:.2f}x faster (from {})\n",
+                 fsdp2.step_time_s / schedule.predicted.step_time_s, tuned.derived_from);
+    } else {
+      // A slower tuned plan is no "0.86x faster": fsdp2 is out of the running.
+      fmt::print(
+          "\ntuned vs fsdp2 per stage: fsdp2 does not fit ({} step, {} reserved; tuned "
+          "{}, from {})\n",
+          format_seconds(fsdp2.step_time_s), format_bytes(fsdp2.peak_reserved_bytes),
+          format_seconds(schedule.predicted.step_time_s), tuned.derived_from);
+    }
     const std::string splits =
         split.tried.size() > 1
             ? fmt::format(" (the written split's; {} splits tuned)", split.tried.size())
@@ -443,7 +452,8 @@ void register_tune_commands(CLI::App& app) {
   tune->add_option("--time-budget", options->time_budget_s, "Search time limit in seconds")
       ->capture_default_str();
   tune->add_option("--max-evaluations", options->max_evaluations,
-                   "Stop after this many simulations (0 = no limit; deterministic)");
+                   "Stop the search once this many plans were simulated (0 = no limit; "
+                   "deterministic); the baselines and seeds, and a batch under way, still run");
   tune->add_option("--threads", options->threads, "Plans simulated in parallel")
       ->capture_default_str();
   tune->add_option("--seed", options->seed, "Seed of the search")

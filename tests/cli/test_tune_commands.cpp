@@ -212,6 +212,20 @@ TEST_CASE("tune rejects bad tuner flags with exit 2 naming the flag", "[cli][tun
   CHECK(run_fsdptune("simulate --model tiny --hardware h100-sxm --memory-limit 60GiB").err.empty());
 }
 
+TEST_CASE("tune --pp says when fsdp2 per stage does not fit rather than a speed-up below 1",
+          "[cli][tune]") {
+  // Found probing: "tuned vs fsdp2 per stage: 0.86x faster" of a tuned plan slower than an
+  // fsdp2 that does not fit.
+  const std::string dir = make_temp_dir("fsdptune-tune-pp-fit");
+  const CommandResult result = run_fsdptune(
+      "tune --model llama3-8b --gpus 16 --pp 2 --microbatches 4 --hardware h100-sxm "
+      "--memory-limit 46GiB --max-evaluations 10 --out " +
+      dir + "/s.json");
+  REQUIRE(result.exit_code == 0);
+  CHECK_THAT(result.out, Catch::Contains("tuned vs fsdp2 per stage: fsdp2 does not fit (") &&
+                             !Catch::Contains("x faster"));
+}
+
 TEST_CASE("tune and sweep --keep-gathered restrict what a microbatch keeps", "[cli][tune]") {
   const std::string dir = make_temp_dir("fsdptune-tune-keep");
   const std::string job =
