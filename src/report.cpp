@@ -348,6 +348,8 @@ std::string measured_heading(const MeasuredComparison& measured) {
 
 std::string efficiency_line(const ScheduleReport& schedule) {
   if (schedule.lower_bound_s <= 0) return "tuned plan vs lower bound: no lower bound recorded";
+  // A step of 0 (a hand-made schedule) has no efficiency: "tuned inf s" before.
+  if (schedule.tuned_efficiency <= 0) return "tuned plan vs lower bound: no predicted step time";
   return fmt::format("tuned plan vs lower bound: {} (lower bound {}, tuned {})",
                      format_percent(schedule.tuned_efficiency),
                      format_seconds(schedule.lower_bound_s),

@@ -147,6 +147,20 @@ const TorchtitanConfig& job_toml_config(const JobOptions& options) {
 
 }  // namespace
 
+namespace {
+
+// --param-dtype / --reduce-dtype: an unknown name lists what a job takes (fp8 is --float8's:
+// normalize_job refuses it with that hint), not every dtype the formats know.
+DType job_dtype(const std::string& text, const std::string& flag) {
+  for (const char* name :
+       {"bf16", "bfloat16", "fp16", "float16", "fp32", "float32", "fp8", "float8"}) {
+    if (text == name) return dtype_from_string(text, flag);
+  }
+  throw_bad_input(flag, fmt::format("unknown dtype '{}' (expected bf16, fp16 or fp32)", text));
+}
+
+}  // namespace
+
 std::string input_file(const std::string& value) {
   std::error_code error;
   return !value.empty() && std::filesystem::is_regular_file(value, error) ? value : std::string();
@@ -209,10 +223,9 @@ JobSpec torchtitan_job_spec(const JobOptions& options, const ModelSpec& model) {
   take("--pp-last-stage-less-layers", o.pp_last_stage_less_layers, options.pp_last_less);
   if (given("--pp-chunk-blocks")) o.pp_chunk_blocks = parse_chunk_blocks(options.pp_chunk_blocks);
   if (given("--ac")) o.ac = ac_from_string(options.ac, "--ac");
-  if (given("--param-dtype"))
-    o.param_dtype = dtype_from_string(options.param_dtype, "--param-dtype");
+  if (given("--param-dtype")) o.param_dtype = job_dtype(options.param_dtype, "--param-dtype");
   if (given("--reduce-dtype")) {
-    o.reduce_dtype = dtype_from_string(options.reduce_dtype, "--reduce-dtype");
+    o.reduce_dtype = job_dtype(options.reduce_dtype, "--reduce-dtype");
   }
   take("--float8", o.float8, options.float8);
   take("--async-tp", o.async_tp, options.async_tp);
@@ -247,8 +260,8 @@ JobSpec to_job_spec(const JobOptions& options, const ModelSpec& model) {
   job.local_batch = options.batch;
   job.seq_len = options.seq;
   job.ac = ac_from_string(options.ac, "--ac");
-  job.param_dtype = dtype_from_string(options.param_dtype, "--param-dtype");
-  job.reduce_dtype = dtype_from_string(options.reduce_dtype, "--reduce-dtype");
+  job.param_dtype = job_dtype(options.param_dtype, "--param-dtype");
+  job.reduce_dtype = job_dtype(options.reduce_dtype, "--reduce-dtype");
   job.float8 = options.float8;
   job.async_tp = options.async_tp;
   job.execution = execution_from_string(options.execution, "--execution");

@@ -165,6 +165,11 @@ TEST_CASE("tune rejects bad tuner flags with exit 2 naming the flag", "[cli][tun
     CHECK(result.exit_code == 2);
     CHECK(result.err.find(flags.substr(0, flags.find(' '))) != std::string::npos);
   }
+  // An unknown dtype lists what a job takes (it listed fp8, then refused it).
+  result = run_fsdptune("simulate --model tiny --hardware h100-sxm --reduce-dtype int8");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Catch::Contains("--reduce-dtype: unknown dtype 'int8' (expected bf16, "
+                                         "fp16 or fp32)"));
   result = run_fsdptune("simulate --model tiny --hardware ''");
   CHECK(result.exit_code == 2);
   CHECK(result.err.find("--hardware: is empty") != std::string::npos);

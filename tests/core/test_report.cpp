@@ -277,6 +277,12 @@ TEST_CASE("terminal table: plans, lower bound, measured", "[report]") {
   // tokens/s/GPU of the tuned plan: 128 tokens / (16/1024 s) = 8192.
   CHECK(text.find("8192") != std::string::npos);
   CHECK(text.find("tuned plan vs lower bound: 80.0%") != std::string::npos);
+  // A predicted step of 0 (a hand-made schedule) has no efficiency: was "tuned inf s".
+  auto stepless = entries(false);
+  stepless[0].schedule.predicted.step_time_s = 0;
+  CHECK_THAT(render_report_text(stepless),
+             Catch::Contains("tuned plan vs lower bound: no predicted step time") &&
+                 !Catch::Contains("inf s"));
   // Step error: 16/19 - 1 = -15.8%.
   CHECK(text.find("-15.8%") != std::string::npos);
   // Exposed communication and peak have their errors too (the cells were empty).
