@@ -34,6 +34,10 @@ const nlohmann::json& field(const nlohmann::json& json, const char* name,
 constexpr double kMinMeasuredSeconds = 1e-12;
 constexpr double kMaxMeasuredSeconds = kMaxScheduleSeconds;
 
+// `part` of a step no longer than `step` (medians of per-step figures that are each within
+// their step keep that order; slack for the rounding of a mean of two middle values).
+bool within_step(double part, double step) { return part <= step * (1 + 1e-9) + 1e-12; }
+
 double seconds_value(const nlohmann::json& value, const std::string& where) {
   if (!value.is_number()) throw_bad_input(where, "expected a number");
   const double result = value.get<double>() + 0.0;  // -0.0 reads as 0
@@ -330,6 +334,16 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
   }
   measured.compute_s = number(json, "compute_s", source);
   measured.exposed_comm_s = number(json, "exposed_comm_s", source);
+  // In every step rank 0's compute and exposed communication lie within its own step, and
+  // that within the run's (the slowest rank's); medians keep the order.
+  for (const auto& [name, value] : {std::pair{"compute_s", measured.compute_s},
+                                    std::pair{"exposed_comm_s", measured.exposed_comm_s}}) {
+    if (!within_step(value, measured.step_time_s)) {
+      throw_bad_input(
+          fmt::format("{}: {}", source, name),
+          fmt::format("{} s is longer than step_time_s {} s", value, measured.step_time_s));
+    }
+  }
   measured.peak_allocated_bytes = bytes(json, "peak_allocated_bytes", source);
   const auto& timings = field(json, "timings", source);
   if (!timings.is_array()) throw_bad_input(source + ": timings", "expected an array");
@@ -373,6 +387,12 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
       if (read_version >= 4) {
         rank.peak_allocated_bytes = bytes(ranks[r], "peak_allocated_bytes", where);
       }
+      if (!within_step(rank.step_time_s, measured.step_time_s)) {
+        throw_bad_input(where + ": step_time_s",
+                        fmt::format("{} s is longer than the run's step_time_s {} s (the "
+                                    "slowest rank's)",
+                                    rank.step_time_s, measured.step_time_s));
+      }
       const auto& rank_timings = field(ranks[r], "timings", where);
       if (!rank_timings.is_array() || rank_timings.size() != measured.timings.size()) {
         throw_bad_input(where + ": timings", "expected one entry per task, like timings");
@@ -382,6 +402,10 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
         TaskTiming timing{number(rank_timings[i], "start_s", at),
                           number(rank_timings[i], "end_s", at)};
         if (timing.end_s < timing.start_s) throw_bad_input(at, "ends before it starts");
+        if (!within_step(timing.end_s, rank.step_time_s)) {
+          throw_bad_input(at, fmt::format("ends at {} s, after the rank's step_time_s {} s",
+                                          timing.end_s, rank.step_time_s));
+        }
         rank.timings.push_back(timing);
       }
       if (read_version >= 5 && json.contains("pipeline")) read_pipeline_view(ranks[r], where, rank);

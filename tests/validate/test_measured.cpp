@@ -34,15 +34,16 @@ MeasuredResult sample() {
   m.iterations = 3;
   m.warmup = 1;
   m.data_checked = true;
-  m.step_times_s = {0.125, 0.1 / 3, 0.25};
-  m.step_time_s = 0.125;
+  // Each rank's tasks end within its own step, and that within the run's (the slowest's).
+  m.step_times_s = {0.5, 0.1 / 3, 0.75};
+  m.step_time_s = 0.5;
   m.compute_s = 0.0625;
   m.exposed_comm_s = 1e-7;
   m.peak_allocated_bytes = 123456789;
   m.timings = {{0, 0.5}, {0.25, 1.0 / 3}};
-  m.ranks = {rank_view(0.125, {{0, 0.5}, {0.25, 1.0 / 3}}, 123456789),
-             rank_view(0.0625, {{0, 0.25}, {0.03125, 0.0625}}),
-             rank_view(0.5, {{0, 0.125}, {0.25, 0.5}}), rank_view(0.25, {{0, 0.5}, {0.375, 0.5}})};
+  m.ranks = {rank_view(0.5, {{0, 0.5}, {0.25, 1.0 / 3}}, 123456789),
+             rank_view(0.25, {{0, 0.25}, {0.03125, 0.0625}}),
+             rank_view(0.5, {{0, 0.125}, {0.25, 0.5}}), rank_view(0.5, {{0, 0.5}, {0.375, 0.5}})};
   m.environment = {{"host", "node-1"}, {"mpi", "Open MPI v4.1.4"}};
   return m;
 }
@@ -203,7 +204,7 @@ TEST_CASE("measured.json figures must be a run's", "[measured]") {
   bad["step_times_s"].push_back(0.125);  // 4 steps of a 3-iteration run
   expect_error(bad, "m.json: step_times_s");
   bad = good;
-  bad["step_time_s"] = 5.0;  // not the median, 0.125
+  bad["step_time_s"] = 5.0;  // not the median, 0.5
   expect_error(bad, "m.json: step_time_s");
   for (const double seconds : {1e-320, 1e308, -1.0}) {
     bad = good;
@@ -216,6 +217,21 @@ TEST_CASE("measured.json figures must be a run's", "[measured]") {
   bad = good;
   bad["peak_allocated_bytes"] = 1000;  // the largest rank's is 123456789
   expect_error(bad, "m.json: peak_allocated_bytes");
+  // Found probing, accepted before: compute or exposed communication longer than the step,
+  // a rank's step longer than the run's (the slowest rank's), a rank's task ending after
+  // its own step.
+  bad = good;
+  bad["compute_s"] = 100.0;
+  expect_error(bad, "m.json: compute_s");
+  bad = good;
+  bad["exposed_comm_s"] = 0.75;
+  expect_error(bad, "m.json: exposed_comm_s");
+  bad = good;
+  bad["ranks"][1]["step_time_s"] = 5e8;
+  expect_error(bad, "m.json: ranks[1]: step_time_s");
+  bad = good;
+  bad["ranks"][1]["timings"][1]["end_s"] = 0.375;  // its step is 0.25
+  expect_error(bad, "m.json: ranks[1]: timings[1]");
   // -0.0 reads as 0.
   bad = good;
   bad["exposed_comm_s"] = -0.0;
