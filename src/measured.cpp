@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <optional>
 #include <vector>
 
@@ -33,6 +34,14 @@ const nlohmann::json& field(const nlohmann::json& json, const char* name,
 // it overflowed to +inf% (1e-320 s); above 1e9 s printed 300-digit figures (1e308 s).
 constexpr double kMinMeasuredSeconds = 1e-12;
 constexpr double kMaxMeasuredSeconds = kMaxScheduleSeconds;
+
+// The largest peak_allocated_bytes of `items` (ranks or stages); 0 of none.
+template <typename T>
+std::int64_t largest_peak(const std::vector<T>& items) {
+  std::int64_t largest = 0;
+  for (const T& item : items) largest = std::max(largest, item.peak_allocated_bytes);
+  return largest;
+}
 
 // `part` of a step no longer than `step` (medians of per-step figures that are each within
 // their step keep that order; slack for the rounding of a mean of two middle values).
@@ -446,10 +455,7 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
     // validate writes the largest rank's peak (version 4 on, where ranks have peaks; a file
     // re-written from version 3 has ranks of peak 0, not measured).
     if (read_version >= 4 && !measured.ranks.empty()) {
-      std::int64_t largest = 0;
-      for (const RankMeasurement& rank : measured.ranks) {
-        largest = std::max(largest, rank.peak_allocated_bytes);
-      }
+      const std::int64_t largest = largest_peak(measured.ranks);
       if (largest > 0 && largest != measured.peak_allocated_bytes) {
         throw_bad_input(source + ": peak_allocated_bytes",
                         fmt::format("is {}, but the largest rank's peak is {}",
@@ -507,10 +513,7 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
       pipeline.stages.push_back(stage);
     }
     // The run's peak is the largest rank's, so the largest stage's.
-    std::int64_t largest = 0;
-    for (const MeasuredStage& stage : pipeline.stages) {
-      largest = std::max(largest, stage.peak_allocated_bytes);
-    }
+    const std::int64_t largest = largest_peak(pipeline.stages);
     if (largest > 0 && largest != measured.peak_allocated_bytes) {
       throw_bad_input(where + ": stages",
                       fmt::format("the largest stage peak_allocated_bytes is {}, the run's {}",
