@@ -25,26 +25,14 @@ ChunkTimes chunk_time_lower_bounds(const ComputeCosts& compute, const Program& p
   }
   // fsdp2 has a bucket per unit: each unit's collective bytes, and the group, from its
   // tasks. No collective at all (one rank): nothing to wait for.
-  const std::size_t units = compute.forward_s.size();
-  std::vector<std::int64_t> gather_bytes(units, 0), reduce_bytes(units, 0);
-  CommGroup gather_group, reduce_group;
-  for (const Task& task : program.tasks) {
-    if (task.bucket < 0) continue;
-    const auto unit = static_cast<std::size_t>(program.buckets[task.bucket].units.first);
-    if (unit >= units) continue;
-    if (task.kind == TaskKind::kAllGather) {
-      gather_bytes[unit] = task.bytes;
-      gather_group = task.group;
-    } else if (task.kind == TaskKind::kReduceScatter) {
-      reduce_bytes[unit] = task.bytes;
-      reduce_group = task.group;
-    }
-  }
+  const UnitCollectives unit =
+      unit_collectives(program, static_cast<int>(compute.forward_s.size()));
   const double first_gather_s =
-      least_bucketed_comm(costs, CollectiveKind::kAllGather, gather_bytes, gather_group).first_s;
-  const double first_reduce_s =
-      least_bucketed_comm(costs, CollectiveKind::kReduceScatter, reduce_bytes, reduce_group)
+      least_bucketed_comm(costs, CollectiveKind::kAllGather, unit.gather_bytes, unit.gather_group)
           .first_s;
+  const double first_reduce_s = least_bucketed_comm(costs, CollectiveKind::kReduceScatter,
+                                                    unit.reduce_bytes, unit.reduce_group)
+                                    .first_s;
   ChunkTimes times;
   times.first_forward_s = forward_s + first_gather_s;
   times.forward_s = forward_s;

@@ -209,14 +209,10 @@ class Evaluator {
 // Per-unit costs for the dynamic program, read off the lowering of the one-unit-per-bucket
 // plan (so they are exactly what the simulator is given).
 
-struct UnitCosts {
-  std::vector<double> forward_s;           // forward compute of each unit
-  std::vector<double> backward_s;          // recompute + backward compute of each unit
-  std::vector<std::int64_t> gather_bytes;  // full all-gather buffer of each unit
-  std::vector<std::int64_t> reduce_bytes;  // full reduce-scatter buffer of each unit
-  CommGroup gather_group;
-  CommGroup reduce_group;
-  double compute_total_s = 0;  // every compute task, optimizer included
+struct UnitCosts : UnitCollectives {
+  std::vector<double> forward_s;   // forward compute of each unit
+  std::vector<double> backward_s;  // recompute + backward compute of each unit
+  double compute_total_s = 0;      // every compute task, optimizer included
 };
 
 Plan one_unit_per_bucket_plan(int unit_count) {
@@ -244,10 +240,9 @@ UnitCosts unit_costs(const Workload& workload, Lowerer& lowerer) {
   const int unit_count = static_cast<int>(workload.units.size());
   const Program program = lowerer.lower(one_unit_per_bucket_plan(unit_count));
   UnitCosts out;
+  static_cast<UnitCollectives&>(out) = unit_collectives(program, unit_count);
   out.forward_s.assign(unit_count, 0.0);
   out.backward_s.assign(unit_count, 0.0);
-  out.gather_bytes.assign(unit_count, 0);
-  out.reduce_bytes.assign(unit_count, 0);
   for (const Task& task : program.tasks) {
     if (is_compute(task.kind)) out.compute_total_s += task.duration_s;
     if (task.unit >= 0 && task.unit < unit_count) {
@@ -255,16 +250,6 @@ UnitCosts unit_costs(const Workload& workload, Lowerer& lowerer) {
       if (task.kind == TaskKind::kRecompute || task.kind == TaskKind::kBackward) {
         out.backward_s[task.unit] += task.duration_s;
       }
-    }
-    if (task.bucket < 0) continue;
-    const BucketLayout& bucket = program.buckets[task.bucket];
-    const int unit = bucket.units.first;
-    if (task.kind == TaskKind::kAllGather) {
-      out.gather_bytes[unit] = task.bytes;
-      out.gather_group = task.group;
-    } else if (task.kind == TaskKind::kReduceScatter) {
-      out.reduce_bytes[unit] = task.bytes;
-      out.reduce_group = task.group;
     }
   }
   return out;
@@ -1047,6 +1032,25 @@ TunerResult Search::run() {
 }
 
 }  // namespace
+
+UnitCollectives unit_collectives(const Program& one_bucket_per_unit, int unit_count) {
+  UnitCollectives out;
+  out.gather_bytes.assign(static_cast<std::size_t>(unit_count), 0);
+  out.reduce_bytes.assign(static_cast<std::size_t>(unit_count), 0);
+  for (const Task& task : one_bucket_per_unit.tasks) {
+    if (task.bucket < 0) continue;
+    const int unit = one_bucket_per_unit.buckets[task.bucket].units.first;
+    if (unit < 0 || unit >= unit_count) continue;
+    if (task.kind == TaskKind::kAllGather) {
+      out.gather_bytes[unit] = task.bytes;
+      out.gather_group = task.group;
+    } else if (task.kind == TaskKind::kReduceScatter) {
+      out.reduce_bytes[unit] = task.bytes;
+      out.reduce_group = task.group;
+    }
+  }
+  return out;
+}
 
 BucketedCommBound least_bucketed_comm(const CostModel& costs, CollectiveKind kind,
                                       const std::vector<std::int64_t>& unit_bytes,

@@ -136,6 +136,17 @@ double step_time_lower_bound(const Workload& workload, const CostModel& costs);
 // profile's times need neither grow with size nor be subadditive, so unit 0 alone and the
 // whole model as one collective are not the least. Exact up to 512 units; above, a bucket
 // spans at most 2^18 / units of them (a longer one costed as its cheapest split).
+// Each unit's whole all-gather and reduce-scatter buffer (0: none) and the groups they run
+// over, read off a Program of a bucket per unit (fsdp2's, the min-memory plan's): what
+// least_bucketed_comm takes.
+struct UnitCollectives {
+  std::vector<std::int64_t> gather_bytes;
+  std::vector<std::int64_t> reduce_bytes;
+  CommGroup gather_group;
+  CommGroup reduce_group;
+};
+UnitCollectives unit_collectives(const Program& one_bucket_per_unit, int unit_count);
+
 struct BucketedCommBound {
   double first_s = 0;
   double total_s = 0;

@@ -152,11 +152,11 @@ namespace {
 // --param-dtype / --reduce-dtype: an unknown name lists what a job takes (fp8 is --float8's:
 // normalize_job refuses it with that hint), not every dtype the formats know.
 DType job_dtype(const std::string& text, const std::string& flag) {
-  for (const char* name :
-       {"bf16", "bfloat16", "fp16", "float16", "fp32", "float32", "fp8", "float8"}) {
-    if (text == name) return dtype_from_string(text, flag);
+  try {
+    return dtype_from_string(text, flag);
+  } catch (const Error&) {
+    throw_bad_input(flag, fmt::format("unknown dtype '{}' (expected bf16, fp16 or fp32)", text));
   }
-  throw_bad_input(flag, fmt::format("unknown dtype '{}' (expected bf16, fp16 or fp32)", text));
 }
 
 }  // namespace
