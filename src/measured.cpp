@@ -102,6 +102,12 @@ constexpr std::int64_t kMaxReplayedIndex = 32767;
 // A version 5 pipeline rank's `actions` and `chunks` (RankMeasurement).
 void read_pipeline_view(const nlohmann::json& json, const std::string& source,
                         RankMeasurement& rank) {
+  if (!json.contains("actions")) {
+    throw_bad_input(source + ": actions",
+                    "missing field: the file has a top-level `pipeline` object, so each rank "
+                    "holds its stage's actions and chunks",
+                    "a run without pipeline parallelism has no `pipeline` object");
+  }
   const auto& actions = field(json, "actions", source);
   if (!actions.is_array()) throw_bad_input(source + ": actions", "expected an array");
   for (std::size_t i = 0; i < actions.size(); ++i) {

@@ -330,6 +330,12 @@ TEST_CASE("measured.json of a pipeline: actions and chunk tasks since version 5"
   bad = json;
   bad["ranks"][1].erase("chunks");
   expect_error(bad, "m.json: ranks[1]: chunks");
+  // A `pipeline` object beside ranks without actions: the message says why they are due.
+  bad = json;
+  for (auto& rank : bad["ranks"]) rank.erase("actions");
+  expect_error(bad, "m.json: ranks[0]: actions");
+  CHECK_THROWS_WITH(measured_from_json(bad, "m.json"),
+                    Catch::Contains("top-level `pipeline` object"));
   // Found probing, all accepted before: chunks missing on a rank or given twice (compare
   // dropped or doubled their rows); a stage's peak above the run's, or the largest stage's
   // below it; a stage busy past its last action, or its last action after its end.
