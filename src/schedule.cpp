@@ -1096,6 +1096,33 @@ void check_schedule_hardware(const ScheduleFile& schedule, const HardwareSpec& h
       "schedule's \"hardware\" object), or tune again");
 }
 
+namespace {
+
+// `job` with its stages' blocks listed (pp_chunk_blocks), however it gives them: a
+// torchtitan config that names its stages module by module reads back as the list, where
+// the schedule tuned for it kept the first and last stages' weights. Unchanged when the
+// list does not fit the chunks (the difference is then reported as it is).
+JobSpec with_listed_split(JobSpec job, std::int64_t layers) {
+  const std::int64_t chunks = job.pp * job.virtual_stages;
+  if (job.pp <= 1 || (!job.pp_chunk_blocks.empty() &&
+                      static_cast<std::int64_t>(job.pp_chunk_blocks.size()) != chunks)) {
+    return job;
+  }
+  const std::int64_t effective =
+      layers + job.pp_first_stage_less_layers + job.pp_last_stage_less_layers;
+  if (job.pp_chunk_blocks.empty() &&
+      (chunks < 1 || effective < chunks || job.pp_first_stage_less_layers > effective / chunks ||
+       job.pp_last_stage_less_layers > effective / chunks)) {
+    return job;  // a split normalize_job refuses
+  }
+  job.pp_chunk_blocks = pipeline_chunk_blocks(job, layers);
+  job.pp_first_stage_less_layers = 0;
+  job.pp_last_stage_less_layers = 0;
+  return job;
+}
+
+}  // namespace
+
 void check_schedule_matches(const ScheduleFile& schedule, const ModelSpec& model,
                             const JobSpec& job, const std::string& source) {
   // Names may differ (a built-in vs a copy of its file); the architecture may not.
@@ -1112,7 +1139,8 @@ void check_schedule_matches(const ScheduleFile& schedule, const ModelSpec& model
                     fmt::format("pass --model {} (the schedule's), or tune again for this model",
                                 schedule.model.name));
   }
-  if (schedule.job != job) {
+  if (schedule.job != job &&
+      with_listed_split(schedule.job, model.n_layers) != with_listed_split(job, model.n_layers)) {
     // The fields that differ, the split of the stages and the execution included where
     // job_to_json leaves them out (one chunk, or 0 and 0; compiled).
     const auto all_fields = [](const JobSpec& of) {

@@ -528,26 +528,19 @@ TorchtitanConfig torchtitan_config_from_toml(const std::string& text, const std:
   r.integer({{"parallelism", "pipeline_parallel_microbatch_size"}}, c.pp_microbatch_size,
             c.pp_microbatch_size_where, 1);
   // Older torchtitan counted the microbatches instead (its build_pipeline_schedule split the
-  // local batch into them, refusing a batch they do not divide): read as their size.
-  std::int64_t pp_microbatches = 0;
+  // local batch into them, refusing a batch they do not divide): read as their size when
+  // the job is pipelined (torchtitan_job; without PP torchtitan does not read it).
   std::string pp_microbatches_where;
   r.integer({{"parallelism", "pipeline_parallel_microbatches"},
              {"experimental", "pipeline_parallel_microbatches"}},
-            pp_microbatches, pp_microbatches_where, 1);
-  if (pp_microbatches > 0) {
+            c.pp_microbatches, pp_microbatches_where, 1);
+  if (c.pp_microbatches > 0) {
     if (!defaulted(c.pp_microbatch_size_where)) {
       throw_bad_input(pp_microbatches_where,
                       fmt::format("given with {}: the count and the size of the microbatches",
                                   c.pp_microbatch_size_where),
                       "keep one of the two");
     }
-    if (c.local_batch_size % pp_microbatches != 0) {
-      throw_bad_input(pp_microbatches_where,
-                      fmt::format("{} microbatches do not divide the local batch of {} ({})",
-                                  pp_microbatches, c.local_batch_size, c.local_batch_size_where),
-                      "torchtitan refuses a batch the microbatches do not divide");
-    }
-    c.pp_microbatch_size = c.local_batch_size / pp_microbatches;
     c.pp_microbatch_size_where = pp_microbatches_where;
   }
   std::int64_t layers_per_stage = 0;
@@ -801,9 +794,17 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
   // Sequences per step and rank: the local batch, split into microbatches under PP.
   const std::int64_t local = c.local_batch_size;
   if (job.pp > 1 && !(o.local_batch && o.microbatches)) {
+    if (c.pp_microbatches > 0 && !o.local_batch && !o.microbatches &&
+        local % c.pp_microbatches != 0) {
+      throw_bad_input(c.pp_microbatch_size_where,
+                      fmt::format("{} microbatches do not divide the local batch of {} ({})",
+                                  c.pp_microbatches, local, c.local_batch_size_where),
+                      "torchtitan refuses a batch the microbatches do not divide");
+    }
+    const std::int64_t configured =
+        c.pp_microbatches > 0 ? local / c.pp_microbatches : c.pp_microbatch_size;
     const std::int64_t size = o.local_batch.value_or(
-        o.microbatches ? (local % *o.microbatches == 0 ? local / *o.microbatches : 0)
-                       : c.pp_microbatch_size);
+        o.microbatches ? (local % *o.microbatches == 0 ? local / *o.microbatches : 0) : configured);
     if (size == 0 || local % size != 0) {
       throw_bad_input(
           c.local_batch_size_where,

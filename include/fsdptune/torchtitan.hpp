@@ -59,6 +59,9 @@ struct TorchtitanConfig {
   std::string pp_schedule_where;
   std::int64_t pp_microbatch_size = 1;
   std::string pp_microbatch_size_where;
+  // Older torchtitan's pipeline_parallel_microbatches (a count; 0 when not given): read as
+  // the size it implies when the job is pipelined, pp_microbatch_size_where naming it.
+  std::int64_t pp_microbatches = 0;
   std::optional<std::int64_t> pp_layers_per_stage;
   std::string pp_layers_per_stage_where;
   std::int64_t pp_first_stage_less_layers = 1;

@@ -13,6 +13,7 @@
 #include "fsdptune/error.hpp"
 #include "fsdptune/model.hpp"
 #include "fsdptune/pipeline.hpp"
+#include "fsdptune/schedule.hpp"
 #include "fsdptune/torchtitan.hpp"
 
 using namespace fsdptune;
@@ -564,8 +565,15 @@ TEST_CASE("torchtitan: older layouts, types and TOML syntax", "[torchtitan]") {
   CHECK_FALSE(job_8b(kOpAc + "[float8]\nenable_float8_linear = false\n").float8);
   CHECK_THAT(error_of([&] { job_8b(kOpAc + "[float8]\nenable_float8_linear = true\n"); }).message(),
              Catch::Contains("float8 linears with bf16 all-gathers"));
-  rejected("[training]\nbatch_size = 4\n[experimental]\npipeline_parallel_microbatches = 3\n",
-           "[experimental] pipeline_parallel_microbatches", "do not divide the local batch of 4");
+  const std::string three =
+      "[training]\nbatch_size = 4\n[experimental]\n"
+      "pipeline_parallel_microbatches = 3\n";
+  const Error undivided =
+      error_of([&] { job_8b(kOpAc + three + "pipeline_parallel_degree = 2\n"); });
+  CHECK_THAT(undivided.where(), Catch::Contains("[experimental] pipeline_parallel_microbatches"));
+  CHECK_THAT(undivided.message(), Catch::Contains("do not divide the local batch of 4"));
+  // Without PP torchtitan does not read the count (it was refused).
+  CHECK(job_8b(kOpAc + three).microbatches == 1);
   rejected(
       "[parallelism]\npipeline_parallel_microbatches = 2\npipeline_parallel_microbatch_size = 1\n",
       "pipeline_parallel_microbatches", "the count and the size of the microbatches");
@@ -720,6 +728,17 @@ TEST_CASE("torchtitan: a job written as a config reads back as the same job", "[
   const JobSpec named = torchtitan_job(torchtitan_config_from_toml(text, "written.toml"), seventy);
   CHECK(named.virtual_stages == 4);
   CHECK(named.pp_chunk_blocks == pipeline_chunk_blocks(unreachable, seventy.n_layers));
+  // ... and is the job of a schedule tuned for the job (`simulate --job-toml written.toml
+  // --plan schedule.json` refused it: the split given as weights there, as a list here).
+  ScheduleFile tuned;
+  tuned.model = seventy;
+  tuned.job = unreachable;
+  CHECK_NOTHROW(check_schedule_matches(tuned, seventy, named, "schedule.json"));
+  JobSpec moved = named;
+  std::swap(moved.pp_chunk_blocks.front(), moved.pp_chunk_blocks.back());
+  REQUIRE(moved.pp_chunk_blocks != named.pp_chunk_blocks);
+  CHECK_THROWS_WITH(check_schedule_matches(tuned, seventy, moved, "schedule.json"),
+                    Catch::Contains("pp_chunk_blocks"));
   // 405B in 16 stages x 2 per rank: 4 layers per stage of 126 + 2.
   JobSpec deep = pipelined;
   deep.pp_schedule = PipelineSchedule::kInterleaved1F1B;
