@@ -135,6 +135,12 @@ std::vector<JobSpec> sweep_jobs(const ModelSpec& model, const HardwareSpec& hard
                       ++skip;  // e.g. tp does not divide the kv heads
                       continue;
                     }
+                    // float8 over a shard group of the context-parallel ranks alone:
+                    // torchtitan all-gathers those in bf16, which is not modelled.
+                    if (torchtitan_float8_gathers_bf16(job)) {
+                      ++skip;
+                      continue;
+                    }
                     // One shard rank with TP or PP: torchtitan applies no fully_shard and
                     // no mixed precision there; ranked as it trains it, in fp32.
                     if (!torchtitan_mixed_precision(job)) {

@@ -363,7 +363,7 @@ DType dtype_of(const std::string& name, const std::string& where) {
                   fmt::format("unknown dtype '{}' (expected {})", name, fmt::join(names, ", ")));
 }
 
-bool float8_of(const TorchtitanConfig& c) {
+bool float8_of(const TorchtitanConfig& c, std::int64_t layers) {
   bool float8 = false;
   for (const std::string& name : c.converters) {
     if (!is_float8_converter(name)) {
@@ -389,6 +389,33 @@ bool float8_of(const TorchtitanConfig& c) {
         "drop recipe_name and set enable_fsdp_float8_all_gather = true (what --float8 "
         "models: tensorwise float8 linears and float8 all-gathers), or drop the float8 "
         "converter");
+  }
+  // torchao's module filter: a linear whose name holds a filter string stays in bf16.
+  // fsdptune's float8 is every block linear in float8 and the output projection in bf16.
+  if (float8 && c.float8_filter_fqns) {
+    const std::vector<std::string>& filters = *c.float8_filter_fqns;
+    const auto filtered = [&](const std::string& fqn) {
+      return std::any_of(filters.begin(), filters.end(), [&](const std::string& filter) {
+        return fqn.find(filter) != std::string::npos;
+      });
+    };
+    for (const char* linear : {"attention.wq", "attention.wk", "attention.wv", "attention.wo",
+                               "feed_forward.w1", "feed_forward.w2", "feed_forward.w3"}) {
+      // Any layer's: "layers.1" leaves layers.1 and layers.10..19 in bf16.
+      for (std::int64_t layer = 0; layer < layers; ++layer) {
+        const std::string fqn = fmt::format("layers.{}.{}", layer, linear);
+        if (!filtered(fqn)) continue;
+        not_modelled(c.float8_filter_fqns_where,
+                     fmt::format("float8 with block linears left in bf16 ('{}' among them)", fqn),
+                     "keep filter_fqns = [\"output\"] (every block linear in float8, the "
+                     "output projection in bf16: what --float8 models)");
+      }
+    }
+    if (!filtered("output")) {
+      not_modelled(c.float8_filter_fqns_where, "the output projection in float8",
+                   "set filter_fqns = [\"output\"] (what --float8 models; torchtitan's "
+                   "default [] converts the output projection too)");
+    }
   }
   if (float8 && !c.float8_all_gather) {
     not_modelled(c.float8_all_gather_where,
@@ -503,7 +530,10 @@ TorchtitanConfig torchtitan_config_from_toml(const std::string& text, const std:
   std::string components_where;
   if (const toml::value* components = r.lookup({{"compile", "components"}}, components_where)) {
     const std::vector<std::string> names = name_list(*components, components_where);
-    if (std::find(names.begin(), names.end(), "model") == names.end()) c.compile = false;
+    if (std::find(names.begin(), names.end(), "model") == names.end() && c.compile) {
+      c.compile = false;
+      c.compile_without_model_where = components_where;
+    }
   }
   r.boolean({{"training", "enable_cpu_offload"}}, c.cpu_offload, c.cpu_offload_where);
 
@@ -610,16 +640,16 @@ TorchtitanConfig torchtitan_config_from_toml(const std::string& text, const std:
   }
 
   r.string({{"activation_checkpoint", "mode"}}, c.ac_mode, c.ac_mode_where);
-  // A string in torchtitan ('op' or '2'); an integer is read as its digits.
+  // A string in torchtitan ('op' or '2'): it calls .isdigit() on it, so an integer fails
+  // there.
   if (const toml::value* option = r.lookup({{"activation_checkpoint", "selective_ac_option"}},
                                            c.selective_ac_option_where)) {
-    if (option->is_integer()) {
-      c.selective_ac_option = std::to_string(option->as_integer());
-    } else if (option->is_string()) {
-      c.selective_ac_option = option->as_string().str;
-    } else {
-      throw_bad_input(c.selective_ac_option_where, "expected 'op' or an integer");
+    if (!option->is_string()) {
+      throw_bad_input(c.selective_ac_option_where,
+                      "expected a string, 'op' or a number in quotes ('2'): torchtitan reads "
+                      "it as text");
     }
+    c.selective_ac_option = option->as_string().str;
   }
   r.boolean({{"float8", "enable_fsdp_float8_all_gather"},
              {"quantize.linear.float8", "enable_fsdp_float8_all_gather"}},
@@ -629,6 +659,11 @@ TorchtitanConfig torchtitan_config_from_toml(const std::string& text, const std:
                    c.float8_recipe_where)) {
     if (!recipe->is_string()) throw_bad_input(c.float8_recipe_where, "expected a string");
     c.float8_recipe = recipe->as_string().str;
+  }
+  if (const toml::value* filter =
+          r.lookup({{"float8", "filter_fqns"}, {"quantize.linear.float8", "filter_fqns"}},
+                   c.float8_filter_fqns_where)) {
+    c.float8_filter_fqns = name_list(*filter, c.float8_filter_fqns_where);
   }
   // torchtitan of 2024 (the published runs' 9dec370 among them) switched float8 linears on
   // with [float8] enable_float8_linear, before the converters list: read as the float8
@@ -883,15 +918,19 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
   job.reduce_dtype = o.reduce_dtype
                          ? *o.reduce_dtype
                          : dtype_of(c.mixed_precision_reduce, c.mixed_precision_reduce_where);
-  job.float8 = o.float8 ? *o.float8 : float8_of(c);
+  job.float8 = o.float8 ? *o.float8 : float8_of(c, model.n_layers);
   if (o.async_tp) {
     job.async_tp = *o.async_tp;
   } else {
     job.async_tp = c.async_tp && job.tp > 1;
     if (job.async_tp && !c.compile) {
       throw_bad_input(c.async_tp_where, "torchtitan runs async TP only compiled",
-                      "set [compile] enable = true (or [training] compile = true in older "
-                      "torchtitan), or enable_async_tensor_parallel = false");
+                      c.compile_without_model_where.empty()
+                          ? "set [compile] enable = true (or [training] compile = true in "
+                            "older torchtitan), or enable_async_tensor_parallel = false"
+                          : fmt::format("{} leaves out \"model\": add it, or set "
+                                        "enable_async_tensor_parallel = false",
+                                        c.compile_without_model_where));
     }
   }
   job.execution = o.execution.value_or(torchtitan_execution(c));
@@ -957,6 +996,15 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
     }
     throw;
   }
+  if (!o.float8 && torchtitan_float8_gathers_bf16(job)) {
+    not_modelled(c.converters_where,
+                 fmt::format("float8 linears with bf16 all-gathers (torchtitan all-gathers in "
+                             "float8 only with data_parallel_shard_degree > 1; this mesh shards "
+                             "over its {} context-parallel ranks alone)",
+                             job.cp),
+                 "raise data_parallel_shard_degree (fewer GPUs to TP, PP or replicas), or drop "
+                 "the float8 converter");
+  }
   // Without fully_shard, TP or PP leaves mixed precision off: the config's
   // mixed_precision_* are not used, and the job trains in fp32 (unless a flag says).
   if (!torchtitan_mixed_precision(job)) {
@@ -1016,6 +1064,10 @@ bool shards_over_no_rank(const JobSpec& job) {
 }
 
 }  // namespace
+
+bool torchtitan_float8_gathers_bf16(const JobSpec& job) {
+  return job.float8 && job.cp > 1 && job.dp_shard == job.cp;
+}
 
 bool torchtitan_mixed_precision(const JobSpec& job) {
   return !shards_over_no_rank(job) || (job.tp == 1 && job.pp == 1);
@@ -1183,6 +1235,14 @@ std::string torchtitan_config_toml(const std::string& model_name, const ModelSpe
       break;
   }
   if (job.float8) {
+    if (torchtitan_float8_gathers_bf16(job)) {
+      text += fmt::format(
+          "\n# data_parallel_shard_degree 1: torchtitan all-gathers in bf16 here (float8\n"
+          "# all-gathers need a shard degree above 1); fsdptune's figures are float8\n"
+          "# all-gathers over the {} context-parallel ranks, and it reads this config back\n"
+          "# as not modelled.\n",
+          job.cp);
+    }
     text +=
         "\n[float8]\nenable_fsdp_float8_all_gather = true\n"
         "precompute_float8_dynamic_scale_for_fsdp = true\nfilter_fqns = [\"output\"]\n";

@@ -41,6 +41,9 @@ struct TorchtitanConfig {
   std::string mixed_precision_reduce = "float32";
   std::string mixed_precision_reduce_where;
   bool compile = false;  // [training] compile or [compile] enable
+  // [compile] components when compile is enabled but "model" is not among them (compile
+  // is then off for the blocks); empty otherwise.
+  std::string compile_without_model_where;
   bool cpu_offload = false;
   std::string cpu_offload_where;
 
@@ -98,6 +101,11 @@ struct TorchtitanConfig {
   // --float8 models).
   std::optional<std::string> float8_recipe;
   std::string float8_recipe_where;
+  // filter_fqns: the linears left in bf16 are those whose name holds one of these; absent
+  // (nullopt), the output projection alone (older torchtitan's fixed filter, fsdptune's
+  // model).
+  std::optional<std::vector<std::string>> float8_filter_fqns;
+  std::string float8_filter_fqns_where;
 
   bool operator==(const TorchtitanConfig&) const = default;
 };
@@ -194,5 +202,13 @@ bool torchtitan_mixed_precision(const JobSpec& job);
 // all-gathers and reduce-scatters. The note for the CLI to print; "" when the job
 // shards (dp_shard > 1).
 std::string torchtitan_without_fsdp_note(const JobSpec& job);
+
+// Whether torchtitan would run `job`'s float8 linears with bf16 all-gathers: its float8
+// converter enables float8 all-gathers only where data_parallel_shard_degree > 1
+// (ParallelDims.dp_shard_enabled), and a mesh sharding over its context-parallel ranks
+// alone (dp_shard == cp > 1) has degree 1. fsdptune's float8 all-gathers in float8, so
+// such a config is not modelled (torchtitan_job refuses it, the sweep skips the mesh);
+// the note for an emitted config says so. REQUIRES: job normalized.
+bool torchtitan_float8_gathers_bf16(const JobSpec& job);
 
 }  // namespace fsdptune

@@ -393,6 +393,64 @@ TEST_CASE("torchtitan settings fsdptune does not model are rejected by their fie
             .float8);
 }
 
+TEST_CASE("torchtitan: float8 as fsdptune models it or refused by its field", "[torchtitan]") {
+  const std::string float8 = kOpAc +
+                             "[model]\nconverters = ['float8']\n"
+                             "[float8]\nenable_fsdp_float8_all_gather = true\n";
+  const auto rejected = [&](const std::string& text, const std::string& where,
+                            const std::string& what) {
+    INFO(text);
+    const Error e = error_of([&] { job_8b(float8 + text); });
+    CHECK(e.where() == "train.toml: " + where);
+    CHECK_THAT(e.message(), Catch::Contains(what));
+  };
+  // filter_fqns (ignored before): the output projection in bf16 and every block linear in
+  // float8, by torchao's substring match; absent, older torchtitan's fixed filter.
+  CHECK(job_8b(float8).float8);
+  CHECK(job_8b(float8 + "filter_fqns = ['output']\n").float8);
+  CHECK(job_8b(float8 + "filter_fqns = 'output,lm_head'\n").float8);
+  rejected("filter_fqns = []\n", "[float8] filter_fqns",
+           "the output projection in float8 is not modelled");
+  rejected("filter_fqns = ['output', 'layers.3']\n", "[float8] filter_fqns",
+           "'layers.3.attention.wq' among them");
+  rejected("filter_fqns = ['output', 'w2']\n", "[float8] filter_fqns",
+           "'layers.0.feed_forward.w2' among them");
+  rejected("filter_fqns = 5\n", "[float8] filter_fqns", "expected a string or an array");
+  // float8 over the context-parallel ranks alone: torchtitan's dp_shard_enabled is false,
+  // so it all-gathers in bf16 (was read as float8 all-gathers).
+  rejected(
+      "[parallelism]\ndata_parallel_shard_degree = 1\ncontext_parallel_degree = 2\n"
+      "tensor_parallel_degree = 4\n",
+      "[model] converters", "float8 linears with bf16 all-gathers");
+  JobSpec sharded = job_8b(float8 + "[parallelism]\ncontext_parallel_degree = 2\n");
+  CHECK(sharded.dp_shard == 8);
+  CHECK_FALSE(torchtitan_float8_gathers_bf16(sharded));
+  // Written from such a job, the config says so.
+  JobSpec context;
+  context.gpus = 8;
+  context.tp = 4;
+  context.cp = 2;
+  context.float8 = true;
+  const ModelSpec model = builtin_model("llama3-8b");
+  context = normalize_job(model, context);
+  CHECK(torchtitan_float8_gathers_bf16(context));
+  CHECK_THAT(torchtitan_config_toml("llama3-8b", model, context),
+             Catch::Contains("torchtitan all-gathers in bf16 here"));
+  // selective_ac_option is text in torchtitan (an integer fails its .isdigit()); async TP
+  // with compile on but not for the model names [compile] components.
+  const Error option =
+      error_of([&] { job_8b("[activation_checkpoint]\nselective_ac_option = 1\n"); });
+  CHECK(option.where() == "train.toml: [activation_checkpoint] selective_ac_option");
+  CHECK_THAT(option.message(), Catch::Contains("expected a string"));
+  const Error compile = error_of([&] {
+    job_8b(kOpAc +
+           "[compile]\nenable = true\ncomponents = ['loss']\n"
+           "[parallelism]\ntensor_parallel_degree = 2\n"
+           "enable_async_tensor_parallel = true\n");
+  });
+  CHECK_THAT(compile.hint(), Catch::Contains("[compile] components leaves out \"model\""));
+}
+
 TEST_CASE("torchtitan: a global batch of several local steps is gradient accumulation",
           "[torchtitan]") {
   // 8 GPUs x 2 sequences is a step of 16; 64 is train_step's loop over 4 microbatches of

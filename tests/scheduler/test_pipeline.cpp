@@ -970,6 +970,24 @@ TEST_CASE("the sweep tries gradient accumulation without PP, as FSDP2 runs it",
   CHECK(candidate.peak_reserved_bytes == full.result.stages[0].peak_reserved_bytes);
 }
 
+TEST_CASE("the sweep leaves out float8 over the context-parallel ranks alone",
+          "[pipeline][sweep]") {
+  // torchtitan all-gathers those in bf16 (data_parallel_shard_degree 1); ranked as float8
+  // all-gathers before.
+  const ModelSpec model = builtin_model("tiny");
+  SweepOptions options = tiny_sweep_options(4, 1);
+  options.try_float8 = true;
+  options.cp_degrees = {1, 2};
+  int float8_cp = 0, bf16_cp = 0;
+  for (const JobSpec& job : sweep_jobs(model, builtin_hardware("h100-sxm"), options)) {
+    INFO("tp " << job.tp << " cp " << job.cp << " dp_shard " << job.dp_shard);
+    CHECK_FALSE(torchtitan_float8_gathers_bf16(job));
+    if (job.cp == 2 && job.dp_shard == 2) (job.float8 ? float8_cp : bf16_cp) += 1;
+  }
+  CHECK(float8_cp == 0);
+  CHECK(bf16_cp > 0);
+}
+
 TEST_CASE("the sweep ranks one shard rank with TP or PP in fp32, as torchtitan trains it",
           "[pipeline][sweep]") {
   const ModelSpec model = builtin_model("tiny");
