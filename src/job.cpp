@@ -1,5 +1,6 @@
 #include "fsdptune/job.hpp"
 
+#include <cmath>
 #include <optional>
 #include <set>
 #include <string>
@@ -308,6 +309,31 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& so
                     fmt::format("{} sequences of {} tokens are more than fsdptune "
                                 "simulates (at most {} tokens per microbatch)",
                                 job.local_batch, job.seq_len, kMaxJobMicrobatchTokens));
+  }
+  // Within the limits above a step's activations could still pass 64 bits summed over the
+  // blocks and microbatches (65536 blocks of 2^30 tokens). A generous upper bound of what
+  // one rank holds -- 32 bytes per token for each unit of width of every block on it, in
+  // every microbatch of the step, and per vocabulary entry for the logits -- stays below
+  // 2^60 bytes (an exbibyte) for every job that could run.
+  {
+    const std::int64_t head_dim = model.head_dim > 0 ? model.head_dim : model.dim / model.n_heads;
+    const double width =
+        static_cast<double>(model.dim) + static_cast<double>(model.ffn_dim) +
+        static_cast<double>(model.n_heads + 2 * model.n_kv_heads) * static_cast<double>(head_dim);
+    const double blocks =
+        std::ceil(static_cast<double>(model.n_layers) / static_cast<double>(job.pp));
+    const double tokens = static_cast<double>(job.local_batch) * static_cast<double>(job.seq_len) *
+                          static_cast<double>(job.microbatches);
+    const double bound = 32 * tokens * (blocks * width + static_cast<double>(model.vocab_size));
+    if (bound > std::ldexp(1.0, 60)) {
+      throw_bad_input(
+          at("--seq"),
+          fmt::format("{:.0f} tokens per step on a rank ({} sequences of {} x {} "
+                      "microbatches) through {:.0f} blocks of {} are more than "
+                      "fsdptune simulates: their activations would pass 2^60 bytes",
+                      tokens, job.local_batch, job.seq_len, job.microbatches, blocks, model.name),
+          "a shorter --seq, a smaller --batch or fewer --microbatches");
+    }
   }
 
   // Tensor parallelism shards heads, kv heads, the FFN hidden size and the vocabulary

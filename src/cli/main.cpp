@@ -29,6 +29,10 @@ void refuse_empty_values(CLI::App& app) {
     refuse_empty_values(*command);
 }
 
+// Writes `text` to stderr without throwing: fmt::print throws when stderr is closed
+// (`2>&-`), and from a catch handler below that ended the program in std::terminate.
+void say(const std::string& text) { std::fputs(text.c_str(), stderr); }
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -48,31 +52,40 @@ int main(int argc, char** argv) {
 
   refuse_empty_values(app);
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "fsdptune: error: {}\n", e.what());
-    fmt::print(stderr, "run with --help for usage\n");
-    return 2;
-  } catch (const fsdptune::Error& e) {
-    fmt::print(stderr, "fsdptune: error: {}\n", e.what());
-    if (!e.hint().empty()) fmt::print(stderr, "  hint: {}\n", e.hint());
-    return e.exit_code();
-  } catch (const std::bad_alloc&) {
-    // Sizes a flag or file asked for beyond this machine's memory (e.g. profile --sizes 1TiB).
-    fmt::print(stderr,
-               "fsdptune: error: out of memory: a size given by a flag or file needs more memory "
-               "than this machine has\n");
-    return 1;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "fsdptune: error: {}\n", e.what());
-    return 1;
+  const auto run = [&]() -> int {
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+      return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+      return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
+      return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+      say(fmt::format("fsdptune: error: {}\nrun with --help for usage\n", e.what()));
+      return 2;
+    } catch (const fsdptune::Error& e) {
+      say(fmt::format("fsdptune: error: {}\n", e.what()));
+      if (!e.hint().empty()) say(fmt::format("  hint: {}\n", e.hint()));
+      return e.exit_code();
+    } catch (const std::bad_alloc&) {
+      // Sizes a flag or file asked for beyond this machine's memory (e.g. profile --sizes
+      // 1TiB).
+      say("fsdptune: error: out of memory: a size given by a flag or file needs more memory "
+          "than this machine has\n");
+      return 1;
+    } catch (const std::exception& e) {
+      say(fmt::format("fsdptune: error: {}\n", e.what()));
+      return 1;
+    }
+    return 0;
+  };
+  const int code = run();
+  // What went to stdout is buffered: a write that failed (stdout closed, a full disk)
+  // shows only here, and the output is lost (it exited 0).
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0) {
+    say("fsdptune: error: standard output: the output could not be written\n");
+    return code == 0 ? 1 : code;
   }
-  return 0;
+  return code;
 }

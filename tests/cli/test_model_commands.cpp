@@ -11,6 +11,7 @@
 
 using fsdptune::testing::CommandResult;
 using fsdptune::testing::make_temp_dir;
+using fsdptune::testing::run_command;
 using fsdptune::testing::run_fsdptune;
 
 namespace {
@@ -76,6 +77,18 @@ TEST_CASE("workload lists the units and is deterministic", "[cli][workload]") {
   REQUIRE(text.exit_code == 0);
   CHECK(text.out.find("layers.125") != std::string::npos);
   CHECK(text.out.find("norm+output") != std::string::npos);
+}
+
+TEST_CASE("closed standard streams: the exit code still says what happened", "[cli][errors]") {
+  // With stderr closed an error aborted (exit 134) instead of exiting 2: printing it threw.
+  const std::string binary = FSDPTUNE_BINARY;
+  CHECK(run_command("(" + binary + " model --model tiny --seq 0 2>&-)").exit_code == 2);
+  CHECK(run_command("(" + binary + " workload --model nosuch 2>&-)").exit_code == 2);
+  // With stdout closed the output was lost with exit 0.
+  const CommandResult lost = run_fsdptune("model --model tiny >&-");
+  CHECK(lost.exit_code == 1);
+  CHECK_THAT(lost.err, Catch::Contains("standard output"));
+  CHECK(run_fsdptune("model --model tiny --json >&-").exit_code == 1);
 }
 
 TEST_CASE("bad input is one line naming the culprit, exit 2", "[cli][errors]") {

@@ -118,6 +118,30 @@ TEST_CASE("normalize_job names the flag at fault", "[job][errors]") {
   }
 }
 
+TEST_CASE("normalize_job refuses activations past 64-bit sums", "[job][errors]") {
+  // 65536 blocks of 2^30 tokens: the workload's total went negative and simulate aborted.
+  ModelSpec deep = builtin_model("llama3-8b");
+  deep.n_layers = kMaxModelLayers;
+  JobSpec job;
+  job.seq_len = kMaxJobMicrobatchTokens;
+  try {
+    normalize_job(deep, job);
+    FAIL("accepted");
+  } catch (const Error& e) {
+    CHECK(e.where() == "--seq");
+    CHECK_THAT(e.message(), Catch::Contains("2^60 bytes"));
+  }
+  // Far from it: 405B at 128 Ki tokens, GPipe-like 64 microbatches of 8192 on 16 stages.
+  JobSpec large;
+  large.gpus = 64;
+  large.seq_len = 131072;
+  CHECK_NOTHROW(normalize_job(builtin_model("llama3-405b"), large));
+  large.seq_len = 8192;
+  large.pp = 16;
+  large.microbatches = 64;
+  CHECK_NOTHROW(normalize_job(builtin_model("llama3-405b"), large));
+}
+
 TEST_CASE("normalize_job of a file's job names the file's field", "[job][errors]") {
   JobSpec job;
   job.gpus = 24;
