@@ -102,6 +102,10 @@ std::vector<double> read_samples(const nlohmann::json& object, const std::string
     if (!std::isfinite(seconds) || seconds <= 0) {
       throw_bad_input(sample_where, fmt::format("time must be positive (got {})", seconds));
     }
+    if (seconds < kMinSampleSeconds) {
+      throw_bad_input(sample_where,
+                      fmt::format("time {} s is less than {} s", seconds, kMinSampleSeconds));
+    }
     if (seconds > kMaxSampleSeconds) {
       throw_bad_input(sample_where,
                       fmt::format("time {} s is more than {} s", seconds, kMaxSampleSeconds));
@@ -274,10 +278,16 @@ Profile profile_from_json(const nlohmann::json& json, const std::string& source)
                           {"compute_slowdown_with_comm", "comm_share_efficiency",
                            "comm_slowdown_with_compute", "part"},
                           where);
-    profile.contention.compute_slowdown_with_comm =
-        require_positive_number(contention, "compute_slowdown_with_comm", where);
-    profile.contention.comm_share_efficiency =
-        require_positive_number(contention, "comm_share_efficiency", where);
+    // Each factor is optional, at its default (docs/profile-format.md): a profile may
+    // give the one it measured.
+    if (contention.contains("compute_slowdown_with_comm")) {
+      profile.contention.compute_slowdown_with_comm =
+          require_positive_number(contention, "compute_slowdown_with_comm", where);
+    }
+    if (contention.contains("comm_share_efficiency")) {
+      profile.contention.comm_share_efficiency =
+          require_positive_number(contention, "comm_share_efficiency", where);
+    }
     // Since 2026-12-02, written only when measured (absent: 1, not modelled).
     if (contention.contains("comm_slowdown_with_compute")) {
       profile.contention.comm_slowdown_with_compute =

@@ -18,6 +18,10 @@ inline constexpr int kProfileFormatVersion = 1;
 // The longest sample a profile holds: far beyond any kernel, so that the steps simulated
 // with the profile stay finite.
 inline constexpr double kMaxSampleSeconds = 1e9;
+// The shortest: a picosecond, far below any kernel or collective (and any clock's
+// resolution), so that the rates computed from a sample stay finite (a denormal sample
+// gave an infinite bus bandwidth).
+inline constexpr double kMinSampleSeconds = 1e-12;
 
 struct ComputeEntry {
   std::string signature;          // Op::signature()

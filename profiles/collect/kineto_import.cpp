@@ -578,6 +578,9 @@ double busy_seconds(std::vector<Interval> kernels) {
 
 std::string hardware_id_from_device_name(const std::string& device_name) {
   const std::string name = lowercase(device_name);
+  // The built-in H100 and H200 specs are the SXM parts: the PCIe and NVL cards run at
+  // other clocks, power and links (an "H100 PCIe" was read as h100-sxm).
+  if (name.find("pcie") != std::string::npos || name.find("nvl") != std::string::npos) return "";
   if (name.find("h200") != std::string::npos) return "h200";
   if (name.find("h100") != std::string::npos) return "h100-sxm";
   // Only the 80 GB A100 has a built-in spec.
@@ -770,9 +773,9 @@ KinetoImportResult import_kineto_trace(const json& trace, const KinetoImportOpti
       }
       // A profile's samples are positive times of at most kMaxSampleSeconds.
       const double seconds = (intervals[k].end_us - intervals[k].begin_us) * 1e-6;
-      if (!(seconds > 0 && seconds <= kMaxSampleSeconds)) {
-        skip(seconds > 0 ? "NCCL kernel longer than a profile holds"
-                         : "NCCL kernel of zero duration");
+      if (!(seconds >= kMinSampleSeconds && seconds <= kMaxSampleSeconds)) {
+        skip(seconds > kMaxSampleSeconds ? "NCCL kernel longer than a profile holds"
+                                         : "NCCL kernel of zero duration (under 1 ps)");
         continue;
       }
       const std::int64_t bytes = *elements * element_size;
@@ -833,9 +836,10 @@ KinetoImportResult import_kineto_trace(const json& trace, const KinetoImportOpti
       continue;
     }
     const double seconds = busy_seconds(call->kernels);
-    if (!(seconds > 0 && seconds <= kMaxSampleSeconds)) {
+    if (!(seconds >= kMinSampleSeconds && seconds <= kMaxSampleSeconds)) {
       for (std::size_t i = 0; i < call->kernels.size(); ++i) {
-        skip(seconds > 0 ? "kernel longer than a profile holds" : "kernel of zero duration");
+        skip(seconds > kMaxSampleSeconds ? "kernel longer than a profile holds"
+                                         : "kernel of zero duration (under 1 ps)");
       }
       continue;
     }

@@ -160,16 +160,6 @@ std::string base_name(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-std::string hardware_from_device(const std::string& device) {
-  const std::string name = lowercase(device);
-  if (name.find("h200") != std::string::npos) return "h200";
-  if (name.find("h100") != std::string::npos) return "h100-sxm";
-  if (name.find("a100") != std::string::npos && name.find("80g") != std::string::npos) {
-    return "a100-80g";
-  }
-  return "";
-}
-
 }  // namespace
 
 NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
@@ -179,6 +169,7 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
   bool header_seen = false;
   bool columns_seen = false;
   bool footer_seen = false;
+  int footer_line = 0;
   std::string declared_test;  // from "# Collective test starting: NAME"
   std::set<std::int64_t> ranks;
   std::map<std::string, std::int64_t> ranks_by_host;
@@ -201,6 +192,11 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
       if (trimmed.rfind("# Collective test starting:", 0) == 0) {
         declared_test = trim(trimmed.substr(std::string("# Collective test starting:").size()));
       } else if (trimmed.rfind("# nThread", 0) == 0) {
+        if (footer_seen) {
+          throw_bad_input(at_line(line_number),
+                          fmt::format("a second run after the first's end (line {})", footer_line),
+                          "import each run's log on its own: one log is one run");
+        }
         header_seen = true;
       } else if (const std::optional<RankLine> rank_line = parse_rank_line(trimmed)) {
         const std::optional<std::int64_t> parsed_rank = parse_integer(rank_line->rank);
@@ -224,14 +220,24 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
         columns_seen = true;
       } else if (trimmed.rfind("# Avg bus bandwidth", 0) == 0) {
         footer_seen = true;
-        break;
+        footer_line = line_number;
       }
       continue;
     }
-    // Non-comment lines: data rows once the column header was seen; NCCL INFO/WARN lines
-    // and anything else a launcher prints are skipped.
-    if (!columns_seen || !std::isdigit(static_cast<unsigned char>(trimmed[0]))) continue;
+    // Non-comment lines: data rows (their first column an integer, the size) once the
+    // column header was seen; NCCL INFO/WARN lines ("host:pid:tid [0] NCCL INFO ...", host
+    // names that start with a digit too) and anything else a launcher prints are skipped.
     const std::vector<std::string> tokens = split_whitespace(trimmed);
+    const std::string& first = tokens.front();
+    const bool integer =
+        first.find_first_not_of("0123456789", first[0] == '-' ? 1 : 0) == std::string::npos &&
+        first != "-";
+    if (!columns_seen || !integer) continue;
+    if (footer_seen) {
+      throw_bad_input(at_line(line_number),
+                      fmt::format("a data row after the run's end (line {})", footer_line),
+                      "import each run's log on its own: one log is one run");
+    }
     // size count type [redop [root]] + out-of-place (time algbw busbw #wrong) + in-place.
     if (tokens.size() < 11) {
       throw_bad_input(at_line(line_number),
@@ -266,6 +272,10 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
       if (!std::isfinite(*time_us) || !(time_s > 0)) {
         throw_bad_input(at_line(line_number),
                         fmt::format("{} time {} us is not positive", which, *time_us));
+      }
+      if (time_s < kMinSampleSeconds) {
+        throw_bad_input(at_line(line_number), fmt::format("{} time {} us is less than {} s", which,
+                                                          *time_us, kMinSampleSeconds));
       }
       if (time_s > kMaxSampleSeconds) {
         throw_bad_input(at_line(line_number), fmt::format("{} time {} us is more than {} s", which,
@@ -383,7 +393,8 @@ Profile import_nccl_tests(const std::vector<TextSource>& logs,
   }
 
   Profile profile;
-  profile.hardware = options.hardware.empty() ? hardware_from_device(device) : options.hardware;
+  profile.hardware =
+      options.hardware.empty() ? hardware_id_from_device_name(device) : options.hardware;
   if (profile.hardware.empty()) {
     throw_bad_input(logs.front().name,
                     fmt::format("cannot tell the hardware from the device name '{}'", device),

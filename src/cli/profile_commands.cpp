@@ -2,6 +2,8 @@
 // itself to the `profile` group; register_profile_commands lists them.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <ctime>
@@ -38,9 +40,19 @@ std::string provenance_date() {
   std::time_t seconds = std::time(nullptr);
   if (const char* epoch = std::getenv("SOURCE_DATE_EPOCH"); epoch != nullptr && *epoch != 0) {
     char* end = nullptr;
+    errno = 0;
     const long long value = std::strtoll(epoch, &end, 10);
-    if (*end != 0 || value < 0) {
+    // Up to 9999-12-31T23:59:59Z: ISO 8601's four-digit years (gmtime wrote year 10000,
+    // negative years and day 00 past it).
+    constexpr long long kLastIsoSecond = 253402300799;
+    if (*end != 0 || value < 0 || errno == ERANGE) {
       throw_bad_input("SOURCE_DATE_EPOCH", fmt::format("'{}' is not a Unix time", epoch));
+    }
+    if (value > kLastIsoSecond) {
+      throw_bad_input("SOURCE_DATE_EPOCH",
+                      fmt::format("{} is after 9999-12-31T23:59:59Z ({}), the last time a "
+                                  "profile's ISO 8601 date holds",
+                                  epoch, kLastIsoSecond));
     }
     seconds = static_cast<std::time_t>(value);
   }
@@ -49,6 +61,21 @@ std::string provenance_date() {
   char text[32];
   std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
   return text;
+}
+
+// The hardware id a profile records for --hardware `id_or_path` (recorded_hardware_id): a
+// word that is no built-in id is kept (a device with no spec yet), with a note that reading
+// the profile then takes --hardware with a spec file of that id.
+std::string profile_hardware_id(const std::string& id_or_path) {
+  const std::string id = recorded_hardware_id(id_or_path);
+  const std::vector<std::string> builtins = builtin_hardware_names();
+  if (id == id_or_path && std::find(builtins.begin(), builtins.end(), id) == builtins.end()) {
+    fmt::print(stderr,
+               "note: --hardware {}: no built-in hardware ({}); the profile records '{}', and "
+               "reading it takes --hardware with a spec file of that id\n",
+               id, fmt::join(builtins, ", "), id);
+  }
+  return id;
 }
 
 void write_profile(const Profile& profile, const std::string& path) {
@@ -81,7 +108,7 @@ void add_import_nccl_tests(CLI::App& profile) {
     }
     NcclTestsImportOptions import_options;
     if (!options->hardware.empty())
-      import_options.hardware = resolve_hardware(options->hardware).id;
+      import_options.hardware = profile_hardware_id(options->hardware);
     Profile imported = import_nccl_tests(sources, import_options);
     imported.provenance.tool = std::string("fsdptune ") + FSDPTUNE_VERSION;
     imported.provenance.date = provenance_date();
@@ -190,7 +217,7 @@ void run_collect(const CollectFlags& flags) {
   }
   options.measure_contention = !flags.no_contention;
   options.ranks_per_node = flags.ranks_per_node;
-  options.hardware = flags.hardware.empty() ? flags.backend : recorded_hardware_id(flags.hardware);
+  options.hardware = flags.hardware.empty() ? flags.backend : profile_hardware_id(flags.hardware);
   options.tool = std::string("fsdptune ") + FSDPTUNE_VERSION;
   options.date = provenance_date();
   options.command = this_command_line();
@@ -252,7 +279,7 @@ void run_import_kineto(const KinetoFlags& flags) {
   require_distinct_files({{"--out", flags.out}},
                          {{"the trace", flags.trace}, {"--hardware", input_file(flags.hardware)}});
   KinetoImportOptions options;
-  if (!flags.hardware.empty()) options.hardware = recorded_hardware_id(flags.hardware);
+  if (!flags.hardware.empty()) options.hardware = profile_hardware_id(flags.hardware);
   options.ranks_per_node = flags.ranks_per_node;
   KinetoImportResult result =
       import_kineto_trace(read_json_file(flags.trace), options, flags.trace);
@@ -306,9 +333,11 @@ void add_collect(CLI::App& profile) {
       ->delimiter(',');
   profile.add_flag("--no-contention", collect->no_contention,
                    "skip the overlap measurements (keep the default factors)");
-  profile.add_option("--ranks-per-node", collect->ranks_per_node,
-                     "ranks per node recorded for the sweeps (default: cpu, the ranks sharing "
-                     "this host; cuda, --gpus-per-node)");
+  profile
+      .add_option("--ranks-per-node", collect->ranks_per_node,
+                  "ranks per node recorded for the sweeps (default: cpu, the ranks sharing "
+                  "this host; cuda, --gpus-per-node; at most the ranks swept)")
+      ->check(CLI::PositiveNumber);
   profile.add_option("--out", collect->out, "profile file to write");
   profile.add_option("--hardware-out", collect->hardware_out,
                      "cpu: also write a hardware spec of this host derived from the profile "

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -171,6 +172,20 @@ TEST_CASE("profile import-nccl-tests writes a deterministic profile", "[cli][cos
   CHECK(profile.provenance.tool.rfind("fsdptune ", 0) == 0);
   CHECK(profile.collectives.size() == 3);
   CHECK(dump_json(profile_to_json(profile)) == text);
+  // A time past year 9999 wrote "10000-01-01..." or a negative year (exit 0).
+  const auto late = run_command("SOURCE_DATE_EPOCH=253402300800 " + binary +
+                                " profile import-nccl-tests " + logs + " --out " + dir + "/b.json");
+  CHECK(late.exit_code == 2);
+  CHECK_THAT(late.err, Catch::Contains("SOURCE_DATE_EPOCH: 253402300800 is after 9999-12-31"));
+  CHECK_FALSE(std::filesystem::exists(dir + "/b.json"));
+  // A --hardware word that is no built-in spec is recorded with a note, as import-kineto
+  // and profile --backend do (it was refused here alone).
+  const auto device = run_command("SOURCE_DATE_EPOCH=0 " + binary + " profile import-nccl-tests " +
+                                  logs + " --hardware b300 --out " + dir + "/c.json");
+  CHECK(device.exit_code == 0);
+  CHECK_THAT(device.err, Catch::Contains("note: --hardware b300: no built-in hardware"));
+  CHECK(profile_from_json(parse_json_text(read_text_file(dir + "/c.json"), "c.json"), "c.json")
+            .hardware == "b300");
 }
 
 TEST_CASE("cost and profile commands reject bad input with exit 2", "[cli][cost]") {

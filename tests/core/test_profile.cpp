@@ -74,6 +74,12 @@ TEST_CASE("profile defaults: no contention or provenance given", "[profile]") {
   const Profile read = profile_from_json(json, "p.json");
   CHECK(read.contention == ContentionFactors{});
   CHECK(read.provenance == Provenance{});
+  // Each factor is optional (it was "missing" when the other was given).
+  json["contention"] = {{"comm_share_efficiency", 0.9}};
+  const Profile one = profile_from_json(json, "p.json");
+  CHECK(one.contention.comm_share_efficiency == 0.9);
+  CHECK(one.contention.compute_slowdown_with_comm ==
+        ContentionFactors{}.compute_slowdown_with_comm);
 }
 
 TEST_CASE("bad profiles are rejected naming the field", "[profile]") {
@@ -154,6 +160,13 @@ TEST_CASE("bad profiles are rejected naming the field", "[profile]") {
   json = good;
   json["contention"]["compute_slowdown_with_comm"] = 0;
   require_rejected(json, "contention.compute_slowdown_with_comm");
+
+  // A denormal sample gave `cost` an infinite bus bandwidth (exit 0).
+  for (const double tiny : {5e-324, 1e-300, 0.9e-12}) {
+    json = good;
+    json["collectives"][0]["points"][0]["samples_s"] = {tiny};
+    require_rejected(json, "collectives[0].points[0].samples_s[0]");
+  }
 }
 
 // Fuzzing found: a comm_share_efficiency of 1e-300 passed (the tiny fsdp2 step then

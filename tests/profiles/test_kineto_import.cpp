@@ -461,4 +461,8 @@ TEST_CASE("device names map to built-in hardware ids", "[profiler][kineto]") {
   CHECK(hardware_id_from_device_name("NVIDIA A100-SXM4-80GB") == "a100-80g");
   CHECK(hardware_id_from_device_name("NVIDIA A100-SXM4-40GB").empty());  // no 40 GB spec
   CHECK(hardware_id_from_device_name("NVIDIA GeForce RTX 4090").empty());
+  // The specs are the SXM parts' (an H100 PCIe was read as h100-sxm).
+  CHECK(hardware_id_from_device_name("NVIDIA H100 PCIe").empty());
+  CHECK(hardware_id_from_device_name("NVIDIA H100 NVL").empty());
+  CHECK(hardware_id_from_device_name("NVIDIA H200 NVL").empty());
 }

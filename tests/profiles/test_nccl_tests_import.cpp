@@ -146,6 +146,37 @@ TEST_CASE("nccl-tests logs with out-of-range fields are rejected or read safely"
                    "all_gather_perf_h100x8.log:17", "at most");
 }
 
+// Found probing: an NCCL_DEBUG=INFO line of a host named by address ("10-0-0-1:...") was
+// read as a data row (exit 2); a negative size and a second run appended after the footer
+// were dropped silently (exit 0, the second run's samples lost).
+TEST_CASE("nccl-tests: NCCL's log lines skipped, every row and run read or refused",
+          "[nccl-tests]") {
+  const TextSource good = fixture("all_gather_perf_h100x8.log");
+  const auto edited = [&](const std::string& from, const std::string& to) {
+    return TextSource{good.name, replace_once(good.text, from, to)};
+  };
+  const std::string row = "     1048576 ";
+  const NcclTestsLog plain = parse_nccl_tests_log(good);
+  for (const std::string noise :
+       {"10-0-0-1:412300:412340 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC/read\n",
+        "192.168.0.5: [0] NCCL WARN Cuda failure 'out of memory'\n",
+        "h100-a01:412300:412340 [0] NCCL INFO comm 0x5600 rank 0 nranks 8 - Init COMPLETE\n"}) {
+    INFO(noise);
+    CHECK(parse_nccl_tests_log(edited(row, noise + row)) == plain);
+  }
+  require_rejected(edited(row, "    -1048576 "), "all_gather_perf_h100x8.log:17",
+                   "not a positive integer");
+  require_rejected(edited("   48.03 ", "  1e-7 "), "all_gather_perf_h100x8.log:19",
+                   "less than 1e-12 s");
+  const TextSource twice{good.name, good.text + good.text};
+  require_rejected(twice, "all_gather_perf_h100x8.log:", "a second run after the first's end");
+  std::string after = good.text;
+  after +=
+      "     2097152         65536     bfloat16    none      -1    30.65   68.42   59.87      0"
+      "    30.28   69.26   60.60      0\n";
+  require_rejected({good.name, after}, "all_gather_perf_h100x8.log:", "after the run's end");
+}
+
 TEST_CASE("several logs merge into one profile", "[nccl-tests]") {
   const std::vector<TextSource> logs = {
       fixture("all_gather_perf_h100x8.log"), fixture("reduce_scatter_perf_h100x8.log"),
