@@ -122,6 +122,12 @@ void read_pipeline_view(const nlohmann::json& json, const std::string& source,
     action.start_s = number(actions[i], "start_s", where);
     action.end_s = number(actions[i], "end_s", where);
     if (action.end_s < action.start_s) throw_bad_input(where, "ends before it starts");
+    // Within the rank's step, as its tasks (medians of per-step figures keep the order).
+    if (!within_step(action.end_s, rank.step_time_s)) {
+      throw_bad_input(where + ": end_s", fmt::format("ends at {} s, after the rank's step_time_s "
+                                                     "{} s",
+                                                     action.end_s, rank.step_time_s));
+    }
     rank.actions.push_back(action);
   }
   const auto& chunks = field(json, "chunks", source);

@@ -835,6 +835,57 @@ void check_pipeline(const SchedulePipeline& pipeline, const Workload& workload,
   }
 }
 
+// The figures of a pipeline schedule's stages hold together as the simulation wrote them
+// (hand-edited ones were reported as they were: a stage busy 123 s in a 9 ms step, a
+// bubble of 500%): busy within the stage's end, its actions before that end, the end within
+// the step, at most every chunk's microbatches in flight, and a kept-gathered chunk's plan
+// resharding nothing.
+void check_pipeline_figures(const SchedulePipeline& pipeline, const JobSpec& job,
+                            const PlanSummary& predicted, const std::string& source) {
+  const auto where = [&](const std::string& path) { return fmt::format("{}: {}", source, path); };
+  const auto within = [](double part, double whole) { return part <= whole * (1 + 1e-9) + 1e-12; };
+  if (pipeline.bubble_fraction > 1) {
+    throw_bad_input(
+        where("pipeline.bubble_fraction"),
+        fmt::format("is {}, above 1: an idle share of the pipeline", pipeline.bubble_fraction));
+  }
+  for (std::size_t r = 0; r < pipeline.stages.size(); ++r) {
+    const ScheduleStage& stage = pipeline.stages[r];
+    const std::string path = indexed("pipeline.stages", r);
+    if (!within(stage.busy_s, stage.end_s)) {
+      throw_bad_input(where(path + ".busy_s"), fmt::format("{} s is after the stage's end_s {} s",
+                                                           stage.busy_s, stage.end_s));
+    }
+    if (predicted.step_time_s > 0 && !within(stage.end_s, predicted.step_time_s)) {
+      throw_bad_input(where(path + ".end_s"),
+                      fmt::format("{} s is after predicted.step_time_s {} s", stage.end_s,
+                                  predicted.step_time_s));
+    }
+    for (std::size_t k = 0; k < stage.actions.size(); ++k) {
+      if (!within(stage.actions[k].end_s, stage.end_s)) {
+        throw_bad_input(where(indexed(path + ".actions", k) + ".end_s"),
+                        fmt::format("{} s is after the stage's end_s {} s", stage.actions[k].end_s,
+                                    stage.end_s));
+      }
+    }
+    const std::int64_t most = job.virtual_stages * job.microbatches;
+    if (stage.max_in_flight > most) {
+      throw_bad_input(where(path + ".max_in_flight"),
+                      fmt::format("is {}, more than its {} chunk(s) x {} microbatches",
+                                  stage.max_in_flight, job.virtual_stages, job.microbatches));
+    }
+  }
+  for (std::size_t c = 0; c < pipeline.chunks.size(); ++c) {
+    const ScheduleChunk& chunk = pipeline.chunks[c];
+    const std::vector<bool>& reshard = chunk.plan.reshard_after_forward;
+    if (chunk.keep_gathered && std::find(reshard.begin(), reshard.end(), true) != reshard.end()) {
+      throw_bad_input(where(indexed("pipeline.chunks", c) + ".plan.reshard_after_forward"),
+                      "reshards a chunk that keeps its parameters gathered (keep_gathered)",
+                      "all false when keep_gathered is true");
+    }
+  }
+}
+
 }  // namespace
 
 json pipeline_action_to_json(const PipelineAction& action) {
@@ -1023,6 +1074,7 @@ ScheduleFile schedule_from_json(const json& json_in, const std::string& source) 
   if (pipelined) {
     validate_pipeline(job, fields.where("job"));
     check_pipeline(*schedule.pipeline, workload, source);
+    check_pipeline_figures(*schedule.pipeline, job, schedule.predicted, source);
     return schedule;
   }
   validate_plan(schedule.plan, static_cast<int>(workload.units.size()), fields.where("plan"));

@@ -47,8 +47,9 @@ void keep_differing_most(std::vector<Difference>& differences, int top) {
   differences.resize(std::min(differences.size(), static_cast<std::size_t>(std::max(top, 0))));
 }
 
-// A pipeline's actions and chunk tasks on the first rank of each stage (measured.json
-// version 5; nothing from an older one), next to the schedule's.
+// A pipeline's actions and chunk tasks (measured.json version 5; nothing from an older
+// one): every rank's checked against its stage's in the schedule, the first rank of each
+// stage's compared with them.
 void add_pipeline_differences(const ScheduleFile& schedule, const MeasuredResult& measured,
                               const std::string& source, bool communication_comparable,
                               std::vector<ActionDifference>& actions,
@@ -56,8 +57,10 @@ void add_pipeline_differences(const ScheduleFile& schedule, const MeasuredResult
   const SchedulePipeline& pipeline = *schedule.pipeline;
   if (static_cast<std::int64_t>(measured.ranks.size()) != measured.world_size) return;
   const std::int64_t stage_size = measured.world_size / measured.pp;
-  for (std::size_t stage = 0; stage < pipeline.stages.size(); ++stage) {
-    const std::size_t index = stage * static_cast<std::size_t>(stage_size);
+  for (std::size_t index = 0; index < measured.ranks.size(); ++index) {
+    const std::size_t stage = index / static_cast<std::size_t>(stage_size);
+    if (stage >= pipeline.stages.size()) break;
+    const bool compared = index % static_cast<std::size_t>(stage_size) == 0;
     const RankMeasurement& view = measured.ranks[index];
     const std::vector<PipelineAction>& predicted = pipeline.stages[stage].actions;
     if (!predicted.empty() && !view.actions.empty()) {
@@ -78,10 +81,19 @@ void add_pipeline_differences(const ScheduleFile& schedule, const MeasuredResult
                           got.backward ? "backward" : "forward", got.chunk, got.microbatch, stage,
                           want.backward ? "backward" : "forward", want.chunk, want.microbatch));
         }
+        if (!compared) continue;
         actions.push_back({static_cast<int>(stage), want.chunk, want.microbatch, want.backward,
                            compare_values(want.end_s - want.start_s, got.end_s - got.start_s),
                            compare_values(want.start_s, got.start_s)});
       }
+    }
+    const auto stage_chunks =
+        std::count_if(pipeline.chunks.begin(), pipeline.chunks.end(),
+                      [&](const auto& chunk) { return chunk.rank == static_cast<int>(stage); });
+    if (!view.chunks.empty() && static_cast<std::ptrdiff_t>(view.chunks.size()) != stage_chunks) {
+      throw_bad_input(fmt::format("{}: ranks[{}].chunks", source, index),
+                      fmt::format("{} chunks, the schedule's stage {} has {}", view.chunks.size(),
+                                  stage, stage_chunks));
     }
     for (std::size_t k = 0; k < view.chunks.size(); ++k) {
       const MeasuredChunk& chunk = view.chunks[k];
@@ -97,6 +109,7 @@ void add_pipeline_differences(const ScheduleFile& schedule, const MeasuredResult
                         fmt::format("{} tasks for chunk {}'s program of {}", chunk.tasks.size(),
                                     chunk.chunk, program.tasks.size()));
       }
+      if (!compared) continue;
       for (std::size_t t = 0; t < program.tasks.size(); ++t) {
         const Task& task = program.tasks[t];
         const MeasuredChunkTask& got = chunk.tasks[t];

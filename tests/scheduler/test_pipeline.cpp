@@ -814,6 +814,34 @@ TEST_CASE("pipeline schedule (version 2) round-trips and is checked on load",
   bad = json;
   for (auto& stage : bad["pipeline"]["stages"]) stage.erase("actions");
   CHECK_NOTHROW(schedule_from_json(bad, "pp.json"));
+  // Figures that do not hold together (found probing: report printed a stage busy 123 s in
+  // a step of milliseconds, a bubble of 500%).
+  const auto refused = [&](const nlohmann::json& edited, const std::string& where) {
+    CHECK_THROWS_WITH(schedule_from_json(edited, "pp.json"), Catch::Contains("pp.json: " + where));
+  };
+  bad = json;
+  bad["pipeline"]["stages"][0]["busy_s"] = 123.0;
+  refused(bad, "pipeline.stages[0].busy_s");
+  bad = json;
+  bad["pipeline"]["stages"][1]["end_s"] = bad["predicted"]["step_time_s"].get<double>() * 2;
+  bad["pipeline"]["stages"][1]["busy_s"] = 0.0;
+  refused(bad, "pipeline.stages[1].end_s");
+  bad = json;
+  bad["pipeline"]["stages"][0]["actions"][15]["end_s"] =
+      bad["pipeline"]["stages"][0]["end_s"].get<double>() * 1.5;
+  refused(bad, "pipeline.stages[0].actions[15].end_s");
+  bad = json;
+  bad["pipeline"]["bubble_fraction"] = 5.0;
+  refused(bad, "pipeline.bubble_fraction");
+  bad = json;
+  bad["pipeline"]["stages"][0]["max_in_flight"] = 99;
+  refused(bad, "pipeline.stages[0].max_in_flight");
+  bad = json;
+  auto& kept = bad["pipeline"]["chunks"][1];
+  kept["keep_gathered"] = true;
+  REQUIRE_FALSE(kept["plan"]["reshard_after_forward"].empty());
+  kept["plan"]["reshard_after_forward"][0] = true;
+  refused(bad, "pipeline.chunks[1].plan.reshard_after_forward");
 }
 
 TEST_CASE("the sweep's evaluation (distinct chunks simulated once) equals the full one",

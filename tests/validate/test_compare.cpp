@@ -361,3 +361,43 @@ TEST_CASE("compare refuses a pipeline measurement whose actions or chunks are no
   bad.ranks[1].chunks[0].tasks.pop_back();
   expect(bad, "m.json: ranks[1].chunks[0]: tasks");
 }
+
+// Found probing: only each stage's first rank was checked; the other ranks' actions and
+// chunks could be another stage's, out of order or short, and compare printed its table.
+TEST_CASE("compare checks every rank of a stage and compares its first", "[compare][pipeline]") {
+  auto [schedule, measured] = pipeline_with_actions();
+  schedule.job.gpus = 4;
+  schedule.job.dp_shard = 2;
+  MeasuredResult wide = measured;
+  wide.schedule_hash = schedule_hash(schedule);
+  wide.world_size = 4;
+  wide.dp_shard = 2;
+  wide.ranks = {measured.ranks[0], measured.ranks[0], measured.ranks[1], measured.ranks[1]};
+  const Comparison c = compare(schedule, wide, "m.json");
+  CHECK(c.actions_differing_most.size() == 4);  // the first rank of each stage
+  const auto expect = [&, schedule = schedule](const MeasuredResult& bad,
+                                               const std::string& where) {
+    try {
+      compare(schedule, bad, "m.json");
+      FAIL("accepted");
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::kBadInput);
+      CHECK(e.where() == where);
+    }
+  };
+  MeasuredResult bad = wide;
+  bad.ranks[1].chunks[0].tasks.pop_back();
+  expect(bad, "m.json: ranks[1].chunks[0]: tasks");
+  bad = wide;
+  bad.ranks[1].chunks[0].chunk = 1;
+  expect(bad, "m.json: ranks[1].chunks[0]: chunk");
+  bad = wide;
+  bad.ranks[3].actions[0].chunk = 0;
+  expect(bad, "m.json: ranks[3].actions[0]");
+  bad = wide;
+  std::swap(bad.ranks[1].actions[0], bad.ranks[1].actions[1]);
+  expect(bad, "m.json: ranks[1].actions[0]");
+  bad = wide;
+  bad.ranks[2].chunks.push_back(bad.ranks[2].chunks[0]);
+  expect(bad, "m.json: ranks[2].chunks");
+}

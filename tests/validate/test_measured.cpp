@@ -330,6 +330,11 @@ TEST_CASE("measured.json of a pipeline: actions and chunk tasks since version 5"
   bad = json;
   bad["ranks"][1].erase("chunks");
   expect_error(bad, "m.json: ranks[1]: chunks");
+  // An action past its rank's step (compare listed a 5 s action in a 9 ms step).
+  bad = json;
+  bad["ranks"][1]["actions"].back()["end_s"] = 5.0;
+  expect_error(bad, "m.json: ranks[1]: actions[" +
+                        std::to_string(json["ranks"][1]["actions"].size() - 1) + "]: end_s");
   // A `pipeline` object beside ranks without actions: the message says why they are due.
   bad = json;
   for (auto& rank : bad["ranks"]) rank.erase("actions");
