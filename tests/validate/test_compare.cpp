@@ -285,6 +285,18 @@ std::pair<ScheduleFile, MeasuredResult> pipeline_with_actions() {
   return {schedule, measured};
 }
 
+// compare(schedule, bad) must refuse `bad` as bad input naming `where`.
+void expect_refused(const ScheduleFile& schedule, const MeasuredResult& bad,
+                    const std::string& where) {
+  try {
+    compare(schedule, bad, "m.json");
+    FAIL("accepted");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::kBadInput);
+    CHECK(e.where() == where);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("compare ranks a pipeline's actions and its chunks' tasks by duration",
@@ -339,14 +351,9 @@ TEST_CASE("compare ranks a pipeline's actions and its chunks' tasks by duration"
 TEST_CASE("compare refuses a pipeline measurement whose actions or chunks are not the schedule's",
           "[compare][pipeline]") {
   const auto [schedule, measured] = pipeline_with_actions();
-  auto expect = [&, schedule = schedule](const MeasuredResult& bad, const std::string& where) {
-    try {
-      compare(schedule, bad, "m.json");
-      FAIL("accepted");
-    } catch (const Error& e) {
-      CHECK(e.kind() == ErrorKind::kBadInput);
-      CHECK(e.where() == where);
-    }
+  const auto expect = [&, schedule = schedule](const MeasuredResult& bad,
+                                               const std::string& where) {
+    expect_refused(schedule, bad, where);
   };
   MeasuredResult bad = measured;
   bad.ranks[1].actions[1].backward = false;
@@ -377,13 +384,7 @@ TEST_CASE("compare checks every rank of a stage and compares its first", "[compa
   CHECK(c.actions_differing_most.size() == 4);  // the first rank of each stage
   const auto expect = [&, schedule = schedule](const MeasuredResult& bad,
                                                const std::string& where) {
-    try {
-      compare(schedule, bad, "m.json");
-      FAIL("accepted");
-    } catch (const Error& e) {
-      CHECK(e.kind() == ErrorKind::kBadInput);
-      CHECK(e.where() == where);
-    }
+    expect_refused(schedule, bad, where);
   };
   MeasuredResult bad = wide;
   bad.ranks[1].chunks[0].tasks.pop_back();
