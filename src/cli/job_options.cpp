@@ -250,6 +250,18 @@ JobSpec torchtitan_job_spec(const JobOptions& options, const ModelSpec& model) {
 }  // namespace
 
 JobSpec to_job_spec(const JobOptions& options, const ModelSpec& model) {
+  // The blocks of each chunk replace the weights' split: given together, the weights were
+  // dropped without a word.
+  if (job_flag_given(options, "--pp-chunk-blocks")) {
+    for (const char* weight : {"--pp-first-stage-less-layers", "--pp-last-stage-less-layers"}) {
+      if (!job_flag_given(options, weight)) continue;
+      throw_bad_input("--pp-chunk-blocks",
+                      fmt::format("given with {}: the blocks of each chunk "
+                                  "replace the weights that split them",
+                                  weight),
+                      "give the blocks or the weights");
+    }
+  }
   if (!options.job_toml.empty()) return torchtitan_job_spec(options, model);
   JobSpec job;
   job.gpus = options.gpus;

@@ -142,7 +142,8 @@ std::vector<JobFlagValues> job_flag_values(const JobOptions& flags, const JobSpe
       {"--pp-chunk-blocks",
        flags.pp_chunk_blocks.empty() ? ""
                                      : chunk_blocks_text(parse_chunk_blocks(flags.pp_chunk_blocks)),
-       chunk_blocks_text(job.pp_chunk_blocks)}};
+       job.pp_chunk_blocks.empty() ? "none, split by " + pp_split_flags(job)
+                                   : chunk_blocks_text(job.pp_chunk_blocks)}};
 }
 
 // Without --model the job is the schedule's: every job flag given must say the same

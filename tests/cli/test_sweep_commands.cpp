@@ -505,12 +505,25 @@ TEST_CASE("simulate and tune --pp-chunk-blocks: the blocks of each stage given, 
   const auto other = run_fsdptune("simulate " + kPipelineJob + " --plan " + out);
   CHECK(other.exit_code == 2);
   CHECK(other.err.find("pp_chunk_blocks [1,2,2,2,3,2,3,1] (the flags: [])") != std::string::npos);
-  for (const char* bad : {" --pp-chunk-blocks 1,2,x", " --pp-chunk-blocks 8,8",
-                          " --pp-chunk-blocks 1,2,2,2,3,2,3,2"}) {
+  for (const char* bad :
+       {" --pp-chunk-blocks 1,2,x", " --pp-chunk-blocks 8,8", " --pp-chunk-blocks 1,2,2,2,3,2,3,2",
+        // The weights were dropped without a word beside the blocks.
+        " --pp-chunk-blocks 1,2,2,2,3,2,3,1 --pp-first-stage-less-layers 3"}) {
     const auto refused = run_fsdptune("simulate " + kPipelineJob + std::string(bad));
     CHECK(refused.exit_code == 2);
     CHECK(refused.err.find("--pp-chunk-blocks") != std::string::npos);
   }
+  // Blocks given to replay a schedule split by the weights: the schedule's split is named
+  // (it printed "(the schedule's: )").
+  const std::string weights = dir + "/weights.json";
+  REQUIRE(run_fsdptune("tune " + kPipelineJob + " --time-budget 0 --max-evaluations 10 --out " +
+                       weights)
+              .exit_code == 0);
+  const auto named = run_fsdptune("simulate --plan " + weights + blocks);
+  CHECK(named.exit_code == 2);
+  CHECK_THAT(named.err, Catch::Contains("(the schedule's: none, split by "
+                                        "--pp-first-stage-less-layers 1 "
+                                        "--pp-last-stage-less-layers 1)"));
   std::filesystem::remove_all(dir);
 }
 
