@@ -378,6 +378,26 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& so
         at("--dp-shard"),
         fmt::format("{} does not match gpus / (tp*pp*dp_replicate) = {}", job.dp_shard, dp_shard));
   }
+  // Whole nodes, and TP groups that do not straddle them: the mesh layout
+  // (docs/parallelism.md) places tp consecutive ranks in one node when tp fits, and gives
+  // a shard group gpus_per_node / tp ranks per node (8 GPUs in nodes of 3 put a TP pair
+  // across two nodes, costed as within one).
+  if (job.gpus > job.gpus_per_node) {
+    if (job.gpus % job.gpus_per_node != 0) {
+      throw_bad_input(at("--gpus"),
+                      fmt::format("{} GPUs do not fill nodes of {} (--gpus-per-node)", job.gpus,
+                                  job.gpus_per_node),
+                      "give whole nodes: --gpus a multiple of --gpus-per-node");
+    }
+    const bool aligned = job.tp <= job.gpus_per_node ? job.gpus_per_node % job.tp == 0
+                                                     : job.tp % job.gpus_per_node == 0;
+    if (!aligned) {
+      throw_bad_input(
+          at("--tp"),
+          fmt::format("TP groups of {} straddle nodes of {} GPUs", job.tp, job.gpus_per_node),
+          "tp dividing --gpus-per-node (or a multiple of it)");
+    }
+  }
   job.dp_shard = dp_shard;
   if (dp_shard % job.cp != 0) {
     throw_bad_input(at("--cp"),

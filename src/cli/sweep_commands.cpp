@@ -250,9 +250,14 @@ void run_sweep(const SweepCliOptions& o) {
     }
   }
   if (total == 0) {
-    throw_bad_input("--gpus", fmt::format("no valid configuration of {} on {} GPUs at a global "
-                                          "batch of {} sequences",
-                                          model.name, o.gpus, options.global_batch_sequences));
+    throw_bad_input("--gpus",
+                    fmt::format("no valid configuration of {} on {} GPUs at a global "
+                                "batch of {} sequences",
+                                model.name, o.gpus, options.global_batch_sequences),
+                    o.gpus > o.gpus_per_node && o.gpus % o.gpus_per_node != 0
+                        ? fmt::format("{} GPUs do not fill nodes of {} (--gpus-per-node)", o.gpus,
+                                      o.gpus_per_node)
+                        : "");
   }
   fmt::print(stderr,
              "sweep: {} configurations ({} meshes skipped: batch or heads do not divide), "

@@ -55,6 +55,22 @@ TEST_CASE("normalize_job names the flag at fault", "[job][errors]") {
     job.dp_replicate = 4;  // 12 / 8
     CHECK(rejected_flag(job) == "--gpus");
   }
+  SECTION("GPUs that do not fill whole nodes, TP groups across nodes") {
+    // Accepted before: a TP pair across two nodes of 3 was costed as within one.
+    job.gpus = 8;
+    job.gpus_per_node = 3;
+    CHECK(rejected_flag(job) == "--gpus");
+    job.gpus = 12;
+    job.tp = 2;
+    CHECK(rejected_flag(job) == "--tp");
+    // One node, partly used, is fine; so are TP groups of whole nodes.
+    job.gpus = 2;
+    CHECK(normalize_job(builtin_model("llama3-8b"), job).dp_shard == 1);
+    job.gpus = 16;
+    job.gpus_per_node = 4;
+    job.tp = 8;
+    CHECK(normalize_job(builtin_model("llama3-8b"), job).dp_shard == 2);
+  }
   SECTION("zero and negative sizes") {
     job.local_batch = 0;
     CHECK(rejected_flag(job) == "--batch");
