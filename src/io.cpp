@@ -309,6 +309,10 @@ nlohmann::json read_json_file(const std::string& path) {
   return parse_json_text(read_text_file(path), path);
 }
 
-std::string dump_json(const nlohmann::json& json) { return json.dump(2) + "\n"; }
+// Strings that are not UTF-8 (a file name from argv in another encoding) are written with
+// U+FFFD where their bytes are not, rather than failing the whole output.
+std::string dump_json(const nlohmann::json& json) {
+  return json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
 
 }  // namespace fsdptune

@@ -260,6 +260,12 @@ nlohmann::json model_to_json(const ModelSpec& model) {
 
 void validate_model(const ModelSpec& model, const std::string& source) {
   if (model.name.empty()) throw_bad_input(field_where(source, "name"), "must not be empty");
+  // One line of text: a newline or NUL in it split or cut every report's heading.
+  if (std::any_of(model.name.begin(), model.name.end(),
+                  [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7F; })) {
+    throw_bad_input(field_where(source, "name"), "holds a control character (newline, tab, NUL...)",
+                    "a model's name is one line of text");
+  }
   const std::pair<const char*, std::int64_t> sizes[] = {{"dim", model.dim},
                                                         {"n_layers", model.n_layers},
                                                         {"n_heads", model.n_heads},

@@ -251,12 +251,15 @@ std::string text_table(const std::vector<std::vector<std::string>>& rows,
   return out;
 }
 
-std::string markdown_cell(const std::string& text) {
+std::string markdown_cell(const std::string& raw) {
   std::string out;
-  for (char c : text) {
-    if (c == '|') {
-      out += "\\|";
-    } else if (c == '\n') {
+  for (char c : valid_utf8(raw)) {
+    if (c == '|' || c == '\\' || c == '*' || c == '`' || c == '<' || c == '>') {
+      // Markdown's own characters, backslash-escaped (a model named "<ny> *b*" lost its
+      // "<ny>" and turned italic).
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F) {
       out += ' ';
     } else {
       out += c;
@@ -358,7 +361,9 @@ std::string efficiency_line(const ScheduleReport& schedule) {
 
 }  // namespace report_detail
 
-std::string escape_xml(const std::string& text) {
+std::string escape_xml(const std::string& raw) {
+  // Valid UTF-8 first: a file name in another encoding, or U+FFFE, made the page malformed.
+  const std::string text = valid_utf8(raw);
   std::string out;
   out.reserve(text.size());
   for (char c : text) {

@@ -89,36 +89,10 @@ TomlShape toml_shape(const std::string& text) {
 // (found by fuzzing), so the text is checked before toml11 sees it.
 int first_non_utf8_line(const std::string& text) {
   int line = 1;
-  const std::size_t n = text.size();
-  for (std::size_t i = 0; i < n;) {
-    const auto byte = [&](std::size_t at) { return static_cast<unsigned char>(text[at]); };
-    const unsigned char lead = byte(i);
-    if (lead < 0x80) {
-      if (lead == '\n') ++line;
-      ++i;
-      continue;
-    }
-    // Length and the range of the second byte (the first continuation) per lead byte.
-    std::size_t length = 0;
-    unsigned char low = 0x80;
-    unsigned char high = 0xBF;
-    if (lead >= 0xC2 && lead <= 0xDF) {
-      length = 2;
-    } else if (lead >= 0xE0 && lead <= 0xEF) {
-      length = 3;
-      if (lead == 0xE0) low = 0xA0;   // overlong
-      if (lead == 0xED) high = 0x9F;  // surrogates
-    } else if (lead >= 0xF0 && lead <= 0xF4) {
-      length = 4;
-      if (lead == 0xF0) low = 0x90;   // overlong
-      if (lead == 0xF4) high = 0x8F;  // above U+10FFFF
-    } else {
-      return line;
-    }
-    if (i + length > n || byte(i + 1) < low || byte(i + 1) > high) return line;
-    for (std::size_t k = 2; k < length; ++k) {
-      if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return line;
-    }
+  for (std::size_t i = 0; i < text.size();) {
+    const std::size_t length = utf8_sequence_length(text, i);
+    if (length == 0) return line;
+    if (text[i] == '\n') ++line;
     i += length;
   }
   return 0;

@@ -83,25 +83,87 @@ double parse_fraction(std::string_view text, std::string_view what) {
   return *value;
 }
 
+namespace {
+
+// `value` as printed with `decimals` decimals (what the unit's choice must look at: 1023.96
+// MiB prints as "1024 MiB", which is 1.00 GiB).
+double printed(double value, int decimals) {
+  const double scale = std::pow(10.0, decimals);
+  return std::round(value * scale) / scale;
+}
+
+}  // namespace
+
 std::string format_bytes(std::int64_t bytes) {
   const double magnitude = std::fabs(static_cast<double>(bytes));
   if (magnitude < 1024.0) return fmt::format("{} B", bytes);
   const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
+  const auto decimals_of = [](double v) {
+    return std::fabs(v) >= 100 ? 0 : (std::fabs(v) >= 10 ? 1 : 2);
+  };
   double value = static_cast<double>(bytes) / 1024.0;
   int unit = 0;
-  while (std::fabs(value) >= 1024.0 && unit < 3) {
+  while (std::fabs(printed(value, decimals_of(value))) >= 1024.0 && unit < 3) {
     value /= 1024.0;
     ++unit;
   }
-  const int decimals = std::fabs(value) >= 100 ? 0 : (std::fabs(value) >= 10 ? 1 : 2);
-  return fmt::format("{:.{}f} {}", value, decimals, units[unit]);
+  return fmt::format("{:.{}f} {}", value, decimals_of(value), units[unit]);
 }
 
 std::string format_seconds(double seconds) {
-  const double magnitude = std::fabs(seconds);
-  if (magnitude >= 1.0) return fmt::format("{:.3f} s", seconds);
-  if (magnitude >= 1e-3) return fmt::format("{:.2f} ms", seconds * 1e3);
-  return fmt::format("{:.1f} us", seconds * 1e6);
+  // Each unit as long as its printed value stays below the next one's (999.96 us printed
+  // "1000.0 us").
+  if (std::fabs(printed(seconds * 1e6, 1)) < 1000.0) return fmt::format("{:.1f} us", seconds * 1e6);
+  if (std::fabs(printed(seconds * 1e3, 2)) < 1000.0) return fmt::format("{:.2f} ms", seconds * 1e3);
+  return fmt::format("{:.3f} s", seconds);
+}
+
+std::size_t utf8_sequence_length(const std::string& text, std::size_t at) {
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
+  const unsigned char lead = byte(at);
+  if (lead < 0x80) return 1;
+  // Length and the range of the first continuation byte (RFC 3629's table).
+  std::size_t length = 0;
+  unsigned char low = 0x80, high = 0xBF;
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3;
+    if (lead == 0xE0) low = 0xA0;   // overlong
+    if (lead == 0xED) high = 0x9F;  // surrogates
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4;
+    if (lead == 0xF0) low = 0x90;   // overlong
+    if (lead == 0xF4) high = 0x8F;  // above U+10FFFF
+  } else {
+    return 0;
+  }
+  if (at + length > text.size() || byte(at + 1) < low || byte(at + 1) > high) return 0;
+  for (std::size_t k = 2; k < length; ++k) {
+    if (byte(at + k) < 0x80 || byte(at + k) > 0xBF) return 0;
+  }
+  return length;
+}
+
+std::string valid_utf8(const std::string& text) {
+  static constexpr char kReplacement[] = "\xEF\xBF\xBD";  // U+FFFD
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size();) {
+    const std::size_t length = utf8_sequence_length(text, i);
+    // U+FFFE and U+FFFF (EF BF BE, EF BF BF) are no XML characters either.
+    const bool noncharacter = length == 3 && static_cast<unsigned char>(text[i]) == 0xEF &&
+                              static_cast<unsigned char>(text[i + 1]) == 0xBF &&
+                              static_cast<unsigned char>(text[i + 2]) >= 0xBE;
+    if (length == 0 || noncharacter) {
+      out += kReplacement;
+      i += noncharacter ? 3 : 1;
+      continue;
+    }
+    out.append(text, i, length);
+    i += length;
+  }
+  return out;
 }
 
 }  // namespace fsdptune

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -28,6 +29,16 @@ std::string format_bytes(std::int64_t bytes);
 
 // "1.234 s", "12.3 ms", "45.6 us".
 std::string format_seconds(double seconds);
+
+// The length of the well-formed UTF-8 sequence starting at text[at] (1 for ASCII), or 0
+// where it is not one (a stray continuation byte, an overlong form, a surrogate, a code
+// point above U+10FFFF, a sequence cut short). REQUIRES: at < text.size().
+std::size_t utf8_sequence_length(const std::string& text, std::size_t at);
+
+// `text` as valid UTF-8 that XML 1.0 can hold: each byte of a malformed sequence (a file
+// name in another encoding), each overlong form, surrogate or code point above U+10FFFF,
+// and U+FFFE / U+FFFF, replaced by U+FFFD; everything else unchanged.
+std::string valid_utf8(const std::string& text);
 
 // ceil(a / b) for a >= 0, b > 0, without a + b overflowing.
 constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) {

@@ -90,14 +90,15 @@ void run_report(const ReportCommandOptions& options) {
   if (!options.markdown_path.empty()) {
     outputs.push_back({options.markdown_path, render_report_markdown(entries, report_options)});
   }
+  // Every output rendered before any is written: a failure rendering the last one left
+  // the files written.
+  const std::string printed =
+      options.json ? dump_json(report_to_json(summarize_report(entries, report_options)))
+                   : render_report_text(entries, report_options);
   write_files_atomically(outputs);
   // With --json stdout carries only the JSON summary; the file notes go to stderr.
   std::FILE* notes = options.json ? stderr : stdout;
-  if (options.json) {
-    fmt::print("{}", dump_json(report_to_json(summarize_report(entries, report_options))));
-  } else {
-    fmt::print("{}", render_report_text(entries, report_options));
-  }
+  fmt::print("{}", printed);
   if (!options.html_path.empty()) fmt::print(notes, "HTML report: {}\n", options.html_path);
   if (!options.markdown_path.empty()) {
     fmt::print(notes, "Markdown report: {}\n", options.markdown_path);

@@ -136,6 +136,14 @@ TEST_CASE("bad model files name the file and the field", "[model][errors]") {
     json.erase("ffn_dim");
     expect_bad_input([&] { model_from_json(json, "m.json"); }, {"m.json", "'ffn_dim'", "missing"});
   }
+  SECTION("a name of more than one line") {
+    for (const char* name : {"tiny\n# injected", "a\tb", "x\x7f"}) {
+      auto json = tiny_json();
+      json["name"] = name;
+      expect_bad_input([&] { model_from_json(json, "m.json"); },
+                       {"m.json", "'name'", "control character"});
+    }
+  }
   SECTION("zero size") {
     auto json = tiny_json();
     json["dim"] = 0;

@@ -53,6 +53,13 @@ TEST_CASE("format_bytes and format_seconds pick readable units", "[units]") {
   CHECK(format_seconds(1.5) == "1.500 s");
   CHECK(format_seconds(0.0123) == "12.30 ms");
   CHECK(format_seconds(45.6e-6) == "45.6 us");
+  // The unit is chosen after rounding (found probing the report: "1000.0 us", "1024 MiB").
+  CHECK(format_seconds(0.0009999999) == "1.00 ms");
+  CHECK(format_seconds(0.99999999) == "1.000 s");
+  CHECK(format_seconds(999.94e-6) == "999.9 us");
+  CHECK(format_bytes(1073740799) == "1.00 GiB");
+  CHECK(format_bytes(1023 * kMiB) == "1023 MiB");
+  CHECK(format_bytes(1048575) == "1.00 MiB");
 }
 
 TEST_CASE("ceil_div rounds up without overflowing near the int64 limit", "[units]") {
