@@ -140,6 +140,23 @@ void require_distinct_files(const NamedFiles& outputs, const NamedFiles& inputs)
     if (!path.empty() && fs::is_directory(written.back(), ec)) {
       throw_bad_input(flag + " " + path, "is a folder, not a file", "name a file to write");
     }
+    // The nearest existing folder above it must be a folder: `--out s.json/m.json` failed
+    // only when written, after the whole run (validate replayed every step first).
+    if (path.empty()) continue;
+    for (fs::path above = written.back().parent_path(); !above.empty();
+         above = above.parent_path()) {
+      const fs::file_status status = fs::status(above, ec);
+      if (!fs::exists(status)) {
+        if (above == above.parent_path()) break;
+        continue;
+      }
+      if (!fs::is_directory(status)) {
+        throw_bad_input(flag + " " + path,
+                        fmt::format("{} is a file, not a folder to write in", above.string()),
+                        "name a file in a folder");
+      }
+      break;
+    }
   }
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     if (outputs[i].second.empty()) continue;

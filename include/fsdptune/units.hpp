@@ -4,8 +4,8 @@
 // written KiB/MiB/GiB (powers of 1024), decimal ones KB/MB/GB (powers of 1000).
 #pragma once
 
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 

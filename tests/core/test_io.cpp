@@ -233,5 +233,18 @@ TEST_CASE("require_distinct_files names the two flags of one file", "[io]") {
     CHECK(e.where() == "--emit-torchtitan-toml " + (dir / "sub").string());
     CHECK(e.message() == "is a folder, not a file");
   }
+  // A file where a folder above the output must be (found probing: validate --out
+  // s.json/m.json replayed every step, then failed with exit 1); missing folders are fine.
+  for (const fs::path& inside : {dir / "s.json" / "m.json", dir / "s.json" / "a" / "m.json"}) {
+    try {
+      require_distinct_files({{"--out", inside.string()}});
+      FAIL("accepted " << inside);
+    } catch (const Error& e) {
+      CHECK(e.exit_code() == 2);
+      CHECK_THAT(e.message(), Catch::Contains("s.json is a file, not a folder to write in"));
+    }
+  }
+  CHECK_NOTHROW(require_distinct_files({{"--out", (dir / "new" / "deeper" / "m.json").string()}}));
+  CHECK_NOTHROW(require_distinct_files({{"--out", "relative-new-folder/m.json"}}));
   fs::remove_all(dir);
 }
