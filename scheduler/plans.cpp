@@ -177,8 +177,12 @@ Plan builtin_plan(const std::string& name, const Workload& workload, const CostM
   std::string names;
   for (const std::string& known : builtin_plan_names())
     names += (names.empty() ? "" : ", ") + known;
+  // A value that names a path ("./p.json", "plans/x.json") is a file that is not there.
+  const bool path = name.find('/') != std::string::npos || name.ends_with(".json");
   throw_bad_input(
-      where, fmt::format("unknown plan '{}'", name),
+      where,
+      path ? fmt::format("no such file '{}' (nor a built-in plan)", name)
+           : fmt::format("unknown plan '{}'", name),
       fmt::format("built-in plans: {}; or give a plan file (docs/plan-format.md)", names));
 }
 

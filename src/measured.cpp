@@ -347,8 +347,10 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
   // validate writes the median of the steps (executor.cpp): a step time that is not is
   // another run's, or edited.
   const double median = measured_median(measured.step_times_s);
-  if (!(measured.step_time_s > 0) ||
-      std::abs(measured.step_time_s - median) > 1e-9 * std::max(median, 1e-12)) {
+  if (!(measured.step_time_s > 0)) {
+    throw_bad_input(source + ": step_time_s", "is 0 s: a measured step takes time");
+  }
+  if (std::abs(measured.step_time_s - median) > 1e-9 * std::max(median, 1e-12)) {
     throw_bad_input(source + ": step_time_s",
                     fmt::format("is {} s, but the median of step_times_s is {} s",
                                 measured.step_time_s, median));

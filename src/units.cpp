@@ -1,5 +1,6 @@
 #include "fsdptune/units.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <optional>
@@ -27,6 +28,8 @@ constexpr Suffix kSuffixes[] = {
 
 // The whole of `digits` as a finite number, or nullopt.
 std::optional<double> parse_number(const std::string& digits) {
+  // Decimal notation only: std::stod also reads hexadecimal ("0x10", "0x1p4").
+  if (digits.find_first_not_of("0123456789.eE+-") != std::string::npos) return std::nullopt;
   std::size_t consumed = 0;
   double value = 0;
   try {
@@ -60,13 +63,20 @@ std::int64_t parse_size_bytes(std::string_view text, std::string_view what) {
                     "write a number of bytes with an optional unit: 4096, 64MiB, 1GiB, 80GB, 2e9");
   }
   const double bytes = *value * multiplier;
-  if (bytes < 1.0) {
+  if (bytes <= 0) {
     throw_bad_input(std::string(what), fmt::format("size '{}' must be positive", original));
   }
   if (bytes > 9.0e18) {
     throw_bad_input(std::string(what), fmt::format("size '{}' is too large", original));
   }
-  return static_cast<std::int64_t>(std::llround(bytes));
+  // Whole bytes ("1.5GiB" is; "1.5" was rounded to 2 B, "0.5" called not positive), with
+  // the slack of a decimal fraction's rounding ("1.1GB").
+  const double whole = std::round(bytes);
+  if (whole < 1 || std::fabs(bytes - whole) > 1e-9 * std::max(1.0, bytes)) {
+    throw_bad_input(std::string(what),
+                    fmt::format("size '{}' is not a whole number of bytes", original));
+  }
+  return static_cast<std::int64_t>(whole);
 }
 
 double parse_fraction(std::string_view text, std::string_view what) {

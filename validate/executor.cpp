@@ -928,8 +928,9 @@ ReplayMesh replay_mesh(const ScheduleFile& schedule, int rank, int world_size, b
                     mesh),
         fmt::format("run it with mpirun -np {} (or srun -n {}){}", expected, expected,
                     fitting.empty() ? std::string()
-                                    : fmt::format(", or add --scale-down to replay it on {} ranks",
-                                                  fmt::join(fitting, ", "))));
+                                    : fmt::format(", or add --scale-down to replay it on {} "
+                                                  "rank(s)",
+                                                  fmt::join(fitting, " or "))));
   }
   if (world_size % others != 0 || job.dp_shard % (world_size / others) != 0 ||
       (world_size / others) % job.cp != 0) {

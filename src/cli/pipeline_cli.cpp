@@ -104,7 +104,8 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
     }
     if (!plan_options.keep_gathered.empty()) {
       throw_bad_input("--keep-gathered",
-                      fmt::format("goes with a built-in plan: {} stores each chunk's choice",
+                      fmt::format("goes with a built-in plan, not the file {} (a pipeline "
+                                  "schedule stores each chunk's choice)",
                                   plan_options.plan));
     }
     const nlohmann::json file = read_json_file(plan_options.plan);

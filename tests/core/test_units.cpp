@@ -15,10 +15,14 @@ TEST_CASE("parse_size_bytes reads binary, decimal and plain sizes", "[units]") {
   CHECK(parse_size_bytes("80GB", "--bytes") == 80'000'000'000);
   CHECK(parse_size_bytes("2e9", "--bytes") == 2'000'000'000);
   CHECK(parse_size_bytes("1.5KiB", "--bytes") == 1536);
+  CHECK(parse_size_bytes("1.1GB", "--bytes") == 1'100'000'000);
+  CHECK(parse_size_bytes("0.5KiB", "--bytes") == 512);
 }
 
 TEST_CASE("parse_size_bytes rejects junk, zero and negatives naming the flag", "[units]") {
-  for (const char* bad : {"", "abc", "12XB", "-5", "0", "MiB", "1e400"}) {
+  // Fractions of a byte were rounded ("1.5" read as 2 B); hexadecimal was read by stod.
+  for (const char* bad :
+       {"", "abc", "12XB", "-5", "0", "MiB", "1e400", "1.5", "0.5", "2.5e0", "0x10", "0x1p4"}) {
     try {
       parse_size_bytes(bad, "--memory-limit");
       FAIL("accepted '" << bad << "'");

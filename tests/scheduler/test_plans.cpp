@@ -57,6 +57,9 @@ TEST_CASE("built-in plans have the documented shape", "[plans]") {
     CHECK(e.exit_code() == 2);
     CHECK(e.hint().find("simplefsdp-greedy") != std::string::npos);
   }
+  // A path that is not there is named as a missing file (it read "unknown plan").
+  CHECK_THROWS_WITH(builtin_plan("./nonexist.json", workload, costs, kGiB),
+                    Catch::Contains("no such file './nonexist.json'"));
 }
 
 TEST_CASE("greedy auto-wrap: time and memory decide the buckets", "[plans]") {

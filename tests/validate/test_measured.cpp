@@ -206,6 +206,13 @@ TEST_CASE("measured.json figures must be a run's", "[measured]") {
   bad = good;
   bad["step_time_s"] = 5.0;  // not the median, 0.5
   expect_error(bad, "m.json: step_time_s");
+  // Steps of 0 s: the message said "is 0 s, but the median of step_times_s is 0 s".
+  bad = good;
+  bad["step_time_s"] = 0.0;
+  for (auto& step : bad["step_times_s"]) step = 0.0;
+  expect_error(bad, "m.json: step_time_s");
+  CHECK_THROWS_WITH(measured_from_json(bad, "m.json"),
+                    Catch::Contains("a measured step takes time"));
   for (const double seconds : {1e-320, 1e308, -1.0}) {
     bad = good;
     bad["compute_s"] = seconds;
