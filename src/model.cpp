@@ -160,8 +160,27 @@ ModelSpec model_from_hf_config(const nlohmann::json& json, const std::string& so
     const std::filesystem::path path = std::filesystem::absolute(source).lexically_normal();
     model.name = path.stem().string();
     if (model.name == "config") {
-      const std::string folder = last_part(path.parent_path());
-      if (!folder.empty()) model.name = folder;
+      const std::filesystem::path folder = path.parent_path();
+      if (!last_part(folder).empty()) model.name = last_part(folder);
+      // The Hugging Face cache: models--ORG--NAME/snapshots/COMMIT/config.json is NAME
+      // (it was named after the commit hash).
+      const std::filesystem::path repository = folder.parent_path().parent_path();
+      const std::string cached = last_part(repository);
+      if (last_part(folder.parent_path()) == "snapshots" && cached.starts_with("models--")) {
+        const std::size_t last = cached.rfind("--");
+        if (last + 2 < cached.size()) model.name = cached.substr(last + 2);
+      }
+    }
+  }
+  // A mixture of experts reads as a dense model of one expert's FFN (a Mixtral config gave
+  // 8.03B parameters, exit 0): refused.
+  for (const char* experts : {"num_local_experts", "num_experts", "n_routed_experts"}) {
+    const auto it = json.find(experts);
+    if (it != json.end() && it->is_number() && it->get<double>() > 1) {
+      throw_bad_input(fmt::format("{}: field '{}'", source, experts),
+                      fmt::format("{} experts: a mixture-of-experts model is not modelled by "
+                                  "fsdptune (dense Llama-style models only)",
+                                  it->dump()));
     }
   }
   read_shape_fields(json, source, kHfConfigFields, model);

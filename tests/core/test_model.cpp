@@ -118,6 +118,16 @@ TEST_CASE("an HF config's name: the last part of _name_or_path or of its folder"
   CHECK(name(nullptr, "/config.json") == "config");
   const std::string here = std::filesystem::current_path().filename().string();
   if (!here.empty()) CHECK(name(nullptr, "./config.json") == here);
+  // The Hugging Face cache's snapshot folder is a commit hash: the repository's name.
+  CHECK(name(nullptr, "/hf/hub/models--meta-llama--Llama-3.2-1B/snapshots/4e20de36/config.json") ==
+        "Llama-3.2-1B");
+  // A mixture of experts is refused (it read as a dense model of one expert's FFN).
+  auto moe = json;
+  moe["num_local_experts"] = 8;
+  CHECK_THROWS_WITH(model_from_json(moe, "mixtral.json"),
+                    Catch::Contains("mixture-of-experts model is not modelled"));
+  moe["num_local_experts"] = 1;
+  CHECK_NOTHROW(model_from_json(moe, "one.json"));
 }
 
 TEST_CASE("HF config without head_dim and kv heads takes the defaults", "[model]") {
