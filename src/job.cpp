@@ -1,5 +1,6 @@
 #include "fsdptune/job.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <set>
@@ -316,7 +317,8 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& so
   // every microbatch of the step, and per vocabulary entry for the logits -- stays below
   // 2^60 bytes (an exbibyte) for every job that could run.
   {
-    const std::int64_t head_dim = model.head_dim > 0 ? model.head_dim : model.dim / model.n_heads;
+    const std::int64_t head_dim =
+        model.head_dim > 0 ? model.head_dim : model.dim / std::max<std::int64_t>(model.n_heads, 1);
     const double width =
         static_cast<double>(model.dim) + static_cast<double>(model.ffn_dim) +
         static_cast<double>(model.n_heads + 2 * model.n_kv_heads) * static_cast<double>(head_dim);
