@@ -260,7 +260,8 @@ void run_sweep(const SweepCliOptions& o) {
                         : "");
   }
   fmt::print(stderr,
-             "sweep: {} configurations ({} meshes skipped: batch or heads do not divide), "
+             "sweep: {} configurations ({} skipped: batch, heads or nodes do not divide, or float8 "
+             "over CP ranks alone), "
              "{} threads\n",
              total, skipped, options.threads);
   std::int64_t last_percent = -1;
