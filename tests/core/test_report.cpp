@@ -269,10 +269,16 @@ TEST_CASE("display formats", "[report]") {
   CHECK(json_number_text(std::int64_t{1} << 40) == "1099511627776");
   // Found probing: a file name in Latin-1 and a name holding U+FFFE made the page malformed
   // XML (and `report --json` throw nlohmann's type_error, exit 1).
-  CHECK(escape_xml("a\xff\xfe" "b.json") == "a\xEF\xBF\xBD\xEF\xBF\xBD" "b.json");
+  CHECK(escape_xml("a\xff\xfe"
+                   "b.json") ==
+        "a\xEF\xBF\xBD\xEF\xBF\xBD"
+        "b.json");
   CHECK(escape_xml("x\xEF\xBF\xBEy") == "x\xEF\xBF\xBDy");
   CHECK(escape_xml("caf\xC3\xA9 \xE2\x80\x94") == "caf\xC3\xA9 \xE2\x80\x94");  // kept
-  CHECK(dump_json(nlohmann::json("a\xff" "b")) == "\"a\xEF\xBF\xBD" "b\"\n");
+  CHECK(dump_json(nlohmann::json("a\xff"
+                                 "b")) ==
+        "\"a\xEF\xBF\xBD"
+        "b\"\n");
 }
 
 TEST_CASE("Markdown escapes its own characters in names", "[report]") {
