@@ -447,6 +447,83 @@ std::int64_t stages_per_rank(const TorchtitanConfig& c, const ModelSpec& model,
   return per_rank;
 }
 
+// The keys fsdptune reads, per table (ConfigReader's lookups below, older layouts
+// included).
+const std::vector<std::pair<std::string, std::vector<std::string>>>& read_keys() {
+  static const std::vector<std::pair<std::string, std::vector<std::string>>> kKeys = {
+      {"model", {"name", "flavor", "converters"}},
+      {"training",
+       {"local_batch_size", "batch_size", "global_batch_size", "seq_len", "mixed_precision_param",
+        "mixed_precision_reduce", "compile", "enable_cpu_offload", "data_parallel_replicate_degree",
+        "data_parallel_shard_degree", "data_parallel_degree", "tensor_parallel_degree"}},
+      {"compile", {"enable", "components"}},
+      {"parallelism",
+       {"data_parallel_replicate_degree", "data_parallel_shard_degree", "tensor_parallel_degree",
+        "enable_async_tensor_parallel", "pipeline_parallel_degree", "pipeline_parallel_schedule",
+        "pipeline_parallel_microbatch_size", "pipeline_parallel_microbatches",
+        "pipeline_parallel_layers_per_stage", "pipeline_parallel_first_stage_less_layers",
+        "pipeline_parallel_last_stage_less_layers", "module_fqns_per_model_part",
+        "pipeline_parallel_split_points", "context_parallel_degree",
+        "context_parallel_rotate_method", "expert_parallel_degree", "fsdp_reshard_after_forward"}},
+      {"experimental",
+       {"pipeline_parallel_degree", "pipeline_parallel_schedule", "pipeline_parallel_microbatches",
+        "pipeline_parallel_split_points", "context_parallel_degree",
+        "context_parallel_rotate_method", "enable_async_tensor_parallel"}},
+      {"activation_checkpoint", {"mode", "selective_ac_option"}},
+      {"float8",
+       {"enable_fsdp_float8_all_gather", "recipe_name", "filter_fqns", "enable_float8_linear"}},
+      {"quantize.linear.float8", {"enable_fsdp_float8_all_gather", "recipe_name", "filter_fqns"}}};
+  return kKeys;
+}
+
+// Levenshtein distance, stopping early above `limit` (then limit + 1).
+std::size_t edit_distance(const std::string& a, const std::string& b, std::size_t limit) {
+  if ((a.size() > b.size() ? a.size() - b.size() : b.size() - a.size()) > limit) return limit + 1;
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    std::size_t best = row[0];
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+      best = std::min(best, row[j]);
+    }
+    if (best > limit) return limit + 1;
+  }
+  return row[b.size()];
+}
+
+// "[table] key -> nearest" for each key of a read table that fsdptune does not read and
+// that is within two edits of one it does.
+std::vector<std::string> near_miss_keys(const toml::value& root) {
+  std::vector<std::string> found;
+  for (const auto& [table, keys] : read_keys()) {
+    const toml::value* at = &root;
+    std::size_t from = 0;
+    while (at != nullptr && from <= table.size()) {
+      const std::size_t dot = std::min(table.find('.', from), table.size());
+      const std::string part = table.substr(from, dot - from);
+      at = at->is_table() && at->as_table().count(part) > 0 ? &at->as_table().at(part) : nullptr;
+      from = dot + 1;
+    }
+    if (at == nullptr || !at->is_table()) continue;
+    for (const auto& [key, value] : at->as_table()) {
+      if (key.size() < 4 || std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
+      for (const std::string& known : keys) {
+        if (edit_distance(key, known, 2) <= 2) {
+          found.push_back(fmt::format("[{}] {} -> {}", table, key, known));
+          break;
+        }
+      }
+    }
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
 }  // namespace
 
 TorchtitanConfig torchtitan_config_from_toml(const std::string& text, const std::string& source) {
@@ -480,6 +557,7 @@ TorchtitanConfig torchtitan_config_from_toml(const std::string& text, const std:
 
   TorchtitanConfig c;
   c.source = source;
+  c.near_miss_keys = near_miss_keys(root);
   const ConfigReader r(root, source);
   std::string flavor_where;
   r.string({{"model", "name"}}, c.model_name, c.model_where);
@@ -1017,6 +1095,13 @@ Execution torchtitan_execution(const TorchtitanConfig& config) {
 
 std::vector<std::string> torchtitan_notes(const TorchtitanConfig& c) {
   std::vector<std::string> notes;
+  for (const std::string& near_miss : c.near_miss_keys) {
+    const std::size_t arrow = near_miss.find(" -> ");
+    notes.push_back(
+        fmt::format("{}: {} is not a key fsdptune reads (did you mean {}? newer "
+                    "torchtitan refuses unknown keys); ignored",
+                    c.source, near_miss.substr(0, arrow), near_miss.substr(arrow + 4)));
+  }
   // Under PP torchtitan's default is already never to reshard, as fsdptune models it.
   if (c.reshard_after_forward == "always" || (c.reshard_after_forward == "never" && c.pp == 1)) {
     notes.push_back(fmt::format(

@@ -21,6 +21,10 @@ namespace fsdptune {
 // field ("llama3_8b.toml: [parallelism] tensor_parallel_degree") for errors.
 struct TorchtitanConfig {
   std::string source;  // the file, as errors name it
+  // Keys of the tables fsdptune reads that it does not read but that are within two edits
+  // of one it does ("tensor_paralel_degree"), each as "[table] key -> nearest": a typo
+  // torchtitan's newer config refuses, which fsdptune would otherwise ignore.
+  std::vector<std::string> near_miss_keys;
 
   // [model]
   std::string model_name = "llama3";

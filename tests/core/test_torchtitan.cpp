@@ -993,3 +993,25 @@ TEST_CASE("torchtitan: a config of one shard rank with TP or PP reads as an fp32
   CHECK(torchtitan_job(parse("[activation_checkpoint]\nmode = 'none'\n"), model, one).param_dtype ==
         DType::kBF16);
 }
+
+TEST_CASE("torchtitan: a near-miss of a key fsdptune reads is noted, not silently ignored",
+          "[torchtitan]") {
+  // Found probing: `tensor_paralel_degree = 2` simulated tp 1 without a word (newer
+  // torchtitan refuses unknown keys; fsdptune ignores the keys it does not read).
+  const TorchtitanConfig typo = parse(
+      "[parallelism]\ntensor_paralel_degree = 2\n[activation_checkpoint]\nmodes = 'full'\n"
+      "[training]\nsteps = 10\nmax_norm = 1.0\n[float8]\nfilter_fqn = ['output']\n");
+  CHECK(typo.near_miss_keys ==
+        std::vector<std::string>{"[activation_checkpoint] modes -> mode",
+                                 "[float8] filter_fqn -> filter_fqns",
+                                 "[parallelism] tensor_paralel_degree -> tensor_parallel_degree"});
+  const std::vector<std::string> notes = torchtitan_notes(typo);
+  REQUIRE(notes.size() == 3);
+  CHECK_THAT(notes[2], Catch::Contains("train.toml: [parallelism] tensor_paralel_degree is not a "
+                                       "key fsdptune reads (did you mean tensor_parallel_degree?"));
+  // torchtitan's own presets hold no such key.
+  for (const char* preset : {"llama3_8b.toml", "llama3_70b_pp.toml", "llama3_405b.toml"}) {
+    INFO(preset);
+    CHECK(read_torchtitan_config(fixture(preset)).near_miss_keys.empty());
+  }
+}
