@@ -496,10 +496,10 @@ std::size_t edit_distance(const std::string& a, const std::string& b, std::size_
   return row[b.size()];
 }
 
-// "[table] key -> nearest" for each key of a read table that fsdptune does not read and
+// {"[table] key", nearest} for each key of a read table that fsdptune does not read and
 // that is within two edits of one it does.
-std::vector<std::string> near_miss_keys(const toml::value& root) {
-  std::vector<std::string> found;
+std::vector<std::pair<std::string, std::string>> near_miss_keys(const toml::value& root) {
+  std::vector<std::pair<std::string, std::string>> found;
   for (const auto& [table, keys] : read_keys()) {
     const toml::value* at = &root;
     std::size_t from = 0;
@@ -514,7 +514,7 @@ std::vector<std::string> near_miss_keys(const toml::value& root) {
       if (key.size() < 4 || std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
       for (const std::string& known : keys) {
         if (edit_distance(key, known, 2) <= 2) {
-          found.push_back(fmt::format("[{}] {} -> {}", table, key, known));
+          found.emplace_back(fmt::format("[{}] {}", table, key), known);
           break;
         }
       }
@@ -1095,12 +1095,11 @@ Execution torchtitan_execution(const TorchtitanConfig& config) {
 
 std::vector<std::string> torchtitan_notes(const TorchtitanConfig& c) {
   std::vector<std::string> notes;
-  for (const std::string& near_miss : c.near_miss_keys) {
-    const std::size_t arrow = near_miss.find(" -> ");
+  for (const auto& [key, known] : c.near_miss_keys) {
     notes.push_back(
         fmt::format("{}: {} is not a key fsdptune reads (did you mean {}? newer "
                     "torchtitan refuses unknown keys); ignored",
-                    c.source, near_miss.substr(0, arrow), near_miss.substr(arrow + 4)));
+                    c.source, key, known));
   }
   // Under PP torchtitan's default is already never to reshard, as fsdptune models it.
   if (c.reshard_after_forward == "always" || (c.reshard_after_forward == "never" && c.pp == 1)) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fsdptune/job.hpp"
@@ -22,9 +23,9 @@ namespace fsdptune {
 struct TorchtitanConfig {
   std::string source;  // the file, as errors name it
   // Keys of the tables fsdptune reads that it does not read but that are within two edits
-  // of one it does ("tensor_paralel_degree"), each as "[table] key -> nearest": a typo
-  // torchtitan's newer config refuses, which fsdptune would otherwise ignore.
-  std::vector<std::string> near_miss_keys;
+  // of one it does ("tensor_paralel_degree"), each {"[table] key", the key it resembles}:
+  // a typo torchtitan's newer config refuses, which fsdptune would otherwise ignore.
+  std::vector<std::pair<std::string, std::string>> near_miss_keys;
 
   // [model]
   std::string model_name = "llama3";

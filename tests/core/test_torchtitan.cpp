@@ -1001,10 +1001,11 @@ TEST_CASE("torchtitan: a near-miss of a key fsdptune reads is noted, not silentl
   const TorchtitanConfig typo = parse(
       "[parallelism]\ntensor_paralel_degree = 2\n[activation_checkpoint]\nmodes = 'full'\n"
       "[training]\nsteps = 10\nmax_norm = 1.0\n[float8]\nfilter_fqn = ['output']\n");
+  using Miss = std::pair<std::string, std::string>;
   CHECK(typo.near_miss_keys ==
-        std::vector<std::string>{"[activation_checkpoint] modes -> mode",
-                                 "[float8] filter_fqn -> filter_fqns",
-                                 "[parallelism] tensor_paralel_degree -> tensor_parallel_degree"});
+        std::vector<Miss>{{"[activation_checkpoint] modes", "mode"},
+                          {"[float8] filter_fqn", "filter_fqns"},
+                          {"[parallelism] tensor_paralel_degree", "tensor_parallel_degree"}});
   const std::vector<std::string> notes = torchtitan_notes(typo);
   REQUIRE(notes.size() == 3);
   CHECK_THAT(notes[2], Catch::Contains("train.toml: [parallelism] tensor_paralel_degree is not a "
