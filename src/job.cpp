@@ -303,6 +303,19 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& so
         fmt::format("{} virtual stages without pipeline parallelism (pp 1)", job.virtual_stages),
         "virtual stages are the chunks of each pipeline rank: give --pp too");
   }
+  // Under PP the embedding is on the first stage and the output on the last: a tied output
+  // would need its own copy of the weight there and a gradient all-reduce between the two
+  // stages (Megatron's embedding group), which torchtitan does not do and fsdptune does
+  // not model.
+  if (job.pp > 1 && model.tie_embeddings) {
+    throw_bad_input(at("--pp"),
+                    fmt::format("{} ties its output to the embedding weight (tie_embeddings): "
+                                "pipeline parallelism (pp {}) puts them on different stages, "
+                                "which torchtitan refuses (\"Weight tying is not supported with "
+                                "Pipeline Parallel\") and fsdptune does not model",
+                                model.name, job.pp),
+                    "--pp 1, or a model with untied embeddings (llama3-8b)");
+  }
   require_at_most(job.local_batch, kMaxJobMicrobatchTokens, at("--batch"));
   require_at_most(job.seq_len, kMaxJobMicrobatchTokens, at("--seq"));
   if (job.local_batch * job.seq_len > kMaxJobMicrobatchTokens) {

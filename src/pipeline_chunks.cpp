@@ -190,13 +190,13 @@ Workload chunk_workload(const Workload& workload, const std::vector<int>& units)
   std::int64_t shard_elements = 0;
   for (int u : units) {
     Unit unit = workload.units[u];
-    // Shared units are re-indexed when they are in this chunk, dropped otherwise.
-    std::vector<int> shared;
-    for (int s : unit.shared_param_units) {
+    // Shared units (a tied output's embedding) are in the same chunk: normalize_job
+    // refuses tied embeddings under PP.
+    for (int& s : unit.shared_param_units) {
       const auto it = std::find(units.begin(), units.end(), s);
-      if (it != units.end()) shared.push_back(static_cast<int>(it - units.begin()));
+      FSDPTUNE_CHECK(it != units.end(), "a unit's shared parameters are in another chunk");
+      s = static_cast<int>(it - units.begin());
     }
-    unit.shared_param_units = shared;
     unit.index = static_cast<int>(chunk.units.size());
     shard_elements += unit.shard_numel();
     chunk.units.push_back(std::move(unit));

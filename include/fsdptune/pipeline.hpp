@@ -194,9 +194,10 @@ std::string unit_range(const Workload& workload, const std::vector<int>& units);
 std::string rank_units(const Workload& workload, const std::vector<std::vector<int>>& chunks,
                        int rank);
 
-// One chunk as a workload of its own: its units re-indexed from 0 (a tied output that
-// reads the embedding of another stage keeps no shared unit; torchtitan does not tie
-// under PP), the AdamW step over its shards.
+// One chunk as a workload of its own: its units re-indexed from 0, the AdamW step over its
+// shards.
+// REQUIRES: a unit's shared parameter units are in `units` (normalize_job refuses tied
+// embeddings under PP).
 Workload chunk_workload(const Workload& workload, const std::vector<int>& units);
 
 // Is this job simulated as a pipeline (per-chunk programs composed over microbatches)?

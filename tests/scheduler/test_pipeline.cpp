@@ -26,6 +26,7 @@
 #include "fsdptune/torchtitan.hpp"
 #include "fsdptune/workload.hpp"
 #include "pipeline_fixture.hpp"
+#include "test_workloads.hpp"
 
 using namespace fsdptune;
 
@@ -850,7 +851,7 @@ TEST_CASE("the sweep's evaluation (distinct chunks simulated once) equals the fu
   // Program up to names; interleaved with 2 virtual stages, chunks 1..6 are. Several
   // splits: torchtitan's, the even one, a lopsided one, and (16 + 8 + 8) / 4 where the
   // first and last chunks hold the embedding and the output alone.
-  const ModelSpec model = builtin_model("llama3.2-1b");
+  const ModelSpec model = fsdptune::testing::untied_model("llama3.2-1b");
   const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
   for (const auto& [schedule, virtual_stages, first, last] :
        {std::tuple{PipelineSchedule::k1F1B, std::int64_t{1}, 1, 1},

@@ -247,7 +247,7 @@ using fsdptune::testing::tiny_pipelined;
 TEST_CASE("pipeline lower bound: below every built-in plan on real meshes", "[pipeline][bound]") {
   // The analytic H100 model (with its overlap slowdowns) on Llama 3.2 1B: TP, HSDP, AC,
   // every schedule; every built-in plan per chunk, parameters kept gathered or not.
-  const ModelSpec model = builtin_model("llama3.2-1b");
+  const ModelSpec model = fsdptune::testing::untied_model("llama3.2-1b");
   const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
   struct Case {
     std::int64_t tp, dp_replicate, pp, microbatches, virtual_stages;

@@ -15,11 +15,24 @@
 
 #include "fsdptune/cost_model.hpp"
 #include "fsdptune/hardware.hpp"
+#include "fsdptune/model.hpp"
 #include "fsdptune/workload.hpp"
 
 namespace fsdptune::testing {
 
 inline constexpr double kFixedFlopsPerSecond = 1e12;
+
+// A built-in model with its embeddings untied, as pipeline parallelism requires
+// (normalize_job refuses tied embeddings under PP): Llama 3.2 1B's 16 blocks for pipeline
+// tests. The same model as tests/data/models/llama3.2-1b-untied.json.
+inline ModelSpec untied_model(const std::string& name) {
+  ModelSpec model = builtin_model(name);
+  if (model.tie_embeddings) {
+    model.tie_embeddings = false;
+    model.name += "-untied";
+  }
+  return model;
+}
 
 // prefix + index. (Appending sidesteps a GCC 12 -Wrestrict false positive on
 // "literal" + std::to_string(...).)

@@ -14,6 +14,7 @@
 #include "fsdptune/pipeline.hpp"
 #include "fsdptune/plans.hpp"
 #include "fsdptune/schedule.hpp"
+#include "test_workloads.hpp"
 
 using namespace fsdptune;
 
@@ -63,7 +64,7 @@ ScheduleFile tiny_pipeline(std::int64_t gpus, std::int64_t pp, std::int64_t micr
   job.microbatches = microbatches;
   job.pp_schedule = order;
   job.virtual_stages = virtual_stages;
-  const ModelSpec model = builtin_model(model_name);
+  const ModelSpec model = fsdptune::testing::untied_model(model_name);
   const Workload workload = build_workload(model, normalize_job(model, job));
   const HardwareSpec hardware = builtin_hardware("h100-sxm");
   const auto costs = make_analytic_cost_model(hardware);
