@@ -351,13 +351,13 @@ namespace {
 template <typename Body>
 void for_each_index(std::size_t count, int threads, const Body& body) {
   std::atomic<std::size_t> next{0};
-  auto worker = [&] {
+  const auto worker = [&](int) {
     for (std::size_t i = next++; i < count; i = next++) body(i);
   };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < std::max(1, threads); ++t) pool.emplace_back(worker);
-  worker();
-  for (std::thread& thread : pool) thread.join();
+  // No more threads than configurations.
+  run_workers(static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(std::max(threads, 1)),
+                                                     std::max<std::size_t>(count, 1))),
+              worker);
 }
 
 // Ranking order: more tokens/s/GPU first, ties in enumeration order.

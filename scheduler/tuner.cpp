@@ -13,6 +13,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <unordered_set>
 #include <utility>
@@ -186,11 +187,7 @@ class Evaluator {
         run_one(batch[i], workers_[static_cast<std::size_t>(w)]);
       }
     };
-    std::vector<std::thread> helpers;
-    helpers.reserve(static_cast<std::size_t>(workers - 1));
-    for (int w = 1; w < workers; ++w) helpers.emplace_back(work, w);
-    work(0);
-    for (std::thread& thread : helpers) thread.join();
+    run_workers(workers, work);
     return batch;
   }
 
@@ -487,7 +484,9 @@ class Search {
         costs_(costs),
         options_(options),
         unit_count_(static_cast<int>(workload.units.size())),
-        evaluator_(workload, costs, memory_limit_bytes, options.threads),
+        // A batch is the unit of parallel work: more threads than its plans idle.
+        evaluator_(workload, costs, memory_limit_bytes,
+                   std::min(options.threads, std::max(options.batch_size, 1))),
         rng_(options.seed),
         start_(std::chrono::steady_clock::now()) {}
 
@@ -1095,6 +1094,20 @@ Plan min_memory_plan(int unit_count) {
   Plan plan = one_unit_per_bucket_plan(unit_count);
   plan.stream_layout = StreamLayout::kShared;
   return plan;
+}
+
+void run_workers(int workers, const std::function<void(int)>& work) {
+  std::vector<std::thread> helpers;
+  helpers.reserve(static_cast<std::size_t>(std::max(workers - 1, 0)));
+  for (int w = 1; w < workers; ++w) {
+    try {
+      helpers.emplace_back(work, w);
+    } catch (const std::system_error&) {
+      break;  // no more threads: the ones started take the rest
+    }
+  }
+  work(0);
+  for (std::thread& thread : helpers) thread.join();
 }
 
 bool plan_fits(const SimResult& result, std::int64_t memory_limit_bytes) {

@@ -140,22 +140,31 @@ void require_distinct_files(const NamedFiles& outputs, const NamedFiles& inputs)
     if (!path.empty() && fs::is_directory(written.back(), ec)) {
       throw_bad_input(flag + " " + path, "is a folder, not a file", "name a file to write");
     }
-    // The nearest existing folder above it must be a folder: `--out s.json/m.json` failed
-    // only when written, after the whole run (validate replayed every step first).
     if (path.empty()) continue;
-    for (fs::path above = written.back().parent_path(); !above.empty();
-         above = above.parent_path()) {
+    // A name that ends in a folder separator (or `.`, `..`) is a folder: refused here, not
+    // after the run when the file is written.
+    const fs::path given(path);
+    if (!given.has_filename() || given.filename() == "." || given.filename() == "..") {
+      throw_bad_input(flag + " " + path, "names a folder, not a file", "name a file to write");
+    }
+    // Every existing folder on the way, as written (before `..` is resolved), must be a
+    // folder: `--out s.json/m.json` and `--out s.json/../m.json` failed only when written,
+    // after the whole run (validate replayed every step first).
+    fs::path above;
+    const fs::path absolute = fs::absolute(given, ec);
+    for (auto part = absolute.begin(); !ec && part != absolute.end(); ++part) {
+      if (std::next(part) == absolute.end()) break;  // the file itself
+      above /= *part;
       const fs::file_status status = fs::status(above, ec);
-      if (!fs::exists(status)) {
-        if (above == above.parent_path()) break;
-        continue;
+      if (ec && !fs::exists(status)) {
+        ec.clear();
+        break;  // missing: created when written
       }
-      if (!fs::is_directory(status)) {
+      if (fs::exists(status) && !fs::is_directory(status)) {
         throw_bad_input(flag + " " + path,
                         fmt::format("{} is a file, not a folder to write in", above.string()),
                         "name a file in a folder");
       }
-      break;
     }
   }
   for (std::size_t i = 0; i < outputs.size(); ++i) {

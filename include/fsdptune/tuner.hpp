@@ -155,6 +155,16 @@ BucketedCommBound least_bucketed_comm(const CostModel& costs, CollectiveKind kin
                                       const std::vector<std::int64_t>& unit_bytes,
                                       const CommGroup& group);
 
+// Runs work(w) for w in [0, workers) at once, the calling thread as worker 0 and a
+// std::thread for each other; where the system refuses a thread, the workers started so
+// far do the work. `work` must take its items from a shared counter, so that any number of
+// workers finishes them (the tuner's batches and the sweep's configurations do).
+void run_workers(int workers, const std::function<void(int)>& work);
+
+// The most threads `tune --threads` and `sweep --threads` take (a tuner batch is 32 plans;
+// far beyond any machine's cores, within what a process may start).
+inline constexpr int kMaxThreads = 1024;
+
 // Does a simulated plan fit under `memory_limit_bytes`? (not aborted and the reserved
 // peak, SimResult::peak_reserved_bytes, <= limit)
 bool plan_fits(const SimResult& result, std::int64_t memory_limit_bytes);

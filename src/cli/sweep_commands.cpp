@@ -146,7 +146,10 @@ void run_sweep(const SweepCliOptions& o) {
                           {"--model", input_file(o.model)},
                           {"--hardware", input_file(o.hardware)}});
   if (o.top < 1) throw_bad_input("--top", "must be >= 1");
-  if (o.threads < 0) throw_bad_input("--threads", "must be >= 0 (0 = all cores)");
+  if (o.threads < 0 || o.threads > kMaxThreads) {
+    throw_bad_input("--threads",
+                    fmt::format("must be 0 (all cores) to {}, got {}", kMaxThreads, o.threads));
+  }
   if (o.gpus < 1) throw_bad_input("--gpus", "must be >= 1");
   if (o.gpus_per_node < 1) throw_bad_input("--gpus-per-node", "must be >= 1");
   if (o.max_pp < 1) throw_bad_input("--max-pp", "must be >= 1");
@@ -351,6 +354,20 @@ void run_sweep(const SweepCliOptions& o) {
                                                   : "",
         o.tune_top, o.tune_evaluations,
         o.keep_gathered == "any" ? "" : " --keep-gathered " + o.keep_gathered);
+    // The flags that change the ranking or the pick, as resolved (a --job-toml's split).
+    const JobSpec defaults;
+    if (options.pp_first_stage_less_layers != defaults.pp_first_stage_less_layers ||
+        options.pp_last_stage_less_layers != defaults.pp_last_stage_less_layers) {
+      schedule.provenance.command +=
+          fmt::format(" --pp-first-stage-less-layers {} --pp-last-stage-less-layers {}",
+                      options.pp_first_stage_less_layers, options.pp_last_stage_less_layers);
+    }
+    if (o.try_pp_splits) {
+      schedule.provenance.command += fmt::format(" --try-pp-splits {}", *o.try_pp_splits);
+    }
+    if (!o.step_tolerance.empty()) {
+      schedule.provenance.command += " --step-tolerance " + o.step_tolerance;
+    }
     outputs.push_back({o.out, dump_json(schedule_to_json(schedule))});
     best_written =
         fmt::format("{} (schedule format version {}, {} from {})", o.out,
@@ -572,7 +589,8 @@ void register_sweep_commands(CLI::App& app) {
     command->add_option("--top", options->top, "configurations to print")->capture_default_str();
     command
         ->add_option("--threads", options->threads,
-                     "configurations simulated / tuned at once, one per thread (0 = all cores)")
+                     "configurations simulated / tuned at once, one per thread (0 = all cores; at "
+                     "most 1024)")
         ->capture_default_str();
     command->add_option("--max-pp", options->max_pp, "largest pipeline degree tried")
         ->capture_default_str();

@@ -204,7 +204,10 @@ void run_tune(const TuneOptions& options) {
                           {"--profile", options.cost.profile},
                           {"--model", input_file(options.job.model)},
                           {"--hardware", input_file(options.cost.hardware)}});
-  if (options.threads < 1) throw_bad_input("--threads", "must be >= 1");
+  if (options.threads < 1 || options.threads > kMaxThreads) {
+    throw_bad_input("--threads",
+                    fmt::format("must be 1 to {}, got {}", kMaxThreads, options.threads));
+  }
   if (!(options.time_budget_s >= 0)) throw_bad_input("--time-budget", "must be >= 0 seconds");
   if (options.max_evaluations < 0) throw_bad_input("--max-evaluations", "must be >= 0");
   check_try_pp_splits(options.try_pp_splits);
@@ -456,12 +459,16 @@ void register_tune_commands(CLI::App& app) {
                    "Of the plans within this fraction of the fastest step (0.001 or 0.1%), "
                    "take the one that reserves the least memory (default 0.1%; 0 = the "
                    "fastest)");
-  tune->add_option("--time-budget", options->time_budget_s, "Search time limit in seconds")
+  tune->add_option("--time-budget", options->time_budget_s,
+                   "Search time limit in seconds (0 = none: the search runs until it stalls or "
+                   "--max-evaluations)")
       ->capture_default_str();
   tune->add_option("--max-evaluations", options->max_evaluations,
                    "Stop the search once this many plans were simulated (0 = no limit; "
                    "deterministic); the baselines and seeds, and a batch under way, still run");
-  tune->add_option("--threads", options->threads, "Plans simulated in parallel")
+  tune->add_option(
+          "--threads", options->threads,
+          "Plans simulated in parallel (1 to 1024; a batch is 32 plans, more threads idle)")
       ->capture_default_str();
   tune->add_option("--seed", options->seed, "Seed of the search")
       ->check(CLI::Validator(

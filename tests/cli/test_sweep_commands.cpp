@@ -167,9 +167,26 @@ TEST_CASE("sweep --try-pp-splits ranks other splits of the stages beside the def
       "--global-batch 4 --seq 256 --max-pp 2 --tune-top 0 --top 100 --json";
   const auto plain = run_fsdptune(sweep);
   REQUIRE(plain.exit_code == 0);
-  const auto result = run_fsdptune(sweep + " --try-pp-splits 2 --out " + dir + "/best.json");
+  const auto result =
+      run_fsdptune(sweep + " --try-pp-splits 2 --step-tolerance 0 --out " + dir + "/best.json");
   INFO(result.err);
   REQUIRE(result.exit_code == 0);
+  // The command the schedule records gives the same schedule (every flag that changes the
+  // ranking or the pick is in it).
+  {
+    const auto recorded = fsdptune::read_json_file(dir + "/best.json");
+    const std::string command = recorded["provenance"]["command"].get<std::string>();
+    INFO(command);
+    REQUIRE(command.rfind("fsdptune sweep ", 0) == 0);
+    CHECK(command.find(" --try-pp-splits 2") != std::string::npos);
+    CHECK(command.find(" --step-tolerance 0") != std::string::npos);
+    const auto again = run_fsdptune(command.substr(std::string("fsdptune ").size()) + " --out " +
+                                    dir + "/again.json");
+    INFO(again.err);
+    REQUIRE(again.exit_code == 0);
+    CHECK(fsdptune::read_text_file(dir + "/again.json") ==
+          fsdptune::read_text_file(dir + "/best.json"));
+  }
   const auto json = nlohmann::json::parse(result.out);
   const auto plain_json = nlohmann::json::parse(plain.out);
   CHECK(json.at("evaluated").get<int>() > plain_json.at("evaluated").get<int>());
@@ -257,6 +274,10 @@ TEST_CASE("sweep and pipeline: bad flags exit 2 naming the flag", "[cli][sweep]"
   bad = run_fsdptune("sweep --model tiny --gpus 8 --global-batch 1000tok --seq 256");
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("--global-batch") != std::string::npos);
+  // Found probing: --threads 40000 aborted (exit 134) starting more threads than allowed.
+  bad = run_fsdptune("sweep --model tiny --gpus 8 --global-batch 8 --seq 256 --threads 40000");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("--threads: must be 0 (all cores) to 1024") != std::string::npos);
   bad = run_fsdptune("sweep --model tiny --gpus 8 --global-batch 8 --seq 256 --tune-top some");
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("--tune-top") != std::string::npos);

@@ -140,6 +140,10 @@ TEST_CASE("tune rejects bad tuner flags with exit 2 naming the flag", "[cli][tun
   CommandResult result = run_fsdptune("tune --model tiny --threads 0 --out " + dir + "/s.json");
   CHECK(result.exit_code == 2);
   CHECK(result.err.find("--threads") != std::string::npos);
+  // Found probing: --threads 2147483647 exited 1 out of memory, 100000 built a lowerer each.
+  result = run_fsdptune("tune --model tiny --threads 1025 --out " + dir + "/s.json");
+  CHECK(result.exit_code == 2);
+  CHECK(result.err.find("--threads: must be 1 to 1024, got 1025") != std::string::npos);
   result = run_fsdptune("tune --model tiny --time-budget nan --out " + dir + "/s.json");
   CHECK(result.exit_code == 2);
   CHECK(result.err.find("--time-budget") != std::string::npos);

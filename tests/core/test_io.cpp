@@ -235,7 +235,9 @@ TEST_CASE("require_distinct_files names the two flags of one file", "[io]") {
   }
   // A file where a folder above the output must be (found probing: validate --out
   // s.json/m.json replayed every step, then failed with exit 1); missing folders are fine.
-  for (const fs::path& inside : {dir / "s.json" / "m.json", dir / "s.json" / "a" / "m.json"}) {
+  // Also before `..` is resolved: s.json/../m.json cannot be written either.
+  for (const fs::path& inside : {dir / "s.json" / "m.json", dir / "s.json" / "a" / "m.json",
+                                 dir / "s.json" / ".." / "m.json"}) {
     try {
       require_distinct_files({{"--out", inside.string()}});
       FAIL("accepted " << inside);
@@ -244,7 +246,21 @@ TEST_CASE("require_distinct_files names the two flags of one file", "[io]") {
       CHECK_THAT(e.message(), Catch::Contains("s.json is a file, not a folder to write in"));
     }
   }
+  // A name ending in a separator (a folder not there yet) is refused before the run
+  // (found probing: sweep --out outdir/ swept, tuned, made the folder and exited 1).
+  for (const std::string& folder :
+       {(dir / "outdir").string() + "/", (dir / "new").string() + "/."}) {
+    try {
+      require_distinct_files({{"--out", folder}});
+      FAIL("accepted " << folder);
+    } catch (const Error& e) {
+      CHECK(e.exit_code() == 2);
+      CHECK(e.where() == "--out " + folder);
+      CHECK(e.message() == "names a folder, not a file");
+    }
+  }
   CHECK_NOTHROW(require_distinct_files({{"--out", (dir / "new" / "deeper" / "m.json").string()}}));
+  CHECK_NOTHROW(require_distinct_files({{"--out", (dir / "new" / ".." / "m.json").string()}}));
   CHECK_NOTHROW(require_distinct_files({{"--out", "relative-new-folder/m.json"}}));
   fs::remove_all(dir);
 }
