@@ -244,8 +244,10 @@ std::vector<ParetoPoint> pareto_front(const std::vector<ParetoPoint>& points) {
       const ParetoPoint& other = points[j];
       if (j == i) continue;
       const bool no_worse = other.peak_allocated_bytes <= point.peak_allocated_bytes &&
+                            other.peak_reserved_bytes <= point.peak_reserved_bytes &&
                             other.step_time_s <= point.step_time_s;
       const bool equal = other.peak_allocated_bytes == point.peak_allocated_bytes &&
+                         other.peak_reserved_bytes == point.peak_reserved_bytes &&
                          other.step_time_s == point.step_time_s;
       // Strictly better somewhere, or equal and earlier.
       dominated = no_worse && (!equal || j < i);

@@ -198,6 +198,7 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
   // Of the compositions that fit within the step-time tolerance of the fastest, the one
   // whose largest stage reserves the least (TunerOptions::step_time_tolerance). Step 4
   // keeps fsdp2's composition (below) whenever it is no slower, so the pick never is.
+  const std::size_t fastest = pick;
   const bool any_fits = compositions[pick].peak_reserved_bytes <= limit;
   const double within_s = compositions[pick].step_time_s * (1 + options.step_time_tolerance);
   if (any_fits) {
@@ -247,15 +248,26 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
                                              std::move(fsdp2_plans), std::move(fsdp2_programs),
                                              std::vector<bool>(C, fsdp2_keep), sim_options);
   tuning.derived_from = "per-stage tuner";
+  // fsdp2 as one more candidate of the pick: the tolerance counts from the fastest of the
+  // fitting compositions and fsdp2, and of the two within it the smaller reservation (then
+  // the faster; fsdp2 on a tie) is kept. (Comparing fsdp2 with the pick alone kept fsdp2
+  // when the pick was the slower, smaller one and fsdp2 was faster but larger.)
   const bool best_fits = pipeline_fits(tuning.best.result, limit);
   const bool fsdp2_fits = pipeline_fits(tuning.fsdp2.result, limit);
   const double fsdp2_s = tuning.fsdp2.result.step_time_s;
-  if (fsdp2_fits && (!best_fits || fsdp2_s <= tuning.best.result.step_time_s ||
-                     (any_fits && fsdp2_s <= within_s &&
-                      largest_stage_reserved_bytes(tuning.fsdp2.result) <
-                          largest_stage_reserved_bytes(tuning.best.result)))) {
-    tuning.best = tuning.fsdp2;
-    tuning.derived_from = "fsdp2";
+  const double best_s = tuning.best.result.step_time_s;
+  if (fsdp2_fits) {
+    const double fastest_s =
+        std::min({fsdp2_s, best_s, any_fits ? compositions[fastest].step_time_s : fsdp2_s});
+    const double allowed_s = fastest_s * (1 + options.step_time_tolerance);
+    const std::int64_t fsdp2_reserved = largest_stage_reserved_bytes(tuning.fsdp2.result);
+    const std::int64_t best_reserved = largest_stage_reserved_bytes(tuning.best.result);
+    const bool fsdp2_preferred =
+        fsdp2_reserved < best_reserved || (fsdp2_reserved == best_reserved && fsdp2_s <= best_s);
+    if (!best_fits || (fsdp2_s <= allowed_s && (best_s > allowed_s || fsdp2_preferred))) {
+      tuning.best = tuning.fsdp2;
+      tuning.derived_from = "fsdp2";
+    }
   }
   tuning.fits = pipeline_fits(tuning.best.result, limit);
 

@@ -83,8 +83,10 @@ PipelineSpec composed_spec(const PipelineSpec& spec,
                            const std::vector<std::vector<ChunkTimes>>& options,
                            const std::vector<int>& choice);
 
-// The non-dominated points (no other point has peak <= and step <=), by increasing peak;
-// of equal points the earliest is kept.
+// The non-dominated points (no other point has allocated peak <=, reserved peak <= and
+// step <=), by increasing allocated peak; of equal points the earliest is kept. The
+// reserved peak counts: the pick minimizes it, so a plan it picks over a faster one of
+// the same allocated peak stays on the front.
 std::vector<ParetoPoint> pareto_front(const std::vector<ParetoPoint>& points);
 
 }  // namespace fsdptune
