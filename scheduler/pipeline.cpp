@@ -168,12 +168,19 @@ PipelineResult simulate_pipeline(const PipelineSpec& spec) {
     stage.pipeline_end_s = free_at[stage.rank];
     makespan = std::max(makespan, stage.pipeline_end_s);
     busy += stage.busy_s + held_s[stage.rank];
-    // Each chunk's reduce-scatters and the optimizer follow its last backward.
-    stage.end_s = stage.pipeline_end_s;
+    // Each chunk's reduce-scatters follow its last backward; the optimizers of the rank's
+    // chunks run after all of them and after the rank's last action, one after another on
+    // the compute stream (torchtitan steps the optimizers after the pipeline schedule; the
+    // executor replays them so). An interleaved rank's earlier-ending chunk does not step
+    // beside its other chunks' backwards.
+    double optimizers_from_s = stage.pipeline_end_s;
+    double optimizers_s = 0;
     std::int64_t base_allocated = 0, base_reserved = 0;
     for (int c = stage.rank; c < C; c += P) {
       const ChunkTimes& times = spec.chunks[c];
-      stage.end_s = std::max(stage.end_s, backward_end[at(c, total - 1)] + times.tail_s);
+      optimizers_from_s = std::max(optimizers_from_s,
+                                   backward_end[at(c, total - 1)] + reduce_scatter_wait_s(times));
+      optimizers_s += times.optimizer_s;
       // Everything of the chunk's own peak but its one microbatch of activations, plus
       // the gradients it accumulates (upper estimate: the single-microbatch peak may
       // already hold some of them).
@@ -181,6 +188,7 @@ PipelineResult simulate_pipeline(const PipelineSpec& spec) {
                         times.accumulated_gradient_bytes;
       base_reserved += chunk_base_reserved_bytes(times, spec.allocator_fragmentation);
     }
+    stage.end_s = optimizers_from_s + optimizers_s;
     // Activations in flight: allocated by a forward, freed by the matching backward. Each
     // action is sampled with its own microbatch's held (a backward before it frees them);
     // a backward's reduce-scatters end before the next action starts.

@@ -223,12 +223,12 @@ nlohmann::json pipeline_chrome_trace(const PipelineSimulation& sim, const std::s
                                     thread_of(program.streams[task.stream].name), start_s, end_s,
                                     std::move(args)));
       };
-      // The Program's tasks of one phase, at their simulated times shifted to `origin_s`
-      // (where the phase starts in the Program) -> `start_s`.
-      // Without `optimizer`, its tasks are left out (a pipeline step before the last).
-      auto emit_phase = [&](Phase wanted, double origin_s, double start_s, bool optimizer = true) {
+      // The Program's tasks of one phase but the optimizer (after the rank's last action,
+      // below), at their simulated times shifted to `origin_s` (where the phase starts in
+      // the Program) -> `start_s`.
+      auto emit_phase = [&](Phase wanted, double origin_s, double start_s) {
         for (const Task& task : program.tasks) {
-          if (!optimizer && task.kind == TaskKind::kOptimizer) continue;
+          if (task.kind == TaskKind::kOptimizer) continue;
           const TaskTiming& timing = result.timings[task.id];
           if (phase_of(task, timing, phase.forward_end_s, phase.backward_end_s) != wanted) {
             continue;
@@ -264,12 +264,32 @@ nlohmann::json pipeline_chrome_trace(const PipelineSimulation& sim, const std::s
           emit_compute(true);
         }
         // The exposed reduce-scatters after each backward that reduce-scatters (the rank
-        // waits for them), the optimizer once, after the last step's last backward.
+        // waits for them); the optimizers come after the rank's last action (below).
         if (backward_reduce_scatters(sim.spec.chunks[c], m, M)) {
-          emit_phase(Phase::kTail, phase.backward_end_s, action.end_s, m == M * G - 1);
+          emit_phase(Phase::kTail, phase.backward_end_s, action.end_s);
         }
         if (c > 0 && P > 1) send("gradients", c - 1);
       }
+    }
+    // The optimizers of the rank's chunks, one after another, ending at the stage's end
+    // (simulate_pipeline: after its last action and its chunks' reduce-scatters).
+    double optimizers_s = 0;
+    for (int c = stage.rank; c < C; c += P) optimizers_s += sim.spec.chunks[c].optimizer_s;
+    double from_s = stage.end_s - optimizers_s;
+    for (int c = stage.rank; c < C; c += P) {
+      const Program& program = sim.chunk_programs[c];
+      const SimResult& result = sim.chunk_results[c];
+      double at_s = from_s;
+      for (const Task& task : program.tasks) {
+        if (task.kind != TaskKind::kOptimizer) continue;
+        const TaskTiming& timing = result.timings[task.id];
+        const double duration_s = timing.end_s - timing.start_s;
+        events.push_back(task_event(task, fmt::format("{} mb{}", task.name, M * G - 1), pid,
+                                    thread_of(program.streams[task.stream].name), at_s,
+                                    at_s + duration_s, {{"chunk", c}, {"microbatch", M * G - 1}}));
+        at_s += duration_s;
+      }
+      from_s += sim.spec.chunks[c].optimizer_s;
     }
   }
   json trace = {{"traceEvents", events},

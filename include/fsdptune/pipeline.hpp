@@ -100,8 +100,10 @@ struct StageResult {
   int rank = 0;
   double busy_s = 0;          // time running forward/backward actions
   double pipeline_end_s = 0;  // its last action's end
-  double end_s = 0;           // pipeline end + the tail (reduce-scatters, optimizer)
-  int max_in_flight = 0;      // most microbatch activations held at once (all its chunks)
+  // The rank's last action's end or its chunks' last reduce-scatters, whichever is later,
+  // then its chunks' optimizers one after another.
+  double end_s = 0;
+  int max_in_flight = 0;  // most microbatch activations held at once (all its chunks)
   std::int64_t peak_allocated_bytes = 0;
   std::int64_t peak_reserved_bytes = 0;
   std::vector<PipelineAction> actions;  // in the rank's execution order

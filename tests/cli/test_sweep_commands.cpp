@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -491,14 +492,21 @@ TEST_CASE("simulate --plan with a schedule of the even split names the split fla
   std::ofstream(spec) << fsdptune::read_json_file(old)["hardware"].dump();
   std::string on_its_spec = flags + " --pp-first-stage-less-layers 0 --pp-last-stage-less-layers 0";
   on_its_spec.replace(on_its_spec.find("--hardware h100-sxm"), 19, "--hardware " + spec);
-  // With them, or without any job flags, it replays to its prediction.
+  // With them, or without any job flags, it replays to one step time: its prediction but
+  // for the optimizers, which an interleaved rank steps after its last action since
+  // 2026-12-03 (before, a chunk's beside the rank's other chunks' backwards): 1.7225 ms,
+  // stored 1.7112 ms.
   const double predicted = fsdptune::read_json_file(old)["predicted"]["step_time_s"].get<double>();
+  std::vector<double> replayed;
   for (const std::string& command : {on_its_spec, "simulate --json --plan " + old}) {
     const auto replay = run_fsdptune(command);
     INFO(replay.err);
     REQUIRE(replay.exit_code == 0);
-    CHECK(nlohmann::json::parse(replay.out)["step_time_s"].get<double>() == predicted);
+    replayed.push_back(nlohmann::json::parse(replay.out)["step_time_s"].get<double>());
   }
+  CHECK(replayed[0] == replayed[1]);
+  CHECK(replayed[0] > predicted);
+  CHECK(replayed[0] < predicted * 1.01);
 }
 
 TEST_CASE("simulate and tune --pp-chunk-blocks: the blocks of each stage given, replayed",

@@ -182,6 +182,35 @@ TEST_CASE("every schedule runs every action once, in dependency order", "[pipeli
   }
 }
 
+TEST_CASE("interleaved: a rank steps its chunks' optimizers after its last action, in turn",
+          "[pipeline]") {
+  // Found probing: a chunk's optimizer ran right after its last backward, beside the
+  // rank's other chunk's backwards on the same compute stream (torchtitan steps every
+  // optimizer after the pipeline schedule, as the executor replays it).
+  PipelineSpec spec = uniform_spec(2, 2, 4, PipelineSchedule::kInterleaved1F1B, 1.0, 2.0);
+  for (ChunkTimes& chunk : spec.chunks) {
+    chunk.last_backward_s = 2.5;
+    chunk.tail_s = 0.5;  // 0.2 s of reduce-scatters waited for, then the optimizer
+    chunk.optimizer_s = 0.3;
+    chunk.accumulates = true;
+  }
+  const PipelineResult result = simulate_pipeline(spec);
+  for (const StageResult& stage : result.stages) {
+    INFO("rank " << stage.rank);
+    // The rank's last action is its first chunk's last backward, whose reduce-scatters the
+    // optimizers wait for; then both chunks' optimizers, 0.6 s.
+    CHECK(stage.end_s == Approx(stage.pipeline_end_s + 0.2 + 2 * 0.3));
+    double last_backward_end_s = 0;
+    for (const PipelineAction& action : stage.actions) {
+      if (action.backward && action.chunk == stage.rank + spec.stages) {
+        last_backward_end_s = std::max(last_backward_end_s, action.end_s);
+      }
+    }
+    // The later chunk finished first: its optimizer did not end the rank then.
+    CHECK(last_backward_end_s + 0.5 < stage.pipeline_end_s);
+  }
+}
+
 TEST_CASE(
     "pipeline steps: each a whole pipeline after the last one's reduce-scatters, the "
     "optimizer once",
