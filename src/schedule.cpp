@@ -418,6 +418,47 @@ Program program_from_json(const Fields& fields) {
   return program;
 }
 
+// Which tasks of a Program end before which start, in every order its tasks can run in:
+// a task starts once its deps and its stream predecessor have ended (the simulator's and
+// the executor's rule).
+// REQUIRES: the task indices checked (streams, deps earlier).
+class HappensBefore {
+ public:
+  explicit HappensBefore(const Program& program)
+      : program_(program),
+        streams_(program.streams.size()),
+        before_(program.tasks.size() * program.streams.size(), -1) {
+    std::vector<int> stream_last(streams_, -1);
+    for (std::size_t t = 0; t < program.tasks.size(); ++t) {
+      const Task& task = program.tasks[t];
+      int* row = &before_[t * streams_];
+      const auto inherit = [&](int a) {
+        const int* other = &before_[static_cast<std::size_t>(a) * streams_];
+        for (std::size_t s = 0; s < streams_; ++s) row[s] = std::max(row[s], other[s]);
+        const auto s = static_cast<std::size_t>(program.tasks[a].stream);
+        row[s] = std::max(row[s], a);
+      };
+      const auto stream = static_cast<std::size_t>(task.stream);
+      if (stream_last[stream] >= 0) inherit(stream_last[stream]);
+      for (const int dep : task.deps) inherit(dep);
+      stream_last[stream] = static_cast<int>(t);
+    }
+  }
+
+  // Does task a end before task t starts?
+  bool operator()(int a, int t) const {
+    const auto s = static_cast<std::size_t>(program_.tasks[a].stream);
+    return a <= before_[static_cast<std::size_t>(t) * streams_ + s];
+  }
+
+ private:
+  const Program& program_;
+  std::size_t streams_;
+  // before_[t * streams + s]: the last task of stream s that ends before task t starts (-1:
+  // none). Stream order is id order, so task a of stream s happens before t iff a <= that.
+  std::vector<int> before_;
+};
+
 // A Program's memory events must never free more of a category than is allocated, in any
 // order its tasks can run in (the simulator and the executor start a task once its deps
 // and its stream predecessor have ended, then apply its start events and at its end its
@@ -427,18 +468,10 @@ Program program_from_json(const Fields& fields) {
 // tasks that end before it starts -- the latest first, an exact size first. Also bounds
 // the bytes allocated in all, so that the running sums stay within 64 bits.
 // REQUIRES: the task indices checked (check_program).
-void check_program_memory(const Program& program, const std::string& source) {
+void check_program_memory(const Program& program, const HappensBefore& happens_before,
+                          const std::string& source) {
   const auto where = [&](const std::string& path) { return fmt::format("{}: {}", source, path); };
-  const std::size_t streams = program.streams.size();
   const std::size_t task_count = program.tasks.size();
-  // before[t * streams + s]: the last task of stream s that ends before task t starts (-1:
-  // none). Stream order is id order, so task a of stream s happens before t iff a <= that.
-  std::vector<int> before(task_count * streams, -1);
-  std::vector<int> stream_last(streams, -1);
-  const auto happens_before = [&](int a, int t) {
-    const auto s = static_cast<std::size_t>(program.tasks[a].stream);
-    return a <= before[static_cast<std::size_t>(t) * streams + s];
-  };
   struct Live {
     int task;  // -1: the persistent bytes
     std::int64_t bytes;
@@ -448,17 +481,6 @@ void check_program_memory(const Program& program, const std::string& source) {
   std::int64_t allocated_in_all = program.persistent_bytes;
   for (std::size_t t = 0; t < task_count; ++t) {
     const Task& task = program.tasks[t];
-    int* row = &before[t * streams];
-    const auto inherit = [&](int a) {
-      const int* other = &before[static_cast<std::size_t>(a) * streams];
-      for (std::size_t s = 0; s < streams; ++s) row[s] = std::max(row[s], other[s]);
-      const auto s = static_cast<std::size_t>(program.tasks[a].stream);
-      row[s] = std::max(row[s], a);
-    };
-    const auto stream = static_cast<std::size_t>(task.stream);
-    if (stream_last[stream] >= 0) inherit(stream_last[stream]);
-    for (const int dep : task.deps) inherit(dep);
-    stream_last[stream] = static_cast<int>(t);
     for (const bool at_end : {false, true}) {
       for (std::size_t e = 0; e < task.memory.size(); ++e) {
         const MemoryEvent& event = task.memory[e];
@@ -500,6 +522,197 @@ void check_program_memory(const Program& program, const std::string& source) {
                           -event.bytes, to_string(event.category), needed),
               "was this schedule edited? Tune again to get a consistent Program");
         }
+      }
+    }
+  }
+}
+
+// The Program's own consistency, as lower() makes every Program (a hand-edited one that
+// breaks it was simulated, and replayed with "data checked", as something else): compute
+// tasks on a compute stream, collectives off it and of their bucket's kind, every bucket's
+// collective once (an all-reduce of every reduce-scatter bucket exactly when the job
+// replicates, HSDP), copies around their collective in order, every unit's forward and
+// backward once (a recompute at most once, between them), at most one optimizer, after
+// every reduce-scatter.
+// REQUIRES: the indices checked (check_program).
+void check_program_flow(const Program& program, const Workload& workload,
+                        const HappensBefore& happens_before, const std::string& source) {
+  const auto where = [&](const std::string& path) { return fmt::format("{}: {}", source, path); };
+  // "a forward", "an all_gather".
+  const auto a = [](const std::string& word) {
+    return (word.front() == 'a' || word.front() == 'o' ? "an " : "a ") + word;
+  };
+  const std::string hint = "was this schedule edited? Tune again to get a consistent Program";
+  const auto task_path = [](int t) { return indexed("program.tasks", t); };
+  struct BucketTasks {
+    int copy_in = -1, collective = -1, all_reduce = -1, copy_out = -1;
+  };
+  std::vector<BucketTasks> buckets(program.buckets.size());
+  struct UnitTasks {
+    int forward = -1, recompute = -1, backward = -1;
+  };
+  std::vector<UnitTasks> units(workload.units.size());
+  int optimizer = -1;
+  const auto once = [&](int& slot, int t, const std::string& path, const std::string& what) {
+    if (slot >= 0) {
+      throw_bad_input(where(path), fmt::format("a second {} (the first: task {})", what, slot),
+                      hint);
+    }
+    slot = t;
+  };
+  for (std::size_t i = 0; i < program.tasks.size(); ++i) {
+    const Task& task = program.tasks[i];
+    const int t = static_cast<int>(i);
+    const std::string path = task_path(t);
+    const Stream& stream = program.streams[static_cast<std::size_t>(task.stream)];
+    const bool on_compute = stream.role == StreamRole::kCompute;
+    const std::string kind = to_string(task.kind);
+    switch (task.kind) {
+      case TaskKind::kForward:
+      case TaskKind::kRecompute:
+      case TaskKind::kBackward:
+      case TaskKind::kOptimizer: {
+        if (!on_compute) {
+          throw_bad_input(where(path + ".stream"),
+                          fmt::format("{} task on stream {} (\"{}\", {}): compute runs on a "
+                                      "compute stream",
+                                      a(kind), task.stream, stream.name, to_string(stream.role)),
+                          hint);
+        }
+        if (task.kind == TaskKind::kOptimizer) {
+          once(optimizer, t, path, "optimizer");
+          break;
+        }
+        if (task.unit < 0) {
+          throw_bad_input(where(path + ".unit"), fmt::format("{} task of no unit", a(kind)), hint);
+        }
+        UnitTasks& unit = units[static_cast<std::size_t>(task.unit)];
+        const std::string what =
+            fmt::format("{} of unit {} ({})", kind, task.unit,
+                        workload.units[static_cast<std::size_t>(task.unit)].name);
+        once(task.kind == TaskKind::kForward     ? unit.forward
+             : task.kind == TaskKind::kRecompute ? unit.recompute
+                                                 : unit.backward,
+             t, path + ".unit", what);
+        break;
+      }
+      case TaskKind::kAllGather:
+      case TaskKind::kReduceScatter:
+      case TaskKind::kAllReduce:
+      case TaskKind::kCopyIn:
+      case TaskKind::kCopyOut: {
+        if (task.bucket < 0) {
+          throw_bad_input(where(path + ".bucket"), fmt::format("{} task of no bucket", a(kind)),
+                          hint);
+        }
+        const BucketLayout& layout = program.buckets[static_cast<std::size_t>(task.bucket)];
+        BucketTasks& bucket = buckets[static_cast<std::size_t>(task.bucket)];
+        const std::string what = fmt::format("{} of bucket {}", kind, task.bucket);
+        if (task.kind == TaskKind::kCopyIn) {
+          once(bucket.copy_in, t, path + ".bucket", what);
+          break;
+        }
+        if (task.kind == TaskKind::kCopyOut) {
+          once(bucket.copy_out, t, path + ".bucket", what);
+          break;
+        }
+        if (on_compute) {
+          throw_bad_input(where(path + ".stream"),
+                          fmt::format("{} on compute stream {} (\"{}\"): collectives run on "
+                                      "communication streams",
+                                      a(kind), task.stream, stream.name),
+                          hint);
+        }
+        const CollectiveKind expected = task.kind == TaskKind::kAllGather
+                                            ? CollectiveKind::kAllGather
+                                            : CollectiveKind::kReduceScatter;
+        if (layout.kind != expected) {
+          throw_bad_input(
+              where(path + ".bucket"),
+              fmt::format("{} of {} bucket {}{}", a(kind), to_string(layout.kind), task.bucket,
+                          task.kind == TaskKind::kAllReduce
+                              ? " (HSDP all-reduces a reduce-scatter's output)"
+                              : ""),
+              hint);
+        }
+        once(task.kind == TaskKind::kAllReduce ? bucket.all_reduce : bucket.collective, t,
+             path + ".bucket", what);
+        break;
+      }
+    }
+  }
+  const bool replicated = workload.job.dp_replicate > 1;
+  std::vector<int> reduce_ends;
+  for (std::size_t b = 0; b < buckets.size(); ++b) {
+    const BucketTasks& bucket = buckets[b];
+    const BucketLayout& layout = program.buckets[b];
+    const std::string path = indexed("program.buckets", b);
+    const std::string kind = to_string(layout.kind);
+    if (bucket.collective < 0) {
+      throw_bad_input(where(path), fmt::format("no {} task of this {} bucket", kind, kind), hint);
+    }
+    const bool reduce = layout.kind == CollectiveKind::kReduceScatter;
+    if (reduce && replicated && bucket.all_reduce < 0) {
+      throw_bad_input(where(path),
+                      fmt::format("job.dp_replicate {} but no all_reduce of this reduce_scatter "
+                                  "bucket (HSDP sums the replicas' gradient shards)",
+                                  workload.job.dp_replicate),
+                      hint);
+    }
+    if (!replicated && bucket.all_reduce >= 0) {
+      throw_bad_input(where(task_path(bucket.all_reduce) + ".kind"),
+                      "an all_reduce in a job of one replica (job.dp_replicate 1)", hint);
+    }
+    // Copy-in, collective, all-reduce, copy-out: each ends before the next starts.
+    int previous = bucket.copy_in;
+    for (const int next : {bucket.collective, bucket.all_reduce, bucket.copy_out}) {
+      if (next < 0) continue;
+      if (previous >= 0 && !happens_before(previous, next)) {
+        throw_bad_input(
+            where(task_path(next) + ".deps"),
+            fmt::format("the {} of bucket {} may start before its {} (task {}) ends",
+                        to_string(program.tasks[static_cast<std::size_t>(next)].kind), b,
+                        to_string(program.tasks[static_cast<std::size_t>(previous)].kind),
+                        previous),
+            hint);
+      }
+      previous = next;
+    }
+    if (reduce) reduce_ends.push_back(previous);
+  }
+  for (std::size_t u = 0; u < units.size(); ++u) {
+    const UnitTasks& unit = units[u];
+    const std::string name = fmt::format("unit {} ({})", u, workload.units[u].name);
+    if (unit.forward < 0 || unit.backward < 0) {
+      throw_bad_input(
+          where("program.tasks"),
+          fmt::format("no {} task of {}", unit.forward < 0 ? "forward" : "backward", name), hint);
+    }
+    int previous = unit.forward;
+    for (const int next : {unit.recompute, unit.backward}) {
+      if (next < 0) continue;
+      if (!happens_before(previous, next)) {
+        throw_bad_input(
+            where(task_path(next) + ".deps"),
+            fmt::format("the {} of {} may start before its {} (task {}) ends",
+                        to_string(program.tasks[static_cast<std::size_t>(next)].kind), name,
+                        to_string(program.tasks[static_cast<std::size_t>(previous)].kind),
+                        previous),
+            hint);
+      }
+      previous = next;
+    }
+  }
+  if (optimizer >= 0) {
+    for (const int end : reduce_ends) {
+      if (!happens_before(end, optimizer)) {
+        throw_bad_input(
+            where(task_path(optimizer) + ".deps"),
+            fmt::format("the optimizer may start before task {} ({}, the last of "
+                        "reduce_scatter bucket {}) ends",
+                        end, to_string(program.tasks[static_cast<std::size_t>(end)].kind),
+                        program.tasks[static_cast<std::size_t>(end)].bucket),
+            hint);
       }
     }
   }
@@ -588,7 +801,9 @@ void check_program(const Program& program, const Workload& workload, const std::
       }
     }
   }
-  check_program_memory(program, source);
+  const HappensBefore happens_before(program);
+  check_program_flow(program, workload, happens_before, source);
+  check_program_memory(program, happens_before, source);
 }
 
 // ---- pipeline schedules (version 2) ----

@@ -415,21 +415,122 @@ TEST_CASE("the Programs of every kind of plan pass the loader's checks", "[sched
   plans.push_back(plan);
   for (const ActivationCheckpointing ac :
        {ActivationCheckpointing::kNone, ActivationCheckpointing::kFull}) {
-    for (const std::int64_t tp : {1, 2}) {
+    for (const auto& [tp, replicate] :
+         {std::pair<std::int64_t, std::int64_t>{1, 1}, {1, 2}, {2, 2}}) {
       JobSpec job = tiny_job();
       job.ac = ac;
       job.tp = tp;
-      job.dp_replicate = 2;
+      job.dp_replicate = replicate;
       schedule.job = normalize_job(schedule.model, job);
       const Workload workload = build_workload(schedule.model, schedule.job);
       for (const Plan& each : plans) {
         schedule.plan = each;
         schedule.program = lower(workload, each, *costs);
         schedule.timings.assign(schedule.program.tasks.size(), TaskTiming{0, 1});
-        INFO("plan " << plan_to_json(each).dump() << ", tp " << tp << ", AC " << to_string(ac));
+        INFO("plan " << plan_to_json(each).dump() << ", tp " << tp << ", replicas " << replicate
+                     << ", AC " << to_string(ac));
         CHECK(schedule_from_json(schedule_to_json(schedule), "s.json") == schedule);
       }
     }
+  }
+}
+
+// Found probing validate: an HSDP schedule with its all-reduces deleted, a collective of
+// another kind than its bucket, stream roles swapped, a unit's forward run twice, the
+// optimizer's deps dropped: all simulated, and replayed "data checked" (the checker took
+// what to expect from the edited Program itself).
+TEST_CASE("a Program inconsistent in itself is rejected naming the task or bucket", "[schedule]") {
+  ScheduleFile schedule = make_schedule();
+  JobSpec job = tiny_job();
+  job.dp_replicate = 2;
+  schedule.job = normalize_job(schedule.model, job);
+  const Workload workload = build_workload(schedule.model, schedule.job);
+  schedule.program = lower(workload, schedule.plan, *make_analytic_cost_model(schedule.hardware));
+  schedule.timings.assign(schedule.program.tasks.size(), TaskTiming{0, 1});
+  REQUIRE(schedule_from_json(schedule_to_json(schedule), "s.json") == schedule);
+  Program& program = schedule.program;
+  const auto first = [&](TaskKind kind) {
+    const auto at = std::find_if(program.tasks.begin(), program.tasks.end(),
+                                 [&](const Task& task) { return task.kind == kind; });
+    REQUIRE(at != program.tasks.end());
+    return static_cast<int>(at - program.tasks.begin());
+  };
+  const auto task = [](int t) { return "s.json: program.tasks[" + std::to_string(t) + "]"; };
+  const auto refused = [&](const std::string& where, const std::string& message) {
+    try {
+      schedule_from_json(schedule_to_json(schedule), "s.json");
+      FAIL("accepted");
+    } catch (const Error& e) {
+      CHECK(e.exit_code() == 2);
+      CHECK(e.where() == where);
+      CHECK_THAT(e.message(), Catch::Contains(message));
+    }
+  };
+  SECTION("a collective of another kind than its bucket") {
+    const int t = first(TaskKind::kAllGather);
+    program.tasks[t].kind = TaskKind::kReduceScatter;
+    refused(task(t) + ".bucket", "a reduce_scatter of all_gather bucket");
+  }
+  SECTION("an all-reduce made a reduce-scatter: its bucket's second") {
+    const int t = first(TaskKind::kAllReduce);
+    program.tasks[t].kind = TaskKind::kReduceScatter;
+    refused(task(t) + ".bucket", "a second reduce_scatter of bucket");
+  }
+  SECTION("an all-reduce of an all-gather bucket") {
+    const int t = first(TaskKind::kAllReduce);
+    program.tasks[t].bucket = program.tasks[first(TaskKind::kAllGather)].bucket;
+    refused(task(t) + ".bucket", "an all_reduce of all_gather bucket");
+  }
+  SECTION("HSDP without the all-reduce of a reduce-scatter bucket") {
+    // The all-reduce deleted, the later tasks renumbered (it has no memory events).
+    const int t = first(TaskKind::kAllReduce);
+    const int bucket = program.tasks[t].bucket;
+    REQUIRE(program.tasks[t].memory.empty());
+    program.tasks.erase(program.tasks.begin() + t);
+    schedule.timings.pop_back();
+    for (Task& later : program.tasks) {
+      if (later.id > t) --later.id;
+      std::erase(later.deps, t);
+      for (int& dep : later.deps) dep -= dep > t ? 1 : 0;
+    }
+    refused("s.json: program.buckets[" + std::to_string(bucket) + "]",
+            "job.dp_replicate 2 but no all_reduce of this reduce_scatter bucket");
+  }
+  SECTION("an all-reduce in a job of one replica") {
+    job.dp_replicate = 1;
+    job.gpus = 4;  // the same 4 shard ranks
+    job.gpus_per_node = 4;
+    schedule.job = normalize_job(schedule.model, job);
+    refused(task(first(TaskKind::kAllReduce)) + ".kind", "an all_reduce in a job of one replica");
+  }
+  SECTION("a collective on the compute stream, compute off it") {
+    const int t = first(TaskKind::kReduceScatter);
+    program.tasks[t].stream = 0;
+    refused(task(t) + ".stream", "a reduce_scatter on compute stream 0");
+    program.tasks[t].stream = 1;
+    const int f = first(TaskKind::kForward);
+    program.tasks[f].stream = 1;
+    refused(task(f) + ".stream", "a forward task on stream 1");
+  }
+  SECTION("a unit's forward twice, another's never") {
+    const int t = first(TaskKind::kForward);
+    const auto unit1 = std::find_if(program.tasks.begin(), program.tasks.end(), [](const Task& x) {
+      return x.kind == TaskKind::kForward && x.unit == 1;
+    });
+    REQUIRE(unit1 != program.tasks.end());
+    program.tasks[t].unit = 1;
+    // Named at the later of the two.
+    refused(task(std::max(t, unit1->id)) + ".unit", "a second forward of unit 1");
+  }
+  SECTION("the optimizer before the reduce-scatters end") {
+    program.tasks[first(TaskKind::kOptimizer)].deps.clear();
+    refused(task(first(TaskKind::kOptimizer)) + ".deps", "the optimizer may start before task");
+  }
+  SECTION("a copy-out of an all-gather that may run before it") {
+    const int t = first(TaskKind::kCopyOut);
+    REQUIRE(program.buckets[program.tasks[t].bucket].kind == CollectiveKind::kAllGather);
+    program.tasks[t].deps.clear();
+    refused(task(t) + ".deps", "the copy_out of bucket");
   }
 }
 
