@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <string>
 #include <utility>
@@ -641,6 +642,24 @@ void check_program_flow(const Program& program, const Workload& workload,
       }
     }
   }
+  // The tasks of `chain` (-1: absent) each end before the next starts; returns the last.
+  const auto in_order = [&](std::initializer_list<int> chain, const std::string& of) {
+    int previous = -1;
+    for (const int next : chain) {
+      if (next < 0) continue;
+      if (previous >= 0 && !happens_before(previous, next)) {
+        throw_bad_input(
+            where(task_path(next) + ".deps"),
+            fmt::format("the {} of {} may start before its {} (task {}) ends",
+                        to_string(program.tasks[static_cast<std::size_t>(next)].kind), of,
+                        to_string(program.tasks[static_cast<std::size_t>(previous)].kind),
+                        previous),
+            hint);
+      }
+      previous = next;
+    }
+    return previous;
+  };
   const bool replicated = workload.job.dp_replicate > 1;
   std::vector<int> reduce_ends;
   for (std::size_t b = 0; b < buckets.size(); ++b) {
@@ -664,21 +683,10 @@ void check_program_flow(const Program& program, const Workload& workload,
                       "an all_reduce in a job of one replica (job.dp_replicate 1)", hint);
     }
     // Copy-in, collective, all-reduce, copy-out: each ends before the next starts.
-    int previous = bucket.copy_in;
-    for (const int next : {bucket.collective, bucket.all_reduce, bucket.copy_out}) {
-      if (next < 0) continue;
-      if (previous >= 0 && !happens_before(previous, next)) {
-        throw_bad_input(
-            where(task_path(next) + ".deps"),
-            fmt::format("the {} of bucket {} may start before its {} (task {}) ends",
-                        to_string(program.tasks[static_cast<std::size_t>(next)].kind), b,
-                        to_string(program.tasks[static_cast<std::size_t>(previous)].kind),
-                        previous),
-            hint);
-      }
-      previous = next;
-    }
-    if (reduce) reduce_ends.push_back(previous);
+    const int last =
+        in_order({bucket.copy_in, bucket.collective, bucket.all_reduce, bucket.copy_out},
+                 fmt::format("bucket {}", b));
+    if (reduce) reduce_ends.push_back(last);
   }
   for (std::size_t u = 0; u < units.size(); ++u) {
     const UnitTasks& unit = units[u];
@@ -688,20 +696,7 @@ void check_program_flow(const Program& program, const Workload& workload,
           where("program.tasks"),
           fmt::format("no {} task of {}", unit.forward < 0 ? "forward" : "backward", name), hint);
     }
-    int previous = unit.forward;
-    for (const int next : {unit.recompute, unit.backward}) {
-      if (next < 0) continue;
-      if (!happens_before(previous, next)) {
-        throw_bad_input(
-            where(task_path(next) + ".deps"),
-            fmt::format("the {} of {} may start before its {} (task {}) ends",
-                        to_string(program.tasks[static_cast<std::size_t>(next)].kind), name,
-                        to_string(program.tasks[static_cast<std::size_t>(previous)].kind),
-                        previous),
-            hint);
-      }
-      previous = next;
-    }
+    in_order({unit.forward, unit.recompute, unit.backward}, name);
   }
   if (optimizer >= 0) {
     for (const int end : reduce_ends) {
