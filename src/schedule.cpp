@@ -993,6 +993,13 @@ void check_stage_actions(const ScheduleStage& stage, const JobSpec& job, const s
                                       action.microbatch));
     }
     seen[slot] = true;
+    // A rank runs its actions one after another.
+    if (k > 0 && action.start_s < stage.actions[k - 1].end_s) {
+      throw_bad_input(at + ".start_s",
+                      fmt::format("{} s is before the previous action's end_s {} s: a rank runs "
+                                  "its actions one after another",
+                                  action.start_s, stage.actions[k - 1].end_s));
+    }
   }
 }
 

@@ -1097,6 +1097,29 @@ void check_replayable(const ScheduleFile& schedule, int world_size, const std::s
                       "reshard after forward");
     }
   }
+  // Every stage's actions are the order the executor runs (pipeline_order; compare
+  // measures against them): a schedule whose actions were reordered was replayed, and its
+  // measurement then refused by compare.
+  for (std::size_t r = 0; r < pipeline.stages.size(); ++r) {
+    const std::vector<PipelineAction>& stored = pipeline.stages[r].actions;
+    const std::vector<PipelineAction> order =
+        pipeline_order(static_cast<int>(job.pp), static_cast<int>(job.virtual_stages),
+                       static_cast<int>(job.microbatches), job.pp_schedule, static_cast<int>(r),
+                       static_cast<int>(job.pipeline_steps));
+    for (std::size_t k = 0; k < stored.size() && k < order.size(); ++k) {
+      const PipelineAction& a = stored[k];
+      const PipelineAction& b = order[k];
+      if (a.chunk == b.chunk && a.microbatch == b.microbatch && a.backward == b.backward) continue;
+      throw_bad_input(
+          fmt::format("{}: pipeline.stages[{}].actions[{}]", source, r, k),
+          fmt::format("the {} of chunk {} microbatch {}, where the {} schedule runs the {} of "
+                      "chunk {} microbatch {}",
+                      a.backward ? "backward" : "forward", a.chunk, a.microbatch,
+                      to_string(job.pp_schedule), b.backward ? "backward" : "forward", b.chunk,
+                      b.microbatch),
+          "was this schedule edited? Tune again to get the schedule's own order");
+    }
+  }
   // Every stage's layout: parameters, dtypes and messages.
   for (int stage = 0; stage < mesh.pp; ++stage) {
     const ReplayMesh stage_mesh =

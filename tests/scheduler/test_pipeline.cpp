@@ -827,6 +827,13 @@ TEST_CASE("pipeline schedule (version 2) round-trips and is checked on load",
   bad = json;
   bad["pipeline"]["stages"][0]["actions"][1] = bad["pipeline"]["stages"][0]["actions"][0];
   CHECK_THROWS_WITH(schedule_from_json(bad, "pp.json"), Catch::Contains("a second time"));
+  // Actions of a rank overlapping in time (found probing: times running backwards loaded).
+  bad = json;
+  bad["pipeline"]["stages"][0]["actions"][3]["start_s"] =
+      bad["pipeline"]["stages"][0]["actions"][2]["start_s"];
+  CHECK_THROWS_WITH(schedule_from_json(bad, "pp.json"),
+                    Catch::Contains("pipeline.stages[0].actions[3].start_s") &&
+                        Catch::Contains("before the previous action's end_s"));
   bad = json;
   bad["pipeline"]["stages"][0]["actions"].erase(0);
   CHECK_THROWS_WITH(schedule_from_json(bad, "pp.json"),

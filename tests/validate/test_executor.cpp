@@ -173,6 +173,20 @@ TEST_CASE("check_replayable names what the executor cannot replay", "[executor]"
   schedule = tiny_pipeline(2, 2, 4);
   schedule.pipeline->chunks[1].plan.reshard_after_forward.front() = true;
   expect(schedule, 2, "pipeline.chunks[1].plan.reshard_after_forward");
+  // Actions in another order than the executor runs (found probing: a stage's actions
+  // reversed were replayed, and compare then refused the measurement).
+  schedule = tiny_pipeline(2, 2, 4);
+  std::vector<PipelineAction>& actions = schedule.pipeline->stages[1].actions;
+  REQUIRE(actions.size() > 2);
+  std::swap(actions[1].microbatch, actions[2].microbatch);
+  std::swap(actions[1].backward, actions[2].backward);
+  try {
+    check_replayable(schedule, 2, "p.json");
+    FAIL("accepted");
+  } catch (const Error& e) {
+    CHECK(e.where() == "p.json: pipeline.stages[1].actions[1]");
+    CHECK_THAT(e.message(), Catch::Contains("where the 1f1b schedule runs the"));
+  }
 }
 
 TEST_CASE(
