@@ -36,7 +36,11 @@ TEST_CASE("built-in hardware specs load with their datasheet figures", "[hardwar
   CHECK(h100.sm_count == 132);
   CHECK(h100.nvlink_bytes_per_s == 450e9);
   const HardwareSpec h200 = builtin_hardware("h200");
-  CHECK(h200.hbm_bytes == 141000000000);
+  // The memory CUDA reports, in MiB (the datasheets' "80 GB" and "141 GB" are decimal and
+  // less: 80e9 bytes left 4.7 GiB of an H100 unused by the default limit).
+  CHECK(h100.hbm_bytes == 81089LL << 20);
+  CHECK(h200.hbm_bytes == 143156LL << 20);
+  CHECK(builtin_hardware("a100-80g").hbm_bytes == 81050LL << 20);
   CHECK(h200.hbm_bytes_per_s == 4.8e12);
   const HardwareSpec a100 = builtin_hardware("a100-80g");
   CHECK(a100.peak_bf16_flops_per_s == 312e12);
