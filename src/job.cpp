@@ -170,7 +170,8 @@ std::string job_where(const std::string& flag, const std::string& source) {
       {"--param-dtype", "param_dtype"},
       {"--reduce-dtype", "reduce_dtype"},
       {"--execution", "execution"},
-      {"--async-tp", "async_tp"}};
+      {"--async-tp", "async_tp"},
+      {"--float8", "float8"}};
   for (const auto& [name, field] : kFields) {
     if (flag == name) return field_where(source, field);
   }
@@ -261,6 +262,17 @@ void check_pipeline_split(const ModelSpec& model, JobSpec& job, const std::strin
 }
 
 }  // namespace
+
+void check_job_hardware(const JobSpec& job, const HardwareSpec& hardware,
+                        const std::string& source) {
+  if (job.float8 && !(hardware.peak_fp8_flops_per_s > 0)) {
+    throw_bad_input(job_where("--float8", source),
+                    fmt::format("{} has no fp8 tensor cores (peak_fp8_flops_per_s 0): torchao's "
+                                "float8 training needs compute capability 8.9 or newer",
+                                hardware.id),
+                    "train in bf16 there (no --float8), or on an H100 or H200");
+  }
+}
 
 JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& source) {
   const auto at = [&](const char* flag) { return job_where(flag, source); };

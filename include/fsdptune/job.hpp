@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fsdptune/hardware.hpp"
 #include "fsdptune/model.hpp"
 
 namespace fsdptune {
@@ -96,6 +97,12 @@ std::string dtype_suffix(const JobSpec& job);
 inline constexpr std::int64_t kMaxJobGpus = std::int64_t{1} << 24;              // 16777216
 inline constexpr std::int64_t kMaxJobMicrobatches = std::int64_t{1} << 16;      // 65536
 inline constexpr std::int64_t kMaxJobMicrobatchTokens = std::int64_t{1} << 30;  // 1073741824
+
+// Whether `hardware` can run `job`: float8 needs fp8 tensor cores (peak_fp8_flops_per_s >
+// 0; torchao's float8 training needs SM 8.9 or newer, an A100 has none). Throws
+// kBadInput naming --float8 (or its field in `source`).
+void check_job_hardware(const JobSpec& job, const HardwareSpec& hardware,
+                        const std::string& source = "");
 
 // Fills derived fields (dp_shard = gpus / (tp * pp * dp_replicate)) and validates the job
 // against the model: positive sizes at most the limits above, heads and kv heads divisible

@@ -284,6 +284,7 @@ void run_simulate(const SimulateOptions& options) {
   const ModelSpec& model = inputs.model;
   const JobSpec& job = inputs.job;
   const ResolvedCostModel& costs = inputs.costs;
+  check_job_hardware(job, costs.hardware);
   resolve_keep_gathered(options.plan, job);  // its errors before any work
   if (is_pipelined(job)) {                   // --pp > 1 or --microbatches > 1: pipeline_cli.cpp
     run_simulate_pipelined(model, job, costs, inputs.cost_options, options.plan,

@@ -493,6 +493,7 @@ void run_pipeline(const PipelineCliOptions& o) {
   keep_option.keep_gathered = o.keep_gathered;
   const bool keep = resolve_keep_gathered(keep_option, job);
   const HardwareSpec hardware = resolve_hardware(o.hardware);
+  check_job_hardware(job, hardware);
   const std::unique_ptr<CostModel> costs = make_analytic_cost_model(hardware);
   const std::int64_t limit = o.memory_limit.empty() ? default_memory_limit_bytes(hardware)
                                                     : given_memory_limit(o.memory_limit, hardware);

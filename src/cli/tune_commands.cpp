@@ -216,6 +216,7 @@ void run_tune(const TuneOptions& options) {
   const JobSpec job = to_job_spec(options.job, model);
   const ResolvedCostModel resolved = resolve_cost_model(options.cost, "h100-sxm");
   const HardwareSpec& hardware = resolved.hardware;
+  check_job_hardware(job, hardware);
   const CostModel& costs = *resolved.model;
   // What the costs came from, for the provenance: the profile (measured, with the
   // hardware's analytic model where unmeasured) or the hardware spec alone.
@@ -225,7 +226,7 @@ void run_tune(const TuneOptions& options) {
                                     : fnv1a64_hex(dump_json(hardware_to_json(hardware)));
   TunerOptions tuner_options;
   if (!options.memory_limit.empty()) {
-    tuner_options.memory_limit_bytes = parse_size_bytes(options.memory_limit, "--memory-limit");
+    tuner_options.memory_limit_bytes = given_memory_limit(options.memory_limit, hardware);
   }
   if (!options.step_tolerance.empty()) {
     tuner_options.step_time_tolerance = parse_fraction(options.step_tolerance, "--step-tolerance");

@@ -219,6 +219,25 @@ TEST_CASE("tune rejects bad tuner flags with exit 2 naming the flag", "[cli][tun
   CHECK(result.exit_code == 0);
   CHECK_THAT(result.err, Catch::Contains("--memory-limit 100 GiB is above the h100-sxm GPU's"));
   CHECK(run_fsdptune("simulate --model tiny --hardware h100-sxm --memory-limit 60GiB").err.empty());
+  // tune says so too (found probing: it read the flag without the note).
+  result = run_fsdptune(
+      "tune --model tiny --hardware h100-sxm --memory-limit 100GiB "
+      "--max-evaluations 5 --out " +
+      dir + "/over.json");
+  CHECK(result.exit_code == 0);
+  CHECK_THAT(result.err, Catch::Contains("--memory-limit 100 GiB is above the h100-sxm GPU's"));
+  // float8 where the GPU has no fp8 tensor cores (found probing: an A100 job ran with the
+  // casts charged and the GEMMs at the bf16 rate).
+  for (const std::string& command : std::vector<std::string>{
+           "simulate --model tiny --hardware a100-80g --float8",
+           "tune --model tiny --hardware a100-80g --float8 --out " + dir + "/fp8.json",
+           "pipeline --model tiny --hardware a100-80g --float8 --pp 2 --microbatches 2"}) {
+    INFO(command);
+    result = run_fsdptune(command);
+    CHECK(result.exit_code == 2);
+    CHECK_THAT(result.err, Catch::Contains("--float8: a100-80g has no fp8 tensor cores"));
+  }
+  CHECK_FALSE(std::filesystem::exists(dir + "/fp8.json"));
 }
 
 TEST_CASE("tune --pp says when fsdp2 per stage does not fit rather than a speed-up below 1",
