@@ -1176,6 +1176,15 @@ json schedule_to_json(const ScheduleFile& schedule) {
 
 ScheduleFile schedule_from_json(const json& json_in, const std::string& source) {
   const Fields fields(json_in, source, "");
+  // A file of another format (a measured.json, a profile) is named as such before its
+  // version is judged (its own version numbers mean nothing here).
+  if (const auto format = json_in.find("format");
+      format != json_in.end() && format->is_string() && *format != kScheduleFormatName) {
+    throw_bad_input(
+        fields.where("format"),
+        fmt::format("\"{}\", expected \"{}\"", format->get<std::string>(), kScheduleFormatName),
+        "is this a schedule file written by `fsdptune tune`?");
+  }
   // The version first: a file of another version may have any other shape.
   const json& version = fields.at("version");
   if (!version.is_number_integer()) throw_bad_input(fields.where("version"), "expected an integer");

@@ -1,6 +1,8 @@
 // `fsdptune validate` (replay a schedule under mpirun / srun and measure it) and
 // `fsdptune compare` (prediction vs measurement).
+#include <algorithm>
 #include <iostream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -12,9 +14,11 @@
 #include "fsdptune/error.hpp"
 #include "fsdptune/executor.hpp"
 #include "fsdptune/io.hpp"
+#include "fsdptune/job.hpp"
 #include "fsdptune/measured.hpp"
 #include "fsdptune/schedule.hpp"
 #include "fsdptune/units.hpp"
+#include "fsdptune/workload.hpp"
 
 namespace fsdptune::cli {
 namespace {
@@ -34,6 +38,44 @@ struct CompareArgs {
 
 ScheduleFile load_schedule(const std::string& path) {
   return schedule_from_json(read_json_file(path), path);
+}
+
+// The hidden test hooks must name what exists (found probing: --debug-corrupt-bucket 99
+// corrupted nothing and the run passed "data checked", so a test with a wrong index would
+// pass without testing anything). The corruptions act on the last rank, with --check-data.
+void check_test_hooks(const ScheduleFile& schedule, const ExecutorOptions& options, int world,
+                      const std::string& source) {
+  if (options.stall_rank < -1 || options.stall_rank >= world) {
+    throw_bad_input("--debug-stall-rank",
+                    fmt::format("{} is not a rank of the {} started", options.stall_rank, world));
+  }
+  const std::pair<const char*, int> hooks[] = {
+      {"--debug-corrupt-bucket", options.corrupt_bucket},
+      {"--debug-corrupt-gradient-shard", options.corrupt_gradient_shard},
+      {"--debug-corrupt-tp-collective", options.corrupt_tp_collective},
+      {"--debug-corrupt-message", options.corrupt_message}};
+  if (std::none_of(std::begin(hooks), std::end(hooks),
+                   [](const auto& hook) { return hook.second != -1; })) {
+    return;
+  }
+  const ReplayMesh mesh = replay_mesh(schedule, world - 1, world, options.scale_down, source);
+  const ReplayLayout layout = make_replay_layout(
+      schedule, build_workload(schedule.model, normalize_job(schedule.model, schedule.job)),
+      world - 1, mesh);
+  for (const auto& [flag, value] : hooks) {
+    if (value == -1) continue;
+    if (!options.check_data)
+      throw_bad_input(flag, "corrupts data for --check-data to find: give it");
+    const bool message = std::string(flag) == "--debug-corrupt-message";
+    const std::size_t count = message ? layout.messages.size() : layout.buckets.size();
+    // A TP collective's index counts the collectives of a step: only its sign is checked.
+    if (value < 0 || (std::string(flag) != "--debug-corrupt-tp-collective" &&
+                      static_cast<std::size_t>(value) >= count)) {
+      throw_bad_input(flag, fmt::format("{} is not a {} of the last rank (0 to {})", value,
+                                        message ? "pipeline message" : "bucket",
+                                        static_cast<std::int64_t>(count) - 1));
+    }
+  }
 }
 
 void run_validate(const ValidateArgs& args) {
@@ -63,6 +105,7 @@ void run_validate(const ValidateArgs& args) {
     if (options.check_data) {
       check_data_exact(schedule, mpi.world_size(), args.schedule, options.scale_down);
     }
+    check_test_hooks(schedule, options, mpi.world_size(), args.schedule);
   } catch (const Error& e) {
     load_error = e;
   }

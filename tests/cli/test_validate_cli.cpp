@@ -227,6 +227,19 @@ TEST_CASE("validate --check-data names the bucket and parameter of a corrupted b
   CHECK_THAT(run.err, Catch::Contains("--check-data") && Catch::Contains("bucket 0") &&
                           Catch::Contains("parameter") && Catch::Contains("expected"));
   CHECK_FALSE(exists(dir + "/m.json"));
+  // A hook naming no bucket, or without the check, is refused (found probing: it corrupted
+  // nothing and the run passed "data checked").
+  for (const std::string& hook :
+       {std::string(" --check-data --debug-corrupt-bucket 99"),
+        std::string(" --debug-corrupt-bucket 0"), std::string(" --debug-stall-rank 5")}) {
+    INFO(hook);
+    const auto refused = run_command(mpirun(2) + binary() + " validate " + tiny_schedule() +
+                                     " --iters 1 --warmup 0" + hook + " --out " + dir + "/m.json");
+    CHECK(refused.exit_code == 2);
+    CHECK_THAT(refused.err, Catch::Contains(hook.substr(hook.rfind(" --") + 1,
+                                                        hook.rfind(' ') - hook.rfind(" --") - 1)));
+    CHECK_FALSE(exists(dir + "/m.json"));
+  }
 }
 
 TEST_CASE("validate aborts every rank when one stops responding", "[cli][validate]") {

@@ -216,6 +216,13 @@ TEST_CASE("a schedule of another version is rejected naming the field", "[schedu
   // A version 1 document relabelled 2 lacks the pipeline.
   document["version"] = 2;
   CHECK(load_error(document).where() == "schedule.json: pipeline");
+  // A file of another format is named by it, whatever its version (found probing:
+  // `compare m.json s.json` said "schedule format version 5 is not supported").
+  document["format"] = "fsdptune-measured";
+  document["version"] = 5;
+  const Error other = load_error(document);
+  CHECK(other.where() == "schedule.json: format");
+  CHECK(other.message() == "\"fsdptune-measured\", expected \"fsdptune-schedule\"");
 }
 
 TEST_CASE("a schedule with a missing field is rejected naming it", "[schedule]") {
