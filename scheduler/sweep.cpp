@@ -56,9 +56,9 @@ std::int64_t parse_global_batch_sequences(const std::string& text, std::int64_t 
 }
 
 std::vector<JobSpec> sweep_jobs(const ModelSpec& model, const HardwareSpec& hardware,
-                                const SweepOptions& options, std::int64_t* skipped) {
+                                const SweepOptions& options, SweepSkips* skipped) {
   std::vector<JobSpec> jobs;
-  std::int64_t skip = 0;
+  SweepSkips skip;
   std::vector<bool> float8_modes = {false};
   if (options.try_float8 && hardware.peak_fp8_flops_per_s > 0) float8_modes.push_back(true);
   std::vector<bool> async_modes = {false};
@@ -83,7 +83,9 @@ std::vector<JobSpec> sweep_jobs(const ModelSpec& model, const HardwareSpec& hard
           if (shard % cp != 0) continue;
           const std::int64_t data_parallel = dp / cp;
           if (options.global_batch_sequences % data_parallel != 0) {
-            ++skip;
+            skip.add("--global-batch",
+                     fmt::format("{} sequences do not divide over {} data-parallel ranks",
+                                 options.global_batch_sequences, data_parallel));
             continue;
           }
           const std::int64_t per_rank = options.global_batch_sequences / data_parallel;
@@ -131,14 +133,16 @@ std::vector<JobSpec> sweep_jobs(const ModelSpec& model, const HardwareSpec& hard
                     try {
                       job = normalize_job(model, job);
                       validate_pipeline(job);
-                    } catch (const Error&) {
-                      ++skip;  // e.g. tp does not divide the kv heads
+                    } catch (const Error& e) {
+                      skip.add(e.where(), e.message());  // e.g. tp does not divide the kv heads
                       continue;
                     }
                     // float8 over a shard group of the context-parallel ranks alone:
                     // torchtitan all-gathers those in bf16, which is not modelled.
                     if (torchtitan_float8_gathers_bf16(job)) {
-                      ++skip;
+                      skip.add("--float8",
+                               "float8 over a shard group of the context-parallel ranks alone "
+                               "(torchtitan gathers it in bf16, not modelled)");
                       continue;
                     }
                     // One shard rank with TP or PP: torchtitan applies no fully_shard and
@@ -164,8 +168,37 @@ std::vector<JobSpec> sweep_jobs(const ModelSpec& model, const HardwareSpec& hard
       }
     }
   }
-  if (skipped != nullptr) *skipped = skip;
+  if (skipped != nullptr) *skipped = std::move(skip);
   return jobs;
+}
+
+void SweepSkips::add(const std::string& flag, const std::string& message) {
+  ++count;
+  for (Reason& reason : reasons) {
+    if (reason.flag == flag) {
+      ++reason.count;
+      return;
+    }
+  }
+  reasons.push_back({flag, 1, message});
+}
+
+const SweepSkips::Reason& SweepSkips::main_reason() const {
+  FSDPTUNE_CHECK(!reasons.empty(), "SweepSkips::main_reason: nothing skipped");
+  return *std::max_element(reasons.begin(), reasons.end(),
+                           [](const Reason& a, const Reason& b) { return a.count < b.count; });
+}
+
+std::string SweepSkips::summary() const {
+  std::vector<Reason> sorted = reasons;
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const Reason& a, const Reason& b) { return a.count > b.count; });
+  std::string text;
+  for (const Reason& reason : sorted) {
+    if (!text.empty()) text += ", ";
+    text += fmt::format("{} {}", reason.count, reason.flag);
+  }
+  return text;
 }
 
 namespace {

@@ -116,12 +116,34 @@ struct SweepResult {
   bool operator==(const SweepResult&) const = default;
 };
 
-// The jobs the sweep tries, in a fixed order; meshes whose batch does not divide are
-// left out (counted in `skipped`, may be null). With try_pp_less_layers, each pipelined
-// job with the given weights is followed by the same job with each further distinct
-// split, in (first, last) order; a pair torchtitan refuses for it is left out, uncounted.
+// What sweep_jobs left out, by reason: the flag at fault (what normalize_job's error
+// names: "--seq", "--tp", ...; "--global-batch" for a mesh the batch does not divide,
+// "--float8" for float8 over the context-parallel ranks alone), its count and the first
+// such error's message.
+struct SweepSkips {
+  struct Reason {
+    std::string flag;
+    std::int64_t count = 0;
+    std::string message;  // the first configuration's
+    bool operator==(const Reason&) const = default;
+  };
+  std::int64_t count = 0;
+  std::vector<Reason> reasons;  // by first occurrence
+  void add(const std::string& flag, const std::string& message);
+  // The most frequent reason (the first of equals); REQUIRES: count > 0.
+  const Reason& main_reason() const;
+  // "18 --virtual-stages, 4 --global-batch" (most frequent first).
+  std::string summary() const;
+  bool operator==(const SweepSkips&) const = default;
+};
+
+// The jobs the sweep tries, in a fixed order; configurations normalize_job refuses and
+// meshes whose batch does not divide are left out (in `skipped`, may be null). With
+// try_pp_less_layers, each pipelined job with the given weights is followed by the same job
+// with each further distinct split, in (first, last) order; a pair torchtitan refuses for
+// it is left out, uncounted.
 std::vector<JobSpec> sweep_jobs(const ModelSpec& model, const HardwareSpec& hardware,
-                                const SweepOptions& options, std::int64_t* skipped = nullptr);
+                                const SweepOptions& options, SweepSkips* skipped = nullptr);
 
 // Simulates one job (per-chunk fsdp2 plans, kept gathered as baseline_keep_gathered says
 // under `keep_gathered`) into a candidate, fits or not.

@@ -111,6 +111,22 @@ struct SweepCliOptions {
   std::string keep_gathered = "any";  // --keep-gathered: SweepOptions::keep_gathered
 };
 
+// The sweep's flag behind a job flag the sweep sets itself: the microbatches come from
+// --global-batch, the pipeline degrees from --max-pp, the TP degree from the node size.
+std::string sweep_flag_of(const std::string& job_flag) {
+  if (job_flag == "--microbatches" || job_flag == "--batch") return "--global-batch";
+  if (job_flag == "--pp" || job_flag == "--virtual-stages") return "--max-pp";
+  if (job_flag == "--tp") return "--gpus-per-node";
+  return job_flag;
+}
+
+// {flag: count} of the configurations sweep_jobs left out.
+nlohmann::json skipped_by_flag(const SweepSkips& skipped) {
+  nlohmann::json by_flag = nlohmann::json::object();
+  for (const SweepSkips::Reason& reason : skipped.reasons) by_flag[reason.flag] = reason.count;
+  return by_flag;
+}
+
 // --tune-top: "all" (-1 in SweepOptions) or a count K >= 0.
 std::int64_t parse_tune_top(const std::string& text) {
   if (text == "all") return -1;
@@ -235,15 +251,14 @@ void run_sweep(const SweepCliOptions& o) {
   options.threads = o.threads > 0
                         ? o.threads
                         : static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
-  std::int64_t skipped = 0;
+  SweepSkips skipped;
   const std::size_t total = sweep_jobs(model, hardware, options, &skipped).size();
   if (total == 0 && options.cp_degrees != std::vector<std::int64_t>{1}) {
     // The CP degrees asked for divide no mesh's shard group or sequence, where without CP
     // there would be configurations: --cp is at fault, not --gpus.
     SweepOptions without_cp = options;
     without_cp.cp_degrees = {1};
-    std::int64_t ignored = 0;
-    if (!sweep_jobs(model, hardware, without_cp, &ignored).empty()) {
+    if (!sweep_jobs(model, hardware, without_cp).empty()) {
       throw_bad_input("--cp " + cp,
                       fmt::format("no configuration of {} on {} GPUs at a global batch of {} "
                                   "sequences has these context-parallel degrees",
@@ -253,20 +268,26 @@ void run_sweep(const SweepCliOptions& o) {
     }
   }
   if (total == 0) {
-    throw_bad_input("--gpus",
-                    fmt::format("no valid configuration of {} on {} GPUs at a global "
-                                "batch of {} sequences",
-                                model.name, o.gpus, options.global_batch_sequences),
-                    o.gpus > o.gpus_per_node && o.gpus % o.gpus_per_node != 0
-                        ? fmt::format("{} GPUs do not fill nodes of {} (--gpus-per-node)", o.gpus,
-                                      o.gpus_per_node)
-                        : "");
+    // Named after the most frequent reason, with its message (found probing: `--seq
+    // 99999999999` and a global batch of more microbatches than simulated both blamed
+    // --gpus).
+    const bool nodes = o.gpus > o.gpus_per_node && o.gpus % o.gpus_per_node != 0;
+    const std::string flag =
+        nodes || skipped.count == 0 ? "--gpus" : sweep_flag_of(skipped.main_reason().flag);
+    throw_bad_input(flag,
+                    fmt::format("no valid configuration of {} on {} GPUs at a global batch of "
+                                "{} sequences{}",
+                                model.name, o.gpus, options.global_batch_sequences,
+                                skipped.count == 0 ? std::string()
+                                                   : fmt::format(" ({} skipped: {}); the first: {}",
+                                                                 skipped.count, skipped.summary(),
+                                                                 skipped.main_reason().message)),
+                    nodes ? fmt::format("{} GPUs do not fill nodes of {} (--gpus-per-node)", o.gpus,
+                                        o.gpus_per_node)
+                          : "");
   }
-  fmt::print(stderr,
-             "sweep: {} configurations ({} skipped: batch, heads or nodes do not divide, or float8 "
-             "over CP ranks alone), "
-             "{} threads\n",
-             total, skipped, options.threads);
+  fmt::print(stderr, "sweep: {} configurations ({} skipped{}), {} threads\n", total, skipped.count,
+             skipped.count > 0 ? ": " + skipped.summary() : std::string(), options.threads);
   std::int64_t last_percent = -1;
   bool last_tuning = false;
   options.progress = [&](const SweepProgress& progress) {
@@ -408,7 +429,8 @@ void run_sweep(const SweepCliOptions& o) {
                                 {"tune_evaluations", o.tune_evaluations},
                                 {"step_time_tolerance", options.step_time_tolerance},
                                 {"plans_evaluated", result.plans_evaluated},
-                                {"skipped_meshes", skipped},
+                                {"skipped_meshes", skipped.count},
+                                {"skipped_by_flag", skipped_by_flag(skipped)},
                                 {"top", top},
                                 {"rejected", rejected}}));
     if (result.ranked.empty()) throw nothing_fits();
@@ -464,11 +486,12 @@ void run_sweep(const SweepCliOptions& o) {
                  fastest->tokens_per_s_per_gpu, fastest->rejected);
     }
   }
-  if (skipped > 0) {
-    fmt::print(
-        "skipped: {} meshes (global batch not divisible by the data-parallel degree, or "
-        "tp not dividing the heads)\n",
-        skipped);
+  if (skipped.count > 0) {
+    // The configurations left out, by the flag at fault, each with its first message.
+    fmt::print("skipped: {} configurations ({})\n", skipped.count, skipped.summary());
+    for (const SweepSkips::Reason& reason : skipped.reasons) {
+      fmt::print("  {}: {} (e.g. {})\n", reason.flag, reason.count, reason.message);
+    }
   }
   if (result.ranked.empty()) throw nothing_fits();
   if (!o.out.empty()) fmt::print("\nwrote the best configuration, tuned, to {}\n", best_written);

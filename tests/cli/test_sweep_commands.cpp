@@ -275,6 +275,18 @@ TEST_CASE("sweep and pipeline: bad flags exit 2 naming the flag", "[cli][sweep]"
   bad = run_fsdptune("sweep --model tiny --gpus 8 --global-batch 1000tok --seq 256");
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("--global-batch") != std::string::npos);
+  // Nothing valid names the flag at fault with the reason (found probing: both blamed
+  // --gpus).
+  bad = run_fsdptune(
+      "sweep --model tiny --gpus 4 --gpus-per-node 4 --global-batch 16 --seq 99999999999");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("--seq: no valid configuration") != std::string::npos);
+  CHECK(bad.err.find("at most 1073741824") != std::string::npos);
+  bad = run_fsdptune(
+      "sweep --model tiny --gpus 4 --gpus-per-node 4 --global-batch 16777216 --seq 1024");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("--global-batch: no valid configuration") != std::string::npos);
+  CHECK(bad.err.find("--microbatches") != std::string::npos);
   // Found probing: --threads 40000 aborted (exit 134) starting more threads than allowed.
   bad = run_fsdptune("sweep --model tiny --gpus 8 --global-batch 8 --seq 256 --threads 40000");
   CHECK(bad.exit_code == 2);
@@ -305,6 +317,25 @@ TEST_CASE("sweep and pipeline: bad flags exit 2 naming the flag", "[cli][sweep]"
       "sweep --model tiny --gpus 8 --global-batch 8 --seq 256 --execution eager --async-tp");
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("--async-tp") != std::string::npos);
+}
+
+TEST_CASE("sweep counts what it skips by the flag at fault", "[cli][sweep]") {
+  // tiny's 4 blocks cannot fill 4 stages x 2 virtual stages: 18 interleaved configurations
+  // (found probing: reported as meshes whose batch or heads do not divide).
+  const std::string sweep =
+      "sweep --model tiny --gpus 4 --gpus-per-node 4 --global-batch 16 --seq 1024 --tune-top 0";
+  const auto text = run_fsdptune(sweep);
+  REQUIRE(text.exit_code == 0);
+  CHECK(text.out.find("skipped: 18 configurations (18 --pp)") != std::string::npos);
+  CHECK(text.out.find("cannot fill 4 pipeline stages x 2 virtual stages") != std::string::npos);
+  CHECK(text.err.find("(18 skipped: 18 --pp)") != std::string::npos);
+  const auto json = run_fsdptune(sweep + " --json");
+  REQUIRE(json.exit_code == 0);
+  const auto parsed = nlohmann::json::parse(json.out);
+  CHECK(parsed["skipped_meshes"] == 18);
+  CHECK(parsed["skipped_by_flag"] == nlohmann::json{{"--pp", 18}});
+  // With --max-pp 2 nothing is skipped.
+  CHECK(run_fsdptune(sweep + " --max-pp 2").out.find("skipped") == std::string::npos);
 }
 
 TEST_CASE("sweep --execution eager ranks every configuration eager, slower", "[cli][sweep]") {
