@@ -1,8 +1,11 @@
 // fsdptune: simulate, tune and validate FSDP training schedules.
+#include <charconv>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <new>
 #include <string>
+#include <system_error>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -22,8 +25,38 @@ void refuse_empty_values(CLI::App& app) {
                              : std::string();
       },
       "");
+  // A whole number past 64 bits: CLI11 reads a 64-bit option saturated (found probing:
+  // `--seed 18446744073709551616` ran as seed 2^64 - 1, `--gpus 1e20`'s digits were
+  // refused quoting 9223372036854775807). Refused naming the value.
+  const auto in_range = [](bool is_unsigned) {
+    return CLI::Validator(
+        [is_unsigned](std::string& value) {
+          std::size_t digits = value.empty() || (value[0] != '-' && value[0] != '+') ? 0 : 1;
+          const std::size_t first = digits;
+          while (digits < value.size() && value[digits] >= '0' && value[digits] <= '9') ++digits;
+          if (digits == first || digits != value.size()) return std::string();  // not a number
+          const char* begin = value.data() + (value[0] == '+' ? 1 : 0);
+          const char* end = value.data() + value.size();
+          std::errc error{};
+          if (is_unsigned && value[0] != '-') {
+            std::uint64_t parsed = 0;
+            error = std::from_chars(begin, end, parsed).ec;
+          } else {
+            std::int64_t parsed = 0;
+            error = std::from_chars(begin, end, parsed).ec;
+          }
+          return error == std::errc::result_out_of_range
+                     ? fmt::format("{} is out of range (a 64-bit {}integer)", value,
+                                   is_unsigned ? "unsigned " : "")
+                     : std::string();
+        },
+        "");
+  };
   for (CLI::Option* option : app.get_options()) {
-    if (option->get_type_size() != 0) option->check(non_empty);
+    if (option->get_type_size() == 0) continue;
+    option->check(non_empty);
+    const std::string type = option->get_type_name();
+    if (type == "INT" || type == "UINT") option->check(in_range(type == "UINT"));
   }
   for (CLI::App* command : app.get_subcommands([](CLI::App*) { return true; }))
     refuse_empty_values(*command);

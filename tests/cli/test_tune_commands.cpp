@@ -140,6 +140,14 @@ TEST_CASE("tune rejects bad tuner flags with exit 2 naming the flag", "[cli][tun
   CommandResult result = run_fsdptune("tune --model tiny --threads 0 --out " + dir + "/s.json");
   CHECK(result.exit_code == 2);
   CHECK(result.err.find("--threads") != std::string::npos);
+  // Found probing: --seed 2^64 ran as 2^64 - 1 (CLI11 saturates 64-bit options).
+  result = run_fsdptune("tune --model tiny --seed 18446744073709551616 --out " + dir + "/s.json");
+  CHECK(result.exit_code == 2);
+  CHECK(result.err.find("--seed: 18446744073709551616 is out of range (a 64-bit unsigned "
+                        "integer)") != std::string::npos);
+  result = run_fsdptune("simulate --model tiny --gpus 99999999999999999999");
+  CHECK(result.exit_code == 2);
+  CHECK(result.err.find("--gpus: 99999999999999999999 is out of range") != std::string::npos);
   // Found probing: --threads 2147483647 exited 1 out of memory, 100000 built a lowerer each.
   result = run_fsdptune("tune --model tiny --threads 1025 --out " + dir + "/s.json");
   CHECK(result.exit_code == 2);
