@@ -1236,15 +1236,31 @@ void append_buckets(const Program& program, const std::map<std::string, StoredPa
       replay.gradient_copy_outs = runs_per_step * tasks.copy_outs(static_cast<int>(b));
     }
     std::int64_t elements = 0;
-    for (const BufferSlot& slot : bucket.slots) {
+    for (std::size_t k = 0; k < bucket.slots.size(); ++k) {
+      const BufferSlot& slot = bucket.slots[k];
       const auto found = storage.find(slot.param);
       const std::string where = fmt::format("{}.buckets[{}].slots", prefix, b);
       if (found == storage.end()) throw_bad_input(where, "unknown parameter " + slot.param);
-      if (slot.offset != elements || slot.shard_numel < 0 ||
-          slot.offset + slot.shard_numel > bucket.shard_elements ||
-          slot.numel > slot.shard_numel * shards) {
-        throw_bad_input(fmt::format("{} ({})", where, slot.param),
-                        "slot outside the bucket's flat buffer");
+      // Each slot's own rule, named (found probing: two slots' offsets swapped were
+      // "outside the bucket's flat buffer", though both were inside it).
+      const auto at = [&](const char* field) {
+        return fmt::format("{}[{}].{} ({})", where, k, field, slot.param);
+      };
+      if (slot.offset != elements) {
+        throw_bad_input(at("offset"),
+                        fmt::format("{}, but the slots are packed in order: expected {} (the "
+                                    "shard elements of the slots before it)",
+                                    slot.offset, elements));
+      }
+      if (slot.shard_numel < 0 || slot.offset + slot.shard_numel > bucket.shard_elements) {
+        throw_bad_input(
+            at("shard_numel"),
+            fmt::format("[{}, {}) runs past the bucket's {} shard elements", slot.offset,
+                        slot.offset + slot.shard_numel, bucket.shard_elements));
+      }
+      if (slot.numel > slot.shard_numel * shards) {
+        throw_bad_input(at("numel"), fmt::format("{} elements do not fit in {} shards of {}",
+                                                 slot.numel, shards, slot.shard_numel));
       }
       elements += slot.shard_numel;
       const Param& param = *found->second.param;

@@ -141,6 +141,24 @@ TEST_CASE("check_replayable names what the executor cannot replay", "[executor]"
   schedule = tiny_fsdp2();
   schedule.program.buckets[0].dtype = DType::kFP8;
   expect(schedule, 2, "s.json: program.buckets[0].dtype");
+  // Two slots' offsets swapped: named as not packed in order (found probing: "slot outside
+  // the bucket's flat buffer", though both were inside it).
+  schedule = tiny_fsdp2();
+  const auto several =
+      std::find_if(schedule.program.buckets.begin(), schedule.program.buckets.end(),
+                   [](const BucketLayout& bucket) { return bucket.slots.size() > 2; });
+  REQUIRE(several != schedule.program.buckets.end());
+  std::swap(several->slots[1].offset, several->slots[2].offset);
+  const std::string expected = "s.json: program.buckets[" +
+                               std::to_string(several - schedule.program.buckets.begin()) +
+                               "].slots[1].offset (";
+  try {
+    check_replayable(schedule, 2, "s.json");
+    FAIL("accepted");
+  } catch (const Error& e) {
+    CHECK_THAT(e.where(), Catch::StartsWith(expected));
+    CHECK_THAT(e.message(), Catch::Contains("the slots are packed in order: expected"));
+  }
   schedule = tiny_fsdp2();
   schedule.program.buckets[0].shard_elements += 1;  // a gap the slots do not explain
   expect(schedule, 2, "s.json: program.buckets[0].shard_elements");
