@@ -26,8 +26,8 @@ void refuse_empty_values(CLI::App& app) {
       },
       "");
   // A whole number past 64 bits: CLI11 reads a 64-bit option saturated (found probing:
-  // `--seed 18446744073709551616` ran as seed 2^64 - 1, `--gpus 1e20`'s digits were
-  // refused quoting 9223372036854775807). Refused naming the value.
+  // `--seed 18446744073709551616` ran as seed 2^64 - 1, `--gpus 99999999999999999999` was
+  // refused quoting 9223372036854775807). Refused naming the value as given.
   const auto in_range = [](bool is_unsigned) {
     return CLI::Validator(
         [is_unsigned](std::string& value) {
