@@ -618,6 +618,11 @@ TEST_CASE("tune --pp writes a version 2 schedule that simulate replays", "[cli][
   REQUIRE(replay.exit_code == 0);
   const auto rjson = nlohmann::json::parse(replay.out);
   CHECK(rjson["step_time_s"].get<double>() == file["predicted"]["step_time_s"].get<double>());
+  // The step's split too, as the schedule's predicted (found probing: absent from --json).
+  for (const char* key : {"compute_s", "comm_s", "exposed_comm_s", "idle_s"}) {
+    INFO(key);
+    CHECK(rjson.at(key).get<double>() == file["predicted"][key].get<double>());
+  }
   // Another job's flags with this schedule: exit 2 naming the file's job.
   std::string other_job = kPipelineJob;
   other_job.replace(other_job.find("--seq 512"), 9, "--seq 256");
