@@ -855,8 +855,12 @@ void agree_on_errors(const std::optional<Error>& local_error) {
   broadcast_string(where, first);
   broadcast_string(what, first);
   broadcast_string(hint, first);
-  throw Error(static_cast<ErrorKind>(kind),
+  Error error(static_cast<ErrorKind>(kind),
               fmt::format("rank {}{}{}", first, where.empty() ? "" : ": ", where), what, hint);
+  // Every rank has it now: rank 0 prints it, once (each rank printed it before, found
+  // probing: a world of N ranks printed it N times).
+  if (rank != 0) error.mark_printed_by_another_rank();
+  throw error;
 }
 
 ReplayMesh make_replay_mesh(int rank, int dp_replicate, int dp_shard, int tp, int shards_per_rank,

@@ -30,12 +30,17 @@ class Error : public std::runtime_error {
   const std::string& hint() const { return hint_; }
   // 2 for kBadInput, 3 for kDoesNotFit, 1 for kRuntime.
   int exit_code() const;
+  // An error every MPI rank raised alike, which one rank (rank 0) prints: on the others
+  // `main` exits with its code and prints nothing (agree_on_errors).
+  void mark_printed_by_another_rank() { printed_by_another_rank_ = true; }
+  bool printed_by_another_rank() const { return printed_by_another_rank_; }
 
  private:
   ErrorKind kind_;
   std::string where_;
   std::string message_;
   std::string hint_;
+  bool printed_by_another_rank_ = false;
 };
 
 // Shorthands for the common kinds.

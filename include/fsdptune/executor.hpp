@@ -63,7 +63,8 @@ class MpiSession {
 };
 
 // Every rank passes its own outcome; when any rank has an error, every rank throws the
-// error of the lowest failing rank, its `where` prefixed with "rank r: ".
+// error of the lowest failing rank, its `where` prefixed with "rank r: ", marked on all but
+// rank 0 as printed by another rank (main prints it once).
 void agree_on_errors(const std::optional<Error>& local_error);
 
 // The run's mesh for `rank` of `world_size`: the schedule's [pp, dp_replicate, dp_shard,

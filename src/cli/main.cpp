@@ -98,6 +98,7 @@ int main(int argc, char** argv) {
       say(fmt::format("fsdptune: error: {}\nrun with --help for usage\n", e.what()));
       return 2;
     } catch (const fsdptune::Error& e) {
+      if (e.printed_by_another_rank()) return e.exit_code();
       say(fmt::format("fsdptune: error: {}\n", e.what()));
       if (!e.hint().empty()) say(fmt::format("  hint: {}\n", e.hint()));
       return e.exit_code();

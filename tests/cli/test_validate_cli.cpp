@@ -135,6 +135,13 @@ TEST_CASE("validate rejects a world size that is not the schedule's", "[cli][val
   CHECK(run.exit_code == 2);
   CHECK_THAT(run.err, Catch::Contains("job.dp_shard") &&
                           Catch::Contains("the schedule is for 2 ranks but 3 were started"));
+  // Printed once, by rank 0 (found probing: once per rank, the hint too).
+  std::size_t printed = 0;
+  for (std::size_t at = run.err.find("fsdptune: error:"); at != std::string::npos;
+       at = run.err.find("fsdptune: error:", at + 1)) {
+    ++printed;
+  }
+  CHECK(printed == 1);
   CHECK_FALSE(exists(measured_path));
 }
 
