@@ -49,31 +49,39 @@ void check_test_hooks(const ScheduleFile& schedule, const ExecutorOptions& optio
     throw_bad_input("--debug-stall-rank",
                     fmt::format("{} is not a rank of the {} started", options.stall_rank, world));
   }
-  const std::pair<const char*, int> hooks[] = {
-      {"--debug-corrupt-bucket", options.corrupt_bucket},
-      {"--debug-corrupt-gradient-shard", options.corrupt_gradient_shard},
-      {"--debug-corrupt-tp-collective", options.corrupt_tp_collective},
-      {"--debug-corrupt-message", options.corrupt_message}};
+  // Each corruption hook, its index, and what the index counts on the last rank (a TP
+  // collective's index counts the collectives of a step: only its sign is checked).
+  enum class Counts { kBuckets, kMessages, kUnchecked };
+  struct Hook {
+    const char* flag;
+    int value;
+    Counts counts;
+  };
+  const Hook hooks[] = {
+      {"--debug-corrupt-bucket", options.corrupt_bucket, Counts::kBuckets},
+      {"--debug-corrupt-gradient-shard", options.corrupt_gradient_shard, Counts::kBuckets},
+      {"--debug-corrupt-tp-collective", options.corrupt_tp_collective, Counts::kUnchecked},
+      {"--debug-corrupt-message", options.corrupt_message, Counts::kMessages}};
   if (std::none_of(std::begin(hooks), std::end(hooks),
-                   [](const auto& hook) { return hook.second != -1; })) {
+                   [](const Hook& hook) { return hook.value != -1; })) {
     return;
   }
   const ReplayMesh mesh = replay_mesh(schedule, world - 1, world, options.scale_down, source);
   const ReplayLayout layout = make_replay_layout(
       schedule, build_workload(schedule.model, normalize_job(schedule.model, schedule.job)),
       world - 1, mesh);
-  for (const auto& [flag, value] : hooks) {
-    if (value == -1) continue;
-    if (!options.check_data)
-      throw_bad_input(flag, "corrupts data for --check-data to find: give it");
-    const bool message = std::string(flag) == "--debug-corrupt-message";
-    const std::size_t count = message ? layout.messages.size() : layout.buckets.size();
-    // A TP collective's index counts the collectives of a step: only its sign is checked.
-    if (value < 0 || (std::string(flag) != "--debug-corrupt-tp-collective" &&
-                      static_cast<std::size_t>(value) >= count)) {
-      throw_bad_input(flag, fmt::format("{} is not a {} of the last rank (0 to {})", value,
-                                        message ? "pipeline message" : "bucket",
-                                        static_cast<std::int64_t>(count) - 1));
+  for (const Hook& hook : hooks) {
+    if (hook.value == -1) continue;
+    if (!options.check_data) {
+      throw_bad_input(hook.flag, "corrupts data for --check-data to find: give it");
+    }
+    const bool messages = hook.counts == Counts::kMessages;
+    const std::size_t count = messages ? layout.messages.size() : layout.buckets.size();
+    if (hook.value < 0 ||
+        (hook.counts != Counts::kUnchecked && static_cast<std::size_t>(hook.value) >= count)) {
+      throw_bad_input(hook.flag, fmt::format("{} is not a {} of the last rank (0 to {})",
+                                             hook.value, messages ? "pipeline message" : "bucket",
+                                             static_cast<std::int64_t>(count) - 1));
     }
   }
 }
