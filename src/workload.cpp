@@ -4,6 +4,8 @@
 #include "fsdptune/workload.hpp"
 
 #include <algorithm>
+#include <string>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -129,19 +131,44 @@ CollectiveKind mirror(CollectiveKind kind) {
   return kind;
 }
 
+// Tensorwise dynamic scaling of a tensor-parallel DTensor takes the amax over the whole
+// tensor: one fp32 all-reduce (max) over the TP group before each cast.
+Op float8_amax_op(const std::string& name, const Dims& dims, bool backward) {
+  Op op = collective_op(name, CollectiveKind::kAllReduce, kFp32Bytes, dims, backward);
+  op.dtype = DType::kFP32;
+  return op;
+}
+
+// How a float8 linear's tensors arrive under TP (torchao's Float8ColwiseParallel,
+// Float8RowwiseParallel and PrepareFloat8ModuleInput, as torchtitan applies them with
+// float8 and TP): a column-parallel linear's input was cast to fp8 before the
+// sequence-parallel all-gather; a row-parallel linear's output gradient was cast to fp8
+// before the all-gather that is its reduce-scatter's backward.
+struct Float8Arrival {
+  bool input_fp8 = false;
+  bool output_grad_fp8 = false;
+};
+
 // The backward of a GEMM C[m,n] = A[m,k] B[k,n]: dgrad dA = dC B^T (m, k, n) and
 // wgrad dB = A^T dC (k, n, m). Returned in the order they run: dgrad, then wgrad.
-void add_gemm_backward(const Op& forward, const Dims& dims, std::vector<Op>& out) {
+void add_gemm_backward(const Op& forward, const Dims& dims, std::vector<Op>& out,
+                       Float8Arrival arrival = {}) {
   const auto& g = forward.gemm;
   if (forward.dtype == DType::kFP8) {
     // torchao Float8Linear backward (tensorwise dynamic scaling, torchtitan's float8):
-    // dC gets an amax pass and a scaled cast (a + a + 1 bytes per element) and an fp8
-    // transposed copy for wgrad (1 + 1); the input is re-cast transposed for wgrad with
-    // the forward's scale (a + 1).
+    // dC gets an amax pass and a scaled cast (a + a + 1 bytes per element; with TP an
+    // amax all-reduce first) unless it arrived in fp8, and an fp8 transposed copy for
+    // wgrad (1 + 1); the input is re-cast transposed for wgrad with the forward's scale
+    // (a + 1), or only transposed when it was saved in fp8 (1 + 1).
     const std::int64_t a = dims.act_bytes;
-    out.push_back(memory_op(forward.name + ".backward_float8_cast", "float8_cast",
-                            g.m * g.n * (2 * a + 1) + g.m * g.n * 2 + g.m * g.k * (a + 1), dims,
-                            true));
+    const std::int64_t output_grad_cast = arrival.output_grad_fp8 ? 0 : g.m * g.n * (2 * a + 1);
+    if (!arrival.output_grad_fp8 && dims.tp > 1) {
+      out.push_back(float8_amax_op(forward.name + ".backward_float8_amax", dims, true));
+    }
+    out.push_back(
+        memory_op(forward.name + ".backward_float8_cast", "float8_cast",
+                  output_grad_cast + g.m * g.n * 2 + g.m * g.k * (arrival.input_fp8 ? 2 : a + 1),
+                  dims, true));
   }
   out.push_back(gemm_op(forward.name + ".dgrad", g.m, g.k, g.n, forward.dtype, dims, true));
   out.push_back(gemm_op(forward.name + ".wgrad", g.k, g.n, g.m, forward.dtype, dims, true));
@@ -283,37 +310,53 @@ Unit block_unit(const ModelSpec& model, const JobSpec& job, const Dims& dims, in
   const std::int64_t T = dims.tokens;
   const std::int64_t d = dims.dim;
   const std::int64_t a = dims.act_bytes;
-  const std::int64_t full_activation_bytes = T * d * a;  // the SP all-gather output
+  const std::int64_t full_activation_bytes = T * d * a;  // T tokens of activations
   const DType lin = dims.linear_dtype;
+  // Float8 with TP (torchao's float8 tensor-parallel styles, torchtitan's choice for float8
+  // with TP): each half's input is cast to fp8 once, on its sequence shard, and
+  // all-gathered in fp8 for the column-parallel linears that share it.
+  const bool float8_tp = lin == DType::kFP8 && sharded;
+  const std::int64_t Ts = dims.sp_tokens;
+  const std::int64_t gathered_input_bytes = T * d * (float8_tp ? 1 : a);
   auto& fwd = unit.forward_ops;
+  // A float8 cast of `elements` (tensorwise dynamic scaling: an amax pass and a scaled
+  // cast, a + a + 1 bytes per element), after the amax all-reduce of a TP-sharded tensor.
+  auto float8_cast = [&](std::vector<Op>& ops, const std::string& name, std::int64_t elements,
+                         bool backward) {
+    const std::string suffix = backward ? ".backward_float8" : ".float8";
+    if (sharded) ops.push_back(float8_amax_op(name + suffix + "_amax", dims, backward));
+    ops.push_back(
+        memory_op(name + suffix + "_cast", "float8_cast", elements * (2 * a + 1), dims, backward));
+  };
   // A block linear y[T,n] = x[T,k] W^T. Float8 (torchao Float8Linear with tensorwise
-  // dynamic scaling, what torchtitan's float8 uses) casts each linear's input first: an
-  // amax pass and a scaled cast, a + a + 1 bytes per element (each module casts its own
-  // input, so wq, wk, wv cast x three times); the weights were cast before the float8
-  // all-gather.
-  auto linear = [&](const std::string& name, std::int64_t n, std::int64_t k) {
-    if (lin == DType::kFP8) {
-      fwd.push_back(
-          memory_op(name + ".float8_cast", "float8_cast", T * k * (2 * a + 1), dims, false));
-    }
+  // dynamic scaling, what torchtitan's float8 uses) casts each linear's input first unless
+  // it arrives in fp8 (each module casts its own input, so without TP wq, wk, wv cast x
+  // three times); the weights were cast before the float8 all-gather.
+  auto linear = [&](const std::string& name, std::int64_t n, std::int64_t k, bool input_fp8) {
+    if (lin == DType::kFP8 && !input_fp8) float8_cast(fwd, name, T * k, false);
     fwd.push_back(gemm_op(name, T, n, k, lin, dims, false));
   };
+  // Under SP a half's norm runs on T/tp tokens, then the activations are all-gathered to
+  // T tokens for the column-parallel GEMMs.
+  auto sp_all_gather = [&](const std::string& name) {
+    if (!sharded) return;
+    if (float8_tp) float8_cast(fwd, name, Ts * d, false);
+    Op gather = collective_op(name, CollectiveKind::kAllGather, gathered_input_bytes, dims, false);
+    if (float8_tp) gather.dtype = DType::kFP8;
+    fwd.push_back(std::move(gather));
+  };
 
-  // Attention half. Under SP the norm runs on T/tp tokens, then the activations are
-  // all-gathered to T tokens for the column-parallel GEMMs.
+  // Attention half.
   fwd.push_back(rmsnorm_op(p + ".attention_norm", dims.sp_tokens, dims, false));
-  if (sharded) {
-    fwd.push_back(collective_op(p + ".attention.sp_all_gather", CollectiveKind::kAllGather,
-                                full_activation_bytes, dims, false));
-  }
-  linear(p + ".attention.wq", q_dim, d);
-  linear(p + ".attention.wk", kv_dim, d);
-  linear(p + ".attention.wv", kv_dim, d);
+  sp_all_gather(p + ".attention.sp_all_gather");
+  linear(p + ".attention.wq", q_dim, d, float8_tp);
+  linear(p + ".attention.wk", kv_dim, d, float8_tp);
+  linear(p + ".attention.wv", kv_dim, d, float8_tp);
   fwd.push_back(rope_op(p + ".attention.rope", T * (q_dim + kv_dim), dims, false));
   if (dims.cp > 1) add_cp_gather(p + ".attention.cp_all_gather", dims, false, fwd);
   fwd.push_back(attention_op(p + ".attention.sdpa", dims, false));
   if (dims.cp > 1) fwd.push_back(cp_merge_op(p + ".attention.cp_merge", dims, false));
-  linear(p + ".attention.wo", d, q_dim);
+  linear(p + ".attention.wo", d, q_dim, false);
   if (sharded) {
     fwd.push_back(collective_op(p + ".attention.sp_reduce_scatter", CollectiveKind::kReduceScatter,
                                 full_activation_bytes, dims, false));
@@ -322,14 +365,11 @@ Unit block_unit(const ModelSpec& model, const JobSpec& job, const Dims& dims, in
       memory_op(p + ".attention_residual", "residual_add", residual_bytes(dims), dims, false));
   // FFN half: SwiGLU w2(silu(w1 x) * w3 x).
   fwd.push_back(rmsnorm_op(p + ".ffn_norm", dims.sp_tokens, dims, false));
-  if (sharded) {
-    fwd.push_back(collective_op(p + ".feed_forward.sp_all_gather", CollectiveKind::kAllGather,
-                                full_activation_bytes, dims, false));
-  }
-  linear(p + ".feed_forward.w1", dims.ffn, d);
-  linear(p + ".feed_forward.w3", dims.ffn, d);
+  sp_all_gather(p + ".feed_forward.sp_all_gather");
+  linear(p + ".feed_forward.w1", dims.ffn, d, float8_tp);
+  linear(p + ".feed_forward.w3", dims.ffn, d, float8_tp);
   fwd.push_back(swiglu_op(p + ".feed_forward.swiglu", T * dims.ffn, dims, false));
-  linear(p + ".feed_forward.w2", d, dims.ffn);
+  linear(p + ".feed_forward.w2", d, dims.ffn, false);
   if (sharded) {
     fwd.push_back(collective_op(p + ".feed_forward.sp_reduce_scatter",
                                 CollectiveKind::kReduceScatter, full_activation_bytes, dims,
@@ -345,22 +385,36 @@ Unit block_unit(const ModelSpec& model, const JobSpec& job, const Dims& dims, in
     FSDPTUNE_CHECK(false, "no forward op " + name);
   };
   auto& bwd = unit.backward_ops;
+  // The backward of an SP reduce-scatter gathers the output gradient; with float8 TP it is
+  // cast to fp8 on its sequence shard first (the row-parallel style's output hook) and
+  // gathered in fp8. The backward of an SP all-gather reduce-scatters the input gradient in
+  // the activation dtype.
   auto mirrored = [&](const std::string& name) {
     const Op& op = find(name);
-    bwd.push_back(collective_op(name + ".backward", mirror(op.collective), op.bytes, dims, true));
+    const CollectiveKind kind = mirror(op.collective);
+    const bool fp8_gather = float8_tp && kind == CollectiveKind::kAllGather;
+    if (fp8_gather) float8_cast(bwd, name, Ts * d, true);
+    Op collective = collective_op(name + ".backward", kind,
+                                  fp8_gather ? T * d : full_activation_bytes, dims, true);
+    if (fp8_gather) collective.dtype = DType::kFP8;
+    bwd.push_back(std::move(collective));
   };
+  // Column-parallel linears saved their fp8 input; row-parallel ones get their output
+  // gradient in fp8.
+  const Float8Arrival column{float8_tp, false};
+  const Float8Arrival row{false, float8_tp};
   if (sharded) mirrored(p + ".feed_forward.sp_reduce_scatter");
-  add_gemm_backward(find(p + ".feed_forward.w2"), dims, bwd);
+  add_gemm_backward(find(p + ".feed_forward.w2"), dims, bwd, row);
   bwd.push_back(swiglu_op(p + ".feed_forward.swiglu.backward", T * dims.ffn, dims, true));
-  add_gemm_backward(find(p + ".feed_forward.w3"), dims, bwd);
-  add_gemm_backward(find(p + ".feed_forward.w1"), dims, bwd);
+  add_gemm_backward(find(p + ".feed_forward.w3"), dims, bwd, column);
+  add_gemm_backward(find(p + ".feed_forward.w1"), dims, bwd, column);
   if (sharded) mirrored(p + ".feed_forward.sp_all_gather");
   bwd.push_back(rmsnorm_op(p + ".ffn_norm.backward", dims.sp_tokens, dims, true));
   // The residual fork: the branch gradient is added to the skip gradient.
   bwd.push_back(
       memory_op(p + ".ffn_residual.backward", "residual_add", residual_bytes(dims), dims, true));
   if (sharded) mirrored(p + ".attention.sp_reduce_scatter");
-  add_gemm_backward(find(p + ".attention.wo"), dims, bwd);
+  add_gemm_backward(find(p + ".attention.wo"), dims, bwd, row);
   if (dims.cp > 1) add_cp_gather(p + ".attention.cp_all_gather.backward", dims, true, bwd);
   bwd.push_back(attention_op(p + ".attention.sdpa.backward", dims, true));
   if (dims.cp > 1) {
@@ -372,9 +426,9 @@ Unit block_unit(const ModelSpec& model, const JobSpec& job, const Dims& dims, in
     bwd.push_back(std::move(kv_grad));
   }
   bwd.push_back(rope_op(p + ".attention.rope.backward", T * (q_dim + kv_dim), dims, true));
-  add_gemm_backward(find(p + ".attention.wv"), dims, bwd);
-  add_gemm_backward(find(p + ".attention.wk"), dims, bwd);
-  add_gemm_backward(find(p + ".attention.wq"), dims, bwd);
+  add_gemm_backward(find(p + ".attention.wv"), dims, bwd, column);
+  add_gemm_backward(find(p + ".attention.wk"), dims, bwd, column);
+  add_gemm_backward(find(p + ".attention.wq"), dims, bwd, column);
   if (sharded) mirrored(p + ".attention.sp_all_gather");
   bwd.push_back(rmsnorm_op(p + ".attention_norm.backward", dims.sp_tokens, dims, true));
   bwd.push_back(memory_op(p + ".attention_residual.backward", "residual_add", residual_bytes(dims),
@@ -382,20 +436,18 @@ Unit block_unit(const ModelSpec& model, const JobSpec& job, const Dims& dims, in
 
   // Saved activations (Korthikanti et al. 2022, "Reducing Activation Recomputation in
   // Large Transformer Models", section 4, counted tensor by tensor for this block):
-  const std::int64_t Ts = dims.sp_tokens;
   const std::int64_t block_input = Ts * d * a;
   const std::int64_t lse = T * dims.heads * kFp32Bytes;
   // attention_norm input (T/tp x d) and its fp32 rstd (T/tp); the normed, gathered input of
-  // wq/wk/wv (T x d); q and k after RoPE and v (T x (h+2kv) hd); the attention output O
-  // (T x h hd, also wo's input) and LSE (fp32, T x h); ffn_norm input and rstd; the normed,
-  // gathered input of w1/w3 (T x d); w1 and w3 outputs and the SwiGLU output (w2's input),
-  // 3 x T x ffn.
-  // Eager adds what its unfused kernels keep (rmsnorm_extra_saved_bytes,
-  // swiglu_extra_saved_bytes).
+  // wq/wk/wv (T x d, fp8 with float8 TP); q and k after RoPE and v (T x (h+2kv) hd); the attention
+  // output O (T x h hd, also wo's input) and LSE (fp32, T x h); ffn_norm input and rstd; the
+  // normed, gathered input of w1/w3 (T x d, fp8 with float8 TP); w1 and w3 outputs and the SwiGLU
+  // output (w2's input), 3 x T x ffn. Eager adds what its unfused kernels keep
+  // (rmsnorm_extra_saved_bytes, swiglu_extra_saved_bytes).
   const std::int64_t all_saved_bytes =
-      2 * (Ts * d * a + Ts * kFp32Bytes) + 2 * T * d * a + T * (2 * q_dim + 2 * kv_dim) * a + lse +
-      3 * T * dims.ffn * a + 2 * rmsnorm_extra_saved_bytes(Ts, dims) +
-      swiglu_extra_saved_bytes(T * dims.ffn, dims);
+      2 * (Ts * d * a + Ts * kFp32Bytes) + 2 * gathered_input_bytes +
+      T * (2 * q_dim + 2 * kv_dim) * a + lse + 3 * T * dims.ffn * a +
+      2 * rmsnorm_extra_saved_bytes(Ts, dims) + swiglu_extra_saved_bytes(T * dims.ffn, dims);
   switch (job.ac) {
     case ActivationCheckpointing::kNone:
       unit.saved_activation_bytes = all_saved_bytes;
@@ -409,9 +461,11 @@ Unit block_unit(const ModelSpec& model, const JobSpec& job, const Dims& dims, in
                                     lse + T * dims.ffn * a + T * d * a +
                                     (sharded ? 2 * Ts * d * a : 0);
       for (const Op& op : fwd) {
-        // A saved matmul's input cast (float8) is not replayed either.
+        // A saved matmul's input cast (float8) and its amax are not replayed either.
         std::string name = op.name;
-        if (name.ends_with(".float8_cast")) name.resize(name.size() - 12);
+        for (const std::string_view suffix : {".float8_cast", ".float8_amax"}) {
+          if (name.ends_with(suffix)) name.resize(name.size() - suffix.size());
+        }
         // The CP all-gather and merge are part of the saved attention (they run inside
         // its SDPA dispatch).
         const bool saved =

@@ -342,6 +342,11 @@ TEST_CASE("validate replays float8 all-gathers (fp8 on the wire) exactly with --
       "--scale-down");
   CHECK(measured.dp_replicate == 2);
   CHECK(measured.shards_per_rank == 2);
+  // float8 with TP 2: the sequence-parallel all-gathers in fp8 and the amax all-reduces
+  // (fp32) before each cast of a TP-sharded tensor, checked like the other TP collectives.
+  const MeasuredResult tp = validate_checked(
+      tuned_tiny(dir, "fp8-tp2", "--gpus 2 --gpus-per-node 2 --tp 2 --float8"), 2, "");
+  CHECK(tp.tp == 2);
 }
 
 TEST_CASE("validate --check-data checks the accumulated fp32 gradient shards", "[cli][validate]") {

@@ -57,6 +57,14 @@ CollectiveCount count_collectives(const std::vector<Op>& ops) {
   return count;
 }
 
+// The op of `ops` named `name`, or nullptr.
+const Op* find(const std::vector<Op>& ops, const std::string& name) {
+  for (const Op& op : ops) {
+    if (op.name == name) return &op;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 TEST_CASE("TP: 2 all-gathers + 2 reduce-scatters of b*s*d activations per block, each way",
@@ -259,12 +267,6 @@ TEST_CASE("float8 linears pay their dynamic-scaling casts", "[parallel][float8]"
   job.seq_len = 256;
   job.float8 = true;
   const Workload fp8 = build_workload(model, normalize_job(model, job));
-  auto find = [](const std::vector<Op>& ops, const std::string& name) -> const Op* {
-    for (const Op& op : ops) {
-      if (op.name == name) return &op;
-    }
-    return nullptr;
-  };
   const Unit& block = fp8.units[1];
   REQUIRE(block.kind == UnitKind::kBlock);
   const Op* wq_cast = find(block.forward_ops, "layers.0.attention.wq.float8_cast");
@@ -289,4 +291,118 @@ TEST_CASE("float8 linears pay their dynamic-scaling casts", "[parallel][float8]"
   const Workload bf16 = build_workload(model, normalize_job(model, job));
   CHECK(casts(bf16.units[1].forward_ops) == 0);
   CHECK(casts(bf16.units[1].backward_ops) == 0);
+}
+
+TEST_CASE("float8 with TP casts each half's input once, on its shard, and gathers it in fp8",
+          "[parallel][float8]") {
+  // tiny: d = 256, ffn = 768; batch 1 x seq 256: T = 256 tokens, TP 2: Ts = 128, ffn 384 and
+  // half the heads per rank; a = 2 bytes (bf16). torchao's PrepareFloat8ModuleInput,
+  // Float8ColwiseParallel and Float8RowwiseParallel, as torchtitan applies them.
+  const ModelSpec model = builtin_model("tiny");
+  JobSpec job;
+  job.gpus = 8;
+  job.tp = 2;
+  job.seq_len = 256;
+  job.float8 = true;
+  job.ac = ActivationCheckpointing::kNone;
+  const Workload fp8 = build_workload(model, normalize_job(model, job));
+  const Unit& block = fp8.units[1];
+  REQUIRE(block.kind == UnitKind::kBlock);
+  auto index = [](const std::vector<Op>& ops, const std::string& name) {
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      if (ops[i].name == name) return static_cast<std::ptrdiff_t>(i);
+    }
+    return std::ptrdiff_t{-1};
+  };
+  const std::int64_t T = 256, Ts = 128, d = 256, ffn = 384;
+  const std::string p = "layers.0.";
+  for (const std::string half : {"attention", "feed_forward"}) {
+    INFO(half);
+    const auto& fwd = block.forward_ops;
+    // amax all-reduce (fp32, TP group), the cast of the sequence shard, the fp8 gather.
+    const std::ptrdiff_t amax = index(fwd, p + half + ".sp_all_gather.float8_amax");
+    const std::ptrdiff_t cast = index(fwd, p + half + ".sp_all_gather.float8_cast");
+    const std::ptrdiff_t gather = index(fwd, p + half + ".sp_all_gather");
+    REQUIRE(amax >= 0);
+    CHECK(cast == amax + 1);
+    CHECK(gather == cast + 1);
+    const Op& amax_op = fwd[static_cast<std::size_t>(amax)];
+    CHECK(amax_op.collective == CollectiveKind::kAllReduce);
+    CHECK(amax_op.bytes == 4);
+    CHECK(amax_op.group.ranks == 2);
+    CHECK(fwd[static_cast<std::size_t>(cast)].bytes == Ts * d * 5);
+    CHECK(fwd[static_cast<std::size_t>(gather)].bytes == T * d);
+    CHECK(fwd[static_cast<std::size_t>(gather)].dtype == DType::kFP8);
+  }
+  // The column-parallel linears take the gathered fp8 input; the row-parallel ones cast
+  // their own (local) input after an amax all-reduce.
+  for (const char* column :
+       {"attention.wq", "attention.wk", "attention.wv", "feed_forward.w1", "feed_forward.w3"}) {
+    CHECK(find(block.forward_ops, p + column + ".float8_cast") == nullptr);
+  }
+  const Op* w2_cast = find(block.forward_ops, p + "feed_forward.w2.float8_cast");
+  REQUIRE(w2_cast != nullptr);
+  CHECK(w2_cast->bytes == T * ffn * 5);
+  CHECK(find(block.forward_ops, p + "feed_forward.w2.float8_amax") != nullptr);
+  const auto count = [](const std::vector<Op>& ops, auto pred) {
+    return std::count_if(ops.begin(), ops.end(), pred);
+  };
+  const auto is_cast = [](const Op& op) { return op.memory_op == "float8_cast"; };
+  const auto is_amax = [](const Op& op) {
+    return op.kind == OpKind::kCollective && op.collective == CollectiveKind::kAllReduce;
+  };
+  CHECK(count(block.forward_ops, is_cast) == 4);
+  CHECK(count(block.forward_ops, is_amax) == 4);
+
+  // Backward: a row-parallel output gradient is cast on its shard and gathered in fp8, the
+  // SP all-gathers' backward reduce-scatters stay bf16.
+  const auto& bwd = block.backward_ops;
+  const Op* grad_gather = find(bwd, p + "feed_forward.sp_reduce_scatter.backward");
+  REQUIRE(grad_gather != nullptr);
+  CHECK(grad_gather->collective == CollectiveKind::kAllGather);
+  CHECK(grad_gather->bytes == T * d);
+  CHECK(grad_gather->dtype == DType::kFP8);
+  const Op* grad_cast = find(bwd, p + "feed_forward.sp_reduce_scatter.backward_float8_cast");
+  REQUIRE(grad_cast != nullptr);
+  CHECK(grad_cast->bytes == Ts * d * 5);
+  const Op* input_grad = find(bwd, p + "feed_forward.sp_all_gather.backward");
+  REQUIRE(input_grad != nullptr);
+  CHECK(input_grad->collective == CollectiveKind::kReduceScatter);
+  CHECK(input_grad->bytes == T * d * 2);
+  // w2 (m = T, n = d, k = ffn): no dC cast, dC's fp8 transpose, the input re-cast.
+  const Op* w2_back = find(bwd, p + "feed_forward.w2.backward_float8_cast");
+  REQUIRE(w2_back != nullptr);
+  CHECK(w2_back->bytes == T * d * 2 + T * ffn * 3);
+  CHECK(find(bwd, p + "feed_forward.w2.backward_float8_amax") == nullptr);
+  // w1 (m = T, n = ffn, k = d): dC's amax all-reduce and cast, its transpose, the saved fp8
+  // input transposed.
+  const Op* w1_back = find(bwd, p + "feed_forward.w1.backward_float8_cast");
+  REQUIRE(w1_back != nullptr);
+  CHECK(w1_back->bytes == T * ffn * 5 + T * ffn * 2 + T * d * 2);
+  CHECK(find(bwd, p + "feed_forward.w1.backward_float8_amax") != nullptr);
+  CHECK(count(bwd, is_amax) == 7);  // five column-parallel dC, two row-parallel outputs
+
+  // The gathered inputs are saved in fp8: T*d bytes less each than with bf16 linears.
+  job.float8 = false;
+  const Workload bf16 = build_workload(model, normalize_job(model, job));
+  CHECK(bf16.units[1].saved_activation_bytes - block.saved_activation_bytes == 2 * T * d);
+  // Without TP nothing is all-reduced and every linear casts its own input.
+  job.float8 = true;
+  job.tp = 1;
+  const Workload fsdp = build_workload(model, normalize_job(model, job));
+  CHECK(count(fsdp.units[1].forward_ops, is_amax) == 0);
+  CHECK(count(fsdp.units[1].forward_ops, is_cast) == 7);
+
+  // Selective AC replays the SP input's cast and gather and wo's cast, not the casts of the
+  // matmuls it saves (w2).
+  job.tp = 2;
+  job.ac = ActivationCheckpointing::kSelective;
+  const Workload sac = build_workload(model, normalize_job(model, job));
+  const auto& replay = sac.units[1].recompute_ops;
+  CHECK(find(replay, p + "attention.sp_all_gather.float8_amax.recompute") != nullptr);
+  CHECK(find(replay, p + "attention.sp_all_gather.float8_cast.recompute") != nullptr);
+  CHECK(find(replay, p + "attention.sp_all_gather.recompute") != nullptr);
+  CHECK(find(replay, p + "attention.wo.float8_cast.recompute") != nullptr);
+  CHECK(find(replay, p + "feed_forward.w2.float8_cast.recompute") == nullptr);
+  CHECK(find(replay, p + "feed_forward.w2.float8_amax.recompute") == nullptr);
 }
