@@ -168,6 +168,9 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
 
   bool header_seen = false;
   bool columns_seen = false;
+  std::size_t header_columns = 0;  // the column header's names: every data row has as many
+  int header_line = 0;
+  bool header_has_redop = false;  // older nccl-tests print all_gather without redop and root
   bool footer_seen = false;
   int footer_line = 0;
   std::string declared_test;  // from "# Collective test starting: NAME"
@@ -217,7 +220,22 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
       } else if (trimmed.find("size") != std::string::npos &&
                  trimmed.find("count") != std::string::npos &&
                  trimmed.find("time") != std::string::npos) {
+        // "#  size count type [redop [root]] time algbw busbw #wrong time algbw busbw
+        // #wrong": the out-of-place and in-place columns are the last eight.
+        std::vector<std::string> names = split_whitespace(trimmed.substr(1));
+        const std::size_t n = names.size();
+        if (n < 11 || names[0] != "size" || names[n - 8] != "time" || names[n - 4] != "time") {
+          throw_bad_input(at_line(line_number),
+                          fmt::format("column header '{}' is not nccl-tests' (size, count, type, "
+                                      "..., then out-of-place and in-place time algbw busbw "
+                                      "#wrong)",
+                                      trimmed),
+                          "import the log as nccl-tests printed it");
+        }
         columns_seen = true;
+        header_columns = n;
+        header_has_redop = names[3] == "redop";
+        header_line = line_number;
       } else if (trimmed.rfind("# Avg bus bandwidth", 0) == 0) {
         footer_seen = true;
         footer_line = line_number;
@@ -238,14 +256,13 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
                       fmt::format("a data row after the run's end (line {})", footer_line),
                       "import each run's log on its own: one log is one run");
     }
-    // size count type [redop [root]] + out-of-place (time algbw busbw #wrong) + in-place.
-    if (tokens.size() < 11) {
+    // size count type [redop [root]] + out-of-place (time algbw busbw #wrong) + in-place,
+    // as many as the column header names (a column more or less would shift the times).
+    if (tokens.size() != header_columns) {
       throw_bad_input(at_line(line_number),
-                      fmt::format("data row has {} columns, expected at least 11 (size, count, "
-                                  "type, ..., out-of-place and in-place time algbw busbw "
-                                  "#wrong)",
-                                  tokens.size()),
-                      "is the log truncated?");
+                      fmt::format("data row has {} columns, the column header (line {}) names {}",
+                                  tokens.size(), header_line, header_columns),
+                      "is the row cut short or run together with other output?");
     }
     const std::optional<std::int64_t> size = parse_integer(tokens[0]);
     if (!size || *size <= 0) {
@@ -294,7 +311,7 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
       first_size = size;
       first_count = parse_integer(tokens[1]);
       first_type = tokens[2];
-      first_redop = n >= 12 ? tokens[3] : "";
+      first_redop = header_has_redop ? tokens[3] : "";
     }
   }
 
@@ -331,8 +348,9 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
       from_columns = CollectiveKind::kAllReduce;
     } else if (size_elements % result.group.ranks == 0 &&
                *first_count == size_elements / result.group.ranks) {
-      from_columns =
-          first_redop == "none" ? CollectiveKind::kAllGather : CollectiveKind::kReduceScatter;
+      // A gather reduces nothing: redop "none", or no redop column at all.
+      from_columns = first_redop == "none" || first_redop.empty() ? CollectiveKind::kAllGather
+                                                                  : CollectiveKind::kReduceScatter;
     }
   }
   std::optional<CollectiveKind> kind;

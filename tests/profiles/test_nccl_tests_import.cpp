@@ -105,6 +105,40 @@ TEST_CASE("bad nccl-tests logs are rejected naming the file", "[nccl-tests]") {
   TextSource short_row = good;
   short_row.text = replace_once(good.text, "  48.61   86.29   75.50      0", "");
   require_rejected(short_row, "all_gather_perf_h100x8.log:19", "columns");
+  // Every row has the column header's 13 columns: one more or one less would shift the times
+  // read from the row's end (found probing: a row with four more was read with its in-place
+  // time as the first sample and a stray number as the second; one without its type column
+  // was accepted).
+  const std::string row17 = "    24.58   42.66   37.33      0    24.87   42.15   36.88      0";
+  TextSource extra_columns = good;
+  extra_columns.text = replace_once(good.text, row17, row17 + "   24.00  1.0 1.0 0");
+  require_rejected(extra_columns, "all_gather_perf_h100x8.log:17",
+                   "data row has 17 columns, the column header (line 15) names 13");
+  TextSource no_type = good;
+  no_type.text = replace_once(good.text, "     1048576         32768     float ",
+                              "     1048576         32768 ");
+  require_rejected(no_type, "all_gather_perf_h100x8.log:17", "has 12 columns");
+  TextSource odd_header = good;
+  odd_header.text =
+      replace_once(good.text, "   busbw #wrong     time   algbw   busbw #wrong", "   busbw #wrong");
+  require_rejected(odd_header, "all_gather_perf_h100x8.log:15", "is not nccl-tests'");
+  // Older nccl-tests print all_gather without redop and root: 11 columns, read as such.
+  TextSource eleven = good;
+  eleven.text =
+      replace_once(good.text, "      type   redop    root     time", "      type     time");
+  std::string text;
+  std::istringstream rows(eleven.text);
+  std::string row;
+  while (std::getline(rows, row)) {
+    const auto at = row.find("    none      -1 ");
+    if (at != std::string::npos) row.replace(at, 17, " ");
+    text += row + "\n";
+  }
+  eleven.text = text;
+  const NcclTestsLog older = parse_nccl_tests_log(eleven);
+  REQUIRE(older.points.size() == 12);
+  CHECK(older.points.front().samples_s[0] == Approx(24.58e-6));
+  CHECK(older.points.front().samples_s[1] == Approx(24.87e-6));
   TextSource no_ranks = good;
   std::istringstream lines(good.text);
   std::string line;
