@@ -315,6 +315,16 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& so
         fmt::format("{} virtual stages without pipeline parallelism (pp 1)", job.virtual_stages),
         "virtual stages are the chunks of each pipeline rank: give --pp too");
   }
+  // Without PP, gradient accumulation runs each microbatch's forward and backward in turn
+  // (torchtitan's train step); a pipeline schedule there held every microbatch's
+  // activations at once (GPipe) in the simulation and was not what any run does.
+  if (job.pp == 1 && job.pp_schedule != JobSpec{}.pp_schedule) {
+    throw_bad_input(at("--pp-schedule"),
+                    fmt::format("the {} pipeline schedule without pipeline parallelism (pp 1)",
+                                to_string(job.pp_schedule)),
+                    "without PP each microbatch runs its forward and backward in turn: give "
+                    "--pp too, or leave --pp-schedule out");
+  }
   // Under PP the embedding is on the first stage and the output on the last: a tied output
   // would need its own copy of the weight there and a gradient all-reduce between the two
   // stages (Megatron's embedding group), which torchtitan does not do and fsdptune does

@@ -263,6 +263,16 @@ JobSpec to_job_spec(const JobOptions& options, const ModelSpec& model) {
     }
   }
   if (!options.job_toml.empty()) return torchtitan_job_spec(options, model);
+  // The split of the blocks into pipeline chunks means nothing without a pipeline (it was
+  // accepted and ignored).
+  if (options.pp == 1) {
+    for (const char* split :
+         {"--pp-first-stage-less-layers", "--pp-last-stage-less-layers", "--pp-chunk-blocks"}) {
+      if (!job_flag_given(options, split)) continue;
+      throw_bad_input(split, "splits the blocks into pipeline stages, but pp is 1",
+                      "give --pp too, or leave the flag out");
+    }
+  }
   JobSpec job;
   job.gpus = options.gpus;
   job.gpus_per_node = options.gpus_per_node;

@@ -574,6 +574,17 @@ TEST_CASE("simulate and tune --pp-chunk-blocks: the blocks of each stage given, 
     CHECK(refused.exit_code == 2);
     CHECK(refused.err.find("--pp-chunk-blocks") != std::string::npos);
   }
+  // Without a pipeline the split flags were accepted and ignored.
+  for (const char* flag :
+       {"--pp-first-stage-less-layers 2", "--pp-last-stage-less-layers 0", "--pp-chunk-blocks 4"}) {
+    const auto refused = run_fsdptune(std::string("simulate --model llama3-8b --gpus 8 "
+                                                  "--hardware h100-sxm ") +
+                                      flag);
+    CHECK(refused.exit_code == 2);
+    CHECK_THAT(refused.err,
+               Catch::Contains(std::string(flag).substr(0, std::string(flag).find(' ')) +
+                               ": splits the blocks into pipeline stages, but pp is 1"));
+  }
   // Blocks given to replay a schedule split by the weights: the schedule's split is named
   // (it printed "(the schedule's: )").
   const std::string weights = dir + "/weights.json";

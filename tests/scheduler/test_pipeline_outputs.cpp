@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "fsdptune/cost_model.hpp"
+#include "fsdptune/error.hpp"
 #include "fsdptune/hardware.hpp"
 #include "fsdptune/io.hpp"
 #include "fsdptune/job.hpp"
@@ -469,10 +470,11 @@ TEST_CASE("torchtitan export of a pipelined job: stages, split points, groups",
 TEST_CASE("torchtitan export with pp = 1: microbatches but no pipeline schedule",
           "[pipeline][schedule]") {
   // pp = 1 with 4 microbatches is gradient accumulation: one stage holding every module,
-  // no split point, and no pipeline schedule (null) whatever --pp-schedule says: 1F1B
-  // (the default) and GPipe alike.
+  // no split point, and no pipeline schedule (null). Another schedule than the default
+  // without PP is refused (normalize_job); GPipe was exported the same way before.
   const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
-  for (const PipelineSchedule kind : {PipelineSchedule::k1F1B, PipelineSchedule::kGPipe}) {
+  CHECK_THROWS_AS(tiny_pipelined(1, 4, PipelineSchedule::kGPipe, 1), fsdptune::Error);
+  for (const PipelineSchedule kind : {PipelineSchedule::k1F1B}) {
     const Workload workload = tiny_pipelined(1, 4, kind, 1);
     const PipelineSimulation sim = simulate_pipelined_job(
         workload, *costs, [](const Workload& chunk) { return fsdp2_plan(chunk); });
