@@ -4,6 +4,7 @@
 #include "fsdptune/workload.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <string_view>
 
@@ -920,18 +921,18 @@ Op op_from_json(const nlohmann::json& json, const std::string& where) {
     switch (op.kind) {
       case OpKind::kGemm: {
         const auto& g = field("gemm");
-        op.gemm = {get_int(g, "m", "gemm", 0, kMaxJobMicrobatchTokens),
-                   get_int(g, "n", "gemm", 0, kMaxJobMicrobatchTokens),
-                   get_int(g, "k", "gemm", 0, kMaxJobMicrobatchTokens)};
+        op.gemm = {get_int(g, "m", "gemm", 1, kMaxJobMicrobatchTokens),
+                   get_int(g, "n", "gemm", 1, kMaxJobMicrobatchTokens),
+                   get_int(g, "k", "gemm", 1, kMaxJobMicrobatchTokens)};
         break;
       }
       case OpKind::kAttention: {
         const auto& s = field("attention");
-        op.attention.batch = get_int(s, "batch", "attention", 0, kMaxJobMicrobatchTokens);
-        op.attention.heads = get_int(s, "heads", "attention", 0, kMaxModelWidth);
-        op.attention.kv_heads = get_int(s, "kv_heads", "attention", 0, kMaxModelWidth);
-        op.attention.seq = get_int(s, "seq", "attention", 0, kMaxJobMicrobatchTokens);
-        op.attention.head_dim = get_int(s, "head_dim", "attention", 0, kMaxModelWidth);
+        op.attention.batch = get_int(s, "batch", "attention", 1, kMaxJobMicrobatchTokens);
+        op.attention.heads = get_int(s, "heads", "attention", 1, kMaxModelWidth);
+        op.attention.kv_heads = get_int(s, "kv_heads", "attention", 1, kMaxModelWidth);
+        op.attention.seq = get_int(s, "seq", "attention", 1, kMaxJobMicrobatchTokens);
+        op.attention.head_dim = get_int(s, "head_dim", "attention", 1, kMaxModelWidth);
         if (op.attention.batch * op.attention.seq > kMaxJobMicrobatchTokens) {
           throw_bad_input(
               fmt::format("{}: field 'attention'", where),
@@ -976,6 +977,25 @@ Op op_from_json(const nlohmann::json& json, const std::string& where) {
         }
         break;
       }
+    }
+    // The FLOPs follow from the shape (model-FLOPs convention: matmuls only); a file whose
+    // `flops` says otherwise was edited or is not fsdptune's (found probing: a GEMM of
+    // 8192 x 14336 x 4096 with "flops": 1 read back, and `profile compare` printed its
+    // measured rate as 0.0 TFLOP/s).
+    double expected_flops = 0;
+    if (op.kind == OpKind::kGemm) {
+      expected_flops = 2.0 * static_cast<double>(op.gemm.m) * static_cast<double>(op.gemm.n) *
+                       static_cast<double>(op.gemm.k);
+    } else if (op.kind == OpKind::kAttention) {
+      expected_flops = attention_op_of(op.attention, op.dtype, op.backward).flops;
+    }
+    if (std::abs(op.flops - expected_flops) > 1e-9 * expected_flops) {
+      throw_bad_input(fmt::format("{}: field 'flops'", where),
+                      fmt::format("is {}, but its {} makes {}", op.flops,
+                                  op.kind == OpKind::kGemm        ? "GEMM shape"
+                                  : op.kind == OpKind::kAttention ? "attention shape"
+                                                                  : "kind (no matmul)",
+                                  expected_flops));
     }
     return op;
   } catch (const nlohmann::json::type_error& e) {

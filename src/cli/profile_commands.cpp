@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstdint>
 #include <cstdlib>
 #include <ctime>
@@ -337,7 +338,17 @@ void add_collect(CLI::App& profile) {
       .add_option("--ranks-per-node", collect->ranks_per_node,
                   "ranks per node recorded for the sweeps (default: cpu, the ranks sharing "
                   "this host; cuda, --gpus-per-node; at most the ranks swept)")
-      ->check(CLI::PositiveNumber);
+      // (CLI::PositiveNumber's message quoted the largest double in 300 digits.)
+      ->check(CLI::Validator(
+          [](std::string& value) {
+            std::int64_t parsed = 0;
+            const auto [end, error] =
+                std::from_chars(value.data(), value.data() + value.size(), parsed);
+            const bool integer = error == std::errc{} && end == value.data() + value.size();
+            return integer && parsed < 1 ? fmt::format("must be at least 1, got {}", value)
+                                         : std::string();
+          },
+          ""));
   profile.add_option("--out", collect->out, "profile file to write");
   profile.add_option("--hardware-out", collect->hardware_out,
                      "cpu: also write a hardware spec of this host derived from the profile "

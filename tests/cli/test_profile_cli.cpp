@@ -117,7 +117,8 @@ TEST_CASE("profile flag errors name the flag and exit 2", "[cli][profile]") {
       {"--backend cuda " + kTinyJob + " --hardware-out x.json --out " + out, "--hardware-out"},
       {"--backend cpu --model no-such-model --out " + out, "no-such-model"},
       // 0 was the "not given" value, read as the ranks sharing this host (exit 0).
-      {"--backend cpu " + kTinyJob + " --ranks-per-node 0 --out " + out, "--ranks-per-node"},
+      {"--backend cpu " + kTinyJob + " --ranks-per-node 0 --out " + out,
+       "--ranks-per-node: must be at least 1, got 0"},
   };
   for (const auto& c : cases) {
     const auto run = run_fsdptune("profile " + c.flags);

@@ -226,6 +226,17 @@ TEST_CASE("a profile's op shapes and sweeps beyond a workload's are rejected", "
   json = good;
   json["compute"][0]["op"]["bytes"] = 1.8446744073709552e28;
   require_rejected(json, "compute[0].op: field 'bytes'");
+  // Found probing: a GEMM whose stored FLOPs contradict its shape, and one of zero rows,
+  // were read back (`profile compare` printed 0.0 TFLOP/s measured for the first).
+  json = good;
+  json["compute"][0]["op"]["flops"] = 1.0;
+  require_rejected(json, "compute[0].op: field 'flops'");
+  json = good;
+  json["compute"][0]["op"]["gemm"]["m"] = 0;
+  require_rejected(json, "compute[0].op: field 'gemm.m'");
+  json = good;
+  json["compute"][1]["op"]["flops"] = 5.0;  // a memory-bound op runs no matmul
+  require_rejected(json, "compute[1].op: field 'flops'");
   json = good;
   json["collectives"][0]["ranks"] = std::numeric_limits<std::int64_t>::max();
   require_rejected(json, "collectives[0].ranks");
