@@ -373,6 +373,12 @@ TEST_CASE("measured.json of a pipeline: actions and chunk tasks since version 5"
   bad = json;
   bad["ranks"][1]["actions"] = nlohmann::json::array();
   expect_error(bad, "m.json: ranks[1]: actions");
+  // Every rank's actions emptied, their chunks kept (found probing: accepted).
+  bad = json;
+  for (auto& rank : bad["ranks"]) rank["actions"] = nlohmann::json::array();
+  expect_error(bad, "m.json: ranks[0]: actions");
+  for (auto& rank : bad["ranks"]) rank["chunks"] = nlohmann::json::array();
+  expect_error(bad, "m.json: ranks[0]: actions");
   // Version 4 wrote neither: read with none.
   nlohmann::json v4 = json;
   v4["version"] = 4;
