@@ -72,9 +72,13 @@ ProfileComparison compare_profile(const Profile& profile, const CostModel& model
     const bool copy = entry.op.kind == OpKind::kMemoryBound && entry.op.memory_op == "copy";
     row.model_s = copy ? model.copy(entry.op.bytes).seconds : model.compute(entry.op).seconds;
     row.relative_error = relative_error(row.model_s, row.measured_s);
-    const bool by_flops = entry.op.kind == OpKind::kGemm || entry.op.kind == OpKind::kAttention;
-    row.measured_rate =
-        (by_flops ? entry.op.flops : static_cast<double>(entry.op.bytes)) / row.measured_s;
+    // Attention in the FLOPs its kernels execute (a causal mask's half, flash's backward
+    // recompute), as `cost --attention` quotes it: its model FLOPs count the causal half
+    // twice and read above the peak (found probing: 1221.7 TFLOP/s on an H100).
+    const double work = entry.op.kind == OpKind::kGemm        ? entry.op.flops
+                        : entry.op.kind == OpKind::kAttention ? attention_executed_flops(entry.op)
+                                                              : static_cast<double>(entry.op.bytes);
+    row.measured_rate = work / row.measured_s;
     add(group_of(entry.op), row.measured_s, row.model_s);
     comparison.ops.push_back(std::move(row));
   }

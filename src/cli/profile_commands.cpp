@@ -232,6 +232,9 @@ void run_collect(const CollectFlags& flags) {
   // The profile and its hardware spec (--hardware-out), written together: both or neither.
   std::vector<OutputFile> outputs = {{flags.out, dump_json(profile_to_json(profile))}};
   HardwareSpec spec;
+  const bool swept_all_gather =
+      std::any_of(profile.collectives.begin(), profile.collectives.end(),
+                  [](const auto& sweep) { return sweep.kind == CollectiveKind::kAllGather; });
   if (!flags.hardware_out.empty()) {
     HostFacts host;
     host.id = profile.hardware;
@@ -242,6 +245,7 @@ void run_collect(const CollectFlags& flags) {
     host.memory_bytes = static_cast<std::int64_t>(sysconf(_SC_PHYS_PAGES)) *
                         static_cast<std::int64_t>(sysconf(_SC_PAGE_SIZE));
     spec = cpu_hardware_spec(profile, host);
+    if (!swept_all_gather) spec.name += "; collectives not measured (assumed)";
     outputs.push_back({flags.hardware_out, dump_json(hardware_to_json(spec))});
   }
   write_files_atomically(outputs);
@@ -269,9 +273,12 @@ void run_collect(const CollectFlags& flags) {
   if (!flags.hardware_out.empty()) {
     fmt::print(
         "wrote {} (hardware spec '{}': GEMM {:.3g} GFLOP/s, memory {:.3g} GB/s, "
-        "all-gather busbw {:.3g} GB/s after {})\n",
+        "all-gather busbw {:.3g} GB/s after {}{})\n",
         flags.hardware_out, spec.id, spec.peak_fp32_flops_per_s * 1e-9, spec.hbm_bytes_per_s * 1e-9,
-        spec.nvlink_busbw_bytes_per_s * 1e-9, format_seconds(spec.collective_base_latency_s));
+        spec.nvlink_busbw_bytes_per_s * 1e-9, format_seconds(spec.collective_base_latency_s),
+        swept_all_gather ? ""
+                         : ", not measured: no all-gather was swept (one rank), half the "
+                           "memory rate after 10 us assumed");
   }
 }
 

@@ -88,11 +88,18 @@ TEST_CASE("profile --backend cpu under mpirun writes a profile that loads back i
 TEST_CASE("profile --backend cpu as one process measures compute only", "[cli][profile]") {
   const std::string dir = make_temp_dir("fsdptune-profile-one");
   const std::string out = dir + "/cpu.json";
+  const std::string hardware_out = dir + "/cpu-hardware.json";
   const auto run = run_fsdptune("profile --backend cpu " + kTinyJob +
-                                " --reps 1 --warmup 0 --hardware my-laptop --out " + out);
+                                " --reps 1 --warmup 0 --hardware my-laptop --out " + out +
+                                " --hardware-out " + hardware_out);
   INFO(run.out << run.err);
   REQUIRE(run.exit_code == 0);
   CHECK_THAT(run.out, Catch::Contains("one rank"));
+  // No all-gather swept: the spec's collective figures are assumed, and both say so (they
+  // were printed as measured).
+  CHECK_THAT(run.out, Catch::Contains("not measured: no all-gather was swept"));
+  CHECK_THAT(hardware_from_json(read_json_file(hardware_out), hardware_out).name,
+             Catch::EndsWith("collectives not measured (assumed)"));
   const Profile profile = profile_from_json(read_json_file(out), out);
   CHECK(profile.hardware == "my-laptop");
   CHECK(profile.compute.size() == tiny_distinct_ops());

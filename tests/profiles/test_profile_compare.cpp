@@ -7,6 +7,7 @@
 #include "fsdptune/hardware.hpp"
 #include "fsdptune/profile_compare.hpp"
 #include "fsdptune/units.hpp"
+#include "fsdptune/workload.hpp"
 
 using namespace fsdptune;
 
@@ -130,4 +131,18 @@ TEST_CASE("compare_profile prices a bucket copy with the model's copy()", "[prof
   CHECK(comparison.ops[0].measured_rate == Approx(5e8));
   REQUIRE(comparison.summaries.size() == 1);
   CHECK(comparison.summaries[0].group == "memory copy");
+}
+
+TEST_CASE("compare_profile: attention's rate in the FLOPs its kernels execute",
+          "[profiler][compare]") {
+  // Found probing: a causal forward was quoted at its model FLOPs' rate, twice what its
+  // kernel executes (1221.7 TFLOP/s on an H100, above the peak).
+  Profile profile;
+  profile.hardware = "h200";
+  const Op attention = attention_op_of({1, 32, 8, 8192, 128, true, 1}, DType::kBF16, false);
+  profile.compute.push_back({attention.signature(), attention, {2e-3}});
+  const ProfileComparison comparison = compare_profile(profile, RoundModel());
+  REQUIRE(comparison.ops.size() == 1);
+  CHECK(comparison.ops[0].measured_rate == Approx(attention_executed_flops(attention) / 2e-3));
+  CHECK(comparison.ops[0].measured_rate < attention.flops / 2e-3);
 }
