@@ -111,13 +111,6 @@ void read_pipeline_view(const nlohmann::json& json, const std::string& source,
   }
   const auto& actions = field(json, "actions", source);
   if (!actions.is_array()) throw_bad_input(source + ": actions", "expected an array");
-  // A stage runs a forward and a backward of every microbatch at least (found probing:
-  // every rank's actions and chunks emptied was accepted).
-  if (actions.empty()) {
-    throw_bad_input(source + ": actions",
-                    "empty: the file has a top-level `pipeline` object, so each rank holds its "
-                    "stage's actions");
-  }
   for (std::size_t i = 0; i < actions.size(); ++i) {
     const std::string where = fmt::format("{}: actions[{}]", source, i);
     PipelineAction action;
@@ -140,11 +133,6 @@ void read_pipeline_view(const nlohmann::json& json, const std::string& source,
   }
   const auto& chunks = field(json, "chunks", source);
   if (!chunks.is_array()) throw_bad_input(source + ": chunks", "expected an array");
-  if (chunks.empty()) {
-    throw_bad_input(source + ": chunks",
-                    "empty: the file has a top-level `pipeline` object, so each rank holds its "
-                    "stage's chunks");
-  }
   for (std::size_t c = 0; c < chunks.size(); ++c) {
     const std::string where = fmt::format("{}: chunks[{}]", source, c);
     MeasuredChunk chunk;
@@ -457,6 +445,30 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
           throw_bad_input(fmt::format("{}: timings[{}]", source, t),
                           "differs from ranks[0].timings: the top-level timings are rank 0's");
         }
+      }
+    }
+    // Every rank of a pipeline run replays its stage's chunks and actions: none on one rank
+    // beside another's is a file cut short or edited (compare read only each stage's first
+    // rank; found probing: every rank's actions emptied, their chunks kept, was accepted).
+    // A file re-written from version 4, which recorded neither, has none on every rank.
+    const auto recorded = [](const RankMeasurement& rank) {
+      return !rank.actions.empty() || !rank.chunks.empty();
+    };
+    const auto pipelined = std::find_if(measured.ranks.begin(), measured.ranks.end(), recorded);
+    for (std::size_t r = 0; r < measured.ranks.size() && pipelined != measured.ranks.end(); ++r) {
+      const RankMeasurement& rank = measured.ranks[r];
+      const auto by = pipelined - measured.ranks.begin();
+      if (rank.chunks.empty()) {
+        throw_bad_input(fmt::format("{}: ranks[{}]: chunks", source, r),
+                        fmt::format("empty, while ranks[{}] has {} chunks and {} actions: every "
+                                    "rank of a pipeline run replays its stage's chunks",
+                                    by, pipelined->chunks.size(), pipelined->actions.size()));
+      }
+      if (rank.actions.empty()) {
+        throw_bad_input(fmt::format("{}: ranks[{}]: actions", source, r),
+                        fmt::format("empty, while ranks[{}] has {} chunks and {} actions: every "
+                                    "rank of a pipeline run replays its stage's actions",
+                                    by, pipelined->chunks.size(), pipelined->actions.size()));
       }
     }
     // validate writes the largest rank's peak (version 4 on, where ranks have peaks; a file

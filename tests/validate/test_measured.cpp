@@ -377,8 +377,9 @@ TEST_CASE("measured.json of a pipeline: actions and chunk tasks since version 5"
   bad = json;
   for (auto& rank : bad["ranks"]) rank["actions"] = nlohmann::json::array();
   expect_error(bad, "m.json: ranks[0]: actions");
+  // Both emptied on every rank is what a version 4 file re-written as version 5 holds.
   for (auto& rank : bad["ranks"]) rank["chunks"] = nlohmann::json::array();
-  expect_error(bad, "m.json: ranks[0]: actions");
+  CHECK_NOTHROW(measured_from_json(bad, "m.json"));
   // Version 4 wrote neither: read with none.
   nlohmann::json v4 = json;
   v4["version"] = 4;
