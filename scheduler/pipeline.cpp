@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
 #include "fsdptune/error.hpp"
@@ -112,8 +113,13 @@ PipelineResult simulate_pipeline(const PipelineSpec& spec) {
     result.stages[r].rank = r;
     result.stages[r].actions = pipeline_order(P, spec.virtual_stages, M, spec.schedule, r, G);
   }
-  // Sends cross ranks unless both chunks are on the same one (P == 1).
-  const double send_s = P > 1 ? spec.send_s : 0.0;
+  // Sends cross ranks unless both chunks are on the same one (P == 1); between chunks c
+  // and c + 1 over link c mod P.
+  const auto send_s = [&](int c) {
+    if (P == 1) return 0.0;
+    return spec.link_send_s.empty() ? spec.send_s
+                                    : spec.link_send_s[static_cast<std::size_t>(c % P)];
+  };
   std::size_t remaining = static_cast<std::size_t>(2) * C * total;
   while (remaining > 0) {
     bool progressed = false;
@@ -129,14 +135,14 @@ PipelineResult simulate_pipeline(const PipelineSpec& spec) {
         if (!action.backward) {
           if (c > 0) {
             if (forward_end[at(c - 1, m)] < 0) break;
-            ready = forward_end[at(c - 1, m)] + send_s;
+            ready = forward_end[at(c - 1, m)] + send_s(c - 1);
           }
         } else {
           if (forward_end[at(c, m)] < 0) break;
           ready = forward_end[at(c, m)];
           if (c + 1 < C) {
             if (backward_end[at(c + 1, m)] < 0) break;
-            ready = std::max(ready, backward_end[at(c + 1, m)] + send_s);
+            ready = std::max(ready, backward_end[at(c + 1, m)] + send_s(c));
           }
         }
         double duration = 0;
@@ -221,12 +227,22 @@ PipelineResult simulate_pipeline(const PipelineSpec& spec) {
   return result;
 }
 
-CommGroup pipeline_send_group(const JobSpec& job) {
+std::vector<CommGroup> pipeline_link_groups(const JobSpec& job) {
   const std::int64_t stride = std::max<std::int64_t>(1, job.dp_replicate) *
                               std::max<std::int64_t>(1, job.dp_shard) *
                               std::max<std::int64_t>(1, job.tp);
-  // Two ranks; on one node only when the stage stride fits inside a node.
-  return CommGroup{2, stride < job.gpus_per_node ? 2 : 1};
+  const std::int64_t node = std::max<std::int64_t>(1, job.gpus_per_node);
+  const std::int64_t P = std::max<std::int64_t>(1, job.pp);
+  std::vector<CommGroup> links;
+  for (std::int64_t r = 0; r < P; ++r) {
+    // Ranks q of the lower stage pair with q + d: some pair straddles a node boundary when
+    // the node of the lowest q differs from that of the highest q + d.
+    const std::int64_t low = std::min(r, (r + 1) % P);
+    const std::int64_t d = std::abs((r + 1) % P - r) * stride;
+    const bool crosses = ((low + 1) * stride - 1 + d) / node > (low * stride) / node;
+    links.push_back(CommGroup{2, crosses ? 1 : 2});
+  }
+  return links;
 }
 
 namespace {
@@ -419,18 +435,30 @@ PipelineSimulation simulate_pipelined_programs(const Workload& workload,
   sim.chunk_plans = std::move(plans);
   sim.chunk_programs = std::move(programs);
   sim.chunk_keep_gathered = keep_gathered;
-  sim.spec.send_s = pipeline_send_seconds(workload, costs);
+  set_pipeline_sends(workload, costs, sim.spec);
   sim.result = simulate_pipeline(sim.spec);
   fill_pipeline_throughput(job, static_cast<double>(workload.tokens_per_step()),
                            workload.model_flops_per_step(), costs.hardware(), sim);
   return sim;
 }
 
+std::vector<double> pipeline_link_send_seconds(const Workload& workload, const CostModel& costs) {
+  const std::int64_t bytes = pipeline_send_bytes(workload);
+  std::vector<double> seconds;
+  for (const CommGroup& group : pipeline_link_groups(workload.job)) {
+    seconds.push_back(costs.collective(CollectiveKind::kSendRecv, bytes, group).seconds);
+  }
+  return seconds;
+}
+
 double pipeline_send_seconds(const Workload& workload, const CostModel& costs) {
-  return costs
-      .collective(CollectiveKind::kSendRecv, pipeline_send_bytes(workload),
-                  pipeline_send_group(workload.job))
-      .seconds;
+  const std::vector<double> links = pipeline_link_send_seconds(workload, costs);
+  return *std::max_element(links.begin(), links.end());
+}
+
+void set_pipeline_sends(const Workload& workload, const CostModel& costs, PipelineSpec& spec) {
+  spec.link_send_s = pipeline_link_send_seconds(workload, costs);
+  spec.send_s = *std::max_element(spec.link_send_s.begin(), spec.link_send_s.end());
 }
 
 void fill_pipeline_throughput(const JobSpec& job, double tokens_per_step,

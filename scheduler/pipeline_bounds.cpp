@@ -71,7 +71,7 @@ double pipeline_step_lower_bound(const Workload& workload,
   spec.microbatches = static_cast<int>(job.microbatches);
   spec.steps = static_cast<int>(job.pipeline_steps);
   spec.schedule = job.pp_schedule;
-  spec.send_s = pipeline_send_seconds(workload, costs);
+  set_pipeline_sends(workload, costs, spec);
   for (std::size_t c = 0; c < chunk_compute.size(); ++c) {
     spec.chunks.push_back(
         chunk_time_lower_bounds(chunk_compute[c], chunk_fsdp2_programs[c], costs));

@@ -174,7 +174,7 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
   spec.microbatches = M;
   spec.steps = static_cast<int>(job.pipeline_steps);
   spec.schedule = job.pp_schedule;
-  spec.send_s = pipeline_send_seconds(workload, costs);
+  set_pipeline_sends(workload, costs, spec);
   std::vector<std::vector<ChunkTimes>> options_times(C);
   for (int c = 0; c < C; ++c) {
     for (const ChunkCandidate& candidate : candidates[c]) {

@@ -301,7 +301,8 @@ std::vector<SweepCandidate> evaluate_plannings(const ModelSpec& model, const Job
       (unit_flops(embedding) + static_cast<double>(layers) * unit_flops(block) +
        unit_flops(output)) *
       static_cast<double>(job.microbatches * job.pipeline_steps);
-  const double send_s = pipeline_send_seconds(mini, costs);
+  PipelineSpec sends;
+  set_pipeline_sends(mini, costs, sends);
   SimOptions options;
   options.record_timeline = false;
   Program program;
@@ -325,7 +326,8 @@ std::vector<SweepCandidate> evaluate_plannings(const ModelSpec& model, const Job
                                   chunk.lowerer->compute()));
     }
     for (const std::size_t kind : chunk_kind) sim.spec.chunks.push_back(times[kind]);
-    sim.spec.send_s = send_s;
+    sim.spec.send_s = sends.send_s;
+    sim.spec.link_send_s = sends.link_send_s;
     sim.result = simulate_pipeline(sim.spec);
     fill_pipeline_throughput(job, static_cast<double>(mini.tokens_per_step()), model_flops,
                              costs.hardware(), sim);

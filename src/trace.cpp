@@ -150,7 +150,12 @@ nlohmann::json pipeline_chrome_trace(const PipelineSimulation& sim, const std::s
     }
   }
   // Sends cross ranks only when there is more than one (simulate_pipeline's rule).
-  const double send_s = P > 1 ? sim.spec.send_s : 0.0;
+  // Between chunks c and c + 1 over link c mod P.
+  const auto send_s = [&](int c) {
+    if (P == 1) return 0.0;
+    return sim.spec.link_send_s.empty() ? sim.spec.send_s
+                                        : sim.spec.link_send_s[static_cast<std::size_t>(c % P)];
+  };
 
   json events = json::array();
   for (const StageResult& stage : sim.result.stages) {
@@ -213,7 +218,7 @@ nlohmann::json pipeline_chrome_trace(const PipelineSimulation& sim, const std::s
       auto send = [&](const std::string& what, int to) {
         events.push_back(span_event(fmt::format("send {} chunk {}->{} mb {}", what, c, to, m),
                                     "send", pid, thread_of("send " + what), action.end_s,
-                                    action.end_s + send_s, where));
+                                    action.end_s + send_s(std::min(c, to)), where));
       };
       auto emit = [&](const Task& task, double start_s, double end_s) {
         json args = where;

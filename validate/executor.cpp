@@ -901,7 +901,7 @@ ReplayMesh replay_mesh(const ScheduleFile& schedule, int rank, int world_size, b
                                 job.pp),
                     "tune the job again: a pipelined job is written as a version 2 schedule");
   }
-  // pp is the outermost mesh dimension (torchtitan; pipeline_send_group): every stage has
+  // pp is the outermost mesh dimension (torchtitan; pipeline_link_groups): every stage has
   // the same [dp_replicate, dp_shard, tp] mesh, adjacent stages dp_replicate * dp_shard * tp
   // ranks apart.
   const std::int64_t others = job.pp * job.dp_replicate * job.tp;  // not scaled down

@@ -47,7 +47,7 @@ namespace fsdptune {
 
 // The run's device mesh and this rank's place in it: rank = ((stage * dp_replicate +
 // replica) * dp_shard + shard) * tp + tp_rank (torchtitan's [pp, dp_replicate, dp_shard,
-// tp], tp innermost; pipeline_send_group: adjacent stages dp_replicate * dp_shard * tp
+// tp], tp innermost; pipeline_link_groups: adjacent stages dp_replicate * dp_shard * tp
 // ranks apart).
 struct ReplayMesh {
   int pp = 1;  // pipeline stages

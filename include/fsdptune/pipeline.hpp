@@ -67,6 +67,10 @@ struct PipelineSpec {
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
   std::vector<ChunkTimes> chunks;  // P * V, in model order
   double send_s = 0;  // point-to-point send of one microbatch's activation (or its gradient)
+  // The send over each link, link r joining ranks r and (r + 1) mod P
+  // (pipeline_link_send_seconds): a send from chunk c to c + 1 or back takes
+  // link_send_s[c mod P]. Empty: send_s over every link.
+  std::vector<double> link_send_s;
   // The caching allocator's inflation of transient memory (SimOptions::
   // allocator_fragmentation): applied to the activations in flight and the accumulated
   // gradients when a stage's reserved peak is estimated (chunk_base_reserved_bytes).
@@ -303,7 +307,12 @@ PipelineSimulation simulate_pipelined_programs(const Workload& workload,
 // in after the chunks (for callers that compose a PipelineSpec themselves, e.g. the sweep).
 // `tokens_per_step` and `model_flops_per_step` are the whole job's per DP rank
 // (Workload::tokens_per_step, Workload::model_flops_per_step).
+// The send over each link (pipeline_link_groups), and the slowest link's (the `send_s`
+// that schedules and reports quote).
+std::vector<double> pipeline_link_send_seconds(const Workload& workload, const CostModel& costs);
 double pipeline_send_seconds(const Workload& workload, const CostModel& costs);
+// Sets spec.link_send_s and spec.send_s (the slowest link's) for `workload`.
+void set_pipeline_sends(const Workload& workload, const CostModel& costs, PipelineSpec& spec);
 // The bytes of that send (what send_s is priced from and the executor sends): one
 // microbatch's activation of b*s/tp tokens (sequence parallelism: each TP rank holds its
 // part) of `dim` in the activation dtype (the job's param dtype). Implemented in the core.
@@ -322,8 +331,12 @@ std::int64_t largest_stage_peak_bytes(const PipelineResult& result);
 // The largest stage reserved peak, bytes (what pipeline_fits compares with the limit).
 std::int64_t largest_stage_reserved_bytes(const PipelineResult& result);
 
-// Point-to-point group between adjacent stages: pp is the outermost mesh dimension
-// (torchtitan), so they are dp_replicate * dp_shard * tp ranks apart.
-CommGroup pipeline_send_group(const JobSpec& job);
+// Point-to-point groups of the pipeline's links, link r joining pipeline ranks r and
+// (r + 1) mod pp (the last closes the interleaved loop; pp 2 has the one pair twice): pp is
+// the outermost mesh dimension (torchtitan), so adjacent stages are dp_replicate *
+// dp_shard * tp ranks apart, and a link is within a node only when every pair of its
+// ranks is (with stages narrower than a node some links cross a node boundary and others
+// not: 16 GPUs of 8 per node as pp 4 x 4 cross between stages 1 and 2 and 3 and 0).
+std::vector<CommGroup> pipeline_link_groups(const JobSpec& job);
 
 }  // namespace fsdptune

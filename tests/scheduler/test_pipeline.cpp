@@ -142,6 +142,40 @@ TEST_CASE("a stage's reserved peak inflates its activations in flight and accumu
   CHECK_FALSE(pipeline_fits(result, 4649));
 }
 
+TEST_CASE("pipeline sends cross a node boundary link by link", "[pipeline]") {
+  // Found probing: one send time served every link, within a node whenever the stage
+  // stride (dp_replicate x dp_shard x tp) was narrower than a node.
+  JobSpec job;
+  job.gpus_per_node = 8;
+  job.pp = 4;
+  job.dp_shard = 4;  // stride 4: stages {0-3}, {4-7} | {8-11}, {12-15}
+  const std::vector<CommGroup> mixed = pipeline_link_groups(job);
+  REQUIRE(mixed.size() == 4);
+  CHECK(mixed[0] == CommGroup{2, 2});  // 0-3 <-> 4-7, one node
+  CHECK(mixed[1] == CommGroup{2, 1});  // 4-7 <-> 8-11, across
+  CHECK(mixed[2] == CommGroup{2, 2});  // 8-11 <-> 12-15, one node
+  CHECK(mixed[3] == CommGroup{2, 1});  // 12-15 <-> 0-3, the interleaved loop, across
+  job.dp_shard = 8;                    // a stage per node: every link crosses
+  for (const CommGroup& group : pipeline_link_groups(job)) CHECK(group == CommGroup{2, 1});
+  job.dp_shard = 2;  // the whole pipeline in one node: none does
+  for (const CommGroup& group : pipeline_link_groups(job)) CHECK(group == CommGroup{2, 2});
+  job.dp_shard = 3;  // stages straddling a node: {0-2}, {3-5} | ... 6-8 crosses rank 8
+  job.tp = 1;
+  const std::vector<CommGroup> straddling = pipeline_link_groups(job);
+  CHECK(straddling[0] == CommGroup{2, 2});  // 0-2 <-> 3-5
+  CHECK(straddling[1] == CommGroup{2, 1});  // 3-5 <-> 6-8: 5 -> 8 crosses
+  CHECK(straddling[2] == CommGroup{2, 1});  // 6-8 <-> 9-11: 6 -> 9 crosses
+
+  // The simulation takes each link's time: a send from chunk c to c + 1 over link c mod P.
+  PipelineSpec spec = uniform_spec(4, 1, 1, PipelineSchedule::k1F1B, 1.0, 2.0);
+  spec.link_send_s = {0.0, 0.5, 0.0, 0.0};
+  spec.send_s = 0.5;
+  const PipelineResult result = simulate_pipeline(spec);
+  // One microbatch: 4 forwards (1 s) and 4 backwards (2 s) in a row plus the one slow link
+  // both ways.
+  CHECK(result.step_time_s == Approx(4 * 3.0 + 2 * 0.5));
+}
+
 TEST_CASE("every schedule runs every action once, in dependency order", "[pipeline]") {
   struct Case {
     int P, V, M;
