@@ -259,14 +259,22 @@ std::int64_t forward_phase_held_bytes(const Program& program) {
   return held;
 }
 
-// chunk_times with the units' standalone compute (+ TP) seconds from `unit_seconds(u)`:
-// {forward, recompute + backward}.
+// A unit's standalone seconds: compute (+ TP) forward, recompute + backward, and one
+// microbatch's gradient accumulation (0 without microbatches).
+struct UnitTimes {
+  double forward_s = 0;
+  double backward_s = 0;
+  double accumulate_s = 0;
+};
+
+// chunk_times with the units' seconds from `unit_seconds(u)` (UnitTimes).
 template <typename UnitSeconds>
 ChunkTimes chunk_times_with(const Workload& chunk, const Program& program, const SimResult& result,
                             bool keep_gathered, const UnitSeconds& unit_seconds) {
   const JobSpec& job = chunk.job;
   FSDPTUNE_CHECK(result.timings.size() == program.tasks.size(), "chunk_times needs timings");
   ChunkTimes times;
+  double accumulate_s = 0;
   double forward_end = 0, backward_end = 0;
   for (const Task& task : program.tasks) {
     const TaskTiming& timing = result.timings[task.id];
@@ -288,9 +296,12 @@ ChunkTimes chunk_times_with(const Workload& chunk, const Program& program, const
     const Unit& unit = chunk.units[u];
     times.activation_bytes += unit.saved_activation_bytes;
     if (!keep_gathered) continue;
-    const auto [forward_s, backward_s] = unit_seconds(u);
-    times.forward_s += forward_s;
-    times.backward_s += backward_s;
+    const UnitTimes seconds = unit_seconds(u);
+    times.forward_s += seconds.forward_s;
+    times.backward_s += seconds.backward_s;
+    // Each backward adds its gradient into the accumulated one (the last before its
+    // reduce-scatter), as FSDP2 does with gradient sync off and the executor replays it.
+    if (job.microbatches > 1) accumulate_s += seconds.accumulate_s;
     // Unsharded gradients held from the first backward to the reduce-scatters when
     // microbatches accumulate, in the reduce dtype: FSDP2 casts a parameter's unsharded
     // gradient to reduce_dtype before accumulating into it when the two differ
@@ -302,6 +313,11 @@ ChunkTimes chunk_times_with(const Workload& chunk, const Program& program, const
     }
   }
   times.accumulates = keep_gathered && job.microbatches > 1;
+  if (times.accumulates) {
+    times.accumulate_s = accumulate_s;
+    times.backward_s += accumulate_s;
+    times.last_backward_s += accumulate_s;
+  }
   if (!keep_gathered) {
     // Every microbatch runs the whole Program: its gathers, its compute, its
     // reduce-scatters (their exposed part, the tail less the optimizer, waited for after
@@ -326,17 +342,20 @@ ChunkTimes chunk_times(const Workload& chunk, const Program& program, const SimR
   const bool async_tp = chunk.job.async_tp;
   return chunk_times_with(chunk, program, result, keep_gathered, [&](std::size_t u) {
     const Unit& unit = chunk.units[u];
-    return std::pair<double, double>{tp_ops_seconds(unit.forward_ops, async_tp, costs),
-                                     tp_ops_seconds(unit.recompute_ops, async_tp, costs) +
-                                         tp_ops_seconds(unit.backward_ops, async_tp, costs)};
+    return UnitTimes{tp_ops_seconds(unit.forward_ops, async_tp, costs),
+                     tp_ops_seconds(unit.recompute_ops, async_tp, costs) +
+                         tp_ops_seconds(unit.backward_ops, async_tp, costs),
+                     chunk.job.microbatches > 1
+                         ? costs.compute(gradient_accumulation_op(unit, chunk.job)).seconds
+                         : 0.0};
   });
 }
 
 ChunkTimes chunk_times(const Workload& chunk, const Program& program, const SimResult& result,
                        bool keep_gathered, const ComputeCosts& compute) {
   return chunk_times_with(chunk, program, result, keep_gathered, [&](std::size_t u) {
-    return std::pair<double, double>{compute.forward_s[u],
-                                     compute.recompute_s[u] + compute.backward_s[u]};
+    return UnitTimes{compute.forward_s[u], compute.recompute_s[u] + compute.backward_s[u],
+                     compute.accumulate_s[u]};
   });
 }
 

@@ -1046,6 +1046,8 @@ ComputeCosts compute_costs(const Workload& workload, const CostModel& costs) {
     out.forward_s.push_back(sum(unit.forward_ops));
     out.recompute_s.push_back(sum(unit.recompute_ops));
     out.backward_s.push_back(sum(unit.backward_ops));
+    out.accumulate_s.push_back(
+        workload.job.microbatches > 1 ? sum({gradient_accumulation_op(unit, workload.job)}) : 0.0);
   }
   out.optimizer_s = sum(workload.optimizer_ops);
   return out;

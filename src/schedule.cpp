@@ -824,6 +824,8 @@ json chunk_times_to_json(const ChunkTimes& times, const json& retired) {
   // Not 0 wherever the chunk has an optimizer; absent before 2026-12-02 but for several
   // pipeline steps (such a file writes back as it was).
   if (times.optimizer_s > 0) out["optimizer_s"] = times.optimizer_s;
+  // Only where the chunk accumulates (since 2026-12-03; absent, 0: files of before).
+  if (times.accumulate_s > 0) out["accumulate_s"] = times.accumulate_s;
   out.update(retired);
   return out;
 }
@@ -838,6 +840,7 @@ ChunkTimes chunk_times_from_json(const Fields& fields) {
   times.last_backward_s = fields.seconds("last_backward_s");
   times.tail_s = fields.seconds("tail_s");
   if (fields.has("optimizer_s")) times.optimizer_s = fields.seconds("optimizer_s");
+  if (fields.has("accumulate_s")) times.accumulate_s = fields.seconds("accumulate_s");
   times.activation_bytes = fields.bytes("activation_bytes");
   times.base_peak_allocated_bytes = fields.bytes("base_peak_allocated_bytes");
   times.base_peak_reserved_bytes = fields.bytes("base_peak_reserved_bytes");
@@ -1521,7 +1524,10 @@ PlanSummary pipeline_summary(const PipelineSimulation& sim, const std::string& p
         if (task.kind == TaskKind::kOptimizer) optimizer_s += task.duration_s;
       }
       const double runs = sim.chunk_keep_gathered[c] ? steps : microbatches;
-      summary.compute_s += (chunk.compute_s - optimizer_s) * runs + optimizer_s +
+      // The Program's runs add the accumulation of their backward (the last microbatch's,
+      // before its reduce-scatters; the others' is in backward_s).
+      summary.compute_s += (chunk.compute_s - optimizer_s + times.accumulate_s) * runs +
+                           optimizer_s +
                            (microbatches - runs) * (times.forward_s + times.backward_s);
       summary.comm_s += chunk.comm_s * runs;
       summary.exposed_comm_s += chunk.exposed_comm_s * runs;

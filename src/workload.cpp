@@ -738,6 +738,22 @@ std::int64_t Unit::gradient_bytes() const {
   return total;
 }
 
+Op gradient_accumulation_op(const Unit& unit, const JobSpec& job) {
+  std::int64_t bytes = 0;
+  for (const Param& p : unit.params) {
+    bytes += p.padded_numel *
+             (bytes_per_element(job.param_dtype) + 2 * bytes_per_element(p.reduce_dtype));
+  }
+  Op op;
+  op.kind = OpKind::kMemoryBound;
+  op.name = unit.name + ".grad_accumulate";
+  op.memory_op = "grad_accumulate";
+  op.dtype = job.reduce_dtype;
+  op.backward = true;
+  op.bytes = bytes;
+  return op;
+}
+
 std::int64_t Workload::persistent_state_bytes() const {
   // fp32 master parameter, fp32 gradient, AdamW exp_avg and exp_avg_sq: 4 x 4 bytes.
   std::int64_t shard_elements = 0;

@@ -49,6 +49,10 @@ struct ChunkTimes {
   // for them: the rank's next action starts tail_s - optimizer_s after its end at the
   // earliest (reduce_scatter_wait_s).
   double optimizer_s = 0;
+  // Kept gathered over M > 1 microbatches: each backward's accumulation of its gradients
+  // into the unsharded ones (gradient_accumulation_op), included in backward_s and
+  // last_backward_s; 0 otherwise.
+  double accumulate_s = 0;
   bool operator==(const ChunkTimes&) const = default;
 };
 

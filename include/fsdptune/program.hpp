@@ -122,6 +122,9 @@ Program lower(const Workload& workload, const Plan& plan, const CostModel& costs
 // Program::cost_queries/cost_fallbacks come out the same either way.
 struct ComputeCosts {
   std::vector<double> forward_s, recompute_s, backward_s;  // per unit
+  // Per unit, with microbatches > 1: one microbatch's gradient accumulation
+  // (gradient_accumulation_op), what a chunk kept gathered adds to each backward; else 0.
+  std::vector<double> accumulate_s;
   double optimizer_s = 0;
   int queries = 0;
   int fallbacks = 0;

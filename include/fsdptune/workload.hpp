@@ -205,6 +205,13 @@ Workload build_workload(const ModelSpec& model, const JobSpec& job);
 // `name` is "attention_fwd" or "attention_bwd". What `fsdptune cost --attention` prices.
 Op attention_op_of(const AttentionShape& shape, DType dtype, bool backward);
 
+// One microbatch's gradient of `unit` added into the unsharded gradients accumulated over
+// microbatches (FSDP2 with gradient sync off: FSDPParam.accumulate_unsharded_grad_if_needed
+// adds the param-dtype gradient into one in the reduce dtype; autograd's own += when the
+// two are equal): memory-bound, `grad_accumulate`, reading the new gradient (param dtype)
+// and reading and writing the accumulated one (reduce dtype), per padded element.
+Op gradient_accumulation_op(const Unit& unit, const JobSpec& job);
+
 nlohmann::json workload_to_json(const Workload& workload);  // for `fsdptune workload --json`
 // Reads workload_to_json's output back (derived totals are ignored). Throws
 // Error(kBadInput) naming `source` and the field.

@@ -467,14 +467,18 @@ TEST_CASE("simulate --pp: every stage of the FSDP 8 x TP 8 x PP 8 mesh", "[cli][
   CHECK(json["bubble_fraction"].get<double>() > 0);
   CHECK(json.at("chunks").size() == 8);
   // Interleaved: 16 chunks (16 blocks + 1 + 1 effective layers: chunk 1 takes two
-  // blocks, the last chunk norm+output alone), a smaller bubble.
+  // blocks, the last chunk norm+output alone); rank r holds 2 (P - r - 1) + (V - 1) P + 1
+  // chunk-microbatches in flight, at most V M. (Its bubble is no smaller here: at 512
+  // tokens per microbatch its twice as many cross-node sends outweigh what it saves.)
   const auto interleaved = run_fsdptune(
       "simulate " + kPipelineJob + " --pp-schedule interleaved-1f1b --virtual-stages 2 --json");
   INFO(interleaved.err);
   REQUIRE(interleaved.exit_code == 0);
   const auto ijson = nlohmann::json::parse(interleaved.out);
   CHECK(ijson.at("chunks").size() == 16);
-  CHECK(ijson["bubble_fraction"].get<double>() < json["bubble_fraction"].get<double>());
+  CHECK(ijson["stages"][0]["max_in_flight"] == 16);
+  CHECK(ijson["stages"][4]["max_in_flight"] == 15);
+  CHECK(ijson["stages"][7]["max_in_flight"] == 9);
   // The text form names the schedule and prints the stage table.
   const auto text = run_fsdptune("simulate " + kPipelineJob);
   REQUIRE(text.exit_code == 0);
@@ -526,7 +530,8 @@ TEST_CASE("simulate --plan with a schedule of the even split names the split fla
   // With them, or without any job flags, it replays to one step time: its prediction but
   // for the optimizers, which an interleaved rank steps after its last action since
   // 2026-12-03 (before, a chunk's beside the rank's other chunks' backwards): 1.7225 ms,
-  // stored 1.7112 ms.
+  // stored 1.7112 ms; and, since later that day, each backward's accumulation of its
+  // gradients into the unsharded fp32 ones (gradient_accumulation_op): 1.8107 ms.
   const double predicted = fsdptune::read_json_file(old)["predicted"]["step_time_s"].get<double>();
   std::vector<double> replayed;
   for (const std::string& command : {on_its_spec, "simulate --json --plan " + old}) {
@@ -537,7 +542,7 @@ TEST_CASE("simulate --plan with a schedule of the even split names the split fla
   }
   CHECK(replayed[0] == replayed[1]);
   CHECK(replayed[0] > predicted);
-  CHECK(replayed[0] < predicted * 1.01);
+  CHECK(replayed[0] < predicted * 1.07);
 }
 
 TEST_CASE("simulate and tune --pp-chunk-blocks: the blocks of each stage given, replayed",

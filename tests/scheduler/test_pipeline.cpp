@@ -551,7 +551,8 @@ TEST_CASE("pipeline summary: the slowest stage's time and the peak stage's memor
     // One chunk per stage (pp 2, no interleaving): chunk r runs on rank r. Re-gathering
     // per microbatch pays the chunk's exposed collectives 4 times, keeping them gathered
     // once; re-gathered, the compute is 4 times the Program's (the optimizer once), kept,
-    // the Program's once and 3 more microbatches at their standalone forward + backward.
+    // the Program's once with its gradient accumulation and 3 more microbatches at their
+    // standalone forward + backward (their accumulation included).
     const SimResult& chunk = sim.chunk_results[static_cast<std::size_t>(slowest)];
     const ChunkTimes& times = sim.spec.chunks[static_cast<std::size_t>(slowest)];
     CAPTURE(keep);
@@ -559,8 +560,9 @@ TEST_CASE("pipeline summary: the slowest stage's time and the peak stage's memor
     CHECK(summary.comm_s == Approx(chunk.comm_s * (keep ? 1 : 4)));
     CHECK(summary.exposed_comm_s > 0);
     if (keep) {
-      CHECK(summary.compute_s ==
-            Approx(chunk.compute_s + 3 * (times.forward_s + times.backward_s)));
+      CHECK(times.accumulate_s > 0);
+      CHECK(summary.compute_s == Approx(chunk.compute_s + times.accumulate_s +
+                                        3 * (times.forward_s + times.backward_s)));
     } else {
       CHECK(summary.compute_s > 3 * chunk.compute_s);
       CHECK(summary.compute_s < 4 * chunk.compute_s);
@@ -1193,4 +1195,41 @@ TEST_CASE("the sweep tunes in parallel to the same result, and its figures are t
   tuner_options.max_evaluations = options.tune_evaluations;
   tuner_options.memory_limit_bytes = one.memory_limit_bytes;
   CHECK(tune_configuration(build_workload(model, winner.job), *costs, tuner_options) == search);
+}
+
+TEST_CASE("a chunk kept gathered pays each backward's gradient accumulation", "[pipeline]") {
+  // Found probing: gradients accumulated over microbatches cost memory but no time, though
+  // FSDP2 adds each microbatch's bf16 gradient into the fp32 unsharded one (read 2, read
+  // and write 4: 10 bytes per element) and the executor replays it.
+  const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
+  const Workload workload = tiny_pipelined(2, 4, PipelineSchedule::k1F1B, 1);
+  const Unit& block = workload.units[1];
+  const Op op = gradient_accumulation_op(block, workload.job);
+  CHECK(op.kind == OpKind::kMemoryBound);
+  CHECK(op.memory_op == "grad_accumulate");
+  CHECK(op.bytes == block.padded_numel() * (2 + 2 * 4));
+  const std::vector<Plan> plans = {
+      fsdp2_plan(chunk_workload(workload, pipeline_chunks(workload)[0])),
+      fsdp2_plan(chunk_workload(workload, pipeline_chunks(workload)[1]))};
+  const PipelineSimulation kept = simulate_pipelined_plans(workload, *costs, plans, {true, true});
+  const PipelineSimulation regathered =
+      simulate_pipelined_plans(workload, *costs, plans, {false, false});
+  for (std::size_t c = 0; c < 2; ++c) {
+    const Workload& chunk = kept.chunk_workloads[c];
+    double expected = 0;
+    for (const Unit& unit : chunk.units) {
+      expected += costs->compute(gradient_accumulation_op(unit, chunk.job)).seconds;
+    }
+    const ChunkTimes& times = kept.spec.chunks[c];
+    CHECK(times.accumulate_s == Approx(expected));
+    // In every backward: the Program's last one and the standalone others.
+    const ComputeCosts compute = compute_costs(chunk, *costs);
+    double standalone = 0;
+    for (std::size_t u = 0; u < chunk.units.size(); ++u) {
+      standalone += compute.recompute_s[u] + compute.backward_s[u];
+    }
+    CHECK(times.backward_s == Approx(standalone + expected));
+    // Re-gathered, every microbatch reduce-scatters its own: nothing accumulates unsharded.
+    CHECK(regathered.spec.chunks[c].accumulate_s == 0);
+  }
 }
