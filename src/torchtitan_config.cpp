@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -497,9 +498,39 @@ std::size_t edit_distance(const std::string& a, const std::string& b, std::size_
 }
 
 // {"[table] key", nearest} for each key of a read table that fsdptune does not read and
-// that is within two edits of one it does.
+// that is within two edits of one it does, or that it reads from another table ({"[table]
+// key", "[other] key"}); {"[table]", "[nearest]"} for a top-level table it does not read
+// within two edits of one it does (found probing: `[paralelism]`, `[training]
+// pipeline_parallel_degree` and `[parallelism] seq_len` were ignored without a word).
 std::vector<std::pair<std::string, std::string>> near_miss_keys(const toml::value& root) {
   std::vector<std::pair<std::string, std::string>> found;
+  std::vector<std::string> top_tables;
+  for (const auto& [table, keys] : read_keys()) {
+    const std::string top = table.substr(0, table.find('.'));
+    if (std::find(top_tables.begin(), top_tables.end(), top) == top_tables.end()) {
+      top_tables.push_back(top);
+    }
+  }
+  for (const auto& [name, value] : root.as_table()) {
+    if (!value.is_table() || name.size() < 4 ||
+        std::find(top_tables.begin(), top_tables.end(), name) != top_tables.end()) {
+      continue;
+    }
+    for (const std::string& known : top_tables) {
+      if (edit_distance(name, known, 2) <= 2) {
+        found.emplace_back(fmt::format("[{}]", name), fmt::format("[{}]", known));
+        break;
+      }
+    }
+  }
+  // The table that reads `key`, other than `table`, if any.
+  const auto read_elsewhere = [](const std::string& table,
+                                 const std::string& key) -> std::optional<std::string> {
+    for (const auto& [other, keys] : read_keys()) {
+      if (other != table && std::find(keys.begin(), keys.end(), key) != keys.end()) return other;
+    }
+    return std::nullopt;
+  };
   for (const auto& [table, keys] : read_keys()) {
     const toml::value* at = &root;
     std::size_t from = 0;
@@ -512,6 +543,10 @@ std::vector<std::pair<std::string, std::string>> near_miss_keys(const toml::valu
     if (at == nullptr || !at->is_table()) continue;
     for (const auto& [key, value] : at->as_table()) {
       if (key.size() < 4 || std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
+      if (const auto other = read_elsewhere(table, key)) {
+        found.emplace_back(fmt::format("[{}] {}", table, key), fmt::format("[{}] {}", *other, key));
+        continue;
+      }
       for (const std::string& known : keys) {
         if (edit_distance(key, known, 2) <= 2) {
           found.emplace_back(fmt::format("[{}] {}", table, key), known);
@@ -1096,10 +1131,10 @@ Execution torchtitan_execution(const TorchtitanConfig& config) {
 std::vector<std::string> torchtitan_notes(const TorchtitanConfig& c) {
   std::vector<std::string> notes;
   for (const auto& [key, known] : c.near_miss_keys) {
-    notes.push_back(
-        fmt::format("{}: {} is not a key fsdptune reads (did you mean {}? newer "
-                    "torchtitan refuses unknown keys); ignored",
-                    c.source, key, known));
+    notes.push_back(fmt::format(
+        "{}: {} is not {} (did you mean {}? newer torchtitan refuses unknown "
+        "keys); ignored",
+        c.source, key, key.ends_with(']') ? "a table fsdptune reads" : "read there", known));
   }
   // Under PP torchtitan's default is already never to reshard, as fsdptune models it.
   if (c.reshard_after_forward == "always" || (c.reshard_after_forward == "never" && c.pp == 1)) {
@@ -1163,8 +1198,29 @@ std::string torchtitan_without_fsdp_note(const JobSpec& job) {
       data_parallel, to_string(job.param_dtype));
 }
 
-std::string torchtitan_config_toml(const std::string& model_name, const ModelSpec& model,
+namespace {
+
+// `text` for a TOML comment: its control characters (a newline would end the comment and
+// start TOML of the text's own, found probing a --model path with newlines) as \xNN.
+std::string comment_text(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      out += fmt::format("\\x{:02x}", byte);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string torchtitan_config_toml(const std::string& model_name_given, const ModelSpec& model,
                                    const JobSpec& job) {
+  // Only in comments and compared with the flavors' names.
+  const std::string model_name = comment_text(model_name_given);
   std::string text = fmt::format(
       "# torchtitan train config written by fsdptune: {} on {} GPUs ({} per node;\n"
       "# torchtitan takes the world size and the node size from the launcher). The tables\n"

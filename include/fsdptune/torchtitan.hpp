@@ -23,8 +23,11 @@ namespace fsdptune {
 struct TorchtitanConfig {
   std::string source;  // the file, as errors name it
   // Keys of the tables fsdptune reads that it does not read but that are within two edits
-  // of one it does ("tensor_paralel_degree"), each {"[table] key", the key it resembles}:
-  // a typo torchtitan's newer config refuses, which fsdptune would otherwise ignore.
+  // of one it does ("tensor_paralel_degree"), each {"[table] key", the key it resembles},
+  // or that it reads from another table ({"[training] pipeline_parallel_degree",
+  // "[parallelism] pipeline_parallel_degree"}), and top-level tables within two edits of
+  // one it reads ({"[paralelism]", "[parallelism]"}): a typo torchtitan's newer config
+  // refuses, which fsdptune would otherwise ignore.
   std::vector<std::pair<std::string, std::string>> near_miss_keys;
 
   // [model]

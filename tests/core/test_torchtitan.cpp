@@ -493,6 +493,12 @@ TEST_CASE("torchtitan: a global batch of several local steps is gradient accumul
   INFO(text);
   CHECK_THAT(text, Catch::Contains("local_batch_size = 2\nglobal_batch_size = 64"));
   CHECK(torchtitan_job(torchtitan_config_from_toml(text, "written.toml"), model) == job);
+  // A model named by a path with newlines stays in its comment (found probing: the lines
+  // after each newline were written as TOML of their own, a [parallelism] table among them).
+  const std::string injected =
+      torchtitan_config_toml("m\n[parallelism]\ntensor_parallel_degree = 4\n#.json", model, job);
+  CHECK_THAT(injected, Catch::Contains("m\\x0a[parallelism]\\x0atensor_parallel_degree = 4"));
+  CHECK(torchtitan_job(torchtitan_config_from_toml(injected, "written.toml"), model) == job);
   // Under PP the local batch holds the step's microbatches and no global batch is written.
   const JobSpec staged_job = job_8b(kOpAc + pp2 + batch);
   const std::string staged_text = torchtitan_config_toml("llama3-8b", model, staged_job);
@@ -1008,8 +1014,15 @@ TEST_CASE("torchtitan: a near-miss of a key fsdptune reads is noted, not silentl
                           {"[parallelism] tensor_paralel_degree", "tensor_parallel_degree"}});
   const std::vector<std::string> notes = torchtitan_notes(typo);
   REQUIRE(notes.size() == 3);
-  CHECK_THAT(notes[2], Catch::Contains("train.toml: [parallelism] tensor_paralel_degree is not a "
-                                       "key fsdptune reads (did you mean tensor_parallel_degree?"));
+  CHECK_THAT(notes[2], Catch::Contains("train.toml: [parallelism] tensor_paralel_degree is not "
+                                       "read there (did you mean tensor_parallel_degree?"));
+  // A misspelt table and keys in a table that does not read them (found probing: ignored).
+  CHECK(parse("[paralelism]\ntensor_parallel_degree = 2\n[training]\npipeline_parallel_degree = "
+              "2\n[parallelism]\nseq_len = 4096\n")
+            .near_miss_keys == std::vector<Miss>{{"[paralelism]", "[parallelism]"},
+                                                 {"[parallelism] seq_len", "[training] seq_len"},
+                                                 {"[training] pipeline_parallel_degree",
+                                                  "[parallelism] pipeline_parallel_degree"}});
   // torchtitan's own presets hold no such key.
   for (const char* preset : {"llama3_8b.toml", "llama3_70b_pp.toml", "llama3_405b.toml"}) {
     INFO(preset);
