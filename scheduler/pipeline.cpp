@@ -477,7 +477,11 @@ double pipeline_send_seconds(const Workload& workload, const CostModel& costs) {
 
 void set_pipeline_sends(const Workload& workload, const CostModel& costs, PipelineSpec& spec) {
   spec.link_send_s = pipeline_link_send_seconds(workload, costs);
-  spec.send_s = *std::max_element(spec.link_send_s.begin(), spec.link_send_s.end());
+  // One stage sends nothing (simulate_pipeline's rule; `send_s` was the price of a send no
+  // job makes).
+  spec.send_s = workload.job.pp > 1
+                    ? *std::max_element(spec.link_send_s.begin(), spec.link_send_s.end())
+                    : 0.0;
 }
 
 void fill_pipeline_throughput(const JobSpec& job, double tokens_per_step,

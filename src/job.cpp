@@ -483,7 +483,8 @@ std::string dp_shard_text(std::int64_t dp_shard, std::int64_t cp) {
 }
 
 std::string microbatches_text(const JobSpec& job) {
-  std::string text = fmt::format("{} microbatches", job.microbatches);
+  std::string text =
+      fmt::format("{} microbatch{}", job.microbatches, job.microbatches == 1 ? "" : "es");
   if (job.pipeline_steps > 1) text += fmt::format(" x {} pipeline steps", job.pipeline_steps);
   return text;
 }

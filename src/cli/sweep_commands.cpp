@@ -570,9 +570,13 @@ void run_pipeline(const PipelineCliOptions& o) {
              job.virtual_stages > 1 ? fmt::format(" ({} virtual stages)", job.virtual_stages) : "");
   fmt::print("fsdp2 per chunk, parameters {}\n",
              keep ? "kept gathered across microbatches" : "re-gathered every microbatch");
-  fmt::print("step time {}   tokens/s/GPU {:.1f}   MFU {:.1f}%   bubble {:.1f}%   send {}\n\n",
+  // Without a pipeline nothing is sent (and there is no bubble to speak of).
+  fmt::print("step time {}   tokens/s/GPU {:.1f}   MFU {:.1f}%{}\n\n",
              format_seconds(sim.result.step_time_s), sim.tokens_per_s_per_gpu, 100.0 * sim.mfu,
-             100.0 * sim.result.bubble_fraction, format_seconds(sim.spec.send_s));
+             job.pp > 1
+                 ? fmt::format("   bubble {:.1f}%   send {}", 100.0 * sim.result.bubble_fraction,
+                               format_seconds(sim.spec.send_s))
+                 : std::string());
   fmt::print("{:>5} {:<28} {:>11} {:>11} {:>9} {:>12} {:>12}  {}\n", "stage", "units", "busy",
              "end", "in flight", "peak alloc", "peak reserv", "fits");
   for (const StageResult& stage : sim.result.stages) {

@@ -498,6 +498,8 @@ TEST_CASE("gradient accumulation on one stage: FSDP2 re-gathers every microbatch
   CHECK(default_keep_gathered(staged));
   const PipelineSimulation regathered = simulate_pipelined_job(four, *costs, fsdp2);
   REQUIRE(regathered.chunk_keep_gathered == std::vector<bool>{false});
+  // One stage sends nothing (its `send_s` was the price of a send no job makes).
+  CHECK(regathered.spec.send_s == 0);
   // Kept gathered (the tuner's other choice): the gathers and reduce-scatters are paid once,
   // so M times the tokens take less than M times the time, and less than re-gathering.
   const std::vector<Plan> plans{fsdp2_plan(four)};
