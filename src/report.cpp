@@ -181,10 +181,8 @@ PlanSummary plan_summary_from_json(const nlohmann::json& json, const std::string
 // --- Text ------------------------------------------------------------------------------
 
 std::string schedule_heading(const ScheduleReport& schedule) {
-  return fmt::format("{}: {} on {} x {} (dp_shard {}, batch {} x {} tokens{}), limit {}",
-                     schedule.source, schedule.model, schedule.gpus, schedule.hardware,
-                     dp_shard_text(schedule.dp_shard, schedule.cp), schedule.local_batch,
-                     schedule.seq_len, execution_suffix(schedule.execution),
+  return fmt::format("{}: {} on {} x {} ({}), limit {}", schedule.source, schedule.model,
+                     schedule.gpus, schedule.hardware, report_detail::job_text(schedule),
                      format_bytes(schedule.memory_limit_bytes));
 }
 
@@ -294,6 +292,16 @@ namespace report_detail {
 // The JSON keys are the Program's own category names (program.hpp), so a report's JSON and
 // a schedule's memory timeline use one vocabulary.
 std::string category_key(MemoryCategory category) { return to_string(category); }
+
+std::string job_text(const ScheduleReport& schedule) {
+  std::string text = "dp_shard " + dp_shard_text(schedule.dp_shard, schedule.cp);
+  if (schedule.dp_replicate != 1) text += fmt::format(", dp_replicate {}", schedule.dp_replicate);
+  if (schedule.tp != 1) text += fmt::format(", tp {}", schedule.tp);
+  text += fmt::format(", batch {} x {} tokens, AC {}", schedule.local_batch, schedule.seq_len,
+                      to_string(schedule.ac));
+  if (schedule.float8) text += ", float8";
+  return text + execution_suffix(schedule.execution);
+}
 
 std::string category_title(MemoryCategory category) {
   switch (category) {
@@ -432,6 +440,10 @@ Report summarize_report(const std::vector<ReportEntry>& entries, const ReportOpt
     schedule.gpus = file.job.gpus;
     schedule.dp_shard = file.job.dp_shard;
     schedule.cp = file.job.cp;
+    schedule.tp = file.job.tp;
+    schedule.dp_replicate = file.job.dp_replicate;
+    schedule.ac = file.job.ac;
+    schedule.float8 = file.job.float8;
     schedule.local_batch = file.job.local_batch;
     schedule.seq_len = file.job.seq_len;
     schedule.execution = file.job.execution;
@@ -479,6 +491,11 @@ nlohmann::json report_to_json(const Report& report) {
     s["gpus"] = schedule.gpus;
     s["dp_shard"] = schedule.dp_shard;
     if (schedule.cp != 1) s["cp"] = schedule.cp;  // reports without CP keep their text
+    // Likewise (since 2026-12-03: tokens/s/GPU divides by tp, which the summary lacked).
+    if (schedule.tp != 1) s["tp"] = schedule.tp;
+    if (schedule.dp_replicate != 1) s["dp_replicate"] = schedule.dp_replicate;
+    s["activation_checkpointing"] = to_string(schedule.ac);
+    if (schedule.float8) s["float8"] = true;
     s["local_batch"] = schedule.local_batch;
     s["seq_len"] = schedule.seq_len;
     s["execution"] = to_string(schedule.execution);
@@ -615,6 +632,16 @@ Report report_from_json(const nlohmann::json& json, const std::string& source) {
     schedule.gpus = field<std::int64_t>(s, "gpus", where);
     schedule.dp_shard = field<std::int64_t>(s, "dp_shard", where);
     if (s.contains("cp")) schedule.cp = field<std::int64_t>(s, "cp", where);
+    if (s.contains("tp")) schedule.tp = field<std::int64_t>(s, "tp", where);
+    if (s.contains("dp_replicate")) {
+      schedule.dp_replicate = field<std::int64_t>(s, "dp_replicate", where);
+    }
+    // Absent from reports written before it: none.
+    if (s.contains("activation_checkpointing")) {
+      schedule.ac = ac_from_string(field<std::string>(s, "activation_checkpointing", where),
+                                   where + "/activation_checkpointing");
+    }
+    if (s.contains("float8")) schedule.float8 = field<bool>(s, "float8", where);
     schedule.local_batch = field<std::int64_t>(s, "local_batch", where);
     schedule.seq_len = field<std::int64_t>(s, "seq_len", where);
     // Absent from reports written before it: compiled, as their schedules were.

@@ -1193,10 +1193,9 @@ std::string schedule_section(const Report& report, std::size_t index, const Repo
   out += fmt::format("<h2>[{}] {}: {} on {} x {}</h2>\n", index + 1, escape_xml(schedule.source),
                      escape_xml(schedule.model), schedule.gpus, escape_xml(schedule.hardware));
   out += fmt::format(
-      "<p class=\"meta\">dp_shard {}, local batch {} x {} tokens{}, memory limit {}, {} tasks in "
+      "<p class=\"meta\">{}, memory limit {}, {} tasks in "
       "the program; tool {}, costs from {}</p>\n",
-      escape_xml(dp_shard_text(schedule.dp_shard, schedule.cp)), schedule.local_batch,
-      schedule.seq_len, escape_xml(execution_suffix(schedule.execution)),
+      escape_xml(report_detail::job_text(schedule)),
       escape_xml(format_bytes(schedule.memory_limit_bytes)), schedule.task_count,
       escape_xml(file.provenance.tool), escape_xml(file.provenance.cost_source));
   out += "<div class=\"figures\">\n";

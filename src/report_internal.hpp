@@ -14,6 +14,10 @@ namespace fsdptune::report_detail {
 std::string category_key(MemoryCategory category);
 std::string category_title(MemoryCategory category);
 
+// The schedule's job in a line: "dp_shard 2, dp_replicate 2, tp 2, batch 1 x 128 tokens,
+// AC full, float8" (dp_replicate, tp, float8 and the execution only where they apply).
+std::string job_text(const ScheduleReport& schedule);
+
 // Duration of each task: end - start from `timings` when it has one entry per task, else
 // the standalone cost recorded at lowering.
 std::vector<double> task_durations(const Program& program, const std::vector<TaskTiming>& timings);

@@ -136,6 +136,10 @@ struct ScheduleReport {
   std::int64_t gpus = 0;
   std::int64_t dp_shard = 0;
   std::int64_t cp = 1;  // JobSpec::cp
+  std::int64_t tp = 1;  // JobSpec::tp
+  std::int64_t dp_replicate = 1;
+  ActivationCheckpointing ac = ActivationCheckpointing::kNone;
+  bool float8 = false;
   std::int64_t local_batch = 0;
   std::int64_t seq_len = 0;
   Execution execution = Execution::kCompiled;  // JobSpec::execution

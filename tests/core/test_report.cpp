@@ -216,6 +216,24 @@ TEST_CASE("the report JSON round-trips and names a bad field", "[report]") {
   const Report without_measured = summarize_report(entries(false));
   CHECK(report_from_json(report_to_json(without_measured), "r.json") == without_measured);
 
+  // The mesh beyond dp_shard, AC and float8 (found probing: the summary had no tp, by which
+  // tokens/s/GPU divides): tp and dp_replicate where not 1, float8 where on, AC always;
+  // absent, 1, 1, off and none.
+  CHECK_FALSE(json["schedules"][0].contains("tp"));
+  CHECK(json["schedules"][0]["activation_checkpointing"] == "none");
+  Report meshed = report;
+  meshed.schedules[0].tp = 2;
+  meshed.schedules[0].dp_replicate = 4;
+  meshed.schedules[0].ac = ActivationCheckpointing::kFull;
+  meshed.schedules[0].float8 = true;
+  const nlohmann::json meshed_json = report_to_json(meshed);
+  CHECK(meshed_json["schedules"][0]["tp"] == 2);
+  CHECK(meshed_json["schedules"][0]["dp_replicate"] == 4);
+  CHECK(meshed_json["schedules"][0]["float8"] == true);
+  CHECK(report_from_json(meshed_json, "report.json") == meshed);
+  nlohmann::json before_mesh = json;
+  before_mesh["schedules"][0].erase("activation_checkpointing");
+  CHECK(report_from_json(before_mesh, "report.json") == report);
   // The job's execution: written always, read as compiled when absent (reports of before).
   CHECK(json["schedules"][0]["execution"] == "compiled");
   nlohmann::json old = json;
@@ -232,7 +250,7 @@ TEST_CASE("the report JSON round-trips and names a bad field", "[report]") {
   const Report eager = summarize_report(eager_entries);
   CHECK(report_to_json(eager)["schedules"][0]["execution"] == "eager");
   CHECK(report_from_json(report_to_json(eager), "r.json") == eager);
-  CHECK(render_report_text(eager_entries).find("128 tokens, eager)") != std::string::npos);
+  CHECK(render_report_text(eager_entries).find("128 tokens, AC none, eager)") != std::string::npos);
 
   // A pipelined schedule's stages and a Pareto front round-trip; absent, nothing is written.
   CHECK_FALSE(json["schedules"][0].contains("pipeline"));
@@ -291,7 +309,8 @@ TEST_CASE("Markdown escapes its own characters in names", "[report]") {
 TEST_CASE("terminal table: plans, lower bound, measured", "[report]") {
   const std::string text = render_report_text(entries(true));
   // 16 units = 16/1024 s = 15.625 ms, formatted with two decimals.
-  CHECK(text.find("out/schedule.json: tiny on 8 x h100-sxm") != std::string::npos);
+  CHECK(text.find("out/schedule.json: tiny on 8 x h100-sxm (dp_shard ") != std::string::npos);
+  CHECK(text.find(" tokens, AC none), limit ") != std::string::npos);
   CHECK(text.find("* tuned") != std::string::npos);
   CHECK(text.find("15.62 ms") != std::string::npos);
   // tokens/s/GPU of the tuned plan: 128 tokens / (16/1024 s) = 8192.
