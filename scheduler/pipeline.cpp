@@ -471,8 +471,9 @@ std::vector<double> pipeline_link_send_seconds(const Workload& workload, const C
 }
 
 double pipeline_send_seconds(const Workload& workload, const CostModel& costs) {
-  const std::vector<double> links = pipeline_link_send_seconds(workload, costs);
-  return *std::max_element(links.begin(), links.end());
+  PipelineSpec spec;
+  set_pipeline_sends(workload, costs, spec);
+  return spec.send_s;
 }
 
 void set_pipeline_sends(const Workload& workload, const CostModel& costs, PipelineSpec& spec) {

@@ -312,7 +312,7 @@ PipelineSimulation simulate_pipelined_programs(const Workload& workload,
 // `tokens_per_step` and `model_flops_per_step` are the whole job's per DP rank
 // (Workload::tokens_per_step, Workload::model_flops_per_step).
 // The send over each link (pipeline_link_groups), and the slowest link's (the `send_s`
-// that schedules and reports quote).
+// that schedules and reports quote; 0 for one stage, which sends nothing).
 std::vector<double> pipeline_link_send_seconds(const Workload& workload, const CostModel& costs);
 double pipeline_send_seconds(const Workload& workload, const CostModel& costs);
 // Sets spec.link_send_s and spec.send_s (the slowest link's) for `workload`.
