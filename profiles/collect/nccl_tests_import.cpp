@@ -27,10 +27,14 @@ std::string lowercase(std::string text) {
   return text;
 }
 
+// The whitespace split_whitespace splits on (a line of form feeds alone was not empty
+// trimmed but had no tokens: fuzzing found the first token read from an empty row).
+constexpr const char* kWhitespace = " \t\r\n\v\f";
+
 std::string trim(const std::string& text) {
-  const auto begin = text.find_first_not_of(" \t\r");
+  const auto begin = text.find_first_not_of(kWhitespace);
   if (begin == std::string::npos) return "";
-  const auto end = text.find_last_not_of(" \t\r");
+  const auto end = text.find_last_not_of(kWhitespace);
   return text.substr(begin, end - begin + 1);
 }
 

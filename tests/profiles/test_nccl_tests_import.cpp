@@ -122,6 +122,11 @@ TEST_CASE("bad nccl-tests logs are rejected naming the file", "[nccl-tests]") {
   odd_header.text =
       replace_once(good.text, "   busbw #wrong     time   algbw   busbw #wrong", "   busbw #wrong");
   require_rejected(odd_header, "all_gather_perf_h100x8.log:15", "is not nccl-tests'");
+  // A line of form feeds (whitespace to the row splitter, not to the trim): skipped as a
+  // blank line (fuzzing found the first token of its empty row read).
+  TextSource form_feed = good;
+  form_feed.text = replace_once(good.text, row17 + "\n", row17 + "\n\f\f\n");
+  CHECK(parse_nccl_tests_log(form_feed).points.size() == 12);
   // Older nccl-tests print all_gather without redop and root: 11 columns, read as such.
   TextSource eleven = good;
   eleven.text =
