@@ -488,17 +488,12 @@ void set_pipeline_sends(const Workload& workload, const CostModel& costs, Pipeli
 void fill_pipeline_throughput(const JobSpec& job, double tokens_per_step,
                               double model_flops_per_step, const HardwareSpec& hardware,
                               PipelineSimulation& sim) {
-  if (sim.result.step_time_s <= 0) return;
-  // Tokens: b*s per microbatch per DP rank, shared by its tp * pp GPUs.
-  sim.tokens_per_s_per_gpu =
-      tokens_per_step / static_cast<double>(job.tp * job.pp) / sim.result.step_time_s;
-  const double peak = job.float8 && hardware.peak_fp8_flops_per_s > 0
-                          ? hardware.peak_fp8_flops_per_s
-                          : hardware.peak_bf16_flops_per_s;
   // Op FLOPs are already per TP rank; the stages split the model.
-  if (peak > 0) {
-    sim.mfu = model_flops_per_step / static_cast<double>(job.pp) / (sim.result.step_time_s * peak);
-  }
+  const StepThroughput throughput =
+      step_throughput(job, tokens_per_step, model_flops_per_step / static_cast<double>(job.pp),
+                      hardware, sim.result.step_time_s);
+  sim.tokens_per_s_per_gpu = throughput.tokens_per_s_per_gpu;
+  sim.mfu = throughput.mfu;
 }
 
 PipelineSimulation simulate_pipelined_plans(const Workload& workload, const CostModel& costs,

@@ -301,6 +301,49 @@ void check_fits(const PlanSummary& summary, std::int64_t limit_bytes, const Fiel
   }
 }
 
+// A summary's figures hold together as the simulation wrote them (a hand-edited file was
+// reported as it read: a 1.0 s step at 500% MFU): tokens/s/GPU and MFU are what its step
+// time makes of the job's tokens and model FLOPs (step_metrics, fill_pipeline_throughput),
+// the step is its compute, exposed communication and idle time, and no more of the
+// collectives is exposed than ran.
+void check_summary_figures(const PlanSummary& summary, const Workload& workload,
+                           const HardwareSpec& hardware, const Fields& fields) {
+  const auto close = [](double a, double b) {
+    return std::abs(a - b) <= 1e-9 * std::abs(b) + 1e-12;
+  };
+  const double step_s = summary.step_time_s;
+  if (step_s <= 0) return;
+  // A pipelined job's workload is the whole model: its stages split the FLOPs.
+  const StepThroughput expected = step_throughput(
+      workload.job, static_cast<double>(workload.tokens_per_step()),
+      workload.model_flops_per_step() / static_cast<double>(workload.job.pp), hardware, step_s);
+  const double tokens = expected.tokens_per_s_per_gpu;
+  if (!close(summary.tokens_per_s_per_gpu, tokens)) {
+    throw_bad_input(
+        fields.where("tokens_per_s_per_gpu"),
+        fmt::format("is {}, but step_time_s {} s makes the job's {} tokens per step "
+                    "{} per GPU per second",
+                    summary.tokens_per_s_per_gpu, step_s, workload.tokens_per_step(), tokens));
+  }
+  if (!close(summary.mfu, expected.mfu)) {
+    throw_bad_input(fields.where("mfu"),
+                    fmt::format("is {}, but step_time_s {} s makes the job's model FLOPs {} "
+                                "of the hardware's peak",
+                                summary.mfu, step_s, expected.mfu));
+  }
+  const double parts_s = summary.compute_s + summary.exposed_comm_s + summary.idle_s;
+  if (std::abs(parts_s - step_s) > 1e-6 * step_s + 1e-12) {
+    throw_bad_input(
+        fields.where("step_time_s"),
+        fmt::format("is {} s, but compute_s + exposed_comm_s + idle_s is {} s", step_s, parts_s));
+  }
+  if (summary.exposed_comm_s > summary.comm_s * (1 + 1e-9) + 1e-12) {
+    throw_bad_input(
+        fields.where("exposed_comm_s"),
+        fmt::format("is {} s, more than comm_s {} s", summary.exposed_comm_s, summary.comm_s));
+  }
+}
+
 // A JSON array of arrays of two numbers: [[a, b], ...], each in [0, high].
 std::vector<std::pair<double, double>> pairs_from_json(const Fields& fields, const std::string& key,
                                                        double high) {
@@ -1300,10 +1343,25 @@ ScheduleFile schedule_from_json(const json& json_in, const std::string& source) 
                                             job.pp, job.microbatches));
   }
   const Workload workload = build_workload(model, job);
+  // Last, once the structure is known to hold: the figures the file reports.
+  const auto check_figures = [&] {
+    check_summary_figures(schedule.predicted, workload, schedule.hardware,
+                          fields.object("predicted"));
+    for (std::size_t i = 0; i < schedule.baselines.size(); ++i) {
+      check_summary_figures(schedule.baselines[i], workload, schedule.hardware,
+                            Fields(fields.at("baselines")[i], source, indexed("baselines", i)));
+    }
+    if (schedule.lower_bound_s > schedule.predicted.step_time_s * (1 + 1e-9) + 1e-12) {
+      throw_bad_input(fields.where("lower_bound_s"),
+                      fmt::format("is {} s, above predicted.step_time_s {} s (a lower bound)",
+                                  schedule.lower_bound_s, schedule.predicted.step_time_s));
+    }
+  };
   if (pipelined) {
     validate_pipeline(job, fields.where("job"));
     check_pipeline(*schedule.pipeline, workload, source);
     check_pipeline_figures(*schedule.pipeline, job, schedule.predicted, source);
+    check_figures();
     return schedule;
   }
   validate_plan(schedule.plan, static_cast<int>(workload.units.size()), fields.where("plan"));
@@ -1313,6 +1371,18 @@ ScheduleFile schedule_from_json(const json& json_in, const std::string& source) 
                     fmt::format("{} entries for {} tasks", schedule.timings.size(),
                                 schedule.program.tasks.size()));
   }
+  if (!schedule.timings.empty()) {
+    double last_end_s = 0;
+    for (const TaskTiming& timing : schedule.timings)
+      last_end_s = std::max(last_end_s, timing.end_s);
+    const double step_s = schedule.predicted.step_time_s;
+    if (std::abs(last_end_s - step_s) > 1e-9 * step_s + 1e-12) {
+      throw_bad_input(
+          fields.where("predicted.step_time_s"),
+          fmt::format("is {} s, but the last of the timings ends at {} s", step_s, last_end_s));
+    }
+  }
+  check_figures();
   return schedule;
 }
 

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "fsdptune/error.hpp"
+#include "fsdptune/hardware.hpp"
 
 namespace fsdptune {
 namespace {
@@ -768,6 +769,20 @@ double Workload::model_flops_per_step() const {
     for (const Op& op : unit.backward_ops) total += op.flops;
   }
   return total * static_cast<double>(job.microbatches * job.pipeline_steps);
+}
+
+StepThroughput step_throughput(const JobSpec& job, double tokens_per_step,
+                               double model_flops_per_gpu, const HardwareSpec& hardware,
+                               double step_time_s) {
+  StepThroughput throughput;
+  if (!(step_time_s > 0)) return throughput;
+  throughput.tokens_per_s_per_gpu =
+      tokens_per_step / static_cast<double>(job.tp * job.pp) / step_time_s;
+  const double peak = job.float8 && hardware.peak_fp8_flops_per_s > 0
+                          ? hardware.peak_fp8_flops_per_s
+                          : hardware.peak_bf16_flops_per_s;
+  if (peak > 0) throughput.mfu = model_flops_per_gpu / (step_time_s * peak);
+  return throughput;
 }
 
 std::int64_t Workload::tokens_per_step() const {

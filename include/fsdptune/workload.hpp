@@ -190,6 +190,20 @@ struct Workload {
   bool operator==(const Workload&) const = default;
 };
 
+struct HardwareSpec;
+
+// The throughput of a step of `step_time_s` (0s when it is not positive), as torchtitan
+// accounts it: `tokens_per_step` are one data-parallel rank's, shared by the tp * pp GPUs
+// of its model-parallel group; MFU is a GPU's model FLOPs (no recompute) over what the
+// dense peak of the compute dtype (fp8 under float8 where the hardware has one) would do.
+struct StepThroughput {
+  double tokens_per_s_per_gpu = 0;
+  double mfu = 0;
+};
+StepThroughput step_throughput(const JobSpec& job, double tokens_per_step,
+                               double model_flops_per_gpu, const HardwareSpec& hardware,
+                               double step_time_s);
+
 // The group of a job's TP collectives (tp ranks, adjacent: tp is the innermost mesh
 // dimension) and of its CP collectives (cp ranks tp apart: torchtitan's mesh is
 // [pp, dp_replicate, dp_shard, cp, tp]). REQUIRES: job normalized.

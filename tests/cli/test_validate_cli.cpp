@@ -197,9 +197,9 @@ TEST_CASE("validate refuses --out naming the schedule", "[cli][validate]") {
 
 TEST_CASE("validate aborts every rank when ranks hold different schedules", "[cli][validate]") {
   const std::string dir = make_temp_dir("fsdptune-validate");
-  // The same plan, but a different prediction: a different file, so a different hash.
+  // The same plan, but another search seed: a different file, so a different hash.
   auto json = read_json_file(tiny_schedule());
-  json["predicted"]["step_time_s"] = json["predicted"]["step_time_s"].get<double>() * 2;
+  json["provenance"]["seed"] = json["provenance"]["seed"].get<std::uint64_t>() + 1;
   const std::string other = dir + "/other.json";
   write_file_atomically(other, dump_json(json));
   // MPMD launch: rank 0 reads the tuned file, rank 1 the other one.

@@ -50,6 +50,38 @@ Plan three_bucket_plan() {
   return plan;
 }
 
+// A summary whose figures hold together as the reader checks: tokens/s/GPU and MFU are
+// its step's, and compute + exposed + idle is the step.
+PlanSummary consistent_summary(const ScheduleFile& schedule, const std::string& name,
+                               double step_s) {
+  const Workload workload = build_workload(schedule.model, schedule.job);
+  PlanSummary s;
+  s.plan_name = name;
+  s.step_time_s = step_s;
+  const StepThroughput throughput =
+      step_throughput(schedule.job, static_cast<double>(workload.tokens_per_step()),
+                      workload.model_flops_per_step(), schedule.hardware, step_s);
+  s.tokens_per_s_per_gpu = throughput.tokens_per_s_per_gpu;
+  s.mfu = throughput.mfu;
+  s.compute_s = step_s / 3;
+  s.comm_s = step_s / 2;
+  s.exposed_comm_s = step_s / 7;
+  s.idle_s = step_s - s.compute_s - s.exposed_comm_s;
+  s.peak_allocated_bytes = 123456789012;
+  s.peak_reserved_bytes = 133456789012;
+  s.peak_breakdown = {1, 2, 3, 4, 5};
+  s.fits = true;
+  return s;
+}
+
+// The prediction and baseline of the schedule's job, its step ending with the last timing.
+void set_consistent_figures(ScheduleFile& schedule) {
+  const double step_s = schedule.timings.back().end_s;
+  schedule.predicted = consistent_summary(schedule, "tuned", step_s);
+  schedule.baselines = {consistent_summary(schedule, "fsdp2", 1.25 * step_s)};
+  schedule.pareto = {{1.25 * step_s, 100, "fsdp2", 106}, {step_s, 200, "tuned", 211}};
+}
+
 ScheduleFile make_schedule() {
   ScheduleFile schedule;
   schedule.model = builtin_model("tiny");
@@ -67,19 +99,7 @@ ScheduleFile make_schedule() {
         {0.1 * static_cast<double>(i), 0.1 * static_cast<double>(i) + 1.0 / 3});
   }
   schedule.memory_timeline = {{0.0, 1000}, {1.0 / 7, 123456789012}, {2.5, 1000}};
-  schedule.predicted.plan_name = "tuned";
-  schedule.predicted.step_time_s = 0.123456789;
-  schedule.predicted.tokens_per_s_per_gpu = 2074.5;
-  schedule.predicted.mfu = 0.4321;
-  schedule.predicted.peak_allocated_bytes = 123456789012;
-  schedule.predicted.peak_reserved_bytes = 133456789012;
-  schedule.predicted.peak_breakdown = {1, 2, 3, 4, 5};
-  schedule.predicted.fits = true;
-  PlanSummary baseline = schedule.predicted;
-  baseline.plan_name = "fsdp2";
-  baseline.step_time_s = 0.2;
-  schedule.baselines = {baseline};
-  schedule.pareto = {{0.2, 100, "fsdp2", 106}, {0.123456789, 200, "tuned", 211}};
+  set_consistent_figures(schedule);
   schedule.lower_bound_s = 0.1;
   schedule.cost_queries = schedule.program.cost_queries;
   schedule.cost_fallbacks = schedule.program.cost_fallbacks;
@@ -149,7 +169,8 @@ TEST_CASE("a schedule's provenance.job_hash refuses a job edited after tuning", 
   CHECK(edited.kind() == ErrorKind::kBadInput);
   CHECK(edited.where() == "schedule.json: job");
   CHECK_THAT(edited.message(), Catch::Contains("differs from the job the schedule was tuned for"));
-  // Without the field (files written before it): read unchecked, written back without it.
+  // Without the field (files written before it): read, written back without it.
+  document["job"] = schedule_to_json(schedule).at("job");
   document["provenance"].erase("job_hash");
   const ScheduleFile old = schedule_from_json(document, "schedule.json");
   CHECK(old.provenance.job_hash.empty());
@@ -165,6 +186,45 @@ TEST_CASE("a schedule timing that ends before it starts is refused", "[schedule]
   const Error error = load_error(document);
   CHECK(error.where() == "schedule.json: timings[2]");
   CHECK(error.message() == "ends before it starts");
+}
+
+// Found probing report: a hand-edited prediction was reported as it read (a 1.0 s step at
+// 500% MFU); the reader holds a summary's figures to its step time and its timings.
+TEST_CASE("a schedule's predicted figures must agree with its step time", "[schedule]") {
+  const json document = schedule_to_json(make_schedule());
+  const double step_s = document.at("predicted").at("step_time_s").get<double>();
+  // step_throughput: 256 tokens per rank per step on one GPU per replica.
+  CHECK(document.at("predicted").at("tokens_per_s_per_gpu").get<double>() == Approx(256 / step_s));
+  struct Edit {
+    std::string pointer;
+    double value;
+    std::string where;
+    std::string says;
+  };
+  const std::vector<Edit> edits = {
+      {"/predicted/mfu", 5.0, "schedule.json: predicted.mfu", "of the hardware's peak"},
+      {"/predicted/tokens_per_s_per_gpu", 1.0, "schedule.json: predicted.tokens_per_s_per_gpu",
+       "256 tokens per step"},
+      {"/baselines/0/mfu", 0.0, "schedule.json: baselines[0].mfu", "of the hardware's peak"},
+      {"/predicted/idle_s", 0.0, "schedule.json: predicted.step_time_s",
+       "compute_s + exposed_comm_s + idle_s"},
+      {"/predicted/comm_s", 0.0, "schedule.json: predicted.exposed_comm_s", "more than comm_s"},
+      {"/lower_bound_s", 2 * step_s, "schedule.json: lower_bound_s", "a lower bound"},
+  };
+  for (const Edit& edit : edits) {
+    INFO(edit.pointer);
+    json edited = document;
+    edited[json::json_pointer(edit.pointer)] = edit.value;
+    const Error error = load_error(edited);
+    CHECK(error.where() == edit.where);
+    CHECK_THAT(error.message(), Catch::Contains(edit.says));
+  }
+  // The step is where the last timing ends.
+  json late = document;
+  late["timings"].back()[1] = 2 * step_s;
+  const Error error = load_error(late);
+  CHECK(error.where() == "schedule.json: predicted.step_time_s");
+  CHECK_THAT(error.message(), Catch::Contains("the last of the timings ends at"));
 }
 
 TEST_CASE("a Pareto point without a reserved peak (written before it had one) reads as 0",
@@ -190,8 +250,8 @@ TEST_CASE("the schedule file carries the buffer layout with padding", "[schedule
         slot.at("shard_numel").get<std::int64_t>() * 8 - slot.at("numel").get<std::int64_t>());
   CHECK(slot.at("padding_elements").get<std::int64_t>() >= 0);
   CHECK(slot.at("padding_elements").get<std::int64_t>() < 8);
-  // efficiency = lower bound / step time = 0.1 / 0.123456789.
-  CHECK(document.at("efficiency").get<double>() == Approx(0.1 / 0.123456789));
+  // efficiency = lower bound / step time.
+  CHECK(document.at("efficiency").get<double>() == Approx(0.1 / schedule.predicted.step_time_s));
 }
 
 TEST_CASE("schedule_hash is FNV-1a 64 of the canonical text", "[schedule]") {
@@ -434,6 +494,7 @@ TEST_CASE("the Programs of every kind of plan pass the loader's checks", "[sched
         schedule.plan = each;
         schedule.program = lower(workload, each, *costs);
         schedule.timings.assign(schedule.program.tasks.size(), TaskTiming{0, 1});
+        set_consistent_figures(schedule);
         INFO("plan " << plan_to_json(each).dump() << ", tp " << tp << ", replicas " << replicate
                      << ", AC " << to_string(ac));
         CHECK(schedule_from_json(schedule_to_json(schedule), "s.json") == schedule);
@@ -454,6 +515,7 @@ TEST_CASE("a Program inconsistent in itself is rejected naming the task or bucke
   const Workload workload = build_workload(schedule.model, schedule.job);
   schedule.program = lower(workload, schedule.plan, *make_analytic_cost_model(schedule.hardware));
   schedule.timings.assign(schedule.program.tasks.size(), TaskTiming{0, 1});
+  set_consistent_figures(schedule);
   REQUIRE(schedule_from_json(schedule_to_json(schedule), "s.json") == schedule);
   Program& program = schedule.program;
   const auto first = [&](TaskKind kind) {
