@@ -112,6 +112,15 @@ void run_collective(const CostCommandOptions& options, const ResolvedCostModel& 
   }
   const std::int64_t per_node =
       options.gpus_per_node > 0 ? options.gpus_per_node : resolved.hardware.gpus_per_node;
+  // Whole nodes, as a job's groups are (normalize_job): the model prices every node as
+  // holding `per_node` ranks, so 9 GPUs in nodes of 8 were priced as two full nodes (338
+  // GB/s where the lone ninth GPU's NIC carries the ring).
+  if (options.gpus > per_node && options.gpus % per_node != 0) {
+    throw_bad_input("--gpus",
+                    fmt::format("{} GPUs do not fill nodes of {} (--gpus-per-node{})", options.gpus,
+                                per_node, options.gpus_per_node > 0 ? "" : ", the hardware's"),
+                    "give whole nodes: --gpus a multiple of --gpus-per-node");
+  }
   const CommGroup group{options.gpus, std::min(per_node, options.gpus)};
   if (kind == CollectiveKind::kSendRecv && group.ranks != 2) {
     throw_bad_input("--gpus", "send_recv is between 2 GPUs");
