@@ -1,7 +1,9 @@
 #include "fsdptune/io.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -51,15 +53,22 @@ std::filesystem::path follow_links(const std::string& path) {
   throw_runtime(path, "too many levels of symbolic links");
 }
 
+// ": <the C library's reason>" when the last failed call set errno (fstream does not say).
+std::string errno_reason() {
+  const int error = errno;
+  return error != 0 ? fmt::format(": {}", std::strerror(error)) : std::string();
+}
+
 // Writes `content` straight into a FIFO, character device or socket (/dev/stdout): such a
 // file cannot be replaced by a rename, and must not be.
 void write_in_place(const std::string& path, const std::filesystem::path& target,
                     const std::string& content) {
+  errno = 0;
   std::ofstream out(target, std::ios::binary);
-  if (!out) throw_runtime(path, "cannot open for writing");
+  if (!out) throw_runtime(path, "cannot open for writing" + errno_reason());
   out << content;
   out.flush();
-  if (!out) throw_runtime(path, "write failed");
+  if (!out) throw_runtime(path, "write failed" + errno_reason());
 }
 
 }  // namespace
@@ -100,11 +109,18 @@ void write_files_atomically(const std::vector<OutputFile>& files) {
       // Per process: two runs writing one file (a sweep of jobs with the same --out) must
       // not rename each other's temporary away.
       staged.push_back({&file, target, fmt::format("{}.tmp.{}", target.string(), ::getpid())});
+      errno = 0;
       std::ofstream out(staged.back().temporary, std::ios::binary | std::ios::trunc);
-      if (!out) throw_runtime(file.path, "cannot open for writing");
+      if (!out) throw_runtime(file.path, "cannot open for writing" + errno_reason());
       out << file.content;
       out.flush();
-      if (!out) throw_runtime(file.path, "write failed");
+      if (!out) throw_runtime(file.path, "write failed" + errno_reason());
+    }
+    // Devices and FIFOs before any rename: /dev/full failing after the renames left the
+    // other outputs replaced. (What was written into a FIFO cannot be taken back.)
+    for (const Staged& entry : staged) {
+      if (entry.temporary.empty())
+        write_in_place(entry.file->path, entry.target, entry.file->content);
     }
     for (const Staged& entry : staged) {
       if (entry.temporary.empty()) continue;
@@ -117,10 +133,6 @@ void write_files_atomically(const std::vector<OutputFile>& files) {
   } catch (...) {
     remove_temporaries();
     throw;
-  }
-  for (const Staged& entry : staged) {
-    if (entry.temporary.empty())
-      write_in_place(entry.file->path, entry.target, entry.file->content);
   }
 }
 

@@ -123,6 +123,21 @@ TEST_CASE("write_files_atomically writes all of a command's outputs or none", "[
   // No temporary left: first.json and afile only.
   CHECK(std::distance(std::filesystem::directory_iterator(dir),
                       std::filesystem::directory_iterator()) == 2);
+  // Found probing the CLI: a device written in place failed after the renames (tune --out
+  // /dev/full --trace t.json replaced t.json). Devices are written first now; the reason
+  // is said.
+  if (std::filesystem::exists("/dev/full")) {
+    try {
+      write_files_atomically({{first, "newer\n"}, {"/dev/full", "x\n"}});
+      FAIL("wrote into /dev/full");
+    } catch (const Error& e) {
+      CHECK(e.where() == "/dev/full");
+      CHECK_THAT(e.message(), Catch::Contains("write failed: No space left on device"));
+    }
+    CHECK(read_text_file(first) == "old\n");
+    CHECK(std::distance(std::filesystem::directory_iterator(dir),
+                        std::filesystem::directory_iterator()) == 2);
+  }
   // Both written when both can be; empty paths skipped.
   write_files_atomically(
       {{first, "new\n"}, {"", "ignored"}, {(dir / "second.json").string(), "2\n"}});
