@@ -15,10 +15,11 @@
 #include <fmt/format.h>
 
 #include "fsdptune/error.hpp"
+#include "fsdptune/units.hpp"
 
 namespace fsdptune {
 
-std::string read_text_file(const std::string& path) {
+std::string read_text_file(const std::string& path, std::int64_t max_bytes) {
   std::error_code directory_ec;
   // An ifstream opens a folder and reads it as empty.
   if (std::filesystem::is_directory(path, directory_ec)) {
@@ -30,10 +31,20 @@ std::string read_text_file(const std::string& path) {
     const bool exists = std::filesystem::exists(path, ec);
     throw_bad_input(path, exists ? "cannot be read" : "no such file");
   }
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
+  // In blocks, stopping past the limit: a FIFO or /dev/zero never ends.
+  std::string text;
+  std::vector<char> block(std::size_t{1} << 20);
+  while (in) {
+    in.read(block.data(), static_cast<std::streamsize>(block.size()));
+    text.append(block.data(), static_cast<std::size_t>(in.gcount()));
+    if (static_cast<std::int64_t>(text.size()) > max_bytes) {
+      throw_bad_input(path, fmt::format("more than {} ({} bytes): larger than any such file "
+                                        "fsdptune reads",
+                                        format_bytes(max_bytes), max_bytes));
+    }
+  }
   if (in.bad()) throw_bad_input(path, "read failed");
-  return buffer.str();
+  return text;
 }
 
 namespace {
@@ -325,6 +336,11 @@ class JsonChecker final : public nlohmann::json_sax<nlohmann::json> {
 }  // namespace
 
 nlohmann::json parse_json_text(const std::string& text, const std::string& source) {
+  // nlohmann's lexer reads a NUL byte as the end of the input: a file of NULs was "unexpected
+  // end of input" at 1:1, and text after a NUL would be ignored.
+  if (const std::size_t nul = text.find('\0'); nul != std::string::npos) {
+    throw_bad_input(text_position(text, nul + 1, source), "a NUL byte: not JSON text");
+  }
   JsonChecker checker;
   nlohmann::json::sax_parse(text, &checker);
   switch (checker.fault) {
@@ -343,8 +359,8 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& sourc
   FSDPTUNE_CHECK(false, "unhandled JSON fault");
 }
 
-nlohmann::json read_json_file(const std::string& path) {
-  return parse_json_text(read_text_file(path), path);
+nlohmann::json read_json_file(const std::string& path, std::int64_t max_bytes) {
+  return parse_json_text(read_text_file(path, max_bytes), path);
 }
 
 // Strings that are not UTF-8 (a file name from argv in another encoding) are written with

@@ -26,7 +26,6 @@ constexpr int kMaxTomlNesting = 64;
 // a line with more dots than this outside strings is refused, and so is a file larger
 // than any config (torchtitan's are a few KiB; 256 KiB of the deepest keys: 0.7 s).
 constexpr int kMaxTomlLineDots = 1024;
-constexpr std::size_t kMaxTomlBytes = std::size_t{256} << 10;
 
 struct TomlShape {
   int deepest = 0;    // deepest nesting of '[' and '{'
@@ -562,9 +561,9 @@ std::vector<std::pair<std::string, std::string>> near_miss_keys(const toml::valu
 }  // namespace
 
 TorchtitanConfig torchtitan_config_from_toml(const std::string& text, const std::string& source) {
-  if (text.size() > kMaxTomlBytes) {
+  if (static_cast<std::int64_t>(text.size()) > kMaxTorchtitanConfigBytes) {
     throw_bad_input(source, fmt::format("{} bytes: more than a torchtitan config (at most {})",
-                                        text.size(), kMaxTomlBytes));
+                                        text.size(), kMaxTorchtitanConfigBytes));
   }
   if (const int line = first_non_utf8_line(text); line > 0) {
     throw_bad_input(fmt::format("{}:{}", source, line), "not UTF-8 text (TOML files are UTF-8)");

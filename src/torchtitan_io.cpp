@@ -6,7 +6,7 @@
 namespace fsdptune {
 
 TorchtitanConfig read_torchtitan_config(const std::string& path) {
-  return torchtitan_config_from_toml(read_text_file(path), path);
+  return torchtitan_config_from_toml(read_text_file(path, kMaxTorchtitanConfigBytes), path);
 }
 
 }  // namespace fsdptune

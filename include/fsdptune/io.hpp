@@ -2,6 +2,7 @@
 // else takes and returns values.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,8 +14,13 @@
 
 namespace fsdptune {
 
-// Throws Error(kBadInput) naming `path` when it cannot be read or is a folder.
-std::string read_text_file(const std::string& path);
+// The most an input file may hold unless its reader says otherwise: far above any model,
+// hardware, profile, schedule or measured file (a 405B schedule is about 1 MiB), and a
+// bound on what /dev/zero or a FIFO that never ends makes a reader hold in memory.
+constexpr std::int64_t kMaxInputFileBytes = std::int64_t{1} << 30;
+// Throws Error(kBadInput) naming `path` when it cannot be read, is a folder, or holds more
+// than `max_bytes` (reading stops there).
+std::string read_text_file(const std::string& path, std::int64_t max_bytes = kMaxInputFileBytes);
 // Writes `content` to a temporary file beside `path`, then renames it over `path`, so a
 // failure never leaves a half-written file; missing parent folders are created. A symbolic
 // link is followed (the file it names is replaced, the link kept); a FIFO or device
@@ -39,7 +45,7 @@ using NamedFiles = std::vector<std::pair<std::string, std::string>>;
 void require_distinct_files(const NamedFiles& outputs, const NamedFiles& inputs = {});
 // Parses JSON text; a syntax error becomes Error(kBadInput) with "source:line:column".
 nlohmann::json parse_json_text(const std::string& text, const std::string& source);
-nlohmann::json read_json_file(const std::string& path);
+nlohmann::json read_json_file(const std::string& path, std::int64_t max_bytes = kMaxInputFileBytes);
 // Deterministic JSON text: 2-space indent, keys sorted, trailing newline.
 std::string dump_json(const nlohmann::json& json);
 

@@ -289,8 +289,11 @@ void run_import_kineto(const KinetoFlags& flags) {
   KinetoImportOptions options;
   if (!flags.hardware.empty()) options.hardware = profile_hardware_id(flags.hardware);
   options.ranks_per_node = flags.ranks_per_node;
+  // Traces of a profiled training step run to hundreds of MiB, some past the 1 GiB of
+  // other inputs.
+  constexpr std::int64_t kMaxTraceBytes = std::int64_t{4} << 30;
   KinetoImportResult result =
-      import_kineto_trace(read_json_file(flags.trace), options, flags.trace);
+      import_kineto_trace(read_json_file(flags.trace, kMaxTraceBytes), options, flags.trace);
   if (result.profile.compute.empty() && result.profile.collectives.empty()) {
     // As import-nccl-tests refuses a log without data rows: an empty profile measures nothing.
     throw_bad_input(flags.trace, "no GEMM, attention, memory-bound or NCCL kernel to import",

@@ -146,6 +146,41 @@ TEST_CASE("write_files_atomically writes all of a command's outputs or none", "[
   std::filesystem::remove_all(dir);
 }
 
+// Found probing the CLI: `--hardware /dev/zero` grew to gigabytes and never ended, and a
+// file of NUL bytes read as "unexpected end of input" at 1:1.
+TEST_CASE("read_text_file stops at its limit and JSON text refuses NUL bytes", "[io]") {
+  const auto dir = std::filesystem::temp_directory_path() / unique("fsdptune-io-limit");
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "big.json").string();
+  write_file_atomically(path, std::string(5000, ' ') + "{}");
+  CHECK(read_text_file(path, 5002).size() == 5002);
+  try {
+    read_text_file(path, 5001);
+    FAIL("read past the limit");
+  } catch (const Error& e) {
+    CHECK(e.where() == path);
+    CHECK(e.exit_code() == 2);
+    CHECK_THAT(e.message(), Catch::Contains("more than 4.88 KiB (5001 bytes)"));
+  }
+  if (std::filesystem::exists("/dev/zero")) {
+    try {
+      read_text_file("/dev/zero", 3 << 20);
+      FAIL("read /dev/zero to its end");
+    } catch (const Error& e) {
+      CHECK(e.where() == "/dev/zero");
+    }
+  }
+  write_file_atomically(path, std::string("{\"a\": 1}\n\0garbage", 18));
+  try {
+    read_json_file(path);
+    FAIL("read text after a NUL byte");
+  } catch (const Error& e) {
+    CHECK(e.where() == path + ":2:1");
+    CHECK(e.message() == "a NUL byte: not JSON text");
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("read_text_file names a missing file", "[io]") {
   try {
     read_text_file("/nonexistent/fsdptune.json");
