@@ -1222,15 +1222,7 @@ json schedule_to_json(const ScheduleFile& schedule) {
 
 ScheduleFile schedule_from_json(const json& json_in, const std::string& source) {
   const Fields fields(json_in, source, "");
-  // A file of another format (a measured.json, a profile) is named as such before its
-  // version is judged (its own version numbers mean nothing here).
-  if (const auto format = json_in.find("format");
-      format != json_in.end() && format->is_string() && *format != kScheduleFormatName) {
-    throw_bad_input(
-        fields.where("format"),
-        fmt::format("\"{}\", expected \"{}\"", format->get<std::string>(), kScheduleFormatName),
-        "is this a schedule file written by `fsdptune tune`?");
-  }
+  refuse_other_format(json_in, source);
   // The version first: a file of another version may have any other shape.
   const json& version = fields.at("version");
   if (!version.is_number_integer()) throw_bad_input(fields.where("version"), "expected an integer");
@@ -1313,11 +1305,19 @@ ScheduleFile schedule_from_json(const json& json_in, const std::string& source) 
   schedule.provenance.seed = provenance.unsigned_integer("seed");
   schedule.provenance.threads = provenance.integer("threads");
   schedule.provenance.command = provenance.string("command");
-  if (provenance.has("job_hash")) {
-    schedule.provenance.job_hash = provenance.string("job_hash");
+  const bool has_job_hash = provenance.has("job_hash");
+  if (has_job_hash) schedule.provenance.job_hash = provenance.string("job_hash");
+
+  // The schedule must describe the workload of its own model and job: the executor
+  // rebuilds that workload to get op shapes and parameter sizes.
+  const ModelSpec& model = schedule.model;
+  validate_model(model, fields.where("model"));
+  const JobSpec job = normalize_job(model, schedule.job, fields.where("job"));
+  if (has_job_hash) {
     // The stored Programs' durations and memory are those of the job they were tuned for:
     // a `job` edited since (batch, sequence, AC, float8) would be replayed and reported
-    // with the old job's times under the new job's throughput.
+    // with the old job's times under the new job's throughput. (After normalize_job, so
+    // that a field out of range is named as such.)
     const std::string written = fnv1a64_hex(dump_json(fields.at("job")));
     if (written != schedule.provenance.job_hash) {
       throw_bad_input(fields.where("job"),
@@ -1328,12 +1328,6 @@ ScheduleFile schedule_from_json(const json& json_in, const std::string& source) 
                       "restore the file's job");
     }
   }
-
-  // The schedule must describe the workload of its own model and job: the executor
-  // rebuilds that workload to get op shapes and parameter sizes.
-  const ModelSpec& model = schedule.model;
-  validate_model(model, fields.where("model"));
-  const JobSpec job = normalize_job(model, schedule.job, fields.where("job"));
   if (is_pipelined(job) != pipelined) {
     throw_bad_input(fields.where("version"),
                     pipelined ? "version 2 holds pipelined jobs (pp > 1 or microbatches > 1); "
@@ -1399,6 +1393,22 @@ std::string fnv1a64_hex(std::string_view bytes) {
     hash *= 1099511628211ULL;
   }
   return fmt::format("{:016x}", hash);
+}
+
+void refuse_other_format(const json& json_in, const std::string& source) {
+  // A file of another format (a measured.json, a profile) is named as such before its
+  // version is judged (its own version numbers mean nothing here).
+  if (!json_in.is_object()) {
+    throw_bad_input(source, fmt::format("a JSON {}, not an object: not a schedule or plan file",
+                                        json_in.type_name()));
+  }
+  if (const auto format = json_in.find("format");
+      format != json_in.end() && format->is_string() && *format != kScheduleFormatName) {
+    throw_bad_input(
+        source + ": format",
+        fmt::format("\"{}\", expected \"{}\"", format->get<std::string>(), kScheduleFormatName),
+        "is this a schedule file written by `fsdptune tune`?");
+  }
 }
 
 bool is_schedule_json(const json& json_in) {

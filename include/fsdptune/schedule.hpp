@@ -161,6 +161,10 @@ ScheduleFile schedule_from_json(const nlohmann::json& json, const std::string& s
 // Does `json` claim to be a schedule file (an object whose "format" is the schedule's)?
 // Any version: schedule_from_json then says whether it can read it.
 bool is_schedule_json(const nlohmann::json& json);
+// Refuses (Error(kBadInput) naming `source`) what is neither a schedule nor a plan file: a
+// JSON value that is not an object, or a file whose "format" names another fsdptune format
+// (a measured.json given as a plan was called "a plan").
+void refuse_other_format(const nlohmann::json& json, const std::string& source);
 // The schedule of a pipelined job from its simulation: version 2, `pipeline` filled from
 // `sim`, `predicted` the whole step (pipeline_summary). Model, job (= workload.job),
 // hardware, baselines and provenance are left to the caller.

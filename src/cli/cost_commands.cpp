@@ -23,6 +23,14 @@
 namespace fsdptune::cli {
 namespace {
 
+// `cost --json` (docs/hardware.md "cost --json"): the figures of one kernel or collective,
+// with the format's name and version.
+void print_cost_json(nlohmann::json json) {
+  json["format"] = "fsdptune-cost";
+  json["version"] = 1;
+  fmt::print("{}", dump_json(json));
+}
+
 struct CostCommandOptions {
   CostOptions cost;
   std::string collective;          // --collective
@@ -135,7 +143,7 @@ void run_collective(const CostCommandOptions& options, const ResolvedCostModel& 
         {"nodes", group.nodes()},        {"hardware", resolved.hardware.id},
         {"measured", estimate.measured}, {"time_s", estimate.seconds},
         {"algbw_bytes_per_s", algbw},    {"busbw_bytes_per_s", busbw}};
-    fmt::print("{}", dump_json(json));
+    print_cost_json(json);
     return;
   }
   fmt::print("{} of {} over {} GPUs ({} per node, {} node{}) on {}: {}\n", to_string(kind),
@@ -165,7 +173,7 @@ void run_gemm(const CostCommandOptions& options, const ResolvedCostModel& resolv
                                  {"measured", estimate.measured},
                                  {"time_s", estimate.seconds},
                                  {"flops_per_s", flops_per_s}};
-    fmt::print("{}", dump_json(json));
+    print_cost_json(json);
     return;
   }
   fmt::print("gemm m={} n={} k={} {} on {}: {}\n", op.gemm.m, op.gemm.n, op.gemm.k,
@@ -220,7 +228,7 @@ void run_attention(const CostCommandOptions& options, const ResolvedCostModel& r
                                  {"measured", estimate.measured},
                                  {"time_s", estimate.seconds},
                                  {"executed_flops_per_s", executed_per_s}};
-    fmt::print("{}", dump_json(json));
+    print_cost_json(json);
     return;
   }
   fmt::print("attention {} b={} h={} kv={} s={} d={} {}{} on {}: {}\n",

@@ -10,6 +10,7 @@
 #include "fsdptune/io.hpp"
 #include "fsdptune/pipeline.hpp"
 #include "fsdptune/plans.hpp"
+#include "fsdptune/schedule.hpp"
 #include "fsdptune/units.hpp"
 
 namespace fsdptune::cli {
@@ -385,6 +386,7 @@ Plan resolve_plan_option(const PlanOptions& options, const Workload& workload,
     builtin_plan(options.plan, workload, costs, memory_limit_bytes, "--plan");
   }
   const nlohmann::json json = read_json_file(options.plan);
+  refuse_other_format(json, options.plan);
   // A schedule file carries its plan under "plan" (docs/schedule-format.md).
   const bool schedule = json.is_object() && json.contains("plan") && json["plan"].is_object();
   const std::string source = schedule ? options.plan + ": plan" : options.plan;

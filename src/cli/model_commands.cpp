@@ -35,6 +35,8 @@ double sum_flops(const std::vector<Op>& ops) {
 nlohmann::json model_summary_json(const ModelSpec& model, std::int64_t seq) {
   const std::int64_t output = model.tie_embeddings ? 0 : model.vocab_size * model.dim;
   return nlohmann::json{
+      {"format", "fsdptune-model-summary"},
+      {"version", 1},
       {"model", model_to_json(model)},
       {"parameters",
        {{"total", parameter_count(model)},

@@ -13,6 +13,7 @@
 #include "fsdptune/pipeline_tuner.hpp"
 #include "fsdptune/plans.hpp"
 #include "fsdptune/program.hpp"
+#include "fsdptune/schedule.hpp"
 #include "fsdptune/simulator.hpp"
 #include "fsdptune/trace.hpp"
 #include "fsdptune/units.hpp"
@@ -109,7 +110,8 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
                                   plan_options.plan));
     }
     const nlohmann::json file = read_json_file(plan_options.plan);
-    if (!file.is_object() || !file.contains("pipeline")) {
+    refuse_other_format(file, plan_options.plan);
+    if (!file.contains("pipeline")) {
       throw_bad_input("--plan " + plan_options.plan,
                       "a pipelined job takes a built-in plan (used for every chunk) or a "
                       "pipeline schedule (schedule format version 2), not a single plan",
@@ -153,6 +155,7 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
                             {"task_count", sim.chunk_programs[c].tasks.size()}});
     }
     const nlohmann::json out = {
+        {"format", "fsdptune-simulation"},
         {"version", kSimulatePipelineJsonVersion},
         {"pipelined", true},
         {"model", model.name},

@@ -82,6 +82,7 @@ std::optional<ScheduleFile> schedule_of_plan_option(const PlanOptions& options,
     return std::nullopt;
   }
   const nlohmann::json json = read_json_file(options.plan);
+  refuse_other_format(json, options.plan);
   if (!is_schedule_json(json)) return std::nullopt;
   ScheduleFile schedule = schedule_from_json(json, options.plan);
   check_schedule_matches(schedule, model, job, options.plan);
@@ -254,6 +255,7 @@ SimulateInputs resolve_inputs(const SimulateOptions& options) {
                 : fmt::format("--plan {} is not a file", path));
   }
   const nlohmann::json json = read_json_file(path);
+  refuse_other_format(json, path);
   if (!is_schedule_json(json)) {
     throw_bad_input("", required,
                     fmt::format("{} is a plan, not a schedule file (\"format\": "
@@ -323,6 +325,7 @@ void run_simulate(const SimulateOptions& options) {
       breakdown[to_string(category)] = at(result.peak_breakdown, category);
     }
     const nlohmann::json out = {
+        {"format", "fsdptune-simulation"},
         {"version", kSimulateJsonVersion},
         {"model", model.name},
         {"job", job_to_json(job)},

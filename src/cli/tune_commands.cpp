@@ -175,6 +175,11 @@ std::vector<OutputFile> schedule_outputs(ScheduleFile& schedule, const TuneOptio
   return outputs;
 }
 
+// `tune --json` (docs/tuner.md "tune --json"): its format's name and version.
+nlohmann::json tune_json_header() {
+  return nlohmann::json{{"format", "fsdptune-tune"}, {"version", 1}};
+}
+
 nlohmann::json summary_json(const PlanSummary& summary) {
   // The schedule file's summary form (one writer for both).
   ScheduleFile holder;
@@ -283,7 +288,7 @@ void run_tune(const TuneOptions& options) {
                                   ? schedule.lower_bound_s / schedule.predicted.step_time_s
                                   : 0.0;
     if (options.json) {
-      nlohmann::json out;
+      nlohmann::json out = tune_json_header();
       out["baselines"] = nlohmann::json::array();
       for (const PlanSummary& row : schedule.baselines)
         out["baselines"].push_back(summary_json(row));
@@ -382,7 +387,7 @@ void run_tune(const TuneOptions& options) {
                                 ? result.lower_bound_s / schedule.predicted.step_time_s
                                 : 0.0;
   if (options.json) {
-    nlohmann::json out;
+    nlohmann::json out = tune_json_header();
     out["baselines"] = nlohmann::json::array();
     for (const PlanSummary& row : rows) out["baselines"].push_back(summary_json(row));
     out["tuned"] = summary_json(schedule.predicted);

@@ -26,6 +26,8 @@ TEST_CASE("cost --collective prints time and busbw", "[cli][cost]") {
   INFO(result.err);
   REQUIRE(result.exit_code == 0);
   const auto json = nlohmann::json::parse(result.out);
+  CHECK(json.at("format") == "fsdptune-cost");
+  CHECK(json.at("version") == 1);
   // Golden case of tests/core/test_analytic_cost.cpp: 2770.3 us; busbw = 7/8 * 2^30 B / t.
   CHECK(json["time_s"].get<double>() == Approx(2770.3e-6).epsilon(1e-4));
   CHECK(json["busbw_bytes_per_s"].get<double>() ==

@@ -41,6 +41,8 @@ TEST_CASE("model --json gives totals and FLOPs per token", "[cli][model]") {
   const auto result = run_fsdptune("model --model llama3-405b --json --seq 8192");
   REQUIRE(result.exit_code == 0);
   const auto json = nlohmann::json::parse(result.out);
+  CHECK(json.at("format") == "fsdptune-model-summary");
+  CHECK(json.at("version") == 1);
   CHECK(json["parameters"]["total"] == 405'853'388'800);
   CHECK(json["parameters"]["embedding"] == 128256LL * 16384);
   CHECK(json["flops_per_token"]["training"].get<double>() == Approx(2.625e12).epsilon(5e-4));

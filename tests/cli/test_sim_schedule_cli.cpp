@@ -136,6 +136,16 @@ TEST_CASE("simulate without --model needs a schedule file", "[cli][simulate][sch
   fsdptune::write_file_atomically(plan, R"({"version": 1, "name": "one",
       "forward_buckets": [[0, 5]]})");
   check_rejected("simulate --plan " + plan, {required, "plan.json", "not a schedule"});
+  // Found probing the CLI: a file of another fsdptune format, or JSON that is not an
+  // object, was called "a plan"; it is named by its format, with or without --model.
+  const std::string measured = dir + "/measured.json";
+  fsdptune::write_file_atomically(measured, R"({"format": "fsdptune-measured", "version": 5})");
+  for (const std::string& flags : {std::string(), std::string(" --model tiny --gpus 2")}) {
+    check_rejected("simulate --hardware h100-sxm --plan " + measured + flags,
+                   {"measured.json: format", "\"fsdptune-measured\", expected"});
+  }
+  fsdptune::write_file_atomically(plan, "[1, 2]");
+  check_rejected("simulate --plan " + plan, {"plan.json", "a JSON array, not an object"});
   std::filesystem::remove_all(dir);
 }
 

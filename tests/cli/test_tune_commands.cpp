@@ -88,6 +88,8 @@ TEST_CASE("tune --json gives the summaries, the lower bound and the files", "[cl
   const CommandResult result = run_fsdptune("tune " + kTinyJob + " --json --out " + out);
   REQUIRE(result.exit_code == 0);
   const nlohmann::json json = nlohmann::json::parse(result.out);
+  CHECK(json.at("format") == "fsdptune-tune");
+  CHECK(json.at("version") == 1);
   CHECK(json.at("baselines").size() == 3);
   CHECK(json.at("tuned").at("plan_name") == "tuned");
   CHECK(json.at("efficiency").get<double>() > 0);
@@ -358,6 +360,7 @@ TEST_CASE("simulate --plan schedule.json re-simulates the stored program exactly
   INFO("stderr: " << result.err);
   REQUIRE(result.exit_code == 0);
   const nlohmann::json json = nlohmann::json::parse(result.out);
+  CHECK(json.at("format") == "fsdptune-simulation");
   // Exactly: the stored Program with its frozen costs, simulated again.
   CHECK(json.at("step_time_s").get<double>() == schedule.predicted.step_time_s);
   CHECK(json.at("peak_allocated_bytes").get<std::int64_t>() ==

@@ -169,6 +169,11 @@ TEST_CASE("a schedule's provenance.job_hash refuses a job edited after tuning", 
   CHECK(edited.kind() == ErrorKind::kBadInput);
   CHECK(edited.where() == "schedule.json: job");
   CHECK_THAT(edited.message(), Catch::Contains("differs from the job the schedule was tuned for"));
+  // Found probing the CLI: a field out of range is named as such, not as a hash mismatch.
+  json negative = document;
+  negative["job"]["seq_len"] = -1;
+  const Error range = load_error(negative);
+  CHECK(range.where() == "schedule.json: job: field 'seq_len'");
   // Without the field (files written before it): read, written back without it.
   document["job"] = schedule_to_json(schedule).at("job");
   document["provenance"].erase("job_hash");
