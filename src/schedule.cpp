@@ -317,13 +317,12 @@ void check_summary_figures(const PlanSummary& summary, const Workload& workload,
   const StepThroughput expected = step_throughput(
       workload.job, static_cast<double>(workload.tokens_per_step()),
       workload.model_flops_per_step() / static_cast<double>(workload.job.pp), hardware, step_s);
-  const double tokens = expected.tokens_per_s_per_gpu;
-  if (!close(summary.tokens_per_s_per_gpu, tokens)) {
-    throw_bad_input(
-        fields.where("tokens_per_s_per_gpu"),
-        fmt::format("is {}, but step_time_s {} s makes the job's {} tokens per step "
-                    "{} per GPU per second",
-                    summary.tokens_per_s_per_gpu, step_s, workload.tokens_per_step(), tokens));
+  if (!close(summary.tokens_per_s_per_gpu, expected.tokens_per_s_per_gpu)) {
+    throw_bad_input(fields.where("tokens_per_s_per_gpu"),
+                    fmt::format("is {}, but step_time_s {} s makes the job's {} tokens per step "
+                                "{} per GPU per second",
+                                summary.tokens_per_s_per_gpu, step_s, workload.tokens_per_step(),
+                                expected.tokens_per_s_per_gpu));
   }
   if (!close(summary.mfu, expected.mfu)) {
     throw_bad_input(fields.where("mfu"),

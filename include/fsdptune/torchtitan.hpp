@@ -118,10 +118,10 @@ struct TorchtitanConfig {
   bool operator==(const TorchtitanConfig&) const = default;
 };
 
-// Parses a config. Throws Error(kBadInput) naming `source` (and the line, for TOML syntax)
-// or the field (wrong type, value torchtitan does not take).
 // The largest config read (torchtitan's own are a few KiB).
 constexpr std::int64_t kMaxTorchtitanConfigBytes = std::int64_t{256} << 10;
+// Parses a config. Throws Error(kBadInput) naming `source` (and the line, for TOML syntax)
+// or the field (wrong type, value torchtitan does not take).
 TorchtitanConfig torchtitan_config_from_toml(const std::string& text, const std::string& source);
 TorchtitanConfig read_torchtitan_config(const std::string& path);
 

@@ -388,7 +388,7 @@ Plan resolve_plan_option(const PlanOptions& options, const Workload& workload,
   const nlohmann::json json = read_json_file(options.plan);
   refuse_other_format(json, options.plan);
   // A schedule file carries its plan under "plan" (docs/schedule-format.md).
-  const bool schedule = json.is_object() && json.contains("plan") && json["plan"].is_object();
+  const bool schedule = json.contains("plan") && json["plan"].is_object();
   const std::string source = schedule ? options.plan + ": plan" : options.plan;
   Plan plan = plan_from_json(schedule ? json["plan"] : json, source);
   validate_plan(plan, unit_count, source);
