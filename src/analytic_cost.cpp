@@ -29,6 +29,13 @@ constexpr GemmTile kGemmTiles[] = {
 };
 // Pipeline fill and epilogue of one output tile cost about one extra 64-deep K block.
 constexpr double kGemmKFill = 64;
+// Split-K: when a GEMM has too few output tiles to fill the SMs (a narrow tensor-parallel
+// weight gradient, 128x4096 over 8192 tokens, has 16 tiles of 128x256 for 132 SMs), cuBLAS
+// splits the K loop over several CTAs per tile (split-K; stream-K on Hopper) and sums their
+// fp32 partial tiles. Splits are powers of two up to this many.
+constexpr std::int64_t kGemmMaxSplitK = 64;
+// Each split writes an fp32 partial of the output and the reduction reads it back.
+constexpr double kSplitKPartialBytesPerElement = 2 * 4;
 // Flash attention processes queries in blocks of 128 rows per (batch, head).
 constexpr std::int64_t kAttentionQueryBlock = 128;
 // Attention backward does about 2.5x the matmul work of the forward (FlashAttention-2,
@@ -163,10 +170,11 @@ class AnalyticCostModel final : public CostModel {
     FSDPTUNE_CHECK(false, "unknown DType");
   }
 
-  // Roofline with tile and wave quantization: the kernel runs ceil(tiles / SMs) waves, each
-  // as long as one tile's work at the SM's share of the calibrated ceiling; the best tile
-  // shape wins (cuBLAS' heuristic picks among several). The memory side reads A and B and
-  // writes C once.
+  // Roofline with tile and wave quantization: the kernel runs ceil(tiles * splits / SMs)
+  // waves, each as long as one tile's share of the K loop at the SM's share of the calibrated
+  // ceiling; split-K adds its partials' traffic and a reduction kernel's launch. The best
+  // tile shape and split win (cuBLAS' heuristic picks among several). The memory side reads
+  // A and B and writes C once.
   double gemm_seconds(const Op& op) const {
     const GemmShape& shape = op.gemm;
     const double peak = peak_flops_per_s(op.dtype) * hardware_.gemm_efficiency_ceiling;
@@ -178,15 +186,23 @@ class AnalyticCostModel final : public CostModel {
     const double sm_peak = peak / static_cast<double>(hardware_.sm_count);
     double compute_s = 0;
     bool first = true;
+    const double output_elements = static_cast<double>(shape.m) * static_cast<double>(shape.n);
     for (const GemmTile& tile : kGemmTiles) {
       const std::int64_t tiles = ceil_div(shape.m, tile.rows) * ceil_div(shape.n, tile.cols);
-      const std::int64_t waves = ceil_div(tiles, hardware_.sm_count);
-      const double tile_flops = 2.0 * static_cast<double>(tile.rows * tile.cols) *
-                                (static_cast<double>(shape.k) + kGemmKFill);
-      const double seconds =
-          static_cast<double>(waves) * tile_flops / (sm_peak * tile.relative_efficiency);
-      if (first || seconds < compute_s) compute_s = seconds;
-      first = false;
+      for (std::int64_t splits = 1; splits <= kGemmMaxSplitK; splits *= 2) {
+        const std::int64_t waves = ceil_div(tiles * splits, hardware_.sm_count);
+        const double tile_flops = 2.0 * static_cast<double>(tile.rows * tile.cols) *
+                                  (static_cast<double>(ceil_div(shape.k, splits)) + kGemmKFill);
+        double seconds =
+            static_cast<double>(waves) * tile_flops / (sm_peak * tile.relative_efficiency);
+        if (splits > 1) {
+          seconds += hardware_.kernel_launch_s + static_cast<double>(splits) * output_elements *
+                                                     kSplitKPartialBytesPerElement /
+                                                     memory_bytes_per_s();
+        }
+        if (first || seconds < compute_s) compute_s = seconds;
+        first = false;
+      }
     }
     // An op may stand for several GEMMs of the same shape (e.g. a backward's two): scale by
     // its recorded FLOPs over one GEMM's.

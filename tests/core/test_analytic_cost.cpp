@@ -240,6 +240,25 @@ TEST_CASE("GEMM model: calibrated ceiling, quantization, monotone", "[cost]") {
   const double two_waves = model->compute(gemm_op(128 * 133, 256, 8192)).seconds;
   CHECK(two_waves > 1.5 * one_wave);
 
+  // Split-K: one 128x128 output tile over a K of 2^20 runs on many SMs, each summing a
+  // share of K, so the GEMM is bound by reading its 512 MiB of operands, not by one SM
+  // (which alone would take 2 * 128 * 128 * 2^20 / (ceiling / 132 * 0.9) = 6.6 ms).
+  {
+    const Op narrow = gemm_op(128, 128, 1 << 20);
+    const double one_sm_s =
+        narrow.flops / (ceiling_flops_per_s / static_cast<double>(h200.sm_count) * 0.9);
+    const double operands_s =
+        2.0 * 2 * 128 * (1 << 20) / (h200.hbm_bytes_per_s * h200.memory_bound_efficiency);
+    const double seconds = model->compute(narrow).seconds;
+    CHECK(seconds < one_sm_s / 20);
+    CHECK(seconds == Approx(h200.kernel_launch_s + operands_s).epsilon(0.01));
+  }
+  for (std::int64_t k = 1; k <= (1 << 22); k *= 2) {
+    INFO("k=" << k);
+    CHECK(model->compute(gemm_op(128, 128, k)).seconds <=
+          model->compute(gemm_op(128, 128, 2 * k)).seconds);
+  }
+
   // Monotone non-decreasing in every dimension (hence in FLOPs along each axis).
   double previous_s = 0;
   for (std::int64_t m = 1; m <= 20000; m = m * 5 / 4 + 1) {
