@@ -93,9 +93,14 @@ TEST_CASE("H100 collective model matches the measured 8xH100 sweep", "[cost][cal
   std::string worst_row;
   std::string worst_large_row;
   int checked = 0;
+  std::vector<double> small_errors;
   for (const SweepRow& row : rows) {
-    if (row.bytes < kMiB) continue;
     const CommGroup group{row.ranks, 8};
+    if (row.bytes < kMiB) {
+      const double predicted_s = model->collective(row.kind, row.bytes, group).seconds;
+      small_errors.push_back((predicted_s - row.time_s) / row.time_s);
+      continue;
+    }
     const double predicted_s = model->collective(row.kind, row.bytes, group).seconds;
     const double error = std::abs(predicted_s - row.time_s) / row.time_s;
     std::ostringstream description;
@@ -115,9 +120,17 @@ TEST_CASE("H100 collective model matches the measured 8xH100 sweep", "[cost][cal
     ++checked;
   }
   CHECK(checked == 3 * 12);
+  // Below 1 MiB the model is fast (docs/hardware.md: median -25%, the rows noisy); it must
+  // not be slow there, nor further off than that.
+  REQUIRE(small_errors.size() == 3 * 10);
+  std::sort(small_errors.begin(), small_errors.end());
+  const double small_median = (small_errors[14] + small_errors[15]) / 2;
+  CHECK(small_median < 0);
+  CHECK(small_median > -0.30);
   WARN("calibration, sizes >= 1 MiB: worst error "
        << worst_error * 100 << "% (" << worst_row << "); sizes >= 64 MiB: worst error "
-       << worst_large_error * 100 << "% (" << worst_large_row << ")");
+       << worst_large_error * 100 << "% (" << worst_large_row << "); sizes < 1 MiB: median error "
+       << small_median * 100 << "%");
 }
 
 TEST_CASE("collective golden case computed by hand", "[cost]") {
