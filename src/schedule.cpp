@@ -1416,7 +1416,15 @@ bool is_schedule_json(const json& json_in) {
 }
 
 std::string schedule_hash(const ScheduleFile& schedule) {
-  return fnv1a64_hex(dump_json(schedule_to_json(schedule)));
+  json canonical = schedule_to_json(schedule);
+  json& provenance = canonical["provenance"];
+  for (const char* invocation : kScheduleHashOmits) provenance.erase(invocation);
+  return fnv1a64_hex(dump_json(canonical));
+}
+
+bool schedule_has_hash(const ScheduleFile& schedule, const std::string& hash) {
+  return hash == schedule_hash(schedule) ||
+         hash == fnv1a64_hex(dump_json(schedule_to_json(schedule)));
 }
 
 void check_schedule_hardware(const ScheduleFile& schedule, const HardwareSpec& hardware,

@@ -133,7 +133,7 @@ ComparedValue compare_values(double predicted, double measured) {
 Comparison compare(const ScheduleFile& schedule, const MeasuredResult& measured,
                    const std::string& measured_source, int top_tasks) {
   const std::string hash = schedule_hash(schedule);
-  if (measured.schedule_hash != hash) {
+  if (!schedule_has_hash(schedule, measured.schedule_hash)) {
     throw_bad_input(
         measured_source + ": schedule_hash",
         fmt::format("measured schedule {} but this schedule is {}", measured.schedule_hash, hash),

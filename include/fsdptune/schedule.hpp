@@ -187,9 +187,18 @@ PlanSummary simulated_summary(const SimResult& result, const std::string& plan_n
 PlanSummary pipeline_summary(const PipelineSimulation& sim, const std::string& plan_name,
                              std::int64_t memory_limit_bytes);
 
-// Stable hex digest of the canonical JSON: ranks compare it before replaying.
-// FNV-1a 64 of dump_json(schedule_to_json(schedule)), 16 lowercase hex digits.
+// The provenance fields that say how a search was invoked, not what it found: the same
+// search with another --threads, another spelling of a path or its flags in another order
+// writes the same schedule under the same hash.
+inline constexpr const char* kScheduleHashOmits[] = {"command", "cost_source", "threads"};
+
+// Stable hex digest of the canonical JSON less kScheduleHashOmits: ranks compare it before
+// replaying, measured.json names it. FNV-1a 64, 16 lowercase hex digits.
 std::string schedule_hash(const ScheduleFile& schedule);
+
+// Whether `hash` names this schedule: its schedule_hash, or the digest of its whole
+// canonical text, which measured files written before 2026-12-04 name.
+bool schedule_has_hash(const ScheduleFile& schedule, const std::string& hash);
 
 // FNV-1a 64-bit digest of `bytes` as 16 lowercase hex digits (also used for the
 // provenance's cost_hash of a hardware spec or profile).

@@ -39,7 +39,7 @@ void attach_measured(std::vector<ReportEntry>& entries, const std::vector<std::s
     MeasuredResult measured = measured_from_json(read_json_file(path), path);
     std::size_t match = hashes.size();
     for (std::size_t i = 0; i < hashes.size(); ++i) {
-      if (hashes[i] != measured.schedule_hash) continue;
+      if (!schedule_has_hash(entries[i].schedule, measured.schedule_hash)) continue;
       if (match == hashes.size()) match = i;
       if (!entries[i].measured) {
         match = i;

@@ -442,12 +442,14 @@ TEST_CASE("a search that converges gives the same bytes for the same seed, any t
   const std::string job =
       "tune --model tiny --gpus 8 --batch 2 --seq 1024 --time-budget 60 --seed 3 --json";
   std::vector<std::string> files;
+  std::vector<std::string> hashes;
   for (const std::string threads : {"1", "1", "2", "2"}) {
     const std::string out = dir + "/schedule-" + std::to_string(files.size()) + ".json";
     const CommandResult result = run_fsdptune(job + " --threads " + threads + " --out " + out);
     INFO("stderr: " << result.err);
     REQUIRE(result.exit_code == 0);
     CHECK_FALSE(nlohmann::json::parse(result.out).at("budget_exhausted").get<bool>());
+    hashes.push_back(nlohmann::json::parse(result.out).at("schedule_hash").get<std::string>());
     files.push_back(slurp(out));
     REQUIRE_FALSE(files.back().empty());
   }
@@ -457,4 +459,7 @@ TEST_CASE("a search that converges gives the same bytes for the same seed, any t
   CHECK(without_thread_count(nlohmann::json::parse(files[2])) ==
         without_thread_count(nlohmann::json::parse(files[0])));
   CHECK(files[2] != files[0]);
+  // ... and that record is not part of the schedule's hash, so a measurement of one is a
+  // measurement of the other (found probing: --threads gave another schedule_hash).
+  CHECK(hashes[2] == hashes[0]);
 }

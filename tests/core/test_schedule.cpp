@@ -259,16 +259,42 @@ TEST_CASE("the schedule file carries the buffer layout with padding", "[schedule
   CHECK(document.at("efficiency").get<double>() == Approx(0.1 / schedule.predicted.step_time_s));
 }
 
-TEST_CASE("schedule_hash is FNV-1a 64 of the canonical text", "[schedule]") {
+TEST_CASE("schedule_hash is FNV-1a 64 of the canonical text less how tune was invoked",
+          "[schedule]") {
   // Published FNV-1a 64 test vectors.
   CHECK(fnv1a64_hex("") == "cbf29ce484222325");
   CHECK(fnv1a64_hex("a") == "af63dc4c8601ec8c");
   CHECK(fnv1a64_hex("foobar") == "85944171f73967e8");
   const ScheduleFile schedule = make_schedule();
-  CHECK(schedule_hash(schedule) == fnv1a64_hex(dump_json(schedule_to_json(schedule))));
+  nlohmann::json canonical = schedule_to_json(schedule);
+  const std::string whole_text_hash = fnv1a64_hex(dump_json(canonical));
+  canonical["provenance"].erase("command");
+  canonical["provenance"].erase("cost_source");
+  canonical["provenance"].erase("threads");
+  CHECK(schedule_hash(schedule) == fnv1a64_hex(dump_json(canonical)));
+  CHECK(schedule_hash(schedule) != whole_text_hash);
+  // What was found changes it; how the search was run (threads, a path's spelling, the
+  // flags' order) does not.
   ScheduleFile other = schedule;
   other.plan.forward_prefetch = 1;
   CHECK(schedule_hash(other) != schedule_hash(schedule));
+  other = schedule;
+  other.provenance.seed += 1;
+  CHECK(schedule_hash(other) != schedule_hash(schedule));
+  other = schedule;
+  other.provenance.cost_hash = "0000000000000000";
+  CHECK(schedule_hash(other) != schedule_hash(schedule));
+  other = schedule;
+  other.provenance.threads += 3;
+  other.provenance.command += " --threads 4";
+  other.provenance.cost_source = "./" + other.provenance.cost_source;
+  CHECK(schedule_hash(other) == schedule_hash(schedule));
+  // A measured file names the schedule by its hash, or (written before 2026-12-04) by the
+  // whole text's.
+  CHECK(schedule_has_hash(schedule, schedule_hash(schedule)));
+  CHECK(schedule_has_hash(schedule, whole_text_hash));
+  CHECK_FALSE(schedule_has_hash(other, whole_text_hash));
+  CHECK_FALSE(schedule_has_hash(schedule, "cbf29ce484222325"));
 }
 
 TEST_CASE("a schedule of another version is rejected naming the field", "[schedule]") {

@@ -827,7 +827,7 @@ TEST_CASE("pipeline schedule (version 2) round-trips and is checked on load",
   const ScheduleFile old_schedule = schedule_from_json(older, "old.json");
   for (const ScheduleStage& stage : old_schedule.pipeline->stages) CHECK(stage.actions.empty());
   CHECK(dump_json(schedule_to_json(old_schedule)) == dump_json(older));
-  CHECK(schedule_hash(old_schedule) == fnv1a64_hex(dump_json(older)));
+  CHECK(schedule_has_hash(old_schedule, fnv1a64_hex(dump_json(older))));
   CHECK(old_schedule.predicted == back.predicted);
   CHECK(old_schedule.pipeline->chunks == back.pipeline->chunks);
 

@@ -5,6 +5,7 @@
 
 #include "fsdptune/compare.hpp"
 #include "fsdptune/error.hpp"
+#include "fsdptune/io.hpp"
 
 using namespace fsdptune;
 
@@ -136,6 +137,11 @@ TEST_CASE("compare refuses a measurement of another schedule", "[compare]") {
   measured = measurement_of(schedule);
   measured.timings.pop_back();
   CHECK_THROWS_AS(compare(schedule, measured, "m.json"), Error);
+  // A measurement written before 2026-12-04 names the digest of the schedule's whole text
+  // (provenance included): still this schedule's.
+  measured = measurement_of(schedule);
+  measured.schedule_hash = fnv1a64_hex(dump_json(schedule_to_json(schedule)));
+  CHECK(compare(schedule, measured, "m.json").schedule_hash == schedule_hash(schedule));
 }
 
 TEST_CASE("compare marks a scaled-down replay's communication as not comparable", "[compare]") {
