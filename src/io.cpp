@@ -368,4 +368,12 @@ std::string dump_json(const nlohmann::json& json) {
   return json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
+std::optional<std::string> unknown_field(const nlohmann::json& object,
+                                         const std::vector<std::string>& known) {
+  for (const auto& item : object.items()) {
+    if (std::find(known.begin(), known.end(), item.key()) == known.end()) return item.key();
+  }
+  return std::nullopt;
+}
+
 }  // namespace fsdptune

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "fsdptune/error.hpp"
+#include "fsdptune/io.hpp"
 #include "fsdptune/job.hpp"
 #include "fsdptune/schedule.hpp"
 
@@ -89,6 +90,15 @@ std::int64_t bytes(const nlohmann::json& json, const char* name, const std::stri
   return integer_in(json, name, source, 0, kMaxMeasuredBytes);
 }
 
+// A misspelt or stray field would be ignored: refuse it, as the other readers do.
+void reject_unknown(const nlohmann::json& object, const std::vector<std::string>& known,
+                    const std::string& source) {
+  if (const auto key = unknown_field(object, known)) {
+    throw_bad_input(source + ": " + *key, "unknown field",
+                    "docs/measured-format.md lists the fields");
+  }
+}
+
 std::string text(const nlohmann::json& json, const char* name, const std::string& source) {
   const auto& value = field(json, name, source);
   if (!value.is_string()) throw_bad_input(source + ": " + name, "expected a string");
@@ -113,6 +123,7 @@ void read_pipeline_view(const nlohmann::json& json, const std::string& source,
   if (!actions.is_array()) throw_bad_input(source + ": actions", "expected an array");
   for (std::size_t i = 0; i < actions.size(); ++i) {
     const std::string where = fmt::format("{}: actions[{}]", source, i);
+    reject_unknown(actions[i], {"chunk", "microbatch", "backward", "start_s", "end_s"}, where);
     PipelineAction action;
     action.chunk = static_cast<int>(integer_in(actions[i], "chunk", where, 0, kMaxReplayedIndex));
     action.microbatch =
@@ -135,6 +146,7 @@ void read_pipeline_view(const nlohmann::json& json, const std::string& source,
   if (!chunks.is_array()) throw_bad_input(source + ": chunks", "expected an array");
   for (std::size_t c = 0; c < chunks.size(); ++c) {
     const std::string where = fmt::format("{}: chunks[{}]", source, c);
+    reject_unknown(chunks[c], {"chunk", "tasks"}, where);
     MeasuredChunk chunk;
     chunk.chunk = static_cast<int>(integer_in(chunks[c], "chunk", where, 0, kMaxReplayedIndex));
     // The rank's chunks, ascending, each once (compare doubled a chunk given twice).
@@ -147,6 +159,7 @@ void read_pipeline_view(const nlohmann::json& json, const std::string& source,
     if (!tasks.is_array()) throw_bad_input(where + ": tasks", "expected an array");
     for (std::size_t t = 0; t < tasks.size(); ++t) {
       const std::string at = fmt::format("{}: tasks[{}]", where, t);
+      reject_unknown(tasks[t], {"runs", "duration_s"}, at);
       chunk.tasks.push_back({integer_in(tasks[t], "runs", at, 0, kMaxReplayedIndex),
                              number(tasks[t], "duration_s", at)});
     }
@@ -282,6 +295,15 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
   }
   measured.version = static_cast<int>(version);
   const int read_version = measured.version;
+  // The fields of the file's version (mesh since 2, ranks since 3, pipeline since 4).
+  std::vector<std::string> known = {
+      "format",     "version",        "schedule_hash",        "backend",      "world_size",
+      "iterations", "warmup",         "data_checked",         "step_times_s", "step_time_s",
+      "compute_s",  "exposed_comm_s", "peak_allocated_bytes", "timings",      "environment"};
+  if (read_version >= 2) known.push_back("mesh");
+  if (read_version >= 3) known.push_back("ranks");
+  if (read_version >= 4) known.push_back("pipeline");
+  reject_unknown(json, known, source);
   measured.schedule_hash = text(json, "schedule_hash", source);
   measured.backend = text(json, "backend", source);
   if (measured.backend != "cpu" && measured.backend != "cuda") {
@@ -298,6 +320,7 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
     const std::string where = source + ": mesh";
     const auto& mesh = field(json, "mesh", source);
     if (!mesh.is_object()) throw_bad_input(where, "expected an object");
+    reject_unknown(mesh, {"pp", "dp_replicate", "dp_shard", "tp", "shards_per_rank", "cp"}, where);
     measured.dp_replicate = integer(mesh, "dp_replicate", where);
     measured.dp_shard = integer(mesh, "dp_shard", where);
     measured.tp = integer(mesh, "tp", where);
@@ -373,6 +396,7 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
   if (!timings.is_array()) throw_bad_input(source + ": timings", "expected an array");
   for (std::size_t i = 0; i < timings.size(); ++i) {
     const std::string where = fmt::format("{}: timings[{}]", source, i);
+    reject_unknown(timings[i], {"start_s", "end_s"}, where);
     TaskTiming timing{number(timings[i], "start_s", where), number(timings[i], "end_s", where)};
     if (timing.end_s < timing.start_s) throw_bad_input(where, "ends before it starts");
     measured.timings.push_back(timing);
@@ -406,6 +430,14 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
     }
     for (std::size_t r = 0; r < ranks.size(); ++r) {
       const std::string where = fmt::format("{}: ranks[{}]", source, r);
+      const bool pipeline_view = read_version >= 5 && json.contains("pipeline");
+      if (pipeline_view) {
+        reject_unknown(ranks[r],
+                       {"step_time_s", "peak_allocated_bytes", "timings", "actions", "chunks"},
+                       where);
+      } else {
+        reject_unknown(ranks[r], {"step_time_s", "peak_allocated_bytes", "timings"}, where);
+      }
       RankMeasurement rank;
       rank.step_time_s = number(ranks[r], "step_time_s", where);
       if (read_version >= 4) {
@@ -423,6 +455,7 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
       }
       for (std::size_t i = 0; i < rank_timings.size(); ++i) {
         const std::string at = fmt::format("{}: timings[{}]", where, i);
+        reject_unknown(rank_timings[i], {"start_s", "end_s"}, at);
         TaskTiming timing{number(rank_timings[i], "start_s", at),
                           number(rank_timings[i], "end_s", at)};
         if (timing.end_s < timing.start_s) throw_bad_input(at, "ends before it starts");
@@ -432,7 +465,7 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
         }
         rank.timings.push_back(timing);
       }
-      if (read_version >= 5 && json.contains("pipeline")) read_pipeline_view(ranks[r], where, rank);
+      if (pipeline_view) read_pipeline_view(ranks[r], where, rank);
       measured.ranks.push_back(std::move(rank));
     }
     // The top-level timings are rank 0's (validate gathers them from it): a difference is
@@ -486,6 +519,10 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
     const std::string where = source + ": pipeline";
     const auto& pipeline_json = json.at("pipeline");
     if (!pipeline_json.is_object()) throw_bad_input(where, "expected an object");
+    reject_unknown(
+        pipeline_json,
+        {"microbatches", "pipeline_steps", "virtual_stages", "schedule", "message_bytes", "stages"},
+        where);
     MeasuredPipeline pipeline;
     pipeline.microbatches = integer(pipeline_json, "microbatches", where);
     if (pipeline_json.contains("pipeline_steps")) {
@@ -504,6 +541,8 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
     }
     for (std::size_t r = 0; r < stages.size(); ++r) {
       const std::string at = fmt::format("{}: stages[{}]", where, r);
+      reject_unknown(stages[r],
+                     {"rank", "busy_s", "pipeline_end_s", "end_s", "peak_allocated_bytes"}, at);
       MeasuredStage stage;
       if (integer(stages[r], "rank", at) != static_cast<std::int64_t>(r)) {
         throw_bad_input(at + ": rank", "expected " + std::to_string(r));

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <initializer_list>
 #include <limits>
 #include <set>
 #include <string>
@@ -15,6 +14,7 @@
 #include <Eigen/Dense>
 
 #include "fsdptune/error.hpp"
+#include "fsdptune/io.hpp"
 
 namespace fsdptune {
 namespace {
@@ -29,14 +29,11 @@ std::string key_path(const std::string& where, const char* key) {
 
 // A misspelt field would otherwise be ignored (a contention factor silently at its
 // default); model, hardware and plan files refuse them too.
-void reject_unknown_fields(const nlohmann::json& object, std::initializer_list<const char*> known,
+void reject_unknown_fields(const nlohmann::json& object, const std::vector<std::string>& known,
                            const std::string& where) {
-  for (const auto& item : object.items()) {
-    const std::string& key = item.key();
-    if (std::none_of(known.begin(), known.end(), [&](const char* name) { return key == name; })) {
-      throw_bad_input(key_path(where, key.c_str()), "unknown field",
-                      "docs/profile-format.md lists the fields");
-    }
+  if (const auto key = unknown_field(object, known)) {
+    throw_bad_input(key_path(where, key->c_str()), "unknown field",
+                    "docs/profile-format.md lists the fields");
   }
 }
 

@@ -10,6 +10,7 @@
 #include <limits>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -59,7 +60,9 @@ Enum enum_from_string(const std::string& text, const std::array<Enum, N>& values
 }
 
 // Reads the fields of one JSON object, naming `source` and the dotted path of a field
-// in every error ("schedule.json: program.tasks[3].deps").
+// in every error ("schedule.json: program.tasks[3].deps"). It records the keys asked for
+// (at, has) so that finish() can refuse the others: a misspelt field would otherwise be
+// ignored, as the model, job, hardware, plan and profile readers refuse them.
 class Fields {
  public:
   Fields(const json& object, std::string source, std::string path)
@@ -75,8 +78,12 @@ class Fields {
   }
   const std::string& source() const { return source_; }
 
-  bool has(const std::string& key) const { return object_.contains(key); }
+  bool has(const std::string& key) const {
+    asked_.push_back(key);
+    return object_.contains(key);
+  }
   const json& at(const std::string& key) const {
+    asked_.push_back(key);
     const auto it = object_.find(key);
     if (it == object_.end()) throw_bad_input(where(key), "missing field");
     return *it;
@@ -146,6 +153,17 @@ class Fields {
     return value;
   }
   Fields object(const std::string& key) const { return Fields(at(key), source_, child(key)); }
+  // A field the reader does not need but that belongs there.
+  void allow(const std::string& key) const { asked_.push_back(key); }
+  // Refuses a field that was not asked for.
+  void finish() const {
+    for (const auto& item : object_.items()) {
+      if (std::find(asked_.begin(), asked_.end(), item.key()) == asked_.end()) {
+        throw_bad_input(where(item.key()), "unknown field",
+                        "docs/schedule-format.md lists the fields");
+      }
+    }
+  }
 
  private:
   std::string where_self() const {
@@ -154,6 +172,7 @@ class Fields {
   const json& object_;
   std::string source_;
   std::string path_;
+  mutable std::vector<std::string> asked_;
 };
 
 std::string indexed(const std::string& path, std::size_t index) {
@@ -268,6 +287,7 @@ MemoryBreakdown breakdown_from_json(const Fields& fields) {
   for (const MemoryCategory category : kCategories) {
     breakdown[static_cast<int>(category)] = fields.bytes(to_string(category));
   }
+  fields.finish();
   return breakdown;
 }
 
@@ -285,6 +305,7 @@ PlanSummary summary_from_json(const Fields& fields) {
   summary.peak_reserved_bytes = fields.bytes("peak_reserved_bytes");
   summary.peak_breakdown = breakdown_from_json(fields.object("peak_breakdown"));
   summary.fits = fields.boolean("fits");
+  fields.finish();
   return summary;
 }
 
@@ -382,6 +403,7 @@ Task task_from_json(const Fields& fields) {
   // As many ranks as a job may have GPUs (normalize_job).
   task.group.ranks = group.integer_in("ranks", 1, kMaxJobGpus);
   task.group.ranks_per_node = group.integer_in("ranks_per_node", 1, kMaxJobGpus);
+  group.finish();
   task.duration_s = fields.seconds("duration_s");
   const json& deps = fields.array("deps");
   for (std::size_t i = 0; i < deps.size(); ++i) {
@@ -395,8 +417,10 @@ Task task_from_json(const Fields& fields) {
                                       event_fields.where("category"));
     event.bytes = event_fields.integer_in("bytes", -kMaxBytes, kMaxBytes);
     event.at_end = event_fields.boolean("at_end");
+    event_fields.finish();
     task.memory.push_back(event);
   }
+  fields.finish();
   return task;
 }
 
@@ -418,8 +442,11 @@ BucketLayout bucket_from_json(const Fields& fields) {
     slot.offset = slot_fields.bytes("offset");
     slot.shard_numel = slot_fields.bytes("shard_numel");
     slot.numel = slot_fields.bytes("numel");
+    slot_fields.allow("padding_elements");  // derived, written for readers of the file
+    slot_fields.finish();
     bucket.slots.push_back(std::move(slot));
   }
+  fields.finish();
   return bucket;
 }
 
@@ -435,6 +462,7 @@ Program program_from_json(const Fields& fields) {
     program.streams.push_back(Stream{
         stream_fields.string("name"),
         enum_from_string(stream_fields.string("role"), kStreamRoles, stream_fields.where("role"))});
+    stream_fields.finish();
   }
   const json& tasks = fields.array("tasks");
   program.tasks.reserve(tasks.size());
@@ -454,10 +482,12 @@ Program program_from_json(const Fields& fields) {
   if (contention.has("comm_slowdown_with_compute")) {
     program.contention.comm_slowdown_with_compute = contention.number("comm_slowdown_with_compute");
   }
+  contention.finish();
   validate_contention(program.contention,
                       fmt::format("{}: {}", fields.source(), fields.child("contention")));
   program.cost_queries = fields.count("cost_queries");
   program.cost_fallbacks = fields.count("cost_fallbacks");
+  fields.finish();
   return program;
 }
 
@@ -961,6 +991,8 @@ SchedulePipeline pipeline_from_json(const Fields& fields, std::int64_t microbatc
     chunk.times = chunk_times_from_json(times_fields);
     chunk.times.accumulates = chunk.keep_gathered && microbatches > 1;
     chunk.retired_times = retired_times_from_json(times_fields);
+    times_fields.finish();
+    chunk_fields.finish();
     pipeline.chunks.push_back(std::move(chunk));
   }
   const json& stages = fields.array("stages");
@@ -985,11 +1017,14 @@ SchedulePipeline pipeline_from_json(const Fields& fields, std::int64_t microbatc
         action.backward = action_fields.boolean("backward");
         action.start_s = action_fields.seconds("start_s");
         action.end_s = action_fields.seconds("end_s");
+        action_fields.finish();
         stage.actions.push_back(action);
       }
     }
+    stage_fields.finish();
     pipeline.stages.push_back(std::move(stage));
   }
+  fields.finish();
   return pipeline;
 }
 
@@ -1295,6 +1330,7 @@ ScheduleFile schedule_from_json(const json& json_in, const std::string& source) 
     schedule.pareto.push_back(ParetoPoint{
         point.seconds("step_time_s"), point.bytes("peak_allocated_bytes"), point.string("label"),
         point.has("peak_reserved_bytes") ? point.bytes("peak_reserved_bytes") : 0});
+    point.finish();
   }
   schedule.lower_bound_s = fields.seconds("lower_bound_s");
   const Fields provenance = fields.object("provenance");
@@ -1306,6 +1342,10 @@ ScheduleFile schedule_from_json(const json& json_in, const std::string& source) 
   schedule.provenance.command = provenance.string("command");
   const bool has_job_hash = provenance.has("job_hash");
   if (has_job_hash) schedule.provenance.job_hash = provenance.string("job_hash");
+  provenance.finish();
+  // Derived (lower_bound_s over the step), written for readers of the file; recomputed.
+  fields.allow("efficiency");
+  fields.finish();
 
   // The schedule must describe the workload of its own model and job: the executor
   // rebuilds that workload to get op shapes and parameter sizes.

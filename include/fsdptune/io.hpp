@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -48,6 +49,10 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& sourc
 nlohmann::json read_json_file(const std::string& path, std::int64_t max_bytes = kMaxInputFileBytes);
 // Deterministic JSON text: 2-space indent, keys sorted, trailing newline.
 std::string dump_json(const nlohmann::json& json);
+// The first key of `object` (in sorted order) that is not one of `known`, if any: readers
+// refuse it, as a misspelt field would otherwise be ignored.
+std::optional<std::string> unknown_field(const nlohmann::json& object,
+                                         const std::vector<std::string>& known);
 
 // --model: a built-in name, a path to one of our model files, or a Hugging Face
 // config.json.

@@ -340,6 +340,48 @@ TEST_CASE("a schedule with a missing field is rejected naming it", "[schedule]")
   }
 }
 
+TEST_CASE("a schedule with an unknown field is rejected naming it", "[schedule]") {
+  // Found probing: a misspelt field was ignored where every other reader refuses it.
+  const json document = schedule_to_json(make_schedule());
+  CHECK_NOTHROW(schedule_from_json(document, "schedule.json"));
+  const struct {
+    json::json_pointer object;
+    const char* key;
+    const char* where;
+  } cases[] = {
+      {json::json_pointer(""), "lower_bound", "schedule.json: lower_bound"},
+      {json::json_pointer("/provenance"), "seeds", "schedule.json: provenance.seeds"},
+      {json::json_pointer("/predicted"), "step_s", "schedule.json: predicted.step_s"},
+      {json::json_pointer("/predicted/peak_breakdown"), "other",
+       "schedule.json: predicted.peak_breakdown.other"},
+      {json::json_pointer("/program"), "stream", "schedule.json: program.stream"},
+      {json::json_pointer("/program/contention"), "compute_slowdown",
+       "schedule.json: program.contention.compute_slowdown"},
+      {json::json_pointer("/program/tasks/3"), "duration",
+       "schedule.json: program.tasks[3].duration"},
+      {json::json_pointer("/program/tasks/3/group"), "nodes",
+       "schedule.json: program.tasks[3].group.nodes"},
+      {json::json_pointer("/program/buckets/1/slots/0"), "size",
+       "schedule.json: program.buckets[1].slots[0].size"},
+      {json::json_pointer("/baselines/0"), "name", "schedule.json: baselines[0].name"},
+  };
+  for (const auto& item : cases) {
+    INFO(item.where);
+    json broken = document;
+    REQUIRE(broken.at(item.object).is_object());
+    broken.at(item.object)[item.key] = 1;
+    CHECK(load_error(broken).where() == item.where);
+    CHECK(load_error(broken).message() == "unknown field");
+  }
+  // A version 1 file does not carry a pipeline.
+  json broken = document;
+  broken["pipeline"] = json::object();
+  CHECK(load_error(broken).where() == "schedule.json: pipeline");
+  // The derived figures written for readers are not unknown.
+  REQUIRE(document.contains("efficiency"));
+  REQUIRE(document["program"]["buckets"][1]["slots"][0].contains("padding_elements"));
+}
+
 TEST_CASE("a schedule whose program does not match its model is rejected", "[schedule]") {
   json document = schedule_to_json(make_schedule());
   SECTION("the model swapped for one with other dims") {

@@ -846,6 +846,21 @@ TEST_CASE("pipeline schedule (version 2) round-trips and is checked on load",
   bad["job"]["pp_schedule"] = "1f1b";
   bad["job"]["dp_shard"] = 8;
   CHECK_THROWS_WITH(schedule_from_json(bad, "pp.json"), Catch::Contains("version"));
+  // Unknown fields, and a version 1 file's `program` (version 2 has none), are named.
+  const struct {
+    const char* object;
+    const char* key;
+    const char* where;
+  } unknown[] = {{"/pipeline/chunks/1/times", "tail", "pipeline.chunks[1].times.tail"},
+                 {"/pipeline/stages/0/actions/0", "stage", "pipeline.stages[0].actions[0].stage"},
+                 {"/pipeline/chunks/0/predicted", "step_s", "pipeline.chunks[0].predicted.step_s"},
+                 {"", "program", "program"}};
+  for (const auto& item : unknown) {
+    bad = json;
+    bad[nlohmann::json::json_pointer(item.object)][item.key] = 0;
+    CHECK_THROWS_WITH(schedule_from_json(bad, "pp.json"),
+                      Catch::Contains(std::string("pp.json: ") + item.where + ": unknown field"));
+  }
   bad = json;
   bad["pipeline"].erase("stages");
   CHECK_THROWS_WITH(schedule_from_json(bad, "pp.json"), Catch::Contains("pipeline.stages"));

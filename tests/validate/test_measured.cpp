@@ -184,7 +184,9 @@ TEST_CASE("measured.json sizes out of range are rejected naming the field", "[me
   bad["version"] = 4294967297;
   expect_error(bad, "m.json: version");
   bad = good;
-  bad["version"] = 1;
+  bad["version"] = 1;  // no mesh or ranks in version 1
+  bad.erase("mesh");
+  bad.erase("ranks");
   bad["world_size"] = 0;
   expect_error(bad, "m.json: world_size");
 }
@@ -249,6 +251,7 @@ TEST_CASE("measured.json version 1 reads as one shard per rank over the world", 
   nlohmann::json v1 = measured_to_json(sample());
   v1["version"] = 1;
   v1.erase("mesh");
+  v1.erase("ranks");
   const MeasuredResult m = measured_from_json(v1, "old.json");
   CHECK(m.version == kMeasuredFormatVersion);
   CHECK(m.dp_shard == 4);  // world_size
@@ -270,6 +273,49 @@ TEST_CASE("measured.json version 2 reads without per-rank views", "[measured]") 
   CHECK(m.version == kMeasuredFormatVersion);
   CHECK(m.ranks.empty());
   CHECK(m.timings == sample().timings);
+}
+
+TEST_CASE("measured.json with an unknown field is rejected naming it", "[measured]") {
+  // Found probing: stray or misspelt fields were ignored, where every other reader refuses
+  // them. Each case adds one field to an object of a plain or a pipeline run.
+  const nlohmann::json plain = measured_to_json(sample());
+  const nlohmann::json pipelined = measured_to_json(pipeline_sample());
+  using Pointer = nlohmann::json::json_pointer;
+  const struct {
+    const nlohmann::json& file;
+    const char* object;
+    const char* key;
+    const char* where;
+  } cases[] = {
+      {plain, "", "step_time", "m.json: step_time"},
+      {plain, "/mesh", "dp", "m.json: mesh: dp"},
+      {plain, "/timings/1", "duration_s", "m.json: timings[1]: duration_s"},
+      {plain, "/ranks/2", "rank", "m.json: ranks[2]: rank"},
+      {plain, "/ranks/2/timings/0", "start", "m.json: ranks[2]: timings[0]: start"},
+      // A run without pipeline parallelism has no per-rank actions.
+      {plain, "/ranks/0", "actions", "m.json: ranks[0]: actions"},
+      {pipelined, "/pipeline", "steps", "m.json: pipeline: steps"},
+      {pipelined, "/pipeline/stages/1", "start_s", "m.json: pipeline: stages[1]: start_s"},
+      {pipelined, "/ranks/1/actions/0", "stage", "m.json: ranks[1]: actions[0]: stage"},
+      {pipelined, "/ranks/0/chunks/0", "name", "m.json: ranks[0]: chunks[0]: name"},
+      {pipelined, "/ranks/0/chunks/0/tasks/1", "runs_s",
+       "m.json: ranks[0]: chunks[0]: tasks[1]: runs_s"},
+  };
+  for (const auto& item : cases) {
+    INFO(item.where);
+    nlohmann::json bad = item.file;
+    REQUIRE(bad.at(Pointer(item.object)).is_object());
+    bad.at(Pointer(item.object))[item.key] = 1;
+    expect_error(bad, item.where);
+  }
+  // Fields of a later version than the file's.
+  nlohmann::json bad = plain;
+  bad["version"] = 2;
+  expect_error(bad, "m.json: ranks");
+  // environment holds any keys.
+  bad = plain;
+  bad["environment"]["SLURM_JOB_ID"] = "42";
+  CHECK(measured_from_json(bad, "m.json").environment.at("SLURM_JOB_ID") == "42");
 }
 
 TEST_CASE("measured.json of a pipeline round-trips with its stages and rank peaks",
