@@ -1,5 +1,7 @@
 // fsdptune: simulate, tune and validate FSDP training schedules.
+#include <algorithm>
 #include <charconv>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -52,11 +54,29 @@ void refuse_empty_values(CLI::App& app) {
         },
         "");
   };
+  // A whole number in decimal digits: CLI11 reads "0x80" as hexadecimal and "010" as octal
+  // (found probing: `--seq 0x80` ran at 128, `--gpus 010` on 8 GPUs). Leading zeros are
+  // dropped, so "010" is ten; anything else but digits and a sign is refused.
+  const CLI::Validator decimal(
+      [](std::string& value) {
+        const std::size_t first = !value.empty() && (value[0] == '-' || value[0] == '+') ? 1 : 0;
+        const bool digits = value.size() > first &&
+                            std::all_of(value.begin() + static_cast<std::ptrdiff_t>(first),
+                                        value.end(), [](char c) { return c >= '0' && c <= '9'; });
+        if (!digits) return fmt::format("'{}' is not a whole number in decimal digits", value);
+        const std::size_t nonzero = std::min(value.find_first_not_of('0', first), value.size() - 1);
+        value.erase(first, nonzero - first);
+        return std::string();
+      },
+      "");
   for (CLI::Option* option : app.get_options()) {
     if (option->get_type_size() == 0) continue;
     option->check(non_empty);
     const std::string type = option->get_type_name();
-    if (type == "INT" || type == "UINT") option->check(in_range(type == "UINT"));
+    if (type == "INT" || type == "UINT") {
+      option->transform(decimal);
+      option->check(in_range(type == "UINT"));
+    }
   }
   for (CLI::App* command : app.get_subcommands([](CLI::App*) { return true; }))
     refuse_empty_values(*command);
@@ -86,6 +106,23 @@ int main(int argc, char** argv) {
   refuse_empty_values(app);
 
   const auto run = [&]() -> int {
+    // A first word that is no command: CLI11 said only "A subcommand is required".
+    if (argc > 1 && argv[1][0] != '-') {
+      const std::string word = argv[1];
+      std::string commands;
+      bool known = false;
+      for (const CLI::App* command : app.get_subcommands([](CLI::App*) { return true; })) {
+        known = known || command->get_name() == word;
+        commands += (commands.empty() ? "" : ", ") + command->get_name();
+      }
+      if (!known) {
+        say(
+            fmt::format("fsdptune: error: '{}' is not a command (commands: {})\nrun with "
+                        "--help for usage\n",
+                        word, commands));
+        return 2;
+      }
+    }
     try {
       app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
