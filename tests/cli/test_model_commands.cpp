@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <fstream>
 #include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -143,28 +144,25 @@ TEST_CASE("command words and whole numbers: what was typed is what runs", "[cli]
   // Found probing: `fsdptune bogus` said only "A subcommand is required"; `--seq 0x80` ran
   // at 128 (hexadecimal) and `--gpus 010` on 8 GPUs (octal); `report s.json --gpus 2` said
   // "File does not exist: 2".
-  CommandResult result = run_fsdptune("bogus");
-  CHECK(result.exit_code == 2);
-  CHECK_THAT(result.err, Catch::Contains("'bogus' is not a command (commands: model, workload, "
-                                         "cost, profile, simulate, tune"));
-  result = run_fsdptune("simulate --model tiny --gpus 8 --hardware h100-sxm --seq 0x80");
-  CHECK(result.exit_code == 2);
-  CHECK_THAT(result.err, Catch::Contains("--seq: '0x80' is not a whole number in decimal digits"));
-  result = run_fsdptune("workload --model tiny --gpus 8 --seq 1e3");
-  CHECK(result.exit_code == 2);
-  CHECK_THAT(result.err, Catch::Contains("--seq: '1e3' is not a whole number"));
-  // Leading zeros are decimal: 010 is ten.
-  result = run_fsdptune("workload --model tiny --gpus 010");
-  CHECK(result.exit_code == 2);
-  CHECK_THAT(result.err, Catch::Contains("--gpus: 10 GPUs do not fill nodes of 8"));
-  result = run_fsdptune("simulate --model tiny --gpus 8 --hardware h100-sxm --seq 0128 --json");
+  const std::pair<std::string, std::string> refused[] = {
+      {"bogus", "'bogus' is not a command (commands: model, workload, cost, profile, simulate"},
+      {"simulate --model tiny --gpus 8 --hardware h100-sxm --seq 0x80",
+       "--seq: '0x80' is not a whole number in decimal digits"},
+      {"workload --model tiny --gpus 8 --seq 1e3", "--seq: '1e3' is not a whole number"},
+      // Leading zeros are decimal: 010 is ten.
+      {"workload --model tiny --gpus 010", "--gpus: 10 GPUs do not fill nodes of 8"},
+      // An unknown flag is named, whatever follows it.
+      {"report no-such-schedule.json --gpus 2", "not expected: --gpus"},
+      {"report no-such-schedule.json", "no-such-schedule.json: no such file"},
+  };
+  for (const auto& [command, needle] : refused) {
+    const CommandResult result = run_fsdptune(command);
+    INFO(command << "\n" << result.err);
+    CHECK(result.exit_code == 2);
+    CHECK_THAT(result.err, Catch::Contains(needle));
+  }
+  const CommandResult result =
+      run_fsdptune("simulate --model tiny --gpus 8 --hardware h100-sxm --seq 0128 --json");
   REQUIRE(result.exit_code == 0);
   CHECK(nlohmann::json::parse(result.out).at("job").at("seq_len") == 128);
-  // An unknown flag is named, whatever follows it.
-  result = run_fsdptune("report no-such-schedule.json --gpus 2");
-  CHECK(result.exit_code == 2);
-  CHECK_THAT(result.err, Catch::Contains("not expected: --gpus"));
-  result = run_fsdptune("report no-such-schedule.json");
-  CHECK(result.exit_code == 2);
-  CHECK_THAT(result.err, Catch::Contains("no-such-schedule.json: no such file"));
 }
