@@ -79,17 +79,18 @@ std::vector<std::int64_t> parse_dims(const std::string& text, const std::string&
   return dims;
 }
 
-// A FLOP rate for a human: TFLOP/s on a GPU, GFLOP/s below one (a CPU profile's).
-std::string format_flops_per_s(double flops_per_s) {
-  return flops_per_s >= 1e12 ? fmt::format("{:.1f} TFLOP/s", flops_per_s / 1e12)
-                             : fmt::format("{:.1f} GFLOP/s", flops_per_s / 1e9);
+// A rate for a human with the largest decimal prefix that keeps it at least 1 (kilo at
+// the least): `--gemm 1,1,1` printed "0.0 GFLOP/s", a tiny collective "0.0 MB/s".
+std::string format_rate(double per_s, const char* unit) {
+  constexpr std::pair<double, const char*> kPrefixes[] = {{1e12, "T"}, {1e9, "G"}, {1e6, "M"}};
+  for (const auto& [scale, prefix] : kPrefixes) {
+    if (per_s >= scale) return fmt::format("{:.1f} {}{}/s", per_s / scale, prefix, unit);
+  }
+  return fmt::format("{:.1f} k{}/s", per_s / 1e3, unit);
 }
 
-// A bandwidth for a human: GB/s, MB/s below one (a small collective's).
-std::string format_bytes_per_s(double bytes_per_s) {
-  return bytes_per_s >= 1e9 ? fmt::format("{:.1f} GB/s", bytes_per_s / 1e9)
-                            : fmt::format("{:.1f} MB/s", bytes_per_s / 1e6);
-}
+std::string format_flops_per_s(double flops_per_s) { return format_rate(flops_per_s, "FLOP"); }
+std::string format_bytes_per_s(double bytes_per_s) { return format_rate(bytes_per_s, "B"); }
 
 GemmShape parse_gemm_shape(const std::string& text) {
   const std::vector<std::int64_t> dims = parse_dims(text, "--gemm", 3, "M,N,K", "8192,4096,4096");
@@ -146,11 +147,21 @@ void run_collective(const CostCommandOptions& options, const ResolvedCostModel& 
     print_cost_json(json);
     return;
   }
-  fmt::print("{} of {} over {} GPUs ({} per node, {} node{}) on {}: {}\n", to_string(kind),
-             format_bytes(bytes), group.ranks, group.ranks_per_node, group.nodes(),
-             group.nodes() == 1 ? "" : "s", resolved.hardware.id, format_seconds(estimate.seconds));
+  fmt::print("{} of {} over {} GPU{} ({} per node, {} node{}) on {}: {}\n", to_string(kind),
+             format_bytes(bytes), group.ranks, group.ranks == 1 ? "" : "s", group.ranks_per_node,
+             group.nodes(), group.nodes() == 1 ? "" : "s", resolved.hardware.id,
+             format_seconds(estimate.seconds));
+  const char* source = estimate.measured ? "measured" : "analytic model";
+  if (group.ranks == 1) {
+    // Nothing crosses a link: no bus bandwidth to speak of (it printed "busbw 0.0 MB/s").
+    fmt::print(
+        "  one GPU: nothing crosses a link ({}; {})\n",
+        kind == CollectiveKind::kReduceScatter ? "the input is copied to the output" : "in place",
+        source);
+    return;
+  }
   fmt::print("  busbw {}, algbw {} ({})\n", format_bytes_per_s(busbw), format_bytes_per_s(algbw),
-             estimate.measured ? "measured" : "analytic model");
+             source);
 }
 
 void run_gemm(const CostCommandOptions& options, const ResolvedCostModel& resolved) {

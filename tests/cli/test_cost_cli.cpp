@@ -98,7 +98,7 @@ TEST_CASE("cost --attention prices a flash attention kernel", "[cli][cost]") {
   CHECK(run_fsdptune(llama + " --json").out == forward.out);
 }
 
-TEST_CASE("cost prints a rate below 1 TFLOP/s in GFLOP/s and below 1 GB/s in MB/s", "[cli][cost]") {
+TEST_CASE("cost prints a rate in the largest unit that keeps it at least 1", "[cli][cost]") {
   // A spec of a slow device (a CPU's figures): h100-sxm's at 1/10000 of its FLOP rates.
   nlohmann::json spec =
       read_json_file(std::string(FSDPTUNE_SOURCE_DIR) + "/profiles/h100-sxm.json");
@@ -124,6 +124,18 @@ TEST_CASE("cost prints a rate below 1 TFLOP/s in GFLOP/s and below 1 GB/s in MB/
   REQUIRE(small.exit_code == 0);
   CHECK_THAT(small.out,
              Catch::Matches("(.|\n)*busbw [0-9]+\\.[0-9] MB/s, algbw [0-9]+\\.[0-9] MB/s(.|\n)*"));
+  // Below 1 GFLOP/s in MFLOP/s or kFLOP/s (a 1x1x1 GEMM printed "0.0 GFLOP/s").
+  const auto tiny = run_fsdptune("cost --hardware h100-sxm --gemm 1,1,1");
+  REQUIRE(tiny.exit_code == 0);
+  CHECK_THAT(tiny.out,
+             Catch::Matches("(.|\n)*  [1-9][0-9]*\\.[0-9] kFLOP/s \\(analytic model\\)\n"));
+  // One GPU: no bus bandwidth (it printed "busbw 0.0 MB/s").
+  const auto one =
+      run_fsdptune("cost --hardware h100-sxm --collective all_gather --bytes 1MiB --gpus 1");
+  REQUIRE(one.exit_code == 0);
+  CHECK_THAT(one.out, Catch::Contains("over 1 GPU (1 per node") &&
+                          Catch::Contains("one GPU: nothing crosses a link (in place") &&
+                          !Catch::Contains("busbw"));
 }
 
 TEST_CASE("cost with a profile uses its measurements", "[cli][cost]") {
