@@ -23,10 +23,12 @@ ResolvedCostModel resolve_cost_model(const CostOptions& options,
                                      const std::string& default_hardware) {
   ResolvedCostModel resolved;
   if (!options.profile.empty()) {
-    resolved.profile = read_profile_file(options.profile);
+    resolved.profile = read_flag_file("--profile", options.profile,
+                                      [&] { return read_profile_file(options.profile); });
   }
   if (!options.hardware.empty()) {
-    resolved.hardware = resolve_hardware(options.hardware);
+    resolved.hardware = read_flag_file("--hardware", options.hardware,
+                                       [&] { return resolve_hardware(options.hardware); });
   } else if (resolved.profile) {
     try {
       resolved.hardware = builtin_hardware(resolved.profile->hardware);

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "cost_options.hpp"
 #include "fsdptune/error.hpp"
 #include "fsdptune/io.hpp"
 #include "fsdptune/pipeline.hpp"
@@ -142,7 +143,10 @@ namespace {
 
 // The --job-toml config, read the first time a caller needs it.
 const TorchtitanConfig& job_toml_config(const JobOptions& options) {
-  if (!options.job_toml_read) options.job_toml_read = read_torchtitan_config(options.job_toml);
+  if (!options.job_toml_read) {
+    options.job_toml_read = read_flag_file(
+        "--job-toml", options.job_toml, [&] { return read_torchtitan_config(options.job_toml); });
+  }
   return *options.job_toml_read;
 }
 

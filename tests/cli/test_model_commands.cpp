@@ -143,7 +143,7 @@ TEST_CASE("bad input is one line naming the culprit, exit 2", "[cli][errors]") {
 TEST_CASE("command words and whole numbers: what was typed is what runs", "[cli][errors]") {
   // Found probing: `fsdptune bogus` said only "A subcommand is required"; `--seq 0x80` ran
   // at 128 (hexadecimal) and `--gpus 010` on 8 GPUs (octal); `report s.json --gpus 2` said
-  // "File does not exist: 2".
+  // "File does not exist: 2"; a missing --hardware file was named without its flag.
   const std::pair<std::string, std::string> refused[] = {
       {"bogus", "'bogus' is not a command (commands: model, workload, cost, profile, simulate"},
       {"simulate --model tiny --gpus 8 --hardware h100-sxm --seq 0x80",
@@ -154,6 +154,13 @@ TEST_CASE("command words and whole numbers: what was typed is what runs", "[cli]
       // An unknown flag is named, whatever follows it.
       {"report no-such-schedule.json --gpus 2", "not expected: --gpus"},
       {"report no-such-schedule.json", "no-such-schedule.json: no such file"},
+      // A file given to a flag that cannot be read names the flag too.
+      {"simulate --model tiny --gpus 8 --hardware no-such-spec.json",
+       "error: --hardware no-such-spec.json: no such file"},
+      {"simulate --model tiny --gpus 8 --profile no-such-profile.json",
+       "error: --profile no-such-profile.json: no such file"},
+      {"simulate --gpus 8 --hardware h100-sxm --job-toml no-such.toml",
+       "error: --job-toml no-such.toml: no such file"},
   };
   for (const auto& [command, needle] : refused) {
     const CommandResult result = run_fsdptune(command);
