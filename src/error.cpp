@@ -32,6 +32,18 @@ int Error::exit_code() const {
   return 1;
 }
 
+std::string error_report(const Error& error) {
+  std::string report = "fsdptune: error: ";
+  report += error.what();
+  report += '\n';
+  if (!error.hint().empty()) {
+    report += "  hint: ";
+    report += error.hint();
+    report += '\n';
+  }
+  return report;
+}
+
 void throw_bad_input(std::string where, std::string what, std::string hint) {
   throw Error(ErrorKind::kBadInput, std::move(where), std::move(what), std::move(hint));
 }

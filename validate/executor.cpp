@@ -858,8 +858,16 @@ void agree_on_errors(const std::optional<Error>& local_error) {
   Error error(static_cast<ErrorKind>(kind),
               fmt::format("rank {}{}{}", first, where.empty() ? "" : ": ", where), what, hint);
   // Every rank has it now: rank 0 prints it, once (each rank printed it before, found
-  // probing: a world of N ranks printed it N times).
-  if (rank != 0) error.mark_printed_by_another_rank();
+  // probing: a world of N ranks printed it N times), and before any rank exits: mpirun ends
+  // the job at the first non-zero exit, and a rank that left while rank 0 was still to
+  // print lost the message (a --check-data failure showed only mpirun's notice, now and
+  // then under load).
+  if (rank == 0) {
+    std::fputs(error_report(error).c_str(), stderr);
+    std::fflush(stderr);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  error.mark_printed_by_another_rank();
   throw error;
 }
 

@@ -43,6 +43,10 @@ class Error : public std::runtime_error {
   bool printed_by_another_rank_ = false;
 };
 
+// What `main` prints for `error`: "fsdptune: error: <where>: <what>\n" and, when there is
+// one, "  hint: <hint>\n".
+std::string error_report(const Error& error);
+
 // Shorthands for the common kinds.
 [[noreturn]] void throw_bad_input(std::string where, std::string what, std::string hint = "");
 [[noreturn]] void throw_runtime(std::string where, std::string what, std::string hint = "");

@@ -136,8 +136,7 @@ int main(int argc, char** argv) {
       return 2;
     } catch (const fsdptune::Error& e) {
       if (e.printed_by_another_rank()) return e.exit_code();
-      say(fmt::format("fsdptune: error: {}\n", e.what()));
-      if (!e.hint().empty()) say(fmt::format("  hint: {}\n", e.hint()));
+      say(fsdptune::error_report(e));
       return e.exit_code();
     } catch (const std::bad_alloc&) {
       // Sizes a flag or file asked for beyond this machine's memory (e.g. profile --sizes
