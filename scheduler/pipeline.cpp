@@ -292,6 +292,7 @@ ChunkTimes chunk_times_with(const Workload& chunk, const Program& program, const
     }
   }
   times.optimizer_s = std::clamp(result.step_time_s - before_optimizer, 0.0, times.tail_s);
+  times.accumulates = keep_gathered && job.microbatches > 1;
   for (std::size_t u = 0; u < chunk.units.size(); ++u) {
     const Unit& unit = chunk.units[u];
     times.activation_bytes += unit.saved_activation_bytes;
@@ -301,18 +302,15 @@ ChunkTimes chunk_times_with(const Workload& chunk, const Program& program, const
     times.backward_s += seconds.backward_s;
     // Each backward adds its gradient into the accumulated one (the last before its
     // reduce-scatter), as FSDP2 does with gradient sync off and the executor replays it.
-    if (job.microbatches > 1) accumulate_s += seconds.accumulate_s;
+    if (times.accumulates) accumulate_s += seconds.accumulate_s;
     // Unsharded gradients held from the first backward to the reduce-scatters when
     // microbatches accumulate, in the reduce dtype: FSDP2 casts a parameter's unsharded
     // gradient to reduce_dtype before accumulating into it when the two differ
     // (FSDPParam.to_accumulated_grad_if_needed), so with torchtitan's bf16 params and
     // fp32 reduction they are held in fp32, twice the param-dtype gradient a single
     // microbatch's Program allocates: Unit::gradient_bytes (padded, reduce dtype).
-    if (job.microbatches > 1) {
-      times.accumulated_gradient_bytes += unit.gradient_bytes();
-    }
+    if (times.accumulates) times.accumulated_gradient_bytes += unit.gradient_bytes();
   }
-  times.accumulates = keep_gathered && job.microbatches > 1;
   if (times.accumulates) {
     times.accumulate_s = accumulate_s;
     times.backward_s += accumulate_s;
