@@ -16,8 +16,10 @@ ModelSpec resolve_model(const std::string& name_or_path) {
   if (std::find(names.begin(), names.end(), name_or_path) != names.end()) {
     return builtin_model(name_or_path);
   }
+  // Any file but a folder: a named pipe or `--model <(...)` too, which read_json_file reads
+  // as it reads a --hardware or --job-toml pipe (a folder: "is a folder, not a file").
   std::error_code ec;
-  if (std::filesystem::is_regular_file(name_or_path, ec)) {
+  if (std::filesystem::exists(name_or_path, ec)) {
     // Our model format or a Hugging Face config.json; model_from_json tells them apart.
     return model_from_json(read_json_file(name_or_path), name_or_path);
   }

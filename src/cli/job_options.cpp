@@ -182,7 +182,8 @@ std::string model_argument(const JobOptions& options) {
 }
 
 ModelSpec resolve_model_option(const JobOptions& options) {
-  return resolve_model(model_argument(options));
+  const std::string model = model_argument(options);
+  return read_flag_file("--model", model, [&] { return resolve_model(model); });
 }
 
 std::string job_flags_of(const std::string& model, const JobSpec& job) {

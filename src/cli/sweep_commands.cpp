@@ -15,6 +15,7 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.hpp"
+#include "cost_options.hpp"
 #include "fsdptune/cost_model.hpp"
 #include "fsdptune/error.hpp"
 #include "fsdptune/io.hpp"
@@ -206,8 +207,10 @@ void run_sweep(const SweepCliOptions& o) {
                  seq, cp);
     }
   }
-  const ModelSpec model = resolve_model(model_name);
-  const HardwareSpec hardware = resolve_hardware(o.hardware);
+  const ModelSpec model =
+      read_flag_file("--model", model_name, [&] { return resolve_model(model_name); });
+  const HardwareSpec hardware =
+      read_flag_file("--hardware", o.hardware, [&] { return resolve_hardware(o.hardware); });
   const std::unique_ptr<CostModel> costs = make_analytic_cost_model(hardware);
   SweepOptions options;
   options.gpus = o.gpus;

@@ -6,6 +6,8 @@
 #include <string>
 #include <utility>
 
+#include <sys/stat.h>
+
 #include <nlohmann/json.hpp>
 
 #include "cli_support.hpp"
@@ -144,6 +146,7 @@ TEST_CASE("command words and whole numbers: what was typed is what runs", "[cli]
   // Found probing: `fsdptune bogus` said only "A subcommand is required"; `--seq 0x80` ran
   // at 128 (hexadecimal) and `--gpus 010` on 8 GPUs (octal); `report s.json --gpus 2` said
   // "File does not exist: 2"; a missing --hardware file was named without its flag.
+  // (A model file is read from a named pipe too: --model <(...).)
   const std::pair<std::string, std::string> refused[] = {
       {"bogus", "'bogus' is not a command (commands: model, workload, cost, profile, simulate"},
       {"simulate --model tiny --gpus 8 --hardware h100-sxm --seq 0x80",
@@ -161,6 +164,10 @@ TEST_CASE("command words and whole numbers: what was typed is what runs", "[cli]
        "error: --profile no-such-profile.json: no such file"},
       {"simulate --gpus 8 --hardware h100-sxm --job-toml no-such.toml",
        "error: --job-toml no-such.toml: no such file"},
+      {"model --model " + std::string(FSDPTUNE_SOURCE_DIR) + "/models",
+       "error: --model " + std::string(FSDPTUNE_SOURCE_DIR) + "/models: is a folder, not a file"},
+      {"sweep --model tiny --gpus 8 --global-batch 8 --hardware no-such-spec.json",
+       "error: --hardware no-such-spec.json: no such file"},
   };
   for (const auto& [command, needle] : refused) {
     const CommandResult result = run_fsdptune(command);
@@ -172,4 +179,18 @@ TEST_CASE("command words and whole numbers: what was typed is what runs", "[cli]
       run_fsdptune("simulate --model tiny --gpus 8 --hardware h100-sxm --seq 0128 --json");
   REQUIRE(result.exit_code == 0);
   CHECK(nlohmann::json::parse(result.out).at("job").at("seq_len") == 128);
+}
+
+TEST_CASE("model files are read from a named pipe, as spec and config files are", "[cli][model]") {
+  // Found probing: --model refused a pipe ("not a built-in model nor a file") where
+  // --hardware and --job-toml read one.
+  const std::string dir = make_temp_dir("fsdptune-model-pipe");
+  const std::string pipe = dir + "/model.json";
+  REQUIRE(::mkfifo(pipe.c_str(), 0600) == 0);
+  const CommandResult result =
+      run_command("cat " + std::string(FSDPTUNE_SOURCE_DIR) + "/models/tiny.json > " + pipe +
+                  " & " + FSDPTUNE_BINARY + " model --model " + pipe);
+  INFO(result.err);
+  CHECK(result.exit_code == 0);
+  CHECK_THAT(result.out, Catch::StartsWith("model tiny\n"));
 }
