@@ -108,9 +108,16 @@ void print_workload(const Workload& workload) {
              backward, recompute, format_bytes(saved));
   fmt::print("persistent state per rank (fp32 params, grads, AdamW m and v): {}\n",
              format_bytes(workload.persistent_state_bytes()));
-  fmt::print("model FLOPs per step per rank: {:.4g} ({:.4g} per token)\n",
-             workload.model_flops_per_step(),
-             workload.model_flops_per_step() / static_cast<double>(workload.tokens_per_step()));
+  // Per token of the model, as `model` prints it: the tp ranks of a TP group share their
+  // tokens, each doing 1/tp of the FLOPs (it printed the per-rank share as "per token").
+  const double per_rank_per_token =
+      workload.model_flops_per_step() / static_cast<double>(workload.tokens_per_step());
+  const std::int64_t tp = workload.job.tp;
+  fmt::print("model FLOPs per step per rank: {:.4g} ({:.4g} per token{})\n",
+             workload.model_flops_per_step(), per_rank_per_token * static_cast<double>(tp),
+             tp > 1
+                 ? fmt::format(", {:.4g} of it on each of the {} TP ranks", per_rank_per_token, tp)
+                 : std::string());
 }
 
 }  // namespace

@@ -82,6 +82,14 @@ TEST_CASE("workload lists the units and is deterministic", "[cli][workload]") {
   REQUIRE(text.exit_code == 0);
   CHECK(text.out.find("layers.125") != std::string::npos);
   CHECK(text.out.find("norm+output") != std::string::npos);
+  // Per token of the model, as `model` prints it, with TP too (it printed the TP rank's
+  // share, 2.896e+10, as per token).
+  const auto tp2 = run_fsdptune("workload --model llama3-8b --gpus 16 --tp 2 --seq 8192");
+  REQUIRE(tp2.exit_code == 0);
+  CHECK_THAT(tp2.out, Catch::Contains("(5.791e+10 per token, 2.896e+10 of it on each of the 2 TP "
+                                      "ranks)"));
+  CHECK_THAT(run_fsdptune("model --model llama3-8b --seq 8192").out,
+             Catch::Contains("at seq 8192: 5.791e+10"));
 }
 
 TEST_CASE("closed standard streams: the exit code still says what happened", "[cli][errors]") {
