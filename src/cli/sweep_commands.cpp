@@ -444,8 +444,10 @@ void run_sweep(const SweepCliOptions& o) {
              format_bytes(result.memory_limit_bytes));
   fmt::print("{} configurations simulated, {} fit; {} tuned ({} plans per chunk at most)\n\n",
              total, result.ranked.size(), result.tuned, o.tune_evaluations);
-  fmt::print("{:>3}  {:<62} {:>11} {:>13} {:>7} {:>7} {:>12}\n", "#", "configuration", "step time",
-             "tokens/s/GPU", "MFU", "bubble", "peak reserv");
+  if (shown > 0) {  // no header over no rows when nothing fits
+    fmt::print("{:>3}  {:<62} {:>11} {:>13} {:>7} {:>7} {:>12}\n", "#", "configuration",
+               "step time", "tokens/s/GPU", "MFU", "bubble", "peak reserv");
+  }
   for (std::size_t i = 0; i < shown; ++i) {
     const SweepCandidate& c = result.ranked[i];
     fmt::print("{:>3}  {:<62} {:>11} {:>13.1f} {:>6.1f}% {:>6.1f}% {:>12}\n", i + 1,

@@ -251,14 +251,15 @@ TEST_CASE("sweep names the listed meshes that shard over no rank", "[cli][sweep]
 }
 
 TEST_CASE("sweep: a memory limit rejects configurations and says why", "[cli][sweep]") {
-  // Nothing fits: the table and the rejections, then exit 3 as tune's (was 0, and 2 with
-  // --out), nothing written.
+  // Nothing fits: the rejections (no table header over no rows), then exit 3 as tune's (was
+  // 0, and 2 with --out), nothing written.
   const std::string sweep =
       "sweep --model tiny --gpus 8 --global-batch 8 --seq 256 --memory-limit 1MiB --threads 1";
   const auto result = run_fsdptune(sweep);
   CHECK(result.exit_code == 3);
   CHECK(result.out.find("0 fit") != std::string::npos);
   CHECK(result.out.find("rejected:") != std::string::npos);
+  CHECK(result.out.find("configuration  ") == std::string::npos);  // no header over no rows
   CHECK(result.err.find("no configuration fits under 1.00 MiB") != std::string::npos);
   const std::string out = make_temp_dir("sweep-nothing-fits") + "/s.json";
   const auto with_out = run_fsdptune(sweep + " --json --out " + out);
