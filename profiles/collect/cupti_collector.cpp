@@ -240,8 +240,17 @@ class CuptiCollector final : public Collector {
 Profile CuptiCollector::collect(const Workload& workload, const CollectorOptions& options) {
   validate_collector_options(options);
   int devices = 0;
-  check_cuda(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
-  if (devices < 1) throw_runtime("cudaGetDeviceCount", "no CUDA device visible");
+  const cudaError_t counted = cudaGetDeviceCount(&devices);
+  if (counted != cudaSuccess || devices < 1) {
+    // As validate --backend cuda says it (a machine without a GPU or driver said only
+    // "cudaGetDeviceCount failed: CUDA driver version is insufficient ...").
+    throw_runtime("--backend cuda",
+                  counted != cudaSuccess
+                      ? fmt::format("no CUDA device is visible to this process ({})",
+                                    cudaGetErrorString(counted))
+                      : std::string("no CUDA device is visible to this process"),
+                  "run it where a GPU is, or profile this machine with --backend cpu");
+  }
   const int device = world_.rank() % devices;
   check_cuda(cudaSetDevice(device), "cudaSetDevice");
   cudaStream_t compute_stream = nullptr;

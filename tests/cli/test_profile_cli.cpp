@@ -150,9 +150,13 @@ TEST_CASE("profile --backend cuda without a GPU is a runtime error", "[cli][prof
   const auto run = run_fsdptune("profile --backend cuda " + kTinyJob + " --out " + out);
   INFO(run.err);
   // Built without CUDA: "built without CUDA"; built with it on a machine without a GPU:
-  // the CUDA runtime's error. Either way exit 1, a message, and no file.
+  // no device visible (with the CUDA runtime's reason) and what to do. Either way exit 1,
+  // the flag named, and no file.
   CHECK(run.exit_code == 1);
-  CHECK_THAT(run.err, Catch::Contains("fsdptune: error:"));
+  CHECK_THAT(run.err, Catch::Contains("fsdptune: error: --backend cuda: "));
+  CHECK_THAT(run.err, Catch::Contains("built without CUDA") ||
+                          Catch::Contains("hint: run it where a GPU is, or profile this "
+                                          "machine with --backend cpu"));
   CHECK_FALSE(std::filesystem::exists(out));
 }
 
