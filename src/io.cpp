@@ -146,6 +146,39 @@ void write_files_atomically(const std::vector<OutputFile>& files) {
   }
 }
 
+namespace {
+
+// Whether a file can be made where `path` would be written: a probe file created (and
+// removed at once) in its folder, or in the nearest folder above it that exists (where the
+// missing ones would be created). A file system that takes no new file (/proc, a read-only
+// mount, a folder without write permission) failed only when the output was written, after
+// the whole run (found probing: validate --out /proc/x.json replayed every step first).
+// An existing device or FIFO is written in place: nothing to create.
+void require_creatable(const std::string& flag, const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path target = fs::absolute(follow_links(path), ec);
+  if (ec) return;
+  const fs::file_status status = fs::status(target, ec);
+  if (fs::exists(status) && !fs::is_regular_file(status)) return;
+  fs::path folder = target.parent_path();
+  while (!folder.empty() && !fs::exists(folder, ec) && folder != folder.parent_path()) {
+    folder = folder.parent_path();
+  }
+  const fs::path probe = folder / fmt::format(".fsdptune-write-check.{}", ::getpid());
+  errno = 0;
+  std::FILE* file = std::fopen(probe.c_str(), "wx");
+  if (file == nullptr) {
+    throw_bad_input(flag + " " + path,
+                    fmt::format("cannot create a file in {}{}", folder.string(), errno_reason()),
+                    "write it to a folder you can write in");
+  }
+  std::fclose(file);
+  fs::remove(probe, ec);
+}
+
+}  // namespace
+
 void require_distinct_files(const NamedFiles& outputs, const NamedFiles& inputs) {
   namespace fs = std::filesystem;
   const auto resolve = [](const std::string& path) {
@@ -188,6 +221,9 @@ void require_distinct_files(const NamedFiles& outputs, const NamedFiles& inputs)
                         "name a file in a folder");
       }
     }
+  }
+  for (const auto& [flag, path] : outputs) {
+    if (!path.empty()) require_creatable(flag, path);
   }
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     if (outputs[i].second.empty()) continue;

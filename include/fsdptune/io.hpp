@@ -40,8 +40,9 @@ void write_files_atomically(const std::vector<OutputFile>& files);
 // A command's files, (flag or argument, path). Refuses two `outputs` of one file, or an
 // output that is one of the `inputs` (which it would overwrite; inputs may repeat), links
 // followed and "./a" = "a": Error(kBadInput) naming both flags; and an output that is a
-// folder, before anything is written (a command of several outputs wrote the others, then
-// failed on it). Empty paths are skipped.
+// folder, or one where no file can be created (a probe file is made and removed in its
+// folder, or the nearest existing one above), before anything is written (a command of
+// several outputs wrote the others, then failed on it). Empty paths are skipped.
 using NamedFiles = std::vector<std::pair<std::string, std::string>>;
 void require_distinct_files(const NamedFiles& outputs, const NamedFiles& inputs = {});
 // Parses JSON text; a syntax error becomes Error(kBadInput) with "source:line:column".

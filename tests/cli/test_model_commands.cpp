@@ -176,6 +176,10 @@ TEST_CASE("command words and whole numbers: what was typed is what runs", "[cli]
        "error: --model " + std::string(FSDPTUNE_SOURCE_DIR) + "/models: is a folder, not a file"},
       {"sweep --model tiny --gpus 8 --global-batch 8 --hardware no-such-spec.json",
        "error: --hardware no-such-spec.json: no such file"},
+      // An output no file can be created for is refused before the work (/proc takes none;
+      // validate --out there replayed every step first).
+      {"tune --model tiny --gpus 8 --max-evaluations 1 --out /proc/fsdptune-s.json",
+       "error: --out /proc/fsdptune-s.json: cannot create a file in /proc"},
   };
   for (const auto& [command, needle] : refused) {
     const CommandResult result = run_fsdptune(command);
