@@ -808,6 +808,17 @@ void corrupt_for_tests(Backend& backend, const ReplayLayout& layout,
   }
 }
 
+// The dtypes the backends move (docs/validation.md "What is replayed"): one wording for a
+// bucket's and a parameter's (found probing: an fp16 schedule was refused in two ways).
+std::string unreplayable_dtype(DType dtype) {
+  return fmt::format(
+      "the executor moves bf16 and fp32 buffers (and fp8 in float8 "
+      "all-gathers), not {}",
+      to_string(dtype));
+}
+constexpr const char* kReplayableDtypesHint =
+    "tune the job with --param-dtype bf16 and --reduce-dtype fp32 or bf16 to replay it";
+
 Workload workload_of(const ScheduleFile& schedule) {
   return build_workload(schedule.model, normalize_job(schedule.model, schedule.job));
 }
@@ -995,10 +1006,7 @@ void check_program(const Program& program, const Workload& workload, const Repla
     const bool fp8_allowed = bucket.kind == CollectiveKind::kAllGather;
     if (bucket.dtype != DType::kBF16 && bucket.dtype != DType::kFP32 &&
         !(fp8_allowed && bucket.dtype == DType::kFP8)) {
-      throw_bad_input(where + ".dtype",
-                      fmt::format("the executor moves bf16 or fp32{} only, not {}",
-                                  fp8_allowed ? " (and fp8 for float8 all-gathers)" : "",
-                                  to_string(bucket.dtype)));
+      throw_bad_input(where + ".dtype", unreplayable_dtype(bucket.dtype), kReplayableDtypesHint);
     }
   }
   for (const Task& task : program.tasks) {
@@ -1281,8 +1289,8 @@ void append_buckets(const Program& program, const std::map<std::string, StoredPa
       // Reductions sum in the bucket's dtype: every slot must be in it. An all-gather
       // moves bytes, so each parameter keeps its own wire dtype (fp8 next to bf16).
       if (wire != DType::kBF16 && wire != DType::kFP32 && wire != DType::kFP8) {
-        throw_bad_input(fmt::format("{} ({})", where, slot.param),
-                        "the executor moves bf16, fp32 or fp8 only, not " + to_string(wire));
+        throw_bad_input(fmt::format("{} ({})", where, slot.param), unreplayable_dtype(wire),
+                        kReplayableDtypesHint);
       }
       if (bucket.kind != CollectiveKind::kAllGather && wire != bucket.dtype) {
         throw_bad_input(fmt::format("{}.buckets[{}].dtype", prefix, b),
