@@ -93,6 +93,7 @@ std::int64_t bytes(const nlohmann::json& json, const char* name, const std::stri
 // A misspelt or stray field would be ignored: refuse it, as the other readers do.
 void reject_unknown(const nlohmann::json& object, const std::vector<std::string>& known,
                     const std::string& source) {
+  if (!object.is_object()) throw_bad_input(source, "expected an object");
   if (const auto key = unknown_field(object, known)) {
     throw_bad_input(source + ": " + *key, "unknown field",
                     "docs/measured-format.md lists the fields");
@@ -320,7 +321,11 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
     const std::string where = source + ": mesh";
     const auto& mesh = field(json, "mesh", source);
     if (!mesh.is_object()) throw_bad_input(where, "expected an object");
-    reject_unknown(mesh, {"pp", "dp_replicate", "dp_shard", "tp", "shards_per_rank", "cp"}, where);
+    // mesh.pp since version 4 (version 3 read pp 1).
+    std::vector<std::string> mesh_fields = {"dp_replicate", "dp_shard", "tp", "shards_per_rank",
+                                            "cp"};
+    if (read_version >= 4) mesh_fields.push_back("pp");
+    reject_unknown(mesh, mesh_fields, where);
     measured.dp_replicate = integer(mesh, "dp_replicate", where);
     measured.dp_shard = integer(mesh, "dp_shard", where);
     measured.tp = integer(mesh, "tp", where);
@@ -430,14 +435,12 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
     }
     for (std::size_t r = 0; r < ranks.size(); ++r) {
       const std::string where = fmt::format("{}: ranks[{}]", source, r);
+      // A rank's peak since version 4, its actions and chunks since 5 in a pipeline run.
       const bool pipeline_view = read_version >= 5 && json.contains("pipeline");
-      if (pipeline_view) {
-        reject_unknown(ranks[r],
-                       {"step_time_s", "peak_allocated_bytes", "timings", "actions", "chunks"},
-                       where);
-      } else {
-        reject_unknown(ranks[r], {"step_time_s", "peak_allocated_bytes", "timings"}, where);
-      }
+      std::vector<std::string> rank_fields = {"step_time_s", "timings"};
+      if (read_version >= 4) rank_fields.push_back("peak_allocated_bytes");
+      if (pipeline_view) rank_fields.insert(rank_fields.end(), {"actions", "chunks"});
+      reject_unknown(ranks[r], rank_fields, where);
       RankMeasurement rank;
       rank.step_time_s = number(ranks[r], "step_time_s", where);
       if (read_version >= 4) {

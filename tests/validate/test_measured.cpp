@@ -269,6 +269,7 @@ TEST_CASE("measured.json version 2 reads without per-rank views", "[measured]") 
   nlohmann::json v2 = measured_to_json(sample());
   v2["version"] = 2;
   v2.erase("ranks");
+  v2["mesh"].erase("pp");  // since version 4
   const MeasuredResult m = measured_from_json(v2, "old.json");
   CHECK(m.version == kMeasuredFormatVersion);
   CHECK(m.ranks.empty());
@@ -308,10 +309,25 @@ TEST_CASE("measured.json with an unknown field is rejected naming it", "[measure
     bad.at(Pointer(item.object))[item.key] = 1;
     expect_error(bad, item.where);
   }
-  // Fields of a later version than the file's.
+  // Fields of a later version than the file's: ranks (3), mesh.pp and a rank's peak (4).
   nlohmann::json bad = plain;
   bad["version"] = 2;
   expect_error(bad, "m.json: ranks");
+  bad = plain;
+  bad["version"] = 3;
+  for (auto& rank : bad["ranks"]) rank.erase("peak_allocated_bytes");
+  expect_error(bad, "m.json: mesh: pp");
+  bad["mesh"].erase("pp");
+  CHECK_NOTHROW(measured_from_json(bad, "m.json"));
+  bad["ranks"][1]["peak_allocated_bytes"] = 1;
+  expect_error(bad, "m.json: ranks[1]: peak_allocated_bytes");
+  // An entry that is no object is named as such (it read "timings[0]: : unknown field").
+  bad = plain;
+  bad["timings"][0] = 5;
+  expect_error(bad, "m.json: timings[0]");
+  bad = plain;
+  bad["ranks"][0] = 7;
+  expect_error(bad, "m.json: ranks[0]");
   // environment holds any keys.
   bad = plain;
   bad["environment"]["SLURM_JOB_ID"] = "42";
