@@ -69,13 +69,42 @@ void refuse_empty_values(CLI::App& app) {
         return std::string();
       },
       "");
+  // A number with a fraction or exponent in decimal too: CLI11 reads "0x1p1" as 2.
+  const CLI::Validator decimal_real(
+      [](std::string& value) {
+        std::size_t at = !value.empty() && (value[0] == '-' || value[0] == '+') ? 1 : 0;
+        const auto digits = [&] {
+          const std::size_t from = at;
+          while (at < value.size() && value[at] >= '0' && value[at] <= '9') ++at;
+          return at - from;
+        };
+        std::size_t mantissa = digits();
+        if (at < value.size() && value[at] == '.') {
+          ++at;
+          mantissa += digits();
+        }
+        bool valid = mantissa > 0;
+        if (valid && at < value.size() && (value[at] == 'e' || value[at] == 'E')) {
+          ++at;
+          if (at < value.size() && (value[at] == '-' || value[at] == '+')) ++at;
+          valid = digits() > 0;
+        }
+        return valid && at == value.size()
+                   ? std::string()
+                   : fmt::format("'{}' is not a number in decimal digits", value);
+      },
+      "");
   for (CLI::Option* option : app.get_options()) {
     if (option->get_type_size() == 0) continue;
     option->check(non_empty);
-    const std::string type = option->get_type_name();
+    // "INT", or "INT:INT in [0 - 1000000]" with a range check.
+    const std::string full_type = option->get_type_name();
+    const std::string type = full_type.substr(0, full_type.find(':'));
     if (type == "INT" || type == "UINT") {
       option->transform(decimal);
       option->check(in_range(type == "UINT"));
+    } else if (type == "FLOAT") {
+      option->check(decimal_real);
     }
   }
   for (CLI::App* command : app.get_subcommands([](CLI::App*) { return true; }))

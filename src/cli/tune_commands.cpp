@@ -1,6 +1,7 @@
 // `fsdptune tune`: search for the best plan of a job and write the schedule file
 // (docs/tuner.md, docs/schedule-format.md).
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -213,7 +214,13 @@ void run_tune(const TuneOptions& options) {
     throw_bad_input("--threads",
                     fmt::format("must be 1 to {}, got {}", kMaxThreads, options.threads));
   }
-  if (!(options.time_budget_s >= 0)) throw_bad_input("--time-budget", "must be >= 0 seconds");
+  // Finite: 1e400 read as infinity, an unbounded search (0 is how to ask for none).
+  if (!(options.time_budget_s >= 0) || !std::isfinite(options.time_budget_s)) {
+    throw_bad_input(
+        "--time-budget",
+        fmt::format("must be a finite number of seconds >= 0, got {}", options.time_budget_s),
+        "0 runs the search until it stalls or --max-evaluations");
+  }
   if (options.max_evaluations < 0) throw_bad_input("--max-evaluations", "must be >= 0");
   check_try_pp_splits(options.try_pp_splits);
 

@@ -1,6 +1,7 @@
 // `fsdptune validate` (replay a schedule under mpirun / srun and measure it) and
 // `fsdptune compare` (prediction vs measurement).
 #include <algorithm>
+#include <cmath>
 #include <iostream>
 #include <iterator>
 #include <memory>
@@ -91,7 +92,10 @@ void run_validate(const ValidateArgs& args) {
   ExecutorOptions options = args.options;
   if (options.iterations < 1) throw_bad_input("--iters", "must be at least 1");
   if (options.warmup < 0) throw_bad_input("--warmup", "must not be negative");
-  if (!(options.timeout_s > 0)) throw_bad_input("--timeout", "must be positive seconds");
+  if (!(options.timeout_s > 0) || !std::isfinite(options.timeout_s)) {
+    throw_bad_input("--timeout", fmt::format("must be a finite number of seconds > 0, got {}",
+                                             options.timeout_s));
+  }
   if (options.backend != "cpu" && options.backend != "cuda") {
     throw_bad_input("--backend", "unknown backend '" + options.backend + "'", "cpu or cuda");
   }
