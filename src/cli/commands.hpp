@@ -3,7 +3,12 @@
 // it to the exit code.
 #pragma once
 
+#include <string>
+
+#include <fmt/format.h>
 #include <CLI/CLI.hpp>
+
+#include "fsdptune/error.hpp"
 
 namespace fsdptune::cli {
 
@@ -16,5 +21,23 @@ void register_tune_commands(CLI::App& app);      // tune (tune_commands.cpp)
 void register_validate_commands(CLI::App& app);  // validate, compare (validate_commands.cpp)
 void register_report_commands(CLI::App& app);    // report (report_commands.cpp)
 void register_sweep_commands(CLI::App& app);     // sweep, pipeline (sweep_commands.cpp)
+
+// Runs `read`, which reads the file `path` given to `flag`: an error about the file as a
+// whole (no such file, a folder, too large) or at a line and column of its text names the
+// flag too ("--hardware spec.json: no such file", "--hardware spec.json:3:1: malformed
+// JSON"; they named only the file). Errors about a field name the file and field.
+template <typename Read>
+auto read_flag_file(const char* flag, const std::string& path, Read&& read) -> decltype(read()) {
+  try {
+    return read();
+  } catch (const Error& e) {
+    const std::string& where = e.where();
+    const bool at_line = where.size() > path.size() + 1 && where.starts_with(path) &&
+                         where[path.size()] == ':' && where[path.size() + 1] >= '0' &&
+                         where[path.size() + 1] <= '9';
+    if (where != path && !at_line) throw;
+    throw Error(e.kind(), fmt::format("{} {}", flag, where), e.message(), e.hint());
+  }
+}
 
 }  // namespace fsdptune::cli

@@ -84,7 +84,8 @@ std::vector<std::int64_t> parse_dims(const std::string& text, const std::string&
 std::string format_rate(double per_s, const char* unit) {
   constexpr std::pair<double, const char*> kPrefixes[] = {{1e12, "T"}, {1e9, "G"}, {1e6, "M"}};
   for (const auto& [scale, prefix] : kPrefixes) {
-    if (per_s >= scale) return fmt::format("{:.1f} {}{}/s", per_s / scale, prefix, unit);
+    // What rounds to 1000.0 of the unit below is 1.0 of this one.
+    if (per_s >= scale * 0.99995) return fmt::format("{:.1f} {}{}/s", per_s / scale, prefix, unit);
   }
   return fmt::format("{:.1f} k{}/s", per_s / 1e3, unit);
 }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "commands.hpp"
 #include "fsdptune/error.hpp"
 #include "fsdptune/io.hpp"
 

@@ -11,7 +11,6 @@
 #include <CLI/CLI.hpp>
 
 #include "fsdptune/cost_model.hpp"
-#include "fsdptune/error.hpp"
 #include "fsdptune/hardware.hpp"
 #include "fsdptune/profile.hpp"
 
@@ -26,19 +25,6 @@ void add_cost_options(CLI::App* command, CostOptions& options);
 
 // Reads and validates a profile file: Error(kBadInput) naming the file and field.
 Profile read_profile_file(const std::string& path);
-
-// Runs `read`, which reads the file `path` given to `flag`: an error about the file as a
-// whole (no such file, a folder, too large) names the flag too ("--hardware spec.json: no
-// such file"; it named only the file). Errors inside the file name the file and field.
-template <typename Read>
-auto read_flag_file(const char* flag, const std::string& path, Read&& read) -> decltype(read()) {
-  try {
-    return read();
-  } catch (const Error& e) {
-    if (e.where() != path) throw;
-    throw Error(e.kind(), fmt::format("{} {}", flag, path), e.message(), e.hint());
-  }
-}
 
 struct ResolvedCostModel {
   HardwareSpec hardware;

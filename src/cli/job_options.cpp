@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "cost_options.hpp"
+#include "commands.hpp"
 #include "fsdptune/error.hpp"
 #include "fsdptune/io.hpp"
 #include "fsdptune/pipeline.hpp"

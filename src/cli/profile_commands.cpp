@@ -68,7 +68,8 @@ std::string provenance_date() {
 // word that is no built-in id is kept (a device with no spec yet), with a note that reading
 // the profile then takes --hardware with a spec file of that id.
 std::string profile_hardware_id(const std::string& id_or_path) {
-  const std::string id = recorded_hardware_id(id_or_path);
+  const std::string id =
+      read_flag_file("--hardware", id_or_path, [&] { return recorded_hardware_id(id_or_path); });
   const std::vector<std::string> builtins = builtin_hardware_names();
   if (id == id_or_path && std::find(builtins.begin(), builtins.end(), id) == builtins.end()) {
     fmt::print(stderr,
@@ -479,7 +480,8 @@ void add_compare(CLI::App& profile) {
         options->hardware.empty() ? measured.hardware : options->hardware;
     HardwareSpec hardware;
     try {
-      hardware = resolve_hardware(hardware_id);
+      hardware =
+          read_flag_file("--hardware", hardware_id, [&] { return resolve_hardware(hardware_id); });
     } catch (const Error&) {
       if (!options->hardware.empty()) throw;
       throw_bad_input(fmt::format("{}: field 'hardware'", options->profile),

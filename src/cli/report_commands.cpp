@@ -36,7 +36,8 @@ void attach_measured(std::vector<ReportEntry>& entries, const std::vector<std::s
   std::vector<std::string> hashes;
   for (const ReportEntry& entry : entries) hashes.push_back(schedule_hash(entry.schedule));
   for (const std::string& path : paths) {
-    MeasuredResult measured = measured_from_json(read_json_file(path), path);
+    MeasuredResult measured = read_flag_file(
+        "--measured", path, [&] { return measured_from_json(read_json_file(path), path); });
     std::size_t match = hashes.size();
     for (std::size_t i = 0; i < hashes.size(); ++i) {
       if (!schedule_has_hash(entries[i].schedule, measured.schedule_hash)) continue;

@@ -179,7 +179,8 @@ void run_sweep(const SweepCliOptions& o) {
   Execution execution = Execution::kCompiled;
   std::string cp = o.cp_given ? o.cp : "1";
   if (!o.job_toml.empty()) {
-    const TorchtitanConfig config = read_torchtitan_config(o.job_toml);
+    const TorchtitanConfig config = read_flag_file(
+        "--job-toml", o.job_toml, [&] { return read_torchtitan_config(o.job_toml); });
     execution = torchtitan_execution(config);
     if (!o.cp_given && config.cp > 1) cp = fmt::format("1,{}", config.cp);
     first_less = config.pp_first_stage_less_layers;
@@ -520,7 +521,8 @@ void run_pipeline(const PipelineCliOptions& o) {
   PlanOptions keep_option;
   keep_option.keep_gathered = o.keep_gathered;
   const bool keep = resolve_keep_gathered(keep_option, job);
-  const HardwareSpec hardware = resolve_hardware(o.hardware);
+  const HardwareSpec hardware =
+      read_flag_file("--hardware", o.hardware, [&] { return resolve_hardware(o.hardware); });
   check_job_hardware(job, hardware);
   const std::unique_ptr<CostModel> costs = make_analytic_cost_model(hardware);
   const std::int64_t limit = o.memory_limit.empty() ? default_memory_limit_bytes(hardware)

@@ -180,6 +180,21 @@ TEST_CASE("command words and whole numbers: what was typed is what runs", "[cli]
       // validate --out there replayed every step first).
       {"tune --model tiny --gpus 8 --max-evaluations 1 --out /proc/fsdptune-s.json",
        "error: --out /proc/fsdptune-s.json: cannot create a file in /proc"},
+      // Ranged whole numbers too ("INT:INT in [...]"), and numbers with a fraction: CLI11
+      // read --top-errors 0x3 as 3 and --time-budget 0x1p1 as 2 s; 1e400 as infinity.
+      {"report no-such-schedule.json --top-errors 0x3",
+       "--top-errors: '0x3' is not a whole number in decimal digits"},
+      {"tune --model tiny --gpus 8 --time-budget 0x1p1",
+       "--time-budget: '0x1p1' is not a number in decimal digits"},
+      {"tune --model tiny --gpus 8 --out s.json --time-budget 1e400",
+       "--time-budget: must be a finite number of seconds >= 0, got inf"},
+      {"validate no-such-schedule.json --out m.json --timeout inf",
+       "--timeout: 'inf' is not a number in decimal digits"},
+      {"report " + std::string(FSDPTUNE_TEST_DATA) +
+           "/schedules/tiny-interleaved-v2-even-split.json --measured no-such-m.json",
+       "error: --measured no-such-m.json: no such file"},
+      {"pipeline --model tiny --gpus 8 --pp 2 --hardware no-such-spec.json",
+       "error: --hardware no-such-spec.json: no such file"},
   };
   for (const auto& [command, needle] : refused) {
     const CommandResult result = run_fsdptune(command);

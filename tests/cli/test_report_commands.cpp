@@ -154,6 +154,24 @@ TEST_CASE("report takes several schedules", "[cli][report]") {
         2 * summary["schedules"][0]["measured"]["measured_step_time_s"].get<double>());
 }
 
+TEST_CASE("report attaches a measurement naming its schedule's whole-text digest",
+          "[cli][report]") {
+  // Measured files written before 2026-12-04 name the digest of the schedule's whole text,
+  // provenance included; schedule_hash() now leaves out how tune was invoked.
+  const std::string dir = fsdptune::testing::make_temp_dir("fsdptune-report-old-hash");
+  const ScheduleFile schedule = schedule_from_json(read_json_file(tiny_schedule()), "s.json");
+  const std::string whole_text = fnv1a64_hex(dump_json(schedule_to_json(schedule)));
+  REQUIRE(whole_text != schedule_hash(schedule));
+  const std::string measured = write_measured(tiny_schedule(), dir, whole_text);
+  const auto result =
+      run_fsdptune("report " + tiny_schedule() + " --measured " + measured + " --json");
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  CHECK(nlohmann::json::parse(result.out)["schedules"][0]["measured"].is_object());
+  const auto compared = run_fsdptune("compare " + tiny_schedule() + " " + measured);
+  CHECK(compared.exit_code == 0);
+}
+
 TEST_CASE("report --html draws a pipelined schedule's actions, a row per stage",
           "[cli][report][pipeline]") {
   const std::string dir = fsdptune::testing::make_temp_dir("fsdptune-report-pp");
