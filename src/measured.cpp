@@ -397,6 +397,11 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
     }
   }
   measured.peak_allocated_bytes = bytes(json, "peak_allocated_bytes", source);
+  // Every replay allocates its parameter shards and buffers (compare printed +100% against
+  // a hand-edited 0).
+  if (measured.peak_allocated_bytes == 0) {
+    throw_bad_input(source + ": peak_allocated_bytes", "is 0: every replay allocates memory");
+  }
   const auto& timings = field(json, "timings", source);
   if (!timings.is_array()) throw_bad_input(source + ": timings", "expected an array");
   for (std::size_t i = 0; i < timings.size(); ++i) {

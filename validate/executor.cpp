@@ -947,8 +947,8 @@ ReplayMesh replay_mesh(const ScheduleFile& schedule, int rank, int world_size, b
   if (!scale_down) {
     throw_bad_input(
         field,
-        fmt::format("the schedule is for {} ranks but {} were started ({})", expected, world_size,
-                    mesh),
+        fmt::format("the schedule is for {} ranks but {} {} started ({})", expected, world_size,
+                    world_size == 1 ? "was" : "were", mesh),
         fmt::format("run it with mpirun -np {} (or srun -n {}){}", expected, expected,
                     fitting.empty() ? std::string()
                                     : fmt::format(", or add --scale-down to replay it on {} "

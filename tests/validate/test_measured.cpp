@@ -180,6 +180,10 @@ TEST_CASE("measured.json sizes out of range are rejected naming the field", "[me
   bad = good;
   bad["peak_allocated_bytes"] = std::numeric_limits<std::int64_t>::max();
   expect_error(bad, "m.json: peak_allocated_bytes");
+  bad = good;  // found probing: compare printed +100% against a peak of 0
+  bad["peak_allocated_bytes"] = 0;
+  for (auto& rank : bad["ranks"]) rank["peak_allocated_bytes"] = 0;
+  expect_error(bad, "m.json: peak_allocated_bytes");
   bad = good;
   bad["version"] = 4294967297;
   expect_error(bad, "m.json: version");
