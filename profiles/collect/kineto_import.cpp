@@ -117,6 +117,14 @@ Interval interval_of(const json& event, std::size_t index, const std::string& so
         event_where(source, index) + ".dur",
         fmt::format("ts {} + dur {} is beyond a double's range", begin_us, dur->get<double>()));
   }
+  if (dur->get<double>() > 0 && end_us == begin_us) {
+    // A kernel of some duration at a time so far out that adding it changes nothing (found
+    // probing: ts 1e300 was skipped as a kernel "of zero duration").
+    throw_bad_input(
+        event_where(source, index) + ".ts",
+        fmt::format("ts {} us is too large to hold its dur {} us", begin_us, dur->get<double>()),
+        "pass the JSON written by torch.profiler's export_chrome_trace");
+  }
   return {begin_us, end_us};
 }
 

@@ -376,6 +376,12 @@ TEST_CASE("Kineto import: shapes too large, zero-duration kernels and infinite e
   CHECK(result.profile.compute.empty());
   REQUIRE(result.notes.size() == 1);
   CHECK_THAT(result.notes[0], Catch::Contains("longer than a profile holds"));
+  // A kernel of 12.5 us at ts 1e300: adding its duration changes nothing (it was skipped as
+  // "of zero duration"); refused naming the event's ts.
+  events = linear_trace();
+  events[2]["ts"] = 1e300;
+  CHECK_THROWS_WITH(import_linear(events), Catch::Contains("].ts: ts 1e+300 us is too large to "
+                                                           "hold its dur"));
 
   // A collective over more ranks than a job may have: not a sweep a profile can hold.
   json trace = read_json_file(kFixture);
