@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <sstream>
 
@@ -190,12 +191,35 @@ class ConfigReader {
     return found;
   }
 
+  // toml11 reads a decimal integer past 64 bits as the nearest 64-bit one (found probing:
+  // seq_len = 99999999999999999999 was quoted back as 9223372036854775807): a value at
+  // either end whose text is not that number is refused as written.
+  static void refuse_clamped(const toml::value& found, std::int64_t value,
+                             const std::string& where_out) {
+    if (value != std::numeric_limits<std::int64_t>::max() &&
+        value != std::numeric_limits<std::int64_t>::min()) {
+      return;
+    }
+    const toml::source_location location = found.location();
+    const std::string& line = location.line_str();
+    if (location.column() < 1 || location.column() > line.size()) return;
+    const std::string written = line.substr(location.column() - 1, location.region());
+    std::string digits = written;
+    digits.erase(std::remove(digits.begin(), digits.end(), '_'), digits.end());
+    if (digits.starts_with('+')) digits.erase(0, 1);
+    if (digits.starts_with("0x") || digits.starts_with("0o") || digits.starts_with("0b")) return;
+    if (digits != std::to_string(value)) {
+      throw_bad_input(where_out, fmt::format("{} is out of range (a 64-bit integer)", written));
+    }
+  }
+
   void integer(std::initializer_list<std::pair<const char*, const char*>> places,
                std::int64_t& value, std::string& where_out, std::int64_t low) const {
     const toml::value* found = lookup(places, where_out);
     if (found == nullptr) return;
     if (!found->is_integer()) throw_bad_input(where_out, "expected an integer");
     value = found->as_integer();
+    refuse_clamped(*found, value, where_out);
     if (value < low) {
       throw_bad_input(where_out, low == -1 ? fmt::format("must be -1 or >= 1, got {}", value)
                                            : fmt::format("must be >= {}, got {}", low, value));

@@ -3,6 +3,7 @@
 // setting fsdptune does not model rejected by its field.
 #include <catch2/catch.hpp>
 
+#include <limits>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -612,6 +613,14 @@ TEST_CASE("torchtitan: older layouts, types and TOML syntax", "[torchtitan]") {
     CHECK_THAT(e.where(), Catch::Contains(where));
     CHECK_THAT(e.message(), Catch::Contains(what));
   };
+  // An integer past 64 bits is refused as written (toml11 read it as 2^63 - 1, quoted back
+  // so); 2^63 - 1 itself, underscores or not, is read.
+  rejected("[training]\nseq_len = 99999999999999999999\n", "[training] seq_len",
+           "99999999999999999999 is out of range (a 64-bit integer)");
+  rejected("[training]\nseq_len = -99_999_999_999_999_999_999\n", "[training] seq_len",
+           "-99_999_999_999_999_999_999 is out of range");
+  CHECK(parse("[training]\nseq_len = 9_223_372_036_854_775_807\n").seq_len ==
+        std::numeric_limits<std::int64_t>::max());
   // Older torchtitan counted the microbatches (pipeline_parallel_microbatches), newer sizes
   // them; the count was silently ignored (4 microbatches of 1 instead of 2 of 2).
   const JobSpec counted = job_8b(kOpAc +
