@@ -168,6 +168,9 @@ void require_creatable(const std::string& flag, const std::string& path) {
   const fs::path probe = folder / fmt::format(".fsdptune-write-check.{}", ::getpid());
   errno = 0;
   std::FILE* file = std::fopen(probe.c_str(), "wx");
+  // Another process's probe of that name (ranks of one pid on other nodes sharing the
+  // folder): files can be created there.
+  if (file == nullptr && errno == EEXIST) return;
   if (file == nullptr) {
     throw_bad_input(flag + " " + path,
                     fmt::format("cannot create a file in {}{}", folder.string(), errno_reason()),
