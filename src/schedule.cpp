@@ -1462,9 +1462,12 @@ std::string schedule_hash(const ScheduleFile& schedule) {
   return fnv1a64_hex(dump_json(canonical));
 }
 
+std::string schedule_text_hash(const ScheduleFile& schedule) {
+  return fnv1a64_hex(dump_json(schedule_to_json(schedule)));
+}
+
 bool schedule_has_hash(const ScheduleFile& schedule, const std::string& hash) {
-  return hash == schedule_hash(schedule) ||
-         hash == fnv1a64_hex(dump_json(schedule_to_json(schedule)));
+  return hash == schedule_hash(schedule) || hash == schedule_text_hash(schedule);
 }
 
 void check_schedule_hardware(const ScheduleFile& schedule, const HardwareSpec& hardware,

@@ -196,8 +196,11 @@ inline constexpr const char* kScheduleHashOmits[] = {"command", "cost_source", "
 // replaying, measured.json names it. FNV-1a 64, 16 lowercase hex digits.
 std::string schedule_hash(const ScheduleFile& schedule);
 
-// Whether `hash` names this schedule: its schedule_hash, or the digest of its whole
-// canonical text, which measured files written before 2026-12-04 name.
+// The digest of the schedule's whole canonical text, provenance included: what
+// schedule_hash was until 2026-12-04, and what measured files written before name.
+std::string schedule_text_hash(const ScheduleFile& schedule);
+
+// Whether `hash` names this schedule: its schedule_hash or its schedule_text_hash.
 bool schedule_has_hash(const ScheduleFile& schedule, const std::string& hash);
 
 // FNV-1a 64-bit digest of `bytes` as 16 lowercase hex digits (also used for the

@@ -33,14 +33,22 @@ struct ReportCommandOptions {
 // the first given with that hash and no measurement yet, so copies of one schedule take
 // one measured file each, in order.
 void attach_measured(std::vector<ReportEntry>& entries, const std::vector<std::string>& paths) {
+  // Each schedule's hash and its whole text's (what measured files written before
+  // 2026-12-04 name: schedule_has_hash), computed once.
   std::vector<std::string> hashes;
-  for (const ReportEntry& entry : entries) hashes.push_back(schedule_hash(entry.schedule));
+  std::vector<std::string> text_hashes;
+  for (const ReportEntry& entry : entries) {
+    hashes.push_back(schedule_hash(entry.schedule));
+    text_hashes.push_back(schedule_text_hash(entry.schedule));
+  }
   for (const std::string& path : paths) {
     MeasuredResult measured = read_flag_file(
         "--measured", path, [&] { return measured_from_json(read_json_file(path), path); });
     std::size_t match = hashes.size();
     for (std::size_t i = 0; i < hashes.size(); ++i) {
-      if (!schedule_has_hash(entries[i].schedule, measured.schedule_hash)) continue;
+      if (measured.schedule_hash != hashes[i] && measured.schedule_hash != text_hashes[i]) {
+        continue;
+      }
       if (match == hashes.size()) match = i;
       if (!entries[i].measured) {
         match = i;

@@ -273,6 +273,7 @@ TEST_CASE("schedule_hash is FNV-1a 64 of the canonical text less how tune was in
   canonical["provenance"].erase("threads");
   CHECK(schedule_hash(schedule) == fnv1a64_hex(dump_json(canonical)));
   CHECK(schedule_hash(schedule) != whole_text_hash);
+  CHECK(schedule_text_hash(schedule) == whole_text_hash);
   // What was found changes it; how the search was run (threads, a path's spelling, the
   // flags' order) does not.
   ScheduleFile other = schedule;
