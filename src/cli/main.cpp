@@ -17,26 +17,39 @@
 
 namespace {
 
-// An option given an empty value (`--trace ""`, `--memory-limit ""`, a shell variable that
-// was never set) is refused rather than read as the option left out: every option of
-// fsdptune's takes a non-empty value, and leaving one out is how a default is asked for.
-void refuse_empty_values(CLI::App& app) {
+// The length of a leading sign of `value` (0 or 1).
+std::size_t sign_length(const std::string& value) {
+  return !value.empty() && (value[0] == '-' || value[0] == '+') ? 1 : 0;
+}
+
+// Checks every option's value before CLI11 converts it:
+// - An option given an empty value (`--trace ""`, `--memory-limit ""`, a shell variable that
+//   was never set) is refused rather than read as the option left out: every option of
+//   fsdptune's takes a non-empty value, and leaving one out is how a default is asked for.
+// - A whole number is decimal digits (CLI11 reads "0x80" as hexadecimal and "010" as octal;
+//   found probing: `--seq 0x80` ran at 128, `--gpus 010` on 8 GPUs); leading zeros are
+//   dropped, so "010" is ten. One past 64 bits is refused as given (CLI11 saturates it:
+//   `--seed 18446744073709551616` ran as seed 2^64 - 1).
+// - A number with a fraction or exponent is decimal too (CLI11 reads "0x1p1" as 2).
+void check_option_values(CLI::App& app) {
   const CLI::Validator non_empty(
       [](std::string& value) {
         return value.empty() ? std::string("is empty: give a value, or leave the option out")
                              : std::string();
       },
       "");
-  // A whole number past 64 bits: CLI11 reads a 64-bit option saturated (found probing:
-  // `--seed 18446744073709551616` ran as seed 2^64 - 1, `--gpus 99999999999999999999` was
-  // refused quoting 9223372036854775807). Refused naming the value as given.
-  const auto in_range = [](bool is_unsigned) {
+  const auto whole_number = [](bool is_unsigned) {
     return CLI::Validator(
         [is_unsigned](std::string& value) {
-          std::size_t digits = value.empty() || (value[0] != '-' && value[0] != '+') ? 0 : 1;
-          const std::size_t first = digits;
-          while (digits < value.size() && value[digits] >= '0' && value[digits] <= '9') ++digits;
-          if (digits == first || digits != value.size()) return std::string();  // not a number
+          if (value.empty()) return std::string();  // non_empty's to say
+          const std::size_t first = sign_length(value);
+          const bool digits = value.size() > first &&
+                              std::all_of(value.begin() + static_cast<std::ptrdiff_t>(first),
+                                          value.end(), [](char c) { return c >= '0' && c <= '9'; });
+          if (!digits) return fmt::format("'{}' is not a whole number in decimal digits", value);
+          const std::size_t nonzero =
+              std::min(value.find_first_not_of('0', first), value.size() - 1);
+          value.erase(first, nonzero - first);
           const char* begin = value.data() + (value[0] == '+' ? 1 : 0);
           const char* end = value.data() + value.size();
           std::errc error{};
@@ -54,25 +67,9 @@ void refuse_empty_values(CLI::App& app) {
         },
         "");
   };
-  // A whole number in decimal digits: CLI11 reads "0x80" as hexadecimal and "010" as octal
-  // (found probing: `--seq 0x80` ran at 128, `--gpus 010` on 8 GPUs). Leading zeros are
-  // dropped, so "010" is ten; anything else but digits and a sign is refused.
-  const CLI::Validator decimal(
-      [](std::string& value) {
-        const std::size_t first = !value.empty() && (value[0] == '-' || value[0] == '+') ? 1 : 0;
-        const bool digits = value.size() > first &&
-                            std::all_of(value.begin() + static_cast<std::ptrdiff_t>(first),
-                                        value.end(), [](char c) { return c >= '0' && c <= '9'; });
-        if (!digits) return fmt::format("'{}' is not a whole number in decimal digits", value);
-        const std::size_t nonzero = std::min(value.find_first_not_of('0', first), value.size() - 1);
-        value.erase(first, nonzero - first);
-        return std::string();
-      },
-      "");
-  // A number with a fraction or exponent in decimal too: CLI11 reads "0x1p1" as 2.
   const CLI::Validator decimal_real(
       [](std::string& value) {
-        std::size_t at = !value.empty() && (value[0] == '-' || value[0] == '+') ? 1 : 0;
+        std::size_t at = sign_length(value);
         const auto digits = [&] {
           const std::size_t from = at;
           while (at < value.size() && value[at] >= '0' && value[at] <= '9') ++at;
@@ -101,14 +98,13 @@ void refuse_empty_values(CLI::App& app) {
     const std::string full_type = option->get_type_name();
     const std::string type = full_type.substr(0, full_type.find(':'));
     if (type == "INT" || type == "UINT") {
-      option->transform(decimal);
-      option->check(in_range(type == "UINT"));
+      option->transform(whole_number(type == "UINT"));
     } else if (type == "FLOAT") {
       option->check(decimal_real);
     }
   }
   for (CLI::App* command : app.get_subcommands([](CLI::App*) { return true; }))
-    refuse_empty_values(*command);
+    check_option_values(*command);
 }
 
 // Writes `text` to stderr without throwing: fmt::print throws when stderr is closed
@@ -132,7 +128,7 @@ int main(int argc, char** argv) {
   fsdptune::cli::register_report_commands(app);
   fsdptune::cli::register_sweep_commands(app);
 
-  refuse_empty_values(app);
+  check_option_values(app);
 
   const auto run = [&]() -> int {
     // A first word that is no command: CLI11 said only "A subcommand is required".
