@@ -20,16 +20,22 @@ Profile read_profile_file(const std::string& path) {
   return profile_from_json(read_json_file(path), path);
 }
 
+Profile read_profile_option(const std::string& path) {
+  return read_flag_file("--profile", path, [&] { return read_profile_file(path); });
+}
+
+HardwareSpec resolve_hardware_option(const std::string& id_or_path) {
+  return read_flag_file("--hardware", id_or_path, [&] { return resolve_hardware(id_or_path); });
+}
+
 ResolvedCostModel resolve_cost_model(const CostOptions& options,
                                      const std::string& default_hardware) {
   ResolvedCostModel resolved;
   if (!options.profile.empty()) {
-    resolved.profile = read_flag_file("--profile", options.profile,
-                                      [&] { return read_profile_file(options.profile); });
+    resolved.profile = read_profile_option(options.profile);
   }
   if (!options.hardware.empty()) {
-    resolved.hardware = read_flag_file("--hardware", options.hardware,
-                                       [&] { return resolve_hardware(options.hardware); });
+    resolved.hardware = resolve_hardware_option(options.hardware);
   } else if (resolved.profile) {
     try {
       resolved.hardware = builtin_hardware(resolved.profile->hardware);

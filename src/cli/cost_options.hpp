@@ -25,6 +25,10 @@ void add_cost_options(CLI::App* command, CostOptions& options);
 
 // Reads and validates a profile file: Error(kBadInput) naming the file and field.
 Profile read_profile_file(const std::string& path);
+// The same for the file given to --profile, and resolve_hardware of the value of
+// --hardware: an unreadable file names the flag too (read_flag_file).
+Profile read_profile_option(const std::string& path);
+HardwareSpec resolve_hardware_option(const std::string& id_or_path);
 
 struct ResolvedCostModel {
   HardwareSpec hardware;

@@ -480,8 +480,7 @@ void add_compare(CLI::App& profile) {
         options->hardware.empty() ? measured.hardware : options->hardware;
     HardwareSpec hardware;
     try {
-      hardware =
-          read_flag_file("--hardware", hardware_id, [&] { return resolve_hardware(hardware_id); });
+      hardware = resolve_hardware_option(hardware_id);
     } catch (const Error&) {
       if (!options->hardware.empty()) throw;
       throw_bad_input(fmt::format("{}: field 'hardware'", options->profile),

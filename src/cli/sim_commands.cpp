@@ -174,8 +174,7 @@ void resolve_schedule_costs(const CostOptions& flags, const ScheduleFile& schedu
                             const std::string& path, SimulateInputs& inputs) {
   const HardwareSpec& hardware = schedule.hardware;
   if (!flags.hardware.empty()) {
-    const HardwareSpec given = read_flag_file("--hardware", flags.hardware,
-                                              [&] { return resolve_hardware(flags.hardware); });
+    const HardwareSpec given = resolve_hardware_option(flags.hardware);
     if (given != hardware) {
       throw_bad_input(
           "--hardware",
@@ -219,8 +218,7 @@ void resolve_schedule_costs(const CostOptions& flags, const ScheduleFile& schedu
                               "step time is the schedule's. ");
     }
   } else if (!flags.profile.empty()) {
-    inputs.costs.profile = read_flag_file("--profile", flags.profile,
-                                          [&] { return read_profile_file(flags.profile); });
+    inputs.costs.profile = read_profile_option(flags.profile);
   }
   if (inputs.costs.profile) {
     if (inputs.costs.profile->hardware != hardware.id) {

@@ -210,8 +210,7 @@ void run_sweep(const SweepCliOptions& o) {
   }
   const ModelSpec model =
       read_flag_file("--model", model_name, [&] { return resolve_model(model_name); });
-  const HardwareSpec hardware =
-      read_flag_file("--hardware", o.hardware, [&] { return resolve_hardware(o.hardware); });
+  const HardwareSpec hardware = resolve_hardware_option(o.hardware);
   const std::unique_ptr<CostModel> costs = make_analytic_cost_model(hardware);
   SweepOptions options;
   options.gpus = o.gpus;
@@ -521,8 +520,7 @@ void run_pipeline(const PipelineCliOptions& o) {
   PlanOptions keep_option;
   keep_option.keep_gathered = o.keep_gathered;
   const bool keep = resolve_keep_gathered(keep_option, job);
-  const HardwareSpec hardware =
-      read_flag_file("--hardware", o.hardware, [&] { return resolve_hardware(o.hardware); });
+  const HardwareSpec hardware = resolve_hardware_option(o.hardware);
   check_job_hardware(job, hardware);
   const std::unique_ptr<CostModel> costs = make_analytic_cost_model(hardware);
   const std::int64_t limit = o.memory_limit.empty() ? default_memory_limit_bytes(hardware)
