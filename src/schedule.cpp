@@ -157,11 +157,8 @@ class Fields {
   void allow(const std::string& key) const { asked_.push_back(key); }
   // Refuses a field that was not asked for.
   void finish() const {
-    for (const auto& item : object_.items()) {
-      if (std::find(asked_.begin(), asked_.end(), item.key()) == asked_.end()) {
-        throw_bad_input(where(item.key()), "unknown field",
-                        "docs/schedule-format.md lists the fields");
-      }
+    if (const auto key = unknown_field(object_, asked_)) {
+      throw_bad_input(where(*key), "unknown field", "docs/schedule-format.md lists the fields");
     }
   }
 
