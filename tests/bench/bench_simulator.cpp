@@ -10,6 +10,7 @@
 #include "fsdptune/cost_model.hpp"
 #include "fsdptune/hardware.hpp"
 #include "fsdptune/job.hpp"
+#include "fsdptune/memory_bound.hpp"
 #include "fsdptune/model.hpp"
 #include "fsdptune/plans.hpp"
 #include "fsdptune/program.hpp"
@@ -88,6 +89,17 @@ void BM_LowerPrecomputed(benchmark::State& state, const std::string& plan_name) 
   }
 }
 
+// The peak at any timing (one maximum flow over the memory events), which simulate and
+// tune print once for the plan they show.
+void BM_AnyTimingPeak(benchmark::State& state, const std::string& plan_name) {
+  const Case& c = llama405b(plan_name);
+  for (auto _ : state) {
+    AnyTimingPeak peak = any_timing_peak(c.program);
+    benchmark::DoNotOptimize(peak.peak_allocated_bytes);
+  }
+  state.counters["tasks"] = static_cast<double>(c.program.tasks.size());
+}
+
 BENCHMARK_CAPTURE(BM_SimulateStep, fsdp2, std::string("fsdp2"), false, false)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_SimulateStep, fsdp2_workspace, std::string("fsdp2"), false, true)
@@ -98,6 +110,9 @@ BENCHMARK_CAPTURE(BM_SimulateStep, simplefsdp_none, std::string("simplefsdp-none
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_Lower, fsdp2, std::string("fsdp2"))->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_LowerPrecomputed, fsdp2, std::string("fsdp2"))->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_AnyTimingPeak, fsdp2, std::string("fsdp2"))->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_AnyTimingPeak, simplefsdp_none, std::string("simplefsdp-none"))
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

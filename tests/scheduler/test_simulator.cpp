@@ -2,8 +2,10 @@
 #include <catch2/catch.hpp>
 
 #include "fsdptune/simulator.hpp"
+#include "test_workloads.hpp"
 
 using namespace fsdptune;
+using fsdptune::testing::add_task;
 
 namespace {
 
@@ -18,28 +20,13 @@ Program three_streams(ContentionFactors contention) {
   return program;
 }
 
-int add(Program& program, int stream, TaskKind kind, double duration_s, std::vector<int> deps = {},
-        std::vector<MemoryEvent> memory = {}) {
-  Task task;
-  task.id = static_cast<int>(program.tasks.size());
-  task.stream = stream;
-  task.kind = kind;
-  task.name = "t";
-  task.name += std::to_string(task.id);
-  task.duration_s = duration_s;
-  task.deps = std::move(deps);
-  task.memory = std::move(memory);
-  program.tasks.push_back(task);
-  return task.id;
-}
-
 }  // namespace
 
 TEST_CASE("concurrent collectives share the network, compute slows beside them", "[sim]") {
   Program program = three_streams({1.25, 0.8});
-  add(program, 0, TaskKind::kForward, 1 * kMs);
-  add(program, 1, TaskKind::kAllGather, 2 * kMs);
-  add(program, 2, TaskKind::kReduceScatter, 1 * kMs);
+  add_task(program, 0, TaskKind::kForward, 1 * kMs);
+  add_task(program, 1, TaskKind::kAllGather, 2 * kMs);
+  add_task(program, 2, TaskKind::kReduceScatter, 1 * kMs);
   const SimResult result = simulate(program);
   // Two collectives: each at 0.8 / 2 = 0.4; compute at 1 / 1.25 = 0.8.
   // Compute ends at 1 / 0.8 = 1.25 ms. RS: 0.5 done by then, 0.5 left at 0.4 -> 2.5 ms.
@@ -59,8 +46,8 @@ TEST_CASE("concurrent collectives share the network, compute slows beside them",
 TEST_CASE("a collective slows beside compute by comm_slowdown_with_compute", "[sim]") {
   ContentionFactors contention{1.0, 1.0, 4.0};
   Program program = three_streams(contention);
-  add(program, 0, TaskKind::kBackward, 2 * kMs);
-  add(program, 2, TaskKind::kReduceScatter, 1 * kMs);
+  add_task(program, 0, TaskKind::kBackward, 2 * kMs);
+  add_task(program, 2, TaskKind::kReduceScatter, 1 * kMs);
   const SimResult result = simulate(program);
   // Beside the backward the reduce-scatter runs at 1/4: 0.5 ms of it done by 2 ms, the
   // other 0.5 ms alone at rate 1 -> 2.5 ms; the backward, at rate 1, ends at 2 ms.
@@ -69,8 +56,8 @@ TEST_CASE("a collective slows beside compute by comm_slowdown_with_compute", "[s
   CHECK(result.exposed_comm_s == Approx(0.5 * kMs));
   // Not a collective beside another collective: two of them share as before, unslowed.
   Program pair = three_streams(contention);
-  add(pair, 1, TaskKind::kAllGather, 1 * kMs);
-  add(pair, 2, TaskKind::kReduceScatter, 1 * kMs);
+  add_task(pair, 1, TaskKind::kAllGather, 1 * kMs);
+  add_task(pair, 2, TaskKind::kReduceScatter, 1 * kMs);
   CHECK(simulate(pair).step_time_s == Approx(2 * kMs));
   // 1 (the default): no slowdown.
   contention.comm_slowdown_with_compute = 1;
@@ -80,10 +67,10 @@ TEST_CASE("a collective slows beside compute by comm_slowdown_with_compute", "[s
 
 TEST_CASE("streams run in program order and wait for their dependencies", "[sim]") {
   Program program = three_streams({1.0, 1.0});
-  const int gather = add(program, 1, TaskKind::kAllGather, 2 * kMs);
-  const int first = add(program, 0, TaskKind::kForward, 1 * kMs, {gather});
-  const int second = add(program, 0, TaskKind::kForward, 1 * kMs);
-  const int reduce = add(program, 2, TaskKind::kReduceScatter, 1 * kMs, {first});
+  const int gather = add_task(program, 1, TaskKind::kAllGather, 2 * kMs);
+  const int first = add_task(program, 0, TaskKind::kForward, 1 * kMs, {gather});
+  const int second = add_task(program, 0, TaskKind::kForward, 1 * kMs);
+  const int reduce = add_task(program, 2, TaskKind::kReduceScatter, 1 * kMs, {first});
   const SimResult result = simulate(program);
   // AG 0-2; first 2-3 (waits for AG); second 3-4 (stream order); RS 3-4 beside it.
   CHECK(result.timings[first].start_s == Approx(2 * kMs));
@@ -101,10 +88,11 @@ TEST_CASE("memory events: peak, breakdown, timeline, reserved estimate", "[sim]"
   const auto activations = MemoryCategory::kActivations;
   // AG allocates 3 MiB at start; forward saves 1 MiB at its end and frees the params;
   // backward frees the activations.
-  const int gather = add(program, 1, TaskKind::kAllGather, 1 * kMs, {}, {{gathered, 3 * kMiB}});
-  const int forward = add(program, 0, TaskKind::kForward, 1 * kMs, {gather},
-                          {{activations, 1 * kMiB, true}, {gathered, -3 * kMiB, true}});
-  add(program, 0, TaskKind::kBackward, 1 * kMs, {forward}, {{activations, -1 * kMiB, true}});
+  const int gather =
+      add_task(program, 1, TaskKind::kAllGather, 1 * kMs, {}, {{gathered, 3 * kMiB}});
+  const int forward = add_task(program, 0, TaskKind::kForward, 1 * kMs, {gather},
+                               {{activations, 1 * kMiB, true}, {gathered, -3 * kMiB, true}});
+  add_task(program, 0, TaskKind::kBackward, 1 * kMs, {forward}, {{activations, -1 * kMiB, true}});
   SimOptions options;
   options.allocator_fragmentation = 0.5;
   const SimResult result = simulate(program, options);
@@ -132,10 +120,10 @@ TEST_CASE("memory events: peak, breakdown, timeline, reserved estimate", "[sim]"
 
 TEST_CASE("zero-length tasks and determinism", "[sim]") {
   Program program = three_streams({1.1, 0.9});
-  const int copy = add(program, 1, TaskKind::kCopyIn, 0);
-  const int gather = add(program, 1, TaskKind::kAllGather, 1 * kMs, {copy});
-  const int forward = add(program, 0, TaskKind::kForward, 0, {gather});
-  add(program, 2, TaskKind::kReduceScatter, 0.5 * kMs, {forward});
+  const int copy = add_task(program, 1, TaskKind::kCopyIn, 0);
+  const int gather = add_task(program, 1, TaskKind::kAllGather, 1 * kMs, {copy});
+  const int forward = add_task(program, 0, TaskKind::kForward, 0, {gather});
+  add_task(program, 2, TaskKind::kReduceScatter, 0.5 * kMs, {forward});
   const SimResult first = simulate(program);
   CHECK(first.step_time_s == Approx(1.5 * kMs));
   CHECK(first.timings[forward].start_s == first.timings[forward].end_s);

@@ -11,11 +11,13 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fsdptune/cost_model.hpp"
 #include "fsdptune/hardware.hpp"
 #include "fsdptune/model.hpp"
+#include "fsdptune/program.hpp"
 #include "fsdptune/workload.hpp"
 
 namespace fsdptune::testing {
@@ -39,6 +41,21 @@ inline ModelSpec untied_model(const std::string& name) {
 inline std::string numbered(std::string prefix, int index) {
   prefix += std::to_string(index);
   return prefix;
+}
+
+// Appends a task to a hand-built Program: id its index, name "t<id>". Returns the id.
+inline int add_task(Program& program, int stream, TaskKind kind, double duration_s,
+                    std::vector<int> deps = {}, std::vector<MemoryEvent> memory = {}) {
+  Task task;
+  task.id = static_cast<int>(program.tasks.size());
+  task.stream = stream;
+  task.kind = kind;
+  task.name = numbered("t", task.id);
+  task.duration_s = duration_s;
+  task.deps = std::move(deps);
+  task.memory = std::move(memory);
+  program.tasks.push_back(task);
+  return task.id;
 }
 
 struct SyntheticUnit {

@@ -1,0 +1,51 @@
+// The highest memory a Program can reach under any task durations. Pure: no I/O.
+//
+// simulate() accounts memory along one timeline: the one its costs predict. The real
+// order of starts and ends across streams follows the real durations, and a collective
+// that runs slower (or faster) than predicted keeps its buffers alive across other
+// allocations: a CPU replay with activation checkpointing measured 48.6 MiB against a
+// simulated 45.7 (docs/validation.md "Peak memory at any timing"). Every order the
+// executor can take keeps each stream in program order and every dependency, so the states
+// it can pass through are the order ideals of one partial order of the memory events:
+//   - a task's start events in program order, then its end events (the executor applies
+//     them one by one, around the task's work);
+//   - a task's first event after the last event of the task before it on its stream
+//     (streams are in-order queues) and after the last event of each of its deps.
+// The allocated bytes of a state are the sum of the events in its ideal, so the highest
+// over every timing is a maximum-weight closure, found exactly as a minimum cut (Picard,
+// "Maximal closure of a graph and applications to combinatorial problems", 1976).
+// Orders that no timing of this hardware produces are counted too: this is an upper
+// bound on every measured peak, not a prediction.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fsdptune/program.hpp"
+
+namespace fsdptune {
+
+struct AnyTimingPeak {
+  // persistent_bytes plus the heaviest state's events, bytes; >= simulate()'s
+  // peak_allocated_bytes (its timeline is one of the orders).
+  std::int64_t peak_allocated_bytes = 0;
+  MemoryBreakdown breakdown{};  // of the heaviest state, by category
+  // Per stream, the task started and not yet ended in the heaviest state (some of its
+  // events applied), or -1 when the stream sits between tasks.
+  std::vector<int> running;
+  // Per stream, the number of its tasks ended in the heaviest state.
+  std::vector<int> ended;
+  bool operator==(const AnyTimingPeak&) const = default;
+};
+
+// REQUIRES: a valid Program (tasks on its streams, deps on earlier task ids).
+// Deterministic; O(events) nodes and edges, one maximum flow (Dinic's algorithm).
+AnyTimingPeak any_timing_peak(const Program& program);
+
+// Where each stream is in `peak`'s state, for a person: `compute in "bwd layers.2",
+// reduce_scatter after "RS b2 layers.3"` (a stream between tasks: after its last ended
+// task, or "not started"). Task names as the Program has them.
+std::string describe_any_timing_state(const Program& program, const AnyTimingPeak& peak);
+
+}  // namespace fsdptune
