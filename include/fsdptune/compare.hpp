@@ -84,6 +84,10 @@ struct Comparison {
   ComparedValue compute_s;
   ComparedValue exposed_comm_s;
   ComparedValue peak_allocated_bytes;
+  // A schedule without a pipeline: the most its Program can allocate under any timing
+  // (any_timing_peak, memory_bound.hpp), which every replay's peak must stay within;
+  // 0 for a pipeline (its replay interleaves chunks and microbatches).
+  std::int64_t any_timing_peak_allocated_bytes = 0;
   // Tasks by |measured - predicted duration|, largest first (ties by task id); with
   // communication_comparable false only compute tasks (forward, recompute, backward,
   // optimizer and the compute stream's copies) are ranked.

@@ -3,12 +3,14 @@
 // it to the exit code.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
 #include "fsdptune/error.hpp"
+#include "fsdptune/program.hpp"
 
 namespace fsdptune::cli {
 
@@ -39,5 +41,10 @@ auto read_flag_file(const char* flag, const std::string& path, Read&& read) -> d
     throw Error(e.kind(), fmt::format("{} {}", flag, where), e.message(), e.hint());
   }
 }
+
+// The any-timing peak of a schedule's Program (include/fsdptune/memory_bound.hpp) for the
+// text outputs of simulate and tune: "any timing         48.6 MiB allocated at most:
+// compute in ..." and, when it passes `limit_bytes`, a second line saying so.
+std::string any_timing_text(const Program& program, std::int64_t limit_bytes);
 
 }  // namespace fsdptune::cli

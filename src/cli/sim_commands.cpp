@@ -13,6 +13,7 @@
 #include "cost_options.hpp"
 #include "fsdptune/error.hpp"
 #include "fsdptune/io.hpp"
+#include "fsdptune/memory_bound.hpp"
 #include "fsdptune/pipeline.hpp"
 #include "fsdptune/plans.hpp"
 #include "fsdptune/profile.hpp"
@@ -346,6 +347,7 @@ void run_simulate(const SimulateOptions& options) {
         {"memory_limit_bytes", limit_bytes},
         {"fits", fits},
         {"memory_breakdown", breakdown},
+        {"any_timing_peak_allocated_bytes", any_timing_peak(program).peak_allocated_bytes},
         {"persistent_bytes", program.persistent_bytes},
         {"task_count", program.tasks.size()},
         {"event_count", result.event_count},
@@ -381,6 +383,7 @@ void run_simulate(const SimulateOptions& options) {
       fmt::print("  {:<16} {}\n", to_string(category),
                  format_bytes(at(result.peak_breakdown, category)));
     }
+    fmt::print("{}", any_timing_text(program, limit_bytes));
     fmt::print("{}\n", fits ? "fits" : overflow_line(result, limit_bytes));
     fmt::print("costs              {} looked up, {} from the analytic model\n",
                program.cost_queries, program.cost_fallbacks);
@@ -395,6 +398,20 @@ void run_simulate(const SimulateOptions& options) {
 }
 
 }  // namespace
+
+std::string any_timing_text(const Program& program, std::int64_t limit_bytes) {
+  const AnyTimingPeak peak = any_timing_peak(program);
+  std::string text = fmt::format("any timing         {} allocated at most: {}\n",
+                                 format_bytes(peak.peak_allocated_bytes),
+                                 describe_any_timing_state(program, peak));
+  if (peak.peak_allocated_bytes > limit_bytes) {
+    text += fmt::format(
+        "  above the {} limit: with durations far enough from the prediction this plan runs "
+        "out of memory\n",
+        format_bytes(limit_bytes));
+  }
+  return text;
+}
 
 void register_sim_commands(CLI::App& app) {
   auto options = std::make_shared<SimulateOptions>();

@@ -18,6 +18,7 @@
 #include "fsdptune/cost_model.hpp"
 #include "fsdptune/error.hpp"
 #include "fsdptune/io.hpp"
+#include "fsdptune/memory_bound.hpp"
 #include "fsdptune/pipeline.hpp"
 #include "fsdptune/profile.hpp"
 #include "fsdptune/program.hpp"
@@ -410,6 +411,7 @@ void run_tune(const TuneOptions& options) {
     out["schedule_hash"] = schedule_hash(schedule);
     out["cost_queries"] = schedule.cost_queries;  // of the tuned plan's lowering
     out["cost_fallbacks"] = schedule.cost_fallbacks;
+    out["any_timing_peak_allocated_bytes"] = any_timing_peak(schedule.program).peak_allocated_bytes;
     if (!options.torchtitan_out.empty()) out["torchtitan"] = options.torchtitan_out;
     if (!options.torchtitan_toml.empty()) out["torchtitan_toml"] = options.torchtitan_toml;
     fmt::print("{}", dump_json(out));
@@ -443,6 +445,7 @@ void run_tune(const TuneOptions& options) {
       plan.forward_buckets.size(), plan.backward_buckets.size(), plan.reduce_scatter_buckets.size(),
       plan.forward_prefetch, plan.backward_prefetch, to_string(plan.stream_layout),
       result.derived_from);
+  fmt::print("{}", any_timing_text(schedule.program, result.memory_limit_bytes));
   fmt::print(
       "search: {} plans simulated ({} stopped early over the limit) in {:.2f} s, "
       "{:.0f} plans/s{}\n",

@@ -33,7 +33,8 @@ TEST_CASE("simulate --json has the documented keys", "[cli][simulate]") {
   for (const char* key :
        {"version", "step_time_s", "tokens_per_s_per_gpu", "mfu", "compute_s", "comm_s",
         "exposed_comm_s", "idle_s", "peak_allocated_bytes", "peak_reserved_bytes", "fits",
-        "memory_breakdown", "cost_queries", "cost_fallbacks", "memory_limit_bytes", "plan"}) {
+        "memory_breakdown", "cost_queries", "cost_fallbacks", "memory_limit_bytes", "plan",
+        "any_timing_peak_allocated_bytes"}) {
     INFO(key);
     CHECK(json.contains(key));
   }
@@ -47,6 +48,26 @@ TEST_CASE("simulate --json has the documented keys", "[cli][simulate]") {
   std::int64_t sum = 0;
   for (const auto& item : json["memory_breakdown"].items()) sum += item.value().get<std::int64_t>();
   CHECK(sum == json["peak_allocated_bytes"].get<std::int64_t>());
+  CHECK(json["any_timing_peak_allocated_bytes"].get<std::int64_t>() >= sum);
+}
+
+TEST_CASE("simulate prints the peak at any timing and says when it passes the limit",
+          "[cli][simulate]") {
+  // Full AC on the tiny model: the simulated peak is below what other timings reach.
+  const auto json = nlohmann::json::parse(run_fsdptune(kTiny + " --ac full --json").out);
+  const auto predicted = json["peak_allocated_bytes"].get<std::int64_t>();
+  const auto bound = json["any_timing_peak_allocated_bytes"].get<std::int64_t>();
+  REQUIRE(bound > predicted);
+  const auto roomy = run_fsdptune(kTiny + " --ac full");
+  REQUIRE(roomy.exit_code == 0);
+  CHECK_THAT(roomy.out,
+             Catch::Contains("any timing") && Catch::Contains("allocated at most: compute"));
+  CHECK_THAT(roomy.out, !Catch::Contains("runs out of memory"));
+  // A limit between the two (in whole bytes).
+  const std::string limit = std::to_string((predicted + bound) / 2);
+  const auto tight = run_fsdptune(kTiny + " --ac full --memory-limit " + limit);
+  REQUIRE(tight.exit_code == 0);
+  CHECK_THAT(tight.out, Catch::Contains("  above the ") && Catch::Contains("runs out of memory"));
 }
 
 TEST_CASE("simulate prints the step, the breakdowns and whether it fits", "[cli][simulate]") {

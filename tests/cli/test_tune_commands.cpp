@@ -12,6 +12,7 @@
 #include "cli_support.hpp"
 #include "fsdptune/error.hpp"
 #include "fsdptune/io.hpp"
+#include "fsdptune/memory_bound.hpp"
 #include "fsdptune/schedule.hpp"
 
 using fsdptune::testing::CommandResult;
@@ -99,6 +100,10 @@ TEST_CASE("tune --json gives the summaries, the lower bound and the files", "[cl
       fsdptune::schedule_from_json(fsdptune::read_json_file(out), out);
   CHECK(json.at("schedule_hash") == fsdptune::schedule_hash(schedule));
   CHECK(json.at("tuned").at("step_time_s").get<double>() == schedule.predicted.step_time_s);
+  CHECK(json.at("any_timing_peak_allocated_bytes").get<std::int64_t>() ==
+        fsdptune::any_timing_peak(schedule.program).peak_allocated_bytes);
+  CHECK(json.at("any_timing_peak_allocated_bytes").get<std::int64_t>() >=
+        schedule.predicted.peak_allocated_bytes);
 }
 
 TEST_CASE("tune exits 3 when nothing fits, naming the smallest peak and what to change",

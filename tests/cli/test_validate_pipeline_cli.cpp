@@ -114,7 +114,7 @@ TEST_CASE("validate replays a 1F1B pipeline (pp 2, 4 microbatches) on 2 cpu rank
   CHECK(measured.pipeline->schedule == "1f1b");
   // One microbatch's activation: 1 x 128 tokens x dim 256 in bf16.
   CHECK(measured.pipeline->message_bytes == 128 * 256 * 2);
-  CHECK(comparison.at("version") == 5);
+  CHECK(comparison.at("version") == 6);
   CHECK(comparison.at("mesh").at("pp") == 2);
   CHECK(comparison.at("microbatches") == 4);
   REQUIRE(comparison.at("stages").size() == 2);

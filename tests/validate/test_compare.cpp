@@ -94,6 +94,39 @@ TEST_CASE("compare puts prediction and measurement side by side", "[compare]") {
                              Catch::Contains("task 0"));
 }
 
+TEST_CASE("compare states the any-timing peak and whether the measured one is within it",
+          "[compare]") {
+  ScheduleFile schedule = small_schedule();
+  // 600 persistent; task 0 (compute) allocates 300 at its start, the all-gather (its own
+  // stream) 250 at its start and frees them at its end, task 1 frees task 0's at its end:
+  // at worst 600 + 300 + 250 = 1150, the all-gather running beside task 0 or task 1.
+  schedule.program.persistent_bytes = 600;
+  schedule.program.tasks[0].memory = {{MemoryCategory::kActivations, 300, false}};
+  schedule.program.tasks[1].memory = {{MemoryCategory::kActivations, -300, true}};
+  schedule.program.tasks[2].memory = {{MemoryCategory::kGatheredParams, 250, false},
+                                      {MemoryCategory::kGatheredParams, -250, true}};
+  MeasuredResult measured = measurement_of(schedule);
+  measured.peak_allocated_bytes = 1150;
+  Comparison c = compare(schedule, measured, "m.json");
+  CHECK(c.any_timing_peak_allocated_bytes == 1150);
+  CHECK(comparison_to_json(c).at("any_timing_peak_allocated_bytes") == 1150);
+  std::ostringstream within;
+  print_comparison(within, c);
+  CHECK_THAT(within.str(), Catch::Contains("any timing") && Catch::Contains("within"));
+
+  // A replay that allocated more than any order can: said, as a bug.
+  measured.peak_allocated_bytes = 1151;
+  c = compare(schedule, measured, "m.json");
+  std::ostringstream above;
+  print_comparison(above, c);
+  CHECK_THAT(above.str(), Catch::Contains("ABOVE") && Catch::Contains("a bug"));
+
+  // Nothing allocated by the Program: no row and no field.
+  c = compare(small_schedule(), measurement_of(small_schedule()), "m.json");
+  CHECK(c.any_timing_peak_allocated_bytes == 0);
+  CHECK_FALSE(comparison_to_json(c).contains("any_timing_peak_allocated_bytes"));
+}
+
 TEST_CASE("compare sums each rank's compute tasks and names the slowest and fastest rank",
           "[compare]") {
   const ScheduleFile schedule = small_schedule();
@@ -110,7 +143,7 @@ TEST_CASE("compare sums each rank's compute tasks and names the slowest and fast
   CHECK(c.rank_compute_s[0] == Approx(3.5e-3));
   CHECK(c.rank_compute_s[1] == Approx(4.0e-3));
   const nlohmann::json json = comparison_to_json(c);
-  CHECK(json["version"] == 5);
+  CHECK(json["version"] == 6);
   CHECK(json["rank_compute_s"].size() == 2);
   CHECK(json["rank_compute_s"][1].get<double>() == Approx(4.0e-3));
   // Against the median of the two, 3.75 ms: +6.7% and -6.7%.
@@ -209,7 +242,7 @@ TEST_CASE("compare puts a pipeline's stages next to the measured ones", "[compar
   CHECK(c.stages[1].end_s.relative_error == Approx(-0.25));
   CHECK(c.stages[1].peak_allocated_bytes.relative_error == 0);
   const nlohmann::json json = comparison_to_json(c);
-  CHECK(json["version"] == 5);
+  CHECK(json["version"] == 6);
   CHECK(json["stages"][1]["busy_s"]["measured"] == 2e-3);
   // A pipeline's stages stand for its ranks: no compute by rank.
   CHECK(c.rank_compute_s.empty());
