@@ -1,12 +1,15 @@
 #include "fsdptune/memory_bound.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <limits>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "fsdptune/error.hpp"
+#include "fsdptune/simulator.hpp"
 
 namespace fsdptune {
 namespace {
@@ -136,86 +139,141 @@ class MaxFlow {
   std::vector<int> level_;
 };
 
-}  // namespace
-
-AnyTimingPeak any_timing_peak(const Program& program) {
-  const int stream_count = static_cast<int>(program.streams.size());
-  const int task_count = static_cast<int>(program.tasks.size());
-  constexpr int kSource = 0;
-  constexpr int kSink = 1;
-
-  // One node per memory event plus one that opens each task, in a chain: the task's
-  // start events in program order, then its end events.
-  struct EventNode {
+// The partial order of a Program's memory events (memory_bound.hpp): one node per event
+// plus one that opens each task, chained in the task (its start events in program order,
+// then its end events); a task's opening requires the last node of the task before it on
+// its stream and of each of its deps.
+struct EventOrder {
+  static constexpr int kSource = 0;
+  static constexpr int kSink = 1;
+  struct Node {
     std::int64_t bytes;
     MemoryCategory category;
   };
-  std::vector<EventNode> nodes(2, EventNode{0, MemoryCategory::kWorkspace});
-  std::vector<int> opens(static_cast<std::size_t>(task_count));
-  std::vector<int> closes(static_cast<std::size_t>(task_count));
+  std::vector<Node> nodes;                          // 0 and 1: the source and sink of the flow
+  std::vector<int> opens;                           // per task
+  std::vector<int> closes;                          // per task: its last node
   std::vector<std::pair<int, int>> requires_edges;  // (node, node it requires)
-  for (const Task& task : program.tasks) {
-    FSDPTUNE_CHECK(task.stream >= 0 && task.stream < stream_count, "task on unknown stream");
-    int last = static_cast<int>(nodes.size());
-    opens[static_cast<std::size_t>(task.id)] = last;
-    nodes.push_back({0, MemoryCategory::kWorkspace});
-    for (const bool at_end : {false, true}) {
-      for (const MemoryEvent& event : task.memory) {
-        if (event.at_end != at_end) continue;
-        const int node = static_cast<int>(nodes.size());
-        nodes.push_back({event.bytes, event.category});
-        requires_edges.emplace_back(node, last);
-        last = node;
+
+  explicit EventOrder(const Program& program)
+      : nodes(2, Node{0, MemoryCategory::kWorkspace}),
+        opens(program.tasks.size()),
+        closes(program.tasks.size()) {
+    const int stream_count = static_cast<int>(program.streams.size());
+    const int task_count = static_cast<int>(program.tasks.size());
+    for (const Task& task : program.tasks) {
+      FSDPTUNE_CHECK(task.stream >= 0 && task.stream < stream_count, "task on unknown stream");
+      int last = static_cast<int>(nodes.size());
+      opens[static_cast<std::size_t>(task.id)] = last;
+      nodes.push_back({0, MemoryCategory::kWorkspace});
+      for (const bool at_end : {false, true}) {
+        for (const MemoryEvent& event : task.memory) {
+          if (event.at_end != at_end) continue;
+          const int node = static_cast<int>(nodes.size());
+          nodes.push_back({event.bytes, event.category});
+          requires_edges.emplace_back(node, last);
+          last = node;
+        }
+      }
+      closes[static_cast<std::size_t>(task.id)] = last;
+    }
+    std::vector<int> previous_on_stream(static_cast<std::size_t>(stream_count), -1);
+    for (const Task& task : program.tasks) {
+      const int open = opens[static_cast<std::size_t>(task.id)];
+      int& previous = previous_on_stream[static_cast<std::size_t>(task.stream)];
+      if (previous >= 0) {
+        requires_edges.emplace_back(open, closes[static_cast<std::size_t>(previous)]);
+      }
+      previous = task.id;
+      for (const int dep : task.deps) {
+        FSDPTUNE_CHECK(dep >= 0 && dep < task_count, "dependency on an unknown task");
+        requires_edges.emplace_back(open, closes[static_cast<std::size_t>(dep)]);
       }
     }
-    closes[static_cast<std::size_t>(task.id)] = last;
-  }
-  std::vector<int> previous_on_stream(static_cast<std::size_t>(stream_count), -1);
-  for (const Task& task : program.tasks) {
-    const int open = opens[static_cast<std::size_t>(task.id)];
-    int& previous = previous_on_stream[static_cast<std::size_t>(task.stream)];
-    if (previous >= 0)
-      requires_edges.emplace_back(open, closes[static_cast<std::size_t>(previous)]);
-    previous = task.id;
-    for (const int dep : task.deps) {
-      FSDPTUNE_CHECK(dep >= 0 && dep < task_count, "dependency on an unknown task");
-      requires_edges.emplace_back(open, closes[static_cast<std::size_t>(dep)]);
-    }
   }
 
-  // Maximum-weight closure: a source arc of capacity w to each allocation, an arc of
-  // capacity -w from each release to the sink, an uncuttable arc from each node to what
-  // it requires. The heaviest closure weighs (sum of allocations) - (minimum cut) and is
-  // the source side of that cut.
-  std::int64_t allocations = 0;
-  for (const EventNode& node : nodes) allocations += std::max<std::int64_t>(node.bytes, 0);
-  const std::int64_t uncuttable = allocations + 1;
-  MaxFlow flow(static_cast<int>(nodes.size()));
-  for (std::size_t n = 2; n < nodes.size(); ++n) {
-    if (nodes[n].bytes > 0) flow.add_edge(kSource, static_cast<int>(n), nodes[n].bytes);
-    if (nodes[n].bytes < 0) flow.add_edge(static_cast<int>(n), kSink, -nodes[n].bytes);
+  // The heaviest order ideal under `weights` (one per node; the source's and sink's
+  // ignored): its weight and membership. A source arc of capacity w to each positive node,
+  // an arc of capacity -w from each negative one to the sink, an uncuttable arc from each
+  // node to what it requires; the heaviest closure weighs (sum of the positive weights) -
+  // (minimum cut) and is the source side of that cut.
+  std::pair<std::int64_t, std::vector<bool>> heaviest_ideal(
+      const std::vector<std::int64_t>& weights) const {
+    std::int64_t positive = 0;
+    for (std::size_t n = 2; n < nodes.size(); ++n) {
+      FSDPTUNE_CHECK(weights[n] < std::numeric_limits<std::int64_t>::max() / 4 - positive,
+                     "memory event weights overflow the flow's capacities");
+      positive += std::max<std::int64_t>(weights[n], 0);
+    }
+    MaxFlow flow(static_cast<int>(nodes.size()));
+    for (std::size_t n = 2; n < nodes.size(); ++n) {
+      if (weights[n] > 0) flow.add_edge(kSource, static_cast<int>(n), weights[n]);
+      if (weights[n] < 0) flow.add_edge(static_cast<int>(n), kSink, -weights[n]);
+    }
+    for (const auto& [node, required] : requires_edges) {
+      flow.add_edge(node, required, positive + 1);
+    }
+    const std::int64_t cut = flow.run(kSource, kSink);
+    return {positive - cut, flow.source_side(kSource)};
   }
-  for (const auto& [node, required] : requires_edges) flow.add_edge(node, required, uncuttable);
-  const std::int64_t cut = flow.run(kSource, kSink);
-  const std::vector<bool> closure = flow.source_side(kSource);
+};
+
+}  // namespace
+
+AnyTimingPeak any_timing_peak(const Program& program) {
+  const EventOrder order(program);
+  std::vector<std::int64_t> weights(order.nodes.size());
+  for (std::size_t n = 0; n < order.nodes.size(); ++n) weights[n] = order.nodes[n].bytes;
+  const auto [heaviest, closure] = order.heaviest_ideal(weights);
 
   AnyTimingPeak peak;
-  peak.peak_allocated_bytes = program.persistent_bytes + allocations - cut;
+  peak.peak_allocated_bytes = program.persistent_bytes + heaviest;
   peak.breakdown[static_cast<std::size_t>(MemoryCategory::kShardedState)] =
       program.persistent_bytes;
-  for (std::size_t n = 2; n < nodes.size(); ++n) {
-    if (closure[n]) peak.breakdown[static_cast<std::size_t>(nodes[n].category)] += nodes[n].bytes;
+  for (std::size_t n = 2; n < order.nodes.size(); ++n) {
+    if (closure[n]) {
+      peak.breakdown[static_cast<std::size_t>(order.nodes[n].category)] += order.nodes[n].bytes;
+    }
   }
-  peak.running.assign(static_cast<std::size_t>(stream_count), -1);
-  peak.ended.assign(static_cast<std::size_t>(stream_count), 0);
+  const std::size_t stream_count = program.streams.size();
+  peak.running.assign(stream_count, -1);
+  peak.ended.assign(stream_count, 0);
   for (const Task& task : program.tasks) {
-    const bool opened = closure[static_cast<std::size_t>(opens[static_cast<std::size_t>(task.id)])];
-    const bool closed =
-        closure[static_cast<std::size_t>(closes[static_cast<std::size_t>(task.id)])];
+    const auto id = static_cast<std::size_t>(task.id);
+    const bool opened = closure[static_cast<std::size_t>(order.opens[id])];
+    const bool closed = closure[static_cast<std::size_t>(order.closes[id])];
     if (closed) ++peak.ended[static_cast<std::size_t>(task.stream)];
     if (opened && !closed) peak.running[static_cast<std::size_t>(task.stream)] = task.id;
   }
   return peak;
+}
+
+std::int64_t any_timing_reserved_bytes(const Program& program, const SimOptions& options) {
+  // The simulator's estimate at a state: persistent + sharded-state events, rounded to
+  // segments, plus (1 + fragmentation) x the other events rounded. In whole segments
+  // (bytes when segments are off) times kScale, with the fragmentation factor rounded up
+  // to a kScale-th: exact for the default 5%, never below the estimate otherwise.
+  constexpr std::int64_t kScale = 1000;
+  const std::int64_t unit = std::max<std::int64_t>(options.allocator_segment_bytes, 1);
+  const double factor = (1.0 + options.allocator_fragmentation) * kScale;
+  const auto transient_scale = std::abs(factor - std::round(factor)) < 1e-6
+                                   ? std::llround(factor)
+                                   : static_cast<std::int64_t>(std::ceil(factor));
+  const EventOrder order(program);
+  std::vector<std::int64_t> weights(order.nodes.size(), 0);
+  for (std::size_t n = 2; n < order.nodes.size(); ++n) {
+    const EventOrder::Node& node = order.nodes[n];
+    const std::int64_t units = round_to_segment(node.bytes, unit) / unit;
+    weights[n] =
+        units * (node.category == MemoryCategory::kShardedState ? kScale : transient_scale);
+  }
+  const std::int64_t heaviest = order.heaviest_ideal(weights).first;
+  const std::int64_t persistent = round_to_segment(program.persistent_bytes, unit);
+  // heaviest x unit / kScale in whole bytes, truncated as the simulator truncates its
+  // estimate (so equal at the same state), without overflowing: whole and remainder apart.
+  const std::int64_t whole = heaviest / kScale;
+  const std::int64_t remainder = heaviest % kScale;
+  return persistent + whole * unit + remainder * unit / kScale;
 }
 
 std::string describe_any_timing_state(const Program& program, const AnyTimingPeak& peak) {

@@ -35,6 +35,8 @@ bool is_collective(TaskKind kind) {
          kind == TaskKind::kAllReduce;
 }
 
+}  // namespace
+
 std::int64_t round_to_segment(std::int64_t bytes, std::int64_t segment_bytes) {
   if (segment_bytes <= 1) return bytes;
   const std::int64_t magnitude = bytes >= 0 ? bytes : -bytes;
@@ -45,8 +47,6 @@ std::int64_t round_to_segment(std::int64_t bytes, std::int64_t segment_bytes) {
                                    : round_up(magnitude, segment_bytes);
   return bytes >= 0 ? rounded : -rounded;
 }
-
-}  // namespace
 
 // The flat arrays a simulation builds from its Program; kept by a SimWorkspace between
 // calls so that simulating many programs does not reallocate them.

@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include "fsdptune/error.hpp"
+#include "fsdptune/memory_bound.hpp"
 #include "fsdptune/plans.hpp"
 #include "fsdptune/program.hpp"
 
@@ -119,6 +120,9 @@ struct Evaluation {
   // What the limit is compared with: the reserved peak (max when the simulation stopped
   // early over the limit, so that such a plan ranks last).
   std::int64_t peak_bytes = std::numeric_limits<std::int64_t>::max();
+  // With fit_at_any_timing, of a plan that fits at the predicted timing: its
+  // any_timing_reserved_bytes (0 otherwise).
+  std::int64_t any_timing_reserved_bytes = 0;
   SimResult result;  // scalars only (no timings, no timeline)
 };
 
@@ -137,8 +141,10 @@ bool better(const Evaluation& a, const Evaluation& b) {
 class Evaluator {
  public:
   Evaluator(const Workload& workload, const CostModel& costs, std::int64_t memory_limit_bytes,
-            int threads)
-      : memory_limit_bytes_(memory_limit_bytes), threads_(std::max(threads, 1)) {
+            int threads, bool fit_at_any_timing)
+      : memory_limit_bytes_(memory_limit_bytes),
+        threads_(std::max(threads, 1)),
+        fit_at_any_timing_(fit_at_any_timing) {
     // One lowerer, Program and simulation workspace per worker thread, reused for every
     // plan it evaluates (plan-independent costs once, memoized collective costs, no
     // reallocation).
@@ -171,6 +177,15 @@ class Evaluator {
         evaluation.fits = plan_fits(evaluation.result, memory_limit_bytes_);
         evaluation.step_time_s = evaluation.result.step_time_s;
         evaluation.peak_bytes = evaluation.result.peak_reserved_bytes;
+        if (fit_at_any_timing_ && evaluation.fits) {
+          // Only a plan that fits at the predicted timing pays for the bound (a maximum
+          // flow, ~25x a simulation on a 405B Program); the others keep their predicted
+          // peak, a lower bound of it, to rank by.
+          evaluation.any_timing_reserved_bytes =
+              std::max(evaluation.peak_bytes, any_timing_reserved_bytes(worker.program, options));
+          evaluation.peak_bytes = evaluation.any_timing_reserved_bytes;
+          evaluation.fits = evaluation.peak_bytes <= memory_limit_bytes_;
+        }
       }
     };
     const int workers = std::min<int>(threads_, static_cast<int>(batch.size()));
@@ -199,6 +214,7 @@ class Evaluator {
   };
   std::int64_t memory_limit_bytes_;
   int threads_;
+  bool fit_at_any_timing_;
   std::vector<Worker> workers_;
 };
 
@@ -486,7 +502,8 @@ class Search {
         unit_count_(static_cast<int>(workload.units.size())),
         // A batch is the unit of parallel work: more threads than its plans idle.
         evaluator_(workload, costs, memory_limit_bytes,
-                   std::min(options.threads, std::max(options.batch_size, 1))),
+                   std::min(options.threads, std::max(options.batch_size, 1)),
+                   options.fit_at_any_timing),
         rng_(options.seed),
         start_(std::chrono::steady_clock::now()) {}
 
@@ -926,7 +943,8 @@ TunerResult Search::run() {
     if (evaluation.label == "min-memory") continue;
     result.baselines.push_back(
         {evaluation.plan,
-         summarize_plan(evaluation.label, workload_, hardware, evaluation.result, limit)});
+         summarize_plan(evaluation.label, workload_, hardware, evaluation.result, limit),
+         evaluation.any_timing_reserved_bytes});
   }
 
   // 2. Structured seeds from the dynamic program, plus their variants with deeper
@@ -1015,6 +1033,7 @@ TunerResult Search::run() {
   result.best_plan = best.plan;
   result.best_plan.name = "tuned";
   result.best = summarize_plan("tuned", workload_, hardware, best.result, limit);
+  result.best_any_timing_reserved_bytes = best.any_timing_reserved_bytes;
   if (result.fits && best.step_time_s > 0) {
     result.efficiency = result.lower_bound_s / best.step_time_s;
   }

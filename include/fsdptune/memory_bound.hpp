@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "fsdptune/program.hpp"
+#include "fsdptune/simulator.hpp"
 
 namespace fsdptune {
 
@@ -42,6 +43,12 @@ struct AnyTimingPeak {
 // REQUIRES: a valid Program (tasks on its streams, deps on earlier task ids).
 // Deterministic; O(events) nodes and edges, one maximum flow (Dinic's algorithm).
 AnyTimingPeak any_timing_peak(const Program& program);
+
+// The simulator's reserved-memory estimate (SimOptions: allocator_segment_bytes,
+// allocator_fragmentation; docs/plan-format.md) at the state where it is highest under
+// any task durations, bytes: >= simulate(program, options).peak_reserved_bytes. What
+// `tune --fit any-timing` compares with the memory limit.
+std::int64_t any_timing_reserved_bytes(const Program& program, const SimOptions& options = {});
 
 // Where each stream is in `peak`'s state, for a person: `compute in "bwd layers.2",
 // reduce_scatter after "RS b2 layers.3"` (a stream between tasks: after its last ended

@@ -63,6 +63,11 @@ struct SimResult {
 
 SimResult simulate(const Program& program, const SimOptions& options = {});
 
+// A memory event's bytes as the reserved-memory estimate counts them: the magnitude
+// rounded up to `segment_bytes` (SimOptions::allocator_segment_bytes), the sign kept;
+// unchanged when segment_bytes <= 1.
+std::int64_t round_to_segment(std::int64_t bytes, std::int64_t segment_bytes);
+
 // The scratch arrays of simulate(), kept between calls by a caller that simulates many
 // programs on one thread (the tuner's workers) so that they are not reallocated per call.
 // Not thread-safe: one per thread.

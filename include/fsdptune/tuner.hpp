@@ -50,6 +50,11 @@ struct TunerOptions {
   // as `simulate` does: plan_fits). 0 = default_memory_limit_bytes (plans.hpp): the
   // hardware's HBM minus its memory_reserve_bytes.
   std::int64_t memory_limit_bytes = 0;
+  // Judge fit by the reserved estimate at the worst order of starts and ends under any
+  // durations (any_timing_reserved_bytes, memory_bound.hpp) instead of at the predicted
+  // timing: a plan chosen so still fits when its collectives run much faster or slower
+  // than the costs say. Single-Program jobs only (not tune_pipelined_job).
+  bool fit_at_any_timing = false;
   // Wall-clock budget of the whole search; 0 = none. Checked between batches.
   double time_budget_s = 10.0;
   // Deterministic budget: stop after this many simulations; 0 = none.
@@ -99,6 +104,9 @@ struct TunerOptions {
 struct EvaluatedPlan {
   Plan plan;
   PlanSummary summary;
+  // With TunerOptions::fit_at_any_timing, when the plan fits at the predicted timing:
+  // any_timing_reserved_bytes of its Program (what its fit was judged by); 0 otherwise.
+  std::int64_t any_timing_reserved_bytes = 0;
   bool operator==(const EvaluatedPlan&) const = default;
 };
 
@@ -113,6 +121,8 @@ struct TunerResult {
   double efficiency = 0;                 // lower_bound_s / best.step_time_s
   std::int64_t memory_limit_bytes = 0;   // the limit used
   bool fits = false;                     // best fits under the limit
+  // With fit_at_any_timing: best's any_timing_reserved_bytes (0 otherwise).
+  std::int64_t best_any_timing_reserved_bytes = 0;
   // When nothing fits: the smallest reserved peak seen and the plan that had it.
   std::int64_t smallest_peak_bytes = 0;
   std::string smallest_peak_plan;

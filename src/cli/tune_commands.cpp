@@ -59,6 +59,7 @@ struct TuneOptions {
   bool json = false;
   std::optional<std::int64_t> try_pp_splits;  // --try-pp-splits N; none: the job's split only
   std::string keep_gathered = "any";          // --keep-gathered: TunerOptions::keep_gathered
+  std::string fit = "predicted";              // --fit: TunerOptions::fit_at_any_timing
 };
 
 // One split of the stages `tune --try-pp-splits` searched.
@@ -189,15 +190,27 @@ nlohmann::json summary_json(const PlanSummary& summary) {
   return schedule_to_json(holder).at("predicted");
 }
 
-void print_table(const std::vector<PlanSummary>& rows, std::int64_t limit_bytes) {
-  fmt::print("{:<20} {:>11} {:>13} {:>7} {:>12} {:>12} {:>12}  {}\n", "plan", "step time",
-             "tokens/s/GPU", "MFU", "exposed comm", "peak alloc", "peak reserv", "fits");
-  for (const PlanSummary& row : rows) {
-    fmt::print("{:<20} {:>11} {:>13.1f} {:>6.1f}% {:>12} {:>12} {:>12}  {}\n", row.plan_name,
+// With `tune --fit any-timing`, each row's any-timing reserved peak (0: not computed, the
+// row does not fit at its predicted timing); otherwise empty.
+void print_table(const std::vector<PlanSummary>& rows, std::int64_t limit_bytes,
+                 const std::vector<std::int64_t>& any_timing = {}) {
+  const bool judged_at_any_timing = !any_timing.empty();
+  fmt::print("{:<20} {:>11} {:>13} {:>7} {:>12} {:>12} {:>12}{}  {}\n", "plan", "step time",
+             "tokens/s/GPU", "MFU", "exposed comm", "peak alloc", "peak reserv",
+             judged_at_any_timing ? fmt::format(" {:>12}", "any timing") : "", "fits");
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const PlanSummary& row = rows[i];
+    std::string bound_column;
+    bool fits = row.fits;
+    if (judged_at_any_timing) {
+      bound_column = fmt::format(" {:>12}", any_timing[i] > 0 ? format_bytes(any_timing[i]) : "-");
+      fits = fits && any_timing[i] > 0 && any_timing[i] <= limit_bytes;
+    }
+    fmt::print("{:<20} {:>11} {:>13.1f} {:>6.1f}% {:>12} {:>12} {:>12}{}  {}\n", row.plan_name,
                format_seconds(row.step_time_s), row.tokens_per_s_per_gpu, 100.0 * row.mfu,
                format_seconds(row.exposed_comm_s), format_bytes(row.peak_allocated_bytes),
-               format_bytes(row.peak_reserved_bytes),
-               row.fits ? "yes" : fmt::format("no (limit {})", format_bytes(limit_bytes)));
+               format_bytes(row.peak_reserved_bytes), bound_column,
+               fits ? "yes" : fmt::format("no (limit {})", format_bytes(limit_bytes)));
   }
 }
 
@@ -250,6 +263,15 @@ void run_tune(const TuneOptions& options) {
   tuner_options.seed = options.seed;
   tuner_options.keep_gathered = parse_keep_gathered(options.keep_gathered, "--keep-gathered");
   if (options.keep_gathered != "any") require_pipelined_for_keep_gathered(job);
+  if (options.fit != "predicted" && options.fit != "any-timing") {
+    throw_bad_input(
+        "--fit", fmt::format("unknown value '{}' (expected predicted or any-timing)", options.fit));
+  }
+  tuner_options.fit_at_any_timing = options.fit == "any-timing";
+  if (tuner_options.fit_at_any_timing && is_pipelined(job)) {
+    throw_bad_input("--fit", "any-timing is for jobs without a pipeline (a single Program)",
+                    "drop --fit, or tune without --pp / --microbatches");
+  }
   // Progress on stderr once a search has run for a second: rewritten in place twice a
   // second on a terminal, a line every two seconds otherwise (logs).
   const bool terminal = isatty(fileno(stderr)) != 0;
@@ -364,14 +386,20 @@ void run_tune(const TuneOptions& options) {
   if (reported) fmt::print(stderr, "\n");
 
   std::vector<PlanSummary> rows;
-  for (const EvaluatedPlan& baseline : result.baselines) rows.push_back(baseline.summary);
+  // With --fit any-timing: each row's any-timing reserved peak (print_table); else empty.
+  std::vector<std::int64_t> any_timing;
+  for (const EvaluatedPlan& baseline : result.baselines) {
+    rows.push_back(baseline.summary);
+    if (tuner_options.fit_at_any_timing) any_timing.push_back(baseline.any_timing_reserved_bytes);
+  }
 
   if (!result.fits) {
-    if (!options.json) print_table(rows, result.memory_limit_bytes);
+    if (!options.json) print_table(rows, result.memory_limit_bytes, any_timing);
     throw Error(ErrorKind::kDoesNotFit, "--memory-limit",
-                fmt::format("no plan fits in {} per GPU: the smallest peak found is {} ({}), "
+                fmt::format("no plan fits in {} per GPU{}: the smallest peak found is {} ({}), "
                             "{} over",
                             format_bytes(result.memory_limit_bytes),
+                            tuner_options.fit_at_any_timing ? " at any timing" : "",
                             format_bytes(result.smallest_peak_bytes), result.smallest_peak_plan,
                             format_bytes(result.smallest_peak_bytes - result.memory_limit_bytes)),
                 does_not_fit_hint(job));
@@ -397,7 +425,13 @@ void run_tune(const TuneOptions& options) {
   if (options.json) {
     nlohmann::json out = tune_json_header();
     out["baselines"] = nlohmann::json::array();
-    for (const PlanSummary& row : rows) out["baselines"].push_back(summary_json(row));
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      nlohmann::json baseline = summary_json(rows[i]);
+      // --fit any-timing: what the baseline's fit was judged by (0: not fitting already at
+      // its predicted timing).
+      if (!any_timing.empty()) baseline["any_timing_reserved_bytes"] = any_timing[i];
+      out["baselines"].push_back(std::move(baseline));
+    }
     out["tuned"] = summary_json(schedule.predicted);
     out["derived_from"] = result.derived_from;
     out["plan"] = plan_to_json(schedule.plan);
@@ -412,6 +446,8 @@ void run_tune(const TuneOptions& options) {
     out["cost_queries"] = schedule.cost_queries;  // of the tuned plan's lowering
     out["cost_fallbacks"] = schedule.cost_fallbacks;
     out["any_timing_peak_allocated_bytes"] = any_timing_peak(schedule.program).peak_allocated_bytes;
+    out["any_timing_reserved_bytes"] = any_timing_reserved_bytes(schedule.program);
+    out["fit"] = options.fit;
     if (!options.torchtitan_out.empty()) out["torchtitan"] = options.torchtitan_out;
     if (!options.torchtitan_toml.empty()) out["torchtitan_toml"] = options.torchtitan_toml;
     fmt::print("{}", dump_json(out));
@@ -419,14 +455,20 @@ void run_tune(const TuneOptions& options) {
   }
 
   rows.push_back(schedule.predicted);
-  fmt::print("{} on {} GPUs ({}), batch {} x seq {}, AC {}; memory limit {}\n\n", model.name,
+  if (tuner_options.fit_at_any_timing) any_timing.push_back(result.best_any_timing_reserved_bytes);
+  fmt::print("{} on {} GPUs ({}), batch {} x seq {}, AC {}; memory limit {}{}\n\n", model.name,
              job.gpus, hardware.id, job.local_batch, job.seq_len, to_string(job.ac),
-             format_bytes(result.memory_limit_bytes));
-  print_table(rows, result.memory_limit_bytes);
+             format_bytes(result.memory_limit_bytes),
+             tuner_options.fit_at_any_timing ? " at any timing (--fit any-timing)" : "");
+  print_table(rows, result.memory_limit_bytes, any_timing);
   double best_baseline_s = 0;
   std::string best_baseline;
-  for (const PlanSummary& row : schedule.baselines) {
-    if (row.fits && (best_baseline.empty() || row.step_time_s < best_baseline_s)) {
+  for (std::size_t i = 0; i < schedule.baselines.size(); ++i) {
+    const PlanSummary& row = schedule.baselines[i];
+    const bool fits =
+        row.fits &&
+        (any_timing.empty() || (any_timing[i] > 0 && any_timing[i] <= result.memory_limit_bytes));
+    if (fits && (best_baseline.empty() || row.step_time_s < best_baseline_s)) {
       best_baseline_s = row.step_time_s;
       best_baseline = row.plan_name;
     }
@@ -512,6 +554,10 @@ void register_tune_commands(CLI::App& app) {
                    "reduce-scattered in each microbatch) or torchtitan (what it runs "
                    "unchanged: yes under PP, no without)")
       ->capture_default_str();
+  tune->add_option("--fit", options->fit,
+                   "How a plan must fit under the memory limit: predicted (its reserved peak at "
+                   "the predicted timing; default) or any-timing (at the worst order of starts "
+                   "and ends under any durations)");
   tune->add_flag("--json", options->json, "Print one JSON object instead of the table");
   tune->callback([options] { run_tune(*options); });
 }

@@ -34,7 +34,7 @@ TEST_CASE("simulate --json has the documented keys", "[cli][simulate]") {
        {"version", "step_time_s", "tokens_per_s_per_gpu", "mfu", "compute_s", "comm_s",
         "exposed_comm_s", "idle_s", "peak_allocated_bytes", "peak_reserved_bytes", "fits",
         "memory_breakdown", "cost_queries", "cost_fallbacks", "memory_limit_bytes", "plan",
-        "any_timing_peak_allocated_bytes"}) {
+        "any_timing_peak_allocated_bytes", "any_timing_reserved_bytes"}) {
     INFO(key);
     CHECK(json.contains(key));
   }
@@ -49,6 +49,8 @@ TEST_CASE("simulate --json has the documented keys", "[cli][simulate]") {
   for (const auto& item : json["memory_breakdown"].items()) sum += item.value().get<std::int64_t>();
   CHECK(sum == json["peak_allocated_bytes"].get<std::int64_t>());
   CHECK(json["any_timing_peak_allocated_bytes"].get<std::int64_t>() >= sum);
+  CHECK(json["any_timing_reserved_bytes"].get<std::int64_t>() >=
+        json["peak_reserved_bytes"].get<std::int64_t>());
 }
 
 TEST_CASE("simulate prints the peak at any timing and says when it passes the limit",
@@ -61,7 +63,7 @@ TEST_CASE("simulate prints the peak at any timing and says when it passes the li
   const auto roomy = run_fsdptune(kTiny + " --ac full");
   REQUIRE(roomy.exit_code == 0);
   CHECK_THAT(roomy.out,
-             Catch::Contains("any timing") && Catch::Contains("allocated at most: compute"));
+             Catch::Contains("any timing") && Catch::Contains("reserved at most: compute"));
   CHECK_THAT(roomy.out, !Catch::Contains("runs out of memory"));
   // A limit between the two (in whole bytes).
   const std::string limit = std::to_string((predicted + bound) / 2);

@@ -106,6 +106,77 @@ TEST_CASE("tune --json gives the summaries, the lower bound and the files", "[cl
         schedule.predicted.peak_allocated_bytes);
 }
 
+TEST_CASE("tune --fit any-timing picks a plan that fits under the limit at every timing",
+          "[cli][tune][fit]") {
+  const std::string dir = make_temp_dir("fsdptune-tune-any-timing");
+  // tiny with full AC at seq 256 under a 40,000,000-byte limit (38.1 MiB): the plan tuned
+  // by its predicted peak (37.3 MiB reserved) reaches 43.6 MiB at another timing.
+  const std::string job =
+      "tune --model tiny --gpus 8 --batch 1 --seq 256 --ac full --max-evaluations 300 "
+      "--time-budget 60 --memory-limit 40000000 ";
+  const CommandResult predicted =
+      run_fsdptune(job + "--fit predicted --json --out " + dir + "/predicted.json");
+  REQUIRE(predicted.exit_code == 0);
+  const nlohmann::json leaning = nlohmann::json::parse(predicted.out);
+  CHECK(leaning.at("fit") == "predicted");
+  CHECK(leaning.at("tuned").at("peak_reserved_bytes").get<std::int64_t>() <= 40000000);
+  CHECK(leaning.at("any_timing_reserved_bytes").get<std::int64_t>() > 40000000);
+  CHECK_FALSE(leaning.at("baselines").at(0).contains("any_timing_reserved_bytes"));
+
+  const std::string out = dir + "/any-timing.json";
+  const CommandResult robust = run_fsdptune(job + "--fit any-timing --json --out " + out);
+  INFO("stderr: " << robust.err);
+  REQUIRE(robust.exit_code == 0);
+  const nlohmann::json json = nlohmann::json::parse(robust.out);
+  CHECK(json.at("fit") == "any-timing");
+  const fsdptune::ScheduleFile schedule =
+      fsdptune::schedule_from_json(fsdptune::read_json_file(out), out);
+  const std::int64_t bound = fsdptune::any_timing_reserved_bytes(schedule.program);
+  CHECK(json.at("any_timing_reserved_bytes").get<std::int64_t>() == bound);
+  CHECK(bound <= 40000000);
+  CHECK(bound >= schedule.predicted.peak_reserved_bytes);
+  // Each baseline says what its fit was judged by: simplefsdp-greedy (39.4 MiB predicted)
+  // does not fit at its predicted timing already (0: not computed).
+  for (const nlohmann::json& baseline : json.at("baselines")) {
+    INFO(baseline.at("plan_name"));
+    const auto reserved = baseline.at("any_timing_reserved_bytes").get<std::int64_t>();
+    if (baseline.at("fits").get<bool>()) {
+      CHECK(reserved >= baseline.at("peak_reserved_bytes").get<std::int64_t>());
+    } else {
+      CHECK(reserved == 0);
+    }
+  }
+
+  // The table: the limit says how fit is judged, an "any timing" column, no warning line.
+  const CommandResult text = run_fsdptune(job + "--fit any-timing --out " + dir + "/text.json");
+  REQUIRE(text.exit_code == 0);
+  CHECK_THAT(text.out, Catch::Contains("memory limit 38.1 MiB at any timing (--fit any-timing)") &&
+                           Catch::Contains("any timing  fits") &&
+                           !Catch::Contains("above the 38.1 MiB limit"));
+  const CommandResult warned = run_fsdptune(job + "--out " + dir + "/warned.json");
+  REQUIRE(warned.exit_code == 0);
+  CHECK_THAT(warned.out, Catch::Contains("reserved above the 38.1 MiB limit") &&
+                             Catch::Contains("tune --fit any-timing"));
+
+  // Nothing fits at any timing: exit 3, saying so.
+  const CommandResult tight = run_fsdptune(
+      "tune --model tiny --gpus 8 --batch 1 --seq 256 --ac full --max-evaluations 50 "
+      "--memory-limit 30MiB --fit any-timing --out " +
+      dir + "/tight.json");
+  CHECK(tight.exit_code == 3);
+  CHECK_THAT(tight.err, Catch::Contains("no plan fits in 30.0 MiB per GPU at any timing"));
+  // Not a pipelined job, and only the two values (exit 2 naming the flag).
+  for (const std::string& flags : {std::string("--fit sometimes"), std::string("--fit ''"),
+                                   std::string("--fit any-timing --pp 2 --microbatches 2")}) {
+    INFO(flags);
+    const CommandResult bad =
+        run_fsdptune("tune --model tiny --gpus 4 " + flags + " --out " + dir + "/bad.json");
+    CHECK(bad.exit_code == 2);
+    CHECK_THAT(bad.err, Catch::Contains("--fit"));
+    CHECK_FALSE(std::ifstream(dir + "/bad.json").good());
+  }
+}
+
 TEST_CASE("tune exits 3 when nothing fits, naming the smallest peak and what to change",
           "[cli][tune]") {
   const std::string dir = make_temp_dir("fsdptune-tune-fit");

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <functional>
 #include <random>
 #include <set>
 
@@ -29,12 +30,13 @@ MemoryEvent grads(std::int64_t bytes, bool at_end) {
 // enumerating them: per stream, how many of its events (a task's opening, its start
 // events, its end events, in that order) have been applied; a task opens once every
 // dependency has applied all its events.
-std::int64_t exhaustive_peak(const Program& program) {
+double exhaustive_heaviest(const Program& program,
+                           const std::function<double(const MemoryEvent&)>& weight) {
   const auto streams = program.streams.size();
   struct Step {
     int task;
     bool opens;
-    std::int64_t bytes;
+    double weight;
   };
   std::vector<std::vector<Step>> sequence(streams);
   std::vector<std::pair<int, int>> closed_at(program.tasks.size());  // (stream, events)
@@ -43,23 +45,23 @@ std::int64_t exhaustive_peak(const Program& program) {
     steps.push_back({task.id, true, 0});
     for (const bool at_end : {false, true}) {
       for (const MemoryEvent& event : task.memory) {
-        if (event.at_end == at_end) steps.push_back({task.id, false, event.bytes});
+        if (event.at_end == at_end) steps.push_back({task.id, false, weight(event)});
       }
     }
     closed_at[static_cast<std::size_t>(task.id)] = {task.stream, static_cast<int>(steps.size())};
   }
-  std::int64_t best = 0;
+  double best = 0;
   std::set<std::vector<int>> seen;
   std::vector<std::vector<int>> pending{std::vector<int>(streams, 0)};
   while (!pending.empty()) {
     const std::vector<int> state = pending.back();
     pending.pop_back();
     if (!seen.insert(state).second) continue;
-    std::int64_t bytes = 0;
+    double total = 0;
     for (std::size_t s = 0; s < streams; ++s) {
-      for (int i = 0; i < state[s]; ++i) bytes += sequence[s][static_cast<std::size_t>(i)].bytes;
+      for (int i = 0; i < state[s]; ++i) total += sequence[s][static_cast<std::size_t>(i)].weight;
     }
-    best = std::max(best, bytes);
+    best = std::max(best, total);
     for (std::size_t s = 0; s < streams; ++s) {
       if (state[s] == static_cast<int>(sequence[s].size())) continue;
       const Step& step = sequence[s][static_cast<std::size_t>(state[s])];
@@ -76,7 +78,13 @@ std::int64_t exhaustive_peak(const Program& program) {
       pending.push_back(std::move(next));
     }
   }
-  return program.persistent_bytes + best;
+  return best;
+}
+
+std::int64_t exhaustive_peak(const Program& program) {
+  return program.persistent_bytes +
+         static_cast<std::int64_t>(exhaustive_heaviest(
+             program, [](const MemoryEvent& event) { return static_cast<double>(event.bytes); }));
 }
 
 }  // namespace
@@ -108,10 +116,25 @@ TEST_CASE("any-timing peak: a slow reduce-scatter keeps its buffer past the next
   CHECK(peak.running == std::vector<int>{bwd_b, -1});  // RS A has not begun
   CHECK(peak.ended == std::vector<int>{2, 0});
   CHECK(exhaustive_peak(program) == 109);
+  CHECK(describe_any_timing_state(program, peak) ==
+        "compute in \"t3\", reduce_scatter not started");
+  // Reserved (2 MiB segments, +5% on what is not sharded state): the persistent 100 bytes
+  // take a segment, each event one; at worst 3 transient segments:
+  // 2 MiB + 1.05 x 3 x 2 MiB = 2097152 + 6606028.8 -> 8703180 (truncated, as the
+  // simulator truncates its estimate).
+  CHECK(any_timing_reserved_bytes(program) == 8703180);
+  // The simulator's estimate at its peak (two transient segments): 2097152 + 4404019.2.
+  CHECK(simulate(program).peak_reserved_bytes == 6501171);
 
   // A reduce-scatter 50x slower than the backward reaches it.
   program.tasks[1].duration_s = 5 * kMs;
   CHECK(simulate(program).peak_allocated_bytes == 109);
+  CHECK(simulate(program).peak_reserved_bytes == 8703180);  // the bound, reached
+  // Without segments or fragmentation the reserved estimate is the allocated one.
+  SimOptions exact;
+  exact.allocator_segment_bytes = 1;
+  exact.allocator_fragmentation = 0;
+  CHECK(any_timing_reserved_bytes(program, exact) == 109);
   // bwd B waiting for RS A (a rate limit) brings the bound back to the prediction.
   program.tasks[static_cast<std::size_t>(bwd_b)].deps = {1};
   CHECK(any_timing_peak(program).peak_allocated_bytes == 105);
@@ -138,13 +161,24 @@ TEST_CASE("any-timing peak equals the exhaustive maximum on random programs", "[
       const int events = uniform(0, 3);
       for (int e = 0; e < events; ++e) {
         memory.push_back(
-            {static_cast<MemoryCategory>(uniform(1, 4)), uniform(-6, 9), uniform(0, 1) == 1});
+            {static_cast<MemoryCategory>(uniform(0, 4)), uniform(-6, 9), uniform(0, 1) == 1});
       }
       add_task(program, uniform(0, streams - 1), TaskKind::kForward, 1 * kMs, std::move(deps),
                std::move(memory));
     }
     const AnyTimingPeak peak = any_timing_peak(program);
     CHECK(peak.peak_allocated_bytes == exhaustive_peak(program));
+    // Reserved with 4-byte segments and 25% fragmentation: sharded-state events rounded,
+    // the others rounded and x 1.25 (quarters: exact in a double).
+    SimOptions options;
+    options.allocator_segment_bytes = 4;
+    options.allocator_fragmentation = 0.25;
+    const double heaviest = exhaustive_heaviest(program, [](const MemoryEvent& event) {
+      const double rounded = static_cast<double>(round_to_segment(event.bytes, 4));
+      return event.category == MemoryCategory::kShardedState ? rounded : 1.25 * rounded;
+    });
+    CHECK(any_timing_reserved_bytes(program, options) ==
+          round_to_segment(program.persistent_bytes, 4) + static_cast<std::int64_t>(heaviest));
     std::int64_t parts = 0;
     for (const std::int64_t bytes : peak.breakdown) parts += bytes;
     CHECK(parts == peak.peak_allocated_bytes);
@@ -171,6 +205,8 @@ TEST_CASE("any-timing peak bounds the simulated peak of every built-in model x p
           builtin_plan(plan_name, workload, *costs, default_memory_limit_bytes(hardware));
       const Program program = lower(workload, plan, *costs);
       const std::int64_t bound = any_timing_peak(program).peak_allocated_bytes;
+      const std::int64_t reserved_bound = any_timing_reserved_bytes(program);
+      CHECK(reserved_bound >= bound);
       for (const double comm_slowdown : {1.0, 100.0, 0.01}) {
         Program timed = program;
         for (Task& task : timed.tasks) {
@@ -179,7 +215,9 @@ TEST_CASE("any-timing peak bounds the simulated peak of every built-in model x p
             task.duration_s *= comm_slowdown;
           }
         }
-        CHECK(simulate(timed).peak_allocated_bytes <= bound);
+        const SimResult simulated = simulate(timed);
+        CHECK(simulated.peak_allocated_bytes <= bound);
+        CHECK(simulated.peak_reserved_bytes <= reserved_bound);
       }
     }
   }

@@ -13,6 +13,7 @@
 #include "fsdptune/cost_model.hpp"
 #include "fsdptune/hardware.hpp"
 #include "fsdptune/job.hpp"
+#include "fsdptune/memory_bound.hpp"
 #include "fsdptune/model.hpp"
 #include "fsdptune/plans.hpp"
 #include "fsdptune/program.hpp"
@@ -53,9 +54,10 @@ struct Exhaustive {
 };
 
 // Simulates every plan of the tuner's search space (or of its shared-partition subspace)
-// and keeps the shortest step that fits.
+// and keeps the shortest step that fits (`at_any_timing`: whose any_timing_reserved_bytes
+// does too, as TunerOptions::fit_at_any_timing judges).
 Exhaustive enumerate(const Workload& workload, const CostModel& costs, std::int64_t limit_bytes,
-                     int max_prefetch, bool independent_partitions) {
+                     int max_prefetch, bool independent_partitions, bool at_any_timing = false) {
   const int n = static_cast<int>(workload.units.size());
   const auto partitions = all_partitions(n);
   SimOptions options;
@@ -90,6 +92,7 @@ Exhaustive enumerate(const Workload& workload, const CostModel& costs, std::int6
                 const SimResult sim = simulate(program, options);
                 ++result.plans;
                 if (!plan_fits(sim, limit_bytes)) continue;
+                if (at_any_timing && any_timing_reserved_bytes(program) > limit_bytes) continue;
                 ++result.fitting;
                 result.best_step_time_s = std::min(result.best_step_time_s, sim.step_time_s);
               }
@@ -209,9 +212,10 @@ std::vector<CostSetting> cost_settings() {
 }  // namespace
 
 TEST_CASE("the tuner finds the exhaustive optimum of a 4-unit workload, all knobs",
-          "[tuner][exhaustive]") {
+          "[tuner][exhaustive][fit]") {
   // 8 forward partitions x 2^k reshard flags (54 in all) x 8 backward x 8 reduce-scatter
-  // partitions x 2 x 2 prefetch depths x 2 stream layouts = 27,648 plans per setting.
+  // partitions x 2 x 2 prefetch depths x 2 stream layouts = 27,648 plans per setting;
+  // fit judged at the predicted timing, then at any timing.
   for (const CostSetting& setting : cost_settings()) {
     DYNAMIC_SECTION(setting.name) {
       const Workload workload = four_unit_workload(1e-3);
@@ -226,6 +230,33 @@ TEST_CASE("the tuner finds the exhaustive optimum of a 4-unit workload, all knob
       CHECK(tuned.best.peak_reserved_bytes <= limit);
       // The tuner looked at a fraction of the space.
       CHECK(tuned.plans_evaluated < exhaustive.plans);
+
+      // Fit at any timing (TunerOptions::fit_at_any_timing): a plan fits only when its
+      // reserved estimate stays under the limit at every order of starts and ends.
+      const Exhaustive any_timing = enumerate(workload, costs, limit, 2, true, true);
+      REQUIRE(any_timing.fitting > 0);
+      CHECK(any_timing.fitting <= exhaustive.fitting);
+      CHECK(any_timing.best_step_time_s >= exhaustive.best_step_time_s);
+      if (setting.name == "bandwidth-bound, tight memory") {
+        // 1,216 plans fit at their predicted timing, 920 at every timing; the fastest of
+        // the former is not among the latter (70.44 against 70.56 ms).
+        CHECK(any_timing.best_step_time_s > exhaustive.best_step_time_s);
+      }
+      TunerOptions options = small_space_options(limit, 2, true);
+      options.fit_at_any_timing = true;
+      const TunerResult robust = Tuner(options).tune(workload, costs);
+      REQUIRE(robust.fits);
+      CHECK(robust.best.step_time_s == Approx(any_timing.best_step_time_s).epsilon(1e-12));
+      // What the fit was judged by: the tuned Program's bound, under the limit.
+      const std::int64_t bound =
+          any_timing_reserved_bytes(lower(workload, robust.best_plan, costs));
+      CHECK(robust.best_any_timing_reserved_bytes == bound);
+      CHECK(bound <= limit);
+      CHECK(bound >= robust.best.peak_reserved_bytes);
+      for (const EvaluatedPlan& baseline : robust.baselines) {
+        // Computed for a baseline that fits at its predicted timing, 0 for the others.
+        CHECK((baseline.any_timing_reserved_bytes > 0) == baseline.summary.fits);
+      }
     }
   }
 }
