@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 #include <vector>
@@ -91,6 +92,33 @@ std::string mpirun(int ranks) {
 
 CommandResult run_fsdptune(const std::string& arguments) {
   return run_command(std::string(FSDPTUNE_BINARY) + " " + arguments);
+}
+
+bool readme_lists_format(const nlohmann::json& output) {
+  // Built with append (g++ 12 warns of a false overlap in "`" + string under -O3).
+  std::string name(1, '`');
+  name.append(output.at("format").get<std::string>()).push_back('`');
+  std::string version(1, 'v');
+  version.append(std::to_string(output.at("version").get<int>()));
+  std::ifstream readme(std::string(FSDPTUNE_SOURCE_DIR) + "/README.md");
+  REQUIRE(readme.good());
+  const std::regex versions("\\bv[0-9]+\\b");
+  for (std::string line; std::getline(readme, line);) {
+    if (line.empty() || line.front() != '|') continue;
+    const std::size_t at = line.find(name);
+    if (at == std::string::npos) continue;
+    // The versions follow the name up to the next format's name or the end of its cell.
+    const std::size_t from = at + name.size();
+    const std::string cell = line.substr(from, line.find_first_of("`|", from) - from);
+    for (auto it = std::sregex_iterator(cell.begin(), cell.end(), versions);
+         it != std::sregex_iterator(); ++it) {
+      if (it->str() == version) return true;
+    }
+    UNSCOPED_INFO("README.md lists " << name << " as:" << cell);
+    return false;
+  }
+  UNSCOPED_INFO("README.md has no row naming " << name);
+  return false;
 }
 
 std::string tuned_tiny(const std::string& dir, const std::string& name, const std::string& job) {

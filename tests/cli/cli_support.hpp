@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 namespace fsdptune::testing {
 
 struct CommandResult {
@@ -28,5 +30,10 @@ std::string make_temp_dir(const std::string& prefix);
 // written to `dir`/`name`.json (e.g. job "--gpus 2 --tp 2" or "--gpus 2 --pp 2
 // --microbatches 4"); fails the test (REQUIRE) when tune does not succeed.
 std::string tuned_tiny(const std::string& dir, const std::string& name, const std::string& job);
+
+// Whether README.md's table of formats lists `output`'s `format` at its `version`: the row
+// naming "`fsdptune-tune`" says "v1", the schedule's "v1, v2 (pipelined jobs)". Keeps the
+// README true when a writer's version changes (it said compare --json v5 after v6 landed).
+bool readme_lists_format(const nlohmann::json& output);
 
 }  // namespace fsdptune::testing

@@ -28,6 +28,7 @@ TEST_CASE("cost --collective prints time and busbw", "[cli][cost]") {
   const auto json = nlohmann::json::parse(result.out);
   CHECK(json.at("format") == "fsdptune-cost");
   CHECK(json.at("version") == 1);
+  CHECK(fsdptune::testing::readme_lists_format(json));
   // Golden case of tests/core/test_analytic_cost.cpp: 2770.3 us; busbw = 7/8 * 2^30 B / t.
   CHECK(json["time_s"].get<double>() == Approx(2770.3e-6).epsilon(1e-4));
   CHECK(json["busbw_bytes_per_s"].get<double>() ==

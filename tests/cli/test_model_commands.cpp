@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_support.hpp"
+#include "fsdptune/io.hpp"
 
 using fsdptune::testing::CommandResult;
 using fsdptune::testing::make_temp_dir;
@@ -46,6 +47,7 @@ TEST_CASE("model --json gives totals and FLOPs per token", "[cli][model]") {
   const auto json = nlohmann::json::parse(result.out);
   CHECK(json.at("format") == "fsdptune-model-summary");
   CHECK(json.at("version") == 1);
+  CHECK(fsdptune::testing::readme_lists_format(json));
   CHECK(json["parameters"]["total"] == 405'853'388'800);
   CHECK(json["parameters"]["embedding"] == 128256LL * 16384);
   CHECK(json["flops_per_token"]["training"].get<double>() == Approx(2.625e12).epsilon(5e-4));
@@ -67,12 +69,23 @@ TEST_CASE("model reads our model files and HF config.json files", "[cli][model]"
   CHECK(nlohmann::json::parse(result.out)["parameters"]["total"] == 8'030'261'248);
 }
 
+TEST_CASE("the shipped model and hardware files are of the formats README.md lists",
+          "[cli][model]") {
+  for (const char* file : {"models/tiny.json", "models/llama3-405b.json", "profiles/h100-sxm.json",
+                           "profiles/h200.json"}) {
+    INFO(file);
+    CHECK(fsdptune::testing::readme_lists_format(
+        fsdptune::read_json_file(std::string(FSDPTUNE_SOURCE_DIR) + "/" + file)));
+  }
+}
+
 TEST_CASE("workload lists the units and is deterministic", "[cli][workload]") {
   const std::string args = "workload --model tiny --gpus 2 --batch 1 --seq 128 --ac full --json";
   const auto a = run_fsdptune(args);
   REQUIRE(a.exit_code == 0);
   const auto json = nlohmann::json::parse(a.out);
   CHECK(json["version"] == 1);
+  CHECK(fsdptune::testing::readme_lists_format(json));
   REQUIRE(json["units"].size() == 6);
   CHECK(json["units"][1]["name"] == "layers.0");
   CHECK(json["job"]["dp_shard"] == 2);

@@ -148,6 +148,7 @@ TEST_CASE("tune --pp: lower bound, Pareto front, torchtitan export, report",
   const auto exported = fsdptune::read_json_file(torchtitan);
   CHECK(exported.at("format") == "fsdptune-torchtitan");
   CHECK(exported.at("version") == 2);
+  CHECK(fsdptune::testing::readme_lists_format(exported));
   CHECK(exported["pipeline"]["pipeline_parallel_degree"] == 2);
   CHECK(exported["pipeline"]["pipeline_parallel_split_points"] ==
         nlohmann::json::array({"layers.2"}));

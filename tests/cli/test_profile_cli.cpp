@@ -171,6 +171,7 @@ TEST_CASE("profile import-kineto writes a profile from a trace", "[cli][profile]
   CHECK_THAT(run.out, Catch::Contains("4 NCCL kernel(s) into 3 collective point(s)"));
   CHECK_THAT(run.out, Catch::Contains("skipped 3 kernel(s)"));
   const std::string text = read_text_file(out);
+  CHECK(fsdptune::testing::readme_lists_format(parse_json_text(text, out)));
   const Profile profile = profile_from_json(parse_json_text(text, out), out);
   CHECK(dump_json(profile_to_json(profile)) == text);
   CHECK(profile.hardware == "h100-sxm");
@@ -359,6 +360,7 @@ TEST_CASE("profile compare: a profile against the analytic model, and its flag e
   REQUIRE(json_run.exit_code == 0);
   const auto comparison = parse_json_text(json_run.out, "profile compare --json");
   CHECK(comparison.at("format") == "fsdptune-profile-comparison");
+  CHECK(fsdptune::testing::readme_lists_format(comparison));
   CHECK(comparison.at("model_hardware") == "h200");  // the profile's own hardware
   REQUIRE(comparison.at("ops").size() == 7);
   for (const auto& op : comparison.at("ops")) {

@@ -61,6 +61,7 @@ TEST_CASE("sweep tunes every configuration, ranks by the tuned figures, writes t
   const auto json = nlohmann::json::parse(result.out);
   CHECK(json.at("format") == "fsdptune-sweep");
   CHECK(json.at("version") == 1);
+  CHECK(fsdptune::testing::readme_lists_format(json));
   REQUIRE(json.at("top").size() == 10);
   CHECK(json.at("evaluated").get<int>() > 10);
   CHECK(json.at("tuned").get<int>() >= json.at("fitting").get<int>());
@@ -88,6 +89,7 @@ TEST_CASE("sweep tunes every configuration, ranks by the tuned figures, writes t
   const auto& job = best["job"];
   const bool pipelined = job["pp"].get<int>() > 1 || job["microbatches"].get<int>() > 1;
   CHECK(best.at("version") == (pipelined ? 2 : 1));
+  CHECK(fsdptune::testing::readme_lists_format(best));
   CHECK(best.contains("pipeline") == pipelined);
   CHECK(best["predicted"]["step_time_s"].get<double>() == winner["step_time_s"].get<double>());
   CHECK(best["predicted"]["tokens_per_s_per_gpu"].get<double>() ==
@@ -401,6 +403,7 @@ TEST_CASE("pipeline prints every stage, the first holding the most in flight", "
   REQUIRE(result.exit_code == 0);
   const auto json = nlohmann::json::parse(result.out);
   CHECK(json.at("format") == "fsdptune-pipeline");
+  CHECK(fsdptune::testing::readme_lists_format(json));
   REQUIRE(json.at("stages").size() == 4);
   CHECK(json["stages"][0]["max_in_flight"] == 4);
   CHECK(json["stages"][3]["max_in_flight"] == 1);

@@ -69,6 +69,8 @@ TEST_CASE("tune prints baselines and the tuned plan and writes a loadable schedu
 
   const nlohmann::json exported = fsdptune::read_json_file(torchtitan);
   CHECK(exported.at("format") == "fsdptune-torchtitan");
+  CHECK(fsdptune::testing::readme_lists_format(exported));
+  CHECK(fsdptune::testing::readme_lists_format(fsdptune::read_json_file(out)));
   CHECK(exported.at("simplefsdp").at("forward_all_gather_buckets").at(0).at(0) == "tok_embeddings");
 }
 
@@ -91,6 +93,7 @@ TEST_CASE("tune --json gives the summaries, the lower bound and the files", "[cl
   const nlohmann::json json = nlohmann::json::parse(result.out);
   CHECK(json.at("format") == "fsdptune-tune");
   CHECK(json.at("version") == 1);
+  CHECK(fsdptune::testing::readme_lists_format(json));
   CHECK(json.at("baselines").size() == 3);
   CHECK(json.at("tuned").at("plan_name") == "tuned");
   CHECK(json.at("efficiency").get<double>() > 0);
@@ -437,6 +440,7 @@ TEST_CASE("simulate --plan schedule.json re-simulates the stored program exactly
   REQUIRE(result.exit_code == 0);
   const nlohmann::json json = nlohmann::json::parse(result.out);
   CHECK(json.at("format") == "fsdptune-simulation");
+  CHECK(fsdptune::testing::readme_lists_format(json));
   // Exactly: the stored Program with its frozen costs, simulated again.
   CHECK(json.at("step_time_s").get<double>() == schedule.predicted.step_time_s);
   CHECK(json.at("peak_allocated_bytes").get<std::int64_t>() ==

@@ -70,7 +70,10 @@ MeasuredResult validate_checked(const std::string& schedule, int ranks, const st
   const auto compared = run_fsdptune("compare " + schedule + " " + measured_path + " --json");
   INFO(compared.err);
   REQUIRE(compared.exit_code == 0);
-  check_within_any_timing_peak(parse_json_text(compared.out, "compare --json"));
+  const nlohmann::json comparison = parse_json_text(compared.out, "compare --json");
+  check_within_any_timing_peak(comparison);
+  CHECK(fsdptune::testing::readme_lists_format(comparison));
+  CHECK(fsdptune::testing::readme_lists_format(read_json_file(measured_path)));
   return measured;
 }
 
