@@ -139,44 +139,51 @@ class MaxFlow {
   std::vector<int> level_;
 };
 
-// The partial order of a Program's memory events (memory_bound.hpp): one node per event
-// plus one that opens each task, chained in the task (its start events in program order,
-// then its end events); a task's opening requires the last node of the task before it on
-// its stream and of each of its deps.
+// The partial order of a Program's memory events (memory_bound.hpp): each task a chain
+// of nodes (one that opens it, then its start events in program order, then its end
+// events); a task's opening requires the last node of the task before it on its stream and
+// of each of its deps. Within a chain only the next node requires a node (other tasks
+// require its last), so some heaviest ideal ends each chain's part at a change of sign:
+// it would rather take the rest of an allocating run, and leave out a releasing run it
+// stopped inside. So each run of same-signed events (zero-byte ones and the opening
+// joining either) is one node: fewer nodes and shorter paths for the flow.
 struct EventOrder {
   static constexpr int kSource = 0;
   static constexpr int kSink = 1;
-  struct Node {
-    std::int64_t bytes;
-    MemoryCategory category;
-  };
-  std::vector<Node> nodes;                          // 0 and 1: the source and sink of the flow
-  std::vector<int> opens;                           // per task
+  std::vector<MemoryEvent> events;                  // grouped by node, in chain order
+  std::vector<int> first_event;                     // per node, and one past the last
+  std::vector<int> opens;                           // per task: its first node
   std::vector<int> closes;                          // per task: its last node
   std::vector<std::pair<int, int>> requires_edges;  // (node, node it requires)
 
   explicit EventOrder(const Program& program)
-      : nodes(2, Node{0, MemoryCategory::kWorkspace}),
+      : first_event{0, 0},  // the source and sink of the flow: no events
         opens(program.tasks.size()),
         closes(program.tasks.size()) {
     const int stream_count = static_cast<int>(program.streams.size());
     const int task_count = static_cast<int>(program.tasks.size());
     for (const Task& task : program.tasks) {
       FSDPTUNE_CHECK(task.stream >= 0 && task.stream < stream_count, "task on unknown stream");
-      int last = static_cast<int>(nodes.size());
-      opens[static_cast<std::size_t>(task.id)] = last;
-      nodes.push_back({0, MemoryCategory::kWorkspace});
+      int node = static_cast<int>(first_event.size());  // its opening: the next node
+      opens[static_cast<std::size_t>(task.id)] = node;
+      first_event.push_back(static_cast<int>(events.size()));
+      int sign = 0;  // of the current node's run; 0 while it holds no non-zero event
       for (const bool at_end : {false, true}) {
         for (const MemoryEvent& event : task.memory) {
           if (event.at_end != at_end) continue;
-          const int node = static_cast<int>(nodes.size());
-          nodes.push_back({event.bytes, event.category});
-          requires_edges.emplace_back(node, last);
-          last = node;
+          const int event_sign = (event.bytes > 0) - (event.bytes < 0);
+          if (event_sign != 0 && sign != 0 && event_sign != sign) {
+            requires_edges.emplace_back(node + 1, node);
+            ++node;
+            first_event.push_back(static_cast<int>(events.size()));
+          }
+          if (event_sign != 0) sign = event_sign;
+          events.push_back(event);
         }
       }
-      closes[static_cast<std::size_t>(task.id)] = last;
+      closes[static_cast<std::size_t>(task.id)] = node;
     }
+    first_event.push_back(static_cast<int>(events.size()));
     std::vector<int> previous_on_stream(static_cast<std::size_t>(stream_count), -1);
     for (const Task& task : program.tasks) {
       const int open = opens[static_cast<std::size_t>(task.id)];
@@ -192,6 +199,21 @@ struct EventOrder {
     }
   }
 
+  // The nodes, the source and sink included (after construction).
+  int node_count() const { return static_cast<int>(first_event.size()) - 1; }
+
+  // Each node's weight: the sum of `weight(event)` over its events.
+  template <typename Weight>
+  std::vector<std::int64_t> node_weights(const Weight& weight) const {
+    std::vector<std::int64_t> weights(static_cast<std::size_t>(node_count()), 0);
+    for (std::size_t n = 0; n < weights.size(); ++n) {
+      for (int e = first_event[n]; e < first_event[n + 1]; ++e) {
+        weights[n] += weight(events[static_cast<std::size_t>(e)]);
+      }
+    }
+    return weights;
+  }
+
   // The heaviest order ideal under `weights` (one per node; the source's and sink's
   // ignored): its weight and membership. A source arc of capacity w to each positive node,
   // an arc of capacity -w from each negative one to the sink, an uncuttable arc from each
@@ -199,14 +221,15 @@ struct EventOrder {
   // (minimum cut) and is the source side of that cut.
   std::pair<std::int64_t, std::vector<bool>> heaviest_ideal(
       const std::vector<std::int64_t>& weights) const {
+    const auto nodes = static_cast<std::size_t>(node_count());
     std::int64_t positive = 0;
-    for (std::size_t n = 2; n < nodes.size(); ++n) {
+    for (std::size_t n = 2; n < nodes; ++n) {
       FSDPTUNE_CHECK(weights[n] < std::numeric_limits<std::int64_t>::max() / 4 - positive,
                      "memory event weights overflow the flow's capacities");
       positive += std::max<std::int64_t>(weights[n], 0);
     }
-    MaxFlow flow(static_cast<int>(nodes.size()));
-    for (std::size_t n = 2; n < nodes.size(); ++n) {
+    MaxFlow flow(node_count());
+    for (std::size_t n = 2; n < nodes; ++n) {
       if (weights[n] > 0) flow.add_edge(kSource, static_cast<int>(n), weights[n]);
       if (weights[n] < 0) flow.add_edge(static_cast<int>(n), kSink, -weights[n]);
     }
@@ -222,17 +245,18 @@ struct EventOrder {
 
 AnyTimingPeak any_timing_peak(const Program& program) {
   const EventOrder order(program);
-  std::vector<std::int64_t> weights(order.nodes.size());
-  for (std::size_t n = 0; n < order.nodes.size(); ++n) weights[n] = order.nodes[n].bytes;
-  const auto [heaviest, closure] = order.heaviest_ideal(weights);
+  const auto [heaviest, closure] = order.heaviest_ideal(
+      order.node_weights([](const MemoryEvent& event) { return event.bytes; }));
 
   AnyTimingPeak peak;
   peak.peak_allocated_bytes = program.persistent_bytes + heaviest;
   peak.breakdown[static_cast<std::size_t>(MemoryCategory::kShardedState)] =
       program.persistent_bytes;
-  for (std::size_t n = 2; n < order.nodes.size(); ++n) {
-    if (closure[n]) {
-      peak.breakdown[static_cast<std::size_t>(order.nodes[n].category)] += order.nodes[n].bytes;
+  for (std::size_t n = 2; n < closure.size(); ++n) {
+    if (!closure[n]) continue;
+    for (int e = order.first_event[n]; e < order.first_event[n + 1]; ++e) {
+      const MemoryEvent& event = order.events[static_cast<std::size_t>(e)];
+      peak.breakdown[static_cast<std::size_t>(event.category)] += event.bytes;
     }
   }
   const std::size_t stream_count = program.streams.size();
@@ -260,14 +284,14 @@ std::int64_t any_timing_reserved_bytes(const Program& program, const SimOptions&
                                    ? std::llround(factor)
                                    : static_cast<std::int64_t>(std::ceil(factor));
   const EventOrder order(program);
-  std::vector<std::int64_t> weights(order.nodes.size(), 0);
-  for (std::size_t n = 2; n < order.nodes.size(); ++n) {
-    const EventOrder::Node& node = order.nodes[n];
-    const std::int64_t units = round_to_segment(node.bytes, unit) / unit;
-    weights[n] =
-        units * (node.category == MemoryCategory::kShardedState ? kScale : transient_scale);
-  }
-  const std::int64_t heaviest = order.heaviest_ideal(weights).first;
+  const std::int64_t heaviest =
+      order
+          .heaviest_ideal(order.node_weights([&](const MemoryEvent& event) {
+            const std::int64_t units = round_to_segment(event.bytes, unit) / unit;
+            return units *
+                   (event.category == MemoryCategory::kShardedState ? kScale : transient_scale);
+          }))
+          .first;
   const std::int64_t persistent = round_to_segment(program.persistent_bytes, unit);
   // heaviest x unit / kScale in whole bytes, truncated as the simulator truncates its
   // estimate (so equal at the same state), without overflowing: whole and remainder apart.
