@@ -274,22 +274,29 @@ AnyTimingPeak any_timing_peak(const Program& program) {
 
 std::int64_t any_timing_reserved_bytes(const Program& program, const SimOptions& options) {
   // The simulator's estimate at a state: persistent + sharded-state events, rounded to
-  // segments, plus (1 + fragmentation) x the other events rounded. In whole segments
-  // (bytes when segments are off) times kScale, with the fragmentation factor rounded up
-  // to a kScale-th: exact for the default 5%, never below the estimate otherwise.
+  // segments, plus (1 + fragmentation) x the other events rounded. Each event weighs its
+  // whole segments (bytes when segments are off) times kScale, a transient one times
+  // (1 + fragmentation) x kScale rounded up: exact for the default 5%, and never below the
+  // estimate otherwise, also at a state whose rounded transient sum is negative (frees
+  // split unlike their allocations, each rounded up on its own).
   constexpr std::int64_t kScale = 1000;
   const std::int64_t unit = std::max<std::int64_t>(options.allocator_segment_bytes, 1);
   const double factor = (1.0 + options.allocator_fragmentation) * kScale;
-  const auto transient_scale = std::abs(factor - std::round(factor)) < 1e-6
-                                   ? std::llround(factor)
-                                   : static_cast<std::int64_t>(std::ceil(factor));
+  const bool whole_factor = std::abs(factor - std::round(factor)) < 1e-6;
+  // |units| below this keeps every weight within 2^52, exact in a double (the flow checks
+  // that their sums stay within its capacities).
+  const auto largest_units = static_cast<std::int64_t>(
+      static_cast<double>(std::int64_t{1} << 52) / std::max(factor, static_cast<double>(kScale)));
   const EventOrder order(program);
   const std::int64_t heaviest =
       order
-          .heaviest_ideal(order.node_weights([&](const MemoryEvent& event) {
+          .heaviest_ideal(order.node_weights([&](const MemoryEvent& event) -> std::int64_t {
             const std::int64_t units = round_to_segment(event.bytes, unit) / unit;
-            return units *
-                   (event.category == MemoryCategory::kShardedState ? kScale : transient_scale);
+            FSDPTUNE_CHECK(units < largest_units && units > -largest_units,
+                           "memory event too large for the reserved bound");
+            if (event.category == MemoryCategory::kShardedState) return units * kScale;
+            if (whole_factor) return units * std::llround(factor);
+            return static_cast<std::int64_t>(std::ceil(factor * static_cast<double>(units)));
           }))
           .first;
   const std::int64_t persistent = round_to_segment(program.persistent_bytes, unit);

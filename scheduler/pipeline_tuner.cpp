@@ -85,6 +85,12 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
                                   const TunerOptions& options) {
   const JobSpec& job = workload.job;
   validate_pipeline(job);
+  if (options.fit_at_any_timing) {
+    // The stage peaks are composed from each chunk's one-microbatch peak, not from a
+    // Program of the whole pipeline: there is no bound at every timing to judge them by.
+    throw_bad_input("--fit", "any-timing is for jobs without a pipeline (a single Program)",
+                    "drop --fit, or tune without --pp / --microbatches");
+  }
   const int P = static_cast<int>(job.pp);
   const int V = static_cast<int>(job.virtual_stages);
   const int M = static_cast<int>(job.microbatches);

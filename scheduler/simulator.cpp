@@ -30,11 +30,6 @@ struct FlatEvent {
   std::int64_t rounded_bytes = 0;  // allocator-segment rounded, same sign
 };
 
-bool is_collective(TaskKind kind) {
-  return kind == TaskKind::kAllGather || kind == TaskKind::kReduceScatter ||
-         kind == TaskKind::kAllReduce;
-}
-
 }  // namespace
 
 std::int64_t round_to_segment(std::int64_t bytes, std::int64_t segment_bytes) {

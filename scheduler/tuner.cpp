@@ -181,8 +181,8 @@ class Evaluator {
           // Only a plan that fits at the predicted timing pays for the bound (a maximum
           // flow, a few simulations' time: docs/performance.md); the others keep their
           // predicted peak, a lower bound of it, to rank by.
-          evaluation.any_timing_reserved_bytes =
-              std::max(evaluation.peak_bytes, any_timing_reserved_bytes(worker.program, options));
+          // At least the predicted peak (memory_bound.hpp).
+          evaluation.any_timing_reserved_bytes = any_timing_reserved_bytes(worker.program, options);
           evaluation.peak_bytes = evaluation.any_timing_reserved_bytes;
           evaluation.fits = evaluation.peak_bytes <= memory_limit_bytes_;
         }
@@ -944,7 +944,7 @@ TunerResult Search::run() {
     result.baselines.push_back(
         {evaluation.plan,
          summarize_plan(evaluation.label, workload_, hardware, evaluation.result, limit),
-         evaluation.any_timing_reserved_bytes});
+         evaluation.any_timing_reserved_bytes, options_.fit_at_any_timing && evaluation.fits});
   }
 
   // 2. Structured seeds from the dynamic program, plus their variants with deeper

@@ -185,11 +185,6 @@ bool is_compute(TaskKind kind) {
          kind == TaskKind::kBackward || kind == TaskKind::kOptimizer;
 }
 
-bool is_collective(TaskKind kind) {
-  return kind == TaskKind::kAllGather || kind == TaskKind::kReduceScatter ||
-         kind == TaskKind::kAllReduce;
-}
-
 // The memory events of one step as real allocations: a positive event allocates a block,
 // a negative one releases the oldest live block of its owner (a pipeline chunk; 0 for a
 // single Program) and category with exactly that size (else the oldest blocks of the

@@ -37,6 +37,12 @@ enum class TaskKind {
 };
 std::string to_string(TaskKind kind);
 
+// An all-gather, reduce-scatter or all-reduce: the collectives (copies are not).
+inline bool is_collective(TaskKind kind) {
+  return kind == TaskKind::kAllGather || kind == TaskKind::kReduceScatter ||
+         kind == TaskKind::kAllReduce;
+}
+
 enum class MemoryCategory {
   kShardedState,    // fp32 params, grads, AdamW states
   kGatheredParams,  // unsharded parameters of buckets in flight

@@ -53,7 +53,7 @@ struct TunerOptions {
   // Judge fit by the reserved estimate at the worst order of starts and ends under any
   // durations (any_timing_reserved_bytes, memory_bound.hpp) instead of at the predicted
   // timing: a plan chosen so still fits when its collectives run much faster or slower
-  // than the costs say. Single-Program jobs only (not tune_pipelined_job).
+  // than the costs say. Single-Program jobs only (tune_pipelined_job refuses it).
   bool fit_at_any_timing = false;
   // Wall-clock budget of the whole search; 0 = none. Checked between batches.
   double time_budget_s = 10.0;
@@ -107,6 +107,9 @@ struct EvaluatedPlan {
   // With TunerOptions::fit_at_any_timing, when the plan fits at the predicted timing:
   // any_timing_reserved_bytes of its Program (what its fit was judged by); 0 otherwise.
   std::int64_t any_timing_reserved_bytes = 0;
+  // With fit_at_any_timing: the tuner's verdict, that bound within the limit (`summary`
+  // keeps the fit at the predicted timing, as a schedule file stores it); false otherwise.
+  bool fits_at_any_timing = false;
   bool operator==(const EvaluatedPlan&) const = default;
 };
 
@@ -123,7 +126,9 @@ struct TunerResult {
   bool fits = false;                     // best fits under the limit
   // With fit_at_any_timing: best's any_timing_reserved_bytes (0 otherwise).
   std::int64_t best_any_timing_reserved_bytes = 0;
-  // When nothing fits: the smallest reserved peak seen and the plan that had it.
+  // When nothing fits: the smallest reserved peak seen and the plan that had it (with
+  // fit_at_any_timing, a plan's any-timing bound where its predicted peak fits, else its
+  // predicted peak: a lower bound of its bound).
   std::int64_t smallest_peak_bytes = 0;
   std::string smallest_peak_plan;
   std::int64_t plans_evaluated = 0;  // simulations run (including aborted ones)

@@ -190,10 +190,17 @@ nlohmann::json summary_json(const PlanSummary& summary) {
   return schedule_to_json(holder).at("predicted");
 }
 
-// With `tune --fit any-timing`, each row's any-timing reserved peak (0: not computed, the
-// row does not fit at its predicted timing); otherwise empty.
+// `tune --fit any-timing`: a table row's any-timing reserved bound, what its fit was judged
+// by (0: not computed, the row does not fit at its predicted timing), and the tuner's
+// verdict.
+struct AnyTimingFit {
+  std::int64_t reserved_bytes = 0;
+  bool fits = false;
+};
+
+// `any_timing`: one per row with --fit any-timing, else empty (fit at the predicted timing).
 void print_table(const std::vector<PlanSummary>& rows, std::int64_t limit_bytes,
-                 const std::vector<std::int64_t>& any_timing = {}) {
+                 const std::vector<AnyTimingFit>& any_timing = {}) {
   const bool judged_at_any_timing = !any_timing.empty();
   fmt::print("{:<20} {:>11} {:>13} {:>7} {:>12} {:>12} {:>12}{}  {}\n", "plan", "step time",
              "tokens/s/GPU", "MFU", "exposed comm", "peak alloc", "peak reserv",
@@ -203,8 +210,9 @@ void print_table(const std::vector<PlanSummary>& rows, std::int64_t limit_bytes,
     std::string bound_column;
     bool fits = row.fits;
     if (judged_at_any_timing) {
-      bound_column = fmt::format(" {:>12}", any_timing[i] > 0 ? format_bytes(any_timing[i]) : "-");
-      fits = fits && any_timing[i] > 0 && any_timing[i] <= limit_bytes;
+      const std::int64_t bound_bytes = any_timing[i].reserved_bytes;
+      bound_column = fmt::format(" {:>12}", bound_bytes > 0 ? format_bytes(bound_bytes) : "-");
+      fits = any_timing[i].fits;
     }
     fmt::print("{:<20} {:>11} {:>13.1f} {:>6.1f}% {:>12} {:>12} {:>12}{}  {}\n", row.plan_name,
                format_seconds(row.step_time_s), row.tokens_per_s_per_gpu, 100.0 * row.mfu,
@@ -386,22 +394,29 @@ void run_tune(const TuneOptions& options) {
   if (reported) fmt::print(stderr, "\n");
 
   std::vector<PlanSummary> rows;
-  // With --fit any-timing: each row's any-timing reserved peak (print_table); else empty.
-  std::vector<std::int64_t> any_timing;
+  // With --fit any-timing: each row's bound and verdict (print_table); else empty.
+  std::vector<AnyTimingFit> any_timing;
   for (const EvaluatedPlan& baseline : result.baselines) {
     rows.push_back(baseline.summary);
-    if (tuner_options.fit_at_any_timing) any_timing.push_back(baseline.any_timing_reserved_bytes);
+    if (tuner_options.fit_at_any_timing) {
+      any_timing.push_back({baseline.any_timing_reserved_bytes, baseline.fits_at_any_timing});
+    }
   }
 
   if (!result.fits) {
     if (!options.json) print_table(rows, result.memory_limit_bytes, any_timing);
     throw Error(ErrorKind::kDoesNotFit, "--memory-limit",
                 fmt::format("no plan fits in {} per GPU{}: the smallest peak found is {} ({}), "
-                            "{} over",
+                            "{} over{}",
                             format_bytes(result.memory_limit_bytes),
                             tuner_options.fit_at_any_timing ? " at any timing" : "",
                             format_bytes(result.smallest_peak_bytes), result.smallest_peak_plan,
-                            format_bytes(result.smallest_peak_bytes - result.memory_limit_bytes)),
+                            format_bytes(result.smallest_peak_bytes - result.memory_limit_bytes),
+                            // TunerResult::smallest_peak_bytes: mixed measures.
+                            tuner_options.fit_at_any_timing
+                                ? " (at any timing where the predicted peak fits, else the "
+                                  "predicted peak, a lower bound of it)"
+                                : ""),
                 does_not_fit_hint(job));
   }
 
@@ -428,8 +443,11 @@ void run_tune(const TuneOptions& options) {
     for (std::size_t i = 0; i < rows.size(); ++i) {
       nlohmann::json baseline = summary_json(rows[i]);
       // --fit any-timing: what the baseline's fit was judged by (0: not fitting already at
-      // its predicted timing).
-      if (!any_timing.empty()) baseline["any_timing_reserved_bytes"] = any_timing[i];
+      // its predicted timing) and the verdict (`fits` stays the predicted one).
+      if (!any_timing.empty()) {
+        baseline["any_timing_reserved_bytes"] = any_timing[i].reserved_bytes;
+        baseline["fits_at_any_timing"] = any_timing[i].fits;
+      }
       out["baselines"].push_back(std::move(baseline));
     }
     out["tuned"] = summary_json(schedule.predicted);
@@ -446,7 +464,11 @@ void run_tune(const TuneOptions& options) {
     out["cost_queries"] = schedule.cost_queries;  // of the tuned plan's lowering
     out["cost_fallbacks"] = schedule.cost_fallbacks;
     out["any_timing_peak_allocated_bytes"] = any_timing_peak(schedule.program).peak_allocated_bytes;
-    out["any_timing_reserved_bytes"] = any_timing_reserved_bytes(schedule.program);
+    // What the tuner judged the fit by when it did (the same Program, lowered for the
+    // search): not computed again.
+    out["any_timing_reserved_bytes"] = tuner_options.fit_at_any_timing
+                                           ? result.best_any_timing_reserved_bytes
+                                           : any_timing_reserved_bytes(schedule.program);
     out["fit"] = options.fit;
     if (!options.torchtitan_out.empty()) out["torchtitan"] = options.torchtitan_out;
     if (!options.torchtitan_toml.empty()) out["torchtitan_toml"] = options.torchtitan_toml;
@@ -455,7 +477,9 @@ void run_tune(const TuneOptions& options) {
   }
 
   rows.push_back(schedule.predicted);
-  if (tuner_options.fit_at_any_timing) any_timing.push_back(result.best_any_timing_reserved_bytes);
+  if (tuner_options.fit_at_any_timing) {
+    any_timing.push_back({result.best_any_timing_reserved_bytes, result.fits});
+  }
   fmt::print("{} on {} GPUs ({}), batch {} x seq {}, AC {}; memory limit {}{}\n\n", model.name,
              job.gpus, hardware.id, job.local_batch, job.seq_len, to_string(job.ac),
              format_bytes(result.memory_limit_bytes),
@@ -465,9 +489,7 @@ void run_tune(const TuneOptions& options) {
   std::string best_baseline;
   for (std::size_t i = 0; i < schedule.baselines.size(); ++i) {
     const PlanSummary& row = schedule.baselines[i];
-    const bool fits =
-        row.fits &&
-        (any_timing.empty() || (any_timing[i] > 0 && any_timing[i] <= result.memory_limit_bytes));
+    const bool fits = any_timing.empty() ? row.fits : any_timing[i].fits;
     if (fits && (best_baseline.empty() || row.step_time_s < best_baseline_s)) {
       best_baseline_s = row.step_time_s;
       best_baseline = row.plan_name;

@@ -148,6 +148,7 @@ TEST_CASE("tune --fit any-timing picks a plan that fits under the limit at every
     } else {
       CHECK(reserved == 0);
     }
+    CHECK(baseline.at("fits_at_any_timing").get<bool>() == (reserved > 0 && reserved <= 40000000));
   }
 
   // The table: the limit says how fit is judged, an "any timing" column, no warning line.

@@ -140,6 +140,34 @@ TEST_CASE("any-timing peak: a slow reduce-scatter keeps its buffer past the next
   CHECK(any_timing_peak(program).peak_allocated_bytes == 105);
 }
 
+TEST_CASE("any-timing reserved bound: frees split unlike their allocation, any fragmentation",
+          "[memory_bound]") {
+  // Found in review: 4 MiB allocated (2 segments), freed as four 1 MiB pieces (a segment
+  // each), then 200 MiB of sharded state: the rounded transient sum is -2 segments where
+  // the simulator peaks. A fragmentation factor rounded up once for the whole sum made the
+  // bound 2-3 KiB lower than the simulator's estimate there (at 5.05% and 33.33%).
+  constexpr std::int64_t kMi = std::int64_t{1} << 20;
+  Program program;
+  program.streams = {{"compute", StreamRole::kCompute}};
+  add_task(program, 0, TaskKind::kForward, 1 * kMs, {},
+           {{MemoryCategory::kActivations, 4 * kMi, false}});
+  std::vector<MemoryEvent> frees(4, {MemoryCategory::kActivations, -kMi, true});
+  add_task(program, 0, TaskKind::kBackward, 1 * kMs, {}, std::move(frees));
+  add_task(program, 0, TaskKind::kOptimizer, 1 * kMs, {},
+           {{MemoryCategory::kShardedState, 200 * kMi, false}});
+  for (const double fragmentation : {0.0, 0.05, 0.0505, 0.25, 0.3333, 1.7}) {
+    INFO("fragmentation " << fragmentation);
+    SimOptions options;
+    options.allocator_fragmentation = fragmentation;
+    const std::int64_t simulated = simulate(program, options).peak_reserved_bytes;
+    const std::int64_t bound = any_timing_reserved_bytes(program, options);
+    CHECK(bound >= simulated);
+    // One order only: the bound is the simulator's estimate, up to the rounding of a
+    // fragmentation factor that is not a whole thousandth (a byte per segment at most).
+    CHECK(bound - simulated <= 6 * (options.allocator_segment_bytes / 1000 + 1));
+  }
+}
+
 TEST_CASE("any-timing peak equals the exhaustive maximum on random programs", "[memory_bound]") {
   std::mt19937 rng(20261204);
   const auto uniform = [&](int low, int high) {
@@ -210,10 +238,7 @@ TEST_CASE("any-timing peak bounds the simulated peak of every built-in model x p
       for (const double comm_slowdown : {1.0, 100.0, 0.01}) {
         Program timed = program;
         for (Task& task : timed.tasks) {
-          if (task.kind == TaskKind::kAllGather || task.kind == TaskKind::kReduceScatter ||
-              task.kind == TaskKind::kAllReduce) {
-            task.duration_s *= comm_slowdown;
-          }
+          if (is_collective(task.kind)) task.duration_s *= comm_slowdown;
         }
         const SimResult simulated = simulate(timed);
         CHECK(simulated.peak_allocated_bytes <= bound);

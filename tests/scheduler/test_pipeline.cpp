@@ -660,6 +660,11 @@ TEST_CASE("tune_pipelined_job: never worse than fsdp2 per stage, deterministic",
     }
     // Same inputs, same result.
     CHECK(tune_pipelined_job(workload, *costs, deterministic_tuner(80LL << 30)) == tuning);
+    // Fit at any timing is for a single Program: refused, naming the flag.
+    TunerOptions any_timing = deterministic_tuner(80LL << 30);
+    any_timing.fit_at_any_timing = true;
+    CHECK_THROWS_WITH(tune_pipelined_job(workload, *costs, any_timing),
+                      Catch::Contains("--fit") && Catch::Contains("without a pipeline"));
   }
 }
 

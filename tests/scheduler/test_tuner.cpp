@@ -240,7 +240,10 @@ TEST_CASE("the tuner finds the exhaustive optimum of a 4-unit workload, all knob
       if (setting.name == "bandwidth-bound, tight memory") {
         // 1,216 plans fit at their predicted timing, 920 at every timing; the fastest of
         // the former is not among the latter (70.44 against 70.56 ms).
-        CHECK(any_timing.best_step_time_s > exhaustive.best_step_time_s);
+        CHECK(exhaustive.fitting == 1216);
+        CHECK(any_timing.fitting == 920);
+        CHECK(exhaustive.best_step_time_s == Approx(70.4359e-3).epsilon(1e-5));
+        CHECK(any_timing.best_step_time_s == Approx(70.557e-3).epsilon(1e-5));
       }
       TunerOptions options = small_space_options(limit, 2, true);
       options.fit_at_any_timing = true;
@@ -254,8 +257,16 @@ TEST_CASE("the tuner finds the exhaustive optimum of a 4-unit workload, all knob
       CHECK(bound <= limit);
       CHECK(bound >= robust.best.peak_reserved_bytes);
       for (const EvaluatedPlan& baseline : robust.baselines) {
-        // Computed for a baseline that fits at its predicted timing, 0 for the others.
+        // Computed for a baseline that fits at its predicted timing, 0 for the others; the
+        // verdict is that bound against the limit, the summary's fit the predicted one.
         CHECK((baseline.any_timing_reserved_bytes > 0) == baseline.summary.fits);
+        CHECK(baseline.fits_at_any_timing ==
+              (baseline.summary.fits && baseline.any_timing_reserved_bytes <= limit));
+        CHECK(baseline.summary.fits == (baseline.summary.peak_reserved_bytes <= limit));
+      }
+      for (const EvaluatedPlan& baseline : tuned.baselines) {
+        CHECK(baseline.any_timing_reserved_bytes == 0);  // not asked for
+        CHECK_FALSE(baseline.fits_at_any_timing);
       }
     }
   }
