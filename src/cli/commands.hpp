@@ -44,8 +44,9 @@ auto read_flag_file(const char* flag, const std::string& path, Read&& read) -> d
 
 // The any-timing peaks of a schedule's Program (include/fsdptune/memory_bound.hpp) for the
 // text outputs of simulate and tune: "any timing         48.6 MiB allocated, 62.0 MiB
-// reserved at most: compute in ..." and, when the reserved one passes `limit_bytes`, a
-// second line saying so (and whether the allocated one does too).
+// reserved at most: compute in ...", a line of what that state holds by category and,
+// when the reserved one passes `limit_bytes`, a line saying so (and whether the allocated
+// one does too).
 std::string any_timing_text(const Program& program, std::int64_t limit_bytes);
 
 }  // namespace fsdptune::cli

@@ -321,9 +321,12 @@ void run_simulate(const SimulateOptions& options) {
   }
 
   if (options.json) {
+    const AnyTimingPeak any_timing = any_timing_peak(program);
     nlohmann::json breakdown = nlohmann::json::object();
+    nlohmann::json any_timing_breakdown = nlohmann::json::object();
     for (MemoryCategory category : kCategories) {
       breakdown[to_string(category)] = at(result.peak_breakdown, category);
+      any_timing_breakdown[to_string(category)] = at(any_timing.breakdown, category);
     }
     const nlohmann::json out = {
         {"format", "fsdptune-simulation"},
@@ -347,7 +350,8 @@ void run_simulate(const SimulateOptions& options) {
         {"memory_limit_bytes", limit_bytes},
         {"fits", fits},
         {"memory_breakdown", breakdown},
-        {"any_timing_peak_allocated_bytes", any_timing_peak(program).peak_allocated_bytes},
+        {"any_timing_peak_allocated_bytes", any_timing.peak_allocated_bytes},
+        {"any_timing_breakdown", any_timing_breakdown},
         {"any_timing_reserved_bytes", any_timing_reserved_bytes(program)},
         {"persistent_bytes", program.persistent_bytes},
         {"task_count", program.tasks.size()},
@@ -406,6 +410,15 @@ std::string any_timing_text(const Program& program, std::int64_t limit_bytes) {
   std::string text = fmt::format("any timing         {} allocated, {} reserved at most: {}\n",
                                  format_bytes(peak.peak_allocated_bytes), format_bytes(reserved),
                                  describe_any_timing_state(program, peak));
+  // What that state holds, against the predicted peak's breakdown above it.
+  std::string parts;
+  for (MemoryCategory category : kCategories) {
+    const std::int64_t bytes = at(peak.breakdown, category);
+    if (bytes == 0) continue;
+    parts +=
+        fmt::format("{}{} {}", parts.empty() ? "" : ", ", to_string(category), format_bytes(bytes));
+  }
+  text += fmt::format("  holding          {}\n", parts.empty() ? "nothing" : parts);
   if (reserved > limit_bytes) {
     // Allocated above the limit: certain at that timing; only the reserved estimate: likely.
     const bool allocated_over = peak.peak_allocated_bytes > limit_bytes;

@@ -8,6 +8,7 @@
 
 #include "cli_support.hpp"
 #include "fsdptune/io.hpp"
+#include "fsdptune/units.hpp"
 
 using fsdptune::testing::make_temp_dir;
 using fsdptune::testing::run_fsdptune;
@@ -34,7 +35,7 @@ TEST_CASE("simulate --json has the documented keys", "[cli][simulate]") {
        {"version", "step_time_s", "tokens_per_s_per_gpu", "mfu", "compute_s", "comm_s",
         "exposed_comm_s", "idle_s", "peak_allocated_bytes", "peak_reserved_bytes", "fits",
         "memory_breakdown", "cost_queries", "cost_fallbacks", "memory_limit_bytes", "plan",
-        "any_timing_peak_allocated_bytes", "any_timing_reserved_bytes"}) {
+        "any_timing_peak_allocated_bytes", "any_timing_breakdown", "any_timing_reserved_bytes"}) {
     INFO(key);
     CHECK(json.contains(key));
   }
@@ -51,6 +52,13 @@ TEST_CASE("simulate --json has the documented keys", "[cli][simulate]") {
   CHECK(json["any_timing_peak_allocated_bytes"].get<std::int64_t>() >= sum);
   CHECK(json["any_timing_reserved_bytes"].get<std::int64_t>() >=
         json["peak_reserved_bytes"].get<std::int64_t>());
+  // The worst state's breakdown sums to its peak, as the predicted one does.
+  std::int64_t any_timing_sum = 0;
+  for (const auto& item : json["any_timing_breakdown"].items()) {
+    any_timing_sum += item.value().get<std::int64_t>();
+  }
+  CHECK(any_timing_sum == json["any_timing_peak_allocated_bytes"].get<std::int64_t>());
+  CHECK(json["any_timing_breakdown"].size() == json["memory_breakdown"].size());
 }
 
 TEST_CASE("simulate prints the peak at any timing and says when it passes the limit",
@@ -64,6 +72,14 @@ TEST_CASE("simulate prints the peak at any timing and says when it passes the li
   REQUIRE(roomy.exit_code == 0);
   CHECK_THAT(roomy.out,
              Catch::Contains("any timing") && Catch::Contains("reserved at most: compute"));
+  // What the worst state holds, by category as --json gives it.
+  const std::string holding = "  holding          ";
+  REQUIRE_THAT(roomy.out, Catch::Contains(holding + "sharded_state "));
+  const std::string line = roomy.out.substr(roomy.out.find(holding));
+  const auto breakdown = json["any_timing_breakdown"];
+  CHECK_THAT(line.substr(0, line.find('\n')),
+             Catch::Contains("activations " +
+                             fsdptune::format_bytes(breakdown["activations"].get<std::int64_t>())));
   CHECK_THAT(roomy.out, !Catch::Contains("runs out of memory"));
   // A limit between the two (in whole bytes).
   const std::string limit = std::to_string((predicted + bound) / 2);
