@@ -179,9 +179,8 @@ class Evaluator {
         evaluation.peak_bytes = evaluation.result.peak_reserved_bytes;
         if (fit_at_any_timing_ && evaluation.fits) {
           // Only a plan that fits at the predicted timing pays for the bound (a maximum
-          // flow, a few simulations' time: docs/performance.md); the others keep their
-          // predicted peak, a lower bound of it, to rank by.
-          // At least the predicted peak (memory_bound.hpp).
+          // flow, a few simulations' time: docs/performance.md), at least its predicted
+          // peak; the others keep their predicted peak, a lower bound of it, to rank by.
           evaluation.any_timing_reserved_bytes = any_timing_reserved_bytes(worker.program, options);
           evaluation.peak_bytes = evaluation.any_timing_reserved_bytes;
           evaluation.fits = evaluation.peak_bytes <= memory_limit_bytes_;

@@ -275,11 +275,8 @@ void run_tune(const TuneOptions& options) {
     throw_bad_input(
         "--fit", fmt::format("unknown value '{}' (expected predicted or any-timing)", options.fit));
   }
+  // A pipelined job's tuner (tune_pipelined_job) refuses it, naming --fit.
   tuner_options.fit_at_any_timing = options.fit == "any-timing";
-  if (tuner_options.fit_at_any_timing && is_pipelined(job)) {
-    throw_bad_input("--fit", "any-timing is for jobs without a pipeline (a single Program)",
-                    "drop --fit, or tune without --pp / --microbatches");
-  }
   // Progress on stderr once a search has run for a second: rewritten in place twice a
   // second on a terminal, a line every two seconds otherwise (logs).
   const bool terminal = isatty(fileno(stderr)) != 0;
