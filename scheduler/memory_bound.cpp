@@ -333,4 +333,15 @@ std::string describe_any_timing_state(const Program& program, const AnyTimingPea
   return text;
 }
 
+std::optional<ReportAnyTiming> schedule_any_timing(const ScheduleFile& schedule) {
+  if (schedule.pipeline || schedule.program.tasks.empty()) return std::nullopt;
+  const AnyTimingPeak peak = any_timing_peak(schedule.program);
+  ReportAnyTiming bound;
+  bound.peak_allocated_bytes = peak.peak_allocated_bytes;
+  bound.peak_reserved_bytes = any_timing_reserved_bytes(schedule.program);
+  bound.peak_breakdown = peak.breakdown;
+  bound.state = describe_any_timing_state(schedule.program, peak);
+  return bound;
+}
+
 }  // namespace fsdptune

@@ -155,6 +155,19 @@ const nlohmann::json& array_field(const nlohmann::json& json, const char* key,
   return json.at(key);
 }
 
+// The "peak_breakdown" object of `json` (where: the object holding it), every category.
+MemoryBreakdown breakdown_from_json(const nlohmann::json& json, const std::string& where) {
+  const std::string breakdown_where = where + "/peak_breakdown";
+  if (!json.contains("peak_breakdown")) throw_bad_input(breakdown_where, "missing field");
+  MemoryBreakdown breakdown{};
+  for (int c = 0; c < static_cast<int>(MemoryCategory::kCount); ++c) {
+    breakdown[static_cast<std::size_t>(c)] = field<std::int64_t>(
+        json.at("peak_breakdown"),
+        report_detail::category_key(static_cast<MemoryCategory>(c)).c_str(), breakdown_where);
+  }
+  return breakdown;
+}
+
 PlanSummary plan_summary_from_json(const nlohmann::json& json, const std::string& where) {
   PlanSummary summary;
   summary.plan_name = field<std::string>(json, "name", where);
@@ -168,13 +181,7 @@ PlanSummary plan_summary_from_json(const nlohmann::json& json, const std::string
   summary.peak_allocated_bytes = field<std::int64_t>(json, "peak_allocated_bytes", where);
   summary.peak_reserved_bytes = field<std::int64_t>(json, "peak_reserved_bytes", where);
   summary.fits = field<bool>(json, "fits", where);
-  const std::string breakdown_where = where + "/peak_breakdown";
-  if (!json.contains("peak_breakdown")) throw_bad_input(breakdown_where, "missing field");
-  for (int c = 0; c < static_cast<int>(MemoryCategory::kCount); ++c) {
-    summary.peak_breakdown[static_cast<std::size_t>(c)] = field<std::int64_t>(
-        json.at("peak_breakdown"),
-        report_detail::category_key(static_cast<MemoryCategory>(c)).c_str(), breakdown_where);
-  }
+  summary.peak_breakdown = breakdown_from_json(json, where);
   return summary;
 }
 
@@ -367,6 +374,36 @@ std::string efficiency_line(const ScheduleReport& schedule) {
                      format_seconds(schedule.lower_bound_s / schedule.tuned_efficiency));
 }
 
+std::vector<std::string> any_timing_lines(const ScheduleReport& schedule) {
+  if (!schedule.any_timing) return {};
+  const ReportAnyTiming& bound = *schedule.any_timing;
+  const std::string limit = format_bytes(schedule.memory_limit_bytes);
+  std::string verdict;
+  if (schedule.fits_at_any_timing) {
+    verdict = fmt::format("within the {} limit at every timing", limit);
+  } else {
+    // Allocated above the limit: certain at that timing; only the reserved estimate: likely.
+    const bool allocated_over = bound.peak_allocated_bytes > schedule.memory_limit_bytes;
+    verdict = fmt::format(
+        "{} the {} limit: with durations far enough from the prediction this plan {} out of "
+        "memory (tune --fit any-timing picks one that stays under it)",
+        allocated_over ? "above" : "reserved above", limit, allocated_over ? "runs" : "can run");
+  }
+  std::vector<std::string> lines = {fmt::format(
+      "tuned plan at any timing: {} allocated, {} reserved at most, {}",
+      format_bytes(bound.peak_allocated_bytes), format_bytes(bound.peak_reserved_bytes), verdict)};
+  std::string parts;
+  for (int c = 0; c < static_cast<int>(MemoryCategory::kCount); ++c) {
+    const std::int64_t bytes = bound.peak_breakdown[static_cast<std::size_t>(c)];
+    if (bytes == 0) continue;
+    parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ",
+                         category_title(static_cast<MemoryCategory>(c)), format_bytes(bytes));
+  }
+  lines.push_back("holding " + (parts.empty() ? std::string("nothing") : parts));
+  lines.push_back("worst state: " + bound.state);
+  return lines;
+}
+
 }  // namespace report_detail
 
 std::string escape_xml(const std::string& raw) {
@@ -473,6 +510,9 @@ Report summarize_report(const std::vector<ReportEntry>& entries, const ReportOpt
       }
     }
     schedule.pareto = file.pareto;
+    schedule.any_timing = entry.any_timing;
+    schedule.fits_at_any_timing =
+        entry.any_timing && entry.any_timing->peak_reserved_bytes <= file.memory_limit_bytes;
     if (entry.measured) schedule.measured = compare_measured(file, *entry.measured, options);
     report.schedules.push_back(std::move(schedule));
   }
@@ -549,6 +589,18 @@ nlohmann::json report_to_json(const Report& report) {
                           {"peak_reserved_bytes", point.peak_reserved_bytes}});
       }
       s["pareto"] = std::move(pareto);
+    }
+    // Only where the caller computed it: other reports keep their text.
+    if (schedule.any_timing) {
+      const ReportAnyTiming& bound = *schedule.any_timing;
+      s["any_timing"] = {
+          {"peak_allocated_bytes", bound.peak_allocated_bytes},
+          {"peak_reserved_bytes", bound.peak_reserved_bytes},
+          {"allocator_reserve_bytes",
+           std::max<std::int64_t>(0, bound.peak_reserved_bytes - bound.peak_allocated_bytes)},
+          {"peak_breakdown", breakdown_to_json(bound.peak_breakdown)},
+          {"state", bound.state},
+          {"fits", schedule.fits_at_any_timing}};
     }
     if (schedule.measured) {
       const MeasuredComparison& m = *schedule.measured;
@@ -692,6 +744,17 @@ Report report_from_json(const nlohmann::json& json, const std::string& source) {
         point.peak_reserved_bytes = field<std::int64_t>(pareto[k], "peak_reserved_bytes", at);
         schedule.pareto.push_back(std::move(point));
       }
+    }
+    if (s.contains("any_timing")) {
+      const nlohmann::json& a = s.at("any_timing");
+      const std::string at = where + "/any_timing";
+      ReportAnyTiming bound;
+      bound.peak_allocated_bytes = field<std::int64_t>(a, "peak_allocated_bytes", at);
+      bound.peak_reserved_bytes = field<std::int64_t>(a, "peak_reserved_bytes", at);
+      bound.peak_breakdown = breakdown_from_json(a, at);
+      bound.state = field<std::string>(a, "state", at);
+      schedule.any_timing = std::move(bound);
+      schedule.fits_at_any_timing = field<bool>(a, "fits", at);
     }
     if (!s.contains("measured")) throw_bad_input(where + "/measured", "missing field");
     if (!s.at("measured").is_null()) {
@@ -871,6 +934,10 @@ std::string render_report_text(const std::vector<ReportEntry>& entries,
     out += text_table(report_detail::plan_table_rows(schedule), "  ");
     out += "  (* = the schedule's tuned plan)\n";
     out += "  " + report_detail::efficiency_line(schedule) + "\n";
+    const std::vector<std::string> any_timing = report_detail::any_timing_lines(schedule);
+    for (std::size_t l = 0; l < any_timing.size(); ++l) {
+      out += (l == 0 ? "  " : "    ") + any_timing[l] + "\n";
+    }
     if (entries[i].schedule.pipeline) {
       out += "  " + pipeline_line(entries[i].schedule) + "\n";
       out += text_table(stage_rows(entries[i].schedule), "    ");
@@ -912,6 +979,10 @@ std::string render_report_markdown(const std::vector<ReportEntry>& entries,
     out += markdown_table(report_detail::plan_table_rows(schedule));
     out += "\n`*` marks the schedule's tuned plan. " +
            markdown_cell(report_detail::efficiency_line(schedule)) + ".\n";
+    const std::vector<std::string> any_timing = report_detail::any_timing_lines(schedule);
+    for (std::size_t l = 0; l < any_timing.size(); ++l) {
+      out += (l == 0 ? "\n" : "- ") + markdown_cell(any_timing[l]) + (l == 0 ? ".\n\n" : "\n");
+    }
     if (entries[i].schedule.pipeline) {
       out +=
           "\n### Pipeline stages\n\n" + markdown_cell(pipeline_line(entries[i].schedule)) + ".\n\n";

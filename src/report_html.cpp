@@ -305,6 +305,22 @@ std::string memory_table(const Report& report, std::size_t index) {
     out += bytes_cell(base + "peak_reserved_bytes", plan.summary.peak_reserved_bytes);
     out += "</tr>\n";
   }
+  // The tuned plan's heaviest state at any timing, against its predicted peak above.
+  if (schedule.any_timing) {
+    const ReportAnyTiming& bound = *schedule.any_timing;
+    const std::string base = fmt::format("/schedules/{}/any_timing/", index);
+    out += "<tr class=\"any-timing\">" + text_cell("tuned, at any timing");
+    for (int c = 0; c < static_cast<int>(MemoryCategory::kCount); ++c) {
+      const auto category = static_cast<MemoryCategory>(c);
+      out += bytes_cell(base + "peak_breakdown/" + report_detail::category_key(category),
+                        bound.peak_breakdown[static_cast<std::size_t>(c)]);
+    }
+    out += bytes_cell(
+        base + "allocator_reserve_bytes",
+        std::max<std::int64_t>(0, bound.peak_reserved_bytes - bound.peak_allocated_bytes));
+    out += bytes_cell(base + "peak_reserved_bytes", bound.peak_reserved_bytes);
+    out += "</tr>\n";
+  }
   return out + "</table>\n";
 }
 
@@ -1087,6 +1103,7 @@ h2 { font-size: 19px; margin: 30px 0 8px 0; border-bottom: 1px solid #d0d0d0; }
 h3 { font-size: 15px; margin: 20px 0 6px 0; }
 h4 { font-size: 13px; margin: 14px 0 6px 0; }
 p.meta, p.note { color: #555555; font-size: 13px; margin: 4px 0; }
+p.warning { color: #a11d1d; font-size: 13px; font-weight: bold; margin: 4px 0; }
 table { border-collapse: collapse; font-size: 12px; margin: 6px 0 10px 0; }
 th, td { border: 1px solid #d6d6d6; padding: 3px 8px; }
 th { background: #f2f2f2; text-align: left; }
@@ -1208,6 +1225,16 @@ std::string schedule_section(const Report& report, std::size_t index, const Repo
       key_figure(tuned_base + "mfu", json_number_text(tuned.mfu), format_percent(tuned.mfu), "MFU");
   out += key_figure(tuned_base + "peak_reserved_bytes", json_number_text(tuned.peak_reserved_bytes),
                     format_bytes(tuned.peak_reserved_bytes), "peak reserved memory");
+  if (schedule.any_timing) {
+    out += key_figure(base + "any_timing/peak_allocated_bytes",
+                      json_number_text(schedule.any_timing->peak_allocated_bytes),
+                      format_bytes(schedule.any_timing->peak_allocated_bytes),
+                      "peak allocated at any timing");
+    out += key_figure(base + "any_timing/peak_reserved_bytes",
+                      json_number_text(schedule.any_timing->peak_reserved_bytes),
+                      format_bytes(schedule.any_timing->peak_reserved_bytes),
+                      "peak reserved at any timing");
+  }
   if (schedule.lower_bound_s > 0) {
     out += key_figure(base + "lower_bound_s", json_number_text(schedule.lower_bound_s),
                       format_seconds(schedule.lower_bound_s), "lower bound on step time");
@@ -1217,6 +1244,14 @@ std::string schedule_section(const Report& report, std::size_t index, const Repo
   out += "</div>\n";
   out += "<h3>Plans</h3>\n" + plans_table(report, index);
   out += "<h3>Peak memory breakdown</h3>\n" + memory_table(report, index);
+  const std::vector<std::string> any_timing = report_detail::any_timing_lines(schedule);
+  if (!any_timing.empty()) {
+    out += "<p class=\"" + std::string(schedule.fits_at_any_timing ? "note" : "warning") + "\">" +
+           escape_xml(any_timing[0]) + ".</p>\n";
+    for (std::size_t l = 1; l < any_timing.size(); ++l) {
+      out += "<p class=\"note\">" + escape_xml(any_timing[l]) + ".</p>\n";
+    }
+  }
 
   const Program& program = file.program;
   if (file.pipeline) {

@@ -26,6 +26,10 @@ std::vector<double> task_durations(const Program& program, const std::vector<Tas
 std::vector<std::vector<std::string>> plan_table_rows(const ScheduleReport& schedule);
 // "tuned plan vs lower bound: 92.3% (lower bound 1.234 s, tuned 1.337 s)".
 std::string efficiency_line(const ScheduleReport& schedule);
+// The tuned plan at any timing, for a schedule that has the figures (else none):
+// "tuned plan at any timing: 82.0 GiB allocated, 85.5 GiB reserved at most, above the
+// 75.2 GiB limit: ...", then what that state holds and where each stream is.
+std::vector<std::string> any_timing_lines(const ScheduleReport& schedule);
 // "cpu backend, 2 ranks, 5 iterations, data checked" (and, for a scaled-down replay,
 // that its step time and communication are not the prediction's).
 std::string measured_heading(const MeasuredComparison& measured);

@@ -19,10 +19,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "fsdptune/program.hpp"
+#include "fsdptune/report.hpp"
+#include "fsdptune/schedule.hpp"
 #include "fsdptune/simulator.hpp"
 
 namespace fsdptune {
@@ -54,5 +57,11 @@ std::int64_t any_timing_reserved_bytes(const Program& program, const SimOptions&
 // reduce_scatter after "RS b2 layers.3"` (a stream between tasks: after its last ended
 // task, or "not started"). Task names as the Program has them.
 std::string describe_any_timing_state(const Program& program, const AnyTimingPeak& peak);
+
+// The tuned plan's peaks at any timing as `fsdptune report` shows them (ReportEntry::
+// any_timing; the simulator's default allocator options, as `simulate --plan`): none for a
+// pipelined schedule, whose stage peaks are composed from its chunks (no bound yet), or
+// one without tasks. REQUIRES: a schedule schedule_from_json accepted.
+std::optional<ReportAnyTiming> schedule_any_timing(const ScheduleFile& schedule);
 
 }  // namespace fsdptune

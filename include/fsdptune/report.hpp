@@ -21,6 +21,18 @@ namespace fsdptune {
 
 inline constexpr int kReportFormatVersion = 1;
 
+// The most memory the schedule's Program can hold under any task durations
+// (any_timing_peak and any_timing_reserved_bytes, scheduler/memory_bound.hpp; the report
+// itself is pure, so the caller computes it): what the tuned plan risks when the real
+// durations interleave its streams otherwise than predicted.
+struct ReportAnyTiming {
+  std::int64_t peak_allocated_bytes = 0;
+  std::int64_t peak_reserved_bytes = 0;  // the simulator's reserved estimate at that state
+  MemoryBreakdown peak_breakdown{};      // what that state holds, by category
+  std::string state;                     // where each stream is (describe_any_timing_state)
+  bool operator==(const ReportAnyTiming&) const = default;
+};
+
 // One schedule file and, when the schedule was replayed, its measured result.
 // REQUIRES: schedule.timings is empty or has one entry per program task; the same for
 // measured->timings.
@@ -28,6 +40,9 @@ struct ReportEntry {
   std::string source;  // the file the schedule came from; labels the schedule in reports
   ScheduleFile schedule;
   std::optional<MeasuredResult> measured;
+  // The tuned plan's peaks at any timing; none for a pipelined schedule (no bound yet) or
+  // when the caller did not compute them.
+  std::optional<ReportAnyTiming> any_timing;
   bool operator==(const ReportEntry&) const = default;
 };
 
@@ -156,6 +171,10 @@ struct ScheduleReport {
   std::vector<ReportStage> stages;
   // The Pareto front the tuner explored (ScheduleFile::pareto); empty when none was stored.
   std::vector<ParetoPoint> pareto;
+  // ReportEntry::any_timing, and whether its reserved estimate is within
+  // memory_limit_bytes (what `tune --fit any-timing` asks of a plan).
+  std::optional<ReportAnyTiming> any_timing;
+  bool fits_at_any_timing = false;
   std::optional<MeasuredComparison> measured;
   bool operator==(const ScheduleReport&) const = default;
 };

@@ -1,6 +1,7 @@
 // `fsdptune report`: reads schedule files and measured results, matches them by schedule
 // hash, and prints / writes the reports of docs/report.md. The rendering is pure
-// (src/report*.cpp); this file only reads, matches and writes.
+// (src/report*.cpp); this file reads, matches, bounds each tuned Program's memory at any
+// timing (scheduler/, which the core report cannot call) and writes.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -14,6 +15,7 @@
 #include "fsdptune/error.hpp"
 #include "fsdptune/io.hpp"
 #include "fsdptune/measured.hpp"
+#include "fsdptune/memory_bound.hpp"
 #include "fsdptune/report.hpp"
 #include "fsdptune/schedule.hpp"
 
@@ -86,6 +88,7 @@ void run_report(const ReportCommandOptions& options) {
     ReportEntry entry;
     entry.source = path;
     entry.schedule = schedule_from_json(read_json_file(path), path);
+    entry.any_timing = schedule_any_timing(entry.schedule);
     entries.push_back(std::move(entry));
   }
   attach_measured(entries, options.measured);

@@ -78,11 +78,28 @@ TEST_CASE("report --json is the summary of the schedule file", "[cli][report]") 
   INFO(result.err);
   REQUIRE(result.exit_code == 0);
   const nlohmann::json printed = nlohmann::json::parse(result.out);
+  // The tuned plan's peaks at any timing are those `simulate --plan` finds for the file.
+  const auto simulated = run_fsdptune("simulate --plan " + tiny_schedule() + " --json");
+  REQUIRE(simulated.exit_code == 0);
+  const nlohmann::json simulation = nlohmann::json::parse(simulated.out);
+  const nlohmann::json& bound = printed["schedules"][0]["any_timing"];
+  CHECK(bound["peak_allocated_bytes"] == simulation["any_timing_peak_allocated_bytes"]);
+  CHECK(bound["peak_reserved_bytes"] == simulation["any_timing_reserved_bytes"]);
+  CHECK(bound["peak_breakdown"] == simulation["any_timing_breakdown"]);
+  CHECK(bound["peak_reserved_bytes"].get<std::int64_t>() >=
+        simulation["peak_reserved_bytes"].get<std::int64_t>());
+  CHECK(bound["fits"] == (bound["peak_reserved_bytes"].get<std::int64_t>() <=
+                          printed["schedules"][0]["memory_limit_bytes"].get<std::int64_t>()));
+  CHECK_THAT(bound["state"].get<std::string>(), Catch::Contains("compute "));
+
   ReportEntry entry;
   entry.source = tiny_schedule();
   entry.schedule = schedule_from_json(read_json_file(tiny_schedule()), tiny_schedule());
+  entry.any_timing = report_from_json(printed, "stdout").schedules[0].any_timing;
   CHECK(printed == report_to_json(summarize_report({entry})));
   CHECK(report_from_json(printed, "stdout") == summarize_report({entry}));
+  const auto text = run_fsdptune("report " + tiny_schedule());
+  CHECK_THAT(text.out, Catch::Contains("\n  tuned plan at any timing: "));
 }
 
 TEST_CASE("report --html shows the numbers of --json, byte-identical on a rerun", "[cli][report]") {

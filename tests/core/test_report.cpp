@@ -28,6 +28,20 @@ std::vector<ReportEntry> entries(bool with_measured) {
   return {entry};
 }
 
+// entries(with_measured) whose tuned plan can reach, at some timing, 900 MiB allocated
+// and 1100 MiB reserved (the fixture's Program has no memory events: the figures are the
+// caller's, as `fsdptune report` computes them with any_timing_peak).
+std::vector<ReportEntry> entries_with_any_timing(bool with_measured) {
+  auto input = entries(with_measured);
+  ReportAnyTiming bound;
+  bound.peak_allocated_bytes = 900 * kMiB;
+  bound.peak_reserved_bytes = 1100 * kMiB;
+  bound.peak_breakdown = {100 * kMiB, 500 * kMiB, 100 * kMiB, 200 * kMiB, 0};
+  bound.state = "compute in \"bwd layers.0\", all_gather after \"AG b1 [layers.0]\"";
+  input[0].any_timing = bound;
+  return input;
+}
+
 // report_from_json refuses `json` (read from `source`) as bad input naming `where`.
 void check_refused(const nlohmann::json& json, const std::string& source,
                    const std::string& where) {
@@ -276,6 +290,66 @@ TEST_CASE("the report JSON round-trips and names a bad field", "[report]") {
   check_refused(missing, "report.json", "report.json/schedules/0/plans/1/step_time_s");
 }
 
+TEST_CASE("the tuned plan's peaks at any timing, in every format", "[report]") {
+  const auto input = entries_with_any_timing(false);
+  const Report report = summarize_report(input);
+  const ScheduleReport& schedule = report.schedules[0];
+  REQUIRE(schedule.any_timing.has_value());
+  CHECK(schedule.any_timing == input[0].any_timing);
+  CHECK_FALSE(schedule.fits_at_any_timing);  // 1100 MiB reserved against a 1 GiB limit
+
+  const nlohmann::json json = report_to_json(report);
+  const nlohmann::json& bound = json["schedules"][0]["any_timing"];
+  CHECK(bound["peak_reserved_bytes"] == 1100 * kMiB);
+  CHECK(bound["allocator_reserve_bytes"] == 200 * kMiB);
+  CHECK(bound["peak_breakdown"]["gathered_params"] == 500 * kMiB);
+  CHECK(bound["fits"] == false);
+  CHECK(report_from_json(json, "r.json") == report);
+  nlohmann::json bad = json;
+  bad["schedules"][0]["any_timing"].erase("state");
+  check_refused(bad, "r.json", "r.json/schedules/0/any_timing/state");
+  // Absent where the caller computed none (a pipeline schedule): reports keep their text.
+  CHECK_FALSE(
+      report_to_json(summarize_report(entries(false)))["schedules"][0].contains("any_timing"));
+
+  // Only the reserved estimate passes the limit: "can run" out of memory.
+  const std::string text = render_report_text(input);
+  CHECK_THAT(text, Catch::Contains("  tuned plan at any timing: 900 MiB allocated, 1.07 GiB "
+                                   "reserved at most, reserved above the 1.00 GiB limit: with "
+                                   "durations far enough from the prediction this plan can run "
+                                   "out of memory (tune --fit any-timing"));
+  CHECK_THAT(text,
+             Catch::Contains("\n    holding sharded state 100 MiB, gathered parameters "
+                             "500 MiB, gradients and buffers 100 MiB, activations 200 MiB\n"));
+  CHECK_THAT(text,
+             Catch::Contains("\n    worst state: compute in \"bwd layers.0\", all_gather after"));
+  const std::string markdown = render_report_markdown(input);
+  CHECK_THAT(markdown, Catch::Contains("\ntuned plan at any timing: 900 MiB allocated"));
+  CHECK_THAT(markdown, Catch::Contains("\n- holding sharded state 100 MiB"));
+  const std::string html = render_report_html(input);
+  CHECK_NOTHROW(XmlParser(html).parse());
+  CHECK_THAT(html, Catch::Contains("<p class=\"warning\">tuned plan at any timing:"));
+  CHECK_THAT(html, Catch::Contains("<tr class=\"any-timing\"><td>tuned, at any timing</td>"));
+
+  // Allocated above the limit too: it "runs" out of memory at that timing.
+  auto over = input;
+  over[0].any_timing->peak_allocated_bytes = 1030 * kMiB;
+  CHECK_THAT(render_report_text(over),
+             Catch::Contains("reserved at most, above the 1.00 GiB limit: with durations far "
+                             "enough from the prediction this plan runs out of memory"));
+  // Within the limit: said so, no warning.
+  auto within = input;
+  within[0].any_timing->peak_reserved_bytes = kGiB;
+  CHECK(summarize_report(within).schedules[0].fits_at_any_timing);
+  CHECK_THAT(render_report_text(within),
+             Catch::Contains("1.00 GiB reserved at most, within the 1.00 GiB limit at every "
+                             "timing\n"));
+  CHECK_THAT(render_report_html(within), !Catch::Contains("class=\"warning\""));
+  CHECK(report_to_json(summarize_report(within))["schedules"][0]["any_timing"]["fits"] == true);
+  // Without the figures nothing is said.
+  CHECK_THAT(render_report_text(entries(false)), !Catch::Contains("any timing"));
+}
+
 TEST_CASE("display formats", "[report]") {
   CHECK(format_percent(0.452) == "45.2%");
   CHECK(format_signed_percent(0.031) == "+3.1%");
@@ -446,7 +520,7 @@ TEST_CASE("every chart has axis labels with units", "[report][html]") {
 }
 
 TEST_CASE("every number in the HTML equals the one in the JSON summary", "[report][html]") {
-  const auto input = entries(true);
+  const auto input = entries_with_any_timing(true);
   const nlohmann::json json = report_to_json(summarize_report(input));
   const XmlElement root = XmlParser(render_report_html(input)).parse();
   std::vector<const XmlElement*> figures;
@@ -474,6 +548,13 @@ TEST_CASE("every number in the HTML equals the one in the JSON summary", "[repor
     }
   }
   CHECK(pointers.count("/schedules/0/tuned_efficiency") == 1);
+  // Every figure of the tuned plan at any timing too.
+  for (const auto& [key, value] : json["schedules"][0]["any_timing"].items()) {
+    if (!value.is_number()) continue;
+    INFO(key);
+    CHECK(pointers.count("/schedules/0/any_timing/" + key) == 1);
+  }
+  CHECK(pointers.count("/schedules/0/any_timing/peak_breakdown/gathered_params") == 1);
   CHECK(pointers.count("/schedules/0/measured/step_time_relative_error") == 1);
   CHECK(pointers.count("/schedules/0/measured/exposed_comm_relative_error") == 1);
   CHECK(pointers.count("/schedules/0/measured/peak_relative_error") == 1);

@@ -14,6 +14,7 @@
 #include "fsdptune/cost_model.hpp"
 #include "fsdptune/executor.hpp"
 #include "fsdptune/io.hpp"
+#include "fsdptune/memory_bound.hpp"
 #include "fsdptune/pipeline.hpp"
 #include "fsdptune/pipeline_tuner.hpp"
 #include "fsdptune/schedule.hpp"
@@ -61,7 +62,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     });
     simulate_as_stored(schedule);
 
-    fuzz::render_reports({ReportEntry{source, schedule, std::nullopt}});
+    fuzz::render_reports(
+        {ReportEntry{source, schedule, std::nullopt, schedule_any_timing(schedule)}});
 
     // `validate` on as many ranks as the job has GPUs (capped: the executor is an MPI job).
     const int world_size = static_cast<int>(std::min<std::int64_t>(schedule.job.gpus, 4096));
