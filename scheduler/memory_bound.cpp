@@ -333,6 +333,61 @@ std::string describe_any_timing_state(const Program& program, const AnyTimingPea
   return text;
 }
 
+ChunkAnyTimingExcess chunk_any_timing_excess(const Program& program, const ChunkTimes& times) {
+  // Both bounds are at least the simulated peaks (the simulated order is one of those
+  // bounded); the max guards a chunk's times from another simulation.
+  return {std::max<std::int64_t>(
+              0, any_timing_peak(program).peak_allocated_bytes - times.base_peak_allocated_bytes),
+          std::max<std::int64_t>(
+              0, any_timing_reserved_bytes(program) - times.base_peak_reserved_bytes)};
+}
+
+std::vector<StageAnyTiming> pipeline_any_timing(const std::vector<StageResult>& stages,
+                                                const std::vector<ChunkAnyTimingExcess>& excess) {
+  const std::size_t pp = stages.size();
+  FSDPTUNE_CHECK(pp > 0 && excess.size() % pp == 0, "pipeline_any_timing: chunks by rank");
+  std::vector<StageAnyTiming> bounds;
+  for (const StageResult& stage : stages) {
+    StageAnyTiming bound{stage.rank, stage.peak_allocated_bytes, stage.peak_reserved_bytes};
+    for (std::size_t c = static_cast<std::size_t>(stage.rank); c < excess.size(); c += pp) {
+      bound.peak_allocated_bytes += excess[c].allocated_bytes;
+      bound.peak_reserved_bytes += excess[c].reserved_bytes;
+    }
+    bounds.push_back(bound);
+  }
+  return bounds;
+}
+
+std::vector<StageAnyTiming> pipeline_any_timing(const PipelineSimulation& sim) {
+  std::vector<ChunkAnyTimingExcess> excess;
+  for (std::size_t c = 0; c < sim.chunk_programs.size(); ++c) {
+    excess.push_back(chunk_any_timing_excess(sim.chunk_programs[c], sim.spec.chunks[c]));
+  }
+  return pipeline_any_timing(sim.result.stages, excess);
+}
+
+std::vector<StageAnyTiming> pipeline_any_timing(const SchedulePipeline& pipeline) {
+  std::vector<ChunkAnyTimingExcess> excess;
+  for (const ScheduleChunk& chunk : pipeline.chunks) {
+    excess.push_back(chunk_any_timing_excess(chunk.program, chunk.times));
+  }
+  std::vector<StageResult> stages;
+  for (const ScheduleStage& stage : pipeline.stages) {
+    StageResult result;
+    result.rank = stage.rank;
+    result.peak_allocated_bytes = stage.peak_allocated_bytes;
+    result.peak_reserved_bytes = stage.peak_reserved_bytes;
+    stages.push_back(result);
+  }
+  return pipeline_any_timing(stages, excess);
+}
+
+std::int64_t largest_any_timing_reserved_bytes(const std::vector<StageAnyTiming>& stages) {
+  std::int64_t peak = 0;
+  for (const StageAnyTiming& stage : stages) peak = std::max(peak, stage.peak_reserved_bytes);
+  return peak;
+}
+
 std::optional<ReportAnyTiming> schedule_any_timing(const ScheduleFile& schedule) {
   if (schedule.pipeline || schedule.program.tasks.empty()) return std::nullopt;
   const AnyTimingPeak peak = any_timing_peak(schedule.program);

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "fsdptune/error.hpp"
+#include "fsdptune/memory_bound.hpp"
 #include "fsdptune/pipeline_bounds.hpp"
 #include "fsdptune/plans.hpp"
 #include "fsdptune/program.hpp"
@@ -21,6 +22,9 @@ struct ChunkCandidate {
   Plan plan;
   bool keep_gathered = true;
   ChunkTimes times;
+  // With TunerOptions::fit_at_any_timing: what its Program holds at any timing beyond
+  // times' peaks (chunk_any_timing_excess); zero otherwise.
+  ChunkAnyTimingExcess excess;
 };
 
 // Lowers and simulates the candidates of one chunk the tuner's way (Lowerer and
@@ -29,8 +33,8 @@ struct ChunkCandidate {
 // Not copyable: the lowerer refers to `chunk`, which must outlive it.
 class ChunkEvaluator {
  public:
-  ChunkEvaluator(const Workload& chunk, const CostModel& costs)
-      : chunk_(&chunk), lowerer_(chunk, costs) {
+  ChunkEvaluator(const Workload& chunk, const CostModel& costs, bool any_timing)
+      : chunk_(&chunk), lowerer_(chunk, costs), any_timing_(any_timing) {
     options_.record_timeline = false;
   }
 
@@ -51,6 +55,7 @@ class ChunkEvaluator {
     candidate.plan = std::move(plan);
     const SimResult result = simulate(program_, options_, workspace_);
     candidate.times = chunk_times(*chunk_, program_, result, keep_gathered, lowerer_.compute());
+    if (any_timing_) candidate.excess = chunk_any_timing_excess(program_, candidate.times);
     return candidate;
   }
 
@@ -65,7 +70,16 @@ class ChunkEvaluator {
   Program program_;
   SimWorkspace workspace_;
   SimOptions options_;
+  bool any_timing_;
 };
+
+// `times` with its one-microbatch peaks raised by `excess`: what the compositions judge
+// under --fit any-timing (the stage peaks then are pipeline_any_timing's).
+ChunkTimes at_any_timing(ChunkTimes times, const ChunkAnyTimingExcess& excess) {
+  times.base_peak_allocated_bytes += excess.allocated_bytes;
+  times.base_peak_reserved_bytes += excess.reserved_bytes;
+  return times;
+}
 
 // The most microbatches of chunk `c` in flight at once (forwarded, not yet backwarded) in
 // its rank's action order.
@@ -85,12 +99,6 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
                                   const TunerOptions& options) {
   const JobSpec& job = workload.job;
   validate_pipeline(job);
-  if (options.fit_at_any_timing) {
-    // The stage peaks are composed from each chunk's one-microbatch peak, not from a
-    // Program of the whole pipeline: there is no bound at every timing to judge them by.
-    throw_bad_input("--fit", "any-timing is for jobs without a pipeline (a single Program)",
-                    "drop --fit, or tune without --pp / --microbatches");
-  }
   const int P = static_cast<int>(job.pp);
   const int V = static_cast<int>(job.virtual_stages);
   const int M = static_cast<int>(job.microbatches);
@@ -125,7 +133,9 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
   std::vector<std::vector<ChunkCandidate>> candidates(C);
   std::vector<ChunkEvaluator> evaluators;
   evaluators.reserve(static_cast<std::size_t>(C));  // they refer to chunk_workloads
-  for (int c = 0; c < C; ++c) evaluators.emplace_back(chunk_workloads[c], costs);
+  for (int c = 0; c < C; ++c) {
+    evaluators.emplace_back(chunk_workloads[c], costs, options.fit_at_any_timing);
+  }
   for (int c = 0; c < C; ++c) {
     const int rank = c % P;
     const std::int64_t budget =
@@ -181,10 +191,12 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
   spec.steps = static_cast<int>(job.pipeline_steps);
   spec.schedule = job.pp_schedule;
   set_pipeline_sends(workload, costs, spec);
+  // Under --fit any-timing the compositions are judged by their stages' peaks at any
+  // timing (each chunk's one-microbatch peaks at any timing of its Program).
   std::vector<std::vector<ChunkTimes>> options_times(C);
   for (int c = 0; c < C; ++c) {
     for (const ChunkCandidate& candidate : candidates[c]) {
-      options_times[c].push_back(candidate.times);
+      options_times[c].push_back(at_any_timing(candidate.times, candidate.excess));
     }
   }
   const std::vector<PipelineComposition> compositions = pipeline_compositions(spec, options_times);
@@ -258,24 +270,35 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
   // fitting compositions and fsdp2, and of the two within it the smaller reservation (then
   // the faster; fsdp2 on a tie) is kept. (Comparing fsdp2 with the pick alone kept fsdp2
   // when the pick was the slower, smaller one and fsdp2 was faster but larger.)
-  const bool best_fits = pipeline_fits(tuning.best.result, limit);
-  const bool fsdp2_fits = pipeline_fits(tuning.fsdp2.result, limit);
+  // The reserved peak a pipeline is judged by: its largest stage's, predicted or (under
+  // --fit any-timing) at any timing.
+  const auto judged_reserved = [&](const PipelineSimulation& sim) {
+    return options.fit_at_any_timing ? largest_any_timing_reserved_bytes(pipeline_any_timing(sim))
+                                     : largest_stage_reserved_bytes(sim.result);
+  };
+  std::int64_t best_reserved = judged_reserved(tuning.best);
+  const std::int64_t fsdp2_reserved = judged_reserved(tuning.fsdp2);
+  const bool best_fits = best_reserved <= limit;
+  const bool fsdp2_fits = fsdp2_reserved <= limit;
   const double fsdp2_s = tuning.fsdp2.result.step_time_s;
   const double best_s = tuning.best.result.step_time_s;
   if (fsdp2_fits) {
     const double fastest_s =
         std::min({fsdp2_s, best_s, any_fits ? compositions[fastest].step_time_s : fsdp2_s});
     const double allowed_s = fastest_s * (1 + options.step_time_tolerance);
-    const std::int64_t fsdp2_reserved = largest_stage_reserved_bytes(tuning.fsdp2.result);
-    const std::int64_t best_reserved = largest_stage_reserved_bytes(tuning.best.result);
     const bool fsdp2_preferred =
         fsdp2_reserved < best_reserved || (fsdp2_reserved == best_reserved && fsdp2_s <= best_s);
     if (!best_fits || (fsdp2_s <= allowed_s && (best_s > allowed_s || fsdp2_preferred))) {
       tuning.best = tuning.fsdp2;
       tuning.derived_from = "fsdp2";
+      best_reserved = fsdp2_reserved;
     }
   }
-  tuning.fits = pipeline_fits(tuning.best.result, limit);
+  tuning.fits = best_reserved <= limit;
+  if (options.fit_at_any_timing) {
+    tuning.best_any_timing = pipeline_any_timing(tuning.best);
+    tuning.fsdp2_any_timing = pipeline_any_timing(tuning.fsdp2);
+  }
 
   // 5. The Pareto front (docs/tuner.md "Pipelined jobs"): the schedule's own composition
   //    first (labelled "tuned"; ties keep it), fsdp2's, then every composition of step 3.
@@ -285,8 +308,19 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
       {tuning.fsdp2.result.step_time_s, largest_stage_peak_bytes(tuning.fsdp2.result), "fsdp2",
        largest_stage_reserved_bytes(tuning.fsdp2.result)}};
   for (std::size_t k = 0; k < compositions.size(); ++k) {
-    points.push_back({compositions[k].step_time_s, compositions[k].peak_allocated_bytes,
-                      fmt::format("composition #{}", k), compositions[k].peak_reserved_bytes});
+    PipelineComposition predicted = compositions[k];
+    if (options.fit_at_any_timing) {
+      // The front holds predicted peaks, as every schedule's: the chosen options' own.
+      PipelineSpec as_predicted = spec;
+      for (int c = 0; c < C; ++c) {
+        as_predicted.chunks.push_back(candidates[c][predicted.choice[c]].times);
+      }
+      const PipelineResult result = simulate_pipeline(as_predicted);
+      predicted.peak_allocated_bytes = largest_stage_peak_bytes(result);
+      predicted.peak_reserved_bytes = largest_stage_reserved_bytes(result);
+    }
+    points.push_back({predicted.step_time_s, predicted.peak_allocated_bytes,
+                      fmt::format("composition #{}", k), predicted.peak_reserved_bytes});
   }
   tuning.pareto = pareto_front(points);
   // Every chunk's compute costs (its lowerer's), fsdp2 Program (kept by the fsdp2

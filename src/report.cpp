@@ -377,21 +377,11 @@ std::string efficiency_line(const ScheduleReport& schedule) {
 std::vector<std::string> any_timing_lines(const ScheduleReport& schedule) {
   if (!schedule.any_timing) return {};
   const ReportAnyTiming& bound = *schedule.any_timing;
-  const std::string limit = format_bytes(schedule.memory_limit_bytes);
-  std::string verdict;
-  if (schedule.fits_at_any_timing) {
-    verdict = fmt::format("within the {} limit at every timing", limit);
-  } else {
-    // Allocated above the limit: certain at that timing; only the reserved estimate: likely.
-    const bool allocated_over = bound.peak_allocated_bytes > schedule.memory_limit_bytes;
-    verdict = fmt::format(
-        "{} the {} limit: with durations far enough from the prediction this plan {} out of "
-        "memory (tune --fit any-timing picks one that stays under it)",
-        allocated_over ? "above" : "reserved above", limit, allocated_over ? "runs" : "can run");
-  }
-  std::vector<std::string> lines = {fmt::format(
-      "tuned plan at any timing: {} allocated, {} reserved at most, {}",
-      format_bytes(bound.peak_allocated_bytes), format_bytes(bound.peak_reserved_bytes), verdict)};
+  std::vector<std::string> lines = {
+      fmt::format("tuned plan at any timing: {} allocated, {} reserved at most, {}",
+                  format_bytes(bound.peak_allocated_bytes), format_bytes(bound.peak_reserved_bytes),
+                  any_timing_verdict(bound.peak_allocated_bytes, bound.peak_reserved_bytes,
+                                     schedule.memory_limit_bytes))};
   std::string parts;
   for (int c = 0; c < static_cast<int>(MemoryCategory::kCount); ++c) {
     const std::int64_t bytes = bound.peak_breakdown[static_cast<std::size_t>(c)];
@@ -405,6 +395,19 @@ std::vector<std::string> any_timing_lines(const ScheduleReport& schedule) {
 }
 
 }  // namespace report_detail
+
+std::string any_timing_verdict(std::int64_t allocated_bytes, std::int64_t reserved_bytes,
+                               std::int64_t limit_bytes) {
+  const std::string limit = format_bytes(limit_bytes);
+  if (reserved_bytes <= limit_bytes) {
+    return fmt::format("within the {} limit at every timing", limit);
+  }
+  const bool allocated_over = allocated_bytes > limit_bytes;
+  return fmt::format(
+      "{} the {} limit: with durations far enough from the prediction this plan {} out of "
+      "memory (tune --fit any-timing picks one that stays under it)",
+      allocated_over ? "above" : "reserved above", limit, allocated_over ? "runs" : "can run");
+}
 
 std::string escape_xml(const std::string& raw) {
   // Valid UTF-8 first: a file name in another encoding, or U+FFFE, made the page malformed.

@@ -58,6 +58,40 @@ std::int64_t any_timing_reserved_bytes(const Program& program, const SimOptions&
 // task, or "not started"). Task names as the Program has them.
 std::string describe_any_timing_state(const Program& program, const AnyTimingPeak& peak);
 
+// What a chunk's one-microbatch Program can hold at any timing beyond its simulated peaks
+// (ChunkTimes::base_peak_allocated_bytes / base_peak_reserved_bytes), bytes, both >= 0.
+struct ChunkAnyTimingExcess {
+  std::int64_t allocated_bytes = 0;
+  std::int64_t reserved_bytes = 0;
+  bool operator==(const ChunkAnyTimingExcess&) const = default;
+};
+// REQUIRES: `times` are chunk_times of `program` simulated with default SimOptions.
+ChunkAnyTimingExcess chunk_any_timing_excess(const Program& program, const ChunkTimes& times);
+
+// A pipeline stage's peaks at any timing: simulate_pipeline's composition (each chunk's own
+// one-microbatch peak less its microbatch of activations, plus the gradients it
+// accumulates, plus the rank's activations in flight) with every chunk's one-microbatch
+// peaks taken at any timing of its Program (docs/parallelism.md "Peak memory at any
+// timing"): the stage's predicted peaks plus its chunks' ChunkAnyTimingExcess. The
+// activations in flight follow the rank's action order, which no timing changes.
+struct StageAnyTiming {
+  int rank = 0;
+  std::int64_t peak_allocated_bytes = 0;
+  std::int64_t peak_reserved_bytes = 0;
+  bool operator==(const StageAnyTiming&) const = default;
+};
+// By rank. `excess`: one per chunk (pipeline_chunks order: chunk c on rank c % pp), as
+// chunk_any_timing_excess gives them.
+std::vector<StageAnyTiming> pipeline_any_timing(const std::vector<StageResult>& stages,
+                                                const std::vector<ChunkAnyTimingExcess>& excess);
+// Of a simulated pipeline (its chunk Programs and times) and of a pipeline schedule (its
+// chunks' stored Programs and times, its stages as predicted).
+std::vector<StageAnyTiming> pipeline_any_timing(const PipelineSimulation& sim);
+std::vector<StageAnyTiming> pipeline_any_timing(const SchedulePipeline& pipeline);
+// The largest stage reserved peak at any timing: what `tune --fit any-timing` compares
+// with the limit for a pipelined job.
+std::int64_t largest_any_timing_reserved_bytes(const std::vector<StageAnyTiming>& stages);
+
 // The tuned plan's peaks at any timing as `fsdptune report` shows them (ReportEntry::
 // any_timing; the simulator's default allocator options, as `simulate --plan`): none for a
 // pipelined schedule, whose stage peaks are composed from its chunks (no bound yet), or

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "fsdptune/cost_model.hpp"
+#include "fsdptune/memory_bound.hpp"
 #include "fsdptune/pipeline.hpp"
 #include "fsdptune/tuner.hpp"
 #include "fsdptune/workload.hpp"
@@ -27,9 +28,15 @@ struct PipelineTuning {
   std::vector<std::int64_t> chunk_memory_limit_bytes;
   std::vector<TunerResult> chunk_tunings;  // one per chunk, pipeline_chunks order
   std::int64_t memory_limit_bytes = 0;     // per GPU, against each stage's reserved peak
-  bool fits = false;                       // pipeline_fits(best.result, memory_limit_bytes)
-  std::int64_t plans_evaluated = 0;        // all chunks' simulations
-  bool budget_exhausted = false;           // some chunk's search was cut short by time
+  // pipeline_fits(best.result, memory_limit_bytes); with TunerOptions::fit_at_any_timing,
+  // every stage's reserved peak at any timing (best_any_timing) within the limit.
+  bool fits = false;
+  // With fit_at_any_timing: pipeline_any_timing of best and of fsdp2, by rank (what their
+  // fit was judged by); empty otherwise.
+  std::vector<StageAnyTiming> best_any_timing;
+  std::vector<StageAnyTiming> fsdp2_any_timing;
+  std::int64_t plans_evaluated = 0;  // all chunks' simulations
+  bool budget_exhausted = false;     // some chunk's search was cut short by time
   // Whole-pipeline points (step_time_s: the composition's step; peak_allocated_bytes: its
   // largest stage allocated peak), non-dominated, by increasing peak: the chosen
   // composition ("tuned"), fsdp2 per chunk ("fsdp2") and every composition of the

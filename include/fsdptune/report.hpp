@@ -207,6 +207,14 @@ std::string render_report_markdown(const std::vector<ReportEntry>& entries,
 std::string render_report_html(const std::vector<ReportEntry>& entries,
                                const ReportOptions& options = {});
 
+// What peaks at any timing mean against the limit, as every output words it: "within the
+// 75.2 GiB limit at every timing" (reserved within it); "above the 75.2 GiB limit: with
+// durations far enough from the prediction this plan runs out of memory (tune --fit
+// any-timing picks one that stays under it)" (allocated above it: certain at that timing);
+// "reserved above ... can run out of memory" (only the reserved estimate above it: likely).
+std::string any_timing_verdict(std::int64_t allocated_bytes, std::int64_t reserved_bytes,
+                               std::int64_t limit_bytes);
+
 // Shared by the renderers (exposed for tests).
 // Escapes & < > " ' for XML text and attribute values.
 std::string escape_xml(const std::string& text);

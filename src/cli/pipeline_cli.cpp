@@ -13,6 +13,7 @@
 #include "fsdptune/pipeline_tuner.hpp"
 #include "fsdptune/plans.hpp"
 #include "fsdptune/program.hpp"
+#include "fsdptune/report.hpp"
 #include "fsdptune/schedule.hpp"
 #include "fsdptune/simulator.hpp"
 #include "fsdptune/trace.hpp"
@@ -24,20 +25,23 @@ namespace {
 // Version of the `simulate --json` object of a pipelined job (docs/parallelism.md).
 constexpr int kSimulatePipelineJsonVersion = 1;
 
+// `any_timing`: each stage's peaks at any timing (pipeline_any_timing), by rank.
 void print_stage_table(const Workload& workload, const std::vector<std::vector<int>>& chunks,
-                       const std::vector<StageResult>& stages, std::int64_t limit_bytes) {
+                       const std::vector<StageResult>& stages,
+                       const std::vector<StageAnyTiming>& any_timing, std::int64_t limit_bytes) {
   // Interleaved ranks list two ranges: "layers.8..layers.15, layers.72..layers.79".
   const int width = workload.job.virtual_stages > 1 ? 50 : 34;
-  fmt::print("{:>5} {:<{}} {:>11} {:>11} {:>9} {:>12} {:>12}  {}\n", "stage", "units", width,
-             "busy", "end", "in flight", "peak alloc", "peak reserv", "fits");
+  fmt::print("{:>5} {:<{}} {:>11} {:>11} {:>9} {:>12} {:>12} {:>12}  {}\n", "stage", "units", width,
+             "busy", "end", "in flight", "peak alloc", "peak reserv", "any timing", "fits");
   for (const StageResult& stage : stages) {
-    fmt::print("{:>5} {:<{}} {:>11} {:>11} {:>9} {:>12} {:>12}  {}\n", stage.rank,
-               rank_units(workload, chunks, stage.rank), width, format_seconds(stage.busy_s),
-               format_seconds(stage.end_s), stage.max_in_flight,
-               format_bytes(stage.peak_allocated_bytes), format_bytes(stage.peak_reserved_bytes),
-               stage_fits(stage, limit_bytes)
-                   ? "yes"
-                   : fmt::format("no (limit {})", format_bytes(limit_bytes)));
+    fmt::print(
+        "{:>5} {:<{}} {:>11} {:>11} {:>9} {:>12} {:>12} {:>12}  {}\n", stage.rank,
+        rank_units(workload, chunks, stage.rank), width, format_seconds(stage.busy_s),
+        format_seconds(stage.end_s), stage.max_in_flight, format_bytes(stage.peak_allocated_bytes),
+        format_bytes(stage.peak_reserved_bytes),
+        format_bytes(any_timing.at(static_cast<std::size_t>(stage.rank)).peak_reserved_bytes),
+        stage_fits(stage, limit_bytes) ? "yes"
+                                       : fmt::format("no (limit {})", format_bytes(limit_bytes)));
   }
 }
 
@@ -129,6 +133,7 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
     if (plan_options.memory_limit.empty()) limit_bytes = schedule.memory_limit_bytes;
   }
   const PlanSummary summary = pipeline_summary(sim, plan_name, limit_bytes);
+  const std::vector<StageAnyTiming> any_timing = pipeline_any_timing(sim);
   if (!trace_path.empty()) {
     write_file_atomically(trace_path, dump_json(pipeline_chrome_trace(
                                           sim, fmt::format("{} {}", model.name, plan_name))));
@@ -154,7 +159,7 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
                             {"plan", plan_to_json(sim.chunk_plans[c])},
                             {"task_count", sim.chunk_programs[c].tasks.size()}});
     }
-    const nlohmann::json out = {
+    nlohmann::json out = {
         {"format", "fsdptune-simulation"},
         {"version", kSimulatePipelineJsonVersion},
         {"pipelined", true},
@@ -179,6 +184,7 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
         {"fits", summary.fits},
         {"stages", stages},
         {"chunks", chunk_json}};
+    add_pipeline_any_timing_json(out, any_timing, limit_bytes);
     std::fputs(dump_json(out).c_str(), stdout);
   } else {
     fmt::print("{}\n", job_line(model, job, costs.hardware.id));
@@ -200,8 +206,9 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
     fmt::print("peak memory        {} allocated, {} reserved (est.), limit {} (largest stage)\n\n",
                format_bytes(summary.peak_allocated_bytes),
                format_bytes(summary.peak_reserved_bytes), format_bytes(limit_bytes));
-    print_stage_table(workload, chunks, sim.result.stages, limit_bytes);
+    print_stage_table(workload, chunks, sim.result.stages, any_timing, limit_bytes);
     fmt::print("{}\n", summary.fits ? "fits" : "does not fit: a stage's peak exceeds the limit");
+    fmt::print("{}", pipeline_any_timing_text(any_timing, limit_bytes));
     if (!trace_path.empty()) fmt::print("trace written to {}\n", trace_path);
   }
   std::fflush(stdout);
@@ -248,13 +255,18 @@ TunedSchedule schedule_of_tuning(const Workload& workload, const HardwareSpec& h
   if (searched.pipeline) {
     const PipelineTuning& tuning = *searched.pipeline;
     if (!tuning.fits) {
-      const std::int64_t peak = largest_stage_reserved_bytes(tuning.best.result);
-      throw Error(ErrorKind::kDoesNotFit, "--memory-limit",
-                  fmt::format("no per-stage plan fits in {} per GPU: the smallest largest-stage "
-                              "reserved peak found is {}, {} over",
-                              format_bytes(tuning.memory_limit_bytes), format_bytes(peak),
-                              format_bytes(peak - tuning.memory_limit_bytes)),
-                  does_not_fit_hint(job));
+      // Under --fit any-timing (best_any_timing filled) what the fit was judged by.
+      const bool any_timing = !tuning.best_any_timing.empty();
+      const std::int64_t peak = any_timing
+                                    ? largest_any_timing_reserved_bytes(tuning.best_any_timing)
+                                    : largest_stage_reserved_bytes(tuning.best.result);
+      throw Error(
+          ErrorKind::kDoesNotFit, "--memory-limit",
+          fmt::format("no per-stage plan fits in {} per GPU{}: the smallest largest-stage "
+                      "reserved peak found is {}, {} over",
+                      format_bytes(tuning.memory_limit_bytes), any_timing ? " at any timing" : "",
+                      format_bytes(peak), format_bytes(peak - tuning.memory_limit_bytes)),
+          does_not_fit_hint(job));
     }
     tuned.schedule =
         pipeline_schedule(workload, tuning.best, hardware, tuning.memory_limit_bytes, "tuned");
@@ -307,6 +319,40 @@ std::string torchtitan_keep_gathered_note(const JobSpec& job,
                    "microbatch need changing"
                  : "set_requires_gradient_sync(False) and set_reshard_after_backward(False) "
                    "before all but the last microbatch");
+}
+
+std::string pipeline_any_timing_text(const std::vector<StageAnyTiming>& stages,
+                                     std::int64_t limit_bytes) {
+  FSDPTUNE_CHECK(!stages.empty(), "pipeline_any_timing_text: no stage");
+  const auto largest = std::max_element(stages.begin(), stages.end(),
+                                        [](const StageAnyTiming& a, const StageAnyTiming& b) {
+                                          return a.peak_reserved_bytes < b.peak_reserved_bytes;
+                                        });
+  std::string text = fmt::format(
+      "any timing         {} allocated, {} reserved at most (stage {}: its chunks' peaks at any "
+      "timing of their Programs)\n",
+      format_bytes(largest->peak_allocated_bytes), format_bytes(largest->peak_reserved_bytes),
+      largest->rank);
+  if (largest->peak_reserved_bytes > limit_bytes) {
+    text += "  " +
+            any_timing_verdict(largest->peak_allocated_bytes, largest->peak_reserved_bytes,
+                               limit_bytes) +
+            "\n";
+  }
+  return text;
+}
+
+void add_pipeline_any_timing_json(nlohmann::json& out, const std::vector<StageAnyTiming>& stages,
+                                  std::int64_t limit_bytes) {
+  nlohmann::json by_stage = nlohmann::json::array();
+  for (const StageAnyTiming& stage : stages) {
+    by_stage.push_back({{"rank", stage.rank},
+                        {"peak_allocated_bytes", stage.peak_allocated_bytes},
+                        {"peak_reserved_bytes", stage.peak_reserved_bytes},
+                        {"fits", stage.peak_reserved_bytes <= limit_bytes}});
+  }
+  out["any_timing_reserved_bytes"] = largest_any_timing_reserved_bytes(stages);
+  out["any_timing_stages"] = std::move(by_stage);
 }
 
 void print_pipeline_schedule(const ScheduleFile& schedule, const Workload& workload) {

@@ -9,6 +9,7 @@
 
 #include "cost_options.hpp"
 #include "fsdptune/cost_model.hpp"
+#include "fsdptune/memory_bound.hpp"
 #include "fsdptune/model.hpp"
 #include "fsdptune/pipeline.hpp"
 #include "fsdptune/schedule.hpp"
@@ -66,5 +67,14 @@ std::string torchtitan_keep_gathered_note(const JobSpec& job,
 
 // Prints the pipelined part of `tune`: baseline vs tuned, the stages, what was written.
 void print_pipeline_schedule(const ScheduleFile& schedule, const Workload& workload);
+
+// The stages' peaks at any timing (pipeline_any_timing) as `simulate` and `tune` print
+// them: the largest stage's in a line, then the verdict when it passes the limit.
+std::string pipeline_any_timing_text(const std::vector<StageAnyTiming>& stages,
+                                     std::int64_t limit_bytes);
+// The same for --json: the largest stage's reserved bound, and per stage (by rank) its
+// bounds and whether the reserved one is within the limit.
+void add_pipeline_any_timing_json(nlohmann::json& out, const std::vector<StageAnyTiming>& stages,
+                                  std::int64_t limit_bytes);
 
 }  // namespace fsdptune::cli

@@ -18,6 +18,7 @@
 #include "fsdptune/plans.hpp"
 #include "fsdptune/profile.hpp"
 #include "fsdptune/program.hpp"
+#include "fsdptune/report.hpp"
 #include "fsdptune/schedule.hpp"
 #include "fsdptune/simulator.hpp"
 #include "fsdptune/trace.hpp"
@@ -420,13 +421,7 @@ std::string any_timing_text(const Program& program, std::int64_t limit_bytes) {
   }
   text += fmt::format("  holding          {}\n", parts.empty() ? "nothing" : parts);
   if (reserved > limit_bytes) {
-    // Allocated above the limit: certain at that timing; only the reserved estimate: likely.
-    const bool allocated_over = peak.peak_allocated_bytes > limit_bytes;
-    text += fmt::format(
-        "  {} the {} limit: with durations far enough from the prediction this plan {} out "
-        "of memory (tune --fit any-timing picks one that stays under it)\n",
-        allocated_over ? "above" : "reserved above", format_bytes(limit_bytes),
-        allocated_over ? "runs" : "can run");
+    text += "  " + any_timing_verdict(peak.peak_allocated_bytes, reserved, limit_bytes) + "\n";
   }
   return text;
 }

@@ -275,7 +275,6 @@ void run_tune(const TuneOptions& options) {
     throw_bad_input(
         "--fit", fmt::format("unknown value '{}' (expected predicted or any-timing)", options.fit));
   }
-  // A pipelined job's tuner (tune_pipelined_job) refuses it, naming --fit.
   tuner_options.fit_at_any_timing = options.fit == "any-timing";
   // Progress on stderr once a search has run for a second: rewritten in place twice a
   // second on a terminal, a line every two seconds otherwise (logs).
@@ -322,11 +321,28 @@ void run_tune(const TuneOptions& options) {
     const double efficiency = schedule.predicted.step_time_s > 0
                                   ? schedule.lower_bound_s / schedule.predicted.step_time_s
                                   : 0.0;
+    // The written schedule's stages at any timing (under --fit any-timing what its fit was
+    // judged by), and fsdp2's fit as judged (at any timing under --fit any-timing).
+    const std::vector<StageAnyTiming> any_timing = pipeline_any_timing(*schedule.pipeline);
+    const PlanSummary& fsdp2 = schedule.baselines.front();
+    const std::vector<StageAnyTiming>& fsdp2_any_timing = split.tuning.pipeline->fsdp2_any_timing;
+    const std::int64_t fsdp2_reserved = fsdp2_any_timing.empty()
+                                            ? fsdp2.peak_reserved_bytes
+                                            : largest_any_timing_reserved_bytes(fsdp2_any_timing);
+    const bool fsdp2_fits = fsdp2_reserved <= schedule.memory_limit_bytes;
     if (options.json) {
       nlohmann::json out = tune_json_header();
       out["baselines"] = nlohmann::json::array();
-      for (const PlanSummary& row : schedule.baselines)
-        out["baselines"].push_back(summary_json(row));
+      for (const PlanSummary& row : schedule.baselines) {
+        nlohmann::json baseline = summary_json(row);
+        // --fit any-timing: fsdp2's largest stage at any timing and the verdict (`fits`
+        // stays the predicted one), as for a job without a pipeline.
+        if (!fsdp2_any_timing.empty()) {
+          baseline["any_timing_reserved_bytes"] = fsdp2_reserved;
+          baseline["fits_at_any_timing"] = fsdp2_fits;
+        }
+        out["baselines"].push_back(std::move(baseline));
+      }
       out["tuned"] = summary_json(schedule.predicted);
       out["derived_from"] = tuned.derived_from;
       out["lower_bound_s"] = schedule.lower_bound_s;
@@ -340,6 +356,8 @@ void run_tune(const TuneOptions& options) {
       out["budget_exhausted"] = tuned.budget_exhausted;
       out["schedule"] = options.out;
       out["schedule_hash"] = schedule_hash(schedule);
+      out["fit"] = options.fit;
+      add_pipeline_any_timing_json(out, any_timing, schedule.memory_limit_bytes);
       if (options.try_pp_splits) {
         out["splits"] = nlohmann::json::array();
         for (const SplitTried& tried : split.tried) {
@@ -356,18 +374,19 @@ void run_tune(const TuneOptions& options) {
     }
     print_pipeline_schedule(schedule, workload);
     if (options.try_pp_splits) print_splits(split.tried, schedule.job);
-    const PlanSummary& fsdp2 = schedule.baselines.front();
-    if (fsdp2.fits) {
+    if (fsdp2_fits) {
       fmt::print("\ntuned vs fsdp2 per stage: {:.2f}x faster (from {})\n",
                  fsdp2.step_time_s / schedule.predicted.step_time_s, tuned.derived_from);
     } else {
       // A slower tuned plan is no "0.86x faster": fsdp2 is out of the running.
       fmt::print(
-          "\ntuned vs fsdp2 per stage: fsdp2 does not fit ({} step, {} reserved; tuned "
+          "\ntuned vs fsdp2 per stage: fsdp2 does not fit ({} step, {} reserved{}; tuned "
           "{}, from {})\n",
-          format_seconds(fsdp2.step_time_s), format_bytes(fsdp2.peak_reserved_bytes),
+          format_seconds(fsdp2.step_time_s), format_bytes(fsdp2_reserved),
+          fsdp2_any_timing.empty() ? "" : " at any timing",
           format_seconds(schedule.predicted.step_time_s), tuned.derived_from);
     }
+    fmt::print("{}", pipeline_any_timing_text(any_timing, schedule.memory_limit_bytes));
     const std::string splits =
         split.tried.size() > 1
             ? fmt::format(" (the written split's; {} splits tuned)", split.tried.size())

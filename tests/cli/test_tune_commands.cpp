@@ -169,9 +169,8 @@ TEST_CASE("tune --fit any-timing picks a plan that fits under the limit at every
       dir + "/tight.json");
   CHECK(tight.exit_code == 3);
   CHECK_THAT(tight.err, Catch::Contains("no plan fits in 30.0 MiB per GPU at any timing"));
-  // Not a pipelined job, and only the two values (exit 2 naming the flag).
-  for (const std::string& flags : {std::string("--fit sometimes"), std::string("--fit ''"),
-                                   std::string("--fit any-timing --pp 2 --microbatches 2")}) {
+  // Only the two values (exit 2 naming the flag).
+  for (const std::string& flags : {std::string("--fit sometimes"), std::string("--fit ''")}) {
     INFO(flags);
     const CommandResult bad =
         run_fsdptune("tune --model tiny --gpus 4 " + flags + " --out " + dir + "/bad.json");
@@ -179,6 +178,64 @@ TEST_CASE("tune --fit any-timing picks a plan that fits under the limit at every
     CHECK_THAT(bad.err, Catch::Contains("--fit"));
     CHECK_FALSE(std::ifstream(dir + "/bad.json").good());
   }
+}
+
+TEST_CASE("tune --fit any-timing of a pipelined job: every stage within the limit at any timing",
+          "[cli][tune][pipeline]") {
+  const std::string dir = make_temp_dir("fsdptune-tune-pp-any-timing");
+  // 2 stages x 4 microbatches of the tiny model under full AC with a 44 MiB limit: the
+  // default pick fits as predicted, not at every timing (found probing: 43.5 MiB reserved
+  // predicted, 45.6 MiB at any timing).
+  const std::string job =
+      "tune --model tiny --gpus 4 --pp 2 --microbatches 4 --batch 1 --seq 256 --ac full "
+      "--max-evaluations 50 --threads 1 --memory-limit 44MiB ";
+  const std::int64_t limit = 44 << 20;
+  const CommandResult predicted = run_fsdptune(job + "--json --out " + dir + "/predicted.json");
+  INFO(predicted.err);
+  REQUIRE(predicted.exit_code == 0);
+  const nlohmann::json loose = nlohmann::json::parse(predicted.out);
+  CHECK(loose["fit"] == "predicted");
+  CHECK(loose["tuned"]["peak_reserved_bytes"].get<std::int64_t>() <= limit);
+  CHECK(loose["any_timing_reserved_bytes"].get<std::int64_t>() > limit);
+  REQUIRE(loose["any_timing_stages"].size() == 2);
+  CHECK_FALSE(loose["baselines"][0].contains("fits_at_any_timing"));
+
+  const CommandResult robust =
+      run_fsdptune(job + "--fit any-timing --json --out " + dir + "/robust.json");
+  INFO(robust.err);
+  REQUIRE(robust.exit_code == 0);
+  const nlohmann::json safe = nlohmann::json::parse(robust.out);
+  CHECK(safe["fit"] == "any-timing");
+  CHECK(safe["any_timing_reserved_bytes"].get<std::int64_t>() <= limit);
+  for (const nlohmann::json& stage : safe["any_timing_stages"]) {
+    CHECK(stage["fits"] == true);
+    CHECK(stage["peak_reserved_bytes"].get<std::int64_t>() <= limit);
+  }
+  CHECK(safe["tuned"]["step_time_s"].get<double>() >= loose["tuned"]["step_time_s"].get<double>());
+  CHECK(safe["baselines"][0].contains("fits_at_any_timing"));
+  // simulate --plan of the written schedule finds the same stages at any timing.
+  const CommandResult replay = run_fsdptune("simulate --plan " + dir + "/robust.json --json");
+  REQUIRE(replay.exit_code == 0);
+  const nlohmann::json replayed = nlohmann::json::parse(replay.out);
+  CHECK(replayed["any_timing_stages"] == safe["any_timing_stages"]);
+  CHECK(replayed["any_timing_reserved_bytes"] == safe["any_timing_reserved_bytes"]);
+
+  // The text: the default pick is said to risk running out of memory, the robust one not.
+  const CommandResult warned = run_fsdptune(job + "--out " + dir + "/warned.json");
+  CHECK_THAT(warned.out, Catch::Contains("\nany timing ") &&
+                             Catch::Contains("reserved above the 44.0 MiB limit") &&
+                             Catch::Contains("tune --fit any-timing"));
+  const CommandResult quiet = run_fsdptune(job + "--fit any-timing --out " + dir + "/quiet.json");
+  CHECK_THAT(quiet.out, Catch::Contains("\nany timing ") && !Catch::Contains("above the"));
+  // Nothing fits at any timing: exit 3, saying so.
+  const CommandResult tight = run_fsdptune(
+      "tune --model tiny --gpus 4 --pp 2 --microbatches 4 --batch 1 --seq 256 --ac full "
+      "--max-evaluations 50 --threads 1 --memory-limit 20MiB --fit any-timing --out " +
+      dir + "/tight.json");
+  CHECK(tight.exit_code == 3);
+  CHECK_THAT(tight.err,
+             Catch::Contains("no per-stage plan fits in 20.0 MiB per GPU at any timing"));
+  CHECK_FALSE(std::ifstream(dir + "/tight.json").good());
 }
 
 TEST_CASE("tune exits 3 when nothing fits, naming the smallest peak and what to change",

@@ -14,6 +14,7 @@
 #include "fsdptune/hardware.hpp"
 #include "fsdptune/io.hpp"
 #include "fsdptune/job.hpp"
+#include "fsdptune/memory_bound.hpp"
 #include "fsdptune/model.hpp"
 #include "fsdptune/pipeline.hpp"
 #include "fsdptune/pipeline_bounds.hpp"
@@ -660,12 +661,125 @@ TEST_CASE("tune_pipelined_job: never worse than fsdp2 per stage, deterministic",
     }
     // Same inputs, same result.
     CHECK(tune_pipelined_job(workload, *costs, deterministic_tuner(80LL << 30)) == tuning);
-    // Fit at any timing is for a single Program: refused, naming the flag.
-    TunerOptions any_timing = deterministic_tuner(80LL << 30);
-    any_timing.fit_at_any_timing = true;
-    CHECK_THROWS_WITH(tune_pipelined_job(workload, *costs, any_timing),
-                      Catch::Contains("--fit") && Catch::Contains("without a pipeline"));
   }
+}
+
+namespace {
+
+// tiny_pipelined on 4 GPUs with full activation checkpointing: its tuned chunks' Programs
+// can reach more at other timings than predicted (the recompute's activations beside
+// gathers run early).
+Workload tiny_pipelined_full_ac(std::int64_t pp, std::int64_t microbatches,
+                                PipelineSchedule schedule, std::int64_t virtual_stages) {
+  JobSpec job = tiny_pipelined(pp, microbatches, schedule, virtual_stages).job;
+  job.gpus = 4;
+  job.dp_shard = 0;
+  job.ac = ActivationCheckpointing::kFull;
+  const ModelSpec model = builtin_model("tiny");
+  return build_workload(model, normalize_job(model, job));
+}
+
+}  // namespace
+
+TEST_CASE("a stage's peaks at any timing: its composition with each chunk's bound",
+          "[pipeline][memory_bound]") {
+  const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
+  bool some_excess = false;
+  for (const auto& [schedule, virtual_stages] :
+       {std::pair{PipelineSchedule::k1F1B, std::int64_t{1}},
+        std::pair{PipelineSchedule::kInterleaved1F1B, std::int64_t{2}}}) {
+    INFO(to_string(schedule));
+    const Workload workload = tiny_pipelined_full_ac(2, 4, schedule, virtual_stages);
+    const PipelineTuning tuning =
+        tune_pipelined_job(workload, *costs, deterministic_tuner(80LL << 30));
+    const PipelineSimulation& sim = tuning.best;
+    const std::vector<StageAnyTiming> bounds = pipeline_any_timing(sim);
+    REQUIRE(bounds.size() == sim.result.stages.size());
+    // The same composition (simulate_pipeline) with every chunk's one-microbatch peaks at
+    // any timing of its Program, each taken from the Program itself.
+    PipelineSpec raised = sim.spec;
+    for (std::size_t c = 0; c < raised.chunks.size(); ++c) {
+      const Program& program = sim.chunk_programs[c];
+      const SimResult simulated = simulate(program);
+      CHECK(simulated.peak_allocated_bytes == raised.chunks[c].base_peak_allocated_bytes);
+      raised.chunks[c].base_peak_allocated_bytes = any_timing_peak(program).peak_allocated_bytes;
+      raised.chunks[c].base_peak_reserved_bytes = any_timing_reserved_bytes(program);
+      some_excess = some_excess ||
+                    raised.chunks[c].base_peak_allocated_bytes > simulated.peak_allocated_bytes;
+    }
+    const PipelineResult composed = simulate_pipeline(raised);
+    for (std::size_t r = 0; r < bounds.size(); ++r) {
+      INFO("stage " << r);
+      CHECK(bounds[r].rank == static_cast<int>(r));
+      CHECK(bounds[r].peak_allocated_bytes == composed.stages[r].peak_allocated_bytes);
+      CHECK(bounds[r].peak_reserved_bytes == composed.stages[r].peak_reserved_bytes);
+      CHECK(bounds[r].peak_reserved_bytes >= sim.result.stages[r].peak_reserved_bytes);
+    }
+    // A schedule file's chunks and stages give the same bounds.
+    const ScheduleFile file =
+        pipeline_schedule(workload, sim, costs->hardware(), 80LL << 30, "tuned");
+    CHECK(pipeline_any_timing(*file.pipeline) == bounds);
+    CHECK(largest_any_timing_reserved_bytes(bounds) ==
+          std::max_element(bounds.begin(), bounds.end(), [](const auto& a, const auto& b) {
+            return a.peak_reserved_bytes < b.peak_reserved_bytes;
+          })->peak_reserved_bytes);
+  }
+  CHECK(some_excess);  // else the test shows nothing
+}
+
+TEST_CASE("tune --fit any-timing of a pipeline: every stage within the limit at any timing",
+          "[pipeline][tuner]") {
+  const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
+  const Workload workload = tiny_pipelined_full_ac(2, 4, PipelineSchedule::k1F1B, 1);
+  // A limit the predicted pick fits but not at every timing (its largest stage's reserved
+  // peak at any timing above it): searched in 256 KiB steps below the roomy pick's bound.
+  const PipelineTuning roomy =
+      tune_pipelined_job(workload, *costs, deterministic_tuner(80LL << 30));
+  std::int64_t limit = 0;
+  PipelineTuning as_predicted;
+  for (std::int64_t candidate = largest_any_timing_reserved_bytes(pipeline_any_timing(roomy.best));
+       candidate > (16 << 20) && limit == 0; candidate -= 256 << 10) {
+    as_predicted = tune_pipelined_job(workload, *costs, deterministic_tuner(candidate));
+    if (as_predicted.fits &&
+        largest_any_timing_reserved_bytes(pipeline_any_timing(as_predicted.best)) > candidate) {
+      limit = candidate;
+    }
+  }
+  REQUIRE(limit > 0);
+  CHECK(as_predicted.best_any_timing.empty());
+
+  TunerOptions options = deterministic_tuner(limit);
+  options.fit_at_any_timing = true;
+  const PipelineTuning robust = tune_pipelined_job(workload, *costs, options);
+  REQUIRE(robust.fits);
+  CHECK(robust.best_any_timing == pipeline_any_timing(robust.best));
+  CHECK(robust.fsdp2_any_timing == pipeline_any_timing(robust.fsdp2));
+  CHECK(largest_any_timing_reserved_bytes(robust.best_any_timing) <= limit);
+  // Safety costs time here, never gains it.
+  CHECK(robust.best.result.step_time_s >= as_predicted.best.result.step_time_s);
+  // The front keeps predicted peaks: the tuned point, where no point dominates it, is the
+  // chosen pipeline's predicted largest stage (a faster, smaller composition that does not
+  // fit at every timing may dominate it).
+  const auto tuned_point =
+      std::find_if(robust.pareto.begin(), robust.pareto.end(),
+                   [](const ParetoPoint& point) { return point.label == "tuned"; });
+  if (tuned_point != robust.pareto.end()) {
+    CHECK(tuned_point->peak_reserved_bytes == largest_stage_reserved_bytes(robust.best.result));
+  } else {
+    CHECK(std::any_of(robust.pareto.begin(), robust.pareto.end(), [&](const ParetoPoint& point) {
+      return point.step_time_s <= robust.best.result.step_time_s &&
+             point.peak_allocated_bytes <= largest_stage_peak_bytes(robust.best.result);
+    }));
+  }
+  // Same inputs, same result.
+  CHECK(tune_pipelined_job(workload, *costs, options) == robust);
+
+  // Nothing fits at any timing below every composition's bound: not fitting, judged so.
+  TunerOptions tight = options;
+  tight.memory_limit_bytes = 1 << 20;
+  const PipelineTuning none = tune_pipelined_job(workload, *costs, tight);
+  CHECK_FALSE(none.fits);
+  CHECK(largest_any_timing_reserved_bytes(none.best_any_timing) > tight.memory_limit_bytes);
 }
 
 namespace {
