@@ -399,4 +399,11 @@ std::optional<ReportAnyTiming> schedule_any_timing(const ScheduleFile& schedule)
   return bound;
 }
 
+void set_report_any_timing(ReportEntry& entry) {
+  entry.any_timing = schedule_any_timing(entry.schedule);
+  entry.stage_any_timing.clear();
+  if (entry.schedule.pipeline)
+    entry.stage_any_timing = pipeline_any_timing(*entry.schedule.pipeline);
+}
+
 }  // namespace fsdptune

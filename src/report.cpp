@@ -20,6 +20,13 @@
 namespace fsdptune {
 namespace {
 
+// A pipeline's stages at any timing, all given and each reserving within the limit.
+bool stages_fit_at_any_timing(const std::vector<ReportStage>& stages, std::int64_t limit_bytes) {
+  return !stages.empty() && std::all_of(stages.begin(), stages.end(), [&](const ReportStage& s) {
+    return s.any_timing && s.any_timing->peak_reserved_bytes <= limit_bytes;
+  });
+}
+
 ReportPlan make_plan(const PlanSummary& summary, bool tuned) {
   ReportPlan plan;
   plan.summary = summary;
@@ -215,21 +222,31 @@ std::string pipeline_line(const ScheduleFile& file) {
           : "");
 }
 
-std::vector<std::vector<std::string>> stage_rows(const ScheduleFile& file) {
+// `report`: the summary's stages (their bounds at any timing, a column where given).
+std::vector<std::vector<std::string>> stage_rows(const ScheduleFile& file,
+                                                 const ScheduleReport& report) {
   // The chunks' unit names (a schedule read from a file has chunks, checked on load
   // against this workload).
   const Workload workload =
       file.pipeline->chunks.empty() ? Workload{} : build_workload(file.model, file.job);
   std::vector<std::vector<int>> chunks;
   for (const ScheduleChunk& chunk : file.pipeline->chunks) chunks.push_back(chunk.units);
+  const bool bounded = !report.stages.empty() && report.stages.front().any_timing;
   std::vector<std::vector<std::string>> rows = {
       {"stage", "units", "busy", "end", "in flight", "peak allocated", "peak reserved", "fits"}};
-  for (const ScheduleStage& stage : file.pipeline->stages) {
+  if (bounded) rows.front().insert(rows.front().end() - 1, "any timing");
+  for (std::size_t r = 0; r < file.pipeline->stages.size(); ++r) {
+    const ScheduleStage& stage = file.pipeline->stages[r];
     rows.push_back({std::to_string(stage.rank), rank_units(workload, chunks, stage.rank),
                     format_seconds(stage.busy_s), format_seconds(stage.end_s),
                     std::to_string(stage.max_in_flight), format_bytes(stage.peak_allocated_bytes),
                     format_bytes(stage.peak_reserved_bytes),
                     stage.peak_reserved_bytes <= file.memory_limit_bytes ? "yes" : "no"});
+    if (bounded) {
+      const std::optional<StageAnyTiming>& bound = report.stages.at(r).any_timing;
+      rows.back().insert(rows.back().end() - 1,
+                         bound ? format_bytes(bound->peak_reserved_bytes) : std::string("-"));
+    }
   }
   return rows;
 }
@@ -375,6 +392,25 @@ std::string efficiency_line(const ScheduleReport& schedule) {
 }
 
 std::vector<std::string> any_timing_lines(const ScheduleReport& schedule) {
+  // A pipeline: its largest stage's, when every stage has its bound.
+  if (!schedule.any_timing && !schedule.stages.empty() &&
+      std::all_of(schedule.stages.begin(), schedule.stages.end(),
+                  [](const ReportStage& stage) { return stage.any_timing.has_value(); })) {
+    const StageAnyTiming& largest =
+        *std::max_element(schedule.stages.begin(), schedule.stages.end(),
+                          [](const ReportStage& a, const ReportStage& b) {
+                            return a.any_timing->peak_reserved_bytes <
+                                   b.any_timing->peak_reserved_bytes;
+                          })
+             ->any_timing;
+    return {fmt::format(
+        "tuned pipeline at any timing: {} allocated, {} reserved at most (stage {}, its chunks' "
+        "peaks at any timing of their Programs), {}",
+        format_bytes(largest.peak_allocated_bytes), format_bytes(largest.peak_reserved_bytes),
+        largest.rank,
+        any_timing_verdict(largest.peak_allocated_bytes, largest.peak_reserved_bytes,
+                           schedule.memory_limit_bytes))};
+  }
   if (!schedule.any_timing) return {};
   const ReportAnyTiming& bound = *schedule.any_timing;
   std::vector<std::string> lines = {
@@ -506,16 +542,21 @@ Report summarize_report(const std::vector<ReportEntry>& entries, const ReportOpt
     if (file.pipeline) {
       schedule.bubble_fraction = file.pipeline->bubble_fraction;
       schedule.send_s = file.pipeline->send_s;
-      for (const ScheduleStage& stage : file.pipeline->stages) {
-        schedule.stages.push_back({stage.rank, stage.busy_s, stage.end_s, stage.max_in_flight,
-                                   stage.peak_allocated_bytes, stage.peak_reserved_bytes,
-                                   stage.peak_reserved_bytes <= file.memory_limit_bytes});
+      const bool bounded = entry.stage_any_timing.size() == file.pipeline->stages.size();
+      for (std::size_t r = 0; r < file.pipeline->stages.size(); ++r) {
+        const ScheduleStage& stage = file.pipeline->stages[r];
+        schedule.stages.push_back(
+            {stage.rank, stage.busy_s, stage.end_s, stage.max_in_flight, stage.peak_allocated_bytes,
+             stage.peak_reserved_bytes, stage.peak_reserved_bytes <= file.memory_limit_bytes,
+             bounded ? std::optional<StageAnyTiming>(entry.stage_any_timing[r]) : std::nullopt});
       }
     }
     schedule.pareto = file.pareto;
     schedule.any_timing = entry.any_timing;
     schedule.fits_at_any_timing =
-        entry.any_timing && entry.any_timing->peak_reserved_bytes <= file.memory_limit_bytes;
+        file.pipeline
+            ? stages_fit_at_any_timing(schedule.stages, file.memory_limit_bytes)
+            : entry.any_timing && entry.any_timing->peak_reserved_bytes <= file.memory_limit_bytes;
     if (entry.measured) schedule.measured = compare_measured(file, *entry.measured, options);
     report.schedules.push_back(std::move(schedule));
   }
@@ -571,13 +612,19 @@ nlohmann::json report_to_json(const Report& report) {
     if (!schedule.stages.empty()) {
       nlohmann::json stages = nlohmann::json::array();
       for (const ReportStage& stage : schedule.stages) {
-        stages.push_back({{"rank", stage.rank},
-                          {"busy_s", stage.busy_s},
-                          {"end_s", stage.end_s},
-                          {"max_in_flight", stage.max_in_flight},
-                          {"peak_allocated_bytes", stage.peak_allocated_bytes},
-                          {"peak_reserved_bytes", stage.peak_reserved_bytes},
-                          {"fits", stage.fits}});
+        nlohmann::json row = {{"rank", stage.rank},
+                              {"busy_s", stage.busy_s},
+                              {"end_s", stage.end_s},
+                              {"max_in_flight", stage.max_in_flight},
+                              {"peak_allocated_bytes", stage.peak_allocated_bytes},
+                              {"peak_reserved_bytes", stage.peak_reserved_bytes},
+                              {"fits", stage.fits}};
+        // Where the caller computed them (since 2026-12-04): other reports keep their text.
+        if (stage.any_timing) {
+          row["any_timing_peak_allocated_bytes"] = stage.any_timing->peak_allocated_bytes;
+          row["any_timing_peak_reserved_bytes"] = stage.any_timing->peak_reserved_bytes;
+        }
+        stages.push_back(std::move(row));
       }
       s["pipeline"] = {{"bubble_fraction", schedule.bubble_fraction},
                        {"send_s", schedule.send_s},
@@ -727,14 +774,23 @@ Report report_from_json(const nlohmann::json& json, const std::string& source) {
       const nlohmann::json& stages = array_field(pipeline, "stages", pipeline_where);
       for (std::size_t r = 0; r < stages.size(); ++r) {
         const std::string at = fmt::format("{}/stages/{}", pipeline_where, r);
-        schedule.stages.push_back({field<int>(stages[r], "rank", at),
-                                   field<double>(stages[r], "busy_s", at),
-                                   field<double>(stages[r], "end_s", at),
-                                   field<std::int64_t>(stages[r], "max_in_flight", at),
-                                   field<std::int64_t>(stages[r], "peak_allocated_bytes", at),
-                                   field<std::int64_t>(stages[r], "peak_reserved_bytes", at),
-                                   field<bool>(stages[r], "fits", at)});
+        ReportStage stage{field<int>(stages[r], "rank", at),
+                          field<double>(stages[r], "busy_s", at),
+                          field<double>(stages[r], "end_s", at),
+                          field<std::int64_t>(stages[r], "max_in_flight", at),
+                          field<std::int64_t>(stages[r], "peak_allocated_bytes", at),
+                          field<std::int64_t>(stages[r], "peak_reserved_bytes", at),
+                          field<bool>(stages[r], "fits", at),
+                          std::nullopt};
+        if (stages[r].contains("any_timing_peak_reserved_bytes")) {
+          stage.any_timing = StageAnyTiming{
+              stage.rank, field<std::int64_t>(stages[r], "any_timing_peak_allocated_bytes", at),
+              field<std::int64_t>(stages[r], "any_timing_peak_reserved_bytes", at)};
+        }
+        schedule.stages.push_back(std::move(stage));
       }
+      schedule.fits_at_any_timing =
+          stages_fit_at_any_timing(schedule.stages, schedule.memory_limit_bytes);
     }
     if (s.contains("pareto")) {
       const nlohmann::json& pareto = array_field(s, "pareto", where);
@@ -943,7 +999,7 @@ std::string render_report_text(const std::vector<ReportEntry>& entries,
     }
     if (entries[i].schedule.pipeline) {
       out += "  " + pipeline_line(entries[i].schedule) + "\n";
-      out += text_table(stage_rows(entries[i].schedule), "    ");
+      out += text_table(stage_rows(entries[i].schedule, schedule), "    ");
     }
     if (!entries[i].schedule.pareto.empty()) {
       out += "  Pareto front explored by the tuner (peak allocated against step time):\n";
@@ -989,7 +1045,7 @@ std::string render_report_markdown(const std::vector<ReportEntry>& entries,
     if (entries[i].schedule.pipeline) {
       out +=
           "\n### Pipeline stages\n\n" + markdown_cell(pipeline_line(entries[i].schedule)) + ".\n\n";
-      out += markdown_table(stage_rows(entries[i].schedule));
+      out += markdown_table(stage_rows(entries[i].schedule, schedule));
     }
     if (!entries[i].schedule.pareto.empty()) {
       out += "\n### Pareto front explored by the tuner\n\n";

@@ -1173,8 +1173,11 @@ std::string stages_table(const ScheduleFile& file, const ScheduleReport& report,
                                     format_percent(pipeline.bubble_fraction),
                                     escape_xml(format_seconds(pipeline.send_s)))
                       : std::string("no pipeline (gradient accumulation)"));
-  out += "<table class=\"stages\">\n" + header_row({"stage", "chunks", "busy", "end", "in flight",
-                                                    "peak allocated", "peak reserved", "fits"});
+  const bool bounded = !report.stages.empty() && report.stages.front().any_timing;
+  std::vector<std::string> headers = {"stage",     "chunks",         "busy",          "end",
+                                      "in flight", "peak allocated", "peak reserved", "fits"};
+  if (bounded) headers.insert(headers.end() - 1, "reserved at any timing");
+  out += "<table class=\"stages\">\n" + header_row(headers);
   for (std::size_t r = 0; r < report.stages.size(); ++r) {
     const ReportStage& stage = report.stages[r];
     const std::string base = fmt::format("/schedules/{}/pipeline/stages/{}/", index, r);
@@ -1193,8 +1196,13 @@ std::string stages_table(const ScheduleFile& file, const ScheduleReport& report,
            number_cell(base + "max_in_flight", json_number_text(stage.max_in_flight),
                        std::to_string(stage.max_in_flight)) +
            bytes_cell(base + "peak_allocated_bytes", stage.peak_allocated_bytes) +
-           bytes_cell(base + "peak_reserved_bytes", stage.peak_reserved_bytes) +
-           text_cell(stage.fits ? "yes" : "no") + "</tr>\n";
+           bytes_cell(base + "peak_reserved_bytes", stage.peak_reserved_bytes);
+    if (bounded) {
+      out += stage.any_timing ? bytes_cell(base + "any_timing_peak_reserved_bytes",
+                                           stage.any_timing->peak_reserved_bytes)
+                              : text_cell("-");
+    }
+    out += text_cell(stage.fits ? "yes" : "no") + "</tr>\n";
   }
   return out + "</table>\n";
 }

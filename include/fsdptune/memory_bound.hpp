@@ -74,14 +74,8 @@ ChunkAnyTimingExcess chunk_any_timing_excess(const Program& program, const Chunk
 // peaks taken at any timing of its Program (docs/parallelism.md "Peak memory at any
 // timing"): the stage's predicted peaks plus its chunks' ChunkAnyTimingExcess. The
 // activations in flight follow the rank's action order, which no timing changes.
-struct StageAnyTiming {
-  int rank = 0;
-  std::int64_t peak_allocated_bytes = 0;
-  std::int64_t peak_reserved_bytes = 0;
-  bool operator==(const StageAnyTiming&) const = default;
-};
-// By rank. `excess`: one per chunk (pipeline_chunks order: chunk c on rank c % pp), as
-// chunk_any_timing_excess gives them.
+// (StageAnyTiming is in pipeline.hpp, where reports take it too.) By rank. `excess`: one per chunk
+// (pipeline_chunks order: chunk c on rank c % pp), as chunk_any_timing_excess gives them.
 std::vector<StageAnyTiming> pipeline_any_timing(const std::vector<StageResult>& stages,
                                                 const std::vector<ChunkAnyTimingExcess>& excess);
 // Of a simulated pipeline (its chunk Programs and times) and of a pipeline schedule (its
@@ -97,5 +91,9 @@ std::int64_t largest_any_timing_reserved_bytes(const std::vector<StageAnyTiming>
 // pipelined schedule, whose stage peaks are composed from its chunks (no bound yet), or
 // one without tasks. REQUIRES: a schedule schedule_from_json accepted.
 std::optional<ReportAnyTiming> schedule_any_timing(const ScheduleFile& schedule);
+
+// Sets what `fsdptune report` shows at any timing of `entry.schedule`: any_timing
+// (schedule_any_timing) and, for a pipeline, stage_any_timing (pipeline_any_timing).
+void set_report_any_timing(ReportEntry& entry);
 
 }  // namespace fsdptune

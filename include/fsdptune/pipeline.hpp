@@ -118,6 +118,15 @@ struct StageResult {
   bool operator==(const StageResult&) const = default;
 };
 
+// A stage's peaks at any timing of its chunks' Programs (pipeline_any_timing in
+// memory_bound.hpp; docs/parallelism.md "Peak memory at any timing").
+struct StageAnyTiming {
+  int rank = 0;
+  std::int64_t peak_allocated_bytes = 0;
+  std::int64_t peak_reserved_bytes = 0;
+  bool operator==(const StageAnyTiming&) const = default;
+};
+
 struct PipelineResult {
   double step_time_s = 0;  // the slowest rank's end
   // 1 - (sum of busy time) / (stages * makespan of the actions): the idle share of the

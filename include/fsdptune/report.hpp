@@ -40,9 +40,12 @@ struct ReportEntry {
   std::string source;  // the file the schedule came from; labels the schedule in reports
   ScheduleFile schedule;
   std::optional<MeasuredResult> measured;
-  // The tuned plan's peaks at any timing; none for a pipelined schedule (no bound yet) or
-  // when the caller did not compute them.
+  // The tuned plan's peaks at any timing; none for a pipelined schedule or when the caller
+  // did not compute them.
   std::optional<ReportAnyTiming> any_timing;
+  // A pipelined schedule's stages at any timing (pipeline_any_timing), one per stage by
+  // rank; empty when the caller did not compute them.
+  std::vector<StageAnyTiming> stage_any_timing;
   bool operator==(const ReportEntry&) const = default;
 };
 
@@ -141,6 +144,7 @@ struct ReportStage {
   std::int64_t peak_allocated_bytes = 0;
   std::int64_t peak_reserved_bytes = 0;
   bool fits = false;  // peak_reserved_bytes <= the schedule's memory_limit_bytes
+  std::optional<StageAnyTiming> any_timing;  // ReportEntry::stage_any_timing's, if given
   bool operator==(const ReportStage&) const = default;
 };
 
@@ -171,8 +175,8 @@ struct ScheduleReport {
   std::vector<ReportStage> stages;
   // The Pareto front the tuner explored (ScheduleFile::pareto); empty when none was stored.
   std::vector<ParetoPoint> pareto;
-  // ReportEntry::any_timing, and whether its reserved estimate is within
-  // memory_limit_bytes (what `tune --fit any-timing` asks of a plan).
+  // ReportEntry::any_timing, and whether its reserved estimate (a pipeline: every stage's
+  // at any timing) is within memory_limit_bytes (what `tune --fit any-timing` asks).
   std::optional<ReportAnyTiming> any_timing;
   bool fits_at_any_timing = false;
   std::optional<MeasuredComparison> measured;

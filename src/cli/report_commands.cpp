@@ -88,7 +88,7 @@ void run_report(const ReportCommandOptions& options) {
     ReportEntry entry;
     entry.source = path;
     entry.schedule = schedule_from_json(read_json_file(path), path);
-    entry.any_timing = schedule_any_timing(entry.schedule);
+    set_report_any_timing(entry);
     entries.push_back(std::move(entry));
   }
   attach_measured(entries, options.measured);

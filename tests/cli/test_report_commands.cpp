@@ -245,7 +245,22 @@ TEST_CASE("report --html draws a pipelined schedule's actions, a row per stage",
     REQUIRE(json.contains(pointer));
     CHECK(json.at(pointer).dump() == figure->attribute("data-value"));
   }
-  CHECK(stage_cells == 2 * 5);  // busy, end, in flight, peak allocated, peak reserved
+  // busy, end, in flight, peak allocated, peak reserved, reserved at any timing
+  CHECK(stage_cells == 2 * 6);
+  // Each stage at any timing as `simulate --plan` bounds it, and the largest in a line.
+  const auto simulated = run_fsdptune("simulate --plan " + schedule + " --json");
+  REQUIRE(simulated.exit_code == 0);
+  const nlohmann::json simulation = nlohmann::json::parse(simulated.out);
+  for (std::size_t r = 0; r < 2; ++r) {
+    CHECK(stages[r]["any_timing_peak_reserved_bytes"] ==
+          simulation["any_timing_stages"][r]["peak_reserved_bytes"]);
+    CHECK(stages[r]["any_timing_peak_allocated_bytes"] ==
+          simulation["any_timing_stages"][r]["peak_allocated_bytes"]);
+  }
+  const auto text = run_fsdptune("report " + schedule);
+  CHECK_THAT(text.out, Catch::Contains("  tuned pipeline at any timing: ") &&
+                           Catch::Contains("within the 75.2 GiB limit at every timing") &&
+                           Catch::Contains(" any timing "));
   // The same bytes again.
   const auto second = run_fsdptune("report " + schedule + " --html " + dir + "/b.html");
   REQUIRE(second.exit_code == 0);

@@ -271,8 +271,9 @@ TEST_CASE("the report JSON round-trips and names a bad field", "[report]") {
   Report pipelined = report;
   pipelined.schedules[0].bubble_fraction = 0.25;
   pipelined.schedules[0].send_s = 3e-4;
-  pipelined.schedules[0].stages = {{0, 1.5, 2.0, 7, 1000, 1200, true},
-                                   {1, 1.25, 2.5, 3, 900, 5000, false}};
+  pipelined.schedules[0].stages = {
+      {0, 1.5, 2.0, 7, 1000, 1200, true, std::nullopt},
+      {1, 1.25, 2.5, 3, 900, 5000, false, StageAnyTiming{1, 950, 5200}}};
   pipelined.schedules[0].pareto = {{2.5, 800, "min-memory", 950}, {2.0, 1000, "tuned", 1200}};
   const nlohmann::json pipelined_json = report_to_json(pipelined);
   CHECK(pipelined_json["schedules"][0]["pipeline"]["stages"][1]["fits"] == false);

@@ -31,7 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     measured.schedule_hash = hashes[reference];
     // `report --measured`: attached by its hash, nothing else checked first.
     fuzz::expect_errors([&] {
-      fuzz::render_reports({ReportEntry{"schedule.json", schedule, measured, std::nullopt}});
+      fuzz::render_reports({ReportEntry{"schedule.json", schedule, measured, std::nullopt, {}}});
     });
     // `compare`.
     const Comparison comparison = compare(schedule, measured, source);
