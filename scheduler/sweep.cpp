@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "fsdptune/error.hpp"
+#include "fsdptune/memory_bound.hpp"
 #include "fsdptune/plans.hpp"
 #include "fsdptune/program.hpp"
 #include "fsdptune/simulator.hpp"
@@ -233,11 +234,15 @@ ChunkPlanning least_memory_planning(const JobSpec& job, KeepGatheredChoice choic
 // the workload of a model with as many layers as the largest chunk, each distinct chunk
 // lowered (Lowerer: compute costs once for both plannings, no task names) and simulated
 // once per planning (tested against simulate_pipelined_job).
+// With `first_at_any_timing` the first planning fits when its stages do at any timing
+// (pipeline_any_timing); the second, a test of whether any plan could fit, is judged at
+// the predicted timing (a lower bound of its bound).
 std::vector<SweepCandidate> evaluate_plannings(const ModelSpec& model, const JobSpec& job,
                                                const CostModel& costs,
                                                std::int64_t memory_limit_bytes,
                                                const ChunkPlanning& first,
-                                               const ChunkPlanning* second_if_over) {
+                                               const ChunkPlanning* second_if_over,
+                                               bool first_at_any_timing = false) {
   std::vector<SweepCandidate> out(1);
   out.front().job = job;
   const std::int64_t chunk_count = job.pp * job.virtual_stages;
@@ -307,7 +312,8 @@ std::vector<SweepCandidate> evaluate_plannings(const ModelSpec& model, const Job
   options.record_timeline = false;
   Program program;
   SimWorkspace workspace;
-  const auto evaluate = [&](const ChunkPlanning& planning, SweepCandidate& candidate) {
+  const auto evaluate = [&](const ChunkPlanning& planning, SweepCandidate& candidate,
+                            bool at_any_timing) {
     PipelineSimulation sim;
     sim.spec.stages = static_cast<int>(job.pp);
     sim.spec.virtual_stages = static_cast<int>(job.virtual_stages);
@@ -315,6 +321,7 @@ std::vector<SweepCandidate> evaluate_plannings(const ModelSpec& model, const Job
     sim.spec.steps = static_cast<int>(job.pipeline_steps);
     sim.spec.schedule = job.pp_schedule;
     std::vector<ChunkTimes> times;
+    std::vector<ChunkAnyTimingExcess> excess;
     for (Distinct& chunk : distinct) {
       Plan plan = planning.planner(chunk.workload);
       if (planning.keep_gathered) {
@@ -324,6 +331,7 @@ std::vector<SweepCandidate> evaluate_plannings(const ModelSpec& model, const Job
       const SimResult result = simulate(program, options, workspace);
       times.push_back(chunk_times(chunk.workload, program, result, planning.keep_gathered,
                                   chunk.lowerer->compute()));
+      if (at_any_timing) excess.push_back(chunk_any_timing_excess(program, times.back()));
     }
     for (const std::size_t kind : chunk_kind) sim.spec.chunks.push_back(times[kind]);
     sim.spec.send_s = sends.send_s;
@@ -347,12 +355,24 @@ std::vector<SweepCandidate> evaluate_plannings(const ModelSpec& model, const Job
           fmt::format("peak reserved {} > limit {}", format_bytes(candidate.peak_reserved_bytes),
                       format_bytes(memory_limit_bytes));
     }
+    if (at_any_timing) {
+      std::vector<ChunkAnyTimingExcess> by_chunk;
+      for (const std::size_t kind : chunk_kind) by_chunk.push_back(excess[kind]);
+      candidate.any_timing_reserved_bytes =
+          largest_any_timing_reserved_bytes(pipeline_any_timing(sim.result.stages, by_chunk));
+      if (candidate.fits && candidate.any_timing_reserved_bytes > memory_limit_bytes) {
+        candidate.fits = false;
+        candidate.rejected = fmt::format("peak reserved at any timing {} > limit {}",
+                                         format_bytes(candidate.any_timing_reserved_bytes),
+                                         format_bytes(memory_limit_bytes));
+      }
+    }
   };
-  evaluate(first, out.front());
+  evaluate(first, out.front(), first_at_any_timing);
   if (second_if_over != nullptr && !out.front().fits) {
     out.emplace_back();
     out.back().job = job;
-    evaluate(*second_if_over, out.back());
+    evaluate(*second_if_over, out.back(), false);
   }
   return out;
 }
@@ -360,10 +380,12 @@ std::vector<SweepCandidate> evaluate_plannings(const ModelSpec& model, const Job
 }  // namespace
 
 SweepCandidate evaluate_job(const ModelSpec& model, const JobSpec& job, const CostModel& costs,
-                            std::int64_t memory_limit_bytes, KeepGatheredChoice keep_gathered) {
-  SweepCandidate candidate = evaluate_plannings(model, job, costs, memory_limit_bytes,
-                                                fsdp2_planning(job, keep_gathered), nullptr)
-                                 .front();
+                            std::int64_t memory_limit_bytes, KeepGatheredChoice keep_gathered,
+                            bool fit_at_any_timing) {
+  SweepCandidate candidate =
+      evaluate_plannings(model, job, costs, memory_limit_bytes, fsdp2_planning(job, keep_gathered),
+                         nullptr, fit_at_any_timing)
+          .front();
   candidate.fsdp2_step_time_s = candidate.step_time_s;
   return candidate;
 }
@@ -430,10 +452,10 @@ SweepResult sweep(const ModelSpec& model, const CostModel& costs, const SweepOpt
   std::vector<char> could_fit(jobs.size(), 0);
   for_each_index(jobs.size(), options.threads, [&](std::size_t i) {
     const ChunkPlanning least_memory = least_memory_planning(jobs[i], options.keep_gathered);
-    std::vector<SweepCandidate> evaluated =
-        evaluate_plannings(model, jobs[i], costs, result.memory_limit_bytes,
-                           fsdp2_planning(jobs[i], options.keep_gathered),
-                           options.tune_top < 0 ? &least_memory : nullptr);
+    std::vector<SweepCandidate> evaluated = evaluate_plannings(
+        model, jobs[i], costs, result.memory_limit_bytes,
+        fsdp2_planning(jobs[i], options.keep_gathered),
+        options.tune_top < 0 ? &least_memory : nullptr, options.fit_at_any_timing);
     candidates[i] = std::move(evaluated.front());
     candidates[i].fsdp2_step_time_s = candidates[i].step_time_s;
     if (evaluated.size() > 1) {
@@ -469,6 +491,7 @@ SweepResult sweep(const ModelSpec& model, const CostModel& costs, const SweepOpt
   tuner_options.max_evaluations = options.tune_evaluations;
   tuner_options.step_time_tolerance = options.step_time_tolerance;
   tuner_options.keep_gathered = options.keep_gathered;
+  tuner_options.fit_at_any_timing = options.fit_at_any_timing;
   tuner_options.threads = 1;
   std::vector<std::int64_t> plans_evaluated(to_tune.size(), 0);
   // The best tuned configuration so far (ranking order) and its search: kept for one
@@ -501,6 +524,10 @@ SweepResult sweep(const ModelSpec& model, const CostModel& costs, const SweepOpt
             std::max(tuned.peak_allocated_bytes, stage.peak_allocated_bytes);
       }
       tuned.derived_from = pipeline.derived_from;
+      if (options.fit_at_any_timing) {
+        tuned.any_timing_reserved_bytes =
+            largest_any_timing_reserved_bytes(pipeline.best_any_timing);
+      }
     } else {
       const TunerResult& single = *tuning.single;
       plans_evaluated[k] = single.plans_evaluated;
@@ -512,16 +539,22 @@ SweepResult sweep(const ModelSpec& model, const CostModel& costs, const SweepOpt
       tuned.peak_reserved_bytes = single.best.peak_reserved_bytes;
       tuned.peak_allocated_bytes = single.best.peak_allocated_bytes;
       tuned.derived_from = single.derived_from;
+      tuned.any_timing_reserved_bytes = single.best_any_timing_reserved_bytes;
     }
     // The tuned figures replace fsdp2's when they fit and are not slower (the tuners keep
     // fsdp2 among their candidates and judge fit as the sweep does, so a slower tuned
     // plan would be a bug of theirs; the row then keeps its fsdp2 figures).
-    const bool fits = tuner_fits && tuned.peak_reserved_bytes <= result.memory_limit_bytes;
+    const bool fits = tuner_fits && (options.fit_at_any_timing
+                                         ? tuned.any_timing_reserved_bytes
+                                         : tuned.peak_reserved_bytes) <= result.memory_limit_bytes;
     if (!fits || (candidate.fits && tuned.step_time_s > candidate.step_time_s)) {
       if (!candidate.fits) {
-        candidate.rejected += fmt::format("; tuned: peak reserved {}, allocated {}",
-                                          format_bytes(tuned.peak_reserved_bytes),
-                                          format_bytes(tuned.peak_allocated_bytes));
+        candidate.rejected += fmt::format(
+            "; tuned: peak reserved {}, allocated {}{}", format_bytes(tuned.peak_reserved_bytes),
+            format_bytes(tuned.peak_allocated_bytes),
+            options.fit_at_any_timing ? fmt::format(", reserved at any timing {}",
+                                                    format_bytes(tuned.any_timing_reserved_bytes))
+                                      : "");
       }
       report(true, static_cast<std::int64_t>(to_tune.size()));
       return;

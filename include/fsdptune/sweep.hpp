@@ -70,6 +70,10 @@ struct SweepOptions {
   // least-memory simulations' choice under it (baseline_keep_gathered,
   // allowed_keep_gathered): kTorchtitan ranks what torchtitan runs unchanged.
   KeepGatheredChoice keep_gathered = KeepGatheredChoice::kAny;
+  // `sweep --fit any-timing`: a configuration fits when every stage's reserved peak at any
+  // timing of its chunks' Programs (pipeline_any_timing) is within the limit, fsdp2's as
+  // its tuned plans' (TunerOptions::fit_at_any_timing), not only at the predicted timing.
+  bool fit_at_any_timing = false;
   int threads = 1;  // configurations evaluated / tuned at once, one per thread
   // Called from worker threads (serialized) after each configuration of each phase.
   std::function<void(const SweepProgress&)> progress;
@@ -89,6 +93,9 @@ struct SweepCandidate {
   bool tuned = false;
   std::string derived_from;      // where the tuned search started ("" when not tuned)
   double fsdp2_step_time_s = 0;  // fsdp2 per chunk (0 when the state alone was too large)
+  // With SweepOptions::fit_at_any_timing: the largest stage's reserved peak at any timing
+  // of the plans above, what `fits` was judged by; 0 otherwise (and when not simulated).
+  std::int64_t any_timing_reserved_bytes = 0;
   bool operator==(const SweepCandidate&) const = default;
 };
 
@@ -146,10 +153,12 @@ std::vector<JobSpec> sweep_jobs(const ModelSpec& model, const HardwareSpec& hard
                                 const SweepOptions& options, SweepSkips* skipped = nullptr);
 
 // Simulates one job (per-chunk fsdp2 plans, kept gathered as baseline_keep_gathered says
-// under `keep_gathered`) into a candidate, fits or not.
+// under `keep_gathered`) into a candidate, fits or not (at any timing with
+// `fit_at_any_timing`, SweepOptions').
 SweepCandidate evaluate_job(const ModelSpec& model, const JobSpec& job, const CostModel& costs,
                             std::int64_t memory_limit_bytes,
-                            KeepGatheredChoice keep_gathered = KeepGatheredChoice::kAny);
+                            KeepGatheredChoice keep_gathered = KeepGatheredChoice::kAny,
+                            bool fit_at_any_timing = false);
 
 SweepResult sweep(const ModelSpec& model, const CostModel& costs, const SweepOptions& options);
 

@@ -336,6 +336,14 @@ KeepGatheredChoice parse_keep_gathered(const std::string& text, const std::strin
                   fmt::format("unknown value '{}' (expected any, yes, no or torchtitan)", text));
 }
 
+bool parse_fit_at_any_timing(const std::string& text) {
+  if (text != "predicted" && text != "any-timing") {
+    throw_bad_input("--fit",
+                    fmt::format("unknown value '{}' (expected predicted or any-timing)", text));
+  }
+  return text == "any-timing";
+}
+
 void require_pipelined_for_keep_gathered(const JobSpec& job) {
   if (!is_pipelined(job)) {
     throw_bad_input("--keep-gathered",

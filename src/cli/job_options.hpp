@@ -125,6 +125,15 @@ void add_plan_options(CLI::App* command, PlanOptions& options, bool with_plan = 
 // --keep-gathered's value (any, yes, no, torchtitan) named by `flag` on error (exit 2).
 KeepGatheredChoice parse_keep_gathered(const std::string& text, const std::string& flag);
 
+// --fit's value: false for predicted, true for any-timing (TunerOptions::
+// fit_at_any_timing); anything else is Error(kBadInput) naming --fit.
+bool parse_fit_at_any_timing(const std::string& text);
+// --fit's help text (tune and sweep).
+inline constexpr const char* kFitHelp =
+    "How a plan must fit under the memory limit: predicted (its reserved peak at the predicted "
+    "timing; default) or any-timing (at the worst order of starts and ends under any "
+    "durations)";
+
 // Error(kBadInput) naming --keep-gathered, given for a `job` that is not pipelined.
 void require_pipelined_for_keep_gathered(const JobSpec& job);
 

@@ -50,6 +50,10 @@ nlohmann::json candidate_json(const SweepCandidate& candidate) {
   json["tuned"] = candidate.tuned;
   if (candidate.tuned) json["derived_from"] = candidate.derived_from;
   json["fsdp2_step_time_s"] = candidate.fsdp2_step_time_s;
+  // sweep --fit any-timing: what `fits` was judged by (0 when not simulated).
+  if (candidate.any_timing_reserved_bytes > 0) {
+    json["any_timing_reserved_bytes"] = candidate.any_timing_reserved_bytes;
+  }
   if (!candidate.fits) json["rejected"] = candidate.rejected;
   return json;
 }
@@ -110,6 +114,7 @@ struct SweepCliOptions {
   std::string step_tolerance;         // FRACTION; empty = SweepOptions' default
   std::string tune_top = "all";       // "all" or K: which configurations are tuned
   std::string keep_gathered = "any";  // --keep-gathered: SweepOptions::keep_gathered
+  std::string fit = "predicted";      // --fit: SweepOptions::fit_at_any_timing
 };
 
 // The sweep's flag behind a job flag the sweep sets itself: the microbatches come from
@@ -232,6 +237,7 @@ void run_sweep(const SweepCliOptions& o) {
   }
   options.max_pp = o.max_pp;
   options.keep_gathered = parse_keep_gathered(o.keep_gathered, "--keep-gathered");
+  options.fit_at_any_timing = parse_fit_at_any_timing(o.fit);
   options.cp_degrees = parse_cp_degrees(cp);
   options.pp_first_stage_less_layers = o.pp_first_less.value_or(first_less);
   options.pp_last_stage_less_layers = o.pp_last_less.value_or(last_less);
@@ -358,6 +364,7 @@ void run_sweep(const SweepCliOptions& o) {
       tuner_options.max_evaluations = o.tune_evaluations;
       tuner_options.step_time_tolerance = options.step_time_tolerance;
       tuner_options.keep_gathered = options.keep_gathered;
+      tuner_options.fit_at_any_timing = options.fit_at_any_timing;
       tuner_options.threads = options.threads;
       tuned = tune_schedule(workload, hardware, *costs, tuner_options);
     }
@@ -392,6 +399,7 @@ void run_sweep(const SweepCliOptions& o) {
     if (!o.step_tolerance.empty()) {
       schedule.provenance.command += " --step-tolerance " + o.step_tolerance;
     }
+    if (options.fit_at_any_timing) schedule.provenance.command += " --fit any-timing";
     outputs.push_back({o.out, dump_json(schedule_to_json(schedule))});
     best_written =
         fmt::format("{} (schedule format version {}, {} from {})", o.out,
@@ -407,6 +415,8 @@ void run_sweep(const SweepCliOptions& o) {
     // Not simulated (the sharded state alone is too large) or simulated over the limit.
     ++reasons[candidate.rejected.rfind("sharded state", 0) == 0
                   ? "sharded state alone over the memory limit"
+              : candidate.rejected.rfind("peak reserved at any timing", 0) == 0
+                  ? "peak reserved memory at any timing over the limit"
                   : "simulated peak reserved memory over the limit"];
   }
   if (o.json) {
@@ -431,6 +441,7 @@ void run_sweep(const SweepCliOptions& o) {
                                 {"tuned", result.tuned},
                                 {"tune_evaluations", o.tune_evaluations},
                                 {"step_time_tolerance", options.step_time_tolerance},
+                                {"fit", o.fit},
                                 {"plans_evaluated", result.plans_evaluated},
                                 {"skipped_meshes", skipped.count},
                                 {"skipped_by_flag", skipped_by_flag(skipped)},
@@ -439,21 +450,25 @@ void run_sweep(const SweepCliOptions& o) {
     if (result.ranked.empty()) throw nothing_fits();
     return;
   }
-  fmt::print("{} on {} x {}, global batch {} sequences of {} tokens, memory limit {}\n", model.name,
-             o.gpus, hardware.id, options.global_batch_sequences, seq,
-             format_bytes(result.memory_limit_bytes));
+  fmt::print("{} on {} x {}, global batch {} sequences of {} tokens, memory limit {}{}\n",
+             model.name, o.gpus, hardware.id, options.global_batch_sequences, seq,
+             format_bytes(result.memory_limit_bytes),
+             options.fit_at_any_timing ? " at any timing (--fit any-timing)" : "");
   fmt::print("{} configurations simulated, {} fit; {} tuned ({} plans per chunk at most)\n\n",
              total, result.ranked.size(), result.tuned, o.tune_evaluations);
+  const bool any_timing = options.fit_at_any_timing;
   if (shown > 0) {  // no header over no rows when nothing fits
-    fmt::print("{:>3}  {:<62} {:>11} {:>13} {:>7} {:>7} {:>12}\n", "#", "configuration",
-               "step time", "tokens/s/GPU", "MFU", "bubble", "peak reserv");
+    fmt::print("{:>3}  {:<62} {:>11} {:>13} {:>7} {:>7} {:>12}{}\n", "#", "configuration",
+               "step time", "tokens/s/GPU", "MFU", "bubble", "peak reserv",
+               any_timing ? fmt::format(" {:>12}", "any timing") : "");
   }
   for (std::size_t i = 0; i < shown; ++i) {
     const SweepCandidate& c = result.ranked[i];
-    fmt::print("{:>3}  {:<62} {:>11} {:>13.1f} {:>6.1f}% {:>6.1f}% {:>12}\n", i + 1,
+    fmt::print("{:>3}  {:<62} {:>11} {:>13.1f} {:>6.1f}% {:>6.1f}% {:>12}{}\n", i + 1,
                config_label(c.job) + (c.tuned ? " tuned" : ""), format_seconds(c.step_time_s),
                c.tokens_per_s_per_gpu, 100.0 * c.mfu, 100.0 * c.bubble_fraction,
-               format_bytes(c.peak_reserved_bytes));
+               format_bytes(c.peak_reserved_bytes),
+               any_timing ? fmt::format(" {:>12}", format_bytes(c.any_timing_reserved_bytes)) : "");
   }
   // Meshes of one shard rank listed: torchtitan applies no fully_shard there; with TP or
   // PP they are ranked in fp32 (sweep_jobs), else in mixed precision as under autocast.
@@ -665,6 +680,7 @@ void register_sweep_commands(CLI::App& app) {
                         "each search takes, of the plans within this fraction of its fastest "
                         "(0.001 or 0.1%), the one that reserves the least (default 0.1%; 0 = "
                         "the fastest)");
+    command->add_option("--fit", options->fit, kFitHelp)->capture_default_str();
     command
         ->add_option("--keep-gathered", options->keep_gathered,
                      "pipelined configurations (PP, or gradient accumulation): any, yes "

@@ -271,11 +271,7 @@ void run_tune(const TuneOptions& options) {
   tuner_options.seed = options.seed;
   tuner_options.keep_gathered = parse_keep_gathered(options.keep_gathered, "--keep-gathered");
   if (options.keep_gathered != "any") require_pipelined_for_keep_gathered(job);
-  if (options.fit != "predicted" && options.fit != "any-timing") {
-    throw_bad_input(
-        "--fit", fmt::format("unknown value '{}' (expected predicted or any-timing)", options.fit));
-  }
-  tuner_options.fit_at_any_timing = options.fit == "any-timing";
+  tuner_options.fit_at_any_timing = parse_fit_at_any_timing(options.fit);
   // Progress on stderr once a search has run for a second: rewritten in place twice a
   // second on a terminal, a line every two seconds otherwise (logs).
   const bool terminal = isatty(fileno(stderr)) != 0;
@@ -592,10 +588,7 @@ void register_tune_commands(CLI::App& app) {
                    "reduce-scattered in each microbatch) or torchtitan (what it runs "
                    "unchanged: yes under PP, no without)")
       ->capture_default_str();
-  tune->add_option("--fit", options->fit,
-                   "How a plan must fit under the memory limit: predicted (its reserved peak at "
-                   "the predicted timing; default) or any-timing (at the worst order of starts "
-                   "and ends under any durations)");
+  tune->add_option("--fit", options->fit, kFitHelp);
   tune->add_flag("--json", options->json, "Print one JSON object instead of the table");
   tune->callback([options] { run_tune(*options); });
 }

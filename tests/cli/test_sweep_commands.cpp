@@ -320,6 +320,49 @@ TEST_CASE("sweep and pipeline: bad flags exit 2 naming the flag", "[cli][sweep]"
       "sweep --model tiny --gpus 8 --global-batch 8 --seq 256 --execution eager --async-tp");
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("--async-tp") != std::string::npos);
+  bad = run_fsdptune("sweep --model tiny --gpus 8 --global-batch 8 --seq 256 --fit always");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("--fit: unknown value 'always'") != std::string::npos);
+}
+
+TEST_CASE("sweep --fit any-timing ranks what fits at every timing, and writes its schedule",
+          "[cli][sweep]") {
+  // Tiny on 16 GPUs at 24 MiB (found probing: 38 configurations fit as predicted, 36 at any
+  // timing).
+  const std::string dir = make_temp_dir("sweep-any-timing");
+  const std::string sweep =
+      "sweep --model tiny --gpus 16 --global-batch 32 --seq 256 --memory-limit 24MiB "
+      "--tune-evaluations 60 --threads 2 --json";
+  const auto loose = run_fsdptune(sweep);
+  REQUIRE(loose.exit_code == 0);
+  const auto robust = run_fsdptune(sweep + " --fit any-timing --out " + dir + "/best.json");
+  INFO(robust.err);
+  REQUIRE(robust.exit_code == 0);
+  const nlohmann::json predicted = nlohmann::json::parse(loose.out);
+  const nlohmann::json safe = nlohmann::json::parse(robust.out);
+  CHECK(predicted["fit"] == "predicted");
+  CHECK(safe["fit"] == "any-timing");
+  CHECK(safe["fitting"].get<int>() < predicted["fitting"].get<int>());
+  CHECK_FALSE(predicted["top"][0].contains("any_timing_reserved_bytes"));
+  for (const nlohmann::json& row : safe["top"]) {
+    CHECK(row["any_timing_reserved_bytes"].get<std::int64_t>() <= 24 << 20);
+    CHECK(row["any_timing_reserved_bytes"].get<std::int64_t>() >=
+          row["peak_reserved_bytes"].get<std::int64_t>());
+  }
+  // The written winner is bounded the same way by `simulate --plan`, and says how it was
+  // searched.
+  const nlohmann::json best = fsdptune::read_json_file(dir + "/best.json");
+  CHECK_THAT(best["provenance"]["command"].get<std::string>(), Catch::EndsWith("--fit any-timing"));
+  const auto replay = run_fsdptune("simulate --plan " + dir + "/best.json --json");
+  REQUIRE(replay.exit_code == 0);
+  const nlohmann::json replayed = nlohmann::json::parse(replay.out);
+  CHECK(replayed["any_timing_reserved_bytes"] == safe["top"][0]["any_timing_reserved_bytes"]);
+  // The table has the column.
+  const auto text = run_fsdptune(
+      "sweep --model tiny --gpus 16 --global-batch 32 --seq 256 --memory-limit 24MiB "
+      "--tune-evaluations 60 --threads 2 --fit any-timing");
+  CHECK_THAT(text.out, Catch::Contains("memory limit 24.0 MiB at any timing (--fit any-timing)") &&
+                           Catch::Contains(" any timing\n"));
 }
 
 TEST_CASE("sweep counts what it skips by the flag at fault", "[cli][sweep]") {

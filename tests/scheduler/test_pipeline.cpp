@@ -1095,6 +1095,18 @@ TEST_CASE("the sweep's evaluation (distinct chunks simulated once) equals the fu
       peak = std::max(peak, stage.peak_reserved_bytes);
     }
     CHECK(candidate.peak_reserved_bytes == peak);
+    // At any timing too: the distinct chunks' Programs bound as the whole model's.
+    CHECK(candidate.any_timing_reserved_bytes == 0);
+    const SweepCandidate bounded =
+        evaluate_job(model, job, *costs, 80LL << 30, KeepGatheredChoice::kAny, true);
+    CHECK(bounded.any_timing_reserved_bytes ==
+          largest_any_timing_reserved_bytes(pipeline_any_timing(full)));
+    CHECK(bounded.any_timing_reserved_bytes >= peak);
+    // Judged by it: a limit between the two fits only as predicted.
+    if (bounded.any_timing_reserved_bytes > peak) {
+      CHECK_FALSE(evaluate_job(model, job, *costs, peak, KeepGatheredChoice::kAny, true).fits);
+      CHECK(evaluate_job(model, job, *costs, peak).fits);
+    }
   }
 }
 
@@ -1331,6 +1343,28 @@ TEST_CASE("the sweep tunes in parallel to the same result, and its figures are t
   tuner_options.max_evaluations = options.tune_evaluations;
   tuner_options.memory_limit_bytes = one.memory_limit_bytes;
   CHECK(tune_configuration(build_workload(model, winner.job), *costs, tuner_options) == search);
+
+  // --fit any-timing at 24 MiB: every ranked row, fsdp2's or tuned, within the limit at any
+  // timing, and configurations that fit as predicted left out (found probing: 38 fit as
+  // predicted, 36 at any timing); the same with 2 threads.
+  options.tune_top = -1;
+  options.memory_limit_bytes = 24LL << 20;
+  const SweepResult loose = sweep(model, *costs, options);
+  options.fit_at_any_timing = true;
+  const SweepResult robust = sweep(model, *costs, options);
+  options.threads = 1;
+  CHECK(sweep(model, *costs, options) == robust);
+  REQUIRE_FALSE(robust.ranked.empty());
+  for (const SweepCandidate& row : robust.ranked) {
+    INFO(row.job.pp << " " << row.job.microbatches << " tuned " << row.tuned);
+    CHECK(row.any_timing_reserved_bytes >= row.peak_reserved_bytes);
+    CHECK(row.any_timing_reserved_bytes <= options.memory_limit_bytes);
+  }
+  for (const SweepCandidate& row : loose.ranked) CHECK(row.any_timing_reserved_bytes == 0);
+  CHECK(robust.ranked.size() < loose.ranked.size());
+  CHECK(std::any_of(robust.rejected.begin(), robust.rejected.end(), [](const SweepCandidate& c) {
+    return c.rejected.find("at any timing") != std::string::npos;
+  }));
 }
 
 TEST_CASE("a chunk kept gathered pays each backward's gradient accumulation", "[pipeline]") {
