@@ -213,8 +213,8 @@ Comparison compare(const ScheduleFile& schedule, const MeasuredResult& measured,
       compare_values(static_cast<double>(predicted.peak_allocated_bytes),
                      static_cast<double>(measured.peak_allocated_bytes));
   if (!schedule.pipeline) {
-    comparison.any_timing_peak_allocated_bytes =
-        any_timing_peak(schedule.program).peak_allocated_bytes;
+    const std::int64_t bound = any_timing_peak(schedule.program).peak_allocated_bytes;
+    if (bound > 0) comparison.any_timing_peak_allocated_bytes = bound;
   }
 
   if (schedule.pipeline) {
@@ -315,8 +315,8 @@ nlohmann::json comparison_to_json(const Comparison& comparison) {
                          {"stages", stages}};
   if (!comparison.stages.empty()) json["actions_differing_most"] = actions;
   if (!comparison.rank_compute_s.empty()) json["rank_compute_s"] = comparison.rank_compute_s;
-  if (comparison.any_timing_peak_allocated_bytes > 0) {
-    json["any_timing_peak_allocated_bytes"] = comparison.any_timing_peak_allocated_bytes;
+  if (comparison.any_timing_peak_allocated_bytes) {
+    json["any_timing_peak_allocated_bytes"] = *comparison.any_timing_peak_allocated_bytes;
   }
   // Only under context parallelism: comparisons without it keep their text.
   if (comparison.cp != 1) json["mesh"]["cp"] = comparison.cp;
@@ -347,13 +347,13 @@ void print_comparison(std::ostream& out, const Comparison& c) {
              format_bytes(static_cast<std::int64_t>(c.peak_allocated_bytes.predicted)),
              format_bytes(static_cast<std::int64_t>(c.peak_allocated_bytes.measured)),
              percent(c.peak_allocated_bytes.relative_error));
-  if (c.any_timing_peak_allocated_bytes > 0) {
+  if (c.any_timing_peak_allocated_bytes) {
     // The measured peak depends on the real order of starts and ends; under any order it
     // stays within the bound, unless the replay allocates what the Program does not.
-    const bool within =
-        c.peak_allocated_bytes.measured <= static_cast<double>(c.any_timing_peak_allocated_bytes);
-    fmt::print(out, "{:<16} {:>12} {:>12} {:>9}\n", "  any timing",
-               format_bytes(c.any_timing_peak_allocated_bytes), "", within ? "within" : "ABOVE");
+    const std::int64_t bound = *c.any_timing_peak_allocated_bytes;
+    const bool within = c.peak_allocated_bytes.measured <= static_cast<double>(bound);
+    fmt::print(out, "{:<16} {:>12} {:>12} {:>9}\n", "  any timing", format_bytes(bound), "",
+               within ? "within" : "ABOVE");
     if (!within) {
       fmt::print(out,
                  "the measured peak is above what the schedule's Program can allocate at any "
