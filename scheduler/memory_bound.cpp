@@ -388,22 +388,4 @@ std::int64_t largest_any_timing_reserved_bytes(const std::vector<StageAnyTiming>
   return peak;
 }
 
-std::optional<ReportAnyTiming> schedule_any_timing(const ScheduleFile& schedule) {
-  if (schedule.pipeline || schedule.program.tasks.empty()) return std::nullopt;
-  const AnyTimingPeak peak = any_timing_peak(schedule.program);
-  ReportAnyTiming bound;
-  bound.peak_allocated_bytes = peak.peak_allocated_bytes;
-  bound.peak_reserved_bytes = any_timing_reserved_bytes(schedule.program);
-  bound.peak_breakdown = peak.breakdown;
-  bound.state = describe_any_timing_state(schedule.program, peak);
-  return bound;
-}
-
-void set_report_any_timing(ReportEntry& entry) {
-  entry.any_timing = schedule_any_timing(entry.schedule);
-  entry.stage_any_timing.clear();
-  if (entry.schedule.pipeline)
-    entry.stage_any_timing = pipeline_any_timing(*entry.schedule.pipeline);
-}
-
 }  // namespace fsdptune

@@ -266,6 +266,7 @@ std::vector<SweepCandidate> evaluate_plannings(const ModelSpec& model, const Job
   if (state_bytes > memory_limit_bytes) {
     out.front().rejected = fmt::format("sharded state {} > limit {}", format_bytes(state_bytes),
                                        format_bytes(memory_limit_bytes));
+    out.front().rejection = SweepRejection::kShardedState;
     return out;
   }
   // The distinct chunks: (holds the embedding, blocks, holds the output), each with its
@@ -354,6 +355,7 @@ std::vector<SweepCandidate> evaluate_plannings(const ModelSpec& model, const Job
       candidate.rejected =
           fmt::format("peak reserved {} > limit {}", format_bytes(candidate.peak_reserved_bytes),
                       format_bytes(memory_limit_bytes));
+      candidate.rejection = SweepRejection::kPeak;
     }
     if (at_any_timing) {
       std::vector<ChunkAnyTimingExcess> by_chunk;
@@ -365,6 +367,7 @@ std::vector<SweepCandidate> evaluate_plannings(const ModelSpec& model, const Job
         candidate.rejected = fmt::format("peak reserved at any timing {} > limit {}",
                                          format_bytes(candidate.any_timing_reserved_bytes),
                                          format_bytes(memory_limit_bytes));
+        candidate.rejection = SweepRejection::kPeakAtAnyTiming;
       }
     }
   };
@@ -549,18 +552,26 @@ SweepResult sweep(const ModelSpec& model, const CostModel& costs, const SweepOpt
                                          : tuned.peak_reserved_bytes) <= result.memory_limit_bytes;
     if (!fits || (candidate.fits && tuned.step_time_s > candidate.step_time_s)) {
       if (!candidate.fits) {
+        // Under --fit any-timing the tuned plan's bound where it has one (0: not computed,
+        // its predicted peak being over already), and the row counted as one whose search
+        // found no plan within the limit at every timing (the search ranks plans over the
+        // limit by mixed measures: its pick may be over as predicted where another plan
+        // is not).
+        const bool bounded = options.fit_at_any_timing && tuned.any_timing_reserved_bytes > 0;
         candidate.rejected += fmt::format(
             "; tuned: peak reserved {}, allocated {}{}", format_bytes(tuned.peak_reserved_bytes),
             format_bytes(tuned.peak_allocated_bytes),
-            options.fit_at_any_timing ? fmt::format(", reserved at any timing {}",
-                                                    format_bytes(tuned.any_timing_reserved_bytes))
-                                      : "");
+            bounded ? fmt::format(", reserved at any timing {}",
+                                  format_bytes(tuned.any_timing_reserved_bytes))
+                    : "");
+        if (options.fit_at_any_timing) candidate.rejection = SweepRejection::kPeakAtAnyTiming;
       }
       report(true, static_cast<std::int64_t>(to_tune.size()));
       return;
     }
     tuned.fits = true;
     tuned.rejected.clear();
+    tuned.rejection = SweepRejection::kNone;
     tuned.tuned = true;
     candidate = std::move(tuned);
     {

@@ -782,7 +782,9 @@ Report report_from_json(const nlohmann::json& json, const std::string& source) {
                           field<std::int64_t>(stages[r], "peak_reserved_bytes", at),
                           field<bool>(stages[r], "fits", at),
                           std::nullopt};
-        if (stages[r].contains("any_timing_peak_reserved_bytes")) {
+        // Both or neither (one alone is refused, naming the other).
+        if (stages[r].contains("any_timing_peak_reserved_bytes") ||
+            stages[r].contains("any_timing_peak_allocated_bytes")) {
           stage.any_timing = StageAnyTiming{
               stage.rank, field<std::int64_t>(stages[r], "any_timing_peak_allocated_bytes", at),
               field<std::int64_t>(stages[r], "any_timing_peak_reserved_bytes", at)};
@@ -805,15 +807,23 @@ Report report_from_json(const nlohmann::json& json, const std::string& source) {
       }
     }
     if (s.contains("any_timing")) {
-      const nlohmann::json& a = s.at("any_timing");
+      const nlohmann::json& bound_json = s.at("any_timing");
       const std::string at = where + "/any_timing";
       ReportAnyTiming bound;
-      bound.peak_allocated_bytes = field<std::int64_t>(a, "peak_allocated_bytes", at);
-      bound.peak_reserved_bytes = field<std::int64_t>(a, "peak_reserved_bytes", at);
-      bound.peak_breakdown = breakdown_from_json(a, at);
-      bound.state = field<std::string>(a, "state", at);
+      bound.peak_allocated_bytes = field<std::int64_t>(bound_json, "peak_allocated_bytes", at);
+      bound.peak_reserved_bytes = field<std::int64_t>(bound_json, "peak_reserved_bytes", at);
+      bound.peak_breakdown = breakdown_from_json(bound_json, at);
+      bound.state = field<std::string>(bound_json, "state", at);
+      // A verdict is its figures': one that says otherwise is refused.
+      schedule.fits_at_any_timing = bound.peak_reserved_bytes <= schedule.memory_limit_bytes;
+      if (field<bool>(bound_json, "fits", at) != schedule.fits_at_any_timing) {
+        throw_bad_input(at + "/fits",
+                        fmt::format("is {}, but peak_reserved_bytes {} against memory_limit_bytes "
+                                    "{} says {}",
+                                    !schedule.fits_at_any_timing, bound.peak_reserved_bytes,
+                                    schedule.memory_limit_bytes, schedule.fits_at_any_timing));
+      }
       schedule.any_timing = std::move(bound);
-      schedule.fits_at_any_timing = field<bool>(a, "fits", at);
     }
     if (!s.contains("measured")) throw_bad_input(where + "/measured", "missing field");
     if (!s.at("measured").is_null()) {

@@ -1102,6 +1102,13 @@ void check_pipeline(const SchedulePipeline& pipeline, const Workload& workload,
   const bool any_actions = std::any_of(pipeline.stages.begin(), pipeline.stages.end(),
                                        [](const ScheduleStage& s) { return !s.actions.empty(); });
   for (std::size_t r = 0; r < pipeline.stages.size(); ++r) {
+    // Stages by rank: a stage's chunks are found by its rank (found by review: a rank out
+    // of range loaded, and the report's bound at any timing then left its chunks out).
+    if (pipeline.stages[r].rank != static_cast<int>(r)) {
+      throw_bad_input(where(indexed("pipeline.stages", r) + ".rank"),
+                      fmt::format("is {}, but stage {} is rank {} (stages by rank)",
+                                  pipeline.stages[r].rank, r, r));
+    }
     const std::string path = where(indexed("pipeline.stages", r) + ".actions");
     if (any_actions && pipeline.stages[r].actions.empty()) {
       throw_bad_input(path,

@@ -19,12 +19,11 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <vector>
 
+#include "fsdptune/pipeline.hpp"
 #include "fsdptune/program.hpp"
-#include "fsdptune/report.hpp"
 #include "fsdptune/schedule.hpp"
 #include "fsdptune/simulator.hpp"
 
@@ -85,15 +84,5 @@ std::vector<StageAnyTiming> pipeline_any_timing(const SchedulePipeline& pipeline
 // The largest stage reserved peak at any timing: what `tune --fit any-timing` compares
 // with the limit for a pipelined job.
 std::int64_t largest_any_timing_reserved_bytes(const std::vector<StageAnyTiming>& stages);
-
-// The tuned plan's peaks at any timing as `fsdptune report` shows them (ReportEntry::
-// any_timing; the simulator's default allocator options, as `simulate --plan`): none for a
-// pipelined schedule, whose stage peaks are composed from its chunks (no bound yet), or
-// one without tasks. REQUIRES: a schedule schedule_from_json accepted.
-std::optional<ReportAnyTiming> schedule_any_timing(const ScheduleFile& schedule);
-
-// Sets what `fsdptune report` shows at any timing of `entry.schedule`: any_timing
-// (schedule_any_timing) and, for a pipeline, stage_any_timing (pipeline_any_timing).
-void set_report_any_timing(ReportEntry& entry);
 
 }  // namespace fsdptune

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "fsdptune/cost_model.hpp"
-#include "fsdptune/memory_bound.hpp"
 #include "fsdptune/pipeline.hpp"
 #include "fsdptune/tuner.hpp"
 #include "fsdptune/workload.hpp"

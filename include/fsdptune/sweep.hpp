@@ -79,10 +79,21 @@ struct SweepOptions {
   std::function<void(const SweepProgress&)> progress;
 };
 
+// Why a configuration was not ranked (SweepCandidate::rejection).
+enum class SweepRejection {
+  kNone,          // it fits
+  kShardedState,  // its sharded state alone is over the limit (not simulated)
+  kPeak,          // its (tuned, where tuned) reserved peak is over the limit
+  // --fit any-timing: fsdp2's plans fit as predicted but not at some timing, or the
+  // configuration was tuned and its search found no plan within the limit at every timing.
+  kPeakAtAnyTiming,
+};
+
 struct SweepCandidate {
   JobSpec job;  // normalized
   bool fits = false;
-  std::string rejected;  // why it was not ranked ("" when it fits)
+  std::string rejected;                              // why it was not ranked ("" when it fits)
+  SweepRejection rejection = SweepRejection::kNone;  // the same, for counting
   double step_time_s = 0;
   double tokens_per_s_per_gpu = 0;
   double mfu = 0;

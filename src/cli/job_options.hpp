@@ -130,9 +130,9 @@ KeepGatheredChoice parse_keep_gathered(const std::string& text, const std::strin
 bool parse_fit_at_any_timing(const std::string& text);
 // --fit's help text (tune and sweep).
 inline constexpr const char* kFitHelp =
-    "How a plan must fit under the memory limit: predicted (its reserved peak at the predicted "
-    "timing; default) or any-timing (at the worst order of starts and ends under any "
-    "durations)";
+    "How a plan (every stage of a pipeline; every configuration's plans in a sweep) must fit "
+    "under the memory limit: predicted (its reserved peak at the predicted timing; default) "
+    "or any-timing (at the worst order of starts and ends under any durations)";
 
 // Error(kBadInput) naming --keep-gathered, given for a `job` that is not pipelined.
 void require_pipelined_for_keep_gathered(const JobSpec& job);

@@ -9,6 +9,7 @@
 
 #include "fsdptune/error.hpp"
 #include "fsdptune/io.hpp"
+#include "fsdptune/memory_bound.hpp"
 #include "fsdptune/pipeline.hpp"
 #include "fsdptune/pipeline_tuner.hpp"
 #include "fsdptune/plans.hpp"
@@ -223,7 +224,7 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
   }
 }
 
-std::string does_not_fit_hint(const JobSpec& job) {
+std::string does_not_fit_hint(const JobSpec& job, bool fit_at_any_timing) {
   std::vector<std::string> changes;
   if (job.pp > 1) changes.push_back("more pipeline stages (--pp)");
   if (job.gpus * 2 <= kMaxJobGpus) {
@@ -234,6 +235,7 @@ std::string does_not_fit_hint(const JobSpec& job) {
   if (job.local_batch > 1)
     changes.push_back(fmt::format("use a smaller --batch (now {})", job.local_batch));
   changes.push_back(fmt::format("use a shorter --seq (now {})", job.seq_len));
+  if (fit_at_any_timing) changes.push_back("judge fit at the predicted timing (--fit predicted)");
   std::string hint;
   for (std::size_t i = 0; i < changes.size(); ++i) {
     if (i > 0) hint += i + 1 == changes.size() ? ", or " : ", ";
@@ -260,13 +262,13 @@ TunedSchedule schedule_of_tuning(const Workload& workload, const HardwareSpec& h
       const std::int64_t peak = any_timing
                                     ? largest_any_timing_reserved_bytes(tuning.best_any_timing)
                                     : largest_stage_reserved_bytes(tuning.best.result);
-      throw Error(
-          ErrorKind::kDoesNotFit, "--memory-limit",
-          fmt::format("no per-stage plan fits in {} per GPU{}: the smallest largest-stage "
-                      "reserved peak found is {}, {} over",
-                      format_bytes(tuning.memory_limit_bytes), any_timing ? " at any timing" : "",
-                      format_bytes(peak), format_bytes(peak - tuning.memory_limit_bytes)),
-          does_not_fit_hint(job));
+      throw Error(ErrorKind::kDoesNotFit, "--memory-limit",
+                  fmt::format("no per-stage plan fits in {} per GPU{}: the smallest largest-stage "
+                              "reserved peak found is {}, {} over",
+                              format_bytes(tuning.memory_limit_bytes),
+                              any_timing ? " at any timing (--fit any-timing)" : "",
+                              format_bytes(peak), format_bytes(peak - tuning.memory_limit_bytes)),
+                  does_not_fit_hint(job, any_timing));
     }
     tuned.schedule =
         pipeline_schedule(workload, tuning.best, hardware, tuning.memory_limit_bytes, "tuned");
@@ -355,20 +357,30 @@ void add_pipeline_any_timing_json(nlohmann::json& out, const std::vector<StageAn
   out["any_timing_stages"] = std::move(by_stage);
 }
 
-void print_pipeline_schedule(const ScheduleFile& schedule, const Workload& workload) {
+void print_pipeline_schedule(const ScheduleFile& schedule, const Workload& workload,
+                             const std::vector<std::int64_t>& any_timing_reserved_bytes) {
   const SchedulePipeline& pipeline = *schedule.pipeline;
-  fmt::print("{}; memory limit {}\n\n",
+  const bool any_timing = !any_timing_reserved_bytes.empty();
+  fmt::print("{}; memory limit {}{}\n\n",
              job_line(schedule.model, schedule.job, schedule.hardware.id),
-             format_bytes(schedule.memory_limit_bytes));
-  fmt::print("{:<10} {:>11} {:>13} {:>7} {:>12} {:>12}  {}\n", "plan", "step time", "tokens/s/GPU",
-             "MFU", "peak alloc", "peak reserv", "fits");
+             format_bytes(schedule.memory_limit_bytes),
+             any_timing ? " at any timing (--fit any-timing)" : "");
+  fmt::print("{:<10} {:>11} {:>13} {:>7} {:>12} {:>12}{}  {}\n", "plan", "step time",
+             "tokens/s/GPU", "MFU", "peak alloc", "peak reserv",
+             any_timing ? fmt::format(" {:>12}", "any timing") : "", "fits");
   std::vector<PlanSummary> rows = schedule.baselines;
   rows.push_back(schedule.predicted);
-  for (const PlanSummary& row : rows) {
-    fmt::print("{:<10} {:>11} {:>13.1f} {:>6.1f}% {:>12} {:>12}  {}\n", row.plan_name,
-               format_seconds(row.step_time_s), row.tokens_per_s_per_gpu, 100.0 * row.mfu,
-               format_bytes(row.peak_allocated_bytes), format_bytes(row.peak_reserved_bytes),
-               row.fits ? "yes" : "no");
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const PlanSummary& row = rows[i];
+    // Under --fit any-timing judged by the largest stage's bound, as the tuner judged it.
+    const bool fits =
+        any_timing ? any_timing_reserved_bytes.at(i) <= schedule.memory_limit_bytes : row.fits;
+    fmt::print(
+        "{:<10} {:>11} {:>13.1f} {:>6.1f}% {:>12} {:>12}{}  {}\n", row.plan_name,
+        format_seconds(row.step_time_s), row.tokens_per_s_per_gpu, 100.0 * row.mfu,
+        format_bytes(row.peak_allocated_bytes), format_bytes(row.peak_reserved_bytes),
+        any_timing ? fmt::format(" {:>12}", format_bytes(any_timing_reserved_bytes.at(i))) : "",
+        fits ? "yes" : "no");
   }
   if (schedule.job.pp > 1) {
     fmt::print("\nbubble {:.1f}%, send {} per microbatch\n", 100.0 * pipeline.bubble_fraction,

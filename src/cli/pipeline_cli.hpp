@@ -9,7 +9,6 @@
 
 #include "cost_options.hpp"
 #include "fsdptune/cost_model.hpp"
-#include "fsdptune/memory_bound.hpp"
 #include "fsdptune/model.hpp"
 #include "fsdptune/pipeline.hpp"
 #include "fsdptune/schedule.hpp"
@@ -44,7 +43,8 @@ struct TunedSchedule {
 // What would lower the peak of a job no plan fits: only the changes still open to it (more
 // stages under PP, more GPUs up to kMaxJobGpus, full AC unless it has it, a smaller batch
 // or sequence).
-std::string does_not_fit_hint(const JobSpec& job);
+// With `fit_at_any_timing` (--fit any-timing) also judging fit as predicted.
+std::string does_not_fit_hint(const JobSpec& job, bool fit_at_any_timing = false);
 
 TunedSchedule tune_schedule(const Workload& workload, const HardwareSpec& hardware,
                             const CostModel& costs, const TunerOptions& options);
@@ -66,7 +66,10 @@ std::string torchtitan_keep_gathered_note(const JobSpec& job,
                                           const std::vector<bool>& keep_gathered);
 
 // Prints the pipelined part of `tune`: baseline vs tuned, the stages, what was written.
-void print_pipeline_schedule(const ScheduleFile& schedule, const Workload& workload);
+// `any_timing_reserved_bytes` (--fit any-timing): one per row, baselines then the tuned
+// plan, each its largest stage's reserved peak at any timing, what `fits` says of it.
+void print_pipeline_schedule(const ScheduleFile& schedule, const Workload& workload,
+                             const std::vector<std::int64_t>& any_timing_reserved_bytes = {});
 
 // The stages' peaks at any timing (pipeline_any_timing) as `simulate` and `tune` print
 // them: the largest stage's in a line, then the verdict when it passes the limit.

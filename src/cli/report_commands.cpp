@@ -15,8 +15,8 @@
 #include "fsdptune/error.hpp"
 #include "fsdptune/io.hpp"
 #include "fsdptune/measured.hpp"
-#include "fsdptune/memory_bound.hpp"
 #include "fsdptune/report.hpp"
+#include "fsdptune/report_bounds.hpp"
 #include "fsdptune/schedule.hpp"
 
 namespace fsdptune::cli {

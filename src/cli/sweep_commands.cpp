@@ -321,10 +321,14 @@ void run_sweep(const SweepCliOptions& o) {
          {std::pair{"--out", &o.out}, std::pair{"--emit-torchtitan-toml", &o.torchtitan_toml}}) {
       if (!path->empty()) unwritten += fmt::format("; nothing written to {}", flag);
     }
-    return Error(ErrorKind::kDoesNotFit, "--memory-limit",
-                 fmt::format("no configuration fits under {}{}",
-                             format_bytes(result.memory_limit_bytes), unwritten),
-                 "raise --memory-limit or add GPUs");
+    return Error(
+        ErrorKind::kDoesNotFit, "--memory-limit",
+        fmt::format("no configuration fits under {}{}{}", format_bytes(result.memory_limit_bytes),
+                    options.fit_at_any_timing ? " at any timing (--fit any-timing)" : "",
+                    unwritten),
+        options.fit_at_any_timing ? "raise --memory-limit, add GPUs, or judge fit at the "
+                                    "predicted timing (--fit predicted)"
+                                  : "raise --memory-limit or add GPUs");
   };
   // --out and --emit-torchtitan-toml, written together: both or neither.
   std::vector<OutputFile> outputs;
@@ -413,10 +417,10 @@ void run_sweep(const SweepCliOptions& o) {
   std::map<std::string, std::int64_t> reasons;
   for (const SweepCandidate& candidate : result.rejected) {
     // Not simulated (the sharded state alone is too large) or simulated over the limit.
-    ++reasons[candidate.rejected.rfind("sharded state", 0) == 0
+    ++reasons[candidate.rejection == SweepRejection::kShardedState
                   ? "sharded state alone over the memory limit"
-              : candidate.rejected.rfind("peak reserved at any timing", 0) == 0
-                  ? "peak reserved memory at any timing over the limit"
+              : candidate.rejection == SweepRejection::kPeakAtAnyTiming
+                  ? "no plan found within the limit at every timing (--fit any-timing)"
                   : "simulated peak reserved memory over the limit"];
   }
   if (o.json) {

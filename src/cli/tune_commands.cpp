@@ -368,7 +368,11 @@ void run_tune(const TuneOptions& options) {
       fmt::print("{}", dump_json(out));
       return;
     }
-    print_pipeline_schedule(schedule, workload);
+    std::vector<std::int64_t> judged;  // --fit any-timing: fsdp2's bound, then the tuned one's
+    if (!fsdp2_any_timing.empty()) {
+      judged = {fsdp2_reserved, largest_any_timing_reserved_bytes(any_timing)};
+    }
+    print_pipeline_schedule(schedule, workload, judged);
     if (options.try_pp_splits) print_splits(split.tried, schedule.job);
     if (fsdp2_fits) {
       fmt::print("\ntuned vs fsdp2 per stage: {:.2f}x faster (from {})\n",
@@ -417,19 +421,20 @@ void run_tune(const TuneOptions& options) {
 
   if (!result.fits) {
     if (!options.json) print_table(rows, result.memory_limit_bytes, any_timing);
-    throw Error(ErrorKind::kDoesNotFit, "--memory-limit",
-                fmt::format("no plan fits in {} per GPU{}: the smallest peak found is {} ({}), "
-                            "{} over{}",
-                            format_bytes(result.memory_limit_bytes),
-                            tuner_options.fit_at_any_timing ? " at any timing" : "",
-                            format_bytes(result.smallest_peak_bytes), result.smallest_peak_plan,
-                            format_bytes(result.smallest_peak_bytes - result.memory_limit_bytes),
-                            // TunerResult::smallest_peak_bytes: mixed measures.
-                            tuner_options.fit_at_any_timing
-                                ? " (at any timing where the predicted peak fits, else the "
-                                  "predicted peak, a lower bound of it)"
-                                : ""),
-                does_not_fit_hint(job));
+    throw Error(
+        ErrorKind::kDoesNotFit, "--memory-limit",
+        fmt::format("no plan fits in {} per GPU{}: the smallest peak found is {} ({}), "
+                    "{} over{}",
+                    format_bytes(result.memory_limit_bytes),
+                    tuner_options.fit_at_any_timing ? " at any timing (--fit any-timing)" : "",
+                    format_bytes(result.smallest_peak_bytes), result.smallest_peak_plan,
+                    format_bytes(result.smallest_peak_bytes - result.memory_limit_bytes),
+                    // TunerResult::smallest_peak_bytes: mixed measures.
+                    tuner_options.fit_at_any_timing
+                        ? " (at any timing where the predicted peak fits, else the "
+                          "predicted peak, a lower bound of it)"
+                        : ""),
+        does_not_fit_hint(job, tuner_options.fit_at_any_timing));
   }
 
   // The chosen plan, simulated once more with per-task timings and the memory timeline.
@@ -588,7 +593,7 @@ void register_tune_commands(CLI::App& app) {
                    "reduce-scattered in each microbatch) or torchtitan (what it runs "
                    "unchanged: yes under PP, no without)")
       ->capture_default_str();
-  tune->add_option("--fit", options->fit, kFitHelp);
+  tune->add_option("--fit", options->fit, kFitHelp)->capture_default_str();
   tune->add_flag("--json", options->json, "Print one JSON object instead of the table");
   tune->callback([options] { run_tune(*options); });
 }

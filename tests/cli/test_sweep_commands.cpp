@@ -363,6 +363,17 @@ TEST_CASE("sweep --fit any-timing ranks what fits at every timing, and writes it
       "--tune-evaluations 60 --threads 2 --fit any-timing");
   CHECK_THAT(text.out, Catch::Contains("memory limit 24.0 MiB at any timing (--fit any-timing)") &&
                            Catch::Contains(" any timing\n"));
+  // The 2 configurations that fit only as predicted: tuned, no plan found within the limit
+  // at every timing, and counted as such.
+  CHECK_THAT(text.out, Catch::Contains("\n       2  no plan found within the limit at every "
+                                       "timing (--fit any-timing)\n"));
+  // Nothing fits at any timing: the error says how fit was judged, and the other way.
+  const auto none = run_fsdptune(
+      "sweep --model tiny --gpus 16 --global-batch 32 --seq 256 --memory-limit 12MiB "
+      "--tune-evaluations 20 --threads 2 --fit any-timing");
+  CHECK(none.exit_code == 3);
+  CHECK_THAT(none.err, Catch::Contains("at any timing (--fit any-timing)") &&
+                           Catch::Contains("--fit predicted"));
 }
 
 TEST_CASE("sweep counts what it skips by the flag at fault", "[cli][sweep]") {

@@ -168,7 +168,8 @@ TEST_CASE("tune --fit any-timing picks a plan that fits under the limit at every
       "--memory-limit 30MiB --fit any-timing --out " +
       dir + "/tight.json");
   CHECK(tight.exit_code == 3);
-  CHECK_THAT(tight.err, Catch::Contains("no plan fits in 30.0 MiB per GPU at any timing"));
+  CHECK_THAT(tight.err, Catch::Contains("no plan fits in 30.0 MiB per GPU at any timing") &&
+                            Catch::Contains("(--fit predicted)"));
   // Only the two values (exit 2 naming the flag).
   for (const std::string& flags : {std::string("--fit sometimes"), std::string("--fit ''")}) {
     INFO(flags);

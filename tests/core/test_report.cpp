@@ -282,6 +282,14 @@ TEST_CASE("the report JSON round-trips and names a bad field", "[report]") {
   nlohmann::json bad_stage = pipelined_json;
   bad_stage["schedules"][0]["pipeline"]["stages"][1].erase("end_s");
   check_refused(bad_stage, "r.json", "r.json/schedules/0/pipeline/stages/1/end_s");
+  CHECK(pipelined_json["schedules"][0]["pipeline"]["stages"][1]["any_timing_peak_reserved_bytes"] ==
+        5200);
+  CHECK_FALSE(pipelined_json["schedules"][0]["pipeline"]["stages"][0].contains(
+      "any_timing_peak_reserved_bytes"));
+  bad_stage = pipelined_json;
+  bad_stage["schedules"][0]["pipeline"]["stages"][1].erase("any_timing_peak_reserved_bytes");
+  check_refused(bad_stage, "r.json",
+                "r.json/schedules/0/pipeline/stages/1/any_timing_peak_reserved_bytes");
 
   nlohmann::json wrong_version = json;
   wrong_version["version"] = 99;
@@ -309,6 +317,10 @@ TEST_CASE("the tuned plan's peaks at any timing, in every format", "[report]") {
   nlohmann::json bad = json;
   bad["schedules"][0]["any_timing"].erase("state");
   check_refused(bad, "r.json", "r.json/schedules/0/any_timing/state");
+  // A verdict its figures contradict, and a stage bound given by halves, are refused.
+  bad = json;
+  bad["schedules"][0]["any_timing"]["fits"] = true;
+  check_refused(bad, "r.json", "r.json/schedules/0/any_timing/fits");
   // Absent where the caller computed none (a pipeline schedule): reports keep their text.
   CHECK_FALSE(
       report_to_json(summarize_report(entries(false)))["schedules"][0].contains("any_timing"));
