@@ -26,7 +26,8 @@ namespace {
 // Version of the `simulate --json` object of a pipelined job (docs/parallelism.md).
 constexpr int kSimulatePipelineJsonVersion = 1;
 
-// `any_timing`: each stage's peaks at any timing (pipeline_any_timing), by rank.
+}  // namespace
+
 void print_stage_table(const Workload& workload, const std::vector<std::vector<int>>& chunks,
                        const std::vector<StageResult>& stages,
                        const std::vector<StageAnyTiming>& any_timing, std::int64_t limit_bytes) {
@@ -45,6 +46,8 @@ void print_stage_table(const Workload& workload, const std::vector<std::vector<i
                                        : fmt::format("no (limit {})", format_bytes(limit_bytes)));
   }
 }
+
+namespace {
 
 std::string job_line(const ModelSpec& model, const JobSpec& job, const std::string& hardware) {
   return fmt::format(

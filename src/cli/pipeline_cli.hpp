@@ -71,6 +71,13 @@ std::string torchtitan_keep_gathered_note(const JobSpec& job,
 void print_pipeline_schedule(const ScheduleFile& schedule, const Workload& workload,
                              const std::vector<std::int64_t>& any_timing_reserved_bytes = {});
 
+// The stages' table of `simulate --pp` and `pipeline`: units, busy, end, microbatches in
+// flight, peaks, each stage's reserved peak at any timing (`any_timing`, by rank:
+// pipeline_any_timing) and whether it fits.
+void print_stage_table(const Workload& workload, const std::vector<std::vector<int>>& chunks,
+                       const std::vector<StageResult>& stages,
+                       const std::vector<StageAnyTiming>& any_timing, std::int64_t limit_bytes);
+
 // The stages' peaks at any timing (pipeline_any_timing) as `simulate` and `tune` print
 // them: the largest stage's in a line, then the verdict when it passes the limit.
 std::string pipeline_any_timing_text(const std::vector<StageAnyTiming>& stages,

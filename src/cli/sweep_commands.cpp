@@ -19,6 +19,7 @@
 #include "fsdptune/cost_model.hpp"
 #include "fsdptune/error.hpp"
 #include "fsdptune/io.hpp"
+#include "fsdptune/memory_bound.hpp"
 #include "fsdptune/pipeline.hpp"
 #include "fsdptune/plans.hpp"
 #include "fsdptune/schedule.hpp"
@@ -554,6 +555,7 @@ void run_pipeline(const PipelineCliOptions& o) {
   }
   const PipelineSimulation sim = simulate_pipelined_plans(
       workload, *costs, plans, std::vector<bool>(chunks.size(), keep), options);
+  const std::vector<StageAnyTiming> any_timing = pipeline_any_timing(sim);
   if (o.json) {
     nlohmann::json stages = nlohmann::json::array();
     for (const StageResult& stage : sim.result.stages) {
@@ -572,19 +574,21 @@ void run_pipeline(const PipelineCliOptions& o) {
                         {"peak_reserved_bytes", stage.peak_reserved_bytes},
                         {"fits", stage_fits(stage, limit)}});
     }
-    fmt::print("{}", dump_json({{"format", "fsdptune-pipeline"},
-                                {"version", 1},
-                                {"model", model.name},
-                                {"hardware", hardware.id},
-                                {"job", job_to_json(job)},
-                                {"step_time_s", sim.result.step_time_s},
-                                {"bubble_fraction", sim.result.bubble_fraction},
-                                {"tokens_per_s_per_gpu", sim.tokens_per_s_per_gpu},
-                                {"mfu", sim.mfu},
-                                {"send_s", sim.spec.send_s},
-                                {"memory_limit_bytes", limit},
-                                {"keep_gathered", keep},
-                                {"stages", stages}}));
+    nlohmann::json out = {{"format", "fsdptune-pipeline"},
+                          {"version", 1},
+                          {"model", model.name},
+                          {"hardware", hardware.id},
+                          {"job", job_to_json(job)},
+                          {"step_time_s", sim.result.step_time_s},
+                          {"bubble_fraction", sim.result.bubble_fraction},
+                          {"tokens_per_s_per_gpu", sim.tokens_per_s_per_gpu},
+                          {"mfu", sim.mfu},
+                          {"send_s", sim.spec.send_s},
+                          {"memory_limit_bytes", limit},
+                          {"keep_gathered", keep},
+                          {"stages", stages}};
+    add_pipeline_any_timing_json(out, any_timing, limit);
+    fmt::print("{}", dump_json(out));
     return;
   }
   fmt::print("{} on {} x {}: {}, {} of {} x {} tokens, {}{}\n", model.name, job.gpus, hardware.id,
@@ -601,16 +605,8 @@ void run_pipeline(const PipelineCliOptions& o) {
                  ? fmt::format("   bubble {:.1f}%   send {}", 100.0 * sim.result.bubble_fraction,
                                format_seconds(sim.spec.send_s))
                  : std::string());
-  fmt::print("{:>5} {:<28} {:>11} {:>11} {:>9} {:>12} {:>12}  {}\n", "stage", "units", "busy",
-             "end", "in flight", "peak alloc", "peak reserv", "fits");
-  for (const StageResult& stage : sim.result.stages) {
-    fmt::print(
-        "{:>5} {:<28} {:>11} {:>11} {:>9} {:>12} {:>12}  {}\n", stage.rank,
-        rank_units(workload, chunks, stage.rank), format_seconds(stage.busy_s),
-        format_seconds(stage.end_s), stage.max_in_flight, format_bytes(stage.peak_allocated_bytes),
-        format_bytes(stage.peak_reserved_bytes),
-        stage_fits(stage, limit) ? "yes" : fmt::format("no (limit {})", format_bytes(limit)));
-  }
+  print_stage_table(workload, chunks, sim.result.stages, any_timing, limit);
+  fmt::print("{}", pipeline_any_timing_text(any_timing, limit));
 }
 
 }  // namespace

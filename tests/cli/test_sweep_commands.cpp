@@ -462,11 +462,26 @@ TEST_CASE("pipeline prints every stage, the first holding the most in flight", "
   CHECK(json["stages"][0]["max_in_flight"] == 4);
   CHECK(json["stages"][3]["max_in_flight"] == 1);
   CHECK(json["bubble_fraction"].get<double>() > 0);
+  // Each stage at any timing, as `simulate` of the same job with fsdp2 bounds it.
+  const auto simulated = run_fsdptune(
+      "simulate --model tiny --gpus 8 --pp 4 --microbatches 8 --seq 256 --plan fsdp2 "
+      "--hardware h100-sxm --json");
+  REQUIRE(simulated.exit_code == 0);
+  const auto simulation = nlohmann::json::parse(simulated.out);
+  REQUIRE(json.at("any_timing_stages").size() == 4);
+  CHECK(json.at("any_timing_stages") == simulation.at("any_timing_stages"));
+  CHECK(json.at("any_timing_reserved_bytes") == simulation.at("any_timing_reserved_bytes"));
+  for (std::size_t r = 0; r < 4; ++r) {
+    CHECK(json["any_timing_stages"][r]["peak_reserved_bytes"].get<std::int64_t>() >=
+          json["stages"][r]["peak_reserved_bytes"].get<std::int64_t>());
+  }
   const auto table = run_fsdptune(
       "pipeline --model tiny --gpus 8 --pp 2 --microbatches 4 --pp-schedule interleaved-1f1b "
       "--virtual-stages 2 --seq 256");
   REQUIRE(table.exit_code == 0);
   CHECK(table.out.find("interleaved-1f1b") != std::string::npos);
+  CHECK_THAT(table.out,
+             Catch::Contains(" any timing  fits\n") && Catch::Contains("\nany timing         "));
   // 4 blocks + 1 + 1 in 4 chunks: rank 0 holds the embedding and a block, then the fourth
   // block alone (one unit: its name, no range); rank 1 two blocks, then norm+output alone.
   CHECK(table.out.find("tok_embeddings..layers.0, layers.3 ") != std::string::npos);
