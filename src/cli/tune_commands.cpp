@@ -135,6 +135,9 @@ std::string canonical_command(const TuneOptions& o, const std::string& model, co
       fmt::format(" --time-budget {} --threads {} --seed {}", o.time_budget_s, o.threads, o.seed);
   if (o.max_evaluations > 0) command += fmt::format(" --max-evaluations {}", o.max_evaluations);
   if (o.keep_gathered != "any") command += " --keep-gathered " + o.keep_gathered;
+  // Found checking the demo's schedule: its command left --fit out, and rerun it searched
+  // under the other criterion.
+  if (o.fit != "predicted") command += " --fit " + o.fit;
   return command;
 }
 

@@ -138,6 +138,17 @@ TEST_CASE("tune --fit any-timing picks a plan that fits under the limit at every
   CHECK(json.at("any_timing_reserved_bytes").get<std::int64_t>() == bound);
   CHECK(bound <= 40000000);
   CHECK(bound >= schedule.predicted.peak_reserved_bytes);
+  // The provenance's command reproduces the search: --fit included, and rerun from it
+  // (another --out) the same schedule.
+  CHECK_THAT(schedule.provenance.command, Catch::EndsWith(" --fit any-timing"));
+  CHECK_THAT(
+      fsdptune::read_json_file(dir + "/predicted.json")["provenance"]["command"].get<std::string>(),
+      !Catch::Contains("--fit"));
+  const CommandResult rerun =
+      run_fsdptune(schedule.provenance.command.substr(std::string("fsdptune ").size()) +
+                   " --json --out " + dir + "/rerun.json");
+  REQUIRE(rerun.exit_code == 0);
+  CHECK(nlohmann::json::parse(rerun.out).at("schedule_hash") == json.at("schedule_hash"));
   // Each baseline says what its fit was judged by: simplefsdp-greedy (39.4 MiB predicted)
   // does not fit at its predicted timing already (0: not computed).
   for (const nlohmann::json& baseline : json.at("baselines")) {
