@@ -168,10 +168,11 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
       plans.push_back(std::move(plan));
     }
     plans.push_back(fsdp2_plan(chunk_workloads[c]));
-    // Under --fit any-timing also SimpleFSDP's plan without reordering: nothing is gathered
-    // ahead of its use, so its bound stays near its predicted peak; a chunk a little over
-    // at some timing then has a cheaper way under than re-gathering every microbatch
-    // (405B, PP 8, 56 GiB: 19.020 s against 21.669 s without it).
+    // Under --fit any-timing also SimpleFSDP's unbucketed plan (one collective per
+    // parameter, prefetching one): little is gathered ahead of its use, so its bound stays
+    // near its predicted peak; a chunk a little over at some timing then has a cheaper way
+    // under than re-gathering every microbatch (405B, PP 8, 56 GiB: 18.801 s against
+    // 21.669 s without it).
     if (options.fit_at_any_timing) plans.push_back(simplefsdp_none_plan(chunk_workloads[c]));
     for (const Plan& plan : plans) {
       for (const bool keep : allowed_keep_gathered(options.keep_gathered, job)) {
