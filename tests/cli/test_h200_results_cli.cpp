@@ -1,0 +1,102 @@
+// The H200 measurements committed from a lent device machine (docs/validation.md "GPU",
+// "The loop on an H200" and "H200: CUPTI profile vs the analytic model"): every file reads
+// back to the same JSON, and the comparisons committed beside them are what `compare` and
+// `profile compare` print of them with this build, so the figures docs/validation.md quotes
+// stay those of the files (a change to compare or to the analytic H200 model that moves
+// them fails here: regenerate the comparisons with the commands the page gives).
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <string>
+
+#include "cli_support.hpp"
+#include "fsdptune/io.hpp"
+#include "fsdptune/measured.hpp"
+#include "fsdptune/profile.hpp"
+#include "fsdptune/schedule.hpp"
+
+using namespace fsdptune;
+using namespace fsdptune::testing;
+using nlohmann::json;
+
+namespace {
+
+const std::string kSource = FSDPTUNE_SOURCE_DIR;
+const std::string kResults = kSource + "/validate/results/20261204-h200";
+
+// A profile file reads back to the same JSON (and README.md lists its format).
+Profile check_profile_round_trip(const std::string& path) {
+  INFO(path);
+  const json file = read_json_file(path);
+  CHECK(readme_lists_format(file));
+  const Profile profile = profile_from_json(file, path);
+  CHECK(profile_to_json(profile) == file);
+  return profile;
+}
+
+}  // namespace
+
+TEST_CASE("the committed H200 CUPTI profile reads back and compares as committed",
+          "[cli][profile][h200]") {
+  const std::string path = kSource + "/profiles/h200-cupti.json";
+  const Profile profile = check_profile_round_trip(path);
+  CHECK(profile.hardware == "h200");
+  CHECK(profile.provenance.method == "merge");
+  REQUIRE(profile.parts.size() == 2);
+  for (const ProfilePart& part : profile.parts) CHECK(part.provenance.method == "cupti");
+  // Llama 3 8B and 70B layer shapes: 34 + 28 ops, 8 of them shared (the copy sizes and the
+  // loss, whose shapes do not depend on the model's width).
+  CHECK(profile.compute.size() == 54);
+  for (const ComputeEntry& entry : profile.compute) {
+    INFO(entry.signature);
+    CHECK(entry.samples_s.size() == 20);
+  }
+  const std::string compared = kSource + "/profiles/results/h200-20261204/h200-cupti-vs-analytic";
+  const auto markdown = run_fsdptune("profile compare " + path + " --hardware h200 --markdown");
+  REQUIRE(markdown.exit_code == 0);
+  CHECK(markdown.out == read_text_file(compared + ".md"));
+  const auto as_json = run_fsdptune("profile compare " + path + " --hardware h200 --json");
+  REQUIRE(as_json.exit_code == 0);
+  CHECK(json::parse(as_json.out) == read_json_file(compared + ".json"));
+  for (const char* part : {"h200-llama3-8b.json", "h200-llama3-70b.json"}) {
+    check_profile_round_trip(kSource + "/profiles/results/h200-20261204/" + part);
+  }
+}
+
+TEST_CASE("the committed H200 replays read back and compare as committed",
+          "[cli][validate][h200]") {
+  int replays = 0;
+  for (const char* series : {"gpu-check", "gpu-loop"}) {
+    const std::filesystem::path dir = kResults + "/" + series;
+    for (const auto& file : std::filesystem::directory_iterator(dir)) {
+      const std::string name = file.path().filename().string();
+      const std::string suffix = "-measured.json";
+      if (name.size() <= suffix.size() || !name.ends_with(suffix)) continue;
+      const std::string prefix = (dir / name.substr(0, name.size() - suffix.size())).string();
+      INFO(prefix);
+      ++replays;
+      const json measured_file = read_json_file(prefix + "-measured.json");
+      CHECK(readme_lists_format(measured_file));
+      const MeasuredResult measured = measured_from_json(measured_file, prefix);
+      CHECK(measured_to_json(measured) == measured_file);
+      CHECK(measured.backend == "cuda");
+      CHECK(measured.data_checked);
+      const json schedule_file = read_json_file(prefix + "-schedule.json");
+      const ScheduleFile schedule = schedule_from_json(schedule_file, prefix);
+      CHECK(schedule_to_json(schedule) == schedule_file);
+      CHECK(measured.schedule_hash == schedule_hash(schedule));
+
+      const std::string files = prefix + "-schedule.json " + prefix + "-measured.json";
+      const auto text = run_fsdptune("compare " + files);
+      REQUIRE(text.exit_code == 0);
+      CHECK(text.out == read_text_file(prefix + "-compare.txt"));
+      const auto as_json = run_fsdptune("compare " + files + " --json");
+      REQUIRE(as_json.exit_code == 0);
+      CHECK(json::parse(as_json.out) == read_json_file(prefix + "-compare.json"));
+      if (std::string(series) == "gpu-loop") check_profile_round_trip(prefix + "-profile.json");
+    }
+  }
+  // gpu-check: tiny, tiny-dp8-scaled, tiny-float8-scaled, tiny-accumulation,
+  // llama3-8b-2layers; gpu-loop: tiny, llama3-8b-2layers.
+  CHECK(replays == 7);
+}
