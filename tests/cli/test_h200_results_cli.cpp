@@ -100,3 +100,42 @@ TEST_CASE("the committed H200 replays read back and compare as committed",
   // llama3-8b-2layers; gpu-loop: tiny, llama3-8b-2layers.
   CHECK(replays == 7);
 }
+
+TEST_CASE("the committed PyTorch traces from the H200 import as committed",
+          "[cli][profile][kineto][h200]") {
+  // Real Kineto traces (torch 2.11, FSDP2 on one H200, scripts/torch-reference.py), gzipped:
+  // importing one again, as docs/validation.md "PyTorch on the H200" did, gives the
+  // committed profile byte for byte, and profile compare the committed table.
+  const std::string dir = kResults + "/torch-reference";
+  const std::string work = make_temp_dir("fsdptune-torch-trace");
+  for (const std::string mode : {"eager", "compiled"}) {
+    INFO(mode);
+    const std::string trace = "torch-" + mode + "-trace.json";
+    const std::string profile = "torch-" + mode + "-profile.json";
+    REQUIRE(
+        run_command("gzip -dc " + dir + "/" + trace + ".gz > " + work + "/" + trace).exit_code ==
+        0);
+    const auto imported =
+        run_command("cd " + work + " && SOURCE_DATE_EPOCH=1796409720 " + FSDPTUNE_BINARY +
+                    " profile import-kineto " + trace + " --out " + profile);
+    INFO(imported.err);
+    REQUIRE(imported.exit_code == 0);
+    CHECK(imported.out == read_text_file(dir + "/torch-" + mode + "-import.txt"));
+    CHECK(read_text_file(work + "/" + profile) == read_text_file(dir + "/" + profile));
+    const Profile read = check_profile_round_trip(dir + "/" + profile);
+    CHECK(read.hardware == "h200");  // from the trace's deviceProperties
+    const auto compared =
+        run_fsdptune("profile compare " + dir + "/" + profile + " --hardware h200 --markdown");
+    REQUIRE(compared.exit_code == 0);
+    CHECK(compared.out == read_text_file(dir + "/torch-" + mode + "-vs-analytic.md"));
+  }
+  // Priced with the eager profile, the 8B-shaped job takes its GEMMs, attention, norms,
+  // embedding and AdamW from the trace and the rest (elementwise ops, the loss, copies)
+  // from the analytic model.
+  const auto simulated = run_fsdptune(
+      "simulate --model " + kResults + "/gpu-loop/llama3-8b-2layers.json --gpus 1 " +
+      "--gpus-per-node 1 --batch 1 --seq 8192 --hardware h200 --plan fsdp2 --execution eager " +
+      "--profile " + dir + "/torch-eager-profile.json");
+  REQUIRE(simulated.exit_code == 0);
+  CHECK_THAT(simulated.out, Catch::Contains("113 looked up, 49 from the analytic model"));
+}
