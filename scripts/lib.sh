@@ -70,3 +70,26 @@ fsdptune_build() {
     -DFSDPTUNE_WERROR=ON -DFSDPTUNE_CUDA=AUTO "$@"
   fsdptune_quietly cmake --build "$dir" -j "$FSDPTUNE_JOBS"
 }
+
+# For the GPU scripts (gpu-check, gpu-loop, h200-profile).
+# fsdptune_gpu_binary TARGET...: unless FSDPTUNE names a binary already, builds the targets
+# in build-gpu/ with the CUDA parts for sm_90 (H100/H200) and sets FSDPTUNE to its
+# fsdptune.
+fsdptune_gpu_binary() {
+  [[ -n "${FSDPTUNE:-}" ]] && return 0
+  fsdptune_quietly cmake -S "$FSDPTUNE_ROOT" -B "$FSDPTUNE_ROOT/build-gpu" -DFSDPTUNE_CUDA=ON \
+    -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 || return 1
+  fsdptune_quietly cmake --build "$FSDPTUNE_ROOT/build-gpu" -j "$FSDPTUNE_JOBS" --target "$@" ||
+    return 1
+  FSDPTUNE=$FSDPTUNE_ROOT/build-gpu/src/cli/fsdptune
+}
+
+# fsdptune_llama3_8b_2layers DIR: writes DIR/llama3-8b-2layers.json, Llama 3 8B with 2
+# blocks (every per-layer shape of the 8B model in a step that fits one GPU), and prints
+# its path.
+fsdptune_llama3_8b_2layers() {
+  local file="$1/llama3-8b-2layers.json"
+  sed -e 's/"name": "llama3-8b"/"name": "llama3-8b-2layers"/' -e 's/"n_layers": 32/"n_layers": 2/' \
+    "$FSDPTUNE_ROOT/models/llama3-8b.json" >"$file" &&
+    grep -q '"n_layers": 2,' "$file" && echo "$file"
+}

@@ -6,7 +6,7 @@ scripts/gpu-check's llama3-8b-2layers job), applies FSDP2 as torchtitan does
 (fully_shard per block and at the root, MixedPrecisionPolicy bf16 params / fp32
 reduce, the last block kept gathered after forward) on a world of one rank (NCCL),
 optionally torch.compile per block first, and trains with fused AdamW: batch 1 x seq
-tokens, random tokens. Times --steps steps after --warmup with CUDA events, records
+tokens, random tokens. Times --steps steps after 1 + --warmup with CUDA events, records
 torch.cuda peak memory over the timed steps, then records --profile-steps steps with
 torch.profiler (record_shapes) as a Chrome trace for `fsdptune profile import-kineto`.
 
@@ -144,10 +144,14 @@ def main():
         optimizer.step()
         return loss
 
+    # The first step (a warm-up too) with fused AdamW; should it fail (fused AdamW refusing
+    # the DTensor parameters, say), once more with foreach, which fails too if the cause
+    # was elsewhere.
     try:
         step()
-    except Exception as error:  # fused AdamW refused (DTensor parameters, say): foreach
-        print(f"fused AdamW failed ({error!r}); using foreach", flush=True)
+    except Exception as error:
+        print(f"the first step with fused AdamW failed ({error!r}); retrying with foreach "
+              "AdamW", flush=True)
         optimizers.clear()
         optimizers["foreach"] = torch.optim.AdamW(model.parameters(), lr=1e-5, foreach=True)
     for _ in range(args.warmup):
