@@ -1,9 +1,10 @@
 // The H200 measurements committed from a lent device machine (docs/validation.md "GPU",
-// "The loop on an H200" and "H200: CUPTI profile vs the analytic model"): every file reads
-// back to the same JSON, and the comparisons committed beside them are what `compare` and
-// `profile compare` print of them with this build, so the figures docs/validation.md quotes
-// stay those of the files (a change to compare or to the analytic H200 model that moves
-// them fails here: regenerate the comparisons with the commands the page gives).
+// "PyTorch on the H200 (FSDP2, world size 1)" and "H200: CUPTI profile vs the analytic
+// model"): every file reads back and writes back to the same bytes, and the comparisons and
+// predictions docs/validation.md quotes are what `compare`, `profile compare` and
+// `simulate` print with this build (a change to compare, the importer or the analytic H200
+// model that moves them fails here: regenerate them with the commands the page gives, and
+// update the page).
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -24,13 +25,15 @@ namespace {
 const std::string kSource = FSDPTUNE_SOURCE_DIR;
 const std::string kResults = kSource + "/validate/results/20261204-h200";
 
-// A profile file reads back to the same JSON (and README.md lists its format).
+// A profile file reads back and writes back to the same bytes (and README.md lists its
+// format).
 Profile check_profile_round_trip(const std::string& path) {
   INFO(path);
-  const json file = read_json_file(path);
+  const std::string text = read_text_file(path);
+  const json file = parse_json_text(text, path);
   CHECK(readme_lists_format(file));
   const Profile profile = profile_from_json(file, path);
-  CHECK(profile_to_json(profile) == file);
+  CHECK(dump_json(profile_to_json(profile)) == text);
   return profile;
 }
 
@@ -75,15 +78,17 @@ TEST_CASE("the committed H200 replays read back and compare as committed",
       const std::string prefix = (dir / name.substr(0, name.size() - suffix.size())).string();
       INFO(prefix);
       ++replays;
-      const json measured_file = read_json_file(prefix + "-measured.json");
+      const std::string measured_text = read_text_file(prefix + "-measured.json");
+      const json measured_file = parse_json_text(measured_text, prefix);
       CHECK(readme_lists_format(measured_file));
       const MeasuredResult measured = measured_from_json(measured_file, prefix);
-      CHECK(measured_to_json(measured) == measured_file);
+      CHECK(dump_json(measured_to_json(measured)) == measured_text);
       CHECK(measured.backend == "cuda");
       CHECK(measured.data_checked);
-      const json schedule_file = read_json_file(prefix + "-schedule.json");
-      const ScheduleFile schedule = schedule_from_json(schedule_file, prefix);
-      CHECK(schedule_to_json(schedule) == schedule_file);
+      const std::string schedule_text = read_text_file(prefix + "-schedule.json");
+      const ScheduleFile schedule =
+          schedule_from_json(parse_json_text(schedule_text, prefix), prefix);
+      CHECK(dump_json(schedule_to_json(schedule)) == schedule_text);
       CHECK(measured.schedule_hash == schedule_hash(schedule));
 
       const std::string files = prefix + "-schedule.json " + prefix + "-measured.json";
@@ -105,7 +110,9 @@ TEST_CASE("the committed PyTorch traces from the H200 import as committed",
           "[cli][profile][kineto][h200]") {
   // Real Kineto traces (torch 2.11, FSDP2 on one H200, scripts/torch-reference.py), gzipped:
   // importing one again, as docs/validation.md "PyTorch on the H200" did, gives the
-  // committed profile byte for byte, and profile compare the committed table.
+  // committed profile byte for byte (its provenance holds the date, from SOURCE_DATE_EPOCH,
+  // and the tool's version: a version bump means importing them again), and profile
+  // compare the committed table.
   const std::string dir = kResults + "/torch-reference";
   const std::string work = make_temp_dir("fsdptune-torch-trace");
   for (const std::string mode : {"eager", "compiled"}) {
@@ -129,13 +136,31 @@ TEST_CASE("the committed PyTorch traces from the H200 import as committed",
     REQUIRE(compared.exit_code == 0);
     CHECK(compared.out == read_text_file(dir + "/torch-" + mode + "-vs-analytic.md"));
   }
-  // Priced with the eager profile, the 8B-shaped job takes its GEMMs, attention, norms,
-  // embedding and AdamW from the trace and the rest (elementwise ops, the loss, copies)
-  // from the analytic model.
-  const auto simulated = run_fsdptune(
-      "simulate --model " + kResults + "/gpu-loop/llama3-8b-2layers.json --gpus 1 " +
-      "--gpus-per-node 1 --batch 1 --seq 8192 --hardware h200 --plan fsdp2 --execution eager " +
-      "--profile " + dir + "/torch-eager-profile.json");
-  REQUIRE(simulated.exit_code == 0);
-  CHECK_THAT(simulated.out, Catch::Contains("113 looked up, 49 from the analytic model"));
+  // The predictions of PyTorch's step the page sets against the measured 117.06 ms (eager)
+  // and 115.06 ms (compiled). Priced with a trace's profile, the job takes its GEMMs,
+  // attention, norms, embedding and AdamW from the trace and the rest (elementwise ops, the
+  // loss, copies) from the analytic model.
+  const std::string job = "simulate --model " + kResults +
+                          "/gpu-loop/llama3-8b-2layers.json --gpus 1 --gpus-per-node 1 " +
+                          "--batch 1 --seq 8192 --hardware h200 --plan fsdp2 --execution ";
+  struct Prediction {
+    std::string execution, profile, step, peak, costs;
+  };
+  for (const Prediction& p :
+       {Prediction{"eager", "", "100.59 ms", "39.0 GiB allocated, 39.8 GiB reserved",
+                   "113 from the analytic model"},
+        Prediction{"eager", "torch-eager-profile.json", "102.61 ms", "39.0 GiB allocated",
+                   "113 looked up, 49 from the analytic model"},
+        Prediction{"compiled", "", "99.22 ms", "38.5 GiB allocated, 39.3 GiB reserved",
+                   "113 from the analytic model"},
+        Prediction{"compiled", "torch-compiled-profile.json", "100.54 ms", "38.5 GiB allocated",
+                   "113 looked up, 49 from the analytic model"}}) {
+    INFO(p.execution << " " << p.profile);
+    const auto simulated = run_fsdptune(
+        job + p.execution + (p.profile.empty() ? "" : " --profile " + dir + "/" + p.profile));
+    REQUIRE(simulated.exit_code == 0);
+    CHECK_THAT(simulated.out, Catch::Contains("step time          " + p.step));
+    CHECK_THAT(simulated.out, Catch::Contains(p.peak));
+    CHECK_THAT(simulated.out, Catch::Contains(p.costs));
+  }
 }
