@@ -142,7 +142,7 @@ TEST_CASE("the committed PyTorch traces from the H200 import as committed",
   // loss, copies) from the analytic model.
   const std::string job = "simulate --model " + kResults +
                           "/gpu-loop/llama3-8b-2layers.json --gpus 1 --gpus-per-node 1 " +
-                          "--batch 1 --seq 8192 --hardware h200 --plan fsdp2 --execution ";
+                          "--batch 1 --seq 8192 --plan fsdp2 --execution ";
   struct Prediction {
     std::string execution, profile, step, peak, costs;
   };
@@ -154,10 +154,18 @@ TEST_CASE("the committed PyTorch traces from the H200 import as committed",
         Prediction{"compiled", "", "99.22 ms", "38.5 GiB allocated, 39.3 GiB reserved",
                    "113 from the analytic model"},
         Prediction{"compiled", "torch-compiled-profile.json", "100.54 ms", "38.5 GiB allocated",
-                   "113 looked up, 49 from the analytic model"}}) {
+                   "113 looked up, 49 from the analytic model"},
+        Prediction{"eager", "h200-torch2.11", "106.81 ms", "39.0 GiB allocated",
+                   "113 from the analytic model"},
+        Prediction{"compiled", "h200-torch2.11", "104.94 ms", "38.5 GiB allocated",
+                   "113 from the analytic model"}}) {
     INFO(p.execution << " " << p.profile);
-    const auto simulated = run_fsdptune(
-        job + p.execution + (p.profile.empty() ? "" : " --profile " + dir + "/" + p.profile));
+    // "h200-torch2.11": the spec file of that name in place of h200.
+    const std::string costs =
+        p.profile == "h200-torch2.11"
+            ? " --hardware " + kSource + "/profiles/h200-torch2.11.json"
+            : " --hardware h200" + (p.profile.empty() ? "" : " --profile " + dir + "/" + p.profile);
+    const auto simulated = run_fsdptune(job + p.execution + costs);
     REQUIRE(simulated.exit_code == 0);
     CHECK_THAT(simulated.out, Catch::Contains("step time          " + p.step));
     CHECK_THAT(simulated.out, Catch::Contains(p.peak));

@@ -72,7 +72,7 @@ TEST_CASE("model reads our model files and HF config.json files", "[cli][model]"
 TEST_CASE("the shipped model and hardware files are of the formats README.md lists",
           "[cli][model]") {
   for (const char* file : {"models/tiny.json", "models/llama3-405b.json", "profiles/h100-sxm.json",
-                           "profiles/h200.json"}) {
+                           "profiles/h200.json", "profiles/h200-torch2.11.json"}) {
     INFO(file);
     CHECK(fsdptune::testing::readme_lists_format(
         fsdptune::read_json_file(std::string(FSDPTUNE_SOURCE_DIR) + "/" + file)));
