@@ -178,6 +178,7 @@ class CpuKernels final : public OpKernels {
         const float* q = operand(0, q_elements);
         const float* k = operand(1, kv_elements);
         const float* v = operand(2, kv_elements);
+        ran_attention_ = true;
         if (!op.backward) {
           cpu_math::causal_attention_forward(s, q, k, v, operand(3, q_elements), block);
         } else {
@@ -244,6 +245,8 @@ class CpuKernels final : public OpKernels {
     return bytes;
   }
 
+  std::string attention() const override { return ran_attention_ ? "Eigen query blocks" : ""; }
+
  private:
   // Operand `slot`, at least `elements` long; new elements get small deterministic values
   // in [-0.06, 0.06] so products and softmax stay finite.
@@ -262,11 +265,38 @@ class CpuKernels final : public OpKernels {
   }
 
   std::vector<std::vector<float>> operands_;
+  bool ran_attention_ = false;
 };
 
 }  // namespace
 
-std::unique_ptr<OpKernels> make_cpu_kernels(const KernelOptions& /*options*/) {
+std::string to_string(AttentionKernel kernel) {
+  switch (kernel) {
+    case AttentionKernel::kAuto:
+      return "auto";
+    case AttentionKernel::kCudnn:
+      return "cudnn";
+    case AttentionKernel::kCublas:
+      return "cublas";
+  }
+  return "auto";
+}
+
+AttentionKernel attention_kernel_from_string(const std::string& text, const std::string& where) {
+  for (const AttentionKernel kernel :
+       {AttentionKernel::kAuto, AttentionKernel::kCudnn, AttentionKernel::kCublas}) {
+    if (text == to_string(kernel)) return kernel;
+  }
+  throw_bad_input(where, "unknown attention '" + text + "'", "auto, cudnn or cublas");
+}
+
+std::unique_ptr<OpKernels> make_cpu_kernels(const KernelOptions& options) {
+  if (options.attention != AttentionKernel::kAuto) {
+    throw_bad_input(
+        "--attention",
+        "the cpu kernels have one attention (Eigen), not " + to_string(options.attention),
+        "--attention cudnn or cublas needs --backend cuda");
+  }
   return std::make_unique<CpuKernels>();
 }
 

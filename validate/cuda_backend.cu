@@ -187,7 +187,7 @@ struct BucketBuffers {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int device) {
+  CudaBackend(int device, AttentionKernel attention) : attention_(attention) {
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
       throw_runtime("--backend cuda", "no CUDA device is visible to this process");
@@ -259,11 +259,17 @@ class CudaBackend final : public Backend {
     cudaDriverGetVersion(&driver);
     cudaRuntimeGetVersion(&runtime);
     ncclGetVersion(&nccl);
-    return {{"device", "cuda:" + std::to_string(device_) + " " + properties.name},
-            {"device_memory_bytes", std::to_string(properties.totalGlobalMem)},
-            {"cuda_driver", std::to_string(driver)},
-            {"cuda_runtime", std::to_string(runtime)},
-            {"nccl", std::to_string(nccl)}};
+    std::map<std::string, std::string> environment{
+        {"device", "cuda:" + std::to_string(device_) + " " + properties.name},
+        {"device_memory_bytes", std::to_string(properties.totalGlobalMem)},
+        {"cuda_driver", std::to_string(driver)},
+        {"cuda_runtime", std::to_string(runtime)},
+        {"nccl", std::to_string(nccl)}};
+    // What the attention tasks ran (the compute stream's kernels run them all).
+    for (const auto& kernels : kernels_) {
+      if (!kernels->attention().empty()) environment["attention"] = kernels->attention();
+    }
+    return environment;
   }
 
   void prepare(const ReplayLayout& layout) override {
@@ -283,6 +289,7 @@ class CudaBackend final : public Backend {
       KernelOptions options;
       options.device = device_;
       options.stream = stream;
+      options.attention = attention_;
       kernels_.push_back(make_cuda_kernels(options));
       // The stream's world communicator, its unique id from rank 0 over MPI; the groups
       // split from it (every rank splits in the same order; key orders by coordinate).
@@ -838,6 +845,7 @@ class CudaBackend final : public Backend {
   }
 
   int device_ = 0;
+  AttentionKernel attention_ = AttentionKernel::kAuto;
   int rank_ = 0;
   ReplayLayout layout_;
   cudaMemPool_t pool_ = nullptr;
@@ -876,8 +884,8 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cuda_backend(int device) {
-  return std::make_unique<CudaBackend>(device);
+std::unique_ptr<Backend> make_cuda_backend(int device, AttentionKernel attention) {
+  return std::make_unique<CudaBackend>(device, attention);
 }
 
 int cuda_backend_device_count() { return cuda_device_count(); }

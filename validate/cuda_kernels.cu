@@ -1,6 +1,7 @@
 // The cuda op kernels: cuBLAS GEMMs in the op's dtype (fp32 accumulate), causal attention
-// as query-blocked strided-batched cuBLAS GEMMs with a softmax kernel, and a grid-stride
-// memory-bound kernel. See kernels.hpp for what each op kind runs.
+// with cuDNN's fused attention (fsdptune/cudnn_sdpa.hpp) or as query-blocked
+// strided-batched cuBLAS GEMMs with a softmax kernel, and a grid-stride memory-bound
+// kernel. See kernels.hpp for what each op kind runs.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -8,10 +9,12 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "cuda_check.hpp"
+#include "fsdptune/cudnn_sdpa.hpp"
 #include "fsdptune/error.hpp"
 #include "fsdptune/kernels.hpp"
 
@@ -91,10 +94,12 @@ __global__ void causal_softmax_kernel(__nv_bfloat16* scores, std::int64_t rows, 
   }
 }
 
-// dS = P o (dP - rowsum(P o dP)), written over dP. One CUDA block per row.
+// dS = scale P o (dP - rowsum(P o dP)), written over dP: the gradient of the scaled
+// scores' softmax, with the score scale of Q K^T folded in for dQ and dK. One CUDA block
+// per row.
 __global__ void softmax_backward_kernel(const __nv_bfloat16* p, __nv_bfloat16* d_p,
                                         std::int64_t rows, std::int64_t keys,
-                                        std::int64_t item_stride) {
+                                        std::int64_t item_stride, float scale) {
   const std::int64_t row = blockIdx.x;
   const std::int64_t offset = (row / rows) * item_stride + (row % rows) * keys;
   const __nv_bfloat16* p_row = p + offset;
@@ -105,7 +110,8 @@ __global__ void softmax_backward_kernel(const __nv_bfloat16* p, __nv_bfloat16* d
   }
   const float dot = block_reduce(local, false);
   for (std::int64_t j = threadIdx.x; j < keys; j += blockDim.x) {
-    d_row[j] = __float2bfloat16(__bfloat162float(p_row[j]) * (__bfloat162float(d_row[j]) - dot));
+    d_row[j] =
+        __float2bfloat16(scale * __bfloat162float(p_row[j]) * (__bfloat162float(d_row[j]) - dot));
   }
 }
 
@@ -130,7 +136,8 @@ std::int64_t element_bytes(cudaDataType_t type) { return type == CUDA_R_32F ? 4 
 
 class CudaKernels final : public OpKernels {
  public:
-  explicit CudaKernels(const KernelOptions& options) : device_(options.device) {
+  explicit CudaKernels(const KernelOptions& options)
+      : device_(options.device), attention_kernel_(options.attention) {
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
       throw_runtime("cuda", "no CUDA device is visible to this process");
@@ -151,10 +158,19 @@ class CudaKernels final : public OpKernels {
     cudaDeviceProp properties{};
     FSDPTUNE_CUDA_CHECK(cudaGetDeviceProperties(&properties, device_));
     name_ = "cuda:" + std::to_string(device_) + " " + properties.name;
+    if (attention_kernel_ != AttentionKernel::kCublas) {
+      sdpa_ = make_cudnn_sdpa(stream_, &cudnn_absent_);
+      if (sdpa_ == nullptr && attention_kernel_ == AttentionKernel::kCudnn) {
+        throw_runtime("--attention cudnn",
+                      "cuDNN's fused attention is not available: " + cudnn_absent_,
+                      "--attention auto runs the cuBLAS attention where cuDNN is absent");
+      }
+    }
   }
 
   ~CudaKernels() override {
     cudaStreamSynchronize(stream_);
+    sdpa_.reset();  // its handle is bound to the stream
     for (auto& operand : operands_) cudaFree(operand.data);
     cublasDestroy(blas_);
     if (owns_stream_) cudaStreamDestroy(stream_);
@@ -240,6 +256,71 @@ class CudaKernels final : public OpKernels {
     return bytes;
   }
 
+  // run_cuda_attention (kernels.hpp): the inputs into the operands the chosen attention
+  // reads, forward, then backward, the outputs read back.
+  AttentionOutputs check_attention(const AttentionShape& s, const std::vector<float>& q,
+                                   const std::vector<float>& k, const std::vector<float>& v,
+                                   const std::vector<float>& d_o) {
+    const auto q_count = static_cast<std::size_t>(s.batch * s.heads * s.query_rows() * s.head_dim);
+    const auto kv_count = static_cast<std::size_t>(s.batch * s.kv_heads * s.seq * s.head_dim);
+    if (q.size() != q_count || d_o.size() != q_count || k.size() != kv_count ||
+        v.size() != kv_count) {
+      throw_bad_input("attention inputs", "sizes do not match the shape");
+    }
+    Op op;
+    op.kind = OpKind::kAttention;
+    op.name = "attention check";
+    op.attention = s;
+    const bool cudnn =
+        sdpa_ != nullptr && sdpa_->prepare(s, false).empty() && sdpa_->prepare(s, true).empty();
+    const auto put = [&](std::size_t slot, const std::vector<float>& values) {
+      std::vector<__nv_bfloat16> converted(values.size());
+      for (std::size_t i = 0; i < values.size(); ++i) converted[i] = __float2bfloat16(values[i]);
+      void* device = operand(slot, static_cast<std::int64_t>(values.size() * 2));
+      FSDPTUNE_CUDA_CHECK(cudaMemcpyAsync(device, converted.data(), converted.size() * 2,
+                                          cudaMemcpyHostToDevice, stream_));
+      synchronize();  // `converted` goes out of scope
+    };
+    const auto get = [&](std::size_t slot, std::size_t count) {
+      std::vector<__nv_bfloat16> raw(count);
+      synchronize();
+      FSDPTUNE_CUDA_CHECK(
+          cudaMemcpy(raw.data(), operands_[slot].data, count * 2, cudaMemcpyDeviceToHost));
+      std::vector<float> values(count);
+      for (std::size_t i = 0; i < count; ++i) values[i] = __bfloat162float(raw[i]);
+      return values;
+    };
+    put(0, q);
+    put(1, k);
+    put(2, v);
+    run(op);
+    AttentionOutputs outputs;
+    outputs.o = get(3, q_count);
+    put(cudnn ? 11 : 3, d_o);  // the cuBLAS attention reads dO where it wrote O
+    op.backward = true;
+    run(op);
+    outputs.dq = get(6, q_count);
+    outputs.dk = get(7, kv_count);
+    outputs.dv = get(8, kv_count);
+    return outputs;
+  }
+
+  std::string attention() const override {
+    std::string used;
+    if (ran_cudnn_) used = sdpa_->version() + " fused SDPA";
+    if (ran_cublas_) {
+      std::string why;
+      if (attention_kernel_ == AttentionKernel::kCublas) why = "--attention cublas";
+      if (sdpa_ == nullptr && why.empty()) why = "cuDNN: " + cudnn_absent_;
+      for (const auto& declined : cudnn_declined_) {
+        why += (why.empty() ? "cuDNN: " : "; ") + declined;
+      }
+      used += (used.empty() ? "" : "; ") + std::string("cuBLAS query blocks") +
+              (why.empty() ? "" : " (" + why + ")");
+    }
+    return used;
+  }
+
  private:
   struct Operand {
     void* data = nullptr;
@@ -298,6 +379,57 @@ class CudaKernels final : public OpKernels {
         static_cast<int>(count), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }
 
+  // cuDNN's fused attention where it has a plan for the op (and --attention is not
+  // cublas), the cuBLAS attention otherwise.
+  void run_attention(const Op& op) {
+    const AttentionShape& s = op.attention;
+    if (s.batch <= 0 || s.heads <= 0 || s.kv_heads <= 0 || s.seq <= 0 || s.head_dim <= 0 ||
+        s.heads % s.kv_heads != 0 || s.context_parallel < 1 ||
+        s.seq % (s.query_runs() * s.context_parallel) != 0) {
+      throw_bad_input(op.name, "attention with an invalid shape");
+    }
+    if (sdpa_ != nullptr) {
+      const std::string why = sdpa_->prepare(s, op.backward);
+      if (why.empty()) {
+        run_cudnn_attention(op);
+        ran_cudnn_ = true;
+        return;
+      }
+      if (attention_kernel_ == AttentionKernel::kCudnn) {
+        throw_bad_input(op.name, "cuDNN's fused attention cannot run this op: " + why,
+                        "--attention auto runs the cuBLAS attention for it");
+      }
+      cudnn_declined_.insert(why);
+    }
+    run_cublas_attention(op);
+    ran_cublas_ = true;
+  }
+
+  // Operands in cudnn_sdpa.hpp's layouts: q 0, k 1, v 2, o 3, dQ 6, dK 7, dV 8 as the cuBLAS
+  // attention's (which reads dO from 3 and keeps its scores in 4 and 5), softmax
+  // statistics 9, cuDNN's workspace 10, dO 11. The backward reads o and the statistics as
+  // the last forward left them (or as filled): finite either way, which is all the timing
+  // needs (kernels.hpp).
+  void run_cudnn_attention(const Op& op) {
+    const AttentionShape& s = op.attention;
+    const std::int64_t q_bytes = s.batch * s.heads * s.query_rows() * s.head_dim * 2;
+    const std::int64_t kv_bytes = s.batch * s.kv_heads * s.seq * s.head_dim * 2;
+    SdpaTensors tensors;
+    tensors.q = operand(0, q_bytes);
+    tensors.k = operand(1, kv_bytes);
+    tensors.v = operand(2, kv_bytes);
+    tensors.o = operand(3, q_bytes);
+    tensors.stats = operand(9, s.batch * s.heads * s.query_rows() * 4);
+    if (op.backward) {
+      tensors.d_o = operand(11, q_bytes);
+      tensors.d_q = operand(6, q_bytes);
+      tensors.d_k = operand(7, kv_bytes);
+      tensors.d_v = operand(8, kv_bytes);
+    }
+    const std::int64_t scratch = sdpa_->workspace_bytes(s, op.backward);
+    sdpa_->run(s, op.backward, tensors, scratch > 0 ? operand(10, scratch) : nullptr);
+  }
+
   // Causal attention in query blocks of kAttentionBlock rows: block i attends keys
   // [0, end of block i). GQA: query head (item * group + g) of batch item
   // item = b * kv_heads + kv_head reads kv head `item`, so for each g one strided batch
@@ -309,13 +441,8 @@ class CudaKernels final : public OpKernels {
   //   dP[r,L] = dO V^T  -> (T, N, m=L, n=r, k=d, A=V, B=dO)
   //   dQ[r,d] = dS K    -> (N, N, m=d, n=r, k=L, A=K, B=dS)
   //   dK[L,d] += dS^T Q -> (N, T, m=d, n=L, k=r, A=Q, B=dS)
-  void run_attention(const Op& op) {
+  void run_cublas_attention(const Op& op) {
     const AttentionShape& s = op.attention;
-    if (s.batch <= 0 || s.heads <= 0 || s.kv_heads <= 0 || s.seq <= 0 || s.head_dim <= 0 ||
-        s.heads % s.kv_heads != 0 || s.context_parallel < 1 ||
-        s.seq % (s.query_runs() * s.context_parallel) != 0) {
-      throw_bad_input(op.name, "attention with an invalid shape");
-    }
     const std::int64_t d = s.head_dim;
     const std::int64_t group = s.heads / s.kv_heads;
     const std::int64_t items = s.batch * s.kv_heads;
@@ -372,7 +499,7 @@ class CudaKernels final : public OpKernels {
         batched(CUBLAS_OP_T, CUBLAS_OP_N, keys, rows, d, v, d, kv_stride, d_o, d, q_stride, 0.0f,
                 d_p, keys, score_stride, items);
         softmax_backward_kernel<<<static_cast<unsigned>(items * rows), kThreads, 0, stream_>>>(
-            p, d_p, rows, keys, score_stride);
+            p, d_p, rows, keys, score_stride, scale);
         FSDPTUNE_CUDA_CHECK(cudaGetLastError());
         batched(CUBLAS_OP_N, CUBLAS_OP_N, d, rows, keys, k, d, kv_stride, d_p, keys, score_stride,
                 0.0f, dq + q_offset, d, q_stride, items);
@@ -383,11 +510,19 @@ class CudaKernels final : public OpKernels {
   }
 
   int device_ = 0;
+  AttentionKernel attention_kernel_ = AttentionKernel::kAuto;
   cudaStream_t stream_ = nullptr;
   bool owns_stream_ = false;
   cublasHandle_t blas_ = nullptr;
   std::string name_;
   std::vector<Operand> operands_;
+  // cuDNN's fused attention; nullptr with the reason in cudnn_absent_ (or --attention
+  // cublas). What ran, for attention(): cuDNN, cuBLAS, and why cuDNN declined ops.
+  std::unique_ptr<CudnnSdpa> sdpa_;
+  std::string cudnn_absent_;
+  std::set<std::string> cudnn_declined_;
+  bool ran_cudnn_ = false;
+  bool ran_cublas_ = false;
 };
 
 }  // namespace
@@ -400,6 +535,15 @@ int cuda_device_count() {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) return 0;
   return count;
+}
+
+AttentionOutputs run_cuda_attention(const AttentionShape& shape, AttentionKernel attention,
+                                    const std::vector<float>& q, const std::vector<float>& k,
+                                    const std::vector<float>& v, const std::vector<float>& d_o) {
+  KernelOptions options;
+  options.attention = attention;
+  CudaKernels kernels(options);
+  return kernels.check_attention(shape, q, k, v, d_o);
 }
 
 }  // namespace fsdptune

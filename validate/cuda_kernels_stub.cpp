@@ -12,4 +12,13 @@ std::unique_ptr<OpKernels> make_cuda_kernels(const KernelOptions& /*options*/) {
 
 int cuda_device_count() { return 0; }
 
+AttentionOutputs run_cuda_attention(const AttentionShape& /*shape*/, AttentionKernel /*attention*/,
+                                    const std::vector<float>& /*q*/,
+                                    const std::vector<float>& /*k*/,
+                                    const std::vector<float>& /*v*/,
+                                    const std::vector<float>& /*d_o*/) {
+  make_cuda_kernels();  // throws: built without CUDA
+  return {};
+}
+
 }  // namespace fsdptune

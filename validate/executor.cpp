@@ -1555,7 +1555,7 @@ MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& opti
     if (options.backend == "cpu") {
       backend = make_cpu_backend();
     } else if (options.backend == "cuda") {
-      backend = make_cuda_backend(mpi.local_rank());
+      backend = make_cuda_backend(mpi.local_rank(), options.attention);
     } else {
       throw_bad_input("--backend", "unknown backend '" + options.backend + "'", "cpu or cuda");
     }

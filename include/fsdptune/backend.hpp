@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "fsdptune/kernels.hpp"
 #include "fsdptune/program.hpp"
 #include "fsdptune/workload.hpp"
 
@@ -323,9 +324,11 @@ std::unique_ptr<Backend> make_cpu_backend();
 // The cuda backend on `device` (the rank's index on its node: one GPU per rank): CUDA
 // streams and events, cuBLAS kernels, NCCL communicators (per stream one of the world,
 // unique id broadcast over MPI, split with ncclCommSplit into the shard, replica and TP
-// groups), memory events from a cudaMallocAsync pool. Throws Error(kRuntime) when built
-// without CUDA, with no device, or when `device` is not below the visible device count.
-std::unique_ptr<Backend> make_cuda_backend(int device);
+// groups), memory events from a cudaMallocAsync pool; `attention` picks the kernels'
+// attention (KernelOptions::attention). Throws Error(kRuntime) when built without CUDA,
+// with no device, or when `device` is not below the visible device count.
+std::unique_ptr<Backend> make_cuda_backend(int device,
+                                           AttentionKernel attention = AttentionKernel::kAuto);
 // CUDA devices visible; 0 when built without CUDA.
 int cuda_backend_device_count();
 

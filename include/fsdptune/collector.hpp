@@ -17,6 +17,7 @@
 
 #include "fsdptune/cost_model.hpp"
 #include "fsdptune/hardware.hpp"
+#include "fsdptune/kernels.hpp"
 #include "fsdptune/profile.hpp"
 #include "fsdptune/workload.hpp"
 
@@ -34,10 +35,12 @@ struct CollectorOptions {
   bool measure_contention = true;   // GEMM alone vs alongside a collective; two collectives
   std::int64_t ranks_per_node = 0;  // recorded in the sweeps' CommGroup; 0: the job's
                                     // gpus_per_node capped at the world size
-  std::string hardware;             // Profile::hardware: the HardwareSpec id measured on
-  std::string command;              // Provenance::command
-  std::string tool;                 // Provenance::tool ("fsdptune 0.1.0")
-  std::string date;                 // Provenance::date, ISO 8601 (the caller reads the clock)
+  // cuda: the attention the compute ops run (KernelOptions::attention); cpu: kAuto only.
+  AttentionKernel attention = AttentionKernel::kAuto;
+  std::string hardware;  // Profile::hardware: the HardwareSpec id measured on
+  std::string command;   // Provenance::command
+  std::string tool;      // Provenance::tool ("fsdptune 0.1.0")
+  std::string date;      // Provenance::date, ISO 8601 (the caller reads the clock)
 };
 
 // Throws Error(kBadInput) naming the flag (--reps, --warmup, --sizes) when out of range.

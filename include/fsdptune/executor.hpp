@@ -15,8 +15,10 @@ namespace fsdptune {
 
 struct ExecutorOptions {
   std::string backend = "cpu";  // "cpu" or "cuda"
-  int iterations = 10;          // measured steps (>= 1)
-  int warmup = 3;               // untimed steps before them (>= 0)
+  // cuda: which attention the compute tasks run (KernelOptions::attention); cpu: kAuto only.
+  AttentionKernel attention = AttentionKernel::kAuto;
+  int iterations = 10;  // measured steps (>= 1)
+  int warmup = 3;       // untimed steps before them (>= 0)
   // One more untimed step before the warm-up, whose bucket buffers and fp32 gradient
   // shards are read back and checked after it, and whose TP collectives are checked as
   // they complete (data_check.hpp); a mismatch on any rank fails every rank.

@@ -9,8 +9,10 @@
 //                computed in query blocks so masked-out key blocks are skipped: the work is
 //                the causal half plus one diagonal block per row of blocks. The backward
 //                recomputes P and runs four more matrix products (dV, dP, dQ, dK): 2.5x
-//                the forward's (DESIGN.md). cpu: Eigen; cuda: strided-batched cuBLAS GEMMs
-//                and a softmax kernel.
+//                the forward's (DESIGN.md). cpu: Eigen; cuda: cuDNN's fused attention
+//                (flash attention, fsdptune/cudnn_sdpa.hpp) where cuDNN 9 is there and has
+//                a plan for the op, else strided-batched cuBLAS GEMMs and a softmax kernel
+//                (KernelOptions::attention).
 //   kMemoryBound reads op.bytes / 2 and writes op.bytes / 2 (out = a * in + b), in passes
 //                over bounded buffers (cpu 256 MiB, cuda 1 GiB per operand). memory_op
 //                "copy" (a bucket copy of a profile) copies op.bytes instead: cpu memcpy,
@@ -29,9 +31,19 @@
 
 namespace fsdptune {
 
+// Which attention the cuda kernels run (--attention). kAuto: cuDNN's fused attention for
+// the ops it has a plan for, the cuBLAS attention for the others; kCudnn: cuDNN's, and an
+// error for an op it cannot run; kCublas: the cuBLAS attention. The cpu kernels have one
+// attention (Eigen) and take kAuto only.
+enum class AttentionKernel { kAuto, kCudnn, kCublas };
+std::string to_string(AttentionKernel kernel);  // "auto", "cudnn", "cublas"
+// The inverse; throws Error(kBadInput) naming `where` (the flag) for any other text.
+AttentionKernel attention_kernel_from_string(const std::string& text, const std::string& where);
+
 struct KernelOptions {
   int device = 0;          // cuda: device ordinal
   void* stream = nullptr;  // cuda: the cudaStream_t to enqueue on; nullptr = own stream
+  AttentionKernel attention = AttentionKernel::kAuto;
 };
 
 class OpKernels {
@@ -50,13 +62,31 @@ class OpKernels {
   virtual std::vector<double> time(const Op& op, int warmup, int repetitions) = 0;
   // Device memory held for operands and scratch: grown to the largest op run so far.
   virtual std::int64_t workspace_bytes() const = 0;
+  // The attention implementations the attention ops run so far used, for the record
+  // (measured.json and profile environments): e.g. "cuDNN 9.19.0 fused SDPA" or
+  // "cuBLAS query blocks (cuDNN: <why not>)"; "" before the first attention op.
+  virtual std::string attention() const = 0;
 };
 
+// Throws Error(kBadInput) naming --attention when options.attention is not kAuto.
 std::unique_ptr<OpKernels> make_cpu_kernels(const KernelOptions& options = {});
 // Throws Error(kRuntime) when built without CUDA or when `options.device` does not exist.
 std::unique_ptr<OpKernels> make_cuda_kernels(const KernelOptions& options = {});
 // CUDA devices visible to this process; 0 when built without CUDA or without a driver.
 int cuda_device_count();
+
+// The cuda kernels' attention on given inputs, so tests where a GPU is present can check
+// its results: q and d_o [batch, heads, query_rows(), head_dim], k and v [batch, kv_heads,
+// seq, head_dim], fp32, rounded to bf16 on the way in. Runs the forward op, then the
+// backward op, with `attention`'s implementation (kAuto: the one run_attention picks);
+// returns o, dq, dk, dv in fp32. Throws Error(kRuntime) without a GPU, Error(kBadInput)
+// for sizes that do not match the shape.
+struct AttentionOutputs {
+  std::vector<float> o, dq, dk, dv;
+};
+AttentionOutputs run_cuda_attention(const AttentionShape& shape, AttentionKernel attention,
+                                    const std::vector<float>& q, const std::vector<float>& k,
+                                    const std::vector<float>& v, const std::vector<float>& d_o);
 
 // The arithmetic the cpu kernels run, exposed so tests can check results on small
 // shapes. Row-major fp32; no aliasing between inputs and outputs.

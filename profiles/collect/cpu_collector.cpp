@@ -223,7 +223,7 @@ Profile CpuCollector::collect(const Workload& workload, const CollectorOptions& 
   }
   Profile profile;
   profile.hardware = options.hardware;
-  auto kernels = make_cpu_kernels();
+  auto kernels = make_cpu_kernels({0, nullptr, options.attention});
 
   // Compute: every distinct op, with the executor's kernels. Repetitions are interleaved
   // (repetition 1 of every op, then repetition 2, ...) rather than run op by op: on a

@@ -264,7 +264,7 @@ Profile CuptiCollector::collect(const Workload& workload, const CollectorOptions
   Profile profile;
   profile.hardware = options.hardware;
   CuptiSession session;
-  auto kernels = make_cuda_kernels({device, compute_stream});
+  auto kernels = make_cuda_kernels({device, compute_stream, options.attention});
   const auto reps = static_cast<std::uint32_t>(options.reps);
   std::uint32_t next_measurement = 0;
 
@@ -477,6 +477,7 @@ Profile CuptiCollector::collect(const Workload& workload, const CollectorOptions
   // The kernels run on compute_stream and synchronize it (and destroy their cuBLAS handle,
   // bound to it) when destroyed: before the stream is.
   const std::string kernels_device = kernels->device();
+  const std::string kernels_attention = kernels->attention();
   kernels.reset();
   cudaStreamDestroy(compute_stream);
   cudaStreamDestroy(comm_stream);
@@ -507,6 +508,7 @@ Profile CuptiCollector::collect(const Workload& workload, const CollectorOptions
   environment["nccl"] = fmt::format("{}.{}.{}", nccl / 10000, (nccl % 10000) / 100, nccl % 100);
   environment["cupti_api"] = std::to_string(cupti);
   environment["kernels"] = kernels_device;
+  if (!kernels_attention.empty()) environment["attention"] = kernels_attention;
   environment["collectives"] = collective_note;
   environment["contention"] = contention_note;
   environment["samples"] = fmt::format(

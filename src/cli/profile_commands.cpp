@@ -25,6 +25,7 @@
 #include "fsdptune/hardware.hpp"
 #include "fsdptune/importers.hpp"
 #include "fsdptune/io.hpp"
+#include "fsdptune/kernels.hpp"
 #include "fsdptune/profile.hpp"
 #include "fsdptune/profile_compare.hpp"
 #include "fsdptune/profile_merge.hpp"
@@ -140,6 +141,7 @@ struct CollectFlags {
   std::vector<std::string> collectives;
   bool no_contention = false;
   std::int64_t ranks_per_node = 0;
+  std::string attention = "auto";
   std::string out;
   std::string hardware_out;
 };
@@ -219,6 +221,12 @@ void run_collect(const CollectFlags& flags) {
   }
   options.measure_contention = !flags.no_contention;
   options.ranks_per_node = flags.ranks_per_node;
+  options.attention = attention_kernel_from_string(flags.attention, "--attention");
+  if (flags.backend == "cpu" && options.attention != AttentionKernel::kAuto) {
+    throw_bad_input("--attention",
+                    "the cpu backend has one attention (Eigen), not " + flags.attention,
+                    "--attention cudnn or cublas needs --backend cuda");
+  }
   options.hardware = flags.hardware.empty() ? flags.backend : profile_hardware_id(flags.hardware);
   options.tool = std::string("fsdptune ") + FSDPTUNE_VERSION;
   options.date = provenance_date();
@@ -343,6 +351,11 @@ void add_collect(CLI::App& profile) {
       .add_option("--collectives", collect->collectives,
                   "all_gather,reduce_scatter,all_reduce (default: all three)")
       ->delimiter(',');
+  profile
+      .add_option("--attention", collect->attention,
+                  "cuda: auto (cuDNN's fused attention where it runs the op, else cuBLAS), "
+                  "cudnn or cublas")
+      ->capture_default_str();
   profile.add_flag("--no-contention", collect->no_contention,
                    "skip the overlap measurements (keep the default factors)");
   profile

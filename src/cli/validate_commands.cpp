@@ -16,6 +16,7 @@
 #include "fsdptune/executor.hpp"
 #include "fsdptune/io.hpp"
 #include "fsdptune/job.hpp"
+#include "fsdptune/kernels.hpp"
 #include "fsdptune/measured.hpp"
 #include "fsdptune/schedule.hpp"
 #include "fsdptune/units.hpp"
@@ -27,6 +28,7 @@ namespace {
 struct ValidateArgs {
   std::string schedule;
   std::string out;
+  std::string attention = "auto";
   ExecutorOptions options;
 };
 
@@ -99,11 +101,18 @@ void run_validate(const ValidateArgs& args) {
   if (options.backend != "cpu" && options.backend != "cuda") {
     throw_bad_input("--backend", "unknown backend '" + options.backend + "'", "cpu or cuda");
   }
-  options.command =
-      fmt::format("fsdptune validate {} --backend {} --iters {} --warmup {}{}{} --out {}",
-                  args.schedule, options.backend, options.iterations, options.warmup,
-                  options.check_data ? " --check-data" : "",
-                  options.scale_down ? " --scale-down" : "", args.out);
+  options.attention = attention_kernel_from_string(args.attention, "--attention");
+  if (options.backend == "cpu" && options.attention != AttentionKernel::kAuto) {
+    throw_bad_input("--attention",
+                    "the cpu backend has one attention (Eigen), not " + args.attention,
+                    "--attention cudnn or cublas needs --backend cuda");
+  }
+  options.command = fmt::format(
+      "fsdptune validate {} --backend {}{} --iters {} --warmup {}{}{} --out {}", args.schedule,
+      options.backend,
+      options.attention == AttentionKernel::kAuto ? "" : " --attention " + args.attention,
+      options.iterations, options.warmup, options.check_data ? " --check-data" : "",
+      options.scale_down ? " --scale-down" : "", args.out);
 
   MpiSession mpi;
   ScheduleFile schedule;
@@ -179,6 +188,11 @@ void register_validate_commands(CLI::App& app) {
       "it");
   validate->add_option("schedule", validate_args->schedule, "schedule.json to replay")->required();
   validate->add_option("--backend", validate_args->options.backend, "cpu or cuda")
+      ->capture_default_str();
+  validate
+      ->add_option("--attention", validate_args->attention,
+                   "cuda: auto (cuDNN's fused attention where it runs the op, else cuBLAS), "
+                   "cudnn or cublas")
       ->capture_default_str();
   validate->add_option("--iters", validate_args->options.iterations, "measured steps")
       ->capture_default_str();

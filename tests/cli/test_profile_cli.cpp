@@ -122,6 +122,10 @@ TEST_CASE("profile flag errors name the flag and exit 2", "[cli][profile]") {
       {"--backend cpu " + kTinyJob + " --sizes 3KiB:1MiB --out " + out, "--sizes"},
       {"--backend cpu " + kTinyJob + " --collectives all_to_all --out " + out, "--collectives"},
       {"--backend cuda " + kTinyJob + " --hardware-out x.json --out " + out, "--hardware-out"},
+      {"--backend cpu " + kTinyJob + " --attention cudnn --out " + out,
+       "--attention: the cpu backend has one attention (Eigen), not cudnn"},
+      {"--backend cuda " + kTinyJob + " --attention flash --out " + out,
+       "--attention: unknown attention 'flash'"},
       {"--backend cpu --model no-such-model --out " + out, "no-such-model"},
       // 0 was the "not given" value, read as the ranks sharing this host (exit 0).
       {"--backend cpu " + kTinyJob + " --ranks-per-node 0 --out " + out,

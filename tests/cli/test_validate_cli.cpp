@@ -324,6 +324,14 @@ TEST_CASE("validate and compare reject bad flags and files", "[cli][validate]") 
   run = run_fsdptune("validate " + tiny_schedule() + " --backend tpu --out " + dir + "/m.json");
   CHECK(run.exit_code == 2);
   CHECK_THAT(run.err, Catch::Contains("--backend"));
+  run =
+      run_fsdptune("validate " + tiny_schedule() + " --attention cublas --out " + dir + "/m.json");
+  CHECK(run.exit_code == 2);
+  CHECK_THAT(run.err, Catch::Contains("--attention: the cpu backend has one attention (Eigen)"));
+  run = run_fsdptune("validate " + tiny_schedule() + " --backend cuda --attention flash --out " +
+                     dir + "/m.json");
+  CHECK(run.exit_code == 2);
+  CHECK_THAT(run.err, Catch::Contains("--attention: unknown attention 'flash'"));
   write_file_atomically(dir + "/m.json", "{\"format\": \"fsdptune-measured\", \"version\": 1}\n");
   run = run_fsdptune("compare " + tiny_schedule() + " " + dir + "/m.json");
   CHECK(run.exit_code == 2);

@@ -1,9 +1,14 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "fsdptune/cudnn_sdpa.hpp"
 #include "fsdptune/error.hpp"
 #include "fsdptune/kernels.hpp"
 
@@ -241,13 +246,13 @@ TEST_CASE("cpu kernels run every op kind and grow their workspace", "[kernels]")
 namespace {
 
 // The cuda kernels on device 0, or nullptr with the printed warning `skipped: no GPU`.
-std::unique_ptr<OpKernels> cuda_kernels_or_skip() {
+std::unique_ptr<OpKernels> cuda_kernels_or_skip(const KernelOptions& options = {}) {
   if (cuda_device_count() == 0) {
     WARN("skipped: no GPU (cuda_device_count() == 0)");
     SUCCEED("skipped: no GPU");
     return nullptr;
   }
-  return make_cuda_kernels();
+  return make_cuda_kernels(options);
 }
 
 // Runs the attention of `shape` forward, then backward; returns the backward op.
@@ -283,7 +288,7 @@ TEST_CASE("cuda kernels run a GEMM where a GPU is present", "[kernels][cuda]") {
 // batch items, a memory-bound op and a bucket copy. Only runs where a GPU is present.
 TEST_CASE("cuda kernels run every op kind on ragged shapes where a GPU is present",
           "[kernels][cuda]") {
-  auto kernels = cuda_kernels_or_skip();
+  auto kernels = cuda_kernels_or_skip({0, nullptr, AttentionKernel::kCublas});
   if (kernels == nullptr) return;
   Op gemm;
   gemm.kind = OpKind::kGemm;
@@ -312,4 +317,141 @@ TEST_CASE("cuda kernels run every op kind on ragged shapes where a GPU is presen
   // dk, dv 2 x 2 x 1000 x 128 x 2 = 1024000 each, dq as q, p and dP 4 items x 512 x 1000 x 2
   // = 4096000 each: at least their sum.
   CHECK(kernels->workspace_bytes() >= 3 * 4096000 + 4 * 1024000 + 2 * 4096000);
+  CHECK(kernels->attention() == "cuBLAS query blocks (--attention cublas)");
+}
+
+// What cuDNN checks before it needs a GPU, on this machine where its library loads: every
+// tensor and operation descriptor of the attention graphs finalizes (an operation checks
+// its tensors against each other: a matmul refuses A [.., m, k] x B [.., k', n] with k !=
+// k', a reduction an output that is not a reduced input, ...). The counts are the graphs
+// (fsdptune/cudnn_sdpa.hpp): forward 2 matmuls, scale, 4 mask ops, the softmax's 7;
+// backward 24 under GQA (dK and dV summed over each group), 22 without.
+TEST_CASE("cuDNN attention graphs finalize every operation without a GPU", "[kernels][cudnn]") {
+  if (const std::string why = cudnn_unavailable(); !why.empty()) {
+    WARN("skipped: " << why);
+    SUCCEED("skipped: no cuDNN");
+    return;
+  }
+  const AttentionShape llama8b{1, 32, 8, 8192, 128};
+  CHECK(finalize_sdpa_operations(llama8b, false) == 14);
+  CHECK(finalize_sdpa_operations(llama8b, true) == 24);
+  const AttentionShape llama70b{1, 64, 8, 8192, 128};
+  CHECK(finalize_sdpa_operations(llama70b, true) == 24);
+  const AttentionShape heads{2, 8, 8, 1000, 64};
+  CHECK(finalize_sdpa_operations(heads, false) == 14);
+  CHECK(finalize_sdpa_operations(heads, true) == 22);
+  // Not expressed: the rank's rows of context-parallel attention, odd head sizes.
+  const AttentionShape context_parallel{1, 32, 8, 8192, 128, true, 2};
+  CHECK_THAT(sdpa_shape_unsupported(context_parallel), Catch::Contains("context-parallel"));
+  CHECK_THROWS_AS(finalize_sdpa_operations(context_parallel, false), Error);
+  CHECK_THAT(sdpa_shape_unsupported({1, 4, 4, 64, 100}), Catch::Contains("head_dim 100"));
+  CHECK(sdpa_shape_unsupported(llama8b).empty());
+}
+
+namespace {
+
+// x rounded to bf16 (round to nearest even): what the cuda kernels compute from.
+float to_bf16(float x) {
+  std::uint32_t bits = 0;
+  std::memcpy(&bits, &x, sizeof bits);
+  bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000u;
+  float rounded = 0;
+  std::memcpy(&rounded, &bits, sizeof rounded);
+  return rounded;
+}
+
+// n values in [-1, 1), deterministic, already bf16.
+std::vector<float> bf16_values(std::size_t n, std::uint32_t seed) {
+  std::vector<float> values(n);
+  std::uint32_t state = seed * 2654435761u + 1;
+  for (auto& value : values) {
+    state = state * 1664525u + 1013904223u;
+    value = to_bf16(static_cast<float>(state >> 8) / static_cast<float>(1 << 23) - 1.0f);
+  }
+  return values;
+}
+
+// max |got - want| within 2 % of max |want| (bf16 outputs and a bf16 P in P V: a few
+// units of the last place of the largest element).
+void check_close(const std::vector<float>& got, const std::vector<float>& want,
+                 const std::string& what) {
+  REQUIRE(got.size() == want.size());
+  double largest = 0, worst = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    largest = std::max(largest, std::abs(double(want[i])));
+    worst = std::max(worst, std::abs(double(got[i]) - want[i]));
+  }
+  INFO(what << ": max error " << worst << " of max " << largest);
+  CHECK(largest > 0);
+  CHECK(worst <= 0.02 * largest);
+}
+
+}  // namespace
+
+// The cuda attention's numbers against the cpu attention (fp32 from the same bf16 inputs):
+// the cuBLAS attention over a ragged last query block (600 = 512 + 88 rows), cuDNN's fused
+// attention where cuDNN loads, both with GQA and without. Only runs where a GPU is present.
+TEST_CASE("cuda attention matches the cpu attention where a GPU is present", "[kernels][cuda]") {
+  if (cuda_kernels_or_skip() == nullptr) return;
+  for (const AttentionShape& shape :
+       {AttentionShape{1, 4, 2, 600, 64}, AttentionShape{2, 2, 2, 256, 128}}) {
+    const auto q_n =
+        static_cast<std::size_t>(shape.batch * shape.heads * shape.seq * shape.head_dim);
+    const auto kv_n =
+        static_cast<std::size_t>(shape.batch * shape.kv_heads * shape.seq * shape.head_dim);
+    const auto q = bf16_values(q_n, 1), k = bf16_values(kv_n, 2), v = bf16_values(kv_n, 3),
+               d_o = bf16_values(q_n, 4);
+    AttentionOutputs want{std::vector<float>(q_n), std::vector<float>(q_n),
+                          std::vector<float>(kv_n), std::vector<float>(kv_n)};
+    cpu_math::causal_attention_forward(shape, q.data(), k.data(), v.data(), want.o.data(), 64);
+    cpu_math::causal_attention_backward(shape, q.data(), k.data(), v.data(), d_o.data(),
+                                        want.dq.data(), want.dk.data(), want.dv.data(), 64);
+    std::vector<AttentionKernel> kernels = {AttentionKernel::kCublas};
+    if (cudnn_unavailable().empty()) {
+      kernels.push_back(AttentionKernel::kCudnn);
+    } else {
+      WARN("cuDNN's attention not checked: " << cudnn_unavailable());
+    }
+    for (const AttentionKernel kernel : kernels) {
+      INFO(to_string(kernel) << " attention, heads " << shape.heads << "/" << shape.kv_heads
+                             << ", seq " << shape.seq << ", head_dim " << shape.head_dim);
+      const AttentionOutputs got = run_cuda_attention(shape, kernel, q, k, v, d_o);
+      check_close(got.o, want.o, "O");
+      check_close(got.dq, want.dq, "dQ");
+      check_close(got.dk, want.dk, "dK");
+      check_close(got.dv, want.dv, "dV");
+    }
+  }
+}
+
+// --attention auto: cuDNN for the ops it has a plan for, cuBLAS for the rest, and the
+// record says which ran and why. Only runs where a GPU (and cuDNN) is present.
+TEST_CASE("cuda kernels pick cuDNN's attention where it runs the op", "[kernels][cuda]") {
+  auto kernels = cuda_kernels_or_skip();
+  if (kernels == nullptr) return;
+  if (const std::string why = cudnn_unavailable(); !why.empty()) {
+    WARN("skipped: " << why);
+    return;
+  }
+  CHECK(kernels->attention().empty());
+  run_attention_forward_and_backward(*kernels, {1, 32, 8, 4096, 128, true});
+  kernels->synchronize();
+  CHECK_THAT(kernels->attention(), Catch::StartsWith("cuDNN 9.") && Catch::EndsWith("fused SDPA"));
+  // Context parallelism: cuDNN's square mask does not express the rank's rows.
+  run_attention_forward_and_backward(*kernels, {1, 32, 8, 4096, 128, true, 2});
+  kernels->synchronize();
+  CHECK_THAT(kernels->attention(),
+             Catch::Contains("fused SDPA; cuBLAS query blocks (cuDNN: context-parallel"));
+  auto strict = make_cuda_kernels({0, nullptr, AttentionKernel::kCudnn});
+  Op attention;
+  attention.kind = OpKind::kAttention;
+  attention.name = "layers.0.attention.sdpa";
+  attention.attention = {1, 32, 8, 4096, 128, true, 2};
+  try {
+    strict->run(attention);
+    FAIL("--attention cudnn ran an op cuDNN's graph does not express");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::kBadInput);
+    CHECK(e.where() == "layers.0.attention.sdpa");
+  }
 }

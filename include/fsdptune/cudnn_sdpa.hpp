@@ -1,0 +1,71 @@
+// cuDNN's fused scaled-dot-product attention (flash attention, its runtime-fusion engine)
+// for the cuda kernels' causal attention ops: the implementation of "the right cost" that
+// PyTorch's SDPA also reaches on Hopper (docs/validation.md). The graph is written with
+// cuDNN 9's backend (graph) API; libcudnn.so.9 is loaded at run time, so a binary built
+// with cuDNN's headers runs where cuDNN is absent and the kernels keep their cuBLAS
+// attention there. Built from cudnn_sdpa.cpp where the headers were found, from
+// cudnn_sdpa_stub.cpp otherwise (STYLE.md rule 2).
+//
+// The tensors are bf16, [batch, heads, rows, head_dim] contiguous (rows: the query rows
+// of the op, AttentionShape::query_rows()); K and V [batch, kv_heads, seq, head_dim]
+// (GQA: query head h reads kv head h / (heads / kv_heads)); the softmax statistics fp32
+// [batch, heads, rows, 1]; scale 1 / sqrt(head_dim); causal: the query at position p
+// attends keys [0, p] (AttentionShape::query_position).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "fsdptune/workload.hpp"
+
+namespace fsdptune {
+
+// Device pointers of one attention op (layouts above).
+struct SdpaTensors {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* o = nullptr;          // forward: written; backward: read (the forward's output)
+  void* stats = nullptr;      // forward: written; backward: read
+  const void* d_o = nullptr;  // backward only, as are the three below
+  void* d_q = nullptr;
+  void* d_k = nullptr;
+  void* d_v = nullptr;
+};
+
+class CudnnSdpa {
+ public:
+  virtual ~CudnnSdpa() = default;
+  // Builds (once per shape and direction, then cached) cuDNN's execution plan for the op.
+  // "" when there is one; otherwise why not (the shape is not one the graph expresses,
+  // or cuDNN has no engine for it), and the caller runs another implementation.
+  virtual std::string prepare(const AttentionShape& shape, bool backward) = 0;
+  // Scratch the prepared plan needs, bytes. REQUIRES: prepare(shape, backward) == "".
+  virtual std::int64_t workspace_bytes(const AttentionShape& shape, bool backward) = 0;
+  // Enqueues the op on the stream. REQUIRES: prepare(shape, backward) == "", `workspace`
+  // of workspace_bytes(). Throws Error(kRuntime) naming the call when cuDNN fails.
+  virtual void run(const AttentionShape& shape, bool backward, const SdpaTensors& tensors,
+                   void* workspace) = 0;
+  // "cuDNN 9.19.0" (the library loaded).
+  virtual std::string version() const = 0;
+};
+
+// cuDNN on the current CUDA device, enqueuing on `stream` (a cudaStream_t). nullptr, with
+// the reason in `why`, when it is not there: built without cuDNN's headers, no
+// libcudnn.so.9 to load (FSDPTUNE_CUDNN_LIBRARY names one explicitly), or no handle.
+std::unique_ptr<CudnnSdpa> make_cudnn_sdpa(void* stream, std::string* why);
+
+// "" when libcudnn.so.9 (cuDNN 9) loads in this process, otherwise why not.
+std::string cudnn_unavailable();
+
+// "" when the graph expresses `shape`, otherwise why not (checked before any cuDNN call).
+std::string sdpa_shape_unsupported(const AttentionShape& shape);
+
+// What cuDNN checks before it needs a GPU: builds and finalizes every tensor and
+// operation descriptor of the graph for `shape` (forward or backward), without a handle.
+// Returns the number of operations. Throws Error(kRuntime) naming the descriptor cuDNN
+// refused, or when cuDNN cannot be loaded. For tests on machines without a GPU.
+int finalize_sdpa_operations(const AttentionShape& shape, bool backward);
+
+}  // namespace fsdptune
