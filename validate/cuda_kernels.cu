@@ -307,7 +307,7 @@ class CudaKernels final : public OpKernels {
 
   std::string attention() const override {
     std::string used;
-    if (ran_cudnn_) used = sdpa_->version() + " fused SDPA";
+    if (ran_cudnn_) used = sdpa_->description();
     if (ran_cublas_) {
       std::string why;
       if (attention_kernel_ == AttentionKernel::kCublas) why = "--attention cublas";

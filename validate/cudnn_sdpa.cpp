@@ -7,6 +7,7 @@
 #include <cudnn_graph.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <deque>
@@ -268,12 +269,29 @@ enum Uid : std::int64_t {
 
 using Dims = std::vector<std::int64_t>;
 
+// Two ways of writing the same graph, as cuDNN's frontend has over the releases: they
+// differ only in attributes the runtime-fusion engine might match strictly. Tried in
+// order until one yields a plan (the graphs have not run on a GPU yet: the first GPU run
+// says which one cuDNN takes, docs/validation.md "The cuda attention").
+struct GraphStyle {
+  const char* name;
+  cudnnDataType_t index_precision;   // GEN_INDEX's math precision
+  bool reduction_not_deterministic;  // CUDNN_ATTR_REDUCTION_IS_DETERMINISTIC false (>= 9.11)
+  bool matmul_padding_value;         // CUDNN_ATTR_MATMUL_PADDING_VALUE 0.0
+};
+constexpr GraphStyle kGraphStyles[] = {
+    {"the current frontend's", CUDNN_DATA_FLOAT, true, false},
+    {"the older frontend's", CUDNN_DATA_INT32, false, true},
+};
+
 // Builds the tensors and operations of one graph, in the order cuDNN's frontend emits
 // them; every descriptor finalized as it is made (no handle needed until the graph).
 class GraphBuilder {
  public:
-  explicit GraphBuilder(const CudnnApi& api, std::deque<Descriptor>& parts)
-      : api_(api), parts_(parts) {}
+  GraphBuilder(const CudnnApi& api, const GraphStyle& style, std::deque<Descriptor>& parts)
+      : api_(api), style_(style), parts_(parts) {}
+
+  const GraphStyle& style() const { return style_; }
 
   enum class Kind { kReal, kVirtual, kByValue };
 
@@ -331,6 +349,9 @@ class GraphBuilder {
         parts_.emplace_back(api_, CUDNN_BACKEND_MATMUL_DESCRIPTOR, "matmul " + name);
     function.set(CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE,
                  std::vector<cudnnDataType_t>{CUDNN_DATA_FLOAT});
+    if (style_.matmul_padding_value) {
+      function.set(CUDNN_ATTR_MATMUL_PADDING_VALUE, CUDNN_TYPE_DOUBLE, std::vector<double>{0.0});
+    }
     function.finalize();
     Descriptor& op =
         parts_.emplace_back(api_, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, "operation " + name);
@@ -350,6 +371,9 @@ class GraphBuilder {
                  std::vector<cudnnDataType_t>{CUDNN_DATA_FLOAT});
     function.set(CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE,
                  std::vector<cudnnReduceTensorOp_t>{reduce});
+    if (style_.reduction_not_deterministic && api_.get_version() >= 91100) {
+      function.set_bool(CUDNN_ATTR_REDUCTION_IS_DETERMINISTIC, false);
+    }
     function.finalize();
     Descriptor& op = parts_.emplace_back(api_, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR,
                                          "operation " + name);
@@ -372,6 +396,7 @@ class GraphBuilder {
 
  private:
   const CudnnApi& api_;
+  const GraphStyle& style_;
   std::deque<Descriptor>& parts_;
   std::vector<const Descriptor*> operations_;
   std::int64_t next_virtual_ = kFirstVirtual;
@@ -414,9 +439,9 @@ const Descriptor& causal_mask(GraphBuilder& graph, const Sizes& z, const Descrip
   const auto& masked =
       graph.virtual_tensor("masked scores", z.scores(), z.scores_strides(), CUDNN_DATA_FLOAT);
   graph.pointwise("row index", CUDNN_POINTWISE_GEN_INDEX, scores, nullptr, nullptr, row,
-                  CUDNN_DATA_FLOAT, 2);
+                  graph.style().index_precision, 2);
   graph.pointwise("column index", CUDNN_POINTWISE_GEN_INDEX, scores, nullptr, nullptr, column,
-                  CUDNN_DATA_FLOAT, 3);
+                  graph.style().index_precision, 3);
   graph.pointwise("row >= column", CUDNN_POINTWISE_CMP_GE, row, &column, nullptr, keep,
                   CUDNN_DATA_BOOLEAN);
   graph.pointwise("causal select", CUDNN_POINTWISE_BINARY_SELECT, scores, &negative_infinity, &keep,
@@ -560,6 +585,7 @@ void backward_graph(GraphBuilder& graph, const Sizes& z) {
 struct Plan {
   std::deque<Descriptor> parts;  // tensors, operations, graph, heuristics, configurations
   const Descriptor* plan = nullptr;
+  const GraphStyle* style = nullptr;
   std::int64_t accumulator_bytes = 0;
   std::int64_t softmax_sum_bytes = 0;
   std::int64_t plan_workspace_bytes = 0;
@@ -571,9 +597,10 @@ struct Plan {
 std::int64_t aligned(std::int64_t bytes) { return (bytes + 255) / 256 * 256; }
 
 // The graph's operations for `shape`, built into `parts`.
-std::vector<const Descriptor*> build_operations(const CudnnApi& api, const AttentionShape& shape,
-                                                bool backward, std::deque<Descriptor>& parts) {
-  GraphBuilder graph(api, parts);
+std::vector<const Descriptor*> build_operations(const CudnnApi& api, const GraphStyle& style,
+                                                const AttentionShape& shape, bool backward,
+                                                std::deque<Descriptor>& parts) {
+  GraphBuilder graph(api, style, parts);
   const Sizes sizes(shape);
   if (backward) {
     backward_graph(graph, sizes);
@@ -583,10 +610,11 @@ std::vector<const Descriptor*> build_operations(const CudnnApi& api, const Atten
   return graph.operations();
 }
 
-std::unique_ptr<Plan> build(const CudnnApi& api, cudnnHandle_t handle, const AttentionShape& shape,
-                            bool backward) {
+std::unique_ptr<Plan> build(const CudnnApi& api, cudnnHandle_t handle, const GraphStyle& style,
+                            const AttentionShape& shape, bool backward) {
   auto built = std::make_unique<Plan>();
-  const auto operations = build_operations(api, shape, backward, built->parts);
+  built->style = &style;
+  const auto operations = build_operations(api, style, shape, backward, built->parts);
   std::vector<cudnnBackendDescriptor_t> handles;
   for (const Descriptor* operation : operations) handles.push_back(operation->get());
   Descriptor& graph = built->parts.emplace_back(api, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR,
@@ -623,11 +651,13 @@ class CudnnSdpaImpl final : public CudnnSdpa {
     }
     std::string why = sdpa_shape_unsupported(shape);
     if (why.empty()) {
-      try {
-        plans_[key] = build(api_, handle_, shape, backward);
-        return "";
-      } catch (const Error& e) {
-        why = e.message();
+      for (const GraphStyle& style : kGraphStyles) {
+        try {
+          plans_[key] = build(api_, handle_, style, shape, backward);
+          return "";
+        } catch (const Error& e) {
+          why += (why.empty() ? "" : "; ") + std::string(style.name) + " graph: " + e.message();
+        }
       }
     }
     refusals_[key] = why;
@@ -642,7 +672,10 @@ class CudnnSdpaImpl final : public CudnnSdpa {
            void* workspace) override {
     const Plan& plan = plan_of(shape, backward);
     const float scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
-    const float negative_infinity = -std::numeric_limits<float>::infinity();
+    // The masked scores' value: -inf, or the lowest float before cuDNN 9.10 (its frontend's).
+    const float negative_infinity = api_.get_version() >= 91000
+                                        ? -std::numeric_limits<float>::infinity()
+                                        : std::numeric_limits<float>::lowest();
     const float one = 1.0f;
     // The real tensors and the by-value scalars (host pointers, read when enqueued).
     std::vector<std::int64_t> uids = {kQ, kK, kV, kO, kStats, kScale, kNegativeInfinity};
@@ -679,10 +712,21 @@ class CudnnSdpaImpl final : public CudnnSdpa {
           std::string("running the attention ") + (backward ? "backward" : "forward"));
   }
 
-  std::string version() const override {
+  std::string description() const override {
     const std::size_t v = api_.get_version();
-    return "cuDNN " + std::to_string(v / 10000) + "." + std::to_string(v % 10000 / 100) + "." +
-           std::to_string(v % 100);
+    std::string text = "cuDNN " + std::to_string(v / 10000) + "." +
+                       std::to_string(v % 10000 / 100) + "." + std::to_string(v % 100) +
+                       " fused SDPA";
+    for (const GraphStyle& style : kGraphStyles) {
+      const auto built = std::count_if(plans_.begin(), plans_.end(), [&](const auto& entry) {
+        return entry.second->style == &style;
+      });
+      if (&style != &kGraphStyles[0] && built > 0) {
+        text += " (" + std::string(style.name) + " graph for " + std::to_string(built) + " of " +
+                std::to_string(plans_.size()) + " plans)";
+      }
+    }
+    return text;
   }
 
  private:
@@ -755,8 +799,12 @@ int finalize_sdpa_operations(const AttentionShape& shape, bool backward) {
   if (const std::string why = sdpa_shape_unsupported(shape); !why.empty()) {
     throw_runtime("cudnn", "the graph does not express " + why);
   }
-  std::deque<Descriptor> parts;
-  return static_cast<int>(build_operations(api, shape, backward, parts).size());
+  int operations = 0;
+  for (const GraphStyle& style : kGraphStyles) {
+    std::deque<Descriptor> parts;
+    operations = static_cast<int>(build_operations(api, style, shape, backward, parts).size());
+  }
+  return operations;
 }
 
 }  // namespace fsdptune

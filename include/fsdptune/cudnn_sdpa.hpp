@@ -47,8 +47,9 @@ class CudnnSdpa {
   // of workspace_bytes(). Throws Error(kRuntime) naming the call when cuDNN fails.
   virtual void run(const AttentionShape& shape, bool backward, const SdpaTensors& tensors,
                    void* workspace) = 0;
-  // "cuDNN 9.19.0" (the library loaded).
-  virtual std::string version() const = 0;
+  // What runs, for the record: "cuDNN 9.19.0 fused SDPA" (the library loaded), and which
+  // way of writing the graph cuDNN took where it was not the first for every plan.
+  virtual std::string description() const = 0;
 };
 
 // cuDNN on the current CUDA device, enqueuing on `stream` (a cudaStream_t). nullptr, with
@@ -63,7 +64,8 @@ std::string cudnn_unavailable();
 std::string sdpa_shape_unsupported(const AttentionShape& shape);
 
 // What cuDNN checks before it needs a GPU: builds and finalizes every tensor and
-// operation descriptor of the graph for `shape` (forward or backward), without a handle.
+// operation descriptor of the graph for `shape` (forward or backward), in each of the ways
+// it is written (the frontend's attributes of several releases), without a handle.
 // Returns the number of operations. Throws Error(kRuntime) naming the descriptor cuDNN
 // refused, or when cuDNN cannot be loaded. For tests on machines without a GPU.
 int finalize_sdpa_operations(const AttentionShape& shape, bool backward);
