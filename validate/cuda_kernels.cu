@@ -161,6 +161,8 @@ class CudaKernels final : public OpKernels {
     if (attention_kernel_ != AttentionKernel::kCublas) {
       sdpa_ = make_cudnn_sdpa(stream_, &cudnn_absent_);
       if (sdpa_ == nullptr && attention_kernel_ == AttentionKernel::kCudnn) {
+        cublasDestroy(blas_);  // no destructor runs for a constructor that throws
+        if (owns_stream_) cudaStreamDestroy(stream_);
         throw_runtime("--attention cudnn",
                       "cuDNN's fused attention is not available: " + cudnn_absent_,
                       "--attention auto runs the cuBLAS attention where cuDNN is absent");
@@ -271,8 +273,15 @@ class CudaKernels final : public OpKernels {
     op.kind = OpKind::kAttention;
     op.name = "attention check";
     op.attention = s;
-    const bool cudnn =
-        sdpa_ != nullptr && sdpa_->prepare(s, false).empty() && sdpa_->prepare(s, true).empty();
+    // Both directions on one implementation: the cuDNN backward reads dO from its own slot
+    // and the statistics only its forward writes.
+    const bool cudnn = sdpa_ != nullptr && sdpa_->prepare(s, false).empty();
+    const bool cudnn_backward = sdpa_ != nullptr && sdpa_->prepare(s, true).empty();
+    if (cudnn != cudnn_backward) {
+      throw_runtime("attention check", std::string("cuDNN has a plan for the ") +
+                                           (cudnn ? "forward" : "backward") +
+                                           " only: " + sdpa_->prepare(s, cudnn));
+    }
     const auto put = [&](std::size_t slot, const std::vector<float>& values) {
       std::vector<__nv_bfloat16> converted(values.size());
       for (std::size_t i = 0; i < values.size(); ++i) converted[i] = __float2bfloat16(values[i]);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <limits>
 #include <map>
@@ -122,7 +123,7 @@ void check(const CudnnApi& api, cudnnStatus_t status, const std::string& what) {
   if (status == CUDNN_STATUS_SUCCESS) return;
   std::string detail(512, '\0');
   api.last_error_string(detail.data(), detail.size());
-  detail.resize(detail.find('\0'));
+  detail.resize(std::strlen(detail.c_str()));
   throw_runtime("cudnn", what + ": " + api.error_string(status) +
                              (detail.empty() ? "" : " (" + detail + ")"));
 }
@@ -784,6 +785,7 @@ std::string sdpa_shape_unsupported(const AttentionShape& s) {
       s.heads % s.kv_heads != 0) {
     return "an invalid attention shape";
   }
+  if (!s.causal) return "a non-causal attention (the graph's mask is causal)";
   if (s.context_parallel != 1) {
     return "context-parallel query rows (the graph's causal mask is the square one)";
   }

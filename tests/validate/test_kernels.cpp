@@ -345,7 +345,14 @@ TEST_CASE("cuDNN attention graphs finalize every operation without a GPU", "[ker
   CHECK_THAT(sdpa_shape_unsupported(context_parallel), Catch::Contains("context-parallel"));
   CHECK_THROWS_AS(finalize_sdpa_operations(context_parallel, false), Error);
   CHECK_THAT(sdpa_shape_unsupported({1, 4, 4, 64, 100}), Catch::Contains("head_dim 100"));
+  CHECK_THAT(sdpa_shape_unsupported({1, 4, 4, 64, 64, false}), Catch::Contains("non-causal"));
   CHECK(sdpa_shape_unsupported(llama8b).empty());
+  // Without a GPU there is no handle, and the kernels are told why (auto: cuBLAS then).
+  if (cuda_device_count() == 0) {
+    std::string why;
+    CHECK(make_cudnn_sdpa(nullptr, &why) == nullptr);
+    CHECK_THAT(why, Catch::StartsWith("cudnnCreate failed: "));
+  }
 }
 
 namespace {
