@@ -138,16 +138,10 @@ class Descriptor {
   ~Descriptor() {
     if (handle_ != nullptr) api_->destroy_descriptor(handle_);
   }
-  Descriptor(Descriptor&& other) noexcept
-      : api_(other.api_),
-        name_(std::move(other.name_)),
-        handle_(std::exchange(other.handle_, nullptr)) {}
-  Descriptor& operator=(Descriptor&&) = delete;
   Descriptor(const Descriptor&) = delete;
   Descriptor& operator=(const Descriptor&) = delete;
 
   cudnnBackendDescriptor_t get() const { return handle_; }
-  const std::string& name() const { return name_; }
 
   template <typename T>
   Descriptor& set(cudnnBackendAttributeName_t attribute, cudnnBackendAttributeType_t type,
