@@ -5,8 +5,14 @@
 //   collective, k collectives running:  rate = 1 if k == 1, else comm_share_efficiency / k,
 //                                        times 1 / comm_slowdown_with_compute while a task
 //                                        of a compute stream runs
-//   any other task, a collective running: rate = 1 / compute_slowdown_with_comm
-//   any other task, no collective:        rate = 1
+//   bucket copy off the compute streams: rate = 1 / compute_slowdown_with_comm while a
+//                                        collective runs (else 1), times
+//                                        1 / copy_slowdown_with_compute while a task of a
+//                                        compute stream runs
+//   any other task:                       rate = 1 / the larger of
+//                                        compute_slowdown_with_comm (a collective running)
+//                                        and compute_slowdown_with_copy (a bucket copy
+//                                        running off the compute streams), else 1
 // Between two events the rates are constant, so the next event is the smallest
 // remaining / rate. A stream runs its tasks in program order, one at a time: its head
 // starts once every dependency has ended. Memory events apply at task start and end.
@@ -23,6 +29,9 @@
 
 namespace fsdptune {
 namespace {
+
+// What sets a running task's rate (the header comment).
+enum TaskClass : std::uint8_t { kCollectiveTask, kOffComputeCopy, kOtherTask, kTaskClasses };
 
 struct FlatEvent {
   int category = 0;
@@ -47,7 +56,7 @@ std::int64_t round_to_segment(std::int64_t bytes, std::int64_t segment_bytes) {
 // calls so that simulating many programs does not reallocate them.
 struct SimWorkspace::Arrays {
   std::vector<double> remaining_s;
-  std::vector<std::uint8_t> collective;
+  std::vector<std::uint8_t> task_class;  // TaskClass
   std::vector<std::uint8_t> compute_stream;
   std::vector<int> unmet;
   std::vector<int> task_stream;
@@ -71,7 +80,7 @@ class Simulation {
       : program_(program),
         options_(options),
         remaining_s_(arrays.remaining_s),
-        collective_(arrays.collective),
+        task_class_(arrays.task_class),
         compute_stream_(arrays.compute_stream),
         unmet_(arrays.unmet),
         task_stream_(arrays.task_stream),
@@ -88,7 +97,7 @@ class Simulation {
     const int task_count = static_cast<int>(program.tasks.size());
     const int stream_count = static_cast<int>(program.streams.size());
     remaining_s_.resize(task_count);
-    collective_.resize(task_count);
+    task_class_.resize(task_count);
     unmet_.resize(task_count);
     task_stream_.resize(task_count);
     successor_offset_.assign(task_count + 1, 0);
@@ -126,8 +135,11 @@ class Simulation {
       stream_tasks_[stream_fill[task.stream]++] = task.id;
       remaining_s_[task.id] = std::max(0.0, task.duration_s);
       task_stream_[task.id] = task.stream;
-      collective_[task.id] = is_collective(task.kind);
-      if (collective_[task.id]) comm_standalone_s_ += task.duration_s;
+      const bool copy = task.kind == TaskKind::kCopyIn || task.kind == TaskKind::kCopyOut;
+      task_class_[task.id] = is_collective(task.kind)                ? kCollectiveTask
+                             : copy && !compute_stream_[task.stream] ? kOffComputeCopy
+                                                                     : kOtherTask;
+      if (task_class_[task.id] == kCollectiveTask) comm_standalone_s_ += task.duration_s;
       unmet_[task.id] = static_cast<int>(task.deps.size());
       for (int phase = 0; phase < 2; ++phase) {
         for (const MemoryEvent& event : task.memory) {
@@ -156,27 +168,32 @@ class Simulation {
     note_memory();
     start_ready_tasks();
     const ContentionFactors& contention = program_.contention;
-    const double compute_rate_with_comm = contention.compute_slowdown_with_comm > 0
-                                              ? 1.0 / contention.compute_slowdown_with_comm
-                                              : 1.0;
-    const double comm_rate_with_compute = contention.comm_slowdown_with_compute > 0
-                                              ? 1.0 / contention.comm_slowdown_with_compute
-                                              : 1.0;
+    // A slowdown as a rate (a non-positive one, which validation refuses, as no slowdown).
+    auto rate_of = [](double slowdown) { return slowdown > 0 ? 1.0 / slowdown : 1.0; };
+    const double compute_rate_with_comm = rate_of(contention.compute_slowdown_with_comm);
+    const double comm_rate_with_compute = rate_of(contention.comm_slowdown_with_compute);
+    const double copy_rate_with_compute = rate_of(contention.copy_slowdown_with_compute);
+    const double compute_rate_with_copy = rate_of(contention.compute_slowdown_with_copy);
+    double rates[kTaskClasses] = {};
     while (!running_.empty() && !result_.aborted) {
       int collectives = 0;
+      int copies = 0;
       bool compute_busy = false;
       for (int task : running_) {
-        collectives += collective_[task];
+        collectives += task_class_[task] == kCollectiveTask;
+        copies += task_class_[task] == kOffComputeCopy;
         compute_busy = compute_busy || compute_stream_[task_stream_[task]];
       }
-      const double collective_rate =
+      const double beside_comm = collectives > 0 ? compute_rate_with_comm : 1.0;
+      rates[kCollectiveTask] =
           (collectives <= 1 ? 1.0 : contention.comm_share_efficiency / collectives) *
           (compute_busy ? comm_rate_with_compute : 1.0);
-      const double other_rate = collectives > 0 ? compute_rate_with_comm : 1.0;
+      rates[kOffComputeCopy] = beside_comm * (compute_busy ? copy_rate_with_compute : 1.0);
+      rates[kOtherTask] = std::min(beside_comm, copies > 0 ? compute_rate_with_copy : 1.0);
       // Next event: the first running task to finish at the current rates.
       double step_s = -1;
       for (int task : running_) {
-        const double rate = collective_[task] ? collective_rate : other_rate;
+        const double rate = rates[task_class_[task]];
         const double finish_s = remaining_s_[task] / rate;
         if (step_s < 0 || finish_s < step_s) step_s = finish_s;
       }
@@ -192,7 +209,7 @@ class Simulation {
       now_s_ += step_s;
       finished_.clear();
       for (int task : running_) {
-        const double rate = collective_[task] ? collective_rate : other_rate;
+        const double rate = rates[task_class_[task]];
         if (remaining_s_[task] / rate <= finish_limit_s) {
           remaining_s_[task] = 0;
           finished_.push_back(task);
@@ -289,7 +306,7 @@ class Simulation {
   std::int64_t transient_rounded_ = 0;
 
   std::vector<double>& remaining_s_;
-  std::vector<std::uint8_t>& collective_;
+  std::vector<std::uint8_t>& task_class_;
   std::vector<std::uint8_t>& compute_stream_;
   std::vector<int>& unmet_;
   std::vector<int>& task_stream_;  // flat copy of Task::stream (the hot loop's reads)

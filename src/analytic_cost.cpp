@@ -272,7 +272,9 @@ void validate_contention(const ContentionFactors& factors, const std::string& wh
        kMaxComputeSlowdownWithComm},
       {"comm_share_efficiency", factors.comm_share_efficiency, kMinCommShareEfficiency, 1},
       {"comm_slowdown_with_compute", factors.comm_slowdown_with_compute, 1,
-       kMaxCommSlowdownWithCompute}};
+       kMaxCommSlowdownWithCompute},
+      {"copy_slowdown_with_compute", factors.copy_slowdown_with_compute, 1, kMaxCopySlowdown},
+      {"compute_slowdown_with_copy", factors.compute_slowdown_with_copy, 1, kMaxCopySlowdown}};
   for (const auto& field : fields) {
     if (!(field.value >= field.low && field.value <= field.high)) {
       throw_bad_input(fmt::format("{}.{}", where, field.name),

@@ -271,10 +271,10 @@ Profile profile_from_json(const nlohmann::json& json, const std::string& source)
     const nlohmann::json& contention = json["contention"];
     const std::string where = root + "contention";
     if (!contention.is_object()) throw_bad_input(where, "must be an object");
-    reject_unknown_fields(contention,
-                          {"compute_slowdown_with_comm", "comm_share_efficiency",
-                           "comm_slowdown_with_compute", "part"},
-                          where);
+    std::vector<std::string> known = {"compute_slowdown_with_comm", "comm_share_efficiency",
+                                      "part"};
+    for (const MeasuredOnlyFactor& factor : kMeasuredOnlyFactors) known.push_back(factor.name);
+    reject_unknown_fields(contention, known, where);
     // Each factor is optional, at its default (docs/profile-format.md): a profile may
     // give the one it measured.
     if (contention.contains("compute_slowdown_with_comm")) {
@@ -285,10 +285,12 @@ Profile profile_from_json(const nlohmann::json& json, const std::string& source)
       profile.contention.comm_share_efficiency =
           require_positive_number(contention, "comm_share_efficiency", where);
     }
-    // Since 2026-12-02, written only when measured (absent: 1, not modelled).
-    if (contention.contains("comm_slowdown_with_compute")) {
-      profile.contention.comm_slowdown_with_compute =
-          require_positive_number(contention, "comm_slowdown_with_compute", where);
+    // Written only when measured (absent: 1, not modelled): comm_slowdown_with_compute
+    // since 2026-12-02, the copy factors since 2026-12-04.
+    for (const MeasuredOnlyFactor& factor : kMeasuredOnlyFactors) {
+      if (contention.contains(factor.name)) {
+        profile.contention.*factor.member = require_positive_number(contention, factor.name, where);
+      }
     }
     validate_contention(profile.contention, where);
     // A merged profile names the part its factors came from, when one measured them.
@@ -326,9 +328,11 @@ nlohmann::json profile_to_json(const Profile& profile) {
   nlohmann::json contention = {
       {"compute_slowdown_with_comm", profile.contention.compute_slowdown_with_comm},
       {"comm_share_efficiency", profile.contention.comm_share_efficiency}};
-  // Only where measured: a profile without it keeps its bytes.
-  if (profile.contention.comm_slowdown_with_compute != 1) {
-    contention["comm_slowdown_with_compute"] = profile.contention.comm_slowdown_with_compute;
+  // Only where measured: a profile without them keeps its bytes.
+  for (const MeasuredOnlyFactor& factor : kMeasuredOnlyFactors) {
+    if (profile.contention.*factor.member != 1) {
+      contention[factor.name] = profile.contention.*factor.member;
+    }
   }
   if (!profile.parts.empty() && profile.contention_part >= 0) {
     contention["part"] = profile.contention_part;

@@ -266,9 +266,11 @@ json program_to_json(const Program& program, std::int64_t dp_shard) {
   }
   json contention{{"compute_slowdown_with_comm", program.contention.compute_slowdown_with_comm},
                   {"comm_share_efficiency", program.contention.comm_share_efficiency}};
-  // Only where a profile measured it: other schedules keep their text and hash.
-  if (program.contention.comm_slowdown_with_compute != 1) {
-    contention["comm_slowdown_with_compute"] = program.contention.comm_slowdown_with_compute;
+  // Only where a profile measured them: other schedules keep their text and hash.
+  for (const MeasuredOnlyFactor& factor : kMeasuredOnlyFactors) {
+    if (program.contention.*factor.member != 1) {
+      contention[factor.name] = program.contention.*factor.member;
+    }
   }
   return json{
       {"streams", std::move(streams)},           {"tasks", std::move(tasks)},
@@ -476,8 +478,10 @@ Program program_from_json(const Fields& fields) {
   const Fields contention = fields.object("contention");
   program.contention.compute_slowdown_with_comm = contention.number("compute_slowdown_with_comm");
   program.contention.comm_share_efficiency = contention.number("comm_share_efficiency");
-  if (contention.has("comm_slowdown_with_compute")) {
-    program.contention.comm_slowdown_with_compute = contention.number("comm_slowdown_with_compute");
+  for (const MeasuredOnlyFactor& factor : kMeasuredOnlyFactors) {
+    if (contention.has(factor.name)) {
+      program.contention.*factor.member = contention.number(factor.name);
+    }
   }
   contention.finish();
   validate_contention(program.contention,

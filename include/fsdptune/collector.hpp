@@ -116,6 +116,17 @@ ContentionFactors contention_from_measurements(double gemm_alone_s, double gemm_
                                                double single_collective_s,
                                                double collective_pair_s);
 
+// The largest GEMM of `compute` by FLOPs (the first of equals), nullptr if there is none:
+// the GEMM the contention measurements run beside a collective or a copy.
+const ComputeEntry* largest_gemm(const std::vector<ComputeEntry>& compute);
+// The largest bucket copy (memory_op "copy", bucket_copy_ops) of `compute`, nullptr if
+// there is none: the copy the copy factors time beside compute and run beside a GEMM.
+const ComputeEntry* largest_bucket_copy(const std::vector<ComputeEntry>& compute);
+// A slowdown from medians of one kernel alone and beside another: beside / alone within
+// [1, max_slowdown] (a kernel does not get faster because another runs beside it; a ratio
+// below 1 is noise). REQUIRES: both times > 0.
+double slowdown_from_measurements(double alone_s, double beside_s, double max_slowdown);
+
 // What the cpu collector knows of its host besides the profile.
 struct HostFacts {
   std::string id;                   // HardwareSpec id (the profile's `hardware`)

@@ -24,29 +24,49 @@ struct CostEstimate {
 
 // How overlap slows things down (DESIGN.md "Overlap is not free"). The simulator turns
 // these into rates: a compute task runs at 1/compute_slowdown_with_comm of its speed while
-// any collective is in flight; k collectives that share the network each progress at
-// comm_share_efficiency / k of their standalone rate (k >= 2), and at
-// 1/comm_slowdown_with_compute of that while a task of the compute stream runs.
+// any collective is in flight (1/compute_slowdown_with_copy while a bucket copy runs on
+// another stream, the larger slowdown of the two when both do); k collectives that share
+// the network each progress at comm_share_efficiency / k of their standalone rate
+// (k >= 2), and at 1/comm_slowdown_with_compute of that while a task of the compute stream
+// runs; a bucket copy off the compute stream runs at 1/copy_slowdown_with_compute of its
+// speed while a task of the compute stream runs.
 struct ContentionFactors {
   double compute_slowdown_with_comm = 1.08;
   double comm_share_efficiency = 0.95;
   // 1 (not modelled) unless a profile measured it: the cpu profiler does (a reduce-scatter
-  // alone and beside the largest GEMM on another thread); the GPU models and the CUPTI
-  // collector leave it at 1.
+  // alone and beside the largest GEMM on another thread), the CUPTI collector (an
+  // all-gather beside GEMMs); the built-in GPU models leave it at 1.
   double comm_slowdown_with_compute = 1;
+  // Bucket copies (copy-in / copy-out) beside compute, both ways: 1 (not modelled) unless a
+  // profile measured them -- both collectors time the largest bucket copy beside the
+  // largest GEMM on another thread / stream and that GEMM beside a stream of those copies.
+  double copy_slowdown_with_compute = 1;
+  double compute_slowdown_with_copy = 1;
   bool operator==(const ContentionFactors&) const = default;
 };
 
+// The factors a profile or schedule file holds only where measured (not 1; absent: 1), so
+// that files written before they existed keep their bytes and hashes.
+struct MeasuredOnlyFactor {
+  const char* name;
+  double ContentionFactors::*member;
+};
+inline constexpr MeasuredOnlyFactor kMeasuredOnlyFactors[] = {
+    {"comm_slowdown_with_compute", &ContentionFactors::comm_slowdown_with_compute},
+    {"copy_slowdown_with_compute", &ContentionFactors::copy_slowdown_with_compute},
+    {"compute_slowdown_with_copy", &ContentionFactors::compute_slowdown_with_copy},
+};
+
 // The factors a profile or schedule file may carry: what the collectors measure (overlap
-// never speeds a kernel up: compute_slowdown_with_comm >= 1, comm_share_efficiency <= 1,
-// comm_slowdown_with_compute >= 1), bounded away from 0 and infinity so that every
-// simulated step takes a finite time.
+// never speeds a kernel up: every slowdown >= 1, comm_share_efficiency <= 1), bounded away
+// from 0 and infinity so that every simulated step takes a finite time.
 inline constexpr double kMaxComputeSlowdownWithComm = 100;
 inline constexpr double kMinCommShareEfficiency = 0.01;
 inline constexpr double kMaxCommSlowdownWithCompute = 100;
+inline constexpr double kMaxCopySlowdown = 100;  // either copy factor
 // Throws Error(kBadInput) naming `where` + "." + the field when a factor is outside
-// [1, kMaxComputeSlowdownWithComm], [kMinCommShareEfficiency, 1] or
-// [1, kMaxCommSlowdownWithCompute].
+// [1, kMaxComputeSlowdownWithComm], [kMinCommShareEfficiency, 1],
+// [1, kMaxCommSlowdownWithCompute] or [1, kMaxCopySlowdown].
 void validate_contention(const ContentionFactors& factors, const std::string& where);
 
 class CostModel {

@@ -129,6 +129,32 @@ ContentionFactors contention_from_measurements(double gemm_alone_s, double gemm_
   return factors;
 }
 
+const ComputeEntry* largest_gemm(const std::vector<ComputeEntry>& compute) {
+  const ComputeEntry* gemm = nullptr;
+  for (const auto& entry : compute) {
+    if (entry.op.kind == OpKind::kGemm && (gemm == nullptr || entry.op.flops > gemm->op.flops)) {
+      gemm = &entry;
+    }
+  }
+  return gemm;
+}
+
+const ComputeEntry* largest_bucket_copy(const std::vector<ComputeEntry>& compute) {
+  const ComputeEntry* copy = nullptr;
+  for (const auto& entry : compute) {
+    if (entry.op.kind == OpKind::kMemoryBound && entry.op.memory_op == "copy" &&
+        (copy == nullptr || entry.op.bytes > copy->op.bytes)) {
+      copy = &entry;
+    }
+  }
+  return copy;
+}
+
+double slowdown_from_measurements(double alone_s, double beside_s, double max_slowdown) {
+  FSDPTUNE_CHECK(alone_s > 0 && beside_s > 0, "slowdown measurements must be positive");
+  return std::clamp(beside_s / alone_s, 1.0, max_slowdown);
+}
+
 namespace {
 
 struct SweepFit {

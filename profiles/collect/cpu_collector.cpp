@@ -48,6 +48,46 @@ constexpr int kComputeAttempts = 5;
 // Largest bucket copy timed (bucket_copy_ops): a 256 MiB memcpy takes tens of ms here.
 constexpr std::int64_t kMaxCopyBytes = 256 * kMiB;
 
+// Runs `op` over and over on a thread of its own (with its own OpKernels, one per thread)
+// from construction until stop() or destruction: the load a task beside a timed one puts
+// on the host, as the cpu executor's other thread does. The constructor returns once the
+// thread has run `op` once (sized its operands), so no allocation is timed.
+class BackgroundLoop {
+ public:
+  BackgroundLoop(const Op& op, AttentionKernel attention)
+      : thread_([this, op, attention] {
+          try {
+            auto kernels = make_cpu_kernels({0, nullptr, attention});
+            kernels->run(op);
+            started_ = true;
+            while (!stop_) kernels->run(op);
+          } catch (...) {
+            error_ = std::current_exception();
+            started_ = true;
+          }
+        }) {
+    while (!started_) std::this_thread::yield();
+  }
+  BackgroundLoop(const BackgroundLoop&) = delete;
+  BackgroundLoop& operator=(const BackgroundLoop&) = delete;
+  ~BackgroundLoop() { halt(); }
+  // Ends the loop; rethrows what the thread threw.
+  void stop() {
+    halt();
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  void halt() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> started_{false};
+  std::exception_ptr error_;
+  std::thread thread_;  // last: starts once the members it uses exist
+};
+
 // One MPI collective on fp32 buffers sized for `bytes` (the full buffer, nccl-tests
 // convention), the calls the cpu executor makes for the same collective kinds.
 class MpiCollective {
@@ -193,6 +233,21 @@ class CpuCollector final : public Collector {
   std::string measure_comm_beside_compute(const std::vector<ComputeEntry>& compute,
                                           const CollectorOptions& options,
                                           ContentionFactors& factors);
+  std::string measure_copy_beside_compute(const std::vector<ComputeEntry>& compute,
+                                          const CollectorOptions& options,
+                                          ContentionFactors& factors);
+  // This rank's samples of `timed`, every rank's gathered: `warmup` untimed runs, then
+  // `reps` repetitions alone, `reps` while another thread runs `beside` over and over, and
+  // `reps` alone again (the alone samples bracket the others against the host's drift);
+  // the ranks start each repetition together (a barrier). The other thread runs
+  // continuously, as the cpu executor's compute thread does beside its communication
+  // thread: woken and put to sleep between repetitions instead, the ratios came out
+  // bimodal (1.00x or 1.9x from one profile to the next) on the 2-core CI host.
+  struct AloneBeside {
+    std::vector<double> alone_s, beside_s;
+  };
+  AloneBeside time_alone_and_beside(const Op& timed, const Op& beside,
+                                    const CollectorOptions& options);
 
   collect::MpiWorld world_;
 };
@@ -311,6 +366,11 @@ Profile CpuCollector::collect(const Workload& workload, const CollectorOptions& 
       options.measure_contention && ranks > 1
           ? measure_comm_beside_compute(profile.compute, options, profile.contention)
           : "not measured";
+  // Copies beside compute need no second rank: measured on one too.
+  const std::string copy_beside_compute_note =
+      options.measure_contention
+          ? measure_copy_beside_compute(profile.compute, options, profile.contention)
+          : "not measured (--no-contention)";
 
   profile.provenance.tool = options.tool;
   profile.provenance.date = options.date;
@@ -327,6 +387,7 @@ Profile CpuCollector::collect(const Workload& workload, const CollectorOptions& 
   environment["collectives"] = collective_note;
   environment["contention"] = contention_note;
   environment["comm_beside_compute"] = comm_beside_compute_note;
+  environment["copy_beside_compute"] = copy_beside_compute_note;
   double all_reruns = 0;
   double all_disturbed = 0;
   for (std::size_t r = 0; r + 1 < rerun_counts.size(); r += 2) {
@@ -350,12 +411,7 @@ std::string CpuCollector::measure_contention(const std::vector<ComputeEntry>& co
   if (!world_.thread_multiple()) {
     return "defaults: not measured (MPI library without MPI_THREAD_MULTIPLE)";
   }
-  const ComputeEntry* gemm = nullptr;
-  for (const auto& entry : compute) {
-    if (entry.op.kind == OpKind::kGemm && (gemm == nullptr || entry.op.flops > gemm->op.flops)) {
-      gemm = &entry;
-    }
-  }
+  const ComputeEntry* gemm = largest_gemm(compute);
   if (gemm == nullptr) return "defaults: not measured (no GEMM in the workload)";
   const double gemm_alone_s = median_seconds(gemm->samples_s);
 
@@ -481,12 +537,7 @@ std::string CpuCollector::measure_comm_beside_compute(const std::vector<ComputeE
                                                       const CollectorOptions& options,
                                                       ContentionFactors& factors) {
   if (!world_.thread_multiple()) return "not measured: no MPI_THREAD_MULTIPLE";
-  const ComputeEntry* gemm = nullptr;
-  for (const auto& entry : compute) {
-    if (entry.op.kind == OpKind::kGemm && (gemm == nullptr || entry.op.flops > gemm->op.flops)) {
-      gemm = &entry;
-    }
-  }
+  const ComputeEntry* gemm = largest_gemm(compute);
   if (gemm == nullptr) return "not measured: no GEMM in the workload";
   const int ranks = world_.size();
   const std::int64_t bytes = collective_buffer_bytes(4 * kMiB, ranks);
@@ -495,33 +546,11 @@ std::string CpuCollector::measure_comm_beside_compute(const std::vector<ComputeE
   MpiCollective reduce_scatter(CollectiveKind::kReduceScatter, bytes, ranks, comm);
   const double alone_s = median_seconds(time_on_all_ranks(options, [&] { reduce_scatter.run(); }));
 
-  std::atomic<bool> stop{false};
-  std::atomic<bool> started{false};
-  std::exception_ptr compute_error;
-  std::thread compute_thread([&] {
-    try {
-      auto kernels = make_cpu_kernels();  // OpKernels is one per thread
-      kernels->run(gemm->op);             // sizes its operands before the timing starts
-      started = true;
-      while (!stop) kernels->run(gemm->op);
-    } catch (...) {
-      compute_error = std::current_exception();
-      started = true;
-    }
-  });
-  while (!started) std::this_thread::yield();
-  std::vector<double> beside_samples_s;
-  try {
-    beside_samples_s = time_on_all_ranks(options, [&] { reduce_scatter.run(); });
-  } catch (...) {
-    stop = true;
-    compute_thread.join();
-    throw;
-  }
-  stop = true;
-  compute_thread.join();
+  BackgroundLoop compute_thread(gemm->op, options.attention);
+  const std::vector<double> beside_samples_s =
+      time_on_all_ranks(options, [&] { reduce_scatter.run(); });
+  compute_thread.stop();
   MPI_Comm_free(&comm);
-  if (compute_error) std::rethrow_exception(compute_error);
   const double beside_s = median_seconds(beside_samples_s);
   if (alone_s > 0) {
     factors.comm_slowdown_with_compute =
@@ -533,6 +562,67 @@ std::string CpuCollector::measure_comm_beside_compute(const std::vector<ComputeE
       format_bytes(bytes), format_seconds(alone_s), format_seconds(beside_s),
       to_string(gemm->op.dtype), gemm->op.gemm.m, gemm->op.gemm.n, gemm->op.gemm.k,
       beside_s / alone_s);
+}
+
+CpuCollector::AloneBeside CpuCollector::time_alone_and_beside(const Op& timed, const Op& beside,
+                                                              const CollectorOptions& options) {
+  auto kernels = make_cpu_kernels({0, nullptr, options.attention});
+  for (std::int64_t i = 0; i < options.warmup; ++i) kernels->run(timed);
+  auto time_reps = [&](std::vector<double>& into) {
+    for (std::int64_t rep = 0; rep < options.reps; ++rep) {
+      world_.barrier();
+      const auto start = Clock::now();
+      kernels->run(timed);
+      into.push_back(seconds_since(start));
+    }
+  };
+  AloneBeside samples;
+  time_reps(samples.alone_s);
+  {
+    BackgroundLoop other(beside, options.attention);
+    time_reps(samples.beside_s);
+    other.stop();
+  }
+  time_reps(samples.alone_s);
+  samples.alone_s = world_.gather_from_ranks(samples.alone_s);
+  samples.beside_s = world_.gather_from_ranks(samples.beside_s);
+  return samples;
+}
+
+// Bucket copies beside compute (docs/validation.md: the replays' copies took several times
+// their profiled time): the largest bucket copy alone and while another thread of every
+// rank runs the largest GEMM over and over, as the cpu executor copies on its
+// communication thread beside the compute thread; and that GEMM alone and beside a thread
+// copying over and over. Their ratios (at least 1) are `factors.copy_slowdown_with_compute`
+// and `factors.compute_slowdown_with_copy`. Each ratio compares samples timed the same
+// way (time_alone_and_beside), not the profile's interleaved ones, so that it is the other
+// thread's and not the difference of two timing methods.
+std::string CpuCollector::measure_copy_beside_compute(const std::vector<ComputeEntry>& compute,
+                                                      const CollectorOptions& options,
+                                                      ContentionFactors& factors) {
+  const ComputeEntry* gemm = largest_gemm(compute);
+  const ComputeEntry* copy = largest_bucket_copy(compute);
+  if (gemm == nullptr || copy == nullptr) {
+    return "not measured: the workload has no GEMM or no bucket copy";
+  }
+  const AloneBeside copy_samples = time_alone_and_beside(copy->op, gemm->op, options);
+  const AloneBeside gemm_samples = time_alone_and_beside(gemm->op, copy->op, options);
+  const double copy_alone_s = median_seconds(copy_samples.alone_s);
+  const double copy_beside_s = median_seconds(copy_samples.beside_s);
+  const double gemm_alone_s = median_seconds(gemm_samples.alone_s);
+  const double gemm_beside_s = median_seconds(gemm_samples.beside_s);
+  factors.copy_slowdown_with_compute =
+      slowdown_from_measurements(copy_alone_s, copy_beside_s, kMaxCopySlowdown);
+  factors.compute_slowdown_with_copy =
+      slowdown_from_measurements(gemm_alone_s, gemm_beside_s, kMaxCopySlowdown);
+  return fmt::format(
+      "{} copy {} alone, {} beside the {} GEMM m={} n={} k={} on another thread ({:.2f}x): "
+      "copy_slowdown_with_compute; the GEMM {} alone, {} beside the copy ({:.2f}x): "
+      "compute_slowdown_with_copy",
+      format_bytes(copy->op.bytes), format_seconds(copy_alone_s), format_seconds(copy_beside_s),
+      to_string(gemm->op.dtype), gemm->op.gemm.m, gemm->op.gemm.n, gemm->op.gemm.k,
+      copy_beside_s / copy_alone_s, format_seconds(gemm_alone_s), format_seconds(gemm_beside_s),
+      gemm_beside_s / gemm_alone_s);
 }
 
 }  // namespace

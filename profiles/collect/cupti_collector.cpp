@@ -226,6 +226,86 @@ std::string host_name() {
   return name;
 }
 
+// Bucket copies beside compute, both ways (docs/profiling.md; on one GPU, no second rank):
+// the largest bucket copy's kernel on the communication stream (`copy_kernel`) timed by
+// CUPTI while enough of the largest GEMM to last kCover times its time alone, launched
+// first on the compute stream (`kernels`), run across all of it, against its time alone in
+// the profile; and that GEMM beside enough copies to last kCover times its time, against
+// its time alone. Only repetitions that ran entirely beside the other count, so a slowdown
+// above about kCover goes unmeasured (the provenance says so) rather than under-measured.
+// Sets the copy factors of `factors` it measured; returns what it did, for the provenance.
+constexpr double kCover = 10;  // the H200's copies beside GEMMs took 2.5-11x (validation.md)
+std::string measure_copy_beside_compute(CuptiSession& session, const collect::MpiWorld& world,
+                                        const std::vector<ComputeEntry>& compute,
+                                        OpKernels& kernels, const KernelOptions& copy_kernel,
+                                        std::uint32_t reps, std::uint32_t& next_measurement,
+                                        ContentionFactors& factors) {
+  const ComputeEntry* gemm = largest_gemm(compute);
+  const ComputeEntry* copy = largest_bucket_copy(compute);
+  if (gemm == nullptr || copy == nullptr) {
+    return "not measured: the workload has no GEMM or no bucket copy";
+  }
+  const double gemm_alone_s = median_seconds(gemm->samples_s);
+  const double copy_alone_s = median_seconds(copy->samples_s);
+  // Launches of the covering kernel to last kCover times the covered one alone (every rank
+  // the same count: the medians are already the maximum over ranks).
+  auto covering = [](double covered_s, double cover_s) {
+    return static_cast<int>(
+        std::min(1000.0, std::ceil(kCover * covered_s / std::max(cover_s, 1e-9)) + 1));
+  };
+  const int gemms = covering(copy_alone_s, gemm_alone_s);
+  const int copies = covering(gemm_alone_s, copy_alone_s);
+  auto copier = make_cuda_kernels(copy_kernel);
+  copier->run(copy->op);  // sizes its buffers before anything is timed
+  copier->synchronize();
+  const std::uint32_t gemms_measurement = next_measurement++;
+  const std::uint32_t copy_beside_measurement = next_measurement++;
+  const std::uint32_t copies_measurement = next_measurement++;
+  const std::uint32_t gemm_beside_measurement = next_measurement++;
+  for (std::uint32_t rep = 0; rep < reps; ++rep) {
+    session.labelled({gemms_measurement, rep}, [&] {
+      for (int g = 0; g < gemms; ++g) kernels.run(gemm->op);
+    });
+    session.labelled({copy_beside_measurement, rep}, [&] { copier->run(copy->op); });
+    check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  }
+  for (std::uint32_t rep = 0; rep < reps; ++rep) {
+    session.labelled({copies_measurement, rep}, [&] {
+      for (int c = 0; c < copies; ++c) copier->run(copy->op);
+    });
+    session.labelled({gemm_beside_measurement, rep}, [&] { kernels.run(gemm->op); });
+    check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  }
+  copier.reset();
+  const auto correlated = session.drain();
+  // The slowdown of `inner` beside `outer`, the slowest rank's; 0 when some rank had no
+  // repetition entirely beside the other.
+  auto slowdown = [&](std::uint32_t inner, std::uint32_t outer, double alone_s) {
+    const std::vector<double> beside_s =
+        collect::covered_samples_s(correlated, inner, outer, reps, {}, {});
+    const double fewest = -world.max_over_ranks(-static_cast<double>(beside_s.size()));
+    const double median_s = world.max_over_ranks(beside_s.empty() ? 0.0 : median_seconds(beside_s));
+    return fewest >= 1 ? median_s / alone_s : 0.0;
+  };
+  const double copy_ratio = slowdown(copy_beside_measurement, gemms_measurement, copy_alone_s);
+  const double gemm_ratio = slowdown(gemm_beside_measurement, copies_measurement, gemm_alone_s);
+  auto describe = [](double ratio) {
+    return ratio > 0 ? fmt::format("{:.2f}x", ratio)
+                     : std::string("not measured: no repetition ran entirely beside the other");
+  };
+  if (copy_ratio > 0) {
+    factors.copy_slowdown_with_compute = std::clamp(copy_ratio, 1.0, kMaxCopySlowdown);
+  }
+  if (gemm_ratio > 0) {
+    factors.compute_slowdown_with_copy = std::clamp(gemm_ratio, 1.0, kMaxCopySlowdown);
+  }
+  return fmt::format(
+      "the {} copy kernel beside {} GEMM(s) m={} n={} k={} on another stream: {} "
+      "(copy_slowdown_with_compute); the GEMM beside {} copies: {} (compute_slowdown_with_copy)",
+      format_bytes(copy->op.bytes), gemms, gemm->op.gemm.m, gemm->op.gemm.n, gemm->op.gemm.k,
+      describe(copy_ratio), copies, describe(gemm_ratio));
+}
+
 class CuptiCollector final : public Collector {
  public:
   std::string backend() const override { return "cuda"; }
@@ -294,6 +374,15 @@ Profile CuptiCollector::collect(const Workload& workload, const CollectorOptions
 
   std::string collective_note = "not measured: one rank (run under mpirun -np N)";
   std::string contention_note = "defaults: not measured";
+  // Copies beside compute: one GPU suffices. Kept aside while the collective factors,
+  // which set the whole ContentionFactors, are measured.
+  ContentionFactors copy_factors;
+  const std::string copy_note =
+      options.measure_contention
+          ? measure_copy_beside_compute(session, world_, profile.compute, *kernels,
+                                        {device, comm_stream, options.attention}, reps,
+                                        next_measurement, copy_factors)
+          : "not measured (--no-contention)";
   const int ranks = world_.size();
   if (ranks > 1) {
     ncclComm_t comm = make_nccl_comm(world_);
@@ -361,12 +450,7 @@ Profile CuptiCollector::collect(const Workload& workload, const CollectorOptions
         event_over_cupti.empty() ? 0.0 : median_seconds(event_over_cupti));
 
     // Overlap factors.
-    const ComputeEntry* gemm = nullptr;
-    for (const auto& entry : profile.compute) {
-      if (entry.op.kind == OpKind::kGemm && (gemm == nullptr || entry.op.flops > gemm->op.flops)) {
-        gemm = &entry;
-      }
-    }
+    const ComputeEntry* gemm = largest_gemm(profile.compute);
     const CollectiveSweep* all_gather = nullptr;
     for (const auto& sweep : profile.collectives) {
       if (sweep.kind == CollectiveKind::kAllGather && !sweep.points.empty()) all_gather = &sweep;
@@ -474,6 +558,9 @@ Profile CuptiCollector::collect(const Workload& workload, const CollectorOptions
     check_nccl(ncclCommDestroy(comm), "ncclCommDestroy");
   }
 
+  profile.contention.copy_slowdown_with_compute = copy_factors.copy_slowdown_with_compute;
+  profile.contention.compute_slowdown_with_copy = copy_factors.compute_slowdown_with_copy;
+
   // The kernels run on compute_stream and synchronize it (and destroy their cuBLAS handle,
   // bound to it) when destroyed: before the stream is.
   const std::string kernels_device = kernels->device();
@@ -511,6 +598,7 @@ Profile CuptiCollector::collect(const Workload& workload, const CollectorOptions
   if (!kernels_attention.empty()) environment["attention"] = kernels_attention;
   environment["collectives"] = collective_note;
   environment["contention"] = contention_note;
+  environment["copy_beside_compute"] = copy_note;
   environment["samples"] = fmt::format(
       "{} reps after {} warm-up, CUPTI kernel time, max over "
       "ranks; {} dropped records, {} kernel records without timestamps",

@@ -272,6 +272,10 @@ void run_collect(const CollectFlags& flags) {
       profile.contention.compute_slowdown_with_comm, profile.contention.comm_share_efficiency,
       profile.contention.comm_slowdown_with_compute,
       profile.provenance.environment.at("contention"));
+  fmt::print("copies beside compute: copy slowdown {:.3f}, compute slowdown {:.3f} -- {}\n",
+             profile.contention.copy_slowdown_with_compute,
+             profile.contention.compute_slowdown_with_copy,
+             profile.provenance.environment.at("copy_beside_compute"));
   if (collector->world_size() > 1 && collector->world_size() != job.dp_shard) {
     fmt::print(
         "note: the sweep ran over {} ranks but the job shards over {} (--gpus); a "

@@ -77,6 +77,10 @@ TEST_CASE("profile --backend cpu under mpirun writes a profile that loads back i
   CHECK(profile.contention.comm_slowdown_with_compute <= kMaxCommSlowdownWithCompute);
   CHECK_THAT(profile.provenance.environment.at("comm_beside_compute"),
              Catch::Contains(" alone, ") && Catch::Contains("comm_slowdown_with_compute"));
+  CHECK(profile.contention.copy_slowdown_with_compute >= 1.0);
+  CHECK(profile.contention.compute_slowdown_with_copy >= 1.0);
+  CHECK_THAT(profile.provenance.environment.at("copy_beside_compute"),
+             Catch::Contains(" copy ") && Catch::Contains("beside the bf16 GEMM"));
   CHECK_THAT(run.out, Catch::Contains("comm slowdown with compute"));
 
   const HardwareSpec spec = hardware_from_json(read_json_file(hardware_out), hardware_out);
@@ -104,7 +108,31 @@ TEST_CASE("profile --backend cpu as one process measures compute only", "[cli][p
   CHECK(profile.hardware == "my-laptop");
   CHECK(profile.compute.size() == tiny_distinct_ops());
   CHECK(profile.collectives.empty());
-  CHECK(profile.contention == ContentionFactors{});  // defaults, not measured
+  // The collective factors need a second rank: defaults. Copies beside compute need none:
+  // the largest bucket copy and the largest GEMM, each alone and beside the other.
+  ContentionFactors collective_factors = profile.contention;
+  collective_factors.copy_slowdown_with_compute = 1;
+  collective_factors.compute_slowdown_with_copy = 1;
+  CHECK(collective_factors == ContentionFactors{});
+  CHECK(profile.contention.copy_slowdown_with_compute >= 1.0);
+  CHECK(profile.contention.copy_slowdown_with_compute <= kMaxCopySlowdown);
+  CHECK(profile.contention.compute_slowdown_with_copy >= 1.0);
+  CHECK(profile.contention.compute_slowdown_with_copy <= kMaxCopySlowdown);
+  CHECK_THAT(profile.provenance.environment.at("copy_beside_compute"),
+             Catch::Contains(" alone, ") && Catch::Contains("copy_slowdown_with_compute") &&
+                 Catch::Contains("compute_slowdown_with_copy"));
+  CHECK_THAT(run.out, Catch::Contains("copies beside compute: copy slowdown"));
+
+  // --no-contention: nothing measured beside anything, the factors stay at the defaults.
+  const auto plain =
+      run_fsdptune("profile --backend cpu " + kTinyJob +
+                   " --reps 1 --warmup 0 --no-contention --out " + dir + "/plain.json");
+  INFO(plain.out << plain.err);
+  REQUIRE(plain.exit_code == 0);
+  const Profile unmeasured = profile_from_json(read_json_file(dir + "/plain.json"), "plain.json");
+  CHECK(unmeasured.contention == ContentionFactors{});
+  CHECK(unmeasured.provenance.environment.at("copy_beside_compute") ==
+        "not measured (--no-contention)");
 }
 
 TEST_CASE("profile flag errors name the flag and exit 2", "[cli][profile]") {

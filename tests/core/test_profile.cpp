@@ -175,20 +175,20 @@ TEST_CASE("bad profiles are rejected naming the field", "[profile]") {
 // read as an int, i.e. as version 1.
 TEST_CASE("a profile's contention factors and version out of range are rejected", "[profile]") {
   const nlohmann::json good = profile_to_json(sample_profile());
+  // Each factor outside its range, the field named.
+  const struct {
+    const char* field;
+    double value;
+  } out_of_range[] = {{"comm_share_efficiency", 1e-300},     {"compute_slowdown_with_comm", 0.9},
+                      {"compute_slowdown_with_comm", 1e300}, {"comm_slowdown_with_compute", 0.5},
+                      {"comm_slowdown_with_compute", 101},   {"copy_slowdown_with_compute", 0.5},
+                      {"compute_slowdown_with_copy", 101}};
   nlohmann::json json = good;
-  json["contention"]["comm_share_efficiency"] = 1e-300;
-  require_rejected(json, "contention.comm_share_efficiency");
-  json = good;
-  json["contention"]["compute_slowdown_with_comm"] = 0.9;
-  require_rejected(json, "contention.compute_slowdown_with_comm");
-  json = good;
-  json["contention"]["compute_slowdown_with_comm"] = 1e300;
-  require_rejected(json, "contention.compute_slowdown_with_comm");
-  json = good;
-  json["contention"]["comm_slowdown_with_compute"] = 0.5;
-  require_rejected(json, "contention.comm_slowdown_with_compute");
-  json["contention"]["comm_slowdown_with_compute"] = 101;
-  require_rejected(json, "contention.comm_slowdown_with_compute");
+  for (const auto& bad : out_of_range) {
+    json = good;
+    json["contention"][bad.field] = bad.value;
+    require_rejected(json, std::string("contention.") + bad.field);
+  }
   json = good;
   json["version"] = 4294967297;
   require_rejected(json, "version");
@@ -207,6 +207,26 @@ TEST_CASE("a profile's comm_slowdown_with_compute: written where measured, absen
   CHECK(read == measured);
   CHECK(dump_json(profile_to_json(read)) == text);
   CHECK(profile_to_json(read)["contention"]["comm_slowdown_with_compute"] == 4.03);
+}
+
+TEST_CASE("a profile's copy factors: written where measured, absent read as 1", "[profile]") {
+  const nlohmann::json plain = profile_to_json(sample_profile());
+  CHECK_FALSE(plain["contention"].contains("copy_slowdown_with_compute"));
+  CHECK_FALSE(plain["contention"].contains("compute_slowdown_with_copy"));
+  const Profile read_plain = profile_from_json(plain, "p.json");
+  CHECK(read_plain.contention.copy_slowdown_with_compute == 1);
+  CHECK(read_plain.contention.compute_slowdown_with_copy == 1);
+  // Each on its own: one measured, the other still 1 and still absent.
+  Profile measured = sample_profile();
+  measured.contention.copy_slowdown_with_compute = 3.5;
+  nlohmann::json one = profile_to_json(measured);
+  CHECK(one["contention"]["copy_slowdown_with_compute"] == 3.5);
+  CHECK_FALSE(one["contention"].contains("compute_slowdown_with_copy"));
+  measured.contention.compute_slowdown_with_copy = 1.25;
+  const std::string text = dump_json(profile_to_json(measured));
+  const Profile read = profile_from_json(parse_json_text(text, "p.json"), "p.json");
+  CHECK(read == measured);
+  CHECK(dump_json(profile_to_json(read)) == text);
 }
 
 // Fuzzing found: an op's shape was any int64, and `profile compare` costs every entry's op

@@ -152,6 +152,25 @@ TEST_CASE("a schedule's comm_slowdown_with_compute: written where not 1, absent 
   CHECK(dump_json(schedule_to_json(loaded)) == text);
 }
 
+TEST_CASE("a schedule's copy factors: written where not 1, absent read as 1", "[schedule]") {
+  ScheduleFile schedule = make_schedule();
+  const json plain = schedule_to_json(schedule);
+  const json& contention = plain.at("program").at("contention");
+  CHECK_FALSE(contention.contains("copy_slowdown_with_compute"));
+  CHECK_FALSE(contention.contains("compute_slowdown_with_copy"));
+  const ScheduleFile read_plain = schedule_from_json(plain, "s.json");
+  CHECK(read_plain.program.contention.copy_slowdown_with_compute == 1);
+  CHECK(read_plain.program.contention.compute_slowdown_with_copy == 1);
+  const std::string plain_hash = schedule_hash(schedule);
+  schedule.program.contention.copy_slowdown_with_compute = 2.7;
+  schedule.program.contention.compute_slowdown_with_copy = 1.3;
+  const std::string text = dump_json(schedule_to_json(schedule));
+  const ScheduleFile loaded = schedule_from_json(parse_json_text(text, "s.json"), "s.json");
+  CHECK(loaded == schedule);
+  CHECK(dump_json(schedule_to_json(loaded)) == text);
+  CHECK(schedule_hash(loaded) != plain_hash);  // the factors are part of what was tuned
+}
+
 // Found probing the CLI: a schedule whose job was edited after tuning (a longer sequence)
 // replayed its stored Program, the old job's times, under the new job's throughput.
 TEST_CASE("a schedule's provenance.job_hash refuses a job edited after tuning", "[schedule]") {
@@ -500,6 +519,14 @@ TEST_CASE("a schedule's numbers beyond its limits are rejected naming the field"
   SECTION("a contention factor of 1e-300") {
     document["program"]["contention"]["comm_share_efficiency"] = 1e-300;
     field = "program.contention.comm_share_efficiency";
+  }
+  SECTION("a copy slowdown beside compute below 1") {
+    document["program"]["contention"]["copy_slowdown_with_compute"] = 0.5;
+    field = "program.contention.copy_slowdown_with_compute";
+  }
+  SECTION("a compute slowdown beside copies above 100") {
+    document["program"]["contention"]["compute_slowdown_with_copy"] = 1e300;
+    field = "program.contention.compute_slowdown_with_copy";
   }
   SECTION("a communication slowdown beside compute above 100") {
     document["program"]["contention"]["comm_slowdown_with_compute"] = 1e300;

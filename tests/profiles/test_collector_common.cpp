@@ -89,6 +89,36 @@ TEST_CASE("contention factors from measurements, by hand", "[profiler][collector
   CHECK(clamped.comm_share_efficiency == 1.0);
 }
 
+TEST_CASE("the GEMM and the copy the contention measurements use", "[profiler][collector]") {
+  std::vector<ComputeEntry> compute;
+  CHECK(largest_gemm(compute) == nullptr);
+  CHECK(largest_bucket_copy(compute) == nullptr);
+  auto copy = [](std::int64_t bytes) {
+    Op op;
+    op.kind = OpKind::kMemoryBound;
+    op.name = "bucket_copy";
+    op.memory_op = "copy";
+    op.bytes = bytes;
+    return op;
+  };
+  Op norm = copy(64 * kMiB);  // more bytes than any copy, but not a copy
+  norm.memory_op = "rmsnorm_fwd";
+  for (const Op& op : {gemm("wq", 128, 256, 256), copy(1 * kMiB), gemm("output", 128, 2048, 256),
+                       norm, copy(8 * kMiB), gemm("wk", 128, 128, 256), copy(2 * kMiB),
+                       gemm("output.again", 2048, 128, 256)}) {
+    compute.push_back(ComputeEntry{op.signature(), op, {1e-3}});
+  }
+  REQUIRE(largest_gemm(compute) != nullptr);
+  CHECK(largest_gemm(compute)->op.name == "output");  // the first of two equal
+  REQUIRE(largest_bucket_copy(compute) != nullptr);
+  CHECK(largest_bucket_copy(compute)->op.bytes == 8 * kMiB);
+
+  // beside / alone, clamped to [1, max].
+  CHECK(slowdown_from_measurements(2e-3, 5e-3, 100) == Approx(2.5));
+  CHECK(slowdown_from_measurements(2e-3, 1.9e-3, 100) == 1.0);
+  CHECK(slowdown_from_measurements(1e-6, 1.0, 100) == 100.0);
+}
+
 TEST_CASE("collector options are validated with the flag at fault", "[profiler][collector]") {
   CHECK_NOTHROW(validate_collector_options({}));
   auto expect_flag = [](CollectorOptions options, const std::string& flag) {

@@ -65,6 +65,54 @@ TEST_CASE("a collective slows beside compute by comm_slowdown_with_compute", "[s
   CHECK(simulate(program).timings[1].end_s == Approx(1 * kMs));
 }
 
+TEST_CASE("bucket copies and compute slow each other by the copy factors", "[sim]") {
+  ContentionFactors contention{1.0, 1.0, 1.0};
+  contention.copy_slowdown_with_compute = 2.0;
+  contention.compute_slowdown_with_copy = 1.5;
+  Program program = three_streams(contention);
+  const int backward = add_task(program, 0, TaskKind::kBackward, 10 * kMs);
+  const int copy = add_task(program, 2, TaskKind::kCopyIn, 2 * kMs);
+  const SimResult result = simulate(program);
+  // Side by side the copy runs at 1/2 (ends at 4 ms) and the backward at 1/1.5: 8/3 ms of
+  // it done by 4 ms, the other 22/3 ms alone at rate 1 -> 34/3 ms.
+  CHECK(result.timings[copy].end_s == Approx(4 * kMs));
+  CHECK(result.timings[backward].end_s == Approx(34.0 / 3 * kMs));
+  // A copy is not communication: nothing counts as exposed or in flight.
+  CHECK(result.comm_s == Approx(0).margin(1e-15));
+  CHECK(result.comm_standalone_s == Approx(0).margin(1e-15));
+
+  SECTION("a copy on the compute stream is compute: it runs in stream order, unslowed") {
+    Program serial = three_streams(contention);
+    add_task(serial, 0, TaskKind::kBackward, 10 * kMs);
+    add_task(serial, 0, TaskKind::kCopyOut, 2 * kMs);
+    CHECK(simulate(serial).step_time_s == Approx(12 * kMs));
+  }
+  SECTION("a copy alone runs at full speed") {
+    Program alone = three_streams(contention);
+    add_task(alone, 1, TaskKind::kCopyIn, 2 * kMs);
+    CHECK(simulate(alone).step_time_s == Approx(2 * kMs));
+  }
+  SECTION("beside a collective and a copy, compute takes the larger slowdown") {
+    ContentionFactors both = contention;
+    both.compute_slowdown_with_comm = 1.25;
+    Program three = three_streams(both);
+    const int compute = add_task(three, 0, TaskKind::kForward, 3 * kMs);
+    add_task(three, 1, TaskKind::kAllGather, 100 * kMs);
+    add_task(three, 2, TaskKind::kCopyIn, 100 * kMs);
+    // 1.5 beats 1.25: 3 ms of work at 1/1.5 -> 4.5 ms.
+    CHECK(simulate(three).timings[compute].end_s == Approx(4.5 * kMs));
+    both.compute_slowdown_with_copy = 1.1;
+    three.contention = both;
+    CHECK(simulate(three).timings[compute].end_s == Approx(3.75 * kMs));
+  }
+  SECTION("the defaults (1): no slowdown either way") {
+    program.contention = ContentionFactors{1.0, 1.0, 1.0};
+    const SimResult plain = simulate(program);
+    CHECK(plain.timings[copy].end_s == Approx(2 * kMs));
+    CHECK(plain.timings[backward].end_s == Approx(10 * kMs));
+  }
+}
+
 TEST_CASE("streams run in program order and wait for their dependencies", "[sim]") {
   Program program = three_streams({1.0, 1.0});
   const int gather = add_task(program, 1, TaskKind::kAllGather, 2 * kMs);
