@@ -53,6 +53,23 @@ __global__ void copy_kernel(const float* in, float* out, std::int64_t n) {
   }
 }
 
+// into[i * into_stride + j] += from[i * from_stride + j] for i < batches, j < elements, in
+// fp32, rounded once to bf16: a context-parallel op's first-chunk key gradients added
+// into the op's (cudnn_sdpa.hpp SdpaAccumulate).
+__global__ void accumulate_kernel(__nv_bfloat16* into, const __nv_bfloat16* from,
+                                  std::int64_t batches, std::int64_t elements,
+                                  std::int64_t into_stride, std::int64_t from_stride) {
+  const std::int64_t n = batches * elements;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t batch = i / elements;
+    const std::int64_t j = i % elements;
+    __nv_bfloat16& target = into[batch * into_stride + j];
+    target = __float2bfloat16(__bfloat162float(target) +
+                              __bfloat162float(from[batch * from_stride + j]));
+  }
+}
+
 __device__ float block_reduce(float value, bool take_max) {
   __shared__ float shared[kThreads];
   shared[threadIdx.x] = value;
@@ -119,6 +136,16 @@ int grid_for(std::int64_t n) {
   return static_cast<int>(std::clamp<std::int64_t>((n + kThreads - 1) / kThreads, 1, 65535));
 }
 
+// SdpaAccumulate (cudnn_sdpa.hpp) on the kernel above.
+void accumulate_bf16(void* stream, void* into, const void* from, std::int64_t batches,
+                     std::int64_t elements, std::int64_t into_stride, std::int64_t from_stride) {
+  accumulate_kernel<<<grid_for(batches * elements), kThreads, 0,
+                      static_cast<cudaStream_t>(stream)>>>(
+      static_cast<__nv_bfloat16*>(into), static_cast<const __nv_bfloat16*>(from), batches, elements,
+      into_stride, from_stride);
+  FSDPTUNE_CUDA_CHECK(cudaGetLastError());
+}
+
 cudaDataType_t cuda_type(DType dtype) {
   switch (dtype) {
     case DType::kFP32:
@@ -159,7 +186,7 @@ class CudaKernels final : public OpKernels {
     FSDPTUNE_CUDA_CHECK(cudaGetDeviceProperties(&properties, device_));
     name_ = "cuda:" + std::to_string(device_) + " " + properties.name;
     if (attention_kernel_ != AttentionKernel::kCublas) {
-      sdpa_ = make_cudnn_sdpa(stream_, &cudnn_absent_);
+      sdpa_ = make_cudnn_sdpa(stream_, &cudnn_absent_, accumulate_bf16);
       if (sdpa_ == nullptr && attention_kernel_ == AttentionKernel::kCudnn) {
         cublasDestroy(blas_);  // no destructor runs for a constructor that throws
         if (owns_stream_) cudaStreamDestroy(stream_);
@@ -428,7 +455,7 @@ class CudaKernels final : public OpKernels {
     tensors.k = operand(1, kv_bytes);
     tensors.v = operand(2, kv_bytes);
     tensors.o = operand(3, q_bytes);
-    tensors.stats = operand(9, s.batch * s.heads * s.query_rows() * 4);
+    tensors.stats = operand(9, sdpa_->stats_bytes(s));
     if (op.backward) {
       tensors.d_o = operand(11, q_bytes);
       tensors.d_q = operand(6, q_bytes);

@@ -259,6 +259,8 @@ enum Uid : std::int64_t {
   kDV,
   kSoftmaxSum,
   kDQAccumulator,
+  kSeqQ,  // by-value INT32: the bottom-right causal mask's query and key lengths
+  kSeqKv,
   kFirstVirtual = 100,
 };
 
@@ -397,32 +399,75 @@ class GraphBuilder {
   std::int64_t next_virtual_ = kFirstVirtual;
 };
 
-// The dimensions of one attention op's graph (cudnn_sdpa.hpp: rows == seq, no context
-// parallelism), with the layouts every tensor uses.
+// One graph's run over a band of an op's queries: `s_q` query rows against the first
+// `s_kv` keys, under the causal mask aligned at the bottom right (query row i attends keys
+// [0, i + s_kv - s_q]; top left when s_q == s_kv). Q, O, dO and dQ are slices of the op's
+// tensors of `q_rows` rows, K and V of its `kv_rows` keys; the statistics, dK and dV are
+// packed for the band (cuDNN before 9.26 reads the backward's statistics as packed
+// whatever strides they declare, its frontend says; before 9.12 the forward wrote them so).
+struct Band {
+  std::int64_t b, hq, hk, d, s_q, s_kv, q_rows, kv_rows;
+  auto operator<=>(const Band&) const = default;
+};
+
+// The bands of an op (cudnn_sdpa.hpp): one, all its rows against all keys; under context
+// parallelism (rank 0's rows, chunks 0 and 2 cp - 1 of size c = seq / (2 cp), kernels.hpp)
+// chunk 0 against the first c keys and the last chunk against all seq, bottom-right
+// aligned (its row i sits at position seq - c + i).
+std::vector<Band> bands_of(const AttentionShape& s) {
+  const std::int64_t rows = s.query_rows();
+  if (s.context_parallel == 1) {
+    return {{s.batch, s.heads, s.kv_heads, s.head_dim, s.seq, s.seq, rows, s.seq}};
+  }
+  const std::int64_t chunk = rows / 2;
+  return {{s.batch, s.heads, s.kv_heads, s.head_dim, chunk, chunk, rows, s.seq},
+          {s.batch, s.heads, s.kv_heads, s.head_dim, chunk, s.seq, rows, s.seq}};
+}
+
+// The dimensions and layouts of one band's graph.
 struct Sizes {
-  std::int64_t b, hq, hk, s, d;
-  explicit Sizes(const AttentionShape& shape)
-      : b(shape.batch), hq(shape.heads), hk(shape.kv_heads), s(shape.seq), d(shape.head_dim) {}
-  // [b, h, s, d] contiguous.
-  Dims rows(std::int64_t h) const { return {b, h, s, d}; }
-  Dims rows_strides(std::int64_t h) const { return {h * s * d, s * d, d, 1}; }
-  // K or V as [b, hk, d, s]: the same memory, its last two dimensions swapped.
-  Dims transposed() const { return {b, hk, d, s}; }
-  Dims transposed_strides() const { return {hk * s * d, s * d, 1, d}; }
-  // Scores [b, hq, s, s], and the same transposed.
-  Dims scores() const { return {b, hq, s, s}; }
-  Dims scores_strides() const { return {hq * s * s, s * s, s, 1}; }
-  Dims scores_transposed_strides() const { return {hq * s * s, s * s, 1, s}; }
-  // One value per query row: [b, hq, s, 1].
-  Dims per_row() const { return {b, hq, s, 1}; }
-  Dims per_row_strides() const { return {hq * s, s, 1, 1}; }
+  std::int64_t b, hq, hk, sq, skv, d, rq, rkv;
+  explicit Sizes(const Band& band)
+      : b(band.b),
+        hq(band.hq),
+        hk(band.hk),
+        sq(band.s_q),
+        skv(band.s_kv),
+        d(band.d),
+        rq(band.q_rows),
+        rkv(band.kv_rows) {}
+  // Q, O, dO, dQ: [b, hq, sq, d], rows of the op's [b, hq, rq, d].
+  Dims queries() const { return {b, hq, sq, d}; }
+  Dims queries_strides() const { return {hq * rq * d, rq * d, d, 1}; }
+  // The same contiguous (the dQ accumulator in the workspace).
+  Dims queries_packed_strides() const { return {hq * sq * d, sq * d, d, 1}; }
+  // K or V: [b, hk, skv, d], the first skv of the op's rkv keys; and as [b, hk, d, skv]:
+  // the same memory, its last two dimensions swapped.
+  Dims keys() const { return {b, hk, skv, d}; }
+  Dims keys_strides() const { return {hk * rkv * d, rkv * d, d, 1}; }
+  Dims transposed() const { return {b, hk, d, skv}; }
+  Dims transposed_strides() const { return {hk * rkv * d, rkv * d, 1, d}; }
+  // dK, dV contiguous [b, h, skv, d] (h = hk, or hq before GQA's sum over each group).
+  Dims key_gradients(std::int64_t h) const { return {b, h, skv, d}; }
+  Dims key_gradients_strides(std::int64_t h) const { return {h * skv * d, skv * d, d, 1}; }
+  // Scores [b, hq, sq, skv], and their transpose [b, hq, skv, sq] over the same memory.
+  Dims scores() const { return {b, hq, sq, skv}; }
+  Dims scores_strides() const { return {hq * sq * skv, sq * skv, skv, 1}; }
+  Dims scores_transposed() const { return {b, hq, skv, sq}; }
+  Dims scores_transposed_strides() const { return {hq * sq * skv, sq * skv, 1, skv}; }
+  // One value per query row: [b, hq, sq, 1] packed (the statistics too).
+  Dims per_row() const { return {b, hq, sq, 1}; }
+  Dims per_row_strides() const { return {hq * sq, sq, 1, 1}; }
+  bool bottom_right() const { return skv != sq; }
 };
 
 const Dims kScalar = {1, 1, 1, 1};
 using Kind = GraphBuilder::Kind;
 
 // The causal mask on scores X (row i keeps columns j <= i, the rest -inf): the row and
-// column indices, their comparison, and a select.
+// column indices, their comparison, and a select. Bottom-right aligned (s_kv > s_q), the
+// row index first moves by s_kv - s_q, as cuDNN's frontend writes it: + s_kv, - s_q, in
+// INT32 with by-value scalars.
 const Descriptor& causal_mask(GraphBuilder& graph, const Sizes& z, const Descriptor& scores,
                               const Descriptor& negative_infinity) {
   const auto& row =
@@ -437,7 +482,21 @@ const Descriptor& causal_mask(GraphBuilder& graph, const Sizes& z, const Descrip
                   graph.style().index_precision, 2);
   graph.pointwise("column index", CUDNN_POINTWISE_GEN_INDEX, scores, nullptr, nullptr, column,
                   graph.style().index_precision, 3);
-  graph.pointwise("row >= column", CUDNN_POINTWISE_CMP_GE, row, &column, nullptr, keep,
+  const Descriptor* position = &row;
+  if (z.bottom_right()) {
+    const auto int32 = CUDNN_DATA_INT32;
+    const auto& s_kv = graph.tensor("s_kv", kSeqKv, kScalar, kScalar, int32, Kind::kByValue);
+    const auto& s_q = graph.tensor("s_q", kSeqQ, kScalar, kScalar, int32, Kind::kByValue);
+    const auto& plus =
+        graph.virtual_tensor("row + s_kv", z.scores(), z.scores_strides(), CUDNN_DATA_INT32);
+    const auto& shifted =
+        graph.virtual_tensor("row + s_kv - s_q", z.scores(), z.scores_strides(), int32);
+    graph.pointwise("row + s_kv", CUDNN_POINTWISE_ADD, row, &s_kv, nullptr, plus, int32, 3);
+    graph.pointwise("row + s_kv - s_q", CUDNN_POINTWISE_SUB, plus, &s_q, nullptr, shifted, int32,
+                    3);
+    position = &shifted;
+  }
+  graph.pointwise("row >= column", CUDNN_POINTWISE_CMP_GE, *position, &column, nullptr, keep,
                   CUDNN_DATA_BOOLEAN);
   graph.pointwise("causal select", CUDNN_POINTWISE_BINARY_SELECT, scores, &negative_infinity, &keep,
                   masked);
@@ -449,14 +508,14 @@ const Descriptor& causal_mask(GraphBuilder& graph, const Sizes& z, const Descrip
 void forward_graph(GraphBuilder& graph, const Sizes& z) {
   const auto bf16 = CUDNN_DATA_BFLOAT16;
   const auto fp32 = CUDNN_DATA_FLOAT;
-  const auto& q = graph.tensor("Q", kQ, z.rows(z.hq), z.rows_strides(z.hq), bf16, Kind::kReal);
+  const auto& q = graph.tensor("Q", kQ, z.queries(), z.queries_strides(), bf16, Kind::kReal);
   const auto& k_t =
       graph.tensor("K", kK, z.transposed(), z.transposed_strides(), bf16, Kind::kReal);
-  const auto& v = graph.tensor("V", kV, z.rows(z.hk), z.rows_strides(z.hk), bf16, Kind::kReal);
+  const auto& v = graph.tensor("V", kV, z.keys(), z.keys_strides(), bf16, Kind::kReal);
   const auto& scale = graph.tensor("scale", kScale, kScalar, kScalar, fp32, Kind::kByValue);
   const auto& negative_infinity =
       graph.tensor("-inf", kNegativeInfinity, kScalar, kScalar, fp32, Kind::kByValue);
-  const auto& o = graph.tensor("O", kO, z.rows(z.hq), z.rows_strides(z.hq), bf16, Kind::kReal);
+  const auto& o = graph.tensor("O", kO, z.queries(), z.queries_strides(), bf16, Kind::kReal);
   const auto& stats =
       graph.tensor("stats", kStats, z.per_row(), z.per_row_strides(), fp32, Kind::kReal);
 
@@ -490,8 +549,8 @@ void kv_head_gradient(GraphBuilder& graph, const Sizes& z, const std::string& na
     graph.matmul(name, a, b, out);
     return;
   }
-  const auto& per_head = graph.virtual_tensor(name + " per query head", z.rows(z.hq),
-                                              z.rows_strides(z.hq), CUDNN_DATA_BFLOAT16);
+  const auto& per_head = graph.virtual_tensor(name + " per query head", z.key_gradients(z.hq),
+                                              z.key_gradients_strides(z.hq), CUDNN_DATA_BFLOAT16);
   graph.matmul(name, a, b, per_head);
   graph.reduction(name + " over the group", CUDNN_REDUCE_TENSOR_ADD, per_head, out);
 }
@@ -502,31 +561,33 @@ void kv_head_gradient(GraphBuilder& graph, const Sizes& z, const std::string& na
 void backward_graph(GraphBuilder& graph, const Sizes& z) {
   const auto bf16 = CUDNN_DATA_BFLOAT16;
   const auto fp32 = CUDNN_DATA_FLOAT;
-  const auto& q = graph.tensor("Q", kQ, z.rows(z.hq), z.rows_strides(z.hq), bf16, Kind::kReal);
+  const auto& q = graph.tensor("Q", kQ, z.queries(), z.queries_strides(), bf16, Kind::kReal);
   const auto& k_t =
       graph.tensor("K", kK, z.transposed(), z.transposed_strides(), bf16, Kind::kReal);
   const auto& v_t =
       graph.tensor("V", kV, z.transposed(), z.transposed_strides(), bf16, Kind::kReal);
-  const auto& o = graph.tensor("O", kO, z.rows(z.hq), z.rows_strides(z.hq), bf16, Kind::kReal);
-  const auto& d_o = graph.tensor("dO", kDO, z.rows(z.hq), z.rows_strides(z.hq), bf16, Kind::kReal);
+  const auto& o = graph.tensor("O", kO, z.queries(), z.queries_strides(), bf16, Kind::kReal);
+  const auto& d_o = graph.tensor("dO", kDO, z.queries(), z.queries_strides(), bf16, Kind::kReal);
   const auto& stats =
       graph.tensor("stats", kStats, z.per_row(), z.per_row_strides(), fp32, Kind::kReal);
-  const auto& d_q = graph.tensor("dQ", kDQ, z.rows(z.hq), z.rows_strides(z.hq), bf16, Kind::kReal);
-  const auto& d_k = graph.tensor("dK", kDK, z.rows(z.hk), z.rows_strides(z.hk), bf16, Kind::kReal);
-  const auto& d_v = graph.tensor("dV", kDV, z.rows(z.hk), z.rows_strides(z.hk), bf16, Kind::kReal);
+  const auto& d_q = graph.tensor("dQ", kDQ, z.queries(), z.queries_strides(), bf16, Kind::kReal);
+  const auto& d_k = graph.tensor("dK", kDK, z.key_gradients(z.hk), z.key_gradients_strides(z.hk),
+                                 bf16, Kind::kReal);
+  const auto& d_v = graph.tensor("dV", kDV, z.key_gradients(z.hk), z.key_gradients_strides(z.hk),
+                                 bf16, Kind::kReal);
   const auto& scale = graph.tensor("scale", kScale, kScalar, kScalar, fp32, Kind::kByValue);
   const auto& one = graph.tensor("one", kOne, kScalar, kScalar, fp32, Kind::kByValue);
   const auto& negative_infinity =
       graph.tensor("-inf", kNegativeInfinity, kScalar, kScalar, fp32, Kind::kByValue);
   const auto& softmax_sum =
       graph.tensor("softmax sum", kSoftmaxSum, z.per_row(), z.per_row_strides(), fp32, Kind::kReal);
-  const auto& d_q_accumulator = graph.tensor("dQ accumulator", kDQAccumulator, z.rows(z.hq),
-                                             z.rows_strides(z.hq), fp32, Kind::kReal);
+  const auto& d_q_accumulator = graph.tensor("dQ accumulator", kDQAccumulator, z.queries(),
+                                             z.queries_packed_strides(), fp32, Kind::kReal);
 
   // rowsum(dO o O): the softmax backward's per-row term (cuDNN's frontend lays the product
   // out with these strides).
-  const auto& d_o_o = graph.virtual_tensor("dO o O", z.rows(z.hq),
-                                           {z.hq * z.s * z.d, z.s * z.d, z.hq * z.d, 1}, fp32);
+  const auto& d_o_o = graph.virtual_tensor("dO o O", z.queries(),
+                                           {z.hq * z.sq * z.d, z.sq * z.d, z.hq * z.d, 1}, fp32);
   const auto& row_dot =
       graph.virtual_tensor("rowsum dO o O", z.per_row(), z.per_row_strides(), fp32);
   graph.pointwise("dO o O", CUDNN_POINTWISE_MUL, d_o, &o, nullptr, d_o_o);
@@ -545,7 +606,8 @@ void backward_graph(GraphBuilder& graph, const Sizes& z) {
   graph.pointwise("exp", CUDNN_POINTWISE_EXP, masked, nullptr, nullptr, p);
 
   // dV = P^T dO (per query head, then summed over each group under GQA).
-  const auto& p_t = graph.virtual_tensor("P^T", z.scores(), z.scores_transposed_strides(), bf16);
+  const auto& p_t =
+      graph.virtual_tensor("P^T", z.scores_transposed(), z.scores_transposed_strides(), bf16);
   graph.reshape("P^T", p, p_t);
   kv_head_gradient(graph, z, "P^T dO", p_t, d_o, d_v);
 
@@ -561,12 +623,13 @@ void backward_graph(GraphBuilder& graph, const Sizes& z) {
   graph.pointwise("dS", CUDNN_POINTWISE_MUL, weighted, &scale, nullptr, d_s);
 
   // dK = dS^T Q.
-  const auto& d_s_t = graph.virtual_tensor("dS^T", z.scores(), z.scores_transposed_strides(), bf16);
+  const auto& d_s_t =
+      graph.virtual_tensor("dS^T", z.scores_transposed(), z.scores_transposed_strides(), bf16);
   graph.reshape("dS^T", d_s, d_s_t);
   kv_head_gradient(graph, z, "dS^T Q", d_s_t, q, d_k);
 
   // dQ = dS K, K seen back through its own layout.
-  const auto& k = graph.virtual_tensor("K", z.rows(z.hk), z.rows_strides(z.hk), bf16);
+  const auto& k = graph.virtual_tensor("K", z.keys(), z.keys_strides(), bf16);
   graph.reshape("K", k_t, k);
   graph.matmul("dS K", d_s, k, d_q_accumulator);
   graph.pointwise("dQ", CUDNN_POINTWISE_IDENTITY, d_q_accumulator, nullptr, nullptr, d_q);
@@ -591,12 +654,22 @@ struct Plan {
 
 std::int64_t aligned(std::int64_t bytes) { return (bytes + 255) / 256 * 256; }
 
-// The graph's operations for `shape`, built into `parts`.
+// Where each band's packed statistics start in the op's statistics buffer (bytes, each
+// 256-byte aligned), and last the buffer's size.
+std::vector<std::int64_t> stats_offsets(const AttentionShape& shape) {
+  std::vector<std::int64_t> offsets = {0};
+  for (const Band& band : bands_of(shape)) {
+    offsets.push_back(offsets.back() + aligned(band.b * band.hq * band.s_q * 4));
+  }
+  return offsets;
+}
+
+// The graph's operations for `band`, built into `parts`.
 std::vector<const Descriptor*> build_operations(const CudnnApi& api, const GraphStyle& style,
-                                                const AttentionShape& shape, bool backward,
+                                                const Band& band, bool backward,
                                                 std::deque<Descriptor>& parts) {
   GraphBuilder graph(api, style, parts);
-  const Sizes sizes(shape);
+  const Sizes sizes(band);
   if (backward) {
     backward_graph(graph, sizes);
   } else {
@@ -606,10 +679,10 @@ std::vector<const Descriptor*> build_operations(const CudnnApi& api, const Graph
 }
 
 std::unique_ptr<Plan> build(const CudnnApi& api, cudnnHandle_t handle, const GraphStyle& style,
-                            const AttentionShape& shape, bool backward) {
+                            const Band& band, bool backward) {
   auto built = std::make_unique<Plan>();
   built->style = &style;
-  const auto operations = build_operations(api, style, shape, backward, built->parts);
+  const auto operations = build_operations(api, style, band, backward, built->parts);
   std::vector<cudnnBackendDescriptor_t> handles;
   for (const Descriptor* operation : operations) handles.push_back(operation->get());
   Descriptor& graph = built->parts.emplace_back(api, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR,
@@ -620,17 +693,17 @@ std::unique_ptr<Plan> build(const CudnnApi& api, cudnnHandle_t handle, const Gra
   graph.finalize();
   built->plan = &build_plan(api, handle, graph, built->parts, &built->plan_workspace_bytes);
   if (backward) {
-    const Sizes z(shape);
-    built->accumulator_bytes = aligned(z.b * z.hq * z.s * z.d * 4);
-    built->softmax_sum_bytes = aligned(z.b * z.hq * z.s * 4);
+    built->accumulator_bytes = aligned(band.b * band.hq * band.s_q * band.d * 4);
+    built->softmax_sum_bytes = aligned(band.b * band.hq * band.s_q * 4);
   }
   return built;
 }
 
 class CudnnSdpaImpl final : public CudnnSdpa {
  public:
-  CudnnSdpaImpl(const CudnnApi& api, cudnnHandle_t handle, cudaStream_t stream)
-      : api_(api), handle_(handle), stream_(stream) {}
+  CudnnSdpaImpl(const CudnnApi& api, cudnnHandle_t handle, cudaStream_t stream,
+                SdpaAccumulate accumulate)
+      : api_(api), handle_(handle), stream_(stream), accumulate_(accumulate) {}
   ~CudnnSdpaImpl() override {
     plans_.clear();  // the descriptors before the handle they were built with
     api_.destroy(handle_);
@@ -639,39 +712,91 @@ class CudnnSdpaImpl final : public CudnnSdpa {
   CudnnSdpaImpl& operator=(const CudnnSdpaImpl&) = delete;
 
   std::string prepare(const AttentionShape& shape, bool backward) override {
-    const Key key = key_of(shape, backward);
-    if (plans_.count(key) != 0) return "";
-    if (const auto refused = refusals_.find(key); refused != refusals_.end()) {
-      return refused->second;
-    }
     std::string why = sdpa_shape_unsupported(shape);
-    if (why.empty()) {
-      for (const GraphStyle& style : kGraphStyles) {
-        try {
-          plans_[key] = build(api_, handle_, style, shape, backward);
-          return "";
-        } catch (const Error& e) {
-          why += (why.empty() ? "" : "; ") + std::string(style.name) + " graph: " + e.message();
-        }
-      }
+    if (why.empty() && backward && shape.context_parallel > 1 && accumulate_ == nullptr) {
+      why = "context-parallel backward without a kernel to sum the chunks' key gradients";
     }
-    refusals_[key] = why;
-    return why;
+    // Before 9.6 cuDNN's bottom-right causal mask took lengths in multiples of 64 only (its
+    // frontend refused others).
+    if (why.empty() && shape.context_parallel > 1 && api_.get_version() < 90600 &&
+        (shape.query_rows() / 2 % 64 != 0 || shape.seq % 64 != 0)) {
+      why = "context-parallel chunks of " + std::to_string(shape.query_rows() / 2) + " rows over " +
+            std::to_string(shape.seq) + " keys before cuDNN 9.6 (multiples of 64 only)";
+    }
+    if (!why.empty()) return why;
+    for (const Band& band : bands_of(shape)) {
+      if (why = prepare_band(band, backward); !why.empty()) return why;
+    }
+    return "";
+  }
+
+  std::int64_t stats_bytes(const AttentionShape& shape) const override {
+    return stats_offsets(shape).back();
   }
 
   std::int64_t workspace_bytes(const AttentionShape& shape, bool backward) override {
-    return plan_of(shape, backward).workspace_bytes();
+    std::int64_t plan_bytes = 0;
+    for (const Band& band : bands_of(shape)) {
+      plan_bytes = std::max(plan_bytes, plan_of(band, backward).workspace_bytes());
+    }
+    return key_gradient_bytes(shape, backward) + plan_bytes;
   }
 
+  // One graph per band; under context parallelism the first chunk's dK and dV (its keys
+  // only) go to the front of the workspace and are then added into the op's, which the
+  // last chunk's graph wrote for every key.
   void run(const AttentionShape& shape, bool backward, const SdpaTensors& tensors,
            void* workspace) override {
-    const Plan& plan = plan_of(shape, backward);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
+    const std::vector<Band> bands = bands_of(shape);
+    const std::vector<std::int64_t> stats_at = stats_offsets(shape);
+    const std::int64_t partial_bytes = key_gradient_bytes(shape, backward) / 2;
+    auto* scratch = static_cast<char*>(workspace);
+    void* partial_d_k = scratch;
+    void* partial_d_v = scratch + partial_bytes;
+    // The band with every key first, so that the partial sums add onto its gradients.
+    for (std::size_t i = bands.size(); i-- > 0;) {
+      const Band& band = bands[i];
+      const std::int64_t first_row = static_cast<std::int64_t>(i) * band.s_q;
+      auto rows = [&](const void* base, std::int64_t bytes_per_row) {
+        return const_cast<char*>(static_cast<const char*>(base)) + first_row * bytes_per_row;
+      };
+      SdpaTensors slice = tensors;
+      const std::int64_t row_bytes = band.d * 2;
+      slice.q = rows(tensors.q, row_bytes);
+      slice.o = rows(tensors.o, row_bytes);
+      slice.stats = static_cast<char*>(tensors.stats) + stats_at[i];
+      if (backward) {
+        slice.d_o = rows(tensors.d_o, row_bytes);
+        slice.d_q = rows(tensors.d_q, row_bytes);
+        if (band.s_kv != band.kv_rows) {
+          slice.d_k = partial_d_k;
+          slice.d_v = partial_d_v;
+        }
+      }
+      run_band(band, backward, slice, scratch + 2 * partial_bytes);
+    }
+    if (partial_bytes > 0) {
+      const Band& first = bands.front();
+      const std::int64_t heads = first.b * first.hk;
+      for (auto [into, from] : {std::pair{tensors.d_k, partial_d_k}, {tensors.d_v, partial_d_v}}) {
+        accumulate_(stream_, into, from, heads, first.s_kv * first.d, first.kv_rows * first.d,
+                    first.s_kv * first.d);
+      }
+    }
+  }
+
+  // The band's graph on `tensors` (pointers already at its rows); `workspace` of its plan's
+  // workspace_bytes().
+  void run_band(const Band& band, bool backward, const SdpaTensors& tensors, void* workspace) {
+    const Plan& plan = plan_of(band, backward);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(band.d));
     // The masked scores' value: -inf, or the lowest float before cuDNN 9.10 (its frontend's).
     const float negative_infinity = api_.get_version() >= 91000
                                         ? -std::numeric_limits<float>::infinity()
                                         : std::numeric_limits<float>::lowest();
     const float one = 1.0f;
+    const auto s_q = static_cast<std::int32_t>(band.s_q);
+    const auto s_kv = static_cast<std::int32_t>(band.s_kv);
     // The real tensors and the by-value scalars (host pointers, read when enqueued).
     std::vector<std::int64_t> uids = {kQ, kK, kV, kO, kStats, kScale, kNegativeInfinity};
     std::vector<void*> pointers = {const_cast<void*>(tensors.q),
@@ -681,6 +806,11 @@ class CudnnSdpaImpl final : public CudnnSdpa {
                                    tensors.stats,
                                    const_cast<float*>(&scale),
                                    const_cast<float*>(&negative_infinity)};
+    if (Sizes(band).bottom_right()) {
+      uids.insert(uids.end(), {kSeqQ, kSeqKv});
+      pointers.insert(pointers.end(),
+                      {const_cast<std::int32_t*>(&s_q), const_cast<std::int32_t*>(&s_kv)});
+    }
     auto* scratch = static_cast<char*>(workspace);
     if (backward) {
       void* accumulator = scratch;
@@ -725,13 +855,35 @@ class CudnnSdpaImpl final : public CudnnSdpa {
   }
 
  private:
-  using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
-                         std::int64_t, bool>;
-  static Key key_of(const AttentionShape& s, bool backward) {
-    return {s.batch, s.heads, s.kv_heads, s.seq, s.head_dim, s.context_parallel, backward};
+  using Key = std::pair<Band, bool>;
+  // "" once the band has a plan, else why not (remembered: cuDNN is asked once).
+  std::string prepare_band(const Band& band, bool backward) {
+    const Key key{band, backward};
+    if (plans_.count(key) != 0) return "";
+    if (const auto refused = refusals_.find(key); refused != refusals_.end()) {
+      return refused->second;
+    }
+    std::string why;
+    for (const GraphStyle& style : kGraphStyles) {
+      try {
+        plans_[key] = build(api_, handle_, style, band, backward);
+        return "";
+      } catch (const Error& e) {
+        why += (why.empty() ? "" : "; ") + std::string(style.name) + " graph: " + e.message();
+      }
+    }
+    refusals_[key] = why;
+    return why;
   }
-  const Plan& plan_of(const AttentionShape& shape, bool backward) const {
-    const auto found = plans_.find(key_of(shape, backward));
+  // The first chunk's dK and dV of a context-parallel backward, kept apart until summed.
+  static std::int64_t key_gradient_bytes(const AttentionShape& shape, bool backward) {
+    const std::vector<Band> bands = bands_of(shape);
+    if (!backward || bands.size() == 1) return 0;
+    const Band& first = bands.front();
+    return 2 * aligned(first.b * first.hk * first.s_kv * first.d * 2);
+  }
+  const Plan& plan_of(const Band& band, bool backward) const {
+    const auto found = plans_.find(Key{band, backward});
     if (found == plans_.end()) {
       throw_runtime("cudnn", "no plan prepared for this attention op",
                     "call prepare() first (a bug in the caller)");
@@ -745,6 +897,7 @@ class CudnnSdpaImpl final : public CudnnSdpa {
   const CudnnApi& api_;
   cudnnHandle_t handle_;
   cudaStream_t stream_;
+  SdpaAccumulate accumulate_;
   std::map<Key, std::unique_ptr<Plan>> plans_;
   std::map<Key, std::string> refusals_;
 };
@@ -756,7 +909,8 @@ std::string cudnn_unavailable() {
   return load_cudnn(&why) != nullptr ? "" : why;
 }
 
-std::unique_ptr<CudnnSdpa> make_cudnn_sdpa(void* stream, std::string* why) {
+std::unique_ptr<CudnnSdpa> make_cudnn_sdpa(void* stream, std::string* why,
+                                           SdpaAccumulate accumulate) {
   const CudnnApi* api = load_cudnn(why);
   if (api == nullptr) return nullptr;
   cudnnHandle_t handle = nullptr;
@@ -771,7 +925,8 @@ std::unique_ptr<CudnnSdpa> make_cudnn_sdpa(void* stream, std::string* why) {
     api->destroy(handle);
     return nullptr;
   }
-  return std::make_unique<CudnnSdpaImpl>(*api, handle, static_cast<cudaStream_t>(stream));
+  return std::make_unique<CudnnSdpaImpl>(*api, handle, static_cast<cudaStream_t>(stream),
+                                         accumulate);
 }
 
 std::string sdpa_shape_unsupported(const AttentionShape& s) {
@@ -780,8 +935,9 @@ std::string sdpa_shape_unsupported(const AttentionShape& s) {
     return "an invalid attention shape";
   }
   if (!s.causal) return "a non-causal attention (the graph's mask is causal)";
-  if (s.context_parallel != 1) {
-    return "context-parallel query rows (the graph's causal mask is the square one)";
+  if (s.context_parallel < 1 || (s.context_parallel > 1 && s.seq % (2 * s.context_parallel) != 0)) {
+    return "context parallelism " + std::to_string(s.context_parallel) + " over " +
+           std::to_string(s.seq) + " positions (not 2 x cp whole chunks)";
   }
   if (s.head_dim % 8 != 0 || s.head_dim > 256) {
     return "head_dim " + std::to_string(s.head_dim) + " (cuDNN: a multiple of 8, at most 256)";
@@ -797,8 +953,11 @@ int finalize_sdpa_operations(const AttentionShape& shape, bool backward) {
   }
   int operations = 0;
   for (const GraphStyle& style : kGraphStyles) {
-    std::deque<Descriptor> parts;
-    operations = static_cast<int>(build_operations(api, style, shape, backward, parts).size());
+    operations = 0;
+    for (const Band& band : bands_of(shape)) {
+      std::deque<Descriptor> parts;
+      operations += static_cast<int>(build_operations(api, style, band, backward, parts).size());
+    }
   }
   return operations;
 }

@@ -10,7 +10,8 @@ namespace {
 constexpr const char* kAbsent = "fsdptune was built without cuDNN's headers (cudnn_graph.h)";
 }
 
-std::unique_ptr<CudnnSdpa> make_cudnn_sdpa(void* /*stream*/, std::string* why) {
+std::unique_ptr<CudnnSdpa> make_cudnn_sdpa(void* /*stream*/, std::string* why,
+                                           SdpaAccumulate /*accumulate*/) {
   if (why != nullptr) *why = kAbsent;
   return nullptr;
 }

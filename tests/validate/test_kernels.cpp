@@ -334,7 +334,8 @@ TEST_CASE("cuda kernels run every op kind on ragged shapes where a GPU is presen
 // its tensors against each other: a matmul refuses A [.., m, k] x B [.., k', n] with k !=
 // k', a reduction an output that is not a reduced input, ...). The counts are the graphs
 // (fsdptune/cudnn_sdpa.hpp): forward 2 matmuls, scale, 4 mask ops, the softmax's 7;
-// backward 24 under GQA (dK and dV summed over each group), 22 without.
+// backward 24 under GQA (dK and dV summed over each group), 22 without; a context-parallel
+// op two graphs, the second's mask 2 operations longer (its rows moved to the bottom right).
 TEST_CASE("cuDNN attention graphs finalize every operation without a GPU", "[kernels][cudnn]") {
   if (const std::string why = cudnn_unavailable(); !why.empty()) {
     WARN("skipped: " << why);
@@ -349,10 +350,18 @@ TEST_CASE("cuDNN attention graphs finalize every operation without a GPU", "[ker
   const AttentionShape heads{2, 8, 8, 1000, 64};
   CHECK(finalize_sdpa_operations(heads, false) == 14);
   CHECK(finalize_sdpa_operations(heads, true) == 22);
-  // Not expressed: the rank's rows of context-parallel attention, odd head sizes.
+  // Context parallelism: chunks 0 and 3 of 4 (2048 rows each), 8B's heads and 70B's.
   const AttentionShape context_parallel{1, 32, 8, 8192, 128, true, 2};
-  CHECK_THAT(sdpa_shape_unsupported(context_parallel), Catch::Contains("context-parallel"));
-  CHECK_THROWS_AS(finalize_sdpa_operations(context_parallel, false), Error);
+  CHECK(sdpa_shape_unsupported(context_parallel).empty());
+  CHECK(finalize_sdpa_operations(context_parallel, false) == 14 + 16);
+  CHECK(finalize_sdpa_operations(context_parallel, true) == 24 + 26);
+  CHECK(finalize_sdpa_operations({1, 64, 8, 131072, 128, true, 8}, true) == 24 + 26);
+  CHECK(finalize_sdpa_operations({2, 8, 8, 1024, 64, true, 4}, false) == 14 + 16);
+  // Not expressed: chunks that do not split the sequence, odd head sizes.
+  const AttentionShape ragged_chunks{1, 32, 8, 8192, 128, true, 5};
+  CHECK_THAT(sdpa_shape_unsupported(ragged_chunks),
+             Catch::Contains("context parallelism 5 over 8192 positions"));
+  CHECK_THROWS_AS(finalize_sdpa_operations(ragged_chunks, false), Error);
   CHECK_THAT(sdpa_shape_unsupported({1, 4, 4, 64, 100}), Catch::Contains("head_dim 100"));
   CHECK_THAT(sdpa_shape_unsupported({1, 4, 4, 64, 64, false}), Catch::Contains("non-causal"));
   CHECK(sdpa_shape_unsupported(llama8b).empty());
@@ -406,13 +415,16 @@ void check_close(const std::vector<float>& got, const std::vector<float>& want,
 
 // The cuda attention's numbers against the cpu attention (fp32 from the same bf16 inputs):
 // the cuBLAS attention over a ragged last query block (600 = 512 + 88 rows), cuDNN's fused
-// attention where cuDNN loads, both with GQA and without. Only runs where a GPU is present.
+// attention where cuDNN loads, both with GQA and without, and a context-parallel op (rank
+// 0's chunks 0 and 3 of 4: 256 query rows at positions 0-127 and 384-511; cuDNN runs two
+// graphs and sums their dK, dV). Only runs where a GPU is present.
 TEST_CASE("cuda attention matches the cpu attention where a GPU is present", "[kernels][cuda]") {
   if (cuda_kernels_or_skip() == nullptr) return;
   for (const AttentionShape& shape :
-       {AttentionShape{1, 4, 2, 600, 64}, AttentionShape{2, 2, 2, 256, 128}}) {
+       {AttentionShape{1, 4, 2, 600, 64}, AttentionShape{2, 2, 2, 256, 128},
+        AttentionShape{1, 4, 2, 512, 64, true, 2}}) {
     const auto q_n =
-        static_cast<std::size_t>(shape.batch * shape.heads * shape.seq * shape.head_dim);
+        static_cast<std::size_t>(shape.batch * shape.heads * shape.query_rows() * shape.head_dim);
     const auto kv_n =
         static_cast<std::size_t>(shape.batch * shape.kv_heads * shape.seq * shape.head_dim);
     const auto q = bf16_values(q_n, 1), k = bf16_values(kv_n, 2), v = bf16_values(kv_n, 3),
@@ -430,7 +442,8 @@ TEST_CASE("cuda attention matches the cpu attention where a GPU is present", "[k
     }
     for (const AttentionKernel kernel : kernels) {
       INFO(to_string(kernel) << " attention, heads " << shape.heads << "/" << shape.kv_heads
-                             << ", seq " << shape.seq << ", head_dim " << shape.head_dim);
+                             << ", seq " << shape.seq << ", head_dim " << shape.head_dim << ", cp "
+                             << shape.context_parallel);
       const AttentionOutputs got = run_cuda_attention(shape, kernel, q, k, v, d_o);
       check_close(got.o, want.o, "O");
       check_close(got.dq, want.dq, "dQ");
@@ -454,16 +467,31 @@ TEST_CASE("cuda kernels pick cuDNN's attention where it runs the op", "[kernels]
   kernels->synchronize();
   CHECK_THAT(kernels->attention(), Catch::StartsWith("cuDNN 9.") && Catch::Contains("fused SDPA") &&
                                        !Catch::Contains("cuBLAS"));
-  // Context parallelism: cuDNN's square mask does not express the rank's rows.
+  // Context parallelism: cuDNN too (two graphs).
   run_attention_forward_and_backward(*kernels, {1, 32, 8, 4096, 128, true, 2});
+  kernels->synchronize();
+  CHECK_THAT(kernels->attention(), Catch::Contains("fused SDPA") && !Catch::Contains("cuBLAS"));
+  // Without a kernel to sum the chunks' key gradients, its backward is refused.
+  {
+    std::string why;
+    auto bare = make_cudnn_sdpa(nullptr, &why);
+    REQUIRE(bare != nullptr);
+    const AttentionShape context_parallel{1, 32, 8, 4096, 128, true, 2};
+    CHECK(bare->prepare(context_parallel, false).empty());
+    CHECK_THAT(bare->prepare(context_parallel, true), Catch::Contains("without a kernel to sum"));
+    // Each chunk's statistics packed and aligned: 2 x 32 heads x 1024 rows of fp32.
+    CHECK(bare->stats_bytes(context_parallel) == 2 * 32 * 1024 * 4);
+  }
+  // A head size cuDNN does not take: the cuBLAS attention, and the record says why.
+  run_attention_forward_and_backward(*kernels, {1, 4, 4, 512, 100, true});
   kernels->synchronize();
   CHECK_THAT(kernels->attention(),
              Catch::Contains("fused SDPA") &&
-                 Catch::Contains("; cuBLAS query blocks (cuDNN: context-parallel"));
+                 Catch::Contains("; cuBLAS query blocks (cuDNN: head_dim 100"));
   auto strict = make_cuda_kernels({0, nullptr, AttentionKernel::kCudnn});
   Op attention;
   attention.kind = OpKind::kAttention;
   attention.name = "layers.0.attention.sdpa";
-  attention.attention = {1, 32, 8, 4096, 128, true, 2};
+  attention.attention = {1, 4, 4, 512, 100, true};
   check_refused(*strict, attention, "--attention cudnn ran an op cuDNN's graph does not express");
 }
