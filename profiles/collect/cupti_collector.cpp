@@ -375,12 +375,13 @@ Profile CuptiCollector::collect(const Workload& workload, const CollectorOptions
   std::string collective_note = "not measured: one rank (run under mpirun -np N)";
   std::string contention_note = "defaults: not measured";
   // Copies beside compute: one GPU suffices. Kept aside while the collective factors,
-  // which set the whole ContentionFactors, are measured.
+  // which set the whole ContentionFactors, are measured. The copier runs copies only (no
+  // cuDNN handle for it).
   ContentionFactors copy_factors;
   const std::string copy_note =
       options.measure_contention
           ? measure_copy_beside_compute(session, world_, profile.compute, *kernels,
-                                        {device, comm_stream, options.attention}, reps,
+                                        {device, comm_stream, AttentionKernel::kCublas}, reps,
                                         next_measurement, copy_factors)
           : "not measured (--no-contention)";
   const int ranks = world_.size();
