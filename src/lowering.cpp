@@ -119,6 +119,64 @@ struct CollectiveGroup {
 
 }  // namespace
 
+std::vector<OpOverlap> op_overlaps(const std::vector<Op>& ops, bool async_tp) {
+  std::vector<OpOverlap> overlaps;
+  std::vector<bool> paired(ops.size(), false);  // GEMMs paired with an async-TP collective
+  // The nearest op of `kind` after (forward) or before `i`, with no collective between.
+  auto neighbour = [&](std::size_t i, bool forward, OpKind kind) -> std::ptrdiff_t {
+    if (forward) {
+      for (std::size_t j = i + 1; j < ops.size() && ops[j].kind != OpKind::kCollective; ++j) {
+        if (ops[j].kind == kind) return static_cast<std::ptrdiff_t>(j);
+      }
+    } else {
+      for (std::size_t j = i; j-- > 0 && ops[j].kind != OpKind::kCollective;) {
+        if (ops[j].kind == kind) return static_cast<std::ptrdiff_t>(j);
+      }
+    }
+    return -1;
+  };
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const Op& op = ops[i];
+    if (op.kind != OpKind::kCollective) continue;
+    const int ranks = static_cast<int>(std::max<std::int64_t>(op.group.ranks, 1));
+    if (op.parallel_dim == ParallelDim::kContext) {
+      // Context parallelism (PyTorch's all-gather rotate method): the K/V all-gather is
+      // issued before the SDPA call of the rank's own chunk, which runs while it travels
+      // (1/cp of the attention's work, load-balanced). The ring pass of the K/V gradients
+      // overlaps the backward's later steps the same way, the last chunk's pass exposed.
+      if (op.collective == CollectiveKind::kAllGather) {
+        if (i + 1 < ops.size() && ops[i + 1].kind == OpKind::kAttention) {
+          overlaps.push_back({OverlapKind::kBeforeFirstPart, i, i + 1, ranks});
+        }
+      } else if (const std::ptrdiff_t j = neighbour(i, false, OpKind::kAttention); j >= 0) {
+        overlaps.push_back({OverlapKind::kAfterFirstPart, i, static_cast<std::size_t>(j), ranks});
+      }
+      continue;
+    }
+    // Async TP (PyTorch's micro-pipelined all-gather+matmul / matmul+reduce-scatter, as
+    // torchtitan's --experimental.enable_async_tensor_parallel uses): the sequence-parallel
+    // all-gather is split into tp chunks, each matmul chunk runs as soon as its chunk has
+    // arrived; the reduce-scatter likewise after the preceding matmul. An all-gather pairs
+    // with the next GEMM, a reduce-scatter with the previous one; all-reduces (loss
+    // parallel) and collectives without a neighbouring GEMM stay exposed.
+    // A GEMM pairs with one collective at most (an all-gather before it and a
+    // reduce-scatter after it would both want it; the all-gather, first, gets it).
+    if (!async_tp || ranks <= 1) continue;
+    std::ptrdiff_t j = -1;
+    if (op.collective == CollectiveKind::kAllGather) {
+      j = neighbour(i, true, OpKind::kGemm);
+    } else if (op.collective == CollectiveKind::kReduceScatter) {
+      j = neighbour(i, false, OpKind::kGemm);
+    }
+    if (j < 0 || paired[static_cast<std::size_t>(j)]) continue;
+    paired[static_cast<std::size_t>(j)] = true;
+    overlaps.push_back({op.collective == CollectiveKind::kAllGather ? OverlapKind::kPipelinedBefore
+                                                                    : OverlapKind::kPipelinedAfter,
+                        i, static_cast<std::size_t>(j), ranks});
+  }
+  return overlaps;
+}
+
 double tp_ops_seconds(const std::vector<Op>& ops, bool async_tp, const CostModel& costs,
                       Program* counts) {
   auto count = [&](const CostEstimate& estimate) {
@@ -139,71 +197,27 @@ double tp_ops_seconds(const std::vector<Op>& ops, bool async_tp, const CostModel
   }
   double total = 0;
   for (double s : seconds) total += s;
-  // Context parallelism (PyTorch's all-gather rotate method): the K/V all-gather is issued
-  // before the SDPA call of the rank's own chunk, which runs while it travels (1/cp of the
-  // attention's work, load-balanced), so c - min(c, a / cp) of it is exposed. The ring pass
-  // of the K/V gradients overlaps the backward's later steps the same way, the last chunk's
-  // pass exposed: c - min(c, a (cp - 1) / cp).
-  for (std::size_t i = 0; i < ops.size(); ++i) {
-    const Op& op = ops[i];
-    if (op.kind != OpKind::kCollective || op.parallel_dim != ParallelDim::kContext) continue;
-    const bool gather = op.collective == CollectiveKind::kAllGather;
-    std::ptrdiff_t attention = -1;
-    if (gather) {
-      if (i + 1 < ops.size() && ops[i + 1].kind == OpKind::kAttention) {
-        attention = static_cast<std::ptrdiff_t>(i + 1);
-      }
-    } else {
-      for (std::size_t j = i; j-- > 0 && ops[j].kind != OpKind::kCollective;) {
-        if (ops[j].kind == OpKind::kAttention) {
-          attention = static_cast<std::ptrdiff_t>(j);
-          break;
-        }
-      }
+  for (const OpOverlap& overlap : op_overlaps(ops, async_tp)) {
+    const double c = seconds[overlap.collective];
+    const double a = seconds[overlap.partner];
+    const auto parts = static_cast<double>(overlap.parts);
+    switch (overlap.kind) {
+      case OverlapKind::kBeforeFirstPart:
+        // c - min(c, a / cp) of the all-gather is exposed.
+        total -= std::min(c, a / parts);
+        break;
+      case OverlapKind::kAfterFirstPart:
+        // c - min(c, a (cp - 1) / cp) of the gradients' pass is exposed.
+        total -= std::min(c, a * (parts - 1) / parts);
+        break;
+      case OverlapKind::kPipelinedBefore:
+      case OverlapKind::kPipelinedAfter:
+        // The pair takes max(c, g) + min(c, g) / tp (one chunk is never overlapped)
+        // instead of c + g. The GEMM's slowdown from sharing SMs with the collective is
+        // left to the remainder.
+        total -= c + a - (std::max(c, a) + std::min(c, a) / parts);
+        break;
     }
-    if (attention < 0) continue;
-    const auto ranks = static_cast<double>(std::max<std::int64_t>(op.group.ranks, 1));
-    const double a = seconds[static_cast<std::size_t>(attention)];
-    const double hidden_under = gather ? a / ranks : a * (ranks - 1) / ranks;
-    total -= std::min(seconds[i], hidden_under);
-  }
-  if (!async_tp) return total;
-  // Async TP (PyTorch's micro-pipelined all-gather+matmul / matmul+reduce-scatter, as
-  // torchtitan's --experimental.enable_async_tensor_parallel uses): the sequence-parallel
-  // all-gather is split into tp chunks, each matmul chunk runs as soon as its chunk has
-  // arrived; the reduce-scatter likewise after the preceding matmul. With collective time
-  // c and GEMM time g the pair takes max(c, g) + min(c, g) / tp (one chunk is never
-  // overlapped) instead of c + g, so the collective adds max(c, g) + min(c, g) / tp - g.
-  // An all-gather pairs with the next GEMM, a reduce-scatter with the previous one;
-  // all-reduces (loss parallel) and collectives without a neighbouring GEMM stay exposed.
-  // The GEMM's slowdown from sharing SMs with the collective is left to the remainder.
-  for (std::size_t i = 0; i < ops.size(); ++i) {
-    const Op& op = ops[i];
-    if (op.kind != OpKind::kCollective || op.group.ranks <= 1 ||
-        op.parallel_dim != ParallelDim::kTensor) {
-      continue;
-    }
-    std::ptrdiff_t partner = -1;
-    if (op.collective == CollectiveKind::kAllGather) {
-      for (std::size_t j = i + 1; j < ops.size() && ops[j].kind != OpKind::kCollective; ++j) {
-        if (ops[j].kind == OpKind::kGemm) {
-          partner = static_cast<std::ptrdiff_t>(j);
-          break;
-        }
-      }
-    } else if (op.collective == CollectiveKind::kReduceScatter) {
-      for (std::size_t j = i; j-- > 0 && ops[j].kind != OpKind::kCollective;) {
-        if (ops[j].kind == OpKind::kGemm) {
-          partner = static_cast<std::ptrdiff_t>(j);
-          break;
-        }
-      }
-    }
-    if (partner < 0) continue;
-    const double c = seconds[i];
-    const double g = seconds[static_cast<std::size_t>(partner)];
-    const double paired = std::max(c, g) + std::min(c, g) / static_cast<double>(op.group.ranks);
-    total += (paired - g) - c;
   }
   return total;
 }

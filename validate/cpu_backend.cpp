@@ -252,6 +252,7 @@ class CpuBackend final : public Backend {
  public:
   ~CpuBackend() override {
     workers_.clear();  // joins the threads before the communicators go
+    side_workers_.clear();
     for (StreamComms& comms : comms_) {
       for (MPI_Comm* comm : {&comms.shard, &comms.replica, &comms.tp, &comms.cp}) {
         if (*comm != MPI_COMM_NULL) MPI_Comm_free(comm);
@@ -291,6 +292,8 @@ class CpuBackend final : public Backend {
       comms.cp = split_world(mesh.cp_split());
       comms_.push_back(comms);
       workers_.push_back(
+          std::make_unique<Worker>([this](const std::exception_ptr& error) { fail(error); }));
+      side_workers_.push_back(
           std::make_unique<Worker>([this](const std::exception_ptr& error) { fail(error); }));
     }
     persistent_ = make_buffer(layout.persistent_bytes);
@@ -430,7 +433,12 @@ class CpuBackend final : public Backend {
     std::copy(bytes.begin(), bytes.end(), data.begin() + byte_offset);
   }
 
-  void run_ops(int stream, const std::vector<Op>& ops, const std::string& task) override {
+  void run_ops(int stream, const std::vector<Op>& ops, const std::vector<OpStep>& steps,
+               const std::string& task) override {
+    if (!steps.empty() && !check_.tp_collectives) {
+      enqueue(stream, [this, stream, ops, steps] { run_steps(stream, ops, steps); });
+      return;
+    }
     // Checked TP collectives get their sequence numbers here, in enqueue order.
     std::vector<std::optional<TpCheck>> checks(ops.size());
     for (std::size_t i = 0; i < ops.size() && check_.tp_collectives; ++i) {
@@ -718,6 +726,59 @@ class CpuBackend final : public Backend {
 
   Worker& worker(int stream) { return *workers_[static_cast<std::size_t>(stream)]; }
 
+  // A collective started beside a stream (OpStep::kStart), done when its side thread has
+  // run it (or failed: the failure is the run's, fail()).
+  struct SideCall {
+    std::mutex mutex;
+    std::condition_variable finished;
+    bool done = false;
+  };
+
+  // On the stream's thread: `steps` of `ops` (op_steps), a started collective on the
+  // stream's side thread, over the stream's own communicators (nothing else uses them
+  // until the kWait).
+  void run_steps(int stream, const std::vector<Op>& ops, const std::vector<OpStep>& steps) {
+    std::shared_ptr<SideCall> pending;
+    for (const OpStep& step : steps) {
+      if (step.kind == OpStep::Kind::kWait) {
+        FSDPTUNE_CHECK(pending != nullptr, "op steps wait for no collective");
+        {
+          std::unique_lock lock(pending->mutex);
+          pending->finished.wait(lock, [&] { return pending->done; });
+        }
+        pending.reset();
+        std::lock_guard lock(event_mutex_);
+        if (failed_) return;
+        continue;
+      }
+      const std::optional<Op> part = op_part(ops[step.op], step.parts);
+      FSDPTUNE_CHECK(part.has_value(), "op steps run an op that does not split");
+      if (step.kind == OpStep::Kind::kRun) {
+        if (part->kind == OpKind::kCollective) {
+          tp_collective(stream, *part, std::nullopt);
+        } else {
+          worker(stream).kernels().run(*part);
+        }
+        continue;
+      }
+      FSDPTUNE_CHECK(pending == nullptr, "op steps start a second collective in flight");
+      pending = std::make_shared<SideCall>();
+      side_workers_[static_cast<std::size_t>(stream)]->enqueue([this, stream, op = *part, pending] {
+        try {
+          tp_collective(stream, op, std::nullopt);
+        } catch (...) {
+          fail(std::current_exception());
+        }
+        {
+          std::lock_guard lock(pending->mutex);
+          pending->done = true;
+        }
+        pending->finished.notify_all();
+      });
+    }
+    FSDPTUNE_CHECK(pending == nullptr, "op steps end with a collective in flight");
+  }
+
   MPI_Datatype mpi_type(DType dtype) const {
     return dtype == DType::kFP32 ? MPI_FLOAT : MPI_UINT16_T;
   }
@@ -879,6 +940,9 @@ class CpuBackend final : public Backend {
   std::exception_ptr first_error_;
   std::atomic<std::int64_t> progress_{0};
 
+  // Per stream: the thread a started collective runs on (OpStep::kStart) while the
+  // stream's thread computes.
+  std::vector<std::unique_ptr<Worker>> side_workers_;
   std::vector<std::unique_ptr<Worker>> workers_;  // last: destroyed first
 };
 

@@ -245,6 +245,9 @@ class CudaBackend final : public Backend {
     if (persistent_ != nullptr) cudaFree(persistent_);
     for (cudaEvent_t event : events_) cudaEventDestroy(event);
     for (cudaStream_t stream : streams_) cudaStreamDestroy(stream);
+    for (cudaEvent_t event : side_ready_) cudaEventDestroy(event);
+    for (cudaEvent_t event : side_done_) cudaEventDestroy(event);
+    for (cudaStream_t stream : side_streams_) cudaStreamDestroy(stream);
   }
 
   CudaBackend(const CudaBackend&) = delete;
@@ -286,6 +289,16 @@ class CudaBackend final : public Backend {
       cudaStream_t stream = nullptr;
       FSDPTUNE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
       streams_.push_back(stream);
+      // The side stream a compute task's started collective runs on (run_ops), and the
+      // events that order it after the stream and the stream after it.
+      cudaStream_t side = nullptr;
+      FSDPTUNE_CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+      side_streams_.push_back(side);
+      for (std::vector<cudaEvent_t>* events : {&side_ready_, &side_done_}) {
+        cudaEvent_t event = nullptr;
+        FSDPTUNE_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+        events->push_back(event);
+      }
       KernelOptions options;
       options.device = device_;
       options.stream = stream;
@@ -476,15 +489,48 @@ class CudaBackend final : public Backend {
                    bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
   }
 
-  void run_ops(int stream, const std::vector<Op>& ops, const std::string& task) override {
+  void run_ops(int stream, const std::vector<Op>& ops, const std::vector<OpStep>& steps,
+               const std::string& task) override {
     OpKernels& kernels = *kernels_.at(static_cast<std::size_t>(stream));
-    for (const Op& op : ops) {
-      if (op.kind == OpKind::kCollective) {
-        tp_collective(stream, op, task);
-      } else {
-        kernels.run(op);
+    if (steps.empty() || check_.tp_collectives) {
+      for (const Op& op : ops) {
+        if (op.kind == OpKind::kCollective) {
+          tp_collective(stream, cuda_stream(stream), op, task);
+        } else {
+          kernels.run(op);
+        }
       }
+      return;
     }
+    // A started collective runs on the stream's side stream after what the stream has
+    // enqueued so far; kWait makes the stream wait for it (events).
+    const auto s = static_cast<std::size_t>(stream);
+    bool pending = false;
+    for (const OpStep& step : steps) {
+      if (step.kind == OpStep::Kind::kWait) {
+        FSDPTUNE_CHECK(pending, "op steps wait for no collective");
+        FSDPTUNE_CUDA_CHECK(cudaEventRecord(side_done_[s], side_streams_[s]));
+        FSDPTUNE_CUDA_CHECK(cudaStreamWaitEvent(cuda_stream(stream), side_done_[s], 0));
+        pending = false;
+        continue;
+      }
+      const std::optional<Op> part = op_part(ops[step.op], step.parts);
+      FSDPTUNE_CHECK(part.has_value(), "op steps run an op that does not split");
+      if (step.kind == OpStep::Kind::kRun) {
+        if (part->kind == OpKind::kCollective) {
+          tp_collective(stream, cuda_stream(stream), *part, task);
+        } else {
+          kernels.run(*part);
+        }
+        continue;
+      }
+      FSDPTUNE_CHECK(!pending, "op steps start a second collective in flight");
+      FSDPTUNE_CUDA_CHECK(cudaEventRecord(side_ready_[s], cuda_stream(stream)));
+      FSDPTUNE_CUDA_CHECK(cudaStreamWaitEvent(side_streams_[s], side_ready_[s], 0));
+      tp_collective(stream, side_streams_[s], *part, task);
+      pending = true;
+    }
+    FSDPTUNE_CHECK(!pending, "op steps end with a collective in flight");
   }
 
   // This rank's shards of an all-gather bucket inside its gathered buffer.
@@ -772,11 +818,11 @@ class CudaBackend final : public Backend {
   }
 
   // A tensor- or context-parallel collective of the compute path (TpCollective,
-  // data_check.hpp; see the cpu backend) on a per-stream scratch buffer grown to the
-  // largest op (cudaFree of the old one waits for the work that used it). Checked, the
-  // input is written with tp_input before it and the output compared with tp_expected
-  // after it, on the stream.
-  void tp_collective(int stream, const Op& op, const std::string& task) {
+  // data_check.hpp; see the cpu backend) on `stream`'s scratch buffer grown to the
+  // largest op (cudaFree of the old one waits for the work that used it), enqueued on
+  // `cuda` (the stream or its side stream). Checked, the input is written with tp_input
+  // before it and the output compared with tp_expected after it, on `cuda`.
+  void tp_collective(int stream, cudaStream_t cuda, const Op& op, const std::string& task) {
     const TpCollective collective =
         tp_collective_of(op, compute_collective_ranks(op, layout_.mesh));
     const std::int64_t size = bytes_per_element(collective.dtype);
@@ -796,7 +842,6 @@ class CudaBackend final : public Backend {
     const ncclDataType_t type = nccl_type(collective.dtype);
     const int wire = wire_of(collective.dtype);
     const int tp_rank = compute_collective_rank(op, layout_.mesh);
-    cudaStream_t cuda = cuda_stream(stream);
     int sequence = -1;
     if (check_.tp_collectives) {
       sequence = static_cast<int>(tp_checks_.size());
@@ -850,6 +895,9 @@ class CudaBackend final : public Backend {
   ReplayLayout layout_;
   cudaMemPool_t pool_ = nullptr;
   std::vector<cudaStream_t> streams_;
+  std::vector<cudaStream_t> side_streams_;  // per stream (run_ops)
+  std::vector<cudaEvent_t> side_ready_;     // per stream: the stream up to a kStart
+  std::vector<cudaEvent_t> side_done_;      // per stream: the side stream up to a kWait
   std::vector<StreamComms> comms_;
   std::vector<void*> tp_scratch_;  // per stream
   std::vector<std::int64_t> tp_scratch_bytes_;

@@ -420,11 +420,21 @@ MemoryEvent tracked_memory_event(const ReplayAction& action, const Program& prog
 // `bucket_offset` into the layout's buckets (a pipeline rank holds several chunks').
 class ProgramWork {
  public:
-  ProgramWork(const Program& program, const Workload& workload, int bucket_offset)
+  // overlap: replay the compute tasks' collectives beside the compute the model overlaps
+  // them with (op_steps), else in op order (ExecutorOptions::serial_collectives).
+  ProgramWork(const Program& program, const Workload& workload, int bucket_offset, bool overlap)
       : program_(program), workload_(workload), bucket_offset_(bucket_offset), tasks_(program) {
     for (const Task& task : program_.tasks) {
       labels_.push_back(fmt::format("task {} ({})", task.id,
                                     task.name.empty() ? to_string(task.kind) : task.name));
+      std::vector<OpStep> steps;
+      if (overlap && is_compute(task.kind)) {
+        // The compute-path collectives beside the compute the model overlaps them with.
+        const std::vector<Op>& ops = task_ops(task, workload_);
+        const std::vector<OpOverlap> overlaps = op_overlaps(ops, workload_.job.async_tp);
+        if (!overlaps.empty()) steps = op_steps(ops, overlaps);
+      }
+      steps_.push_back(std::move(steps));
     }
   }
 
@@ -436,7 +446,8 @@ class ProgramWork {
     const int stream = task.stream;
     if (is_compute(task.kind)) {
       const std::vector<Op>& ops = task_ops(task, workload_);
-      if (!ops.empty()) backend.run_ops(stream, ops, labels_[static_cast<std::size_t>(task.id)]);
+      const auto id = static_cast<std::size_t>(task.id);
+      if (!ops.empty()) backend.run_ops(stream, ops, steps_[id], labels_[id]);
       return;
     }
     const int index = bucket_offset_ + task.bucket;
@@ -465,7 +476,8 @@ class ProgramWork {
   const Workload& workload_;
   int bucket_offset_ = 0;
   BucketTasks tasks_;
-  std::vector<std::string> labels_;  // per task, for data check messages
+  std::vector<std::string> labels_;         // per task, for data check messages
+  std::vector<std::vector<OpStep>> steps_;  // per compute task with overlaps (op_steps)
 };
 
 // One timed step of whatever the schedule holds.
@@ -486,8 +498,10 @@ void add_overlap(std::vector<Interval> compute, std::vector<Interval> comm, Step
 // A version 1 schedule: its Program once per step.
 class Replay final : public StepReplay {
  public:
-  Replay(const ScheduleFile& schedule, const Workload& workload, Backend& backend)
-      : program_(schedule.program), work_(schedule.program, workload, 0), backend_(backend) {}
+  Replay(const ScheduleFile& schedule, const Workload& workload, Backend& backend, bool overlap)
+      : program_(schedule.program),
+        work_(schedule.program, workload, 0, overlap),
+        backend_(backend) {}
 
   StepRecord step() override {
     backend_.reset_events();
@@ -541,7 +555,7 @@ class Replay final : public StepReplay {
 class PipelineReplay final : public StepReplay {
  public:
   PipelineReplay(const ScheduleFile& schedule, const std::vector<Workload>& chunk_workloads,
-                 const ReplayLayout& layout, Backend& backend)
+                 const ReplayLayout& layout, Backend& backend, bool overlap)
       : plan_(plan_pipeline_replay(schedule, layout.mesh, layout.rank)),
         layout_(layout),
         microbatches_(static_cast<int>(schedule.job.microbatches * schedule.job.pipeline_steps)),
@@ -551,10 +565,10 @@ class PipelineReplay final : public StepReplay {
     local_.assign(pipeline.chunks.size(), -1);
     for (const int c : plan_.chunks) {
       local_[static_cast<std::size_t>(c)] = static_cast<int>(work_.size());
-      work_.push_back(
-          std::make_unique<ProgramWork>(pipeline.chunks[static_cast<std::size_t>(c)].program,
-                                        chunk_workloads[static_cast<std::size_t>(c)],
-                                        plan_.bucket_offsets[static_cast<std::size_t>(c)]));
+      work_.push_back(std::make_unique<ProgramWork>(
+          pipeline.chunks[static_cast<std::size_t>(c)].program,
+          chunk_workloads[static_cast<std::size_t>(c)],
+          plan_.bucket_offsets[static_cast<std::size_t>(c)], overlap));
     }
     program_streams_ = layout.first_pipeline_stream >= 0 ? layout.first_pipeline_stream
                                                          : static_cast<int>(layout.streams.size());
@@ -1522,9 +1536,10 @@ MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& opti
   // per node) would post different collectives (--check-data's step, --iters) and hang or
   // fail inside MPI.
   const std::string run_flags =
-      fmt::format("--backend {} --iters {} --warmup {}{}{} --timeout {}", options.backend,
+      fmt::format("--backend {} --iters {} --warmup {}{}{}{} --timeout {}", options.backend,
                   options.iterations, options.warmup, options.check_data ? " --check-data" : "",
-                  options.scale_down ? " --scale-down" : "", options.timeout_s);
+                  options.scale_down ? " --scale-down" : "",
+                  options.serial_collectives ? " --serial-collectives" : "", options.timeout_s);
   std::string root_run_flags = run_flags;
   broadcast_string(root_run_flags, 0);
   std::optional<Error> mismatch;
@@ -1570,9 +1585,10 @@ MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& opti
     Watchdog watchdog(*backend, rank, options.timeout_s);
     std::unique_ptr<StepReplay> replay;
     if (schedule.pipeline) {
-      replay = std::make_unique<PipelineReplay>(schedule, chunk_workloads, layout, *backend);
+      replay = std::make_unique<PipelineReplay>(schedule, chunk_workloads, layout, *backend,
+                                                !options.serial_collectives);
     } else {
-      replay = std::make_unique<Replay>(schedule, workload, *backend);
+      replay = std::make_unique<Replay>(schedule, workload, *backend, !options.serial_collectives);
     }
     if (rank == options.stall_rank) {
       watchdog.beat("stalled on purpose (--debug-stall-rank)");

@@ -213,6 +213,32 @@ struct DataCheck {
   int corrupt_tp_collective = -1;
 };
 
+// One step of a compute task's replay (Backend::run_ops), so that the task's tensor- and
+// context-parallel collectives overlap its compute as the model prices them (OpOverlap,
+// program.hpp; docs/validation.md "Overlap inside compute tasks").
+struct OpStep {
+  enum class Kind {
+    kRun,    // run part of op `op` (op_part(op, parts)) on the stream: a kernel, or a
+             // collective (a chunk of it) the stream waits for
+    kStart,  // start part of collective `op` beside the stream (its side channel)
+    kWait,   // the stream waits for the collective started last
+  };
+  Kind kind = Kind::kRun;
+  std::size_t op = 0;  // index in the task's op list
+  int parts = 1;       // the op is run in `parts` equal parts, this step one of them
+  bool operator==(const OpStep&) const = default;
+};
+// One of `parts` equal parts of `op`, the op itself for parts == 1: a collective of
+// bytes / parts (rounded up); a GEMM with m (else n, else k) divided; an attention op with
+// its kv head groups (else its batch, else its query heads) divided. nullopt when no
+// dimension divides.
+std::optional<Op> op_part(const Op& op, int parts);
+// The steps that run `ops` with `overlaps` (op_overlaps): each overlapped collective around
+// its partner's parts, the partner in its parts, every other op whole in list order. At
+// most one collective is started and not yet awaited at a time. An overlap whose partner
+// does not split (op_part) runs both ops whole, one after the other, in list order.
+std::vector<OpStep> op_steps(const std::vector<Op>& ops, const std::vector<OpOverlap>& overlaps);
+
 using EventId = int;
 using BlockId = int;
 
@@ -229,10 +255,15 @@ class Backend {
   virtual void prepare(const ReplayLayout& layout) = 0;
 
   // --- work, enqueued on `stream` (index into ReplayLayout::streams) ---
-  // Compute ops with the op kernels; OpKind::kCollective ops (tensor parallelism) as real
-  // collectives of op.bytes (the full buffer) over the TP group, on scratch buffers
-  // (TpCollective, data_check.hpp). `task` names the task in data check messages.
-  virtual void run_ops(int stream, const std::vector<Op>& ops, const std::string& task) = 0;
+  // Compute ops with the op kernels; OpKind::kCollective ops (tensor and context
+  // parallelism) as real collectives of op.bytes (the full buffer) over the TP or CP group,
+  // on scratch buffers (TpCollective, data_check.hpp), as `steps` (op_steps) order them: a
+  // started collective runs beside the stream (cpu: on a side thread; cuda: on a side
+  // stream) until its kWait. Empty steps, or a step that checks TP collectives
+  // (set_data_check), run the ops whole in list order. `task` names the task in data check
+  // messages.
+  virtual void run_ops(int stream, const std::vector<Op>& ops, const std::vector<OpStep>& steps,
+                       const std::string& task) = 0;
   // All-gather bucket: parameter shards (fp32) -> send buffer in the bucket's dtype.
   // Reduce-scatter bucket: copies this rank's unsharded gradients into the send buffer.
   // The gradients (data_pattern::gradient_value, in the bucket layout) stand for the

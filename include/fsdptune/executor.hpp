@@ -29,6 +29,11 @@ struct ExecutorOptions {
   // replay"): the world is dp_replicate * tp * a divisor of dp_shard, each rank holding
   // dp_shard / that shards.
   bool scale_down = false;
+  // Run the compute tasks' tensor- and context-parallel collectives in op order on the
+  // compute stream, not beside the compute the model overlaps them with (async TP's
+  // chunks, the CP K/V gather and gradient pass; op_steps, backend.hpp): what the overlap
+  // buys, measured.
+  bool serial_collectives = false;
   std::string command;  // recorded in measured.json
   // Test hooks. stall_rank: that rank stops responding before the first step. On the last
   // rank, with check_data: corrupt_bucket: before the checks, overwrite one element of that

@@ -170,6 +170,36 @@ class Lowerer {
   std::unique_ptr<State> state_;
 };
 
+// How a compute-path collective of a unit's op list overlaps a compute op of the list (its
+// partner), as tp_ops_seconds prices it and the executors replay it (docs/validation.md
+// "Overlap inside compute tasks"). The partner is split into `parts` equal parts:
+enum class OverlapKind {
+  // A context-parallel K/V all-gather (right before the attention): issued before the
+  // partner's first part, awaited after it.
+  kBeforeFirstPart,
+  // The context-parallel reduce-scatter of the K/V gradients (after the attention
+  // backward): issued after the partner's first part, awaited after its last.
+  kAfterFirstPart,
+  // Async TP: an all-gather before its GEMM in `parts` chunks; chunk k + 1 travels while
+  // part k of the GEMM runs (chunk 0 exposed).
+  kPipelinedBefore,
+  // Async TP: a reduce-scatter after its GEMM in `parts` chunks; chunk k travels while part
+  // k + 1 of the GEMM runs (the last chunk exposed).
+  kPipelinedAfter,
+};
+struct OpOverlap {
+  OverlapKind kind = OverlapKind::kBeforeFirstPart;
+  std::size_t collective = 0;  // index in the op list
+  std::size_t partner = 0;     // index in the op list
+  int parts = 1;               // the collective's group size (cp or tp)
+  bool operator==(const OpOverlap&) const = default;
+};
+// The overlaps of `ops`, in the order of their collectives: each context-parallel
+// collective next to an attention op, and with `async_tp` each tensor-parallel all-gather
+// (reduce-scatter) with the next (previous) GEMM, no collective between, a GEMM with one
+// collective at most.
+std::vector<OpOverlap> op_overlaps(const std::vector<Op>& ops, bool async_tp);
+
 // Standalone time of a unit's op list on the compute critical path, seconds: compute ops
 // and tensor- and context-parallel collectives in sequence. With `async_tp` each
 // sequence-parallel all-gather overlaps the next GEMM and each reduce-scatter the previous

@@ -108,11 +108,12 @@ void run_validate(const ValidateArgs& args) {
                     "--attention cudnn or cublas needs --backend cuda");
   }
   options.command = fmt::format(
-      "fsdptune validate {} --backend {}{} --iters {} --warmup {}{}{} --out {}", args.schedule,
+      "fsdptune validate {} --backend {}{} --iters {} --warmup {}{}{}{} --out {}", args.schedule,
       options.backend,
       options.attention == AttentionKernel::kAuto ? "" : " --attention " + args.attention,
       options.iterations, options.warmup, options.check_data ? " --check-data" : "",
-      options.scale_down ? " --scale-down" : "", args.out);
+      options.scale_down ? " --scale-down" : "",
+      options.serial_collectives ? " --serial-collectives" : "", args.out);
 
   MpiSession mpi;
   ScheduleFile schedule;
@@ -206,6 +207,9 @@ void register_validate_commands(CLI::App& app) {
                      "replay a schedule for a larger dp_shard on fewer ranks (a divisor of "
                      "dp_shard times dp_replicate x tp), each rank holding several shards "
                      "(docs/validation.md)");
+  validate->add_flag("--serial-collectives", validate_args->options.serial_collectives,
+                     "run the compute tasks' TP and CP collectives in op order, not beside the "
+                     "compute the model overlaps them with (async TP, the CP K/V gather)");
   validate
       ->add_option("--timeout", validate_args->options.timeout_s,
                    "seconds without progress after which every rank aborts")

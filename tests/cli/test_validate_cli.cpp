@@ -507,3 +507,23 @@ TEST_CASE("validate --check-data checks the CP collectives, and --scale-down kee
   CHECK_THAT(result.err,
              Catch::Contains("keeps dp_replicate, cp and tp") && Catch::Contains("start 4 or 8"));
 }
+
+TEST_CASE("validate replays async TP's chunks and the CP gather beside the compute",
+          "[cli][validate][tp][cp]") {
+  // The timed steps run each sequence-parallel collective in tp chunks beside its GEMM's
+  // parts and the CP K/V gather beside the attention's first part (op_steps; the checked
+  // step runs them whole and checks them); --serial-collectives runs them in op order.
+  const std::string dir = make_temp_dir("fsdptune-validate");
+  const std::string async_tp =
+      tuned_tiny(dir, "async-tp", "--gpus 4 --gpus-per-node 4 --tp 2 --cp 2 --async-tp");
+  for (const std::string flags : {"", "--serial-collectives"}) {
+    CAPTURE(flags);
+    const MeasuredResult measured = validate_checked(async_tp, 4, flags);
+    CHECK(measured.tp == 2);
+    CHECK(measured.cp == 2);
+    CHECK(measured.step_time_s > 0);
+    const bool serial =
+        measured.environment.at("command").find("--serial-collectives") != std::string::npos;
+    CHECK(serial == !flags.empty());
+  }
+}

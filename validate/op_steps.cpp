@@ -1,0 +1,127 @@
+// Compute tasks' collectives overlapping their compute, as the executors replay them
+// (op_part, op_steps; backend.hpp).
+#include <numeric>
+
+#include "fsdptune/backend.hpp"
+#include "fsdptune/error.hpp"
+
+namespace fsdptune {
+
+std::optional<Op> op_part(const Op& op, int parts) {
+  FSDPTUNE_CHECK(parts >= 1, "op_part: parts must be at least 1");
+  if (parts == 1) return op;
+  const auto p = static_cast<std::int64_t>(parts);
+  Op part = op;
+  // Divides `dim` by p when p divides it.
+  auto divide = [p](std::int64_t& dim) {
+    if (dim % p != 0) return false;
+    dim /= p;
+    return true;
+  };
+  switch (op.kind) {
+    case OpKind::kCollective:
+    case OpKind::kMemoryBound:
+      part.bytes = (op.bytes + p - 1) / p;
+      return part;
+    case OpKind::kGemm:
+      if (!divide(part.gemm.m) && !divide(part.gemm.n) && !divide(part.gemm.k)) return std::nullopt;
+      break;
+    case OpKind::kAttention: {
+      AttentionShape& shape = part.attention;
+      if (shape.heads % p == 0 && shape.kv_heads % p == 0) {
+        shape.heads /= p;
+        shape.kv_heads /= p;
+      } else if (!divide(shape.batch)) {
+        // Query heads only (fewer kv heads than parts): each part reads the kv heads its
+        // query heads share.
+        if (!divide(shape.heads)) return std::nullopt;
+        shape.kv_heads = std::gcd(shape.kv_heads, shape.heads);
+      }
+      break;
+    }
+  }
+  part.flops = op.flops / static_cast<double>(p);
+  part.bytes = op.bytes / p;
+  return part;
+}
+
+std::vector<OpStep> op_steps(const std::vector<Op>& ops, const std::vector<OpOverlap>& overlaps) {
+  using Kind = OpStep::Kind;
+  // Per partner: the overlap before it and the one after it (indices into overlaps).
+  struct Around {
+    std::ptrdiff_t before = -1, after = -1;
+  };
+  std::vector<Around> around(ops.size());
+  std::vector<bool> moved(ops.size(), false);  // collectives run around their partner
+  auto pipelined = [&](std::ptrdiff_t o) {
+    if (o < 0) return false;
+    const OverlapKind kind = overlaps[static_cast<std::size_t>(o)].kind;
+    return kind == OverlapKind::kPipelinedBefore || kind == OverlapKind::kPipelinedAfter;
+  };
+  for (std::size_t o = 0; o < overlaps.size(); ++o) {
+    const OpOverlap& overlap = overlaps[o];
+    FSDPTUNE_CHECK(overlap.collective < ops.size() && overlap.partner < ops.size() &&
+                       overlap.parts >= 1 && ops[overlap.collective].kind == OpKind::kCollective,
+                   "op_steps: an overlap outside the op list");
+    Around& slot = around[overlap.partner];
+    const bool before = overlap.kind == OverlapKind::kBeforeFirstPart ||
+                        overlap.kind == OverlapKind::kPipelinedBefore;
+    const std::ptrdiff_t other = before ? slot.after : slot.before;
+    // One collective in flight at a time: two overlaps share a partner only as the
+    // context-parallel pair (the gather before its first part, the gradients after it).
+    if ((before ? slot.before : slot.after) >= 0 || moved[overlap.collective]) continue;
+    if (other >= 0 && (pipelined(other) || pipelined(static_cast<std::ptrdiff_t>(o)) ||
+                       overlaps[static_cast<std::size_t>(other)].parts != overlap.parts)) {
+      continue;
+    }
+    if (!op_part(ops[overlap.partner], overlap.parts)) continue;
+    (before ? slot.before : slot.after) = static_cast<std::ptrdiff_t>(o);
+    moved[overlap.collective] = true;
+  }
+
+  std::vector<OpStep> steps;
+  auto push = [&](Kind kind, std::size_t op, int parts) { steps.push_back({kind, op, parts}); };
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    if (moved[i]) continue;
+    const Around& a = around[i];
+    if (a.before < 0 && a.after < 0) {
+      push(Kind::kRun, i, 1);
+      continue;
+    }
+    const OpOverlap* before =
+        a.before >= 0 ? &overlaps[static_cast<std::size_t>(a.before)] : nullptr;
+    const OpOverlap* after = a.after >= 0 ? &overlaps[static_cast<std::size_t>(a.after)] : nullptr;
+    const int parts = (before != nullptr ? before : after)->parts;
+    if (before != nullptr && before->kind == OverlapKind::kPipelinedBefore) {
+      // Chunk 0 exposed, then chunk k + 1 beside part k.
+      push(Kind::kRun, before->collective, parts);
+      for (int k = 0; k < parts; ++k) {
+        if (k + 1 < parts) push(Kind::kStart, before->collective, parts);
+        push(Kind::kRun, i, parts);
+        if (k + 1 < parts) push(Kind::kWait, before->collective, parts);
+      }
+      continue;
+    }
+    if (after != nullptr && after->kind == OverlapKind::kPipelinedAfter) {
+      // Chunk k beside part k + 1, the last chunk exposed.
+      push(Kind::kRun, i, parts);
+      for (int k = 1; k < parts; ++k) {
+        push(Kind::kStart, after->collective, parts);
+        push(Kind::kRun, i, parts);
+        push(Kind::kWait, after->collective, parts);
+      }
+      push(Kind::kRun, after->collective, parts);
+      continue;
+    }
+    // Context parallelism: the gather beside the first part, the gradients beside the rest.
+    if (before != nullptr) push(Kind::kStart, before->collective, 1);
+    push(Kind::kRun, i, parts);
+    if (before != nullptr) push(Kind::kWait, before->collective, 1);
+    if (after != nullptr) push(Kind::kStart, after->collective, 1);
+    for (int k = 1; k < parts; ++k) push(Kind::kRun, i, parts);
+    if (after != nullptr) push(Kind::kWait, after->collective, 1);
+  }
+  return steps;
+}
+
+}  // namespace fsdptune
