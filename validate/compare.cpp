@@ -202,6 +202,12 @@ Comparison compare(const ScheduleFile& schedule, const MeasuredResult& measured,
   comparison.dp_shard = measured.shard_ranks();
   comparison.tp = measured.tp;
   comparison.cp = measured.cp;
+  const auto replay = measured.environment.find("compute_collectives");
+  if (replay != measured.environment.end() && replay->second == "serial") {
+    const bool async_tp = job.tp > 1 && job.async_tp;
+    comparison.serial_collectives =
+        job.cp > 1 ? (async_tp ? "CP and async TP" : "CP") : (async_tp ? "async TP" : "");
+  }
   comparison.shards_per_rank = measured.shards_per_rank;
   comparison.schedule_dp_shard = job.dp_shard;
   comparison.communication_comparable = measured.shards_per_rank == 1;
@@ -320,6 +326,10 @@ nlohmann::json comparison_to_json(const Comparison& comparison) {
   }
   // Only under context parallelism: comparisons without it keep their text.
   if (comparison.cp != 1) json["mesh"]["cp"] = comparison.cp;
+  // Likewise only for a replay with --serial-collectives of a schedule that overlaps them.
+  if (!comparison.serial_collectives.empty()) {
+    json["serial_collectives"] = comparison.serial_collectives;
+  }
   // Likewise only with several pipeline steps.
   if (comparison.pipeline_steps != 1) json["pipeline_steps"] = comparison.pipeline_steps;
   return json;
@@ -333,6 +343,12 @@ void print_comparison(std::ostream& out, const Comparison& c) {
                "scaled down: dp_shard {} of the schedule's {} ({} shards per rank); compute and "
                "peak memory compare, communication (*) ran over fewer ranks and does not\n",
                c.dp_shard, c.schedule_dp_shard, c.shards_per_rank);
+  }
+  if (!c.serial_collectives.empty()) {
+    fmt::print(out,
+               "replayed with --serial-collectives: the compute tasks' {} collectives ran in op "
+               "order, the prediction overlaps them with the compute\n",
+               c.serial_collectives);
   }
   fmt::print(out, "{:<16} {:>12} {:>12} {:>9}\n", "", "predicted", "measured", "error");
   auto seconds_row = [&](const char* label, const ComparedValue& v) {

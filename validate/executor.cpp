@@ -1746,6 +1746,8 @@ MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& opti
     measured.environment["host"] = host_name();
     measured.environment["date"] = iso_date_utc();
     measured.environment["command"] = options.command;
+    measured.environment["compute_collectives"] =
+        options.serial_collectives ? "serial" : "overlapped";
     measured.environment["staging_bytes"] = std::to_string(backend->staging_bytes());
     measured.environment["kernel_workspace_bytes"] =
         std::to_string(backend->kernel_workspace_bytes());

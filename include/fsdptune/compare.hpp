@@ -81,6 +81,10 @@ struct Comparison {
   // and communication task times are not the prediction's and are marked so.
   bool communication_comparable = true;
   bool data_checked = false;
+  // Which overlapped collectives a replay with --serial-collectives (the measurement's
+  // environment.compute_collectives "serial") ran in op order: "CP", "async TP", "CP and
+  // async TP"; "" for a replay of the overlap, or a schedule without any.
+  std::string serial_collectives;
   ComparedValue step_time_s;
   ComparedValue compute_s;
   ComparedValue exposed_comm_s;

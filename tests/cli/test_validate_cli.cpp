@@ -525,5 +525,21 @@ TEST_CASE("validate replays async TP's chunks and the CP gather beside the compu
     const bool serial =
         measured.environment.at("command").find("--serial-collectives") != std::string::npos;
     CHECK(serial == !flags.empty());
+    CHECK(measured.environment.at("compute_collectives") == (serial ? "serial" : "overlapped"));
+    // compare says which collectives the measurement holds whole.
+    const std::string measured_path = async_tp + ".measured.json";
+    const auto text = run_fsdptune("compare " + async_tp + " " + measured_path);
+    REQUIRE(text.exit_code == 0);
+    const auto json = run_fsdptune("compare " + async_tp + " " + measured_path + " --json");
+    REQUIRE(json.exit_code == 0);
+    const nlohmann::json comparison = parse_json_text(json.out, "compare --json");
+    if (serial) {
+      CHECK_THAT(text.out, Catch::Contains("replayed with --serial-collectives: the compute "
+                                           "tasks' CP and async TP collectives ran in op order"));
+      CHECK(comparison.at("serial_collectives") == "CP and async TP");
+    } else {
+      CHECK_THAT(text.out, !Catch::Contains("--serial-collectives"));
+      CHECK_FALSE(comparison.contains("serial_collectives"));
+    }
   }
 }
