@@ -202,6 +202,10 @@ Comparison compare(const ScheduleFile& schedule, const MeasuredResult& measured,
   comparison.dp_shard = measured.shard_ranks();
   comparison.tp = measured.tp;
   comparison.cp = measured.cp;
+  if (const auto whole = measured.environment.find("overlaps_not_replayed");
+      whole != measured.environment.end()) {
+    comparison.overlaps_not_replayed = whole->second;
+  }
   const auto replay = measured.environment.find("compute_collectives");
   if (replay != measured.environment.end() && replay->second == "serial") {
     const bool async_tp = job.tp > 1 && job.async_tp;
@@ -330,6 +334,9 @@ nlohmann::json comparison_to_json(const Comparison& comparison) {
   if (!comparison.serial_collectives.empty()) {
     json["serial_collectives"] = comparison.serial_collectives;
   }
+  if (!comparison.overlaps_not_replayed.empty()) {
+    json["overlaps_not_replayed"] = comparison.overlaps_not_replayed;
+  }
   // Likewise only with several pipeline steps.
   if (comparison.pipeline_steps != 1) json["pipeline_steps"] = comparison.pipeline_steps;
   return json;
@@ -349,6 +356,12 @@ void print_comparison(std::ostream& out, const Comparison& c) {
                "replayed with --serial-collectives: the compute tasks' {} collectives ran in op "
                "order, the prediction overlaps them with the compute\n",
                c.serial_collectives);
+  }
+  if (!c.overlaps_not_replayed.empty()) {
+    fmt::print(out,
+               "overlaps not replayed ({}): they ran whole, their partner op not splitting "
+               "into the group's parts; the prediction overlaps them\n",
+               c.overlaps_not_replayed);
   }
   fmt::print(out, "{:<16} {:>12} {:>12} {:>9}\n", "", "predicted", "measured", "error");
   auto seconds_row = [&](const char* label, const ComparedValue& v) {

@@ -755,6 +755,8 @@ class CpuBackend final : public Backend {
       FSDPTUNE_CHECK(part.has_value(), "op steps run an op that does not split");
       if (step.kind == OpStep::Kind::kRun) {
         if (part->kind == OpKind::kCollective) {
+          // One collective at a time on the stream's communicators and scratch.
+          FSDPTUNE_CHECK(pending == nullptr, "op steps run a collective beside another");
           tp_collective(stream, *part, std::nullopt);
         } else {
           worker(stream).kernels().run(*part);

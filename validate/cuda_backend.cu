@@ -500,6 +500,19 @@ class CudaBackend final : public Backend {
           kernels.run(op);
         }
       }
+      // The checked step (untimed) also runs each part shape of the timed steps once, so
+      // that cuDNN's plans and cuBLAS's heuristics for them are made before a timed step
+      // (--check-data --warmup 0).
+      std::vector<std::size_t> warmed;
+      for (const OpStep& step : steps) {
+        if (step.kind != OpStep::Kind::kRun || step.parts == 1 ||
+            ops[step.op].kind == OpKind::kCollective ||
+            std::find(warmed.begin(), warmed.end(), step.op) != warmed.end()) {
+          continue;
+        }
+        warmed.push_back(step.op);
+        if (const std::optional<Op> part = op_part(ops[step.op], step.parts)) kernels.run(*part);
+      }
       return;
     }
     // A started collective runs on the stream's side stream after what the stream has
@@ -518,6 +531,8 @@ class CudaBackend final : public Backend {
       FSDPTUNE_CHECK(part.has_value(), "op steps run an op that does not split");
       if (step.kind == OpStep::Kind::kRun) {
         if (part->kind == OpKind::kCollective) {
+          // One collective at a time on the stream's communicators and scratch.
+          FSDPTUNE_CHECK(!pending, "op steps run a collective beside another");
           tp_collective(stream, cuda_stream(stream), *part, task);
         } else {
           kernels.run(*part);
@@ -833,7 +848,10 @@ class CudaBackend final : public Backend {
     if (tp_scratch_bytes_[s] < needed) {
       if (tp_scratch_[s] != nullptr) FSDPTUNE_CUDA_CHECK(cudaFree(tp_scratch_[s]));
       FSDPTUNE_CUDA_CHECK(cudaMalloc(&tp_scratch_[s], static_cast<std::size_t>(needed)));
-      FSDPTUNE_CUDA_CHECK(cudaMemset(tp_scratch_[s], 0, static_cast<std::size_t>(needed)));
+      // On the stream that uses it next: the legacy default stream a plain cudaMemset runs
+      // on does not order with the non-blocking streams.
+      FSDPTUNE_CUDA_CHECK(
+          cudaMemsetAsync(tp_scratch_[s], 0, static_cast<std::size_t>(needed), cuda));
       tp_scratch_bytes_[s] = needed;
     }
     char* input = static_cast<char*>(tp_scratch_[s]);

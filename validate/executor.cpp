@@ -432,7 +432,9 @@ class ProgramWork {
         // The compute-path collectives beside the compute the model overlaps them with.
         const std::vector<Op>& ops = task_ops(task, workload_);
         const std::vector<OpOverlap> overlaps = op_overlaps(ops, workload_.job.async_tp);
-        if (!overlaps.empty()) steps = op_steps(ops, overlaps);
+        std::vector<std::size_t> whole;
+        if (!overlaps.empty()) steps = op_steps(ops, overlaps, &whole);
+        for (const std::size_t op : whole) not_replayed_.push_back(ops[op].name);
       }
       steps_.push_back(std::move(steps));
     }
@@ -440,6 +442,9 @@ class ProgramWork {
 
   const Program& program() const { return program_; }
   const BucketTasks& bucket_tasks() const { return tasks_; }
+  // Compute-path collectives the model overlaps that run whole instead (their partner op
+  // does not split: op_steps), by name, once per compute task that has them.
+  const std::vector<std::string>& overlaps_not_replayed() const { return not_replayed_; }
   int bucket_offset() const { return bucket_offset_; }
 
   void enqueue_work(Backend& backend, const Task& task) const {
@@ -478,6 +483,7 @@ class ProgramWork {
   BucketTasks tasks_;
   std::vector<std::string> labels_;         // per task, for data check messages
   std::vector<std::vector<OpStep>> steps_;  // per compute task with overlaps (op_steps)
+  std::vector<std::string> not_replayed_;
 };
 
 // One timed step of whatever the schedule holds.
@@ -485,6 +491,8 @@ class StepReplay {
  public:
   virtual ~StepReplay() = default;
   virtual StepRecord step() = 0;
+  // ProgramWork::overlaps_not_replayed of every Program this rank replays.
+  virtual std::vector<std::string> overlaps_not_replayed() const = 0;
 };
 
 // The busy time of the compute stream and the communication not overlapped by it.
@@ -502,6 +510,10 @@ class Replay final : public StepReplay {
       : program_(schedule.program),
         work_(schedule.program, workload, 0, overlap),
         backend_(backend) {}
+
+  std::vector<std::string> overlaps_not_replayed() const override {
+    return work_.overlaps_not_replayed();
+  }
 
   StepRecord step() override {
     backend_.reset_events();
@@ -572,6 +584,15 @@ class PipelineReplay final : public StepReplay {
     }
     program_streams_ = layout.first_pipeline_stream >= 0 ? layout.first_pipeline_stream
                                                          : static_cast<int>(layout.streams.size());
+  }
+
+  std::vector<std::string> overlaps_not_replayed() const override {
+    std::vector<std::string> names;
+    for (const auto& work : work_) {
+      const std::vector<std::string>& chunk = work->overlaps_not_replayed();
+      names.insert(names.end(), chunk.begin(), chunk.end());
+    }
+    return names;
   }
 
   StepRecord step() override {
@@ -1748,6 +1769,13 @@ MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& opti
     measured.environment["command"] = options.command;
     measured.environment["compute_collectives"] =
         options.serial_collectives ? "serial" : "overlapped";
+    // Overlaps the model counts whose partner op does not split (op_steps), in rank 0's
+    // Programs: how many compute-task collectives run whole instead, and the first.
+    if (const std::vector<std::string> whole = replay->overlaps_not_replayed();
+        !options.serial_collectives && !whole.empty()) {
+      measured.environment["overlaps_not_replayed"] =
+          fmt::format("{} compute-task collectives, the first {}", whole.size(), whole.front());
+    }
     measured.environment["staging_bytes"] = std::to_string(backend->staging_bytes());
     measured.environment["kernel_workspace_bytes"] =
         std::to_string(backend->kernel_workspace_bytes());

@@ -1,5 +1,6 @@
 // Compute tasks' collectives overlapping their compute, as the executors replay them
 // (op_part, op_steps; backend.hpp).
+#include <algorithm>
 #include <numeric>
 
 #include "fsdptune/backend.hpp"
@@ -28,14 +29,20 @@ std::optional<Op> op_part(const Op& op, int parts) {
       break;
     case OpKind::kAttention: {
       AttentionShape& shape = part.attention;
-      if (shape.heads % p == 0 && shape.kv_heads % p == 0) {
-        shape.heads /= p;
-        shape.kv_heads /= p;
+      // Query heads per part, and per kv head (the GQA group).
+      const std::int64_t heads = shape.heads % p == 0 ? shape.heads / p : 0;
+      const std::int64_t group = shape.heads / std::max<std::int64_t>(shape.kv_heads, 1);
+      if (heads > 0 && (heads % group == 0 || group % heads == 0)) {
+        // Whole groups per part, or a part inside one group: the kv heads its query heads
+        // read.
+        shape.heads = heads;
+        shape.kv_heads = heads % group == 0 ? heads / group : 1;
       } else if (!divide(shape.batch)) {
-        // Query heads only (fewer kv heads than parts): each part reads the kv heads its
-        // query heads share.
-        if (!divide(shape.heads)) return std::nullopt;
-        shape.kv_heads = std::gcd(shape.kv_heads, shape.heads);
+        if (heads == 0) return std::nullopt;
+        // Parts across groups: the smallest kv head count that keeps GQA's ratio whole
+        // (each part reads somewhat more K/V than its share).
+        shape.heads = heads;
+        shape.kv_heads = std::gcd(shape.kv_heads, heads);
       }
       break;
     }
@@ -45,7 +52,8 @@ std::optional<Op> op_part(const Op& op, int parts) {
   return part;
 }
 
-std::vector<OpStep> op_steps(const std::vector<Op>& ops, const std::vector<OpOverlap>& overlaps) {
+std::vector<OpStep> op_steps(const std::vector<Op>& ops, const std::vector<OpOverlap>& overlaps,
+                             std::vector<std::size_t>* not_replayed) {
   using Kind = OpStep::Kind;
   // Per partner: the overlap before it and the one after it (indices into overlaps).
   struct Around {
@@ -77,6 +85,12 @@ std::vector<OpStep> op_steps(const std::vector<Op>& ops, const std::vector<OpOve
     if (!op_part(ops[overlap.partner], overlap.parts)) continue;
     (before ? slot.before : slot.after) = static_cast<std::ptrdiff_t>(o);
     moved[overlap.collective] = true;
+  }
+
+  for (const OpOverlap& overlap : overlaps) {
+    if (!moved[overlap.collective] && not_replayed != nullptr) {
+      not_replayed->push_back(overlap.collective);
+    }
   }
 
   std::vector<OpStep> steps;

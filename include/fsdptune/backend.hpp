@@ -230,14 +230,18 @@ struct OpStep {
 };
 // One of `parts` equal parts of `op`, the op itself for parts == 1: a collective of
 // bytes / parts (rounded up); a GEMM with m (else n, else k) divided; an attention op with
-// its kv head groups (else its batch, else its query heads) divided. nullopt when no
-// dimension divides.
+// its query heads divided in whole GQA groups or inside one group (the kv heads they
+// read), else its batch, else its query heads across groups (with gcd(kv_heads, heads /
+// parts) kv heads, more K/V than a share). nullopt when no dimension divides.
 std::optional<Op> op_part(const Op& op, int parts);
 // The steps that run `ops` with `overlaps` (op_overlaps): each overlapped collective around
 // its partner's parts, the partner in its parts, every other op whole in list order. At
-// most one collective is started and not yet awaited at a time. An overlap whose partner
-// does not split (op_part) runs both ops whole, one after the other, in list order.
-std::vector<OpStep> op_steps(const std::vector<Op>& ops, const std::vector<OpOverlap>& overlaps);
+// most one collective is started and not yet awaited at a time, and only the partner's
+// parts run while it is. An overlap whose partner does not split (op_part) runs both ops
+// whole in list order, and its collective's index is appended to `not_replayed` (may be
+// null).
+std::vector<OpStep> op_steps(const std::vector<Op>& ops, const std::vector<OpOverlap>& overlaps,
+                             std::vector<std::size_t>* not_replayed = nullptr);
 
 using EventId = int;
 using BlockId = int;

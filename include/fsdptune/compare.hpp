@@ -85,6 +85,9 @@ struct Comparison {
   // environment.compute_collectives "serial") ran in op order: "CP", "async TP", "CP and
   // async TP"; "" for a replay of the overlap, or a schedule without any.
   std::string serial_collectives;
+  // The measurement's environment.overlaps_not_replayed: overlapped collectives that ran
+  // whole because their partner op does not split (op_steps); "" when there were none.
+  std::string overlaps_not_replayed;
   ComparedValue step_time_s;
   ComparedValue compute_s;
   ComparedValue exposed_comm_s;

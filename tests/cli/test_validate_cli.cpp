@@ -541,5 +541,19 @@ TEST_CASE("validate replays async TP's chunks and the CP gather beside the compu
       CHECK_THAT(text.out, !Catch::Contains("--serial-collectives"));
       CHECK_FALSE(comparison.contains("serial_collectives"));
     }
+    CHECK_FALSE(comparison.contains("overlaps_not_replayed"));
   }
+  // cp 3 over tiny's 8 heads (batch 1): the attention does not split in 3, so its K/V
+  // gathers and gradient passes run whole, and the measurement and compare say so.
+  const std::string cp3 = dir + "/cp3.json";
+  REQUIRE(run_fsdptune("tune --model tiny --gpus 3 --gpus-per-node 3 --cp 3 --batch 1 --seq 192 "
+                       "--hardware h100-sxm --max-evaluations 10 --out " +
+                       cp3)
+              .exit_code == 0);
+  const MeasuredResult whole = validate_checked(cp3, 3, "");
+  // Forward gather, backward gather and gradient pass of each of the 4 blocks.
+  CHECK(whole.environment.at("overlaps_not_replayed") ==
+        "12 compute-task collectives, the first layers.0.attention.cp_all_gather");
+  const auto text = run_fsdptune("compare " + cp3 + " " + cp3 + ".measured.json");
+  CHECK_THAT(text.out, Catch::Contains("overlaps not replayed (12 compute-task collectives"));
 }

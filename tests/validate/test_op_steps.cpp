@@ -101,20 +101,27 @@ TEST_CASE("op_part splits GEMMs, attention and collectives into equal parts", "[
   CHECK(op_part(gemm(6, 6, 256), 4)->gemm == GemmShape{6, 6, 64});
   CHECK_FALSE(op_part(gemm(6, 6, 6), 4).has_value());
 
-  // Attention: kv head groups, else the batch, else the query heads (sharing kv heads).
+  // Attention: query heads in whole GQA groups (or inside one), else the batch, else query
+  // heads across groups.
   const AttentionShape a = op_part(attention(1, 32, 8), 4)->attention;
   CHECK(a.heads == 8);
   CHECK(a.kv_heads == 2);
   CHECK(a.context_parallel == 2);
-  const AttentionShape b = op_part(attention(4, 32, 2), 4)->attention;
+  const AttentionShape b = op_part(attention(4, 6, 6), 4)->attention;  // heads do not divide
   CHECK(b.batch == 1);
-  CHECK(b.heads == 32);
+  CHECK(b.heads == 6);
   const AttentionShape c = op_part(attention(1, 32, 1), 4)->attention;
   CHECK(c.heads == 8);
   CHECK(c.kv_heads == 1);
-  const AttentionShape d = op_part(attention(1, 12, 6), 4)->attention;  // 6 kv heads: gcd
+  // 8 heads in groups of 4 (2 kv heads): a part of 2 heads reads one kv head.
+  const AttentionShape e = op_part(attention(1, 8, 2), 4)->attention;
+  CHECK(e.heads == 2);
+  CHECK(e.kv_heads == 1);
+  // Groups of 2 in parts of 3 heads: the kv heads keep the ratio whole (gcd), over-reading.
+  const AttentionShape d = op_part(attention(1, 12, 6), 4)->attention;
   CHECK(d.heads == 3);
   CHECK(d.kv_heads == 3);
+  CHECK(op_part(attention(4, 12, 6), 4)->attention.batch == 1);  // the batch before that
   CHECK_FALSE(op_part(attention(1, 6, 6), 4).has_value());
 
   const Op gather = collective(CollectiveKind::kAllGather, ParallelDim::kTensor, 4, 1001);
@@ -156,6 +163,12 @@ TEST_CASE("op_steps: context parallelism runs the K/V gather beside the attentio
         std::vector<OpStep>{
             {Kind::kRun, 0, 1}, {Kind::kRun, 1, 1}, {Kind::kRun, 2, 1}, {Kind::kRun, 3, 1}});
   CHECK(op_steps(odd, {}) == op_steps(odd, op_overlaps(odd, false)));
+  std::vector<std::size_t> not_replayed;
+  op_steps(odd, op_overlaps(odd, false), &not_replayed);
+  CHECK(not_replayed == std::vector<std::size_t>{0, 3});
+  not_replayed.clear();
+  op_steps(backward, op_overlaps(backward, false), &not_replayed);
+  CHECK(not_replayed.empty());
 }
 
 TEST_CASE("op_steps: async TP pipelines a collective with its GEMM in tp chunks",
