@@ -93,3 +93,32 @@ fsdptune_llama3_8b_2layers() {
     "$FSDPTUNE_ROOT/models/llama3-8b.json" >"$file" &&
     grep -q '"n_layers": 2,' "$file" && echo "$file"
 }
+
+# fsdptune_validate_case OUT NAME RANKS BACKEND [VALIDATE FLAGS...] -- TUNE ARGS...: tunes
+# TUNE ARGS for the h200 (40 evaluations) into OUT/NAME-schedule.json, replays it under
+# mpirun on RANKS ranks with BACKEND and --check-data (10 steps after 3 warm-up), and
+# writes compare's table and JSON next to it (OUT/NAME-measured.json, -compare.txt,
+# -compare.json). Prints "== NAME: ok" or "== NAME: FAILED"; returns 1 on a failure.
+# Uses $FSDPTUNE.
+fsdptune_validate_case() {
+  local out=$1 name=$2 ranks=$3 backend=$4
+  shift 4
+  local validate=()
+  while (($#)) && [[ $1 != -- ]]; do
+    validate+=("$1")
+    shift
+  done
+  shift
+  echo "== $name"
+  local schedule="$out/$name-schedule.json" measured="$out/$name-measured.json"
+  if "$FSDPTUNE" tune "$@" --hardware h200 --max-evaluations 40 --out "$schedule" &&
+    mpirun --oversubscribe -np "$ranks" "$FSDPTUNE" validate "$schedule" --backend "$backend" \
+      --iters 10 --warmup 3 --check-data --timeout 60 "${validate[@]}" --out "$measured" &&
+    "$FSDPTUNE" compare "$schedule" "$measured" | tee "$out/$name-compare.txt" &&
+    "$FSDPTUNE" compare "$schedule" "$measured" --json >"$out/$name-compare.json"; then
+    echo "== $name: ok"
+  else
+    echo "== $name: FAILED"
+    return 1
+  fi
+}
