@@ -8,6 +8,52 @@
 
 namespace fsdptune {
 
+namespace {
+
+// One of p equal parts of an attention op's work (op_part).
+std::optional<AttentionShape> attention_part(const AttentionShape& shape, std::int64_t p) {
+  const std::int64_t group =
+      std::max<std::int64_t>(shape.heads / std::max<std::int64_t>(shape.kv_heads, 1), 1);
+  // `heads` query heads in whole GQA groups, or inside one group.
+  auto whole_groups = [&](std::int64_t heads) { return heads % group == 0 || group % heads == 0; };
+  // The kv heads `heads` query heads read (across groups: the smallest count that keeps
+  // GQA's ratio whole, more K/V than their share).
+  auto kv_heads_of = [&](std::int64_t heads) {
+    if (heads % group == 0) return heads / group;
+    if (group % heads == 0) return std::int64_t{1};
+    return std::gcd(shape.kv_heads, heads);
+  };
+  AttentionShape part = shape;
+  auto with_heads = [&](std::int64_t heads) {
+    part.heads = heads;
+    part.kv_heads = kv_heads_of(heads);
+    return part;
+  };
+  const bool heads_divide = shape.heads % p == 0;
+  if (heads_divide && whole_groups(shape.heads / p)) return with_heads(shape.heads / p);
+  if (shape.batch % p == 0) {
+    part.batch /= p;
+    return part;
+  }
+  if (heads_divide) return with_heads(shape.heads / p);
+  // Fewer query heads than parts (e.g. 4 heads per TP rank, cp 8): the same mask over a
+  // sequence 2^j times shorter does 4^-j of the work, so heads x 4^j / p heads over it are
+  // 1/p of the op (up to the mask's diagonal blocks), for the first j where that is whole.
+  for (int j = 1; j <= 3; ++j) {
+    const std::int64_t shorter = shape.seq >> j;
+    const std::int64_t scaled = shape.heads << (2 * j);
+    if (shorter << j != shape.seq || scaled % p != 0 || scaled / p > shape.heads ||
+        shorter % (shape.query_runs() * shape.context_parallel) != 0) {
+      continue;
+    }
+    part.seq = shorter;
+    return with_heads(scaled / p);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<Op> op_part(const Op& op, int parts) {
   FSDPTUNE_CHECK(parts >= 1, "op_part: parts must be at least 1");
   if (parts == 1) return op;
@@ -28,22 +74,9 @@ std::optional<Op> op_part(const Op& op, int parts) {
       if (!divide(part.gemm.m) && !divide(part.gemm.n) && !divide(part.gemm.k)) return std::nullopt;
       break;
     case OpKind::kAttention: {
-      AttentionShape& shape = part.attention;
-      // Query heads per part, and per kv head (the GQA group).
-      const std::int64_t heads = shape.heads % p == 0 ? shape.heads / p : 0;
-      const std::int64_t group = shape.heads / std::max<std::int64_t>(shape.kv_heads, 1);
-      if (heads > 0 && (heads % group == 0 || group % heads == 0)) {
-        // Whole groups per part, or a part inside one group: the kv heads its query heads
-        // read.
-        shape.heads = heads;
-        shape.kv_heads = heads % group == 0 ? heads / group : 1;
-      } else if (!divide(shape.batch)) {
-        if (heads == 0) return std::nullopt;
-        // Parts across groups: the smallest kv head count that keeps GQA's ratio whole
-        // (each part reads somewhat more K/V than its share).
-        shape.heads = heads;
-        shape.kv_heads = std::gcd(shape.kv_heads, heads);
-      }
+      const std::optional<AttentionShape> shape = attention_part(op.attention, p);
+      if (!shape) return std::nullopt;
+      part.attention = *shape;
       break;
     }
   }

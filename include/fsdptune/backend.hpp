@@ -232,7 +232,10 @@ struct OpStep {
 // bytes / parts (rounded up); a GEMM with m (else n, else k) divided; an attention op with
 // its query heads divided in whole GQA groups or inside one group (the kv heads they
 // read), else its batch, else its query heads across groups (with gcd(kv_heads, heads /
-// parts) kv heads, more K/V than a share). nullopt when no dimension divides.
+// parts) kv heads, more K/V than a share), else, with fewer heads than parts, heads x 4^j
+// / parts heads over a sequence 2^j times shorter (j = 1..3, the same mask: 4^-j of the
+// work, up to its diagonal blocks). nullopt when none of these is whole (e.g. 3 parts of
+// 8 heads at batch 1).
 std::optional<Op> op_part(const Op& op, int parts);
 // The steps that run `ops` with `overlaps` (op_overlaps): each overlapped collective around
 // its partner's parts, the partner in its parts, every other op whole in list order. At

@@ -11,6 +11,7 @@
 #include "fsdptune/hardware.hpp"
 #include "fsdptune/io.hpp"
 #include "fsdptune/measured.hpp"
+#include "fsdptune/model.hpp"
 #include "fsdptune/plans.hpp"
 #include "fsdptune/schedule.hpp"
 
@@ -556,4 +557,22 @@ TEST_CASE("validate replays async TP's chunks and the CP gather beside the compu
         "12 compute-task collectives, the first layers.0.attention.cp_all_gather");
   const auto text = run_fsdptune("compare " + cp3 + " " + cp3 + ".measured.json");
   CHECK_THAT(text.out, Catch::Contains("overlaps not replayed (12 compute-task collectives"));
+  // cp 4 over 2 heads: each part is 2 heads over half the sequence (a quarter of the
+  // work), so every overlap is replayed.
+  ModelSpec two_heads = builtin_model("tiny");
+  two_heads.name = "tiny-2-heads";
+  two_heads.n_heads = 2;
+  two_heads.n_kv_heads = 1;
+  two_heads.head_dim = 128;
+  const std::string model = dir + "/tiny-2-heads.json";
+  write_file_atomically(model, dump_json(model_to_json(two_heads)));
+  const std::string cp4 = dir + "/cp4.json";
+  REQUIRE(run_fsdptune("tune --model " + model +
+                       " --gpus 4 --gpus-per-node 4 --cp 4 --batch 1 --seq 256 --hardware "
+                       "h100-sxm --max-evaluations 10 --out " +
+                       cp4)
+              .exit_code == 0);
+  const MeasuredResult shorter = validate_checked(cp4, 4, "");
+  CHECK(shorter.environment.count("overlaps_not_replayed") == 0);
+  CHECK(shorter.environment.at("compute_collectives") == "overlapped");
 }

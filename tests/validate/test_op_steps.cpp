@@ -35,9 +35,10 @@ Op gemm(std::int64_t m, std::int64_t n, std::int64_t k) {
   return op;
 }
 
-Op attention(std::int64_t batch, std::int64_t heads, std::int64_t kv_heads) {
+Op attention(std::int64_t batch, std::int64_t heads, std::int64_t kv_heads, std::int64_t cp = 2,
+             std::int64_t seq = 256) {
   Op op = named(OpKind::kAttention, "sdpa");
-  op.attention = {batch, heads, kv_heads, 256, 64, true, 2};
+  op.attention = {batch, heads, kv_heads, seq, 64, true, cp};
   op.flops = 1e9;
   op.bytes = 1 << 20;
   return op;
@@ -122,7 +123,23 @@ TEST_CASE("op_part splits GEMMs, attention and collectives into equal parts", "[
   CHECK(d.heads == 3);
   CHECK(d.kv_heads == 3);
   CHECK(op_part(attention(4, 12, 6), 4)->attention.batch == 1);  // the batch before that
-  CHECK_FALSE(op_part(attention(1, 6, 6), 4).has_value());
+  // Fewer heads than parts (4 heads per TP rank, cp 8): 2 heads over half the sequence,
+  // a quarter of the causal work each, 1/8 of the op's.
+  const AttentionShape f = op_part(attention(1, 4, 1, 8, 1024), 8)->attention;
+  CHECK(f.seq == 512);
+  CHECK(f.heads == 2);
+  CHECK(f.kv_heads == 1);
+  CHECK(f.context_parallel == 8);
+  // 8 heads in 16 parts (70B at tp 8 x cp 16): 2 heads over half the sequence.
+  CHECK(op_part(attention(1, 8, 1, 16, 2048), 16)->attention.heads == 2);
+  // 8 heads in 3 parts: no power of 4 makes it whole.
+  CHECK_FALSE(op_part(attention(1, 8, 2, 3, 192), 3).has_value());
+  // 6 heads in 4 parts: all 6 over half the sequence.
+  const AttentionShape six = op_part(attention(1, 6, 6), 4)->attention;
+  CHECK(six.seq == 128);
+  CHECK(six.heads == 6);
+  // ... unless the shorter sequence no longer holds the 2 cp chunks in whole rows.
+  CHECK_FALSE(op_part(attention(1, 6, 6, 2, 4), 4).has_value());
 
   const Op gather = collective(CollectiveKind::kAllGather, ParallelDim::kTensor, 4, 1001);
   CHECK(op_part(gather, 4)->bytes == 251);
@@ -157,8 +174,10 @@ TEST_CASE("op_steps: context parallelism runs the K/V gather beside the attentio
                             {Kind::kRun, 1, 4},
                             {Kind::kWait, 3, 1},
                             {Kind::kRun, 2, 1}});
-  // An attention op that does not split in 4: every op whole, in list order.
-  const std::vector<Op> odd = {gather, attention(1, 6, 6), merge, scatter};
+  // cp 3 over 8 heads: the attention does not split in 3, every op whole, in list order.
+  const std::vector<Op> odd = {collective(CK::kAllGather, ParallelDim::kContext, 3, 1 << 20),
+                               attention(1, 8, 2, 3, 192), merge,
+                               collective(CK::kReduceScatter, ParallelDim::kContext, 3, 1 << 20)};
   CHECK(op_steps(odd, op_overlaps(odd, false)) ==
         std::vector<OpStep>{
             {Kind::kRun, 0, 1}, {Kind::kRun, 1, 1}, {Kind::kRun, 2, 1}, {Kind::kRun, 3, 1}});
@@ -208,7 +227,8 @@ TEST_CASE("op_steps replay the overlap tp_ops_seconds prices, on every unit's op
   };
   for (const Case& c :
        {Case{"tiny", 4, 2, 1, true}, Case{"tiny", 8, 2, 2, true}, Case{"tiny", 4, 1, 4, false},
-        Case{"llama3-8b", 16, 4, 2, true}, Case{"llama3-8b", 8, 1, 8, false}}) {
+        Case{"llama3-8b", 16, 4, 2, true}, Case{"llama3-8b", 8, 1, 8, false},
+        Case{"llama3-8b", 64, 8, 8, false}, Case{"llama3-70b", 128, 8, 16, true}}) {
     CAPTURE(c.model, c.tp, c.cp, c.async_tp);
     const ModelSpec model = builtin_model(c.model);
     JobSpec job;
@@ -231,7 +251,9 @@ TEST_CASE("op_steps replay the overlap tp_ops_seconds prices, on every unit's op
         }
         const std::vector<OpOverlap> overlaps = op_overlaps(*ops, c.async_tp);
         overlapped += static_cast<int>(overlaps.size());
-        const std::vector<OpStep> steps = op_steps(*ops, overlaps);
+        std::vector<std::size_t> not_replayed;
+        const std::vector<OpStep> steps = op_steps(*ops, overlaps, &not_replayed);
+        CHECK(not_replayed.empty());
         CHECK(work_per_op(steps, ops->size()) == std::vector<double>(ops->size(), 1.0));
         CHECK(steps_seconds(steps, seconds) ==
               Approx(tp_ops_seconds(*ops, c.async_tp, *costs)).epsilon(1e-9));
