@@ -491,9 +491,9 @@ const Descriptor& causal_mask(GraphBuilder& graph, const Sizes& z, const Descrip
         graph.virtual_tensor("row + s_kv", z.scores(), z.scores_strides(), CUDNN_DATA_INT32);
     const auto& shifted =
         graph.virtual_tensor("row + s_kv - s_q", z.scores(), z.scores_strides(), int32);
-    graph.pointwise("row + s_kv", CUDNN_POINTWISE_ADD, row, &s_kv, nullptr, plus, int32, 3);
-    graph.pointwise("row + s_kv - s_q", CUDNN_POINTWISE_SUB, plus, &s_q, nullptr, shifted, int32,
-                    3);
+    // No axis on these two (the frontend's band mask sets one on GEN_INDEX only).
+    graph.pointwise("row + s_kv", CUDNN_POINTWISE_ADD, row, &s_kv, nullptr, plus, int32);
+    graph.pointwise("row + s_kv - s_q", CUDNN_POINTWISE_SUB, plus, &s_q, nullptr, shifted, int32);
     position = &shifted;
   }
   graph.pointwise("row >= column", CUDNN_POINTWISE_CMP_GE, *position, &column, nullptr, keep,
@@ -723,9 +723,31 @@ class CudnnSdpaImpl final : public CudnnSdpa {
       why = "context-parallel chunks of " + std::to_string(shape.query_rows() / 2) + " rows over " +
             std::to_string(shape.seq) + " keys before cuDNN 9.6 (multiples of 64 only)";
     }
+    if (why.empty()) why = version_refuses(shape, backward);
     if (!why.empty()) return why;
     for (const Band& band : bands_of(shape)) {
       if (why = prepare_band(band, backward); !why.empty()) return why;
+    }
+    return "";
+  }
+
+  // The releases whose kernels cuDNN's frontend refuses or works around for these graphs
+  // (its sdpa support checks): the bf16 forward of 9.10.0 and 9.10.1 ("known bugs"), and a
+  // backward over a key count that is not a multiple of 128 up to 9.15.0, which the
+  // frontend gives a padding mask of the full lengths (NaN gradients without one).
+  std::string version_refuses(const AttentionShape& shape, bool backward) const {
+    const std::size_t v = api_.get_version();
+    if (!backward && (v == 91000 || v == 91001)) {
+      return "the forward on cuDNN " + std::to_string(v) +
+             " (refused by cuDNN's frontend: known bugs)";
+    }
+    if (backward && v <= 91500) {
+      for (const Band& band : bands_of(shape)) {
+        if (band.s_kv % 128 != 0) {
+          return "a backward over " + std::to_string(band.s_kv) + " keys on cuDNN " +
+                 std::to_string(v) + " (multiples of 128 only before 9.15.1)";
+        }
+      }
     }
     return "";
   }

@@ -396,22 +396,101 @@ std::vector<float> bf16_values(std::size_t n, std::uint32_t seed) {
   return values;
 }
 
-// max |got - want| within 2 % of max |want| (bf16 outputs and a bf16 P in P V: a few
-// units of the last place of the largest element).
-void check_close(const std::vector<float>& got, const std::vector<float>& want,
-                 const std::string& what) {
-  REQUIRE(got.size() == want.size());
-  double largest = 0, worst = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    largest = std::max(largest, std::abs(double(want[i])));
-    worst = std::max(worst, std::abs(double(got[i]) - want[i]));
+// Why `got` is not `want` up to bf16 rounding, empty when it is. Every value finite (a
+// NaN compares false, so a max over errors alone passes it; a fully masked row is NaN under
+// cuDNN's -inf mask), and each row of `row` values (a head's head_dim) within 2 % of its
+// own largest |want|, or of 2 % of the tensor's where the row is smaller than that (dQ's
+// first row is 0): a tolerance against the tensor's largest value alone is blind to the
+// late rows, whose outputs average hundreds of values (|O| ~ 0.1 against ~1 in row 0) --
+// a mask one key off there moves them by less than 1 % of the largest.
+std::string attention_mismatch(const std::vector<float>& got, const std::vector<float>& want,
+                               std::size_t row) {
+  if (got.size() != want.size() || row == 0 || want.size() % row != 0) return "sizes differ";
+  double largest = 0;
+  for (const float value : want) largest = std::max(largest, std::abs(double(value)));
+  if (!(largest > 0)) return "the reference is all zero";
+  for (std::size_t begin = 0; begin < want.size(); begin += row) {
+    double row_largest = 0, worst = 0;
+    for (std::size_t i = begin; i < begin + row; ++i) {
+      if (!std::isfinite(got[i])) return "value " + std::to_string(i) + " is not finite";
+      row_largest = std::max(row_largest, std::abs(double(want[i])));
+      worst = std::max(worst, std::abs(double(got[i]) - want[i]));
+    }
+    const double allowed = 0.02 * std::max(row_largest, 0.02 * largest);
+    if (worst > allowed) {
+      return "row " + std::to_string(begin / row) + ": max error " + std::to_string(worst) +
+             " over " + std::to_string(allowed) + " (row max " + std::to_string(row_largest) +
+             ", tensor max " + std::to_string(largest) + ")";
+    }
   }
-  INFO(what << ": max error " << worst << " of max " << largest);
-  CHECK(largest > 0);
-  CHECK(worst <= 0.02 * largest);
+  return "";
+}
+
+// The forward as the fused kernels compute it (bf16 probabilities into P V, a bf16
+// output), each query row attending `extra_keys` keys past its causal limit: the error a
+// mask off by that many keys makes.
+std::vector<float> bf16_attention_forward(const AttentionShape& s, const std::vector<float>& q,
+                                          const std::vector<float>& k, const std::vector<float>& v,
+                                          std::int64_t extra_keys) {
+  const auto d = s.head_dim, rows = s.query_rows();
+  std::vector<float> o(q.size());
+  for (std::int64_t b = 0; b < s.batch; ++b) {
+    for (std::int64_t h = 0; h < s.heads; ++h) {
+      const std::int64_t kvh = h / (s.heads / s.kv_heads);
+      const auto qo = ((b * s.heads + h) * rows) * d;
+      const auto ko = ((b * s.kv_heads + kvh) * s.seq) * d;
+      for (std::int64_t i = 0; i < rows; ++i) {
+        const std::int64_t last = std::min(s.query_position(i) + extra_keys, s.seq - 1);
+        std::vector<float> p(static_cast<std::size_t>(last + 1));
+        float max_score = -1e30f, sum = 0;
+        for (std::int64_t j = 0; j <= last; ++j) {
+          float dot = 0;
+          for (std::int64_t c = 0; c < d; ++c) dot += q[qo + i * d + c] * k[ko + j * d + c];
+          p[j] = dot / std::sqrt(float(d));
+          max_score = std::max(max_score, p[j]);
+        }
+        for (auto& x : p) {
+          x = std::exp(x - max_score);
+          sum += x;
+          x = to_bf16(x);
+        }
+        for (std::int64_t c = 0; c < d; ++c) {
+          float acc = 0;
+          for (std::int64_t j = 0; j <= last; ++j) acc += p[j] * v[ko + j * d + c];
+          o[qo + i * d + c] = to_bf16(acc / sum);
+        }
+      }
+    }
+  }
+  return o;
 }
 
 }  // namespace
+
+// The criterion the GPU test below holds cuDNN and cuBLAS to, on the cpu: bf16 rounding
+// of P and O passes it; a mask one key off, a NaN, a zeroed chunk do not (the tolerance
+// against the tensor's largest value let a mask 8 keys off pass on the context-parallel
+// shape).
+TEST_CASE("the attention check passes bf16 rounding and catches a mask one key off", "[kernels]") {
+  for (const AttentionShape& shape :
+       {AttentionShape{1, 4, 2, 512, 64, true, 2}, AttentionShape{1, 4, 2, 600, 64}}) {
+    INFO("seq " << shape.seq << ", cp " << shape.context_parallel);
+    const auto q_n = static_cast<std::size_t>(shape.heads * shape.query_rows() * shape.head_dim);
+    const auto kv_n = static_cast<std::size_t>(shape.kv_heads * shape.seq * shape.head_dim);
+    const auto q = bf16_values(q_n, 1), k = bf16_values(kv_n, 2), v = bf16_values(kv_n, 3);
+    std::vector<float> want(q_n);
+    cpu_math::causal_attention_forward(shape, q.data(), k.data(), v.data(), want.data(), 64);
+    const auto row = static_cast<std::size_t>(shape.head_dim);
+    CHECK(attention_mismatch(bf16_attention_forward(shape, q, k, v, 0), want, row) == "");
+    CHECK_THAT(attention_mismatch(bf16_attention_forward(shape, q, k, v, 1), want, row),
+               Catch::StartsWith("row "));
+    auto broken = want;
+    broken[q_n / 2] = std::nanf("");
+    CHECK_THAT(attention_mismatch(broken, want, row), Catch::Contains("not finite"));
+    std::fill(broken.begin() + static_cast<std::ptrdiff_t>(q_n / 2), broken.end(), 0.0f);
+    CHECK_THAT(attention_mismatch(broken, want, row), Catch::StartsWith("row "));
+  }
+}
 
 // The cuda attention's numbers against the cpu attention (fp32 from the same bf16 inputs):
 // the cuBLAS attention over a ragged last query block (600 = 512 + 88 rows), cuDNN's fused
@@ -440,15 +519,26 @@ TEST_CASE("cuda attention matches the cpu attention where a GPU is present", "[k
     } else {
       WARN("cuDNN's attention not checked: " << cudnn_unavailable());
     }
+    if (kernels.size() == 2) {
+      // A shape this cuDNN refuses (a release's known bugs): checked on cuBLAS alone.
+      std::string why;
+      auto sdpa = make_cudnn_sdpa(nullptr, &why);
+      REQUIRE(sdpa != nullptr);
+      if (why = sdpa->prepare(shape, false) + sdpa->prepare(shape, true); !why.empty()) {
+        WARN("cuDNN's attention not checked at seq " << shape.seq << ": " << why);
+        kernels.pop_back();
+      }
+    }
     for (const AttentionKernel kernel : kernels) {
       INFO(to_string(kernel) << " attention, heads " << shape.heads << "/" << shape.kv_heads
                              << ", seq " << shape.seq << ", head_dim " << shape.head_dim << ", cp "
                              << shape.context_parallel);
       const AttentionOutputs got = run_cuda_attention(shape, kernel, q, k, v, d_o);
-      check_close(got.o, want.o, "O");
-      check_close(got.dq, want.dq, "dQ");
-      check_close(got.dk, want.dk, "dK");
-      check_close(got.dv, want.dv, "dV");
+      const auto row = static_cast<std::size_t>(shape.head_dim);
+      CHECK(attention_mismatch(got.o, want.o, row) == "");
+      CHECK(attention_mismatch(got.dq, want.dq, row) == "");
+      CHECK(attention_mismatch(got.dk, want.dk, row) == "");
+      CHECK(attention_mismatch(got.dv, want.dv, row) == "");
     }
   }
 }
