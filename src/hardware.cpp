@@ -184,6 +184,14 @@ HardwareSpec hardware_from_json(const nlohmann::json& json, const std::string& s
                                          spec.*field.member, field.max));
     }
   }
+  // The default memory limit is the HBM less the reserve: a reserve of all of it left no
+  // default, which simulate reported against --memory-limit without naming the file.
+  if (spec.memory_reserve_bytes >= spec.hbm_bytes) {
+    throw_bad_input(
+        field_where(source, "memory_reserve_bytes"),
+        fmt::format("{} is not below hbm_bytes ({})", spec.memory_reserve_bytes, spec.hbm_bytes),
+        "the reserve is what the CUDA context and NCCL hold of the HBM, a few GiB");
+  }
   // Achievable bus bandwidth cannot exceed the link's bandwidth.
   for (const char* key : {"nvlink_busbw_bytes_per_s", "nvlink_allreduce_busbw_bytes_per_s"}) {
     if (json.contains(key) && json[key].get<double>() > spec.nvlink_bytes_per_s) {

@@ -124,6 +124,10 @@ std::string dtype_suffix(const JobSpec& job) {
                      to_string(job.reduce_dtype));
 }
 
+std::string features_suffix(const JobSpec& job) {
+  return std::string(job.float8 ? ", float8" : "") + (job.async_tp ? ", async TP" : "");
+}
+
 std::string to_string(PipelineSchedule schedule) {
   switch (schedule) {
     case PipelineSchedule::k1F1B:

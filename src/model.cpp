@@ -215,6 +215,72 @@ ModelSpec model_from_our_format(const nlohmann::json& json, const std::string& s
   return model;
 }
 
+void validate_model_fields(const ModelSpec& model, const std::string& source,
+                           const ShapeFieldNames& names) {
+  if (model.name.empty()) throw_bad_input(field_where(source, "name"), "must not be empty");
+  // One line of text: a newline or NUL in it split or cut every report's heading.
+  if (std::any_of(model.name.begin(), model.name.end(),
+                  [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7F; })) {
+    throw_bad_input(field_where(source, "name"), "holds a control character (newline, tab, NUL...)",
+                    "a model's name is one line of text");
+  }
+  const std::pair<const char*, std::int64_t> sizes[] = {{names.dim, model.dim},
+                                                        {names.n_layers, model.n_layers},
+                                                        {names.n_heads, model.n_heads},
+                                                        {names.n_kv_heads, model.n_kv_heads},
+                                                        {names.head_dim, model.head_dim},
+                                                        {names.ffn_dim, model.ffn_dim},
+                                                        {names.vocab_size, model.vocab_size}};
+  for (const auto& [field, value] : sizes) {
+    if (value <= 0) {
+      throw_bad_input(field_where(source, field), fmt::format("must be > 0, got {}", value));
+    }
+  }
+  // Upper bounds, far above any real model (llama3-405b: 126 layers, widths <= 128256,
+  // 4.1e11 parameters), under which every byte count of a workload fits in 64 bits.
+  for (const auto& [field, value] : sizes) {
+    const std::int64_t limit =
+        std::string_view(field) == names.n_layers ? kMaxModelLayers : kMaxModelWidth;
+    if (value > limit) {
+      throw_bad_input(field_where(source, field),
+                      fmt::format("{} is more than fsdptune models (at most {})", value, limit));
+    }
+  }
+  for (const auto& [field, heads] :
+       {std::pair{names.n_heads, model.n_heads}, std::pair{names.n_kv_heads, model.n_kv_heads}}) {
+    if (heads * model.head_dim > kMaxModelWidth) {
+      throw_bad_input(field_where(source, field),
+                      fmt::format("{} heads x head_dim {} = {} is more than fsdptune models (at "
+                                  "most {})",
+                                  heads, model.head_dim, heads * model.head_dim, kMaxModelWidth));
+    }
+  }
+  // The parameter count by the formula of parameter_count, in floating point: the widths
+  // are bounded, their products are not yet.
+  const auto d = static_cast<double>(model.dim);
+  const auto hd = static_cast<double>(model.head_dim);
+  const double block = d * static_cast<double>(model.n_heads) * hd * 2 +
+                       2 * d * static_cast<double>(model.n_kv_heads) * hd +
+                       3 * d * static_cast<double>(model.ffn_dim) + 2 * d;
+  const double parameters =
+      (model.tie_embeddings ? 1 : 2) * static_cast<double>(model.vocab_size) * d +
+      static_cast<double>(model.n_layers) * block + d;
+  if (parameters > static_cast<double>(kMaxModelParameters)) {
+    throw_bad_input(source, fmt::format("{:.3g} parameters are more than fsdptune models (at "
+                                        "most {:.3g})",
+                                        parameters, static_cast<double>(kMaxModelParameters)));
+  }
+  if (model.n_heads % model.n_kv_heads != 0) {
+    throw_bad_input(field_where(source, names.n_kv_heads),
+                    fmt::format("{} kv heads do not divide {} heads (grouped-query attention)",
+                                model.n_kv_heads, model.n_heads));
+  }
+  if (!(model.rope_theta > 0)) {
+    throw_bad_input(field_where(source, names.rope_theta), "must be > 0");
+  }
+  if (!(model.norm_eps > 0)) throw_bad_input(field_where(source, names.norm_eps), "must be > 0");
+}
+
 }  // namespace
 
 std::int64_t embedding_parameter_count(const ModelSpec& model) {
@@ -255,9 +321,10 @@ ModelSpec model_from_json(const nlohmann::json& json, const std::string& source)
   if (!json.is_object()) {
     throw_bad_input(source, fmt::format("expected a JSON object, got {}", json.type_name()));
   }
-  ModelSpec model = json.contains("hidden_size") ? model_from_hf_config(json, source)
-                                                 : model_from_our_format(json, source);
-  validate_model(model, source);
+  const bool hf = json.contains("hidden_size");
+  ModelSpec model = hf ? model_from_hf_config(json, source) : model_from_our_format(json, source);
+  // Errors name the file's own fields (a config.json's num_key_value_heads, not n_kv_heads).
+  validate_model_fields(model, source, hf ? kHfConfigFields : kOurFields);
   return model;
 }
 
@@ -278,68 +345,7 @@ nlohmann::json model_to_json(const ModelSpec& model) {
 }
 
 void validate_model(const ModelSpec& model, const std::string& source) {
-  if (model.name.empty()) throw_bad_input(field_where(source, "name"), "must not be empty");
-  // One line of text: a newline or NUL in it split or cut every report's heading.
-  if (std::any_of(model.name.begin(), model.name.end(),
-                  [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7F; })) {
-    throw_bad_input(field_where(source, "name"), "holds a control character (newline, tab, NUL...)",
-                    "a model's name is one line of text");
-  }
-  const std::pair<const char*, std::int64_t> sizes[] = {{"dim", model.dim},
-                                                        {"n_layers", model.n_layers},
-                                                        {"n_heads", model.n_heads},
-                                                        {"n_kv_heads", model.n_kv_heads},
-                                                        {"head_dim", model.head_dim},
-                                                        {"ffn_dim", model.ffn_dim},
-                                                        {"vocab_size", model.vocab_size}};
-  for (const auto& [field, value] : sizes) {
-    if (value <= 0) {
-      throw_bad_input(field_where(source, field), fmt::format("must be > 0, got {}", value));
-    }
-  }
-  // Upper bounds, far above any real model (llama3-405b: 126 layers, widths <= 128256,
-  // 4.1e11 parameters), under which every byte count of a workload fits in 64 bits.
-  for (const auto& [field, value] : sizes) {
-    const std::int64_t limit =
-        std::string_view(field) == "n_layers" ? kMaxModelLayers : kMaxModelWidth;
-    if (value > limit) {
-      throw_bad_input(field_where(source, field),
-                      fmt::format("{} is more than fsdptune models (at most {})", value, limit));
-    }
-  }
-  for (const auto& [field, heads] :
-       {std::pair{"n_heads", model.n_heads}, std::pair{"n_kv_heads", model.n_kv_heads}}) {
-    if (heads * model.head_dim > kMaxModelWidth) {
-      throw_bad_input(field_where(source, field),
-                      fmt::format("{} heads x head_dim {} = {} is more than fsdptune models (at "
-                                  "most {})",
-                                  heads, model.head_dim, heads * model.head_dim, kMaxModelWidth));
-    }
-  }
-  // The parameter count by the formula of parameter_count, in floating point: the widths
-  // are bounded, their products are not yet.
-  const auto d = static_cast<double>(model.dim);
-  const auto hd = static_cast<double>(model.head_dim);
-  const double block = d * static_cast<double>(model.n_heads) * hd * 2 +
-                       2 * d * static_cast<double>(model.n_kv_heads) * hd +
-                       3 * d * static_cast<double>(model.ffn_dim) + 2 * d;
-  const double parameters =
-      (model.tie_embeddings ? 1 : 2) * static_cast<double>(model.vocab_size) * d +
-      static_cast<double>(model.n_layers) * block + d;
-  if (parameters > static_cast<double>(kMaxModelParameters)) {
-    throw_bad_input(source, fmt::format("{:.3g} parameters are more than fsdptune models (at "
-                                        "most {:.3g})",
-                                        parameters, static_cast<double>(kMaxModelParameters)));
-  }
-  if (model.n_heads % model.n_kv_heads != 0) {
-    throw_bad_input(field_where(source, "n_kv_heads"),
-                    fmt::format("{} kv heads do not divide {} heads (grouped-query attention)",
-                                model.n_kv_heads, model.n_heads));
-  }
-  if (!(model.rope_theta > 0)) {
-    throw_bad_input(field_where(source, "rope_theta"), "must be > 0");
-  }
-  if (!(model.norm_eps > 0)) throw_bad_input(field_where(source, "norm_eps"), "must be > 0");
+  validate_model_fields(model, source, kOurFields);
 }
 
 std::vector<std::string> builtin_model_names() {

@@ -215,9 +215,11 @@ std::string render_report_html(const std::vector<ReportEntry>& entries,
 // 75.2 GiB limit at every timing" (reserved within it); "above the 75.2 GiB limit: with
 // durations far enough from the prediction this plan runs out of memory (tune --fit
 // any-timing picks one that stays under it)" (allocated above it: certain at that timing);
-// "reserved above ... can run out of memory" (only the reserved estimate above it: likely).
+// "reserved above ... can run out of memory" (only the reserved estimate above it: likely);
+// "above the 75.2 GiB limit, as the predicted peak already is" when the plan does not fit
+// at its predicted timing either (`fits_as_predicted` false: no timing and no --fit helps).
 std::string any_timing_verdict(std::int64_t allocated_bytes, std::int64_t reserved_bytes,
-                               std::int64_t limit_bytes);
+                               std::int64_t limit_bytes, bool fits_as_predicted = true);
 
 // Shared by the renderers (exposed for tests).
 // Escapes & < > " ' for XML text and attribute values.

@@ -46,7 +46,8 @@ auto read_flag_file(const char* flag, const std::string& path, Read&& read) -> d
 // text outputs of simulate and tune: "any timing         48.6 MiB allocated, 62.0 MiB
 // reserved at most: compute in ...", a line of what that state holds by category and,
 // when the reserved one passes `limit_bytes`, a line saying so (and whether the allocated
-// one does too).
-std::string any_timing_text(const Program& program, std::int64_t limit_bytes);
+// one does too, or the predicted peak already: `fits_as_predicted` false).
+std::string any_timing_text(const Program& program, std::int64_t limit_bytes,
+                            bool fits_as_predicted = true);
 
 }  // namespace fsdptune::cli

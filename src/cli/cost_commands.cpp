@@ -165,12 +165,24 @@ void run_collective(const CostCommandOptions& options, const ResolvedCostModel& 
              source);
 }
 
+// --dtype, refused where the hardware has no tensor cores for it (fp8 on an A100: the
+// analytic model would quote the bf16 rate, which simulate and tune refuse as --float8).
+DType cost_dtype(const CostCommandOptions& options, const HardwareSpec& hardware) {
+  const DType dtype = dtype_from_string(options.dtype, "--dtype");
+  if (dtype == DType::kFP8 && !(hardware.peak_fp8_flops_per_s > 0)) {
+    throw_bad_input("--dtype",
+                    fmt::format("{} has no fp8 tensor cores (peak_fp8_flops_per_s 0)", hardware.id),
+                    "price bf16 there, or fp8 on an H100 or H200");
+  }
+  return dtype;
+}
+
 void run_gemm(const CostCommandOptions& options, const ResolvedCostModel& resolved) {
   Op op;
   op.kind = OpKind::kGemm;
   op.name = "gemm";
   op.gemm = parse_gemm_shape(options.gemm);
-  op.dtype = dtype_from_string(options.dtype, "--dtype");
+  op.dtype = cost_dtype(options, resolved.hardware);
   op.flops = 2.0 * static_cast<double>(op.gemm.m) * static_cast<double>(op.gemm.n) *
              static_cast<double>(op.gemm.k);
   op.bytes = static_cast<std::int64_t>(bytes_per_element(op.dtype)) *
@@ -219,8 +231,7 @@ void run_attention(const CostCommandOptions& options, const ResolvedCostModel& r
   shape.seq = dims[2];
   shape.head_dim = dims[3];
   shape.causal = !options.noncausal;
-  const Op op =
-      attention_op_of(shape, dtype_from_string(options.dtype, "--dtype"), options.backward);
+  const Op op = attention_op_of(shape, cost_dtype(options, resolved.hardware), options.backward);
   const CostEstimate estimate = resolved.model->compute(op);
   const double executed_flops = attention_executed_flops(op);
   const double executed_per_s = executed_flops / estimate.seconds;

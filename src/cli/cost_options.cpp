@@ -1,5 +1,7 @@
 #include "cost_options.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "commands.hpp"
@@ -28,6 +30,15 @@ HardwareSpec resolve_hardware_option(const std::string& id_or_path) {
   return read_flag_file("--hardware", id_or_path, [&] { return resolve_hardware(id_or_path); });
 }
 
+namespace {
+
+bool is_builtin_hardware(const std::string& id) {
+  const std::vector<std::string> names = builtin_hardware_names();
+  return std::find(names.begin(), names.end(), id) != names.end();
+}
+
+}  // namespace
+
 ResolvedCostModel resolve_cost_model(const CostOptions& options,
                                      const std::string& default_hardware) {
   ResolvedCostModel resolved;
@@ -55,7 +66,13 @@ ResolvedCostModel resolve_cost_model(const CostOptions& options,
       throw_bad_input("--profile " + options.profile,
                       fmt::format("measured on '{}' but --hardware is '{}'",
                                   resolved.profile->hardware, resolved.hardware.id),
-                      "drop --hardware or pass the spec of the GPU the profile was measured on");
+                      is_builtin_hardware(resolved.profile->hardware)
+                          ? "drop --hardware or pass the spec of the GPU the profile was "
+                            "measured on"
+                          // Dropping it fails for a profile of a host ('cpu'): no built-in.
+                          : fmt::format("pass --hardware FILE, the spec of '{}' the profile "
+                                        "was measured on",
+                                        resolved.profile->hardware));
     }
     resolved.model = make_profile_cost_model(*resolved.profile, resolved.hardware);
   } else {

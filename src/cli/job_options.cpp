@@ -33,8 +33,9 @@ void add_job_options(CLI::App* command, JobOptions& options, JobFlags flags) {
                       "flags given replace its fields (docs/torchtitan-config.md)");
   // Values are validated by normalize_job so that every error names its flag the same way.
   command->add_option("--gpus", options.gpus, "world size (GPUs)")->capture_default_str();
-  command->add_option("--gpus-per-node", options.gpus_per_node, "GPUs per node")
-      ->capture_default_str();
+  command->add_option("--gpus-per-node", options.gpus_per_node,
+                      "GPUs per node (default: the hardware spec's gpus_per_node, 8 for the "
+                      "built-in GPUs)");
   command->add_option("--tp", options.tp, "tensor-parallel degree")->capture_default_str();
   command->add_option("--dp-replicate", options.dp_replicate, "HSDP replica groups")
       ->capture_default_str();
@@ -207,7 +208,8 @@ std::string job_flags_of(const std::string& model, const JobSpec& job) {
 namespace {
 
 // The job of --job-toml under the job flags given on the command line.
-JobSpec torchtitan_job_spec(const JobOptions& options, const ModelSpec& model) {
+JobSpec torchtitan_job_spec(const JobOptions& options, const ModelSpec& model,
+                            const HardwareSpec* hardware) {
   const TorchtitanConfig& config = job_toml_config(options);
   const auto given = [&](const char* flag) { return job_flag_given(options, flag); };
   JobOverrides o;
@@ -216,6 +218,7 @@ JobSpec torchtitan_job_spec(const JobOptions& options, const ModelSpec& model) {
   };
   take("--gpus", o.gpus, options.gpus);
   take("--gpus-per-node", o.gpus_per_node, options.gpus_per_node);
+  if (!given("--gpus-per-node") && hardware != nullptr) o.gpus_per_node = hardware->gpus_per_node;
   take("--tp", o.tp, options.tp);
   take("--dp-replicate", o.dp_replicate, options.dp_replicate);
   take("--cp", o.cp, options.cp);
@@ -255,7 +258,15 @@ JobSpec torchtitan_job_spec(const JobOptions& options, const ModelSpec& model) {
 
 }  // namespace
 
-JobSpec to_job_spec(const JobOptions& options, const ModelSpec& model) {
+JobSpec to_job_spec(const JobOptions& options, const ModelSpec& model,
+                    const HardwareSpec* hardware) {
+  const bool per_node_given = job_flag_given(options, "--gpus-per-node");
+  if (per_node_given && hardware != nullptr && options.gpus_per_node > hardware->gpus_per_node) {
+    fmt::print(stderr,
+               "note: --gpus-per-node {} is more than {}'s {} per node: collectives within a "
+               "node of {} are priced at its NVLink bandwidth\n",
+               options.gpus_per_node, hardware->id, hardware->gpus_per_node, options.gpus_per_node);
+  }
   // The blocks of each chunk replace the weights' split: given together, the weights were
   // dropped without a word.
   if (job_flag_given(options, "--pp-chunk-blocks")) {
@@ -268,7 +279,7 @@ JobSpec to_job_spec(const JobOptions& options, const ModelSpec& model) {
                       "give the blocks or the weights");
     }
   }
-  if (!options.job_toml.empty()) return torchtitan_job_spec(options, model);
+  if (!options.job_toml.empty()) return torchtitan_job_spec(options, model, hardware);
   // The split of the blocks into pipeline chunks means nothing without a pipeline (it was
   // accepted and ignored).
   if (options.pp == 1) {
@@ -281,7 +292,8 @@ JobSpec to_job_spec(const JobOptions& options, const ModelSpec& model) {
   }
   JobSpec job;
   job.gpus = options.gpus;
-  job.gpus_per_node = options.gpus_per_node;
+  job.gpus_per_node =
+      !per_node_given && hardware != nullptr ? hardware->gpus_per_node : options.gpus_per_node;
   job.tp = options.tp;
   job.dp_replicate = options.dp_replicate;
   job.cp = options.cp;
@@ -303,7 +315,17 @@ JobSpec to_job_spec(const JobOptions& options, const ModelSpec& model) {
   if (!options.pp_chunk_blocks.empty()) {
     job.pp_chunk_blocks = parse_chunk_blocks(options.pp_chunk_blocks);
   }
-  return normalize_job(model, job);
+  job = normalize_job(model, job);
+  // A tester found this said only with --emit-torchtitan-toml (sweep skips the mesh).
+  if (torchtitan_float8_gathers_bf16(job)) {
+    fmt::print(stderr,
+               "note: --float8 with a shard group of the {} context-parallel ranks alone: "
+               "these figures are float8 all-gathers (FSDP2 with torchao's float8 all-gather); "
+               "torchtitan all-gathers in bf16 there (data_parallel_shard_degree 1), which "
+               "fsdptune does not model\n",
+               job.cp);
+  }
+  return job;
 }
 
 void add_plan_options(CLI::App* command, PlanOptions& options, bool with_plan) {
@@ -357,7 +379,7 @@ bool resolve_keep_gathered(const PlanOptions& options, const JobSpec& job) {
   if (options.keep_gathered.empty()) return default_keep_gathered(job);
   const KeepGatheredChoice choice = parse_keep_gathered(options.keep_gathered, "--keep-gathered");
   if (choice == KeepGatheredChoice::kAny) {
-    throw_bad_input("--keep-gathered", "'any' is a tuner's choice: simulate runs one plan",
+    throw_bad_input("--keep-gathered", "'any' is a tuner's choice: this command runs one plan",
                     "give yes, no or torchtitan (or tune the job)");
   }
   require_pipelined_for_keep_gathered(job);
@@ -371,6 +393,13 @@ std::int64_t given_memory_limit(const std::string& text, const HardwareSpec& har
                "note: --memory-limit {} is above the {} GPU's memory ({}): plans judged to fit "
                "under it may not fit the GPU\n",
                format_bytes(limit), hardware.id, format_bytes(hardware.hbm_bytes));
+  }
+  // A number without a unit is bytes: `--memory-limit 70` is 70 B, which only the
+  // output's "limit 70 B" showed.
+  if (!text.empty() && std::isdigit(static_cast<unsigned char>(text.back())) != 0 &&
+      limit < (std::int64_t{1} << 20)) {
+    fmt::print(stderr, "note: --memory-limit {} has no unit: {} bytes (e.g. {}GiB for GiB)\n", text,
+               limit, text);
   }
   return limit;
 }

@@ -106,7 +106,11 @@ void check_try_pp_splits(const std::optional<std::int64_t>& value);
 // Error(kBadInput) naming the flag at fault. With --job-toml, the config's job
 // (torchtitan_job) with the flags given replacing its fields, errors naming the config's
 // field; what the config sets that is no job field is printed as notes on stderr.
-JobSpec to_job_spec(const JobOptions& options, const ModelSpec& model);
+// `hardware`, where the command has one: its gpus_per_node is the default of
+// --gpus-per-node (as `cost` takes it; a spec of 4 per node was simulated at 8), and a
+// --gpus-per-node above it is noted (one NVLink domain larger than the spec's node).
+JobSpec to_job_spec(const JobOptions& options, const ModelSpec& model,
+                    const HardwareSpec* hardware = nullptr);
 
 // The plan and memory-limit flags of simulate and tune (issue: simulator). The cost flags
 // (--hardware, --profile) are in cost_options.hpp.

@@ -75,7 +75,7 @@ void print_workload(const Workload& workload) {
              job.dp_replicate, job.tp);
   fmt::print("  local batch {} x seq {} = {} tokens per rank, AC {}, params {}, reduce {}{}{}\n",
              job.local_batch, job.seq_len, workload.tokens_per_step(), to_string(job.ac),
-             to_string(job.param_dtype), to_string(job.reduce_dtype), job.float8 ? ", float8" : "",
+             to_string(job.param_dtype), to_string(job.reduce_dtype), features_suffix(job),
              execution_suffix(job.execution));
   fmt::print("{:>4}  {:<16} {:>15} {:>11} {:>11} {:>10} {:>10} {:>10} {:>11} {:>11}\n", "unit",
              "name", "params", "gathered", "shard", "fwd FLOP", "bwd FLOP", "recompute",
@@ -133,8 +133,11 @@ void register_model_commands(CLI::App& app) {
         ->capture_default_str();
     command->add_flag("--json", *json, "print JSON instead of text");
     command->callback([options, json] {
-      if (options->seq <= 0)
-        throw_bad_input("--seq", fmt::format("must be > 0, got {}", options->seq));
+      // The jobs' bound (normalize_job): 2^63 - 1 printed 1.45e25 FLOPs per token.
+      if (options->seq <= 0 || options->seq > kMaxJobMicrobatchTokens) {
+        throw_bad_input(
+            "--seq", fmt::format("must be 1 to {}, got {}", kMaxJobMicrobatchTokens, options->seq));
+      }
       const ModelSpec model = resolve_model_option(*options);
       if (*json) {
         fmt::print("{}", dump_json(model_summary_json(model, options->seq)));

@@ -58,8 +58,7 @@ std::string job_line(const ModelSpec& model, const JobSpec& job, const std::stri
       // pp = 1: the microbatches are gradient accumulation, there is no pipeline schedule.
       job.pp > 1 ? to_string(job.pp_schedule) : "no pipeline (gradient accumulation)",
       job.virtual_stages > 1 ? fmt::format(" ({} virtual stages)", job.virtual_stages) : "",
-      to_string(job.ac), dtype_suffix(job), job.float8 ? ", float8" : "",
-      execution_suffix(job.execution));
+      to_string(job.ac), dtype_suffix(job), features_suffix(job), execution_suffix(job.execution));
 }
 
 }  // namespace
@@ -212,7 +211,7 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
                format_bytes(summary.peak_reserved_bytes), format_bytes(limit_bytes));
     print_stage_table(workload, chunks, sim.result.stages, any_timing, limit_bytes);
     fmt::print("{}\n", summary.fits ? "fits" : "does not fit: a stage's peak exceeds the limit");
-    fmt::print("{}", pipeline_any_timing_text(any_timing, limit_bytes));
+    fmt::print("{}", pipeline_any_timing_text(any_timing, limit_bytes, summary.fits));
     if (!trace_path.empty()) fmt::print("trace written to {}\n", trace_path);
   }
   std::fflush(stdout);
@@ -327,7 +326,7 @@ std::string torchtitan_keep_gathered_note(const JobSpec& job,
 }
 
 std::string pipeline_any_timing_text(const std::vector<StageAnyTiming>& stages,
-                                     std::int64_t limit_bytes) {
+                                     std::int64_t limit_bytes, bool fits_as_predicted) {
   FSDPTUNE_CHECK(!stages.empty(), "pipeline_any_timing_text: no stage");
   const auto largest = std::max_element(stages.begin(), stages.end(),
                                         [](const StageAnyTiming& a, const StageAnyTiming& b) {
@@ -341,7 +340,7 @@ std::string pipeline_any_timing_text(const std::vector<StageAnyTiming>& stages,
   if (largest->peak_reserved_bytes > limit_bytes) {
     text += "  " +
             any_timing_verdict(largest->peak_allocated_bytes, largest->peak_reserved_bytes,
-                               limit_bytes) +
+                               limit_bytes, fits_as_predicted) +
             "\n";
   }
   return text;

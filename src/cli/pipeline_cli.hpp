@@ -81,7 +81,7 @@ void print_stage_table(const Workload& workload, const std::vector<std::vector<i
 // The stages' peaks at any timing (pipeline_any_timing) as `simulate` and `tune` print
 // them: the largest stage's in a line, then the verdict when it passes the limit.
 std::string pipeline_any_timing_text(const std::vector<StageAnyTiming>& stages,
-                                     std::int64_t limit_bytes);
+                                     std::int64_t limit_bytes, bool fits_as_predicted = true);
 // The same for --json: the largest stage's reserved bound, and per stage (by rank) its
 // bounds and whether the reserved one is within the limit.
 void add_pipeline_any_timing_json(nlohmann::json& out, const std::vector<StageAnyTiming>& stages,

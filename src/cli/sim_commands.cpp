@@ -239,8 +239,8 @@ SimulateInputs resolve_inputs(const SimulateOptions& options) {
   SimulateInputs inputs;
   if (!options.job.model.empty() || !options.job.job_toml.empty()) {  // as the flags say
     inputs.model = resolve_model_option(options.job);
-    inputs.job = to_job_spec(options.job, inputs.model);
     inputs.costs = resolve_cost_model(options.cost);
+    inputs.job = to_job_spec(options.job, inputs.model, &inputs.costs.hardware);
     inputs.cost_options = options.cost;
     return inputs;
   }
@@ -365,7 +365,7 @@ void run_simulate(const SimulateOptions& options) {
         "{} on {} x {} (dp_shard {}, dp_replicate {}, tp {}), batch {} x seq {}, AC {}{}{}{}\n",
         model.name, job.gpus, costs.hardware.id, dp_shard_text(job.dp_shard, job.cp),
         job.dp_replicate, job.tp, job.local_batch, job.seq_len, to_string(job.ac),
-        dtype_suffix(job), job.float8 ? ", float8" : "", execution_suffix(job.execution));
+        dtype_suffix(job), features_suffix(job), execution_suffix(job.execution));
     fmt::print("plan {}: {} forward / {} backward / {} reduce-scatter buckets, {} tasks\n",
                plan.name, plan.forward_buckets.size(), plan.backward_buckets.size(),
                plan.reduce_scatter_buckets.size(), program.tasks.size());
@@ -389,7 +389,7 @@ void run_simulate(const SimulateOptions& options) {
       fmt::print("  {:<16} {}\n", to_string(category),
                  format_bytes(at(result.peak_breakdown, category)));
     }
-    fmt::print("{}", any_timing_text(program, limit_bytes));
+    fmt::print("{}", any_timing_text(program, limit_bytes, fits));
     fmt::print("{}\n", fits ? "fits" : overflow_line(result, limit_bytes));
     fmt::print("costs              {} looked up, {} from the analytic model\n",
                program.cost_queries, program.cost_fallbacks);
@@ -405,7 +405,8 @@ void run_simulate(const SimulateOptions& options) {
 
 }  // namespace
 
-std::string any_timing_text(const Program& program, std::int64_t limit_bytes) {
+std::string any_timing_text(const Program& program, std::int64_t limit_bytes,
+                            bool fits_as_predicted) {
   const AnyTimingPeak peak = any_timing_peak(program);
   const std::int64_t reserved = any_timing_reserved_bytes(program);
   std::string text = fmt::format("any timing         {} allocated, {} reserved at most: {}\n",
@@ -421,7 +422,10 @@ std::string any_timing_text(const Program& program, std::int64_t limit_bytes) {
   }
   text += fmt::format("  holding          {}\n", parts.empty() ? "nothing" : parts);
   if (reserved > limit_bytes) {
-    text += "  " + any_timing_verdict(peak.peak_allocated_bytes, reserved, limit_bytes) + "\n";
+    text +=
+        "  " +
+        any_timing_verdict(peak.peak_allocated_bytes, reserved, limit_bytes, fits_as_predicted) +
+        "\n";
   }
   return text;
 }

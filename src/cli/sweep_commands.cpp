@@ -86,7 +86,7 @@ struct SweepCliOptions {
   std::string model;
   std::string hardware = "h100-sxm";
   std::int64_t gpus = 8;
-  std::int64_t gpus_per_node = 8;
+  std::optional<std::int64_t> gpus_per_node;  // --gpus-per-node; absent: the hardware's
   std::string global_batch;
   std::int64_t seq = 8192;
   std::string memory_limit;
@@ -174,7 +174,9 @@ void run_sweep(const SweepCliOptions& o) {
                     fmt::format("must be 0 (all cores) to {}, got {}", kMaxThreads, o.threads));
   }
   if (o.gpus < 1) throw_bad_input("--gpus", "must be >= 1");
-  if (o.gpus_per_node < 1) throw_bad_input("--gpus-per-node", "must be >= 1");
+  if (o.gpus_per_node && *o.gpus_per_node < 1) {
+    throw_bad_input("--gpus-per-node", "must be >= 1");
+  }
   if (o.max_pp < 1) throw_bad_input("--max-pp", "must be >= 1");
   // The model, sequence length and global batch: the flags', else --job-toml's.
   std::string model_name = o.model;
@@ -201,10 +203,12 @@ void run_sweep(const SweepCliOptions& o) {
                     "give it, or --job-toml with a torchtitan config");
   }
   if (seq < 1) throw_bad_input("--seq", "must be >= 1");
+  const HardwareSpec hardware = resolve_hardware_option(o.hardware);
+  const std::int64_t gpus_per_node = o.gpus_per_node.value_or(hardware.gpus_per_node);
   // Long sequences: context parallelism is what makes them fit, so it is tried unless
   // --cp (or the config's degree) says otherwise: every power of two up to a node.
   if (!o.cp_given && cp == "1" && seq >= kLongSequenceTokens) {
-    for (std::int64_t degree = 2; degree <= o.gpus_per_node; degree *= 2) {
+    for (std::int64_t degree = 2; degree <= gpus_per_node; degree *= 2) {
       cp += fmt::format(",{}", degree);
     }
     if (cp != "1") {
@@ -216,11 +220,10 @@ void run_sweep(const SweepCliOptions& o) {
   }
   const ModelSpec model =
       read_flag_file("--model", model_name, [&] { return resolve_model(model_name); });
-  const HardwareSpec hardware = resolve_hardware_option(o.hardware);
   const std::unique_ptr<CostModel> costs = make_analytic_cost_model(hardware);
   SweepOptions options;
   options.gpus = o.gpus;
-  options.gpus_per_node = o.gpus_per_node;
+  options.gpus_per_node = gpus_per_node;
   options.seq_len = seq;
   options.global_batch_sequences = parse_global_batch_sequences(global_batch, seq);
   if (!o.memory_limit.empty()) {
@@ -281,7 +284,7 @@ void run_sweep(const SweepCliOptions& o) {
     // Named after the most frequent reason, with its message (found probing: `--seq
     // 99999999999` and a global batch of more microbatches than simulated both blamed
     // --gpus).
-    const bool nodes = o.gpus > o.gpus_per_node && o.gpus % o.gpus_per_node != 0;
+    const bool nodes = o.gpus > gpus_per_node && o.gpus % gpus_per_node != 0;
     const std::string flag =
         nodes || skipped.count == 0 ? "--gpus" : sweep_flag_of(skipped.main_reason().flag);
     throw_bad_input(flag,
@@ -293,7 +296,7 @@ void run_sweep(const SweepCliOptions& o) {
                                                                  skipped.count, skipped.summary(),
                                                                  skipped.main_reason().message)),
                     nodes ? fmt::format("{} GPUs do not fill nodes of {} (--gpus-per-node)", o.gpus,
-                                        o.gpus_per_node)
+                                        gpus_per_node)
                           : "");
   }
   fmt::print(stderr, "sweep: {} configurations ({} skipped{}), {} threads\n", total, skipped.count,
@@ -382,7 +385,7 @@ void run_sweep(const SweepCliOptions& o) {
     schedule.provenance.command = fmt::format(
         "fsdptune sweep --model {} --hardware {} --gpus {} --gpus-per-node {} --global-batch {} "
         "--seq {}{} --max-pp {}{}{}{}{} --tune-top {} --tune-evaluations {}{}",
-        model_name, o.hardware, o.gpus, o.gpus_per_node, global_batch, seq,
+        model_name, o.hardware, o.gpus, options.gpus_per_node, global_batch, seq,
         o.memory_limit.empty() ? "" : " --memory-limit " + o.memory_limit, o.max_pp,
         cp == "1" ? "" : " --cp " + cp, o.no_float8 ? " --no-float8" : "",
         o.async_tp ? " --async-tp" : "",
@@ -535,12 +538,12 @@ struct PipelineCliOptions {
 
 void run_pipeline(const PipelineCliOptions& o) {
   const ModelSpec model = resolve_model_option(o.job);
-  const JobSpec job = to_job_spec(o.job, model);
+  const HardwareSpec hardware = resolve_hardware_option(o.hardware);
+  const JobSpec job = to_job_spec(o.job, model, &hardware);
   validate_pipeline(job);
   PlanOptions keep_option;
   keep_option.keep_gathered = o.keep_gathered;
   const bool keep = resolve_keep_gathered(keep_option, job);
-  const HardwareSpec hardware = resolve_hardware_option(o.hardware);
   check_job_hardware(job, hardware);
   const std::unique_ptr<CostModel> costs = make_analytic_cost_model(hardware);
   const std::int64_t limit = o.memory_limit.empty() ? default_memory_limit_bytes(hardware)
@@ -626,8 +629,9 @@ void register_sweep_commands(CLI::App& app) {
     command->add_option("--hardware", options->hardware, "built-in hardware id or spec file")
         ->capture_default_str();
     command->add_option("--gpus", options->gpus, "world size")->required();
-    command->add_option("--gpus-per-node", options->gpus_per_node, "GPUs per node")
-        ->capture_default_str();
+    command->add_option("--gpus-per-node", options->gpus_per_node,
+                        "GPUs per node (default: the hardware spec's gpus_per_node, 8 for the "
+                        "built-in GPUs)");
     command->add_option("--global-batch", options->global_batch,
                         "sequences per step (1024), or tokens with 'tok' (8Mtok, 8388608tok); "
                         "required unless --job-toml");

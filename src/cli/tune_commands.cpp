@@ -250,9 +250,9 @@ void run_tune(const TuneOptions& options) {
   check_try_pp_splits(options.try_pp_splits);
 
   const ModelSpec model = resolve_model_option(options.job);
-  const JobSpec job = to_job_spec(options.job, model);
   const ResolvedCostModel resolved = resolve_cost_model(options.cost, "h100-sxm");
   const HardwareSpec& hardware = resolved.hardware;
+  const JobSpec job = to_job_spec(options.job, model, &hardware);
   check_job_hardware(job, hardware);
   const CostModel& costs = *resolved.model;
   // What the costs came from, for the provenance: the profile (measured, with the

@@ -56,6 +56,12 @@ TEST_CASE("cost --gemm prints time and FLOP/s", "[cli][cost]") {
         0.6 * json["time_s"].get<double>());
   // Same inputs, same bytes.
   CHECK(run_fsdptune("cost --hardware h200 --gemm 8192,8192,8192 --json").out == result.out);
+  // No fp8 tensor cores: refused as --float8 is (it quoted the bf16 rate as fp8's).
+  for (const char* what : {"--gemm 8192,4096,4096", "--attention 1,32,8192,128"}) {
+    const auto a100 = run_fsdptune(std::string("cost --hardware a100-80g --dtype fp8 ") + what);
+    CHECK(a100.exit_code == 2);
+    CHECK_THAT(a100.err, Catch::Contains("--dtype") && Catch::Contains("no fp8 tensor cores"));
+  }
 }
 
 TEST_CASE("cost --attention prices a flash attention kernel", "[cli][cost]") {

@@ -51,6 +51,10 @@ TEST_CASE("model --json gives totals and FLOPs per token", "[cli][model]") {
   CHECK(json["parameters"]["total"] == 405'853'388'800);
   CHECK(json["parameters"]["embedding"] == 128256LL * 16384);
   CHECK(json["flops_per_token"]["training"].get<double>() == Approx(2.625e12).epsilon(5e-4));
+  // The jobs' bound on --seq (2^63 - 1 printed 1.45e25 FLOPs per token).
+  const auto huge = run_fsdptune("model --model tiny --seq 9223372036854775807");
+  CHECK(huge.exit_code == 2);
+  CHECK_THAT(huge.err, Catch::Contains("--seq") && Catch::Contains("must be 1 to 1073741824"));
 }
 
 TEST_CASE("model reads our model files and HF config.json files", "[cli][model]") {

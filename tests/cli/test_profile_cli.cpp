@@ -328,6 +328,24 @@ TEST_CASE("ops a profile lacks fall back to the analytic model, and simulate/tun
   const auto queries = analytic_json.at("cost_queries").get<std::int64_t>();
   CHECK(analytic_json.at("cost_fallbacks").get<std::int64_t>() == queries);  // nothing measured
 
+  // A profile of another GPU than --hardware: refused, with a hint that works. Dropping
+  // --hardware works for a built-in GPU; not for a host's profile ('cpu'), which needs the
+  // spec file (the hint said "drop --hardware" there too).
+  const auto other =
+      run_fsdptune("simulate " + job + " --profile " + profile + " --hardware h100-sxm");
+  CHECK(other.exit_code == 2);
+  CHECK_THAT(other.err, Catch::Contains("measured on 'h200' but --hardware is 'h100-sxm'") &&
+                            Catch::Contains("drop --hardware"));
+  auto host = parse_json_text(fsdptune::read_text_file(profile), profile);
+  host["hardware"] = "cpu-host";
+  const std::string host_profile = dir + "/cpu-host.json";
+  fsdptune::write_file_atomically(host_profile, host.dump());
+  const auto host_run =
+      run_fsdptune("simulate " + job + " --profile " + host_profile + " --hardware h200");
+  CHECK(host_run.exit_code == 2);
+  CHECK_THAT(host_run.err, Catch::Contains("pass --hardware FILE, the spec of 'cpu-host'") &&
+                               !Catch::Contains("drop --hardware"));
+
   const auto measured = run_fsdptune("simulate " + job + " --profile " + profile + " --json");
   INFO(measured.err);
   REQUIRE(measured.exit_code == 0);

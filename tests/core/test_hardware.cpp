@@ -122,6 +122,11 @@ TEST_CASE("bad hardware specs name the field", "[hardware]") {
   json = good;
   json["gemm_efficiency_ceiling"] = 1.2;
   require_bad_input_naming(json, "gemm_efficiency_ceiling");
+
+  // A reserve of all the HBM left no default memory limit; simulate blamed --memory-limit.
+  json = good;
+  json["memory_reserve_bytes"] = json["hbm_bytes"];
+  require_bad_input_naming(json, "memory_reserve_bytes");
 }
 
 // Fuzzing found: a whole-number float too large for int64 (hbm_bytes 4.3e44) was cast to

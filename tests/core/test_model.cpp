@@ -197,6 +197,18 @@ TEST_CASE("bad model files name the file and the field", "[model][errors]") {
     expect_bad_input([&] { model_from_json(json, "config.json"); },
                      {"config.json", "'intermediate_size'", "missing"});
   }
+  // A tester found the checks after reading named fsdptune's fields ('n_kv_heads').
+  SECTION("HF config errors name the config's own fields") {
+    auto json = nlohmann::json::parse(R"({"hidden_size": 64, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 3, "intermediate_size": 128,
+        "vocab_size": 100})");
+    expect_bad_input([&] { model_from_json(json, "config.json"); },
+                     {"config.json", "'num_key_value_heads'", "do not divide"});
+    json["num_key_value_heads"] = 2;
+    json["num_hidden_layers"] = 100000;
+    expect_bad_input([&] { model_from_json(json, "config.json"); },
+                     {"'num_hidden_layers'", "at most"});
+  }
   // Fuzzing found: sizes were unbounded, so parameter_count and the workload's byte counts
   // overflowed int64 (undefined behaviour) and n_layers = 2^62 built a workload forever.
   SECTION("a size beyond what fsdptune models") {
