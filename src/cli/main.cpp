@@ -156,6 +156,22 @@ int main(int argc, char** argv) {
       return app.exit(e);
     } catch (const CLI::CallForVersion& e) {
       return app.exit(e);
+    } catch (const CLI::ExtrasError& e) {
+      // A word after a command that has commands of its own (`profile bogus`): name them.
+      const auto all = [](CLI::App*) { return true; };
+      CLI::App* command = &app;
+      while (!command->get_subcommands().empty()) command = command->get_subcommands().front();
+      std::string commands;
+      for (const CLI::App* sub : command->get_subcommands(all)) {
+        commands += (commands.empty() ? "" : ", ") + sub->get_name();
+      }
+      if (command != &app && !commands.empty()) {
+        say(fmt::format("fsdptune: error: {} (the commands of {}: {})\nrun with --help for usage\n",
+                        e.what(), command->get_name(), commands));
+        return 2;
+      }
+      say(fmt::format("fsdptune: error: {}\nrun with --help for usage\n", e.what()));
+      return 2;
     } catch (const CLI::ParseError& e) {
       say(fmt::format("fsdptune: error: {}\nrun with --help for usage\n", e.what()));
       return 2;

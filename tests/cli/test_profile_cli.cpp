@@ -142,6 +142,8 @@ TEST_CASE("profile flag errors name the flag and exit 2", "[cli][profile]") {
     std::string named;
   };
   const std::vector<Case> cases = {
+      // A word that is none of profile's commands: they are named.
+      {"bogus", "(the commands of profile: import-nccl-tests, import-kineto, merge, compare)"},
       {"--backend tpu " + kTinyJob + " --out " + out, "--backend"},
       {kTinyJob + " --out " + out, "--backend"},
       {"--backend cpu " + kTinyJob, "--out"},
