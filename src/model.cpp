@@ -86,6 +86,9 @@ std::string string_field(const nlohmann::json& json, const std::string& source,
 
 // The JSON keys of the shape fields in one of the two formats we read.
 struct ShapeFieldNames {
+  // The model's name: ours, or (a config.json has none) where it came from: the
+  // repository id in _name_or_path, else the file's folder or stem.
+  const char* name;
   const char* dim;
   const char* n_layers;
   const char* n_heads;
@@ -101,7 +104,8 @@ struct ShapeFieldNames {
   bool kv_heads_default_to_heads;
 };
 
-constexpr ShapeFieldNames kHfConfigFields = {"hidden_size",
+constexpr ShapeFieldNames kHfConfigFields = {"_name_or_path (or the file's folder)",
+                                             "hidden_size",
                                              "num_hidden_layers",
                                              "num_attention_heads",
                                              "num_key_value_heads",
@@ -112,9 +116,9 @@ constexpr ShapeFieldNames kHfConfigFields = {"hidden_size",
                                              "rope_theta",
                                              "rms_norm_eps",
                                              true};
-constexpr ShapeFieldNames kOurFields = {"dim",        "n_layers", "n_heads",    "n_kv_heads",
-                                        "head_dim",   "ffn_dim",  "vocab_size", "tie_embeddings",
-                                        "rope_theta", "norm_eps", false};
+constexpr ShapeFieldNames kOurFields = {"name",           "dim",        "n_layers", "n_heads",
+                                        "n_kv_heads",     "head_dim",   "ffn_dim",  "vocab_size",
+                                        "tie_embeddings", "rope_theta", "norm_eps", false};
 
 // Reads the shape of `model` from `json`; defaults as torchtitan's / transformers' Llama
 // (rope_theta 500000 and norm_eps 1e-5 are Llama 3's).
@@ -217,11 +221,12 @@ ModelSpec model_from_our_format(const nlohmann::json& json, const std::string& s
 
 void validate_model_fields(const ModelSpec& model, const std::string& source,
                            const ShapeFieldNames& names) {
-  if (model.name.empty()) throw_bad_input(field_where(source, "name"), "must not be empty");
+  if (model.name.empty()) throw_bad_input(field_where(source, names.name), "must not be empty");
   // One line of text: a newline or NUL in it split or cut every report's heading.
   if (std::any_of(model.name.begin(), model.name.end(),
                   [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7F; })) {
-    throw_bad_input(field_where(source, "name"), "holds a control character (newline, tab, NUL...)",
+    throw_bad_input(field_where(source, names.name),
+                    "holds a control character (newline, tab, NUL...)",
                     "a model's name is one line of text");
   }
   const std::pair<const char*, std::int64_t> sizes[] = {{names.dim, model.dim},

@@ -732,14 +732,14 @@ class CudnnSdpaImpl final : public CudnnSdpa {
   }
 
   // The releases whose kernels cuDNN's frontend refuses or works around for these graphs
-  // (its sdpa support checks): the bf16 forward of 9.10.0 and 9.10.1 ("known bugs"), and a
+  // (its sdpa support checks): bf16 attention on 9.10.0 and 9.10.1 ("known bugs"), and a
   // backward over a key count that is not a multiple of 128 up to 9.15.0, which the
   // frontend gives a padding mask of the full lengths (NaN gradients without one).
   std::string version_refuses(const AttentionShape& shape, bool backward) const {
     const std::size_t v = api_.get_version();
-    if (!backward && (v == 91000 || v == 91001)) {
-      return "the forward on cuDNN " + std::to_string(v) +
-             " (refused by cuDNN's frontend: known bugs)";
+    if (v == 91000 || v == 91001) {
+      return std::string(backward ? "the backward" : "the forward") + " on cuDNN " +
+             std::to_string(v) + " (refused by cuDNN's frontend: known bugs)";
     }
     if (backward && v <= 91500) {
       for (const Band& band : bands_of(shape)) {

@@ -34,8 +34,8 @@ void add_job_options(CLI::App* command, JobOptions& options, JobFlags flags) {
   // Values are validated by normalize_job so that every error names its flag the same way.
   command->add_option("--gpus", options.gpus, "world size (GPUs)")->capture_default_str();
   command->add_option("--gpus-per-node", options.gpus_per_node,
-                      "GPUs per node (default: the hardware spec's gpus_per_node, 8 for the "
-                      "built-in GPUs)");
+                      "GPUs per node (default: the hardware spec's gpus_per_node where the "
+                      "command takes --hardware, 8 for the built-in GPUs; else 8)");
   command->add_option("--tp", options.tp, "tensor-parallel degree")->capture_default_str();
   command->add_option("--dp-replicate", options.dp_replicate, "HSDP replica groups")
       ->capture_default_str();
@@ -258,15 +258,36 @@ JobSpec torchtitan_job_spec(const JobOptions& options, const ModelSpec& model,
 
 }  // namespace
 
+void note_gpus_per_node(std::int64_t gpus_per_node, const HardwareSpec& hardware) {
+  if (gpus_per_node <= hardware.gpus_per_node) return;
+  fmt::print(stderr,
+             "note: --gpus-per-node {} is more than {}'s {} per node: collectives within a node "
+             "of {} are priced at its NVLink bandwidth\n",
+             gpus_per_node, hardware.id, hardware.gpus_per_node, gpus_per_node);
+}
+
+namespace {
+
+// `job`, after a note on stderr of what it models that torchtitan would not run so.
+JobSpec noted_job(JobSpec job) {
+  // A tester found this said only with --emit-torchtitan-toml (sweep skips the mesh).
+  if (torchtitan_float8_gathers_bf16(job)) {
+    fmt::print(stderr,
+               "note: --float8 with a shard group of the {} context-parallel ranks alone: "
+               "these figures are float8 all-gathers (FSDP2 with torchao's float8 all-gather); "
+               "torchtitan all-gathers in bf16 there (data_parallel_shard_degree 1), which "
+               "fsdptune does not model\n",
+               job.cp);
+  }
+  return job;
+}
+
+}  // namespace
+
 JobSpec to_job_spec(const JobOptions& options, const ModelSpec& model,
                     const HardwareSpec* hardware) {
   const bool per_node_given = job_flag_given(options, "--gpus-per-node");
-  if (per_node_given && hardware != nullptr && options.gpus_per_node > hardware->gpus_per_node) {
-    fmt::print(stderr,
-               "note: --gpus-per-node {} is more than {}'s {} per node: collectives within a "
-               "node of {} are priced at its NVLink bandwidth\n",
-               options.gpus_per_node, hardware->id, hardware->gpus_per_node, options.gpus_per_node);
-  }
+  if (per_node_given && hardware != nullptr) note_gpus_per_node(options.gpus_per_node, *hardware);
   // The blocks of each chunk replace the weights' split: given together, the weights were
   // dropped without a word.
   if (job_flag_given(options, "--pp-chunk-blocks")) {
@@ -279,7 +300,7 @@ JobSpec to_job_spec(const JobOptions& options, const ModelSpec& model,
                       "give the blocks or the weights");
     }
   }
-  if (!options.job_toml.empty()) return torchtitan_job_spec(options, model, hardware);
+  if (!options.job_toml.empty()) return noted_job(torchtitan_job_spec(options, model, hardware));
   // The split of the blocks into pipeline chunks means nothing without a pipeline (it was
   // accepted and ignored).
   if (options.pp == 1) {
@@ -315,17 +336,7 @@ JobSpec to_job_spec(const JobOptions& options, const ModelSpec& model,
   if (!options.pp_chunk_blocks.empty()) {
     job.pp_chunk_blocks = parse_chunk_blocks(options.pp_chunk_blocks);
   }
-  job = normalize_job(model, job);
-  // A tester found this said only with --emit-torchtitan-toml (sweep skips the mesh).
-  if (torchtitan_float8_gathers_bf16(job)) {
-    fmt::print(stderr,
-               "note: --float8 with a shard group of the {} context-parallel ranks alone: "
-               "these figures are float8 all-gathers (FSDP2 with torchao's float8 all-gather); "
-               "torchtitan all-gathers in bf16 there (data_parallel_shard_degree 1), which "
-               "fsdptune does not model\n",
-               job.cp);
-  }
-  return job;
+  return noted_job(normalize_job(model, job));
 }
 
 void add_plan_options(CLI::App* command, PlanOptions& options, bool with_plan) {

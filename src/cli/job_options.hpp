@@ -111,6 +111,8 @@ void check_try_pp_splits(const std::optional<std::int64_t>& value);
 // --gpus-per-node above it is noted (one NVLink domain larger than the spec's node).
 JobSpec to_job_spec(const JobOptions& options, const ModelSpec& model,
                     const HardwareSpec* hardware = nullptr);
+// The note on stderr when a given --gpus-per-node is more than `hardware`'s node.
+void note_gpus_per_node(std::int64_t gpus_per_node, const HardwareSpec& hardware);
 
 // The plan and memory-limit flags of simulate and tune (issue: simulator). The cost flags
 // (--hardware, --profile) are in cost_options.hpp.

@@ -205,6 +205,7 @@ void run_sweep(const SweepCliOptions& o) {
   if (seq < 1) throw_bad_input("--seq", "must be >= 1");
   const HardwareSpec hardware = resolve_hardware_option(o.hardware);
   const std::int64_t gpus_per_node = o.gpus_per_node.value_or(hardware.gpus_per_node);
+  if (o.gpus_per_node) note_gpus_per_node(*o.gpus_per_node, hardware);
   // Long sequences: context parallelism is what makes them fit, so it is tried unless
   // --cp (or the config's degree) says otherwise: every power of two up to a node.
   if (!o.cp_given && cp == "1" && seq >= kLongSequenceTokens) {
@@ -609,7 +610,9 @@ void run_pipeline(const PipelineCliOptions& o) {
                                format_seconds(sim.spec.send_s))
                  : std::string());
   print_stage_table(workload, chunks, sim.result.stages, any_timing, limit);
-  fmt::print("{}", pipeline_any_timing_text(any_timing, limit));
+  const bool fits = std::all_of(sim.result.stages.begin(), sim.result.stages.end(),
+                                [&](const StageResult& stage) { return stage_fits(stage, limit); });
+  fmt::print("{}", pipeline_any_timing_text(any_timing, limit, fits));
 }
 
 }  // namespace

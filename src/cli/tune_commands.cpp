@@ -162,13 +162,6 @@ std::vector<OutputFile> schedule_outputs(ScheduleFile& schedule, const TuneOptio
     if (!without_fsdp.empty()) {
       fmt::print(stderr, "note: {}: {}\n", options.torchtitan_toml, without_fsdp);
     }
-    if (torchtitan_float8_gathers_bf16(schedule.job)) {
-      fmt::print(stderr,
-                 "note: {}: torchtitan all-gathers in bf16 with data_parallel_shard_degree 1 "
-                 "(float8 all-gathers need a shard degree above 1); the schedule's figures are "
-                 "float8 all-gathers\n",
-                 options.torchtitan_toml);
-    }
     if (schedule.pipeline) {
       std::vector<bool> keep;
       for (const ScheduleChunk& chunk : schedule.pipeline->chunks) {

@@ -94,8 +94,8 @@ TEST_CASE("simulate prints the peak at any timing and says when it passes the li
   CHECK_THAT(tight.out, Catch::Contains("\nfits\n") && Catch::Contains("  reserved above the ") &&
                             Catch::Contains("can run out of memory") &&
                             Catch::Contains("--fit any-timing"));
-  const auto over = run_fsdptune(kTiny + " --ac full --memory-limit " +
-                                 std::to_string((predicted + bound) / 2));
+  const auto over =
+      run_fsdptune(kTiny + " --ac full --memory-limit " + std::to_string((predicted + bound) / 2));
   REQUIRE(over.exit_code == 0);
   CHECK_THAT(over.out, Catch::Contains("as the predicted peak already is") &&
                            !Catch::Contains("--fit any-timing"));
@@ -193,6 +193,13 @@ TEST_CASE("simulate's header names async TP, and float8 over CP ranks alone is n
   CHECK_THAT(float8.err, Catch::Contains("note: --float8 with a shard group of the 2 "
                                          "context-parallel ranks alone"));
   CHECK_THAT(run_fsdptune(kTiny + " --float8").err, !Catch::Contains("note: --float8"));
+  // The same from a torchtitan config with --float8 given.
+  const auto from_toml = run_fsdptune("simulate --job-toml " + std::string(FSDPTUNE_TEST_DATA) +
+                                      "/torchtitan/llama3_8b.toml --gpus 2 --gpus-per-node 2 "
+                                      "--cp 2 --float8 --hardware h100-sxm");
+  REQUIRE(from_toml.exit_code == 0);
+  CHECK_THAT(from_toml.err, Catch::Contains("note: --float8 with a shard group of the 2 "
+                                            "context-parallel ranks alone"));
 }
 
 TEST_CASE("simulate --plan FILE: plans, schedule files and bad plans", "[cli][simulate]") {

@@ -518,6 +518,13 @@ TEST_CASE("pipeline prints every stage, the first holding the most in flight", "
   CHECK(bad_keep.exit_code == 2);
   CHECK_THAT(bad_keep.err,
              Catch::Contains("--keep-gathered") && Catch::Contains("this command runs one plan"));
+  // Stages over the limit at their predicted peaks: no timing and no --fit helps.
+  const auto over =
+      run_fsdptune("pipeline --model tiny --gpus 8 --pp 2 --microbatches 4 --memory-limit 10MiB");
+  CHECK(over.exit_code == 0);
+  CHECK_THAT(over.out, Catch::Contains("above the 10.0 MiB limit, as the predicted peak already "
+                                       "is") &&
+                           !Catch::Contains("--fit any-timing"));
 }
 
 namespace {

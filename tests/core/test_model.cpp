@@ -208,6 +208,10 @@ TEST_CASE("bad model files name the file and the field", "[model][errors]") {
     json["num_hidden_layers"] = 100000;
     expect_bad_input([&] { model_from_json(json, "config.json"); },
                      {"'num_hidden_layers'", "at most"});
+    json["num_hidden_layers"] = 2;
+    json["_name_or_path"] = "org/foo\tbar";
+    expect_bad_input([&] { model_from_json(json, "config.json"); },
+                     {"'_name_or_path (or the file's folder)'", "control character"});
   }
   // Fuzzing found: sizes were unbounded, so parameter_count and the workload's byte counts
   // overflowed int64 (undefined behaviour) and n_layers = 2^62 built a workload forever.

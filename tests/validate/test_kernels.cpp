@@ -520,11 +520,18 @@ TEST_CASE("cuda attention matches the cpu attention where a GPU is present", "[k
       WARN("cuDNN's attention not checked: " << cudnn_unavailable());
     }
     if (kernels.size() == 2) {
-      // A shape this cuDNN refuses (a release's known bugs): checked on cuBLAS alone.
+      // A shape this cuDNN release refuses (its known bugs): checked on cuBLAS alone. The
+      // probe has no kernel to sum a context-parallel backward's chunks, which the cuda
+      // kernels have: that refusal is not this one.
       std::string why;
       auto sdpa = make_cudnn_sdpa(nullptr, &why);
       REQUIRE(sdpa != nullptr);
-      if (why = sdpa->prepare(shape, false) + sdpa->prepare(shape, true); !why.empty()) {
+      why = sdpa->prepare(shape, false);
+      if (const std::string backward = sdpa->prepare(shape, true);
+          backward.find("without a kernel to sum") == std::string::npos) {
+        why += backward;
+      }
+      if (!why.empty()) {
         WARN("cuDNN's attention not checked at seq " << shape.seq << ": " << why);
         kernels.pop_back();
       }
