@@ -238,3 +238,16 @@ TEST_CASE("model files are read from a named pipe, as spec and config files are"
   CHECK(result.exit_code == 0);
   CHECK_THAT(result.out, Catch::StartsWith("model tiny\n"));
 }
+
+TEST_CASE("--out /dev/stdout writes into a pipe", "[cli][errors]") {
+  // Found by a tester: /dev/stdout names /proc/self/fd/1, whose link text for a pipe is
+  // "pipe:[N]", no file; `--out /dev/stdout | jq` exited 2 ("cannot create a file in
+  // /proc/self/fd") where a terminal or a named FIFO worked.
+  const CommandResult result =
+      run_command(std::string(FSDPTUNE_BINARY) +
+                  " tune --model tiny --gpus 2 --gpus-per-node 2 --seq 128 --hardware h100-sxm "
+                  "--max-evaluations 5 --out /dev/stdout | cat");
+  INFO(result.err);
+  CHECK(result.exit_code == 0);
+  CHECK_THAT(result.out, Catch::Contains("\"format\": \"fsdptune-schedule\""));
+}
