@@ -243,10 +243,17 @@ Profile profile_from_json(const nlohmann::json& json, const std::string& source)
     sweep.group.ranks = require_positive_integer(collectives[i], "ranks", where, kMaxJobGpus);
     sweep.group.ranks_per_node =
         require_positive_integer(collectives[i], "ranks_per_node", where, kMaxJobGpus);
-    if (!sweeps.insert({sweep.kind, sweep.group.ranks, sweep.group.ranks_per_node}).second) {
-      throw_bad_input(
-          where, fmt::format("a second {} sweep over {} ranks ({} per node)", to_string(sweep.kind),
-                             sweep.group.ranks, sweep.group.ranks_per_node));
+    // Keyed as the cost model looks sweeps up: a per-node count above the group counts as
+    // the group (profile_cost.cpp), so 8 ranks at 16 per node is the sweep at 8 per node
+    // (a tester's file held both; the lookup took the later one).
+    const std::int64_t per_node = std::min(sweep.group.ranks_per_node, sweep.group.ranks);
+    if (!sweeps.insert({sweep.kind, sweep.group.ranks, per_node}).second) {
+      throw_bad_input(where, fmt::format("a second {} sweep over {} ranks ({} per node{})",
+                                         to_string(sweep.kind), sweep.group.ranks, per_node,
+                                         per_node != sweep.group.ranks_per_node
+                                             ? fmt::format(": {} per node counts as {}",
+                                                           sweep.group.ranks_per_node, per_node)
+                                             : std::string()));
     }
     const nlohmann::json& points = require_array(collectives[i], "points", where);
     if (points.empty()) throw_bad_input(where + ".points", "has no points");

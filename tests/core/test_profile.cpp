@@ -149,6 +149,13 @@ TEST_CASE("bad profiles are rejected naming the field", "[profile]") {
   json["collectives"].push_back(json["collectives"][0]);
   require_rejected(json, "collectives[2]");
 
+  // 8 ranks at 16 per node is the sweep at 8 per node (a per-node count above the group
+  // counts as the group): a second one, which the cost lookup took over the first.
+  json = good;
+  json["collectives"].push_back(json["collectives"][0]);
+  json["collectives"][2]["ranks_per_node"] = 16;
+  require_rejected(json, "collectives[2]");
+
   json = good;
   json.erase("hardware");
   require_rejected(json, "hardware");
