@@ -620,7 +620,9 @@ TorchtitanConfig torchtitan_config_from_toml(const std::string& text, const std:
   std::string flavor_where;
   r.string({{"model", "name"}}, c.model_name, c.model_where);
   r.string({{"model", "flavor"}}, c.model_flavor, flavor_where);
-  if (!defaulted(flavor_where)) c.model_where = flavor_where;
+  // The field at fault when no built-in model matches: the flavor of a llama3 model, else
+  // the name (`name = "llama4"` blamed the flavor).
+  if (!defaulted(flavor_where) && c.model_name == "llama3") c.model_where = flavor_where;
   if (const toml::value* converters = r.lookup({{"model", "converters"}}, c.converters_where)) {
     c.converters = name_list(*converters, c.converters_where);
   }

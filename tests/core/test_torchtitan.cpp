@@ -245,8 +245,13 @@ TEST_CASE("torchtitan: the model of [model] name and flavor", "[torchtitan]") {
   CHECK(e.where() == "train.toml: [model] name");
   CHECK_THAT(e.message(), Catch::Contains("flavor 'debugmodel'"));
   CHECK_THAT(e.hint(), Catch::Contains("--model"));
+  // Another model than llama3: its name is at fault, not its flavor (a tester's `name =
+  // "llama4"` was blamed on the flavor).
   CHECK(error_of([&] {
           torchtitan_builtin_model(parse("[model]\nname = 'deepseek_v3'\nflavor = '16B'\n"));
+        }).where() == "train.toml: [model] name");
+  CHECK(error_of([&] {
+          torchtitan_builtin_model(parse("[model]\nname = 'llama3'\nflavor = '16B'\n"));
         }).where() == "train.toml: [model] flavor");
 }
 
