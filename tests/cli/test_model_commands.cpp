@@ -239,7 +239,7 @@ TEST_CASE("model files are read from a named pipe, as spec and config files are"
   CHECK_THAT(result.out, Catch::StartsWith("model tiny\n"));
 }
 
-TEST_CASE("--out /dev/stdout writes into a pipe", "[cli][errors]") {
+TEST_CASE("tune --out /dev/stdout writes into a pipe", "[cli][errors]") {
   // Found by a tester: /dev/stdout names /proc/self/fd/1, whose link text for a pipe is
   // "pipe:[N]", no file; `--out /dev/stdout | jq` exited 2 ("cannot create a file in
   // /proc/self/fd") where a terminal or a named FIFO worked.
