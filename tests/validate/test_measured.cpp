@@ -426,8 +426,16 @@ TEST_CASE("measured.json of a pipeline: actions and chunk tasks since version 5"
   bad = json;
   bad["pipeline"]["stages"][1]["peak_allocated_bytes"] = std::int64_t{1} << 40;
   expect_error(bad, "m.json: pipeline: stages[1]: peak_allocated_bytes");
+  // A stage's peak is its ranks' largest (a tester's 1 B beside its rank's 48 MiB was
+  // compared at +5.6e9 %); without rank peaks (re-written from version 3), the largest
+  // stage's is the run's.
+  bad = json;
+  bad["pipeline"]["stages"][1]["peak_allocated_bytes"] = 1;
+  expect_error(bad, "m.json: pipeline: stages[1]: peak_allocated_bytes");
   bad = json;
   bad["pipeline"]["stages"][0]["peak_allocated_bytes"] = 1000;
+  expect_error(bad, "m.json: pipeline: stages[0]: peak_allocated_bytes");
+  for (auto& rank : bad["ranks"]) rank["peak_allocated_bytes"] = 0;
   expect_error(bad, "m.json: pipeline: stages");
   bad = json;
   bad["pipeline"]["stages"][1]["busy_s"] = 0.46875;  // past pipeline_end_s 0.4375
