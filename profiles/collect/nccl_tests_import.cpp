@@ -385,6 +385,23 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
     throw_bad_input(source, fmt::format("{} says {} but its size/count columns are those of {}",
                                         kind_origin, to_string(*kind), to_string(*from_columns)));
   }
+  // Named, but the first row's count fits neither shape over the listed ranks: the rank
+  // lines are not the run's (a tester's log of one "#  Rank" line over 8-rank columns
+  // imported as a 1-rank sweep).
+  if (kind && !from_columns && element > 0 && first_count && *first_count > 0 && first_size &&
+      *first_size % element == 0) {
+    const std::int64_t size_elements = *first_size / element;
+    const std::string implied =
+        *kind != CollectiveKind::kAllReduce && size_elements % *first_count == 0
+            ? fmt::format(" (those of {} ranks)", size_elements / *first_count)
+            : std::string();
+    throw_bad_input(
+        source,
+        fmt::format("its first row's count {} of {} bytes is no {} over the {} "
+                    "rank(s) its '#  Rank' lines list{}",
+                    *first_count, *first_size, to_string(*kind), result.group.ranks, implied),
+        "import the log as nccl-tests printed it, every rank's line included");
+  }
   if (!kind) kind = from_columns;
   if (!kind) {
     throw_bad_input(source, "unknown collective: cannot tell which nccl-tests binary wrote it",

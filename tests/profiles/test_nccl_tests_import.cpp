@@ -122,6 +122,20 @@ TEST_CASE("bad nccl-tests logs are rejected naming the file", "[nccl-tests]") {
   odd_header.text =
       replace_once(good.text, "   busbw #wrong     time   algbw   busbw #wrong", "   busbw #wrong");
   require_rejected(odd_header, "all_gather_perf_h100x8.log:15", "is not nccl-tests'");
+  // Rank lines cut to rank 0's over 8-rank columns: no 1-rank sweep (a tester's import).
+  TextSource one_rank = good;
+  {
+    std::istringstream lines(good.text);
+    std::string line;
+    one_rank.text.clear();
+    while (std::getline(lines, line)) {
+      if (line.starts_with("#  Rank") && !line.starts_with("#  Rank  0 ")) continue;
+      one_rank.text += line + "\n";
+    }
+  }
+  require_rejected(one_rank, "all_gather_perf_h100x8.log",
+                   "is no all_gather over the 1 rank(s) its '#  Rank' lines list (those of 8 "
+                   "ranks)");
   // A line of form feeds (whitespace to the row splitter, not to the trim): skipped as a
   // blank line (fuzzing found the first token of its empty row read).
   TextSource form_feed = good;
@@ -173,10 +187,10 @@ TEST_CASE("nccl-tests logs with out-of-range fields are rejected or read safely"
             .group.ranks == 8);
   require_rejected(edited("#  Rank  7 ", "#  Rank  99999999999999999999 "),
                    "all_gather_perf_h100x8.log:12", "rank");
-  // The collective by its name: the columns no longer say one.
-  CHECK(parse_nccl_tests_log(
-            edited("     1048576         32768 ", "     1048576  4611686018427387904 "))
-            .kind == CollectiveKind::kAllGather);
+  // A count far beyond its size: read without overflow, and refused (since 2026-12-05; it
+  // was read as the all-gather its name says, the columns saying none).
+  require_rejected(edited("     1048576         32768 ", "     1048576  4611686018427387904 "),
+                   "all_gather_perf_h100x8.log", "is no all_gather over the 8 rank(s)");
   require_rejected(edited("[0x18] NVIDIA H100", "[0x18] NVIDIA \xff H100"),
                    "all_gather_perf_h100x8.log:5", "UTF-8");
   require_rejected(edited("   48.03 ", "  1e-320 "), "all_gather_perf_h100x8.log:19",
