@@ -627,6 +627,7 @@ void check_program_flow(const Program& program, const Workload& workload,
   };
   std::vector<UnitTasks> units(workload.units.size());
   int optimizer = -1;
+  int off_group = -1;  // the first collective over another group than the job's
   const auto once = [&](int& slot, int t, const std::string& path, const std::string& what) {
     if (slot >= 0) {
       throw_bad_input(where(path), fmt::format("a second {} (the first: task {})", what, slot),
@@ -709,6 +710,11 @@ void check_program_flow(const Program& program, const Workload& workload,
                               : ""),
               hint);
         }
+        if (off_group < 0 &&
+            task.group != (task.kind == TaskKind::kAllReduce ? replicate_group(workload.job)
+                                                             : shard_group(workload.job))) {
+          off_group = t;
+        }
         once(task.kind == TaskKind::kAllReduce ? bucket.all_reduce : bucket.collective, t,
              path + ".bucket", what);
         break;
@@ -783,6 +789,21 @@ void check_program_flow(const Program& program, const Workload& workload,
             hint);
       }
     }
+  }
+  // Over the job's group: the shard group, or the replicas for HSDP's all-reduce (a
+  // tester's all-gather over 4 ranks of a dp_shard 2 job was simulated and replayed). Last,
+  // after the checks that name what else an edited task broke.
+  if (off_group >= 0) {
+    const Task& task = program.tasks[static_cast<std::size_t>(off_group)];
+    const bool replicas = task.kind == TaskKind::kAllReduce;
+    const CommGroup group = replicas ? replicate_group(workload.job) : shard_group(workload.job);
+    throw_bad_input(
+        where(task_path(off_group) + ".group"),
+        fmt::format("{} over {} ranks ({} per node), while the job's {} group is {} "
+                    "ranks ({} per node)",
+                    a(to_string(task.kind)), task.group.ranks, task.group.ranks_per_node,
+                    replicas ? "replica" : "shard", group.ranks, group.ranks_per_node),
+        hint);
   }
 }
 

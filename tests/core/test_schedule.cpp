@@ -646,6 +646,16 @@ TEST_CASE("a Program inconsistent in itself is rejected naming the task or bucke
     program.tasks[t].kind = TaskKind::kReduceScatter;
     refused(task(t) + ".bucket", "a second reduce_scatter of bucket");
   }
+  // A tester's all-gather over 4 ranks of a shard group of 2 was simulated and replayed.
+  SECTION("a collective over another group than the job's") {
+    const int t = first(TaskKind::kAllGather);
+    program.tasks[t].group.ranks *= 2;
+    refused(task(t) + ".group", "an all_gather over ");
+    program.tasks[t].group = program.tasks[first(TaskKind::kReduceScatter)].group;
+    const int r = first(TaskKind::kAllReduce);
+    program.tasks[r].group = program.tasks[t].group;
+    refused(task(r) + ".group", "while the job's replica group is");
+  }
   SECTION("an all-reduce of an all-gather bucket") {
     const int t = first(TaskKind::kAllReduce);
     program.tasks[t].bucket = program.tasks[first(TaskKind::kAllGather)].bucket;
