@@ -186,6 +186,7 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
   std::string first_type;
   std::string first_redop;
   std::map<std::int64_t, std::vector<double>> samples_by_bytes;
+  std::map<std::int64_t, int> line_of_size;  // nccl-tests prints each size once per run
 
   std::istringstream stream(log.text);
   std::string line;
@@ -277,6 +278,14 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
       throw_bad_input(at_line(line_number), fmt::format("size {} is more than a profile holds "
                                                         "(at most {} bytes)",
                                                         *size, kMaxOpCount));
+    }
+    // A size twice in one run: rows pasted or edited (they were pooled without a word).
+    if (const auto [it, fresh] = line_of_size.emplace(*size, line_number); !fresh) {
+      throw_bad_input(at_line(line_number),
+                      fmt::format("size {} again (line {} has it): nccl-tests prints each size "
+                                  "once per run",
+                                  *size, it->second),
+                      "import repeated runs as separate logs: their samples are pooled");
     }
     const std::size_t n = tokens.size();
     const std::pair<const char*, std::size_t> columns[] = {{"out-of-place", n - 8},

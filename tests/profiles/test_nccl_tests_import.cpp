@@ -122,6 +122,11 @@ TEST_CASE("bad nccl-tests logs are rejected naming the file", "[nccl-tests]") {
   odd_header.text =
       replace_once(good.text, "   busbw #wrong     time   algbw   busbw #wrong", "   busbw #wrong");
   require_rejected(odd_header, "all_gather_perf_h100x8.log:15", "is not nccl-tests'");
+  // A size twice in one run (rows pasted): refused, not pooled (a tester's import).
+  TextSource twice = good;
+  twice.text = replace_once(
+      good.text, row17, row17 + "\n     1048576         32768     float    none      -1" + row17);
+  require_rejected(twice, "all_gather_perf_h100x8.log:18", "size 1048576 again (line 17 has it)");
   // Rank lines cut to rank 0's over 8-rank columns: no 1-rank sweep (a tester's import).
   TextSource one_rank = good;
   {
