@@ -1,5 +1,6 @@
 #include "fsdptune/hardware.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -224,6 +225,11 @@ std::vector<std::string> builtin_hardware_names() {
   std::vector<std::string> names;
   for (const auto& [stem, content] : embedded::hardware_files()) names.push_back(stem);
   return names;
+}
+
+bool is_builtin_hardware(const std::string& id) {
+  const std::vector<std::string> names = builtin_hardware_names();
+  return std::find(names.begin(), names.end(), id) != names.end();
 }
 
 HardwareSpec builtin_hardware(const std::string& id) {

@@ -1,6 +1,5 @@
 // resolve_hardware: the file-reading side of hardware specs (io.hpp), kept apart from the
 // pure parsing in hardware.cpp.
-#include <algorithm>
 #include <filesystem>
 #include <string>
 
@@ -21,15 +20,10 @@ bool looks_like_path(const std::string& id_or_path) {
          std::filesystem::exists(id_or_path, ec);
 }
 
-bool is_builtin(const std::string& id) {
-  const std::vector<std::string> names = builtin_hardware_names();
-  return std::find(names.begin(), names.end(), id) != names.end();
-}
-
 }  // namespace
 
 HardwareSpec resolve_hardware(const std::string& id_or_path) {
-  if (is_builtin(id_or_path)) return builtin_hardware(id_or_path);
+  if (is_builtin_hardware(id_or_path)) return builtin_hardware(id_or_path);
   if (!looks_like_path(id_or_path)) {
     throw_bad_input(fmt::format("--hardware {}", id_or_path), "unknown hardware",
                     fmt::format("use a built-in id ({}) or the path of a hardware spec file",
@@ -39,8 +33,9 @@ HardwareSpec resolve_hardware(const std::string& id_or_path) {
 }
 
 std::string recorded_hardware_id(const std::string& id_or_path) {
-  return !is_builtin(id_or_path) && looks_like_path(id_or_path) ? resolve_hardware(id_or_path).id
-                                                                : id_or_path;
+  return !is_builtin_hardware(id_or_path) && looks_like_path(id_or_path)
+             ? resolve_hardware(id_or_path).id
+             : id_or_path;
 }
 
 }  // namespace fsdptune

@@ -627,7 +627,8 @@ void check_program_flow(const Program& program, const Workload& workload,
   };
   std::vector<UnitTasks> units(workload.units.size());
   int optimizer = -1;
-  int off_group = -1;  // the first collective over another group than the job's
+  int off_group = -1;        // the first collective over another group than the job's
+  CommGroup expected_group;  // the job's group for it
   const auto once = [&](int& slot, int t, const std::string& path, const std::string& what) {
     if (slot >= 0) {
       throw_bad_input(where(path), fmt::format("a second {} (the first: task {})", what, slot),
@@ -710,10 +711,11 @@ void check_program_flow(const Program& program, const Workload& workload,
                               : ""),
               hint);
         }
-        if (off_group < 0 &&
-            task.group != (task.kind == TaskKind::kAllReduce ? replicate_group(workload.job)
-                                                             : shard_group(workload.job))) {
+        const CommGroup group = task.kind == TaskKind::kAllReduce ? replicate_group(workload.job)
+                                                                  : shard_group(workload.job);
+        if (off_group < 0 && task.group != group) {
           off_group = t;
+          expected_group = group;
         }
         once(task.kind == TaskKind::kAllReduce ? bucket.all_reduce : bucket.collective, t,
              path + ".bucket", what);
@@ -796,7 +798,7 @@ void check_program_flow(const Program& program, const Workload& workload,
   if (off_group >= 0) {
     const Task& task = program.tasks[static_cast<std::size_t>(off_group)];
     const bool replicas = task.kind == TaskKind::kAllReduce;
-    const CommGroup group = replicas ? replicate_group(workload.job) : shard_group(workload.job);
+    const CommGroup& group = expected_group;
     throw_bad_input(
         where(task_path(off_group) + ".group"),
         fmt::format("{} over {} ranks ({} per node), while the job's {} group is {} "

@@ -59,6 +59,8 @@ nlohmann::json hardware_to_json(const HardwareSpec& spec);
 
 // Built-in specs, compiled in from profiles/{h100-sxm,h200,a100-80g}.json.
 std::vector<std::string> builtin_hardware_names();
+// Whether `id` is one of builtin_hardware_names().
+bool is_builtin_hardware(const std::string& id);
 // Throws Error(kBadInput) listing the built-ins.
 HardwareSpec builtin_hardware(const std::string& id);
 

@@ -1,7 +1,5 @@
 #include "cost_options.hpp"
 
-#include <algorithm>
-
 #include <fmt/format.h>
 
 #include "commands.hpp"
@@ -29,15 +27,6 @@ Profile read_profile_option(const std::string& path) {
 HardwareSpec resolve_hardware_option(const std::string& id_or_path) {
   return read_flag_file("--hardware", id_or_path, [&] { return resolve_hardware(id_or_path); });
 }
-
-namespace {
-
-bool is_builtin_hardware(const std::string& id) {
-  const std::vector<std::string> names = builtin_hardware_names();
-  return std::find(names.begin(), names.end(), id) != names.end();
-}
-
-}  // namespace
 
 ResolvedCostModel resolve_cost_model(const CostOptions& options,
                                      const std::string& default_hardware) {

@@ -71,12 +71,11 @@ std::string provenance_date() {
 std::string profile_hardware_id(const std::string& id_or_path) {
   const std::string id =
       read_flag_file("--hardware", id_or_path, [&] { return recorded_hardware_id(id_or_path); });
-  const std::vector<std::string> builtins = builtin_hardware_names();
-  if (id == id_or_path && std::find(builtins.begin(), builtins.end(), id) == builtins.end()) {
+  if (id == id_or_path && !is_builtin_hardware(id)) {
     fmt::print(stderr,
                "note: --hardware {}: no built-in hardware ({}); the profile records '{}', and "
                "reading it takes --hardware with a spec file of that id\n",
-               id, fmt::join(builtins, ", "), id);
+               id, fmt::join(builtin_hardware_names(), ", "), id);
   }
   return id;
 }
