@@ -322,6 +322,54 @@ double training_flops_per_token(const ModelSpec& model, std::int64_t seq_len) {
              static_cast<double>(model.head_dim) * static_cast<double>(seq_len);
 }
 
+std::vector<std::string> hf_config_notes(const nlohmann::json& json) {
+  std::vector<std::string> notes;
+  if (!json.is_object() || !json.contains("hidden_size")) return notes;
+  const auto string_field = [&](const char* key) {
+    const auto it = json.find(key);
+    return it != json.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  const auto true_field = [&](const char* key) {
+    const auto it = json.find(key);
+    return it != json.end() && it->is_boolean() && it->get<bool>();
+  };
+  // Mistral is Llama's architecture with a sliding window (noted below on its own).
+  const std::string type = string_field("model_type");
+  if (!type.empty() && type != "llama" && type != "mistral") {
+    notes.push_back(fmt::format(
+        "model_type '{}' is read as a Llama-style decoder (RMSNorm, GQA attention with RoPE, "
+        "SwiGLU FFN): what {} does otherwise is not modelled",
+        type, type));
+  }
+  const std::string activation = string_field("hidden_act");
+  if (!activation.empty() && activation != "silu") {
+    notes.push_back(fmt::format(
+        "hidden_act '{}': the FFN is priced as SwiGLU's (a gated FFN of another activation "
+        "costs about the same; a non-gated one has a third fewer FFN weights)",
+        activation));
+  }
+  for (const char* bias : {"attention_bias", "mlp_bias"}) {
+    if (true_field(bias)) {
+      notes.push_back(fmt::format(
+          "{} true: the biases are not counted (their parameters, gradients and collectives "
+          "are a few per mille of the weights')",
+          bias));
+    }
+  }
+  // Qwen2 writes sliding_window with use_sliding_window false; Mistral v0.1 writes 4096.
+  const auto window = json.find("sliding_window");
+  const auto use_window = json.find("use_sliding_window");
+  const bool window_off =
+      use_window != json.end() && use_window->is_boolean() && !use_window->get<bool>();
+  if (window != json.end() && window->is_number() && !window_off) {
+    notes.push_back(fmt::format(
+        "sliding_window {}: attention is priced as full causal attention over the whole "
+        "sequence (a window shorter than --seq costs less)",
+        window->dump()));
+  }
+  return notes;
+}
+
 ModelSpec model_from_json(const nlohmann::json& json, const std::string& source) {
   if (!json.is_object()) {
     throw_bad_input(source, fmt::format("expected a JSON object, got {}", json.type_name()));

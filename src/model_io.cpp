@@ -10,7 +10,7 @@
 
 namespace fsdptune {
 
-ModelSpec resolve_model(const std::string& name_or_path) {
+ModelSpec resolve_model(const std::string& name_or_path, std::vector<std::string>* notes) {
   if (name_or_path.empty()) throw_bad_input("--model", "must not be empty");
   const auto names = builtin_model_names();
   if (std::find(names.begin(), names.end(), name_or_path) != names.end()) {
@@ -21,7 +21,14 @@ ModelSpec resolve_model(const std::string& name_or_path) {
   std::error_code ec;
   if (std::filesystem::exists(name_or_path, ec)) {
     // Our model format or a Hugging Face config.json; model_from_json tells them apart.
-    return model_from_json(read_json_file(name_or_path), name_or_path);
+    const nlohmann::json json = read_json_file(name_or_path);
+    ModelSpec model = model_from_json(json, name_or_path);
+    if (notes != nullptr) {
+      for (const std::string& note : hf_config_notes(json)) {
+        notes->push_back(fmt::format("{}: {}", name_or_path, note));
+      }
+    }
+    return model;
   }
   throw_bad_input("--model",
                   fmt::format("unknown model '{}': not a built-in model nor a file; built-in "

@@ -56,8 +56,9 @@ std::optional<std::string> unknown_field(const nlohmann::json& object,
                                          const std::vector<std::string>& known);
 
 // --model: a built-in name, a path to one of our model files, or a Hugging Face
-// config.json.
-ModelSpec resolve_model(const std::string& name_or_path);
+// config.json. With `notes`, a config.json's hf_config_notes (model.hpp) are appended,
+// each after "PATH: ".
+ModelSpec resolve_model(const std::string& name_or_path, std::vector<std::string>* notes = nullptr);
 // --hardware: a built-in id or a path to a hardware spec file.
 HardwareSpec resolve_hardware(const std::string& id_or_path);
 // The hardware id a profile records for --hardware `id_or_path`: the id of the spec file it

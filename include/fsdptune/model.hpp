@@ -50,6 +50,12 @@ double training_flops_per_token(const ModelSpec& model, std::int64_t seq_len);
 ModelSpec model_from_json(const nlohmann::json& json, const std::string& source);
 nlohmann::json model_to_json(const ModelSpec& model);
 
+// What a Hugging Face config.json describes that the Llama-style ModelSpec read from it
+// leaves out, one note per field, each naming the field: another model_type, an activation
+// other than silu, biases, a sliding window. Empty for a plain LlamaConfig and for our
+// format (no "hidden_size").
+std::vector<std::string> hf_config_notes(const nlohmann::json& json);
+
 // The largest model fsdptune takes, far above any real one, so that every parameter,
 // FLOP and byte count of its workloads fits in 64 bits: at most kMaxModelLayers blocks,
 // every other size field and n_heads x head_dim at most kMaxModelWidth, at most

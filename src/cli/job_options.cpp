@@ -182,9 +182,15 @@ std::string model_argument(const JobOptions& options) {
   return torchtitan_builtin_model(job_toml_config(options));
 }
 
+ModelSpec resolve_model_noted(const std::string& model) {
+  std::vector<std::string> notes;
+  ModelSpec spec = read_flag_file("--model", model, [&] { return resolve_model(model, &notes); });
+  for (const std::string& note : notes) fmt::print(stderr, "note: --model {}\n", note);
+  return spec;
+}
+
 ModelSpec resolve_model_option(const JobOptions& options) {
-  const std::string model = model_argument(options);
-  return read_flag_file("--model", model, [&] { return resolve_model(model); });
+  return resolve_model_noted(model_argument(options));
 }
 
 std::string job_flags_of(const std::string& model, const JobSpec& job) {

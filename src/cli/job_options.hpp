@@ -71,6 +71,10 @@ void add_job_options(CLI::App* command, JobOptions& options, JobFlags flags = Jo
 // simulate pipelines (docs/parallelism.md); elsewhere they keep their defaults (no PP).
 void add_pipeline_options(CLI::App* command, JobOptions& options);
 
+// The model `model` names (a --model value), read as resolve_model reads it, after a
+// "note:" line on stderr for each of a config.json's hf_config_notes.
+ModelSpec resolve_model_noted(const std::string& model);
+
 // The model named by --model (built-in, model file or HF config.json), else by the
 // --job-toml config's [model] name and flavor; Error(kBadInput) when neither names one.
 ModelSpec resolve_model_option(const JobOptions& options);

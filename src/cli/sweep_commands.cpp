@@ -219,8 +219,7 @@ void run_sweep(const SweepCliOptions& o) {
                  seq, cp);
     }
   }
-  const ModelSpec model =
-      read_flag_file("--model", model_name, [&] { return resolve_model(model_name); });
+  const ModelSpec model = resolve_model_noted(model_name);
   const std::unique_ptr<CostModel> costs = make_analytic_cost_model(hardware);
   SweepOptions options;
   options.gpus = o.gpus;

@@ -71,6 +71,21 @@ TEST_CASE("model reads our model files and HF config.json files", "[cli][model]"
   result = run_fsdptune("model --model " + dir + "/config.json --json");
   REQUIRE(result.exit_code == 0);
   CHECK(nlohmann::json::parse(result.out)["parameters"]["total"] == 8'030'261'248);
+  CHECK(result.err.empty());
+  // Another architecture is read as Llama, and said so on stderr (exit 0), once per command.
+  write(dir + "/gemma.json", R"({"hidden_size": 64, "intermediate_size": 128,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100,
+      "model_type": "gemma2", "hidden_act": "gelu_pytorch_tanh"})");
+  for (const std::string command :
+       {"model --model ", "simulate --hardware h100-sxm --gpus 2 --seq 128 --model ",
+        "sweep --gpus 2 --seq 128 --global-batch 2 --top 1 --model "}) {
+    INFO(command);
+    result = run_fsdptune(command + dir + "/gemma.json");
+    CHECK(result.exit_code == 0);
+    CHECK_THAT(result.err, Catch::Contains("note: --model " + dir +
+                                           "/gemma.json: model_type 'gemma2' is read as a Llama"));
+    CHECK_THAT(result.err, Catch::Contains("/gemma.json: hidden_act 'gelu_pytorch_tanh'"));
+  }
 }
 
 TEST_CASE("the shipped model and hardware files are of the formats README.md lists",

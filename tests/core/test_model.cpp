@@ -242,3 +242,40 @@ TEST_CASE("bad model files name the file and the field", "[model][errors]") {
     expect_bad_input([] { resolve_model("llama9"); }, {"--model", "llama3-405b"});
   }
 }
+
+TEST_CASE("an HF config of what the Llama model leaves out gets notes naming the fields",
+          "[model]") {
+  // A tester's gemma2, Qwen2 and Mistral configs read as Llama with no word of it.
+  auto json = nlohmann::json::parse(
+      R"({"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+          "num_attention_heads": 4, "vocab_size": 100, "model_type": "llama",
+          "hidden_act": "silu", "attention_bias": false, "mlp_bias": false})");
+  CHECK(hf_config_notes(json).empty());
+  CHECK(hf_config_notes(model_to_json(builtin_model("tiny"))).empty());
+  auto gemma = json;
+  gemma["model_type"] = "gemma2";
+  gemma["hidden_act"] = "gelu_pytorch_tanh";
+  gemma["sliding_window"] = 4096;
+  const auto notes = hf_config_notes(gemma);
+  REQUIRE(notes.size() == 3);
+  CHECK_THAT(notes[0], Catch::StartsWith("model_type 'gemma2' is read as a Llama-style"));
+  CHECK_THAT(notes[1], Catch::StartsWith("hidden_act 'gelu_pytorch_tanh'"));
+  CHECK_THAT(notes[2], Catch::StartsWith("sliding_window 4096: attention is priced as full"));
+  // Qwen2 writes a window it does not use; Mistral is Llama's architecture.
+  auto qwen = json;
+  qwen["model_type"] = "qwen2";
+  qwen["sliding_window"] = 131072;
+  qwen["use_sliding_window"] = false;
+  REQUIRE(hf_config_notes(qwen).size() == 1);
+  auto mistral = json;
+  mistral["model_type"] = "mistral";
+  mistral["sliding_window"] = nullptr;
+  mistral["attention_bias"] = true;
+  mistral["mlp_bias"] = true;
+  const auto biases = hf_config_notes(mistral);
+  REQUIRE(biases.size() == 2);
+  CHECK_THAT(biases[0], Catch::StartsWith("attention_bias true: the biases are not counted"));
+  CHECK_THAT(biases[1], Catch::StartsWith("mlp_bias true"));
+  // The notes do not change what is read.
+  CHECK(model_from_json(gemma, "g.json").dim == model_from_json(json, "g.json").dim);
+}
