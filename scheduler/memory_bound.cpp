@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include <fmt/format.h>
@@ -333,27 +334,93 @@ std::string describe_any_timing_state(const Program& program, const AnyTimingPea
   return text;
 }
 
-ChunkAnyTimingExcess chunk_any_timing_excess(const Program& program, const ChunkTimes& times) {
-  // Both bounds are at least the simulated peaks (the simulated order is one of those
-  // bounded); the max guards a chunk's times from another simulation.
-  return {std::max<std::int64_t>(
-              0, any_timing_peak(program).peak_allocated_bytes - times.base_peak_allocated_bytes),
-          std::max<std::int64_t>(
-              0, any_timing_reserved_bytes(program) - times.base_peak_reserved_bytes)};
+namespace {
+
+// The ActionMemory of one kind of action at any timing: its tasks (`tasks`, ascending) as a
+// Program of their own, their memory events as the action tracks them (`scope`; every
+// event as it is without one), each dependency on a task outside it met before it starts
+// (the rank's actions run one after another). Its held bytes are the same at any timing.
+ActionMemory any_timing_action(const Program& program, const ChunkActionEvents& tracked,
+                               const ChunkActionScope* scope, const std::vector<int>& tasks,
+                               const SimOptions& options) {
+  Program part;
+  part.streams = program.streams;
+  part.buckets = program.buckets;
+  std::vector<int> index(program.tasks.size(), -1);
+  ActionMemory memory;
+  for (const int id : tasks) {
+    Task task = program.tasks[static_cast<std::size_t>(id)];
+    index[static_cast<std::size_t>(id)] = static_cast<int>(part.tasks.size());
+    task.id = static_cast<int>(part.tasks.size());
+    std::vector<int> deps;
+    for (const int dep : task.deps) {
+      if (index[static_cast<std::size_t>(dep)] >= 0)
+        deps.push_back(index[static_cast<std::size_t>(dep)]);
+    }
+    task.deps = std::move(deps);
+    std::vector<MemoryEvent> events;
+    for (const MemoryEvent& event : task.memory) {
+      const std::optional<MemoryEvent> applied =
+          scope != nullptr ? tracked(*scope, program.tasks[static_cast<std::size_t>(id)], event)
+                           : std::optional<MemoryEvent>(event);
+      if (!applied) continue;
+      events.push_back(*applied);
+      memory.held_bytes += applied->bytes;
+      memory.held_breakdown[static_cast<int>(applied->category)] += applied->bytes;
+    }
+    task.memory = std::move(events);
+    part.tasks.push_back(std::move(task));
+  }
+  const AnyTimingPeak peak = any_timing_peak(part);
+  memory.peak_bytes = peak.peak_allocated_bytes;
+  memory.peak_breakdown = peak.breakdown;
+  memory.peak_reserved_bytes = any_timing_reserved_bytes(part, options);
+  return memory;
 }
 
-std::vector<StageAnyTiming> pipeline_any_timing(const std::vector<StageResult>& stages,
+// Every kind of action of a chunk at any timing (ChunkMemory's entries).
+ChunkMemory any_timing_chunk_memory(const JobSpec& job, const Program& program, bool accumulates) {
+  const SimOptions options;
+  const ChunkActionEvents tracked(program);
+  return chunk_memory_with(job, program, accumulates,
+                           [&](const ChunkActionScope* scope, const std::vector<int>& tasks) {
+                             return any_timing_action(program, tracked, scope, tasks, options);
+                           });
+}
+
+}  // namespace
+
+ChunkAnyTimingExcess chunk_any_timing_excess(const JobSpec& job, const Program& program,
+                                             const ChunkTimes& times) {
+  // Both bounds are at least the simulated peaks (the simulated order is one of those
+  // bounded); the max guards a chunk's times from another simulation.
+  ChunkAnyTimingExcess excess{
+      std::max<std::int64_t>(
+          0, any_timing_peak(program).peak_allocated_bytes - times.base_peak_allocated_bytes),
+      std::max<std::int64_t>(0,
+                             any_timing_reserved_bytes(program) - times.base_peak_reserved_bytes),
+      any_timing_chunk_memory(job, program, times.accumulates)};
+  return excess;
+}
+
+std::vector<StageAnyTiming> pipeline_any_timing(const PipelineSpec& spec,
+                                                const std::vector<StageResult>& stages,
                                                 const std::vector<ChunkAnyTimingExcess>& excess) {
-  const std::size_t pp = stages.size();
-  FSDPTUNE_CHECK(pp > 0 && excess.size() % pp == 0, "pipeline_any_timing: chunks by rank");
+  FSDPTUNE_CHECK(
+      excess.size() == spec.chunks.size() && stages.size() == static_cast<std::size_t>(spec.stages),
+      "pipeline_any_timing: a bound per chunk, a stage per rank");
+  PipelineSpec any = spec;
+  for (std::size_t c = 0; c < excess.size(); ++c) any.chunks[c].memory = excess[c].memory;
   std::vector<StageAnyTiming> bounds;
   for (const StageResult& stage : stages) {
-    StageAnyTiming bound{stage.rank, stage.peak_allocated_bytes, stage.peak_reserved_bytes};
-    for (std::size_t c = static_cast<std::size_t>(stage.rank); c < excess.size(); c += pp) {
-      bound.peak_allocated_bytes += excess[c].allocated_bytes;
-      bound.peak_reserved_bytes += excess[c].reserved_bytes;
-    }
-    bounds.push_back(bound);
+    const std::vector<PipelineAction> order =
+        !stage.actions.empty() ? stage.actions
+                               : pipeline_order(spec.stages, spec.virtual_stages, spec.microbatches,
+                                                spec.schedule, stage.rank, spec.steps);
+    const StageMemory memory = stage_memory(any, stage.rank, order);
+    // At least the predicted peaks (a schedule's stored ones, written by an older model).
+    bounds.push_back({stage.rank, std::max(stage.peak_allocated_bytes, memory.peak_allocated_bytes),
+                      std::max(stage.peak_reserved_bytes, memory.peak_reserved_bytes)});
   }
   return bounds;
 }
@@ -361,15 +428,21 @@ std::vector<StageAnyTiming> pipeline_any_timing(const std::vector<StageResult>& 
 std::vector<StageAnyTiming> pipeline_any_timing(const PipelineSimulation& sim) {
   std::vector<ChunkAnyTimingExcess> excess;
   for (std::size_t c = 0; c < sim.chunk_programs.size(); ++c) {
-    excess.push_back(chunk_any_timing_excess(sim.chunk_programs[c], sim.spec.chunks[c]));
+    excess.push_back(chunk_any_timing_excess(sim.chunk_workloads[c].job, sim.chunk_programs[c],
+                                             sim.spec.chunks[c]));
   }
-  return pipeline_any_timing(sim.result.stages, excess);
+  return pipeline_any_timing(sim.spec, sim.result.stages, excess);
 }
 
-std::vector<StageAnyTiming> pipeline_any_timing(const SchedulePipeline& pipeline) {
+std::vector<StageAnyTiming> pipeline_any_timing(const ScheduleFile& schedule) {
+  FSDPTUNE_CHECK(schedule.pipeline.has_value(), "pipeline_any_timing of a version 1 schedule");
+  const SchedulePipeline& pipeline = *schedule.pipeline;
+  const JobSpec& job = schedule.job;
+  PipelineSpec spec = pipeline_spec_of(job);
   std::vector<ChunkAnyTimingExcess> excess;
   for (const ScheduleChunk& chunk : pipeline.chunks) {
-    excess.push_back(chunk_any_timing_excess(chunk.program, chunk.times));
+    spec.chunks.push_back(chunk.times);
+    excess.push_back(chunk_any_timing_excess(job, chunk.program, chunk.times));
   }
   std::vector<StageResult> stages;
   for (const ScheduleStage& stage : pipeline.stages) {
@@ -377,9 +450,10 @@ std::vector<StageAnyTiming> pipeline_any_timing(const SchedulePipeline& pipeline
     result.rank = stage.rank;
     result.peak_allocated_bytes = stage.peak_allocated_bytes;
     result.peak_reserved_bytes = stage.peak_reserved_bytes;
+    result.actions = stage.actions;
     stages.push_back(result);
   }
-  return pipeline_any_timing(stages, excess);
+  return pipeline_any_timing(spec, stages, excess);
 }
 
 std::int64_t largest_any_timing_reserved_bytes(const std::vector<StageAnyTiming>& stages) {

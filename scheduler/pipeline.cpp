@@ -181,42 +181,24 @@ PipelineResult simulate_pipeline(const PipelineSpec& spec) {
     // beside its other chunks' backwards.
     double optimizers_from_s = stage.pipeline_end_s;
     double optimizers_s = 0;
-    std::int64_t base_allocated = 0, base_reserved = 0;
     for (int c = stage.rank; c < C; c += P) {
       const ChunkTimes& times = spec.chunks[c];
       optimizers_from_s = std::max(optimizers_from_s,
                                    backward_end[at(c, total - 1)] + reduce_scatter_wait_s(times));
       optimizers_s += times.optimizer_s;
-      // Everything of the chunk's own peak but its one microbatch of activations, plus
-      // the gradients it accumulates (upper estimate: the single-microbatch peak may
-      // already hold some of them).
-      base_allocated += times.base_peak_allocated_bytes - times.activation_bytes +
-                        times.accumulated_gradient_bytes;
-      base_reserved += chunk_base_reserved_bytes(times, spec.allocator_fragmentation);
     }
     stage.end_s = optimizers_from_s + optimizers_s;
-    // Activations in flight: allocated by a forward, freed by the matching backward. Each
-    // action is sampled with its own microbatch's held (a backward before it frees them);
-    // a backward's reduce-scatters end before the next action starts.
-    std::int64_t in_flight_bytes = 0, peak_transient_bytes = 0;
+    // Microbatches in flight: forwarded, not yet backwarded.
     int in_flight = 0;
     for (const PipelineAction& action : stage.actions) {
-      const std::int64_t bytes = spec.chunks[action.chunk].activation_bytes;
-      if (!action.backward) {
-        ++in_flight;
-        in_flight_bytes += bytes;
-      }
+      in_flight += action.backward ? -1 : 1;
       stage.max_in_flight = std::max(stage.max_in_flight, in_flight);
-      peak_transient_bytes = std::max(peak_transient_bytes, in_flight_bytes);
-      if (action.backward) {
-        --in_flight;
-        in_flight_bytes -= bytes;
-      }
     }
-    stage.peak_allocated_bytes = base_allocated + peak_transient_bytes;
-    stage.peak_reserved_bytes =
-        base_reserved +
-        transient_reserved_bytes(peak_transient_bytes, spec.allocator_fragmentation);
+    // Memory: the rank's actions in order, each holding what it leaves and peaking while
+    // it runs (a backward's reduce-scatters end before the next action starts).
+    const StageMemory memory = stage_memory(spec, stage.rank, stage.actions);
+    stage.peak_allocated_bytes = memory.peak_allocated_bytes;
+    stage.peak_reserved_bytes = memory.peak_reserved_bytes;
     result.step_time_s = std::max(result.step_time_s, stage.end_s);
   }
   // At least 0: the stages' busy times, summed action by action, can round a little past
@@ -330,10 +312,79 @@ ChunkTimes chunk_times_with(const Workload& chunk, const Program& program, const
   }
   times.base_peak_allocated_bytes = result.peak_allocated_bytes;
   times.base_peak_reserved_bytes = result.peak_reserved_bytes;
+  times.memory = chunk_memory(job, program, result.timings, times.accumulates);
   return times;
 }
 
+// One memory event of an action, where the chunk's simulated timeline applies it.
+struct TimedEvent {
+  double time_s = 0;
+  // At one instant the simulator applies the ends of tasks that started earlier, then
+  // starts, then the ends of tasks that started (and took no time) at that instant.
+  int order = 0;
+  int task = 0;
+  MemoryEvent event;
+};
+
+// The ActionMemory of `events` in their timeline order, the peak sampled after each task's
+// start or end (as the simulator notes memory), reserved as `options` estimate it.
+ActionMemory action_memory(std::vector<TimedEvent> events, const SimOptions& options) {
+  std::sort(events.begin(), events.end(), [](const TimedEvent& a, const TimedEvent& b) {
+    if (a.time_s != b.time_s) return a.time_s < b.time_s;
+    if (a.order != b.order) return a.order < b.order;
+    return a.task < b.task;
+  });
+  ActionMemory memory;
+  MemoryBreakdown level{};
+  std::int64_t sharded_rounded = 0, transient_rounded = 0;
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const MemoryEvent& event = events[i].event;
+    memory.held_bytes += event.bytes;
+    const std::int64_t rounded = round_to_segment(event.bytes, options.allocator_segment_bytes);
+    (event.category == MemoryCategory::kShardedState ? sharded_rounded : transient_rounded) +=
+        rounded;
+    level[static_cast<int>(event.category)] += event.bytes;
+    const bool batch_ends = i + 1 == events.size() || events[i + 1].time_s != events[i].time_s ||
+                            events[i + 1].order != events[i].order ||
+                            events[i + 1].task != events[i].task;
+    if (!batch_ends) continue;
+    if (memory.held_bytes > memory.peak_bytes) {
+      memory.peak_bytes = memory.held_bytes;
+      memory.peak_breakdown = level;
+    }
+    memory.peak_reserved_bytes =
+        std::max(memory.peak_reserved_bytes,
+                 reserved_estimate_bytes(sharded_rounded, transient_rounded, options));
+  }
+  memory.held_breakdown = level;
+  return memory;
+}
+
 }  // namespace
+
+ChunkMemory chunk_memory(const JobSpec& job, const Program& program,
+                         const std::vector<TaskTiming>& timings, bool accumulates,
+                         const SimOptions& options) {
+  FSDPTUNE_CHECK(timings.size() == program.tasks.size(), "chunk_memory needs timings");
+  const ChunkActionEvents tracked(program);
+  const auto timed = [&](const ChunkActionScope* scope, const std::vector<int>& tasks) {
+    std::vector<TimedEvent> events;
+    for (const int id : tasks) {
+      const Task& task = program.tasks[static_cast<std::size_t>(id)];
+      const TaskTiming& timing = timings[static_cast<std::size_t>(id)];
+      for (const MemoryEvent& event : task.memory) {
+        const std::optional<MemoryEvent> applied =
+            scope != nullptr ? tracked(*scope, task, event) : std::optional<MemoryEvent>(event);
+        if (!applied) continue;
+        int order = 1;
+        if (event.at_end) order = timing.start_s < timing.end_s ? 0 : 2;
+        events.push_back({event.at_end ? timing.end_s : timing.start_s, order, id, *applied});
+      }
+    }
+    return action_memory(std::move(events), options);
+  };
+  return chunk_memory_with(job, program, accumulates, timed);
+}
 
 ChunkTimes chunk_times(const Workload& chunk, const Program& program, const SimResult& result,
                        bool keep_gathered, const CostModel& costs) {
@@ -431,11 +482,7 @@ PipelineSimulation simulate_pipelined_programs(const Workload& workload,
                      keep_gathered.size() == chunk_count && chunk_workloads.size() == chunk_count &&
                      (chunk_compute == nullptr || chunk_compute->size() == chunk_count),
                  "simulate_pipelined_programs: one plan, program and choice per chunk");
-  sim.spec.stages = static_cast<int>(job.pp);
-  sim.spec.virtual_stages = static_cast<int>(job.virtual_stages);
-  sim.spec.microbatches = static_cast<int>(job.microbatches);
-  sim.spec.steps = static_cast<int>(job.pipeline_steps);
-  sim.spec.schedule = job.pp_schedule;
+  sim.spec = pipeline_spec_of(job);
   SimOptions chunk_options = options;
   chunk_options.record_timings = true;
   for (std::size_t c = 0; c < chunk_count; ++c) {

@@ -65,12 +65,7 @@ double pipeline_step_lower_bound(const Workload& workload,
                      chunk_fsdp2_programs.size() == chunk_step_bounds_s.size(),
                  "pipeline_step_lower_bound: compute, fsdp2 program and step bound per chunk");
   const JobSpec& job = workload.job;
-  PipelineSpec spec;
-  spec.stages = static_cast<int>(job.pp);
-  spec.virtual_stages = static_cast<int>(job.virtual_stages);
-  spec.microbatches = static_cast<int>(job.microbatches);
-  spec.steps = static_cast<int>(job.pipeline_steps);
-  spec.schedule = job.pp_schedule;
+  PipelineSpec spec = pipeline_spec_of(job);
   set_pipeline_sends(workload, costs, spec);
   for (std::size_t c = 0; c < chunk_compute.size(); ++c) {
     spec.chunks.push_back(

@@ -55,7 +55,9 @@ class ChunkEvaluator {
     candidate.plan = std::move(plan);
     const SimResult result = simulate(program_, options_, workspace_);
     candidate.times = chunk_times(*chunk_, program_, result, keep_gathered, lowerer_.compute());
-    if (any_timing_) candidate.excess = chunk_any_timing_excess(program_, candidate.times);
+    if (any_timing_) {
+      candidate.excess = chunk_any_timing_excess(chunk_->job, program_, candidate.times);
+    }
     return candidate;
   }
 
@@ -73,11 +75,13 @@ class ChunkEvaluator {
   bool any_timing_;
 };
 
-// `times` with its one-microbatch peaks raised by `excess`: what the compositions judge
-// under --fit any-timing (the stage peaks then are pipeline_any_timing's).
+// `times` with its one-microbatch peaks raised by `excess` and its actions' memory at any
+// timing: what the compositions judge under --fit any-timing (the stage peaks then are
+// pipeline_any_timing's).
 ChunkTimes at_any_timing(ChunkTimes times, const ChunkAnyTimingExcess& excess) {
   times.base_peak_allocated_bytes += excess.allocated_bytes;
   times.base_peak_reserved_bytes += excess.reserved_bytes;
+  times.memory = excess.memory;
   return times;
 }
 
@@ -190,19 +194,16 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
   // 3. The compositions of the candidates under every per-stage memory threshold
   //    (pipeline_compositions): the fastest whose largest stage peak fits; when none
   //    fits, the smallest peak.
-  PipelineSpec spec;
-  spec.stages = P;
-  spec.virtual_stages = V;
-  spec.microbatches = M;
-  spec.steps = static_cast<int>(job.pipeline_steps);
-  spec.schedule = job.pp_schedule;
+  PipelineSpec spec = pipeline_spec_of(job);
   set_pipeline_sends(workload, costs, spec);
   // Under --fit any-timing the compositions are judged by their stages' peaks at any
-  // timing (each chunk's one-microbatch peaks at any timing of its Program).
+  // timing (each chunk's actions at any timing of their tasks).
   std::vector<std::vector<ChunkTimes>> options_times(C);
   for (int c = 0; c < C; ++c) {
     for (const ChunkCandidate& candidate : candidates[c]) {
-      options_times[c].push_back(at_any_timing(candidate.times, candidate.excess));
+      options_times[c].push_back(options.fit_at_any_timing
+                                     ? at_any_timing(candidate.times, candidate.excess)
+                                     : candidate.times);
     }
   }
   const std::vector<PipelineComposition> compositions = pipeline_compositions(spec, options_times);

@@ -9,7 +9,7 @@ void set_report_any_timing(ReportEntry& entry) {
   entry.any_timing.reset();
   entry.stage_any_timing.clear();
   if (schedule.pipeline) {
-    entry.stage_any_timing = pipeline_any_timing(*schedule.pipeline);
+    entry.stage_any_timing = pipeline_any_timing(schedule);
     return;
   }
   if (schedule.program.tasks.empty()) return;

@@ -41,17 +41,6 @@ struct FlatEvent {
 
 }  // namespace
 
-std::int64_t round_to_segment(std::int64_t bytes, std::int64_t segment_bytes) {
-  if (segment_bytes <= 1) return bytes;
-  const std::int64_t magnitude = bytes >= 0 ? bytes : -bytes;
-  // A power-of-two segment (the default 2 MiB) rounds with a mask: the same value as
-  // round_up without a 64-bit division per memory event.
-  const std::int64_t rounded = (segment_bytes & (segment_bytes - 1)) == 0
-                                   ? (magnitude + segment_bytes - 1) & ~(segment_bytes - 1)
-                                   : round_up(magnitude, segment_bytes);
-  return bytes >= 0 ? rounded : -rounded;
-}
-
 // The flat arrays a simulation builds from its Program; kept by a SimWorkspace between
 // calls so that simulating many programs does not reallocate them.
 struct SimWorkspace::Arrays {
@@ -286,9 +275,8 @@ class Simulation {
       result_.peak_allocated_bytes = total_allocated_;
       result_.peak_breakdown = allocated_;
     }
-    const auto reserved_bytes = static_cast<std::int64_t>(
-        static_cast<double>(persistent_rounded_) +
-        (1.0 + options_.allocator_fragmentation) * static_cast<double>(transient_rounded_));
+    const std::int64_t reserved_bytes =
+        reserved_estimate_bytes(persistent_rounded_, transient_rounded_, options_);
     result_.peak_reserved_bytes = std::max(result_.peak_reserved_bytes, reserved_bytes);
     if (options_.record_timeline) result_.memory_timeline.push_back({now_s_, total_allocated_});
     return reserved_bytes;

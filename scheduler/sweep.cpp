@@ -316,11 +316,7 @@ std::vector<SweepCandidate> evaluate_plannings(const ModelSpec& model, const Job
   const auto evaluate = [&](const ChunkPlanning& planning, SweepCandidate& candidate,
                             bool at_any_timing) {
     PipelineSimulation sim;
-    sim.spec.stages = static_cast<int>(job.pp);
-    sim.spec.virtual_stages = static_cast<int>(job.virtual_stages);
-    sim.spec.microbatches = static_cast<int>(job.microbatches);
-    sim.spec.steps = static_cast<int>(job.pipeline_steps);
-    sim.spec.schedule = job.pp_schedule;
+    sim.spec = pipeline_spec_of(job);
     std::vector<ChunkTimes> times;
     std::vector<ChunkAnyTimingExcess> excess;
     for (Distinct& chunk : distinct) {
@@ -332,7 +328,9 @@ std::vector<SweepCandidate> evaluate_plannings(const ModelSpec& model, const Job
       const SimResult result = simulate(program, options, workspace);
       times.push_back(chunk_times(chunk.workload, program, result, planning.keep_gathered,
                                   chunk.lowerer->compute()));
-      if (at_any_timing) excess.push_back(chunk_any_timing_excess(program, times.back()));
+      if (at_any_timing) {
+        excess.push_back(chunk_any_timing_excess(chunk.workload.job, program, times.back()));
+      }
     }
     for (const std::size_t kind : chunk_kind) sim.spec.chunks.push_back(times[kind]);
     sim.spec.send_s = sends.send_s;
@@ -360,8 +358,8 @@ std::vector<SweepCandidate> evaluate_plannings(const ModelSpec& model, const Job
     if (at_any_timing) {
       std::vector<ChunkAnyTimingExcess> by_chunk;
       for (const std::size_t kind : chunk_kind) by_chunk.push_back(excess[kind]);
-      candidate.any_timing_reserved_bytes =
-          largest_any_timing_reserved_bytes(pipeline_any_timing(sim.result.stages, by_chunk));
+      candidate.any_timing_reserved_bytes = largest_any_timing_reserved_bytes(
+          pipeline_any_timing(sim.spec, sim.result.stages, by_chunk));
       if (candidate.fits && candidate.any_timing_reserved_bytes > memory_limit_bytes) {
         candidate.fits = false;
         candidate.rejected = fmt::format("peak reserved at any timing {} > limit {}",

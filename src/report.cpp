@@ -404,8 +404,8 @@ std::vector<std::string> any_timing_lines(const ScheduleReport& schedule) {
                           })
              ->any_timing;
     return {fmt::format(
-        "tuned pipeline at any timing: {} allocated, {} reserved at most (stage {}, its chunks' "
-        "peaks at any timing of their Programs), {}",
+        "tuned pipeline at any timing: {} allocated, {} reserved at most (stage {}, its actions "
+        "in order, each at any timing of its tasks), {}",
         format_bytes(largest.peak_allocated_bytes), format_bytes(largest.peak_reserved_bytes),
         largest.rank,
         any_timing_verdict(largest.peak_allocated_bytes, largest.peak_reserved_bytes,

@@ -1696,9 +1696,7 @@ PlanSummary pipeline_summary(const PipelineSimulation& sim, const std::string& p
     summary.idle_s =
         std::max(0.0, sim.result.step_time_s - summary.compute_s - summary.exposed_comm_s);
   }
-  // The peak stage's memory by category: its chunks' single-microbatch peaks, the gradients
-  // they accumulate across microbatches, and activations the rest (the microbatches in
-  // flight: the stage's peak is computed that way, simulate_pipeline_schedule).
+  // The peak stage's memory by category where its allocated peak is (stage_memory).
   const StageResult* largest = nullptr;
   for (const StageResult& stage : sim.result.stages) {
     if (largest == nullptr || stage.peak_allocated_bytes > largest->peak_allocated_bytes) {
@@ -1706,22 +1704,7 @@ PlanSummary pipeline_summary(const PipelineSimulation& sim, const std::string& p
     }
   }
   if (largest != nullptr) {
-    MemoryBreakdown& breakdown = summary.peak_breakdown;
-    for (std::size_t c = 0; c < chunks; ++c) {
-      if (static_cast<int>(c) % stages != largest->rank) continue;
-      const MemoryBreakdown& chunk = sim.chunk_results[c].peak_breakdown;
-      for (const MemoryCategory category :
-           {MemoryCategory::kShardedState, MemoryCategory::kGatheredParams,
-            MemoryCategory::kGradients, MemoryCategory::kWorkspace}) {
-        breakdown[static_cast<int>(category)] += chunk[static_cast<int>(category)];
-      }
-      breakdown[static_cast<int>(MemoryCategory::kGradients)] +=
-          sim.spec.chunks[c].accumulated_gradient_bytes;
-    }
-    std::int64_t others = 0;
-    for (const std::int64_t bytes : breakdown) others += bytes;
-    breakdown[static_cast<int>(MemoryCategory::kActivations)] =
-        std::max<std::int64_t>(0, largest->peak_allocated_bytes - others);
+    summary.peak_breakdown = stage_memory(sim.spec, largest->rank, largest->actions).peak_breakdown;
   }
   // As pipeline_fits (scheduler/): the largest stage reserved peak against the limit.
   summary.fits = summary.peak_reserved_bytes <= memory_limit_bytes;
@@ -1757,6 +1740,7 @@ ScheduleFile pipeline_schedule(const Workload& workload, const PipelineSimulatio
     summary.fits = sim.result.stages.at(static_cast<std::size_t>(chunk.rank)).peak_reserved_bytes <=
                    memory_limit_bytes;
     chunk.times = sim.spec.chunks[c];
+    chunk.times.memory = {};  // not stored: the chunk's Program gives it (ChunkTimes::memory)
     pipeline.chunks.push_back(std::move(chunk));
   }
   for (const StageResult& stage : sim.result.stages) {

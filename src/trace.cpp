@@ -188,23 +188,17 @@ nlohmann::json pipeline_chrome_trace(const PipelineSimulation& sim, const std::s
       add_thread(events, pid, static_cast<int>(t), threads[t]);
     }
 
-    // The stage's memory as simulate_pipeline models it: its chunks' one-microbatch peaks
-    // less their activations, plus the gradients they accumulate, from the start; each
-    // microbatch's activations from its forward's end to its backward's end. The largest
-    // sample is the stage's allocated peak.
-    std::int64_t allocated_bytes = 0;
-    for (int c = stage.rank; c < C; c += P) {
-      const ChunkTimes& times = sim.spec.chunks[c];
-      allocated_bytes += times.base_peak_allocated_bytes - times.activation_bytes +
-                         times.accumulated_gradient_bytes;
-    }
-    events.push_back(memory_event(pid, 0, allocated_bytes));
-    for (const PipelineAction& action : stage.actions) {
+    // The stage's memory as simulate_pipeline models it (stage_memory): its chunks'
+    // sharded states, then each action's peak from its start and what it leaves at its end.
+    // The largest sample is the stage's allocated peak.
+    const StageMemory memory = stage_memory(sim.spec, stage.rank, stage.actions);
+    events.push_back(memory_event(pid, 0, memory.start_bytes));
+    for (std::size_t a = 0; a < stage.actions.size(); ++a) {
+      const PipelineAction& action = stage.actions[a];
       const int c = action.chunk;
       const int m = action.microbatch;
-      const std::int64_t activation_bytes = sim.spec.chunks[c].activation_bytes;
-      allocated_bytes += action.backward ? -activation_bytes : activation_bytes;
-      events.push_back(memory_event(pid, action.end_s, allocated_bytes));
+      events.push_back(memory_event(pid, action.start_s, memory.action_peak_bytes[a]));
+      events.push_back(memory_event(pid, action.end_s, memory.action_end_bytes[a]));
       const Program& program = sim.chunk_programs[c];
       const SimResult& result = sim.chunk_results[c];
       const bool keep = sim.chunk_keep_gathered[c];
@@ -281,6 +275,8 @@ nlohmann::json pipeline_chrome_trace(const PipelineSimulation& sim, const std::s
     double optimizers_s = 0;
     for (int c = stage.rank; c < C; c += P) optimizers_s += sim.spec.chunks[c].optimizer_s;
     double from_s = stage.end_s - optimizers_s;
+    events.push_back(memory_event(pid, from_s, memory.optimizer_peak_bytes));
+    events.push_back(memory_event(pid, stage.end_s, memory.end_bytes));
     for (int c = stage.rank; c < C; c += P) {
       const Program& program = sim.chunk_programs[c];
       const SimResult& result = sim.chunk_results[c];

@@ -388,34 +388,6 @@ class BucketTasks {
   std::vector<int> copy_outs_;  // per bucket, per run of the Program
 };
 
-// Is `task` the one that frees the unsharded gradients of its reduce-scatter bucket: the
-// copy-in, or the reduce-scatter itself when the bucket has no copy-in?
-bool consumes_unsharded_gradients(const Program& program, const BucketTasks& buckets,
-                                  const Task& task) {
-  if (task.kind == TaskKind::kCopyIn) {
-    return program.buckets[static_cast<std::size_t>(task.bucket)].kind ==
-           CollectiveKind::kReduceScatter;
-  }
-  return task.kind == TaskKind::kReduceScatter && !buckets.has_copy_in(task.bucket);
-}
-
-// tracked_memory_event with the Program's BucketTasks at hand.
-MemoryEvent tracked_memory_event(const ReplayAction& action, const Program& program,
-                                 const BucketTasks& buckets, const Task& task, MemoryEvent event) {
-  if (event.category != MemoryCategory::kGradients ||
-      action.gradient_bytes_numerator == action.gradient_bytes_denominator) {
-    return event;
-  }
-  const bool allocation = is_compute(task.kind) && event.bytes > 0;
-  // A reduce-scatter's own -full_bytes frees the copy-in's reduce-dtype input, not gradients.
-  const bool consumed = event.bytes < 0 && consumes_unsharded_gradients(program, buckets, task) &&
-                        event.bytes != -task.bytes;
-  if (allocation || consumed) {
-    event.bytes = event.bytes * action.gradient_bytes_numerator / action.gradient_bytes_denominator;
-  }
-  return event;
-}
-
 // How one Program's tasks become backend work: its bucket indices shifted by
 // `bucket_offset` into the layout's buckets (a pipeline rank holds several chunks').
 class ProgramWork {
@@ -423,7 +395,11 @@ class ProgramWork {
   // overlap: replay the compute tasks' collectives beside the compute the model overlaps
   // them with (op_steps), else in op order (ExecutorOptions::serial_collectives).
   ProgramWork(const Program& program, const Workload& workload, int bucket_offset, bool overlap)
-      : program_(program), workload_(workload), bucket_offset_(bucket_offset), tasks_(program) {
+      : program_(program),
+        workload_(workload),
+        bucket_offset_(bucket_offset),
+        tasks_(program),
+        events_(program) {
     for (const Task& task : program_.tasks) {
       labels_.push_back(fmt::format("task {} ({})", task.id,
                                     task.name.empty() ? to_string(task.kind) : task.name));
@@ -441,7 +417,8 @@ class ProgramWork {
   }
 
   const Program& program() const { return program_; }
-  const BucketTasks& bucket_tasks() const { return tasks_; }
+  // How an action tracks the Program's memory events (chunk_action_scope's rules).
+  const ChunkActionEvents& action_events() const { return events_; }
   // Compute-path collectives the model overlaps that run whole instead (their partner op
   // does not split: op_steps), by name, once per compute task that has them.
   const std::vector<std::string>& overlaps_not_replayed() const { return not_replayed_; }
@@ -481,6 +458,7 @@ class ProgramWork {
   const Workload& workload_;
   int bucket_offset_ = 0;
   BucketTasks tasks_;
+  ChunkActionEvents events_;
   std::vector<std::string> labels_;         // per task, for data check messages
   std::vector<std::vector<OpStep>> steps_;  // per compute task with overlaps (op_steps)
   std::vector<std::string> not_replayed_;
@@ -702,14 +680,6 @@ class PipelineReplay final : public StepReplay {
     return -1;
   }
 
-  static bool applies(const ReplayAction& action, const Task& task, const MemoryEvent& event) {
-    if (event.category == MemoryCategory::kGatheredParams) return action.gathered_params_events;
-    if (event.category == MemoryCategory::kGradients && is_compute(task.kind) && event.bytes > 0) {
-      return action.gradient_allocations;
-    }
-    return true;
-  }
-
   void enqueue_task(int local, const ReplayAction& action, int id, MemoryReplay& memory) {
     const ProgramWork& work = *work_[static_cast<std::size_t>(local)];
     const Program& program = work.program();
@@ -721,14 +691,17 @@ class PipelineReplay final : public StepReplay {
       }
     }
     const EventId start = backend_.record(task.stream);
-    for (const MemoryEvent& event : task.memory) {
-      if (!event.at_end && applies(action, task, event)) {
-        memory.apply(tracked_memory_event(action, program, work.bucket_tasks(), task, event),
-                     task.stream, local);
+    const auto apply_events = [&](bool at_end) {
+      for (const MemoryEvent& event : task.memory) {
+        if (event.at_end != at_end) continue;
+        if (const auto tracked = work.action_events()(action.scope, task, event)) {
+          memory.apply(*tracked, task.stream, local);
+        }
       }
-    }
+    };
+    apply_events(false);
     work.enqueue_work(backend_, task);
-    if (action.accumulate_gradients && task.kind == TaskKind::kBackward) {
+    if (action.scope.accumulate_gradients && task.kind == TaskKind::kBackward) {
       // The backward of a reduce-scatter bucket's lowest unit (the last of it to run)
       // completes the bucket's gradients of this microbatch.
       for (std::size_t b = 0; b < program.buckets.size(); ++b) {
@@ -739,12 +712,7 @@ class PipelineReplay final : public StepReplay {
         }
       }
     }
-    for (const MemoryEvent& event : task.memory) {
-      if (event.at_end && applies(action, task, event)) {
-        memory.apply(tracked_memory_event(action, program, work.bucket_tasks(), task, event),
-                     task.stream, local);
-      }
-    }
+    apply_events(true);
     const EventId end = backend_.record(task.stream);
     ends_[static_cast<std::size_t>(local)][static_cast<std::size_t>(action.microbatch)]
          [static_cast<std::size_t>(id)] = end;
@@ -1390,11 +1358,6 @@ bool accumulates(const ScheduleFile& schedule, int chunk) {
 
 }  // namespace
 
-MemoryEvent tracked_memory_event(const ReplayAction& action, const Program& program,
-                                 const Task& task, MemoryEvent event) {
-  return tracked_memory_event(action, program, BucketTasks(program), task, event);
-}
-
 PipelineReplayPlan plan_pipeline_replay(const ScheduleFile& schedule, const ReplayMesh& mesh,
                                         int rank) {
   FSDPTUNE_CHECK(schedule.pipeline.has_value(), "plan_pipeline_replay of a version 1 schedule");
@@ -1444,33 +1407,14 @@ PipelineReplayPlan plan_pipeline_replay(const ScheduleFile& schedule, const Repl
     const int m = order.microbatch % M;  // in its pipeline step
     const ScheduleChunk& chunk = pipeline.chunks[static_cast<std::size_t>(c)];
     const Program& program = chunk.program;
-    const bool keep = accumulates(schedule, c);
     ReplayAction action;
     action.chunk = c;
     action.microbatch = order.microbatch;
     action.backward = order.backward;
+    action.scope = chunk_action_scope(job, accumulates(schedule, c), order.backward, m);
     action.after_reduce_scatters = reduced;
-    reduced = order.backward && (!keep || m == M - 1);
-    const int last_forward = last_forward_task(program);
-    // The whole phase, or (kept gathered, not the first forward / last backward) its
-    // compute only.
-    const bool whole = !keep || (order.backward ? m == M - 1 : m == 0);
-    for (const Task& task : program.tasks) {
-      if (task.kind == TaskKind::kOptimizer) continue;
-      const bool forward_phase = task.id <= last_forward;
-      if (forward_phase == order.backward) continue;
-      const bool compute =
-          order.backward ? (task.kind == TaskKind::kRecompute || task.kind == TaskKind::kBackward)
-                         : task.kind == TaskKind::kForward;
-      if (whole || compute) action.tasks.push_back(task.id);
-    }
-    action.gathered_params_events = whole;
-    action.gradient_allocations = !keep || (order.backward && m == 0);
-    action.accumulate_gradients = keep && order.backward;
-    if (keep) {
-      action.gradient_bytes_numerator = static_cast<int>(bytes_per_element(job.reduce_dtype));
-      action.gradient_bytes_denominator = static_cast<int>(bytes_per_element(job.param_dtype));
-    }
+    reduced = order.backward && action.scope.whole;
+    action.tasks = chunk_action_tasks(program, action.scope);
     if (P > 1) {
       // Adjacent chunks are on different ranks whenever there is more than one.
       const int n = order.microbatch;

@@ -130,22 +130,10 @@ struct ReplayAction {
   int chunk = 0;
   int microbatch = 0;
   bool backward = false;
-  std::vector<int> tasks;  // ids in the chunk's Program, ascending
-  // kGatheredParams events apply (else the parameters stay gathered as they are).
-  bool gathered_params_events = true;
-  // Compute tasks' kGradients allocations apply: the unsharded gradients are allocated in
-  // the first backward and accumulate until the last one's reduce-scatters free them.
-  bool gradient_allocations = true;
-  // After each backward task, the reduce-scatter buckets whose lowest unit it is
-  // accumulate this microbatch's gradients (Backend::accumulate_gradients).
-  bool accumulate_gradients = false;
-  // An accumulating chunk holds its unsharded gradients in the reduce dtype (FSDP2 casts
-  // them before accumulating, FSDPParam.to_accumulated_grad_if_needed): the Program's
-  // param-dtype gradient allocations (compute tasks) and their frees (the reduce-scatter
-  // copy-in, or the reduce-scatter without copies) are tracked times
-  // gradient_bytes_numerator / gradient_bytes_denominator (reduce / param element bytes).
-  int gradient_bytes_numerator = 1;
-  int gradient_bytes_denominator = 1;
+  std::vector<int> tasks;  // ids in the chunk's Program, ascending (chunk_action_tasks)
+  // What of its phase it runs and how its memory events apply (chunk_action_scope,
+  // pipeline.hpp: the rules the stage memory prices too).
+  ChunkActionScope scope;
   int receive_message = -1;  // ReplayLayout::messages index awaited before the action
   int send_message = -1;     // sent after its compute
   // The rank's previous action is a backward that reduce-scatters (every one of a chunk
@@ -155,13 +143,6 @@ struct ReplayAction {
   bool after_reduce_scatters = false;
   bool operator==(const ReplayAction&) const = default;
 };
-
-// A Program memory event as the replay of `action` tracks it: an accumulating chunk's
-// unsharded gradients (the compute tasks' kGradients allocations and the frees of the
-// reduce-scatter copy-in, or of the reduce-scatter without copies) resized by
-// gradient_bytes_numerator / gradient_bytes_denominator; every other event unchanged.
-MemoryEvent tracked_memory_event(const ReplayAction& action, const Program& program,
-                                 const Task& task, MemoryEvent event);
 
 struct PipelineReplayPlan {
   std::vector<int> chunks;                // this rank's chunks (c % pp == stage), ascending

@@ -58,29 +58,36 @@ std::int64_t any_timing_reserved_bytes(const Program& program, const SimOptions&
 std::string describe_any_timing_state(const Program& program, const AnyTimingPeak& peak);
 
 // What a chunk's one-microbatch Program can hold at any timing beyond its simulated peaks
-// (ChunkTimes::base_peak_allocated_bytes / base_peak_reserved_bytes), bytes, both >= 0.
+// (ChunkTimes::base_peak_allocated_bytes / base_peak_reserved_bytes), bytes, both >= 0,
+// and its actions' memory at any timing.
 struct ChunkAnyTimingExcess {
   std::int64_t allocated_bytes = 0;
   std::int64_t reserved_bytes = 0;
+  // ChunkTimes::memory with each kind of action's peaks at any timing of its tasks, as a
+  // Program of their own: every order of their events that keeps their streams' order and
+  // their dependencies among them (the rank's earlier actions done); held bytes as
+  // predicted.
+  ChunkMemory memory;
   bool operator==(const ChunkAnyTimingExcess&) const = default;
 };
-// REQUIRES: `times` are chunk_times of `program` simulated with default SimOptions.
-ChunkAnyTimingExcess chunk_any_timing_excess(const Program& program, const ChunkTimes& times);
+// REQUIRES: `times` are chunk_times of `program` (a chunk of `job`) simulated with default
+// SimOptions.
+ChunkAnyTimingExcess chunk_any_timing_excess(const JobSpec& job, const Program& program,
+                                             const ChunkTimes& times);
 
-// A pipeline stage's peaks at any timing: simulate_pipeline's composition (each chunk's own
-// one-microbatch peak less its microbatch of activations, plus the gradients it
-// accumulates, plus the rank's activations in flight) with every chunk's one-microbatch
-// peaks taken at any timing of its Program (docs/parallelism.md "Peak memory at any
-// timing"): the stage's predicted peaks plus its chunks' ChunkAnyTimingExcess. The
-// activations in flight follow the rank's action order, which no timing changes.
-// (StageAnyTiming is in pipeline.hpp, where reports take it too.) By rank. `excess`: one per chunk
-// (pipeline_chunks order: chunk c on rank c % pp), as chunk_any_timing_excess gives them.
-std::vector<StageAnyTiming> pipeline_any_timing(const std::vector<StageResult>& stages,
+// A pipeline stage's peaks at any timing (docs/parallelism.md "Peak memory at any
+// timing"): stage_memory over the rank's actions (each stage's `actions`, else
+// pipeline_order) with its chunks' actions at any timing (`excess[c].memory`, one per
+// chunk in pipeline_chunks order), and at least the stage's predicted peaks. The rank's
+// order of actions is the same at any timing. (StageAnyTiming is in pipeline.hpp, where
+// reports take it too.) By rank.
+std::vector<StageAnyTiming> pipeline_any_timing(const PipelineSpec& spec,
+                                                const std::vector<StageResult>& stages,
                                                 const std::vector<ChunkAnyTimingExcess>& excess);
 // Of a simulated pipeline (its chunk Programs and times) and of a pipeline schedule (its
-// chunks' stored Programs and times, its stages as predicted).
+// chunks' stored Programs, its stages as predicted).
 std::vector<StageAnyTiming> pipeline_any_timing(const PipelineSimulation& sim);
-std::vector<StageAnyTiming> pipeline_any_timing(const SchedulePipeline& pipeline);
+std::vector<StageAnyTiming> pipeline_any_timing(const ScheduleFile& schedule);
 // The largest stage reserved peak at any timing: what `tune --fit any-timing` compares
 // with the limit for a pipelined job.
 std::int64_t largest_any_timing_reserved_bytes(const std::vector<StageAnyTiming>& stages);

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,38 @@
 #include "fsdptune/workload.hpp"
 
 namespace fsdptune {
+
+// What one kind of a chunk's pipeline actions allocates (chunk_memory): the memory events
+// of the part of the chunk's one-microbatch Program it runs (chunk_action_tasks, as
+// chunk_action_event tracks them), relative to what its rank holds when it begins.
+struct ActionMemory {
+  std::int64_t peak_bytes = 0;  // the most allocated above the start, >= 0
+  std::int64_t held_bytes = 0;  // allocated at its end less at its start
+  // The most the simulator's reserved estimate (docs/plan-format.md "Reserved memory") of
+  // its own events reaches: their segment-rounded sizes, the sharded state's as they are
+  // and the others' x (1 + fragmentation).
+  std::int64_t peak_reserved_bytes = 0;
+  MemoryBreakdown peak_breakdown{};  // peak_bytes by category
+  MemoryBreakdown held_breakdown{};  // held_bytes by category
+  bool operator==(const ActionMemory&) const = default;
+};
+
+// A chunk's memory on its rank, action by action (docs/parallelism.md "Memory per stage"):
+// a stage's peak is the most its chunks' sharded states plus what its actions hold reach
+// in the rank's order of actions (stage_memory).
+struct ChunkMemory {
+  std::int64_t persistent_bytes = 0;  // the sharded state (Program::persistent_bytes)
+  // By the action's place in its pipeline step (chunk_action_memory picks one). A chunk
+  // re-gathered per microbatch runs the whole phase in each, so its forwards are alike and
+  // its backwards are alike.
+  ActionMemory first_forward;   // microbatch 0: a chunk kept gathered gathers here
+  ActionMemory forward;         // later microbatches
+  ActionMemory first_backward;  // microbatch 0 (not the last): kept gathered, gradients allocated
+  ActionMemory backward;        // neither first nor last
+  ActionMemory last_backward;   // the last: kept gathered, its reduce-scatters free them
+  ActionMemory optimizer;       // its optimizer step, after the rank's last action
+  bool operator==(const ChunkMemory&) const = default;
+};
 
 // What one chunk (a contiguous range of units on one pipeline rank) costs per microbatch.
 struct ChunkTimes {
@@ -53,6 +86,10 @@ struct ChunkTimes {
   // into the unsharded ones (gradient_accumulation_op), included in backward_s and
   // last_backward_s; 0 otherwise.
   double accumulate_s = 0;
+  // Its memory action by action, from its Program and the Program's simulated timeline
+  // (chunk_memory). Not in schedule files (ScheduleChunk::times has it empty): a schedule's
+  // stage peaks are stored, and its Programs give it again.
+  ChunkMemory memory;
   bool operator==(const ChunkTimes&) const = default;
 };
 
@@ -76,9 +113,13 @@ struct PipelineSpec {
   // link_send_s[c mod P]. Empty: send_s over every link.
   std::vector<double> link_send_s;
   // The caching allocator's inflation of transient memory (SimOptions::
-  // allocator_fragmentation): applied to the activations in flight and the accumulated
-  // gradients when a stage's reserved peak is estimated (chunk_base_reserved_bytes).
+  // allocator_fragmentation): of what a rank holds beyond its sharded state when a stage's
+  // reserved peak is estimated (stage_memory), and in the compositions' thresholds
+  // (chunk_base_reserved_bytes).
   double allocator_fragmentation = SimOptions{}.allocator_fragmentation;
+  // Its segment (SimOptions::allocator_segment_bytes): a stage's reserved estimate rounds
+  // what the rank holds to it (stage_memory).
+  std::int64_t allocator_segment_bytes = SimOptions{}.allocator_segment_bytes;
   bool operator==(const PipelineSpec&) const = default;
 };
 
@@ -88,11 +129,13 @@ struct PipelineSpec {
 // gradients are many tensors the chunk's own simulation already rounded).
 std::int64_t transient_reserved_bytes(std::int64_t bytes, double fragmentation);
 
-// What one chunk adds to its rank's reserved peak besides the activations in flight: its
-// single-microbatch reserved peak less its one microbatch of activations, plus the
-// gradients it accumulates across microbatches, both as reserved. A stage's reserved peak
-// is the sum over its chunks plus transient_reserved_bytes of its peak activations in
-// flight (simulate_pipeline; pipeline_compositions judges its thresholds the same way).
+// An upper estimate of what one chunk adds to its rank's reserved peak besides the
+// activations in flight: its single-microbatch reserved peak less its one microbatch of
+// activations, plus the gradients it accumulates across microbatches, both as reserved.
+// Summed over a rank's chunks, plus transient_reserved_bytes of its peak activations in
+// flight, it is what pipeline_compositions and the per-stage tuner's chunk budgets choose
+// candidates by (additive, unlike a stage's walked peak, stage_memory, which judges them;
+// before 2026-12-05 it was the stage's peak).
 std::int64_t chunk_base_reserved_bytes(const ChunkTimes& times, double fragmentation);
 
 struct PipelineAction {
@@ -152,10 +195,96 @@ void validate_pipeline(const JobSpec& job, const std::string& source = "");
 
 PipelineResult simulate_pipeline(const PipelineSpec& spec);
 
+// A PipelineSpec of `job`'s stages, virtual stages, microbatches, pipeline steps and
+// schedule; no chunks, no sends. Implemented in the core.
+PipelineSpec pipeline_spec_of(const JobSpec& job);
+
 // The id of a chunk Program's last forward compute task (-1 without one): a pipeline
 // action's forward phase is the tasks up to it, its backward phase the rest but the
 // optimizer (chunk_times, plan_pipeline_replay in validate/). Implemented in the core.
 int last_forward_task(const Program& program);
+
+// What one action of a chunk runs of its one-microbatch Program and how the memory events
+// of what it runs apply: the rules the executor replays (plan_pipeline_replay in
+// validate/) and the stage memory prices (chunk_memory). Implemented in the core.
+struct ChunkActionScope {
+  bool backward = false;
+  // The whole phase (forward: the tasks up to last_forward_task; backward: the rest but
+  // the optimizer), else its compute tasks only: a chunk kept gathered over microbatches
+  // gathers in the first forward and reduce-scatters in the last backward of each step.
+  bool whole = true;
+  // kGatheredParams events apply (else the parameters stay gathered as they are).
+  bool gathered_params_events = true;
+  // Compute tasks' kGradients allocations apply: a chunk that accumulates allocates its
+  // unsharded gradients in the first backward; the last one's reduce-scatters free them.
+  bool gradient_allocations = true;
+  // Each backward adds its gradients into the accumulated ones.
+  bool accumulate_gradients = false;
+  // An accumulating chunk holds its unsharded gradients in the reduce dtype (FSDP2 casts
+  // them before accumulating, FSDPParam.to_accumulated_grad_if_needed): the Program's
+  // param-dtype gradient allocations (compute tasks) and their frees (the reduce-scatter
+  // copy-in, or the reduce-scatter without copies) count numerator / denominator times
+  // (reduce / param element bytes).
+  int gradient_bytes_numerator = 1;
+  int gradient_bytes_denominator = 1;
+  bool operator==(const ChunkActionScope&) const = default;
+};
+// The action of microbatch `microbatch` (numbered across pipeline steps) of a chunk of
+// `job` (its microbatches per step, dtypes) that accumulates or not (ChunkTimes::
+// accumulates).
+ChunkActionScope chunk_action_scope(const JobSpec& job, bool accumulates, bool backward,
+                                    int microbatch);
+// The ids of the tasks of `program` such an action runs, ascending.
+std::vector<int> chunk_action_tasks(const Program& program, const ChunkActionScope& scope);
+// How the actions of one Program track its memory events: as they are, scaled to the
+// reduce dtype, or not at all.
+class ChunkActionEvents {
+ public:
+  explicit ChunkActionEvents(const Program& program);
+  // `event` of `task` as the action tracks it; nullopt where it does not apply.
+  std::optional<MemoryEvent> operator()(const ChunkActionScope& scope, const Task& task,
+                                        const MemoryEvent& event) const;
+
+ private:
+  const Program* program_;
+  std::vector<bool> has_copy_in_;  // per bucket
+};
+
+// A chunk's ChunkMemory with each kind of action's ActionMemory from `action_memory`, given
+// the action's scope and its tasks (chunk_action_tasks), and the optimizer's from it given
+// no scope (every event as it is) and the optimizer tasks: chunk_memory's and the bound at
+// any timing's (memory_bound.hpp) assembly. Implemented in the core.
+ChunkMemory chunk_memory_with(
+    const JobSpec& job, const Program& program, bool accumulates,
+    const std::function<ActionMemory(const ChunkActionScope* scope, const std::vector<int>& tasks)>&
+        action_memory);
+
+// The ChunkMemory entry of an action (a backward both first and last of its step, M = 1,
+// is the last). Implemented in the core.
+const ActionMemory& chunk_action_memory(const ChunkMemory& memory, bool backward, int microbatch,
+                                        int microbatches);
+
+// A stage's memory over its rank's actions in their order: its chunks' sharded states,
+// plus what each action holds and, while it runs, its peak; after the last action each
+// chunk's optimizer (in chunk order). Pure arithmetic on the chunks' ChunkMemory (the
+// chunks of `spec` on rank `rank`). Implemented in the core.
+struct StageMemory {
+  std::int64_t peak_allocated_bytes = 0;
+  // The simulator's reserved estimate, at its highest: what the rank holds (its sharded
+  // state and the rest, each rounded to segments once) plus the running action's own.
+  std::int64_t peak_reserved_bytes = 0;
+  MemoryBreakdown peak_breakdown{};  // peak_allocated_bytes by category
+  std::int64_t start_bytes = 0;      // allocated before the first action
+  // Per action (in `actions` order): its peak and what is allocated at its end, bytes.
+  std::vector<std::int64_t> action_peak_bytes;
+  std::vector<std::int64_t> action_end_bytes;
+  // The most while the chunks' optimizers run, and what is allocated after them.
+  std::int64_t optimizer_peak_bytes = 0;
+  std::int64_t end_bytes = 0;
+  bool operator==(const StageMemory&) const = default;
+};
+StageMemory stage_memory(const PipelineSpec& spec, int rank,
+                         const std::vector<PipelineAction>& actions);
 
 // Whether a chunk's backward of microbatch `m` (numbered across pipeline steps, M per
 // step) reduce-scatters: every one, or the last of each step where the chunk accumulates.
@@ -257,6 +386,14 @@ ChunkTimes chunk_times(const Workload& chunk, const Program& program, const SimR
 // a Lowerer's): no cost query. REQUIRES: `compute` of this chunk.
 ChunkTimes chunk_times(const Workload& chunk, const Program& program, const SimResult& result,
                        bool keep_gathered, const ComputeCosts& compute);
+
+// A chunk's ChunkMemory from its one-microbatch Program and that Program's simulated
+// timeline (`timings`: simulate with record_timings): each kind of action's events (the
+// scope chunk_action_scope gives a chunk of `job` that accumulates or not) in the order
+// their tasks start and end there, the optimizer's last; reserved as `options` estimate it.
+ChunkMemory chunk_memory(const JobSpec& job, const Program& program,
+                         const std::vector<TaskTiming>& timings, bool accumulates,
+                         const SimOptions& options = {});
 
 // The rank's peak of activations in flight, bytes, from its action order alone (chunk c
 // holds activation_bytes[c] per microbatch between its forward and its backward).

@@ -68,6 +68,12 @@ SimResult simulate(const Program& program, const SimOptions& options = {});
 // unchanged when segment_bytes <= 1.
 std::int64_t round_to_segment(std::int64_t bytes, std::int64_t segment_bytes);
 
+// The reserved-memory estimate of segment-rounded sharded-state bytes and segment-rounded
+// other bytes: the first as they are, the others x (1 + SimOptions::
+// allocator_fragmentation), truncated to whole bytes.
+std::int64_t reserved_estimate_bytes(std::int64_t sharded_rounded, std::int64_t transient_rounded,
+                                     const SimOptions& options);
+
 // The scratch arrays of simulate(), kept between calls by a caller that simulates many
 // programs on one thread (the tuner's workers) so that they are not reallocated per call.
 // Not thread-safe: one per thread.

@@ -333,8 +333,8 @@ std::string pipeline_any_timing_text(const std::vector<StageAnyTiming>& stages,
                                           return a.peak_reserved_bytes < b.peak_reserved_bytes;
                                         });
   std::string text = fmt::format(
-      "any timing         {} allocated, {} reserved at most (stage {}: its chunks' peaks at any "
-      "timing of their Programs)\n",
+      "any timing         {} allocated, {} reserved at most (stage {}: its actions in order, each "
+      "at any timing of its tasks)\n",
       format_bytes(largest->peak_allocated_bytes), format_bytes(largest->peak_reserved_bytes),
       largest->rank);
   if (largest->peak_reserved_bytes > limit_bytes) {

@@ -317,9 +317,8 @@ void run_tune(const TuneOptions& options) {
     // judged by), and fsdp2's fit as judged (at any timing under --fit any-timing).
     // (What the tuner judged under --fit any-timing, the same Programs: not computed again.)
     const PipelineTuning& tuning = *split.tuning.pipeline;
-    const std::vector<StageAnyTiming> any_timing = tuning.best_any_timing.empty()
-                                                       ? pipeline_any_timing(*schedule.pipeline)
-                                                       : tuning.best_any_timing;
+    const std::vector<StageAnyTiming> any_timing =
+        tuning.best_any_timing.empty() ? pipeline_any_timing(schedule) : tuning.best_any_timing;
     const PlanSummary& fsdp2 = schedule.baselines.front();
     const std::vector<StageAnyTiming>& fsdp2_any_timing = tuning.fsdp2_any_timing;
     const std::int64_t fsdp2_reserved = fsdp2_any_timing.empty()

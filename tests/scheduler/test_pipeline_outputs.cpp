@@ -360,6 +360,7 @@ TEST_CASE("pipeline_compositions: per-stage choices under every threshold", "[pi
   PipelineSpec spec;
   spec.stages = 2;
   spec.microbatches = 1;
+  spec.allocator_segment_bytes = 1;
   auto option = [](double seconds, std::int64_t bytes) {
     ChunkTimes times;
     times.first_forward_s = times.forward_s = times.backward_s = times.last_backward_s = seconds;
@@ -367,6 +368,9 @@ TEST_CASE("pipeline_compositions: per-stage choices under every threshold", "[pi
     times.base_peak_allocated_bytes = 10 + bytes;
     // Fit is judged on the reserved peak: a little more than allocated.
     times.base_peak_reserved_bytes = 12 + bytes;
+    // The same as the stage walks it: `bytes` held throughout, the microbatch's
+    // activations on top (2 bytes more reserved).
+    times.memory = fsdptune::testing::activation_memory(bytes, 10, 12);
     return times;
   };
   const std::vector<std::vector<ChunkTimes>> options = {{option(1, 300), option(2, 100)},

@@ -17,6 +17,7 @@
 #include "fsdptune/cost_model.hpp"
 #include "fsdptune/hardware.hpp"
 #include "fsdptune/model.hpp"
+#include "fsdptune/pipeline.hpp"
 #include "fsdptune/program.hpp"
 #include "fsdptune/workload.hpp"
 
@@ -38,6 +39,26 @@ inline ModelSpec untied_model(const std::string& name) {
 
 // prefix + index. (Appending sidesteps a GCC 12 -Wrestrict false positive on
 // "literal" + std::to_string(...).)
+// A pipeline chunk's memory (ChunkTimes::memory) over a sharded state of `persistent`
+// bytes: each forward holds `bytes` of activations (peaking at `reserved` of its own
+// reserved estimate) until its microbatch's backward frees them; nothing else.
+inline ChunkMemory activation_memory(std::int64_t persistent, std::int64_t bytes,
+                                     std::int64_t reserved) {
+  constexpr int kActivations = static_cast<int>(MemoryCategory::kActivations);
+  ChunkMemory memory;
+  memory.persistent_bytes = persistent;
+  ActionMemory forward;
+  forward.peak_bytes = forward.held_bytes = bytes;
+  forward.peak_reserved_bytes = reserved;
+  forward.peak_breakdown[kActivations] = forward.held_breakdown[kActivations] = bytes;
+  ActionMemory backward;
+  backward.held_bytes = -bytes;
+  backward.held_breakdown[kActivations] = -bytes;
+  memory.first_forward = memory.forward = forward;
+  memory.first_backward = memory.backward = memory.last_backward = backward;
+  return memory;
+}
+
 inline std::string numbered(std::string prefix, int index) {
   prefix += std::to_string(index);
   return prefix;

@@ -243,13 +243,13 @@ TEST_CASE(
       CHECK((action.backward ? backwards : forwards) == 3);
       CHECK((gathers > 0) == (!action.backward && action.microbatch == 0));
       CHECK((reductions > 0) == (action.backward && action.microbatch == 3));
-      CHECK(action.gathered_params_events ==
+      CHECK(action.scope.gathered_params_events ==
             (action.backward ? action.microbatch == 3 : action.microbatch == 0));
-      CHECK(action.gradient_allocations == (action.backward && action.microbatch == 0));
-      CHECK(action.accumulate_gradients == action.backward);
+      CHECK(action.scope.gradient_allocations == (action.backward && action.microbatch == 0));
+      CHECK(action.scope.accumulate_gradients == action.backward);
       // Accumulated in the reduce dtype: fp32 over bf16.
-      CHECK(action.gradient_bytes_numerator == 4);
-      CHECK(action.gradient_bytes_denominator == 2);
+      CHECK(action.scope.gradient_bytes_numerator == 4);
+      CHECK(action.scope.gradient_bytes_denominator == 2);
     }
     CHECK(plan.tail.size() == 1);  // the chunk's optimizer
   }
@@ -303,21 +303,20 @@ TEST_CASE("an accumulating chunk's replay tracks the unsharded gradients the com
       }
     }
   }
+  const ChunkActionEvents events(program);
   std::int64_t held = 0, most = 0;
   for (const ReplayAction& action : plan.actions) {
     for (const int t : action.tasks) {
       const Task& task = program.tasks[static_cast<std::size_t>(t)];
       for (const MemoryEvent& event : task.memory) {
         if (event.category != MemoryCategory::kGradients) continue;
-        // What the replay applies (the executor's rule): compute allocations only where
-        // the action allocates gradients.
-        if (event.bytes > 0 && task.kind == TaskKind::kBackward && !action.gradient_allocations) {
-          continue;
-        }
-        const MemoryEvent tracked = tracked_memory_event(action, program, task, event);
+        // What the replay applies: compute allocations only where the action allocates
+        // gradients.
+        const std::optional<MemoryEvent> tracked = events(action.scope, task, event);
+        if (!tracked) continue;
         const bool unsharded_gradient = (task.kind == TaskKind::kBackward && event.bytes > 0) ||
                                         (task.kind == TaskKind::kCopyIn && event.bytes < 0);
-        if (unsharded_gradient) held += tracked.bytes;
+        if (unsharded_gradient) held += tracked->bytes;
       }
     }
     most = std::max(most, held);
@@ -346,10 +345,10 @@ TEST_CASE("a chunk that re-gathers runs its collectives in every microbatch",
     }
     CHECK(gathers);  // fsdp2 reshards: backward gathers again
     CHECK(reduces == action.backward);
-    CHECK(action.gathered_params_events);
-    CHECK(action.gradient_allocations);
-    CHECK_FALSE(action.accumulate_gradients);
-    CHECK(action.gradient_bytes_numerator == action.gradient_bytes_denominator);
+    CHECK(action.scope.gathered_params_events);
+    CHECK(action.scope.gradient_allocations);
+    CHECK_FALSE(action.scope.accumulate_gradients);
+    CHECK(action.scope.gradient_bytes_numerator == action.scope.gradient_bytes_denominator);
   }
   // Its reduce-scatter buckets hold one microbatch's gradients (copied out 3 times).
   const ReplayLayout layout = make_replay_layout(schedule, workload_of(schedule), 0, mesh);
