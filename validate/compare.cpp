@@ -235,13 +235,20 @@ Comparison compare(const ScheduleFile& schedule, const MeasuredResult& measured,
                       fmt::format("{} stages measured, the schedule has {}", measured_stages.size(),
                                   predicted_stages.size()));
     }
+    // A schedule file always has its chunks (the reader checks); without them, no bounds.
+    const std::vector<StageAnyTiming> bounds =
+        static_cast<std::int64_t>(schedule.pipeline->chunks.size()) ==
+                schedule.job.pp * std::max<std::int64_t>(1, schedule.job.virtual_stages)
+            ? pipeline_any_timing(schedule)
+            : std::vector<StageAnyTiming>(predicted_stages.size());
     for (std::size_t r = 0; r < predicted_stages.size(); ++r) {
       const ScheduleStage& want = predicted_stages[r];
       const MeasuredStage& got = measured_stages[r];
       comparison.stages.push_back({want.rank, compare_values(want.busy_s, got.busy_s),
                                    compare_values(want.end_s, got.end_s),
                                    compare_values(static_cast<double>(want.peak_allocated_bytes),
-                                                  static_cast<double>(got.peak_allocated_bytes))});
+                                                  static_cast<double>(got.peak_allocated_bytes)),
+                                   bounds.at(r).peak_allocated_bytes});
     }
   }
   const bool have_timings = schedule.timings.size() == tasks.size();
@@ -297,13 +304,17 @@ nlohmann::json comparison_to_json(const Comparison& comparison) {
   }
   nlohmann::json stages = nlohmann::json::array();
   for (const StageComparison& stage : comparison.stages) {
-    stages.push_back({{"rank", stage.rank},
-                      {"busy_s", value_json(stage.busy_s)},
-                      {"end_s", value_json(stage.end_s)},
-                      {"peak_allocated_bytes", bytes_json(stage.peak_allocated_bytes)}});
+    nlohmann::json entry = {{"rank", stage.rank},
+                            {"busy_s", value_json(stage.busy_s)},
+                            {"end_s", value_json(stage.end_s)},
+                            {"peak_allocated_bytes", bytes_json(stage.peak_allocated_bytes)}};
+    if (stage.any_timing_peak_allocated_bytes > 0) {
+      entry["any_timing_peak_allocated_bytes"] = stage.any_timing_peak_allocated_bytes;
+    }
+    stages.push_back(std::move(entry));
   }
   nlohmann::json json = {{"format", "fsdptune-comparison"},
-                         {"version", 6},
+                         {"version", 7},
                          {"schedule_hash", comparison.schedule_hash},
                          {"backend", comparison.backend},
                          {"world_size", comparison.world_size},
@@ -407,6 +418,24 @@ void print_comparison(std::ostream& out, const Comparison& c) {
                  format_bytes(static_cast<std::int64_t>(stage.peak_allocated_bytes.predicted)),
                  format_bytes(static_cast<std::int64_t>(stage.peak_allocated_bytes.measured)),
                  percent(stage.peak_allocated_bytes.relative_error));
+    }
+    // Each stage's measured peak against the most its actions can allocate at any timing.
+    std::vector<std::string> bounds;
+    bool all_within = true;
+    for (const StageComparison& stage : c.stages) {
+      if (stage.any_timing_peak_allocated_bytes <= 0) continue;
+      const bool within = stage.peak_allocated_bytes.measured <=
+                          static_cast<double>(stage.any_timing_peak_allocated_bytes);
+      all_within = all_within && within;
+      bounds.push_back(fmt::format("stage {} {} {}", stage.rank,
+                                   format_bytes(stage.any_timing_peak_allocated_bytes),
+                                   within ? "within" : "ABOVE"));
+    }
+    if (!bounds.empty()) fmt::print(out, "peak at any timing: {}\n", fmt::join(bounds, ", "));
+    if (!all_within) {
+      fmt::print(out,
+                 "a measured stage peak is above what the stage's actions can allocate at any "
+                 "timing: the replay allocated memory the schedule does not (a bug)\n");
     }
   }
   if (!c.actions_differing_most.empty()) {

@@ -57,6 +57,10 @@ struct StageComparison {
   ComparedValue busy_s;
   ComparedValue end_s;
   ComparedValue peak_allocated_bytes;
+  // The most the stage's actions can allocate under any timing (pipeline_any_timing,
+  // memory_bound.hpp): the measured peak stays within it unless the replay allocates what
+  // the actions do not. 0: not known (a pipeline without its chunks, not a schedule file's).
+  std::int64_t any_timing_peak_allocated_bytes = 0;
   bool operator==(const StageComparison&) const = default;
 };
 

@@ -98,6 +98,15 @@ std::pair<MeasuredResult, nlohmann::json> validate_pipeline(
         std::min<std::size_t>(
             10, measured.ranks.front().actions.size() * static_cast<std::size_t>(measured.pp)));
   CHECK_FALSE(comparison.at("tasks_differing_most").empty());
+  // Every stage's measured peak within the most its actions can allocate at any timing
+  // (the stage walk, docs/parallelism.md "Peak memory at any timing").
+  for (const nlohmann::json& stage : comparison.at("stages")) {
+    INFO("stage " << stage.at("rank"));
+    CHECK(stage.at("peak_allocated_bytes").at("measured").get<double>() <=
+          stage.at("any_timing_peak_allocated_bytes").get<double>());
+  }
+  CHECK_THAT(table.out,
+             Catch::Contains("peak at any timing: stage 0 ") && !Catch::Contains("ABOVE"));
   return {measured, comparison};
 }
 
@@ -114,7 +123,7 @@ TEST_CASE("validate replays a 1F1B pipeline (pp 2, 4 microbatches) on 2 cpu rank
   CHECK(measured.pipeline->schedule == "1f1b");
   // One microbatch's activation: 1 x 128 tokens x dim 256 in bf16.
   CHECK(measured.pipeline->message_bytes == 128 * 256 * 2);
-  CHECK(comparison.at("version") == 6);
+  CHECK(comparison.at("version") == 7);
   CHECK(comparison.at("mesh").at("pp") == 2);
   CHECK(comparison.at("microbatches") == 4);
   REQUIRE(comparison.at("stages").size() == 2);

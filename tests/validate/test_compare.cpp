@@ -143,7 +143,7 @@ TEST_CASE("compare sums each rank's compute tasks and names the slowest and fast
   CHECK(c.rank_compute_s[0] == Approx(3.5e-3));
   CHECK(c.rank_compute_s[1] == Approx(4.0e-3));
   const nlohmann::json json = comparison_to_json(c);
-  CHECK(json["version"] == 6);
+  CHECK(json["version"] == 7);
   CHECK(json["rank_compute_s"].size() == 2);
   CHECK(json["rank_compute_s"][1].get<double>() == Approx(4.0e-3));
   // Against the median of the two, 3.75 ms: +6.7% and -6.7%.
@@ -242,8 +242,11 @@ TEST_CASE("compare puts a pipeline's stages next to the measured ones", "[compar
   CHECK(c.stages[1].end_s.relative_error == Approx(-0.25));
   CHECK(c.stages[1].peak_allocated_bytes.relative_error == 0);
   const nlohmann::json json = comparison_to_json(c);
-  CHECK(json["version"] == 6);
+  CHECK(json["version"] == 7);
   CHECK(json["stages"][1]["busy_s"]["measured"] == 2e-3);
+  // Without its chunks (no schedule file's), a stage has no bound at any timing.
+  CHECK(c.stages[0].any_timing_peak_allocated_bytes == 0);
+  CHECK_FALSE(json["stages"][0].contains("any_timing_peak_allocated_bytes"));
   // A pipeline's stages stand for its ranks: no compute by rank.
   CHECK(c.rank_compute_s.empty());
   CHECK_FALSE(json.contains("rank_compute_s"));
