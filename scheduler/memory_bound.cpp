@@ -417,10 +417,10 @@ std::vector<StageAnyTiming> pipeline_any_timing(const PipelineSpec& spec,
         !stage.actions.empty() ? stage.actions
                                : pipeline_order(spec.stages, spec.virtual_stages, spec.microbatches,
                                                 spec.schedule, stage.rank, spec.steps);
+    // The walk's alone: a schedule written before 2026-12-05 stores its stages' composed
+    // peaks, which can be above it.
     const StageMemory memory = stage_memory(any, stage.rank, order);
-    // At least the predicted peaks (a schedule's stored ones, written by an older model).
-    bounds.push_back({stage.rank, std::max(stage.peak_allocated_bytes, memory.peak_allocated_bytes),
-                      std::max(stage.peak_reserved_bytes, memory.peak_reserved_bytes)});
+    bounds.push_back({stage.rank, memory.peak_allocated_bytes, memory.peak_reserved_bytes});
   }
   return bounds;
 }

@@ -319,10 +319,12 @@ ChunkTimes chunk_times_with(const Workload& chunk, const Program& program, const
 // One memory event of an action, where the chunk's simulated timeline applies it.
 struct TimedEvent {
   double time_s = 0;
-  // At one instant the simulator applies the ends of tasks that started earlier, then
-  // starts, then the ends of tasks that started (and took no time) at that instant.
+  // At one instant the simulator applies the ends of tasks that started earlier (order 0),
+  // then starts (order 1, phase 0); a task that takes no time ends then too (order 1,
+  // phase 1), before the tasks that depend on it start (their ids are higher).
   int order = 0;
   int task = 0;
+  int phase = 0;
   MemoryEvent event;
 };
 
@@ -332,7 +334,8 @@ ActionMemory action_memory(std::vector<TimedEvent> events, const SimOptions& opt
   std::sort(events.begin(), events.end(), [](const TimedEvent& a, const TimedEvent& b) {
     if (a.time_s != b.time_s) return a.time_s < b.time_s;
     if (a.order != b.order) return a.order < b.order;
-    return a.task < b.task;
+    if (a.task != b.task) return a.task < b.task;
+    return a.phase < b.phase;
   });
   ActionMemory memory;
   MemoryBreakdown level{};
@@ -346,7 +349,8 @@ ActionMemory action_memory(std::vector<TimedEvent> events, const SimOptions& opt
     level[static_cast<int>(event.category)] += event.bytes;
     const bool batch_ends = i + 1 == events.size() || events[i + 1].time_s != events[i].time_s ||
                             events[i + 1].order != events[i].order ||
-                            events[i + 1].task != events[i].task;
+                            events[i + 1].task != events[i].task ||
+                            events[i + 1].phase != events[i].phase;
     if (!batch_ends) continue;
     if (memory.held_bytes > memory.peak_bytes) {
       memory.peak_bytes = memory.held_bytes;
@@ -376,9 +380,11 @@ ChunkMemory chunk_memory(const JobSpec& job, const Program& program,
         const std::optional<MemoryEvent> applied =
             scope != nullptr ? tracked(*scope, task, event) : std::optional<MemoryEvent>(event);
         if (!applied) continue;
-        int order = 1;
-        if (event.at_end) order = timing.start_s < timing.end_s ? 0 : 2;
-        events.push_back({event.at_end ? timing.end_s : timing.start_s, order, id, *applied});
+        const bool earlier_start = timing.start_s < timing.end_s;
+        const int order = event.at_end && earlier_start ? 0 : 1;
+        const int phase = event.at_end ? 1 : 0;
+        events.push_back(
+            {event.at_end ? timing.end_s : timing.start_s, order, id, phase, *applied});
       }
     }
     return action_memory(std::move(events), options);

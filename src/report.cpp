@@ -4,6 +4,7 @@
 #include "fsdptune/report.hpp"
 
 #include <algorithm>
+#include <utility>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -399,8 +400,11 @@ std::vector<std::string> any_timing_lines(const ScheduleReport& schedule) {
     const StageAnyTiming& largest =
         *std::max_element(schedule.stages.begin(), schedule.stages.end(),
                           [](const ReportStage& a, const ReportStage& b) {
-                            return a.any_timing->peak_reserved_bytes <
-                                   b.any_timing->peak_reserved_bytes;
+                            // Ties (reserved rounds to segments) by allocated.
+                            return std::pair(a.any_timing->peak_reserved_bytes,
+                                             a.any_timing->peak_allocated_bytes) <
+                                   std::pair(b.any_timing->peak_reserved_bytes,
+                                             b.any_timing->peak_allocated_bytes);
                           })
              ->any_timing;
     return {fmt::format(

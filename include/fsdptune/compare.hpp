@@ -98,9 +98,9 @@ struct Comparison {
   ComparedValue peak_allocated_bytes;
   // A schedule without a pipeline: the most its Program can allocate under any timing
   // (any_timing_peak, memory_bound.hpp), which every replay's peak must stay within;
-  // none for a pipeline (its stage peaks are a composition's estimate, no bound on a
-  // replay: docs/parallelism.md "Peak memory at any timing") or a Program that allocates
-  // nothing (a hand-made schedule, whose measured peak no bound of 0 says anything about).
+  // none for a pipeline (its bounds are per stage: StageComparison) or a Program that
+  // allocates nothing (a hand-made schedule, whose measured peak no bound of 0 says
+  // anything about).
   std::optional<std::int64_t> any_timing_peak_allocated_bytes;
   // Tasks by |measured - predicted duration|, largest first (ties by task id); with
   // communication_comparable false only compute tasks (forward, recompute, backward,

@@ -78,8 +78,9 @@ ChunkAnyTimingExcess chunk_any_timing_excess(const JobSpec& job, const Program& 
 // A pipeline stage's peaks at any timing (docs/parallelism.md "Peak memory at any
 // timing"): stage_memory over the rank's actions (each stage's `actions`, else
 // pipeline_order) with its chunks' actions at any timing (`excess[c].memory`, one per
-// chunk in pipeline_chunks order), and at least the stage's predicted peaks. The rank's
-// order of actions is the same at any timing. (StageAnyTiming is in pipeline.hpp, where
+// chunk in pipeline_chunks order): at least the walk's predicted peaks; a schedule written
+// before 2026-12-05 stores composed stage peaks, which can be above it. The rank's order of
+// actions is the same at any timing. (StageAnyTiming is in pipeline.hpp, where
 // reports take it too.) By rank.
 std::vector<StageAnyTiming> pipeline_any_timing(const PipelineSpec& spec,
                                                 const std::vector<StageResult>& stages,

@@ -68,7 +68,9 @@ struct ChunkTimes {
   // buckets its plan keeps gathered after forward (the forward phase's net allocation).
   std::int64_t activation_bytes = 0;
   // The chunk's own single-microbatch FSDP peak (one microbatch of activations included)
-  // and the unsharded gradients it holds while they accumulate across microbatches.
+  // and the unsharded gradients it holds while they accumulate across microbatches: what
+  // the compositions' thresholds add up (chunk_base_reserved_bytes); a stage's peak is its
+  // walk over `memory` (stage_memory).
   std::int64_t base_peak_allocated_bytes = 0;
   std::int64_t base_peak_reserved_bytes = 0;
   std::int64_t accumulated_gradient_bytes = 0;

@@ -1,6 +1,7 @@
 #include "pipeline_cli.hpp"
 
 #include <algorithm>
+#include <utility>
 #include <cstdio>
 #include <filesystem>
 #include <vector>
@@ -330,7 +331,11 @@ std::string pipeline_any_timing_text(const std::vector<StageAnyTiming>& stages,
   FSDPTUNE_CHECK(!stages.empty(), "pipeline_any_timing_text: no stage");
   const auto largest = std::max_element(stages.begin(), stages.end(),
                                         [](const StageAnyTiming& a, const StageAnyTiming& b) {
-                                          return a.peak_reserved_bytes < b.peak_reserved_bytes;
+                                          // Ties (reserved rounds to segments) by allocated.
+                                          return std::pair(a.peak_reserved_bytes,
+                                                           a.peak_allocated_bytes) <
+                                                 std::pair(b.peak_reserved_bytes,
+                                                           b.peak_allocated_bytes);
                                         });
   std::string text = fmt::format(
       "any timing         {} allocated, {} reserved at most (stage {}: its actions in order, each "

@@ -398,3 +398,26 @@ TEST_CASE("a pipeline schedule stores the optimizer's part of the tail, reads ol
     }
   }
 }
+
+TEST_CASE("an action's memory follows the simulator's order through tasks that take no time",
+          "[pipeline][memory]") {
+  // Found by review: every start at an instant was put before every end of a task that
+  // took no time, so a task depending on one "started" before it ended: two chained
+  // zero-second forwards, each holding 8 MiB while it runs, peaked at 16 MiB, where the
+  // simulator (and any order the Program allows) holds 8.
+  Program program;
+  program.streams = {{"compute", StreamRole::kCompute}};
+  const std::vector<MemoryEvent> held = {{MemoryCategory::kWorkspace, 8 << 20, false},
+                                         {MemoryCategory::kWorkspace, -(8 << 20), true}};
+  fsdptune::testing::add_task(program, 0, TaskKind::kForward, 0.0, {}, held);
+  fsdptune::testing::add_task(program, 0, TaskKind::kForward, 0.0, {0}, held);
+  SimOptions options;
+  options.record_timings = true;
+  const SimResult simulated = simulate(program, options);
+  REQUIRE(simulated.peak_allocated_bytes == 8 << 20);
+  JobSpec job;
+  job.microbatches = 1;
+  const ChunkMemory memory = chunk_memory(job, program, simulated.timings, false);
+  CHECK(memory.first_forward.peak_bytes == 8 << 20);
+  CHECK(memory.first_forward.held_bytes == 0);
+}

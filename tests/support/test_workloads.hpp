@@ -37,8 +37,6 @@ inline ModelSpec untied_model(const std::string& name) {
   return model;
 }
 
-// prefix + index. (Appending sidesteps a GCC 12 -Wrestrict false positive on
-// "literal" + std::to_string(...).)
 // A pipeline chunk's memory (ChunkTimes::memory) over a sharded state of `persistent`
 // bytes: each forward holds `bytes` of activations (peaking at `reserved` of its own
 // reserved estimate) until its microbatch's backward frees them; nothing else.
@@ -59,6 +57,8 @@ inline ChunkMemory activation_memory(std::int64_t persistent, std::int64_t bytes
   return memory;
 }
 
+// prefix + index. (Appending sidesteps a GCC 12 -Wrestrict false positive on
+// "literal" + std::to_string(...).)
 inline std::string numbered(std::string prefix, int index) {
   prefix += std::to_string(index);
   return prefix;

@@ -281,7 +281,7 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("an accumulating chunk's replay tracks the unsharded gradients the composition counts",
+TEST_CASE("an accumulating chunk's replay tracks the unsharded gradients the model counts",
           "[executor][pipeline]") {
   // pp 1, 3 microbatches of gradient accumulation, kept gathered, bf16 params, fp32
   // reduction: the first backward allocates the unsharded gradients, the last backward's
