@@ -4,10 +4,10 @@
 #include "fsdptune/report.hpp"
 
 #include <algorithm>
-#include <utility>
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>

@@ -1,9 +1,9 @@
 #include "pipeline_cli.hpp"
 
 #include <algorithm>
-#include <utility>
 #include <cstdio>
 #include <filesystem>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -329,14 +329,12 @@ std::string torchtitan_keep_gathered_note(const JobSpec& job,
 std::string pipeline_any_timing_text(const std::vector<StageAnyTiming>& stages,
                                      std::int64_t limit_bytes, bool fits_as_predicted) {
   FSDPTUNE_CHECK(!stages.empty(), "pipeline_any_timing_text: no stage");
-  const auto largest = std::max_element(stages.begin(), stages.end(),
-                                        [](const StageAnyTiming& a, const StageAnyTiming& b) {
-                                          // Ties (reserved rounds to segments) by allocated.
-                                          return std::pair(a.peak_reserved_bytes,
-                                                           a.peak_allocated_bytes) <
-                                                 std::pair(b.peak_reserved_bytes,
-                                                           b.peak_allocated_bytes);
-                                        });
+  const auto largest = std::max_element(
+      stages.begin(), stages.end(), [](const StageAnyTiming& a, const StageAnyTiming& b) {
+        // Ties (reserved rounds to segments) by allocated.
+        return std::pair(a.peak_reserved_bytes, a.peak_allocated_bytes) <
+               std::pair(b.peak_reserved_bytes, b.peak_allocated_bytes);
+      });
   std::string text = fmt::format(
       "any timing         {} allocated, {} reserved at most (stage {}: its actions in order, each "
       "at any timing of its tasks)\n",
