@@ -378,8 +378,9 @@ ActionMemory any_timing_action(const Program& program, const ChunkActionEvents& 
   return memory;
 }
 
-// Every kind of action of a chunk at any timing (ChunkMemory's entries).
-ChunkMemory any_timing_chunk_memory(const JobSpec& job, const Program& program, bool accumulates) {
+}  // namespace
+
+ChunkMemory chunk_any_timing_memory(const JobSpec& job, const Program& program, bool accumulates) {
   const SimOptions options;
   const ChunkActionEvents tracked(program);
   return chunk_memory_with(job, program, accumulates,
@@ -387,8 +388,6 @@ ChunkMemory any_timing_chunk_memory(const JobSpec& job, const Program& program, 
                              return any_timing_action(program, tracked, scope, tasks, options);
                            });
 }
-
-}  // namespace
 
 ChunkAnyTimingExcess chunk_any_timing_excess(const JobSpec& job, const Program& program,
                                              const ChunkTimes& times) {
@@ -399,18 +398,18 @@ ChunkAnyTimingExcess chunk_any_timing_excess(const JobSpec& job, const Program& 
           0, any_timing_peak(program).peak_allocated_bytes - times.base_peak_allocated_bytes),
       std::max<std::int64_t>(0,
                              any_timing_reserved_bytes(program) - times.base_peak_reserved_bytes),
-      any_timing_chunk_memory(job, program, times.accumulates)};
+      chunk_any_timing_memory(job, program, times.accumulates)};
   return excess;
 }
 
 std::vector<StageAnyTiming> pipeline_any_timing(const PipelineSpec& spec,
                                                 const std::vector<StageResult>& stages,
-                                                const std::vector<ChunkAnyTimingExcess>& excess) {
-  FSDPTUNE_CHECK(
-      excess.size() == spec.chunks.size() && stages.size() == static_cast<std::size_t>(spec.stages),
-      "pipeline_any_timing: a bound per chunk, a stage per rank");
+                                                const std::vector<ChunkMemory>& chunk_memory) {
+  FSDPTUNE_CHECK(chunk_memory.size() == spec.chunks.size() &&
+                     stages.size() == static_cast<std::size_t>(spec.stages),
+                 "pipeline_any_timing: a bound per chunk, a stage per rank");
   PipelineSpec any = spec;
-  for (std::size_t c = 0; c < excess.size(); ++c) any.chunks[c].memory = excess[c].memory;
+  for (std::size_t c = 0; c < chunk_memory.size(); ++c) any.chunks[c].memory = chunk_memory[c];
   std::vector<StageAnyTiming> bounds;
   for (const StageResult& stage : stages) {
     const std::vector<PipelineAction> order =
@@ -426,12 +425,12 @@ std::vector<StageAnyTiming> pipeline_any_timing(const PipelineSpec& spec,
 }
 
 std::vector<StageAnyTiming> pipeline_any_timing(const PipelineSimulation& sim) {
-  std::vector<ChunkAnyTimingExcess> excess;
+  std::vector<ChunkMemory> memory;
   for (std::size_t c = 0; c < sim.chunk_programs.size(); ++c) {
-    excess.push_back(chunk_any_timing_excess(sim.chunk_workloads[c].job, sim.chunk_programs[c],
-                                             sim.spec.chunks[c]));
+    memory.push_back(chunk_any_timing_memory(sim.chunk_workloads[c].job, sim.chunk_programs[c],
+                                             sim.spec.chunks[c].accumulates));
   }
-  return pipeline_any_timing(sim.spec, sim.result.stages, excess);
+  return pipeline_any_timing(sim.spec, sim.result.stages, memory);
 }
 
 std::vector<StageAnyTiming> pipeline_any_timing(const ScheduleFile& schedule) {
@@ -439,10 +438,10 @@ std::vector<StageAnyTiming> pipeline_any_timing(const ScheduleFile& schedule) {
   const SchedulePipeline& pipeline = *schedule.pipeline;
   const JobSpec& job = schedule.job;
   PipelineSpec spec = pipeline_spec_of(job);
-  std::vector<ChunkAnyTimingExcess> excess;
+  std::vector<ChunkMemory> memory;
   for (const ScheduleChunk& chunk : pipeline.chunks) {
     spec.chunks.push_back(chunk.times);
-    excess.push_back(chunk_any_timing_excess(job, chunk.program, chunk.times));
+    memory.push_back(chunk_any_timing_memory(job, chunk.program, chunk.times.accumulates));
   }
   std::vector<StageResult> stages;
   for (const ScheduleStage& stage : pipeline.stages) {
@@ -453,7 +452,7 @@ std::vector<StageAnyTiming> pipeline_any_timing(const ScheduleFile& schedule) {
     result.actions = stage.actions;
     stages.push_back(result);
   }
-  return pipeline_any_timing(spec, stages, excess);
+  return pipeline_any_timing(spec, stages, memory);
 }
 
 std::int64_t largest_any_timing_reserved_bytes(const std::vector<StageAnyTiming>& stages) {

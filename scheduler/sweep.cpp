@@ -318,7 +318,7 @@ std::vector<SweepCandidate> evaluate_plannings(const ModelSpec& model, const Job
     PipelineSimulation sim;
     sim.spec = pipeline_spec_of(job);
     std::vector<ChunkTimes> times;
-    std::vector<ChunkAnyTimingExcess> excess;
+    std::vector<ChunkMemory> any_timing;
     for (Distinct& chunk : distinct) {
       Plan plan = planning.planner(chunk.workload);
       if (planning.keep_gathered) {
@@ -329,7 +329,8 @@ std::vector<SweepCandidate> evaluate_plannings(const ModelSpec& model, const Job
       times.push_back(chunk_times(chunk.workload, program, result, planning.keep_gathered,
                                   chunk.lowerer->compute()));
       if (at_any_timing) {
-        excess.push_back(chunk_any_timing_excess(chunk.workload.job, program, times.back()));
+        any_timing.push_back(
+            chunk_any_timing_memory(chunk.workload.job, program, times.back().accumulates));
       }
     }
     for (const std::size_t kind : chunk_kind) sim.spec.chunks.push_back(times[kind]);
@@ -356,8 +357,8 @@ std::vector<SweepCandidate> evaluate_plannings(const ModelSpec& model, const Job
       candidate.rejection = SweepRejection::kPeak;
     }
     if (at_any_timing) {
-      std::vector<ChunkAnyTimingExcess> by_chunk;
-      for (const std::size_t kind : chunk_kind) by_chunk.push_back(excess[kind]);
+      std::vector<ChunkMemory> by_chunk;
+      for (const std::size_t kind : chunk_kind) by_chunk.push_back(any_timing[kind]);
       candidate.any_timing_reserved_bytes = largest_any_timing_reserved_bytes(
           pipeline_any_timing(sim.spec, sim.result.stages, by_chunk));
       if (candidate.fits && candidate.any_timing_reserved_bytes > memory_limit_bytes) {

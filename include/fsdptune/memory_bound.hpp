@@ -63,11 +63,7 @@ std::string describe_any_timing_state(const Program& program, const AnyTimingPea
 struct ChunkAnyTimingExcess {
   std::int64_t allocated_bytes = 0;
   std::int64_t reserved_bytes = 0;
-  // ChunkTimes::memory with each kind of action's peaks at any timing of its tasks, as a
-  // Program of their own: every order of their events that keeps their streams' order and
-  // their dependencies among them (the rank's earlier actions done); held bytes as
-  // predicted.
-  ChunkMemory memory;
+  ChunkMemory memory;  // chunk_any_timing_memory
   bool operator==(const ChunkAnyTimingExcess&) const = default;
 };
 // REQUIRES: `times` are chunk_times of `program` (a chunk of `job`) simulated with default
@@ -75,16 +71,22 @@ struct ChunkAnyTimingExcess {
 ChunkAnyTimingExcess chunk_any_timing_excess(const JobSpec& job, const Program& program,
                                              const ChunkTimes& times);
 
+// ChunkTimes::memory of a chunk of `job` (accumulating or not) with each kind of action's
+// peaks at any timing of its tasks, as a Program of their own: every order of their events
+// that keeps their streams' order and their dependencies among them (the rank's earlier
+// actions done); held bytes as predicted.
+ChunkMemory chunk_any_timing_memory(const JobSpec& job, const Program& program, bool accumulates);
+
 // A pipeline stage's peaks at any timing (docs/parallelism.md "Peak memory at any
 // timing"): stage_memory over the rank's actions (each stage's `actions`, else
-// pipeline_order) with its chunks' actions at any timing (`excess[c].memory`, one per
-// chunk in pipeline_chunks order): at least the walk's predicted peaks; a schedule written
-// before 2026-12-05 stores composed stage peaks, which can be above it. The rank's order of
-// actions is the same at any timing. (StageAnyTiming is in pipeline.hpp, where
+// pipeline_order) with its chunks' actions at any timing (`chunk_memory[c]`,
+// chunk_any_timing_memory, one per chunk in pipeline_chunks order): at least the walk's predicted
+// peaks; a schedule written before 2026-12-05 stores composed stage peaks, which can be above it.
+// The rank's order of actions is the same at any timing. (StageAnyTiming is in pipeline.hpp, where
 // reports take it too.) By rank.
 std::vector<StageAnyTiming> pipeline_any_timing(const PipelineSpec& spec,
                                                 const std::vector<StageResult>& stages,
-                                                const std::vector<ChunkAnyTimingExcess>& excess);
+                                                const std::vector<ChunkMemory>& chunk_memory);
 // Of a simulated pipeline (its chunk Programs and times) and of a pipeline schedule (its
 // chunks' stored Programs, its stages as predicted).
 std::vector<StageAnyTiming> pipeline_any_timing(const PipelineSimulation& sim);
