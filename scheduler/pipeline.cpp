@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <tuple>
 
 #include "fsdptune/error.hpp"
 #include "fsdptune/program.hpp"
@@ -326,17 +327,15 @@ struct TimedEvent {
   int task = 0;
   int phase = 0;
   MemoryEvent event;
+  // Its place in the timeline; events of one key are one batch of one task.
+  auto key() const { return std::tie(time_s, order, task, phase); }
 };
 
 // The ActionMemory of `events` in their timeline order, the peak sampled after each task's
 // start or end (as the simulator notes memory), reserved as `options` estimate it.
 ActionMemory action_memory(std::vector<TimedEvent> events, const SimOptions& options) {
-  std::sort(events.begin(), events.end(), [](const TimedEvent& a, const TimedEvent& b) {
-    if (a.time_s != b.time_s) return a.time_s < b.time_s;
-    if (a.order != b.order) return a.order < b.order;
-    if (a.task != b.task) return a.task < b.task;
-    return a.phase < b.phase;
-  });
+  std::sort(events.begin(), events.end(),
+            [](const TimedEvent& a, const TimedEvent& b) { return a.key() < b.key(); });
   ActionMemory memory;
   MemoryBreakdown level{};
   std::int64_t sharded_rounded = 0, transient_rounded = 0;
@@ -347,10 +346,7 @@ ActionMemory action_memory(std::vector<TimedEvent> events, const SimOptions& opt
     (event.category == MemoryCategory::kShardedState ? sharded_rounded : transient_rounded) +=
         rounded;
     level[static_cast<int>(event.category)] += event.bytes;
-    const bool batch_ends = i + 1 == events.size() || events[i + 1].time_s != events[i].time_s ||
-                            events[i + 1].order != events[i].order ||
-                            events[i + 1].task != events[i].task ||
-                            events[i + 1].phase != events[i].phase;
+    const bool batch_ends = i + 1 == events.size() || events[i + 1].key() != events[i].key();
     if (!batch_ends) continue;
     if (memory.held_bytes > memory.peak_bytes) {
       memory.peak_bytes = memory.held_bytes;
