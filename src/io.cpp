@@ -416,6 +416,14 @@ std::string dump_json(const nlohmann::json& json) {
   return json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
+std::int64_t json_int64(const nlohmann::json& value, const std::string& where) {
+  if (value.is_number_unsigned() &&
+      value.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) {
+    throw_bad_input(where, fmt::format("is {}, more than 2^63 - 1", value.dump()));
+  }
+  return value.get<std::int64_t>();
+}
+
 std::optional<std::string> unknown_field(const nlohmann::json& object,
                                          const std::vector<std::string>& known) {
   for (const auto& item : object.items()) {

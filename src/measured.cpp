@@ -66,7 +66,7 @@ double number(const nlohmann::json& json, const char* name, const std::string& s
 std::int64_t integer(const nlohmann::json& json, const char* name, const std::string& source) {
   const auto& value = field(json, name, source);
   if (!value.is_number_integer()) throw_bad_input(source + ": " + name, "expected an integer");
-  const auto result = value.get<std::int64_t>();
+  const std::int64_t result = json_int64(value, source + ": " + name);
   if (result < 0) throw_bad_input(source + ": " + name, "must not be negative");
   return result;
 }

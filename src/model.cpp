@@ -213,6 +213,11 @@ ModelSpec model_from_our_format(const nlohmann::json& json, const std::string& s
                     fmt::format("unsupported version {} (this fsdptune reads version {})", version,
                                 kModelFormatVersion));
   }
+  // Free text, ignored, but a string as documented (found by QA: "source": 5 was read).
+  if (const auto it = json.find("source"); it != json.end() && !it->is_string()) {
+    throw_bad_input(field_where(source, "source"),
+                    fmt::format("expected a string (free text), got {}", it->dump()));
+  }
   ModelSpec model;
   model.name = string_field(json, source, "name");
   read_shape_fields(json, source, kOurFields, model);

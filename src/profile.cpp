@@ -114,6 +114,7 @@ std::vector<double> read_samples(const nlohmann::json& object, const std::string
 
 Provenance read_provenance(const nlohmann::json& provenance, const std::string& where) {
   if (!provenance.is_object()) throw_bad_input(where, "must be an object");
+  reject_unknown_fields(provenance, {"tool", "date", "method", "command", "environment"}, where);
   auto optional_string = [&](const char* key) {
     if (!provenance.contains(key)) return std::string();
     return require_string(provenance, key, where);

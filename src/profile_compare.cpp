@@ -172,7 +172,7 @@ void print_profile_comparison(std::ostream& out, const ProfileComparison& compar
       row({op.signature, std::to_string(op.samples), format_seconds(op.measured_s),
            format_seconds(op.model_s), percent(op.relative_error),
            memory ? fmt::format("{:.0f} GB/s", op.measured_rate * 1e-9)
-                  : fmt::format("{:.1f} TFLOP/s", op.measured_rate * 1e-12)});
+                  : format_flops_per_s(op.measured_rate)});
     }
     fmt::print(out, "\n");
   }

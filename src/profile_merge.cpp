@@ -150,7 +150,7 @@ ProfileMergeResult merge_profiles(const std::vector<NamedProfile>& inputs, Merge
     if (!measured) continue;
     const int part = part_of(i, profile.parts.empty() ? -1 : profile.contention_part);
     if (contention_from && profile.contention == merged.contention) continue;
-    if (!contention_from || take_later(overlap, "the measured contention factors", *contention_from,
+    if (!contention_from || take_later(overlap, "the measured contention", *contention_from,
                                        "contention", i, inputs, result.notes)) {
       merged.contention = profile.contention;
       merged.contention_part = part;

@@ -496,7 +496,8 @@ std::string format_signed_percent(double fraction) {
   return fmt::format("{:+.1f}%", fraction * 100);
 }
 
-std::string format_rate(double tokens_per_s) { return fmt::format("{:.0f}", tokens_per_s); }
+// One decimal, as tune, sweep and pipeline print it (a 405B pipeline's 94.5 was "95" here).
+std::string format_rate(double tokens_per_s) { return fmt::format("{:.1f}", tokens_per_s); }
 
 std::string rank_compute_summary(const std::vector<double>& rank_compute_s) {
   FSDPTUNE_CHECK(!rank_compute_s.empty(), "no rank to summarize");

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -91,7 +92,7 @@ class Fields {
   std::int64_t integer(const std::string& key) const {
     const json& value = at(key);
     if (!value.is_number_integer()) throw_bad_input(where(key), "expected an integer");
-    return value.get<std::int64_t>();
+    return json_int64(value, where(key));
   }
   std::int64_t non_negative(const std::string& key) const {
     const std::int64_t value = integer(key);
@@ -533,6 +534,12 @@ class HappensBefore {
   std::vector<int> before_;
 };
 
+// The hint of a Program or pipeline made for another job than the file's.
+constexpr const char* kOtherJobHint = "was this schedule made for another job?";
+// The hint of a Program inconsistent with how lower() makes every Program.
+constexpr const char* kEditedHint =
+    "was this schedule edited? Tune again to get a consistent Program";
+
 // A Program's memory events must never free more of a category than is allocated, in any
 // order its tasks can run in (the simulator and the executor start a task once its deps
 // and its stream predecessor have ended, then apply its start events and at its end its
@@ -548,10 +555,14 @@ void check_program_memory(const Program& program, const HappensBefore& happens_b
   const std::size_t task_count = program.tasks.size();
   struct Live {
     int task;  // -1: the persistent bytes
+    std::size_t event;
     std::int64_t bytes;
   };
   std::array<std::vector<Live>, kCategories.size()> live;
-  live[static_cast<int>(MemoryCategory::kShardedState)].push_back({-1, program.persistent_bytes});
+  live[static_cast<int>(MemoryCategory::kShardedState)].push_back(
+      {-1, 0, program.persistent_bytes});
+  // The first free that took bytes of the persistent state (its path), if any.
+  std::string took_persistent;
   std::int64_t allocated_in_all = program.persistent_bytes;
   for (std::size_t t = 0; t < task_count; ++t) {
     const Task& task = program.tasks[t];
@@ -566,7 +577,7 @@ void check_program_memory(const Program& program, const HappensBefore& happens_b
             throw_bad_input(where(indexed(indexed("program.tasks", t) + ".memory", e)),
                             fmt::format("allocates more than {} bytes in all", kMaxProgramBytes));
           }
-          category.push_back({static_cast<int>(t), event.bytes});
+          category.push_back({static_cast<int>(t), e, event.bytes});
           continue;
         }
         const auto usable = [&](const Live& block) {
@@ -584,6 +595,9 @@ void check_program_memory(const Program& program, const HappensBefore& happens_b
         for (auto block = category.rbegin(); block != category.rend() && needed > 0; ++block) {
           if (!usable(*block)) continue;
           const std::int64_t taken = std::min(needed, block->bytes);
+          if (block->task < 0 && taken > 0 && took_persistent.empty()) {
+            took_persistent = indexed(indexed("program.tasks", t) + ".memory", e);
+          }
           block->bytes -= taken;
           needed -= taken;
         }
@@ -594,10 +608,38 @@ void check_program_memory(const Program& program, const HappensBefore& happens_b
               fmt::format("frees {} bytes of {}, {} more than the tasks that end before it "
                           "allocate",
                           -event.bytes, to_string(event.category), needed),
-              "was this schedule edited? Tune again to get a consistent Program");
+              kEditedHint);
         }
       }
     }
+  }
+  // Every allocation is freed within the step (docs/plan-format.md): what is live at its
+  // end is the persistent state, no more and no less.
+  for (std::size_t k = 0; k < kCategories.size(); ++k) {
+    std::int64_t left = 0;
+    for (const Live& block : live[k]) left += block.bytes;
+    if (kCategories[k] == MemoryCategory::kShardedState) left -= program.persistent_bytes;
+    if (left == 0) continue;
+    if (left < 0) {
+      throw_bad_input(where(took_persistent),
+                      fmt::format("frees {} bytes of the persistent sharded state "
+                                  "(program.persistent_bytes) that no task allocates again",
+                                  -left),
+                      kEditedHint);
+    }
+    const auto allocated = std::find_if(live[k].begin(), live[k].end(),
+                                        [](const Live& block) { return block.task >= 0; });
+    FSDPTUNE_CHECK(allocated != live[k].end(), "check_program_memory: bytes left by no task");
+    throw_bad_input(
+        where(
+            indexed(indexed("program.tasks", static_cast<std::size_t>(allocated->task)) + ".memory",
+                    allocated->event)),
+        fmt::format(
+            "allocates {} bytes of {} that no task frees ({} bytes of it left at the "
+            "end of the step): memory must return to the persistent state",
+            program.tasks[static_cast<std::size_t>(allocated->task)].memory[allocated->event].bytes,
+            to_string(kCategories[k]), left),
+        kEditedHint);
   }
 }
 
@@ -616,7 +658,6 @@ void check_program_flow(const Program& program, const Workload& workload,
   const auto a = [](const std::string& word) {
     return (word.front() == 'a' || word.front() == 'o' ? "an " : "a ") + word;
   };
-  const std::string hint = "was this schedule edited? Tune again to get a consistent Program";
   const auto task_path = [](int t) { return indexed("program.tasks", t); };
   struct BucketTasks {
     int copy_in = -1, collective = -1, all_reduce = -1, copy_out = -1;
@@ -632,7 +673,7 @@ void check_program_flow(const Program& program, const Workload& workload,
   const auto once = [&](int& slot, int t, const std::string& path, const std::string& what) {
     if (slot >= 0) {
       throw_bad_input(where(path), fmt::format("a second {} (the first: task {})", what, slot),
-                      hint);
+                      kEditedHint);
     }
     slot = t;
   };
@@ -653,14 +694,15 @@ void check_program_flow(const Program& program, const Workload& workload,
                           fmt::format("{} task on stream {} (\"{}\", {}): compute runs on a "
                                       "compute stream",
                                       a(kind), task.stream, stream.name, to_string(stream.role)),
-                          hint);
+                          kEditedHint);
         }
         if (task.kind == TaskKind::kOptimizer) {
           once(optimizer, t, path, "optimizer");
           break;
         }
         if (task.unit < 0) {
-          throw_bad_input(where(path + ".unit"), fmt::format("{} task of no unit", a(kind)), hint);
+          throw_bad_input(where(path + ".unit"), fmt::format("{} task of no unit", a(kind)),
+                          kEditedHint);
         }
         UnitTasks& unit = units[static_cast<std::size_t>(task.unit)];
         const std::string what =
@@ -679,7 +721,7 @@ void check_program_flow(const Program& program, const Workload& workload,
       case TaskKind::kCopyOut: {
         if (task.bucket < 0) {
           throw_bad_input(where(path + ".bucket"), fmt::format("{} task of no bucket", a(kind)),
-                          hint);
+                          kEditedHint);
         }
         const BucketLayout& layout = program.buckets[static_cast<std::size_t>(task.bucket)];
         BucketTasks& bucket = buckets[static_cast<std::size_t>(task.bucket)];
@@ -697,7 +739,7 @@ void check_program_flow(const Program& program, const Workload& workload,
                           fmt::format("{} on compute stream {} (\"{}\"): collectives run on "
                                       "communication streams",
                                       a(kind), task.stream, stream.name),
-                          hint);
+                          kEditedHint);
         }
         const CollectiveKind expected = task.kind == TaskKind::kAllGather
                                             ? CollectiveKind::kAllGather
@@ -709,7 +751,7 @@ void check_program_flow(const Program& program, const Workload& workload,
                           task.kind == TaskKind::kAllReduce
                               ? " (HSDP all-reduces a reduce-scatter's output)"
                               : ""),
-              hint);
+              kEditedHint);
         }
         const CommGroup group = task.kind == TaskKind::kAllReduce ? replicate_group(workload.job)
                                                                   : shard_group(workload.job);
@@ -735,7 +777,7 @@ void check_program_flow(const Program& program, const Workload& workload,
                         to_string(program.tasks[static_cast<std::size_t>(next)].kind), of,
                         to_string(program.tasks[static_cast<std::size_t>(previous)].kind),
                         previous),
-            hint);
+            kEditedHint);
       }
       previous = next;
     }
@@ -749,7 +791,8 @@ void check_program_flow(const Program& program, const Workload& workload,
     const std::string path = indexed("program.buckets", b);
     const std::string kind = to_string(layout.kind);
     if (bucket.collective < 0) {
-      throw_bad_input(where(path), fmt::format("no {} task of this {} bucket", kind, kind), hint);
+      throw_bad_input(where(path), fmt::format("no {} task of this {} bucket", kind, kind),
+                      kEditedHint);
     }
     const bool reduce = layout.kind == CollectiveKind::kReduceScatter;
     if (reduce && replicated && bucket.all_reduce < 0) {
@@ -757,11 +800,11 @@ void check_program_flow(const Program& program, const Workload& workload,
                       fmt::format("job.dp_replicate {} but no all_reduce of this reduce_scatter "
                                   "bucket (HSDP sums the replicas' gradient shards)",
                                   workload.job.dp_replicate),
-                      hint);
+                      kEditedHint);
     }
     if (!replicated && bucket.all_reduce >= 0) {
       throw_bad_input(where(task_path(bucket.all_reduce) + ".kind"),
-                      "an all_reduce in a job of one replica (job.dp_replicate 1)", hint);
+                      "an all_reduce in a job of one replica (job.dp_replicate 1)", kEditedHint);
     }
     // Copy-in, collective, all-reduce, copy-out: each ends before the next starts.
     const int last =
@@ -775,7 +818,8 @@ void check_program_flow(const Program& program, const Workload& workload,
     if (unit.forward < 0 || unit.backward < 0) {
       throw_bad_input(
           where("program.tasks"),
-          fmt::format("no {} task of {}", unit.forward < 0 ? "forward" : "backward", name), hint);
+          fmt::format("no {} task of {}", unit.forward < 0 ? "forward" : "backward", name),
+          kEditedHint);
     }
     in_order({unit.forward, unit.recompute, unit.backward}, name);
   }
@@ -788,7 +832,7 @@ void check_program_flow(const Program& program, const Workload& workload,
                         "reduce_scatter bucket {}) ends",
                         end, to_string(program.tasks[static_cast<std::size_t>(end)].kind),
                         program.tasks[static_cast<std::size_t>(end)].bucket),
-            hint);
+            kEditedHint);
       }
     }
   }
@@ -805,18 +849,21 @@ void check_program_flow(const Program& program, const Workload& workload,
                     "ranks ({} per node)",
                     a(to_string(task.kind)), task.group.ranks, task.group.ranks_per_node,
                     replicas ? "replica" : "shard", group.ranks, group.ranks_per_node),
-        hint);
+        kEditedHint);
   }
 }
 
 // Structural checks of a Program against the workload it claims to lower: indices in
 // range, dependencies pointing backwards (the executor replays tasks in id order per
-// stream), every bucket slot a real parameter of the bucket's units, and memory events
-// that never free what is not allocated (check_program_memory).
+// stream), every bucket slot a real parameter of the bucket's units, packed in order and
+// in the bucket's dtype, every collective and bucket copy of its bucket's bytes, and
+// memory events that never free what is not allocated and free everything by the step's
+// end (check_program_memory).
 void check_program(const Program& program, const Workload& workload, const std::string& source) {
   const int unit_count = static_cast<int>(workload.units.size());
   const auto where = [&](const std::string& path) { return fmt::format("{}: {}", source, path); };
   if (program.streams.empty()) throw_bad_input(where("program.streams"), "no streams");
+  std::vector<std::int64_t> bucket_wire_bytes;  // per bucket: one rank's shard, wire dtypes
   for (std::size_t i = 0; i < program.tasks.size(); ++i) {
     const Task& task = program.tasks[i];
     const std::string path = indexed("program.tasks", i);
@@ -859,6 +906,13 @@ void check_program(const Program& program, const Workload& workload, const std::
                                   bucket.units.first, bucket.units.last, unit_count - 1),
                       "was this schedule made for another model or job?");
     }
+    // The slots pack the bucket's flat shard in order and fill it, each parameter in its
+    // wire dtype (the executor's layout; found by QA: a bucket without slots, or of another
+    // dtype, was simulated and reported as if it were the lowering's).
+    std::int64_t packed = 0;
+    std::int64_t wire_bytes = 0;
+    std::optional<DType> uniform_wire;
+    bool mixed_wire = false;
     for (std::size_t s = 0; s < bucket.slots.size(); ++s) {
       const BufferSlot& slot = bucket.slots[s];
       const std::string slot_path = indexed(path + ".slots", s);
@@ -890,10 +944,79 @@ void check_program(const Program& program, const Workload& workload, const std::
             fmt::format("slot [{}, {}) runs past the bucket's shard_elements {}", slot.offset,
                         slot.offset + slot.shard_numel, bucket.shard_elements));
       }
+      if (slot.offset != packed) {
+        throw_bad_input(where(slot_path + ".offset"),
+                        fmt::format("is {}, but the slots are packed in order: expected {} (the "
+                                    "shard elements of the slots before it)",
+                                    slot.offset, packed));
+      }
+      packed += slot.shard_numel;
+      const DType wire =
+          bucket.kind == CollectiveKind::kAllGather ? param->gather_dtype : param->reduce_dtype;
+      // Reductions sum in the bucket's dtype; an all-gather moves each parameter in its own.
+      if (bucket.kind != CollectiveKind::kAllGather && wire != bucket.dtype) {
+        throw_bad_input(
+            where(path + ".dtype"),
+            fmt::format("a {} bucket of {} holds {} gradients ({})", to_string(bucket.kind),
+                        to_string(bucket.dtype), to_string(wire), slot.param),
+            kOtherJobHint);
+      }
+      mixed_wire = mixed_wire || (uniform_wire && *uniform_wire != wire);
+      uniform_wire = wire;
+      wire_bytes += slot.shard_numel * bytes_per_element(wire);
     }
+    if (packed != bucket.shard_elements) {
+      throw_bad_input(where(path + ".shard_elements"),
+                      fmt::format("is {}, but its slots hold {} elements per shard",
+                                  bucket.shard_elements, packed));
+    }
+    // The lowering names the wire dtype of an all-gather whose parameters agree on one.
+    if (bucket.kind == CollectiveKind::kAllGather && uniform_wire && !mixed_wire &&
+        bucket.dtype != *uniform_wire) {
+      throw_bad_input(where(path + ".dtype"),
+                      fmt::format("is {}, but its parameters are gathered in {}",
+                                  to_string(bucket.dtype), to_string(*uniform_wire)),
+                      kOtherJobHint);
+    }
+    bucket_wire_bytes.push_back(wire_bytes);
   }
   const HappensBefore happens_before(program);
   check_program_flow(program, workload, happens_before, source);
+  // Each collective and bucket copy moves its bucket's bytes: its shard on one rank, or
+  // the flat buffer of the shard group (its dp_shard ranks), as the lowering sizes them
+  // (an all-gather's copy-out, over a group of buckets, is left to its memory events).
+  const std::int64_t shard_ranks = std::max<std::int64_t>(1, workload.job.dp_shard);
+  for (std::size_t i = 0; i < program.tasks.size(); ++i) {
+    const Task& task = program.tasks[i];
+    if (task.bucket < 0) continue;
+    const BucketLayout& bucket = program.buckets[static_cast<std::size_t>(task.bucket)];
+    const std::int64_t shard = bucket_wire_bytes[static_cast<std::size_t>(task.bucket)];
+    const bool gather = bucket.kind == CollectiveKind::kAllGather;
+    std::int64_t expected = -1;
+    switch (task.kind) {
+      case TaskKind::kAllGather:
+      case TaskKind::kReduceScatter:
+        expected = shard * shard_ranks;
+        break;
+      case TaskKind::kAllReduce:
+        expected = shard;
+        break;
+      case TaskKind::kCopyIn:
+        expected = gather ? shard : shard * shard_ranks;
+        break;
+      case TaskKind::kCopyOut:
+        if (!gather) expected = shard;
+        break;
+      default:
+        break;
+    }
+    if (expected >= 0 && task.bytes != expected) {
+      throw_bad_input(
+          where(indexed("program.tasks", i) + ".bytes"),
+          fmt::format("is {}, but its bucket {} makes {}", task.bytes, task.bucket, expected),
+          kEditedHint);
+    }
+  }
   check_program_memory(program, happens_before, source);
 }
 
@@ -1070,7 +1193,7 @@ void check_stage_actions(const ScheduleStage& stage, const JobSpec& job, const s
             stage.actions.size(), job.virtual_stages, job.microbatches,
             job.pipeline_steps > 1 ? fmt::format(" x pipeline_steps {}", job.pipeline_steps) : "",
             expected),
-        "was this schedule made for another job?");
+        kOtherJobHint);
   }
   // (chunk's place on its rank, microbatch, backward) already seen: one per action.
   std::vector<bool> seen(stage.actions.size(), false);
@@ -1118,7 +1241,7 @@ void check_pipeline(const SchedulePipeline& pipeline, const Workload& workload,
     throw_bad_input(where("pipeline.chunks"),
                     fmt::format("{} chunks, but pp {} x virtual_stages {} makes {}",
                                 pipeline.chunks.size(), job.pp, job.virtual_stages, chunks.size()),
-                    "was this schedule made for another job?");
+                    kOtherJobHint);
   }
   if (pipeline.stages.size() != static_cast<std::size_t>(job.pp)) {
     throw_bad_input(where("pipeline.stages"),
@@ -1285,6 +1408,21 @@ json schedule_to_json(const ScheduleFile& schedule) {
   return out;
 }
 
+std::string schedule_file_text(const ScheduleFile& schedule, const std::string& path) {
+  const json document = schedule_to_json(schedule);
+  try {
+    schedule_from_json(document, path);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::kBadInput) throw;
+    // Found by QA: a job of 2^30 tokens per sequence was tuned and written, with a step of
+    // 4.3e9 s that every command then refused to read.
+    throw_bad_input(e.where(), e.message() + " (in the schedule this run would write)",
+                    "the job is beyond what a schedule file holds (docs/schedule-format.md, "
+                    "\"Checks on load\"): a shorter --seq or a smaller --batch");
+  }
+  return dump_json(document);
+}
+
 ScheduleFile schedule_from_json(const json& json_in, const std::string& source) {
   const Fields fields(json_in, source, "");
   refuse_other_format(json_in, source);
@@ -1312,6 +1450,18 @@ ScheduleFile schedule_from_json(const json& json_in, const std::string& source) 
   schedule.job = job_from_json(fields.at("job"), fields.where("job"));
   schedule.hardware = hardware_from_json(fields.at("hardware"), fields.where("hardware"));
   schedule.memory_limit_bytes = fields.bytes("memory_limit_bytes");
+  // A body of the other version (a pipelined schedule relabelled version 1 was refused as
+  // "plan: missing field", found by QA) is named by its version.
+  if (const char* other = pipelined ? "plan" : "pipeline";
+      !fields.has(pipelined ? "pipeline" : "plan") && fields.has(other)) {
+    throw_bad_input(fields.where("version"),
+                    fmt::format("version {} holds {}, but the file has a '{}' (a version {} "
+                                "schedule's)",
+                                version_number,
+                                pipelined ? "a pipelined job's 'pipeline'"
+                                          : "one FSDP Program's 'plan' and 'program'",
+                                other, pipelined ? 1 : 2));
+  }
   if (pipelined) {
     schedule.pipeline = pipeline_from_json(fields.object("pipeline"), schedule.job.microbatches);
   } else {
@@ -1346,8 +1496,9 @@ ScheduleFile schedule_from_json(const json& json_in, const std::string& source) 
       schedule.memory_timeline.push_back(MemorySample{time_s, bytes});
     }
   }
-  schedule.cost_queries = fields.non_negative("cost_queries");
-  schedule.cost_fallbacks = fields.non_negative("cost_fallbacks");
+  // Counts of an int, as the Program's (found by QA: 2^62 was read).
+  schedule.cost_queries = fields.count("cost_queries");
+  schedule.cost_fallbacks = fields.count("cost_fallbacks");
   const json& baselines = fields.array("baselines");
   for (std::size_t i = 0; i < baselines.size(); ++i) {
     const Fields baseline(baselines[i], source, indexed("baselines", i));
@@ -1369,7 +1520,9 @@ ScheduleFile schedule_from_json(const json& json_in, const std::string& source) 
   schedule.provenance.cost_source = provenance.string("cost_source");
   schedule.provenance.cost_hash = provenance.string("cost_hash");
   schedule.provenance.seed = provenance.unsigned_integer("seed");
-  schedule.provenance.threads = provenance.integer("threads");
+  // Threads of a run: at least one, an int (found by QA: -1 and 2^62 were read).
+  schedule.provenance.threads =
+      provenance.integer_in("threads", 1, std::numeric_limits<int>::max());
   schedule.provenance.command = provenance.string("command");
   const bool has_job_hash = provenance.has("job_hash");
   if (has_job_hash) schedule.provenance.job_hash = provenance.string("job_hash");
@@ -1478,6 +1631,15 @@ void refuse_other_format(const json& json_in, const std::string& source) {
         source + ": format",
         fmt::format("\"{}\", expected \"{}\"", format->get<std::string>(), kScheduleFormatName),
         "is this a schedule file written by `fsdptune tune`?");
+  }
+  // A plan file has neither field: an object with them and no format is a schedule file
+  // whose format was lost, which is not read as a plan either.
+  if (!json_in.contains("format") && (json_in.contains("plan") || json_in.contains("program"))) {
+    throw_bad_input(source + ": format",
+                    fmt::format("missing field: a schedule file (it has \"{}\") says \"format\": "
+                                "\"{}\"",
+                                json_in.contains("plan") ? "plan" : "program", kScheduleFormatName),
+                    "is this a schedule file written by `fsdptune tune`?");
   }
 }
 

@@ -968,7 +968,9 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
     job.microbatches = o.microbatches.value_or(1);
   }
   job.pipeline_steps = o.pipeline_steps.value_or(1);
-  if (c.global_batch_size > 0) {
+  // Pipeline steps without PP are normalize_job's error, naming the flag (found by QA: the
+  // global batch was named instead).
+  if (c.global_batch_size > 0 && !(job.pipeline_steps > 1 && job.pp == 1)) {
     // What one step of the local batch runs over all data-parallel ranks; a global batch
     // of several such steps is torchtitan's gradient accumulation (train_step's loop over
     // microbatches, FSDP2 gathering and reduce-scattering in each).
@@ -1059,7 +1061,9 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
     if (named && !o.virtual_stages) {
       job.virtual_stages = named_stages_per_rank(c, job);
     } else {
-      job.virtual_stages = o.virtual_stages.value_or(stages_per_rank(c, model, job));
+      // Not value_or: its argument is evaluated, and throws, when the flag is given (found
+      // by QA: --virtual-stages 2 refused for the config's pipeline_parallel_layers_per_stage).
+      job.virtual_stages = o.virtual_stages ? *o.virtual_stages : stages_per_rank(c, model, job);
     }
   } else {
     job.pp_schedule = o.pp_schedule.value_or(job.pp_schedule);
@@ -1251,16 +1255,18 @@ std::string torchtitan_config_toml(const std::string& model_name_given, const Mo
       "# torchtitan takes the world size and the node size from the launcher). The tables\n"
       "# and keys fsdptune reads (docs/torchtitan-config.md); merge them into your config.\n",
       model_name, job.gpus, job.gpus_per_node);
+  // A flavor by its shapes too: a model file of the same model, given by path, is it
+  // (found by QA: --model models/llama3-8b.json was "no torchtitan llama3 flavor").
   std::string flavor;
   for (const auto& [name, builtin] : kFlavors) {
-    if (model_name == builtin) flavor = name;
+    if (model_name == builtin || model == builtin_model(builtin)) flavor = name;
   }
   text += "\n[model]\n";
   if (flavor.empty()) {
     text += fmt::format(
         "# fsdptune's model '{}' is no torchtitan llama3 flavor: set name and "
         "flavor\n",
-        model_name);
+        comment_text(model.name));
   } else {
     text += fmt::format("name = \"llama3\"\nflavor = \"{}\"\n", flavor);
   }

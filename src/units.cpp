@@ -21,8 +21,18 @@ struct Suffix {
 
 // Longest suffixes first so "GiB" is not read as "B".
 constexpr Suffix kSuffixes[] = {
-    {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
-    {"KB", 1e3},     {"MB", 1e6},        {"GB", 1e9},           {"TB", 1e12},
+    {"KiB", 1024.0},
+    {"MiB", 1048576.0},
+    {"GiB", 1073741824.0},
+    {"TiB", 1099511627776.0},
+    {"PiB", 1125899906842624.0},
+    {"EiB", 1152921504606846976.0},
+    {"KB", 1e3},
+    {"MB", 1e6},
+    {"GB", 1e9},
+    {"TB", 1e12},
+    {"PB", 1e15},
+    {"EB", 1e18},
     {"B", 1.0},
 };
 
@@ -107,13 +117,13 @@ double printed(double value, int decimals) {
 std::string format_bytes(std::int64_t bytes) {
   const double magnitude = std::fabs(static_cast<double>(bytes));
   if (magnitude < 1024.0) return fmt::format("{} B", bytes);
-  const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
+  const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   const auto decimals_of = [](double v) {
     return std::fabs(v) >= 100 ? 0 : (std::fabs(v) >= 10 ? 1 : 2);
   };
   double value = static_cast<double>(bytes) / 1024.0;
   int unit = 0;
-  while (std::fabs(printed(value, decimals_of(value))) >= 1024.0 && unit < 3) {
+  while (std::fabs(printed(value, decimals_of(value))) >= 1024.0 && unit < 5) {
     value /= 1024.0;
     ++unit;
   }
@@ -127,6 +137,24 @@ std::string format_seconds(double seconds) {
   if (std::fabs(printed(seconds * 1e3, 2)) < 1000.0) return fmt::format("{:.2f} ms", seconds * 1e3);
   return fmt::format("{:.3f} s", seconds);
 }
+
+namespace {
+
+// `--gemm 1,1,1` printed "0.0 GFLOP/s", a tiny collective "0.0 MB/s", a CPU's GEMM in
+// `profile compare` "0.0 TFLOP/s": the prefix follows the rate.
+std::string format_rate(double per_s, const char* unit) {
+  constexpr std::pair<double, const char*> kPrefixes[] = {{1e12, "T"}, {1e9, "G"}, {1e6, "M"}};
+  for (const auto& [scale, prefix] : kPrefixes) {
+    // What rounds to 1000.0 of the unit below is 1.0 of this one.
+    if (per_s >= scale * 0.99995) return fmt::format("{:.1f} {}{}/s", per_s / scale, prefix, unit);
+  }
+  return fmt::format("{:.1f} k{}/s", per_s / 1e3, unit);
+}
+
+}  // namespace
+
+std::string format_flops_per_s(double flops_per_s) { return format_rate(flops_per_s, "FLOP"); }
+std::string format_bytes_per_s(double bytes_per_s) { return format_rate(bytes_per_s, "B"); }
 
 std::size_t utf8_sequence_length(const std::string& text, std::size_t at) {
   const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };

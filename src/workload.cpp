@@ -7,11 +7,13 @@
 #include <cmath>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "fsdptune/error.hpp"
 #include "fsdptune/hardware.hpp"
+#include "fsdptune/io.hpp"
 
 namespace fsdptune {
 namespace {
@@ -935,9 +937,44 @@ Op op_from_json(const nlohmann::json& json, const std::string& where) {
                       fmt::format("is {}, expected 0 to {}", value, high));
     }
   };
+  // A misspelt or foreign field would be dropped on writing (found by QA: a profile's op
+  // with "zz_unknown" read and merged without it); `signature` is derived and ignored.
+  const auto refuse_unknown = [&](const nlohmann::json& object, const std::string& context,
+                                  const std::vector<std::string>& known) {
+    if (!object.is_object()) {
+      throw_bad_input(fmt::format("{}: field '{}'", where, context), "expected an object");
+    }
+    if (const auto key = unknown_field(object, known)) {
+      throw_bad_input(
+          fmt::format("{}: field '{}{}'", where, context.empty() ? "" : context + ".", *key),
+          "unknown field", "docs/workload.md lists an op's fields");
+    }
+  };
   try {
     Op op;
     op.kind = op_kind_from_string(field("kind").get<std::string>(), where + ": field 'kind'");
+    std::vector<std::string> known = {"kind",  "name",  "dtype",    "backward",
+                                      "flops", "bytes", "signature"};
+    switch (op.kind) {
+      case OpKind::kGemm:
+        known.push_back("gemm");
+        refuse_unknown(field("gemm"), "gemm", {"m", "n", "k"});
+        break;
+      case OpKind::kAttention:
+        known.push_back("attention");
+        refuse_unknown(
+            field("attention"), "attention",
+            {"batch", "heads", "kv_heads", "seq", "head_dim", "causal", "context_parallel"});
+        break;
+      case OpKind::kMemoryBound:
+        known.push_back("memory_op");
+        break;
+      case OpKind::kCollective:
+        known.insert(known.end(), {"collective", "group", "parallel_dim"});
+        refuse_unknown(field("group"), "group", {"ranks", "ranks_per_node"});
+        break;
+    }
+    refuse_unknown(json, "", known);
     op.name = field("name").get<std::string>();
     op.dtype = dtype_from_string(field("dtype").get<std::string>(), where + ": field 'dtype'");
     op.backward = field("backward").get<bool>();

@@ -1171,9 +1171,6 @@ void check_data_exact(const ScheduleFile& schedule, int world_size, const std::s
                       bool scale_down) {
   const Workload workload = workload_of(schedule);
   const ReplayMesh first = replay_mesh(schedule, 0, world_size, scale_down, source);
-  const std::string hint =
-      "tune the schedule with --reduce-dtype fp32 (exact up to 2^24 addends), or replay it on "
-      "fewer ranks (--scale-down) or with fewer microbatches; or validate without --check-data";
   // The stages differ in their chunks' buckets only: one layout per stage.
   for (int stage = 0; stage < first.pp; ++stage) {
     const int rank = stage * first.stage_size();
@@ -1193,6 +1190,19 @@ void check_data_exact(const ScheduleFile& schedule, int world_size, const std::s
                          "the fp32 gradient shards add {} copies of it, {} addends, "
                          "beyond fp32's exact integers (2^24)",
                          bucket.gradient_copy_outs, addends * bucket.gradient_copy_outs);
+      // Only the ways out open to this run (found by QA: --scale-down was offered with
+      // one shard rank, --reduce-dtype fp32 to a bucket of fp32).
+      std::vector<std::string> ways;
+      if (in_dtype && bucket.dtype != DType::kFP32) {
+        ways.push_back("tune the schedule with --reduce-dtype fp32 (exact up to 2^24 addends)");
+      }
+      if (mesh.dp_shard > 1) ways.push_back("replay it on fewer ranks (--scale-down)");
+      if (bucket.gradient_microbatches > 1) ways.push_back("tune it with fewer microbatches");
+      ways.push_back("validate without --check-data");
+      std::string hint;
+      for (std::size_t k = 0; k < ways.size(); ++k) {
+        hint += (k == 0 ? "" : k + 1 == ways.size() ? ", or " : ", ") + ways[k];
+      }
       throw_bad_input(
           "--check-data",
           fmt::format("{}: {}bucket {} (reduce_scatter, {}) sums {} gradients per element ({} "

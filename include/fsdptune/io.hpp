@@ -50,6 +50,10 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& sourc
 nlohmann::json read_json_file(const std::string& path, std::int64_t max_bytes = kMaxInputFileBytes);
 // Deterministic JSON text: 2-space indent, keys sorted, trailing newline.
 std::string dump_json(const nlohmann::json& json);
+// An integer JSON value as int64: one of 2^63 or more (which get<int64_t> wraps to a
+// negative number, reported as "must not be negative") throws Error(kBadInput) naming
+// `where`. REQUIRES: value.is_number_integer().
+std::int64_t json_int64(const nlohmann::json& value, const std::string& where);
 // The first key of `object` (in sorted order) that is not one of `known`, if any: readers
 // refuse it, as a misspelt field would otherwise be ignored.
 std::optional<std::string> unknown_field(const nlohmann::json& object,

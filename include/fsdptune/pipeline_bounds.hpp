@@ -73,10 +73,14 @@ struct PipelineComposition {
 // the Pareto front of (busy time, reserved peak) over the combinations of its chunks'
 // options (busy and peak add up over a rank's chunks); then for every threshold T among
 // those peaks, each rank takes its least busy combination with a peak <= T (no composition for
-// T when a rank has none). Distinct compositions, by increasing T.
+// T when a rank has none). Distinct compositions, by increasing T. With a `limit` (> 0),
+// then one more unless already there: every rank at its least busy combination, each rank
+// whose simulated stage reserves more than `limit` stepped to its next smaller one until
+// none does (none when a rank over the limit has no smaller one).
 // REQUIRES: options.size() == stages * virtual_stages, every options[c] non-empty.
 std::vector<PipelineComposition> pipeline_compositions(
-    const PipelineSpec& spec, const std::vector<std::vector<ChunkTimes>>& options);
+    const PipelineSpec& spec, const std::vector<std::vector<ChunkTimes>>& options,
+    std::int64_t limit = 0);
 
 // The PipelineSpec of one composition (spec with chunks[c] = options[c][choice[c]]).
 PipelineSpec composed_spec(const PipelineSpec& spec,

@@ -1,9 +1,10 @@
 // The tuner per pipeline stage (docs/parallelism.md "Tuning a pipelined job"): each
 // chunk's FSDP plan is searched with the Tuner (tuner.hpp) under the memory its rank can
 // give it, each chunk chooses whether its parameters stay gathered across microbatches,
-// and the step time is the pipeline composition (simulate_pipelined_programs). The result
-// is never worse than fsdp2 per chunk with parameters kept gathered (what
-// simulate_pipelined_job does by default): that composition is a candidate like any other.
+// and the step time is the pipeline composition (simulate_pipelined_programs). fsdp2 per
+// chunk with parameters kept gathered (what simulate_pipelined_job does by default) is a
+// candidate like any other: when it fits, the result is no slower than it beyond the step
+// tolerance (TunerOptions::step_time_tolerance), and slower only while reserving less.
 // Pure: no I/O.
 #pragma once
 

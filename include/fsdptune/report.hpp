@@ -233,7 +233,7 @@ std::string format_percent(double fraction);  // 0.452 -> "45.2%"
 // of equals). REQUIRES: rank_compute_s has at least one entry.
 std::string rank_compute_summary(const std::vector<double>& rank_compute_s);
 std::string format_signed_percent(double fraction);  // 0.031 -> "+3.1%", -0.2 -> "-20.0%"
-std::string format_rate(double tokens_per_s);        // rounded to an integer
+std::string format_rate(double tokens_per_s);        // tokens/s/GPU, to one decimal
 // The label of a Gantt bar `width_px` wide for the task `name`: the longest of the full
 // name, the name up to its bucket ("AG fwd b3"), the bucket ("b3") -- or for compute
 // tasks the unit ("layers.3") and its number ("3"), for a pipeline action ("chunk 2 F3")

@@ -148,6 +148,11 @@ struct ScheduleFile {
 };
 
 nlohmann::json schedule_to_json(const ScheduleFile& schedule);
+// The text a schedule file `path` holds (dump_json of schedule_to_json), read back first
+// with schedule_from_json: a schedule the reader would refuse (a job whose predicted step
+// is beyond kMaxScheduleSeconds) throws Error(kBadInput) naming `path` and the field
+// instead of being written unreadable.
+std::string schedule_file_text(const ScheduleFile& schedule, const std::string& path);
 
 // One pipeline action as both the schedule's pipeline.stages[].actions and measured.json's
 // ranks[].actions write it: {chunk, microbatch, backward, start_s, end_s}.
@@ -163,7 +168,8 @@ ScheduleFile schedule_from_json(const nlohmann::json& json, const std::string& s
 bool is_schedule_json(const nlohmann::json& json);
 // Refuses (Error(kBadInput) naming `source`) what is neither a schedule nor a plan file: a
 // JSON value that is not an object, or a file whose "format" names another fsdptune format
-// (a measured.json given as a plan was called "a plan").
+// (a measured.json given as a plan was called "a plan"), or one with a schedule's "plan" or
+// "program" and no "format" (it was read as its plan alone, unchecked).
 void refuse_other_format(const nlohmann::json& json, const std::string& source);
 // The schedule of a pipelined job from its simulation: version 2, `pipeline` filled from
 // `sim`, `predicted` the whole step (pipeline_summary). Model, job (= workload.job),

@@ -11,7 +11,8 @@
 // compute and collective costs, gives structured seeds; then simulator-in-the-loop local
 // search (merge, split, shift a boundary, change prefetch, reshard or stream layout) with
 // batches of candidates simulated in parallel and reduced in a fixed order, restarted from
-// each seed. The result is never worse than the best baseline: the baselines are
+// each seed. The result is never slower than the best fitting baseline beyond
+// step_time_tolerance (and within it only while reserving less): the baselines are
 // candidates like any other.
 //
 // Determinism: for a given seed the result does not depend on the thread count, and is

@@ -30,6 +30,11 @@ std::string format_bytes(std::int64_t bytes);
 // "1.234 s", "12.3 ms", "45.6 us".
 std::string format_seconds(double seconds);
 
+// A rate with the largest decimal prefix that keeps it at least 1 (kilo at the least):
+// "989.4 TFLOP/s", "2.1 GFLOP/s", "450.0 GB/s", "3.2 kB/s".
+std::string format_flops_per_s(double flops_per_s);
+std::string format_bytes_per_s(double bytes_per_s);
+
 // The length of the well-formed UTF-8 sequence starting at text[at] (1 for ASCII), or 0
 // where it is not one (a stray continuation byte, an overlong form, a surrogate, a code
 // point above U+10FFFF, a sequence cut short). REQUIRES: at < text.size().

@@ -175,18 +175,28 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
   std::size_t header_columns = 0;  // the column header's names: every data row has as many
   int header_line = 0;
   bool header_has_redop = false;  // older nccl-tests print all_gather without redop and root
+  // Older nccl-tests name the check columns "error" and print the largest deviation there
+  // (0e+00, or a rounding error such as 2e-07 for a float all_reduce); the run's verdict is
+  // its "# Out of bounds values : N OK|FAILED" line. Newer ones count "#wrong" elements.
+  bool header_error_columns = false;
   bool footer_seen = false;
   int footer_line = 0;
   std::string declared_test;  // from "# Collective test starting: NAME"
   std::set<std::int64_t> ranks;
   std::map<std::string, std::int64_t> ranks_by_host;
   std::string device;
-  std::optional<std::int64_t> first_count;
-  std::optional<std::int64_t> first_size;
-  std::string first_type;
-  std::string first_redop;
   std::map<std::int64_t, std::vector<double>> samples_by_bytes;
   std::map<std::int64_t, int> line_of_size;  // nccl-tests prints each size once per run
+  // Every row's size, count, type and redop: the first row's tell the collective, every
+  // other row is checked against it at the end.
+  struct RowShape {
+    int line = 0;
+    std::int64_t size = 0;
+    std::optional<std::int64_t> count;
+    std::string type;
+    std::string redop;  // empty where the header has no redop column
+  };
+  std::vector<RowShape> rows;
 
   std::istringstream stream(log.text);
   std::string line;
@@ -229,7 +239,11 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
         // #wrong": the out-of-place and in-place columns are the last eight.
         std::vector<std::string> names = split_whitespace(trimmed.substr(1));
         const std::size_t n = names.size();
-        if (n < 11 || names[0] != "size" || names[n - 8] != "time" || names[n - 4] != "time") {
+        const auto check_column = [&](std::size_t k) {
+          return names[k] == "#wrong" || names[k] == "error";
+        };
+        if (n < 11 || names[0] != "size" || names[n - 8] != "time" || names[n - 4] != "time" ||
+            !check_column(n - 5) || !check_column(n - 1) || names[n - 5] != names[n - 1]) {
           throw_bad_input(at_line(line_number),
                           fmt::format("column header '{}' is not nccl-tests' (size, count, type, "
                                       "..., then out-of-place and in-place time algbw busbw "
@@ -239,8 +253,14 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
         }
         columns_seen = true;
         header_columns = n;
+        header_error_columns = names[n - 1] == "error";
         header_has_redop = names[3] == "redop";
         header_line = line_number;
+      } else if (trimmed.rfind("# Out of bounds values", 0) == 0 &&
+                 trimmed.find("FAILED") != std::string::npos) {
+        throw_bad_input(at_line(line_number),
+                        fmt::format("'{}': the run failed nccl-tests' own data check", trimmed),
+                        "fix the run; fsdptune does not import failed measurements");
       } else if (trimmed.rfind("# Avg bus bandwidth", 0) == 0) {
         footer_seen = true;
         footer_line = line_number;
@@ -312,7 +332,13 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
                                                           *time_us, kMaxSampleSeconds));
       }
       const std::string& wrong = tokens[time_index + 3];
-      if (wrong != "0" && wrong != "N/A") {
+      if (header_error_columns) {
+        const std::optional<double> deviation = parse_number(wrong);
+        if (wrong != "N/A" && !(deviation && std::isfinite(*deviation) && *deviation >= 0)) {
+          throw_bad_input(at_line(line_number),
+                          fmt::format("{} error '{}' is not a number", which, wrong));
+        }
+      } else if (wrong != "0" && wrong != "N/A") {
         throw_bad_input(
             at_line(line_number),
             fmt::format("{} #wrong is {}: the collective returned wrong data", which, wrong),
@@ -320,12 +346,8 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
       }
       samples_by_bytes[*size].push_back(time_s);
     }
-    if (!first_size) {
-      first_size = size;
-      first_count = parse_integer(tokens[1]);
-      first_type = tokens[2];
-      first_redop = header_has_redop ? tokens[3] : "";
-    }
+    rows.push_back({line_number, *size, parse_integer(tokens[1]), tokens[2],
+                    header_has_redop ? tokens[3] : std::string()});
   }
 
   if (!header_seen) {
@@ -340,6 +362,7 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
                     "the run did not finish; re-run it or import a complete log");
   }
   if (samples_by_bytes.empty()) throw_bad_input(source, "no data rows");
+  const RowShape& first = rows.front();
 
   NcclTestsLog result;
   result.device = device;
@@ -352,17 +375,17 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
 
   // Which collective: declared > named > columns; any two that disagree is an error.
   std::optional<CollectiveKind> from_columns;
-  const int element = element_bytes(first_type);
-  if (element > 0 && first_count && first_size && *first_size % element == 0) {
+  const int element = element_bytes(first.type);
+  if (element > 0 && first.count && first.size % element == 0) {
     // count x element = size, or count x element x ranks = size, by division: the count
     // is the log's, its product need not fit in 64 bits.
-    const std::int64_t size_elements = *first_size / element;
-    if (*first_count == size_elements) {
+    const std::int64_t size_elements = first.size / element;
+    if (*first.count == size_elements) {
       from_columns = CollectiveKind::kAllReduce;
     } else if (size_elements % result.group.ranks == 0 &&
-               *first_count == size_elements / result.group.ranks) {
+               *first.count == size_elements / result.group.ranks) {
       // A gather reduces nothing: redop "none", or no redop column at all.
-      from_columns = first_redop == "none" || first_redop.empty() ? CollectiveKind::kAllGather
+      from_columns = first.redop == "none" || first.redop.empty() ? CollectiveKind::kAllGather
                                                                   : CollectiveKind::kReduceScatter;
     }
   }
@@ -397,18 +420,18 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
   // Named, but the first row's count fits neither shape over the listed ranks: the rank
   // lines are not the run's (a tester's log of one "#  Rank" line over 8-rank columns
   // imported as a 1-rank sweep).
-  if (kind && !from_columns && element > 0 && first_count && *first_count > 0 && first_size &&
-      *first_size % element == 0) {
-    const std::int64_t size_elements = *first_size / element;
+  if (kind && !from_columns && element > 0 && first.count && *first.count > 0 &&
+      first.size % element == 0) {
+    const std::int64_t size_elements = first.size / element;
     const std::string implied =
-        *kind != CollectiveKind::kAllReduce && size_elements % *first_count == 0
-            ? fmt::format(" (those of {} ranks)", size_elements / *first_count)
+        *kind != CollectiveKind::kAllReduce && size_elements % *first.count == 0
+            ? fmt::format(" (those of {} ranks)", size_elements / *first.count)
             : std::string();
     throw_bad_input(
         source,
         fmt::format("its first row's count {} of {} bytes is no {} over the {} "
                     "rank(s) its '#  Rank' lines list{}",
-                    *first_count, *first_size, to_string(*kind), result.group.ranks, implied),
+                    *first.count, first.size, to_string(*kind), result.group.ranks, implied),
         "import the log as nccl-tests printed it, every rank's line included");
   }
   if (!kind) kind = from_columns;
@@ -417,6 +440,25 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
                     "name the file after it, e.g. all_gather_perf.log");
   }
   result.kind = *kind;
+  // The first row decided the collective; every other row must be one of it, in the same
+  // type (a row edited or pasted from another run was pooled with the rest).
+  for (const RowShape& row : rows) {
+    if (row.type != first.type) {
+      throw_bad_input(at_line(row.line),
+                      fmt::format("type '{}' where the first row's is '{}'", row.type, first.type),
+                      "import one data type per log (nccl-tests -d with one type)");
+    }
+    if (element == 0 || !row.count) continue;
+    const std::int64_t per_rank =
+        result.kind == CollectiveKind::kAllReduce ? element : element * result.group.ranks;
+    if (row.size % per_rank != 0 || *row.count != row.size / per_rank) {
+      throw_bad_input(
+          at_line(row.line),
+          fmt::format("count {} of {} bytes is no {} over {} rank(s) (the first row's is)",
+                      *row.count, row.size, to_string(result.kind), result.group.ranks),
+          "import the log as nccl-tests printed it");
+    }
+  }
   for (auto& [bytes, samples] : samples_by_bytes) {
     result.points.push_back({bytes, std::move(samples)});
   }

@@ -79,20 +79,6 @@ std::vector<std::int64_t> parse_dims(const std::string& text, const std::string&
   return dims;
 }
 
-// A rate for a human with the largest decimal prefix that keeps it at least 1 (kilo at
-// the least): `--gemm 1,1,1` printed "0.0 GFLOP/s", a tiny collective "0.0 MB/s".
-std::string format_rate(double per_s, const char* unit) {
-  constexpr std::pair<double, const char*> kPrefixes[] = {{1e12, "T"}, {1e9, "G"}, {1e6, "M"}};
-  for (const auto& [scale, prefix] : kPrefixes) {
-    // What rounds to 1000.0 of the unit below is 1.0 of this one.
-    if (per_s >= scale * 0.99995) return fmt::format("{:.1f} {}{}/s", per_s / scale, prefix, unit);
-  }
-  return fmt::format("{:.1f} k{}/s", per_s / 1e3, unit);
-}
-
-std::string format_flops_per_s(double flops_per_s) { return format_rate(flops_per_s, "FLOP"); }
-std::string format_bytes_per_s(double bytes_per_s) { return format_rate(bytes_per_s, "B"); }
-
 GemmShape parse_gemm_shape(const std::string& text) {
   const std::vector<std::int64_t> dims = parse_dims(text, "--gemm", 3, "M,N,K", "8192,4096,4096");
   for (const std::int64_t dim : dims) {

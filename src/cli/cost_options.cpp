@@ -8,9 +8,14 @@
 
 namespace fsdptune::cli {
 
-void add_cost_options(CLI::App* command, CostOptions& options) {
-  command->add_option("--hardware", options.hardware,
-                      "Hardware: a built-in id (h100-sxm, h200, a100-80g) or a spec file");
+void add_cost_options(CLI::App* command, CostOptions& options,
+                      const std::string& default_hardware) {
+  command->add_option(
+      "--hardware", options.hardware,
+      "Hardware: a built-in id (h100-sxm, h200, a100-80g) or a spec file" +
+          (default_hardware.empty()
+               ? std::string()
+               : fmt::format(" (default: {}, or the hardware of --profile)", default_hardware)));
   command->add_option("--profile", options.profile,
                       "Cost profile (JSON) with measured costs; its hardware id selects the "
                       "spec used for what it did not measure");

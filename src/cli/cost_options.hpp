@@ -21,7 +21,14 @@ struct CostOptions {
   std::string profile;   // --profile: cost profile file; empty: unset
 };
 
-void add_cost_options(CLI::App* command, CostOptions& options);
+// The hardware of `tune` and `sweep` when neither --hardware nor --profile names one
+// (`simulate` and `cost` ask for it).
+inline constexpr const char* kDefaultTuneHardware = "h100-sxm";
+
+// `default_hardware`: the command's hardware when none is given, said in --help (empty:
+// none, resolve_cost_model refuses).
+void add_cost_options(CLI::App* command, CostOptions& options,
+                      const std::string& default_hardware = "");
 
 // Reads and validates a profile file: Error(kBadInput) naming the file and field.
 Profile read_profile_file(const std::string& path);

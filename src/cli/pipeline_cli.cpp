@@ -200,7 +200,7 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
                : kept == 0 ? "re-gathered every microbatch"
                            : "re-gathered every microbatch by some chunks");
     fmt::print("step time          {}\n", format_seconds(summary.step_time_s));
-    fmt::print("tokens/s/GPU       {:.0f}\n", summary.tokens_per_s_per_gpu);
+    fmt::print("tokens/s/GPU       {}\n", format_rate(summary.tokens_per_s_per_gpu));
     fmt::print("MFU                {:.1f}%\n", 100.0 * summary.mfu);
     fmt::print("bubble             {:.1f}%\n", 100.0 * sim.result.bubble_fraction);
     if (job.pp > 1) {

@@ -371,7 +371,7 @@ void run_simulate(const SimulateOptions& options) {
                plan.reduce_scatter_buckets.size(), program.tasks.size());
     const double step = result.step_time_s;
     fmt::print("step time          {}\n", format_seconds(step));
-    fmt::print("tokens/s/GPU       {:.0f}\n", metrics.tokens_per_s_per_gpu);
+    fmt::print("tokens/s/GPU       {}\n", format_rate(metrics.tokens_per_s_per_gpu));
     fmt::print("MFU                {:.1f}%\n", 100.0 * metrics.mfu);
     fmt::print("  compute          {} ({:.1f}%)\n", format_seconds(result.compute_s),
                percent(result.compute_s, step));

@@ -84,7 +84,7 @@ std::string config_label(const JobSpec& job) {
 
 struct SweepCliOptions {
   std::string model;
-  std::string hardware = "h100-sxm";
+  std::string hardware = kDefaultTuneHardware;
   std::int64_t gpus = 8;
   std::optional<std::int64_t> gpus_per_node;  // --gpus-per-node; absent: the hardware's
   std::string global_batch;
@@ -408,7 +408,7 @@ void run_sweep(const SweepCliOptions& o) {
       schedule.provenance.command += " --step-tolerance " + o.step_tolerance;
     }
     if (options.fit_at_any_timing) schedule.provenance.command += " --fit any-timing";
-    outputs.push_back({o.out, dump_json(schedule_to_json(schedule))});
+    outputs.push_back({o.out, schedule_file_text(schedule, o.out)});
     best_written =
         fmt::format("{} (schedule format version {}, {} from {})", o.out,
                     schedule.pipeline ? kPipelineScheduleFormatVersion : kScheduleFormatVersion,
@@ -530,7 +530,7 @@ void run_sweep(const SweepCliOptions& o) {
 
 struct PipelineCliOptions {
   JobOptions job;
-  std::string hardware = "h100-sxm";
+  std::string hardware = kDefaultTuneHardware;
   std::string memory_limit;
   std::string keep_gathered;  // --keep-gathered yes|no|torchtitan (resolve_keep_gathered)
   bool json = false;

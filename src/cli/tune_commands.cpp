@@ -45,7 +45,7 @@ std::string stop_reason(const TunerResult& result, std::int64_t max_evaluations)
 
 struct TuneOptions {
   JobOptions job;
-  CostOptions cost;            // --hardware (default h100-sxm) / --profile
+  CostOptions cost;            // --hardware (default kDefaultTuneHardware) / --profile
   std::string memory_limit;    // SIZE; empty = hardware default
   std::string step_tolerance;  // FRACTION; empty = TunerOptions' default
   double time_budget_s = 10.0;
@@ -154,7 +154,7 @@ std::vector<OutputFile> schedule_outputs(ScheduleFile& schedule, const TuneOptio
   schedule.provenance.threads = options.threads;
   schedule.provenance.command = canonical_command(options, model, schedule.job);
   schedule.provenance.job_hash = schedule_job_hash(schedule.job);
-  std::vector<OutputFile> outputs = {{options.out, dump_json(schedule_to_json(schedule))}};
+  std::vector<OutputFile> outputs = {{options.out, schedule_file_text(schedule, options.out)}};
   if (!options.torchtitan_toml.empty()) {
     outputs.push_back(
         {options.torchtitan_toml, torchtitan_config_toml(model, schedule.model, schedule.job)});
@@ -243,7 +243,7 @@ void run_tune(const TuneOptions& options) {
   check_try_pp_splits(options.try_pp_splits);
 
   const ModelSpec model = resolve_model_option(options.job);
-  const ResolvedCostModel resolved = resolve_cost_model(options.cost, "h100-sxm");
+  const ResolvedCostModel resolved = resolve_cost_model(options.cost, kDefaultTuneHardware);
   const HardwareSpec& hardware = resolved.hardware;
   const JobSpec job = to_job_spec(options.job, model, &hardware);
   check_job_hardware(job, hardware);
@@ -392,7 +392,10 @@ void run_tune(const TuneOptions& options) {
             : "";
     fmt::print("search: {} plans simulated over {} chunks{} in {:.2f} s{}\n", tuned.plans_evaluated,
                schedule.pipeline->chunks.size(), splits, pipeline_elapsed_s,
-               tuned.budget_exhausted ? "; stopped by the budget (time or evaluations)" : "");
+               !tuned.budget_exhausted        ? ""
+               : options.time_budget_s == 0   ? "; stopped at --max-evaluations (each chunk's)"
+               : options.max_evaluations == 0 ? "; stopped by the time budget"
+                                              : "; stopped by the budget (time or evaluations)");
     fmt::print("lower bound {}: efficiency {:.1f}%; Pareto front of {} compositions\n",
                format_seconds(schedule.lower_bound_s), 100.0 * efficiency, schedule.pareto.size());
     fmt::print("wrote {} (schedule {})\n", options.out, schedule_hash(schedule));
@@ -548,7 +551,7 @@ void register_tune_commands(CLI::App& app) {
       "tune", "Search bucketing, prefetch, resharding and streams; write the best schedule");
   add_job_options(tune, options->job);
   add_pipeline_options(tune, options->job);
-  add_cost_options(tune, options->cost);
+  add_cost_options(tune, options->cost, kDefaultTuneHardware);
   tune->add_option("--memory-limit", options->memory_limit,
                    "Peak memory per GPU, e.g. 76GiB (default: HBM minus the hardware's reserve)");
   tune->add_option("--step-tolerance", options->step_tolerance,

@@ -146,6 +146,17 @@ TEST_CASE("simulate without --model needs a schedule file", "[cli][simulate][sch
   }
   fsdptune::write_file_atomically(plan, "[1, 2]");
   check_rejected("simulate --plan " + plan, {"plan.json", "a JSON array, not an object"});
+  // Found by QA: a schedule file without its "format" was read, with --model, as its
+  // "plan" alone (its version, program, model and job unchecked); without --model it was
+  // called "a plan". Either way its missing format is named.
+  const std::string unformatted = dir + "/unformatted.json";
+  fsdptune::write_file_atomically(unformatted,
+                                  R"({"version": 99, "plan": {"version": 1, "name": "one",
+      "forward_buckets": [[0, 5]]}, "program": "garbage"})");
+  for (const std::string& flags : {std::string(), std::string(" --model tiny --gpus 2")}) {
+    check_rejected("simulate --hardware h100-sxm --plan " + unformatted + flags,
+                   {"unformatted.json: format", "missing field", "\"plan\""});
+  }
   std::filesystem::remove_all(dir);
 }
 

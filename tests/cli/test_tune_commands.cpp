@@ -2,6 +2,7 @@
 // fits.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -32,6 +33,25 @@ std::string slurp(const std::string& path) {
 // that the result is deterministic whatever the machine's speed.
 const std::string kTinyJob =
     "--model tiny --gpus 8 --batch 2 --seq 1024 --max-evaluations 300 --time-budget 60";
+
+// `tune ARGS --json --out OUT`, which must succeed: its JSON summary.
+nlohmann::json tune_json(const std::string& args, const std::string& out) {
+  const CommandResult result = run_fsdptune("tune " + args + " --json --out " + out);
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  return nlohmann::json::parse(result.out);
+}
+
+// How many chunks of a pipelined schedule run SimpleFSDP's unbucketed plan.
+int unbucketed_chunks(const std::string& schedule_path) {
+  // Held: a range-for over a temporary's member would read freed memory.
+  const nlohmann::json schedule = fsdptune::read_json_file(schedule_path);
+  int unbucketed = 0;
+  for (const nlohmann::json& chunk : schedule["pipeline"]["chunks"]) {
+    unbucketed += chunk["plan"]["one_collective_per_parameter"].get<bool>() ? 1 : 0;
+  }
+  return unbucketed;
+}
 
 }  // namespace
 
@@ -280,6 +300,59 @@ TEST_CASE("tune --fit any-timing of a pipelined job: every stage within the limi
   CHECK_FALSE(std::ifstream(dir + "/tight.json").good());
 }
 
+TEST_CASE("tune --pp: --keep-gathered any no slower than no, --fit any-timing no faster",
+          "[cli][tune][pipeline]") {
+  const std::string dir = make_temp_dir("fsdptune-tune-pp-choices");
+  const auto step = [&](const std::string& flags, const std::string& name) {
+    return tune_json(flags + " --threads 1 --step-tolerance 0", dir + "/" + name + ".json");
+  };
+  // Tiny on 4 GPUs, PP 2, 4 microbatches under 46.3 MiB: kept gathered nothing fits, and
+  // fsdp2 re-gathered per microbatch is faster than any composition of the candidates
+  // (found by QA 2026-12-05: `any` picked 2.452 ms, `no` fsdp2's 2.404 ms).
+  const std::string tiny =
+      "--model tiny --gpus 4 --gpus-per-node 4 --seq 512 --pp 2 --microbatches 4 "
+      "--memory-limit 48570040 --max-evaluations 60";
+  const nlohmann::json any = step(tiny + " --keep-gathered any", "any");
+  const nlohmann::json no = step(tiny + " --keep-gathered no", "no");
+  CHECK(any["tuned"]["step_time_s"].get<double>() <= no["tuned"]["step_time_s"].get<double>());
+  CHECK(any["derived_from"] == "fsdp2 re-gathered per microbatch");
+  // The same candidates under either fit: the stricter criterion is never faster (found by
+  // QA: Llama 3 8B on 16 GPUs, PP 2, picked 0.4866 s under --fit any-timing, 0.4964 s by
+  // default, from SimpleFSDP's unbucketed plans that only --fit any-timing offered).
+  const std::string llama =
+      "--model llama3-8b --gpus 16 --seq 2048 --pp 2 --microbatches 4 --max-evaluations 60";
+  const nlohmann::json predicted = step(llama, "predicted");
+  const nlohmann::json robust = step(llama + " --fit any-timing", "robust");
+  CHECK(robust["tuned"]["step_time_s"].get<double>() >=
+        predicted["tuned"]["step_time_s"].get<double>());
+  CHECK(unbucketed_chunks(dir + "/robust.json") == 0);
+}
+
+TEST_CASE("tune --pp: SimpleFSDP's unbucketed plan is the last resort of both fit criteria",
+          "[cli][tune][pipeline]") {
+  const std::string dir = make_temp_dir("fsdptune-tune-pp-last-resort");
+  // Llama 3 70B, TP 8 x PP 4, 8 microbatches, full AC at seq 4096 under 18.7 GiB: no
+  // composition of the FSDP2-style candidates and no fsdp2 fits (found by QA 2026-12-05:
+  // the default criterion exited 3 while --fit any-timing, alone offered simplefsdp-none,
+  // fitted with it on stage 0).
+  const std::string job =
+      "--model llama3-70b --gpus 64 --tp 8 --pp 4 --microbatches 8 --ac full --seq 4096 "
+      "--max-evaluations 40 --threads 1";
+  const auto tuned = [&](const std::string& flags, const std::string& name) {
+    const std::string out = dir + "/" + name + ".json";
+    const double step_s = tune_json(job + " " + flags, out)["tuned"]["step_time_s"].get<double>();
+    return std::pair{step_s, unbucketed_chunks(out)};
+  };
+  const auto [tight_s, tight_unbucketed] = tuned("--memory-limit 20065781022", "tight");
+  const auto [robust_s, robust_unbucketed] =
+      tuned("--memory-limit 20065781022 --fit any-timing", "robust");
+  CHECK(tight_unbucketed > 0);
+  CHECK(robust_unbucketed == tight_unbucketed);
+  CHECK(robust_s == tight_s);
+  // Where an FSDP2-style composition fits, it is never offered.
+  CHECK(tuned("--memory-limit 40GiB", "roomy").second == 0);
+}
+
 TEST_CASE("tune exits 3 when nothing fits, naming the smallest peak and what to change",
           "[cli][tune]") {
   const std::string dir = make_temp_dir("fsdptune-tune-fit");
@@ -314,6 +387,30 @@ TEST_CASE("tune exits 3 when nothing fits, naming the smallest peak and what to 
   CHECK_THAT(staged.err, Catch::Contains("MiB over") &&
                              Catch::Contains("hint: more pipeline stages (--pp), shard over "
                                              "more GPUs (--gpus 8), or use a shorter --seq"));
+}
+
+// Found by QA: a job of 2^30 tokens per sequence was tuned and written with a step of
+// 4.3e9 s, beyond what the schedule reader takes; every command then refused the file.
+TEST_CASE("tune refuses to write a schedule that would not read back", "[cli][tune]") {
+  const std::string dir = make_temp_dir("fsdptune-tune-unreadable");
+  const std::string model = dir + "/mid.json";
+  std::ofstream(model) << R"({"format": "fsdptune-model", "version": 1, "name": "mid",
+      "dim": 4096, "n_layers": 32, "n_heads": 32, "n_kv_heads": 8, "head_dim": 128,
+      "ffn_dim": 14336, "vocab_size": 256})";
+  const std::string out = dir + "/schedule.json";
+  const CommandResult result = run_fsdptune(
+      "tune --model " + model +
+      " --gpus 64 --ac full --seq 1073741824 --hardware h100-sxm --memory-limit 1024TiB "
+      "--max-evaluations 20 --time-budget 0 --out " +
+      out);
+  INFO("stderr: " << result.err);
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Catch::Contains(out + ": predicted.step_time_s: is ") &&
+                             Catch::Contains("expected 0 to 1000000000 (in the schedule this "
+                                             "run would write)") &&
+                             Catch::Contains("a shorter --seq"));
+  CHECK_FALSE(std::ifstream(out).good());
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("tune rejects bad tuner flags with exit 2 naming the flag", "[cli][tune]") {

@@ -186,6 +186,11 @@ TEST_CASE("bad model files name the file and the field", "[model][errors]") {
     json["dims"] = 8;
     expect_bad_input([&] { model_from_json(json, "m.json"); }, {"'dims'", "unknown"});
   }
+  SECTION("a source that is not text") {  // found by QA: it was read
+    auto json = tiny_json();
+    json["source"] = 5;
+    expect_bad_input([&] { model_from_json(json, "m.json"); }, {"'source'", "expected a string"});
+  }
   SECTION("unsupported version") {
     auto json = tiny_json();
     json["version"] = 7;

@@ -116,6 +116,20 @@ TEST_CASE("bad profiles are rejected naming the field", "[profile]") {
   json = good;
   json["collectives"][0]["points"][0]["stddev_s"] = 0.1;
   require_rejected(json, "p.json: collectives[0].points[0].stddev_s");
+  // Found by QA: unknown fields of an op and of the provenance were read, then dropped by
+  // `profile merge`.
+  json = good;
+  json["compute"][0]["op"]["zz_unknown"] = 1;
+  require_rejected(json, "p.json: compute[0].op: field 'zz_unknown'");
+  json = good;
+  json["compute"][0]["op"]["gemm"]["batch"] = 2;
+  require_rejected(json, "p.json: compute[0].op: field 'gemm.batch'");
+  json = good;
+  json["provenance"]["zz"] = "x";
+  require_rejected(json, "p.json: provenance.zz");
+  json = good;
+  json["provenance"]["environment"]["zz"] = "any key";  // free-form
+  CHECK_NOTHROW(profile_from_json(json, "p.json"));
 
   json = good;
   json["collectives"][0]["points"][1]["samples_s"][0] = -2.7e-3;

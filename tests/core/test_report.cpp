@@ -367,7 +367,9 @@ TEST_CASE("display formats", "[report]") {
   CHECK(format_percent(0.452) == "45.2%");
   CHECK(format_signed_percent(0.031) == "+3.1%");
   CHECK(format_signed_percent(-0.2) == "-20.0%");
-  CHECK(format_rate(8191.6) == "8192");
+  // One decimal, as tune and sweep print it (simulate and report rounded to an integer).
+  CHECK(format_rate(8191.6) == "8191.6");
+  CHECK(format_rate(94.54) == "94.5");
   CHECK(escape_xml("<a href=\"x\">Tom & 'Jerry'</a>") ==
         "&lt;a href=&quot;x&quot;&gt;Tom &amp; &#39;Jerry&#39;&lt;/a&gt;");
   CHECK(json_number_text(0.5) == "0.5");

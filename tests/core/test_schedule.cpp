@@ -324,9 +324,18 @@ TEST_CASE("a schedule of another version is rejected naming the field", "[schedu
   CHECK(e.kind() == ErrorKind::kBadInput);
   CHECK(e.where() == "schedule.json: version");
   CHECK(std::string(e.what()).find("version 3") != std::string::npos);
-  // A version 1 document relabelled 2 lacks the pipeline.
+  // A version 1 document relabelled 2 is named by its version (it was named by the
+  // pipeline it lacks).
   document["version"] = 2;
+  const Error relabelled = load_error(document);
+  CHECK(relabelled.where() == "schedule.json: version");
+  CHECK(relabelled.message() ==
+        "version 2 holds a pipelined job's 'pipeline', but the file has a 'plan' (a version 1 "
+        "schedule's)");
+  // Without either body, the one its version needs is named.
+  document.erase("plan");
   CHECK(load_error(document).where() == "schedule.json: pipeline");
+  document = schedule_to_json(make_schedule());
   // A file of another format is named by it, whatever its version (found probing:
   // `compare m.json s.json` said "schedule format version 5 is not supported").
   document["format"] = "fsdptune-measured";
@@ -556,9 +565,25 @@ TEST_CASE("a schedule's numbers beyond its limits are rejected naming the field"
     }
     field = "program.streams";
   }
+  // Found by QA: these three were read.
+  SECTION("cost queries beyond an int") {
+    document["cost_queries"] = std::int64_t{1} << 62;
+    field = "cost_queries";
+  }
+  SECTION("no threads") {
+    document["provenance"]["threads"] = -1;
+    field = "provenance.threads";
+  }
+  SECTION("an integer of 2^63, which an int64 wraps to negative") {
+    document["memory_limit_bytes"] = std::uint64_t{1} << 63;
+    field = "memory_limit_bytes";
+  }
   const Error e = load_error(document);
   CHECK(e.kind() == ErrorKind::kBadInput);
   CHECK(e.where() == "schedule.json: " + field);
+  if (field == "memory_limit_bytes") {
+    CHECK(e.message() == "is 9223372036854775808, more than 2^63 - 1");
+  }
 }
 
 // The memory check must accept what the lowering writes, whatever the plan's shape.
@@ -712,6 +737,92 @@ TEST_CASE("a Program inconsistent in itself is rejected naming the task or bucke
     program.tasks[t].deps.clear();
     refused(task(t) + ".deps", "the copy_out of bucket");
   }
+}
+
+// Found by QA: a bucket without slots or of another dtype, a collective's bytes edited,
+// an allocation never freed: all simulated and reported; the last two also replayed "data
+// checked" and within the bound at any timing.
+TEST_CASE("a Program whose buckets or memory disagree with the lowering is rejected",
+          "[schedule]") {
+  ScheduleFile schedule = make_schedule();
+  Program& program = schedule.program;
+  REQUIRE(schedule_from_json(schedule_to_json(schedule), "s.json") == schedule);
+  const auto bucket_of = [&](CollectiveKind kind, std::size_t min_slots) {
+    const auto at = std::find_if(
+        program.buckets.begin(), program.buckets.end(),
+        [&](const BucketLayout& b) { return b.kind == kind && b.slots.size() >= min_slots; });
+    REQUIRE(at != program.buckets.end());
+    return static_cast<int>(at - program.buckets.begin());
+  };
+  const auto task_of = [&](TaskKind kind, int bucket) {
+    const auto at = std::find_if(program.tasks.begin(), program.tasks.end(), [&](const Task& t) {
+      return t.kind == kind && t.bucket == bucket;
+    });
+    REQUIRE(at != program.tasks.end());
+    return static_cast<int>(at - program.tasks.begin());
+  };
+  const auto path = [](const std::string& list, int index, const std::string& field) {
+    return "schedule.json: program." + list + "[" + std::to_string(index) + "]" + field;
+  };
+  const int gather = bucket_of(CollectiveKind::kAllGather, 3);
+  const int reduce = bucket_of(CollectiveKind::kReduceScatter, 1);
+  std::string where;
+  std::string message;
+  SECTION("a bucket without its slots") {
+    program.buckets[gather].slots.clear();
+    where = path("buckets", gather, ".shard_elements");
+    message = "but its slots hold 0 elements per shard";
+  }
+  SECTION("two slots out of order") {
+    std::swap(program.buckets[gather].slots[1], program.buckets[gather].slots[2]);
+    where = path("buckets", gather, ".slots[1].offset");
+    message = "the slots are packed in order";
+  }
+  SECTION("an all-gather bucket of another dtype than its parameters") {
+    program.buckets[gather].dtype = DType::kFP32;
+    where = path("buckets", gather, ".dtype");
+    message = "is fp32, but its parameters are gathered in bf16";
+  }
+  SECTION("a reduce-scatter bucket of another dtype than its gradients") {
+    program.buckets[reduce].dtype = DType::kBF16;
+    where = path("buckets", reduce, ".dtype");
+    message = "a reduce_scatter bucket of bf16 holds fp32 gradients";
+  }
+  SECTION("an all-gather's bytes") {
+    const int t = task_of(TaskKind::kAllGather, gather);
+    program.tasks[t].bytes = 12345;
+    where = path("tasks", t, ".bytes");
+    message = "is 12345, but its bucket " + std::to_string(gather) + " makes ";
+  }
+  SECTION("a reduce-scatter copy-in's bytes") {
+    const int t = task_of(TaskKind::kCopyIn, reduce);
+    program.tasks[t].bytes /= 2;
+    where = path("tasks", t, ".bytes");
+    message = "but its bucket " + std::to_string(reduce) + " makes ";
+  }
+  SECTION("an allocation no task frees") {
+    const int t = task_of(TaskKind::kAllGather, gather);
+    program.tasks[t].memory.push_back({MemoryCategory::kWorkspace, 4096, false});
+    where = path("tasks", t, ".memory[" + std::to_string(program.tasks[t].memory.size() - 1) + "]");
+    message = "allocates 4096 bytes of workspace that no task frees";
+  }
+  SECTION("a free made smaller") {
+    const int t = task_of(TaskKind::kCopyOut, reduce);
+    MemoryEvent& free = program.tasks[t].memory.back();
+    REQUIRE(free.bytes < -1000);
+    free.bytes += 1000;
+    message = "1000 bytes of it left at the end of the step";
+  }
+  SECTION("the persistent state freed") {
+    program.tasks.back().memory.push_back({MemoryCategory::kShardedState, -4096, true});
+    where = path("tasks", static_cast<int>(program.tasks.size()) - 1,
+                 ".memory[" + std::to_string(program.tasks.back().memory.size() - 1) + "]");
+    message = "frees 4096 bytes of the persistent sharded state";
+  }
+  const Error e = load_error(schedule_to_json(schedule));
+  CHECK(e.exit_code() == 2);
+  if (!where.empty()) CHECK(e.where() == where);
+  CHECK_THAT(e.message(), Catch::Contains(message));
 }
 
 TEST_CASE("check_schedule_matches rejects another model or job", "[schedule]") {

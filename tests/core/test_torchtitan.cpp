@@ -827,6 +827,41 @@ TEST_CASE("torchtitan: a job written as a config reads back as the same job", "[
              Catch::Contains("pipeline_parallel_layers_per_stage = 2\n"));
   // A model torchtitan has no flavor for: the config says to name it, the job is the same.
   CHECK_THAT(round_trip("tiny", JobSpec{}), Catch::Contains("is no torchtitan llama3 flavor"));
+  // Found by QA: a model given by a file path was no flavor, though it was Llama 3 8B, and
+  // the comment named the path rather than the model.
+  const JobSpec plain = normalize_job(llama8b, JobSpec{});
+  CHECK_THAT(torchtitan_config_toml("models/llama3-8b.json", llama8b, plain),
+             Catch::Contains("name = \"llama3\"\nflavor = \"8B\"\n"));
+  ModelSpec other = builtin_model("tiny");
+  other.name = "m12";
+  CHECK_THAT(torchtitan_config_toml("/tmp/m12.json", other, normalize_job(other, JobSpec{})),
+             Catch::Contains("# fsdptune's model 'm12' is no torchtitan llama3 flavor"));
+}
+
+// Found by QA: the config's pipeline_parallel_layers_per_stage was still evaluated, and
+// its error won, when --virtual-stages replaced it; --pipeline-steps without PP was
+// reported against the config's global_batch_size.
+TEST_CASE("torchtitan: flags that replace the config's pipeline are not judged by it",
+          "[torchtitan]") {
+  // 34 weights of 17 layers per stage: 2 stages, one per rank of 2.
+  const std::string one_per_rank =
+      kOpAc +
+      "[parallelism]\npipeline_parallel_degree = 2\npipeline_parallel_schedule = '1F1B'\n"
+      "pipeline_parallel_layers_per_stage = 17\n";
+  CHECK(job_8b(one_per_rank).virtual_stages == 1);
+  JobOverrides interleaved;
+  interleaved.pp_schedule = PipelineSchedule::kInterleaved1F1B;
+  interleaved.virtual_stages = 2;
+  const JobSpec job = job_8b(one_per_rank, interleaved);
+  CHECK(job.pp_schedule == PipelineSchedule::kInterleaved1F1B);
+  CHECK(job.virtual_stages == 2);
+
+  JobOverrides steps;
+  steps.pipeline_steps = 2;
+  const Error e = error_of(
+      [&] { job_8b(kOpAc + "[training]\nlocal_batch_size = 2\nglobal_batch_size = 64\n", steps); });
+  CHECK(e.where() == "--pipeline-steps");
+  CHECK_THAT(e.message(), Catch::Contains("pipeline steps without pipeline parallelism"));
 }
 
 TEST_CASE("torchtitan: every pipelined job written as a config reads back as itself",

@@ -17,6 +17,21 @@ TEST_CASE("parse_size_bytes reads binary, decimal and plain sizes", "[units]") {
   CHECK(parse_size_bytes("1.5KiB", "--bytes") == 1536);
   CHECK(parse_size_bytes("1.1GB", "--bytes") == 1'100'000'000);
   CHECK(parse_size_bytes("0.5KiB", "--bytes") == 512);
+  CHECK(parse_size_bytes("2PiB", "--bytes") == 2048 * 1024 * kGiB);
+  CHECK(parse_size_bytes("3EB", "--bytes") == 3'000'000'000'000'000'000);
+}
+
+TEST_CASE("parse_size_bytes names a size past int64 as too large, not as junk", "[units]") {
+  // "8EiB" read as "not a size" while the units stopped at TiB.
+  for (const char* big : {"8EiB", "9.5EB", "9300PB", "1e19"}) {
+    try {
+      parse_size_bytes(big, "--bytes");
+      FAIL("accepted '" << big << "'");
+    } catch (const Error& e) {
+      CHECK(e.where() == "--bytes");
+      CHECK_THAT(e.what(), Catch::Matchers::Contains("too large"));
+    }
+  }
 }
 
 TEST_CASE("parse_size_bytes rejects junk, zero and negatives naming the flag", "[units]") {
@@ -64,6 +79,8 @@ TEST_CASE("format_bytes and format_seconds pick readable units", "[units]") {
   CHECK(format_bytes(1073740799) == "1.00 GiB");
   CHECK(format_bytes(1023 * kMiB) == "1023 MiB");
   CHECK(format_bytes(1048575) == "1.00 MiB");
+  CHECK(format_bytes(4096 * 1024 * kGiB) == "4.00 PiB");
+  CHECK(format_bytes(std::numeric_limits<std::int64_t>::max()) == "8.00 EiB");
 }
 
 TEST_CASE("ceil_div rounds up without overflowing near the int64 limit", "[units]") {

@@ -118,10 +118,56 @@ TEST_CASE("bad nccl-tests logs are rejected naming the file", "[nccl-tests]") {
   no_type.text = replace_once(good.text, "     1048576         32768     float ",
                               "     1048576         32768 ");
   require_rejected(no_type, "all_gather_perf_h100x8.log:17", "has 12 columns");
+  // Every row's count and type, not the first row's alone (found by QA: a later row's count
+  // or type edited was pooled with the rest).
+  TextSource later_count = good;
+  later_count.text = replace_once(good.text, "     4194304        131072     float ",
+                                  "     4194304        524288     float ");
+  require_rejected(later_count, "all_gather_perf_h100x8.log:19",
+                   "count 524288 of 4194304 bytes is no all_gather over 8 rank(s)");
+  TextSource later_type = good;
+  later_type.text = replace_once(good.text, "     4194304        131072     float ",
+                                 "     4194304         65536  bfloat16 ");
+  require_rejected(later_type, "all_gather_perf_h100x8.log:19",
+                   "type 'bfloat16' where the first row's is 'float'");
   TextSource odd_header = good;
   odd_header.text =
       replace_once(good.text, "   busbw #wrong     time   algbw   busbw #wrong", "   busbw #wrong");
   require_rejected(odd_header, "all_gather_perf_h100x8.log:15", "is not nccl-tests'");
+  // Older nccl-tests name the check columns "error" and print the largest deviation there
+  // (found by QA: 0e+00 was read as wrong data); the run's verdict is its "Out of bounds"
+  // line.
+  TextSource error_columns = good;
+  error_columns.text = replace_once(good.text, "   busbw #wrong     time   algbw   busbw #wrong",
+                                    "   busbw  error     time   algbw   busbw  error");
+  {
+    std::string text;
+    std::istringstream lines(error_columns.text);
+    std::string line;
+    while (std::getline(lines, line)) {
+      // Each data row's check columns "0" -> "0e+00".
+      if (!line.empty() && line[0] != '#') {
+        line = replace_once(line, "      0  ", "  0e+00  ");
+        line = line.substr(0, line.rfind(' ')) + " 2e-07";
+      }
+      text += line + "\n";
+    }
+    error_columns.text = text;
+  }
+  const NcclTestsLog older_log = parse_nccl_tests_log(error_columns);
+  REQUIRE(older_log.points.size() == 12);
+  CHECK(older_log.points.back().samples_s[1] == Approx(5431.44e-6));
+  TextSource older_failed = error_columns;
+  older_failed.text = replace_once(error_columns.text, "# Out of bounds values : 0 OK",
+                                   "# Out of bounds values : 3 FAILED");
+  require_rejected(older_failed, "all_gather_perf_h100x8.log:29",
+                   "the run failed nccl-tests' own data check");
+  TextSource older_junk = error_columns;
+  older_junk.text = replace_once(error_columns.text, "0e+00", "bad");
+  require_rejected(older_junk, "all_gather_perf_h100x8.log:17", "error 'bad' is not a number");
+  TextSource mixed = good;
+  mixed.text = replace_once(good.text, "   busbw #wrong     time", "   busbw  error     time");
+  require_rejected(mixed, "all_gather_perf_h100x8.log:15", "is not nccl-tests'");
   // A size twice in one run (rows pasted): refused, not pooled (a tester's import).
   TextSource twice = good;
   twice.text = replace_once(

@@ -107,6 +107,12 @@ TEST_CASE("compare_profile output: JSON fields and tables", "[profiler][compare]
   print_profile_comparison(text, comparison, false);
   CHECK_THAT(text.str(), Catch::Contains("gemm bf16 m=1024 n=1024 k=1024") &&
                              Catch::Contains("+50.0%") && Catch::Contains("1.1 TFLOP/s"));
+  // A CPU's rate in GFLOP/s (found by QA: every CPU GEMM printed "0.0 TFLOP/s").
+  Profile slow = measured_profile();
+  slow.compute[0].samples_s = {1.0};
+  std::ostringstream slow_text;
+  print_profile_comparison(slow_text, compare_profile(slow, RoundModel()), false);
+  CHECK_THAT(slow_text.str(), Catch::Contains("2.1 GFLOP/s"));
   std::ostringstream markdown;
   print_profile_comparison(markdown, comparison, true);
   CHECK_THAT(markdown.str(), Catch::Contains("| compute op | samples | measured | model |") &&

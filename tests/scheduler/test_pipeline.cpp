@@ -1038,6 +1038,13 @@ TEST_CASE("pipeline schedule (version 2) round-trips and is checked on load",
   bad["job"]["pp_schedule"] = "1f1b";
   bad["job"]["dp_shard"] = 8;
   CHECK_THROWS_WITH(schedule_from_json(bad, "pp.json"), Catch::Contains("version"));
+  // A pipelined body relabelled version 1 is named by its version (found by QA: it was
+  // refused as "plan: missing field").
+  bad = json;
+  bad["version"] = 1;
+  CHECK_THROWS_WITH(schedule_from_json(bad, "pp.json"),
+                    Catch::Contains("pp.json: version") &&
+                        Catch::Contains("the file has a 'pipeline' (a version 2 schedule's)"));
   // Unknown fields, and a version 1 file's `program` (version 2 has none), are named.
   const struct {
     const char* object;

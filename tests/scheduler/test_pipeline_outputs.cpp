@@ -351,30 +351,43 @@ TEST_CASE("tune_pipelined_job: Pareto front and lower bound", "[pipeline][tuner]
   }
 }
 
-TEST_CASE("pipeline_compositions: per-stage choices under every threshold", "[pipeline]") {
-  // Two stages, one chunk each, two options per chunk: fast and big (1 s a microbatch
-  // each way, 300 bytes beyond its activations) or slow and small (2 s, 100 bytes). M = 1,
-  // free sends, activations 10 bytes. Rank peaks: 10 + 300 = 310 or 10 + 100 = 110
-  // allocated (reserved 2 bytes more: 312 or 112).
-  // Thresholds 112 and 312: all small (step 2 + 2 + 2 + 2 = 8 s), then all fast (4 s).
+namespace {
+
+// Two stages of one chunk each, one microbatch, free sends, 1-byte allocator segments.
+PipelineSpec two_stage_spec() {
   PipelineSpec spec;
   spec.stages = 2;
   spec.microbatches = 1;
   spec.allocator_segment_bytes = 1;
-  auto option = [](double seconds, std::int64_t bytes) {
-    ChunkTimes times;
-    times.first_forward_s = times.forward_s = times.backward_s = times.last_backward_s = seconds;
-    times.activation_bytes = 10;
-    times.base_peak_allocated_bytes = 10 + bytes;
-    // Fit is judged on the reserved peak: a little more than allocated.
-    times.base_peak_reserved_bytes = 12 + bytes;
-    // The same as the stage walks it: `bytes` held throughout, the microbatch's
-    // activations on top (2 bytes more reserved).
-    times.memory = fsdptune::testing::activation_memory(bytes, 10, 12);
-    return times;
-  };
-  const std::vector<std::vector<ChunkTimes>> options = {{option(1, 300), option(2, 100)},
-                                                        {option(1, 300), option(2, 100)}};
+  return spec;
+}
+
+// A chunk option of `seconds` a microbatch each way and 10 bytes of activations, whose
+// thresholds see `estimate` bytes beyond them and whose stage walk holds `walked`.
+ChunkTimes chunk_option(double seconds, std::int64_t estimate, std::int64_t walked) {
+  ChunkTimes times;
+  times.first_forward_s = times.forward_s = times.backward_s = times.last_backward_s = seconds;
+  times.activation_bytes = 10;
+  times.base_peak_allocated_bytes = 10 + estimate;
+  // Fit is judged on the reserved peak: a little more than allocated.
+  times.base_peak_reserved_bytes = 12 + estimate;
+  // As the stage walks it: `walked` held throughout, the microbatch's activations on top
+  // (2 bytes more reserved).
+  times.memory = fsdptune::testing::activation_memory(walked, 10, 12);
+  return times;
+}
+
+}  // namespace
+
+TEST_CASE("pipeline_compositions: per-stage choices under every threshold", "[pipeline]") {
+  // Two options per chunk: fast and big (1 s a microbatch each way, 300 bytes beyond its
+  // activations) or slow and small (2 s, 100 bytes). Rank peaks: 10 + 300 = 310 or
+  // 10 + 100 = 110 allocated (reserved 2 bytes more: 312 or 112).
+  // Thresholds 112 and 312: all small (step 2 + 2 + 2 + 2 = 8 s), then all fast (4 s).
+  const PipelineSpec spec = two_stage_spec();
+  const std::vector<std::vector<ChunkTimes>> options = {
+      {chunk_option(1, 300, 300), chunk_option(2, 100, 100)},
+      {chunk_option(1, 300, 300), chunk_option(2, 100, 100)}};
   const std::vector<PipelineComposition> compositions = pipeline_compositions(spec, options);
   REQUIRE(compositions.size() == 2);
   CHECK(compositions[0].choice == std::vector<int>{1, 1});
@@ -391,6 +404,44 @@ TEST_CASE("pipeline_compositions: per-stage choices under every threshold", "[pi
   REQUIRE(front.size() == 2);
   CHECK(front[0].label == "a");
   CHECK(front[1].label == "b");
+}
+
+TEST_CASE("pipeline_compositions: under a limit, each stage stepped down alone", "[pipeline]") {
+  // Stage 0: fast (1 s, 300 bytes) or slow (2 s, 100). Stage 1: fast (1 s), mid (1.5 s) or
+  // slow (2 s), whose thresholds say 150, 140 and 100 bytes but whose walk holds 350, 200
+  // and 100 (as a chunk's peak at any timing can pass its estimate). Under 320 bytes the
+  // thresholds give stage 0 fast only with stage 1 fast (over, 352 reserved); stepped down
+  // alone, stage 1 takes mid under stage 0 fast: 5 s, where the thresholds' best fit,
+  // both slow-or-mid, takes 7 s (found on 405B, TP 8 x PP 8 under --fit any-timing).
+  const PipelineSpec spec = two_stage_spec();
+  const std::vector<std::vector<ChunkTimes>> options = {
+      {chunk_option(1, 300, 300), chunk_option(2, 100, 100)},
+      {chunk_option(1, 150, 350), chunk_option(1.5, 140, 200), chunk_option(2, 100, 100)}};
+  const auto fastest_within = [](const std::vector<PipelineComposition>& compositions,
+                                 std::int64_t limit) {
+    const PipelineComposition* best = nullptr;
+    for (const PipelineComposition& composition : compositions) {
+      if (composition.peak_reserved_bytes <= limit &&
+          (best == nullptr || composition.step_time_s < best->step_time_s)) {
+        best = &composition;
+      }
+    }
+    return best;
+  };
+  const std::vector<PipelineComposition> thresholds = pipeline_compositions(spec, options);
+  const PipelineComposition* best = fastest_within(thresholds, 320);
+  REQUIRE(best != nullptr);
+  CHECK(best->choice == std::vector<int>{1, 1});
+  CHECK(best->step_time_s == Approx(7.0));
+  const std::vector<PipelineComposition> limited = pipeline_compositions(spec, options, 320);
+  REQUIRE(limited.size() == thresholds.size() + 1);
+  CHECK(std::equal(thresholds.begin(), thresholds.end(), limited.begin()));
+  CHECK(limited.back().choice == std::vector<int>{0, 1});
+  CHECK(limited.back().step_time_s == Approx(5.0));
+  CHECK(limited.back().peak_reserved_bytes == 312);
+  CHECK(fastest_within(limited, 320) == &limited.back());
+  // A limit no stage 0 option fits adds nothing.
+  CHECK(pipeline_compositions(spec, options, 50).size() == thresholds.size());
 }
 
 TEST_CASE("pipeline schedule: lower bound and Pareto front round-trip", "[pipeline][schedule]") {

@@ -638,13 +638,14 @@ TEST_CASE("replay layouts size each bucket's gradient amplitude to its addends",
 TEST_CASE("check_data_exact refuses sums no pattern keeps exact, naming --check-data",
           "[executor][data_check]") {
   const auto bf16 = [](JobSpec& job) { job.reduce_dtype = DType::kBF16; };
-  const auto refusal = [](const ScheduleFile& schedule, int world, bool scale_down) {
+  std::string hint;  // of the last refusal
+  const auto refusal = [&hint](const ScheduleFile& schedule, int world, bool scale_down) {
     try {
       check_data_exact(schedule, world, "s.json", scale_down);
     } catch (const Error& e) {
       CHECK(e.kind() == ErrorKind::kBadInput);
       CHECK(e.where() == "--check-data");
-      CHECK_THAT(e.hint(), Catch::Contains("--reduce-dtype fp32"));
+      hint = e.hint();
       return std::string(e.message());
     }
     return std::string();
@@ -657,6 +658,11 @@ TEST_CASE("check_data_exact refuses sums no pattern keeps exact, naming --check-
                  Catch::Contains("sums 512 gradients per element (512 shard rank(s) x 1 "
                                  "replica(s) x 1 microbatch(es)) and bf16 holds integers exactly "
                                  "only up to 256"));
+  // The hint offers what is open to the run only (found by QA: --scale-down with one shard
+  // rank, fewer microbatches with one).
+  CHECK(hint ==
+        "tune the schedule with --reduce-dtype fp32 (exact up to 2^24 addends), replay it on "
+        "fewer ranks (--scale-down), or validate without --check-data");
   // 256 fit (amplitude 1), so do 512 scaled down to 2 ranks, or reduced in fp32.
   CHECK(refusal(tiny_fsdp2(256, bf16), 256, false).empty());
   CHECK(refusal(wide, 2, true).empty());
@@ -667,6 +673,15 @@ TEST_CASE("check_data_exact refuses sums no pattern keeps exact, naming --check-
   CHECK_THAT(refusal(pipelined, 2, false),
              Catch::Contains("sums 258 gradients per element (2 shard rank(s) x 1 replica(s) x "
                              "129 microbatch(es))"));
+  CHECK_THAT(hint, Catch::Contains("--reduce-dtype fp32") &&
+                       Catch::Contains("fewer microbatches") && Catch::Contains("--scale-down"));
+  // One shard rank: nothing to scale down.
+  const ScheduleFile alone =
+      tiny_pipeline(1, 1, 257, PipelineSchedule::k1F1B, 1, false, "tiny", DType::kBF16);
+  CHECK_THAT(refusal(alone, 1, false), Catch::Contains("(1 shard rank(s) x 1 replica(s) x 257"));
+  CHECK(hint ==
+        "tune the schedule with --reduce-dtype fp32 (exact up to 2^24 addends), tune it with "
+        "fewer microbatches, or validate without --check-data");
   CHECK(refusal(tiny_pipeline(2, 1, 128, PipelineSchedule::k1F1B, 1, false, "tiny", DType::kBF16),
                 2, false)
             .empty());

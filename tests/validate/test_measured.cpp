@@ -187,6 +187,16 @@ TEST_CASE("measured.json sizes out of range are rejected naming the field", "[me
   bad = good;
   bad["version"] = 4294967297;
   expect_error(bad, "m.json: version");
+  // Found by QA: 2^63 and above wrapped to a negative int64 ("must not be negative").
+  bad = good;
+  bad["iterations"] = std::uint64_t{1} << 63;
+  try {
+    measured_from_json(bad, "m.json");
+    FAIL("accepted");
+  } catch (const Error& e) {
+    CHECK(e.where() == "m.json: iterations");
+    CHECK(e.message() == "is 9223372036854775808, more than 2^63 - 1");
+  }
   bad = good;
   bad["version"] = 1;  // no mesh or ranks in version 1
   bad.erase("mesh");
