@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
+#include <utility>
 
 #include "fsdptune/error.hpp"
 #include "fsdptune/plans.hpp"
@@ -127,6 +129,13 @@ std::vector<RankCombination> prune(std::vector<RankCombination> combinations) {
     }
   }
   return front;
+}
+
+// Whether `choice` is one of `compositions`' already.
+bool known(const std::vector<PipelineComposition>& compositions, const std::vector<int>& choice) {
+  return std::any_of(
+      compositions.begin(), compositions.end(),
+      [&](const PipelineComposition& composition) { return composition.choice == choice; });
 }
 
 }  // namespace
@@ -256,13 +265,48 @@ std::vector<PipelineComposition> pipeline_compositions(
     }
     if (stuck) break;
     if (!over) {
-      const bool known = std::any_of(
-          compositions.begin(), compositions.end(),
-          [&](const PipelineComposition& composition) { return composition.choice == choice; });
-      if (!known) add(std::move(choice), result);
+      if (!known(compositions, choice)) add(std::move(choice), result);
       break;
     }
   }
+  // Then the fastest fitting composition improved one chunk at a time: the thresholds and
+  // the step-down pick each rank's least busy combination, not the shortest pipeline (a
+  // stage's forwards can sit on the critical path while its backwards wait), so each chunk
+  // in turn tries its other options, keeping the one that shortens the step most while
+  // every stage fits, until a pass over the chunks changes nothing (at most
+  // kDescentPasses).
+  std::optional<std::size_t> start;
+  for (std::size_t k = 0; k < compositions.size(); ++k) {
+    const PipelineComposition& composition = compositions[k];
+    if (composition.peak_reserved_bytes <= limit &&
+        (!start || composition.step_time_s < compositions[*start].step_time_s)) {
+      start = k;
+    }
+  }
+  if (!start) return compositions;
+  constexpr int kDescentPasses = 2;
+  std::vector<int> choice = compositions[*start].choice;
+  double best_s = compositions[*start].step_time_s;
+  std::optional<PipelineResult> best;
+  for (int pass = 0; pass < kDescentPasses; ++pass) {
+    bool improved = false;
+    for (int c = 0; c < C; ++c) {
+      std::vector<int> trial = choice;
+      for (std::size_t o = 0; o < options[c].size(); ++o) {
+        if (static_cast<int>(o) == choice[c]) continue;
+        trial[c] = static_cast<int>(o);
+        PipelineResult result = simulate_pipeline(composed_spec(spec, options, trial));
+        // Strictly shorter: a tie keeps the earlier choice (deterministic, no cycling).
+        if (largest_stage_reserved_bytes(result) > limit || result.step_time_s >= best_s) continue;
+        best_s = result.step_time_s;
+        best = std::move(result);
+        choice = trial;
+        improved = true;
+      }
+    }
+    if (!improved) break;
+  }
+  if (best && !known(compositions, choice)) add(std::move(choice), *best);
   return compositions;
 }
 

@@ -76,7 +76,11 @@ struct PipelineComposition {
 // T when a rank has none). Distinct compositions, by increasing T. With a `limit` (> 0),
 // then one more unless already there: every rank at its least busy combination, each rank
 // whose simulated stage reserves more than `limit` stepped to its next smaller one until
-// none does (none when a rank over the limit has no smaller one).
+// none does (none when a rank over the limit has no smaller one); and last, unless already
+// there, the fastest composition that fits improved one chunk at a time: each chunk in
+// turn takes the option that shortens the simulated step most with every stage within
+// `limit`, for at most 2 passes over the chunks (the least busy ranks do not always make
+// the shortest pipeline).
 // REQUIRES: options.size() == stages * virtual_stages, every options[c] non-empty.
 std::vector<PipelineComposition> pipeline_compositions(
     const PipelineSpec& spec, const std::vector<std::vector<ChunkTimes>>& options,

@@ -444,6 +444,43 @@ TEST_CASE("pipeline_compositions: under a limit, each stage stepped down alone",
   CHECK(pipeline_compositions(spec, options, 50).size() == thresholds.size());
 }
 
+TEST_CASE("pipeline_compositions: under a limit, the fastest one improved chunk by chunk",
+          "[pipeline]") {
+  // Two stages, two microbatches of 1F1B. Stage 1 has one option (1 s each way). Stage 0
+  // has two of the same bytes: A, 1 s forward and 3 s backward, and B, 2 s and 2.1 s,
+  // busier (8.2 s against 8 s) yet shorter as a pipeline: stage 1's backwards wait on
+  // A's short forwards and then stage 0's long backwards run one after the other (9 s
+  // against 8.2 s). The thresholds keep A alone (same bytes, less busy); the descent,
+  // under a limit, finds B.
+  PipelineSpec spec = two_stage_spec();
+  spec.microbatches = 2;
+  const auto option = [](double forward_s, double backward_s) {
+    ChunkTimes times = chunk_option(1, 100, 100);
+    times.first_forward_s = times.forward_s = forward_s;
+    times.backward_s = times.last_backward_s = backward_s;
+    return times;
+  };
+  const std::vector<std::vector<ChunkTimes>> options = {{option(1, 3), option(2, 2.1)},
+                                                        {option(1, 1)}};
+  const double a_s = simulate_pipeline(composed_spec(spec, options, {0, 0})).step_time_s;
+  const double b_s = simulate_pipeline(composed_spec(spec, options, {1, 0})).step_time_s;
+  CHECK(a_s == Approx(9.0));
+  CHECK(b_s == Approx(8.2));
+  const std::vector<PipelineComposition> thresholds = pipeline_compositions(spec, options);
+  REQUIRE(thresholds.size() == 1);
+  CHECK(thresholds[0].choice == std::vector<int>{0, 0});
+  const std::vector<PipelineComposition> limited = pipeline_compositions(spec, options, 1000);
+  REQUIRE(limited.size() == 2);
+  CHECK(limited[0] == thresholds[0]);
+  CHECK(limited[1].choice == std::vector<int>{1, 0});
+  CHECK(limited[1].step_time_s == Approx(b_s));
+  // Under a limit B does not fit, nothing more.
+  ChunkTimes big = option(2, 2.1);
+  big.memory = fsdptune::testing::activation_memory(900, 10, 12);
+  const std::vector<std::vector<ChunkTimes>> big_b = {{option(1, 3), big}, {option(1, 1)}};
+  CHECK(pipeline_compositions(spec, big_b, 500).size() == 1);
+}
+
 TEST_CASE("pipeline schedule: lower bound and Pareto front round-trip", "[pipeline][schedule]") {
   const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
   const Workload workload = tiny_pipelined(2, 4, PipelineSchedule::k1F1B, 1);
