@@ -461,4 +461,25 @@ std::int64_t largest_any_timing_reserved_bytes(const std::vector<StageAnyTiming>
   return peak;
 }
 
+void check_predicted_peaks(const ScheduleFile& schedule, const std::string& source) {
+  if (schedule.pipeline) return;
+  SimOptions options;
+  options.record_timings = false;
+  options.record_timeline = false;
+  const SimResult result = simulate(schedule.program, options);
+  const std::pair<const char*, std::pair<std::int64_t, std::int64_t>> peaks[] = {
+      {"peak_allocated_bytes",
+       {schedule.predicted.peak_allocated_bytes, result.peak_allocated_bytes}},
+      {"peak_reserved_bytes", {schedule.predicted.peak_reserved_bytes, result.peak_reserved_bytes}},
+  };
+  for (const auto& [field, figures] : peaks) {
+    if (figures.first == figures.second) continue;
+    throw_bad_input(fmt::format("{}: predicted.{}", source, field),
+                    fmt::format("is {}, but the schedule's program simulates to {}", figures.first,
+                                figures.second),
+                    "was this schedule edited, or written by another fsdptune? Tune again to get a "
+                    "consistent prediction");
+  }
+}
+
 }  // namespace fsdptune

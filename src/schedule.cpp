@@ -863,6 +863,17 @@ void check_program(const Program& program, const Workload& workload, const std::
   const int unit_count = static_cast<int>(workload.units.size());
   const auto where = [&](const std::string& path) { return fmt::format("{}: {}", source, path); };
   if (program.streams.empty()) throw_bad_input(where("program.streams"), "no streams");
+  // The sharded state: fp32 parameters, gradients and AdamW's two moments of every shard
+  // element, 16 bytes each (found by QA: an edited value was simulated and compared).
+  std::int64_t shard_elements = 0;
+  for (const Unit& unit : workload.units) shard_elements += unit.shard_numel();
+  if (program.persistent_bytes != 16 * shard_elements) {
+    throw_bad_input(where("program.persistent_bytes"),
+                    fmt::format("is {}, but the workload's {} shard elements hold {} bytes of "
+                                "sharded state (16 per element)",
+                                program.persistent_bytes, shard_elements, 16 * shard_elements),
+                    kEditedHint);
+  }
   std::vector<std::int64_t> bucket_wire_bytes;  // per bucket: one rank's shard, wire dtypes
   for (std::size_t i = 0; i < program.tasks.size(); ++i) {
     const Task& task = program.tasks[i];
@@ -885,6 +896,28 @@ void check_program(const Program& program, const Workload& workload, const std::
       throw_bad_input(where(path + ".bucket"),
                       fmt::format("{} is not a bucket index (-1 or 0..{})", task.bucket,
                                   static_cast<int>(program.buckets.size()) - 1));
+    }
+    // Compute tasks name their unit, copies and collectives their bucket, the optimizer
+    // neither, as lower() makes them (found by QA: a copy_in with a unit, or a forward
+    // with a bucket, was accepted).
+    const bool compute = task.kind == TaskKind::kForward || task.kind == TaskKind::kRecompute ||
+                         task.kind == TaskKind::kBackward;
+    const bool bucketed = task.kind == TaskKind::kCopyIn || task.kind == TaskKind::kCopyOut ||
+                          is_collective(task.kind);
+    if (!compute && task.unit != -1) {
+      throw_bad_input(
+          where(path + ".unit"),
+          fmt::format("is {}, but a task of kind {} has no unit (-1): only compute tasks have one",
+                      task.unit, to_string(task.kind)),
+          kEditedHint);
+    }
+    if (!bucketed && task.bucket != -1) {
+      throw_bad_input(
+          where(path + ".bucket"),
+          fmt::format("is {}, but a task of kind {} has no bucket (-1): only copies and "
+                      "collectives have one",
+                      task.bucket, to_string(task.kind)),
+          kEditedHint);
     }
     for (std::size_t d = 0; d < task.deps.size(); ++d) {
       const int dep = task.deps[d];

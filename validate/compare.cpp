@@ -404,7 +404,9 @@ void print_comparison(std::ostream& out, const Comparison& c) {
     fmt::print(out, "{}\n", rank_compute_summary(c.rank_compute_s));
   }
   if (!c.stages.empty()) {
-    fmt::print(out, "\npipeline: {} stages, {} microbatches{}\n", c.pp, c.microbatches,
+    // One stage is gradient accumulation's (its microbatches without a pipeline).
+    fmt::print(out, "\npipeline: {} stage{}, {} microbatch{}{}\n", c.pp, c.pp == 1 ? "" : "s",
+               c.microbatches, c.microbatches == 1 ? "" : "es",
                c.pipeline_steps > 1 ? fmt::format(" x {} pipeline steps", c.pipeline_steps) : "");
     fmt::print(out, "{:>5} {:>12} {:>12} {:>9} {:>12} {:>12} {:>9} {:>12} {:>12} {:>9}\n", "stage",
                "busy pred", "measured", "error", "end pred", "measured", "error", "peak pred",

@@ -934,6 +934,15 @@ ReplayMesh replay_mesh(const ScheduleFile& schedule, int rank, int world_size, b
   for (std::int64_t shard = job.cp; shard < job.dp_shard; shard += job.cp) {
     if (job.dp_shard % shard == 0) fitting.push_back(std::to_string(shard * others));
   }
+  // "1, 2 or 4": both hints list the sizes alike (found by QA: "1 or 2 or 4 rank(s)" in
+  // one, "1, 2, 4 or 8 ranks" in the other).
+  const auto listed = [](const std::vector<std::string>& sizes) {
+    std::string text;
+    for (std::size_t k = 0; k < sizes.size(); ++k) {
+      text += (k == 0 ? "" : k + 1 == sizes.size() ? " or " : ", ") + sizes[k];
+    }
+    return text;
+  };
   const std::string cp_text = job.cp > 1 ? fmt::format(" (cp {})", job.cp) : "";
   const std::string mesh =
       job.pp > 1 ? fmt::format("pp {} x dp_replicate {} x dp_shard {}{} x tp {}", job.pp,
@@ -947,11 +956,12 @@ ReplayMesh replay_mesh(const ScheduleFile& schedule, int rank, int world_size, b
         field,
         fmt::format("the schedule is for {} ranks but {} {} started ({})", expected, world_size,
                     world_size == 1 ? "was" : "were", mesh),
-        fmt::format("run it with mpirun -np {} (or srun -n {}){}", expected, expected,
-                    fitting.empty() ? std::string()
-                                    : fmt::format(", or add --scale-down to replay it on {} "
-                                                  "rank(s)",
-                                                  fmt::join(fitting, " or "))));
+        fmt::format(
+            "run it with mpirun -np {} (or srun -n {}){}", expected, expected,
+            fitting.empty()
+                ? std::string()
+                : fmt::format(", or add --scale-down to replay it on {} {}", listed(fitting),
+                              fitting == std::vector<std::string>{"1"} ? "rank" : "ranks")));
   }
   if (world_size % others != 0 || job.dp_shard % (world_size / others) != 0 ||
       (world_size / others) % job.cp != 0) {
@@ -960,8 +970,11 @@ ReplayMesh replay_mesh(const ScheduleFile& schedule, int rank, int world_size, b
         fmt::format("--scale-down keeps {}dp_replicate{} and tp and divides dp_shard: "
                     "{} ranks do not fit {}",
                     job.pp > 1 ? "pp, " : "", job.cp > 1 ? ", cp" : "", world_size, mesh),
-        fmt::format("start {}{}{} ranks", fmt::join(fitting, ", "), fitting.empty() ? "" : " or ",
-                    expected));
+        fmt::format("start {} ranks", [&] {
+          std::vector<std::string> sizes = fitting;
+          sizes.push_back(std::to_string(expected));
+          return listed(sizes);
+        }()));
   }
   const auto shard = static_cast<int>(world_size / others);
   return make_replay_mesh(rank, static_cast<int>(job.dp_replicate), shard, static_cast<int>(job.tp),
@@ -1507,6 +1520,8 @@ MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& opti
   std::string hash = schedule_hash(schedule);
   std::string root_hash = hash;
   broadcast_string(root_hash, 0);
+  std::string root_source = options.source;
+  broadcast_string(root_source, 0);
   // And on how to run it: ranks started with other flags (an MPMD launch, a wrapper script
   // per node) would post different collectives (--check-data's step, --iters) and hang or
   // fail inside MPI.
@@ -1519,8 +1534,14 @@ MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& opti
   broadcast_string(root_run_flags, 0);
   std::optional<Error> mismatch;
   if (hash != root_hash) {
-    mismatch = Error(ErrorKind::kBadInput, "schedule",
-                     fmt::format("schedule hash {} differs from rank 0's {}", hash, root_hash),
+    // Each rank's file named (found by QA: a wrapper giving ranks their own files was
+    // told "schedule" only).
+    const auto named = [](const std::string& source) {
+      return source.empty() ? std::string() : fmt::format(" ({})", source);
+    };
+    mismatch = Error(ErrorKind::kBadInput, options.source.empty() ? "schedule" : options.source,
+                     fmt::format("schedule hash {} differs from rank 0's {}{}", hash, root_hash,
+                                 named(root_source)),
                      "every rank must replay the same schedule file");
   } else if (run_flags != root_run_flags) {
     mismatch = Error(ErrorKind::kBadInput, "validate flags",

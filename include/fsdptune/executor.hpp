@@ -35,6 +35,7 @@ struct ExecutorOptions {
   // buys, measured.
   bool serial_collectives = false;
   std::string command;  // recorded in measured.json
+  std::string source;   // the schedule file, named when the ranks' schedules differ
   // Test hooks. stall_rank: that rank stops responding before the first step. On the last
   // rank, with check_data: corrupt_bucket: before the checks, overwrite one element of that
   // bucket's buffer; corrupt_gradient_shard: of the fp32 gradient shard of that

@@ -95,4 +95,12 @@ std::vector<StageAnyTiming> pipeline_any_timing(const ScheduleFile& schedule);
 // with the limit for a pipelined job.
 std::int64_t largest_any_timing_reserved_bytes(const std::vector<StageAnyTiming>& stages);
 
+// A version 1 schedule's predicted peaks against its stored Program simulated (simulate()
+// with the default SimOptions, as `simulate --plan` replays it): Error(kBadInput) naming
+// `source` and predicted.peak_allocated_bytes or predicted.peak_reserved_bytes where one
+// differs (docs/schedule-format.md: a version 1 schedule reproduces `predicted`; the
+// step time is held to the stored timings by schedule_from_json). Nothing for a pipeline
+// schedule, whose stage figures schedule_from_json holds to its stages.
+void check_predicted_peaks(const ScheduleFile& schedule, const std::string& source);
+
 }  // namespace fsdptune

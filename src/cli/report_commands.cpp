@@ -15,6 +15,7 @@
 #include "fsdptune/error.hpp"
 #include "fsdptune/io.hpp"
 #include "fsdptune/measured.hpp"
+#include "fsdptune/memory_bound.hpp"
 #include "fsdptune/report.hpp"
 #include "fsdptune/report_bounds.hpp"
 #include "fsdptune/schedule.hpp"
@@ -88,6 +89,7 @@ void run_report(const ReportCommandOptions& options) {
     ReportEntry entry;
     entry.source = path;
     entry.schedule = schedule_from_json(read_json_file(path), path);
+    check_predicted_peaks(entry.schedule, path);
     set_report_any_timing(entry);
     entries.push_back(std::move(entry));
   }

@@ -87,6 +87,7 @@ std::optional<ScheduleFile> schedule_of_plan_option(const PlanOptions& options,
   refuse_other_format(json, options.plan);
   if (!is_schedule_json(json)) return std::nullopt;
   ScheduleFile schedule = schedule_from_json(json, options.plan);
+  check_predicted_peaks(schedule, options.plan);
   check_schedule_matches(schedule, model, job, options.plan);
   check_schedule_hardware(schedule, hardware, options.plan);
   return schedule;
@@ -265,6 +266,7 @@ SimulateInputs resolve_inputs(const SimulateOptions& options) {
                                 path));
   }
   const ScheduleFile schedule = schedule_from_json(json, path);
+  check_predicted_peaks(schedule, path);
   check_job_flags_agree(options, schedule.job, path);
   inputs.model = schedule.model;
   inputs.job = schedule.job;

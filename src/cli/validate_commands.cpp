@@ -18,6 +18,7 @@
 #include "fsdptune/job.hpp"
 #include "fsdptune/kernels.hpp"
 #include "fsdptune/measured.hpp"
+#include "fsdptune/memory_bound.hpp"
 #include "fsdptune/schedule.hpp"
 #include "fsdptune/units.hpp"
 #include "fsdptune/workload.hpp"
@@ -40,7 +41,9 @@ struct CompareArgs {
 };
 
 ScheduleFile load_schedule(const std::string& path) {
-  return schedule_from_json(read_json_file(path), path);
+  ScheduleFile schedule = schedule_from_json(read_json_file(path), path);
+  check_predicted_peaks(schedule, path);
+  return schedule;
 }
 
 // The hidden test hooks must name what exists (found probing: --debug-corrupt-bucket 99
@@ -133,6 +136,7 @@ void run_validate(const ValidateArgs& args) {
   }
   agree_on_errors(load_error);
 
+  options.source = args.schedule;
   const MeasuredResult measured = execute(schedule, options, mpi);
   if (mpi.rank() != 0) return;
   // Only rank 0 writes, and only after every rank finished: no partial measured.json.

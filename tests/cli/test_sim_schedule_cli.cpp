@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -97,6 +98,29 @@ TEST_CASE("simulate --plan schedule.json without --model: a version 1 schedule",
   check_rejected("simulate --ac sometimes --plan " + out, {"--ac", "sometimes"});
   check_rejected("simulate --hardware a100-80g --plan " + out,
                  {"--hardware", "a100-80g", "h100-sxm"});
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("every reader of a version 1 schedule holds its predicted peaks to its program",
+          "[cli][simulate][schedule]") {
+  // Found by QA: an edited predicted.peak_allocated_bytes was accepted and `compare`
+  // reported a peak error of -100% against it.
+  const std::string dir = make_temp_dir("fsdptune-sim-schedule-peaks");
+  const std::string out = tuned(kTinyTune, dir + "/schedule.json");
+  nlohmann::json file = fsdptune::read_json_file(out);
+  for (const char* field : {"peak_allocated_bytes", "peak_reserved_bytes"}) {
+    nlohmann::json edited = file;
+    edited["predicted"][field] = edited["predicted"][field].get<std::int64_t>() + 1;
+    const std::string path = dir + "/edited.json";
+    fsdptune::write_file_atomically(path, fsdptune::dump_json(edited));
+    const std::vector<std::string> names = {path + ": predicted." + field,
+                                            "but the schedule's program simulates to"};
+    check_rejected("simulate --plan " + path, names);
+    check_rejected("report " + path, names);
+    check_rejected("compare " + path + " " + path, names);
+  }
+  // The file as written passes.
+  CHECK(run_fsdptune("simulate --plan " + out).exit_code == 0);
   std::filesystem::remove_all(dir);
 }
 

@@ -3,6 +3,7 @@
 // steps: seconds, not minutes.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -14,6 +15,8 @@
 #include "fsdptune/model.hpp"
 #include "fsdptune/plans.hpp"
 #include "fsdptune/schedule.hpp"
+#include "fsdptune/simulator.hpp"
+#include "fsdptune/units.hpp"
 
 using namespace fsdptune;
 using namespace fsdptune::testing;
@@ -39,6 +42,26 @@ const std::string& tiny_schedule() {
 }
 
 bool exists(const std::string& path) { return std::filesystem::exists(path); }
+
+// A schedule built here of `model` on h100-sxm running the plan `make_plan` gives its
+// workload (no step time, no timings), with the peaks its Program simulates to, as readers
+// require, within its memory limit.
+ScheduleFile built_schedule(const std::string& model, const JobSpec& job,
+                            Plan (*make_plan)(const Workload&)) {
+  ScheduleFile schedule;
+  schedule.model = builtin_model(model);
+  schedule.hardware = builtin_hardware("h100-sxm");
+  schedule.job = normalize_job(schedule.model, job);
+  const Workload workload = build_workload(schedule.model, schedule.job);
+  schedule.plan = make_plan(workload);
+  schedule.program = lower(workload, schedule.plan, *make_analytic_cost_model(schedule.hardware));
+  const SimResult result = simulate(schedule.program);
+  schedule.predicted.peak_allocated_bytes = result.peak_allocated_bytes;
+  schedule.predicted.peak_reserved_bytes = result.peak_reserved_bytes;
+  schedule.memory_limit_bytes = result.peak_reserved_bytes;
+  schedule.predicted.fits = true;
+  return schedule;
+}
 
 // mpirun -np `ranks` validate --backend cpu --warmup 0 --check-data of `schedule`, plus
 // `flags`, writing `out`.
@@ -208,16 +231,23 @@ TEST_CASE("validate rejects a corrupted schedule with the file and field", "[cli
 // with overcommit, would swap or be killed mid-step); the cpu backend's memory is the host's.
 TEST_CASE("validate --backend cpu refuses a schedule whose peak exceeds the host's memory",
           "[cli][validate]") {
+  // Llama 3 70B on 2 ranks: about 600 GB per rank (its predicted peaks are its Program's,
+  // as every reader checks; an edited 512 TiB is refused before this check).
   const std::string dir = make_temp_dir("fsdptune-validate");
-  auto json = read_json_file(tiny_schedule());
-  json["predicted"]["peak_allocated_bytes"] = std::int64_t{1} << 49;  // 512 TiB per rank
+  JobSpec job;
+  job.gpus = 2;
+  job.gpus_per_node = 2;
+  job.seq_len = 128;
+  const ScheduleFile schedule = built_schedule("llama3-70b", job, fsdp2_plan);
+  REQUIRE(schedule.predicted.peak_allocated_bytes > (std::int64_t{1} << 39));
   const std::string huge = dir + "/huge.json";
-  write_file_atomically(huge, dump_json(json));
+  write_file_atomically(huge, dump_json(schedule_to_json(schedule)));
   const auto run = run_command(mpirun(2) + binary() + " validate " + huge +
                                " --iters 1 --warmup 0 --out " + dir + "/m.json");
   CHECK(run.exit_code == 1);
   CHECK_THAT(run.err, Catch::Contains("huge.json: predicted.peak_allocated_bytes") &&
-                          Catch::Contains("2 ranks on this host at a predicted peak of 512 TiB"));
+                          Catch::Contains("2 ranks on this host at a predicted peak of " +
+                                          format_bytes(schedule.predicted.peak_allocated_bytes)));
   CHECK_FALSE(exists(dir + "/m.json"));
 }
 
@@ -246,8 +276,10 @@ TEST_CASE("validate aborts every rank when ranks hold different schedules", "[cl
   const auto run = run_command(mpirun(1) + binary() + " validate " + tiny_schedule() + m +
                                " : -np 1 " + binary() + " validate " + other + m);
   CHECK(run.exit_code == 2);
-  CHECK_THAT(run.err, Catch::Contains("rank 1") && Catch::Contains("schedule hash") &&
-                          Catch::Contains("differs from rank 0"));
+  // Each rank's file named.
+  CHECK_THAT(run.err, Catch::Contains("rank 1: " + other + ": schedule hash") &&
+                          Catch::Contains("differs from rank 0's") &&
+                          Catch::Contains("(" + tiny_schedule() + ")"));
   CHECK_FALSE(exists(dir + "/m.json"));
   // The same schedule with other flags on rank 1 (found probing the CLI: --check-data on
   // one rank died in MPI_Allreduce with MPI_ERR_TRUNCATE, other --iters hung until the
@@ -447,9 +479,6 @@ TEST_CASE("validate --check-data: HSDP without copy tasks accumulates the all-re
   // simplefsdp-none (copy_in_out = false): the executor copies out inside the collective
   // task, and with HSDP only after the all-reduce, so the fp32 gradient shards hold the
   // sum over both replicas (bf16 gradients). 2 replicas x dp_shard 2, scaled down to 2 ranks.
-  ScheduleFile schedule;
-  schedule.model = builtin_model("tiny");
-  schedule.hardware = builtin_hardware("h100-sxm");
   JobSpec job;
   job.gpus = 4;
   job.gpus_per_node = 4;
@@ -457,12 +486,8 @@ TEST_CASE("validate --check-data: HSDP without copy tasks accumulates the all-re
   job.local_batch = 1;
   job.seq_len = 128;
   job.reduce_dtype = DType::kBF16;
-  schedule.job = job;
-  const Workload workload = build_workload(schedule.model, normalize_job(schedule.model, job));
-  schedule.plan = simplefsdp_none_plan(workload);
+  const ScheduleFile schedule = built_schedule("tiny", job, simplefsdp_none_plan);
   REQUIRE_FALSE(schedule.plan.copy_in_out);
-  schedule.program = lower(workload, schedule.plan, *make_analytic_cost_model(schedule.hardware));
-  schedule.predicted.fits = true;  // a reserved peak of 0 within the limit of 0
   const std::string path = make_temp_dir("fsdptune-validate") + "/none-hsdp.json";
   write_file_atomically(path, dump_json(schedule_to_json(schedule)));
   const MeasuredResult measured = validate_checked(path, 2, "--scale-down");

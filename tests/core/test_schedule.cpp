@@ -813,6 +813,32 @@ TEST_CASE("a Program whose buckets or memory disagree with the lowering is rejec
     free.bytes += 1000;
     message = "1000 bytes of it left at the end of the step";
   }
+  SECTION("the persistent state of another size") {
+    program.persistent_bytes = 10;
+    where = "schedule.json: program.persistent_bytes";
+    message = "is 10, but the workload's ";
+  }
+  SECTION("a copy with a unit") {
+    const int t = task_of(TaskKind::kCopyIn, gather);
+    program.tasks[t].unit = 1;
+    where = path("tasks", t, ".unit");
+    message = "is 1, but a task of kind copy_in has no unit (-1)";
+  }
+  SECTION("a forward with a bucket") {
+    const auto forward = std::find_if(program.tasks.begin(), program.tasks.end(),
+                                      [](const Task& t) { return t.kind == TaskKind::kForward; });
+    REQUIRE(forward != program.tasks.end());
+    const int t = static_cast<int>(forward - program.tasks.begin());
+    forward->bucket = 0;
+    where = path("tasks", t, ".bucket");
+    message = "is 0, but a task of kind forward has no bucket (-1)";
+  }
+  SECTION("the optimizer with a unit") {
+    REQUIRE(program.tasks.back().kind == TaskKind::kOptimizer);
+    program.tasks.back().unit = 0;
+    where = path("tasks", static_cast<int>(program.tasks.size()) - 1, ".unit");
+    message = "a task of kind optimizer has no unit";
+  }
   SECTION("the persistent state freed") {
     program.tasks.back().memory.push_back({MemoryCategory::kShardedState, -4096, true});
     where = path("tasks", static_cast<int>(program.tasks.size()) - 1,
