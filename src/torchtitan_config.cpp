@@ -582,47 +582,16 @@ std::vector<std::pair<std::string, std::string>> near_miss_keys(const toml::valu
   return found;
 }
 
-}  // namespace
-
-TorchtitanConfig torchtitan_config_from_toml(const std::string& text, const std::string& source) {
-  if (static_cast<std::int64_t>(text.size()) > kMaxTorchtitanConfigBytes) {
-    throw_bad_input(source, fmt::format("{} bytes: more than a torchtitan config (at most {})",
-                                        text.size(), kMaxTorchtitanConfigBytes));
-  }
-  if (const int line = first_non_utf8_line(text); line > 0) {
-    throw_bad_input(fmt::format("{}:{}", source, line), "not UTF-8 text (TOML files are UTF-8)");
-  }
-  const TomlShape shape = toml_shape(text);
-  if (shape.deepest > kMaxTomlNesting) {
-    throw_bad_input(source, fmt::format("arrays or tables nested more than {} deep: not a "
-                                        "torchtitan config",
-                                        kMaxTomlNesting));
-  }
-  if (shape.most_dots > kMaxTomlLineDots) {
-    throw_bad_input(source, fmt::format("a line with more than {} dots outside strings (keys "
-                                        "nested that deep): not a torchtitan config",
-                                        kMaxTomlLineDots));
-  }
-  toml::value root;
-  try {
-    std::istringstream stream(text);
-    root = toml::parse(stream, source);
-  } catch (const std::exception& e) {
-    // toml11's message names the file, line and column, with the line quoted.
-    throw_bad_input(source, fmt::format("not a valid TOML file: {}", e.what()));
-  }
-  if (!root.is_table()) throw_bad_input(source, "not a TOML table");
-
-  TorchtitanConfig c;
-  c.source = source;
-  c.near_miss_keys = near_miss_keys(root);
+// The keys fsdptune reads, into `c` (its source and near misses set).
+void read_config_keys(const toml::value& root, const std::string& source, TorchtitanConfig& c) {
   const ConfigReader r(root, source);
   std::string flavor_where;
   r.string({{"model", "name"}}, c.model_name, c.model_where);
   r.string({{"model", "flavor"}}, c.model_flavor, flavor_where);
-  // The field at fault when no built-in model matches: the flavor of a llama3 model, else
+  // The field at fault when no built-in model matches: the flavor of a llama3 model, given
+  // or torchtitan's default (found by QA: a left-out flavor was blamed on the name), else
   // the name (`name = "llama4"` blamed the flavor).
-  if (!defaulted(flavor_where) && c.model_name == "llama3") c.model_where = flavor_where;
+  if (c.model_name == "llama3") c.model_where = flavor_where;
   if (const toml::value* converters = r.lookup({{"model", "converters"}}, c.converters_where)) {
     c.converters = name_list(*converters, c.converters_where);
   }
@@ -788,6 +757,59 @@ TorchtitanConfig torchtitan_config_from_toml(const std::string& text, const std:
     if (c.converters.empty()) c.converters_where = float8_linear_where;
     c.converters.emplace_back("float8");
   }
+}
+
+// `e` with the near misses of `c` in its hint: a misspelt key is often why a config fails
+// (found by QA: `enable_fsdp_float8_allgather` refused as the default it left, unnoted).
+[[noreturn]] void throw_with_near_misses(const Error& e, const TorchtitanConfig& c) {
+  std::string hint = e.hint();
+  for (const auto& [key, known] : c.near_miss_keys) {
+    hint +=
+        fmt::format("{}{} is not read (did you mean {}?)", hint.empty() ? "" : "; ", key, known);
+  }
+  throw Error(e.kind(), e.where(), e.message(), hint);
+}
+
+}  // namespace
+
+TorchtitanConfig torchtitan_config_from_toml(const std::string& text, const std::string& source) {
+  if (static_cast<std::int64_t>(text.size()) > kMaxTorchtitanConfigBytes) {
+    throw_bad_input(source, fmt::format("{} bytes: more than a torchtitan config (at most {})",
+                                        text.size(), kMaxTorchtitanConfigBytes));
+  }
+  if (const int line = first_non_utf8_line(text); line > 0) {
+    throw_bad_input(fmt::format("{}:{}", source, line), "not UTF-8 text (TOML files are UTF-8)");
+  }
+  const TomlShape shape = toml_shape(text);
+  if (shape.deepest > kMaxTomlNesting) {
+    throw_bad_input(source, fmt::format("arrays or tables nested more than {} deep: not a "
+                                        "torchtitan config",
+                                        kMaxTomlNesting));
+  }
+  if (shape.most_dots > kMaxTomlLineDots) {
+    throw_bad_input(source, fmt::format("a line with more than {} dots outside strings (keys "
+                                        "nested that deep): not a torchtitan config",
+                                        kMaxTomlLineDots));
+  }
+  toml::value root;
+  try {
+    std::istringstream stream(text);
+    root = toml::parse(stream, source);
+  } catch (const std::exception& e) {
+    // toml11's message names the file, line and column, with the line quoted.
+    throw_bad_input(source, fmt::format("not a valid TOML file: {}", e.what()));
+  }
+  if (!root.is_table()) throw_bad_input(source, "not a TOML table");
+
+  TorchtitanConfig c;
+  c.source = source;
+  c.near_miss_keys = near_miss_keys(root);
+  try {
+    read_config_keys(root, source, c);
+  } catch (const Error& e) {
+    if (c.near_miss_keys.empty()) throw;
+    throw_with_near_misses(e, c);
+  }
   return c;
 }
 
@@ -802,12 +824,14 @@ std::string torchtitan_builtin_model(const TorchtitanConfig& config) {
       }
     }
   }
-  throw_bad_input(config.model_where,
-                  fmt::format("fsdptune has no built-in model for torchtitan's '{}' flavor '{}' "
-                              "(it knows llama3 8B, 70B and 405B)",
-                              config.model_name, config.model_flavor),
-                  "pass --model with a built-in model, a model JSON or the model's Hugging Face "
-                  "config.json");
+  throw_with_near_misses(
+      Error(ErrorKind::kBadInput, config.model_where,
+            fmt::format("fsdptune has no built-in model for torchtitan's '{}' flavor '{}' "
+                        "(it knows llama3 8B, 70B and 405B)",
+                        config.model_name, config.model_flavor),
+            "pass --model with a built-in model, a model JSON or the model's Hugging Face "
+            "config.json"),
+      config);
 }
 
 namespace {

@@ -248,6 +248,8 @@ JobSpec torchtitan_job_spec(const JobOptions& options, const ModelSpec& model,
   if (given("--pp-schedule")) {
     o.pp_schedule = pipeline_schedule_from_string(options.pp_schedule, "--pp-schedule");
   }
+  // Before the job, whose errors a misspelt key may explain (found by QA).
+  for (const std::string& note : torchtitan_notes(config)) fmt::print(stderr, "note: {}\n", note);
   JobSpec job = torchtitan_job(config, model, o);
   if (job.pp > 1 && options.command != nullptr &&
       options.command->get_option_no_throw("--pp") == nullptr) {
@@ -256,7 +258,6 @@ JobSpec torchtitan_job_spec(const JobOptions& options, const ModelSpec& model,
                                 options.command->get_name(), job.pp),
                     "simulate, tune and pipeline do (docs/parallelism.md)");
   }
-  for (const std::string& note : torchtitan_notes(config)) fmt::print(stderr, "note: {}\n", note);
   const std::string without_fsdp = torchtitan_without_fsdp_note(job);
   if (!without_fsdp.empty()) fmt::print(stderr, "note: {}: {}\n", options.job_toml, without_fsdp);
   return job;

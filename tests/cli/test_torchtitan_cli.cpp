@@ -246,6 +246,17 @@ TEST_CASE("job-toml: errors name the file and field and exit 2", "[cli][torchtit
             "not modelled"});
   CHECK(output_of("workload --model tiny --job-toml " + debug + " --ac none --gpus 2")
             .find("workload tiny on 2 GPUs") != std::string::npos);
+  // A misspelt key is noted before the error it explains (found by QA: the default it left
+  // was refused without the note, printed only for a valid job).
+  const std::string typo = write_config(dir, "typo.toml",
+                                        "[model]\nname = 'llama3'\nflavor = '8B'\nconverters = "
+                                        "['float8']\n[activation_checkpoint]\nmode = 'full'\n"
+                                        "[float8]\nenable_fsdp_float8_allgather = true\n");
+  rejected("workload --job-toml " + typo,
+           {"note: " + typo +
+                ": [float8] enable_fsdp_float8_allgather is not read there (did "
+                "you mean enable_fsdp_float8_all_gather?",
+            "typo.toml: [float8] enable_fsdp_float8_all_gather (torchtitan's default)"});
   const std::string cp = write_config(
       dir, "cp.toml",
       "[parallelism]\ncontext_parallel_degree = 2\ncontext_parallel_rotate_method = 'alltoall'\n");

@@ -242,7 +242,8 @@ TEST_CASE("torchtitan: the model of [model] name and flavor", "[torchtitan]") {
   CHECK(torchtitan_builtin_model(parse("[model]\nname = 'llama3'\nflavor = '8B_flex'\n")) ==
         "llama3-8b");
   const Error e = error_of([&] { torchtitan_builtin_model(parse("[model]\nname = 'llama3'\n")); });
-  CHECK(e.where() == "train.toml: [model] name");
+  // The flavor left out is torchtitan's default, and at fault.
+  CHECK(e.where() == "train.toml: [model] flavor (torchtitan's default)");
   CHECK_THAT(e.message(), Catch::Contains("flavor 'debugmodel'"));
   CHECK_THAT(e.hint(), Catch::Contains("--model"));
   // Another model than llama3: its name is at fault, not its flavor (a tester's `name =
@@ -1072,6 +1073,16 @@ TEST_CASE("torchtitan: a near-miss of a key fsdptune reads is noted, not silentl
                                                  {"[parallelism] seq_len", "[training] seq_len"},
                                                  {"[training] pipeline_parallel_degree",
                                                   "[parallelism] pipeline_parallel_degree"}});
+  // A config that fails reading, or naming no built-in model, says so in its error's hint
+  // (found by QA: the note was printed only for a valid job).
+  const Error typed =
+      error_of([&] { parse("[training]\nseq_len = 'long'\nlocal_batch_sise = 3\n"); });
+  CHECK_THAT(typed.hint(), Catch::Contains("[training] local_batch_sise is not read (did you "
+                                           "mean local_batch_size?)"));
+  const Error flavour = error_of(
+      [&] { torchtitan_builtin_model(parse("[model]\nname = 'llama3'\nflavour = '8B'\n")); });
+  CHECK(flavour.where() == "train.toml: [model] flavor (torchtitan's default)");
+  CHECK_THAT(flavour.hint(), Catch::Contains("flavour is not read (did you mean flavor?)"));
   // torchtitan's own presets hold no such key.
   for (const char* preset : {"llama3_8b.toml", "llama3_70b_pp.toml", "llama3_405b.toml"}) {
     INFO(preset);
