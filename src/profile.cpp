@@ -201,6 +201,8 @@ Profile profile_from_json(const nlohmann::json& json, const std::string& source)
     for (std::size_t i = 0; i < parts.size(); ++i) {
       const std::string where = fmt::format("{}parts[{}]", root, i);
       if (!parts[i].is_object()) throw_bad_input(where, "must be an object");
+      // Found by QA: a field beside source and provenance was read, and dropped by merge.
+      reject_unknown_fields(parts[i], {"source", "provenance"}, where);
       ProfilePart part;
       part.source = require_string(parts[i], "source", where);
       part.provenance =

@@ -118,6 +118,9 @@ TEST_CASE("merged profiles round-trip byte-identically and validate their parts"
   json = profile_to_json(merged);
   json["parts"][0].erase("source");
   rejected(json, "parts[0].source");
+  json = profile_to_json(merged);
+  json["parts"][0]["extra"] = 1;  // found by QA: read, and dropped by merge
+  rejected(json, "parts[0].extra");
   nlohmann::json unmerged = profile_to_json(compute_profile());
   unmerged["compute"][0]["part"] = 0;  // a part without parts
   rejected(unmerged, "compute[0].part");
