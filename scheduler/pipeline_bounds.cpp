@@ -273,8 +273,8 @@ std::vector<PipelineComposition> pipeline_compositions(
   // the step-down pick each rank's least busy combination, not the shortest pipeline (a
   // stage's forwards can sit on the critical path while its backwards wait), so each chunk
   // in turn tries its other options, keeping the one that shortens the step most while
-  // every stage fits, until a pass over the chunks changes nothing (at most
-  // kDescentPasses).
+  // every stage fits, then each rank's chunks together its front's combinations, until a
+  // pass changes nothing (at most kDescentPasses).
   std::optional<std::size_t> start;
   for (std::size_t k = 0; k < compositions.size(); ++k) {
     const PipelineComposition& composition = compositions[k];
@@ -288,20 +288,36 @@ std::vector<PipelineComposition> pipeline_compositions(
   std::vector<int> choice = compositions[*start].choice;
   double best_s = compositions[*start].step_time_s;
   std::optional<PipelineResult> best;
+  bool improved = false;
+  // `trial` simulated: kept when every stage fits and the step is strictly shorter (a tie
+  // keeps the earlier choice: deterministic, no cycling).
+  const auto try_choice = [&](const std::vector<int>& trial) {
+    if (trial == choice) return;
+    PipelineResult result = simulate_pipeline(composed_spec(spec, options, trial));
+    if (largest_stage_reserved_bytes(result) > limit || result.step_time_s >= best_s) return;
+    best_s = result.step_time_s;
+    best = std::move(result);
+    choice = trial;
+    improved = true;
+  };
   for (int pass = 0; pass < kDescentPasses; ++pass) {
-    bool improved = false;
+    improved = false;
     for (int c = 0; c < C; ++c) {
       std::vector<int> trial = choice;
       for (std::size_t o = 0; o < options[c].size(); ++o) {
-        if (static_cast<int>(o) == choice[c]) continue;
         trial[c] = static_cast<int>(o);
-        PipelineResult result = simulate_pipeline(composed_spec(spec, options, trial));
-        // Strictly shorter: a tie keeps the earlier choice (deterministic, no cycling).
-        if (largest_stage_reserved_bytes(result) > limit || result.step_time_s >= best_s) continue;
-        best_s = result.step_time_s;
-        best = std::move(result);
-        choice = trial;
-        improved = true;
+        try_choice(trial);
+      }
+    }
+    // A rank's chunks changed together, to each combination of its front (a move one chunk
+    // at a time can miss: two chunks of a rank trading which one keeps its buckets).
+    if (spec.virtual_stages > 1) {
+      for (int r = 0; r < P; ++r) {
+        for (const RankCombination& combination : fronts[r]) {
+          std::vector<int> trial = choice;
+          for (int c = r, k = 0; c < C; c += P, ++k) trial[c] = combination.picks[k];
+          try_choice(trial);
+        }
       }
     }
     if (!improved) break;

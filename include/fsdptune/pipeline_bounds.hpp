@@ -79,8 +79,8 @@ struct PipelineComposition {
 // none does (none when a rank over the limit has no smaller one); and last, unless already
 // there, the fastest composition that fits improved one chunk at a time: each chunk in
 // turn takes the option that shortens the simulated step most with every stage within
-// `limit`, for at most 2 passes over the chunks (the least busy ranks do not always make
-// the shortest pipeline).
+// `limit`, then (V > 1) each rank's chunks together each combination of its front, for at
+// most 2 passes (the least busy ranks do not always make the shortest pipeline).
 // REQUIRES: options.size() == stages * virtual_stages, every options[c] non-empty.
 std::vector<PipelineComposition> pipeline_compositions(
     const PipelineSpec& spec, const std::vector<std::vector<ChunkTimes>>& options,
