@@ -75,9 +75,12 @@ ProfileComparison compare_profile(const Profile& profile, const CostModel& model
     // Attention in the FLOPs its kernels execute (a causal mask's half, flash's backward
     // recompute), as `cost --attention` quotes it: its model FLOPs count the causal half
     // twice and read above the peak (found probing: 1221.7 TFLOP/s on an H100).
+    // A copy's traffic is what it reads and writes, twice its bytes, as copy() prices it
+    // (found by QA: its GB/s was half the HBM traffic the other memory-bound rows show).
     const double work = entry.op.kind == OpKind::kGemm        ? entry.op.flops
                         : entry.op.kind == OpKind::kAttention ? attention_executed_flops(entry.op)
-                                                              : static_cast<double>(entry.op.bytes);
+                        : copy ? 2.0 * static_cast<double>(entry.op.bytes)
+                               : static_cast<double>(entry.op.bytes);
     row.measured_rate = work / row.measured_s;
     add(group_of(entry.op), row.measured_s, row.model_s);
     comparison.ops.push_back(std::move(row));
