@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -104,6 +105,21 @@ void add_import_nccl_tests(CLI::App& profile) {
     NamedFiles inputs = {{"--hardware", input_file(options->hardware)}};
     for (const std::string& path : options->logs) inputs.emplace_back("a log", path);
     require_distinct_files({{"--out", options->out}}, inputs);
+    // One log given twice would pool its rows twice (found by QA: its samples doubled).
+    std::vector<std::filesystem::path> seen;
+    for (const std::string& path : options->logs) {
+      std::error_code ec;
+      std::filesystem::path resolved = std::filesystem::weakly_canonical(path, ec);
+      if (ec) resolved = std::filesystem::path(path).lexically_normal();
+      const auto first = std::find(seen.begin(), seen.end(), resolved);
+      if (first != seen.end()) {
+        throw_bad_input(path,
+                        fmt::format("given twice (as {}): its rows would be pooled twice",
+                                    options->logs[static_cast<std::size_t>(first - seen.begin())]),
+                        "give each log once (repeated runs of one size pool from several logs)");
+      }
+      seen.push_back(std::move(resolved));
+    }
     std::vector<TextSource> sources;
     for (const std::string& path : options->logs) {
       sources.push_back({path, read_text_file(path)});

@@ -172,6 +172,14 @@ TEST_CASE("cost with a profile uses its measurements", "[cli][cost]") {
       run_fsdptune("cost --profile " + profile + " --hardware a100-80g --gemm 1024,1024,1024");
   CHECK(mismatch.exit_code == 2);
   CHECK_THAT(mismatch.err, Catch::Contains("a100-80g"));
+  // One log given twice, here by two spellings, would pool its rows twice (found by QA).
+  const auto twice =
+      run_fsdptune("profile import-nccl-tests " + kLogs + "all_gather_perf_h100x8.log " + kLogs +
+                   "../nccl-tests/all_gather_perf_h100x8.log --out " + dir + "/twice.json");
+  CHECK(twice.exit_code == 2);
+  CHECK_THAT(twice.err,
+             Catch::Contains("given twice (as " + kLogs + "all_gather_perf_h100x8.log)"));
+  CHECK_FALSE(std::filesystem::exists(dir + "/twice.json"));
 }
 
 TEST_CASE("profile import-nccl-tests writes a deterministic profile", "[cli][cost]") {
