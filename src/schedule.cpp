@@ -589,6 +589,10 @@ void check_program_memory(const Program& program, const HappensBefore& happens_b
           return b.bytes == needed && usable(b);
         });
         if (exact != category.rend()) {
+          // Found by review: a free of exactly the persistent state was named by no path.
+          if (exact->task < 0 && took_persistent.empty()) {
+            took_persistent = indexed(indexed("program.tasks", t) + ".memory", e);
+          }
           category.erase(std::next(exact).base());
           continue;
         }
@@ -627,18 +631,22 @@ void check_program_memory(const Program& program, const HappensBefore& happens_b
                                   -left),
                       kEditedHint);
     }
-    const auto allocated = std::find_if(live[k].begin(), live[k].end(),
-                                        [](const Live& block) { return block.task >= 0; });
-    FSDPTUNE_CHECK(allocated != live[k].end(), "check_program_memory: bytes left by no task");
+    // The frees take the latest allocations first, so the block left is the latest one not
+    // freed, not necessarily the edited one (found by review: the first block left was
+    // named as allocating what "no task frees").
+    const auto allocated = std::find_if(live[k].rbegin(), live[k].rend(), [](const Live& block) {
+      return block.task >= 0 && block.bytes > 0;
+    });
+    FSDPTUNE_CHECK(allocated != live[k].rend(), "check_program_memory: bytes left by no task");
     throw_bad_input(
         where(
             indexed(indexed("program.tasks", static_cast<std::size_t>(allocated->task)) + ".memory",
                     allocated->event)),
         fmt::format(
-            "allocates {} bytes of {} that no task frees ({} bytes of it left at the "
-            "end of the step): memory must return to the persistent state",
+            "allocates {} bytes of {}, the latest of the allocations left at the end of the step "
+            "({} bytes of {} no task frees): memory must return to the persistent state",
             program.tasks[static_cast<std::size_t>(allocated->task)].memory[allocated->event].bytes,
-            to_string(kCategories[k]), left),
+            to_string(kCategories[k]), left, to_string(kCategories[k])),
         kEditedHint);
   }
 }

@@ -22,7 +22,9 @@ namespace fsdptune {
 struct PipelineTuning {
   PipelineSimulation best;   // the chosen plans, composed
   PipelineSimulation fsdp2;  // the baseline: fsdp2 per chunk, parameters kept gathered
-  std::string derived_from;  // "per-stage tuner" or "fsdp2"
+  // "per-stage tuner", "fsdp2", or where fsdp2 does not fit and --keep-gathered allows the
+  // other choice, "fsdp2 kept gathered" / "fsdp2 re-gathered per microbatch".
+  std::string derived_from;
   // The reserved peak each chunk's one-microbatch Program was tuned under: the rank's
   // limit less the activations of its other microbatches in flight, shared by its chunks.
   std::vector<std::int64_t> chunk_memory_limit_bytes;

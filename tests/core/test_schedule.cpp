@@ -804,14 +804,16 @@ TEST_CASE("a Program whose buckets or memory disagree with the lowering is rejec
     const int t = task_of(TaskKind::kAllGather, gather);
     program.tasks[t].memory.push_back({MemoryCategory::kWorkspace, 4096, false});
     where = path("tasks", t, ".memory[" + std::to_string(program.tasks[t].memory.size() - 1) + "]");
-    message = "allocates 4096 bytes of workspace that no task frees";
+    message =
+        "allocates 4096 bytes of workspace, the latest of the allocations left at the end "
+        "of the step (4096 bytes of workspace no task frees)";
   }
   SECTION("a free made smaller") {
     const int t = task_of(TaskKind::kCopyOut, reduce);
     MemoryEvent& free = program.tasks[t].memory.back();
     REQUIRE(free.bytes < -1000);
     free.bytes += 1000;
-    message = "1000 bytes of it left at the end of the step";
+    message = "(1000 bytes of gradients no task frees)";
   }
   SECTION("the persistent state of another size") {
     program.persistent_bytes = 10;
@@ -838,6 +840,15 @@ TEST_CASE("a Program whose buckets or memory disagree with the lowering is rejec
     program.tasks.back().unit = 0;
     where = path("tasks", static_cast<int>(program.tasks.size()) - 1, ".unit");
     message = "a task of kind optimizer has no unit";
+  }
+  SECTION("the whole persistent state freed") {
+    // Found by review: an exact match of the persistent block was named by no path.
+    program.tasks.back().memory.push_back(
+        {MemoryCategory::kShardedState, -program.persistent_bytes, true});
+    where = path("tasks", static_cast<int>(program.tasks.size()) - 1,
+                 ".memory[" + std::to_string(program.tasks.back().memory.size() - 1) + "]");
+    message = "frees " + std::to_string(program.persistent_bytes) +
+              " bytes of the persistent sharded state";
   }
   SECTION("the persistent state freed") {
     program.tasks.back().memory.push_back({MemoryCategory::kShardedState, -4096, true});
