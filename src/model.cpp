@@ -276,9 +276,10 @@ void validate_model_fields(const ModelSpec& model, const std::string& source,
       (model.tie_embeddings ? 1 : 2) * static_cast<double>(model.vocab_size) * d +
       static_cast<double>(model.n_layers) * block + d;
   if (parameters > static_cast<double>(kMaxModelParameters)) {
-    throw_bad_input(source, fmt::format("{:.3g} parameters are more than fsdptune models (at "
-                                        "most {:.3g})",
-                                        parameters, static_cast<double>(kMaxModelParameters)));
+    // Whole counts: just over the cap, both rounded to the same "1.13e+15" (found by QA).
+    throw_bad_input(source, fmt::format("{:.0f} parameters are more than fsdptune models (at "
+                                        "most {})",
+                                        parameters, kMaxModelParameters));
   }
   if (model.n_heads % model.n_kv_heads != 0) {
     throw_bad_input(field_where(source, names.n_kv_heads),

@@ -43,7 +43,7 @@ constexpr std::array<MemoryCategory, static_cast<int>(MemoryCategory::kCount)> k
 // (docs/schedule-format.md "Limits").
 constexpr double kMaxSeconds = kMaxScheduleSeconds;               // any time
 constexpr double kMaxRate = 1e18;                                 // tokens/s, MFU, fractions
-constexpr std::int64_t kMaxBytes = std::int64_t{1} << 50;         // any byte or element count
+constexpr std::int64_t kMaxBytes = kMaxScheduleBytes;             // any byte or element count
 constexpr std::int64_t kMaxProgramBytes = std::int64_t{1} << 60;  // a Program's sum of them
 constexpr std::size_t kMaxStreams = 64;
 
@@ -1459,7 +1459,8 @@ std::string schedule_file_text(const ScheduleFile& schedule, const std::string& 
     // 4.3e9 s that every command then refused to read.
     throw_bad_input(e.where(), e.message() + " (in the schedule this run would write)",
                     "the job is beyond what a schedule file holds (docs/schedule-format.md, "
-                    "\"Checks on load\"): a shorter --seq or a smaller --batch");
+                    "\"Checks on load\"): a shorter --seq or a smaller --batch, or (found by "
+                    "QA) a hardware spec or profile of rates that make sense for it");
   }
   return dump_json(document);
 }

@@ -38,6 +38,8 @@ inline constexpr int kTorchtitanPipelineFormatVersion = 2;
 // step takes seconds): the simulator's clock and the reports' axes stay finite under it
 // (docs/schedule-format.md "Limits").
 inline constexpr double kMaxScheduleSeconds = 1e9;
+// The largest byte or element count a schedule holds (its memory limit among them).
+inline constexpr std::int64_t kMaxScheduleBytes = std::int64_t{1} << 50;
 
 // What the simulator predicted for one plan.
 struct PlanSummary {

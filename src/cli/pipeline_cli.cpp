@@ -64,6 +64,23 @@ std::string job_line(const ModelSpec& model, const JobSpec& job, const std::stri
 
 }  // namespace
 
+void check_trace_size(const JobSpec& job, const std::string& trace_path) {
+  if (trace_path.empty() || (job.pp == 1 && job.microbatches == 1)) return;
+  // In double: the product of the job's limits passes 2^63.
+  const double actions =
+      2.0 * static_cast<double>(job.pp) * static_cast<double>(job.virtual_stages) *
+      static_cast<double>(job.microbatches) * static_cast<double>(job.pipeline_steps);
+  if (actions <= static_cast<double>(kMaxTraceActions)) return;
+  throw_bad_input(
+      "--trace " + trace_path,
+      fmt::format("the step runs {:.0f} pipeline actions (2 x {} chunks x {} microbatches "
+                  "x {} pipeline steps), more than a trace draws (at most {})",
+                  actions, job.pp * job.virtual_stages, job.microbatches, job.pipeline_steps,
+                  kMaxTraceActions),
+      "trace the job with fewer microbatches or pipeline steps (its figures "
+      "per microbatch are the same), or leave out --trace");
+}
+
 nlohmann::json schedule_trace(const ScheduleFile& schedule, const Workload& workload,
                               const CostModel& costs) {
   const std::string title = fmt::format("{} {}", schedule.model.name, schedule.predicted.plan_name);
@@ -87,6 +104,7 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
                             const PlanOptions& plan_options, std::int64_t limit_bytes, bool json,
                             bool require_fit, const std::string& trace_path) {
   validate_pipeline(job);
+  check_trace_size(job, trace_path);
   const Workload workload = build_workload(model, job);
   const std::vector<std::vector<int>> chunks = pipeline_chunks(workload);
   SimOptions sim_options;

@@ -53,6 +53,13 @@ TunedSchedule tune_schedule(const Workload& workload, const HardwareSpec& hardwa
 TunedSchedule schedule_of_tuning(const Workload& workload, const HardwareSpec& hardware,
                                  const CostModel& costs, const ConfigurationTuning& tuning);
 
+// The most pipeline actions a --trace draws (each with its chunk's tasks): a trace of more is
+// refused before any work (found by QA: 8B, PP 8, V 4, 65536 microbatches grew past 17 GB
+// building its trace; a tiny model's 262,144 actions wrote 485 MB).
+inline constexpr std::int64_t kMaxTraceActions = 131072;
+// Error(kBadInput) naming --trace when `job`'s step has more pipeline actions than that.
+void check_trace_size(const JobSpec& job, const std::string& trace_path);
+
 // The Chrome trace of a schedule's predicted step: chrome_trace of its Program and timings
 // (version 1), pipeline_chrome_trace of its replayed chunks (version 2).
 nlohmann::json schedule_trace(const ScheduleFile& schedule, const Workload& workload,

@@ -1,6 +1,7 @@
 // `fsdptune simulate` end to end: outputs, files, exit codes.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -366,4 +367,38 @@ TEST_CASE("simulate --keep-gathered chooses how microbatches treat the parameter
   REQUIRE(tuned.exit_code == 0);
   rejected(" --microbatches 4 --plan " + dir + "/s.json --keep-gathered yes",
            "stores each chunk's choice");
+}
+
+TEST_CASE(
+    "a --trace of more pipeline actions than a trace draws, and a --memory-limit "
+    "beyond a schedule, are refused before any work",
+    "[cli][simulate]") {
+  // Found by QA: 8B on PP 8 x V 4 with 65536 microbatches grew past 17 GB building its
+  // trace; `tune --memory-limit 1EiB` searched, then could not write its schedule.
+  const std::string dir = make_temp_dir("fsdptune-trace-size");
+  const std::string trace = dir + "/t.json";
+  const std::string big = " --model tiny --gpus 2 --pp 2 --microbatches 65536 --seq 128";
+  for (const std::string& command :
+       {std::string("simulate --hardware h100-sxm"),
+        std::string("tune --out ") + dir + "/s.json --max-evaluations 1"}) {
+    const auto result = run_fsdptune(command + big + " --trace " + trace);
+    INFO(command << "\nstderr: " << result.err);
+    CHECK(result.exit_code == 2);
+    CHECK_THAT(result.err, Catch::Contains("--trace " + trace +
+                                           ": the step runs 262144 "
+                                           "pipeline actions") &&
+                               Catch::Contains("(at most 131072)"));
+    CHECK_FALSE(std::filesystem::exists(trace));
+  }
+  // The same job traced with fewer microbatches is drawn.
+  CHECK(run_fsdptune("simulate --hardware h100-sxm --model tiny --gpus 2 --pp 2 --microbatches 8 "
+                     "--seq 128 --trace " +
+                     trace)
+            .exit_code == 0);
+  const auto limit =
+      run_fsdptune("tune --model tiny --gpus 2 --memory-limit 1EiB --out " + dir + "/s.json");
+  CHECK(limit.exit_code == 2);
+  CHECK_THAT(limit.err, Catch::Contains("--memory-limit 1EiB: is 1.00 EiB, more than a schedule "
+                                        "holds (at most 1.00 PiB)"));
+  CHECK_FALSE(std::filesystem::exists(dir + "/s.json"));
 }
