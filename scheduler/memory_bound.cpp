@@ -461,6 +461,12 @@ std::int64_t largest_any_timing_reserved_bytes(const std::vector<StageAnyTiming>
   return peak;
 }
 
+ScheduleFile checked_schedule_from_json(const nlohmann::json& json, const std::string& source) {
+  ScheduleFile schedule = schedule_from_json(json, source);
+  check_predicted_peaks(schedule, source);
+  return schedule;
+}
+
 void check_predicted_peaks(const ScheduleFile& schedule, const std::string& source) {
   if (schedule.pipeline) return;
   SimOptions options;

@@ -190,18 +190,20 @@ void require_creatable(const std::string& flag, const std::string& path) {
 
 }  // namespace
 
+std::filesystem::path resolved_file(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path absolute = fs::absolute(follow_links(path), ec);
+  if (ec) absolute = path;
+  const fs::path canonical = fs::weakly_canonical(absolute, ec);
+  return ec ? absolute.lexically_normal() : canonical;
+}
+
 void require_distinct_files(const NamedFiles& outputs, const NamedFiles& inputs) {
   namespace fs = std::filesystem;
-  const auto resolve = [](const std::string& path) {
-    std::error_code ec;
-    fs::path absolute = fs::absolute(follow_links(path), ec);
-    if (ec) absolute = path;
-    const fs::path canonical = fs::weakly_canonical(absolute, ec);
-    return ec ? absolute.lexically_normal() : canonical;
-  };
   std::vector<fs::path> written;
   for (const auto& [flag, path] : outputs) {
-    written.push_back(path.empty() ? fs::path() : resolve(path));
+    written.push_back(path.empty() ? fs::path() : resolved_file(path));
     std::error_code ec;
     if (!path.empty() && fs::is_directory(written.back(), ec)) {
       throw_bad_input(flag + " " + path, "is a folder, not a file", "name a file to write");
@@ -249,7 +251,7 @@ void require_distinct_files(const NamedFiles& outputs, const NamedFiles& inputs)
   }
   for (const auto& [input_flag, input] : inputs) {
     if (input.empty()) continue;
-    const fs::path read = resolve(input);
+    const fs::path read = resolved_file(input);
     for (std::size_t j = 0; j < outputs.size(); ++j) {
       if (!outputs[j].second.empty() && written[j] == read) {
         throw_bad_input(

@@ -130,6 +130,15 @@ std::string format_bytes(std::int64_t bytes) {
   return fmt::format("{:.{}f} {}", value, decimals_of(value), units[unit]);
 }
 
+std::string join_alternatives(const std::vector<std::string>& items, std::string_view last) {
+  std::string text;
+  for (std::size_t k = 0; k < items.size(); ++k) {
+    if (k > 0) text += k + 1 == items.size() ? std::string(last) : std::string(", ");
+    text += items[k];
+  }
+  return text;
+}
+
 std::string format_seconds(double seconds) {
   // Each unit as long as its printed value stays below the next one's (999.96 us printed
   // "1000.0 us").

@@ -934,15 +934,6 @@ ReplayMesh replay_mesh(const ScheduleFile& schedule, int rank, int world_size, b
   for (std::int64_t shard = job.cp; shard < job.dp_shard; shard += job.cp) {
     if (job.dp_shard % shard == 0) fitting.push_back(std::to_string(shard * others));
   }
-  // "1, 2 or 4": both hints list the sizes alike (found by QA: "1 or 2 or 4 rank(s)" in
-  // one, "1, 2, 4 or 8 ranks" in the other).
-  const auto listed = [](const std::vector<std::string>& sizes) {
-    std::string text;
-    for (std::size_t k = 0; k < sizes.size(); ++k) {
-      text += (k == 0 ? "" : k + 1 == sizes.size() ? " or " : ", ") + sizes[k];
-    }
-    return text;
-  };
   const std::string cp_text = job.cp > 1 ? fmt::format(" (cp {})", job.cp) : "";
   const std::string mesh =
       job.pp > 1 ? fmt::format("pp {} x dp_replicate {} x dp_shard {}{} x tp {}", job.pp,
@@ -960,7 +951,8 @@ ReplayMesh replay_mesh(const ScheduleFile& schedule, int rank, int world_size, b
             "run it with mpirun -np {} (or srun -n {}){}", expected, expected,
             fitting.empty()
                 ? std::string()
-                : fmt::format(", or add --scale-down to replay it on {} {}", listed(fitting),
+                : fmt::format(", or add --scale-down to replay it on {} {}",
+                              join_alternatives(fitting, " or "),
                               fitting == std::vector<std::string>{"1"} ? "rank" : "ranks")));
   }
   if (world_size % others != 0 || job.dp_shard % (world_size / others) != 0 ||
@@ -971,9 +963,10 @@ ReplayMesh replay_mesh(const ScheduleFile& schedule, int rank, int world_size, b
                     "{} ranks do not fit {}",
                     job.pp > 1 ? "pp, " : "", job.cp > 1 ? ", cp" : "", world_size, mesh),
         fmt::format("start {} ranks", [&] {
+          // Listed as the other hint lists them (found by QA: "1 or 2 or 4 rank(s)" there).
           std::vector<std::string> sizes = fitting;
           sizes.push_back(std::to_string(expected));
-          return listed(sizes);
+          return join_alternatives(sizes, " or ");
         }()));
   }
   const auto shard = static_cast<int>(world_size / others);
@@ -1212,10 +1205,7 @@ void check_data_exact(const ScheduleFile& schedule, int world_size, const std::s
       if (mesh.dp_shard > 1) ways.push_back("replay it on fewer ranks (--scale-down)");
       if (bucket.gradient_microbatches > 1) ways.push_back("tune it with fewer microbatches");
       ways.push_back("validate without --check-data");
-      std::string hint;
-      for (std::size_t k = 0; k < ways.size(); ++k) {
-        hint += (k == 0 ? "" : k + 1 == ways.size() ? ", or " : ", ") + ways[k];
-      }
+      const std::string hint = join_alternatives(ways, ", or ");
       throw_bad_input(
           "--check-data",
           fmt::format("{}: {}bucket {} (reduce_scatter, {}) sums {} gradients per element ({} "

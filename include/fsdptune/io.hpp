@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <utility>
@@ -45,6 +46,9 @@ void write_files_atomically(const std::vector<OutputFile>& files);
 // several outputs wrote the others, then failed on it). Empty paths are skipped.
 using NamedFiles = std::vector<std::pair<std::string, std::string>>;
 void require_distinct_files(const NamedFiles& outputs, const NamedFiles& inputs = {});
+// The file `path` names, as require_distinct_files compares paths: links followed, made
+// absolute, "." and ".." resolved (lexically where the path does not exist).
+std::filesystem::path resolved_file(const std::string& path);
 // Parses JSON text; a syntax error becomes Error(kBadInput) with "source:line:column".
 nlohmann::json parse_json_text(const std::string& text, const std::string& source);
 nlohmann::json read_json_file(const std::string& path, std::int64_t max_bytes = kMaxInputFileBytes);

@@ -102,5 +102,8 @@ std::int64_t largest_any_timing_reserved_bytes(const std::vector<StageAnyTiming>
 // step time is held to the stored timings by schedule_from_json). Nothing for a pipeline
 // schedule, whose stage figures schedule_from_json holds to its stages.
 void check_predicted_peaks(const ScheduleFile& schedule, const std::string& source);
+// schedule_from_json, then check_predicted_peaks: how every CLI reader takes a schedule
+// file (simulate, validate, compare, report, pipeline).
+ScheduleFile checked_schedule_from_json(const nlohmann::json& json, const std::string& source);
 
 }  // namespace fsdptune

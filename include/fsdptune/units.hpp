@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace fsdptune {
 
@@ -33,6 +34,9 @@ std::string format_seconds(double seconds);
 // A rate with the largest decimal prefix that keeps it at least 1 (kilo at the least):
 // "989.4 TFLOP/s", "2.1 GFLOP/s", "450.0 GB/s", "3.2 kB/s".
 std::string format_flops_per_s(double flops_per_s);
+// `items` as a list of alternatives: "a, b or c" with `last` " or ", "a, b, or c" with
+// ", or" (hints' ways out). Empty for none.
+std::string join_alternatives(const std::vector<std::string>& items, std::string_view last);
 std::string format_bytes_per_s(double bytes_per_s);
 
 // The length of the well-formed UTF-8 sequence starting at text[at] (1 for ASCII), or 0

@@ -143,7 +143,7 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
                       "pipeline schedule (schedule format version 2), not a single plan",
                       "fsdptune tune --pp ... --out schedule.json writes one");
     }
-    const ScheduleFile schedule = schedule_from_json(file, plan_options.plan);
+    const ScheduleFile schedule = checked_schedule_from_json(file, plan_options.plan);
     check_schedule_matches(schedule, model, job, plan_options.plan);
     // The stored Programs carry the costs they were tuned with: replayed as they are, they
     // only mean something on the same hardware.
@@ -257,12 +257,7 @@ std::string does_not_fit_hint(const JobSpec& job, bool fit_at_any_timing) {
     changes.push_back(fmt::format("use a smaller --batch (now {})", job.local_batch));
   changes.push_back(fmt::format("use a shorter --seq (now {})", job.seq_len));
   if (fit_at_any_timing) changes.push_back("judge fit at the predicted timing (--fit predicted)");
-  std::string hint;
-  for (std::size_t i = 0; i < changes.size(); ++i) {
-    if (i > 0) hint += i + 1 == changes.size() ? ", or " : ", ";
-    hint += changes[i];
-  }
-  return hint;
+  return join_alternatives(changes, ", or ");
 }
 
 TunedSchedule tune_schedule(const Workload& workload, const HardwareSpec& hardware,

@@ -108,9 +108,7 @@ void add_import_nccl_tests(CLI::App& profile) {
     // One log given twice would pool its rows twice (found by QA: its samples doubled).
     std::vector<std::filesystem::path> seen;
     for (const std::string& path : options->logs) {
-      std::error_code ec;
-      std::filesystem::path resolved = std::filesystem::weakly_canonical(path, ec);
-      if (ec) resolved = std::filesystem::path(path).lexically_normal();
+      std::filesystem::path resolved = resolved_file(path);
       const auto first = std::find(seen.begin(), seen.end(), resolved);
       if (first != seen.end()) {
         throw_bad_input(path,

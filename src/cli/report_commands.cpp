@@ -88,8 +88,7 @@ void run_report(const ReportCommandOptions& options) {
   for (const std::string& path : options.schedules) {
     ReportEntry entry;
     entry.source = path;
-    entry.schedule = schedule_from_json(read_json_file(path), path);
-    check_predicted_peaks(entry.schedule, path);
+    entry.schedule = checked_schedule_from_json(read_json_file(path), path);
     set_report_any_timing(entry);
     entries.push_back(std::move(entry));
   }

@@ -86,8 +86,7 @@ std::optional<ScheduleFile> schedule_of_plan_option(const PlanOptions& options,
   const nlohmann::json json = read_json_file(options.plan);
   refuse_other_format(json, options.plan);
   if (!is_schedule_json(json)) return std::nullopt;
-  ScheduleFile schedule = schedule_from_json(json, options.plan);
-  check_predicted_peaks(schedule, options.plan);
+  ScheduleFile schedule = checked_schedule_from_json(json, options.plan);
   check_schedule_matches(schedule, model, job, options.plan);
   check_schedule_hardware(schedule, hardware, options.plan);
   return schedule;
@@ -265,8 +264,7 @@ SimulateInputs resolve_inputs(const SimulateOptions& options) {
                                 "\"fsdptune-schedule\"): it does not say the model and job",
                                 path));
   }
-  const ScheduleFile schedule = schedule_from_json(json, path);
-  check_predicted_peaks(schedule, path);
+  const ScheduleFile schedule = checked_schedule_from_json(json, path);
   check_job_flags_agree(options, schedule.job, path);
   inputs.model = schedule.model;
   inputs.job = schedule.job;

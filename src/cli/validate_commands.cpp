@@ -41,9 +41,7 @@ struct CompareArgs {
 };
 
 ScheduleFile load_schedule(const std::string& path) {
-  ScheduleFile schedule = schedule_from_json(read_json_file(path), path);
-  check_predicted_peaks(schedule, path);
-  return schedule;
+  return checked_schedule_from_json(read_json_file(path), path);
 }
 
 // The hidden test hooks must name what exists (found probing: --debug-corrupt-bucket 99

@@ -93,3 +93,11 @@ TEST_CASE("ceil_div rounds up without overflowing near the int64 limit", "[units
   CHECK(ceil_div(big, big) == 1);
   static_assert(ceil_div(82, 6) == 14);
 }
+
+TEST_CASE("join_alternatives lists hints' ways out", "[units]") {
+  CHECK(fsdptune::join_alternatives({}, " or ").empty());
+  CHECK(fsdptune::join_alternatives({"a"}, " or ") == "a");
+  CHECK(fsdptune::join_alternatives({"1", "2"}, " or ") == "1 or 2");
+  CHECK(fsdptune::join_alternatives({"1", "2", "4"}, " or ") == "1, 2 or 4");
+  CHECK(fsdptune::join_alternatives({"a", "b", "c"}, ", or ") == "a, b, or c");
+}
