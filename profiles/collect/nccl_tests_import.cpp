@@ -179,6 +179,7 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
   // (0e+00, or a rounding error such as 2e-07 for a float all_reduce); the run's verdict is
   // its "# Out of bounds values : N OK|FAILED" line. Newer ones count "#wrong" elements.
   bool header_error_columns = false;
+  bool verdict_seen = false;  // "# Out of bounds values : N OK|FAILED"
   bool footer_seen = false;
   int footer_line = 0;
   std::string declared_test;  // from "# Collective test starting: NAME"
@@ -256,11 +257,13 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
         header_error_columns = names[n - 1] == "error";
         header_has_redop = names[3] == "redop";
         header_line = line_number;
-      } else if (trimmed.rfind("# Out of bounds values", 0) == 0 &&
-                 trimmed.find("FAILED") != std::string::npos) {
-        throw_bad_input(at_line(line_number),
-                        fmt::format("'{}': the run failed nccl-tests' own data check", trimmed),
-                        "fix the run; fsdptune does not import failed measurements");
+      } else if (trimmed.rfind("# Out of bounds values", 0) == 0) {
+        if (trimmed.find("FAILED") != std::string::npos) {
+          throw_bad_input(at_line(line_number),
+                          fmt::format("'{}': the run failed nccl-tests' own data check", trimmed),
+                          "fix the run; fsdptune does not import failed measurements");
+        }
+        verdict_seen = true;
       } else if (trimmed.rfind("# Avg bus bandwidth", 0) == 0) {
         footer_seen = true;
         footer_line = line_number;
@@ -362,6 +365,16 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
                     "the run did not finish; re-run it or import a complete log");
   }
   if (samples_by_bytes.empty()) throw_bad_input(source, "no data rows");
+  // An older log's rows give deviations, not a count of wrong elements: whether the data
+  // was right is its verdict line's to say (found by QA: without it, a large deviation
+  // imported silently).
+  if (header_error_columns && !verdict_seen) {
+    throw_bad_input(source,
+                    "an older nccl-tests log ('error' columns) without its '# Out of bounds "
+                    "values : N OK' line: whether the collective returned the right data is "
+                    "unknown",
+                    "import the log as nccl-tests printed it");
+  }
   const RowShape& first = rows.front();
 
   NcclTestsLog result;

@@ -162,6 +162,12 @@ TEST_CASE("bad nccl-tests logs are rejected naming the file", "[nccl-tests]") {
                                    "# Out of bounds values : 3 FAILED");
   require_rejected(older_failed, "all_gather_perf_h100x8.log:29",
                    "the run failed nccl-tests' own data check");
+  // Its verdict is needed: an error column's deviation alone does not say the data was
+  // right (a QA finding: a large deviation without that line imported silently).
+  TextSource older_no_verdict = error_columns;
+  older_no_verdict.text = replace_once(error_columns.text, "# Out of bounds values : 0 OK\n", "");
+  require_rejected(older_no_verdict, "all_gather_perf_h100x8.log",
+                   "without its '# Out of bounds values : N OK' line");
   TextSource older_junk = error_columns;
   older_junk.text = replace_once(error_columns.text, "0e+00", "bad");
   require_rejected(older_junk, "all_gather_perf_h100x8.log:17", "error 'bad' is not a number");
