@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <charconv>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -36,16 +38,25 @@ std::int64_t parse_global_batch_sequences(const std::string& text, std::int64_t 
     if (suffix == 'G') scale = 1LL << 30;
     if (scale != 1) rest.pop_back();
   }
-  const bool digits =
-      !rest.empty() && rest.size() <= 15 &&
-      std::all_of(rest.begin(), rest.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
+  const bool digits = !rest.empty() && std::all_of(rest.begin(), rest.end(), [](unsigned char c) {
+    return std::isdigit(c) != 0;
+  });
   if (!digits) {
     throw_bad_input("--global-batch",
                     fmt::format("'{}' is not a count of sequences (e.g. 1024) or of tokens "
                                 "(e.g. 8388608tok, 8Mtok)",
                                 text));
   }
-  const std::int64_t value = std::stoll(rest) * scale;
+  // The count times its suffix's scale within 64 bits (found probing: 9999999999999Gtok
+  // wrapped around to a positive count of the wrong size).
+  std::int64_t count = 0;
+  const auto [end, error] = std::from_chars(rest.data(), rest.data() + rest.size(), count);
+  if (error != std::errc() || end != rest.data() + rest.size() ||
+      count > std::numeric_limits<std::int64_t>::max() / scale) {
+    throw_bad_input("--global-batch", fmt::format("'{}' is out of range (a 64-bit integer{})", text,
+                                                  tokens ? " of tokens" : ""));
+  }
+  const std::int64_t value = count * scale;
   if (value <= 0) throw_bad_input("--global-batch", "must be positive");
   if (!tokens) return value;
   if (value % seq_len != 0) {

@@ -278,6 +278,14 @@ TEST_CASE("sweep and pipeline: bad flags exit 2 naming the flag", "[cli][sweep]"
   bad = run_fsdptune("sweep --model tiny --gpus 8 --global-batch 1000tok --seq 256");
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("--global-batch") != std::string::npos);
+  // Beyond 64 bits, with or without a scale (found probing: 9999999999999Gtok wrapped
+  // around to a count of the wrong size; 2^64 - 1 was "not a count").
+  for (const char* batch : {"9999999999999Gtok", "18446744073709551615", "9223372036854775808"}) {
+    bad = run_fsdptune(std::string("sweep --model tiny --gpus 8 --seq 64 --global-batch ") + batch);
+    CHECK(bad.exit_code == 2);
+    CHECK(bad.err.find(std::string("--global-batch: '") + batch +
+                       "' is out of range (a 64-bit integer") != std::string::npos);
+  }
   // Nothing valid names the flag at fault with the reason (found probing: both blamed
   // --gpus).
   bad = run_fsdptune(
