@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <limits>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "fsdptune/error.hpp"
@@ -289,10 +290,14 @@ std::vector<PipelineComposition> pipeline_compositions(
   double best_s = compositions[*start].step_time_s;
   std::optional<PipelineResult> best;
   bool improved = false;
+  // Every choice simulated so far: one that did not fit or was no shorter stays so, since
+  // best_s only decreases (the second pass tried its first pass's rejects again).
+  std::set<std::vector<int>> tried;
+  for (const PipelineComposition& composition : compositions) tried.insert(composition.choice);
   // `trial` simulated: kept when every stage fits and the step is strictly shorter (a tie
   // keeps the earlier choice: deterministic, no cycling).
   const auto try_choice = [&](const std::vector<int>& trial) {
-    if (trial == choice) return;
+    if (!tried.insert(trial).second) return;
     PipelineResult result = simulate_pipeline(composed_spec(spec, options, trial));
     if (largest_stage_reserved_bytes(result) > limit || result.step_time_s >= best_s) return;
     best_s = result.step_time_s;
