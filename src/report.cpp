@@ -322,8 +322,15 @@ std::string job_text(const ScheduleReport& schedule) {
   std::string text = "dp_shard " + dp_shard_text(schedule.dp_shard, schedule.cp);
   if (schedule.dp_replicate != 1) text += fmt::format(", dp_replicate {}", schedule.dp_replicate);
   if (schedule.tp != 1) text += fmt::format(", tp {}", schedule.tp);
-  text += fmt::format(", batch {} x {} tokens, AC {}", schedule.local_batch, schedule.seq_len,
-                      to_string(schedule.ac));
+  if (schedule.pp != 1) text += fmt::format(", pp {}", schedule.pp);
+  text += fmt::format(", batch {} x {} tokens", schedule.local_batch, schedule.seq_len);
+  if (schedule.microbatches != 1 || schedule.pipeline_steps != 1) {
+    JobSpec job;
+    job.microbatches = schedule.microbatches;
+    job.pipeline_steps = schedule.pipeline_steps;
+    text += ", " + microbatches_text(job);
+  }
+  text += fmt::format(", AC {}", to_string(schedule.ac));
   if (schedule.float8) text += ", float8";
   return text + execution_suffix(schedule.execution);
 }
@@ -527,6 +534,14 @@ Report summarize_report(const std::vector<ReportEntry>& entries, const ReportOpt
     schedule.cp = file.job.cp;
     schedule.tp = file.job.tp;
     schedule.dp_replicate = file.job.dp_replicate;
+    schedule.pp = file.job.pp;
+    schedule.microbatches = file.job.microbatches;
+    schedule.pipeline_steps = file.job.pipeline_steps;
+    schedule.pp_schedule = file.job.pp_schedule;
+    schedule.virtual_stages = file.job.virtual_stages;
+    schedule.pp_first_stage_less_layers = file.job.pp_first_stage_less_layers;
+    schedule.pp_last_stage_less_layers = file.job.pp_last_stage_less_layers;
+    schedule.pp_chunk_blocks = file.job.pp_chunk_blocks;
     schedule.ac = file.job.ac;
     schedule.float8 = file.job.float8;
     schedule.local_batch = file.job.local_batch;
@@ -587,6 +602,10 @@ nlohmann::json report_to_json(const Report& report) {
     // Likewise (since 2026-12-03: tokens/s/GPU divides by tp, which the summary lacked).
     if (schedule.tp != 1) s["tp"] = schedule.tp;
     if (schedule.dp_replicate != 1) s["dp_replicate"] = schedule.dp_replicate;
+    // Likewise (since 2026-12-05: tokens/s/GPU counts them, which the summary lacked).
+    if (schedule.pp != 1) s["pp"] = schedule.pp;
+    if (schedule.microbatches != 1) s["microbatches"] = schedule.microbatches;
+    if (schedule.pipeline_steps != 1) s["pipeline_steps"] = schedule.pipeline_steps;
     s["activation_checkpointing"] = to_string(schedule.ac);
     if (schedule.float8) s["float8"] = true;
     s["local_batch"] = schedule.local_batch;
@@ -635,9 +654,16 @@ nlohmann::json report_to_json(const Report& report) {
         }
         stages.push_back(std::move(row));
       }
-      s["pipeline"] = {{"bubble_fraction", schedule.bubble_fraction},
+      s["pipeline"] = {{"schedule", to_string(schedule.pp_schedule)},
+                       {"virtual_stages", schedule.virtual_stages},
+                       {"first_stage_less_layers", schedule.pp_first_stage_less_layers},
+                       {"last_stage_less_layers", schedule.pp_last_stage_less_layers},
+                       {"bubble_fraction", schedule.bubble_fraction},
                        {"send_s", schedule.send_s},
                        {"stages", std::move(stages)}};
+      if (!schedule.pp_chunk_blocks.empty()) {
+        s["pipeline"]["chunk_blocks"] = schedule.pp_chunk_blocks;
+      }
     }
     if (!schedule.pareto.empty()) {
       nlohmann::json pareto = nlohmann::json::array();
@@ -747,6 +773,14 @@ Report report_from_json(const nlohmann::json& json, const std::string& source) {
     if (s.contains("dp_replicate")) {
       schedule.dp_replicate = field<std::int64_t>(s, "dp_replicate", where);
     }
+    // Absent without a pipeline, and in summaries written before 2026-12-05.
+    if (s.contains("pp")) schedule.pp = field<std::int64_t>(s, "pp", where);
+    if (s.contains("microbatches")) {
+      schedule.microbatches = field<std::int64_t>(s, "microbatches", where);
+    }
+    if (s.contains("pipeline_steps")) {
+      schedule.pipeline_steps = field<std::int64_t>(s, "pipeline_steps", where);
+    }
     // Absent from reports written before it: none.
     if (s.contains("activation_checkpointing")) {
       schedule.ac = ac_from_string(field<std::string>(s, "activation_checkpointing", where),
@@ -780,6 +814,26 @@ Report report_from_json(const nlohmann::json& json, const std::string& source) {
       const nlohmann::json& pipeline = s.at("pipeline");
       schedule.bubble_fraction = field<double>(pipeline, "bubble_fraction", pipeline_where);
       schedule.send_s = field<double>(pipeline, "send_s", pipeline_where);
+      // The shape: absent in summaries written before 2026-12-05.
+      if (pipeline.contains("schedule")) {
+        schedule.pp_schedule = pipeline_schedule_from_string(
+            field<std::string>(pipeline, "schedule", pipeline_where), pipeline_where + "/schedule");
+      }
+      if (pipeline.contains("virtual_stages")) {
+        schedule.virtual_stages = field<std::int64_t>(pipeline, "virtual_stages", pipeline_where);
+      }
+      if (pipeline.contains("first_stage_less_layers")) {
+        schedule.pp_first_stage_less_layers =
+            field<std::int64_t>(pipeline, "first_stage_less_layers", pipeline_where);
+      }
+      if (pipeline.contains("last_stage_less_layers")) {
+        schedule.pp_last_stage_less_layers =
+            field<std::int64_t>(pipeline, "last_stage_less_layers", pipeline_where);
+      }
+      if (pipeline.contains("chunk_blocks")) {
+        schedule.pp_chunk_blocks =
+            field<std::vector<std::int64_t>>(pipeline, "chunk_blocks", pipeline_where);
+      }
       const nlohmann::json& stages = array_field(pipeline, "stages", pipeline_where);
       for (std::size_t r = 0; r < stages.size(); ++r) {
         const std::string at = fmt::format("{}/stages/{}", pipeline_where, r);

@@ -157,6 +157,15 @@ struct ScheduleReport {
   std::int64_t cp = 1;  // JobSpec::cp
   std::int64_t tp = 1;  // JobSpec::tp
   std::int64_t dp_replicate = 1;
+  // The pipeline's shape (JobSpec's; without a pipeline 1 stage, 1 microbatch, 1 step).
+  std::int64_t pp = 1;
+  std::int64_t microbatches = 1;
+  std::int64_t pipeline_steps = 1;
+  PipelineSchedule pp_schedule = PipelineSchedule::k1F1B;
+  std::int64_t virtual_stages = 1;
+  std::int64_t pp_first_stage_less_layers = 1;
+  std::int64_t pp_last_stage_less_layers = 1;
+  std::vector<std::int64_t> pp_chunk_blocks;  // empty: the split by the two above
   ActivationCheckpointing ac = ActivationCheckpointing::kNone;
   bool float8 = false;
   std::int64_t local_batch = 0;

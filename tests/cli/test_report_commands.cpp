@@ -233,6 +233,22 @@ TEST_CASE("report --html draws a pipelined schedule's actions, a row per stage",
     CHECK(stages[r]["peak_reserved_bytes"] == file["pipeline"]["stages"][r]["peak_reserved_bytes"]);
   }
   CHECK(json["schedules"][0]["pipeline"]["bubble_fraction"] == file["pipeline"]["bubble_fraction"]);
+  // The pipeline's shape too, so that tokens/s/GPU can be recomputed from the summary by
+  // docs/report.md's formula (found by QA: the JSON had no pp nor microbatches).
+  const nlohmann::json& summarized = json["schedules"][0];
+  CHECK(summarized["pp"] == 2);
+  CHECK(summarized["microbatches"] == 4);
+  CHECK_FALSE(summarized.contains("pipeline_steps"));
+  CHECK(summarized["pipeline"]["schedule"] == "1f1b");
+  CHECK(summarized["pipeline"]["virtual_stages"] == 1);
+  const nlohmann::json& tuned_row = summarized["plans"].back();
+  REQUIRE(tuned_row["tuned"] == true);
+  CHECK(tuned_row["tokens_per_s_per_gpu"].get<double>() ==
+        Approx(summarized["local_batch"].get<double>() * summarized["seq_len"].get<double>() * 4 /
+               2 / tuned_row["step_time_s"].get<double>()));
+  const auto table = run_fsdptune("report " + schedule);
+  CHECK(table.out.find("dp_shard 4, pp 2, batch 1 x 256 tokens, 4 microbatches, AC none") !=
+        std::string::npos);
   REQUIRE(json["schedules"][0]["pareto"].size() == file["pareto"].size());
   CHECK(json["schedules"][0]["pareto"][0]["label"] == file["pareto"][0]["label"]);
   std::vector<const XmlElement*> figures;

@@ -275,7 +275,40 @@ TEST_CASE("the report JSON round-trips and names a bad field", "[report]") {
       {0, 1.5, 2.0, 7, 1000, 1200, true, std::nullopt},
       {1, 1.25, 2.5, 3, 900, 5000, false, StageAnyTiming{1, 950, 5200}}};
   pipelined.schedules[0].pareto = {{2.5, 800, "min-memory", 950}, {2.0, 1000, "tuned", 1200}};
+  pipelined.schedules[0].pp = 2;
+  pipelined.schedules[0].microbatches = 8;
+  pipelined.schedules[0].pipeline_steps = 2;
+  pipelined.schedules[0].pp_schedule = PipelineSchedule::kInterleaved1F1B;
+  pipelined.schedules[0].virtual_stages = 2;
+  pipelined.schedules[0].pp_first_stage_less_layers = 0;
+  pipelined.schedules[0].pp_chunk_blocks = {1, 2, 2, 1};
   const nlohmann::json pipelined_json = report_to_json(pipelined);
+  CHECK(pipelined_json["schedules"][0]["pp"] == 2);
+  CHECK(pipelined_json["schedules"][0]["pipeline_steps"] == 2);
+  CHECK(pipelined_json["schedules"][0]["pipeline"]["schedule"] == "interleaved-1f1b");
+  CHECK(pipelined_json["schedules"][0]["pipeline"]["chunk_blocks"] ==
+        nlohmann::json::array({1, 2, 2, 1}));
+  // A summary of before the shape (2026-12-05) reads back as one of 1 stage and microbatch.
+  nlohmann::json before_shape = pipelined_json;
+  for (const char* key : {"pp", "microbatches", "pipeline_steps"}) {
+    before_shape["schedules"][0].erase(key);
+  }
+  for (const char* key : {"schedule", "virtual_stages", "first_stage_less_layers",
+                          "last_stage_less_layers", "chunk_blocks"}) {
+    before_shape["schedules"][0]["pipeline"].erase(key);
+  }
+  Report without_shape = pipelined;
+  without_shape.schedules[0].pp = 1;
+  without_shape.schedules[0].microbatches = 1;
+  without_shape.schedules[0].pipeline_steps = 1;
+  without_shape.schedules[0].pp_schedule = PipelineSchedule::k1F1B;
+  without_shape.schedules[0].virtual_stages = 1;
+  without_shape.schedules[0].pp_first_stage_less_layers = 1;
+  without_shape.schedules[0].pp_chunk_blocks.clear();
+  CHECK(report_from_json(before_shape, "r.json") == without_shape);
+  nlohmann::json bad_shape = pipelined_json;
+  bad_shape["schedules"][0]["pipeline"]["schedule"] = "zigzag";
+  check_refused(bad_shape, "r.json", "r.json/schedules/0/pipeline/schedule");
   CHECK(pipelined_json["schedules"][0]["pipeline"]["stages"][1]["fits"] == false);
   CHECK(pipelined_json["schedules"][0]["pareto"][0]["label"] == "min-memory");
   CHECK(report_from_json(pipelined_json, "r.json") == pipelined);
