@@ -275,6 +275,7 @@ TEST_CASE("the report JSON round-trips and names a bad field", "[report]") {
       {0, 1.5, 2.0, 7, 1000, 1200, true, std::nullopt},
       {1, 1.25, 2.5, 3, 900, 5000, false, StageAnyTiming{1, 950, 5200}}};
   pipelined.schedules[0].pareto = {{2.5, 800, "min-memory", 950}, {2.0, 1000, "tuned", 1200}};
+  const Report without_shape = pipelined;
   pipelined.schedules[0].pp = 2;
   pipelined.schedules[0].microbatches = 8;
   pipelined.schedules[0].pipeline_steps = 2;
@@ -297,14 +298,6 @@ TEST_CASE("the report JSON round-trips and names a bad field", "[report]") {
                           "last_stage_less_layers", "chunk_blocks"}) {
     before_shape["schedules"][0]["pipeline"].erase(key);
   }
-  Report without_shape = pipelined;
-  without_shape.schedules[0].pp = 1;
-  without_shape.schedules[0].microbatches = 1;
-  without_shape.schedules[0].pipeline_steps = 1;
-  without_shape.schedules[0].pp_schedule = PipelineSchedule::k1F1B;
-  without_shape.schedules[0].virtual_stages = 1;
-  without_shape.schedules[0].pp_first_stage_less_layers = 1;
-  without_shape.schedules[0].pp_chunk_blocks.clear();
   CHECK(report_from_json(before_shape, "r.json") == without_shape);
   nlohmann::json bad_shape = pipelined_json;
   bad_shape["schedules"][0]["pipeline"]["schedule"] = "zigzag";
