@@ -233,6 +233,9 @@ TEST_CASE("a schedule's predicted figures must agree with its step time", "[sche
       {"/predicted/idle_s", 0.0, "schedule.json: predicted.step_time_s",
        "compute_s + exposed_comm_s + idle_s"},
       {"/predicted/comm_s", 0.0, "schedule.json: predicted.exposed_comm_s", "more than comm_s"},
+      // A step of 0 s is held to its parts too (found by QA: a baseline's was not).
+      {"/baselines/0/step_time_s", 0.0, "schedule.json: baselines[0].step_time_s",
+       "compute_s + exposed_comm_s + idle_s"},
       {"/lower_bound_s", 2 * step_s, "schedule.json: lower_bound_s", "a lower bound"},
   };
   for (const Edit& edit : edits) {
@@ -243,6 +246,14 @@ TEST_CASE("a schedule's predicted figures must agree with its step time", "[sche
     CHECK(error.where() == edit.where);
     CHECK_THAT(error.message(), Catch::Contains(edit.says));
   }
+  // A step of 0 s with no parts has no rates either.
+  json no_time = document;
+  for (const char* key : {"step_time_s", "compute_s", "exposed_comm_s", "idle_s"}) {
+    no_time["baselines"][0][key] = 0.0;
+  }
+  const Error rates = load_error(no_time);
+  CHECK(rates.where() == "schedule.json: baselines[0].tokens_per_s_per_gpu");
+  CHECK_THAT(rates.message(), Catch::Contains("but step_time_s is 0 s"));
   // The step is where the last timing ends.
   json late = document;
   late["timings"].back()[1] = 2 * step_s;
