@@ -344,7 +344,11 @@ TEST_CASE("simulate --keep-gathered chooses how microbatches treat the parameter
   // Under PP the default keeps gathered.
   const auto staged = run_fsdptune(kTiny + " --microbatches 4 --pp 2 --keep-gathered no");
   REQUIRE(staged.exit_code == 0);
-  CHECK(staged.out.find("parameters re-gathered every microbatch)") != std::string::npos);
+  CHECK(staged.out.find("(2 chunks, parameters re-gathered every microbatch)") !=
+        std::string::npos);
+  // One chunk is one (found by QA: "1 chunks").
+  CHECK(run_fsdptune(kTiny + " --microbatches 4").out.find("per chunk (1 chunk, parameters") !=
+        std::string::npos);
   CHECK(run_fsdptune(kTiny + " --microbatches 4 --pp 2").out.find("kept gathered across") !=
         std::string::npos);
 
