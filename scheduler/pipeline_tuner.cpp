@@ -142,6 +142,8 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
                                   const TunerOptions& options) {
   const JobSpec& job = workload.job;
   validate_pipeline(job);
+  FSDPTUNE_CHECK(options.start_plans.empty(),
+                 "tune_pipelined_job: start plans are for a single Program (TunerOptions)");
   const int P = static_cast<int>(job.pp);
   const int V = static_cast<int>(job.virtual_stages);
   const int M = static_cast<int>(job.microbatches);

@@ -928,7 +928,7 @@ TunerResult Search::run() {
 
   // 1. The baselines and the minimum-memory plan, simulated to the end (no abort) so the
   //    table can show them and "nothing fits" can say how far off the smallest peak is.
-  const std::vector<std::pair<Plan, std::string>> baselines = {
+  std::vector<std::pair<Plan, std::string>> baselines = {
       {fsdp2_plan(workload_), "fsdp2"},
       {simplefsdp_block_plan(workload_), "simplefsdp-block"},
       {simplefsdp_greedy_plan(workload_, costs_, limit), "simplefsdp-greedy"},
@@ -936,14 +936,23 @@ TunerResult Search::run() {
       // unless it lies in the space).
       {project(min_memory_plan(unit_count_)), "min-memory"},
   };
+  // The caller's start plans, as they are: candidates like the baselines (and, projected
+  // where they lie outside the space, starts of local searches below), not listed as
+  // baselines.
+  for (std::size_t k = 0; k < options_.start_plans.size(); ++k) {
+    const std::string label = fmt::format("start plan {}", k + 1);
+    validate_plan(options_.start_plans[k], unit_count_, label);
+    baselines.emplace_back(options_.start_plans[k], label);
+  }
   const std::vector<Evaluation> fixed =
       evaluate(baselines, /*abort_over_limit=*/false, /*every_plan=*/true);
   for (const Evaluation& evaluation : fixed) {
     if (evaluation.label == "min-memory") continue;
-    result.baselines.push_back(
-        {evaluation.plan,
-         summarize_plan(evaluation.label, workload_, hardware, evaluation.result, limit),
-         evaluation.any_timing_reserved_bytes, options_.fit_at_any_timing && evaluation.fits});
+    (evaluation.label.starts_with("start plan") ? result.start_plans : result.baselines)
+        .push_back({evaluation.plan,
+                    summarize_plan(evaluation.label, workload_, hardware, evaluation.result, limit),
+                    evaluation.any_timing_reserved_bytes,
+                    options_.fit_at_any_timing && evaluation.fits});
   }
 
   // 2. Structured seeds from the dynamic program, plus their variants with deeper
@@ -1003,7 +1012,7 @@ TunerResult Search::run() {
   // 5. The result. The best is the best candidate of all, baselines included -- or, of
   //    the plans on the front that fit within the step-time tolerance of it, the one
   //    that reserves the least (then the faster; ties keep the front's order). Never
-  //    slower than a baseline that fits.
+  //    slower than a baseline or a start plan that fits.
   const Evaluation* chosen = &*best_;
   if (chosen->fits && options_.step_time_tolerance > 0) {
     double within_s = best_->step_time_s * (1 + options_.step_time_tolerance);

@@ -97,6 +97,13 @@ struct TunerOptions {
   // headroom against the model's memory error: on the demo's 405B job the fastest plan
   // reserves 2.3 GiB more than one 0.07% slower. 0 = the fastest plan that fits.
   double step_time_tolerance = 0.001;
+  // Plans the caller starts from (`tune --start-plan`: a plan tuned before, for other
+  // hardware or another mesh of the same model), each of the workload's units. Simulated
+  // as they are, like the baselines: candidates for the best, and the pick is never slower
+  // than one that fits beyond step_time_tolerance; each (projected into the space where it
+  // lies outside it) starts a local search too. Labelled "start plan 1", ... Not listed in
+  // TunerResult::baselines. Single-Program jobs only.
+  std::vector<Plan> start_plans;
   // Called after every batch; returning false stops the search (keeping the best so far).
   std::function<bool(const TunerProgress&)> progress;
 };
@@ -115,16 +122,17 @@ struct EvaluatedPlan {
 };
 
 struct TunerResult {
-  Plan best_plan;                        // named "tuned"
-  PlanSummary best;                      // of best_plan
-  std::string derived_from;              // "fsdp2", "dp seed 2", ... : where the search started
-  std::vector<EvaluatedPlan> baselines;  // fsdp2, simplefsdp-block, simplefsdp-greedy
-  std::vector<ParetoPoint> pareto;       // non-dominated (peak allocated, step time), by peak
-  std::vector<Plan> pareto_plans;        // the plan of each point of `pareto`
-  double lower_bound_s = 0;              // max(compute + unavoidable exposed comm, total comm)
-  double efficiency = 0;                 // lower_bound_s / best.step_time_s
-  std::int64_t memory_limit_bytes = 0;   // the limit used
-  bool fits = false;                     // best fits under the limit
+  Plan best_plan;                          // named "tuned"
+  PlanSummary best;                        // of best_plan
+  std::string derived_from;                // "fsdp2", "dp seed 2", ... : where the search started
+  std::vector<EvaluatedPlan> baselines;    // fsdp2, simplefsdp-block, simplefsdp-greedy
+  std::vector<EvaluatedPlan> start_plans;  // TunerOptions::start_plans', in their order
+  std::vector<ParetoPoint> pareto;         // non-dominated (peak allocated, step time), by peak
+  std::vector<Plan> pareto_plans;          // the plan of each point of `pareto`
+  double lower_bound_s = 0;                // max(compute + unavoidable exposed comm, total comm)
+  double efficiency = 0;                   // lower_bound_s / best.step_time_s
+  std::int64_t memory_limit_bytes = 0;     // the limit used
+  bool fits = false;                       // best fits under the limit
   // With fit_at_any_timing: best's any_timing_reserved_bytes (0 otherwise).
   std::int64_t best_any_timing_reserved_bytes = 0;
   // When nothing fits: the smallest reserved peak seen and the plan that had it (with

@@ -452,11 +452,26 @@ Plan resolve_plan_option(const PlanOptions& options, const Workload& workload,
     // Not a file either: name the built-ins.
     builtin_plan(options.plan, workload, costs, memory_limit_bytes, "--plan");
   }
-  const nlohmann::json json = read_json_file(options.plan);
-  refuse_other_format(json, options.plan);
+  return plan_of_file(options.plan, "--plan", unit_count);
+}
+
+Plan plan_of_file(const std::string& path, const std::string& flag, int unit_count) {
+  if (!std::filesystem::is_regular_file(path)) {
+    throw_bad_input(flag, fmt::format("'{}' is not a file", path),
+                    "give a plan file (docs/plan-format.md) or a schedule file of `tune --out`");
+  }
+  const nlohmann::json json = read_json_file(path);
+  refuse_other_format(json, path);
+  if (json.is_object() && json.contains("pipeline")) {
+    throw_bad_input(flag,
+                    fmt::format("{} is a pipeline schedule: its chunks have a plan each, not one "
+                                "for the whole model",
+                                path),
+                    "give a plan file or a schedule of a job without a pipeline");
+  }
   // A schedule file carries its plan under "plan" (docs/schedule-format.md).
   const bool schedule = json.contains("plan") && json["plan"].is_object();
-  const std::string source = schedule ? options.plan + ": plan" : options.plan;
+  const std::string source = schedule ? path + ": plan" : path;
   Plan plan = plan_from_json(schedule ? json["plan"] : json, source);
   validate_plan(plan, unit_count, source);
   return plan;

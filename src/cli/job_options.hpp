@@ -167,4 +167,10 @@ std::int64_t given_memory_limit(const std::string& text, const HardwareSpec& har
 Plan resolve_plan_option(const PlanOptions& options, const Workload& workload,
                          const CostModel& costs, std::int64_t memory_limit_bytes);
 
+// The Plan of a file given to `flag`: a plan file (docs/plan-format.md) or a version 1
+// schedule file (its "plan" object), validated against `unit_count` units: Error(kBadInput)
+// naming the file and field, or the flag when it is no file or a pipeline schedule (whose
+// chunks have a plan each).
+Plan plan_of_file(const std::string& path, const std::string& flag, int unit_count);
+
 }  // namespace fsdptune::cli

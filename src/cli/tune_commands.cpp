@@ -60,6 +60,7 @@ struct TuneOptions {
   std::optional<std::int64_t> try_pp_splits;  // --try-pp-splits N; none: the job's split only
   std::string keep_gathered = "any";          // --keep-gathered: TunerOptions::keep_gathered
   std::string fit = "predicted";              // --fit: TunerOptions::fit_at_any_timing
+  std::vector<std::string> start_plans;       // --start-plan: TunerOptions::start_plans
 };
 
 // One split of the stages `tune --try-pp-splits` searched.
@@ -135,6 +136,7 @@ std::string canonical_command(const TuneOptions& o, const std::string& model, co
       fmt::format(" --time-budget {} --threads {} --seed {}", o.time_budget_s, o.threads, o.seed);
   if (o.max_evaluations > 0) command += fmt::format(" --max-evaluations {}", o.max_evaluations);
   if (o.keep_gathered != "any") command += " --keep-gathered " + o.keep_gathered;
+  for (const std::string& path : o.start_plans) command += " --start-plan " + path;
   // Found checking the demo's schedule: its command left --fit out, and rerun it searched
   // under the other criterion.
   if (o.fit != "predicted") command += " --fit " + o.fit;
@@ -268,6 +270,12 @@ void run_tune(const TuneOptions& options) {
   tuner_options.seed = options.seed;
   tuner_options.keep_gathered = parse_keep_gathered(options.keep_gathered, "--keep-gathered");
   if (options.keep_gathered != "any") require_pipelined_for_keep_gathered(job);
+  if (!options.start_plans.empty() && is_pipelined(job)) {
+    throw_bad_input("--start-plan",
+                    "a pipelined job (--pp or --microbatches above 1) is tuned chunk by chunk: "
+                    "a start plan is one plan for the whole model",
+                    "drop --start-plan, or tune the job without a pipeline");
+  }
   tuner_options.fit_at_any_timing = parse_fit_at_any_timing(options.fit);
   // Progress on stderr once a search has run for a second: rewritten in place twice a
   // second on a terminal, a line every two seconds otherwise (logs).
@@ -406,21 +414,29 @@ void run_tune(const TuneOptions& options) {
     return;
   }
   const Workload workload = build_workload(model, job);
+  for (const std::string& path : options.start_plans) {
+    tuner_options.start_plans.push_back(
+        plan_of_file(path, "--start-plan", static_cast<int>(workload.units.size())));
+  }
   const auto started = std::chrono::steady_clock::now();
   const TunerResult result = Tuner(tuner_options).tune(workload, costs);
   const double elapsed_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (reported) fmt::print(stderr, "\n");
 
+  // The baselines, then the start plans (--start-plan; not in the schedule's baselines).
   std::vector<PlanSummary> rows;
   // With --fit any-timing: each row's bound and verdict (print_table); else empty.
   std::vector<AnyTimingFit> any_timing;
-  for (const EvaluatedPlan& baseline : result.baselines) {
-    rows.push_back(baseline.summary);
-    if (tuner_options.fit_at_any_timing) {
-      any_timing.push_back({baseline.any_timing_reserved_bytes, baseline.fits_at_any_timing});
+  for (const std::vector<EvaluatedPlan>* plans : {&result.baselines, &result.start_plans}) {
+    for (const EvaluatedPlan& plan : *plans) {
+      rows.push_back(plan.summary);
+      if (tuner_options.fit_at_any_timing) {
+        any_timing.push_back({plan.any_timing_reserved_bytes, plan.fits_at_any_timing});
+      }
     }
   }
+  const std::size_t baseline_rows = result.baselines.size();
 
   if (!result.fits) {
     if (!options.json) print_table(rows, result.memory_limit_bytes, any_timing);
@@ -468,7 +484,13 @@ void run_tune(const TuneOptions& options) {
         baseline["any_timing_reserved_bytes"] = any_timing[i].reserved_bytes;
         baseline["fits_at_any_timing"] = any_timing[i].fits;
       }
-      out["baselines"].push_back(std::move(baseline));
+      // The start plans in their own array, only when given (other outputs keep their keys).
+      if (i >= baseline_rows) {
+        baseline["file"] = options.start_plans[i - baseline_rows];
+        out["start_plans"].push_back(std::move(baseline));
+      } else {
+        out["baselines"].push_back(std::move(baseline));
+      }
     }
     out["tuned"] = summary_json(schedule.predicted);
     out["derived_from"] = result.derived_from;
@@ -597,6 +619,12 @@ void register_tune_commands(CLI::App& app) {
                    "unchanged: yes under PP, no without)")
       ->capture_default_str();
   tune->add_option("--fit", options->fit, kFitHelp)->capture_default_str();
+  tune->add_option("--start-plan", options->start_plans,
+                   "Also start from this plan (a plan file or a schedule file of tune --out, "
+                   "e.g. tuned for other hardware or another mesh of the model; repeatable): "
+                   "the tuned plan is never slower than one that fits (beyond "
+                   "--step-tolerance). Jobs without a pipeline")
+      ->take_all();
   tune->add_flag("--json", options->json, "Print one JSON object instead of the table");
   tune->callback([options] { run_tune(*options); });
 }

@@ -413,6 +413,51 @@ TEST_CASE("tune refuses to write a schedule that would not read back", "[cli][tu
   std::filesystem::remove_all(dir);
 }
 
+// Found by QA: on strictly faster hardware the search missed the plan it had found on the
+// slower spec. --start-plan hands such a plan to the search.
+TEST_CASE("tune --start-plan starts from a plan tuned before and is never slower than it",
+          "[cli][tune]") {
+  const std::string dir = make_temp_dir("fsdptune-tune-start");
+  const std::string earlier = dir + "/a100.json";
+  tune_json(kTinyJob + " --hardware a100-80g", earlier);
+  const nlohmann::json tuned =
+      tune_json(kTinyJob + " --hardware h100-sxm --start-plan " + earlier, dir + "/h100.json");
+  REQUIRE(tuned["start_plans"].size() == 1);
+  const nlohmann::json& start = tuned["start_plans"][0];
+  CHECK(start["plan_name"] == "start plan 1");
+  CHECK(start["file"] == earlier);
+  CHECK(tuned["baselines"].size() == 3);
+  CHECK(tuned["tuned"]["step_time_s"].get<double>() <= start["step_time_s"].get<double>());
+  const nlohmann::json schedule = fsdptune::read_json_file(dir + "/h100.json");
+  CHECK(schedule["provenance"]["command"].get<std::string>().find("--start-plan " + earlier) !=
+        std::string::npos);
+  CHECK(schedule["baselines"].size() == 3);
+  const CommandResult table = run_fsdptune("tune " + kTinyJob + " --hardware h100-sxm --out " +
+                                           dir + "/t.json --start-plan " + earlier);
+  CHECK(table.out.find("\nstart plan 1 ") != std::string::npos);
+
+  const auto refused = [&](const std::string& arguments, const std::string& says) {
+    const CommandResult result =
+        run_fsdptune("tune " + kTinyJob + " --out " + dir + "/x.json " + arguments);
+    INFO(arguments);
+    CHECK(result.exit_code == 2);
+    CHECK(result.err.find(says) != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(dir + "/x.json"));
+  };
+  refused("--start-plan " + dir + "/none.json",
+          "--start-plan: '" + dir + "/none.json' is not a file");
+  refused("--start-plan " + dir + "/h100.json --pp 2 --gpus-per-node 4",
+          "--start-plan: a pipelined job");
+  // A plan of another model's units, naming the file.
+  const std::string other = dir + "/1b.json";
+  tune_json("--model llama3.2-1b --gpus 8 --seq 256 --max-evaluations 20", other);
+  refused("--start-plan " + other, other + ": plan");
+  // A pipeline schedule has a plan per chunk.
+  const std::string staged = dir + "/pp.json";
+  tune_json(kTinyJob + " --microbatches 2", staged);
+  refused("--start-plan " + staged, "is a pipeline schedule");
+}
+
 TEST_CASE("tune rejects bad tuner flags with exit 2 naming the flag", "[cli][tune]") {
   const std::string dir = make_temp_dir("fsdptune-tune-bad");
   CommandResult result = run_fsdptune("tune --model tiny --threads 0 --out " + dir + "/s.json");
