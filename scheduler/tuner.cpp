@@ -656,7 +656,12 @@ void Search::report_progress() {
 }
 
 Plan Search::project(Plan plan) const {
-  if (plan.one_collective_per_parameter) return plan;  // outside every space: left as is
+  // Every plan of the space buckets its collectives with their copies and issues them
+  // ahead (found by QA: a start plan without copies, or of one collective per parameter,
+  // led the search to plans outside the space, which tune then returned).
+  plan.one_collective_per_parameter = false;
+  plan.copy_in_out = true;
+  plan.reorder = true;
   if (!options_.independent_partitions) {
     plan.backward_buckets = plan.forward_buckets;
     plan.reduce_scatter_buckets = plan.forward_buckets;
@@ -665,10 +670,8 @@ Plan Search::project(Plan plan) const {
     plan.reshard_after_forward.assign(plan.forward_buckets.size(), true);
   }
   if (!options_.search_layout) plan.stream_layout = StreamLayout::kSeparate;
-  if (plan.reorder) {
-    plan.forward_prefetch = std::clamp(plan.forward_prefetch, 1, options_.max_prefetch);
-    plan.backward_prefetch = std::clamp(plan.backward_prefetch, 1, options_.max_prefetch);
-  }
+  plan.forward_prefetch = std::clamp(plan.forward_prefetch, 1, options_.max_prefetch);
+  plan.backward_prefetch = std::clamp(plan.backward_prefetch, 1, options_.max_prefetch);
   return plan;
 }
 

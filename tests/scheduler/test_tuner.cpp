@@ -418,6 +418,35 @@ TEST_CASE("a start plan is a candidate and a start: the pick is never slower tha
     helped = helped || started.best.step_time_s < alone.best.step_time_s;
   }
   CHECK(helped);
+  // A start plan outside the space (no copies, one collective per parameter, no
+  // reordering) is a candidate as it is, and what the search makes of it lies in the space
+  // (found by QA: the search kept the start plan's missing copies).
+  const FixedCostModel balanced(cost_settings().back().costs);
+  for (int variant = 0; variant < 3; ++variant) {
+    INFO(variant);
+    Plan outside = fsdp2_plan(workload);
+    if (variant == 0) outside.copy_in_out = false;
+    if (variant == 1) outside.one_collective_per_parameter = true;
+    if (variant == 2) {
+      outside.reorder = false;
+      outside.forward_prefetch = 0;
+      outside.backward_prefetch = 0;
+    }
+    TunerOptions options = small_space_options(0, 2, true);
+    options.max_evaluations = 200;
+    options.start_plans = {outside};
+    const TunerResult tuned = Tuner(options).tune(workload, balanced);
+    REQUIRE(tuned.start_plans.size() == 1);
+    Plan as_given = outside;
+    as_given.name = "tuned";
+    if (tuned.derived_from != "start plan 1") {
+      CHECK(tuned.best_plan.copy_in_out);
+      CHECK_FALSE(tuned.best_plan.one_collective_per_parameter);
+      CHECK(tuned.best_plan.reorder);
+    } else {
+      CHECK(tuned.best_plan == as_given);
+    }
+  }
   // A plan of another unit count is refused, naming it.
   TunerOptions options;
   options.start_plans = {fsdp2_plan(six_unit_workload())};
