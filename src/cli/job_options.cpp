@@ -452,10 +452,11 @@ Plan resolve_plan_option(const PlanOptions& options, const Workload& workload,
     // Not a file either: name the built-ins.
     builtin_plan(options.plan, workload, costs, memory_limit_bytes, "--plan");
   }
-  return plan_of_file(options.plan, "--plan", unit_count);
+  return plan_of_file(options.plan, "--plan", workload);
 }
 
-Plan plan_of_file(const std::string& path, const std::string& flag, int unit_count) {
+Plan plan_of_file(const std::string& path, const std::string& flag, const Workload& workload) {
+  const int unit_count = static_cast<int>(workload.units.size());
   if (!std::filesystem::is_regular_file(path)) {
     throw_bad_input(flag, fmt::format("'{}' is not a file", path),
                     "give a plan file (docs/plan-format.md) or a schedule file of `tune --out`");
@@ -469,12 +470,24 @@ Plan plan_of_file(const std::string& path, const std::string& flag, int unit_cou
                                 path),
                     "give a plan file or a schedule of a job without a pipeline");
   }
-  // A schedule file carries its plan under "plan" (docs/schedule-format.md).
-  const bool schedule = json.contains("plan") && json["plan"].is_object();
-  const std::string source = schedule ? path + ": plan" : path;
-  Plan plan = plan_from_json(schedule ? json["plan"] : json, source);
-  validate_plan(plan, unit_count, source);
-  return plan;
+  if (!is_schedule_json(json)) {
+    Plan plan = plan_from_json(json, path);
+    validate_plan(plan, unit_count, path);
+    return plan;
+  }
+  // A schedule file carries its plan under "plan" (docs/schedule-format.md), read as every
+  // reader of a schedule reads it (its job hash checked: found by QA, a schedule whose job
+  // was edited was taken).
+  const ScheduleFile schedule = schedule_from_json(json, path);
+  validate_plan(schedule.plan, unit_count, path + ": plan");
+  // The same number of units, another model (found by QA: taken without a word).
+  if (!(schedule.model == workload.model)) {
+    fmt::print(stderr,
+               "note: {} {}: its plan was tuned for model '{}', this job's is '{}': its buckets "
+               "are read as this model's units\n",
+               flag, path, schedule.model.name, workload.model.name);
+  }
+  return schedule.plan;
 }
 
 }  // namespace fsdptune::cli

@@ -168,9 +168,10 @@ Plan resolve_plan_option(const PlanOptions& options, const Workload& workload,
                          const CostModel& costs, std::int64_t memory_limit_bytes);
 
 // The Plan of a file given to `flag`: a plan file (docs/plan-format.md) or a version 1
-// schedule file (its "plan" object), validated against `unit_count` units: Error(kBadInput)
-// naming the file and field, or the flag when it is no file or a pipeline schedule (whose
-// chunks have a plan each).
-Plan plan_of_file(const std::string& path, const std::string& flag, int unit_count);
+// schedule file (its "plan" object; the file read as schedule_from_json reads it), validated
+// against the units of `workload`: Error(kBadInput) naming the file and field, or the flag
+// when it is no file or a pipeline schedule (whose chunks have a plan each). A note on
+// stderr when a schedule's model is not the workload's.
+Plan plan_of_file(const std::string& path, const std::string& flag, const Workload& workload);
 
 }  // namespace fsdptune::cli

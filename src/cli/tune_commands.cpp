@@ -415,8 +415,7 @@ void run_tune(const TuneOptions& options) {
   }
   const Workload workload = build_workload(model, job);
   for (const std::string& path : options.start_plans) {
-    tuner_options.start_plans.push_back(
-        plan_of_file(path, "--start-plan", static_cast<int>(workload.units.size())));
+    tuner_options.start_plans.push_back(plan_of_file(path, "--start-plan", workload));
   }
   const auto started = std::chrono::steady_clock::now();
   const TunerResult result = Tuner(tuner_options).tune(workload, costs);

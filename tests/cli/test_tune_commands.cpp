@@ -452,6 +452,26 @@ TEST_CASE("tune --start-plan starts from a plan tuned before and is never slower
   const std::string other = dir + "/1b.json";
   tune_json("--model llama3.2-1b --gpus 8 --seq 256 --max-evaluations 20", other);
   refused("--start-plan " + other, other + ": plan");
+  // A schedule is read as every reader reads it: its job hash checked (found by QA: an
+  // edited job was taken).
+  nlohmann::json edited = fsdptune::read_json_file(earlier);
+  edited["job"]["seq_len"] = 2048;
+  const std::string tampered = dir + "/tampered.json";
+  std::ofstream(tampered) << edited.dump();
+  refused("--start-plan " + tampered, tampered + ": job");
+  // Another model of as many units is taken with a note (found by QA: without a word).
+  nlohmann::json wider = fsdptune::read_json_file(earlier)["model"];
+  wider["name"] = "tiny-wide";
+  wider["dim"] = 512;
+  const std::string wide_model = dir + "/tiny-wide.json";
+  std::ofstream(wide_model) << wider.dump();
+  const CommandResult noted =
+      run_fsdptune("tune --model " + wide_model + kTinyJob.substr(kTinyJob.find(" --gpus")) +
+                   " --out " + dir + "/wide.json --start-plan " + earlier);
+  CHECK(noted.exit_code == 0);
+  CHECK(noted.err.find("note: --start-plan " + earlier +
+                       ": its plan was tuned for model 'tiny', this job's is 'tiny-wide'") !=
+        std::string::npos);
   // A pipeline schedule has a plan per chunk.
   const std::string staged = dir + "/pp.json";
   tune_json(kTinyJob + " --microbatches 2", staged);
