@@ -139,6 +139,17 @@ std::string join_alternatives(const std::vector<std::string>& items, std::string
   return text;
 }
 
+std::string shell_word(const std::string& word) {
+  const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 ||
+           std::string_view("_-.,/:=+@%").find(c) != std::string_view::npos;
+  });
+  if (plain) return word;
+  std::string quoted = "'";
+  for (const char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
 std::string format_seconds(double seconds) {
   // Each unit as long as its printed value stays below the next one's (999.96 us printed
   // "1000.0 us").

@@ -37,6 +37,11 @@ std::string format_flops_per_s(double flops_per_s);
 // `items` as a list of alternatives: "a, b or c" with `last` " or ", "a, b, or c" with
 // ", or" (hints' ways out). Empty for none.
 std::string join_alternatives(const std::vector<std::string>& items, std::string_view last);
+// `word` as one word of a POSIX shell command line: as it is when it holds only
+// characters no shell treats specially (letters, digits, `_-.,/:=+@%`), else in single
+// quotes (a quote as '\''). What a recorded command (provenance.command) needs to run
+// again: a path with a space was recorded as two words.
+std::string shell_word(const std::string& word);
 std::string format_bytes_per_s(double bytes_per_s);
 
 // The length of the well-formed UTF-8 sequence starting at text[at] (1 for ASCII), or 0

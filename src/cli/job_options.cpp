@@ -197,7 +197,7 @@ std::string job_flags_of(const std::string& model, const JobSpec& job) {
   std::string flags = fmt::format(
       "--model {} --gpus {} --gpus-per-node {} --tp {} --dp-replicate {}{} --batch {} --seq {} "
       "--ac {} --param-dtype {} --reduce-dtype {}{}{}{}",
-      model, job.gpus, job.gpus_per_node, job.tp, job.dp_replicate,
+      shell_word(model), job.gpus, job.gpus_per_node, job.tp, job.dp_replicate,
       job.cp != 1 ? fmt::format(" --cp {}", job.cp) : "", job.local_batch, job.seq_len,
       to_string(job.ac), to_string(job.param_dtype), to_string(job.reduce_dtype),
       job.float8 ? " --float8" : "", job.async_tp ? " --async-tp" : "",

@@ -129,9 +129,9 @@ void add_import_nccl_tests(CLI::App& profile) {
     imported.provenance.tool = std::string("fsdptune ") + FSDPTUNE_VERSION;
     imported.provenance.date = provenance_date();
     std::string command_line = "fsdptune profile import-nccl-tests";
-    for (const std::string& path : options->logs) command_line += " " + path;
-    command_line += " --out " + options->out;
-    if (!options->hardware.empty()) command_line += " --hardware " + options->hardware;
+    for (const std::string& path : options->logs) command_line += " " + shell_word(path);
+    command_line += " --out " + shell_word(options->out);
+    if (!options->hardware.empty()) command_line += " --hardware " + shell_word(options->hardware);
     imported.provenance.command = command_line;
     write_profile(imported, options->out);
     fmt::print("wrote {} (hardware {}):\n", options->out, imported.hardware);
@@ -176,9 +176,14 @@ std::string this_command_line() {
   const std::size_t arguments = raw.find('\0');
   std::string out = "fsdptune";
   if (arguments != std::string::npos) {
-    for (const char c : raw.substr(arguments)) out += c == '\0' ? ' ' : c;
+    // Each argument one shell word (a path with a space was recorded as two).
+    std::size_t from = arguments + 1;
+    while (from < raw.size()) {
+      const std::size_t end = std::min(raw.find('\0', from), raw.size());
+      out += " " + shell_word(raw.substr(from, end - from));
+      from = end + 1;
+    }
   }
-  while (out.back() == ' ') out.pop_back();
   return out == "fsdptune" ? "fsdptune profile" : out;
 }
 
@@ -460,8 +465,8 @@ void add_merge(CLI::App& profile) {
     merged.provenance.tool = std::string("fsdptune ") + FSDPTUNE_VERSION;
     merged.provenance.date = provenance_date();
     std::string command_line = "fsdptune profile merge";
-    for (const std::string& path : options->inputs) command_line += " " + path;
-    command_line += " --out " + options->out;
+    for (const std::string& path : options->inputs) command_line += " " + shell_word(path);
+    command_line += " --out " + shell_word(options->out);
     if (overlap != MergeOverlap::kError) command_line += " --prefer " + options->prefer;
     merged.provenance.command = command_line;
     write_profile(merged, options->out);

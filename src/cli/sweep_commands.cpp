@@ -385,8 +385,9 @@ void run_sweep(const SweepCliOptions& o) {
     schedule.provenance.command = fmt::format(
         "fsdptune sweep --model {} --hardware {} --gpus {} --gpus-per-node {} --global-batch {} "
         "--seq {}{} --max-pp {}{}{}{}{} --tune-top {} --tune-evaluations {}{}",
-        model_name, o.hardware, o.gpus, options.gpus_per_node, global_batch, seq,
-        o.memory_limit.empty() ? "" : " --memory-limit " + o.memory_limit, o.max_pp,
+        shell_word(model_name), shell_word(o.hardware), o.gpus, options.gpus_per_node,
+        shell_word(global_batch), seq,
+        o.memory_limit.empty() ? "" : " --memory-limit " + shell_word(o.memory_limit), o.max_pp,
         cp == "1" ? "" : " --cp " + cp, o.no_float8 ? " --no-float8" : "",
         o.async_tp ? " --async-tp" : "",
         options.execution != Execution::kCompiled ? " --execution " + to_string(options.execution)
@@ -405,7 +406,7 @@ void run_sweep(const SweepCliOptions& o) {
       schedule.provenance.command += fmt::format(" --try-pp-splits {}", *o.try_pp_splits);
     }
     if (!o.step_tolerance.empty()) {
-      schedule.provenance.command += " --step-tolerance " + o.step_tolerance;
+      schedule.provenance.command += " --step-tolerance " + shell_word(o.step_tolerance);
     }
     if (options.fit_at_any_timing) schedule.provenance.command += " --fit any-timing";
     outputs.push_back({o.out, schedule_file_text(schedule, o.out)});

@@ -126,17 +126,16 @@ void print_splits(const std::vector<SplitTried>& tried, const JobSpec& chosen) {
 // from --job-toml is recorded as the flags that give it.
 std::string canonical_command(const TuneOptions& o, const std::string& model, const JobSpec& job) {
   std::string command = "fsdptune tune " + job_flags_of(model, job);
-  if (!o.cost.hardware.empty()) command += fmt::format(" --hardware {}", o.cost.hardware);
-  if (!o.cost.profile.empty()) command += fmt::format(" --profile {}", o.cost.profile);
-  if (!o.memory_limit.empty()) command += fmt::format(" --memory-limit {}", o.memory_limit);
-  if (!o.step_tolerance.empty()) {
-    command += fmt::format(" --step-tolerance {}", o.step_tolerance);
-  }
+  // Each value one shell word (a path with a space was recorded as two).
+  if (!o.cost.hardware.empty()) command += " --hardware " + shell_word(o.cost.hardware);
+  if (!o.cost.profile.empty()) command += " --profile " + shell_word(o.cost.profile);
+  if (!o.memory_limit.empty()) command += " --memory-limit " + shell_word(o.memory_limit);
+  if (!o.step_tolerance.empty()) command += " --step-tolerance " + shell_word(o.step_tolerance);
   command +=
       fmt::format(" --time-budget {} --threads {} --seed {}", o.time_budget_s, o.threads, o.seed);
   if (o.max_evaluations > 0) command += fmt::format(" --max-evaluations {}", o.max_evaluations);
   if (o.keep_gathered != "any") command += " --keep-gathered " + o.keep_gathered;
-  for (const std::string& path : o.start_plans) command += " --start-plan " + path;
+  for (const std::string& path : o.start_plans) command += " --start-plan " + shell_word(path);
   // Found checking the demo's schedule: its command left --fit out, and rerun it searched
   // under the other criterion.
   if (o.fit != "predicted") command += " --fit " + o.fit;

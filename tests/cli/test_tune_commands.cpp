@@ -432,6 +432,19 @@ TEST_CASE("tune --start-plan starts from a plan tuned before and is never slower
   CHECK(schedule["provenance"]["command"].get<std::string>().find("--start-plan " + earlier) !=
         std::string::npos);
   CHECK(schedule["baselines"].size() == 3);
+  // A path with a space is one word of the recorded command (found by QA: two), and the
+  // command runs again to the same schedule.
+  const std::string spaced = dir + "/with space.json";
+  std::filesystem::copy_file(earlier, spaced);
+  const std::string again = dir + "/again.json";
+  tune_json(kTinyJob + " --hardware h100-sxm --start-plan '" + spaced + "'", again);
+  const std::string recorded =
+      fsdptune::read_json_file(again)["provenance"]["command"].get<std::string>();
+  CHECK(recorded.find("--start-plan '" + spaced + "'") != std::string::npos);
+  const CommandResult rerun = run_fsdptune(recorded.substr(std::string("fsdptune ").size()) +
+                                           " --out " + dir + "/rerun.json");
+  CHECK(rerun.exit_code == 0);
+  CHECK(fsdptune::read_json_file(dir + "/rerun.json")["provenance"]["command"] == recorded);
   const CommandResult table = run_fsdptune("tune " + kTinyJob + " --hardware h100-sxm --out " +
                                            dir + "/t.json --start-plan " + earlier);
   CHECK(table.out.find("\nstart plan 1 ") != std::string::npos);

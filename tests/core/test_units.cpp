@@ -101,3 +101,14 @@ TEST_CASE("join_alternatives lists hints' ways out", "[units]") {
   CHECK(fsdptune::join_alternatives({"1", "2", "4"}, " or ") == "1, 2 or 4");
   CHECK(fsdptune::join_alternatives({"a", "b", "c"}, ", or ") == "a, b, or c");
 }
+
+// Found by QA: a path with a space was recorded in provenance.command as two words.
+TEST_CASE("shell_word quotes only what a shell would split or expand", "[units]") {
+  CHECK(fsdptune::shell_word("models/llama3-8b.json") == "models/llama3-8b.json");
+  CHECK(fsdptune::shell_word("76GiB") == "76GiB");
+  CHECK(fsdptune::shell_word("0.1%") == "0.1%");
+  CHECK(fsdptune::shell_word("/tmp/m dir/m.json") == "'/tmp/m dir/m.json'");
+  CHECK(fsdptune::shell_word("it's") == "'it'\\''s'");
+  CHECK(fsdptune::shell_word("$HOME") == "'$HOME'");
+  CHECK(fsdptune::shell_word("") == "''");
+}
