@@ -206,11 +206,15 @@ std::string schedule_heading(const ScheduleReport& schedule) {
 std::string pipeline_line(const ScheduleFile& file) {
   const JobSpec& job = file.job;
   const SchedulePipeline& pipeline = *file.pipeline;
+  // A split given chunk by chunk (--pp-chunk-blocks) is the blocks of each (found by QA:
+  // the line named the weights, 0 and 0, of another split).
   const std::string split =
-      job.pp * job.virtual_stages > 1
+      job.pp * job.virtual_stages == 1 ? ""
+      : job.pp_chunk_blocks.empty()
           ? fmt::format(", stages split with the embedding and norm+output as {} and {} blocks",
                         job.pp_first_stage_less_layers, job.pp_last_stage_less_layers)
-          : "";
+          : fmt::format(", stages split as given: {} blocks per chunk",
+                        chunk_blocks_text(job.pp_chunk_blocks));
   return fmt::format(
       "pipeline: pp {} x tp {} x dp_shard {} x dp_replicate {}, {}, {}{}{}{}", job.pp, job.tp,
       dp_shard_text(job.dp_shard, job.cp), job.dp_replicate, microbatches_text(job),

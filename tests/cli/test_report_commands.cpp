@@ -249,6 +249,14 @@ TEST_CASE("report --html draws a pipelined schedule's actions, a row per stage",
   const auto table = run_fsdptune("report " + schedule);
   CHECK(table.out.find("dp_shard 4, pp 2, batch 1 x 256 tokens, 4 microbatches, AC none") !=
         std::string::npos);
+  // A split given chunk by chunk is named as given (found by QA: its weights, 0 and 0, were).
+  const std::string given = dir + "/given.json";
+  REQUIRE(run_fsdptune("tune --model tiny --gpus 4 --pp 2 --microbatches 4 --seq 256 "
+                       "--pp-chunk-blocks 1,3 --hardware h100-sxm --max-evaluations 20 --out " +
+                       given)
+              .exit_code == 0);
+  CHECK(run_fsdptune("report " + given).out.find("stages split as given: 1,3 blocks per chunk") !=
+        std::string::npos);
   REQUIRE(json["schedules"][0]["pareto"].size() == file["pareto"].size());
   CHECK(json["schedules"][0]["pareto"][0]["label"] == file["pareto"][0]["label"]);
   std::vector<const XmlElement*> figures;
