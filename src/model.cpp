@@ -180,11 +180,25 @@ ModelSpec model_from_hf_config(const nlohmann::json& json, const std::string& so
   // 8.03B parameters, exit 0): refused.
   for (const char* experts : {"num_local_experts", "num_experts", "n_routed_experts"}) {
     const auto it = json.find(experts);
+    // Of another type, it said nothing (found by QA: "8" read as a dense model).
+    if (it != json.end() && !it->is_null() && !it->is_number()) {
+      throw_bad_input(fmt::format("{}: field '{}'", source, experts),
+                      fmt::format("{} is not a number of experts", it->dump()));
+    }
     if (it != json.end() && it->is_number() && it->get<double>() > 1) {
       throw_bad_input(fmt::format("{}: field '{}'", source, experts),
                       fmt::format("{} experts: a mixture-of-experts model is not modelled by "
                                   "fsdptune (dense Llama-style models only)",
                                   it->dump()));
+    }
+  }
+  // The fields hf_config_notes reads for a note: true, false or null (found by QA: "yes"
+  // said nothing, where tie_word_embeddings "true" is refused).
+  for (const char* flag : {"attention_bias", "mlp_bias", "use_sliding_window"}) {
+    const auto it = json.find(flag);
+    if (it != json.end() && !it->is_null() && !it->is_boolean()) {
+      throw_bad_input(fmt::format("{}: field '{}'", source, flag),
+                      fmt::format("expected true or false, got {}", it->dump()));
     }
   }
   read_shape_fields(json, source, kHfConfigFields, model);
@@ -381,6 +395,21 @@ ModelSpec model_from_json(const nlohmann::json& json, const std::string& source)
     throw_bad_input(source, fmt::format("expected a JSON object, got {}", json.type_name()));
   }
   const bool hf = json.contains("hidden_size");
+  // A Hugging Face config with no hidden_size at its top (found by QA: a multimodal one,
+  // its text model under text_config, was read as our format and refused on
+  // 'architectures').
+  if (!hf && (json.contains("architectures") || json.contains("model_type") ||
+              json.contains("text_config"))) {
+    throw_bad_input(
+        fmt::format("{}: field 'hidden_size'", source),
+        json.contains("text_config")
+            ? "missing at the top: a multimodal config, its text model under 'text_config', "
+              "which fsdptune does not model (Llama-style text decoders only)"
+            : "missing: a Hugging Face config of no Llama-style text decoder (fsdptune reads "
+              "hidden_size, num_hidden_layers, num_attention_heads, ...)",
+        "give a Llama-style config.json, a model JSON (docs/model-format.md) or a built-in "
+        "model");
+  }
   ModelSpec model = hf ? model_from_hf_config(json, source) : model_from_our_format(json, source);
   // Errors name the file's own fields (a config.json's num_key_value_heads, not n_kv_heads).
   validate_model_fields(model, source, hf ? kHfConfigFields : kOurFields);

@@ -218,6 +218,33 @@ TEST_CASE("bad model files name the file and the field", "[model][errors]") {
     expect_bad_input([&] { model_from_json(json, "config.json"); },
                      {"'_name_or_path (or the file's folder)'", "control character"});
   }
+  // Found by QA: a mistyped expert count or bias flag said nothing, and a multimodal
+  // config was refused on its 'architectures' as an unknown field of our format.
+  SECTION("HF config fields of the wrong type, and a config of no text decoder") {
+    const auto base = nlohmann::json::parse(R"({"hidden_size": 64, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100})");
+    auto json = base;
+    json["num_experts"] = "8";
+    expect_bad_input([&] { model_from_json(json, "config.json"); },
+                     {"config.json", "'num_experts'", "is not a number of experts"});
+    json = base;
+    json["attention_bias"] = "yes";
+    expect_bad_input([&] { model_from_json(json, "config.json"); },
+                     {"'attention_bias'", "expected true or false"});
+    json = base;
+    json["num_experts"] = nullptr;
+    json["attention_bias"] = nullptr;
+    CHECK(model_from_json(json, "config.json").dim == 64);
+    auto multimodal = base;
+    multimodal.erase("hidden_size");
+    multimodal["architectures"] = {"MllamaForConditionalGeneration"};
+    multimodal["text_config"] = {{"hidden_size", 64}};
+    expect_bad_input([&] { model_from_json(multimodal, "config.json"); },
+                     {"config.json", "'hidden_size'", "under 'text_config'"});
+    multimodal.erase("text_config");
+    expect_bad_input([&] { model_from_json(multimodal, "config.json"); },
+                     {"'hidden_size'", "no Llama-style text decoder"});
+  }
   // Fuzzing found: sizes were unbounded, so parameter_count and the workload's byte counts
   // overflowed int64 (undefined behaviour) and n_layers = 2^62 built a workload forever.
   SECTION("a size beyond what fsdptune models") {
