@@ -463,16 +463,43 @@ std::int64_t largest_any_timing_reserved_bytes(const std::vector<StageAnyTiming>
 
 ScheduleFile checked_schedule_from_json(const nlohmann::json& json, const std::string& source) {
   ScheduleFile schedule = schedule_from_json(json, source);
-  check_predicted_peaks(schedule, source);
+  check_prediction(schedule, source);
   return schedule;
 }
 
-void check_predicted_peaks(const ScheduleFile& schedule, const std::string& source) {
+void check_prediction(const ScheduleFile& schedule, const std::string& source) {
   if (schedule.pipeline) return;
   SimOptions options;
-  options.record_timings = false;
+  options.record_timings = true;
   options.record_timeline = false;
   const SimResult result = simulate(schedule.program, options);
+  const std::string hint =
+      "was this schedule edited, or written by another fsdptune? Tune again to get a "
+      "consistent prediction";
+  // The step and each task's timing too (found by QA: a task's duration_s doubled was
+  // replayed, and compare held the measurement to the step the file stated). Within a
+  // relative 1e-9, as the reader holds a summary's figures to one another.
+  const auto differ = [](double a, double b) {
+    return std::abs(a - b) > 1e-9 * std::max(std::abs(a), std::abs(b)) + 1e-15;
+  };
+  if (differ(schedule.predicted.step_time_s, result.step_time_s)) {
+    throw_bad_input(fmt::format("{}: predicted.step_time_s", source),
+                    fmt::format("is {} s, but the schedule's program simulates to {} s",
+                                schedule.predicted.step_time_s, result.step_time_s),
+                    hint);
+  }
+  for (std::size_t t = 0; t < schedule.timings.size() && t < result.timings.size(); ++t) {
+    const TaskTiming& stored = schedule.timings[t];
+    const TaskTiming& simulated = result.timings[t];
+    if (differ(stored.start_s, simulated.start_s) || differ(stored.end_s, simulated.end_s)) {
+      throw_bad_input(
+          fmt::format("{}: timings[{}]", source, t),
+          fmt::format("is [{}, {}] s, but the schedule's program simulates task {} "
+                      "to [{}, {}] s",
+                      stored.start_s, stored.end_s, t, simulated.start_s, simulated.end_s),
+          hint);
+    }
+  }
   const std::pair<const char*, std::pair<std::int64_t, std::int64_t>> peaks[] = {
       {"peak_allocated_bytes",
        {schedule.predicted.peak_allocated_bytes, result.peak_allocated_bytes}},
@@ -483,8 +510,7 @@ void check_predicted_peaks(const ScheduleFile& schedule, const std::string& sour
     throw_bad_input(fmt::format("{}: predicted.{}", source, field),
                     fmt::format("is {}, but the schedule's program simulates to {}", figures.first,
                                 figures.second),
-                    "was this schedule edited, or written by another fsdptune? Tune again to get a "
-                    "consistent prediction");
+                    hint);
   }
 }
 

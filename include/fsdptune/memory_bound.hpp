@@ -95,14 +95,14 @@ std::vector<StageAnyTiming> pipeline_any_timing(const ScheduleFile& schedule);
 // with the limit for a pipelined job.
 std::int64_t largest_any_timing_reserved_bytes(const std::vector<StageAnyTiming>& stages);
 
-// A version 1 schedule's predicted peaks against its stored Program simulated (simulate()
-// with the default SimOptions, as `simulate --plan` replays it): Error(kBadInput) naming
-// `source` and predicted.peak_allocated_bytes or predicted.peak_reserved_bytes where one
-// differs (docs/schedule-format.md: a version 1 schedule reproduces `predicted`; the
-// step time is held to the stored timings by schedule_from_json). Nothing for a pipeline
-// schedule, whose stage figures schedule_from_json holds to its stages.
-void check_predicted_peaks(const ScheduleFile& schedule, const std::string& source);
-// schedule_from_json, then check_predicted_peaks: how every CLI reader takes a schedule
+// A version 1 schedule's prediction against its stored Program simulated (simulate() with
+// the default SimOptions, as `simulate --plan` replays it): Error(kBadInput) naming
+// `source` and predicted.step_time_s, timings[t] (within a relative 1e-9),
+// predicted.peak_allocated_bytes or predicted.peak_reserved_bytes (exactly) where one
+// differs (docs/schedule-format.md: a version 1 schedule reproduces `predicted`). Nothing
+// for a pipeline schedule, whose stage figures schedule_from_json holds to its stages.
+void check_prediction(const ScheduleFile& schedule, const std::string& source);
+// schedule_from_json, then check_prediction: how every CLI reader takes a schedule
 // file (simulate, validate, compare, report, pipeline).
 ScheduleFile checked_schedule_from_json(const nlohmann::json& json, const std::string& source);
 

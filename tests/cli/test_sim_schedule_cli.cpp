@@ -101,7 +101,7 @@ TEST_CASE("simulate --plan schedule.json without --model: a version 1 schedule",
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("every reader of a version 1 schedule holds its predicted peaks to its program",
+TEST_CASE("every reader of a version 1 schedule holds its prediction to its program",
           "[cli][simulate][schedule]") {
   // Found by QA: an edited predicted.peak_allocated_bytes was accepted and `compare`
   // reported a peak error of -100% against it.
@@ -119,6 +119,25 @@ TEST_CASE("every reader of a version 1 schedule holds its predicted peaks to its
     check_rejected("report " + path, names);
     check_rejected("compare " + path + " " + path, names);
   }
+  // The step and each task's timing too (found by QA: a task's duration doubled was
+  // replayed and compared against the stated step).
+  nlohmann::json slower = file;
+  slower["program"]["tasks"][6]["duration_s"] =
+      2 * slower["program"]["tasks"][6]["duration_s"].get<double>();
+  const std::string path = dir + "/slower.json";
+  fsdptune::write_file_atomically(path, fsdptune::dump_json(slower));
+  for (const std::string& command :
+       {"simulate --plan " + path, "report " + path, "compare " + path + " " + path}) {
+    const CommandResult result = run_fsdptune(command);
+    CHECK(result.exit_code == 2);
+    CHECK_THAT(result.err, Catch::Contains(path + ": predicted.step_time_s") ||
+                               Catch::Contains(path + ": timings["));
+  }
+  nlohmann::json moved = file;
+  moved["timings"][3][0] = moved["timings"][3][0].get<double>() * 0.5;
+  fsdptune::write_file_atomically(path, fsdptune::dump_json(moved));
+  check_rejected("simulate --plan " + path,
+                 {path + ": timings[3]", "but the schedule's program simulates task 3 to"});
   // The file as written passes.
   CHECK(run_fsdptune("simulate --plan " + out).exit_code == 0);
   std::filesystem::remove_all(dir);

@@ -16,6 +16,7 @@
 #include "fsdptune/plans.hpp"
 #include "fsdptune/schedule.hpp"
 #include "fsdptune/simulator.hpp"
+#include "fsdptune/tuner.hpp"
 #include "fsdptune/units.hpp"
 
 using namespace fsdptune;
@@ -44,7 +45,7 @@ const std::string& tiny_schedule() {
 bool exists(const std::string& path) { return std::filesystem::exists(path); }
 
 // A schedule built here of `model` on h100-sxm running the plan `make_plan` gives its
-// workload (no step time, no timings), with the peaks its Program simulates to, as readers
+// workload, with the prediction (step, timings, peaks) its Program simulates to, as readers
 // require, within its memory limit.
 ScheduleFile built_schedule(const std::string& model, const JobSpec& job,
                             Plan (*make_plan)(const Workload&)) {
@@ -56,10 +57,10 @@ ScheduleFile built_schedule(const std::string& model, const JobSpec& job,
   schedule.plan = make_plan(workload);
   schedule.program = lower(workload, schedule.plan, *make_analytic_cost_model(schedule.hardware));
   const SimResult result = simulate(schedule.program);
-  schedule.predicted.peak_allocated_bytes = result.peak_allocated_bytes;
-  schedule.predicted.peak_reserved_bytes = result.peak_reserved_bytes;
   schedule.memory_limit_bytes = result.peak_reserved_bytes;
-  schedule.predicted.fits = true;
+  schedule.predicted = summarize_plan(schedule.plan.name, workload, schedule.hardware, result,
+                                      schedule.memory_limit_bytes);
+  schedule.timings = result.timings;
   return schedule;
 }
 
