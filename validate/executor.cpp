@@ -806,6 +806,26 @@ void corrupt_for_tests(Backend& backend, const ReplayLayout& layout,
   }
 }
 
+// The test hooks given (ExecutorOptions), when the checks found nothing: they corrupted
+// nothing the checks read. nullopt when none was given.
+std::optional<std::string> unused_test_hooks(const ExecutorOptions& options) {
+  std::vector<std::string> given;
+  const std::pair<const char*, int> hooks[] = {
+      {"--debug-corrupt-bucket", options.corrupt_bucket},
+      {"--debug-corrupt-gradient-shard", options.corrupt_gradient_shard},
+      {"--debug-corrupt-tp-collective", options.corrupt_tp_collective},
+      {"--debug-corrupt-message", options.corrupt_message}};
+  for (const auto& [flag, value] : hooks) {
+    if (value >= 0) given.push_back(fmt::format("{} {}", flag, value));
+  }
+  if (given.empty()) return std::nullopt;
+  return fmt::format(
+      "the test hook {} corrupted nothing the checks read on the last rank (an all-gather "
+      "bucket has no gradient shard, a message it sends is checked where it is received, a "
+      "job without TP or CP has no TP collective)",
+      join_alternatives(given, " and "));
+}
+
 // The dtypes the backends move (docs/validation.md "What is replayed"): one wording for a
 // bucket's and a parameter's (found probing: an fp16 schedule was refused in two ways).
 std::string unreplayable_dtype(DType dtype) {
@@ -1604,6 +1624,10 @@ MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& opti
         backend->set_data_check({});
         if (rank == world - 1) corrupt_for_tests(*backend, layout, options);
         if (!message) message = check_all_buckets(*backend, layout, 1, watchdog);
+        // A test hook must corrupt what the checks read (found by QA: a gradient shard of an
+        // all-gather bucket, a message the last rank sends, a TP collective of a job without
+        // TP were corrupted nowhere, and the run passed "data checked").
+        if (!message && rank == world - 1) message = unused_test_hooks(options);
         std::optional<Error> failure;
         if (message) failure = Error(ErrorKind::kRuntime, "--check-data", *message);
         try {

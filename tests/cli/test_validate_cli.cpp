@@ -439,6 +439,16 @@ TEST_CASE("validate --check-data checks the accumulated fp32 gradient shards", "
                                   " (reduce_scatter") &&
                       Catch::Contains("accumulated fp32 gradient shard of parameter") &&
                       Catch::Contains("got 1000"));
+  // A hook that corrupts nothing the checks read fails the run (found by QA: an all-gather
+  // bucket's gradient shard, a TP collective of a job without TP: "data checked").
+  for (const std::string hook :
+       {"--debug-corrupt-gradient-shard 0", "--debug-corrupt-tp-collective 0"}) {
+    INFO(hook);
+    REQUIRE(bucket != 0);  // bucket 0 is an all-gather bucket
+    CHECK_THAT(validate_corrupted(tiny_schedule(), 2, hook),
+               Catch::Contains("rank 1: --check-data: the test hook " + hook +
+                               " corrupted nothing the checks read on the last rank"));
+  }
 }
 
 TEST_CASE("validate --check-data checks the TP collectives' outputs", "[cli][validate]") {
