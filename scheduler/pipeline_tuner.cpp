@@ -2,6 +2,7 @@
 #include "fsdptune/pipeline_tuner.hpp"
 
 #include <algorithm>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -182,6 +183,9 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
   for (int c = 0; c < C; ++c) {
     evaluators.emplace_back(chunk_workloads[c], costs, options.fit_at_any_timing);
   }
+  // (rank, holds the embedding, units, holds the output) of each chunk tuned so far.
+  using ChunkShape = std::tuple<int, bool, std::size_t, bool>;
+  std::vector<std::pair<ChunkShape, int>> tuned_alike;
   for (int c = 0; c < C; ++c) {
     const int rank = c % P;
     const std::int64_t budget =
@@ -191,9 +195,22 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
     TunerOptions chunk_options = options;
     chunk_options.memory_limit_bytes = budget;
     if (options.time_budget_s > 0) chunk_options.time_budget_s = options.time_budget_s / C;
-    TunerResult tuned = Tuner(chunk_options).tune(chunk_workloads[c], costs);
-    tuning.plans_evaluated += tuned.plans_evaluated;
-    tuning.budget_exhausted = tuning.budget_exhausted || tuned.budget_exhausted;
+    // An earlier chunk of this rank of as many blocks, without the embedding or the output,
+    // is the same workload up to its names (Llama's blocks are alike) under the same
+    // budget: its search is this chunk's (an interleaved rank tuned each of its V chunks).
+    const auto alike = std::find_if(
+        tuned_alike.begin(), tuned_alike.end(), [&](const std::pair<ChunkShape, int>& entry) {
+          return entry.first == ChunkShape{rank, c == 0, chunks[c].size(), c == C - 1};
+        });
+    TunerResult tuned;
+    if (alike != tuned_alike.end()) {
+      tuned = tuning.chunk_tunings[static_cast<std::size_t>(alike->second)];
+    } else {
+      tuned = Tuner(chunk_options).tune(chunk_workloads[c], costs);
+      tuning.plans_evaluated += tuned.plans_evaluated;
+      tuning.budget_exhausted = tuning.budget_exhausted || tuned.budget_exhausted;
+      tuned_alike.emplace_back(ChunkShape{rank, c == 0, chunks[c].size(), c == C - 1}, c);
+    }
     // 2. The candidates: the tuned plan, plans of the chunk's own Pareto front
     //    (one microbatch: peak against step) and fsdp2, each run per microbatch or with
     //    its parameters kept gathered across microbatches (the same thing when M == 1,
