@@ -416,6 +416,17 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
                       fmt::format("composition #{}", k), predicted.peak_reserved_bytes});
   }
   tuning.pareto = pareto_front(points);
+  // Under --fit any-timing a composition that does not fit at every timing can dominate the
+  // tuned one in predicted peaks and step: the tuned point stays on the front (by peak), as
+  // the single-Program tuner keeps its chosen point.
+  if (std::none_of(tuning.pareto.begin(), tuning.pareto.end(),
+                   [](const ParetoPoint& point) { return point.label == "tuned"; })) {
+    const auto at =
+        std::find_if(tuning.pareto.begin(), tuning.pareto.end(), [&](const ParetoPoint& point) {
+          return point.peak_allocated_bytes > points[0].peak_allocated_bytes;
+        });
+    tuning.pareto.insert(at, points[0]);
+  }
   // Every chunk's compute costs (its lowerer's), fsdp2 Program (kept by the fsdp2
   // simulation) and one-microbatch bound (its tuner's) are at hand: not computed again.
   std::vector<double> chunk_bounds_s;

@@ -1052,10 +1052,27 @@ TunerResult Search::run() {
     result.smallest_peak_bytes = smallest_peak_->peak_bytes;
     result.smallest_peak_plan = smallest_peak_->label;
   }
+  bool labelled = false;
   for (const auto& [point, evaluation] : pareto_) {
     result.pareto.push_back(point);
-    if (point.label == best.label) result.pareto.back().label = "tuned";
+    if (point.label == best.label) {
+      result.pareto.back().label = "tuned";
+      labelled = true;
+    }
     result.pareto_plans.push_back(evaluation.plan);
+  }
+  // Under fit_at_any_timing a plan that does not fit at every timing can dominate the
+  // chosen one in predicted peak and step: the chosen point is added (by peak; found by QA:
+  // the demo's schedule had no "tuned" point, and its report's front left the plan out).
+  if (!labelled) {
+    const ParetoPoint point{best.step_time_s, best.result.peak_allocated_bytes, "tuned",
+                            best.result.peak_reserved_bytes};
+    const auto at = std::find_if(result.pareto.begin(), result.pareto.end(), [&](const auto& p) {
+      return p.peak_allocated_bytes > point.peak_allocated_bytes;
+    });
+    const auto offset = at - result.pareto.begin();
+    result.pareto.insert(at, point);
+    result.pareto_plans.insert(result.pareto_plans.begin() + offset, best.plan);
   }
   return result;
 }

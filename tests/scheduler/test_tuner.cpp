@@ -256,6 +256,23 @@ TEST_CASE("the tuner finds the exhaustive optimum of a 4-unit workload, all knob
       CHECK(robust.best_any_timing_reserved_bytes == bound);
       CHECK(bound <= limit);
       CHECK(bound >= robust.best.peak_reserved_bytes);
+      // The chosen point is on the front, labelled, also where a plan that does not fit at
+      // every timing dominates it (found by QA: the demo's schedule had no "tuned" point).
+      const auto tuned_points =
+          std::count_if(robust.pareto.begin(), robust.pareto.end(),
+                        [](const ParetoPoint& point) { return point.label == "tuned"; });
+      CHECK(tuned_points == 1);
+      for (std::size_t p = 0; p < robust.pareto.size(); ++p) {
+        if (robust.pareto[p].label != "tuned") continue;
+        CHECK(robust.pareto[p].step_time_s == robust.best.step_time_s);
+        CHECK(robust.pareto[p].peak_allocated_bytes == robust.best.peak_allocated_bytes);
+        Plan plan = robust.pareto_plans[p];
+        plan.name = "tuned";
+        CHECK(plan == robust.best_plan);
+        if (p > 0) {
+          CHECK(robust.pareto[p - 1].peak_allocated_bytes <= robust.pareto[p].peak_allocated_bytes);
+        }
+      }
       for (const EvaluatedPlan& baseline : robust.baselines) {
         // Computed for a baseline that fits at its predicted timing, 0 for the others; the
         // verdict is that bound against the limit, the summary's fit the predicted one.
