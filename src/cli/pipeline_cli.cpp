@@ -81,9 +81,13 @@ void check_trace_size(const JobSpec& job, const std::string& trace_path) {
       "per microbatch are the same), or leave out --trace");
 }
 
+std::string trace_title(const std::string& model, const std::string& plan) {
+  return fmt::format("{} {}", model, plan);
+}
+
 nlohmann::json schedule_trace(const ScheduleFile& schedule, const Workload& workload,
                               const CostModel& costs) {
-  const std::string title = fmt::format("{} {}", schedule.model.name, schedule.predicted.plan_name);
+  const std::string title = trace_title(schedule.model.name, schedule.predicted.plan_name);
   if (schedule.pipeline) {
     SimOptions options;
     options.record_timeline = false;
@@ -157,8 +161,8 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
   const PlanSummary summary = pipeline_summary(sim, plan_name, limit_bytes);
   const std::vector<StageAnyTiming> any_timing = pipeline_any_timing(sim);
   if (!trace_path.empty()) {
-    write_file_atomically(trace_path, dump_json(pipeline_chrome_trace(
-                                          sim, fmt::format("{} {}", model.name, plan_name))));
+    write_file_atomically(
+        trace_path, dump_json(pipeline_chrome_trace(sim, trace_title(model.name, plan_name))));
   }
 
   if (json) {

@@ -317,8 +317,9 @@ void run_simulate(const SimulateOptions& options) {
   const bool fits = plan_fits(result, limit_bytes);
 
   if (!options.trace_path.empty()) {
-    const std::string title = fmt::format("{} {} on {} GPUs", model.name, plan.name, job.gpus);
-    write_file_atomically(options.trace_path, dump_json(chrome_trace(program, result, title)));
+    write_file_atomically(
+        options.trace_path,
+        dump_json(chrome_trace(program, result, trace_title(model.name, plan.name))));
   }
 
   if (options.json) {

@@ -131,6 +131,17 @@ TEST_CASE("simulate --trace writes the same bytes every run", "[cli][simulate]")
   }
   CHECK(complete > 0);
   CHECK(counters > 0);
+  // tune --trace and simulate --plan --trace of its schedule draw the same bytes (found by
+  // QA: the process was "tiny tuned" in one, "tiny tuned on 8 GPUs" in the other).
+  const std::string schedule = dir + "/s.json";
+  REQUIRE(run_fsdptune("tune --model tiny --hardware h100-sxm --gpus 8 --seq 256 "
+                       "--max-evaluations 20 --out " +
+                       schedule + " --trace " + dir + "/tuned.json")
+              .exit_code == 0);
+  REQUIRE(run_fsdptune("simulate --plan " + schedule + " --trace " + dir + "/replayed.json")
+              .exit_code == 0);
+  CHECK(fsdptune::read_text_file(dir + "/tuned.json") ==
+        fsdptune::read_text_file(dir + "/replayed.json"));
 }
 
 TEST_CASE("simulate: a limit that is too small", "[cli][simulate]") {
