@@ -3,6 +3,7 @@
 #include "fsdptune/trace.hpp"
 
 #include <algorithm>
+#include <map>
 #include <vector>
 
 #include <fmt/format.h>
@@ -171,11 +172,14 @@ nlohmann::json pipeline_chrome_trace(const PipelineSimulation& sim, const std::s
     // Threads: the pipeline's actions, the chunks' streams by name (interleaved chunks of
     // one rank share them), the sends.
     std::vector<std::string> threads = {"pipeline"};
+    bool threads_named = false;  // after the first ones: a new thread is named as it comes
     auto thread_of = [&](const std::string& name) {
       const auto at = std::find(threads.begin(), threads.end(), name);
       if (at != threads.end()) return static_cast<int>(at - threads.begin());
       threads.push_back(name);
-      return static_cast<int>(threads.size()) - 1;
+      const int tid = static_cast<int>(threads.size()) - 1;
+      if (threads_named) add_thread(events, pid, tid, name);
+      return tid;
     };
     for (int c = stage.rank; c < C; c += P) {
       for (const Stream& stream : sim.chunk_programs[c].streams) thread_of(stream.name);
@@ -187,6 +191,18 @@ nlohmann::json pipeline_chrome_trace(const PipelineSimulation& sim, const std::s
     for (std::size_t t = 0; t < threads.size(); ++t) {
       add_thread(events, pid, static_cast<int>(t), threads[t]);
     }
+    threads_named = true;
+    // Sends that overlap (a send longer than the actions between them: the model runs them
+    // at once, each at the link's speed) each on a lane of their own: events of one thread
+    // must nest or follow one another (found by QA: two sends overlapped on one thread).
+    std::map<std::string, std::vector<double>> send_lanes_end_s;
+    // The compute stream of chunk c's Program: where its gradient accumulation is drawn.
+    auto compute_thread = [&](int c) {
+      for (const Stream& stream : sim.chunk_programs[c].streams) {
+        if (stream.role == StreamRole::kCompute) return thread_of(stream.name);
+      }
+      return 0;
+    };
 
     // The stage's memory as simulate_pipeline models it (stage_memory): its chunks'
     // sharded states, then each action's peak from its start and what it leaves at its end.
@@ -210,9 +226,16 @@ nlohmann::json pipeline_chrome_trace(const PipelineSimulation& sim, const std::s
                      "pipeline", pid, 0, action.start_s, action.end_s, where));
       // The point-to-point send after the action, to chunk `to` (on the next rank).
       auto send = [&](const std::string& what, int to) {
+        const double end_s = action.end_s + send_s(std::min(c, to));
+        std::vector<double>& lanes = send_lanes_end_s[what];
+        std::size_t lane = 0;
+        while (lane < lanes.size() && lanes[lane] > action.end_s) ++lane;
+        if (lane == lanes.size()) lanes.push_back(0);
+        lanes[lane] = end_s;
+        const std::string thread =
+            lane == 0 ? "send " + what : fmt::format("send {} ({})", what, lane + 1);
         events.push_back(span_event(fmt::format("send {} chunk {}->{} mb {}", what, c, to, m),
-                                    "send", pid, thread_of("send " + what), action.end_s,
-                                    action.end_s + send_s(std::min(c, to)), where));
+                                    "send", pid, thread_of(thread), action.end_s, end_s, where));
       };
       auto emit = [&](const Task& task, double start_s, double end_s) {
         json args = where;
@@ -261,6 +284,15 @@ nlohmann::json pipeline_chrome_trace(const PipelineSimulation& sim, const std::s
           emit_phase(Phase::kBackward, phase.forward_end_s, action.start_s);
         } else {
           emit_compute(true);
+        }
+        // A chunk kept gathered accumulates its gradients at the end of each backward
+        // (ChunkTimes::accumulate_s, in backward_s and last_backward_s; found by QA: the
+        // compute thread looked idle there).
+        const double accumulate_s = sim.spec.chunks[c].accumulate_s;
+        if (accumulate_s > 0) {
+          events.push_back(span_event(fmt::format("gradient accumulation mb{}", m), "accumulate",
+                                      pid, compute_thread(c), action.end_s - accumulate_s,
+                                      action.end_s, where));
         }
         // The exposed reduce-scatters after each backward that reduce-scatters (the rank
         // waits for them); the optimizers come after the rank's last action (below).

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -420,4 +421,67 @@ TEST_CASE("an action's memory follows the simulator's order through tasks that t
   const ChunkMemory memory = chunk_memory(job, program, simulated.timings, false);
   CHECK(memory.first_forward.peak_bytes == 8 << 20);
   CHECK(memory.first_forward.held_bytes == 0);
+}
+
+// Found by QA: a chunk kept gathered left its gradient accumulation undrawn (the compute
+// thread idle in every accumulating backward), and two sends overlapped on one thread.
+TEST_CASE("the pipeline trace draws the accumulation and puts overlapping sends on lanes",
+          "[pipeline][trace]") {
+  const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
+  const ModelSpec model = builtin_model("tiny");
+  JobSpec job;
+  job.gpus = 2;
+  job.gpus_per_node = 2;
+  job.pp = 2;
+  job.microbatches = 4;
+  job.pp_schedule = PipelineSchedule::kInterleaved1F1B;
+  job.virtual_stages = 3;
+  job.seq_len = 128;
+  job = normalize_job(model, job);
+  validate_pipeline(job);
+  const Workload workload = build_workload(model, job);
+  std::vector<Plan> plans;
+  for (const std::vector<int>& units : pipeline_chunks(workload)) {
+    plans.push_back(fsdp2_plan(chunk_workload(workload, units)));
+  }
+  SimOptions options;
+  options.record_timings = true;
+  const PipelineSimulation sim = simulate_pipelined_plans(
+      workload, *costs, plans, std::vector<bool>(plans.size(), true), options);
+  const nlohmann::json trace = pipeline_chrome_trace(sim, "lanes");
+  // Per thread, events nest or follow one another.
+  std::map<std::pair<int, int>, std::vector<std::pair<double, double>>> spans;
+  // Per (chunk, microbatch) backward: the compute drawn, accumulation included.
+  std::map<std::pair<int, int>, double> backward_us;
+  int lanes = 0;
+  for (const auto& event : trace.at("traceEvents")) {
+    if (event["ph"] == "M" && event["name"] == "thread_name" &&
+        event["args"]["name"].get<std::string>().find("(2)") != std::string::npos) {
+      ++lanes;
+    }
+    if (event["ph"] != "X") continue;
+    const double start = event["ts"].get<double>();
+    spans[{event["pid"].get<int>(), event["tid"].get<int>()}].push_back(
+        {start, start + event["dur"].get<double>()});
+    const std::string category = event["cat"];
+    if (category == "backward" || category == "recompute" || category == "accumulate") {
+      backward_us[{event["args"]["chunk"].get<int>(), event["args"]["microbatch"].get<int>()}] +=
+          event["dur"].get<double>();
+    }
+  }
+  CHECK(lanes > 0);
+  for (auto& [thread, intervals] : spans) {
+    std::sort(intervals.begin(), intervals.end());
+    for (std::size_t k = 1; k < intervals.size(); ++k) {
+      const bool follows = intervals[k].first >= intervals[k - 1].second - 1e-6;
+      const bool nests = intervals[k].second <= intervals[k - 1].second + 1e-6;
+      CHECK((follows || nests));
+    }
+  }
+  for (std::size_t c = 0; c < sim.spec.chunks.size(); ++c) {
+    const ChunkTimes& times = sim.spec.chunks[c];
+    REQUIRE(times.accumulate_s > 0);
+    // A middle microbatch's backward: its compute at standalone cost, then the accumulation.
+    CHECK(backward_us[{static_cast<int>(c), 1}] == Approx(times.backward_s * 1e6).epsilon(1e-9));
+  }
 }
