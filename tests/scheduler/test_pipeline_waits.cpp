@@ -21,6 +21,7 @@
 #include "fsdptune/simulator.hpp"
 #include "fsdptune/trace.hpp"
 #include "fsdptune/workload.hpp"
+#include "pipeline_fixture.hpp"
 #include "test_workloads.hpp"
 
 using namespace fsdptune;
@@ -428,18 +429,9 @@ TEST_CASE("an action's memory follows the simulator's order through tasks that t
 TEST_CASE("the pipeline trace draws the accumulation and puts overlapping sends on lanes",
           "[pipeline][trace]") {
   const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
-  const ModelSpec model = builtin_model("tiny");
-  JobSpec job;
-  job.gpus = 2;
-  job.gpus_per_node = 2;
-  job.pp = 2;
-  job.microbatches = 4;
-  job.pp_schedule = PipelineSchedule::kInterleaved1F1B;
-  job.virtual_stages = 3;
-  job.seq_len = 128;
-  job = normalize_job(model, job);
-  validate_pipeline(job);
-  const Workload workload = build_workload(model, job);
+  // Interleaved over 6 chunks of one unit each: a forward is shorter than a send.
+  const Workload workload =
+      fsdptune::testing::tiny_pipelined(2, 4, PipelineSchedule::kInterleaved1F1B, 3);
   std::vector<Plan> plans;
   for (const std::vector<int>& units : pipeline_chunks(workload)) {
     plans.push_back(fsdp2_plan(chunk_workload(workload, units)));
