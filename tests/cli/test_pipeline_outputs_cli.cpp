@@ -52,7 +52,7 @@ TEST_CASE("simulate --pp --trace: a process per stage, every microbatch's tasks"
     if (event["ph"] != "X") continue;
     const std::string category = event["cat"];
     ++by_category[category];
-    if (category != "pipeline" && category != "send") ++task_events;
+    if (category != "pipeline" && category != "send" && category != "accumulate") ++task_events;
     // Everything inside the step.
     CHECK(event["ts"].get<double>() >= 0);
     CHECK(event["ts"].get<double>() + event["dur"].get<double>() <= step_us * (1 + 1e-9));
@@ -72,6 +72,8 @@ TEST_CASE("simulate --pp --trace: a process per stage, every microbatch's tasks"
   CHECK(by_category["pipeline"] == 16);
   CHECK(by_category["send"] == 8);
   CHECK(by_category["optimizer"] == 2);
+  // Kept gathered: each backward accumulates the chunk's gradients (2 chunks x 4).
+  CHECK(by_category["accumulate"] == 2 * 4);
   // Parameters kept gathered: each chunk's one-microbatch Program once, plus the compute
   // of the 3 other microbatches (6 forward and 6 backward tasks each).
   int program_tasks = 0;
@@ -109,6 +111,7 @@ TEST_CASE("simulate --pipeline-steps --trace: every step's actions, the optimize
   CHECK(by_category["pipeline"] == 2 * 16);
   CHECK(by_category["send"] == 2 * 8);
   CHECK(by_category["optimizer"] == 2);
+  CHECK(by_category["accumulate"] == 2 * 2 * 4);
   const auto text = run_fsdptune("simulate " + kTinyPipeline + " --pipeline-steps 2");
   REQUIRE(text.exit_code == 0);
   CHECK_THAT(text.out, Catch::Contains("4 microbatches x 2 pipeline steps"));
