@@ -198,10 +198,10 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
     // An earlier chunk of this rank of as many blocks, without the embedding or the output,
     // is the same workload up to its names (Llama's blocks are alike) under the same
     // budget: its search is this chunk's (an interleaved rank tuned each of its V chunks).
-    const auto alike = std::find_if(
-        tuned_alike.begin(), tuned_alike.end(), [&](const std::pair<ChunkShape, int>& entry) {
-          return entry.first == ChunkShape{rank, c == 0, chunks[c].size(), c == C - 1};
-        });
+    const ChunkShape shape{rank, c == 0, chunks[c].size(), c == C - 1};
+    const auto alike =
+        std::find_if(tuned_alike.begin(), tuned_alike.end(),
+                     [&](const std::pair<ChunkShape, int>& entry) { return entry.first == shape; });
     TunerResult tuned;
     if (alike != tuned_alike.end()) {
       tuned = tuning.chunk_tunings[static_cast<std::size_t>(alike->second)];
@@ -209,7 +209,7 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
       tuned = Tuner(chunk_options).tune(chunk_workloads[c], costs);
       tuning.plans_evaluated += tuned.plans_evaluated;
       tuning.budget_exhausted = tuning.budget_exhausted || tuned.budget_exhausted;
-      tuned_alike.emplace_back(ChunkShape{rank, c == 0, chunks[c].size(), c == C - 1}, c);
+      tuned_alike.emplace_back(shape, c);
     }
     // 2. The candidates: the tuned plan, plans of the chunk's own Pareto front
     //    (one microbatch: peak against step) and fsdp2, each run per microbatch or with

@@ -487,9 +487,12 @@ std::string dp_shard_text(std::int64_t dp_shard, std::int64_t cp) {
 }
 
 std::string microbatches_text(const JobSpec& job) {
-  std::string text =
-      fmt::format("{} microbatch{}", job.microbatches, job.microbatches == 1 ? "" : "es");
-  if (job.pipeline_steps > 1) text += fmt::format(" x {} pipeline steps", job.pipeline_steps);
+  return microbatches_text(job.microbatches, job.pipeline_steps);
+}
+
+std::string microbatches_text(std::int64_t microbatches, std::int64_t pipeline_steps) {
+  std::string text = fmt::format("{} microbatch{}", microbatches, microbatches == 1 ? "" : "es");
+  if (pipeline_steps > 1) text += fmt::format(" x {} pipeline steps", pipeline_steps);
   return text;
 }
 

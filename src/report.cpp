@@ -329,10 +329,7 @@ std::string job_text(const ScheduleReport& schedule) {
   if (schedule.pp != 1) text += fmt::format(", pp {}", schedule.pp);
   text += fmt::format(", batch {} x {} tokens", schedule.local_batch, schedule.seq_len);
   if (schedule.microbatches != 1 || schedule.pipeline_steps != 1) {
-    JobSpec job;
-    job.microbatches = schedule.microbatches;
-    job.pipeline_steps = schedule.pipeline_steps;
-    text += ", " + microbatches_text(job);
+    text += ", " + microbatches_text(schedule.microbatches, schedule.pipeline_steps);
   }
   text += fmt::format(", AC {}", to_string(schedule.ac));
   if (schedule.float8) text += ", float8";

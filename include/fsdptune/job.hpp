@@ -127,6 +127,7 @@ std::string dp_shard_text(std::int64_t dp_shard, std::int64_t cp);
 // The microbatches of a job's step for its one-line description: "4 microbatches", or
 // "4 microbatches x 2 pipeline steps" (JobSpec::pipeline_steps).
 std::string microbatches_text(const JobSpec& job);
+std::string microbatches_text(std::int64_t microbatches, std::int64_t pipeline_steps);
 
 // The ranks that take distinct batches: dp_replicate x dp_shard / cp.
 // REQUIRES: job normalized.

@@ -60,12 +60,12 @@ inline constexpr std::int64_t kMaxTraceActions = 131072;
 // Error(kBadInput) naming --trace when `job`'s step has more pipeline actions than that.
 void check_trace_size(const JobSpec& job, const std::string& trace_path);
 
-// The Chrome trace of a schedule's predicted step: chrome_trace of its Program and timings
-// (version 1), pipeline_chrome_trace of its replayed chunks (version 2).
 // A trace's process name: "MODEL PLAN", one for every command that draws a plan (found by
 // QA: simulate --plan of a schedule named it "... on N GPUs", tune not).
 std::string trace_title(const std::string& model, const std::string& plan);
 
+// The Chrome trace of a schedule's predicted step: chrome_trace of its Program and timings
+// (version 1), pipeline_chrome_trace of its replayed chunks (version 2).
 nlohmann::json schedule_trace(const ScheduleFile& schedule, const Workload& workload,
                               const CostModel& costs);
 
