@@ -810,13 +810,8 @@ void corrupt_for_tests(Backend& backend, const ReplayLayout& layout,
 // nothing the checks read. nullopt when none was given.
 std::optional<std::string> unused_test_hooks(const ExecutorOptions& options) {
   std::vector<std::string> given;
-  const std::pair<const char*, int> hooks[] = {
-      {"--debug-corrupt-bucket", options.corrupt_bucket},
-      {"--debug-corrupt-gradient-shard", options.corrupt_gradient_shard},
-      {"--debug-corrupt-tp-collective", options.corrupt_tp_collective},
-      {"--debug-corrupt-message", options.corrupt_message}};
-  for (const auto& [flag, value] : hooks) {
-    if (value >= 0) given.push_back(fmt::format("{} {}", flag, value));
+  for (const CorruptionHook& hook : corruption_hooks(options)) {
+    if (hook.value >= 0) given.push_back(fmt::format("{} {}", hook.flag, hook.value));
   }
   if (given.empty()) return std::nullopt;
   return fmt::format(
@@ -842,6 +837,15 @@ Workload workload_of(const ScheduleFile& schedule) {
 }
 
 }  // namespace
+
+std::vector<CorruptionHook> corruption_hooks(const ExecutorOptions& options) {
+  using Target = CorruptionHook::Target;
+  return {
+      {Target::kBucket, "--debug-corrupt-bucket", options.corrupt_bucket},
+      {Target::kGradientShard, "--debug-corrupt-gradient-shard", options.corrupt_gradient_shard},
+      {Target::kTpCollective, "--debug-corrupt-tp-collective", options.corrupt_tp_collective},
+      {Target::kMessage, "--debug-corrupt-message", options.corrupt_message}};
+}
 
 MpiSession::MpiSession() {
   int initialized = 0;

@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "fsdptune/backend.hpp"
 #include "fsdptune/error.hpp"
@@ -49,6 +50,16 @@ struct ExecutorOptions {
   int corrupt_tp_collective = -1;
   int corrupt_message = -1;
 };
+
+// The corruption hooks of `options` with their flags, in a fixed order (-1: not given): what
+// `validate` checks before the run and the executor names when one corrupted nothing.
+struct CorruptionHook {
+  enum class Target { kBucket, kGradientShard, kTpCollective, kMessage };
+  Target target;
+  const char* flag;
+  int value;
+};
+std::vector<CorruptionHook> corruption_hooks(const ExecutorOptions& options);
 
 // MPI for the lifetime of the object: MPI_Init_thread asking for MPI_THREAD_MULTIPLE (the
 // cpu backend issues collectives from one thread per stream) and MPI_Finalize.

@@ -53,36 +53,28 @@ void check_test_hooks(const ScheduleFile& schedule, const ExecutorOptions& optio
     throw_bad_input("--debug-stall-rank",
                     fmt::format("{} is not a rank of the {} started", options.stall_rank, world));
   }
-  // Each corruption hook, its index, and what the index counts on the last rank (a TP
-  // collective's index counts the collectives of a step: only its sign is checked).
-  enum class Counts { kBuckets, kMessages, kUnchecked };
-  struct Hook {
-    const char* flag;
-    int value;
-    Counts counts;
-  };
-  const Hook hooks[] = {
-      {"--debug-corrupt-bucket", options.corrupt_bucket, Counts::kBuckets},
-      {"--debug-corrupt-gradient-shard", options.corrupt_gradient_shard, Counts::kBuckets},
-      {"--debug-corrupt-tp-collective", options.corrupt_tp_collective, Counts::kUnchecked},
-      {"--debug-corrupt-message", options.corrupt_message, Counts::kMessages}};
-  if (std::none_of(std::begin(hooks), std::end(hooks),
-                   [](const Hook& hook) { return hook.value != -1; })) {
+  // Each corruption hook's index counts buckets or pipeline messages of the last rank, or a
+  // TP collective of a step (only its sign is checked here; a hook that corrupts nothing
+  // fails the run).
+  const std::vector<CorruptionHook> hooks = corruption_hooks(options);
+  if (std::none_of(hooks.begin(), hooks.end(),
+                   [](const CorruptionHook& hook) { return hook.value != -1; })) {
     return;
   }
   const ReplayMesh mesh = replay_mesh(schedule, world - 1, world, options.scale_down, source);
   const ReplayLayout layout = make_replay_layout(
       schedule, build_workload(schedule.model, normalize_job(schedule.model, schedule.job)),
       world - 1, mesh);
-  for (const Hook& hook : hooks) {
+  using Target = CorruptionHook::Target;
+  for (const CorruptionHook& hook : hooks) {
     if (hook.value == -1) continue;
     if (!options.check_data) {
       throw_bad_input(hook.flag, "corrupts data for --check-data to find: give it");
     }
-    const bool messages = hook.counts == Counts::kMessages;
+    const bool messages = hook.target == Target::kMessage;
     const std::size_t count = messages ? layout.messages.size() : layout.buckets.size();
     if (hook.value < 0 ||
-        (hook.counts != Counts::kUnchecked && static_cast<std::size_t>(hook.value) >= count)) {
+        (hook.target != Target::kTpCollective && static_cast<std::size_t>(hook.value) >= count)) {
       throw_bad_input(hook.flag, fmt::format("{} is not a {} of the last rank (0 to {})",
                                              hook.value, messages ? "pipeline message" : "bucket",
                                              static_cast<std::int64_t>(count) - 1));
