@@ -273,12 +273,19 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
     // Non-comment lines: data rows (their first column an integer, the size) once the
     // column header was seen; NCCL INFO/WARN lines ("host:pid:tid [0] NCCL INFO ...", host
     // names that start with a digit too) and anything else a launcher prints are skipped.
+    // A line of the header's columns whose first starts as a number does (no ':' of a
+    // host:pid:tid) is a data row too, its size refused below unless it is an integer: a
+    // damaged size ("8388608.5", "83886O8") was skipped with its samples (QA, 2026-12-05).
     const std::vector<std::string> tokens = split_whitespace(trimmed);
     const std::string& first = tokens.front();
     const bool integer =
         first.find_first_not_of("0123456789", first[0] == '-' ? 1 : 0) == std::string::npos &&
         first != "-";
-    if (!columns_seen || !integer) continue;
+    const std::size_t digit = first[0] == '-' || first[0] == '+' ? 1 : 0;
+    const bool row_like = tokens.size() == header_columns && first.size() > digit &&
+                          std::isdigit(static_cast<unsigned char>(first[digit])) != 0 &&
+                          first.find(':') == std::string::npos;
+    if (!columns_seen || !(integer || row_like)) continue;
     if (footer_seen) {
       throw_bad_input(at_line(line_number),
                       fmt::format("a data row after the run's end (line {})", footer_line),

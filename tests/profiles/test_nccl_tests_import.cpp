@@ -276,6 +276,12 @@ TEST_CASE("nccl-tests: NCCL's log lines skipped, every row and run read or refus
   }
   require_rejected(edited(row, "    -1048576 "), "all_gather_perf_h100x8.log:17",
                    "not a positive integer");
+  // A damaged size is refused, not skipped with its row (QA, 2026-12-05).
+  for (const std::string damaged : {"   1048576.5 ", "     10485O6 ", "    +1048576 "}) {
+    INFO(damaged);
+    require_rejected(edited(row, damaged), "all_gather_perf_h100x8.log:17",
+                     "not a positive integer");
+  }
   require_rejected(edited("   48.03 ", "  1e-7 "), "all_gather_perf_h100x8.log:19",
                    "less than 1e-12 s");
   const TextSource twice{good.name, good.text + good.text};
