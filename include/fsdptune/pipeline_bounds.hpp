@@ -80,7 +80,11 @@ struct PipelineComposition {
 // there, the fastest composition that fits improved one chunk at a time: each chunk in
 // turn takes the option that shortens the simulated step most with every stage within
 // `limit`, then (V > 1) each rank's chunks together each combination of its front, for at
-// most 2 passes (the least busy ranks do not always make the shortest pipeline).
+// most 2 passes (the least busy ranks do not always make the shortest pipeline); then
+// (V > 1) from there two chunks of a rank that both change whether they keep their
+// buckets gathered (ChunkTimes::accumulates), each to an option of its own front of (busy
+// time, bytes), each improvement followed by one more pass of the above, at most 2
+// times. Only strictly shorter steps are kept: never slower than without that last step.
 // REQUIRES: options.size() == stages * virtual_stages, every options[c] non-empty.
 std::vector<PipelineComposition> pipeline_compositions(
     const PipelineSpec& spec, const std::vector<std::vector<ChunkTimes>>& options,
