@@ -479,6 +479,17 @@ Plan plan_of_file(const std::string& path, const std::string& flag, const Worklo
   // reader of a schedule reads it (its job hash checked: found by QA, a schedule whose job
   // was edited was taken).
   const ScheduleFile schedule = schedule_from_json(json, path);
+  // Another model of another unit count: said so, as `simulate --plan` says it (found by
+  // QA: refused as "forward_buckets: leaves units 6..17 out").
+  const std::vector<UnitRange>& buckets = schedule.plan.forward_buckets;
+  const int schedule_units = buckets.empty() ? 0 : buckets.back().last + 1;
+  if (schedule_units != unit_count && !(schedule.model == workload.model)) {
+    throw_bad_input(
+        flag + " " + path,
+        fmt::format("its plan was tuned for model '{}' ({} units), not '{}' ({} units)",
+                    schedule.model.name, schedule_units, workload.model.name, unit_count),
+        "give a plan of this model's units");
+  }
   validate_plan(schedule.plan, unit_count, path + ": plan");
   // The same number of units, another model (found by QA: taken without a word).
   if (!(schedule.model == workload.model)) {

@@ -221,14 +221,18 @@ void print_table(const std::vector<PlanSummary>& rows, std::int64_t limit_bytes,
 
 void run_tune(const TuneOptions& options) {
   if (options.out.empty()) throw_bad_input("--out", "is required: where to write the schedule");
+  NamedFiles inputs = {{"--job-toml", options.job.job_toml},
+                       {"--profile", options.cost.profile},
+                       {"--model", input_file(options.job.model)},
+                       {"--hardware", input_file(options.cost.hardware)}};
+  // A start plan is an input like the others (found by QA: `--start-plan X --out X` replaced
+  // the file it started from).
+  for (const std::string& path : options.start_plans) inputs.emplace_back("--start-plan", path);
   require_distinct_files({{"--out", options.out},
                           {"--emit-torchtitan", options.torchtitan_out},
                           {"--emit-torchtitan-toml", options.torchtitan_toml},
                           {"--trace", options.trace_path}},
-                         {{"--job-toml", options.job.job_toml},
-                          {"--profile", options.cost.profile},
-                          {"--model", input_file(options.job.model)},
-                          {"--hardware", input_file(options.cost.hardware)}});
+                         inputs);
   if (options.threads < 1 || options.threads > kMaxThreads) {
     throw_bad_input("--threads",
                     fmt::format("must be 1 to {}, got {}", kMaxThreads, options.threads));

@@ -462,10 +462,25 @@ TEST_CASE("tune --start-plan starts from a plan tuned before and is never slower
           "--start-plan: '" + dir + "/none.json' is not a file");
   refused("--start-plan " + dir + "/h100.json --pp 2 --gpus-per-node 4",
           "--start-plan: a pipelined job");
-  // A plan of another model's units, naming the file.
+  // A schedule of another model's units, naming the file and both models (found by QA: "plan:
+  // forward_buckets: leaves units 6..17 out").
   const std::string other = dir + "/1b.json";
   tune_json("--model llama3.2-1b --gpus 8 --seq 256 --max-evaluations 20", other);
-  refused("--start-plan " + other, other + ": plan");
+  refused("--start-plan " + other, "--start-plan " + other +
+                                       ": its plan was tuned for model 'llama3.2-1b' (18 units), "
+                                       "not 'tiny' (6 units)");
+  // A plan file of another unit count, naming it.
+  const std::string plan_file = dir + "/1b-plan.json";
+  std::ofstream(plan_file) << fsdptune::read_json_file(other)["plan"].dump();
+  refused("--start-plan " + plan_file, plan_file);
+  // The output is never the start plan's file (found by QA: it replaced it).
+  const std::string before = fsdptune::read_text_file(earlier);
+  const CommandResult in_place = run_fsdptune("tune " + kTinyJob + " --hardware h100-sxm --out " +
+                                              earlier + " --start-plan " + earlier);
+  CHECK(in_place.exit_code == 2);
+  CHECK(in_place.err.find("--out " + earlier + ": is the file of --start-plan too") !=
+        std::string::npos);
+  CHECK(fsdptune::read_text_file(earlier) == before);
   // A schedule is read as every reader reads it: its job hash checked (found by QA: an
   // edited job was taken).
   nlohmann::json edited = fsdptune::read_json_file(earlier);
