@@ -160,7 +160,9 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
   }
   const PlanSummary summary = pipeline_summary(sim, plan_name, limit_bytes);
   const std::vector<StageAnyTiming> any_timing = pipeline_any_timing(sim);
-  if (!trace_path.empty()) {
+  // Under --require-fit a step that does not fit exits 3 writing nothing, as tune does.
+  const bool write_trace = !trace_path.empty() && (summary.fits || !require_fit);
+  if (write_trace) {
     write_file_atomically(
         trace_path, dump_json(pipeline_chrome_trace(sim, trace_title(model.name, plan_name))));
   }
@@ -236,7 +238,7 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
     print_stage_table(workload, chunks, sim.result.stages, any_timing, limit_bytes);
     fmt::print("{}\n", summary.fits ? "fits" : "does not fit: a stage's peak exceeds the limit");
     fmt::print("{}", pipeline_any_timing_text(any_timing, limit_bytes, summary.fits));
-    if (!trace_path.empty()) fmt::print("trace written to {}\n", trace_path);
+    if (write_trace) fmt::print("wrote {}\n", trace_path);
   }
   std::fflush(stdout);
   if (!summary.fits && require_fit) {

@@ -316,7 +316,10 @@ void run_simulate(const SimulateOptions& options) {
   const StepMetrics metrics = step_metrics(workload, costs.hardware, result);
   const bool fits = plan_fits(result, limit_bytes);
 
-  if (!options.trace_path.empty()) {
+  // Under --require-fit a step that does not fit exits 3 writing nothing, as tune does
+  // (found by QA: the trace was written, or replaced, before the exit).
+  const bool write_trace = !options.trace_path.empty() && (fits || !options.require_fit);
+  if (write_trace) {
     write_file_atomically(
         options.trace_path,
         dump_json(chrome_trace(program, result, trace_title(model.name, plan.name))));
@@ -394,7 +397,7 @@ void run_simulate(const SimulateOptions& options) {
     fmt::print("{}\n", fits ? "fits" : overflow_line(result, limit_bytes));
     fmt::print("costs              {} looked up, {} from the analytic model\n",
                program.cost_queries, program.cost_fallbacks);
-    if (!options.trace_path.empty()) fmt::print("trace written to {}\n", options.trace_path);
+    if (write_trace) fmt::print("wrote {}\n", options.trace_path);
   }
   std::fflush(stdout);
   if (!fits && options.require_fit) {

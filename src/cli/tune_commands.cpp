@@ -413,7 +413,7 @@ void run_tune(const TuneOptions& options) {
     fmt::print("wrote {} (schedule {})\n", options.out, schedule_hash(schedule));
     if (!options.torchtitan_out.empty()) fmt::print("wrote {}\n", options.torchtitan_out);
     if (!options.torchtitan_toml.empty()) fmt::print("wrote {}\n", options.torchtitan_toml);
-    if (!options.trace_path.empty()) fmt::print("trace written to {}\n", options.trace_path);
+    if (!options.trace_path.empty()) fmt::print("wrote {}\n", options.trace_path);
     return;
   }
   const Workload workload = build_workload(model, job);
@@ -565,7 +565,7 @@ void run_tune(const TuneOptions& options) {
   fmt::print("wrote {} (schedule {})\n", options.out, schedule_hash(schedule));
   if (!options.torchtitan_out.empty()) fmt::print("wrote {}\n", options.torchtitan_out);
   if (!options.torchtitan_toml.empty()) fmt::print("wrote {}\n", options.torchtitan_toml);
-  if (!options.trace_path.empty()) fmt::print("trace written to {}\n", options.trace_path);
+  if (!options.trace_path.empty()) fmt::print("wrote {}\n", options.trace_path);
 }
 
 }  // namespace

@@ -82,7 +82,14 @@ TEST_CASE("simulate --pp --trace: a process per stage, every microbatch's tasks"
   // The text form says where it went.
   const auto text = run_fsdptune("simulate " + kTinyPipeline + " --trace " + trace_path);
   REQUIRE(text.exit_code == 0);
-  CHECK(text.out.find("trace written to " + trace_path) != std::string::npos);
+  CHECK(text.out.find("wrote " + trace_path) != std::string::npos);
+  // Under --require-fit a step that does not fit writes no trace (found by QA: it was
+  // replaced before the exit 3).
+  std::ofstream(trace_path) << "old";
+  const auto over = run_fsdptune("simulate " + kTinyPipeline + " --trace " + trace_path +
+                                 " --memory-limit 1KiB --require-fit");
+  CHECK(over.exit_code == 3);
+  CHECK(fsdptune::read_text_file(trace_path) == "old");
   std::filesystem::remove_all(dir);
 }
 

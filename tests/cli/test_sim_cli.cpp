@@ -152,6 +152,12 @@ TEST_CASE("simulate: a limit that is too small", "[cli][simulate]") {
   CHECK(strict.exit_code == 3);
   CHECK(strict.err.find("--memory-limit") != std::string::npos);
   CHECK(strict.err.find("exceeds") != std::string::npos);
+  // ... writing no trace (found by QA: written, or replaced, before the exit 3).
+  const std::string dir = make_temp_dir("fsdptune-sim-require-fit");
+  const auto traced =
+      run_fsdptune(kTiny + " --memory-limit 1MiB --require-fit --trace " + dir + "/t/trace.json");
+  CHECK(traced.exit_code == 3);
+  CHECK_FALSE(std::filesystem::exists(dir + "/t"));
   const auto bad = run_fsdptune(kTiny + " --memory-limit lots");
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("--memory-limit") != std::string::npos);
