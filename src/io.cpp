@@ -201,9 +201,18 @@ std::filesystem::path resolved_file(const std::string& path) {
 
 void require_distinct_files(const NamedFiles& outputs, const NamedFiles& inputs) {
   namespace fs = std::filesystem;
+  // A link that cannot be followed (a loop) is bad input of its flag (found by QA: exit 1
+  // naming the path alone).
+  const auto resolved = [](const std::string& flag, const std::string& path) {
+    try {
+      return resolved_file(path);
+    } catch (const Error& error) {
+      throw_bad_input(flag + " " + path, error.message(), "name a file, or a link to one");
+    }
+  };
   std::vector<fs::path> written;
   for (const auto& [flag, path] : outputs) {
-    written.push_back(path.empty() ? fs::path() : resolved_file(path));
+    written.push_back(path.empty() ? fs::path() : resolved(flag, path));
     std::error_code ec;
     if (!path.empty() && fs::is_directory(written.back(), ec)) {
       throw_bad_input(flag + " " + path, "is a folder, not a file", "name a file to write");
@@ -251,7 +260,7 @@ void require_distinct_files(const NamedFiles& outputs, const NamedFiles& inputs)
   }
   for (const auto& [input_flag, input] : inputs) {
     if (input.empty()) continue;
-    const fs::path read = resolved_file(input);
+    const fs::path read = resolved(input_flag, input);
     for (std::size_t j = 0; j < outputs.size(); ++j) {
       if (!outputs[j].second.empty() && written[j] == read) {
         throw_bad_input(

@@ -273,6 +273,21 @@ TEST_CASE("require_distinct_files names the two flags of one file", "[io]") {
   }
   CHECK_NOTHROW(require_distinct_files({{"--html", (dir / "r.html").string()}},
                                        {{"a schedule", out}, {"a schedule", out}}));
+  // A link loop is bad input naming its flag (found by QA: exit 1 naming the path alone).
+  fs::create_symlink("loop.json", dir / "loop.json");
+  const std::string loop = (dir / "loop.json").string();
+  for (const auto& [outputs, inputs] :
+       {std::pair{NamedFiles{{"--trace", loop}}, NamedFiles{}},
+        std::pair{NamedFiles{{"--out", out + ".2"}}, NamedFiles{{"--model", loop}}}}) {
+    try {
+      require_distinct_files(outputs, inputs);
+      FAIL("accepted a link loop");
+    } catch (const Error& e) {
+      CHECK(e.exit_code() == 2);
+      CHECK_THAT(e.where(), Catch::EndsWith(" " + loop));
+      CHECK_THAT(e.message(), Catch::Contains("too many levels of symbolic links"));
+    }
+  }
   // An output that is a folder, refused before any output is written (found probing: tune
   // --out s.json --emit-torchtitan-toml FOLDER wrote s.json, then failed with exit 1).
   try {
