@@ -37,6 +37,24 @@
 namespace fsdptune::cli {
 namespace {
 
+// Each input file once, as the kernel resolves it (links, `..`): a repeat is refused
+// naming both spellings and why.
+void require_each_once(const std::vector<std::string>& paths, const std::string& why,
+                       const std::string& hint) {
+  std::vector<std::filesystem::path> seen;
+  for (const std::string& path : paths) {
+    std::filesystem::path resolved = resolved_file(path);
+    const auto first = std::find(seen.begin(), seen.end(), resolved);
+    if (first != seen.end()) {
+      throw_bad_input(path,
+                      fmt::format("given twice (as {}): {}",
+                                  paths[static_cast<std::size_t>(first - seen.begin())], why),
+                      hint);
+    }
+    seen.push_back(std::move(resolved));
+  }
+}
+
 // ISO 8601 UTC time of the run for a profile's provenance. SOURCE_DATE_EPOCH (the
 // reproducible-builds convention) pins it so that the same inputs give the same bytes.
 std::string provenance_date() {
@@ -106,18 +124,8 @@ void add_import_nccl_tests(CLI::App& profile) {
     for (const std::string& path : options->logs) inputs.emplace_back("a log", path);
     require_distinct_files({{"--out", options->out}}, inputs);
     // One log given twice would pool its rows twice (found by QA: its samples doubled).
-    std::vector<std::filesystem::path> seen;
-    for (const std::string& path : options->logs) {
-      std::filesystem::path resolved = resolved_file(path);
-      const auto first = std::find(seen.begin(), seen.end(), resolved);
-      if (first != seen.end()) {
-        throw_bad_input(path,
-                        fmt::format("given twice (as {}): its rows would be pooled twice",
-                                    options->logs[static_cast<std::size_t>(first - seen.begin())]),
-                        "give each log once (repeated runs of one size pool from several logs)");
-      }
-      seen.push_back(std::move(resolved));
-    }
+    require_each_once(options->logs, "its rows would be pooled twice",
+                      "give each log once (repeated runs of one size pool from several logs)");
     std::vector<TextSource> sources;
     for (const std::string& path : options->logs) {
       sources.push_back({path, read_text_file(path)});
@@ -455,6 +463,8 @@ void add_merge(CLI::App& profile) {
     NamedFiles profiles;
     for (const std::string& path : options->inputs) profiles.emplace_back("a profile", path);
     require_distinct_files({{"--out", options->out}}, profiles);
+    // A profile merged with itself (found by QA: taken with --prefer, its second part empty).
+    require_each_once(options->inputs, "it would be merged with itself", "give each profile once");
     const MergeOverlap overlap = merge_overlap_from_string(options->prefer, "--prefer");
     std::vector<NamedProfile> inputs;
     for (const std::string& path : options->inputs) {

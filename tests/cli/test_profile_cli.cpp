@@ -303,6 +303,12 @@ TEST_CASE("profile merge: a Kineto compute import + nccl-tests sweeps, overlap r
   CHECK(bad_rule.exit_code == 2);
   CHECK_THAT(bad_rule.err, Catch::Contains("--prefer"));
   CHECK(run_fsdptune("profile merge " + kineto + " --out " + merged).exit_code == 2);
+  // One profile twice, even with a rule for overlaps (found by QA: merged with itself).
+  const auto twice =
+      run_fsdptune("profile merge " + kineto + " " + kineto + " --prefer first --out " + merged);
+  CHECK(twice.exit_code == 2);
+  CHECK_THAT(twice.err, Catch::Contains(kineto + ": given twice (as " + kineto +
+                                        "): it would be merged with itself"));
   const std::string h200 = dir + "/h200.json";
   REQUIRE(run_fsdptune("profile import-kineto " + data + "/kineto_llama_block.json --out " + h200)
               .exit_code == 0);
