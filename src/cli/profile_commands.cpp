@@ -37,6 +37,19 @@
 namespace fsdptune::cli {
 namespace {
 
+// --hardware given for an import whose input names another GPU (`device`, the profile's
+// provenance.environment "gpu"): the flag wins, as documented, and is said to on stderr
+// (found by QA: an H100 trace recorded as h200 without a word).
+void note_hardware_override(const Profile& profile) {
+  const auto gpu = profile.provenance.environment.find("gpu");
+  if (gpu == profile.provenance.environment.end()) return;
+  const std::string from_device = hardware_id_from_device_name(gpu->second);
+  if (!from_device.empty() && from_device != profile.hardware) {
+    fmt::print(stderr, "note: --hardware: recorded as {}, the input names '{}' ({})\n",
+               profile.hardware, gpu->second, from_device);
+  }
+}
+
 // Each input file once, as the kernel resolves it (links, `..`): a repeat is refused
 // naming both spellings and why.
 void require_each_once(const std::vector<std::string>& paths, const std::string& why,
@@ -134,6 +147,7 @@ void add_import_nccl_tests(CLI::App& profile) {
     if (!options->hardware.empty())
       import_options.hardware = profile_hardware_id(options->hardware);
     Profile imported = import_nccl_tests(sources, import_options);
+    if (!options->hardware.empty()) note_hardware_override(imported);
     imported.provenance.tool = std::string("fsdptune ") + FSDPTUNE_VERSION;
     imported.provenance.date = provenance_date();
     std::string command_line = "fsdptune profile import-nccl-tests";
@@ -339,6 +353,7 @@ void run_import_kineto(const KinetoFlags& flags) {
                     result.notes.empty() ? std::string("is it a torch.profiler trace of a step?")
                                          : fmt::format("{}", fmt::join(result.notes, "; ")));
   }
+  if (!flags.hardware.empty()) note_hardware_override(result.profile);
   result.profile.provenance.tool = std::string("fsdptune ") + FSDPTUNE_VERSION;
   result.profile.provenance.date = provenance_date();
   result.profile.provenance.command = this_command_line();

@@ -215,6 +215,9 @@ TEST_CASE("profile import-nccl-tests writes a deterministic profile", "[cli][cos
   CHECK_THAT(device.err, Catch::Contains("note: --hardware b300: no built-in hardware"));
   CHECK(profile_from_json(parse_json_text(read_text_file(dir + "/c.json"), "c.json"), "c.json")
             .hardware == "b300");
+  // ... and the logs' own device named where it is other hardware (found by QA).
+  CHECK_THAT(device.err, Catch::Contains("note: --hardware: recorded as b300, the input names "
+                                         "'NVIDIA H100 80GB HBM3' (h100-sxm)"));
 }
 
 TEST_CASE("cost and profile commands reject bad input with exit 2", "[cli][cost]") {

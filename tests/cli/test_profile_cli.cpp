@@ -234,6 +234,14 @@ TEST_CASE("profile import-kineto writes a profile from a trace", "[cli][profile]
       run_fsdptune("profile import-kineto " + trace + " --hardware " + spec_path + " --out " + out);
   REQUIRE(with_file.exit_code == 0);
   CHECK(profile_from_json(read_json_file(out), out).hardware == "my-h100");
+  // The flag wins over the trace's device, said on stderr (found by QA: without a word);
+  // nothing said where they agree.
+  CHECK_THAT(with_file.err, Catch::Contains("note: --hardware: recorded as my-h100, the input "
+                                            "names 'NVIDIA H100 80GB HBM3' (h100-sxm)"));
+  const auto agreeing =
+      run_fsdptune("profile import-kineto " + trace + " --hardware h100-sxm --out " + out + ".2");
+  REQUIRE(agreeing.exit_code == 0);
+  CHECK_THAT(agreeing.err, !Catch::Contains("note: --hardware"));
   const auto priced =
       run_fsdptune("cost --profile " + out + " --hardware " + spec_path + " --gemm 8192,4096,4096");
   INFO(priced.err);
