@@ -4,13 +4,18 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <memory>
 #include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
+#include "fsdptune/cost_model.hpp"
 #include "fsdptune/error.hpp"
 #include "fsdptune/simulator.hpp"
+#include "fsdptune/workload.hpp"
 
 namespace fsdptune {
 namespace {
@@ -463,8 +468,63 @@ std::int64_t largest_any_timing_reserved_bytes(const std::vector<StageAnyTiming>
 
 ScheduleFile checked_schedule_from_json(const nlohmann::json& json, const std::string& source) {
   ScheduleFile schedule = schedule_from_json(json, source);
+  check_plan(schedule, source);
   check_prediction(schedule, source);
   return schedule;
+}
+
+void check_plan(const ScheduleFile& schedule, const std::string& source) {
+  if (schedule.pipeline) return;
+  // The model and job the file holds (its job hash checked by schedule_from_json), costed
+  // with its hardware's analytic model: only the costs differ from what tune lowered.
+  const Workload workload = build_workload(schedule.model, schedule.job);
+  const std::unique_ptr<CostModel> costs = make_analytic_cost_model(schedule.hardware);
+  Program lowered = lower(workload, schedule.plan, *costs);
+  const Program& stored = schedule.program;
+  if (lowered.tasks.size() == stored.tasks.size()) {
+    for (std::size_t t = 0; t < lowered.tasks.size(); ++t) {
+      lowered.tasks[t].duration_s = stored.tasks[t].duration_s;
+    }
+  }
+  lowered.contention = stored.contention;
+  lowered.cost_queries = stored.cost_queries;
+  lowered.cost_fallbacks = stored.cost_fallbacks;
+  if (lowered == stored) return;
+  std::string difference;
+  if (lowered.buckets != stored.buckets) {
+    difference = fmt::format("{} buckets, the program has {}", lowered.buckets.size(),
+                             stored.buckets.size());
+    for (std::size_t b = 0; b < std::min(lowered.buckets.size(), stored.buckets.size()); ++b) {
+      if (!(lowered.buckets[b] == stored.buckets[b])) {
+        difference = fmt::format("its bucket {} differs from the program's", b);
+        break;
+      }
+    }
+  } else if (lowered.tasks.size() != stored.tasks.size()) {
+    difference =
+        fmt::format("{} tasks, the program has {}", lowered.tasks.size(), stored.tasks.size());
+  } else {
+    for (std::size_t t = 0; t < lowered.tasks.size(); ++t) {
+      const Task& a = lowered.tasks[t];
+      const Task& b = stored.tasks[t];
+      if (a == b) continue;
+      const char* field = a.name != b.name       ? "name"
+                          : a.kind != b.kind     ? "kind"
+                          : a.stream != b.stream ? "stream"
+                          : a.deps != b.deps     ? "dependencies"
+                          : a.bytes != b.bytes   ? "bytes"
+                          : a.memory != b.memory ? "memory events"
+                                                 : "unit, bucket or group";
+      difference = fmt::format("its task {} ('{}') differs from the program's ('{}') in its {}", t,
+                               a.name, b.name, field);
+      break;
+    }
+    if (difference.empty())
+      difference = "its streams or persistent bytes differ from the program's";
+  }
+  throw_bad_input(fmt::format("{}: plan", source),
+                  fmt::format("does not lower to the schedule's program: {}", difference),
+                  "was this schedule edited, or written by another fsdptune? Tune again");
 }
 
 void check_prediction(const ScheduleFile& schedule, const std::string& source) {
@@ -500,12 +560,33 @@ void check_prediction(const ScheduleFile& schedule, const std::string& source) {
           hint);
     }
   }
-  const std::pair<const char*, std::pair<std::int64_t, std::int64_t>> peaks[] = {
-      {"peak_allocated_bytes",
-       {schedule.predicted.peak_allocated_bytes, result.peak_allocated_bytes}},
-      {"peak_reserved_bytes", {schedule.predicted.peak_reserved_bytes, result.peak_reserved_bytes}},
+  // The parts of the step too, and the peak's breakdown (found by QA: an edited compute_s,
+  // comm_s or breakdown entry was printed as read).
+  const PlanSummary simulated = simulated_summary(result, schedule.predicted.plan_name);
+  const std::pair<const char*, std::pair<double, double>> parts[] = {
+      {"compute_s", {schedule.predicted.compute_s, simulated.compute_s}},
+      {"comm_s", {schedule.predicted.comm_s, simulated.comm_s}},
+      {"exposed_comm_s", {schedule.predicted.exposed_comm_s, simulated.exposed_comm_s}},
+      {"idle_s", {schedule.predicted.idle_s, simulated.idle_s}},
   };
-  for (const auto& [field, figures] : peaks) {
+  for (const auto& [field, figures] : parts) {
+    if (!differ(figures.first, figures.second)) continue;
+    throw_bad_input(fmt::format("{}: predicted.{}", source, field),
+                    fmt::format("is {} s, but the schedule's program simulates to {} s",
+                                figures.first, figures.second),
+                    hint);
+  }
+  std::vector<std::pair<std::string, std::pair<std::int64_t, std::int64_t>>> bytes = {
+      {"peak_allocated_bytes",
+       {schedule.predicted.peak_allocated_bytes, simulated.peak_allocated_bytes}},
+      {"peak_reserved_bytes",
+       {schedule.predicted.peak_reserved_bytes, simulated.peak_reserved_bytes}},
+  };
+  for (std::size_t k = 0; k < simulated.peak_breakdown.size(); ++k) {
+    bytes.push_back({"peak_breakdown." + to_string(static_cast<MemoryCategory>(k)),
+                     {schedule.predicted.peak_breakdown[k], simulated.peak_breakdown[k]}});
+  }
+  for (const auto& [field, figures] : bytes) {
     if (figures.first == figures.second) continue;
     throw_bad_input(fmt::format("{}: predicted.{}", source, field),
                     fmt::format("is {}, but the schedule's program simulates to {}", figures.first,

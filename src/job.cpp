@@ -496,6 +496,12 @@ std::string microbatches_text(std::int64_t microbatches, std::int64_t pipeline_s
   return text;
 }
 
+std::string pipeline_schedule_text(const JobSpec& job) {
+  if (job.pp > 1) return to_string(job.pp_schedule);
+  return job.microbatches * job.pipeline_steps > 1 ? "no pipeline (gradient accumulation)"
+                                                   : "no pipeline";
+}
+
 std::int64_t data_parallel_degree(const JobSpec& job) {
   return job.dp_replicate * job.dp_shard / job.cp;
 }

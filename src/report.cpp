@@ -218,7 +218,7 @@ std::string pipeline_line(const ScheduleFile& file) {
   return fmt::format(
       "pipeline: pp {} x tp {} x dp_shard {} x dp_replicate {}, {}, {}{}{}{}", job.pp, job.tp,
       dp_shard_text(job.dp_shard, job.cp), job.dp_replicate, microbatches_text(job),
-      job.pp > 1 ? to_string(job.pp_schedule) : "no pipeline (gradient accumulation)",
+      pipeline_schedule_text(job),
       job.virtual_stages > 1 ? fmt::format(" ({} virtual stages)", job.virtual_stages) : "", split,
       // One stage sends nothing and idles nowhere.
       job.pp > 1

@@ -1172,7 +1172,7 @@ std::string stages_table(const ScheduleFile& file, const ScheduleReport& report,
                                     escape_xml(to_string(file.job.pp_schedule)),
                                     format_percent(pipeline.bubble_fraction),
                                     escape_xml(format_seconds(pipeline.send_s)))
-                      : std::string("no pipeline (gradient accumulation)"));
+                      : pipeline_schedule_text(file.job));
   const bool bounded = !report.stages.empty() && report.stages.front().any_timing;
   std::vector<std::string> headers = {"stage",     "chunks",         "busy",          "end",
                                       "in flight", "peak allocated", "peak reserved", "fits"};

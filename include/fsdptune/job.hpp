@@ -129,6 +129,10 @@ std::string dp_shard_text(std::int64_t dp_shard, std::int64_t cp);
 std::string microbatches_text(const JobSpec& job);
 std::string microbatches_text(std::int64_t microbatches, std::int64_t pipeline_steps);
 
+// The pipeline schedule of a job's one-line description: its name ("1f1b"), or at pp 1
+// "no pipeline (gradient accumulation)", "no pipeline" where one microbatch is the step.
+std::string pipeline_schedule_text(const JobSpec& job);
+
 // The ranks that take distinct batches: dp_replicate x dp_shard / cp.
 // REQUIRES: job normalized.
 std::int64_t data_parallel_degree(const JobSpec& job);

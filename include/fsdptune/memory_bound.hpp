@@ -97,13 +97,20 @@ std::int64_t largest_any_timing_reserved_bytes(const std::vector<StageAnyTiming>
 
 // A version 1 schedule's prediction against its stored Program simulated (simulate() with
 // the default SimOptions, as `simulate --plan` replays it): Error(kBadInput) naming
-// `source` and predicted.step_time_s, timings[t] (within a relative 1e-9),
-// predicted.peak_allocated_bytes or predicted.peak_reserved_bytes (exactly) where one
-// differs (docs/schedule-format.md: a version 1 schedule reproduces `predicted`). Nothing
-// for a pipeline schedule, whose stage figures schedule_from_json holds to its stages.
+// `source` and predicted.step_time_s, timings[t], compute_s, comm_s, exposed_comm_s,
+// idle_s (within a relative 1e-9), predicted.peak_allocated_bytes, peak_reserved_bytes
+// or a peak_breakdown entry (exactly) where one differs (docs/schedule-format.md: a version 1
+// schedule reproduces `predicted`). Nothing for a pipeline schedule, whose stage figures
+// schedule_from_json holds to its stages.
 void check_prediction(const ScheduleFile& schedule, const std::string& source);
-// schedule_from_json, then check_prediction: how every CLI reader takes a schedule
-// file (simulate, validate, compare, report, pipeline).
+// A version 1 schedule's plan against its stored Program: lowered again over the file's
+// model and job (costed with its hardware's analytic model) it gives that Program up to
+// the costs (durations, contention, cost counts); else Error(kBadInput) naming `source`'s
+// plan and the first difference (found by QA: an edited plan was printed, replayed as the
+// Program and started searches). Nothing for a pipeline schedule.
+void check_plan(const ScheduleFile& schedule, const std::string& source);
+// schedule_from_json, then check_plan and check_prediction: how every CLI reader takes a
+// schedule file (simulate, validate, compare, report, pipeline).
 ScheduleFile checked_schedule_from_json(const nlohmann::json& json, const std::string& source);
 
 }  // namespace fsdptune

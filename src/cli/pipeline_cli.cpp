@@ -55,9 +55,7 @@ std::string job_line(const ModelSpec& model, const JobSpec& job, const std::stri
       "{} on {} x {}: dp_shard {} x dp_replicate {} x tp {} x pp {}, {} of {} x {} tokens, {}{}, "
       "AC {}{}{}{}",
       model.name, job.gpus, hardware, dp_shard_text(job.dp_shard, job.cp), job.dp_replicate, job.tp,
-      job.pp, microbatches_text(job), job.local_batch, job.seq_len,
-      // pp = 1: the microbatches are gradient accumulation, there is no pipeline schedule.
-      job.pp > 1 ? to_string(job.pp_schedule) : "no pipeline (gradient accumulation)",
+      job.pp, microbatches_text(job), job.local_batch, job.seq_len, pipeline_schedule_text(job),
       job.virtual_stages > 1 ? fmt::format(" ({} virtual stages)", job.virtual_stages) : "",
       to_string(job.ac), dtype_suffix(job), features_suffix(job), execution_suffix(job.execution));
 }

@@ -597,8 +597,7 @@ void run_pipeline(const PipelineCliOptions& o) {
   }
   fmt::print("{} on {} x {}: {}, {} of {} x {} tokens, {}{}\n", model.name, job.gpus, hardware.id,
              mesh_label(job), microbatches_text(job), job.local_batch, job.seq_len,
-             // pp = 1: the microbatches are gradient accumulation, no pipeline schedule.
-             job.pp > 1 ? to_string(job.pp_schedule) : "no pipeline (gradient accumulation)",
+             pipeline_schedule_text(job),
              job.virtual_stages > 1 ? fmt::format(" ({} virtual stages)", job.virtual_stages) : "");
   fmt::print("fsdp2 per chunk, parameters {}\n",
              keep ? "kept gathered across microbatches" : "re-gathered every microbatch");

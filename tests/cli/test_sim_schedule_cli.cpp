@@ -143,6 +143,46 @@ TEST_CASE("every reader of a version 1 schedule holds its prediction to its prog
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("every reader of a version 1 schedule holds its plan and its step's parts to it",
+          "[cli][simulate][schedule]") {
+  // Found by QA: an edited plan was printed, replayed as the stored Program and started
+  // searches; an edited compute_s or breakdown entry was printed as read.
+  const std::string dir = make_temp_dir("fsdptune-sim-schedule-plan");
+  const std::string out = tuned(kTinyTune, dir + "/schedule.json");
+  const nlohmann::json file = fsdptune::read_json_file(out);
+  const std::string path = dir + "/edited.json";
+  const auto rejected_by_readers = [&](const nlohmann::json& edited,
+                                       const std::vector<std::string>& names) {
+    fsdptune::write_file_atomically(path, fsdptune::dump_json(edited));
+    check_rejected("simulate --plan " + path, names);
+    check_rejected("report " + path, names);
+    check_rejected("compare " + path + " " + path, names);
+  };
+  nlohmann::json shared = file;
+  shared["plan"]["stream_layout"] =
+      file["plan"]["stream_layout"] == "shared" ? "separate" : "shared";
+  rejected_by_readers(shared, {path + ": plan", "does not lower to the schedule's program"});
+  // Other forward buckets: one per unit, or all in one where the plan has one per unit.
+  nlohmann::json rebucketed = file;
+  nlohmann::json buckets = nlohmann::json::array();
+  const bool per_unit = file["plan"]["forward_buckets"].size() == 6;
+  for (int u = 0; u < (per_unit ? 1 : 6); ++u) buckets.push_back({u, per_unit ? 5 : u});
+  rebucketed["plan"]["forward_buckets"] = buckets;
+  rebucketed["plan"]["reshard_after_forward"] = std::vector<bool>(buckets.size(), true);
+  rejected_by_readers(rebucketed, {path + ": plan", "does not lower to the schedule's program"});
+  nlohmann::json parts = file;
+  parts["predicted"]["compute_s"] = file["predicted"]["compute_s"].get<double>() + 1e-5;
+  parts["predicted"]["idle_s"] = file["predicted"]["idle_s"].get<double>() - 1e-5;
+  rejected_by_readers(parts,
+                      {path + ": predicted.compute_s", "but the schedule's program simulates to"});
+  nlohmann::json breakdown = file;
+  breakdown["predicted"]["peak_breakdown"]["gradients"] =
+      file["predicted"]["peak_breakdown"]["gradients"].get<std::int64_t>() + 1;
+  rejected_by_readers(breakdown, {path + ": predicted.peak_breakdown.gradients",
+                                  "but the schedule's program simulates to"});
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("simulate --plan schedule.json without --model: a pipeline (version 2) schedule",
           "[cli][simulate][schedule][pipeline]") {
   const std::string dir = make_temp_dir("fsdptune-sim-schedule-v2");

@@ -472,6 +472,15 @@ TEST_CASE("pipeline prints every stage, the first holding the most in flight", "
   CHECK(json["stages"][0]["max_in_flight"] == 4);
   CHECK(json["stages"][3]["max_in_flight"] == 1);
   CHECK(json["bubble_fraction"].get<double>() > 0);
+  // One stage and one microbatch: no pipeline and no accumulation (found by QA: "no
+  // pipeline (gradient accumulation)").
+  const auto single = run_fsdptune("pipeline --model tiny --gpus 8 --seq 256");
+  REQUIRE(single.exit_code == 0);
+  CHECK_THAT(single.out, Catch::Contains("1 microbatch of 1 x 256 tokens, no pipeline, AC"));
+  const auto accumulating =
+      run_fsdptune("pipeline --model tiny --gpus 8 --seq 256 --microbatches 2");
+  REQUIRE(accumulating.exit_code == 0);
+  CHECK_THAT(accumulating.out, Catch::Contains("no pipeline (gradient accumulation)"));
   // Each stage at any timing, as `simulate` of the same job with fsdp2 bounds it, on a job
   // whose first stage can hold more at another timing (found by review: the job above has
   // no excess, so a `pipeline` printing its predicted peaks passed; full AC and re-gathered
