@@ -17,6 +17,11 @@ TEST_CASE("parse_size_bytes reads binary, decimal and plain sizes", "[units]") {
   CHECK(parse_size_bytes("1.5KiB", "--bytes") == 1536);
   CHECK(parse_size_bytes("1.1GB", "--bytes") == 1'100'000'000);
   CHECK(parse_size_bytes("0.5KiB", "--bytes") == 512);
+  // A fraction of a unit is rounded to the nearest byte, whatever the size (found by QA:
+  // 19.4GiB was taken and 46.3MiB refused).
+  CHECK(parse_size_bytes("46.3MiB", "--bytes") == 48549069);  // 48549068.8
+  CHECK(parse_size_bytes("100.1KiB", "--bytes") == 102502);   // 102502.4
+  CHECK(parse_size_bytes("19.4GiB", "--bytes") == 20830591386);
   CHECK(parse_size_bytes("2PiB", "--bytes") == 2048 * 1024 * kGiB);
   CHECK(parse_size_bytes("3EB", "--bytes") == 3'000'000'000'000'000'000);
 }
@@ -36,8 +41,8 @@ TEST_CASE("parse_size_bytes names a size past int64 as too large, not as junk", 
 
 TEST_CASE("parse_size_bytes rejects junk, zero and negatives naming the flag", "[units]") {
   // Fractions of a byte were rounded ("1.5" read as 2 B); hexadecimal was read by stod.
-  for (const char* bad :
-       {"", "abc", "12XB", "-5", "0", "MiB", "1e400", "1.5", "0.5", "2.5e0", "0x10", "0x1p4"}) {
+  for (const char* bad : {"", "abc", "12XB", "-5", "0", "MiB", "1e400", "1.5", "0.5", "2.5e0",
+                          "0x10", "0x1p4", "0.0001KiB"}) {
     try {
       parse_size_bytes(bad, "--memory-limit");
       FAIL("accepted '" << bad << "'");
