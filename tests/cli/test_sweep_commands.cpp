@@ -476,7 +476,18 @@ TEST_CASE("pipeline prints every stage, the first holding the most in flight", "
   // pipeline (gradient accumulation)").
   const auto single = run_fsdptune("pipeline --model tiny --gpus 8 --seq 256");
   REQUIRE(single.exit_code == 0);
-  CHECK_THAT(single.out, Catch::Contains("1 microbatch of 1 x 256 tokens, no pipeline, AC"));
+  CHECK_THAT(single.out, Catch::Contains("1 microbatch of 1 x 256 tokens, no pipeline\n"));
+  // --require-fit: exit 3 where a stage is over the limit, after the table (found by QA:
+  // exit 0 where no stage fits).
+  const auto strict = run_fsdptune(
+      "pipeline --model tiny --gpus 8 --pp 2 --microbatches 4 --seq 256 "
+      "--memory-limit 1KiB --require-fit");
+  CHECK(strict.exit_code == 3);
+  CHECK_THAT(strict.err, Catch::Contains("--memory-limit: stage 0 reserves"));
+  CHECK_THAT(strict.out, Catch::Contains("no (limit 1.00 KiB)"));
+  CHECK(run_fsdptune("pipeline --model tiny --gpus 8 --pp 2 --microbatches 4 --seq 256 "
+                     "--require-fit")
+            .exit_code == 0);
   const auto accumulating =
       run_fsdptune("pipeline --model tiny --gpus 8 --seq 256 --microbatches 2");
   REQUIRE(accumulating.exit_code == 0);
