@@ -535,7 +535,20 @@ struct PipelineCliOptions {
   std::string memory_limit;
   std::string keep_gathered;  // --keep-gathered yes|no|torchtitan (resolve_keep_gathered)
   bool json = false;
+  bool require_fit = false;  // exit 3 when a stage's reserved peak is over the limit
 };
+
+// Under --require-fit, exit 3 naming the first stage over the limit (as `simulate
+// --require-fit` does; found by QA: `pipeline` exited 0 where no stage fits).
+void require_pipeline_fit(const PipelineResult& result, std::int64_t limit) {
+  for (const StageResult& stage : result.stages) {
+    if (stage_fits(stage, limit)) continue;
+    throw Error(ErrorKind::kDoesNotFit, "--memory-limit",
+                fmt::format("stage {} reserves {}, over the {} limit", stage.rank,
+                            format_bytes(stage.peak_reserved_bytes), format_bytes(limit)),
+                "more stages (--pp), a checkpointing --ac, more GPUs, or a shorter --seq");
+  }
+}
 
 void run_pipeline(const PipelineCliOptions& o) {
   const ModelSpec model = resolve_model_option(o.job);
@@ -593,6 +606,8 @@ void run_pipeline(const PipelineCliOptions& o) {
                           {"stages", stages}};
     add_pipeline_any_timing_json(out, any_timing, limit);
     fmt::print("{}", dump_json(out));
+    std::fflush(stdout);
+    if (o.require_fit) require_pipeline_fit(sim.result, limit);
     return;
   }
   fmt::print("{} on {} x {}: {}, {} of {} x {} tokens, {}{}\n", model.name, job.gpus, hardware.id,
@@ -612,6 +627,8 @@ void run_pipeline(const PipelineCliOptions& o) {
   const bool fits = std::all_of(sim.result.stages.begin(), sim.result.stages.end(),
                                 [&](const StageResult& stage) { return stage_fits(stage, limit); });
   fmt::print("{}", pipeline_any_timing_text(any_timing, limit, fits));
+  std::fflush(stdout);
+  if (o.require_fit) require_pipeline_fit(sim.result, limit);
 }
 
 }  // namespace
@@ -714,6 +731,8 @@ void register_sweep_commands(CLI::App& app) {
                         "re-gathers and reduce-scatters in each; torchtitan (the default): yes "
                         "under PP, no without");
     command->add_flag("--json", options->json, "print JSON instead of a table");
+    command->add_flag("--require-fit", options->require_fit,
+                      "exit 3 when a stage's reserved peak exceeds the memory limit");
     command->callback([options] { run_pipeline(*options); });
   }
 }
