@@ -14,8 +14,17 @@
 namespace fsdptune {
 
 void validate_collector_options(const CollectorOptions& options) {
-  if (options.reps < 1) throw_bad_input("--reps", "must be at least 1");
-  if (options.warmup < 0) throw_bad_input("--warmup", "must not be negative");
+  // At most 100,000 of each per op and size: far beyond any useful median, and a run that
+  // ends (found by QA: --reps 99999999999 was taken and ran without output until killed).
+  constexpr std::int64_t kMaxRepetitions = 100000;
+  if (options.reps < 1 || options.reps > kMaxRepetitions) {
+    throw_bad_input("--reps",
+                    fmt::format("must be 1 to {}, got {}", kMaxRepetitions, options.reps));
+  }
+  if (options.warmup < 0 || options.warmup > kMaxRepetitions) {
+    throw_bad_input("--warmup",
+                    fmt::format("must be 0 to {}, got {}", kMaxRepetitions, options.warmup));
+  }
   for (const std::int64_t bytes : options.collective_sizes_bytes) {
     if (bytes <= 0) throw_bad_input("--sizes", fmt::format("size {} is not positive", bytes));
   }

@@ -133,6 +133,13 @@ TEST_CASE("collector options are validated with the flag at fault", "[profiler][
   CollectorOptions no_reps;
   no_reps.reps = 0;
   expect_flag(no_reps, "--reps");
+  // A count that would not end (found by QA: --reps 99999999999 ran until killed).
+  CollectorOptions endless;
+  endless.reps = 99999999999;
+  expect_flag(endless, "--reps");
+  CollectorOptions endless_warmup;
+  endless_warmup.warmup = 100001;
+  expect_flag(endless_warmup, "--warmup");
   CollectorOptions negative_warmup;
   negative_warmup.warmup = -1;
   expect_flag(negative_warmup, "--warmup");
