@@ -210,16 +210,18 @@ ModelSpec model_from_our_format(const nlohmann::json& json, const std::string& s
       "format",     "version",        "name",       "source",   "dim",
       "n_layers",   "n_heads",        "n_kv_heads", "head_dim", "ffn_dim",
       "vocab_size", "tie_embeddings", "rope_theta", "norm_eps"};
-  for (const auto& [key, value] : json.items()) {
-    if (known.count(key) == 0) {
-      throw_bad_input(field_where(source, key), "unknown field (docs/model-format.md lists them)");
-    }
-  }
+  // The format first: another of fsdptune's files (a schedule, `model --json`'s summary) is
+  // named as such, not by its first unknown field (found by QA).
   const auto format_it = json.find("format");
   if (format_it != json.end() &&
       !(format_it->is_string() && format_it->get<std::string>() == kModelFormatName)) {
     throw_bad_input(field_where(source, "format"),
                     fmt::format("expected \"{}\", got {}", kModelFormatName, format_it->dump()));
+  }
+  for (const auto& [key, value] : json.items()) {
+    if (known.count(key) == 0) {
+      throw_bad_input(field_where(source, key), "unknown field (docs/model-format.md lists them)");
+    }
   }
   const std::int64_t version = positive_int(json, source, "version");
   if (version != kModelFormatVersion) {

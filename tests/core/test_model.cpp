@@ -154,6 +154,14 @@ TEST_CASE("bad model files name the file and the field", "[model][errors]") {
                        {"m.json", "'name'", "control character"});
     }
   }
+  SECTION("another of fsdptune's files, named by its format before its fields") {
+    // Found by QA: `model --json`'s output was refused on 'flops_per_token'.
+    auto json = tiny_json();
+    json["format"] = "fsdptune-model-summary";
+    json["flops_per_token"] = 1;
+    expect_bad_input([&] { model_from_json(json, "m.json"); },
+                     {"m.json", "'format'", "expected \"fsdptune-model\""});
+  }
   SECTION("zero size") {
     auto json = tiny_json();
     json["dim"] = 0;
