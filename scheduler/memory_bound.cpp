@@ -14,6 +14,8 @@
 
 #include "fsdptune/cost_model.hpp"
 #include "fsdptune/error.hpp"
+#include "fsdptune/hardware.hpp"
+#include "fsdptune/io.hpp"
 #include "fsdptune/simulator.hpp"
 #include "fsdptune/workload.hpp"
 
@@ -468,9 +470,34 @@ std::int64_t largest_any_timing_reserved_bytes(const std::vector<StageAnyTiming>
 
 ScheduleFile checked_schedule_from_json(const nlohmann::json& json, const std::string& source) {
   ScheduleFile schedule = schedule_from_json(json, source);
+  check_cost_hash(schedule, source);
   check_plan(schedule, source);
   check_prediction(schedule, source);
   return schedule;
+}
+
+void check_cost_hash(const ScheduleFile& schedule, const std::string& source) {
+  const ScheduleProvenance& provenance = schedule.provenance;
+  const std::string& id = schedule.hardware.id;
+  const std::vector<std::string> builtin = builtin_hardware_names();
+  const bool builtin_source =
+      std::find(builtin.begin(), builtin.end(), provenance.cost_source) != builtin.end();
+  if (builtin_source && provenance.cost_source != id) {
+    throw_bad_input(fmt::format("{}: hardware.id", source),
+                    fmt::format("is \"{}\", but the schedule was tuned on \"{}\" "
+                                "(provenance.cost_source)",
+                                id, provenance.cost_source),
+                    "was this schedule edited? Tune again for other hardware");
+  }
+  if (provenance.cost_source != id || provenance.cost_hash.empty()) return;
+  const std::string hash = fnv1a64_hex(dump_json(hardware_to_json(schedule.hardware)));
+  if (hash != provenance.cost_hash) {
+    throw_bad_input(fmt::format("{}: hardware", source),
+                    fmt::format("hashes to {}, but the schedule was tuned on a spec that hashes "
+                                "to {} (provenance.cost_hash)",
+                                hash, provenance.cost_hash),
+                    "was this schedule edited? Tune again for other hardware");
+  }
 }
 
 void check_plan(const ScheduleFile& schedule, const std::string& source) {

@@ -109,8 +109,14 @@ void check_prediction(const ScheduleFile& schedule, const std::string& source);
 // plan and the first difference (found by QA: an edited plan was printed, replayed as the
 // Program and started searches). Nothing for a pipeline schedule.
 void check_plan(const ScheduleFile& schedule, const std::string& source);
-// schedule_from_json, then check_plan and check_prediction: how every CLI reader takes a
-// schedule file (simulate, validate, compare, report, pipeline).
+// A schedule's hardware against its provenance (found by QA: an edited spec was printed and
+// replayed): where the costs were a hardware spec's alone (cost_source is its id), the
+// spec must be the one tuned on, its content hashing to cost_hash; a cost_source that is
+// a built-in id other than hardware.id is refused too. Error(kBadInput) naming `source`'s
+// hardware. A profile's schedule (cost_source a file) is not checked here.
+void check_cost_hash(const ScheduleFile& schedule, const std::string& source);
+// schedule_from_json, then check_cost_hash, check_plan and check_prediction: how every CLI
+// reader takes a schedule file (simulate, validate, compare, report, pipeline).
 ScheduleFile checked_schedule_from_json(const nlohmann::json& json, const std::string& source);
 
 }  // namespace fsdptune

@@ -175,6 +175,14 @@ TEST_CASE("every reader of a version 1 schedule holds its plan and its step's pa
   parts["predicted"]["idle_s"] = file["predicted"]["idle_s"].get<double>() - 1e-5;
   rejected_by_readers(parts,
                       {path + ": predicted.compute_s", "but the schedule's program simulates to"});
+  // Its hardware too, where it was costed by the spec alone (found by QA: an edited spec
+  // was printed and replayed; an edited id called the built-in one a missing profile).
+  nlohmann::json faster = file;
+  faster["hardware"]["hbm_bytes_per_s"] = 1e13;
+  rejected_by_readers(faster, {path + ": hardware", "provenance.cost_hash"});
+  nlohmann::json renamed = file;
+  renamed["hardware"]["id"] = "h100-edited";
+  rejected_by_readers(renamed, {path + ": hardware.id", "tuned on \"h100-sxm\""});
   nlohmann::json breakdown = file;
   breakdown["predicted"]["peak_breakdown"]["gradients"] =
       file["predicted"]["peak_breakdown"]["gradients"].get<std::int64_t>() + 1;
