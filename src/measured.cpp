@@ -283,8 +283,10 @@ double prediction_error(double predicted, double measured) {
 
 MeasuredResult measured_from_json(const nlohmann::json& json, const std::string& source) {
   if (!json.is_object()) throw_bad_input(source, "expected a JSON object");
-  if (text(json, "format", source) != kFormat) {
-    throw_bad_input(source + ": format", std::string("expected \"") + kFormat + "\"",
+  if (const std::string format = text(json, "format", source); format != kFormat) {
+    // The value found too (found by QA: "expected" alone).
+    throw_bad_input(source + ": format",
+                    fmt::format("expected \"{}\", got {}", kFormat, nlohmann::json(format).dump()),
                     "is this a measured.json written by fsdptune validate?");
   }
   MeasuredResult measured;

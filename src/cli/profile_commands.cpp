@@ -37,7 +37,7 @@
 namespace fsdptune::cli {
 namespace {
 
-// --hardware given for an import whose input names another GPU (`device`, the profile's
+// --hardware given for an import whose input names another GPU (the profile's
 // provenance.environment "gpu"): the flag wins, as documented, and is said to on stderr
 // (found by QA: an H100 trace recorded as h200 without a word).
 void note_hardware_override(const Profile& profile) {

@@ -146,6 +146,9 @@ TEST_CASE("measured.json errors name the file and the field", "[measured]") {
   bad = good;
   bad["format"] = "fsdptune-schedule";
   expect_error(bad, "m.json: format");
+  // The value found is said (found by QA: "expected" alone).
+  CHECK_THROWS_WITH(measured_from_json(bad, "m.json"),
+                    Catch::Contains("expected \"fsdptune-measured\", got \"fsdptune-schedule\""));
   bad = good;
   bad["mesh"]["tp"] = 4;  // 2 x 1 x 4 != world_size 4
   expect_error(bad, "m.json: mesh");
