@@ -590,6 +590,8 @@ Report summarize_report(const std::vector<ReportEntry>& entries, const ReportOpt
 
 nlohmann::json report_to_json(const Report& report) {
   nlohmann::json json;
+  // Named as every other output is (since 2026-12-05; found by QA: a version alone).
+  json["format"] = kReportFormatName;
   json["version"] = report.version;
   json["schedules"] = nlohmann::json::array();
   for (const ScheduleReport& schedule : report.schedules) {
@@ -753,6 +755,12 @@ nlohmann::json report_to_json(const Report& report) {
 
 Report report_from_json(const nlohmann::json& json, const std::string& source) {
   Report report;
+  // Optional: summaries written before 2026-12-05 have none.
+  if (json.is_object() && json.contains("format") &&
+      !(json["format"].is_string() && json["format"].get<std::string>() == kReportFormatName)) {
+    throw_bad_input(source + "/format", fmt::format("expected \"{}\", got {}", kReportFormatName,
+                                                    json["format"].dump()));
+  }
   report.version = field<int>(json, "version", source);
   if (report.version != kReportFormatVersion) {
     throw_bad_input(source + "/version",

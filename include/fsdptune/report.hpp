@@ -20,6 +20,7 @@
 namespace fsdptune {
 
 inline constexpr int kReportFormatVersion = 1;
+inline constexpr const char* kReportFormatName = "fsdptune-report";
 
 // The most memory the schedule's Program can hold under any task durations
 // (any_timing_peak and any_timing_reserved_bytes, scheduler/memory_bound.hpp; the report

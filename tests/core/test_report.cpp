@@ -177,6 +177,14 @@ TEST_CASE("the report names the slowest and the fastest rank's compute", "[repor
   const nlohmann::json json = report_to_json(report);
   CHECK(json["schedules"][0]["measured"]["rank_compute_s"].size() == 8);
   CHECK(report_from_json(json, "r.json") == report);
+  // Named by its format (since 2026-12-05); a summary without one reads as before.
+  CHECK(json["format"] == "fsdptune-report");
+  nlohmann::json unnamed = json;
+  unnamed.erase("format");
+  CHECK(report_from_json(unnamed, "r.json") == report);
+  nlohmann::json other = json;
+  other["format"] = "fsdptune-schedule";
+  check_refused(other, "r.json", "r.json/format");
   nlohmann::json bad = json;
   bad["schedules"][0]["measured"]["rank_compute_s"][3] = "slow";
   check_refused(bad, "r.json", "r.json/schedules/0/measured/rank_compute_s/3");
