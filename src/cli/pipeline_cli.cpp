@@ -239,11 +239,17 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
     if (write_trace) fmt::print("wrote {}\n", trace_path);
   }
   std::fflush(stdout);
-  if (!summary.fits && require_fit) {
+  if (require_fit) require_pipeline_fit(job, sim.result, limit_bytes);
+}
+
+void require_pipeline_fit(const JobSpec& job, const PipelineResult& result,
+                          std::int64_t limit_bytes) {
+  for (const StageResult& stage : result.stages) {
+    if (stage_fits(stage, limit_bytes)) continue;
     throw Error(
         ErrorKind::kDoesNotFit, "--memory-limit",
-        fmt::format("the largest stage peak {} reserved exceeds the {} limit",
-                    format_bytes(summary.peak_reserved_bytes), format_bytes(limit_bytes)),
+        fmt::format("stage {} reserves {}, over the {} limit", stage.rank,
+                    format_bytes(stage.peak_reserved_bytes), format_bytes(limit_bytes)),
         job.pp_schedule == PipelineSchedule::k1F1B
             ? does_not_fit_hint(job)
             : does_not_fit_hint(job) + " (or fewer microbatches in flight: --pp-schedule 1f1b)");

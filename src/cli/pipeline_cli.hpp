@@ -46,6 +46,12 @@ struct TunedSchedule {
 // With `fit_at_any_timing` (--fit any-timing) also judging fit as predicted.
 std::string does_not_fit_hint(const JobSpec& job, bool fit_at_any_timing = false);
 
+// --require-fit of a pipelined step (`simulate --pp`, `pipeline`): Error(kDoesNotFit) on
+// --memory-limit naming the first stage whose reserved peak is over `limit_bytes`, with
+// does_not_fit_hint; nothing where every stage fits.
+void require_pipeline_fit(const JobSpec& job, const PipelineResult& result,
+                          std::int64_t limit_bytes);
+
 TunedSchedule tune_schedule(const Workload& workload, const HardwareSpec& hardware,
                             const CostModel& costs, const TunerOptions& options);
 // The same from a search already run (tune_configuration: what the sweep keeps of its

@@ -538,18 +538,6 @@ struct PipelineCliOptions {
   bool require_fit = false;  // exit 3 when a stage's reserved peak is over the limit
 };
 
-// Under --require-fit, exit 3 naming the first stage over the limit (as `simulate
-// --require-fit` does; found by QA: `pipeline` exited 0 where no stage fits).
-void require_pipeline_fit(const PipelineResult& result, std::int64_t limit) {
-  for (const StageResult& stage : result.stages) {
-    if (stage_fits(stage, limit)) continue;
-    throw Error(ErrorKind::kDoesNotFit, "--memory-limit",
-                fmt::format("stage {} reserves {}, over the {} limit", stage.rank,
-                            format_bytes(stage.peak_reserved_bytes), format_bytes(limit)),
-                "more stages (--pp), a checkpointing --ac, more GPUs, or a shorter --seq");
-  }
-}
-
 void run_pipeline(const PipelineCliOptions& o) {
   const ModelSpec model = resolve_model_option(o.job);
   const HardwareSpec hardware = resolve_hardware_option(o.hardware);
@@ -607,7 +595,7 @@ void run_pipeline(const PipelineCliOptions& o) {
     add_pipeline_any_timing_json(out, any_timing, limit);
     fmt::print("{}", dump_json(out));
     std::fflush(stdout);
-    if (o.require_fit) require_pipeline_fit(sim.result, limit);
+    if (o.require_fit) require_pipeline_fit(job, sim.result, limit);
     return;
   }
   fmt::print("{} on {} x {}: {}, {} of {} x {} tokens, {}{}\n", model.name, job.gpus, hardware.id,
@@ -624,11 +612,10 @@ void run_pipeline(const PipelineCliOptions& o) {
                                format_seconds(sim.spec.send_s))
                  : std::string());
   print_stage_table(workload, chunks, sim.result.stages, any_timing, limit);
-  const bool fits = std::all_of(sim.result.stages.begin(), sim.result.stages.end(),
-                                [&](const StageResult& stage) { return stage_fits(stage, limit); });
+  const bool fits = pipeline_fits(sim.result, limit);
   fmt::print("{}", pipeline_any_timing_text(any_timing, limit, fits));
   std::fflush(stdout);
-  if (o.require_fit) require_pipeline_fit(sim.result, limit);
+  if (o.require_fit) require_pipeline_fit(job, sim.result, limit);
 }
 
 }  // namespace
