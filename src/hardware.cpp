@@ -125,12 +125,7 @@ const nlohmann::json* number_field(const nlohmann::json& json, const char* name,
 
 HardwareSpec hardware_from_json(const nlohmann::json& json, const std::string& source) {
   if (!json.is_object()) throw_bad_input(source, "a hardware spec must be a JSON object");
-  if (json.contains("format") &&
-      (!json["format"].is_string() || json["format"].get<std::string>() != kFormat)) {
-    // The value found too, as the model and schedule readers say it (found by QA).
-    throw_bad_input(field_where(source, "format"),
-                    fmt::format("expected \"{}\", got {}", kFormat, json["format"].dump()));
-  }
+  check_format_field(json, kFormat, field_where(source, "format"));
   if (!json.contains("version") || !json["version"].is_number_integer()) {
     throw_bad_input(
         field_where(source, "version"), "missing or not an integer",

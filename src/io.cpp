@@ -272,6 +272,16 @@ void require_distinct_files(const NamedFiles& outputs, const NamedFiles& inputs)
   }
 }
 
+void check_format_field(const nlohmann::json& json, const std::string& expected,
+                        const std::string& where) {
+  if (!json.is_object()) return;
+  const auto format = json.find("format");
+  if (format == json.end() || (format->is_string() && format->get<std::string>() == expected)) {
+    return;
+  }
+  throw_bad_input(where, fmt::format("expected \"{}\", got {}", expected, format->dump()));
+}
+
 namespace {
 
 // "source:line:column" of the 1-based byte offset `byte` of `text` (nlohmann's position).

@@ -11,6 +11,7 @@
 
 #include "fsdptune/embedded.hpp"
 #include "fsdptune/error.hpp"
+#include "fsdptune/io.hpp"
 #include "fsdptune/units.hpp"
 
 namespace fsdptune {
@@ -212,12 +213,7 @@ ModelSpec model_from_our_format(const nlohmann::json& json, const std::string& s
       "vocab_size", "tie_embeddings", "rope_theta", "norm_eps"};
   // The format first: another of fsdptune's files (a schedule, `model --json`'s summary) is
   // named as such, not by its first unknown field (found by QA).
-  const auto format_it = json.find("format");
-  if (format_it != json.end() &&
-      !(format_it->is_string() && format_it->get<std::string>() == kModelFormatName)) {
-    throw_bad_input(field_where(source, "format"),
-                    fmt::format("expected \"{}\", got {}", kModelFormatName, format_it->dump()));
-  }
+  check_format_field(json, kModelFormatName, field_where(source, "format"));
   for (const auto& [key, value] : json.items()) {
     if (known.count(key) == 0) {
       throw_bad_input(field_where(source, key), "unknown field (docs/model-format.md lists them)");

@@ -168,12 +168,7 @@ int read_part(const nlohmann::json& object, std::size_t parts, const std::string
 
 Profile profile_from_json(const nlohmann::json& json, const std::string& source) {
   if (!json.is_object()) throw_bad_input(source, "a profile must be a JSON object");
-  if (json.contains("format") &&
-      (!json["format"].is_string() || json["format"].get<std::string>() != kFormat)) {
-    // The value found too, as the model and schedule readers say it (found by QA).
-    throw_bad_input(source + ": field 'format'",
-                    fmt::format("expected \"{}\", got {}", kFormat, json["format"].dump()));
-  }
+  check_format_field(json, kFormat, source + ": field 'format'");
   if (!json.contains("version") || !json["version"].is_number_integer()) {
     throw_bad_input(source + ": field 'version'", "missing or not an integer");
   }

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "fsdptune/error.hpp"
+#include "fsdptune/io.hpp"
 #include "fsdptune/pipeline.hpp"
 #include "fsdptune/profile.hpp"
 #include "fsdptune/units.hpp"
@@ -756,11 +757,7 @@ nlohmann::json report_to_json(const Report& report) {
 Report report_from_json(const nlohmann::json& json, const std::string& source) {
   Report report;
   // Optional: summaries written before 2026-12-05 have none.
-  if (json.is_object() && json.contains("format") &&
-      !(json["format"].is_string() && json["format"].get<std::string>() == kReportFormatName)) {
-    throw_bad_input(source + "/format", fmt::format("expected \"{}\", got {}", kReportFormatName,
-                                                    json["format"].dump()));
-  }
+  check_format_field(json, kReportFormatName, source + "/format");
   report.version = field<int>(json, "version", source);
   if (report.version != kReportFormatVersion) {
     throw_bad_input(source + "/version",

@@ -54,6 +54,12 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& sourc
 nlohmann::json read_json_file(const std::string& path, std::int64_t max_bytes = kMaxInputFileBytes);
 // Deterministic JSON text: 2-space indent, keys sorted, trailing newline.
 std::string dump_json(const nlohmann::json& json);
+
+// A file's optional "format" field, which must be `expected` where present (files of
+// fsdptune's without one read as before): Error(kBadInput) on `where` saying the value
+// found, `expected "fsdptune-hardware", got "fsdptune-profile"`.
+void check_format_field(const nlohmann::json& json, const std::string& expected,
+                        const std::string& where);
 // An integer JSON value as int64: one of 2^63 or more (which get<int64_t> wraps to a
 // negative number, reported as "must not be negative") throws Error(kBadInput) naming
 // `where`. REQUIRES: value.is_number_integer().
