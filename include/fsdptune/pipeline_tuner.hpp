@@ -25,11 +25,13 @@ struct PipelineTuning {
   // "per-stage tuner", "fsdp2", or where fsdp2 does not fit and --keep-gathered allows the
   // other choice, "fsdp2 kept gathered" / "fsdp2 re-gathered per microbatch".
   std::string derived_from;
-  // The reserved peak each chunk's one-microbatch Program was tuned under: the rank's
-  // limit less the activations of its other microbatches in flight, shared by its chunks.
+  // The reserved peak each chunk's one-microbatch Program was first tuned under: the
+  // rank's limit less the activations of its other microbatches in flight, shared by its
+  // chunks; and those searches, one per chunk, pipeline_chunks order. (The searches under
+  // the headroom a pick leaves, docs/tuner.md "Pipelined jobs", add candidates only.)
   std::vector<std::int64_t> chunk_memory_limit_bytes;
-  std::vector<TunerResult> chunk_tunings;  // one per chunk, pipeline_chunks order
-  std::int64_t memory_limit_bytes = 0;     // per GPU, against each stage's reserved peak
+  std::vector<TunerResult> chunk_tunings;
+  std::int64_t memory_limit_bytes = 0;  // per GPU, against each stage's reserved peak
   // pipeline_fits(best.result, memory_limit_bytes); with TunerOptions::fit_at_any_timing,
   // every stage's reserved peak at any timing (best_any_timing) within the limit.
   bool fits = false;
@@ -37,8 +39,9 @@ struct PipelineTuning {
   // fit was judged by); empty otherwise.
   std::vector<StageAnyTiming> best_any_timing;
   std::vector<StageAnyTiming> fsdp2_any_timing;
-  std::int64_t plans_evaluated = 0;  // all chunks' simulations
-  bool budget_exhausted = false;     // some chunk's search was cut short by time
+  std::int64_t plans_evaluated = 0;  // all chunks' simulations, the headroom's searches too
+  // Some chunk's search was cut short by time, or no time was left for the headroom's.
+  bool budget_exhausted = false;
   // Whole-pipeline points (step_time_s: the composition's step; peak_allocated_bytes: its
   // largest stage allocated peak), non-dominated, by increasing peak: the chosen
   // composition ("tuned"), fsdp2 per chunk ("fsdp2") and every composition of the
@@ -50,7 +53,8 @@ struct PipelineTuning {
 };
 
 // `options.memory_limit_bytes` (0: the hardware default) is the per-GPU limit; the time
-// budget is shared evenly by the chunks; max_evaluations applies per chunk.
+// budget is shared evenly by the chunks' first searches, and what they leave by the
+// headroom's; max_evaluations applies per chunk search.
 // REQUIRES: validate_pipeline(workload.job) passed.
 PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& costs,
                                   const TunerOptions& options);
