@@ -20,9 +20,6 @@ namespace {
 
 constexpr const char* kFormat = "fsdptune-measured";
 
-// validate --iters has no upper bound but time; a file of more steps than this is no run's.
-constexpr std::int64_t kMaxMeasuredIterations = std::int64_t{1} << 24;
-
 const nlohmann::json& field(const nlohmann::json& json, const char* name,
                             const std::string& source) {
   if (!json.is_object() || !json.contains(name)) {
@@ -387,6 +384,10 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
                                 measured.step_time_s, median));
   }
   measured.compute_s = number(json, "compute_s", source);
+  // Every replay computes (QA, 2026-12-05: 0 was compared at +100%).
+  if (!(measured.compute_s > 0)) {
+    throw_bad_input(source + ": compute_s", "is 0 s: every replay runs compute tasks");
+  }
   measured.exposed_comm_s = number(json, "exposed_comm_s", source);
   // In every step rank 0's compute and exposed communication lie within its own step, and
   // that within the run's (the slowest rank's); medians keep the order.
@@ -573,6 +574,12 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
         throw_bad_input(at + ": pipeline_end_s",
                         fmt::format("{} is after end_s {}", stage.pipeline_end_s, stage.end_s));
       }
+      // A stage ends with its slowest rank, within the step (QA, 2026-12-05: an end_s of
+      // four steps was compared).
+      if (!within_step(stage.end_s, measured.step_time_s)) {
+        throw_bad_input(at + ": end_s", fmt::format("{} s is after the run's step_time_s {} s",
+                                                    stage.end_s, measured.step_time_s));
+      }
       if (stage.peak_allocated_bytes > measured.peak_allocated_bytes) {
         throw_bad_input(at + ": peak_allocated_bytes",
                         fmt::format("{} is above the run's peak_allocated_bytes {}",
@@ -580,29 +587,33 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
       }
       pipeline.stages.push_back(stage);
     }
-    // A stage's peak is the largest of its ranks' (validate: ranks r * world / pp on, a
-    // stage each); a tester's stage peak of 1 B beside its rank's 48 MiB was compared at
-    // +5.6e9 %. Ranks of peak 0 (a file re-written from version 3) measured none.
+    // A stage's peak and end are the largest of its ranks' (validate: ranks r * world / pp
+    // on, a stage each); a tester's stage peak of 1 B beside its rank's 48 MiB was compared
+    // at +5.6e9 %. Ranks of peak 0 (a file re-written from version 3) measured none.
     const std::int64_t stage_size = measured.world_size / std::max<std::int64_t>(measured.pp, 1);
     if (stage_size > 0 &&
         static_cast<std::int64_t>(measured.ranks.size()) == stage_size * measured.pp &&
         largest_peak(measured.ranks) > 0) {
       for (std::size_t s = 0; s < pipeline.stages.size(); ++s) {
+        const std::int64_t first = static_cast<std::int64_t>(s) * stage_size;
+        const std::string ranks =
+            fmt::format("its ranks ({} to {})", first, first + stage_size - 1);
         std::int64_t ranks_peak = 0;
-        for (std::int64_t r = 0; r < stage_size; ++r) {
-          ranks_peak = std::max(
-              ranks_peak,
-              measured
-                  .ranks[static_cast<std::size_t>(static_cast<std::int64_t>(s) * stage_size + r)]
-                  .peak_allocated_bytes);
+        double ranks_end_s = 0;
+        for (std::int64_t r = first; r < first + stage_size; ++r) {
+          const RankMeasurement& rank = measured.ranks[static_cast<std::size_t>(r)];
+          ranks_peak = std::max(ranks_peak, rank.peak_allocated_bytes);
+          ranks_end_s = std::max(ranks_end_s, rank.step_time_s);
+        }
+        if (pipeline.stages[s].end_s != ranks_end_s) {
+          throw_bad_input(fmt::format("{}: stages[{}]: end_s", where, s),
+                          fmt::format("is {} s, but the latest step_time_s of {} is {} s",
+                                      pipeline.stages[s].end_s, ranks, ranks_end_s));
         }
         if (pipeline.stages[s].peak_allocated_bytes != ranks_peak) {
-          throw_bad_input(
-              fmt::format("{}: stages[{}]: peak_allocated_bytes", where, s),
-              fmt::format("is {}, but the largest peak of its ranks ({} to {}) is {}",
-                          pipeline.stages[s].peak_allocated_bytes,
-                          static_cast<std::int64_t>(s) * stage_size,
-                          static_cast<std::int64_t>(s + 1) * stage_size - 1, ranks_peak));
+          throw_bad_input(fmt::format("{}: stages[{}]: peak_allocated_bytes", where, s),
+                          fmt::format("is {}, but the largest peak of {} is {}",
+                                      pipeline.stages[s].peak_allocated_bytes, ranks, ranks_peak));
         }
       }
     }

@@ -981,17 +981,18 @@ ReplayMesh replay_mesh(const ScheduleFile& schedule, int rank, int world_size, b
   }
   if (world_size % others != 0 || job.dp_shard % (world_size / others) != 0 ||
       (world_size / others) % job.cp != 0) {
-    throw_bad_input(
-        field,
-        fmt::format("--scale-down keeps {}dp_replicate{} and tp and divides dp_shard: "
-                    "{} ranks do not fit {}",
-                    job.pp > 1 ? "pp, " : "", job.cp > 1 ? ", cp" : "", world_size, mesh),
-        fmt::format("start {} ranks", [&] {
-          // Listed as the other hint lists them (found by QA: "1 or 2 or 4 rank(s)" there).
-          std::vector<std::string> sizes = fitting;
-          sizes.push_back(std::to_string(expected));
-          return join_alternatives(sizes, " or ");
-        }()));
+    throw_bad_input(field,
+                    fmt::format("--scale-down keeps {}dp_replicate{} and tp and divides dp_shard: "
+                                "{} {} not fit {}",
+                                job.pp > 1 ? "pp, " : "", job.cp > 1 ? ", cp" : "", world_size,
+                                world_size == 1 ? "rank does" : "ranks do", mesh),
+                    fmt::format("start {} ranks", [&] {
+                      // Listed as the other hint lists them (found by QA: "1 or 2 or 4 rank(s)"
+                      // there).
+                      std::vector<std::string> sizes = fitting;
+                      sizes.push_back(std::to_string(expected));
+                      return join_alternatives(sizes, " or ");
+                    }()));
   }
   const auto shard = static_cast<int>(world_size / others);
   return make_replay_mesh(rank, static_cast<int>(job.dp_replicate), shard, static_cast<int>(job.tp),

@@ -23,6 +23,9 @@ namespace fsdptune {
 // still read (version 1: a mesh of world_size shard ranks; 1, 2: no per-rank views; 1-3:
 // pp 1, rank peaks 0; 1-4: no actions or chunk tasks).
 inline constexpr int kMeasuredFormatVersion = 5;
+// The most measured steps a file holds (validate --iters refuses more: QA, 2026-12-05, a run
+// could write a file its reader refuses).
+inline constexpr std::int64_t kMaxMeasuredIterations = std::int64_t{1} << 24;
 
 // One task of a pipeline chunk's Program as a rank ran it in the measured steps: how many
 // times a step (each microbatch's action that replays it, or the tail) and the median

@@ -172,6 +172,22 @@ int main(int argc, char** argv) {
       }
       say(fmt::format("fsdptune: error: {}\nrun with --help for usage\n", e.what()));
       return 2;
+    } catch (const CLI::ConversionError& e) {
+      // The validators of check_option_values took every other value: a whole number out of
+      // the range of an option narrower than 64 bits, which CLI11 words "Could not convert:
+      // --iters = 99999999999" (found by QA).
+      const std::string what = e.what();
+      const std::string prefix = "Could not convert: ";
+      const std::size_t equals = what.find(" = ");
+      if (what.rfind(prefix, 0) == 0 && equals != std::string::npos) {
+        say(fmt::format(
+            "fsdptune: error: {}: {} is out of range for this option\nrun with --help "
+            "for usage\n",
+            what.substr(prefix.size(), equals - prefix.size()), what.substr(equals + 3)));
+      } else {
+        say(fmt::format("fsdptune: error: {}\nrun with --help for usage\n", what));
+      }
+      return 2;
     } catch (const CLI::ParseError& e) {
       say(fmt::format("fsdptune: error: {}\nrun with --help for usage\n", e.what()));
       return 2;

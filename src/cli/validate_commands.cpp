@@ -85,10 +85,18 @@ void check_test_hooks(const ScheduleFile& schedule, const ExecutorOptions& optio
 void run_validate(const ValidateArgs& args) {
   require_distinct_files({{"--out", args.out}}, {{"the schedule", args.schedule}});
   ExecutorOptions options = args.options;
-  if (options.iterations < 1) throw_bad_input("--iters", "must be at least 1");
-  if (options.warmup < 0) throw_bad_input("--warmup", "must not be negative");
-  if (!(options.timeout_s > 0) || !std::isfinite(options.timeout_s)) {
-    throw_bad_input("--timeout", fmt::format("must be a finite number of seconds > 0, got {}",
+  if (options.iterations < 1 || options.iterations > kMaxMeasuredIterations) {
+    throw_bad_input("--iters", fmt::format("must be 1 to {}, got {}", kMaxMeasuredIterations,
+                                           options.iterations));
+  }
+  if (options.warmup < 0 || options.warmup > kMaxMeasuredIterations) {
+    throw_bad_input("--warmup",
+                    fmt::format("must be 0 to {}, got {}", kMaxMeasuredIterations, options.warmup));
+  }
+  // The watchdog looks every 50 ms (QA, 2026-12-05: --timeout 0.001 aborted saying "no
+  // progress for 0.1 s").
+  if (!(options.timeout_s >= 0.1) || !std::isfinite(options.timeout_s)) {
+    throw_bad_input("--timeout", fmt::format("must be a finite number of seconds >= 0.1, got {}",
                                              options.timeout_s));
   }
   if (options.backend != "cpu" && options.backend != "cuda") {

@@ -222,6 +222,20 @@ TEST_CASE("command words and whole numbers: what was typed is what runs", "[cli]
        "--time-budget: must be a finite number of seconds >= 0, got inf"},
       {"validate no-such-schedule.json --out m.json --timeout inf",
        "--timeout: 'inf' is not a number in decimal digits"},
+      // Out of range for an option narrower than 64 bits (QA, 2026-12-05: CLI11's "Could
+      // not convert: --iters = 99999999999").
+      {"validate no-such-schedule.json --out m.json --iters 99999999999",
+       "--iters: 99999999999 is out of range for this option"},
+      {"compare no-such-schedule.json no-such-m.json --top 99999999999",
+       "--top: 99999999999 is out of range for this option"},
+      // validate refuses what its measured file could not hold, and a timeout shorter than
+      // the watchdog's look (QA, 2026-12-05: --timeout 0.001 said "no progress for 0.1 s").
+      {"validate no-such-schedule.json --out m.json --iters 16777217",
+       "--iters: must be 1 to 16777216, got 16777217"},
+      {"validate no-such-schedule.json --out m.json --warmup 16777217",
+       "--warmup: must be 0 to 16777216, got 16777217"},
+      {"validate no-such-schedule.json --out m.json --timeout 0.001",
+       "--timeout: must be a finite number of seconds >= 0.1, got 0.001"},
       {"report " + std::string(FSDPTUNE_TEST_DATA) +
            "/schedules/tiny-interleaved-v2-even-split.json --measured no-such-m.json",
        "error: --measured no-such-m.json: no such file"},

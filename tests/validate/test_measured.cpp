@@ -232,7 +232,8 @@ TEST_CASE("measured.json figures must be a run's", "[measured]") {
   expect_error(bad, "m.json: step_time_s");
   CHECK_THROWS_WITH(measured_from_json(bad, "m.json"),
                     Catch::Contains("a measured step takes time"));
-  for (const double seconds : {1e-320, 1e308, -1.0}) {
+  // 0 too: every replay computes (QA, 2026-12-05: compared at +100%).
+  for (const double seconds : {1e-320, 1e308, -1.0, 0.0}) {
     bad = good;
     bad["compute_s"] = seconds;
     expect_error(bad, "m.json: compute_s");
@@ -456,6 +457,18 @@ TEST_CASE("measured.json of a pipeline: actions and chunk tasks since version 5"
   bad = json;
   bad["pipeline"]["stages"][0]["end_s"] = 0.375;  // before pipeline_end_s 0.5
   expect_error(bad, "m.json: pipeline: stages[0]: pipeline_end_s");
+  // A stage ends with its latest rank, within the run's step (QA, 2026-12-05: an end_s of
+  // four steps was compared).
+  bad = json;
+  bad["pipeline"]["stages"][1]["end_s"] = 1.0;  // the step is 0.625
+  expect_error(bad, "m.json: pipeline: stages[1]: end_s");
+  CHECK_THROWS_WITH(measured_from_json(bad, "m.json"),
+                    Catch::Contains("after the run's step_time_s 0.625 s"));
+  bad = json;
+  bad["pipeline"]["stages"][1]["end_s"] = 0.46875;  // its rank's step is 0.5
+  expect_error(bad, "m.json: pipeline: stages[1]: end_s");
+  CHECK_THROWS_WITH(measured_from_json(bad, "m.json"),
+                    Catch::Contains("the latest step_time_s of its ranks (1 to 1) is 0.5 s"));
   // One rank without actions beside one with them: cut short (was accepted).
   bad = json;
   bad["ranks"][1]["actions"] = nlohmann::json::array();
