@@ -256,11 +256,24 @@ void require_pipeline_fit(const JobSpec& job, const PipelineResult& result,
   }
 }
 
-std::string does_not_fit_hint(const JobSpec& job, bool fit_at_any_timing) {
+std::string does_not_fit_hint(const JobSpec& job, bool fit_at_any_timing,
+                              const std::optional<ShardingGain>& sharding) {
   std::vector<std::string> changes;
   if (job.pp > 1) changes.push_back("more pipeline stages (--pp)");
-  if (job.gpus * 2 <= kMaxJobGpus) {
-    changes.push_back(fmt::format("shard over more GPUs (--gpus {})", job.gpus * 2));
+  std::int64_t gpus = job.gpus * 2;
+  if (sharding) {
+    // The sharded state at gpus GPUs is job.gpus / gpus of today's.
+    const auto peak_at = [&](std::int64_t at) {
+      const double kept = static_cast<double>(job.gpus) / static_cast<double>(at);
+      return static_cast<double>(sharding->peak_bytes) -
+             static_cast<double>(sharding->sharded_state_bytes) * (1 - kept);
+    };
+    while (gpus <= kMaxJobGpus && peak_at(gpus) > static_cast<double>(sharding->limit_bytes)) {
+      gpus *= 2;
+    }
+  }
+  if (gpus <= kMaxJobGpus) {
+    changes.push_back(fmt::format("shard over more GPUs (--gpus {})", gpus));
   }
   if (job.ac != ActivationCheckpointing::kFull)
     changes.push_back("checkpoint activations (--ac full)");
@@ -321,7 +334,10 @@ TunedSchedule schedule_of_tuning(const Workload& workload, const HardwareSpec& h
                     format_bytes(result.memory_limit_bytes),
                     format_bytes(result.smallest_peak_bytes), result.smallest_peak_plan,
                     format_bytes(result.smallest_peak_bytes - result.memory_limit_bytes)),
-        does_not_fit_hint(job));
+        does_not_fit_hint(
+            job, false,
+            ShardingGain{result.smallest_peak_bytes, workload.persistent_state_bytes(),
+                         result.memory_limit_bytes}));
   }
   ScheduleFile& schedule = tuned.schedule;
   schedule = schedule_of_tuned_plan(workload, hardware, result, costs);

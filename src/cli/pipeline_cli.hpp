@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,7 +45,18 @@ struct TunedSchedule {
 // stages under PP, more GPUs up to kMaxJobGpus, full AC unless it has it, a smaller batch
 // or sequence).
 // With `fit_at_any_timing` (--fit any-timing) also judging fit as predicted.
-std::string does_not_fit_hint(const JobSpec& job, bool fit_at_any_timing = false);
+// With `sharding` (a single Program's smallest peak, its sharded state and the limit), more
+// GPUs are offered only where they could fit it: the fewest (doubling) whose sharded state,
+// shrunk in proportion, brings the peak under the limit; none where the peak less the whole
+// sharded state is over it (QA, 2026-12-05: 70B at 64 GPUs was told to double the GPUs at
+// every size, activations alone over the limit).
+struct ShardingGain {
+  std::int64_t peak_bytes = 0;
+  std::int64_t sharded_state_bytes = 0;
+  std::int64_t limit_bytes = 0;
+};
+std::string does_not_fit_hint(const JobSpec& job, bool fit_at_any_timing = false,
+                              const std::optional<ShardingGain>& sharding = std::nullopt);
 
 // --require-fit of a pipelined step (`simulate --pp`, `pipeline`): Error(kDoesNotFit) on
 // --memory-limit naming the first stage whose reserved peak is over `limit_bytes`, with

@@ -455,7 +455,10 @@ void run_tune(const TuneOptions& options) {
                         ? " (at any timing where the predicted peak fits, else the "
                           "predicted peak, a lower bound of it)"
                         : ""),
-        does_not_fit_hint(job, tuner_options.fit_at_any_timing));
+        does_not_fit_hint(
+            job, tuner_options.fit_at_any_timing,
+            ShardingGain{result.smallest_peak_bytes, workload.persistent_state_bytes(),
+                         result.memory_limit_bytes}));
   }
 
   // The chosen plan, simulated once more with per-task timings and the memory timeline.
