@@ -206,8 +206,15 @@ Comparison compare(const ScheduleFile& schedule, const MeasuredResult& measured,
       whole != measured.environment.end()) {
     comparison.overlaps_not_replayed = whole->second;
   }
+  // Absent: a replay from before the key (2026-12-05), which ran them serially (QA: such a
+  // file was compared as overlapped).
   const auto replay = measured.environment.find("compute_collectives");
-  if (replay != measured.environment.end() && replay->second == "serial") {
+  if (replay != measured.environment.end() && replay->second != "serial" &&
+      replay->second != "overlapped") {
+    throw_bad_input(measured_source + ": environment.compute_collectives",
+                    fmt::format("is '{}', expected overlapped or serial", replay->second));
+  }
+  if (replay == measured.environment.end() || replay->second == "serial") {
     const bool async_tp = job.tp > 1 && job.async_tp;
     comparison.serial_collectives =
         job.cp > 1 ? (async_tp ? "CP and async TP" : "CP") : (async_tp ? "async TP" : "");

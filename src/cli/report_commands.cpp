@@ -80,6 +80,12 @@ void attach_measured(std::vector<ReportEntry>& entries, const std::vector<std::s
 }
 
 void run_report(const ReportCommandOptions& options) {
+  // Checked here, not by a CLI11 range, which ran before the empty-value check and said
+  // "Value  not in range" of an empty value (QA, 2026-12-05).
+  if (options.top_errors < 0 || options.top_errors > 1000000) {
+    throw_bad_input("--top-errors",
+                    fmt::format("must be 0 to 1000000, got {}", options.top_errors));
+  }
   NamedFiles inputs;
   for (const std::string& path : options.schedules) inputs.emplace_back("a schedule", path);
   for (const std::string& path : options.measured) inputs.emplace_back("--measured", path);
@@ -136,8 +142,8 @@ void register_report_commands(CLI::App& app) {
   report->add_option("--md", options->markdown_path, "Write the Markdown report here");
   report->add_flag("--json", options->json, "Print the JSON summary instead of the table");
   report
-      ->add_option("--top-errors", options->top_errors, "Rows of the largest per-task errors table")
-      ->check(CLI::Range(0, 1000000))
+      ->add_option("--top-errors", options->top_errors,
+                   "Rows of the largest per-task errors table (0 to 1000000)")
       ->capture_default_str();
   report->callback([options] { run_report(*options); });
 }

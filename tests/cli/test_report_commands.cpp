@@ -202,6 +202,16 @@ TEST_CASE("report --html draws a pipelined schedule's actions, a row per stage",
   REQUIRE(tuned.exit_code == 0);
   const auto first = run_fsdptune("report " + schedule + " --html " + dir + "/a.html");
   REQUIRE(first.exit_code == 0);
+  // Today's schedule: its stored stage peaks are within the bound of today's composition.
+  CHECK_THAT(first.out, !Catch::Contains("stores a peak"));
+  // An older fsdptune's version 2 schedule stores its own composition's figures, above the
+  // bound (QA, 2026-12-05: 57.5 MiB stored beside a 47.5 MiB bound, not said).
+  const auto stale = run_fsdptune("report " + std::string(FSDPTUNE_TEST_DATA) +
+                                  "/schedules/tiny-interleaved-v2-even-split.json");
+  REQUIRE(stale.exit_code == 0);
+  CHECK_THAT(stale.out, Catch::Contains("stage 0 stores a peak of 57.5 MiB allocated, above "
+                                        "that bound: the schedule's figures are an older "
+                                        "fsdptune's composition"));
   const std::string html = read_text_file(dir + "/a.html");
   XmlElement root;
   REQUIRE_NOTHROW(root = XmlParser(html).parse());
@@ -377,6 +387,12 @@ TEST_CASE("report names the file at fault", "[cli][report]") {
   SECTION("a negative --top-errors") {
     const auto result = run_fsdptune("report " + tiny_schedule() + " --top-errors -1");
     CHECK(result.exit_code == 2);
-    CHECK(result.err.find("--top-errors") != std::string::npos);
+    CHECK_THAT(result.err, Catch::Contains("--top-errors: must be 0 to 1000000, got -1"));
+  }
+  SECTION("an empty --top-errors") {
+    // QA, 2026-12-05: the range check ran first, "Value  not in range 0 to 1000000".
+    const auto result = run_fsdptune("report " + tiny_schedule() + " --top-errors ''");
+    CHECK(result.exit_code == 2);
+    CHECK_THAT(result.err, Catch::Contains("--top-errors: is empty: give a value"));
   }
 }
