@@ -577,6 +577,21 @@ TEST_CASE("validate replays async TP's chunks and the CP gather beside the compu
     } else {
       CHECK_THAT(text.out, !Catch::Contains("--serial-collectives"));
       CHECK_FALSE(comparison.contains("serial_collectives"));
+      // Without the key, a replay from before it, which ran them serially (QA, 2026-12-05:
+      // read as overlapped); another value is refused naming the key.
+      nlohmann::json edited = read_json_file(measured_path);
+      edited["environment"].erase("compute_collectives");
+      std::ofstream(dir + "/old.json") << dump_json(edited);
+      const auto old = run_fsdptune("compare " + async_tp + " " + dir + "/old.json --json");
+      REQUIRE(old.exit_code == 0);
+      CHECK(parse_json_text(old.out, "compare --json").at("serial_collectives") ==
+            "CP and async TP");
+      edited["environment"]["compute_collectives"] = "sideways";
+      std::ofstream(dir + "/bogus.json") << dump_json(edited);
+      const auto bogus = run_fsdptune("compare " + async_tp + " " + dir + "/bogus.json");
+      CHECK(bogus.exit_code == 2);
+      CHECK_THAT(bogus.err, Catch::Contains("bogus.json: environment.compute_collectives: is "
+                                            "'sideways', expected overlapped or serial"));
     }
     CHECK_FALSE(comparison.contains("overlaps_not_replayed"));
   }
