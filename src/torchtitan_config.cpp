@@ -480,7 +480,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& read_keys()
        {"local_batch_size", "batch_size", "global_batch_size", "seq_len", "mixed_precision_param",
         "mixed_precision_reduce", "compile", "enable_cpu_offload", "data_parallel_replicate_degree",
         "data_parallel_shard_degree", "data_parallel_degree", "tensor_parallel_degree"}},
-      {"compile", {"enable", "components"}},
+      {"compile", {"enable", "components", "backend"}},
       {"parallelism",
        {"data_parallel_replicate_degree", "data_parallel_shard_degree", "tensor_parallel_degree",
         "enable_async_tensor_parallel", "pipeline_parallel_degree", "pipeline_parallel_schedule",
@@ -488,15 +488,18 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& read_keys()
         "pipeline_parallel_layers_per_stage", "pipeline_parallel_first_stage_less_layers",
         "pipeline_parallel_last_stage_less_layers", "module_fqns_per_model_part",
         "pipeline_parallel_split_points", "context_parallel_degree",
-        "context_parallel_rotate_method", "expert_parallel_degree", "fsdp_reshard_after_forward"}},
+        "context_parallel_rotate_method", "expert_parallel_degree", "fsdp_reshard_after_forward",
+        "pipeline_parallel_schedule_csv"}},
       {"experimental",
        {"pipeline_parallel_degree", "pipeline_parallel_schedule", "pipeline_parallel_microbatches",
         "pipeline_parallel_split_points", "context_parallel_degree",
         "context_parallel_rotate_method", "enable_async_tensor_parallel"}},
       {"activation_checkpoint", {"mode", "selective_ac_option"}},
       {"float8",
-       {"enable_fsdp_float8_all_gather", "recipe_name", "filter_fqns", "enable_float8_linear"}},
-      {"quantize.linear.float8", {"enable_fsdp_float8_all_gather", "recipe_name", "filter_fqns"}}};
+       {"enable_fsdp_float8_all_gather", "recipe_name", "filter_fqns", "enable_float8_linear",
+        "emulate"}},
+      {"quantize.linear.float8",
+       {"enable_fsdp_float8_all_gather", "recipe_name", "filter_fqns", "emulate"}}};
   return kKeys;
 }
 
@@ -605,8 +608,8 @@ void read_config_keys(const toml::value& root, const std::string& source, Torcht
            c.mixed_precision_param_where);
   r.string({{"training", "mixed_precision_reduce"}}, c.mixed_precision_reduce,
            c.mixed_precision_reduce_where);
-  std::string compile_where;
-  r.boolean({{"training", "compile"}, {"compile", "enable"}}, c.compile, compile_where);
+  r.boolean({{"training", "compile"}, {"compile", "enable"}}, c.compile, c.compile_where);
+  r.string({{"compile", "backend"}}, c.compile_backend, c.compile_backend_where);
   // Newer torchtitan compiles the [compile] components: async TP needs the model's.
   std::string components_where;
   if (const toml::value* components = r.lookup({{"compile", "components"}}, components_where)) {
@@ -636,6 +639,8 @@ void read_config_keys(const toml::value& root, const std::string& source, Torcht
   r.string({{"parallelism", "pipeline_parallel_schedule"},
             {"experimental", "pipeline_parallel_schedule"}},
            c.pp_schedule, c.pp_schedule_where);
+  r.string({{"parallelism", "pipeline_parallel_schedule_csv"}}, c.pp_schedule_csv,
+           c.pp_schedule_csv_where);
   r.integer({{"parallelism", "pipeline_parallel_microbatch_size"}}, c.pp_microbatch_size,
             c.pp_microbatch_size_where, 1);
   // Older torchtitan counted the microbatches instead (its build_pipeline_schedule split the
@@ -735,6 +740,8 @@ void read_config_keys(const toml::value& root, const std::string& source, Torcht
   r.boolean({{"float8", "enable_fsdp_float8_all_gather"},
              {"quantize.linear.float8", "enable_fsdp_float8_all_gather"}},
             c.float8_all_gather, c.float8_all_gather_where);
+  r.boolean({{"float8", "emulate"}, {"quantize.linear.float8", "emulate"}}, c.float8_emulate,
+            c.float8_emulate_where);
   if (const toml::value* recipe =
           r.lookup({{"float8", "recipe_name"}, {"quantize.linear.float8", "recipe_name"}},
                    c.float8_recipe_where)) {
@@ -940,6 +947,13 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
   if (c.cpu_offload) {
     not_modelled(c.cpu_offload_where, "FSDP CPU offload", "set enable_cpu_offload = false");
   }
+  // Read and refused rather than ignored (QA, 2026-12-05: each ran as if absent).
+  // torchtitan runs a schedule from the CSV whenever it is given (_PipelineScheduleRuntime).
+  if (!c.pp_schedule_csv.empty() && o.pp.value_or(c.pp) > 1) {
+    not_modelled(c.pp_schedule_csv_where, "a pipeline schedule read from a CSV file",
+                 "leave it empty and set pipeline_parallel_schedule (1F1B, Interleaved1F1B, "
+                 "GPipe)");
+  }
 
   // Overrides that split the local batch are checked before they divide it.
   for (const auto& [flag, value] :
@@ -1037,14 +1051,20 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
       }
       const double steps = static_cast<double>(job.pipeline_steps);
       if (global != step * steps) {
+        // A flag fixing the count asks for that global batch exactly (QA, 2026-12-05: "a
+        // multiple of that" of 128 refused 256).
+        const char* flag = o.microbatches     ? "--microbatches"
+                           : o.pipeline_steps ? "--pipeline-steps"
+                                              : nullptr;
         throw_bad_input(c.global_batch_size_where,
                         fmt::format("a global batch of {} sequences where the local batch over "
                                     "the data-parallel ranks runs {:.0f} per step{}",
                                     c.global_batch_size, step * steps,
-                                    o.microbatches     ? " (--microbatches)"
-                                    : o.pipeline_steps ? " (--pipeline-steps)"
-                                                       : ""),
-                        "set global_batch_size = -1, or a multiple of that");
+                                    flag != nullptr ? fmt::format(" ({})", flag) : ""),
+                        flag != nullptr ? fmt::format("set global_batch_size = -1 or {:.0f}, or "
+                                                      "leave out {}",
+                                                      step * steps, flag)
+                                        : "set global_batch_size = -1, or a multiple of that");
       }
     }
   }
@@ -1057,8 +1077,22 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
                          ? *o.reduce_dtype
                          : dtype_of(c.mixed_precision_reduce, c.mixed_precision_reduce_where);
   job.float8 = o.float8 ? *o.float8 : float8_of(c, model.n_layers);
+  if (job.float8 && c.float8_emulate) {
+    not_modelled(c.float8_emulate_where,
+                 "emulated float8 matmuls (torchtitan's test mode; --float8 is the hardware's)",
+                 "set emulate = false");
+  }
   if (o.async_tp) {
     job.async_tp = *o.async_tp;
+    // --async-tp over a config that runs eager: the config's compile setting is at fault,
+    // not an --execution that was not given (QA, 2026-12-05).
+    if (job.async_tp && job.tp > 1 && !o.execution && !c.compile) {
+      const std::string& where =
+          c.compile_without_model_where.empty() ? c.compile_where : c.compile_without_model_where;
+      throw_bad_input(where, "async TP (--async-tp) runs only compiled, and this config runs eager",
+                      "set [compile] enable = true (or [training] compile = true in older "
+                      "torchtitan), give --execution compiled, or drop --async-tp");
+    }
   } else {
     job.async_tp = c.async_tp && job.tp > 1;
     if (job.async_tp && !c.compile) {
@@ -1071,7 +1105,7 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
                                         c.compile_without_model_where));
     }
   }
-  job.execution = o.execution.value_or(torchtitan_execution(c));
+  job.execution = o.execution ? *o.execution : torchtitan_execution(c);
   job.pp_first_stage_less_layers =
       o.pp_first_stage_less_layers.value_or(c.pp_first_stage_less_layers);
   job.pp_last_stage_less_layers = o.pp_last_stage_less_layers.value_or(c.pp_last_stage_less_layers);
@@ -1178,6 +1212,13 @@ std::int64_t torchtitan_global_batch(const TorchtitanConfig& c, std::int64_t gpu
 }
 
 Execution torchtitan_execution(const TorchtitanConfig& config) {
+  // Read and refused rather than ignored (QA, 2026-12-05: aot_eager ran as inductor).
+  if (config.compile && config.compile_backend != "inductor") {
+    not_modelled(config.compile_backend_where,
+                 fmt::format("the compile backend '{}' (compiled is inductor's fused kernels)",
+                             config.compile_backend),
+                 "set backend = \"inductor\", or give --execution eager (no fusion) or compiled");
+  }
   return config.compile ? Execution::kCompiled : Execution::kEager;
 }
 

@@ -49,6 +49,9 @@ struct TorchtitanConfig {
   std::string mixed_precision_reduce = "float32";
   std::string mixed_precision_reduce_where;
   bool compile = false;  // [training] compile or [compile] enable
+  std::string compile_where;
+  std::string compile_backend = "inductor";  // [compile] backend
+  std::string compile_backend_where;
   // [compile] components when compile is enabled but "model" is not among them (compile
   // is then off for the blocks); empty otherwise.
   std::string compile_without_model_where;
@@ -68,6 +71,8 @@ struct TorchtitanConfig {
   std::string pp_where;
   std::string pp_schedule = "1F1B";
   std::string pp_schedule_where;
+  std::string pp_schedule_csv;  // pipeline_parallel_schedule_csv: a schedule from a file
+  std::string pp_schedule_csv_where;
   std::int64_t pp_microbatch_size = 1;
   std::string pp_microbatch_size_where;
   // Older torchtitan's pipeline_parallel_microbatches (a count; 0 when not given): read as
@@ -105,6 +110,8 @@ struct TorchtitanConfig {
   // [float8] (or [quantize.linear.float8])
   bool float8_all_gather = false;  // enable_fsdp_float8_all_gather
   std::string float8_all_gather_where;
+  bool float8_emulate = false;  // emulate: float8 matmuls emulated (torchtitan's test mode)
+  std::string float8_emulate_where;
   // recipe_name ("rowwise", "rowwise_with_gw_hp", ...; absent: tensorwise scaling, what
   // --float8 models).
   std::optional<std::string> float8_recipe;
@@ -179,7 +186,9 @@ std::int64_t torchtitan_global_batch(const TorchtitanConfig& config, std::int64_
 std::vector<std::string> torchtitan_notes(const TorchtitanConfig& config);
 
 // How the config runs the blocks: compiled when it compiles the model, else eager as PyTorch
-// runs it today (RMSNorm fused; docs/workload.md "Eager").
+// runs it today (RMSNorm fused; docs/workload.md "Eager and compiled execution"). A compile
+// backend other than inductor is refused (Error naming [compile] backend): ask only where
+// no --execution replaces it.
 Execution torchtitan_execution(const TorchtitanConfig& config);
 
 // The other way: `job` of `model` (named `model_name`: --model's argument) as a torchtitan

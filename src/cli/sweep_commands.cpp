@@ -189,7 +189,12 @@ void run_sweep(const SweepCliOptions& o) {
   if (!o.job_toml.empty()) {
     const TorchtitanConfig config = read_flag_file(
         "--job-toml", o.job_toml, [&] { return read_torchtitan_config(o.job_toml); });
-    execution = torchtitan_execution(config);
+    // As the other commands say them (QA, 2026-12-05: a misspelt degree changed the global
+    // batch without a word).
+    for (const std::string& note : torchtitan_notes(config)) {
+      fmt::print(stderr, "note: {}\n", note);
+    }
+    if (o.execution.empty()) execution = torchtitan_execution(config);
     if (!o.cp_given && config.cp > 1) cp = fmt::format("1,{}", config.cp);
     first_less = config.pp_first_stage_less_layers;
     last_less = config.pp_last_stage_less_layers;

@@ -279,3 +279,66 @@ TEST_CASE("job-toml: errors name the file and field and exit 2", "[cli][torchtit
   rejected("workload --gpus 8", {"--model", "--job-toml"});
   CHECK_FALSE(std::ifstream(dir + "/never.json").good());
 }
+
+// Found by QA, 2026-12-05: each of these ran silently as something else.
+TEST_CASE("job-toml: settings that change a step and are not modelled are refused",
+          "[cli][torchtitan]") {
+  const std::string dir = make_temp_dir("fsdptune-torchtitan-refused");
+  const std::string llama = "[model]\nname = 'llama3'\nflavor = '8B'\n";
+  const std::string no_ac = "[activation_checkpoint]\nmode = 'none'\n";
+  const auto refused = [](const std::string& arguments, const std::vector<std::string>& names) {
+    const CommandResult result = run_fsdptune(arguments);
+    INFO(arguments << "\nstderr: " << result.err);
+    CHECK(result.exit_code == 2);
+    for (const std::string& name : names) CHECK_THAT(result.err, Catch::Contains(name));
+  };
+  // Emulated float8 matmuls (a test mode), with float8 on.
+  const std::string emulate =
+      write_config(dir, "emulate.toml",
+                   "[model]\nname = 'llama3'\nflavor = '8B'\nconverters = ['float8']\n" + no_ac +
+                       "[float8]\nenable_fsdp_float8_all_gather = true\nemulate = true\n");
+  refused("workload --job-toml " + emulate, {"emulate.toml: [float8] emulate", "not modelled"});
+  CHECK(output_of("workload --job-toml " + emulate + " --float8=false").find("llama3-8b") !=
+        std::string::npos);
+  // A schedule from a CSV file, which torchtitan runs whenever it is given.
+  const std::string csv = write_config(
+      dir, "csv.toml",
+      llama + no_ac +
+          "[parallelism]\npipeline_parallel_degree = 2\npipeline_parallel_schedule_csv = "
+          "'s.csv'\n");
+  refused("pipeline --job-toml " + csv + " --gpus 8",
+          {"csv.toml: [parallelism] pipeline_parallel_schedule_csv", "not modelled"});
+  // Another compile backend than inductor, unless --execution says how to run it (sweep too).
+  const std::string backend = write_config(
+      dir, "backend.toml", llama + no_ac + "[compile]\nenable = true\nbackend = 'aot_eager'\n");
+  refused("simulate --job-toml " + backend + " --gpus 8 --hardware h100-sxm",
+          {"backend.toml: [compile] backend", "'aot_eager'", "--execution eager"});
+  refused("sweep --job-toml " + backend + " --gpus 8 --tune-top 0",
+          {"backend.toml: [compile] backend"});
+  CHECK(output_of("simulate --job-toml " + backend +
+                  " --gpus 8 --hardware h100-sxm --execution "
+                  "eager")
+            .find("eager") != std::string::npos);
+  // --async-tp over a config that runs eager: its compile setting is at fault, not an
+  // --execution that was not given.
+  refused("workload --job-toml " + kData + "llama3_8b.toml --tp 2 --async-tp",
+          {"llama3_8b.toml: [training] compile: async TP (--async-tp) runs only compiled"});
+  // A global batch that --microbatches fixes: that exact value is asked for (the hint said
+  // "a multiple of" 128 while refusing 256).
+  const std::string global =
+      write_config(dir, "global.toml",
+                   llama + no_ac + "[training]\nlocal_batch_size = 2\nglobal_batch_size = 256\n");
+  refused("pipeline --job-toml " + global + " --gpus 16 --microbatches 4",
+          {"global.toml: [training] global_batch_size", "runs 128 per step (--microbatches)",
+           "set global_batch_size = -1 or 128, or leave out --microbatches"});
+  // sweep says a misspelt key as the other commands do (it changed the global batch without
+  // a word).
+  const std::string typo = write_config(
+      dir, "typo.toml",
+      llama + no_ac +
+          "[training]\nlocal_batch_size = 2\n[parallelism]\ntensor_paralel_degree = 2\n");
+  const CommandResult sweep = run_fsdptune("sweep --job-toml " + typo + " --gpus 16 --tune-top 0");
+  CHECK(sweep.exit_code == 0);
+  CHECK_THAT(sweep.err, Catch::Contains("typo.toml: [parallelism] tensor_paralel_degree is not "
+                                        "read there (did you mean tensor_parallel_degree?"));
+}
