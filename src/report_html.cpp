@@ -1217,11 +1217,14 @@ std::string schedule_section(const Report& report, std::size_t index, const Repo
   std::string out = fmt::format("<section class=\"schedule\" id=\"schedule-{}\">\n", index + 1);
   out += fmt::format("<h2>[{}] {}: {} on {} x {}</h2>\n", index + 1, escape_xml(schedule.source),
                      escape_xml(schedule.model), schedule.gpus, escape_xml(schedule.hardware));
+  // A pipeline has a Program per chunk (QA, 2026-12-05: "in the program" of 4 chunks').
+  const std::string programs =
+      file.pipeline ? fmt::format("its {} chunks' programs", file.pipeline->chunks.size())
+                    : std::string("the program");
   out += fmt::format(
-      "<p class=\"meta\">{}, memory limit {}, {} tasks in "
-      "the program; tool {}, costs from {}</p>\n",
+      "<p class=\"meta\">{}, memory limit {}, {} tasks in {}; tool {}, costs from {}</p>\n",
       escape_xml(report_detail::job_text(schedule)),
-      escape_xml(format_bytes(schedule.memory_limit_bytes)), schedule.task_count,
+      escape_xml(format_bytes(schedule.memory_limit_bytes)), schedule.task_count, programs,
       escape_xml(file.provenance.tool), escape_xml(file.provenance.cost_source));
   out += "<div class=\"figures\">\n";
   out += key_figure(tuned_base + "step_time_s", json_number_text(tuned.step_time_s),

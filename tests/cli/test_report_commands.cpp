@@ -213,6 +213,8 @@ TEST_CASE("report --html draws a pipelined schedule's actions, a row per stage",
                                         "that bound: the schedule's figures are an older "
                                         "fsdptune's composition"));
   const std::string html = read_text_file(dir + "/a.html");
+  // A Program per chunk (QA, 2026-12-05: "tasks in the program").
+  CHECK_THAT(html, Catch::Contains(" tasks in its 2 chunks' programs;"));
   XmlElement root;
   REQUIRE_NOTHROW(root = XmlParser(html).parse());
   const XmlElement* chart = fsdptune::report_test::chart_with_id(root, "pipeline-1");
