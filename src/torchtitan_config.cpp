@@ -326,6 +326,11 @@ std::int64_t fixed_world_size(const TorchtitanConfig& c, std::int64_t dp_replica
 ActivationCheckpointing ac_of(const TorchtitanConfig& c) {
   if (c.ac_mode == "none") return ActivationCheckpointing::kNone;
   if (c.ac_mode == "full") return ActivationCheckpointing::kFull;
+  // Newer torchtitan's mode (QA, 2026-12-05: called unknown).
+  if (c.ac_mode == "memory_budget") {
+    not_modelled(c.ac_mode_where, "activation checkpointing by a memory budget (memory_budget)",
+                 "set mode = \"none\", \"selective\" or \"full\"");
+  }
   if (c.ac_mode != "selective") {
     throw_bad_input(c.ac_mode_where,
                     fmt::format("unknown mode '{}' (expected none, selective or full)", c.ac_mode));
@@ -613,6 +618,10 @@ void read_config_keys(const toml::value& root, const std::string& source, Torcht
   // Newer torchtitan compiles the [compile] components: async TP needs the model's.
   std::string components_where;
   if (const toml::value* components = r.lookup({{"compile", "components"}}, components_where)) {
+    // A list in torchtitan (QA, 2026-12-05: a plain string was taken).
+    if (!components->is_array()) {
+      throw_bad_input(components_where, "expected a list of strings, e.g. [\"model\", \"loss\"]");
+    }
     const std::vector<std::string> names = name_list(*components, components_where);
     if (std::find(names.begin(), names.end(), "model") == names.end() && c.compile) {
       c.compile = false;

@@ -319,6 +319,15 @@ TEST_CASE("job-toml: settings that change a step and are not modelled are refuse
                   " --gpus 8 --hardware h100-sxm --execution "
                   "eager")
             .find("eager") != std::string::npos);
+  // A newer AC mode, and components as a plain string (torchtitan's is a list).
+  const std::string budget =
+      write_config(dir, "budget.toml", llama + "[activation_checkpoint]\nmode = 'memory_budget'\n");
+  refused("workload --job-toml " + budget,
+          {"budget.toml: [activation_checkpoint] mode", "memory budget", "not modelled"});
+  const std::string components = write_config(
+      dir, "components.toml", llama + no_ac + "[compile]\nenable = true\ncomponents = 'model'\n");
+  refused("workload --job-toml " + components,
+          {"components.toml: [compile] components: expected a list of strings"});
   // --async-tp over a config that runs eager: its compile setting is at fault, not an
   // --execution that was not given.
   refused("workload --job-toml " + kData + "llama3_8b.toml --tp 2 --async-tp",
