@@ -382,8 +382,8 @@ TEST_CASE("tune exits 3 when nothing fits, naming the smallest peak and what to 
                              "(now 8192)"));
   // With full AC it is the sharded state: the fewest GPUs (doubling) whose share brings
   // the smallest peak under the limit, 160 GiB - 131 GiB * 3/4 at 32 (16 leave 94.6 GiB).
-  const CommandResult sharded = run_fsdptune(
-      "tune --model llama3-70b --gpus 8 --ac full --max-evaluations 50 --out " + out);
+  const CommandResult sharded =
+      run_fsdptune("tune --model llama3-70b --gpus 8 --ac full --max-evaluations 50 --out " + out);
   CHECK(sharded.exit_code == 3);
   CHECK_THAT(sharded.err, Catch::Contains("hint: shard over more GPUs (--gpus 32), or use a "
                                           "shorter --seq (now 8192)"));
