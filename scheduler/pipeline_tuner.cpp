@@ -365,7 +365,7 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
   //    their fastest that fits is strictly shorter (never slower than without this step).
   //    At most kHeadroomRounds rounds. (With V = 1 a chunk's budget is its rank's: on the
   //    README's 405B sweep the searches again made 33 of 273 such jobs shorter, by 0.27% at
-  //    most, for a fifth more CPU; not done.)
+  //    most, for about a third more CPU; not done.)
   constexpr int kHeadroomRounds = 2;
   constexpr std::int64_t kHeadroomShare = 32;
   std::vector<std::int64_t> budgets = tuning.chunk_memory_limit_bytes;
