@@ -427,13 +427,15 @@ std::vector<std::string> any_timing_lines(const ScheduleReport& schedule) {
     // The bound walks today's composition of the stored Programs; a version 2 schedule of
     // an older fsdptune stores figures of its own composition, which can lie above it (QA,
     // 2026-12-05: 57.5 MiB stored, 47.5 MiB bound, not said).
-    for (const ReportStage& stage : schedule.stages) {
-      if (stage.peak_allocated_bytes <= stage.any_timing->peak_allocated_bytes) continue;
+    const auto above =
+        std::find_if(schedule.stages.begin(), schedule.stages.end(), [](const ReportStage& stage) {
+          return stage.peak_allocated_bytes > stage.any_timing->peak_allocated_bytes;
+        });
+    if (above != schedule.stages.end()) {
       lines.push_back(fmt::format(
           "stage {} stores a peak of {} allocated, above that bound: the schedule's figures "
           "are an older fsdptune's composition; `fsdptune simulate --plan` gives today's",
-          stage.rank, format_bytes(stage.peak_allocated_bytes)));
-      break;
+          above->rank, format_bytes(above->peak_allocated_bytes)));
     }
     return lines;
   }
