@@ -428,7 +428,13 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& sourc
 }
 
 nlohmann::json read_json_file(const std::string& path, std::int64_t max_bytes) {
-  return parse_json_text(read_text_file(path, max_bytes), path);
+  const std::string text = read_text_file(path, max_bytes);
+  // PyTorch's trace handler writes `.json.gz` (found by QA: "1:4: a NUL byte").
+  if (text.starts_with("\x1f\x8b")) {
+    throw_bad_input(path, "gzip-compressed: not JSON text",
+                    "decompress it first (gunzip -k " + shell_word(path) + ")");
+  }
+  return parse_json_text(text, path);
 }
 
 // Strings that are not UTF-8 (a file name from argv in another encoding) are written with

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "fsdptune/error.hpp"
+#include "fsdptune/units.hpp"
 
 namespace fsdptune {
 namespace {
@@ -491,7 +492,7 @@ std::string microbatches_text(const JobSpec& job) {
 }
 
 std::string microbatches_text(std::int64_t microbatches, std::int64_t pipeline_steps) {
-  std::string text = fmt::format("{} microbatch{}", microbatches, microbatches == 1 ? "" : "es");
+  std::string text = counted(microbatches, "microbatch", "microbatches");
   if (pipeline_steps > 1) text += fmt::format(" x {} pipeline steps", pipeline_steps);
   return text;
 }

@@ -379,10 +379,9 @@ std::vector<std::vector<std::string>> plan_table_rows(const ScheduleReport& sche
 }
 
 std::string measured_heading(const MeasuredComparison& measured) {
-  std::string heading = fmt::format("{} backend, {} rank{}, {} iteration{}{}", measured.backend,
-                                    measured.world_size, measured.world_size == 1 ? "" : "s",
-                                    measured.iterations, measured.iterations == 1 ? "" : "s",
-                                    measured.data_checked ? ", data checked" : "");
+  std::string heading = fmt::format(
+      "{} backend, {}, {}{}", measured.backend, counted(measured.world_size, "rank"),
+      counted(measured.iterations, "iteration"), measured.data_checked ? ", data checked" : "");
   if (!measured.communication_comparable()) {
     heading += fmt::format(
         "; scaled down, {} shards per rank: step time and communication are not the "

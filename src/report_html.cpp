@@ -1184,12 +1184,12 @@ std::string stages_table(const ScheduleFile& file, const ScheduleReport& report,
     std::string chunks;
     for (const ScheduleChunk& chunk : pipeline.chunks) {
       if (chunk.rank != stage.rank) continue;
-      chunks +=
-          fmt::format("{}{}: {} unit{} ({} / {} / {} buckets, {})", chunks.empty() ? "" : "; ",
-                      unit_range(workload, chunk.units), chunk.units.size(),
-                      chunk.units.size() == 1 ? "" : "s", chunk.plan.forward_buckets.size(),
-                      chunk.plan.backward_buckets.size(), chunk.plan.reduce_scatter_buckets.size(),
-                      chunk.keep_gathered ? "kept gathered" : "gathered per microbatch");
+      chunks += fmt::format("{}{}: {} ({} / {} / {} buckets, {})", chunks.empty() ? "" : "; ",
+                            unit_range(workload, chunk.units),
+                            counted(static_cast<std::int64_t>(chunk.units.size()), "unit"),
+                            chunk.plan.forward_buckets.size(), chunk.plan.backward_buckets.size(),
+                            chunk.plan.reduce_scatter_buckets.size(),
+                            chunk.keep_gathered ? "kept gathered" : "gathered per microbatch");
     }
     out += "<tr>" + text_cell(std::to_string(stage.rank)) + text_cell(chunks) +
            seconds_cell(base + "busy_s", stage.busy_s) + seconds_cell(base + "end_s", stage.end_s) +
@@ -1373,8 +1373,8 @@ std::string render_report_html(const std::vector<ReportEntry>& entries,
       "<meta charset=\"utf-8\"/>\n<title>fsdptune report</title>\n<style>";
   out += kStyle;
   out += "</style>\n</head>\n<body>\n<h1>fsdptune report</h1>\n";
-  out += fmt::format("<p class=\"meta\">{} schedule{}: ", report.schedules.size(),
-                     report.schedules.size() == 1 ? "" : "s");
+  out += fmt::format("<p class=\"meta\">{}: ",
+                     counted(static_cast<std::int64_t>(report.schedules.size()), "schedule"));
   for (std::size_t i = 0; i < report.schedules.size(); ++i) {
     if (i > 0) out += ", ";
     out += fmt::format("<a href=\"#schedule-{}\">[{}] {}</a>", i + 1, i + 1,

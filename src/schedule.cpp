@@ -17,6 +17,7 @@
 
 #include "fsdptune/error.hpp"
 #include "fsdptune/io.hpp"
+#include "fsdptune/units.hpp"
 
 namespace fsdptune {
 namespace {
@@ -1374,8 +1375,9 @@ void check_pipeline_figures(const SchedulePipeline& pipeline, const JobSpec& job
     const std::int64_t most = job.virtual_stages * job.microbatches;
     if (stage.max_in_flight > most) {
       throw_bad_input(where(path + ".max_in_flight"),
-                      fmt::format("is {}, more than its {} chunk(s) x {} microbatches",
-                                  stage.max_in_flight, job.virtual_stages, job.microbatches));
+                      fmt::format("is {}, more than its {} x {}", stage.max_in_flight,
+                                  counted(job.virtual_stages, "chunk"),
+                                  counted(job.microbatches, "microbatch", "microbatches")));
     }
   }
   for (std::size_t c = 0; c < pipeline.chunks.size(); ++c) {

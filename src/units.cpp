@@ -131,6 +131,12 @@ std::string format_bytes(std::int64_t bytes) {
   return fmt::format("{:.{}f} {}", value, decimals_of(value), units[unit]);
 }
 
+std::string counted(std::int64_t count, std::string_view noun, std::string_view plural) {
+  if (count == 1) return fmt::format("1 {}", noun);
+  if (plural.empty()) return fmt::format("{} {}s", count, noun);
+  return fmt::format("{} {}", count, plural);
+}
+
 std::string join_alternatives(const std::vector<std::string>& items, std::string_view last) {
   std::string text;
   for (std::size_t k = 0; k < items.size(); ++k) {

@@ -412,8 +412,8 @@ void print_comparison(std::ostream& out, const Comparison& c) {
   }
   if (!c.stages.empty()) {
     // One stage is gradient accumulation's (its microbatches without a pipeline).
-    fmt::print(out, "\npipeline: {} stage{}, {} microbatch{}{}\n", c.pp, c.pp == 1 ? "" : "s",
-               c.microbatches, c.microbatches == 1 ? "" : "es",
+    fmt::print(out, "\npipeline: {}, {}{}\n", counted(c.pp, "stage"),
+               counted(c.microbatches, "microbatch", "microbatches"),
                c.pipeline_steps > 1 ? fmt::format(" x {} pipeline steps", c.pipeline_steps) : "");
     fmt::print(out, "{:>5} {:>12} {:>12} {:>9} {:>12} {:>12} {:>9} {:>12} {:>12} {:>9}\n", "stage",
                "busy pred", "measured", "error", "end pred", "measured", "error", "peak pred",

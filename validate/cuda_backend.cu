@@ -26,6 +26,7 @@
 #include "fsdptune/data_check.hpp"
 #include "fsdptune/error.hpp"
 #include "fsdptune/kernels.hpp"
+#include "fsdptune/units.hpp"
 
 namespace fsdptune {
 namespace {
@@ -198,7 +199,7 @@ class CudaBackend final : public Backend {
     if (device >= count) {
       throw_runtime("--backend cuda",
                     "rank " + std::to_string(device) + " of its node needs its own GPU, but only " +
-                        std::to_string(count) + " CUDA device(s) visible",
+                        counted(count, "CUDA device") + " visible",
                     "start at most one rank per GPU (mpirun -np), or replay a scaled-down "
                     "schedule on fewer ranks (--scale-down)");
     }

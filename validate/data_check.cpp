@@ -9,6 +9,7 @@
 
 #include "fsdptune/data_pattern_formulas.hpp"
 #include "fsdptune/error.hpp"
+#include "fsdptune/units.hpp"
 
 namespace fsdptune {
 namespace data_pattern {
@@ -287,8 +288,9 @@ std::optional<std::string> check_gradient_shards(const ReplayBucket& bucket, int
         if (expected != actual) {
           return fmt::format(
               "{}: accumulated fp32 gradient shard of parameter {} element {} on rank {} (after "
-              "{} copy-out(s) of {} {} shard): expected {}, got {}",
-              describe(bucket, bucket_index), replay.slot.param, element, rank, accumulations,
+              "{} of {} {} shard): expected {}, got {}",
+              describe(bucket, bucket_index), replay.slot.param, element, rank,
+              counted(accumulations, "copy-out"),
               bucket.all_reduced ? "the all-reduced" : "the reduced", to_string(bucket.dtype),
               expected, actual);
         }

@@ -34,6 +34,10 @@ std::string format_seconds(double seconds);
 // A rate with the largest decimal prefix that keeps it at least 1 (kilo at the least):
 // "989.4 TFLOP/s", "2.1 GFLOP/s", "450.0 GB/s", "3.2 kB/s".
 std::string format_flops_per_s(double flops_per_s);
+// `count` with its noun: "1 rank", "3 ranks", and `plural` for a noun that takes more
+// than an s ("2 microbatches"). Every count fsdptune prints goes through it, so none reads
+// "1 ranks" or "rank(s)".
+std::string counted(std::int64_t count, std::string_view noun, std::string_view plural = {});
 // `items` as a list of alternatives: "a, b or c" with `last` " or ", "a, b, or c" with
 // ", or" (hints' ways out). Empty for none.
 std::string join_alternatives(const std::vector<std::string>& items, std::string_view last);

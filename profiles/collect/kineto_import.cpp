@@ -1,8 +1,10 @@
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <map>
 #include <optional>
 #include <string_view>
+#include <system_error>
 #include <tuple>
 #include <unordered_map>
 
@@ -11,6 +13,7 @@
 #include "activity.hpp"
 #include "fsdptune/error.hpp"
 #include "fsdptune/importers.hpp"
+#include "fsdptune/units.hpp"
 
 namespace fsdptune {
 
@@ -77,17 +80,19 @@ std::optional<std::int64_t> int_arg(const json& args, const char* key) {
   if (found == args.end()) return std::nullopt;
   if (found->is_number_integer()) return found->get<std::int64_t>();
   if (found->is_number()) {
-    // Beyond 2^63 (or not finite) a double has no int64 value.
+    // Beyond 2^63 (or not finite) a double has no int64 value, and a fraction none at all
+    // (found by QA: nelems 1.5 was imported as 1).
     const double value = found->get<double>();
-    if (!(std::fabs(value) < 0x1p63)) return std::nullopt;
+    if (!(std::fabs(value) < 0x1p63) || value != std::trunc(value)) return std::nullopt;
     return static_cast<std::int64_t>(value);
   }
   if (found->is_string()) {
-    try {
-      return std::stoll(found->get<std::string>());
-    } catch (const std::exception&) {
-      return std::nullopt;
-    }
+    // The whole string, as a whole number ("1.5" was read as 1).
+    const std::string text = found->get<std::string>();
+    std::int64_t value = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
+    return value;
   }
   return std::nullopt;
 }
@@ -589,6 +594,10 @@ std::string hardware_id_from_device_name(const std::string& device_name) {
   // The built-in H100 and H200 specs are the SXM parts: the PCIe and NVL cards run at
   // other clocks, power and links (an "H100 PCIe" was read as h100-sxm).
   if (name.find("pcie") != std::string::npos || name.find("nvl") != std::string::npos) return "";
+  // A Grace Hopper superchip ("NVIDIA GH200 480GB") is neither: other memory and links.
+  if (name.find("gh100") != std::string::npos || name.find("gh200") != std::string::npos) {
+    return "";
+  }
   if (name.find("h200") != std::string::npos) return "h200";
   if (name.find("h100") != std::string::npos) return "h100-sxm";
   // Only the 80 GB A100 has a built-in spec.
@@ -630,6 +639,13 @@ KinetoImportResult import_kineto_trace(const json& trace, const KinetoImportOpti
           HostEvent{i, intervals[i], event_class == EventClass::kCpuOp, {}, {}});
     }
   }
+  // Kernels in time order, so a collective's samples are too, however the file orders its
+  // events (found by QA: a reversed trace gave its samples reversed). Kernels of one start
+  // and end give the same sample in either order.
+  std::sort(kernel_events.begin(), kernel_events.end(), [&](std::size_t a, std::size_t b) {
+    return std::tie(intervals[a].begin_us, intervals[a].end_us, a) <
+           std::tie(intervals[b].begin_us, intervals[b].end_us, b);
+  });
 
   // Sweep each thread in time order with a stack of open ops (complete events nest on a
   // thread): every host event learns its innermost enclosing GEMM op and comms op.
@@ -766,7 +782,7 @@ KinetoImportResult import_kineto_trace(const json& trace, const KinetoImportOpti
       const std::optional<std::int64_t> elements =
           *kind == CollectiveKind::kAllGather ? out_elements : in_elements;
       if (!elements || !group_size || !dtype_bytes || *elements <= 0 || *group_size < 1) {
-        skip("NCCL kernel whose metadata lacks nelems, dtype or Group size");
+        skip("NCCL kernel whose metadata lacks a positive whole nelems, a dtype or a Group size");
         continue;
       }
       // A profile's sweeps are of at most as many ranks as a job has GPUs (profile_from_json).
@@ -904,7 +920,7 @@ KinetoImportResult import_kineto_trace(const json& trace, const KinetoImportOpti
   }
   environment["contention"] = "defaults (a trace does not measure overlap)";
   for (const auto& [why, count] : skip_reasons) {
-    result.notes.push_back(fmt::format("skipped {} kernel(s): {}", count, why));
+    result.notes.push_back(fmt::format("skipped {}: {}", counted(count, "kernel"), why));
   }
   return result;
 }

@@ -18,6 +18,7 @@
 
 #include "fsdptune/error.hpp"
 #include "fsdptune/importers.hpp"
+#include "fsdptune/units.hpp"
 
 namespace fsdptune {
 namespace {
@@ -185,7 +186,8 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
   std::string declared_test;  // from "# Collective test starting: NAME"
   std::set<std::int64_t> ranks;
   std::map<std::string, std::int64_t> ranks_by_host;
-  std::string device;
+  std::string device;  // the first rank line's, which every other must name
+  std::int64_t device_rank = 0;
   std::map<std::int64_t, std::vector<double>> samples_by_bytes;
   std::map<std::int64_t, int> line_of_size;  // nccl-tests prints each size once per run
   // Every row's size, count, type and redop: the first row's tell the collective, every
@@ -228,10 +230,21 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
           throw_bad_input(at_line(line_number), fmt::format("rank {} listed twice", rank));
         }
         ++ranks_by_host[rank_line->host];
-        if (rank == 0 || device.empty()) device = trim(rank_line->device);
+        const std::string name = trim(rank_line->device);
         // The device name goes into the profile's JSON, whose text is UTF-8.
-        if (!is_utf8(device)) {
+        if (!is_utf8(name)) {
           throw_bad_input(at_line(line_number), "the device name is not UTF-8 text");
+        }
+        // One kind of GPU per log, as per profile: a rank on another kind ran at its speed
+        // under the first's name (found by QA: an A100 among H100s was imported as h100-sxm).
+        if (device.empty()) {
+          device = name;
+          device_rank = rank;
+        } else if (name != device) {
+          throw_bad_input(at_line(line_number),
+                          fmt::format("rank {} ran on '{}' but rank {} on '{}'", rank, name,
+                                      device_rank, device),
+                          "import logs of one kind of GPU into one profile");
         }
       } else if (trimmed.find("size") != std::string::npos &&
                  trimmed.find("count") != std::string::npos &&
@@ -449,9 +462,10 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
             : std::string();
     throw_bad_input(
         source,
-        fmt::format("its first row's count {} of {} bytes is no {} over the {} "
-                    "rank(s) its '#  Rank' lines list{}",
-                    *first.count, first.size, to_string(*kind), result.group.ranks, implied),
+        fmt::format("its first row's count {} of {} bytes is no {} over the {} its '#  Rank' "
+                    "lines list{}",
+                    *first.count, first.size, to_string(*kind), counted(result.group.ranks, "rank"),
+                    implied),
         "import the log as nccl-tests printed it, every rank's line included");
   }
   if (!kind) kind = from_columns;
@@ -474,8 +488,8 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
     if (row.size % per_rank != 0 || *row.count != row.size / per_rank) {
       throw_bad_input(
           at_line(row.line),
-          fmt::format("count {} of {} bytes is no {} over {} rank(s) (the first row's is)",
-                      *row.count, row.size, to_string(result.kind), result.group.ranks),
+          fmt::format("count {} of {} bytes is no {} over {} (the first row's is)", *row.count,
+                      row.size, to_string(result.kind), counted(result.group.ranks, "rank")),
           "import the log as nccl-tests printed it");
     }
   }

@@ -216,8 +216,8 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
     fmt::print("{}\n", job_line(model, job, costs.hardware.id));
     const auto kept =
         std::count(sim.chunk_keep_gathered.begin(), sim.chunk_keep_gathered.end(), true);
-    fmt::print("plan {} per chunk ({} chunk{}, parameters {})\n", plan_name, chunks.size(),
-               chunks.size() == 1 ? "" : "s",
+    fmt::print("plan {} per chunk ({}, parameters {})\n", plan_name,
+               counted(static_cast<std::int64_t>(chunks.size()), "chunk"),
                kept == static_cast<std::ptrdiff_t>(chunks.size())
                    ? "kept gathered across microbatches"
                : kept == 0 ? "re-gathered every microbatch"

@@ -289,8 +289,8 @@ void run_collect(const CollectFlags& flags) {
     host.id = profile.hardware;
     host.ranks_per_node =
         profile.collectives.empty() ? 1 : profile.collectives.front().group.ranks_per_node;
-    host.name = fmt::format("{}, {} rank(s) per host", profile.provenance.environment.at("cpu"),
-                            host.ranks_per_node);
+    host.name = fmt::format("{}, {} per host", profile.provenance.environment.at("cpu"),
+                            counted(host.ranks_per_node, "rank"));
     host.memory_bytes = static_cast<std::int64_t>(sysconf(_SC_PHYS_PAGES)) *
                         static_cast<std::int64_t>(sysconf(_SC_PAGE_SIZE));
     spec = cpu_hardware_spec(profile, host);
@@ -300,11 +300,12 @@ void run_collect(const CollectFlags& flags) {
   write_files_atomically(outputs);
   std::size_t points = 0;
   for (const auto& sweep : profile.collectives) points += sweep.points.size();
-  fmt::print(
-      "profiled {} distinct compute ops of {} ({} reps after {} warm-up each) on {} "
-      "rank(s)\n",
-      profile.compute.size(), model.name, options.reps, options.warmup, collector->world_size());
-  fmt::print("collectives: {} sweep(s), {} point(s) -- {}\n", profile.collectives.size(), points,
+  fmt::print("profiled {} distinct compute ops of {} ({} reps after {} warm-up each) on {}\n",
+             profile.compute.size(), model.name, options.reps, options.warmup,
+             counted(collector->world_size(), "rank"));
+  fmt::print("collectives: {}, {} -- {}\n",
+             counted(static_cast<std::int64_t>(profile.collectives.size()), "sweep"),
+             counted(static_cast<std::int64_t>(points), "point"),
              profile.provenance.environment.at("collectives"));
   fmt::print(
       "contention: compute slowdown with comm {:.3f}, comm share efficiency {:.3f}, comm "
@@ -360,11 +361,13 @@ void run_import_kineto(const KinetoFlags& flags) {
   write_profile(result.profile, flags.out);
   std::size_t points = 0;
   for (const auto& sweep : result.profile.collectives) points += sweep.points.size();
-  fmt::print(
-      "imported {} GEMM, {} attention and {} memory-bound op call(s) into {} compute entries "
-      "and {} NCCL kernel(s) into {} collective point(s) from {}\n",
-      result.gemm_calls, result.attention_calls, result.memory_calls, result.profile.compute.size(),
-      result.nccl_kernels, points, flags.trace);
+  fmt::print("imported {} GEMM, {} attention and {} into {} and {} into {} from {}\n",
+             result.gemm_calls, result.attention_calls,
+             counted(result.memory_calls, "memory-bound op call"),
+             counted(static_cast<std::int64_t>(result.profile.compute.size()), "compute entry",
+                     "compute entries"),
+             counted(result.nccl_kernels, "NCCL kernel"),
+             counted(static_cast<std::int64_t>(points), "collective point"), flags.trace);
   for (const auto& note : result.notes) fmt::print("{}\n", note);
   fmt::print("wrote {} (hardware {})\n", flags.out, result.profile.hardware);
 }
@@ -496,16 +499,18 @@ void add_merge(CLI::App& profile) {
     merged.provenance.command = command_line;
     write_profile(merged, options->out);
 
-    fmt::print("merged {} profiles (hardware {}) into {} compute entries, {} sweep(s):\n",
-               inputs.size(), merged.hardware, merged.compute.size(), merged.collectives.size());
+    fmt::print("merged {} profiles (hardware {}) into {}, {}:\n", inputs.size(), merged.hardware,
+               counted(static_cast<std::int64_t>(merged.compute.size()), "compute entry",
+                       "compute entries"),
+               counted(static_cast<std::int64_t>(merged.collectives.size()), "sweep"));
     for (std::size_t p = 0; p < merged.parts.size(); ++p) {
       std::size_t compute = 0, sweeps = 0;
       for (const auto& entry : merged.compute) compute += entry.part == static_cast<int>(p);
       for (const auto& sweep : merged.collectives) sweeps += sweep.part == static_cast<int>(p);
       const ProfilePart& part = merged.parts[p];
-      fmt::print("  {} ({}): {} compute, {} sweep(s){}\n", part.source,
+      fmt::print("  {} ({}): {} compute, {}{}\n", part.source,
                  part.provenance.method.empty() ? "method unknown" : part.provenance.method,
-                 compute, sweeps,
+                 compute, counted(static_cast<std::int64_t>(sweeps), "sweep"),
                  merged.contention_part == static_cast<int>(p) ? ", contention" : "");
     }
     if (merged.contention_part < 0) fmt::print("  contention: defaults (no input measured it)\n");

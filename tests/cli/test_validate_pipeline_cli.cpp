@@ -208,9 +208,9 @@ TEST_CASE("validate of a pipeline: wrong world size, cuda without a GPU, a corru
     std::filesystem::remove(measured_path);
   } else {
     CHECK(run.exit_code == 1);
-    CHECK_THAT(run.err,
-               Catch::Contains("no CUDA device") || Catch::Contains("built without CUDA") ||
-                   Catch::Contains("needs its own GPU, but only 1 CUDA device(s) visible"));
+    CHECK_THAT(run.err, Catch::Contains("no CUDA device") ||
+                            Catch::Contains("built without CUDA") ||
+                            Catch::Contains("needs its own GPU, but only 1 CUDA device visible"));
     CHECK_FALSE(std::filesystem::exists(measured_path));
     WARN("skipped: fewer than 2 GPUs (the cuda backend reported: " << run.err << ")");
   }
@@ -254,8 +254,8 @@ TEST_CASE("validate --check-data sizes the gradient pattern to 2 ranks x 33 bf16
                   " --backend cpu --check-data --iters 1 --warmup 0 --out " + measured_path);
   CHECK(run.exit_code == 2);
   CHECK_THAT(run.err, Catch::Contains("--check-data") &&
-                          Catch::Contains("sums 258 gradients per element (2 shard rank(s) x 1 "
-                                          "replica(s) x 129 microbatch(es))") &&
+                          Catch::Contains("sums 258 gradients per element (2 shard ranks x 1 "
+                                          "replica x 129 microbatches)") &&
                           Catch::Contains("--reduce-dtype fp32"));
   CHECK_FALSE(std::filesystem::exists(measured_path));
 }

@@ -178,6 +178,16 @@ TEST_CASE("read_text_file stops at its limit and JSON text refuses NUL bytes", "
     CHECK(e.where() == path + ":2:1");
     CHECK(e.message() == "a NUL byte: not JSON text");
   }
+  // A gzipped trace (PyTorch writes .json.gz): said so, with the way out (found by QA).
+  write_file_atomically(path, std::string("\x1f\x8b\x08\0\0\0\0\0", 8));
+  try {
+    read_json_file(path);
+    FAIL("read a gzip file as JSON");
+  } catch (const Error& e) {
+    CHECK(e.where() == path);
+    CHECK(e.message() == "gzip-compressed: not JSON text");
+    CHECK_THAT(e.hint(), Catch::Contains("gunzip -k"));
+  }
   std::filesystem::remove_all(dir);
 }
 

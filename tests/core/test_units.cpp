@@ -108,6 +108,15 @@ TEST_CASE("join_alternatives lists hints' ways out", "[units]") {
 }
 
 // Found by QA: a path with a space was recorded in provenance.command as two words.
+TEST_CASE("counted puts a count with its noun in the singular or plural", "[units]") {
+  CHECK(counted(1, "rank") == "1 rank");
+  CHECK(counted(0, "rank") == "0 ranks");
+  CHECK(counted(8, "rank") == "8 ranks");
+  CHECK(counted(1, "microbatch", "microbatches") == "1 microbatch");
+  CHECK(counted(4, "microbatch", "microbatches") == "4 microbatches");
+  CHECK(counted(-1, "step") == "-1 steps");
+}
+
 TEST_CASE("shell_word quotes only what a shell would split or expand", "[units]") {
   CHECK(fsdptune::shell_word("models/llama3-8b.json") == "models/llama3-8b.json");
   CHECK(fsdptune::shell_word("76GiB") == "76GiB");

@@ -11,6 +11,8 @@
 // backward, the embedding backward (a fill and the row updates); then a fused AdamW.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "fsdptune/error.hpp"
 #include "fsdptune/importers.hpp"
 #include "fsdptune/io.hpp"
@@ -132,7 +134,7 @@ TEST_CASE("Kineto fixture: skipped kernels are counted and explained", "[profile
   // aten::mul, aten::bmm, and the copy kernel with no launch.
   CHECK(result.skipped_kernels == 3);
   REQUIRE(result.notes.size() == 1);
-  CHECK(result.notes[0].find("skipped 3 kernel(s)") != std::string::npos);
+  CHECK(result.notes[0].find("skipped 3 kernels") != std::string::npos);
   const auto& environment = result.profile.provenance.environment;
   CHECK(result.profile.provenance.method == "kineto import");
   CHECK(environment.at("gpu") == "NVIDIA H100 80GB HBM3");
@@ -153,7 +155,7 @@ TEST_CASE("Kineto fixture: attention, norms, embedding and AdamW become compute 
   // The SwiGLU silu alone is not a workload op.
   CHECK(result.skipped_kernels == 1);
   REQUIRE(result.notes.size() == 1);
-  CHECK_THAT(result.notes[0], Catch::Contains("skipped 1 kernel(s): kernel not launched by an op"));
+  CHECK_THAT(result.notes[0], Catch::Contains("skipped 1 kernel: kernel not launched by an op"));
 
   // cuDNN SDPA, q [1, 32, 8192, 128], k [1, 8, 8192, 128], is_causal "True": the workload's
   // llama3-8b attention signature. FLOPs 4*b*s^2*h*hd = 4 * 8192^2 * 32 * 128
@@ -438,6 +440,39 @@ TEST_CASE("Kineto import: the group from the counts, and contradicting metadata 
   CHECK(result.profile.collectives[0].kind == CollectiveKind::kReduceScatter);
   REQUIRE_FALSE(result.notes.empty());
   CHECK_THAT(result.notes[0], Catch::Contains("contradict its collective and Group size"));
+
+  // A fraction of an element is no count (found by QA: 1.5 was imported as 1), nor is a
+  // string that only starts with a number.
+  for (const json& nelems : {json(1.5), json("1.5"), json("12abc")}) {
+    INFO(nelems.dump());
+    trace = read_json_file(kFixture);
+    for (json& event : trace["traceEvents"]) {
+      if (!event.contains("args") || !event["args"].contains("Collective name")) continue;
+      if (event["args"]["Collective name"] != "allreduce") continue;
+      event["args"]["In msg nelems"] = nelems;
+      event["args"]["Out msg nelems"] = nelems;
+    }
+    result = import_kineto_trace(trace, {}, kFixture);
+    CHECK(result.nccl_kernels == 2);  // the all-gather and the reduce-scatter
+    std::string notes;
+    for (const std::string& note : result.notes) notes += note + "\n";
+    CHECK_THAT(notes, Catch::Contains("skipped 2 kernels: NCCL kernel whose metadata lacks a "
+                                      "positive whole nelems"));
+  }
+}
+
+// Found by QA: the all-reduce's two samples followed the file's event order.
+TEST_CASE("Kineto import: the events' order in the file changes nothing", "[profiler][kineto]") {
+  const json trace = read_json_file(kFixture);
+  const std::string imported =
+      dump_json(profile_to_json(import_kineto_trace(trace, {}, kFixture).profile));
+  json reversed = trace;
+  std::reverse(reversed["traceEvents"].begin(), reversed["traceEvents"].end());
+  CHECK(dump_json(profile_to_json(import_kineto_trace(reversed, {}, kFixture).profile)) ==
+        imported);
+  const KinetoImportResult result = import_kineto_trace(reversed, {}, kFixture);
+  check_samples(sweep_of(result.profile, CollectiveKind::kAllReduce).points[0].samples_s,
+                {95.5e-6, 97.5e-6});
 }
 
 // Found probing the CLI: an aten::rms_norm of zero rows became an entry of its weight's
@@ -471,4 +506,7 @@ TEST_CASE("device names map to built-in hardware ids", "[profiler][kineto]") {
   CHECK(hardware_id_from_device_name("NVIDIA H100 PCIe").empty());
   CHECK(hardware_id_from_device_name("NVIDIA H100 NVL").empty());
   CHECK(hardware_id_from_device_name("NVIDIA H200 NVL").empty());
+  // Nor a Grace Hopper superchip's (found by QA: a GH200 was read as h200).
+  CHECK(hardware_id_from_device_name("NVIDIA GH200 480GB").empty());
+  CHECK(hardware_id_from_device_name("NVIDIA GH200 144G HBM3e").empty());
 }

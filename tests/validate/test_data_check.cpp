@@ -374,7 +374,7 @@ TEST_CASE("check_gradient_shards: accumulated fp32 shards of HSDP, bf16 reduce, 
   CHECK_FALSE(check_gradient_shards(bucket, 5, mesh, 2, 2, storage).has_value());
   // One copy-out fewer, or the reduced shard of the own replica only: caught.
   CHECK_THAT(*check_gradient_shards(bucket, 5, mesh, 2, 1, storage),
-             Catch::Contains("after 1 copy-out(s) of the all-reduced bf16 shard)"));
+             Catch::Contains("after 1 copy-out of the all-reduced bf16 shard)"));
   ReplayBucket not_all_reduced = bucket;
   not_all_reduced.all_reduced = false;
   CHECK(check_gradient_shards(not_all_reduced, 5, mesh, 2, 2, storage).has_value());

@@ -655,8 +655,8 @@ TEST_CASE("check_data_exact refuses sums no pattern keeps exact, naming --check-
   REQUIRE_NOTHROW(check_replayable(wide, 512, "s.json"));
   CHECK_THAT(refusal(wide, 512, false),
              Catch::Contains("s.json: bucket") &&
-                 Catch::Contains("sums 512 gradients per element (512 shard rank(s) x 1 "
-                                 "replica(s) x 1 microbatch(es)) and bf16 holds integers exactly "
+                 Catch::Contains("sums 512 gradients per element (512 shard ranks x 1 "
+                                 "replica x 1 microbatch) and bf16 holds integers exactly "
                                  "only up to 256"));
   // The hint offers what is open to the run only (found by QA: --scale-down with one shard
   // rank, fewer microbatches with one).
@@ -671,14 +671,14 @@ TEST_CASE("check_data_exact refuses sums no pattern keeps exact, naming --check-
   const ScheduleFile pipelined =
       tiny_pipeline(2, 1, 129, PipelineSchedule::k1F1B, 1, false, "tiny", DType::kBF16);
   CHECK_THAT(refusal(pipelined, 2, false),
-             Catch::Contains("sums 258 gradients per element (2 shard rank(s) x 1 replica(s) x "
-                             "129 microbatch(es))"));
+             Catch::Contains("sums 258 gradients per element (2 shard ranks x 1 replica x "
+                             "129 microbatches)"));
   CHECK_THAT(hint, Catch::Contains("--reduce-dtype fp32") &&
                        Catch::Contains("fewer microbatches") && Catch::Contains("--scale-down"));
   // One shard rank: nothing to scale down.
   const ScheduleFile alone =
       tiny_pipeline(1, 1, 257, PipelineSchedule::k1F1B, 1, false, "tiny", DType::kBF16);
-  CHECK_THAT(refusal(alone, 1, false), Catch::Contains("(1 shard rank(s) x 1 replica(s) x 257"));
+  CHECK_THAT(refusal(alone, 1, false), Catch::Contains("(1 shard rank x 1 replica x 257"));
   CHECK(hint ==
         "tune the schedule with --reduce-dtype fp32 (exact up to 2^24 addends), tune it with "
         "fewer microbatches, or validate without --check-data");
