@@ -102,66 +102,6 @@ void broadcast_string(std::string& text, int root) {
   std::_Exit(code);
 }
 
-// Aborts every rank when the replay makes no progress for `timeout_s`: a rank that stops
-// responding leaves the others blocked in a collective forever.
-class Watchdog {
- public:
-  Watchdog(const Backend& backend, int rank, double timeout_s)
-      : backend_(backend), rank_(rank), timeout_s_(timeout_s), thread_([this] { loop(); }) {}
-  ~Watchdog() {
-    stop_ = true;
-    thread_.join();
-  }
-  Watchdog(const Watchdog&) = delete;
-  Watchdog& operator=(const Watchdog&) = delete;
-
-  void beat(const std::string& doing) {
-    std::lock_guard lock(mutex_);
-    doing_ = doing;
-    ++beats_;
-  }
-
- private:
-  void loop() {
-    std::int64_t last_progress = -1, last_beats = -1;
-    auto last_change = Clock::now();
-    while (!stop_) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      const std::int64_t progress = backend_.progress();
-      std::string doing;
-      std::int64_t beats = 0;
-      {
-        std::lock_guard lock(mutex_);
-        doing = doing_;
-        beats = beats_;
-      }
-      if (progress != last_progress || beats != last_beats) {
-        last_progress = progress;
-        last_beats = beats;
-        last_change = Clock::now();
-        continue;
-      }
-      const double idle_s = std::chrono::duration<double>(Clock::now() - last_change).count();
-      if (idle_s > timeout_s_) {
-        abort_all_ranks(rank_,
-                        fmt::format("no progress for {:.1f} s while {} (--timeout {} s): a rank "
-                                    "stopped responding or a collective hangs",
-                                    idle_s, doing, timeout_s_),
-                        1);
-      }
-    }
-  }
-
-  const Backend& backend_;
-  int rank_;
-  double timeout_s_;
-  std::mutex mutex_;
-  std::string doing_ = "starting";
-  std::int64_t beats_ = 0;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
-
 const std::vector<Op>& task_ops(const Task& task, const Workload& workload) {
   static const std::vector<Op> kNone;
   const auto& units = workload.units;
@@ -872,6 +812,56 @@ MpiSession::MpiSession() {
 
 MpiSession::~MpiSession() { MPI_Finalize(); }
 
+Watchdog::Watchdog(int rank, double timeout_s, std::string doing)
+    : rank_(rank), timeout_s_(timeout_s), doing_(std::move(doing)), thread_([this] { loop(); }) {}
+
+Watchdog::~Watchdog() {
+  stop_ = true;
+  thread_.join();
+}
+
+void Watchdog::beat(const std::string& doing) {
+  std::lock_guard lock(mutex_);
+  doing_ = doing;
+  ++beats_;
+}
+
+void Watchdog::watch(const Backend* backend) {
+  std::lock_guard lock(mutex_);
+  backend_ = backend;
+}
+
+void Watchdog::loop() {
+  std::int64_t last_progress = -1, last_beats = -1;
+  auto last_change = Clock::now();
+  while (!stop_) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::string doing;
+    std::int64_t beats = 0, progress = 0;
+    {
+      // Under the lock: watch(nullptr) returns only once the backend is no longer read.
+      std::lock_guard lock(mutex_);
+      doing = doing_;
+      beats = beats_;
+      progress = backend_ != nullptr ? backend_->progress() : 0;
+    }
+    if (progress != last_progress || beats != last_beats) {
+      last_progress = progress;
+      last_beats = beats;
+      last_change = Clock::now();
+      continue;
+    }
+    const double idle_s = std::chrono::duration<double>(Clock::now() - last_change).count();
+    if (idle_s > timeout_s_) {
+      abort_all_ranks(rank_,
+                      fmt::format("no progress for {:.1f} s while {} (--timeout {} s): a rank "
+                                  "stopped responding or a collective hangs",
+                                  idle_s, doing, timeout_s_),
+                      1);
+    }
+  }
+}
+
 void agree_on_errors(const std::optional<Error>& local_error) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -1234,12 +1224,13 @@ void check_data_exact(const ScheduleFile& schedule, int world_size, const std::s
       throw_bad_input(
           "--check-data",
           fmt::format("{}: {}bucket {} (reduce_scatter, {}) sums {} gradients per element ({} "
-                      "shard rank(s) x {} replica(s) x {} microbatch(es)) and {}: no gradient "
+                      "x {} x {}) and {}: no gradient "
                       "pattern keeps every partial sum exact, so correct data would be reported "
                       "as mismatches",
                       source, first.pp > 1 ? fmt::format("stage {} ", stage) : "", b,
-                      to_string(bucket.dtype), addends, mesh.dp_shard, replicas,
-                      bucket.gradient_microbatches, why),
+                      to_string(bucket.dtype), addends, counted(mesh.dp_shard, "shard rank"),
+                      counted(replicas, "replica"),
+                      counted(bucket.gradient_microbatches, "microbatch", "microbatches"), why),
           hint);
     }
   }
@@ -1526,12 +1517,7 @@ ReplayLayout make_replay_layout(const ScheduleFile& schedule, const Workload& wo
   return layout;
 }
 
-MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& options,
-                       const MpiSession& mpi) {
-  const int rank = mpi.rank();
-  const int world = mpi.world_size();
-
-  // Ranks agree on the schedule before any collective of the replay.
+std::string agree_on_schedule(const ScheduleFile& schedule, const ExecutorOptions& options) {
   std::string hash = schedule_hash(schedule);
   std::string root_hash = hash;
   broadcast_string(root_hash, 0);
@@ -1564,8 +1550,16 @@ MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& opti
                      "start every rank with the same flags");
   }
   agree_on_errors(mismatch);
+  return hash;
+}
+
+MeasuredResult execute(const ScheduleFile& schedule, const std::string& hash,
+                       const ExecutorOptions& options, const MpiSession& mpi, Watchdog& watchdog) {
+  const int rank = mpi.rank();
+  const int world = mpi.world_size();
 
   // Setting up the backend is local: agree on its outcome before the replay.
+  watchdog.beat("setting up the backend");
   const Workload workload = workload_of(schedule);
   const ReplayMesh mesh = replay_mesh(schedule, rank, world, options.scale_down, "schedule");
   const ReplayLayout layout = make_replay_layout(schedule, workload, rank, mesh);
@@ -1592,8 +1586,12 @@ MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& opti
 
   MeasuredResult measured;
   try {
+    // Watched from here to the end of the try: the backend outlives it.
+    watchdog.watch(backend.get());
+    const std::unique_ptr<Watchdog, void (*)(Watchdog*)> unwatch(
+        &watchdog, [](Watchdog* w) { w->watch(nullptr); });
+    watchdog.beat("preparing the backend's buffers");
     backend->prepare(layout);
-    Watchdog watchdog(*backend, rank, options.timeout_s);
     std::unique_ptr<StepReplay> replay;
     if (schedule.pipeline) {
       replay = std::make_unique<PipelineReplay>(schedule, chunk_workloads, layout, *backend,

@@ -3,8 +3,12 @@
 // by every rank (they communicate over MPI_COMM_WORLD).
 #pragma once
 
+#include <atomic>
+#include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fsdptune/backend.hpp"
@@ -80,6 +84,44 @@ class MpiSession {
   int local_rank_ = 0;
   int local_size_ = 1;
 };
+
+// Aborts every rank (MPI_Abort, exit 1) when this rank shows no sign of life for
+// `timeout_s`: no beat() and, while a backend is watched, no progress of its enqueued work.
+// A rank that stops responding leaves the others blocked in a collective forever. Started
+// right after MPI_Init, so it covers reading the schedule and the agreements before the
+// replay too (found by QA: a rank that hung opening its schedule hung every rank).
+// REQUIRES: an MpiSession alive for its lifetime.
+class Watchdog {
+ public:
+  Watchdog(int rank, double timeout_s, std::string doing);
+  ~Watchdog();
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  // A sign of life, and what the rank does now (named if it aborts).
+  void beat(const std::string& doing);
+  // Counts `backend`'s progress as a sign of life too, until watch(nullptr).
+  // REQUIRES: `backend` outlives the watch.
+  void watch(const Backend* backend);
+
+ private:
+  void loop();
+
+  int rank_;
+  double timeout_s_;
+  std::mutex mutex_;
+  std::string doing_;
+  std::int64_t beats_ = 0;
+  const Backend* backend_ = nullptr;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// Ranks agree on the schedule (its hash) and on the flags that decide the replay's
+// collectives (--iters, --check-data, ...), before anything else is checked of the
+// schedule: ranks given other files are told so, not of what one file fails. Returns the
+// hash. Throws the agreed Error (agree_on_errors) on a mismatch.
+std::string agree_on_schedule(const ScheduleFile& schedule, const ExecutorOptions& options);
 
 // Every rank passes its own outcome; when any rank has an error, every rank throws the
 // error of the lowest failing rank, its `where` prefixed with "rank r: ", marked on all but
@@ -175,12 +217,13 @@ struct PipelineReplayPlan {
 PipelineReplayPlan plan_pipeline_replay(const ScheduleFile& schedule, const ReplayMesh& mesh,
                                         int rank);
 
-// Replays the schedule (check step, warm-up, measured steps) on every rank after they
-// agreed on the schedule hash. Returns the measured result; complete on rank 0 (others
-// hold their own view). A failure after the replay started aborts every rank with
-// MPI_Abort after printing the reason: there is no partial result.
-// REQUIRES: check_replayable passed, an MpiSession alive.
-MeasuredResult execute(const ScheduleFile& schedule, const ExecutorOptions& options,
-                       const MpiSession& mpi);
+// Replays the schedule (check step, warm-up, measured steps) on every rank. Returns the
+// measured result; complete on rank 0 (others hold their own view). A failure after the
+// replay started aborts every rank with MPI_Abort after printing the reason: there is no
+// partial result. `watchdog` is beaten throughout and watches the backend while it lives.
+// REQUIRES: agree_on_schedule returned `hash`, check_replayable passed, an MpiSession
+// alive.
+MeasuredResult execute(const ScheduleFile& schedule, const std::string& hash,
+                       const ExecutorOptions& options, const MpiSession& mpi, Watchdog& watchdog);
 
 }  // namespace fsdptune

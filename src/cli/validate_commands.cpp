@@ -116,11 +116,24 @@ void run_validate(const ValidateArgs& args) {
       options.scale_down ? " --scale-down" : "",
       options.serial_collectives ? " --serial-collectives" : "", args.out);
 
+  options.source = args.schedule;
   MpiSession mpi;
+  Watchdog watchdog(mpi.rank(), options.timeout_s, "reading the schedule");
   ScheduleFile schedule;
   std::optional<Error> load_error;
   try {
     schedule = load_schedule(args.schedule);
+  } catch (const Error& e) {
+    load_error = e;
+  }
+  watchdog.beat("waiting for every rank to read its schedule");
+  agree_on_errors(load_error);
+  // Ranks given other files are told so before what one of the files fails (found by QA: a
+  // launch with another job's schedule on rank 1 was refused for rank 1's host memory).
+  watchdog.beat("agreeing on the schedule with every rank");
+  const std::string hash = agree_on_schedule(schedule, options);
+  std::optional<Error> check_error;
+  try {
     check_replayable(schedule, mpi.world_size(), args.schedule, options.scale_down);
     if (options.backend == "cpu") {
       check_host_memory(schedule, mpi.local_size(), host_memory_bytes(), args.schedule);
@@ -130,29 +143,30 @@ void run_validate(const ValidateArgs& args) {
     }
     check_test_hooks(schedule, options, mpi.world_size(), args.schedule);
   } catch (const Error& e) {
-    load_error = e;
+    check_error = e;
   }
-  agree_on_errors(load_error);
+  watchdog.beat("waiting for every rank to check the schedule");
+  agree_on_errors(check_error);
 
-  options.source = args.schedule;
-  const MeasuredResult measured = execute(schedule, options, mpi);
+  const MeasuredResult measured = execute(schedule, hash, options, mpi, watchdog);
   if (mpi.rank() != 0) return;
   // Only rank 0 writes, and only after every rank finished: no partial measured.json.
+  watchdog.beat("writing " + args.out);
   write_file_atomically(args.out, dump_json(measured_to_json(measured)));
   const std::string mesh =
       measured.shards_per_rank > 1
           ? fmt::format(" (scaled down: {} shards per rank)", measured.shards_per_rank)
           : "";
   fmt::print(
-      "validated {} on {} rank(s){}, backend {}: step {} (median of {}), compute {}, "
+      "validated {} on {}{}, backend {}: step {} (median of {}), compute {}, "
       "exposed comm {}, peak {}{}\nwrote {}\n",
-      args.schedule, measured.world_size, mesh, measured.backend,
+      args.schedule, counted(measured.world_size, "rank"), mesh, measured.backend,
       format_seconds(measured.step_time_s), measured.iterations, format_seconds(measured.compute_s),
       format_seconds(measured.exposed_comm_s), format_bytes(measured.peak_allocated_bytes),
       measured.data_checked ? ", data checked" : "", args.out);
   if (measured.pipeline) {
-    fmt::print("pipeline: {} stage(s) x {} microbatches{} ({}){}\n", measured.pp,
-               measured.pipeline->microbatches,
+    fmt::print("pipeline: {} x {}{} ({}){}\n", counted(measured.pp, "stage"),
+               counted(measured.pipeline->microbatches, "microbatch", "microbatches"),
                measured.pipeline->pipeline_steps > 1
                    ? fmt::format(" x {} pipeline steps", measured.pipeline->pipeline_steps)
                    : "",

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <sys/stat.h>
+
 #include "cli_support.hpp"
 #include "fsdptune/cost_model.hpp"
 #include "fsdptune/hardware.hpp"
@@ -293,6 +295,16 @@ TEST_CASE("validate aborts every rank when ranks hold different schedules", "[cl
                             Catch::Contains("--check-data") &&
                             Catch::Contains("differ from rank 0's"));
   CHECK_FALSE(exists(dir + "/m.json"));
+  // Another job's schedule on rank 1, which the world would refuse by itself: the ranks'
+  // files differ, and that is what they are told (found by QA: a larger job's host memory
+  // was the error).
+  const std::string four = tuned_tiny(dir, "four", "--gpus 4");
+  const auto job = run_command(mpirun(1) + binary() + " validate " + tiny_schedule() + m +
+                               " : -np 1 " + binary() + " validate " + four + m);
+  CHECK(job.exit_code == 2);
+  CHECK_THAT(job.err, Catch::Contains("rank 1: " + four + ": schedule hash"));
+  CHECK_THAT(job.err, !Catch::Contains("dp_shard"));
+  CHECK_FALSE(exists(dir + "/m.json"));
 }
 
 TEST_CASE("validate --check-data names the bucket and parameter of a corrupted buffer",
@@ -328,6 +340,18 @@ TEST_CASE("validate aborts every rank when one stops responding", "[cli][validat
                                dir + "/m.json");
   CHECK(run.exit_code != 0);
   CHECK_THAT(run.err, Catch::Contains("no progress") && Catch::Contains("aborting every rank"));
+  CHECK_FALSE(exists(dir + "/m.json"));
+  // A rank that hangs before the replay, opening its schedule (a FIFO no one writes, as a
+  // hung file system): found by QA, every rank waited in the first agreement forever.
+  const std::string fifo = dir + "/fifo.json";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const std::string m = " --iters 1 --warmup 0 --timeout 1 --out " + dir + "/m.json";
+  const auto hung = run_command(mpirun(1) + binary() + " validate " + tiny_schedule() + m +
+                                " : -np 1 " + binary() + " validate " + fifo + m);
+  CHECK(hung.exit_code != 0);
+  CHECK_THAT(hung.err, Catch::Contains("no progress") &&
+                           (Catch::Contains("while reading the schedule") ||
+                            Catch::Contains("while waiting for every rank to read its schedule")));
   CHECK_FALSE(exists(dir + "/m.json"));
 }
 
