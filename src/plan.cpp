@@ -1,6 +1,7 @@
 // Plans: validation and the plan JSON format (docs/plan-format.md).
 #include "fsdptune/plan.hpp"
 
+#include <cmath>
 #include <set>
 #include <string>
 
@@ -67,6 +68,11 @@ const json& require(const json& object, const std::string& key, const std::strin
 }
 
 int read_int(const json& value, const std::string& where) {
+  // A whole number beyond 64 bits is read as a double (found by QA: "forward_prefetch:
+  // must be an integer" of 100000000000000000000).
+  if (value.is_number_float() && std::fabs(value.get<double>()) >= 0x1p63) {
+    throw_bad_input(where, fmt::format("{} is out of range", value.dump()));
+  }
   if (!value.is_number_integer()) throw_bad_input(where, "must be an integer");
   // An unsigned value above INT64_MAX would wrap to a negative one.
   const bool huge = value.is_number_unsigned() && value.get<std::uint64_t>() > (1ULL << 30);

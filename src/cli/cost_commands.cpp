@@ -95,7 +95,8 @@ GemmShape parse_gemm_shape(const std::string& text) {
 void run_collective(const CostCommandOptions& options, const ResolvedCostModel& resolved) {
   const CollectiveKind kind = collective_from_string(options.collective, "--collective");
   if (options.bytes.empty()) throw_bad_input("--bytes", "required with --collective");
-  if (options.gpus <= 0) {
+  if (options.gpus < 0) throw_bad_input("--gpus", fmt::format("must be > 0, got {}", options.gpus));
+  if (options.gpus == 0) {
     throw_bad_input("--gpus", "required with --collective: a positive number of GPUs");
   }
   const std::int64_t bytes = parse_size_bytes(options.bytes, "--bytes");
@@ -134,10 +135,9 @@ void run_collective(const CostCommandOptions& options, const ResolvedCostModel& 
     print_cost_json(json);
     return;
   }
-  fmt::print("{} of {} over {} GPU{} ({} per node, {} node{}) on {}: {}\n", to_string(kind),
-             format_bytes(bytes), group.ranks, group.ranks == 1 ? "" : "s", group.ranks_per_node,
-             group.nodes(), group.nodes() == 1 ? "" : "s", resolved.hardware.id,
-             format_seconds(estimate.seconds));
+  fmt::print("{} of {} over {} ({} per node, {}) on {}: {}\n", to_string(kind), format_bytes(bytes),
+             counted(group.ranks, "GPU"), group.ranks_per_node, counted(group.nodes(), "node"),
+             resolved.hardware.id, format_seconds(estimate.seconds));
   const char* source = estimate.measured ? "measured" : "analytic model";
   if (group.ranks == 1) {
     // Nothing crosses a link: no bus bandwidth to speak of (it printed "busbw 0.0 MB/s").

@@ -401,9 +401,12 @@ void run_simulate(const SimulateOptions& options) {
   }
   std::fflush(stdout);
   if (!fits && options.require_fit) {
+    // The ways out this job has (found by QA: --ac full was offered under --ac full).
     throw Error(ErrorKind::kDoesNotFit, "--memory-limit", overflow_line(result, limit_bytes),
-                "shard over more GPUs, use --ac selective/full, a smaller --batch, or another "
-                "--plan");
+                does_not_fit_hint(job, false,
+                                  ShardingGain{result.peak_reserved_bytes,
+                                               workload.persistent_state_bytes(), limit_bytes}) +
+                    ", or another --plan");
   }
 }
 

@@ -252,6 +252,9 @@ TEST_CASE("cost and profile commands reject bad input with exit 2", "[cli][cost]
       {"cost --hardware h100-sxm --attention 1,32,8192,128 --kv-heads -8", "must be positive"},
       {"cost --hardware h100-sxm --gemm 1073741825,1,1", "--gemm"},
       {"cost --hardware h100-sxm --collective all_gather --bytes 1MiB --gpus 16777217", "--gpus"},
+      // Found by QA: a negative count was told "required".
+      {"cost --hardware h100-sxm --collective all_gather --bytes 1MiB --gpus -8",
+       "--gpus: must be > 0, got -8"},
       // Found probing cost: a partly empty last node was priced as a full one (9 GPUs in
       // nodes of 8 at 338 GB/s busbw, where the ninth GPU's one NIC carries the ring).
       {"cost --hardware h100-sxm --collective reduce_scatter --bytes 1GiB --gpus 9", "--gpus"},

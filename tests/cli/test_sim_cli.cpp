@@ -152,6 +152,11 @@ TEST_CASE("simulate: a limit that is too small", "[cli][simulate]") {
   CHECK(strict.exit_code == 3);
   CHECK(strict.err.find("--memory-limit") != std::string::npos);
   CHECK(strict.err.find("exceeds") != std::string::npos);
+  // The ways out this job has: no --ac full under --ac full (found by QA).
+  CHECK_THAT(strict.err, Catch::Contains("(--ac full)") && Catch::Contains("or another --plan"));
+  const auto full = run_fsdptune(kTiny + " --ac full --memory-limit 1MiB --require-fit");
+  CHECK(full.exit_code == 3);
+  CHECK_THAT(full.err, !Catch::Contains("--ac full") && Catch::Contains("--seq"));
   // ... writing no trace (found by QA: written, or replaced, before the exit 3).
   const std::string dir = make_temp_dir("fsdptune-sim-require-fit");
   const auto traced =
