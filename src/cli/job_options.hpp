@@ -132,8 +132,10 @@ struct PlanOptions {
 // `with_plan` false registers only --memory-limit (tune searches plans itself).
 void add_plan_options(CLI::App* command, PlanOptions& options, bool with_plan = true);
 
-// --keep-gathered's value (any, yes, no, torchtitan) named by `flag` on error (exit 2).
-KeepGatheredChoice parse_keep_gathered(const std::string& text, const std::string& flag);
+// --keep-gathered's value (any, yes, no, torchtitan) named by `flag` on error (exit 2),
+// whose message lists 'any' where `tuner` (a command that runs one plan refuses it).
+KeepGatheredChoice parse_keep_gathered(const std::string& text, const std::string& flag,
+                                       bool tuner = true);
 
 // --fit's value: false for predicted, true for any-timing (TunerOptions::
 // fit_at_any_timing); anything else is Error(kBadInput) naming --fit.

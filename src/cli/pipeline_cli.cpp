@@ -244,8 +244,15 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
 
 void require_pipeline_fit(const JobSpec& job, const PipelineResult& result,
                           std::int64_t limit_bytes) {
+  // The stage furthest over, the one to fix (found by QA: the first over was named, 55.8
+  // MiB, beside a stage of 57.9 MiB).
+  const StageResult* worst = nullptr;
   for (const StageResult& stage : result.stages) {
     if (stage_fits(stage, limit_bytes)) continue;
+    if (worst == nullptr || stage.peak_reserved_bytes > worst->peak_reserved_bytes) worst = &stage;
+  }
+  if (worst != nullptr) {
+    const StageResult& stage = *worst;
     throw Error(
         ErrorKind::kDoesNotFit, "--memory-limit",
         fmt::format("stage {} reserves {}, over the {} limit", stage.rank,

@@ -11,10 +11,12 @@
 #include <set>
 #include <string>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cli_support.hpp"
 #include "fsdptune/io.hpp"
+#include "fsdptune/units.hpp"
 
 using fsdptune::testing::make_temp_dir;
 using fsdptune::testing::run_fsdptune;
@@ -91,6 +93,27 @@ TEST_CASE("simulate --pp --trace: a process per stage, every microbatch's tasks"
   CHECK(over.exit_code == 3);
   CHECK(fsdptune::read_text_file(trace_path) == "old");
   std::filesystem::remove_all(dir);
+}
+
+// Found by QA: the first stage over the limit was named (55.8 MiB) beside one further over
+// (57.9 MiB), which is the one to fix.
+TEST_CASE("pipeline --require-fit names the stage furthest over the limit", "[cli][pipeline]") {
+  const std::string job =
+      "pipeline --model tiny --gpus 4 --seq 512 --pp 2 --microbatches 4 --hardware h100-sxm "
+      "--memory-limit 1MiB";
+  const auto listed = run_fsdptune(job + " --json");
+  REQUIRE(listed.exit_code == 0);
+  const auto stages = nlohmann::json::parse(listed.out).at("stages");
+  REQUIRE(stages.size() == 2);
+  const auto reserved = [&](int s) {
+    return stages[s].at("peak_reserved_bytes").get<std::int64_t>();
+  };
+  REQUIRE(reserved(0) != reserved(1));  // else the case shows nothing
+  const int worst = reserved(1) > reserved(0) ? 1 : 0;
+  const auto over = run_fsdptune(job + " --require-fit");
+  CHECK(over.exit_code == 3);
+  CHECK_THAT(over.err, Catch::Contains(fmt::format("stage {} reserves {}", worst,
+                                                   fsdptune::format_bytes(reserved(worst)))));
 }
 
 TEST_CASE("simulate --pipeline-steps --trace: every step's actions, the optimizer once",

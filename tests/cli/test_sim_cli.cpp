@@ -382,6 +382,8 @@ TEST_CASE("simulate --keep-gathered chooses how microbatches treat the parameter
     CHECK(result.err.find(what) != std::string::npos);
   };
   rejected(" --microbatches 4 --keep-gathered maybe", "unknown value 'maybe'");
+  // Not listing the 'any' it refuses (found by QA).
+  rejected(" --microbatches 4 --keep-gathered maybe", "(expected yes, no or torchtitan)");
   rejected(" --microbatches 4 --keep-gathered any", "'any' is a tuner's choice");
   CHECK(json_of(" --keep-gathered torchtitan") == fsdp2);
   rejected(" --keep-gathered yes", "applies to a pipelined job");
