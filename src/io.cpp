@@ -8,7 +8,9 @@
 #include <fstream>
 #include <set>
 #include <system_error>
+#include <vector>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -92,6 +94,54 @@ void write_in_place(const std::string& path, const std::filesystem::path& target
   if (!out) throw_runtime(path, "write failed" + errno_reason());
 }
 
+// Creates `target`'s temporary exclusively (O_EXCL: never through a link someone left at
+// its name, never into another process's file) as TARGET.tmp.PID, or TARGET.tmp.PID.N where
+// that exists (a stale one of an earlier process of the same pid); writes `content` into it.
+// Returns its path.
+std::filesystem::path write_temporary(const std::string& path, const std::filesystem::path& target,
+                                      const std::string& content) {
+  for (int n = 0; n < 100; ++n) {
+    const std::string name = n == 0 ? fmt::format("{}.tmp.{}", target.string(), ::getpid())
+                                    : fmt::format("{}.tmp.{}.{}", target.string(), ::getpid(), n);
+    errno = 0;
+    const int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0 && errno == EEXIST) continue;
+    if (fd < 0) throw_runtime(path, "cannot open for writing" + errno_reason());
+    std::size_t written = 0;
+    while (written < content.size()) {
+      const ssize_t wrote = ::write(fd, content.data() + written, content.size() - written);
+      if (wrote < 0 && errno == EINTR) continue;
+      if (wrote <= 0) {
+        const std::string reason = errno_reason();
+        ::close(fd);
+        ::unlink(name.c_str());
+        throw_runtime(path, "write failed" + reason);
+      }
+      written += static_cast<std::size_t>(wrote);
+    }
+    if (::close(fd) != 0) {
+      const std::string reason = errno_reason();
+      ::unlink(name.c_str());
+      throw_runtime(path, "write failed" + reason);
+    }
+    return name;
+  }
+  throw_runtime(path, "cannot open for writing: 100 temporaries of its name exist",
+                "remove the stale " + target.string() + ".tmp.* files");
+}
+
+// The folders above `target` that do not exist yet, deepest first: what creating it makes.
+std::vector<std::filesystem::path> missing_folders(const std::filesystem::path& target) {
+  std::vector<std::filesystem::path> missing;
+  std::error_code ec;
+  for (std::filesystem::path folder = target.parent_path();
+       !folder.empty() && !std::filesystem::exists(folder, ec) && folder != folder.parent_path();
+       folder = folder.parent_path()) {
+    missing.push_back(folder);
+  }
+  return missing;
+}
+
 }  // namespace
 
 void write_file_atomically(const std::string& path, const std::string& content) {
@@ -106,10 +156,17 @@ void write_files_atomically(const std::vector<OutputFile>& files) {
     fs::path temporary;  // empty: written in place (a FIFO or device)
   };
   std::vector<Staged> staged;
-  const auto remove_temporaries = [&staged] {
+  std::vector<fs::path> created;  // folders made for the outputs, deepest first per output
+  // On failure nothing is left behind: no temporary, no folder made for an output
+  // (found by QA: a failed write left the folders it had created).
+  const auto remove_temporaries = [&staged, &created] {
     for (const Staged& entry : staged) {
       std::error_code ignored;
       if (!entry.temporary.empty()) fs::remove(entry.temporary, ignored);
+    }
+    for (const fs::path& folder : created) {
+      std::error_code ignored;
+      fs::remove(folder, ignored);  // only if empty: another output's file may be in it
     }
   };
   try {
@@ -121,19 +178,17 @@ void write_files_atomically(const std::vector<OutputFile>& files) {
       }
       const fs::path target = follow_links(file.path);
       if (target.has_parent_path()) {
+        const std::vector<fs::path> missing = missing_folders(target);
         std::error_code ec;
         fs::create_directories(target.parent_path(), ec);
+        // Deeper folders of a later output come first in `created`, so removing in order
+        // empties each before its parent.
+        created.insert(created.begin(), missing.begin(), missing.end());
         if (ec) throw_runtime(file.path, fmt::format("cannot create directory: {}", ec.message()));
       }
       // Per process: two runs writing one file (a sweep of jobs with the same --out) must
       // not rename each other's temporary away.
-      staged.push_back({&file, target, fmt::format("{}.tmp.{}", target.string(), ::getpid())});
-      errno = 0;
-      std::ofstream out(staged.back().temporary, std::ios::binary | std::ios::trunc);
-      if (!out) throw_runtime(file.path, "cannot open for writing" + errno_reason());
-      out << file.content;
-      out.flush();
-      if (!out) throw_runtime(file.path, "write failed" + errno_reason());
+      staged.push_back({&file, target, write_temporary(file.path, target, file.content)});
     }
     // Devices and FIFOs before any rename: /dev/full failing after the renames left the
     // other outputs replaced. (What was written into a FIFO cannot be taken back.)

@@ -104,6 +104,23 @@ TEST_CASE("write_file_atomically replaces the file and leaves no temporary", "[i
   std::filesystem::remove_all(dir);
 }
 
+// Found by QA: the temporary was opened with truncation, so a link left at its name
+// (out.json.tmp.<pid>) was written through.
+TEST_CASE("write_file_atomically makes its temporary afresh, never through a link", "[io]") {
+  const auto dir = std::filesystem::temp_directory_path() / unique("fsdptune-io-excl");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string victim = (dir / "victim").string();
+  write_file_atomically(victim, "keep\n");
+  const std::string path = (dir / "out.json").string();
+  std::filesystem::create_symlink(victim, path + ".tmp." + std::to_string(::getpid()));
+  write_file_atomically(path, "new\n");
+  CHECK(read_text_file(path) == "new\n");
+  CHECK(read_text_file(victim) == "keep\n");
+  CHECK(std::filesystem::is_symlink(path + ".tmp." + std::to_string(::getpid())));
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("write_files_atomically writes all of a command's outputs or none", "[io]") {
   // Found probing: tune --out o.json --trace FILE/x.json wrote o.json, then failed.
   const auto dir = std::filesystem::temp_directory_path() / unique("fsdptune-io-all");
@@ -137,6 +154,16 @@ TEST_CASE("write_files_atomically writes all of a command's outputs or none", "[
     CHECK(read_text_file(first) == "old\n");
     CHECK(std::distance(std::filesystem::directory_iterator(dir),
                         std::filesystem::directory_iterator()) == 2);
+    // Nor the folders it made for an output (found by QA: left behind).
+    try {
+      write_files_atomically({{(dir / "made" / "deeper" / "x.json").string(), "x\n"},
+                              {(dir / "made" / "other" / "y.json").string(), "y\n"},
+                              {"/dev/full", "x\n"}});
+      FAIL("wrote into /dev/full");
+    } catch (const Error& e) {
+      CHECK(e.where() == "/dev/full");
+    }
+    CHECK_FALSE(std::filesystem::exists(dir / "made"));
   }
   // Both written when both can be; empty paths skipped.
   write_files_atomically(
