@@ -606,8 +606,17 @@ void read_config_keys(const toml::value& root, const std::string& source, Torcht
 
   r.integer({{"training", "local_batch_size"}, {"training", "batch_size"}}, c.local_batch_size,
             c.local_batch_size_where, 1);
+  // torchtitan's trainer takes any negative global batch as its default (the local batch x
+  // the data-parallel degree) and asserts a positive one otherwise (found by QA: -2 was
+  // refused).
   r.integer({{"training", "global_batch_size"}}, c.global_batch_size, c.global_batch_size_where,
-            -1);
+            std::numeric_limits<std::int64_t>::min());
+  if (c.global_batch_size < 0) c.global_batch_size = -1;
+  if (c.global_batch_size == 0) {
+    throw_bad_input(c.global_batch_size_where,
+                    "must be negative (the default: one step of the local batch on every "
+                    "data-parallel rank) or >= 1, got 0");
+  }
   r.integer({{"training", "seq_len"}}, c.seq_len, c.seq_len_where, 1);
   r.string({{"training", "mixed_precision_param"}}, c.mixed_precision_param,
            c.mixed_precision_param_where);

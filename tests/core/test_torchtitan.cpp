@@ -665,6 +665,12 @@ TEST_CASE("torchtitan: older layouts, types and TOML syntax", "[torchtitan]") {
            "must be >= 1");
   rejected("[parallelism]\ndata_parallel_shard_degree = 0\n",
            "[parallelism] data_parallel_shard_degree", "must be -1 or >= 1");
+  // Any negative global batch is torchtitan's default, as -1 is (found by QA: -2 refused);
+  // 0 fails its assertion.
+  CHECK(job_8b(kOpAc + "[training]\nglobal_batch_size = -2\n").microbatches ==
+        job_8b(kOpAc + "[training]\nglobal_batch_size = -1\n").microbatches);
+  rejected("[training]\nglobal_batch_size = 0\n", "[training] global_batch_size",
+           "must be negative");
   rejected("[training]\ncompile = 'yes'\n", "[training] compile", "expected true or false");
   rejected("parallelism = 3\n", "[parallelism]", "expected a table");
   rejected("[model]\nconverters = [1]\n", "[model] converters", "expected strings");
