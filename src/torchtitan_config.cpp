@@ -336,16 +336,18 @@ ActivationCheckpointing ac_of(const TorchtitanConfig& c) {
                     fmt::format("unknown mode '{}' (expected none, selective or full)", c.ac_mode));
   }
   if (c.selective_ac_option == "op") return ActivationCheckpointing::kSelective;
-  // An integer N: every Nth block fully checkpointed; N = 1 is every block.
+  // An integer N: every Nth block fully checkpointed; N = 1 is every block, and so is 0
+  // (torchtitan's layer SAC wraps a block when `not ac_freq or count % ac_freq == 0`; found
+  // by QA: '0' was refused).
   const std::string& option = c.selective_ac_option;
   const bool integer = !option.empty() && option.size() < 10 &&
                        std::all_of(option.begin(), option.end(),
                                    [](unsigned char ch) { return std::isdigit(ch) != 0; });
-  if (!integer || std::stoi(option) < 1) {
+  if (!integer) {
     throw_bad_input(c.selective_ac_option_where,
-                    fmt::format("'{}' is neither 'op' nor a positive integer", option));
+                    fmt::format("'{}' is neither 'op' nor a whole number", option));
   }
-  if (std::stoi(option) == 1) return ActivationCheckpointing::kFull;
+  if (std::stoi(option) <= 1) return ActivationCheckpointing::kFull;
   not_modelled(
       c.selective_ac_option_where,
       fmt::format(

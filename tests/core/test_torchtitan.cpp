@@ -234,6 +234,9 @@ TEST_CASE("torchtitan defaults fill what a config leaves out", "[torchtitan]") {
   // selective_ac_option = 1 checkpoints every block: full AC.
   CHECK(job_8b("[activation_checkpoint]\nselective_ac_option = '1'\n").ac ==
         ActivationCheckpointing::kFull);
+  // So does 0 (`not ac_freq` in torchtitan's layer SAC; found by QA: refused).
+  CHECK(job_8b("[activation_checkpoint]\nselective_ac_option = '0'\n").ac ==
+        ActivationCheckpointing::kFull);
   CHECK(job_8b("[activation_checkpoint]\nmode = 'none'\n").ac == ActivationCheckpointing::kNone);
 }
 
