@@ -188,6 +188,21 @@ int main(int argc, char** argv) {
         say(fmt::format("fsdptune: error: {}\nrun with --help for usage\n", what));
       }
       return 2;
+    } catch (const CLI::ArgumentMismatch& e) {
+      // A flag given twice, which CLI11 words "--gpus: At Most 1 required but received 2"
+      // (found by QA).
+      const std::string what = e.what();
+      const std::string marker = ": At Most 1 required but received ";
+      const std::size_t at = what.find(marker);
+      if (at != std::string::npos) {
+        say(
+            fmt::format("fsdptune: error: {}: given {} times; give it once\nrun with --help for "
+                        "usage\n",
+                        what.substr(0, at), what.substr(at + marker.size())));
+      } else {
+        say(fmt::format("fsdptune: error: {}\nrun with --help for usage\n", what));
+      }
+      return 2;
     } catch (const CLI::ParseError& e) {
       say(fmt::format("fsdptune: error: {}\nrun with --help for usage\n", e.what()));
       return 2;

@@ -228,6 +228,9 @@ TEST_CASE("command words and whole numbers: what was typed is what runs", "[cli]
        "--iters: 99999999999 is out of range for this option"},
       {"compare no-such-schedule.json no-such-m.json --top 99999999999",
        "--top: 99999999999 is out of range for this option"},
+      // A flag given twice (QA, 2026-12-06: CLI11's "At Most 1 required but received 2").
+      {"simulate --model tiny --gpus 2 --gpus 4 --hardware h100-sxm",
+       "--gpus: given 2 times; give it once"},
       // validate refuses what its measured file could not hold, and a timeout shorter than
       // the watchdog's look (QA, 2026-12-05: --timeout 0.001 said "no progress for 0.1 s").
       {"validate no-such-schedule.json --out m.json --iters 16777217",
