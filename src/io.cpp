@@ -144,8 +144,9 @@ std::vector<std::filesystem::path> missing_folders(const std::filesystem::path& 
 
 }  // namespace
 
-void write_file_atomically(const std::string& path, const std::string& content) {
-  write_files_atomically({{path, content}});
+void write_file_atomically(const std::string& path, const std::string& content,
+                           const std::string& flag) {
+  write_files_atomically({{path, content, flag}});
 }
 
 void write_files_atomically(const std::vector<OutputFile>& files) {
@@ -169,6 +170,11 @@ void write_files_atomically(const std::vector<OutputFile>& files) {
       fs::remove(folder, ignored);  // only if empty: another output's file may be in it
     }
   };
+  // What an error names: the flag and the path (found by QA: "/dev/full: write failed" of
+  // a command with several outputs did not say which flag).
+  const auto named = [](const OutputFile& file) {
+    return file.flag.empty() ? file.path : file.flag + " " + file.path;
+  };
   try {
     for (const OutputFile& file : files) {
       if (file.path.empty()) continue;
@@ -184,24 +190,26 @@ void write_files_atomically(const std::vector<OutputFile>& files) {
         // Deeper folders of a later output come first in `created`, so removing in order
         // empties each before its parent.
         created.insert(created.begin(), missing.begin(), missing.end());
-        if (ec) throw_runtime(file.path, fmt::format("cannot create directory: {}", ec.message()));
+        if (ec)
+          throw_runtime(named(file), fmt::format("cannot create directory: {}", ec.message()));
       }
       // Per process: two runs writing one file (a sweep of jobs with the same --out) must
       // not rename each other's temporary away.
-      staged.push_back({&file, target, write_temporary(file.path, target, file.content)});
+      staged.push_back({&file, target, write_temporary(named(file), target, file.content)});
     }
     // Devices and FIFOs before any rename: /dev/full failing after the renames left the
     // other outputs replaced. (What was written into a FIFO cannot be taken back.)
     for (const Staged& entry : staged) {
       if (entry.temporary.empty())
-        write_in_place(entry.file->path, entry.target, entry.file->content);
+        write_in_place(named(*entry.file), entry.target, entry.file->content);
     }
     for (const Staged& entry : staged) {
       if (entry.temporary.empty()) continue;
       std::error_code ec;
       fs::rename(entry.temporary, entry.target, ec);
       if (ec) {
-        throw_runtime(entry.file->path, fmt::format("cannot rename into place: {}", ec.message()));
+        throw_runtime(named(*entry.file),
+                      fmt::format("cannot rename into place: {}", ec.message()));
       }
     }
   } catch (...) {

@@ -26,16 +26,21 @@ std::string read_text_file(const std::string& path, std::int64_t max_bytes = kMa
 // Writes `content` to a temporary file beside `path`, then renames it over `path`, so a
 // failure never leaves a half-written file; missing parent folders are created. A symbolic
 // link is followed (the file it names is replaced, the link kept); a FIFO or device
-// (/dev/stdout) is written in place. Throws Error(kRuntime) naming `path`.
-void write_file_atomically(const std::string& path, const std::string& content);
+// (/dev/stdout) is written in place. Throws Error(kRuntime) naming `path`, after the flag
+// that gave it where `flag` is not empty ("--trace /dev/full: write failed: ...").
+void write_file_atomically(const std::string& path, const std::string& content,
+                           const std::string& flag = "");
 // Several outputs of one command, all or none: every file is written to its temporary
 // beside it first, then all are renamed into place, so a failure while writing (a folder
 // that cannot be created, a full disk) leaves every output as it was -- not the first
 // written and the second missing. FIFOs and devices are written in place, last. Empty
-// paths are skipped. Throws Error(kRuntime) naming the path at fault.
+// paths are skipped. Throws Error(kRuntime) naming the path at fault, after its flag.
 struct OutputFile {
+  OutputFile(std::string path_in, std::string content_in, std::string flag_in = "")
+      : path(std::move(path_in)), content(std::move(content_in)), flag(std::move(flag_in)) {}
   std::string path;
   std::string content;
+  std::string flag;  // the flag that named it, if any: named with the path on failure
 };
 void write_files_atomically(const std::vector<OutputFile>& files);
 // A command's files, (flag or argument, path). Refuses two `outputs` of one file, or an

@@ -161,8 +161,9 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
   // Under --require-fit a step that does not fit exits 3 writing nothing, as tune does.
   const bool write_trace = !trace_path.empty() && (summary.fits || !require_fit);
   if (write_trace) {
-    write_file_atomically(
-        trace_path, dump_json(pipeline_chrome_trace(sim, trace_title(model.name, plan_name))));
+    write_file_atomically(trace_path,
+                          dump_json(pipeline_chrome_trace(sim, trace_title(model.name, plan_name))),
+                          "--trace");
   }
 
   if (json) {

@@ -113,7 +113,7 @@ std::string profile_hardware_id(const std::string& id_or_path) {
 }
 
 void write_profile(const Profile& profile, const std::string& path) {
-  write_file_atomically(path, dump_json(profile_to_json(profile)));
+  write_file_atomically(path, dump_json(profile_to_json(profile)), "--out");
 }
 
 // profile import-nccl-tests LOG... --out FILE [--hardware ID]
@@ -279,7 +279,7 @@ void run_collect(const CollectFlags& flags) {
   if (collector->rank() != 0) return;  // rank 0 writes and reports
 
   // The profile and its hardware spec (--hardware-out), written together: both or neither.
-  std::vector<OutputFile> outputs = {{flags.out, dump_json(profile_to_json(profile))}};
+  std::vector<OutputFile> outputs = {{flags.out, dump_json(profile_to_json(profile)), "--out"}};
   HardwareSpec spec;
   const bool swept_all_gather =
       std::any_of(profile.collectives.begin(), profile.collectives.end(),
@@ -295,7 +295,7 @@ void run_collect(const CollectFlags& flags) {
                         static_cast<std::int64_t>(sysconf(_SC_PAGE_SIZE));
     spec = cpu_hardware_spec(profile, host);
     if (!swept_all_gather) spec.name += "; collectives not measured (assumed)";
-    outputs.push_back({flags.hardware_out, dump_json(hardware_to_json(spec))});
+    outputs.push_back({flags.hardware_out, dump_json(hardware_to_json(spec)), "--hardware-out"});
   }
   write_files_atomically(outputs);
   std::size_t points = 0;

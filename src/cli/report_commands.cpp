@@ -104,10 +104,11 @@ void run_report(const ReportCommandOptions& options) {
 
   std::vector<OutputFile> outputs;
   if (!options.html_path.empty()) {
-    outputs.push_back({options.html_path, render_report_html(entries, report_options)});
+    outputs.push_back({options.html_path, render_report_html(entries, report_options), "--html"});
   }
   if (!options.markdown_path.empty()) {
-    outputs.push_back({options.markdown_path, render_report_markdown(entries, report_options)});
+    outputs.push_back(
+        {options.markdown_path, render_report_markdown(entries, report_options), "--md"});
   }
   // Every output rendered before any is written: a failure rendering the last one left
   // the files written.

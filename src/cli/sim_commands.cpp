@@ -322,7 +322,7 @@ void run_simulate(const SimulateOptions& options) {
   if (write_trace) {
     write_file_atomically(
         options.trace_path,
-        dump_json(chrome_trace(program, result, trace_title(model.name, plan.name))));
+        dump_json(chrome_trace(program, result, trace_title(model.name, plan.name))), "--trace");
   }
 
   if (options.json) {

@@ -343,7 +343,8 @@ void run_sweep(const SweepCliOptions& o) {
   std::vector<OutputFile> outputs;
   if (!o.torchtitan_toml.empty() && !result.ranked.empty()) {
     const JobSpec& best = result.ranked.front().job;
-    outputs.push_back({o.torchtitan_toml, torchtitan_config_toml(model_name, model, best)});
+    outputs.push_back({o.torchtitan_toml, torchtitan_config_toml(model_name, model, best),
+                       "--emit-torchtitan-toml"});
     const std::string without_fsdp = torchtitan_without_fsdp_note(best);
     if (!without_fsdp.empty())
       fmt::print(stderr, "note: {}: {}\n", o.torchtitan_toml, without_fsdp);
@@ -414,7 +415,7 @@ void run_sweep(const SweepCliOptions& o) {
       schedule.provenance.command += " --step-tolerance " + shell_word(o.step_tolerance);
     }
     if (options.fit_at_any_timing) schedule.provenance.command += " --fit any-timing";
-    outputs.push_back({o.out, schedule_file_text(schedule, o.out)});
+    outputs.push_back({o.out, schedule_file_text(schedule, o.out), "--out"});
     best_written =
         fmt::format("{} (schedule format version {}, {} from {})", o.out,
                     schedule.pipeline ? kPipelineScheduleFormatVersion : kScheduleFormatVersion,

@@ -155,10 +155,12 @@ std::vector<OutputFile> schedule_outputs(ScheduleFile& schedule, const TuneOptio
   schedule.provenance.threads = options.threads;
   schedule.provenance.command = canonical_command(options, model, schedule.job);
   schedule.provenance.job_hash = schedule_job_hash(schedule.job);
-  std::vector<OutputFile> outputs = {{options.out, schedule_file_text(schedule, options.out)}};
+  std::vector<OutputFile> outputs = {
+      {options.out, schedule_file_text(schedule, options.out), "--out"}};
   if (!options.torchtitan_toml.empty()) {
-    outputs.push_back(
-        {options.torchtitan_toml, torchtitan_config_toml(model, schedule.model, schedule.job)});
+    outputs.push_back({options.torchtitan_toml,
+                       torchtitan_config_toml(model, schedule.model, schedule.job),
+                       "--emit-torchtitan-toml"});
     const std::string without_fsdp = torchtitan_without_fsdp_note(schedule.job);
     if (!without_fsdp.empty()) {
       fmt::print(stderr, "note: {}: {}\n", options.torchtitan_toml, without_fsdp);
@@ -316,10 +318,12 @@ void run_tune(const TuneOptions& options) {
     std::vector<OutputFile> outputs = schedule_outputs(schedule, options, cost_source, cost_hash);
     if (!options.torchtitan_out.empty()) {
       outputs.push_back({options.torchtitan_out,
-                         dump_json(torchtitan_pipeline_to_json(workload, *schedule.pipeline))});
+                         dump_json(torchtitan_pipeline_to_json(workload, *schedule.pipeline)),
+                         "--emit-torchtitan"});
     }
     if (!options.trace_path.empty()) {
-      outputs.push_back({options.trace_path, dump_json(schedule_trace(schedule, workload, costs))});
+      outputs.push_back(
+          {options.trace_path, dump_json(schedule_trace(schedule, workload, costs)), "--trace"});
     }
     write_files_atomically(outputs);
     const double efficiency = schedule.predicted.step_time_s > 0
@@ -467,11 +471,13 @@ void run_tune(const TuneOptions& options) {
   schedule.job = job;
   std::vector<OutputFile> outputs = schedule_outputs(schedule, options, cost_source, cost_hash);
   if (!options.torchtitan_out.empty()) {
-    outputs.push_back(
-        {options.torchtitan_out, dump_json(torchtitan_plan_to_json(workload, schedule.plan))});
+    outputs.push_back({options.torchtitan_out,
+                       dump_json(torchtitan_plan_to_json(workload, schedule.plan)),
+                       "--emit-torchtitan"});
   }
   if (!options.trace_path.empty()) {
-    outputs.push_back({options.trace_path, dump_json(schedule_trace(schedule, workload, costs))});
+    outputs.push_back(
+        {options.trace_path, dump_json(schedule_trace(schedule, workload, costs)), "--trace"});
   }
   write_files_atomically(outputs);
 

@@ -152,7 +152,7 @@ void run_validate(const ValidateArgs& args) {
   if (mpi.rank() != 0) return;
   // Only rank 0 writes, and only after every rank finished: no partial measured.json.
   watchdog.beat("writing " + args.out);
-  write_file_atomically(args.out, dump_json(measured_to_json(measured)));
+  write_file_atomically(args.out, dump_json(measured_to_json(measured)), "--out");
   const std::string mesh =
       measured.shards_per_rank > 1
           ? fmt::format(" (scaled down: {} shards per rank)", measured.shards_per_rank)

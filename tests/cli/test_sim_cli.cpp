@@ -144,6 +144,14 @@ TEST_CASE("simulate --trace writes the same bytes every run", "[cli][simulate]")
         fsdptune::read_text_file(dir + "/replayed.json"));
 }
 
+// Found by QA: "/dev/full: write failed" did not say which flag named the file.
+TEST_CASE("simulate: a failed write names its flag", "[cli][simulate]") {
+  if (!std::filesystem::exists("/dev/full")) return;
+  const auto full = run_fsdptune(kTiny + " --trace /dev/full");
+  CHECK(full.exit_code == 1);
+  CHECK_THAT(full.err, Catch::Contains("error: --trace /dev/full: write failed"));
+}
+
 TEST_CASE("simulate: a limit that is too small", "[cli][simulate]") {
   const auto report = run_fsdptune(kTiny + " --memory-limit 1MiB");
   CHECK(report.exit_code == 0);
