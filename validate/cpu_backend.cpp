@@ -277,6 +277,9 @@ class CpuBackend final : public Backend {
             {"block_pool_bytes", std::to_string(pool_bytes_)}};
   }
 
+  // Each communicator, shard and bucket set up counts as progress: the watchdog watches the
+  // set-up too (found by QA: --timeout 0.5 aborted healthy runs while their buffers were
+  // written).
   void prepare(const ReplayLayout& layout) override {
     check_mpi_counts(layout);
     layout_ = layout;
@@ -291,6 +294,7 @@ class CpuBackend final : public Backend {
       comms.tp = split_world(mesh.tp_split());
       comms.cp = split_world(mesh.cp_split());
       comms_.push_back(comms);
+      ++progress_;
       workers_.push_back(
           std::make_unique<Worker>([this](const std::exception_ptr& error) { fail(error); }));
       side_workers_.push_back(
@@ -317,6 +321,7 @@ class CpuBackend final : public Backend {
             store(storage_, DType::kFP32, slot.storage_offset + v * slot.slot.shard_numel + j,
                   data_pattern::shard_value(slot, mesh.first_virtual_shard() + v, j));
           }
+          ++progress_;
         }
       }
     }
@@ -338,6 +343,7 @@ class CpuBackend final : public Backend {
           buffers.send.size() + buffers.receive.size() + buffers.unsharded.size() +
           buffers.gradients.size() + buffers.accumulated.size());
       buckets_.push_back(std::move(buffers));
+      ++progress_;
     }
     if (!layout.messages.empty()) {
       check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &pipeline_comm_), "MPI_Comm_dup");

@@ -276,6 +276,9 @@ class CudaBackend final : public Backend {
     return environment;
   }
 
+  // Each stream, communicator and bucket set up counts as progress: the watchdog watches the
+  // set-up too, and --timeout must exceed the longest of its steps (NCCL's communicator
+  // initialisation, the kernels' handles).
   void prepare(const ReplayLayout& layout) override {
     layout_ = layout;
     const ReplayMesh& mesh = layout.mesh;
@@ -305,6 +308,7 @@ class CudaBackend final : public Backend {
       options.stream = stream;
       options.attention = attention_;
       kernels_.push_back(make_cuda_kernels(options));
+      ++progress_;
       // The stream's world communicator, its unique id from rank 0 over MPI; the groups
       // split from it (every rank splits in the same order; key orders by coordinate).
       ncclUniqueId id{};
@@ -321,6 +325,7 @@ class CudaBackend final : public Backend {
       split(mesh.tp_split(), &comms.tp);
       split(mesh.cp_split(), &comms.cp);
       comms_.push_back(comms);
+      ++progress_;
     }
     if (mesh.pp > 1) {
       // Pipeline messages: one 2-rank communicator per sending stage and kind (activations
@@ -340,6 +345,7 @@ class CudaBackend final : public Backend {
               sends ? 0 : 1, &comm, nullptr));
           if (sends) pipeline_send_[gradient] = comm;
           if (receives) pipeline_receive_[gradient] = comm;
+          ++progress_;
         }
       }
     }
@@ -415,6 +421,7 @@ class CudaBackend final : public Backend {
         FSDPTUNE_CUDA_CHECK(cudaGetLastError());
       }
       buckets_.push_back(buffers);
+      ++progress_;
     }
     for (const ReplayMessage& message : layout.messages) {
       // A send carries the sender's deterministic contents, written once.

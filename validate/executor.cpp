@@ -1559,7 +1559,7 @@ MeasuredResult execute(const ScheduleFile& schedule, const std::string& hash,
   const int world = mpi.world_size();
 
   // Setting up the backend is local: agree on its outcome before the replay.
-  watchdog.beat("setting up the backend");
+  watchdog.beat("laying out the replay's buffers");
   const Workload workload = workload_of(schedule);
   const ReplayMesh mesh = replay_mesh(schedule, rank, world, options.scale_down, "schedule");
   const ReplayLayout layout = make_replay_layout(schedule, workload, rank, mesh);
@@ -1569,6 +1569,7 @@ MeasuredResult execute(const ScheduleFile& schedule, const std::string& hash,
       chunk_workloads.push_back(chunk_workload(workload, chunk.units));
     }
   }
+  watchdog.beat("creating the backend");
   std::unique_ptr<Backend> backend;
   std::optional<Error> setup_error;
   try {
@@ -1582,6 +1583,7 @@ MeasuredResult execute(const ScheduleFile& schedule, const std::string& hash,
   } catch (const Error& e) {
     setup_error = e;
   }
+  watchdog.beat("waiting for every rank to create its backend");
   agree_on_errors(setup_error);
 
   MeasuredResult measured;
@@ -1590,8 +1592,9 @@ MeasuredResult execute(const ScheduleFile& schedule, const std::string& hash,
     watchdog.watch(backend.get());
     const std::unique_ptr<Watchdog, void (*)(Watchdog*)> unwatch(
         &watchdog, [](Watchdog* w) { w->watch(nullptr); });
-    watchdog.beat("preparing the backend's buffers");
+    watchdog.beat("preparing the backend's buffers and communicators");
     backend->prepare(layout);
+    watchdog.beat("building the replay");
     std::unique_ptr<StepReplay> replay;
     if (schedule.pipeline) {
       replay = std::make_unique<PipelineReplay>(schedule, chunk_workloads, layout, *backend,
