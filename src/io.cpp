@@ -494,8 +494,12 @@ nlohmann::json read_json_file(const std::string& path, std::int64_t max_bytes) {
   const std::string text = read_text_file(path, max_bytes);
   // PyTorch's trace handler writes `.json.gz` (found by QA: "1:4: a NUL byte").
   if (text.starts_with("\x1f\x8b")) {
-    throw_bad_input(path, "gzip-compressed: not JSON text",
-                    "decompress it first (gunzip -k " + shell_word(path) + ")");
+    // gunzip -k refuses a name without .gz (found by QA): -c into a file of its own.
+    const std::string out =
+        path.ends_with(".gz") ? path.substr(0, path.size() - 3) : std::string("decompressed.json");
+    throw_bad_input(
+        path, "gzip-compressed: not JSON text",
+        "decompress it first (gunzip -c " + shell_word(path) + " > " + shell_word(out) + ")");
   }
   return parse_json_text(text, path);
 }

@@ -15,6 +15,7 @@
 
 #include "fsdptune/error.hpp"
 #include "fsdptune/io.hpp"
+#include "fsdptune/units.hpp"
 
 namespace fsdptune {
 namespace {
@@ -248,12 +249,13 @@ Profile profile_from_json(const nlohmann::json& json, const std::string& source)
     // (a tester's file held both; the lookup took the later one).
     const std::int64_t per_node = std::min(sweep.group.ranks_per_node, sweep.group.ranks);
     if (!sweeps.insert({sweep.kind, sweep.group.ranks, per_node}).second) {
-      throw_bad_input(where, fmt::format("a second {} sweep over {} ranks ({} per node{})",
-                                         to_string(sweep.kind), sweep.group.ranks, per_node,
-                                         per_node != sweep.group.ranks_per_node
-                                             ? fmt::format(": {} per node counts as {}",
-                                                           sweep.group.ranks_per_node, per_node)
-                                             : std::string()));
+      throw_bad_input(
+          where, fmt::format("a second {} sweep over {} ({} per node{})", to_string(sweep.kind),
+                             counted(sweep.group.ranks, "rank"), per_node,
+                             per_node != sweep.group.ranks_per_node
+                                 ? fmt::format(": {} per node counts as {}",
+                                               sweep.group.ranks_per_node, per_node)
+                                 : std::string()));
     }
     const nlohmann::json& points = require_array(collectives[i], "points", where);
     if (points.empty()) throw_bad_input(where + ".points", "has no points");

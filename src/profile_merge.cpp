@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "fsdptune/error.hpp"
+#include "fsdptune/units.hpp"
 
 namespace fsdptune {
 namespace {
@@ -131,8 +132,8 @@ ProfileMergeResult merge_profiles(const std::vector<NamedProfile>& inputs, Merge
         continue;
       }
       const std::string what =
-          fmt::format("the {} sweep over {} ranks ({} per node)", to_string(sweep.kind),
-                      sweep.group.ranks, sweep.group.ranks_per_node);
+          fmt::format("the {} sweep over {} ({} per node)", to_string(sweep.kind),
+                      counted(sweep.group.ranks, "rank"), sweep.group.ranks_per_node);
       if (take_later(overlap, what, found->second, field, i, inputs, result.notes)) {
         merged.collectives[found->second.merged_index] = std::move(sweep);
         found->second.input = i;

@@ -865,10 +865,10 @@ void check_program_flow(const Program& program, const Workload& workload,
     const CommGroup& group = expected_group;
     throw_bad_input(
         where(task_path(off_group) + ".group"),
-        fmt::format("{} over {} ranks ({} per node), while the job's {} group is {} "
-                    "ranks ({} per node)",
-                    a(to_string(task.kind)), task.group.ranks, task.group.ranks_per_node,
-                    replicas ? "replica" : "shard", group.ranks, group.ranks_per_node),
+        fmt::format("{} over {} ({} per node), while the job's {} group is {} ({} per node)",
+                    a(to_string(task.kind)), counted(task.group.ranks, "rank"),
+                    task.group.ranks_per_node, replicas ? "replica" : "shard",
+                    counted(group.ranks, "rank"), group.ranks_per_node),
         kEditedHint);
   }
 }

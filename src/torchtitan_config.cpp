@@ -1336,10 +1336,10 @@ std::string torchtitan_config_toml(const std::string& model_name_given, const Mo
   // Only in comments and compared with the flavors' names.
   const std::string model_name = comment_text(model_name_given);
   std::string text = fmt::format(
-      "# torchtitan train config written by fsdptune: {} on {} GPUs ({} per node;\n"
+      "# torchtitan train config written by fsdptune: {} on {} ({} per node;\n"
       "# torchtitan takes the world size and the node size from the launcher). The tables\n"
       "# and keys fsdptune reads (docs/torchtitan-config.md); merge them into your config.\n",
-      model_name, job.gpus, job.gpus_per_node);
+      model_name, counted(job.gpus, "GPU"), job.gpus_per_node);
   // A flavor by its shapes too: a model file of the same model, given by path, is it
   // (found by QA: --model models/llama3-8b.json was "no torchtitan llama3 flavor").
   std::string flavor;

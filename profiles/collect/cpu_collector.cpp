@@ -395,11 +395,12 @@ Profile CpuCollector::collect(const Workload& workload, const CollectorOptions& 
     all_disturbed += rerun_counts[r + 1];
   }
   environment["samples"] = fmt::format(
-      "compute: {} reps after {} warm-up on each rank, every rank's samples; {} "
+      "compute: {} after {} warm-up on each rank, every rank's samples; {} "
       "re-run after an involuntary context switch, {} kept switched out after {} attempts; "
-      "collectives: {} reps, max over ranks",
-      options.reps, options.warmup, counted(static_cast<std::int64_t>(all_reruns), "repetition"),
-      all_disturbed, kComputeAttempts, options.reps);
+      "collectives: {}, max over ranks",
+      counted(options.reps, "rep"), options.warmup,
+      counted(static_cast<std::int64_t>(all_reruns), "repetition"), all_disturbed, kComputeAttempts,
+      counted(options.reps, "rep"));
   return profile;
 }
 

@@ -70,9 +70,9 @@ void print_model(const ModelSpec& model, std::int64_t seq) {
 
 void print_workload(const Workload& workload) {
   const JobSpec& job = workload.job;
-  fmt::print("workload {} on {} GPUs ({} per node): dp_shard {} x dp_replicate {} x tp {}\n",
-             workload.model.name, job.gpus, job.gpus_per_node, dp_shard_text(job.dp_shard, job.cp),
-             job.dp_replicate, job.tp);
+  fmt::print("workload {} on {} ({} per node): dp_shard {} x dp_replicate {} x tp {}\n",
+             workload.model.name, counted(job.gpus, "GPU"), job.gpus_per_node,
+             dp_shard_text(job.dp_shard, job.cp), job.dp_replicate, job.tp);
   fmt::print("  local batch {} x seq {} = {} tokens per rank, AC {}, params {}, reduce {}{}{}\n",
              job.local_batch, job.seq_len, workload.tokens_per_step(), to_string(job.ac),
              to_string(job.param_dtype), to_string(job.reduce_dtype), features_suffix(job),

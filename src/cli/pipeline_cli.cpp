@@ -265,7 +265,8 @@ void require_pipeline_fit(const JobSpec& job, const PipelineResult& result,
 }
 
 std::string does_not_fit_hint(const JobSpec& job, bool fit_at_any_timing,
-                              const std::optional<ShardingGain>& sharding) {
+                              const std::optional<ShardingGain>& sharding,
+                              const std::vector<std::string>& more) {
   std::vector<std::string> changes;
   if (job.pp > 1) changes.push_back("more pipeline stages (--pp)");
   std::int64_t gpus = job.gpus * 2;
@@ -287,8 +288,9 @@ std::string does_not_fit_hint(const JobSpec& job, bool fit_at_any_timing,
     changes.push_back("checkpoint activations (--ac full)");
   if (job.local_batch > 1)
     changes.push_back(fmt::format("use a smaller --batch (now {})", job.local_batch));
-  changes.push_back(fmt::format("use a shorter --seq (now {})", job.seq_len));
+  if (job.seq_len > 1) changes.push_back(fmt::format("use a shorter --seq (now {})", job.seq_len));
   if (fit_at_any_timing) changes.push_back("judge fit at the predicted timing (--fit predicted)");
+  changes.insert(changes.end(), more.begin(), more.end());
   return join_alternatives(changes, ", or ");
 }
 

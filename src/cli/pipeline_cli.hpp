@@ -55,8 +55,10 @@ struct ShardingGain {
   std::int64_t sharded_state_bytes = 0;
   std::int64_t limit_bytes = 0;
 };
+// `more`: the command's own ways out, listed last.
 std::string does_not_fit_hint(const JobSpec& job, bool fit_at_any_timing = false,
-                              const std::optional<ShardingGain>& sharding = std::nullopt);
+                              const std::optional<ShardingGain>& sharding = std::nullopt,
+                              const std::vector<std::string>& more = {});
 
 // --require-fit of a pipelined step (`simulate --pp`, `pipeline`): Error(kDoesNotFit) on
 // --memory-limit naming the first stage whose reserved peak is over `limit_bytes`, with

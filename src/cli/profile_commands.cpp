@@ -158,8 +158,9 @@ void add_import_nccl_tests(CLI::App& profile) {
     write_profile(imported, options->out);
     fmt::print("wrote {} (hardware {}):\n", options->out, imported.hardware);
     for (const CollectiveSweep& sweep : imported.collectives) {
-      fmt::print("  {} over {} ranks ({} per node): {} sizes\n", to_string(sweep.kind),
-                 sweep.group.ranks, sweep.group.ranks_per_node, sweep.points.size());
+      fmt::print("  {} over {} ({} per node): {}\n", to_string(sweep.kind),
+                 counted(sweep.group.ranks, "rank"), sweep.group.ranks_per_node,
+                 counted(static_cast<std::int64_t>(sweep.points.size()), "size"));
     }
   });
 }
@@ -300,8 +301,8 @@ void run_collect(const CollectFlags& flags) {
   write_files_atomically(outputs);
   std::size_t points = 0;
   for (const auto& sweep : profile.collectives) points += sweep.points.size();
-  fmt::print("profiled {} distinct compute ops of {} ({} reps after {} warm-up each) on {}\n",
-             profile.compute.size(), model.name, options.reps, options.warmup,
+  fmt::print("profiled {} distinct compute ops of {} ({} after {} warm-up each) on {}\n",
+             profile.compute.size(), model.name, counted(options.reps, "rep"), options.warmup,
              counted(collector->world_size(), "rank"));
   fmt::print("collectives: {}, {} -- {}\n",
              counted(static_cast<std::int64_t>(profile.collectives.size()), "sweep"),

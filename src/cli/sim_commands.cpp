@@ -405,8 +405,8 @@ void run_simulate(const SimulateOptions& options) {
     throw Error(ErrorKind::kDoesNotFit, "--memory-limit", overflow_line(result, limit_bytes),
                 does_not_fit_hint(job, false,
                                   ShardingGain{result.peak_reserved_bytes,
-                                               workload.persistent_state_bytes(), limit_bytes}) +
-                    ", or another --plan");
+                                               workload.persistent_state_bytes(), limit_bytes},
+                                  {"use another --plan"}));
   }
 }
 

@@ -278,9 +278,10 @@ void run_sweep(const SweepCliOptions& o) {
     without_cp.cp_degrees = {1};
     if (!sweep_jobs(model, hardware, without_cp).empty()) {
       throw_bad_input("--cp " + cp,
-                      fmt::format("no configuration of {} on {} GPUs at a global batch of {} "
-                                  "sequences has these context-parallel degrees",
-                                  model.name, o.gpus, options.global_batch_sequences),
+                      fmt::format("no configuration of {} on {} at a global batch of {} "
+                                  "has these context-parallel degrees",
+                                  model.name, counted(o.gpus, "GPU"),
+                                  counted(options.global_batch_sequences, "sequence")),
                       "a CP degree must divide a shard group (dp_shard) and the sequence into "
                       "2 x cp chunks; try powers of two");
     }
@@ -292,17 +293,17 @@ void run_sweep(const SweepCliOptions& o) {
     const bool nodes = o.gpus > gpus_per_node && o.gpus % gpus_per_node != 0;
     const std::string flag =
         nodes || skipped.count == 0 ? "--gpus" : sweep_flag_of(skipped.main_reason().flag);
-    throw_bad_input(flag,
-                    fmt::format("no valid configuration of {} on {} GPUs at a global batch of "
-                                "{} sequences{}",
-                                model.name, o.gpus, options.global_batch_sequences,
-                                skipped.count == 0 ? std::string()
-                                                   : fmt::format(" ({} skipped: {}); the first: {}",
-                                                                 skipped.count, skipped.summary(),
-                                                                 skipped.main_reason().message)),
-                    nodes ? fmt::format("{} GPUs do not fill nodes of {} (--gpus-per-node)", o.gpus,
-                                        gpus_per_node)
-                          : "");
+    throw_bad_input(
+        flag,
+        fmt::format("no valid configuration of {} on {} at a global batch of {}{}", model.name,
+                    counted(o.gpus, "GPU"), counted(options.global_batch_sequences, "sequence"),
+                    skipped.count == 0
+                        ? std::string()
+                        : fmt::format(" ({} skipped: {}); the first: {}", skipped.count,
+                                      skipped.summary(), skipped.main_reason().message)),
+        nodes ? fmt::format("{} GPUs do not fill nodes of {} (--gpus-per-node)", o.gpus,
+                            gpus_per_node)
+              : "");
   }
   fmt::print(stderr, "sweep: {} configurations ({} skipped{}), {} threads\n", total, skipped.count,
              skipped.count > 0 ? ": " + skipped.summary() : std::string(), options.threads);

@@ -533,8 +533,8 @@ void run_tune(const TuneOptions& options) {
   if (tuner_options.fit_at_any_timing) {
     any_timing.push_back({result.best_any_timing_reserved_bytes, result.fits});
   }
-  fmt::print("{} on {} GPUs ({}), batch {} x seq {}, AC {}; memory limit {}{}\n\n", model.name,
-             job.gpus, hardware.id, job.local_batch, job.seq_len, to_string(job.ac),
+  fmt::print("{} on {} ({}), batch {} x seq {}, AC {}; memory limit {}{}\n\n", model.name,
+             counted(job.gpus, "GPU"), hardware.id, job.local_batch, job.seq_len, to_string(job.ac),
              format_bytes(result.memory_limit_bytes),
              tuner_options.fit_at_any_timing ? " at any timing (--fit any-timing)" : "");
   print_table(rows, result.memory_limit_bytes, any_timing);

@@ -161,7 +161,9 @@ TEST_CASE("simulate: a limit that is too small", "[cli][simulate]") {
   CHECK(strict.err.find("--memory-limit") != std::string::npos);
   CHECK(strict.err.find("exceeds") != std::string::npos);
   // The ways out this job has: no --ac full under --ac full (found by QA).
-  CHECK_THAT(strict.err, Catch::Contains("(--ac full)") && Catch::Contains("or another --plan"));
+  CHECK_THAT(strict.err,
+             Catch::Contains("(--ac full)") && Catch::Contains("or use another --plan"));
+  CHECK_THAT(strict.err, !Catch::Contains("), or use a shorter --seq"));  // one "or" (QA)
   const auto full = run_fsdptune(kTiny + " --ac full --memory-limit 1MiB --require-fit");
   CHECK(full.exit_code == 3);
   CHECK_THAT(full.err, !Catch::Contains("--ac full") && Catch::Contains("--seq"));

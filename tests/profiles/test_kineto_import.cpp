@@ -459,6 +459,21 @@ TEST_CASE("Kineto import: the group from the counts, and contradicting metadata 
     CHECK_THAT(notes, Catch::Contains("skipped 2 kernels: NCCL kernel whose metadata lacks a "
                                       "positive whole nelems"));
   }
+  // Nor is a Group size, which is then not replaced by the world's (found by QA).
+  for (const json& group : {json(1.5), json("4x")}) {
+    INFO(group.dump());
+    trace = read_json_file(kFixture);
+    for (json& event : trace["traceEvents"]) {
+      if (!event.contains("args") || !event["args"].contains("Collective name")) continue;
+      if (event["args"]["Collective name"] == "allreduce") event["args"]["Group size"] = group;
+    }
+    result = import_kineto_trace(trace, {}, kFixture);
+    CHECK(result.nccl_kernels == 2);
+    std::string notes;
+    for (const std::string& note : result.notes) notes += note + "\n";
+    CHECK_THAT(notes, Catch::Contains("skipped 2 kernels: NCCL kernel whose Group size is not a "
+                                      "whole number"));
+  }
 }
 
 // Found by QA: the all-reduce's two samples followed the file's event order.
