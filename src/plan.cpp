@@ -192,6 +192,8 @@ Plan plan_from_json(const nlohmann::json& json_value, const std::string& source)
   const json& name = require(json_value, "name", source);
   if (!name.is_string()) throw_bad_input(field(source, "name"), "must be a string");
   plan.name = name.get<std::string>();
+  // Reports and tables name a plan by it ("plan : 1 forward ..." for an empty one).
+  if (plan.name.empty()) throw_bad_input(field(source, "name"), "must not be empty");
   plan.forward_buckets = ranges_from_json(require(json_value, "forward_buckets", source),
                                           field(source, "forward_buckets"));
   // Backward and reduce-scatter buckets default to the forward buckets.

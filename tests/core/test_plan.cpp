@@ -87,6 +87,8 @@ TEST_CASE("plan JSON errors name the field", "[plan]") {
       "p.json: stream_layout");
   CHECK(where_of(R"({"version": 1, "name": "x", "forward_buckets": [[0, 0]], "reorder": "yes"})") ==
         "p.json: reorder");
+  // An empty name names nothing in the tables (found by QA: "plan : 1 forward ...").
+  CHECK(where_of(R"({"version": 1, "name": "", "forward_buckets": [[0, 0]]})") == "p.json: name");
   // Above INT64_MAX: refused as out of range, not read as -1; beyond 64 bits, read as a
   // double: out of range too, not "must be an integer" (QA, 2026-12-06).
   for (const std::string number : {"18446744073709551615", "100000000000000000000"}) {
