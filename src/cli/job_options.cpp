@@ -286,6 +286,17 @@ JobSpec noted_job(JobSpec job) {
                "fsdptune does not model\n",
                job.cp);
   }
+  // PyTorch's schedules run fewer microbatches than stages, and torchtitan warns of the
+  // bubble (build_pipeline_schedule); so does fsdptune (found by QA: said nothing).
+  const std::int64_t stages = job.pp * job.virtual_stages;
+  if (job.pp > 1 && job.microbatches < stages) {
+    fmt::print(stderr,
+               "note: {} over {} ({} x {}): fewer microbatches than stages, which "
+               "torchtitan warns leaves a bubble; the figures include it\n",
+               counted(job.microbatches, "microbatch", "microbatches"),
+               counted(stages, "pipeline stage"), counted(job.pp, "rank"),
+               counted(job.virtual_stages, "chunk"));
+  }
   return job;
 }
 

@@ -116,6 +116,18 @@ TEST_CASE("pipeline --require-fit names the stage furthest over the limit", "[cl
                                                    fsdptune::format_bytes(reserved(worst)))));
 }
 
+// Found by QA: fewer microbatches than stages ran without a word, where torchtitan warns.
+TEST_CASE("pipeline notes fewer microbatches than stages", "[cli][pipeline]") {
+  const std::string job = "pipeline --model tiny --gpus 4 --seq 512 --hardware h100-sxm --pp 4";
+  const auto few = run_fsdptune(job + " --microbatches 2");
+  REQUIRE(few.exit_code == 0);
+  CHECK_THAT(few.err, Catch::Contains("note: 2 microbatches over 4 pipeline stages") &&
+                          Catch::Contains("fewer microbatches than stages"));
+  const auto enough = run_fsdptune(job + " --microbatches 4");
+  REQUIRE(enough.exit_code == 0);
+  CHECK_THAT(enough.err, !Catch::Contains("fewer microbatches than stages"));
+}
+
 TEST_CASE("simulate --pipeline-steps --trace: every step's actions, the optimizer once",
           "[cli][pipeline][trace]") {
   const std::string dir = make_temp_dir("pp-steps-trace");
