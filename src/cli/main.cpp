@@ -7,6 +7,7 @@
 #include <exception>
 #include <new>
 #include <string>
+#include <string_view>
 #include <system_error>
 
 #include <fmt/format.h>
@@ -145,6 +146,16 @@ int main(int argc, char** argv) {
             fmt::format("fsdptune: error: '{}' is not a command (commands: {})\nrun with "
                         "--help for usage\n",
                         word, commands));
+        return 2;
+      }
+    }
+    // "--model=" with nothing after the '=': CLI11 took the next word as its value and named
+    // the word after that ("argument was not expected: h100-sxm").
+    for (int i = 1; i < argc; ++i) {
+      const std::string_view word = argv[i];
+      if (word.size() > 3 && word.starts_with("--") && word.ends_with('=')) {
+        say(fmt::format("fsdptune: error: {}: an empty value ('{}')\nrun with --help for usage\n",
+                        word.substr(0, word.size() - 1), word));
         return 2;
       }
     }

@@ -228,6 +228,9 @@ TEST_CASE("command words and whole numbers: what was typed is what runs", "[cli]
        "--iters: 99999999999 is out of range for this option"},
       {"compare no-such-schedule.json no-such-m.json --top 99999999999",
        "--top: 99999999999 is out of range for this option"},
+      // An empty value after '=' (CLI11 took the next word as the value and named the one
+      // after it).
+      {"simulate --model= --hardware h100-sxm", "--model: an empty value ('--model=')"},
       // A flag given twice (QA, 2026-12-06: CLI11's "At Most 1 required but received 2").
       {"simulate --model tiny --gpus 2 --gpus 4 --hardware h100-sxm",
        "--gpus: given 2 times; give it once"},
