@@ -239,6 +239,19 @@ SimulateInputs resolve_inputs(const SimulateOptions& options) {
   SimulateInputs inputs;
   if (!options.job.model.empty() || !options.job.job_toml.empty()) {  // as the flags say
     inputs.model = resolve_model_option(options.job);
+    // Without --hardware or --profile, a schedule given to --plan has them (found by QA:
+    // "--hardware: no hardware given" for the schedule's own model and job).
+    const std::string& plan = options.plan.plan;
+    if (options.cost.hardware.empty() && options.cost.profile.empty() &&
+        std::filesystem::is_regular_file(plan)) {
+      const nlohmann::json json = read_json_file(plan);
+      refuse_other_format(json, plan);
+      if (is_schedule_json(json)) {
+        resolve_schedule_costs(options.cost, checked_schedule_from_json(json, plan), plan, inputs);
+        inputs.job = to_job_spec(options.job, inputs.model, &inputs.costs.hardware);
+        return inputs;
+      }
+    }
     inputs.costs = resolve_cost_model(options.cost);
     inputs.job = to_job_spec(options.job, inputs.model, &inputs.costs.hardware);
     inputs.cost_options = options.cost;

@@ -84,6 +84,12 @@ TEST_CASE("simulate --plan schedule.json without --model: a version 1 schedule",
       "--plan " +
       out);
   CHECK(agreeing.at("step_time_s") == json.at("step_time_s"));
+  // --model with the job flags and no --hardware: the schedule's hardware and costs (found by
+  // QA: "--hardware: no hardware given").
+  const nlohmann::json modelled =
+      run_json("simulate --json --model tiny --gpus 8 --batch 2 --seq 1024 --plan " + out);
+  CHECK(modelled.at("step_time_s") == json.at("step_time_s"));
+  CHECK(modelled.at("hardware") == "h100-sxm");
   // The text form too.
   const CommandResult text = run_fsdptune("simulate --plan " + out);
   REQUIRE(text.exit_code == 0);
