@@ -538,20 +538,25 @@ void run_tune(const TuneOptions& options) {
              format_bytes(result.memory_limit_bytes),
              tuner_options.fit_at_any_timing ? " at any timing (--fit any-timing)" : "");
   print_table(rows, result.memory_limit_bytes, any_timing);
-  double best_baseline_s = 0;
-  std::string best_baseline;
+  const PlanSummary* best_baseline = nullptr;
   for (std::size_t i = 0; i < schedule.baselines.size(); ++i) {
     const PlanSummary& row = schedule.baselines[i];
     const bool fits = any_timing.empty() ? row.fits : any_timing[i].fits;
-    if (fits && (best_baseline.empty() || row.step_time_s < best_baseline_s)) {
-      best_baseline_s = row.step_time_s;
-      best_baseline = row.plan_name;
+    if (fits && (best_baseline == nullptr || row.step_time_s < best_baseline->step_time_s)) {
+      best_baseline = &row;
     }
   }
   fmt::print("\n");
-  if (!best_baseline.empty()) {
-    fmt::print("tuned vs best baseline ({}): {:.2f}x faster\n", best_baseline,
-               best_baseline_s / schedule.predicted.step_time_s);
+  if (best_baseline != nullptr) {
+    // The memory the speed costs beside it (found by QA: "1.00x faster" of a plan 0.3%
+    // faster that reserved 23 GiB more).
+    fmt::print(
+        "tuned vs best baseline ({}): {:.2f}x faster ({:+.1f}% step time), {} reserved "
+        "against {}\n",
+        best_baseline->plan_name, best_baseline->step_time_s / schedule.predicted.step_time_s,
+        100.0 * (schedule.predicted.step_time_s / best_baseline->step_time_s - 1.0),
+        format_bytes(schedule.predicted.peak_reserved_bytes),
+        format_bytes(best_baseline->peak_reserved_bytes));
   }
   fmt::print("lower bound {}: efficiency {:.1f}%\n", format_seconds(result.lower_bound_s),
              100.0 * efficiency);

@@ -16,6 +16,7 @@
 #include "fsdptune/io.hpp"
 #include "fsdptune/memory_bound.hpp"
 #include "fsdptune/schedule.hpp"
+#include "fsdptune/units.hpp"
 
 using fsdptune::testing::CommandResult;
 using fsdptune::testing::make_temp_dir;
@@ -87,6 +88,21 @@ TEST_CASE("tune prints baselines and the tuned plan and writes a loadable schedu
   CHECK(schedule.provenance.command.find("--model tiny") != std::string::npos);
   CHECK(schedule.provenance.cost_source == "h100-sxm");
   CHECK(schedule.provenance.cost_hash.size() == 16);
+  // The speed against the best baseline that fits, with the memory it costs (found by QA:
+  // "1.00x faster" of a plan reserving 23 GiB more).
+  const fsdptune::PlanSummary* best = nullptr;
+  for (const fsdptune::PlanSummary& baseline : schedule.baselines) {
+    if (baseline.fits && (best == nullptr || baseline.step_time_s < best->step_time_s)) {
+      best = &baseline;
+    }
+  }
+  REQUIRE(best != nullptr);
+  CHECK_THAT(result.out,
+             Catch::Contains(fmt::format("tuned vs best baseline ({}): ", best->plan_name)) &&
+                 Catch::Contains(
+                     fmt::format("% step time), {} reserved against {}\n",
+                                 fsdptune::format_bytes(schedule.predicted.peak_reserved_bytes),
+                                 fsdptune::format_bytes(best->peak_reserved_bytes))));
 
   const nlohmann::json exported = fsdptune::read_json_file(torchtitan);
   CHECK(exported.at("format") == "fsdptune-torchtitan");
