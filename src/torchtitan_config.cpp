@@ -1338,7 +1338,9 @@ std::string torchtitan_config_toml(const std::string& model_name_given, const Mo
   std::string text = fmt::format(
       "# torchtitan train config written by fsdptune: {} on {} ({} per node;\n"
       "# torchtitan takes the world size and the node size from the launcher). The tables\n"
-      "# and keys fsdptune reads (docs/torchtitan-config.md); merge them into your config.\n",
+      "# and keys fsdptune reads (docs/torchtitan-config.md); merge them into your config.\n"
+      "# A tuned plan's buckets are no torchtitan setting (`tune --emit-torchtitan` writes\n"
+      "# them as JSON): read back, this config simulates with fsdp2's.\n",
       model_name, counted(job.gpus, "GPU"), job.gpus_per_node);
   // A flavor by its shapes too: a model file of the same model, given by path, is it
   // (found by QA: --model models/llama3-8b.json was "no torchtitan llama3 flavor").

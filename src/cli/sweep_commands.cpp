@@ -85,7 +85,7 @@ std::string config_label(const JobSpec& job) {
 struct SweepCliOptions {
   std::string model;
   std::string hardware = kDefaultTuneHardware;
-  std::int64_t gpus = 8;
+  std::int64_t gpus = 0;  // --gpus, required (checked in run_sweep, with a hint)
   std::optional<std::int64_t> gpus_per_node;  // --gpus-per-node; absent: the hardware's
   std::string global_batch;
   std::int64_t seq = 8192;
@@ -172,6 +172,15 @@ void run_sweep(const SweepCliOptions& o) {
   if (o.threads < 0 || o.threads > kMaxThreads) {
     throw_bad_input("--threads",
                     fmt::format("must be 0 (all cores) to {}, got {}", kMaxThreads, o.threads));
+  }
+  // A torchtitan config gives no world size (its launcher does): said so (found by QA:
+  // "--gpus is required" for `sweep --job-toml`, where simulate takes its degrees').
+  if (o.gpus == 0) {
+    throw_bad_input("--gpus", "required: the world size the sweep lays out",
+                    o.job_toml.empty() ? ""
+                                       : "a --job-toml gives the model, sequence length and "
+                                         "global batch, not the world size (torchtitan's "
+                                         "launcher does)");
   }
   if (o.gpus < 1) throw_bad_input("--gpus", "must be >= 1");
   if (o.gpus_per_node && *o.gpus_per_node < 1) {
@@ -500,6 +509,15 @@ void run_sweep(const SweepCliOptions& o) {
                format_bytes(c.peak_reserved_bytes),
                any_timing ? fmt::format(" {:>12}", format_bytes(c.any_timing_reserved_bytes)) : "");
   }
+  // Two bases in one column, said so (found by QA: the fastest rows, fp8, showed a lower MFU
+  // than a slower bf16 one).
+  if (std::any_of(result.ranked.begin(), result.ranked.begin() + static_cast<std::ptrdiff_t>(shown),
+                  [](const SweepCandidate& c) { return c.job.float8; })) {
+    fmt::print(
+        "\nMFU of an fp8 row is of the hardware's fp8 peak, of the others of its bf16 peak "
+        "(torchtitan logs a float8 run's against bf16's: twice this on an H100; "
+        "docs/report.md)\n");
+  }
   // Meshes of one shard rank listed: torchtitan applies no fully_shard there; with TP or
   // PP they are ranked in fp32 (sweep_jobs), else in mixed precision as under autocast.
   std::vector<std::string> unsharded;
@@ -655,7 +673,7 @@ void register_sweep_commands(CLI::App& app) {
                         "(docs/torchtitan-config.md)");
     command->add_option("--hardware", options->hardware, "built-in hardware id or spec file")
         ->capture_default_str();
-    command->add_option("--gpus", options->gpus, "world size")->required();
+    command->add_option("--gpus", options->gpus, "world size (required)");
     command->add_option("--gpus-per-node", options->gpus_per_node,
                         "GPUs per node (default: the hardware spec's gpus_per_node, 8 for the "
                         "built-in GPUs)");

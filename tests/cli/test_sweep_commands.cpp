@@ -271,6 +271,19 @@ TEST_CASE("sweep: a memory limit rejects configurations and says why", "[cli][sw
   CHECK_FALSE(std::filesystem::exists(out));
 }
 
+// Found by QA: fp8 rows' MFU (of the fp8 peak) read lower than slower bf16 rows' unexplained.
+TEST_CASE("sweep says which peak the MFU of its fp8 rows is of", "[cli][sweep]") {
+  const std::string sweep =
+      "sweep --model tiny --gpus 8 --global-batch 16 --seq 256 --hardware h100-sxm --tune-top 0";
+  const auto mixed = run_fsdptune(sweep);
+  REQUIRE(mixed.exit_code == 0);
+  REQUIRE_THAT(mixed.out, Catch::Contains(" fp8 "));
+  CHECK_THAT(mixed.out, Catch::Contains("MFU of an fp8 row is of the hardware's fp8 peak"));
+  const auto bf16 = run_fsdptune(sweep + " --no-float8");
+  REQUIRE(bf16.exit_code == 0);
+  CHECK_THAT(bf16.out, !Catch::Contains("fp8 peak"));
+}
+
 TEST_CASE("sweep and pipeline: bad flags exit 2 naming the flag", "[cli][sweep]") {
   auto bad = run_fsdptune("sweep --model tiny --gpus 8 --global-batch lots --seq 256");
   CHECK(bad.exit_code == 2);
@@ -278,6 +291,15 @@ TEST_CASE("sweep and pipeline: bad flags exit 2 naming the flag", "[cli][sweep]"
   bad = run_fsdptune("sweep --model tiny --gpus 8 --global-batch 1000tok --seq 256");
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("--global-batch") != std::string::npos);
+  // No --gpus, and with a torchtitan config why it does not give them (found by QA: "--gpus
+  // is required" alone).
+  bad = run_fsdptune("sweep --model tiny --global-batch 16 --seq 256");
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("--gpus: required: the world size the sweep lays out"));
+  bad = run_fsdptune("sweep --job-toml " + std::string(FSDPTUNE_TEST_DATA) +
+                     "/torchtitan/llama3_8b.toml --hardware h100-sxm --tune-top 0");
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("not the world size"));
   // Beyond 64 bits, with or without a scale (found probing: 9999999999999Gtok wrapped
   // around to a count of the wrong size; 2^64 - 1 was "not a count").
   for (const char* batch : {"9999999999999Gtok", "18446744073709551615", "9223372036854775808"}) {
