@@ -428,17 +428,12 @@ void run_sweep(const SweepCliOptions& o) {
     outputs.push_back({o.out, schedule_file_text(schedule, o.out), "--out"});
     // Its memory beside its time, and, where the ranked row's figures were fsdp2's, those
     // (found by QA: a 0.5% faster plan reserving 24 GiB more was announced by its time).
-    std::int64_t reserved = schedule.predicted.peak_reserved_bytes;
-    if (schedule.pipeline) {
-      reserved = 0;
-      for (const ScheduleStage& stage : schedule.pipeline->stages) {
-        reserved = std::max(reserved, stage.peak_reserved_bytes);
-      }
-    }
+    // A version 2 schedule's predicted peaks are its largest stage's.
     best_written = fmt::format(
         "{} (schedule format version {}, {}, {} reserved, from {}){}", o.out,
         schedule.pipeline ? kPipelineScheduleFormatVersion : kScheduleFormatVersion,
-        format_seconds(schedule.predicted.step_time_s), format_bytes(reserved), tuned.derived_from,
+        format_seconds(schedule.predicted.step_time_s),
+        format_bytes(schedule.predicted.peak_reserved_bytes), tuned.derived_from,
         result.best_tuning ? std::string()
                            : fmt::format("; the row ranked it by fsdp2's figures, {} and {} "
                                          "reserved",
