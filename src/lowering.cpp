@@ -288,6 +288,7 @@ UnitTotals unit_totals(const Workload& workload) {
 struct LoweringScratch {
   std::vector<int> forward_bucket_of, backward_position_of;
   std::vector<bool> kept;
+  std::vector<bool> gradients_made_by_reader;
   std::vector<ComputeItem> items;
   std::vector<int> forward_item, backward_item;
   std::vector<int> forward_group_end, backward_group_end;
@@ -322,6 +323,7 @@ class Lowering {
         forward_bucket_of_(scratch.forward_bucket_of),
         backward_position_of_(scratch.backward_position_of),
         kept_(scratch.kept),
+        gradients_made_by_reader_(scratch.gradients_made_by_reader),
         items_(scratch.items),
         forward_item_(scratch.forward_item),
         backward_item_(scratch.backward_item),
@@ -418,11 +420,16 @@ class Lowering {
     }
     // Tied embeddings: a unit whose parameters another unit's compute reads (the output
     // GEMM reads tok_embeddings.weight) stays gathered from its forward to its backward,
-    // as the FSDP2 root does: its whole forward bucket is kept.
+    // as the FSDP2 root does: its whole forward bucket is kept. The reader's backward runs
+    // first and creates the shared parameters' gradients (the output GEMM's grad of the
+    // tied weight), which the owner's backward accumulates into: they live from the
+    // reader's backward to the owner's reduce-scatter.
+    gradients_made_by_reader_.assign(unit_count_, false);
     for (const Unit& unit : workload_.units) {
       for (int shared : unit.shared_param_units) {
         const UnitRange bucket = plan_.forward_buckets[forward_bucket_of_[shared]];
         for (int u = bucket.first; u <= bucket.last; ++u) kept_[u] = true;
+        if (shared < unit.index) gradients_made_by_reader_[shared] = true;
       }
     }
     forward_item_.assign(unit_count_, -1);
@@ -848,6 +855,18 @@ class Lowering {
     return totals_.shard_numel[unit] * ranks_ * param_bytes_;
   }
 
+  // The unsharded gradients of `unit`'s parameters (param dtype), one block per parameter
+  // where each has its own reduce-scatter, as its copy-in or reduce-scatter frees them.
+  void alloc_unsharded_gradients(Task& task, int unit) {
+    if (plan_.one_collective_per_parameter) {
+      for (const Param& param : workload_.units[static_cast<std::size_t>(unit)].params) {
+        alloc(task, MemoryCategory::kGradients, param.shard_numel * ranks_ * param_bytes_, false);
+      }
+    } else {
+      alloc(task, MemoryCategory::kGradients, unsharded_grad_bytes(unit), false);
+    }
+  }
+
   // Frees of a gather group's buffers, one per collective (mirrors the allocations so the
   // reserved-memory estimate rounds them alike).
   void free_gathered(Task& task, const CollectiveGroup& group) {
@@ -922,13 +941,11 @@ class Lowering {
       alloc(task, MemoryCategory::kWorkspace, unit.workspace_bytes, false);
       alloc(task, MemoryCategory::kWorkspace, -unit.workspace_bytes, true);
       // Gradients of the unsharded parameters, in param dtype, until the reduce-scatter
-      // bucket takes them.
-      if (plan_.one_collective_per_parameter) {
-        for (const Param& param : unit.params) {
-          alloc(task, MemoryCategory::kGradients, param.shard_numel * ranks_ * param_bytes_, false);
-        }
-      } else {
-        alloc(task, MemoryCategory::kGradients, unsharded_grad_bytes(u), false);
+      // bucket takes them: this unit's, unless a later unit's backward made them (tied
+      // embeddings), and those of the earlier units whose parameters it reads.
+      if (!gradients_made_by_reader_[u]) alloc_unsharded_gradients(task, u);
+      for (int shared : unit.shared_param_units) {
+        if (shared < u) alloc_unsharded_gradients(task, shared);
       }
       alloc(task, MemoryCategory::kActivations, -unit.saved_activation_bytes, true);
       if (!unit.recompute_ops.empty()) {
@@ -1022,6 +1039,7 @@ class Lowering {
   std::vector<int>& forward_bucket_of_;
   std::vector<int>& backward_position_of_;
   std::vector<bool>& kept_;
+  std::vector<bool>& gradients_made_by_reader_;
   std::vector<ComputeItem>& items_;
   std::vector<int>&forward_item_, &backward_item_;
   std::vector<int>&forward_group_end_, &backward_group_end_;

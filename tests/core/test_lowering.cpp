@@ -282,6 +282,35 @@ TEST_CASE("lowering: a unit whose parameters another unit reads stays gathered",
   CHECK(backward_gathers == 2);  // units 1 and 2
 }
 
+TEST_CASE("lowering: a tied weight's gradient lives from the reader's backward", "[lowering]") {
+  // The output unit (2) reads unit 0's weight: its backward (the output GEMM's) creates
+  // that weight's unsharded gradient, which unit 0's backward accumulates into and unit
+  // 0's reduce-scatter frees. Before, unit 0's backward allocated it, the last to run.
+  Workload workload = make_uniform_workload(3, 1 << 20, 1e-3, 2e-3, 1 << 20, 2);
+  workload.units[2].shared_param_units = {0};
+  const std::int64_t unit_gradients = (1 << 20) * 2;  // bf16, unsharded
+  for (const bool per_parameter : {false, true}) {
+    INFO("one collective per parameter: " << per_parameter);
+    Plan plan = per_unit_plan(3);
+    plan.one_collective_per_parameter = per_parameter;
+    const Program program = lower(workload, plan, FixedCostModel());
+    check_well_formed(program);
+    std::map<std::string, std::int64_t> allocated;
+    std::int64_t held = 0;
+    for (const Task& task : program.tasks) {
+      for (const MemoryEvent& event : task.memory) {
+        if (event.category != MemoryCategory::kGradients) continue;
+        held += event.bytes;
+        if (task.kind == TaskKind::kBackward) allocated[task.name] += event.bytes;
+      }
+    }
+    CHECK(allocated["bwd u2"] == 2 * unit_gradients);
+    CHECK(allocated["bwd u1"] == unit_gradients);
+    CHECK(allocated["bwd u0"] == 0);
+    CHECK(held == 0);  // every gradient freed by a reduce-scatter
+  }
+}
+
 TEST_CASE("lowering: collectives carry each parameter's wire dtype", "[lowering]") {
   // Float8 all-gather: a 1 Mi-element weight travels as fp8 (1 B), a 1 Mi-element norm as
   // bf16 (2 B): 3 MiB gathered. Reduce-scatter stays fp32: 2 Mi * 4 B = 8 MiB.
