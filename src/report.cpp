@@ -391,6 +391,15 @@ std::string measured_heading(const MeasuredComparison& measured) {
   return heading;
 }
 
+std::string measured_legend(const MeasuredComparison& measured) {
+  std::string legend = "error = predicted / measured - 1";
+  if (!measured.streams.empty()) {
+    legend +=
+        "; busy = rank 0's task durations on the stream, each the median of the steps, summed";
+  }
+  return legend;
+}
+
 std::string efficiency_line(const ScheduleReport& schedule) {
   if (schedule.lower_bound_s <= 0) return "tuned plan vs lower bound: no lower bound recorded";
   // A step of 0 (a hand-made schedule) has no efficiency: "tuned inf s" before.
@@ -530,11 +539,12 @@ std::string rank_compute_summary(const std::vector<double>& rank_compute_s) {
   const auto against_median = [&](double seconds) {
     return median_s > 0 ? format_signed_percent(seconds / median_s - 1) : std::string("-");
   };
-  return fmt::format("compute by rank: median {}, slowest rank {} {} ({}), fastest rank {} {} ({})",
-                     format_seconds(median_s), slowest - rank_compute_s.begin(),
-                     format_seconds(*slowest), against_median(*slowest),
-                     fastest - rank_compute_s.begin(), format_seconds(*fastest),
-                     against_median(*fastest));
+  return fmt::format(
+      "compute by rank (its compute tasks' medians summed): median {}, slowest rank {} {} ({}), "
+      "fastest rank {} {} ({})",
+      format_seconds(median_s), slowest - rank_compute_s.begin(), format_seconds(*slowest),
+      against_median(*slowest), fastest - rank_compute_s.begin(), format_seconds(*fastest),
+      against_median(*fastest));
 }
 
 Report summarize_report(const std::vector<ReportEntry>& entries, const ReportOptions& options) {
@@ -1103,6 +1113,7 @@ std::string render_report_text(const std::vector<ReportEntry>& entries,
     out += fmt::format("  predicted vs measured ({}):\n", report_detail::measured_heading(m));
     const auto rows = measured_rows(m);
     out += text_table(rows, "    ");
+    out += "  " + report_detail::measured_legend(m) + "\n";
     if (m.rank_compute_s.size() > 1) {
       out += "  ";
       out += rank_compute_summary(m.rank_compute_s);
@@ -1150,6 +1161,9 @@ std::string render_report_markdown(const std::vector<ReportEntry>& entries,
            ")\n\n";
     const auto rows = measured_rows(m);
     out += markdown_table(rows);
+    out += "\n";
+    out += markdown_cell(report_detail::measured_legend(m));
+    out += ".\n";
     if (m.rank_compute_s.size() > 1) {
       out += "\n";
       out += markdown_cell(rank_compute_summary(m.rank_compute_s));

@@ -1069,6 +1069,7 @@ std::string measured_tables(std::size_t index, const MeasuredComparison& m) {
                "peak_relative_error", stage.peak_relative_error);
   }
   out += "</table>\n";
+  out += "<p>" + escape_xml(report_detail::measured_legend(m)) + ".</p>\n";
   if (m.rank_compute_s.size() > 1) {
     out += "<p>" + escape_xml(rank_compute_summary(m.rank_compute_s)) + ".</p>\n";
   }

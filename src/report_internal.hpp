@@ -33,5 +33,8 @@ std::vector<std::string> any_timing_lines(const ScheduleReport& schedule);
 // "cpu backend, 2 ranks, 5 iterations, data checked" (and, for a scaled-down replay,
 // that its step time and communication are not the prediction's).
 std::string measured_heading(const MeasuredComparison& measured);
+// "error = predicted / measured - 1; busy = rank 0's ...": what the predicted-vs-measured
+// table's figures are.
+std::string measured_legend(const MeasuredComparison& measured);
 
 }  // namespace fsdptune::report_detail

@@ -410,6 +410,11 @@ void print_comparison(std::ostream& out, const Comparison& c) {
   if (c.rank_compute_s.size() > 1) {
     fmt::print(out, "{}\n", rank_compute_summary(c.rank_compute_s));
   }
+  // What the figures are (measured-format.md): the sign, and whose compute.
+  fmt::print(out,
+             "error = predicted / measured - 1; compute = {} compute-stream busy time, median of "
+             "the steps\n",
+             c.stages.empty() ? "rank 0's" : "the last-ending rank's");
   if (!c.stages.empty()) {
     // One stage is gradient accumulation's (its microbatches without a pipeline).
     fmt::print(out, "\npipeline: {}, {}{}\n", counted(c.pp, "stage"),

@@ -167,12 +167,20 @@ TEST_CASE("the report names the slowest and the fastest rank's compute", "[repor
   CHECK(m.rank_compute_s[5] == Approx(15 * kUnitS));
   CHECK(m.rank_compute_s[2] == Approx(12 * kUnitS));
   const std::string line =
-      "compute by rank: median 12.70 ms, slowest rank 5 14.65 ms (+15.4%), fastest rank 2 "
+      "compute by rank (its compute tasks' medians summed): median 12.70 ms, slowest rank 5 14.65 "
+      "ms (+15.4%), fastest rank 2 "
       "11.72 ms (-7.7%)";
   CHECK(rank_compute_summary(m.rank_compute_s) == line);
   CHECK(render_report_text(input).find("  " + line + "\n") != std::string::npos);
   CHECK(render_report_markdown(input).find("\n" + line + ".\n") != std::string::npos);
-  CHECK(render_report_html(input).find("<p>" + line + ".</p>") != std::string::npos);
+  CHECK(render_report_html(input).find("<p>" + escape_xml(line) + ".</p>") != std::string::npos);
+  // What the table's figures are, in every rendering.
+  const std::string legend =
+      "error = predicted / measured - 1; busy = rank 0's task durations on the stream, each the "
+      "median of the steps, summed";
+  CHECK(render_report_text(input).find("  " + legend + "\n") != std::string::npos);
+  CHECK(render_report_markdown(input).find("\n" + legend + ".\n") != std::string::npos);
+  CHECK(render_report_html(input).find("<p>" + escape_xml(legend) + ".</p>") != std::string::npos);
   // JSON: written, read back; a bad entry is named. Without ranks' timings, none.
   const nlohmann::json json = report_to_json(report);
   CHECK(json["schedules"][0]["measured"]["rank_compute_s"].size() == 8);

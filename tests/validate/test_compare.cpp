@@ -149,8 +149,14 @@ TEST_CASE("compare sums each rank's compute tasks and names the slowest and fast
   // Against the median of the two, 3.75 ms: +6.7% and -6.7%.
   std::ostringstream text;
   print_comparison(text, c);
-  CHECK_THAT(text.str(), Catch::Contains("compute by rank: median 3.75 ms, slowest rank 1 "
-                                         "4.00 ms (+6.7%), fastest rank 0 3.50 ms (-6.7%)"));
+  CHECK_THAT(
+      text.str(),
+      Catch::Contains(
+          "compute by rank (its compute tasks' medians summed): median 3.75 ms, slowest rank 1 "
+          "4.00 ms (+6.7%), fastest rank 0 3.50 ms (-6.7%)"));
+  // What the figures are: the error's sign, whose compute (rank 0 without a pipeline).
+  CHECK_THAT(text.str(), Catch::Contains("\nerror = predicted / measured - 1; compute = rank 0's "
+                                         "compute-stream busy time, median of the steps\n"));
   // A rank without its timings: nothing by rank.
   measured.ranks[1].timings.clear();
   CHECK(compare(schedule, measured, "m.json").rank_compute_s.empty());
@@ -256,6 +262,8 @@ TEST_CASE("compare puts a pipeline's stages next to the measured ones", "[compar
   std::ostringstream table;
   print_comparison(table, c);
   CHECK_THAT(table.str(), Catch::Contains("pipeline: 2 stages, 4 microbatches"));
+  // A pipeline's compute is the rank that ended last's (measured-format.md).
+  CHECK_THAT(table.str(), Catch::Contains("compute = the last-ending rank's compute-stream"));
   // A pipeline run of other microbatches or another schedule is not this schedule's.
   MeasuredResult ran = measured;
   ran.pipeline->microbatches = 3;
