@@ -510,26 +510,6 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& read_keys()
   return kKeys;
 }
 
-// Levenshtein distance, stopping early above `limit` (then limit + 1).
-std::size_t edit_distance(const std::string& a, const std::string& b, std::size_t limit) {
-  if ((a.size() > b.size() ? a.size() - b.size() : b.size() - a.size()) > limit) return limit + 1;
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    std::size_t best = row[0];
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-      best = std::min(best, row[j]);
-    }
-    if (best > limit) return limit + 1;
-  }
-  return row[b.size()];
-}
-
 // {"[table] key", nearest} for each key of a read table that fsdptune does not read and
 // that is within two edits of one it does, or that it reads from another table ({"[table]
 // key", "[other] key"}); {"[table]", "[nearest]"} for a top-level table it does not read

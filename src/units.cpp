@@ -137,6 +137,25 @@ std::string counted(std::int64_t count, std::string_view noun, std::string_view 
   return fmt::format("{} {}", count, plural);
 }
 
+std::size_t edit_distance(const std::string& a, const std::string& b, std::size_t limit) {
+  if ((a.size() > b.size() ? a.size() - b.size() : b.size() - a.size()) > limit) return limit + 1;
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    std::size_t best = row[0];
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+      best = std::min(best, row[j]);
+    }
+    if (best > limit) return limit + 1;
+  }
+  return row[b.size()];
+}
+
 std::string join_alternatives(const std::vector<std::string>& items, std::string_view last) {
   std::string text;
   for (std::size_t k = 0; k < items.size(); ++k) {

@@ -46,6 +46,9 @@ std::string join_alternatives(const std::vector<std::string>& items, std::string
 // quotes (a quote as '\''). What a recorded command (provenance.command) needs to run
 // again: a path with a space was recorded as two words.
 std::string shell_word(const std::string& word);
+// Levenshtein distance between `a` and `b`, stopping early above `limit` (then limit + 1):
+// what the "did you mean" hints for names and flags measure.
+std::size_t edit_distance(const std::string& a, const std::string& b, std::size_t limit);
 std::string format_bytes_per_s(double bytes_per_s);
 
 // The length of the well-formed UTF-8 sequence starting at text[at] (1 for ASCII), or 0

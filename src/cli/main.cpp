@@ -9,18 +9,73 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <vector>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
 #include "commands.hpp"
 #include "fsdptune/error.hpp"
+#include "fsdptune/units.hpp"
 
 namespace {
 
 // The length of a leading sign of `value` (0 or 1).
 std::size_t sign_length(const std::string& value) {
   return !value.empty() && (value[0] == '-' || value[0] == '+') ? 1 : 0;
+}
+
+// The deepest command the words named (`fsdptune profile import-kineto` -> import-kineto).
+CLI::App& last_command(CLI::App& app) {
+  CLI::App* command = &app;
+  while (!command->get_subcommands().empty()) command = command->get_subcommands().front();
+  return *command;
+}
+
+// What to say of words no option or positional took, in the order given (CLI11 lists
+// them last first: "not expected: 2 --tpp"): an unknown option first, with the nearest of
+// the command's own within two edits ("--tpp (did you mean --tp?)"); empty when none of
+// them is an option (see unexpected_words).
+std::string unknown_option_message(CLI::App& app) {
+  CLI::App& command = last_command(app);
+  const std::vector<std::string> words = app.remaining(true);
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    const std::string& word = words[i];
+    const bool number = word.size() > 1 && ((word[1] >= '0' && word[1] <= '9') || word[1] == '.');
+    if (word.size() < 2 || word[0] != '-' || number) continue;
+    const std::string flag = word.substr(0, word.find('='));
+    std::string nearest;
+    std::size_t best = 3;
+    for (const CLI::Option* option : command.get_options()) {
+      std::vector<std::string> names;
+      for (const std::string& name : option->get_lnames()) names.push_back("--" + name);
+      for (const std::string& name : option->get_snames()) names.push_back("-" + name);
+      for (const std::string& name : names) {
+        const std::size_t distance = fsdptune::edit_distance(flag, name, 2);
+        if (distance < best) {
+          best = distance;
+          nearest = name;
+        }
+      }
+    }
+    const std::string where = &command == &app ? "fsdptune" : command.get_name();
+    return fmt::format(
+        "{} has no option {}{}", where, flag,
+        nearest.empty() ? std::string() : fmt::format(" (did you mean {}?)", nearest));
+  }
+  return {};
+}
+
+// Words a command does not take, none of them an option: "compare takes no more
+// arguments: 'c'".
+std::string unexpected_words(CLI::App& app) {
+  CLI::App& command = last_command(app);
+  std::string words;
+  for (const std::string& word : app.remaining(true)) {
+    words += (words.empty() ? "'" : ", '") + word + "'";
+  }
+  return fmt::format("{} does not take {}", &command == &app ? "fsdptune" : command.get_name(),
+                     words);
 }
 
 // Checks every option's value before CLI11 converts it:
@@ -170,8 +225,7 @@ int main(int argc, char** argv) {
     } catch (const CLI::ExtrasError& e) {
       // A word after a command that has commands of its own (`profile bogus`): name them.
       const auto all = [](CLI::App*) { return true; };
-      CLI::App* command = &app;
-      while (!command->get_subcommands().empty()) command = command->get_subcommands().front();
+      CLI::App* command = &last_command(app);
       std::string commands;
       for (const CLI::App* sub : command->get_subcommands(all)) {
         commands += (commands.empty() ? "" : ", ") + sub->get_name();
@@ -181,7 +235,9 @@ int main(int argc, char** argv) {
                         e.what(), command->get_name(), commands));
         return 2;
       }
-      say(fmt::format("fsdptune: error: {}\nrun with --help for usage\n", e.what()));
+      const std::string unknown = unknown_option_message(app);
+      say(fmt::format("fsdptune: error: {}\nrun with --help for usage\n",
+                      unknown.empty() ? unexpected_words(app) : unknown));
       return 2;
     } catch (const CLI::ConversionError& e) {
       // The validators of check_option_values took every other value: a whole number out of
@@ -215,7 +271,11 @@ int main(int argc, char** argv) {
       }
       return 2;
     } catch (const CLI::ParseError& e) {
-      say(fmt::format("fsdptune: error: {}\nrun with --help for usage\n", e.what()));
+      // CLI11 checks required options before leftover words: `--outt x` is reported as
+      // "--out is required". A mistyped option is the cause: say it first.
+      const std::string unknown = unknown_option_message(app);
+      say(fmt::format("fsdptune: error: {}\nrun with --help for usage\n",
+                      unknown.empty() ? std::string(e.what()) : unknown));
       return 2;
     } catch (const fsdptune::Error& e) {
       if (e.printed_by_another_rank()) return e.exit_code();

@@ -195,7 +195,16 @@ TEST_CASE("command words and whole numbers: what was typed is what runs", "[cli]
       // Leading zeros are decimal: 010 is ten.
       {"workload --model tiny --gpus 010", "--gpus: 10 GPUs do not fill nodes of 8"},
       // An unknown flag is named, whatever follows it.
-      {"report no-such-schedule.json --gpus 2", "not expected: --gpus"},
+      {"report no-such-schedule.json --gpus 2", "error: report has no option --gpus\n"},
+      // ... with the nearest of the command's own, before a required option it hides (QA,
+      // 2026-12-06: "The following arguments were not expected: 2 --tpp", and `--outt x`
+      // was reported as "--out is required").
+      {"simulate --model tiny --hardware h100-sxm --tpp 2",
+       "error: simulate has no option --tpp (did you mean --tp?)"},
+      {"profile import-nccl-tests --outt x.json a.log",
+       "error: import-nccl-tests has no option --outt (did you mean --out?)"},
+      {"--bogus", "error: fsdptune has no option --bogus"},
+      {"compare a.json b.json c.json", "error: compare does not take 'c.json'"},
       {"report no-such-schedule.json", "no-such-schedule.json: no such file"},
       // A file given to a flag that cannot be read names the flag too.
       {"simulate --model tiny --gpus 8 --hardware no-such-spec.json",
