@@ -217,6 +217,8 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
         tuned = Tuner(chunk_options).tune(chunk_workloads[c], costs);
         tuning.plans_evaluated += tuned.plans_evaluated;
         tuning.budget_exhausted = tuning.budget_exhausted || tuned.budget_exhausted;
+        tuning.max_evaluations_reached =
+            tuning.max_evaluations_reached || tuned.max_evaluations_reached;
         tuned_alike.emplace_back(shape, c);
       }
       // 2. The candidates: the tuned plan, plans of the chunk's own Pareto front

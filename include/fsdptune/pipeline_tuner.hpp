@@ -42,6 +42,7 @@ struct PipelineTuning {
   std::int64_t plans_evaluated = 0;  // all chunks' simulations, the headroom's searches too
   // Some chunk's search was cut short by time, or no time was left for the headroom's.
   bool budget_exhausted = false;
+  bool max_evaluations_reached = false;  // some chunk's search stopped at max_evaluations
   // Whole-pipeline points (step_time_s: the composition's step; peak_allocated_bytes: its
   // largest stage allocated peak), non-dominated, by increasing peak: the chosen
   // composition ("tuned"), fsdp2 per chunk ("fsdp2") and every composition of the

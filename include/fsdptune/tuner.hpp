@@ -11,9 +11,8 @@
 // compute and collective costs, gives structured seeds; then simulator-in-the-loop local
 // search (merge, split, shift a boundary, change prefetch, reshard or stream layout) with
 // batches of candidates simulated in parallel and reduced in a fixed order, restarted from
-// each seed. The result is never slower than the best fitting baseline beyond
-// step_time_tolerance (and within it only while reserving less): the baselines are
-// candidates like any other.
+// each seed. The result is never slower than a fitting baseline (the baselines are
+// candidates like any other, and the step-time tolerance stops at them).
 //
 // Determinism: for a given seed the result does not depend on the thread count, and is
 // identical run to run unless the time budget cuts the search short
@@ -100,8 +99,9 @@ struct TunerOptions {
   // Plans the caller starts from (`tune --start-plan`: a plan tuned before, for other
   // hardware or another mesh of the same model), each of the workload's units. Simulated
   // as they are, like the baselines: candidates for the best, and the pick is never slower
-  // than one that fits beyond step_time_tolerance; each (projected into the space where it
-  // lies outside it) starts a local search too. Labelled "start plan 1", ... Not listed in
+  // than one that fits beyond step_time_tolerance (within it only while reserving less;
+  // unlike a baseline, a start plan does not stop the tolerance); each (projected into the space
+  // where it lies outside it) starts a local search too. Labelled "start plan 1", ... Not listed in
   // TunerResult::baselines. Single-Program jobs only.
   std::vector<Plan> start_plans;
   // Called after every batch; returning false stops the search (keeping the best so far).
@@ -140,9 +140,13 @@ struct TunerResult {
   // predicted peak: a lower bound of its bound).
   std::int64_t smallest_peak_bytes = 0;
   std::string smallest_peak_plan;
-  std::int64_t plans_evaluated = 0;  // simulations run (including aborted ones)
-  std::int64_t plans_aborted = 0;    // stopped early: over the memory limit
-  bool budget_exhausted = false;     // the time budget or the callback stopped the search
+  std::int64_t plans_evaluated = 0;      // simulations run (including aborted ones)
+  std::int64_t plans_aborted = 0;        // stopped early: over the memory limit
+  bool budget_exhausted = false;         // the time budget or the callback stopped the search
+  bool max_evaluations_reached = false;  // max_evaluations stopped it (deterministic)
+  // It converged by the stall rule (stall_evaluations without improvement); none of the
+  // three: it ran out of moves, restarts and perturbations.
+  bool stalled = false;
   bool operator==(const TunerResult&) const = default;
 };
 

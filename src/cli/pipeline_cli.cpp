@@ -333,6 +333,7 @@ TunedSchedule schedule_of_tuning(const Workload& workload, const HardwareSpec& h
     tuned.derived_from = tuning.derived_from;
     tuned.plans_evaluated = tuning.plans_evaluated;
     tuned.budget_exhausted = tuning.budget_exhausted;
+    tuned.max_evaluations_reached = tuning.max_evaluations_reached;
     return tuned;
   }
   const TunerResult& result = *searched.single;
@@ -356,6 +357,7 @@ TunedSchedule schedule_of_tuning(const Workload& workload, const HardwareSpec& h
   tuned.derived_from = result.derived_from;
   tuned.plans_evaluated = result.plans_evaluated;
   tuned.budget_exhausted = result.budget_exhausted;
+  tuned.max_evaluations_reached = result.max_evaluations_reached;
   return tuned;
 }
 

@@ -39,7 +39,8 @@ struct TunedSchedule {
   ScheduleFile schedule;
   std::string derived_from;
   std::int64_t plans_evaluated = 0;
-  bool budget_exhausted = false;
+  bool budget_exhausted = false;         // the time budget cut a search short
+  bool max_evaluations_reached = false;  // --max-evaluations stopped a search
 };
 // What would lower the peak of a job no plan fits: only the changes still open to it (more
 // stages under PP, more GPUs up to kMaxJobGpus, full AC unless it has it, a smaller batch

@@ -34,13 +34,15 @@
 namespace fsdptune::cli {
 namespace {
 
-// Why the search stopped before converging, for the summary line ("" when it converged).
-std::string stop_reason(const TunerResult& result, std::int64_t max_evaluations) {
-  if (!result.budget_exhausted) return "";
-  if (max_evaluations > 0 && result.plans_evaluated >= max_evaluations) {
-    return "; stopped at --max-evaluations";
+// Why the search stopped, for the summary line: a budget, or on its own.
+std::string stop_reason(const TunerResult& result) {
+  if (result.budget_exhausted) return "; stopped by the time budget";
+  if (result.max_evaluations_reached) return "; stopped at --max-evaluations";
+  if (result.stalled) {
+    return fmt::format("; converged: no better plan in the last {} simulations",
+                       TunerOptions{}.stall_evaluations);
   }
-  return "; stopped by the time budget";
+  return "; converged: every move from every start was tried";
 }
 
 struct TuneOptions {
@@ -365,6 +367,7 @@ void run_tune(const TuneOptions& options) {
       out["memory_limit_bytes"] = schedule.memory_limit_bytes;
       out["plans_evaluated"] = tuned.plans_evaluated;
       out["budget_exhausted"] = tuned.budget_exhausted;
+      out["max_evaluations_reached"] = tuned.max_evaluations_reached;
       out["schedule"] = options.out;
       out["schedule_hash"] = schedule_hash(schedule);
       out["fit"] = options.fit;
@@ -408,10 +411,9 @@ void run_tune(const TuneOptions& options) {
             : "";
     fmt::print("search: {} plans simulated over {} chunks{} in {:.2f} s{}\n", tuned.plans_evaluated,
                schedule.pipeline->chunks.size(), splits, pipeline_elapsed_s,
-               !tuned.budget_exhausted        ? ""
-               : options.time_budget_s == 0   ? "; stopped at --max-evaluations (each chunk's)"
-               : options.max_evaluations == 0 ? "; stopped by the time budget"
-                                              : "; stopped by the budget (time or evaluations)");
+               tuned.budget_exhausted          ? "; stopped by the time budget"
+               : tuned.max_evaluations_reached ? "; stopped at --max-evaluations (each chunk's)"
+                                               : "");
     fmt::print("lower bound {}: efficiency {:.1f}%; Pareto front of {} compositions\n",
                format_seconds(schedule.lower_bound_s), 100.0 * efficiency, schedule.pareto.size());
     fmt::print("wrote {} (schedule {})\n", options.out, schedule_hash(schedule));
@@ -512,6 +514,7 @@ void run_tune(const TuneOptions& options) {
     out["plans_evaluated"] = result.plans_evaluated;
     out["plans_aborted"] = result.plans_aborted;
     out["budget_exhausted"] = result.budget_exhausted;
+    out["max_evaluations_reached"] = result.max_evaluations_reached;
     out["schedule"] = options.out;
     out["schedule_hash"] = schedule_hash(schedule);
     out["cost_queries"] = schedule.cost_queries;  // of the tuned plan's lowering
@@ -573,7 +576,7 @@ void run_tune(const TuneOptions& options) {
       "{:.0f} plans/s{}\n",
       result.plans_evaluated, result.plans_aborted, elapsed_s,
       elapsed_s > 0 ? static_cast<double>(result.plans_evaluated) / elapsed_s : 0.0,
-      stop_reason(result, options.max_evaluations));
+      stop_reason(result));
   fmt::print("costs: {} looked up, {} from the analytic model ({})\n", schedule.cost_queries,
              schedule.cost_fallbacks, cost_source);
   fmt::print("wrote {} (schedule {})\n", options.out, schedule_hash(schedule));
