@@ -126,6 +126,10 @@ const ComputeEntry* largest_bucket_copy(const std::vector<ComputeEntry>& compute
 // [1, max_slowdown] (a kernel does not get faster because another runs beside it; a ratio
 // below 1 is noise). REQUIRES: both times > 0.
 double slowdown_from_measurements(double alone_s, double beside_s, double max_slowdown);
+// A measured ratio beside / alone as the notes print it, with the factor it gives where
+// the clamp above changes it: "1.31x", "0.74x, taken as 1" (found by QA: "copy slowdown
+// 1.000" beside "(0.74x)" read as a contradiction).
+std::string slowdown_ratio_text(double ratio, double max_slowdown);
 
 // What the cpu collector knows of its host besides the profile.
 struct HostFacts {

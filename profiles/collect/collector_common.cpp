@@ -164,6 +164,12 @@ double slowdown_from_measurements(double alone_s, double beside_s, double max_sl
   return std::clamp(beside_s / alone_s, 1.0, max_slowdown);
 }
 
+std::string slowdown_ratio_text(double ratio, double max_slowdown) {
+  const double factor = std::clamp(ratio, 1.0, max_slowdown);
+  if (factor == ratio) return fmt::format("{:.2f}x", ratio);
+  return fmt::format("{:.2f}x, taken as {:g}", ratio, factor);
+}
+
 namespace {
 
 struct SweepFit {

@@ -560,10 +560,10 @@ std::string CpuCollector::measure_comm_beside_compute(const std::vector<ComputeE
   }
   return fmt::format(
       "{} reduce-scatter {} alone, {} beside the {} GEMM m={} n={} k={} on another thread "
-      "({:.2f}x): comm_slowdown_with_compute",
+      "({}): comm_slowdown_with_compute",
       format_bytes(bytes), format_seconds(alone_s), format_seconds(beside_s),
       to_string(gemm->op.dtype), gemm->op.gemm.m, gemm->op.gemm.n, gemm->op.gemm.k,
-      beside_s / alone_s);
+      slowdown_ratio_text(beside_s / alone_s, kMaxCommSlowdownWithCompute));
 }
 
 CpuCollector::AloneBeside CpuCollector::time_alone_and_beside(const Op& timed, const Op& beside,
@@ -618,13 +618,14 @@ std::string CpuCollector::measure_copy_beside_compute(const std::vector<ComputeE
   factors.compute_slowdown_with_copy =
       slowdown_from_measurements(gemm_alone_s, gemm_beside_s, kMaxCopySlowdown);
   return fmt::format(
-      "{} copy {} alone, {} beside the {} GEMM m={} n={} k={} on another thread ({:.2f}x): "
-      "copy_slowdown_with_compute; the GEMM {} alone, {} beside the copy ({:.2f}x): "
+      "{} copy {} alone, {} beside the {} GEMM m={} n={} k={} on another thread ({}): "
+      "copy_slowdown_with_compute; the GEMM {} alone, {} beside the copy ({}): "
       "compute_slowdown_with_copy",
       format_bytes(copy->op.bytes), format_seconds(copy_alone_s), format_seconds(copy_beside_s),
       to_string(gemm->op.dtype), gemm->op.gemm.m, gemm->op.gemm.n, gemm->op.gemm.k,
-      copy_beside_s / copy_alone_s, format_seconds(gemm_alone_s), format_seconds(gemm_beside_s),
-      gemm_beside_s / gemm_alone_s);
+      slowdown_ratio_text(copy_beside_s / copy_alone_s, kMaxCopySlowdown),
+      format_seconds(gemm_alone_s), format_seconds(gemm_beside_s),
+      slowdown_ratio_text(gemm_beside_s / gemm_alone_s, kMaxCopySlowdown));
 }
 
 }  // namespace

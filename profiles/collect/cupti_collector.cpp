@@ -290,7 +290,7 @@ std::string measure_copy_beside_compute(CuptiSession& session, const collect::Mp
   const double copy_ratio = slowdown(copy_beside_measurement, gemms_measurement, copy_alone_s);
   const double gemm_ratio = slowdown(gemm_beside_measurement, copies_measurement, gemm_alone_s);
   auto describe = [](double ratio) {
-    return ratio > 0 ? fmt::format("{:.2f}x", ratio)
+    return ratio > 0 ? slowdown_ratio_text(ratio, kMaxCopySlowdown)
                      : std::string("not measured: no repetition ran entirely beside the other");
   };
   if (copy_ratio > 0) {
@@ -535,7 +535,8 @@ Profile CuptiCollector::collect(const Workload& workload, const CollectorOptions
       if (fewest_beside >= 1 && single_s > 0) {
         comm_slowdown = std::clamp(comm_beside_s / single_s, 1.0, kMaxCommSlowdownWithCompute);
         beside_note =
-            fmt::format("the all_gather beside {} GEMMs {:.2f}x", gemms, comm_beside_s / single_s);
+            fmt::format("the all_gather beside {} GEMMs {}", gemms,
+                        slowdown_ratio_text(comm_beside_s / single_s, kMaxCommSlowdownWithCompute));
       }
       if (fewest >= 1) {
         profile.contention = contention_from_measurements(gemm_alone_s, gemm_with_comm_s, single_s,

@@ -90,7 +90,7 @@ std::string unexpected_words(CLI::App& app) {
 void check_option_values(CLI::App& app) {
   const CLI::Validator non_empty(
       [](std::string& value) {
-        return value.empty() ? std::string("is empty: give a value, or leave the option out")
+        return value.empty() ? std::string("an empty value: give one, or leave the option out")
                              : std::string();
       },
       "");

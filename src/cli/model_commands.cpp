@@ -78,7 +78,7 @@ void print_workload(const Workload& workload) {
              to_string(job.param_dtype), to_string(job.reduce_dtype), features_suffix(job),
              execution_suffix(job.execution));
   fmt::print("{:>4}  {:<16} {:>15} {:>11} {:>11} {:>10} {:>10} {:>10} {:>11} {:>11}\n", "unit",
-             "name", "params", "gathered", "shard", "fwd FLOP", "bwd FLOP", "recompute",
+             "name", "params", "gathered", "AG shard", "fwd FLOP", "bwd FLOP", "recompute",
              "saved act", "workspace");
   double forward = 0;
   double backward = 0;

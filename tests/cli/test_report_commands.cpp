@@ -395,6 +395,6 @@ TEST_CASE("report names the file at fault", "[cli][report]") {
     // QA, 2026-12-05: the range check ran first, "Value  not in range 0 to 1000000".
     const auto result = run_fsdptune("report " + tiny_schedule() + " --top-errors ''");
     CHECK(result.exit_code == 2);
-    CHECK_THAT(result.err, Catch::Contains("--top-errors: is empty: give a value"));
+    CHECK_THAT(result.err, Catch::Contains("--top-errors: an empty value: give one"));
   }
 }

@@ -117,6 +117,10 @@ TEST_CASE("the GEMM and the copy the contention measurements use", "[profiler][c
   CHECK(slowdown_from_measurements(2e-3, 5e-3, 100) == Approx(2.5));
   CHECK(slowdown_from_measurements(2e-3, 1.9e-3, 100) == 1.0);
   CHECK(slowdown_from_measurements(1e-6, 1.0, 100) == 100.0);
+  // The notes print the ratio measured and, where the clamp changes it, the factor taken.
+  CHECK(slowdown_ratio_text(2.5, 100) == "2.50x");
+  CHECK(slowdown_ratio_text(0.74, 100) == "0.74x, taken as 1");
+  CHECK(slowdown_ratio_text(1e6, 100) == "1000000.00x, taken as 100");
 }
 
 TEST_CASE("collector options are validated with the flag at fault", "[profiler][collector]") {
