@@ -515,4 +515,13 @@ Plan plan_of_file(const std::string& path, const std::string& flag, const Worklo
   return schedule.plan;
 }
 
+std::string mfu_basis_note(double mfu, const JobSpec& job, const HardwareSpec& hardware) {
+  if (!job.float8 || !(hardware.peak_fp8_flops_per_s > 0) ||
+      !(hardware.peak_bf16_flops_per_s > 0)) {
+    return "";
+  }
+  return fmt::format(" of the fp8 peak ({:.1f}% of bf16's, as torchtitan logs it)",
+                     100.0 * mfu * hardware.peak_fp8_flops_per_s / hardware.peak_bf16_flops_per_s);
+}
+
 }  // namespace fsdptune::cli

@@ -32,27 +32,36 @@ CLI::App& last_command(CLI::App& app) {
   return *command;
 }
 
+// Whether `word` is given as an option: a dash and not a number ("-8", "-.5").
+bool option_like(const std::string& word) {
+  const bool number = word.size() > 1 && ((word[1] >= '0' && word[1] <= '9') || word[1] == '.');
+  return word.size() > 1 && word[0] == '-' && !number;
+}
+
 // What to say of words no option or positional took, in the order given (CLI11 lists
 // them last first: "not expected: 2 --tpp"): an unknown option first, with the nearest of
-// the command's own within two edits ("--tpp (did you mean --tp?)"); empty when none of
-// them is an option (see unexpected_words).
-std::string unknown_option_message(CLI::App& app) {
+// the command's own within two edits ("--tpp (did you mean --tp?)"; none for a name of
+// fewer than three letters, which every short option is near); empty when none of them
+// is an option (see unexpected_words), or after "--", where every word is positional.
+std::string unknown_option_message(CLI::App& app, bool positional_only) {
+  if (positional_only) return {};
   CLI::App& command = last_command(app);
-  const std::vector<std::string> words = app.remaining(true);
-  for (std::size_t i = 0; i < words.size(); ++i) {
-    const std::string& word = words[i];
-    const bool number = word.size() > 1 && ((word[1] >= '0' && word[1] <= '9') || word[1] == '.');
-    if (word.size() < 2 || word[0] != '-' || number) continue;
+  for (const std::string& word : app.remaining(true)) {
+    if (!option_like(word)) continue;
     const std::string flag = word.substr(0, word.find('='));
     std::string nearest;
     std::size_t best = 3;
+    const std::size_t letters = flag.find_first_not_of('-') == std::string::npos
+                                    ? 0
+                                    : flag.size() - flag.find_first_not_of('-');
     for (const CLI::Option* option : command.get_options()) {
       std::vector<std::string> names;
-      for (const std::string& name : option->get_lnames()) names.push_back("--" + name);
-      for (const std::string& name : option->get_snames()) names.push_back("-" + name);
+      for (const std::string& name : option->get_lnames()) {
+        if (name != "help") names.push_back("--" + name);
+      }
       for (const std::string& name : names) {
         const std::size_t distance = fsdptune::edit_distance(flag, name, 2);
-        if (distance < best) {
+        if (letters >= 3 && distance < best) {
           best = distance;
           nearest = name;
         }
@@ -66,8 +75,19 @@ std::string unknown_option_message(CLI::App& app) {
   return {};
 }
 
-// Words a command does not take, none of them an option: "compare takes no more
-// arguments: 'c'".
+// Whether `name` (without dashes) is a long option of `app` or of any of its commands.
+bool is_an_option(CLI::App& app, const std::string& name) {
+  for (const CLI::Option* option : app.get_options()) {
+    const auto& names = option->get_lnames();
+    if (std::find(names.begin(), names.end(), name) != names.end()) return true;
+  }
+  for (CLI::App* command : app.get_subcommands([](CLI::App*) { return true; })) {
+    if (is_an_option(*command, name)) return true;
+  }
+  return false;
+}
+
+// Words a command does not take: "compare does not take 'c.json'".
 std::string unexpected_words(CLI::App& app) {
   CLI::App& command = last_command(app);
   std::string words;
@@ -206,9 +226,14 @@ int main(int argc, char** argv) {
     }
     // "--model=" with nothing after the '=': CLI11 took the next word as its value and named
     // the word after that ("argument was not expected: h100-sxm").
+    bool positional_only = false;  // a "--" given: the words after it are positional
+    for (int i = 1; i < argc; ++i)
+      positional_only = positional_only || std::string_view(argv[i]) == "--";
     for (int i = 1; i < argc; ++i) {
       const std::string_view word = argv[i];
-      if (word.size() > 3 && word.starts_with("--") && word.ends_with('=')) {
+      if (word == "--") break;
+      if (word.size() > 3 && word.starts_with("--") && word.ends_with('=') &&
+          is_an_option(app, std::string(word.substr(2, word.size() - 3)))) {
         say(fmt::format("fsdptune: error: {}: an empty value ('{}')\nrun with --help for usage\n",
                         word.substr(0, word.size() - 1), word));
         return 2;
@@ -223,6 +248,11 @@ int main(int argc, char** argv) {
     } catch (const CLI::CallForVersion& e) {
       return app.exit(e);
     } catch (const CLI::ExtrasError& e) {
+      const std::string unknown = unknown_option_message(app, positional_only);
+      if (!unknown.empty()) {
+        say(fmt::format("fsdptune: error: {}\nrun with --help for usage\n", unknown));
+        return 2;
+      }
       // A word after a command that has commands of its own (`profile bogus`): name them.
       const auto all = [](CLI::App*) { return true; };
       CLI::App* command = &last_command(app);
@@ -232,12 +262,10 @@ int main(int argc, char** argv) {
       }
       if (command != &app && !commands.empty()) {
         say(fmt::format("fsdptune: error: {} (the commands of {}: {})\nrun with --help for usage\n",
-                        e.what(), command->get_name(), commands));
+                        unexpected_words(app), command->get_name(), commands));
         return 2;
       }
-      const std::string unknown = unknown_option_message(app);
-      say(fmt::format("fsdptune: error: {}\nrun with --help for usage\n",
-                      unknown.empty() ? unexpected_words(app) : unknown));
+      say(fmt::format("fsdptune: error: {}\nrun with --help for usage\n", unexpected_words(app)));
       return 2;
     } catch (const CLI::ConversionError& e) {
       // The validators of check_option_values took every other value: a whole number out of
@@ -272,10 +300,11 @@ int main(int argc, char** argv) {
       return 2;
     } catch (const CLI::ParseError& e) {
       // CLI11 checks required options before leftover words: `--outt x` is reported as
-      // "--out is required". A mistyped option is the cause: say it first.
-      const std::string unknown = unknown_option_message(app);
+      // "--out is required". A mistyped option or a stray word is the cause: say it first.
+      std::string what = unknown_option_message(app, positional_only);
+      if (what.empty() && !app.remaining(true).empty()) what = unexpected_words(app);
       say(fmt::format("fsdptune: error: {}\nrun with --help for usage\n",
-                      unknown.empty() ? std::string(e.what()) : unknown));
+                      what.empty() ? std::string(e.what()) : what));
       return 2;
     } catch (const fsdptune::Error& e) {
       if (e.printed_by_another_rank()) return e.exit_code();

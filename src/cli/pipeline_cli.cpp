@@ -225,7 +225,8 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
                            : "re-gathered every microbatch by some chunks");
     fmt::print("step time          {}\n", format_seconds(summary.step_time_s));
     fmt::print("tokens/s/GPU       {}\n", format_rate(summary.tokens_per_s_per_gpu));
-    fmt::print("MFU                {:.1f}%\n", 100.0 * summary.mfu);
+    fmt::print("MFU                {:.1f}%{}\n", 100.0 * summary.mfu,
+               mfu_basis_note(summary.mfu, job, costs.hardware));
     fmt::print("bubble             {:.1f}%\n", 100.0 * sim.result.bubble_fraction);
     if (job.pp > 1) {
       fmt::print("send               {} per microbatch between stages\n",

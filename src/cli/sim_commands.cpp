@@ -389,16 +389,8 @@ void run_simulate(const SimulateOptions& options) {
     const double step = result.step_time_s;
     fmt::print("step time          {}\n", format_seconds(step));
     fmt::print("tokens/s/GPU       {}\n", format_rate(metrics.tokens_per_s_per_gpu));
-    // A float8 job's MFU is of the fp8 peak (docs/report.md); torchtitan divides by bf16's
-    // (found by QA: float8 read 39.4% against 61.2% without it, 29% faster).
-    const HardwareSpec& hardware = costs.hardware;
-    const bool fp8_basis = job.float8 && hardware.peak_fp8_flops_per_s > 0;
     fmt::print("MFU                {:.1f}%{}\n", 100.0 * metrics.mfu,
-               fp8_basis && hardware.peak_bf16_flops_per_s > 0
-                   ? fmt::format(" of the fp8 peak ({:.1f}% of bf16's, as torchtitan logs it)",
-                                 100.0 * metrics.mfu * hardware.peak_fp8_flops_per_s /
-                                     hardware.peak_bf16_flops_per_s)
-                   : "");
+               mfu_basis_note(metrics.mfu, job, costs.hardware));
     fmt::print("  compute          {} ({:.1f}%)\n", format_seconds(result.compute_s),
                percent(result.compute_s, step));
     fmt::print("  exposed comm     {} ({:.1f}%)\n", format_seconds(result.exposed_comm_s),

@@ -639,8 +639,9 @@ void run_pipeline(const PipelineCliOptions& o) {
   fmt::print("fsdp2 per chunk, parameters {}\n",
              keep ? "kept gathered across microbatches" : "re-gathered every microbatch");
   // Without a pipeline nothing is sent (and there is no bubble to speak of).
-  fmt::print("step time {}   tokens/s/GPU {:.1f}   MFU {:.1f}%{}\n\n",
+  fmt::print("step time {}   tokens/s/GPU {:.1f}   MFU {:.1f}%{}{}\n\n",
              format_seconds(sim.result.step_time_s), sim.tokens_per_s_per_gpu, 100.0 * sim.mfu,
+             mfu_basis_note(sim.mfu, job, hardware),
              job.pp > 1
                  ? fmt::format("   bubble {:.1f}%   send {}", 100.0 * sim.result.bubble_fraction,
                                format_seconds(sim.spec.send_s))

@@ -411,9 +411,10 @@ void run_tune(const TuneOptions& options) {
             : "";
     fmt::print("search: {} plans simulated over {} chunks{} in {:.2f} s{}\n", tuned.plans_evaluated,
                schedule.pipeline->chunks.size(), splits, pipeline_elapsed_s,
-               tuned.budget_exhausted          ? "; stopped by the time budget"
-               : tuned.max_evaluations_reached ? "; stopped at --max-evaluations (each chunk's)"
-                                               : "");
+               tuned.budget_exhausted ? "; stopped by the time budget"
+               : tuned.max_evaluations_reached
+                   ? "; stopped at --max-evaluations (each chunk's)"
+                   : "; converged: each chunk's search stopped on its own");
     fmt::print("lower bound {}: efficiency {:.1f}%; Pareto front of {} compositions\n",
                format_seconds(schedule.lower_bound_s), 100.0 * efficiency, schedule.pareto.size());
     fmt::print("wrote {} (schedule {})\n", options.out, schedule_hash(schedule));

@@ -205,6 +205,18 @@ TEST_CASE("command words and whole numbers: what was typed is what runs", "[cli]
        "error: import-nccl-tests has no option --outt (did you mean --out?)"},
       {"--bogus", "error: fsdptune has no option --bogus"},
       {"compare a.json b.json c.json", "error: compare does not take 'c.json'"},
+      // QA of the above: a command with commands of its own (profile's options), words
+      // after "--" (positional: no "did you mean --tp?" for --tp), an unknown option with
+      // an empty value, a short one (no suggestion: every one-letter name is near -h),
+      // a stray word before a missing required option.
+      {"profile --backend cpu --model tiny --tpp 2 --out x.json",
+       "error: profile has no option --tpp (did you mean --tp?)"},
+      {"simulate --model tiny --hardware h100-sxm -- --tp 2",
+       "error: simulate does not take '--tp', '2'"},
+      {"simulate --model tiny --hardware h100-sxm --tpp=",
+       "error: simulate has no option --tpp (did you mean --tp?)"},
+      {"simulate --model tiny -x", "error: simulate has no option -x\n"},
+      {"tune --gpus 8 extra", "error: tune does not take 'extra'"},
       {"report no-such-schedule.json", "no-such-schedule.json: no such file"},
       // A file given to a flag that cannot be read names the flag too.
       {"simulate --model tiny --gpus 8 --hardware no-such-spec.json",

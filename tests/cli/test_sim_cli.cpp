@@ -232,6 +232,15 @@ TEST_CASE("simulate's header names async TP, and float8 over CP ranks alone is n
   CHECK_THAT(plain_float8.out, Catch::Contains("% of the fp8 peak (") &&
                                    Catch::Contains("% of bf16's, as torchtitan logs it)\n"));
   CHECK_THAT(run_fsdptune(kTiny).out, !Catch::Contains("fp8 peak"));
+  // The same for a pipelined job, in simulate and in pipeline.
+  for (const char* command : {"simulate", "pipeline"}) {
+    const auto pipelined = run_fsdptune(std::string(command) +
+                                        " --model tiny --hardware h100-sxm --gpus 8 --pp 2 "
+                                        "--microbatches 4 --seq 128 --float8");
+    INFO(command << ": " << pipelined.err);
+    REQUIRE(pipelined.exit_code == 0);
+    CHECK_THAT(pipelined.out, Catch::Contains("% of the fp8 peak ("));
+  }
   // The same from a torchtitan config with --float8 given.
   const auto from_toml = run_fsdptune("simulate --job-toml " + std::string(FSDPTUNE_TEST_DATA) +
                                       "/torchtitan/llama3_8b.toml --gpus 2 --gpus-per-node 2 "

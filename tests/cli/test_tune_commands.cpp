@@ -499,6 +499,11 @@ TEST_CASE("tune says why its search stopped", "[cli][tune]") {
       run_fsdptune("tune " + job + " --time-budget 0 --out " + dir + "/own.json");
   REQUIRE(own.exit_code == 0);
   CHECK_THAT(own.out, Catch::Contains("; converged: "));
+  // A pipelined job's chunks too.
+  const CommandResult pipelined =
+      run_fsdptune("tune " + job + " --pp 2 --microbatches 4 --out " + dir + "/pp.json");
+  REQUIRE(pipelined.exit_code == 0);
+  CHECK_THAT(pipelined.out, Catch::Contains("; converged: each chunk's search stopped on its own"));
 }
 
 TEST_CASE("tune --start-plan starts from a plan tuned before and is never slower than it",
