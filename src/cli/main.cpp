@@ -49,21 +49,16 @@ std::string unknown_option_message(CLI::App& app, bool positional_only) {
   for (const std::string& word : app.remaining(true)) {
     if (!option_like(word)) continue;
     const std::string flag = word.substr(0, word.find('='));
+    const std::size_t dashes = std::min(flag.find_first_not_of('-'), flag.size());
     std::string nearest;
     std::size_t best = 3;
-    const std::size_t letters = flag.find_first_not_of('-') == std::string::npos
-                                    ? 0
-                                    : flag.size() - flag.find_first_not_of('-');
     for (const CLI::Option* option : command.get_options()) {
-      std::vector<std::string> names;
       for (const std::string& name : option->get_lnames()) {
-        if (name != "help") names.push_back("--" + name);
-      }
-      for (const std::string& name : names) {
-        const std::size_t distance = fsdptune::edit_distance(flag, name, 2);
-        if (letters >= 3 && distance < best) {
+        if (flag.size() - dashes < 3 || name == "help") continue;
+        const std::size_t distance = fsdptune::edit_distance(flag, "--" + name, 2);
+        if (distance < best) {
           best = distance;
-          nearest = name;
+          nearest = "--" + name;
         }
       }
     }
@@ -247,7 +242,7 @@ int main(int argc, char** argv) {
       return app.exit(e);
     } catch (const CLI::CallForVersion& e) {
       return app.exit(e);
-    } catch (const CLI::ExtrasError& e) {
+    } catch (const CLI::ExtrasError&) {
       const std::string unknown = unknown_option_message(app, positional_only);
       if (!unknown.empty()) {
         say(fmt::format("fsdptune: error: {}\nrun with --help for usage\n", unknown));
