@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -396,6 +397,35 @@ std::string measured_legend(const MeasuredComparison& measured) {
   if (!measured.streams.empty()) {
     legend +=
         "; busy = rank 0's task durations on the stream, each the median of the steps, summed";
+  }
+  return legend;
+}
+
+std::string pareto_legend(const ScheduleFile& schedule) {
+  // Label kinds as the tuners write them (tuner.cpp, pipeline_tuner.cpp), in this order.
+  struct Kind {
+    std::string_view marker;  // how a label of the kind starts or ends
+    bool suffix;
+    std::string_view meaning;
+  };
+  static constexpr Kind kKinds[] = {
+      {"candidate #", false, "candidate #k = the search's simulation k (from 0)"},
+      {"dp seed ", false, "dp seed s = the bucket DP's seed s (docs/tuner.md)"},
+      {" kept", true,
+       "X, last K kept = plan X with its last K buckets kept gathered from forward to backward"},
+      {"min-memory", false, "min-memory = one unit per bucket, prefetch 1, everything resharded"},
+      {"start plan ", false, "start plan n = the n-th --start-plan"},
+      {"composition #", false,
+       "composition #k = the per-stage tuner's whole-pipeline composition k (from 0)"},
+  };
+  std::string legend;
+  for (const Kind& kind : kKinds) {
+    const bool present =
+        std::any_of(schedule.pareto.begin(), schedule.pareto.end(), [&](const ParetoPoint& p) {
+          return kind.suffix ? std::string_view(p.label).ends_with(kind.marker)
+                             : std::string_view(p.label).starts_with(kind.marker);
+        });
+    if (present) legend += (legend.empty() ? "" : "; ") + std::string(kind.meaning);
   }
   return legend;
 }
@@ -1107,6 +1137,8 @@ std::string render_report_text(const std::vector<ReportEntry>& entries,
     if (!entries[i].schedule.pareto.empty()) {
       out += "  Pareto front explored by the tuner (peak allocated against step time):\n";
       out += text_table(pareto_rows(entries[i].schedule), "    ");
+      const std::string legend = report_detail::pareto_legend(entries[i].schedule);
+      if (!legend.empty()) out += "    " + legend + "\n";
     }
     if (!schedule.measured) continue;
     const MeasuredComparison& m = *schedule.measured;
@@ -1154,6 +1186,12 @@ std::string render_report_markdown(const std::vector<ReportEntry>& entries,
     if (!entries[i].schedule.pareto.empty()) {
       out += "\n### Pareto front explored by the tuner\n\n";
       out += markdown_table(pareto_rows(entries[i].schedule));
+      const std::string legend = report_detail::pareto_legend(entries[i].schedule);
+      if (!legend.empty()) {
+        out += "\n";
+        out += markdown_cell(legend);
+        out += ".\n";
+      }
     }
     if (!schedule.measured) continue;
     const MeasuredComparison& m = *schedule.measured;

@@ -1300,6 +1300,9 @@ std::string schedule_section(const Report& report, std::size_t index, const Repo
   }
   out += "<h3>Pareto front explored by the tuner</h3>\n";
   out += pareto_chart(fmt::format("pareto-{}", index + 1), file);
+  if (const std::string legend = report_detail::pareto_legend(file); !legend.empty()) {
+    out += "<p>" + escape_xml(legend) + ".</p>\n";
+  }
   if (schedule.measured) {
     const MeasuredComparison& m = *schedule.measured;
     out +=

@@ -36,5 +36,8 @@ std::string measured_heading(const MeasuredComparison& measured);
 // "error = predicted / measured - 1; busy = rank 0's ...": what the predicted-vs-measured
 // table's figures are.
 std::string measured_legend(const MeasuredComparison& measured);
+// What the Pareto front's labels of the kinds present mean ("candidate #k = the k-th plan
+// the search simulated; ..."); empty when every label names itself (baselines, tuned).
+std::string pareto_legend(const ScheduleFile& schedule);
 
 }  // namespace fsdptune::report_detail

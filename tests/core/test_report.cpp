@@ -497,6 +497,19 @@ TEST_CASE("text and Markdown list the Pareto front in the file's order", "[repor
   for (ParetoPoint& point : old[0].schedule.pareto) point.peak_reserved_bytes = 0;
   CHECK(render_report_markdown(old).find("| tuned #1 | 15.62 ms | 600 MiB | - | - |\n") !=
         std::string::npos);
+  // Labels that do not name themselves are explained under the front, the kinds present
+  // only (found by QA: "dp seed 0", "candidate #188", "fsdp2, last 17 kept" unexplained).
+  CHECK(render_report_text(entries(false)).find("candidate #k =") == std::string::npos);
+  auto labelled = entries(false);
+  labelled[0].schedule.pareto[0].label = "candidate #188";
+  labelled[0].schedule.pareto[1].label = "fsdp2, last 17 kept";
+  const std::string legend =
+      "candidate #k = the search's simulation k (from 0); X, last K kept = plan X with its last "
+      "K buckets kept gathered from forward to backward";
+  CHECK(render_report_text(labelled).find("    " + legend + "\n") != std::string::npos);
+  CHECK(render_report_markdown(labelled).find("\n" + legend + ".\n") != std::string::npos);
+  CHECK(render_report_html(labelled).find("<p>" + escape_xml(legend) + ".</p>") !=
+        std::string::npos);
   // No front recorded: no section.
   auto without = entries(false);
   without[0].schedule.pareto.clear();
