@@ -34,13 +34,13 @@
 namespace fsdptune::cli {
 namespace {
 
-// Why the search stopped, for the summary line: a budget, or on its own.
-std::string stop_reason(const TunerResult& result) {
+// Why the search stopped, for the summary line: a budget, or on its own (the stall rule
+// of the search's `stall_evaluations`).
+std::string stop_reason(const TunerResult& result, std::int64_t stall_evaluations) {
   if (result.budget_exhausted) return "; stopped by the time budget";
   if (result.max_evaluations_reached) return "; stopped at --max-evaluations";
   if (result.stalled) {
-    return fmt::format("; converged: no better plan in the last {} simulations",
-                       TunerOptions{}.stall_evaluations);
+    return fmt::format("; converged: no better plan in the last {} simulations", stall_evaluations);
   }
   return "; converged: every move from every start was tried";
 }
@@ -577,7 +577,7 @@ void run_tune(const TuneOptions& options) {
       "{:.0f} plans/s{}\n",
       result.plans_evaluated, result.plans_aborted, elapsed_s,
       elapsed_s > 0 ? static_cast<double>(result.plans_evaluated) / elapsed_s : 0.0,
-      stop_reason(result));
+      stop_reason(result, tuner_options.stall_evaluations));
   fmt::print("costs: {} looked up, {} from the analytic model ({})\n", schedule.cost_queries,
              schedule.cost_fallbacks, cost_source);
   fmt::print("wrote {} (schedule {})\n", options.out, schedule_hash(schedule));
