@@ -555,10 +555,7 @@ PipelineSimulation simulate_pipelined_plans(const Workload& workload, const Cost
   for (std::size_t c = 0; c < chunks.size(); ++c) {
     const Workload chunk = chunk_workload(workload, chunks[c]);
     Plan plan = plans[c];
-    // Parameters that stay gathered across microbatches are not resharded after forward.
-    if (keep_gathered[c]) {
-      std::fill(plan.reshard_after_forward.begin(), plan.reshard_after_forward.end(), false);
-    }
+    set_keep_gathered(plan, workload.job, keep_gathered[c]);
     programs.push_back(lower(chunk, plan, costs));
     lowered_plans.push_back(std::move(plan));
   }

@@ -48,9 +48,9 @@ class ChunkEvaluator {
   // replay gathers a copy per microbatch instead (docs/validation.md, "re-gathering").
   ChunkCandidate evaluate(Plan plan, bool keep_gathered, bool shared_in_flight) {
     ChunkCandidate candidate;
-    if (keep_gathered || shared_in_flight) {
-      std::fill(plan.reshard_after_forward.begin(), plan.reshard_after_forward.end(),
-                !keep_gathered);
+    set_keep_gathered(plan, chunk_->job, keep_gathered);
+    if (shared_in_flight && !keep_gathered) {
+      std::fill(plan.reshard_after_forward.begin(), plan.reshard_after_forward.end(), true);
     }
     candidate.keep_gathered = keep_gathered;
     lowerer_.lower_for_simulation(plan, program_);
@@ -273,9 +273,7 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
     std::vector<Program> fsdp2_programs;
     for (int c = 0; c < C; ++c) {
       Plan fsdp2 = fsdp2_plan(chunk_workloads[c]);
-      if (kept) {
-        std::fill(fsdp2.reshard_after_forward.begin(), fsdp2.reshard_after_forward.end(), false);
-      }
+      set_keep_gathered(fsdp2, job, kept);
       fsdp2_programs.push_back(evaluators[c].lower(fsdp2));
       fsdp2_plans.push_back(std::move(fsdp2));
     }

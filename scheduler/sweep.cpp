@@ -332,9 +332,7 @@ std::vector<SweepCandidate> evaluate_plannings(const ModelSpec& model, const Job
     std::vector<ChunkMemory> any_timing;
     for (Distinct& chunk : distinct) {
       Plan plan = planning.planner(chunk.workload);
-      if (planning.keep_gathered) {
-        std::fill(plan.reshard_after_forward.begin(), plan.reshard_after_forward.end(), false);
-      }
+      set_keep_gathered(plan, job, planning.keep_gathered);
       chunk.lowerer->lower_for_simulation(plan, program);
       const SimResult result = simulate(program, options, workspace);
       times.push_back(chunk_times(chunk.workload, program, result, planning.keep_gathered,

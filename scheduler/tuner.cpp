@@ -101,9 +101,10 @@ std::string plan_key(const Plan& plan, int unit_count) {
     key += '|';
   }
   for (const bool flag : plan.reshard_after_forward) key += flag ? 'r' : 'k';
-  key += fmt::format("|{}|{}|{}|{}{}{}", plan.forward_prefetch, plan.backward_prefetch,
+  key += fmt::format("|{}|{}|{}|{}{}{}{}", plan.forward_prefetch, plan.backward_prefetch,
                      static_cast<int>(plan.stream_layout), plan.reorder ? 1 : 0,
-                     plan.copy_in_out ? 1 : 0, plan.one_collective_per_parameter ? 1 : 0);
+                     plan.copy_in_out ? 1 : 0, plan.one_collective_per_parameter ? 1 : 0,
+                     plan.reduce_after_backward ? 1 : 0);
   return key;
 }
 

@@ -503,7 +503,8 @@ class Lowering {
   // so it overlaps groups g-d..g-1 and at most d+1 gathered buckets are alive while a
   // group computes. Backward gathers are never issued before the forward pass ends (the
   // backward is its own graph). Reduce-scatter bucket R is issued when the backward of its
-  // lowest unit (the last of R to run) ends.
+  // lowest unit (the last of R to run) ends (with reduce_after_backward, when unit 0's
+  // ends).
   void build_collective_groups() {
     const int forward_count = static_cast<int>(plan_.forward_buckets.size());
     const int backward_count = static_cast<int>(plan_.backward_buckets.size());
@@ -532,9 +533,10 @@ class Lowering {
       group.backward = true;
       group.plan_bucket = r;
       group.units = plan_.reduce_scatter_buckets[r];
-      group.trigger_item = backward_item_[group.units.first];
       // SimpleFSDP issues RS_i right after the backward compute that produced it, before
-      // the next all-gather; ties go to reduce-scatters first.
+      // the next all-gather; ties go to reduce-scatters first. With reduce_after_backward
+      // every one waits for the last backward compute, unit 0's.
+      group.trigger_item = backward_item_[plan_.reduce_after_backward ? 0 : group.units.first];
       group.order = k;
     }
     // Issue order: by trigger, then by `order`. The orders are distinct and, within each

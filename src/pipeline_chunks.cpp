@@ -47,6 +47,13 @@ std::int64_t pipeline_send_bytes(const Workload& workload) {
 
 bool default_keep_gathered(const JobSpec& job) { return job.pp > 1; }
 
+void set_keep_gathered(Plan& plan, const JobSpec& job, bool keep_gathered) {
+  if (keep_gathered) {
+    std::fill(plan.reshard_after_forward.begin(), plan.reshard_after_forward.end(), false);
+  }
+  plan.reduce_after_backward = keep_gathered && job.pp > 1;
+}
+
 std::string to_string(KeepGatheredChoice choice) {
   switch (choice) {
     case KeepGatheredChoice::kAny:

@@ -160,6 +160,8 @@ nlohmann::json plan_to_json(const Plan& plan) {
   out["one_collective_per_parameter"] = plan.one_collective_per_parameter;
   out["copy_in_out"] = plan.copy_in_out;
   out["reorder"] = plan.reorder;
+  // Written where set only: a plan without it reads as before.
+  if (plan.reduce_after_backward) out["reduce_after_backward"] = true;
   return out;
 }
 
@@ -176,7 +178,8 @@ Plan plan_from_json(const nlohmann::json& json_value, const std::string& source)
                                                "stream_layout",
                                                "one_collective_per_parameter",
                                                "copy_in_out",
-                                               "reorder"};
+                                               "reorder",
+                                               "reduce_after_backward"};
   for (const auto& item : json_value.items()) {
     if (!kKnown.count(item.key())) {
       throw_bad_input(field(source, item.key()), "unknown field",
@@ -249,6 +252,10 @@ Plan plan_from_json(const nlohmann::json& json_value, const std::string& source)
   }
   if (json_value.contains("reorder")) {
     plan.reorder = read_bool(json_value["reorder"], field(source, "reorder"));
+  }
+  if (json_value.contains("reduce_after_backward")) {
+    plan.reduce_after_backward =
+        read_bool(json_value["reduce_after_backward"], field(source, "reduce_after_backward"));
   }
   return plan;
 }

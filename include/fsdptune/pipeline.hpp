@@ -361,6 +361,13 @@ bool is_pipelined(const JobSpec& job);
 // gathers and reduce-scatters every microbatch, so they re-gather.
 bool default_keep_gathered(const JobSpec& job);
 
+// A chunk's plan as it runs kept gathered across microbatches or not. Kept: no bucket is
+// resharded after forward and, under PP, its reduce-scatters follow its last backward
+// compute (Plan::reduce_after_backward: PyTorch's PipelineStage runs every backward of an
+// FSDP stage with gradient sync off and reduces after the last one). Re-gathered: the
+// plan's own resharding, each reduce-scatter after the compute that made its gradients.
+void set_keep_gathered(Plan& plan, const JobSpec& job, bool keep_gathered);
+
 // Which ways of running a chunk across microbatches a tuner may choose (TunerOptions::
 // keep_gathered; `tune` / `sweep --keep-gathered any|yes|no|torchtitan`).
 enum class KeepGatheredChoice {

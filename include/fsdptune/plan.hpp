@@ -44,6 +44,12 @@ struct Plan {
   // baseline: prefetch depths must be 0 and each reduce-scatter is waited for before the
   // next backward compute (docs/plan-format.md).
   bool reorder = true;
+  // Every reduce-scatter issued after the backward's last compute instead of after the
+  // compute that produced its gradients: gradient sync is off during the backward and the
+  // reduction is a step of its own after it, as PyTorch's PipelineStage runs an FSDP stage
+  // (backward_maybe_with_nosync, then the reduce). The pipeline sets it on the chunks of a
+  // job with PP that stay gathered across microbatches (docs/parallelism.md).
+  bool reduce_after_backward = false;
 
   bool operator==(const Plan&) const = default;
 };

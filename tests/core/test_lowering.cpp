@@ -245,6 +245,44 @@ TEST_CASE("lowering without reordering waits for each reduce-scatter", "[lowerin
   }
 }
 
+TEST_CASE("lowering with reduce_after_backward: every reduce-scatter after the last backward",
+          "[lowering]") {
+  // 4 units, reduce-scatters of units 3 and 2 together, then 1, then 0.
+  const Workload workload = make_uniform_workload(4, 1 << 20, 1e-3, 2e-3, 1 << 20, 2);
+  Plan plan = per_unit_plan(4);
+  plan.reduce_scatter_buckets = {{0, 0}, {1, 1}, {2, 3}};
+  const auto reduce_triggers = [&](const Program& program) {
+    std::vector<std::string> triggers;  // each chain's first task's wait, in issue order
+    for (const Task& task : program.tasks) {
+      if (task.kind == TaskKind::kCopyIn && task.name.rfind("copy-in RS", 0) == 0) {
+        REQUIRE(task.deps.size() == 1);
+        triggers.push_back(program.tasks[task.deps[0]].name);
+      }
+    }
+    return triggers;
+  };
+  const Program overlapped = lower(workload, plan, FixedCostModel());
+  check_well_formed(overlapped);
+  CHECK(reduce_triggers(overlapped) == std::vector<std::string>{"bwd u2", "bwd u1", "bwd u0"});
+  plan.reduce_after_backward = true;
+  const Program after = lower(workload, plan, FixedCostModel());
+  check_well_formed(after);
+  CHECK(reduce_triggers(after) == std::vector<std::string>{"bwd u0", "bwd u0", "bwd u0"});
+  // The same tasks otherwise, and no backward compute waits for a reduce-scatter (the
+  // back-pressure of the overlapped Program: docs/plan-format.md).
+  CHECK(after.tasks.size() == overlapped.tasks.size());
+  const auto waits_for_reduce = [](const Program& program) {
+    bool waits = false;
+    for (const Task& task : program.tasks) {
+      if (!on_compute_stream(program, task) || task.kind == TaskKind::kOptimizer) continue;
+      for (const int dep : task.deps) waits = waits || program.tasks[dep].stream == 2;
+    }
+    return waits;
+  };
+  CHECK(waits_for_reduce(overlapped));
+  CHECK_FALSE(waits_for_reduce(after));
+}
+
 TEST_CASE("lowering with precomputed compute costs gives the same program", "[lowering]") {
   const Workload workload = make_uniform_workload(4, 1 << 20, 1e-3, 2e-3, 1 << 20, 2);
   const FixedCostModel costs({.collective_latency_s = 1e-4, .measured = false});
@@ -368,6 +406,7 @@ Plan random_plan(int n, std::mt19937_64& rng) {
   plan.copy_in_out = rng() % 4 != 0;
   plan.one_collective_per_parameter = rng() % 5 == 0;
   plan.reorder = rng() % 5 != 0;
+  plan.reduce_after_backward = rng() % 4 == 0;
   plan.forward_prefetch = plan.reorder ? 1 + static_cast<int>(rng() % 3) : 0;
   plan.backward_prefetch = plan.reorder ? 1 + static_cast<int>(rng() % 3) : 0;
   validate_plan(plan, n, "random plan");

@@ -42,12 +42,15 @@ TEST_CASE("plan JSON round-trips", "[plan]") {
   CHECK(json["version"] == kPlanFormatVersion);
   CHECK(json["stream_layout"] == "shared");
   CHECK(plan_from_json(json, "plan.json") == plan);
+  CHECK_FALSE(json.contains("reduce_after_backward"));  // written where set only
   Plan other = plan;
   other.one_collective_per_parameter = true;
   other.copy_in_out = false;
   other.reorder = false;
   other.forward_prefetch = 0;
   other.backward_prefetch = 0;
+  other.reduce_after_backward = true;
+  CHECK(plan_to_json(other)["reduce_after_backward"] == true);
   CHECK(plan_from_json(plan_to_json(other), "plan.json") == other);
 }
 
