@@ -367,13 +367,14 @@ ActionMemory any_timing_action(const Program& program, const ChunkActionEvents& 
     task.deps = std::move(deps);
     std::vector<MemoryEvent> events;
     for (const MemoryEvent& event : task.memory) {
-      const std::optional<MemoryEvent> applied =
+      const TrackedEvents applied =
           scope != nullptr ? tracked(*scope, program.tasks[static_cast<std::size_t>(id)], event)
-                           : std::optional<MemoryEvent>(event);
-      if (!applied) continue;
-      events.push_back(*applied);
-      memory.held_bytes += applied->bytes;
-      memory.held_breakdown[static_cast<int>(applied->category)] += applied->bytes;
+                           : TrackedEvents{{event}, 1};
+      for (const MemoryEvent& at : applied) {
+        events.push_back(at);
+        memory.held_bytes += at.bytes;
+        memory.held_breakdown[static_cast<int>(at.category)] += at.bytes;
+      }
     }
     task.memory = std::move(events);
     part.tasks.push_back(std::move(task));

@@ -373,14 +373,14 @@ ChunkMemory chunk_memory(const JobSpec& job, const Program& program,
       const Task& task = program.tasks[static_cast<std::size_t>(id)];
       const TaskTiming& timing = timings[static_cast<std::size_t>(id)];
       for (const MemoryEvent& event : task.memory) {
-        const std::optional<MemoryEvent> applied =
-            scope != nullptr ? tracked(*scope, task, event) : std::optional<MemoryEvent>(event);
-        if (!applied) continue;
-        const bool earlier_start = timing.start_s < timing.end_s;
-        const int order = event.at_end && earlier_start ? 0 : 1;
-        const int phase = event.at_end ? 1 : 0;
-        events.push_back(
-            {event.at_end ? timing.end_s : timing.start_s, order, id, phase, *applied});
+        const TrackedEvents applied =
+            scope != nullptr ? tracked(*scope, task, event) : TrackedEvents{{event}, 1};
+        for (const MemoryEvent& at : applied) {
+          const bool earlier_start = timing.start_s < timing.end_s;
+          const int order = at.at_end && earlier_start ? 0 : 1;
+          const int phase = at.at_end ? 1 : 0;
+          events.push_back({at.at_end ? timing.end_s : timing.start_s, order, id, phase, at});
+        }
       }
     }
     return action_memory(std::move(events), options);

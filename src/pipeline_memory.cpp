@@ -82,16 +82,26 @@ ChunkActionEvents::ChunkActionEvents(const Program& program)
   }
 }
 
-std::optional<MemoryEvent> ChunkActionEvents::operator()(const ChunkActionScope& scope,
-                                                         const Task& task,
-                                                         const MemoryEvent& event) const {
+TrackedEvents ChunkActionEvents::operator()(const ChunkActionScope& scope, const Task& task,
+                                            const MemoryEvent& event) const {
+  const auto one = [](const MemoryEvent& tracked) { return TrackedEvents{{tracked}, 1}; };
   if (event.category == MemoryCategory::kGatheredParams && !scope.gathered_params_events) {
-    return std::nullopt;
+    return {};
   }
   const bool allocation = is_compute_kind(task.kind) && event.bytes > 0;
-  if (event.category != MemoryCategory::kGradients) return event;
-  if (allocation && !scope.gradient_allocations) return std::nullopt;
-  if (scope.gradient_bytes_numerator == scope.gradient_bytes_denominator) return event;
+  if (event.category != MemoryCategory::kGradients) return one(event);
+  if (allocation && !scope.gradient_allocations) {
+    if (!scope.accumulate_gradients || task.kind != TaskKind::kBackward) return {};
+    // A later backward of an accumulating chunk: the gradient it makes in the param dtype
+    // lives until its task's end, when it is added into the accumulated one and freed (a
+    // tied weight's, which the reader's backward makes, too: FSDP2 adds it at its own
+    // unit's post-backward, a little later).
+    MemoryEvent freed = event;
+    freed.bytes = -event.bytes;
+    freed.at_end = true;
+    return TrackedEvents{{event, freed}, 2};
+  }
+  if (scope.gradient_bytes_numerator == scope.gradient_bytes_denominator) return one(event);
   // The task that frees the unsharded gradients of its reduce-scatter bucket: the copy-in,
   // or the reduce-scatter itself when the bucket has no copy-in. A reduce-scatter's own
   // -full_bytes frees the copy-in's reduce-dtype input, not gradients.
@@ -107,7 +117,7 @@ std::optional<MemoryEvent> ChunkActionEvents::operator()(const ChunkActionScope&
   if (allocation || consumed) {
     tracked.bytes = event.bytes * scope.gradient_bytes_numerator / scope.gradient_bytes_denominator;
   }
-  return tracked;
+  return one(tracked);
 }
 
 ChunkMemory chunk_memory_with(

@@ -631,11 +631,11 @@ class PipelineReplay final : public StepReplay {
       }
     }
     const EventId start = backend_.record(task.stream);
+    // Each tracked event at its own time: a transient gradient is freed at the end.
     const auto apply_events = [&](bool at_end) {
       for (const MemoryEvent& event : task.memory) {
-        if (event.at_end != at_end) continue;
-        if (const auto tracked = work.action_events()(action.scope, task, event)) {
-          memory.apply(*tracked, task.stream, local);
+        for (const MemoryEvent& tracked : work.action_events()(action.scope, task, event)) {
+          if (tracked.at_end == at_end) memory.apply(tracked, task.stream, local);
         }
       }
     };

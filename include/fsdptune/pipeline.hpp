@@ -10,6 +10,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -238,14 +239,26 @@ ChunkActionScope chunk_action_scope(const JobSpec& job, bool accumulates, bool b
                                     int microbatch);
 // The ids of the tasks of `program` such an action runs, ascending.
 std::vector<int> chunk_action_tasks(const Program& program, const ChunkActionScope& scope);
+// What an action makes of one memory event of its Program: none, one or two events.
+struct TrackedEvents {
+  std::array<MemoryEvent, 2> events{};
+  int count = 0;
+  const MemoryEvent* begin() const { return events.data(); }
+  const MemoryEvent* end() const { return events.data() + count; }
+  bool operator==(const TrackedEvents&) const = default;
+};
+
 // How the actions of one Program track its memory events: as they are, scaled to the
-// reduce dtype, or not at all.
+// reduce dtype, not at all, or (the unsharded gradients a backward of an accumulating
+// chunk makes after its first) as a transient: allocated where the Program allocates them,
+// in the param dtype, and freed when the task ends, FSDP2's post-backward having added
+// them into the accumulated ones (FSDPParam.accumulate_unsharded_grad_if_needed).
 class ChunkActionEvents {
  public:
   explicit ChunkActionEvents(const Program& program);
-  // `event` of `task` as the action tracks it; nullopt where it does not apply.
-  std::optional<MemoryEvent> operator()(const ChunkActionScope& scope, const Task& task,
-                                        const MemoryEvent& event) const;
+  // `event` of `task` as the action tracks it, each applied at its own `at_end`.
+  TrackedEvents operator()(const ChunkActionScope& scope, const Task& task,
+                           const MemoryEvent& event) const;
 
  private:
   const Program* program_;

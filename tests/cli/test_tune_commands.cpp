@@ -238,18 +238,19 @@ TEST_CASE("tune --fit any-timing of 405B on PP 8: kept-gathered stages bound as 
   // its stage's bound at any timing is its predicted peak (2026-12-05; before, each chunk's
   // whole Program was bounded and 56 GiB cost the robust pick 0.17 % of step time). Both
   // criteria pick the same plan just above the tight end (found probing: 53.9 GiB reserved
-  // at 54 GiB).
+  // at 54 GiB; 54.7 GiB at 55 GiB since the later backwards hold the gradient each unit
+  // makes, 2026-12-06).
   const std::string dir = make_temp_dir("fsdptune-tune-405b-any-timing");
   const std::string job =
       "tune --model llama3-405b --gpus 512 --tp 8 --pp 8 --microbatches 16 --batch 1 --seq 8192 "
-      "--ac full --hardware h100-sxm --threads 1 --seed 0 --memory-limit 54GiB --json ";
+      "--ac full --hardware h100-sxm --threads 1 --seed 0 --memory-limit 55GiB --json ";
   const CommandResult predicted = run_fsdptune(job + "--out " + dir + "/predicted.json");
   const CommandResult robust = run_fsdptune(job + "--fit any-timing --out " + dir + "/robust.json");
   REQUIRE(predicted.exit_code == 0);
   REQUIRE(robust.exit_code == 0);
   const nlohmann::json loose = nlohmann::json::parse(predicted.out);
   const nlohmann::json safe = nlohmann::json::parse(robust.out);
-  const std::int64_t limit = 54LL << 30;
+  const std::int64_t limit = 55LL << 30;
   const std::int64_t peak = loose["tuned"]["peak_reserved_bytes"].get<std::int64_t>();
   CHECK(peak > limit - (1LL << 30));
   CHECK(loose["any_timing_reserved_bytes"].get<std::int64_t>() == peak);

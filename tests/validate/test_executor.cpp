@@ -287,7 +287,8 @@ TEST_CASE("an accumulating chunk's replay tracks the unsharded gradients the mod
   // reduction: the first backward allocates the unsharded gradients, the last backward's
   // reduce-scatter copy-ins free them, and in between the replay holds exactly the bytes
   // the composition adds (ChunkTimes::accumulated_gradient_bytes: fp32, as FSDP2 upcasts
-  // before accumulating), not the Program's bf16 gradients.
+  // before accumulating), not the Program's bf16 gradients. Within a later backward each
+  // unit's task also holds the bf16 gradient it makes until it is added in (its end).
   const ScheduleFile schedule = tiny_pipeline(2, 1, 3);
   const ReplayMesh mesh = replay_mesh(schedule, 0, 2, false, "p.json");
   const PipelineReplayPlan plan = plan_pipeline_replay(schedule, mesh, 0);
@@ -295,28 +296,36 @@ TEST_CASE("an accumulating chunk's replay tracks the unsharded gradients the mod
   REQUIRE(chunk.keep_gathered);
   const Program& program = chunk.program;
   std::int64_t program_bytes = 0;  // the Program's own (bf16) unsharded gradients
+  std::int64_t largest = 0;        // of one backward task
   for (const Task& task : program.tasks) {
     if (task.kind != TaskKind::kBackward) continue;
+    std::int64_t made = 0;
     for (const MemoryEvent& event : task.memory) {
-      if (event.category == MemoryCategory::kGradients && event.bytes > 0) {
-        program_bytes += event.bytes;
-      }
+      if (event.category == MemoryCategory::kGradients && event.bytes > 0) made += event.bytes;
     }
+    program_bytes += made;
+    largest = std::max(largest, made);
   }
+  REQUIRE(largest > 0);
   const ChunkActionEvents events(program);
-  std::int64_t held = 0, most = 0;
+  std::int64_t held = 0, most = 0, most_within = 0;
   for (const ReplayAction& action : plan.actions) {
     for (const int t : action.tasks) {
       const Task& task = program.tasks[static_cast<std::size_t>(t)];
-      for (const MemoryEvent& event : task.memory) {
-        if (event.category != MemoryCategory::kGradients) continue;
-        // What the replay applies: compute allocations only where the action allocates
-        // gradients.
-        const std::optional<MemoryEvent> tracked = events(action.scope, task, event);
-        if (!tracked) continue;
-        const bool unsharded_gradient = (task.kind == TaskKind::kBackward && event.bytes > 0) ||
-                                        (task.kind == TaskKind::kCopyIn && event.bytes < 0);
-        if (unsharded_gradient) held += tracked->bytes;
+      // What the replay applies, as it applies it: each task's start events, then its end
+      // events (compute allocations only where the action allocates gradients, else the
+      // transient of a later backward).
+      for (const bool at_end : {false, true}) {
+        for (const MemoryEvent& event : task.memory) {
+          if (event.category != MemoryCategory::kGradients) continue;
+          for (const MemoryEvent& tracked : events(action.scope, task, event)) {
+            if (tracked.at_end != at_end) continue;
+            const bool unsharded_gradient = task.kind == TaskKind::kBackward ||
+                                            (task.kind == TaskKind::kCopyIn && tracked.bytes < 0);
+            if (unsharded_gradient) held += tracked.bytes;
+            most_within = std::max(most_within, held);
+          }
+        }
       }
     }
     most = std::max(most, held);
@@ -324,6 +333,7 @@ TEST_CASE("an accumulating chunk's replay tracks the unsharded gradients the mod
   CHECK(held == 0);  // every tracked allocation freed by the last backward's copy-ins
   CHECK(most == 2 * program_bytes);
   CHECK(most == chunk.times.accumulated_gradient_bytes);
+  CHECK(most_within == most + largest);
 }
 
 TEST_CASE("a chunk that re-gathers runs its collectives in every microbatch",
