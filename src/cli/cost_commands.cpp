@@ -95,8 +95,8 @@ GemmShape parse_gemm_shape(const std::string& text) {
 void run_collective(const CostCommandOptions& options, const ResolvedCostModel& resolved) {
   const CollectiveKind kind = collective_from_string(options.collective, "--collective");
   if (options.bytes.empty()) throw_bad_input("--bytes", "required with --collective");
-  if (options.gpus < 0) throw_bad_input("--gpus", fmt::format("must be > 0, got {}", options.gpus));
-  if (options.gpus == 0) {
+  // Given, a value <= 0 is refused before (the command's callback).
+  if (options.gpus <= 0) {
     throw_bad_input("--gpus", "required with --collective: a positive number of GPUs");
   }
   const std::int64_t bytes = parse_size_bytes(options.bytes, "--bytes");
@@ -298,6 +298,9 @@ void register_cost_commands(CLI::App& app) {
     // Given, 0 is not "the default".
     if (cost->count("--gpus-per-node") > 0 && options->gpus_per_node <= 0) {
       throw_bad_input("--gpus-per-node", "must be positive");
+    }
+    if (cost->count("--gpus") > 0 && options->gpus <= 0) {
+      throw_bad_input("--gpus", fmt::format("must be > 0, got {}", options->gpus));
     }
     if (cost->count("--kv-heads") > 0 && options->kv_heads <= 0) {
       throw_bad_input("--kv-heads", "must be positive");

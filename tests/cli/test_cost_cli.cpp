@@ -255,6 +255,11 @@ TEST_CASE("cost and profile commands reject bad input with exit 2", "[cli][cost]
       // Found by QA: a negative count was told "required".
       {"cost --hardware h100-sxm --collective all_gather --bytes 1MiB --gpus -8",
        "--gpus: must be > 0, got -8"},
+      // And 0, given, too (it was told "required").
+      {"cost --hardware h100-sxm --collective all_gather --bytes 1MiB --gpus 0",
+       "--gpus: must be > 0, got 0"},
+      {"cost --hardware h100-sxm --collective all_gather --bytes 1MiB",
+       "--gpus: required with --collective"},
       // Found probing cost: a partly empty last node was priced as a full one (9 GPUs in
       // nodes of 8 at 338 GB/s busbw, where the ninth GPU's one NIC carries the ring).
       {"cost --hardware h100-sxm --collective reduce_scatter --bytes 1GiB --gpus 9", "--gpus"},
