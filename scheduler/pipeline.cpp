@@ -275,7 +275,7 @@ ChunkTimes chunk_times_with(const Workload& chunk, const Program& program, const
     }
   }
   times.optimizer_s = std::clamp(result.step_time_s - before_optimizer, 0.0, times.tail_s);
-  times.accumulates = keep_gathered && job.microbatches > 1;
+  times.accumulates = chunk_accumulates(job, keep_gathered);
   for (std::size_t u = 0; u < chunk.units.size(); ++u) {
     const Unit& unit = chunk.units[u];
     times.activation_bytes += unit.saved_activation_bytes;

@@ -54,6 +54,10 @@ void set_keep_gathered(Plan& plan, const JobSpec& job, bool keep_gathered) {
   plan.reduce_after_backward = keep_gathered && job.pp > 1;
 }
 
+bool chunk_accumulates(const JobSpec& job, bool keep_gathered) {
+  return keep_gathered && (job.microbatches > 1 || job.pp > 1);
+}
+
 std::string to_string(KeepGatheredChoice choice) {
   switch (choice) {
     case KeepGatheredChoice::kAny:

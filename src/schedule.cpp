@@ -1169,7 +1169,7 @@ json pipeline_to_json(const SchedulePipeline& pipeline, std::int64_t dp_shard) {
               {"stages", std::move(stages)}};
 }
 
-SchedulePipeline pipeline_from_json(const Fields& fields, std::int64_t microbatches) {
+SchedulePipeline pipeline_from_json(const Fields& fields, const JobSpec& job) {
   SchedulePipeline pipeline;
   pipeline.send_s = fields.seconds("send_s");
   pipeline.bubble_fraction = fields.rate("bubble_fraction");
@@ -1189,7 +1189,7 @@ SchedulePipeline pipeline_from_json(const Fields& fields, std::int64_t microbatc
     chunk.predicted = summary_from_json(chunk_fields.object("predicted"));
     const Fields times_fields = chunk_fields.object("times");
     chunk.times = chunk_times_from_json(times_fields);
-    chunk.times.accumulates = chunk.keep_gathered && microbatches > 1;
+    chunk.times.accumulates = chunk_accumulates(job, chunk.keep_gathered);
     chunk.retired_times = retired_times_from_json(times_fields);
     times_fields.finish();
     chunk_fields.finish();
@@ -1518,7 +1518,7 @@ ScheduleFile schedule_from_json(const json& json_in, const std::string& source) 
                                 other, pipelined ? 1 : 2));
   }
   if (pipelined) {
-    schedule.pipeline = pipeline_from_json(fields.object("pipeline"), schedule.job.microbatches);
+    schedule.pipeline = pipeline_from_json(fields.object("pipeline"), schedule.job);
   } else {
     schedule.plan = plan_from_json(fields.at("plan"), fields.where("plan"));
     schedule.program = program_from_json(fields.object("program"));

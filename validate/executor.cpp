@@ -641,7 +641,10 @@ class PipelineReplay final : public StepReplay {
     };
     apply_events(false);
     work.enqueue_work(backend_, task);
-    if (action.scope.accumulate_gradients && task.kind == TaskKind::kBackward) {
+    // With one microbatch (under PP) nothing is added: the reduce-scatter reads the
+    // microbatch's gradients as they are (their cast to the reduce dtype is tracked memory).
+    if (action.scope.accumulate_gradients && step_microbatches_ > 1 &&
+        task.kind == TaskKind::kBackward) {
       // The backward of a reduce-scatter bucket's lowest unit (the last of it to run)
       // completes the bucket's gradients of this microbatch.
       for (std::size_t b = 0; b < program.buckets.size(); ++b) {
@@ -1378,11 +1381,11 @@ void store_params(const Workload& workload, const std::vector<int>& units,
   }
 }
 
-// Does chunk `chunk` of the schedule accumulate gradients over microbatches (kept
-// gathered, M > 1)?
+// Does chunk `chunk` of the schedule hold its gradients with sync off until its step's
+// last backward (chunk_accumulates)?
 bool accumulates(const ScheduleFile& schedule, int chunk) {
-  return schedule.pipeline->chunks[static_cast<std::size_t>(chunk)].keep_gathered &&
-         schedule.job.microbatches > 1;
+  return chunk_accumulates(
+      schedule.job, schedule.pipeline->chunks[static_cast<std::size_t>(chunk)].keep_gathered);
 }
 
 }  // namespace

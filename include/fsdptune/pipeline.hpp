@@ -381,6 +381,12 @@ bool default_keep_gathered(const JobSpec& job);
 // plan's own resharding, each reduce-scatter after the compute that made its gradients.
 void set_keep_gathered(Plan& plan, const JobSpec& job, bool keep_gathered);
 
+// Does a chunk of `job` kept gathered (or not) hold its unsharded gradients with sync off
+// until its step's last backward (ChunkTimes::accumulates)? Kept gathered over several
+// microbatches, or under PP with one (PipelineStage turns gradient sync off in every
+// backward: FSDP2's post-backward casts each gradient to the reduce dtype and keeps it).
+bool chunk_accumulates(const JobSpec& job, bool keep_gathered);
+
 // Which ways of running a chunk across microbatches a tuner may choose (TunerOptions::
 // keep_gathered; `tune` / `sweep --keep-gathered any|yes|no|torchtitan`).
 enum class KeepGatheredChoice {

@@ -822,6 +822,23 @@ TEST_CASE("a pipeline's chunks kept gathered reduce-scatter after their last bac
         accumulation, *costs, {fsdp2_plan(accumulation)}, std::vector<bool>{keep});
     CHECK_FALSE(sim.chunk_plans[0].reduce_after_backward);
   }
+  // With one microbatch the gradients wait for the reduce-scatters too, cast to the reduce
+  // dtype (fp32) by FSDP2's post-backward (found by QA, 2026-12-06: held in bf16).
+  const Workload single =
+      pipelined_workload(builtin_model("llama3-8b"), 16, 2, 1, PipelineSchedule::k1F1B, 1, 8192);
+  std::vector<Plan> single_plans;
+  for (const auto& units : pipeline_chunks(single)) {
+    single_plans.push_back(fsdp2_plan(chunk_workload(single, units)));
+  }
+  const PipelineSimulation one =
+      simulate_pipelined_plans(single, *costs, single_plans, {true, true});
+  for (std::size_t c = 0; c < chunks.size(); ++c) {
+    const ChunkTimes& times = one.spec.chunks[c];
+    CHECK(times.accumulates);
+    std::int64_t fp32 = 0;
+    for (const Unit& unit : one.chunk_workloads[c].units) fp32 += unit.gradient_bytes();
+    CHECK(times.accumulated_gradient_bytes == fp32);
+  }
   // The tuner's candidates follow the same rule.
   const PipelineTuning tuning =
       tune_pipelined_job(workload, *costs, deterministic_tuner(80LL << 30));
