@@ -383,9 +383,11 @@ void run_simulate(const SimulateOptions& options) {
         model.name, job.gpus, costs.hardware.id, dp_shard_text(job.dp_shard, job.cp),
         job.dp_replicate, job.tp, job.local_batch, job.seq_len, to_string(job.ac),
         dtype_suffix(job), features_suffix(job), execution_suffix(job.execution));
-    fmt::print("plan {}: {} forward / {} backward / {} reduce-scatter buckets, {} tasks\n",
+    // A plan's reduce_after_backward changes the timeline: said (found by QA, 2026-12-06).
+    fmt::print("plan {}: {} forward / {} backward / {} reduce-scatter buckets{}, {} tasks\n",
                plan.name, plan.forward_buckets.size(), plan.backward_buckets.size(),
-               plan.reduce_scatter_buckets.size(), program.tasks.size());
+               plan.reduce_scatter_buckets.size(),
+               plan.reduce_after_backward ? " (after the backward)" : "", program.tasks.size());
     const double step = result.step_time_s;
     fmt::print("step time          {}\n", format_seconds(step));
     fmt::print("tokens/s/GPU       {}\n", format_rate(metrics.tokens_per_s_per_gpu));

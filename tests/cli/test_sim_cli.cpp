@@ -259,6 +259,26 @@ TEST_CASE("simulate --plan FILE: plans, schedule files and bad plans", "[cli][si
   const auto ok = run_fsdptune(kTiny + " --json --plan " + good);
   REQUIRE(ok.exit_code == 0);
   CHECK(nlohmann::json::parse(ok.out)["plan"]["name"] == "pairs");
+  // reduce_after_backward: every reduce-scatter after the backward, said on the plan line;
+  // nothing hides them any more (found by QA, 2026-12-06: the line did not say it).
+  const std::string pairs = R"("forward_buckets": [[0, 0], [1, 2], [3, 4], [5, 5]],
+      "reduce_scatter_buckets": [[0, 0], [1, 2], [3, 4], [5, 5]])";
+  const std::string beside =
+      write(dir, "beside.json", R"({"version": 1, "name": "beside", )" + pairs + "}");
+  const std::string after =
+      write(dir, "after.json",
+            R"({"version": 1, "name": "after", "reduce_after_backward": true, )" + pairs + "}");
+  const auto overlapped = run_fsdptune(kTiny + " --plan " + beside);
+  const auto deferred = run_fsdptune(kTiny + " --plan " + after);
+  REQUIRE(overlapped.exit_code == 0);
+  REQUIRE(deferred.exit_code == 0);
+  CHECK_THAT(deferred.out, Catch::Contains("reduce-scatter buckets (after the backward), "));
+  CHECK_THAT(overlapped.out, !Catch::Contains("after the backward"));
+  const auto step_of = [&](const std::string& plan) {
+    const auto json = nlohmann::json::parse(run_fsdptune(kTiny + " --json --plan " + plan).out);
+    return json["step_time_s"].get<double>();
+  };
+  CHECK(step_of(after) > step_of(beside));
 
   // A schedule file's plan is used once the whole file is read as a schedule (tune's
   // tests); an object with a "plan" and no "format" is not one (found by QA: its plan was
