@@ -527,7 +527,11 @@ class Lowering {
     }
     const int reduce_count = static_cast<int>(plan_.reduce_scatter_buckets.size());
     for (int k = 0; k < reduce_count; ++k) {
-      const int r = reduce_count - 1 - k;
+      // In the order the backward makes their gradients, last bucket first; after the
+      // backward in bucket order, first bucket first, as PyTorch's PipelineStage reduces a
+      // stage (perform_reduce_grad: each FSDP state's post_backward in the order of
+      // `modules()`, the embedding before layers.0).
+      const int r = plan_.reduce_after_backward ? k : reduce_count - 1 - k;
       CollectiveGroup& group = new_group();
       group.gather = false;
       group.backward = true;

@@ -252,22 +252,24 @@ TEST_CASE("lowering with reduce_after_backward: every reduce-scatter after the l
   Plan plan = per_unit_plan(4);
   plan.reduce_scatter_buckets = {{0, 0}, {1, 1}, {2, 3}};
   const auto reduce_triggers = [&](const Program& program) {
-    std::vector<std::string> triggers;  // each chain's first task's wait, in issue order
+    std::vector<std::string> triggers;  // each chain's first task's wait and bucket, in order
     for (const Task& task : program.tasks) {
       if (task.kind == TaskKind::kCopyIn && task.name.rfind("copy-in RS", 0) == 0) {
         REQUIRE(task.deps.size() == 1);
-        triggers.push_back(program.tasks[task.deps[0]].name);
+        triggers.push_back(program.tasks[task.deps[0]].name + " " + task.name.substr(11, 2));
       }
     }
     return triggers;
   };
   const Program overlapped = lower(workload, plan, FixedCostModel());
   check_well_formed(overlapped);
-  CHECK(reduce_triggers(overlapped) == std::vector<std::string>{"bwd u2", "bwd u1", "bwd u0"});
+  CHECK(reduce_triggers(overlapped) ==
+        std::vector<std::string>{"bwd u2 b2", "bwd u1 b1", "bwd u0 b0"});
   plan.reduce_after_backward = true;
   const Program after = lower(workload, plan, FixedCostModel());
   check_well_formed(after);
-  CHECK(reduce_triggers(after) == std::vector<std::string>{"bwd u0", "bwd u0", "bwd u0"});
+  // In bucket order, as PyTorch's stage reduces (the embedding's first).
+  CHECK(reduce_triggers(after) == std::vector<std::string>{"bwd u0 b0", "bwd u0 b1", "bwd u0 b2"});
   // The same tasks otherwise, and no backward compute waits for a reduce-scatter (the
   // back-pressure of the overlapped Program: docs/plan-format.md).
   CHECK(after.tasks.size() == overlapped.tasks.size());
