@@ -369,7 +369,7 @@ ActionMemory any_timing_action(const Program& program, const ChunkActionEvents& 
     for (const MemoryEvent& event : task.memory) {
       const TrackedEvents applied =
           scope != nullptr ? tracked(*scope, program.tasks[static_cast<std::size_t>(id)], event)
-                           : TrackedEvents{{event}, 1};
+                           : TrackedEvents::one(event);
       for (const MemoryEvent& at : applied) {
         events.push_back(at);
         memory.held_bytes += at.bytes;

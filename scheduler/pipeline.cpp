@@ -374,7 +374,7 @@ ChunkMemory chunk_memory(const JobSpec& job, const Program& program,
       const TaskTiming& timing = timings[static_cast<std::size_t>(id)];
       for (const MemoryEvent& event : task.memory) {
         const TrackedEvents applied =
-            scope != nullptr ? tracked(*scope, task, event) : TrackedEvents{{event}, 1};
+            scope != nullptr ? tracked(*scope, task, event) : TrackedEvents::one(event);
         for (const MemoryEvent& at : applied) {
           const bool earlier_start = timing.start_s < timing.end_s;
           const int order = at.at_end && earlier_start ? 0 : 1;

@@ -84,12 +84,11 @@ ChunkActionEvents::ChunkActionEvents(const Program& program)
 
 TrackedEvents ChunkActionEvents::operator()(const ChunkActionScope& scope, const Task& task,
                                             const MemoryEvent& event) const {
-  const auto one = [](const MemoryEvent& tracked) { return TrackedEvents{{tracked}, 1}; };
   if (event.category == MemoryCategory::kGatheredParams && !scope.gathered_params_events) {
     return {};
   }
   const bool allocation = is_compute_kind(task.kind) && event.bytes > 0;
-  if (event.category != MemoryCategory::kGradients) return one(event);
+  if (event.category != MemoryCategory::kGradients) return TrackedEvents::one(event);
   if (allocation && !scope.gradient_allocations) {
     if (!scope.accumulate_gradients || task.kind != TaskKind::kBackward) return {};
     // A later backward of an accumulating chunk: the gradient it makes in the param dtype
@@ -101,7 +100,8 @@ TrackedEvents ChunkActionEvents::operator()(const ChunkActionScope& scope, const
     freed.at_end = true;
     return TrackedEvents{{event, freed}, 2};
   }
-  if (scope.gradient_bytes_numerator == scope.gradient_bytes_denominator) return one(event);
+  if (scope.gradient_bytes_numerator == scope.gradient_bytes_denominator)
+    return TrackedEvents::one(event);
   // The task that frees the unsharded gradients of its reduce-scatter bucket: the copy-in,
   // or the reduce-scatter itself when the bucket has no copy-in. A reduce-scatter's own
   // -full_bytes frees the copy-in's reduce-dtype input, not gradients.
@@ -117,7 +117,7 @@ TrackedEvents ChunkActionEvents::operator()(const ChunkActionScope& scope, const
   if (allocation || consumed) {
     tracked.bytes = event.bytes * scope.gradient_bytes_numerator / scope.gradient_bytes_denominator;
   }
-  return one(tracked);
+  return TrackedEvents::one(tracked);
 }
 
 ChunkMemory chunk_memory_with(

@@ -243,6 +243,8 @@ std::vector<int> chunk_action_tasks(const Program& program, const ChunkActionSco
 struct TrackedEvents {
   std::array<MemoryEvent, 2> events{};
   int count = 0;
+  // `event` as it is.
+  static TrackedEvents one(const MemoryEvent& event) { return {{event}, 1}; }
   const MemoryEvent* begin() const { return events.data(); }
   const MemoryEvent* end() const { return events.data() + count; }
   bool operator==(const TrackedEvents&) const = default;
