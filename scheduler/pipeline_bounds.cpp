@@ -74,7 +74,7 @@ double pipeline_step_lower_bound(const Workload& workload,
     spec.chunks.push_back(
         chunk_time_lower_bounds(chunk_compute[c], chunk_fsdp2_programs[c], costs));
     // Kept gathered (the fewest waits): a reduce-scatter wait per pipeline step only.
-    spec.chunks.back().accumulates = spec.microbatches > 1;
+    spec.chunks.back().accumulates = chunk_accumulates(job, true);
   }
   const std::vector<double>& chunk_step_bound_s = chunk_step_bounds_s;
   // (a) The schedule at the least durations.

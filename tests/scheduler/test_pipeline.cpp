@@ -826,12 +826,8 @@ TEST_CASE("a pipeline's chunks kept gathered reduce-scatter after their last bac
   // dtype (fp32) by FSDP2's post-backward (found by QA, 2026-12-06: held in bf16).
   const Workload single =
       pipelined_workload(builtin_model("llama3-8b"), 16, 2, 1, PipelineSchedule::k1F1B, 1, 8192);
-  std::vector<Plan> single_plans;
-  for (const auto& units : pipeline_chunks(single)) {
-    single_plans.push_back(fsdp2_plan(chunk_workload(single, units)));
-  }
-  const PipelineSimulation one =
-      simulate_pipelined_plans(single, *costs, single_plans, {true, true});
+  const PipelineSimulation one = simulate_pipelined_job(single, *costs, fsdp2_plan);
+  REQUIRE(one.chunk_keep_gathered == std::vector<bool>{true, true});
   for (std::size_t c = 0; c < chunks.size(); ++c) {
     const ChunkTimes& times = one.spec.chunks[c];
     CHECK(times.accumulates);
