@@ -368,7 +368,7 @@ std::string torchtitan_keep_gathered_note(const JobSpec& job,
   const auto differ = std::count(keep_gathered.begin(), keep_gathered.end(), !torchtitan);
   if (!is_pipelined(job) || differ == 0) return "";
   return fmt::format(
-      "{} of {} chunks {} across microbatches, where torchtitan {} as it is: the config "
+      "{} of {} chunks {} across microbatches, where torchtitan {} as it is: its config "
       "alone does not reproduce the schedule's figures ({}); --keep-gathered torchtitan "
       "tunes for what it runs unchanged",
       differ, keep_gathered.size(), torchtitan ? "re-gather" : "keep their parameters gathered",

@@ -90,10 +90,11 @@ std::string trace_title(const std::string& model, const std::string& plan);
 nlohmann::json schedule_trace(const ScheduleFile& schedule, const Workload& workload,
                               const CostModel& costs);
 
-// What `--emit-torchtitan-toml` says on stderr when some of a pipelined job's chunks
-// (`keep_gathered`, one flag per chunk) do not run across microbatches as torchtitan runs
-// them unchanged (default_keep_gathered): the config alone does not reproduce the
-// schedule's figures. "" when they all do (or the job is not pipelined).
+// What `tune` and `sweep` say on stderr (with the schedule or config they write) when some
+// of a pipelined job's chunks (`keep_gathered`, one flag per chunk) do not run across
+// microbatches as torchtitan runs them unchanged (default_keep_gathered): its config alone
+// does not reproduce the schedule's figures. "" when they all do (or the job is not
+// pipelined).
 std::string torchtitan_keep_gathered_note(const JobSpec& job,
                                           const std::vector<bool>& keep_gathered);
 

@@ -144,6 +144,12 @@ std::string canonical_command(const TuneOptions& o, const std::string& model, co
   return command;
 }
 
+// What a note on the written schedule names: the torchtitan config where one is written,
+// else the schedule file.
+std::string note_subject(const TuneOptions& options) {
+  return options.torchtitan_toml.empty() ? options.out : options.torchtitan_toml;
+}
+
 // Stamps the provenance of this run on `schedule` and returns --out and
 // --emit-torchtitan-toml (empty when not asked for) to write.
 std::vector<OutputFile> schedule_outputs(ScheduleFile& schedule, const TuneOptions& options,
@@ -167,14 +173,16 @@ std::vector<OutputFile> schedule_outputs(ScheduleFile& schedule, const TuneOptio
     if (!without_fsdp.empty()) {
       fmt::print(stderr, "note: {}: {}\n", options.torchtitan_toml, without_fsdp);
     }
-    if (schedule.pipeline) {
-      std::vector<bool> keep;
-      for (const ScheduleChunk& chunk : schedule.pipeline->chunks) {
-        keep.push_back(chunk.keep_gathered);
-      }
-      const std::string note = torchtitan_keep_gathered_note(schedule.job, keep);
-      if (!note.empty()) fmt::print(stderr, "note: {}: {}\n", options.torchtitan_toml, note);
+  }
+  // Said with or without the config (found 2026-12-06: tune's default `any` picked chunks
+  // re-gathered per microbatch for Llama 3 8B under PP 2, 1.4% faster than kept, silently).
+  if (schedule.pipeline) {
+    std::vector<bool> keep;
+    for (const ScheduleChunk& chunk : schedule.pipeline->chunks) {
+      keep.push_back(chunk.keep_gathered);
     }
+    const std::string note = torchtitan_keep_gathered_note(schedule.job, keep);
+    if (!note.empty()) fmt::print(stderr, "note: {}: {}\n", note_subject(options), note);
   }
   return outputs;
 }

@@ -737,6 +737,10 @@ TEST_CASE("tune and sweep --keep-gathered restrict what a microbatch keeps", "[c
         run_fsdptune("tune " + job + " --keep-gathered " + choice + " --out " + out);
     INFO(result.err);
     REQUIRE(result.exit_code == 0);
+    // A schedule torchtitan does not run as it is says so, config or not (found
+    // 2026-12-06: said only with --emit-torchtitan-toml).
+    CHECK((result.err.find("note: " + out + ": 1 of 1 chunks keep their parameters gathered") !=
+           std::string::npos) == (choice == "any"));
     const nlohmann::json schedule = nlohmann::json::parse(slurp(out));
     // The provenance says what was searched (any is the default, left out).
     CHECK((schedule.at("provenance")
@@ -774,10 +778,10 @@ TEST_CASE("tune and sweep --keep-gathered restrict what a microbatch keeps", "[c
   // The sweep passes it to every pipelined configuration's search: here every one is
   // gradient accumulation on one stage (16 sequences per rank, at most 8 in a microbatch),
   // and the winner re-gathers as torchtitan runs it.
-  const std::string sweep =
+  const std::string sweep_job =
       "sweep --model tiny --hardware h100-sxm --gpus 2 --gpus-per-node 2 --global-batch 32 "
-      "--seq 128 --max-pp 1 --no-float8 --threads 1 --tune-evaluations 20 --emit-torchtitan-toml " +
-      dir + "/best.toml";
+      "--seq 128 --max-pp 1 --no-float8 --threads 1 --tune-evaluations 20";
+  const std::string sweep = sweep_job + " --emit-torchtitan-toml " + dir + "/best.toml";
   result = run_fsdptune(sweep + " --keep-gathered torchtitan --out " + dir + "/best.json");
   INFO(result.err);
   REQUIRE(result.exit_code == 0);
@@ -787,6 +791,12 @@ TEST_CASE("tune and sweep --keep-gathered restrict what a microbatch keeps", "[c
   REQUIRE(free.exit_code == 0);
   CHECK(free.err.find("best.toml: 1 of 1 chunks keep their parameters gathered") !=
         std::string::npos);
+  // Its schedule alone says it too.
+  const CommandResult schedule_only = run_fsdptune(sweep_job + " --out " + dir + "/only.json");
+  REQUIRE(schedule_only.exit_code == 0);
+  CHECK(schedule_only.err.find("note: " + dir +
+                               "/only.json: 1 of 1 chunks keep their "
+                               "parameters gathered") != std::string::npos);
   const nlohmann::json best = nlohmann::json::parse(slurp(dir + "/best.json"));
   REQUIRE(best.contains("pipeline"));
   for (const auto& chunk : best.at("pipeline").at("chunks")) CHECK_FALSE(chunk.at("keep_gathered"));
