@@ -30,6 +30,11 @@ ModelSpec resolve_model(const std::string& name_or_path, std::vector<std::string
     }
     return model;
   }
+  // A path (a folder in it, or a .json name) that is not there: the file is at fault, as
+  // every other flag that reads a file says (found by QA: "unknown model").
+  if (name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".json")) {
+    throw_bad_input("--model " + name_or_path, "no such file");
+  }
   throw_bad_input("--model",
                   fmt::format("unknown model '{}': not a built-in model nor a file; built-in "
                               "models: {}",

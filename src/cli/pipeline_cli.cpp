@@ -282,8 +282,25 @@ std::string does_not_fit_hint(const JobSpec& job, bool fit_at_any_timing,
       gpus *= 2;
     }
   }
+  // Where more GPUs cannot fit it alone but the sharded state alone is over the limit,
+  // they are needed beside the other changes (found by QA, 2026-12-06: 70B on 8 GPUs was
+  // offered --ac full, which still left 131 GiB of sharded state over 75.2 GiB).
+  std::string needed;
   if (gpus <= kMaxJobGpus) {
     changes.push_back(fmt::format("shard over more GPUs (--gpus {})", gpus));
+  } else if (sharding && sharding->sharded_state_bytes > sharding->limit_bytes) {
+    std::int64_t at = job.gpus * 2;
+    while (at <= kMaxJobGpus && static_cast<double>(sharding->sharded_state_bytes) *
+                                        static_cast<double>(job.gpus) / static_cast<double>(at) >
+                                    static_cast<double>(sharding->limit_bytes)) {
+      at *= 2;
+    }
+    if (at <= kMaxJobGpus) {
+      needed = fmt::format(
+          "shard over at least {} GPUs (--gpus {}: the sharded state alone, {}, is over the "
+          "limit); with that, ",
+          at, at, format_bytes(sharding->sharded_state_bytes));
+    }
   }
   if (job.ac != ActivationCheckpointing::kFull)
     changes.push_back("checkpoint activations (--ac full)");
@@ -292,7 +309,7 @@ std::string does_not_fit_hint(const JobSpec& job, bool fit_at_any_timing,
   if (job.seq_len > 1) changes.push_back(fmt::format("use a shorter --seq (now {})", job.seq_len));
   if (fit_at_any_timing) changes.push_back("judge fit at the predicted timing (--fit predicted)");
   changes.insert(changes.end(), more.begin(), more.end());
-  return join_alternatives(changes, ", or ");
+  return needed + join_alternatives(changes, ", or ");
 }
 
 TunedSchedule tune_schedule(const Workload& workload, const HardwareSpec& hardware,

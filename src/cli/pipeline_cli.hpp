@@ -50,7 +50,8 @@ struct TunedSchedule {
 // GPUs are offered only where they could fit it: the fewest (doubling) whose sharded state,
 // shrunk in proportion, brings the peak under the limit; none where the peak less the whole
 // sharded state is over it (QA, 2026-12-05: 70B at 64 GPUs was told to double the GPUs at
-// every size, activations alone over the limit).
+// every size, activations alone over the limit) -- then, where the sharded state alone is
+// over the limit, the fewest GPUs that bring it under come first, needed with the rest.
 struct ShardingGain {
   std::int64_t peak_bytes = 0;
   std::int64_t sharded_state_bytes = 0;

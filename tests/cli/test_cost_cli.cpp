@@ -162,6 +162,18 @@ TEST_CASE("cost with a profile uses its measurements", "[cli][cost]") {
   CHECK(json["time_s"].get<double>() == Approx(215.395e-6).epsilon(1e-9));
   CHECK(json["measured"] == true);
   CHECK(json["hardware"] == "h100-sxm");
+  // The text says whether the size was measured, lies between two measured sizes or
+  // beyond the sweep's ends (found by QA: 16 GiB from a sweep up to 2 GiB was "measured").
+  const auto source = [&](const std::string& bytes) {
+    const auto text = run_fsdptune("cost --profile " + profile +
+                                   " --collective all_gather --gpus 8 --bytes " + bytes);
+    REQUIRE(text.exit_code == 0);
+    return text.out.substr(text.out.rfind('('));
+  };
+  CHECK(source("64MiB") == "(measured)\n");
+  CHECK(source("96MiB") == "(interpolated between the profile's sizes)\n");
+  CHECK(source("16GiB") == "(extrapolated from the profile's sizes, up to 2.00 GiB)\n");
+  CHECK(source("4KiB") == "(extrapolated from the profile's sizes, from 1.00 MiB)\n");
   // Not in the profile: the analytic fallback of the profile's hardware.
   const auto fallback = run_fsdptune("cost --profile " + profile +
                                      " --collective all_reduce --bytes 64MiB --gpus 8 --json");

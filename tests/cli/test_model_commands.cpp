@@ -142,6 +142,12 @@ TEST_CASE("bad input is one line naming the culprit, exit 2", "[cli][errors]") {
     expect_one_line_error(run_fsdptune("model --model llama4"),
                           {"--model", "llama4", "llama3-8b", "llama3.2-3b", "tiny"});
   }
+  SECTION("a model path that is not there is a missing file (found by QA)") {
+    expect_one_line_error(run_fsdptune("model --model " + dir + "/nofile.json"),
+                          {"--model " + dir + "/nofile.json: no such file"});
+    expect_one_line_error(run_fsdptune("model --model my-model.json"),
+                          {"--model my-model.json: no such file"});
+  }
   SECTION("malformed JSON gives line and column") {
     write(dir + "/bad.json", "{\n  \"dim\": 8,\n  \"n_layers\": ,\n}\n");
     expect_one_line_error(run_fsdptune("model --model " + dir + "/bad.json"),

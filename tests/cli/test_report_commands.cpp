@@ -72,6 +72,18 @@ TEST_CASE("report prints the plan table", "[cli][report]") {
   CHECK(result.out.find("\n  * ") != std::string::npos);
   CHECK(result.out.find("fsdp2") != std::string::npos);
   CHECK(result.out.find("tuned plan vs lower bound") != std::string::npos);
+  // The front's fit column is at the predicted timing: said where the pick was judged at
+  // any timing (found by QA), and only there.
+  const std::string legend = "tuned under --fit any-timing, the pick was judged at any timing";
+  CHECK(result.out.find(legend) == std::string::npos);
+  const std::string dir = fsdptune::testing::make_temp_dir("fsdptune-report-any-timing");
+  REQUIRE(run_fsdptune("tune --model tiny --gpus 2 --seq 128 --hardware h100-sxm --max-evaluations "
+                       "40 --threads 1 --fit any-timing --out " +
+                       dir + "/s.json")
+              .exit_code == 0);
+  const auto any_timing = run_fsdptune("report " + dir + "/s.json");
+  REQUIRE(any_timing.exit_code == 0);
+  CHECK(any_timing.out.find(legend) != std::string::npos);
 }
 
 TEST_CASE("report --json is the summary of the schedule file", "[cli][report]") {

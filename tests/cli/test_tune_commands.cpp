@@ -390,7 +390,9 @@ TEST_CASE("tune exits 3 when nothing fits, naming the smallest peak and what to 
   const std::string out = dir + "/schedule.json";
   // Llama 3 70B on 8 GPUs at seq 8192 without AC: sharded state is 141 GB / 8, and the
   // rest of the peak alone is over the limit: no number of GPUs fits it, none is offered
-  // (QA, 2026-12-05: it offered to double them at any size).
+  // alone (QA, 2026-12-05: it offered to double them at any size); but the sharded state
+  // alone, 131 GiB, is over the limit too, so the GPUs that bring it under are needed with
+  // the rest (QA, 2026-12-06: --ac full, as offered, still did not fit).
   const CommandResult result = run_fsdptune(
       "tune --model llama3-70b --gpus 8 --batch 1 --seq 8192 --max-evaluations 50 --out " + out);
   INFO("stdout: " << result.out << "\nstderr: " << result.err);
@@ -398,8 +400,9 @@ TEST_CASE("tune exits 3 when nothing fits, naming the smallest peak and what to 
   CHECK(result.err.find("no plan fits") != std::string::npos);
   CHECK(result.err.find("smallest peak") != std::string::npos);
   CHECK_THAT(result.err,
-             Catch::Contains("hint: checkpoint activations (--ac full), or use a shorter --seq "
-                             "(now 8192)"));
+             Catch::Contains("hint: shard over at least 16 GPUs (--gpus 16: the sharded state "
+                             "alone, 131 GiB, is over the limit); with that, checkpoint "
+                             "activations (--ac full), or use a shorter --seq (now 8192)"));
   // With full AC it is the sharded state: the fewest GPUs (doubling) whose share brings
   // the smallest peak under the limit, 160 GiB - 131 GiB * 3/4 at 32 (16 leave 94.6 GiB).
   const CommandResult sharded =
