@@ -125,7 +125,7 @@ void print_workload(const Workload& workload) {
 void register_model_commands(CLI::App& app) {
   {
     auto* command = app.add_subcommand(
-        "model", "a model's dims, parameter totals and training FLOPs per token");
+        "model", "A model's dims, parameter totals and training FLOPs per token");
     auto options = std::make_shared<JobOptions>();
     auto json = std::make_shared<bool>(false);
     add_job_options(command, *options, JobFlags::kModelOnly);
@@ -148,7 +148,7 @@ void register_model_commands(CLI::App& app) {
   }
   {
     auto* command = app.add_subcommand(
-        "workload", "the FSDP units of a model + job: parameters, bytes, FLOPs, activations");
+        "workload", "The FSDP units of a model + job: parameters, bytes, FLOPs, activations");
     auto options = std::make_shared<JobOptions>();
     auto json = std::make_shared<bool>(false);
     add_job_options(command, *options);

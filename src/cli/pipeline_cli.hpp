@@ -42,6 +42,11 @@ struct TunedSchedule {
   bool budget_exhausted = false;         // the time budget cut a search short
   bool max_evaluations_reached = false;  // --max-evaluations stopped a search
 };
+// The job line `simulate` and `tune` head a single Program's figures with: model, GPUs,
+// hardware, the mesh, batch, sequence, AC and what else the job turns on.
+std::string single_program_job_line(const ModelSpec& model, const JobSpec& job,
+                                    const std::string& hardware);
+
 // What would lower the peak of a job no plan fits: only the changes still open to it (more
 // stages under PP, more GPUs up to kMaxJobGpus, full AC unless it has it, a smaller batch
 // or sequence).

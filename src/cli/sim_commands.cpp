@@ -378,11 +378,7 @@ void run_simulate(const SimulateOptions& options) {
         {"cost_fallbacks", program.cost_fallbacks}};
     std::fputs(dump_json(out).c_str(), stdout);
   } else {
-    fmt::print(
-        "{} on {} x {} (dp_shard {}, dp_replicate {}, tp {}), batch {} x seq {}, AC {}{}{}{}\n",
-        model.name, job.gpus, costs.hardware.id, dp_shard_text(job.dp_shard, job.cp),
-        job.dp_replicate, job.tp, job.local_batch, job.seq_len, to_string(job.ac),
-        dtype_suffix(job), features_suffix(job), execution_suffix(job.execution));
+    fmt::print("{}\n", single_program_job_line(model, job, costs.hardware.id));
     // A plan's reduce_after_backward changes the timeline: said (found by QA, 2026-12-06).
     fmt::print("plan {}: {} forward / {} backward / {} reduce-scatter buckets{}, {} tasks\n",
                plan.name, plan.forward_buckets.size(), plan.backward_buckets.size(),
@@ -457,7 +453,7 @@ void register_sim_commands(CLI::App& app) {
   auto options = std::make_shared<SimulateOptions>();
   CLI::App* command = app.add_subcommand(
       "simulate",
-      "simulate one training step of a plan: time, overlap and memory; `simulate --plan "
+      "Simulate one training step of a plan: time, overlap and memory; `simulate --plan "
       "schedule.json` alone re-simulates a tuned schedule with its own model, job and hardware");
   add_job_options(command, options->job);
   add_pipeline_options(command, options->job);

@@ -674,7 +674,7 @@ void register_sweep_commands(CLI::App& app) {
     auto options = std::make_shared<SweepCliOptions>();
     CLI::App* command = app.add_subcommand(
         "sweep",
-        "tune and rank meshes, microbatching, AC and float8 for a model on N GPUs by tokens/s/GPU");
+        "Tune and rank meshes, microbatching, AC and float8 for a model on N GPUs by tokens/s/GPU");
     command->add_option("--model", options->model,
                         "built-in model, model file or config.json (or --job-toml's)");
     command->add_option("--job-toml", options->job_toml,
@@ -756,7 +756,7 @@ void register_sweep_commands(CLI::App& app) {
   {
     auto options = std::make_shared<PipelineCliOptions>();
     CLI::App* command = app.add_subcommand(
-        "pipeline", "simulate a job with pipeline parallelism, stage by stage (fsdp2 per stage)");
+        "pipeline", "Simulate a job with pipeline parallelism, stage by stage (fsdp2 per stage)");
     add_job_options(command, options->job);
     add_pipeline_options(command, options->job);
     command->add_option("--hardware", options->hardware, "built-in hardware id or spec file")

@@ -545,8 +545,8 @@ void run_tune(const TuneOptions& options) {
   if (tuner_options.fit_at_any_timing) {
     any_timing.push_back({result.best_any_timing_reserved_bytes, result.fits});
   }
-  fmt::print("{} on {} ({}), batch {} x seq {}, AC {}; memory limit {}{}\n\n", model.name,
-             counted(job.gpus, "GPU"), hardware.id, job.local_batch, job.seq_len, to_string(job.ac),
+  // The job as simulate heads it (found by QA: tune's said neither the mesh nor the dtypes).
+  fmt::print("{}; memory limit {}{}\n\n", single_program_job_line(model, job, hardware.id),
              format_bytes(result.memory_limit_bytes),
              tuner_options.fit_at_any_timing ? " at any timing (--fit any-timing)" : "");
   print_table(rows, result.memory_limit_bytes, any_timing);

@@ -14,6 +14,7 @@
 #include "fsdptune/compare.hpp"
 #include "fsdptune/error.hpp"
 #include "fsdptune/executor.hpp"
+#include "fsdptune/hardware.hpp"
 #include "fsdptune/io.hpp"
 #include "fsdptune/job.hpp"
 #include "fsdptune/kernels.hpp"
@@ -186,6 +187,16 @@ void run_compare(const CompareArgs& args) {
   const ScheduleFile schedule = load_schedule(args.schedule);
   const MeasuredResult measured = measured_from_json(read_json_file(args.measured), args.measured);
   const Comparison comparison = compare(schedule, measured, args.measured, args.top);
+  // A GPU's prediction replayed on CPUs (the README's loop does it to check the data and
+  // the memory): its time errors say nothing of the model (found by QA: -99% unexplained).
+  if (measured.backend == "cpu" && is_builtin_hardware(schedule.hardware.id)) {
+    fmt::print(stderr,
+               "note: {}: measured by the cpu backend, predicted for {}: its time errors compare "
+               "this host with that GPU, not the model (the memory compares); to compare times, "
+               "tune on a profile of this host (docs/validation.md \"The CPU loop on measured "
+               "costs\")\n",
+               args.measured, schedule.hardware.id);
+  }
   if (args.json) {
     std::cout << dump_json(comparison_to_json(comparison));
   } else {

@@ -63,6 +63,8 @@ TEST_CASE("CPU loop: profile -> tune --profile -> validate (mpirun -np 2) -> com
   CHECK_THAT(validated.out, Catch::Contains("data checked"));
   const auto compared =
       step("compare", run_fsdptune("compare " + schedule_path + " " + measured_path + " --json"));
+  // Predicted on this host's costs: no note that the hardware differs.
+  CHECK(compared.err.find("measured by the cpu backend") == std::string::npos);
 
   // Every file reads back, and writes back to the same bytes.
   const std::string profile_text = read_text_file(profile_path);

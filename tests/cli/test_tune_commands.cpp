@@ -69,6 +69,10 @@ TEST_CASE("tune prints baselines and the tuned plan and writes a loadable schedu
       run_fsdptune("tune " + kTinyJob + " --out " + out + " --emit-torchtitan " + torchtitan);
   INFO("stderr: " << result.err);
   REQUIRE(result.exit_code == 0);
+  // Headed as simulate heads the job (found by QA: the mesh was missing).
+  CHECK(result.out.rfind("tiny on 8 x h100-sxm (dp_shard 8, dp_replicate 1, tp 1), batch 2 x seq "
+                         "1024, AC none; memory limit ",
+                         0) == 0);
   for (const char* row : {"fsdp2", "simplefsdp-block", "simplefsdp-greedy", "tuned"}) {
     CHECK(result.out.find(row) != std::string::npos);
   }
@@ -758,6 +762,10 @@ TEST_CASE("tune and sweep --keep-gathered restrict what a microbatch keeps", "[c
   };
   // Free, the tuner keeps tiny's one chunk gathered; torchtitan's loop re-gathers.
   CHECK(chunks_kept("any") == std::vector<bool>{true});
+  // Its chunk table's peak is the chunk alone, said under it (found by QA).
+  const CommandResult table = run_fsdptune("tune " + job + " --out " + dir + "/table.json");
+  CHECK_THAT(table.out, Catch::Contains("gathered   peak alone\n") &&
+                            Catch::Contains("\npeak alone = the chunk's one-microbatch Program"));
   CHECK(chunks_kept("no") == std::vector<bool>{false});
   CHECK(chunks_kept("torchtitan") == std::vector<bool>{false});
   // Written as a torchtitan config, a schedule torchtitan does not run as it is says so.

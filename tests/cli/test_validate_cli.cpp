@@ -163,6 +163,9 @@ TEST_CASE("validate replays a tuned tiny schedule on 2 cpu ranks with --check-da
              Catch::Contains("step time") && Catch::Contains("peak memory") &&
                  Catch::Contains("tasks differing most") &&
                  Catch::Contains("compute by rank (its compute tasks' medians summed): median"));
+  // An H100's prediction against the cpu backend: said (found by QA).
+  CHECK_THAT(table.err, Catch::Contains(": measured by the cpu backend, predicted for h100-sxm: "
+                                        "its time errors compare this host with that GPU"));
   const auto json = run_fsdptune("compare " + tiny_schedule() + " " + measured_path + " --json");
   REQUIRE(json.exit_code == 0);
   const auto comparison = parse_json_text(json.out, "compare --json");
