@@ -48,14 +48,18 @@ std::vector<PipelineAction> step_order(int stages, int virtual_stages, int micro
       break;
     }
     case PipelineSchedule::kInterleaved1F1B: {
-      // Megatron-LM's interleaved schedule (Narayanan et al. 2021, section 2.2): virtual
-      // microbatch k runs local chunk (k / P) % V of microbatch (k / (P V)) P + k % P;
-      // backwards walk the chunks in reverse. Warm-up: 2 (P - rank - 1) + (V - 1) P.
+      // Megatron-LM's interleaved schedule (Narayanan et al. 2021, section 2.2) in rounds,
+      // as torch.distributed.pipelining's ScheduleInterleaved1F1B runs it: M microbatches
+      // in R = max(1, M / P) rounds of B = M / R (validate_pipeline: R divides M; B = P when
+      // P divides M, Megatron's case). Virtual microbatch k runs local chunk (k / B) % V of
+      // microbatch (k / (B V)) B + k % B; backwards walk the chunks in reverse. Warm-up:
+      // 2 (P - rank - 1) + (V - 1) B.
       const int total = M * V;
-      auto microbatch_of = [&](int k) { return (k / (P * V)) * P + k % P; };
-      auto forward_chunk = [&](int k) { return ((k / P) % V) * P + rank; };
-      auto backward_chunk = [&](int k) { return (V - 1 - (k / P) % V) * P + rank; };
-      const int warmup = std::min(2 * (P - rank - 1) + (V - 1) * P, total);
+      const int B = M / std::max(1, M / P);
+      auto microbatch_of = [&](int k) { return (k / (B * V)) * B + k % B; };
+      auto forward_chunk = [&](int k) { return ((k / B) % V) * P + rank; };
+      auto backward_chunk = [&](int k) { return (V - 1 - (k / B) % V) * P + rank; };
+      const int warmup = std::min(2 * (P - rank - 1) + (V - 1) * B, total);
       for (int k = 0; k < warmup; ++k) add(forward_chunk(k), microbatch_of(k), false);
       for (int i = 0; i < total - warmup; ++i) {
         add(forward_chunk(warmup + i), microbatch_of(warmup + i), false);

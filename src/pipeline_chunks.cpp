@@ -21,11 +21,17 @@ void validate_pipeline(const JobSpec& job, const std::string& source) {
       throw_bad_input(at("--virtual-stages"),
                       "interleaved-1f1b needs at least 2 virtual stages per rank");
     }
-    if (job.microbatches % job.pp != 0) {
+    // PyTorch's ScheduleInterleaved1F1B runs max(1, M / pp) rounds of equal size: M a
+    // multiple of the rounds (M < pp, or M % pp == 0, or e.g. 3 on pp 2; found by QA: a
+    // torchtitan config of 3 microbatches on pp 2, which PyTorch runs, was refused).
+    const std::int64_t rounds = std::max<std::int64_t>(1, job.microbatches / job.pp);
+    if (job.microbatches % rounds != 0) {
       throw_bad_input(at("--microbatches"),
-                      fmt::format("interleaved-1f1b needs microbatches divisible by pp ({} % {} "
-                                  "!= 0), as Megatron's schedule does",
-                                  job.microbatches, job.pp));
+                      fmt::format("interleaved-1f1b runs max(1, microbatches / pp) = {} rounds "
+                                  "of equal size, which {} microbatches do not fill, as "
+                                  "PyTorch's ScheduleInterleaved1F1B refuses them",
+                                  rounds, job.microbatches),
+                      fmt::format("a multiple of {} microbatches, or of pp ({})", rounds, job.pp));
     }
   } else if (job.virtual_stages != 1) {
     throw_bad_input(at("--virtual-stages"),

@@ -336,10 +336,11 @@ TEST_CASE("sweep and pipeline: bad flags exit 2 naming the flag", "[cli][sweep]"
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("--cp 3: no configuration") != std::string::npos);
   bad = run_fsdptune(
-      "pipeline --model tiny --gpus 8 --pp 2 --microbatches 3 --pp-schedule interleaved-1f1b "
+      "pipeline --model tiny --gpus 8 --pp 2 --microbatches 5 --pp-schedule interleaved-1f1b "
       "--virtual-stages 2 --seq 256");
   CHECK(bad.exit_code == 2);
-  CHECK(bad.err.find("--microbatches") != std::string::npos);
+  CHECK(bad.err.find("--microbatches: interleaved-1f1b runs max(1, microbatches / pp) = 2 "
+                     "rounds") != std::string::npos);
   bad = run_fsdptune("pipeline --model tiny --gpus 8 --pp 2 --pp-schedule zigzag --seq 256");
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("--pp-schedule") != std::string::npos);

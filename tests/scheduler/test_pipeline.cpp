@@ -8,6 +8,8 @@
 #include <set>
 #include <tuple>
 
+#include <fmt/format.h>
+
 #include "action_sequence.hpp"
 #include "fsdptune/cost_model.hpp"
 #include "fsdptune/error.hpp"
@@ -201,7 +203,12 @@ TEST_CASE("every schedule runs every action once, in dependency order", "[pipeli
   for (const Case& c :
        {Case{4, 1, 8, PipelineSchedule::k1F1B}, Case{4, 1, 3, PipelineSchedule::k1F1B},
         Case{4, 1, 8, PipelineSchedule::kGPipe}, Case{4, 2, 8, PipelineSchedule::kInterleaved1F1B},
-        Case{2, 3, 4, PipelineSchedule::kInterleaved1F1B}}) {
+        Case{2, 3, 4, PipelineSchedule::kInterleaved1F1B},
+        // Rounds of other sizes than P, as PyTorch runs them (since 2026-12-06).
+        Case{2, 2, 3, PipelineSchedule::kInterleaved1F1B},
+        Case{4, 2, 6, PipelineSchedule::kInterleaved1F1B},
+        Case{4, 2, 10, PipelineSchedule::kInterleaved1F1B},
+        Case{2, 2, 1, PipelineSchedule::kInterleaved1F1B}}) {
     PipelineSpec spec = uniform_spec(c.P, c.V, c.M, c.schedule, 1.0, 2.0);
     spec.send_s = 0.25;
     const PipelineResult result = simulate_pipeline(spec);
@@ -231,6 +238,31 @@ TEST_CASE("every schedule runs every action once, in dependency order", "[pipeli
       }
     }
   }
+}
+
+TEST_CASE("interleaved: rounds of M / max(1, M / P) microbatches, as PyTorch orders them",
+          "[pipeline]") {
+  // P 2, V 2, M 3: one round of 3 (torch.distributed.pipelining's ScheduleInterleaved1F1B,
+  // _get_warmup_ops and _get_1f1b_rank_ops worked by hand): rank 0 warms up with
+  // (V-1) 3 + 2 = 5 forwards, rank 1 with 3.
+  const auto order = [](int rank) {
+    std::string text;
+    for (const PipelineAction& action :
+         pipeline_order(2, 2, 3, PipelineSchedule::kInterleaved1F1B, rank)) {
+      text += fmt::format("{}{}.{} ", action.backward ? 'B' : 'F', action.chunk, action.microbatch);
+    }
+    return text;
+  };
+  CHECK(order(0) == "F0.0 F0.1 F0.2 F2.0 F2.1 F2.2 B2.0 B2.1 B2.2 B0.0 B0.1 B0.2 ");
+  CHECK(order(1) == "F1.0 F1.1 F1.2 F3.0 B3.0 F3.1 B3.1 F3.2 B3.2 B1.0 B1.1 B1.2 ");
+  // M a multiple of P: Megatron's schedule, rounds of P.
+  const std::vector<PipelineAction> megatron =
+      pipeline_order(2, 2, 4, PipelineSchedule::kInterleaved1F1B, 1);
+  std::string text;
+  for (const PipelineAction& action : megatron) {
+    text += fmt::format("{}{}.{} ", action.backward ? 'B' : 'F', action.chunk, action.microbatch);
+  }
+  CHECK(text == "F1.0 F1.1 F3.0 B3.0 F3.1 B3.1 F1.2 B1.0 F1.3 B1.1 F3.2 B3.2 F3.3 B3.3 B1.2 B1.3 ");
 }
 
 TEST_CASE("interleaved: a rank steps its chunks' optimizers after its last action, in turn",
@@ -345,9 +377,17 @@ TEST_CASE("pipeline flags are validated", "[pipeline]") {
   job.microbatches = 6;
   job.pp_schedule = PipelineSchedule::kInterleaved1F1B;
   job.virtual_stages = 2;
-  CHECK_THROWS_AS(validate_pipeline(job), Error);  // 6 % 4 != 0
+  // PyTorch's ScheduleInterleaved1F1B: max(1, M / pp) rounds of equal size (found by QA:
+  // 6 on pp 4, one round of 6, was refused as "not divisible by pp").
+  for (const std::int64_t runs : {1, 3, 6, 8, 10, 12}) {
+    job.microbatches = runs;
+    CHECK_NOTHROW(validate_pipeline(job));
+  }
+  for (const std::int64_t refused : {9, 11, 13}) {  // 2 or 3 rounds that do not divide them
+    job.microbatches = refused;
+    CHECK_THROWS_AS(validate_pipeline(job), Error);
+  }
   job.microbatches = 8;
-  CHECK_NOTHROW(validate_pipeline(job));
   job.pp_schedule = PipelineSchedule::k1F1B;
   CHECK_THROWS_AS(validate_pipeline(job), Error);  // virtual stages without interleaving
 }
