@@ -331,9 +331,11 @@ void run_collect(const CollectFlags& flags) {
         "all-gather busbw {:.3g} GB/s after {}{})\n",
         flags.hardware_out, spec.id, spec.peak_fp32_flops_per_s * 1e-9, spec.hbm_bytes_per_s * 1e-9,
         spec.nvlink_busbw_bytes_per_s * 1e-9, format_seconds(spec.collective_base_latency_s),
-        swept_all_gather ? ""
-                         : ", not measured: no all-gather was swept (one rank), half the "
-                           "memory rate after 10 us assumed");
+        swept_all_gather
+            ? ""
+            : fmt::format(", not measured: no all-gather was swept ({}), half the memory rate "
+                          "after 10 us assumed",
+                          collector->world_size() == 1 ? "one rank" : "--collectives"));
   }
 }
 

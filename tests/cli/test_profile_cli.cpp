@@ -101,7 +101,16 @@ TEST_CASE("profile --backend cpu as one process measures compute only", "[cli][p
   CHECK_THAT(run.out, Catch::Contains("one rank"));
   // No all-gather swept: the spec's collective figures are assumed, and both say so (they
   // were printed as measured).
-  CHECK_THAT(run.out, Catch::Contains("not measured: no all-gather was swept"));
+  CHECK_THAT(run.out, Catch::Contains("not measured: no all-gather was swept (one rank)"));
+  // Two ranks that sweep no all-gather say why (found by QA: "(one rank)" on 2 ranks).
+  const auto reduce_only =
+      run_command(mpirun(2) + FSDPTUNE_BINARY + " profile --backend cpu " + kTinyJob +
+                  " --reps 1 --warmup 0 --sizes 1KiB:2KiB --collectives reduce_scatter --out " +
+                  dir + "/rs.json --hardware-out " + dir + "/rs-hardware.json");
+  INFO(reduce_only.out << reduce_only.err);
+  REQUIRE(reduce_only.exit_code == 0);
+  CHECK_THAT(reduce_only.out,
+             Catch::Contains("not measured: no all-gather was swept (--collectives)"));
   CHECK_THAT(hardware_from_json(read_json_file(hardware_out), hardware_out).name,
              Catch::EndsWith("collectives not measured (assumed)"));
   const Profile profile = profile_from_json(read_json_file(out), out);
