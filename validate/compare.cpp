@@ -433,6 +433,12 @@ void print_comparison(std::ostream& out, const Comparison& c) {
                  format_bytes(static_cast<std::int64_t>(stage.peak_allocated_bytes.measured)),
                  percent(stage.peak_allocated_bytes.relative_error));
     }
+    if (!comm) {
+      // Found by QA: the step's rows were marked, the stages' not.
+      fmt::print(out,
+                 "busy and end (*): they hold the stage's communication, which ran over fewer "
+                 "ranks\n");
+    }
     // Each stage's measured peak against the most its actions can allocate at any timing.
     std::vector<std::string> bounds;
     bool all_within = true;

@@ -202,7 +202,15 @@ TEST_CASE("compare marks a scaled-down replay's communication as not comparable"
   std::ostringstream text;
   print_comparison(text, c);
   CHECK_THAT(text.str(), Catch::Contains("scaled down: dp_shard 2 of the schedule's 8") &&
-                             Catch::Contains("step time (*)"));
+                             Catch::Contains("step time (*)") &&
+                             !Catch::Contains("busy and end (*)"));
+  // A pipeline's stage rows hold communication too: marked (found by QA).
+  Comparison staged = c;
+  staged.stages.push_back(StageComparison{});
+  std::ostringstream staged_text;
+  print_comparison(staged_text, staged);
+  CHECK_THAT(staged_text.str(), Catch::Contains("\nbusy and end (*): they hold the stage's "
+                                                "communication, which ran over fewer ranks\n"));
   // A mesh that does not replay the schedule (2 x 2 shards != 8) names the field.
   measured.shards_per_rank = 2;
   try {
