@@ -153,6 +153,13 @@ TEST_CASE("validate replays interleaved 1F1B (2 virtual stages) and gradient acc
   const auto [measured, comparison] = validate_pipeline(interleaved, 2);
   CHECK(measured.pipeline->virtual_stages == 2);
   CHECK(measured.pipeline->schedule == "interleaved-1f1b");
+  // 3 microbatches on 2 stages: one round of 3, as PyTorch runs it (since 2026-12-06).
+  const std::string round_of_3 =
+      tuned_tiny(dir, "interleaved3",
+                 "--gpus 2 --gpus-per-node 2 --pp 2 --microbatches 3 --pp-schedule "
+                 "interleaved-1f1b --virtual-stages 2");
+  const auto [measured3, comparison3] = validate_pipeline(round_of_3, 2, "--iters 1 --warmup 0");
+  CHECK(measured3.pipeline->microbatches == 3);
   // pp 1: one stage, 4 microbatches of gradient accumulation on 2 shard ranks, no sends.
   const std::string accumulation =
       tuned_tiny(dir, "accumulation", "--gpus 2 --gpus-per-node 2 --microbatches 4");
