@@ -313,6 +313,15 @@ std::string does_not_fit_hint(const JobSpec& job, bool fit_at_any_timing,
   }
   if (job.ac != ActivationCheckpointing::kFull)
     changes.push_back("checkpoint activations (--ac full)");
+  // Context parallelism splits each sequence over more of the shard group's ranks: its
+  // activations and attention workspace shrink with it (found by QA, an old note: the hint
+  // offered a shorter --seq and never --cp). Offered where the next degree is a valid job
+  // (normalize_job's rules; a float8 job that would shard over its CP ranks alone is not).
+  const std::int64_t more_cp = job.cp * 2;
+  if (job.dp_shard % more_cp == 0 && job.seq_len % (2 * more_cp) == 0 &&
+      (job.seq_len / more_cp) % job.tp == 0 && !(job.float8 && job.dp_shard == more_cp)) {
+    changes.push_back(fmt::format("split each sequence over more ranks (--cp {})", more_cp));
+  }
   if (job.local_batch > 1)
     changes.push_back(fmt::format("use a smaller --batch (now {})", job.local_batch));
   if (job.seq_len > 1) changes.push_back(fmt::format("use a shorter --seq (now {})", job.seq_len));

@@ -164,6 +164,14 @@ TEST_CASE("simulate: a limit that is too small", "[cli][simulate]") {
   CHECK_THAT(strict.err,
              Catch::Contains("(--ac full)") && Catch::Contains("or use another --plan"));
   CHECK_THAT(strict.err, !Catch::Contains("), or use a shorter --seq"));  // one "or" (QA)
+  // Context parallelism where the next degree is a job (an old QA note: never offered); not
+  // for float8 that would then shard over its CP ranks alone.
+  const std::string two =
+      "simulate --model tiny --gpus 2 --gpus-per-node 2 --seq 128 --hardware h100-sxm "
+      "--memory-limit 1MiB --require-fit";
+  CHECK_THAT(run_fsdptune(two).err,
+             Catch::Contains("split each sequence over more ranks (--cp 2)"));
+  CHECK_THAT(run_fsdptune(two + " --float8").err, !Catch::Contains("--cp"));
   const auto full = run_fsdptune(kTiny + " --ac full --memory-limit 1MiB --require-fit");
   CHECK(full.exit_code == 3);
   CHECK_THAT(full.err, !Catch::Contains("--ac full") && Catch::Contains("--seq"));

@@ -406,14 +406,16 @@ TEST_CASE("tune exits 3 when nothing fits, naming the smallest peak and what to 
   CHECK_THAT(result.err,
              Catch::Contains("hint: shard over at least 16 GPUs (--gpus 16: the sharded state "
                              "alone, 131 GiB, is over the limit); with that, checkpoint "
-                             "activations (--ac full), or use a shorter --seq (now 8192)"));
+                             "activations (--ac full), split each sequence over more ranks "
+                             "(--cp 2), or use a shorter --seq (now 8192)"));
   // With full AC it is the sharded state: the fewest GPUs (doubling) whose share brings
   // the smallest peak under the limit, 160 GiB - 131 GiB * 3/4 at 32 (16 leave 94.6 GiB).
   const CommandResult sharded =
       run_fsdptune("tune --model llama3-70b --gpus 8 --ac full --max-evaluations 50 --out " + out);
   CHECK(sharded.exit_code == 3);
-  CHECK_THAT(sharded.err, Catch::Contains("hint: shard over more GPUs (--gpus 32), or use a "
-                                          "shorter --seq (now 8192)"));
+  CHECK_THAT(sharded.err, Catch::Contains("hint: shard over more GPUs (--gpus 32), split each "
+                                          "sequence over more ranks (--cp 2), or use a shorter "
+                                          "--seq (now 8192)"));
   CHECK_FALSE(std::ifstream(out).good());  // no schedule written
   // The hint offers only what is still open: it said "--ac full, already" and a smaller
   // batch than 1.
@@ -422,8 +424,9 @@ TEST_CASE("tune exits 3 when nothing fits, naming the smallest peak and what to 
       "--out " +
       out);
   CHECK(full.exit_code == 3);
-  CHECK_THAT(full.err, Catch::Contains("hint: shard over more GPUs (--gpus 64), use a smaller "
-                                       "--batch (now 2), or use a shorter --seq (now 8192)"));
+  CHECK_THAT(full.err, Catch::Contains("hint: shard over more GPUs (--gpus 64), split each "
+                                       "sequence over more ranks (--cp 2), use a smaller --batch "
+                                       "(now 2), or use a shorter --seq (now 8192)"));
   // Pipelined, likewise (found probing: it offered --ac full with full AC and a smaller
   // batch than 1, and printed a peak 19 MiB over the limit as the limit itself).
   const CommandResult staged = run_fsdptune(
@@ -433,7 +436,8 @@ TEST_CASE("tune exits 3 when nothing fits, naming the smallest peak and what to 
   CHECK(staged.exit_code == 3);
   CHECK_THAT(staged.err, Catch::Contains("MiB over") &&
                              Catch::Contains("hint: more pipeline stages (--pp), shard over "
-                                             "more GPUs (--gpus 8), or use a shorter --seq"));
+                                             "more GPUs (--gpus 8), split each sequence over "
+                                             "more ranks (--cp 2), or use a shorter --seq"));
 }
 
 // Found by QA: a job of 2^30 tokens per sequence was tuned and written with a step of
