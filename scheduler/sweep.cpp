@@ -113,7 +113,10 @@ std::vector<JobSpec> sweep_jobs(const ModelSpec& model, const HardwareSpec& hard
               schedules.push_back({PipelineSchedule::k1F1B, 1});
             } else {
               schedules.push_back({PipelineSchedule::k1F1B, 1});
-              if (microbatches % pp == 0) {  // too few blocks for 2 x pp: normalize_job skips it
+              // Interleaving where pp divides the microbatches (PyTorch runs other counts
+              // too: docs/parallelism.md "Schedules"); too few blocks for 2 x pp:
+              // normalize_job skips it.
+              if (microbatches % pp == 0) {
                 schedules.push_back({PipelineSchedule::kInterleaved1F1B, 2});
               }
             }

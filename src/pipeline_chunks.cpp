@@ -31,7 +31,9 @@ void validate_pipeline(const JobSpec& job, const std::string& source) {
                                   "of equal size, which {} microbatches do not fill, as "
                                   "PyTorch's ScheduleInterleaved1F1B refuses them",
                                   rounds, job.microbatches),
-                      fmt::format("a multiple of {} microbatches, or of pp ({})", rounds, job.pp));
+                      // Not "a multiple of the rounds": they change with the count (review:
+                      // 10 on pp 3 makes 3 rounds).
+                      fmt::format("a multiple of pp ({}), or fewer microbatches than pp", job.pp));
     }
   } else if (job.virtual_stages != 1) {
     throw_bad_input(at("--virtual-stages"),

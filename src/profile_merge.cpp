@@ -1,6 +1,7 @@
 // Merging cost profiles (profile_merge.hpp, docs/profile-format.md "Merged profiles").
 #include "fsdptune/profile_merge.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <map>
 #include <optional>
@@ -124,7 +125,11 @@ ProfileMergeResult merge_profiles(const std::vector<NamedProfile>& inputs, Merge
       CollectiveSweep sweep = collectives[j];
       sweep.part = part_of(i, sweep.part);
       const std::string field = fmt::format("collectives[{}]", j);
-      const auto key = std::make_tuple(sweep.kind, sweep.group.ranks, sweep.group.ranks_per_node);
+      // As the reader and the cost model key sweeps: a per-node count above the group's
+      // size is the group's size (found in review: 8 ranks at 16 and at 8 per node were
+      // merged as two sweeps, which the reader then refused).
+      const auto key = std::make_tuple(sweep.kind, sweep.group.ranks,
+                                       std::min(sweep.group.ranks_per_node, sweep.group.ranks));
       const auto found = sweeps.find(key);
       if (found == sweeps.end()) {
         sweeps.emplace(key, Seen{merged.collectives.size(), i, field});

@@ -433,8 +433,9 @@ std::string pareto_legend(const ScheduleFile& schedule) {
   if (!schedule.pareto.empty() &&
       schedule.provenance.command.find(" --fit any-timing") != std::string::npos) {
     legend += std::string(legend.empty() ? "" : "; ") +
-              "fits = the reserved peak at the predicted timing; tuned under --fit any-timing, "
-              "the pick was judged at any timing, which a faster point may not fit";
+              "fits = the reserved peak within the limit at the predicted timing; tuned under "
+              "--fit any-timing, the pick was judged at any timing, which a faster point may "
+              "not fit";
   }
   return legend;
 }

@@ -436,8 +436,8 @@ void print_comparison(std::ostream& out, const Comparison& c) {
     if (!comm) {
       // Found by QA: the step's rows were marked, the stages' not.
       fmt::print(out,
-                 "busy and end (*): they hold the stage's communication, which ran over fewer "
-                 "ranks\n");
+                 "the stages' busy and end times hold their communication too, which ran over "
+                 "fewer ranks (*)\n");
     }
     // Each stage's measured peak against the most its actions can allocate at any timing.
     std::vector<std::string> bounds;

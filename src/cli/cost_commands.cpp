@@ -99,7 +99,12 @@ GemmShape parse_gemm_shape(const std::string& text) {
 std::string collective_source(const CostEstimate& estimate, const ResolvedCostModel& resolved,
                               CollectiveKind kind, std::int64_t bytes, const CommGroup& group) {
   if (!estimate.measured) return "analytic model";
-  if (!resolved.profile || group.ranks == 1) return "measured";
+  // One rank: nothing to measure but a reduce-scatter's copy, the profile's copy curve
+  // (found in review: "measured" for the free all-gather too).
+  if (group.ranks == 1) {
+    return kind == CollectiveKind::kReduceScatter ? "the profile's copy" : "no time";
+  }
+  if (!resolved.profile) return "measured";
   std::optional<std::int64_t> smallest, largest;
   bool exact = false;
   for (const CollectiveSweep& sweep : resolved.profile->collectives) {

@@ -291,18 +291,21 @@ std::string does_not_fit_hint(const JobSpec& job, bool fit_at_any_timing,
       gpus *= 2;
     }
   }
-  // Where more GPUs cannot fit it alone but the sharded state alone is over the limit,
-  // they are needed beside the other changes (found by QA, 2026-12-06: 70B on 8 GPUs was
-  // offered --ac full, which still left 131 GiB of sharded state over 75.2 GiB).
+  // Where the sharded state alone is over the limit, nothing else fits it without more
+  // GPUs: the fewest that bring it under come first, needed beside the rest (found by QA,
+  // 2026-12-06: 70B on 8 GPUs was offered --ac full, which left 131 GiB of sharded state
+  // over 75.2 GiB; and in review, with full AC, --cp 2 or a shorter --seq beside --gpus 32).
+  // Where those GPUs fit the whole peak too, they are the only change offered.
   std::string needed;
-  if (gpus <= kMaxJobGpus) {
-    changes.push_back(fmt::format("shard over more GPUs (--gpus {})", gpus));
-  } else if (sharding && sharding->sharded_state_bytes > sharding->limit_bytes) {
+  if (sharding && sharding->sharded_state_bytes > sharding->limit_bytes) {
     std::int64_t at = job.gpus * 2;
     while (at <= kMaxJobGpus && static_cast<double>(sharding->sharded_state_bytes) *
                                         static_cast<double>(job.gpus) / static_cast<double>(at) >
                                     static_cast<double>(sharding->limit_bytes)) {
       at *= 2;
+    }
+    if (at <= kMaxJobGpus && gpus == at) {
+      return fmt::format("shard over more GPUs (--gpus {})", gpus);
     }
     if (at <= kMaxJobGpus) {
       needed = fmt::format(
@@ -311,12 +314,16 @@ std::string does_not_fit_hint(const JobSpec& job, bool fit_at_any_timing,
           at, at, format_bytes(sharding->sharded_state_bytes));
     }
   }
+  if (gpus <= kMaxJobGpus) {
+    changes.push_back(fmt::format("shard over more GPUs (--gpus {})", gpus));
+  }
   if (job.ac != ActivationCheckpointing::kFull)
     changes.push_back("checkpoint activations (--ac full)");
   // Context parallelism splits each sequence over more of the shard group's ranks: its
   // activations and attention workspace shrink with it (found by QA, an old note: the hint
   // offered a shorter --seq and never --cp). Offered where the next degree is a valid job
-  // (normalize_job's rules; a float8 job that would shard over its CP ranks alone is not).
+  // (normalize_job's rules), but for a float8 job that would shard over its CP ranks alone,
+  // which torchtitan all-gathers in bf16 (docs/torchtitan-config.md).
   const std::int64_t more_cp = job.cp * 2;
   if (job.dp_shard % more_cp == 0 && job.seq_len % (2 * more_cp) == 0 &&
       (job.seq_len / more_cp) % job.tp == 0 && !(job.float8 && job.dp_shard == more_cp)) {

@@ -174,6 +174,10 @@ TEST_CASE("cost with a profile uses its measurements", "[cli][cost]") {
   CHECK(source("96MiB") == "(interpolated between the profile's sizes)\n");
   CHECK(source("16GiB") == "(extrapolated from the profile's sizes, up to 2.00 GiB)\n");
   CHECK(source("4KiB") == "(extrapolated from the profile's sizes, from 1.00 MiB)\n");
+  // One GPU: nothing measured, nothing to move (it said "measured": review).
+  const auto one =
+      run_fsdptune("cost --profile " + profile + " --collective all_gather --gpus 1 --bytes 64MiB");
+  CHECK_THAT(one.out, Catch::EndsWith("(in place; no time)\n"));
   // Not in the profile: the analytic fallback of the profile's hardware.
   const auto fallback = run_fsdptune("cost --profile " + profile +
                                      " --collective all_reduce --bytes 64MiB --gpus 8 --json");

@@ -413,10 +413,21 @@ TEST_CASE("tune exits 3 when nothing fits, naming the smallest peak and what to 
   const CommandResult sharded =
       run_fsdptune("tune --model llama3-70b --gpus 8 --ac full --max-evaluations 50 --out " + out);
   CHECK(sharded.exit_code == 3);
-  CHECK_THAT(sharded.err, Catch::Contains("hint: shard over more GPUs (--gpus 32), split each "
-                                          "sequence over more ranks (--cp 2), or use a shorter "
-                                          "--seq (now 8192)"));
+  // The sharded state alone is over the limit: nothing else fits without GPUs (review).
+  CHECK_THAT(sharded.err,
+             Catch::Contains("hint: shard over at least 16 GPUs (--gpus 16: the sharded state "
+                             "alone, 131 GiB, is over the limit); with that, shard over more "
+                             "GPUs (--gpus 32), split each sequence over more ranks (--cp 2), or "
+                             "use a shorter --seq (now 8192)"));
   CHECK_FALSE(std::ifstream(out).good());  // no schedule written
+  // Where the GPUs that bring the sharded state under the limit fit the whole peak, they
+  // are the one change offered (under 100 GiB: 160 GiB - 131 GiB / 2 at 16).
+  const CommandResult enough = run_fsdptune(
+      "tune --model llama3-70b --gpus 8 --ac full --memory-limit 100GiB --max-evaluations 50 "
+      "--out " +
+      out);
+  CHECK(enough.exit_code == 3);
+  CHECK_THAT(enough.err, Catch::EndsWith("hint: shard over more GPUs (--gpus 16)\n"));
   // The hint offers only what is still open: it said "--ac full, already" and a smaller
   // batch than 1.
   const CommandResult full = run_fsdptune(
@@ -424,7 +435,7 @@ TEST_CASE("tune exits 3 when nothing fits, naming the smallest peak and what to 
       "--out " +
       out);
   CHECK(full.exit_code == 3);
-  CHECK_THAT(full.err, Catch::Contains("hint: shard over more GPUs (--gpus 64), split each "
+  CHECK_THAT(full.err, Catch::Contains("with that, shard over more GPUs (--gpus 64), split each "
                                        "sequence over more ranks (--cp 2), use a smaller --batch "
                                        "(now 2), or use a shorter --seq (now 8192)"));
   // Pipelined, likewise (found probing: it offered --ac full with full AC and a smaller

@@ -141,6 +141,22 @@ TEST_CASE("overlapping entries: an error by default, else the first or the last 
   b.collectives.push_back({CollectiveKind::kAllGather, {8, 8}, {{kGiB, {3e-3}}}});
   b.provenance = provenance("kineto import");
 
+  // 8 ranks at 16 per node are 8 ranks at 8 per node, as the reader keys them: one sweep
+  // (found in review: merged as two, the merged file then refused on reading).
+  Profile wide = b;
+  wide.compute.clear();
+  wide.collectives.front().group.ranks_per_node = 16;
+  try {
+    merge_profiles({{"a.json", a}, {"wide.json", wide}}, MergeOverlap::kError);
+    FAIL("the same sweep at another per-node count was merged twice");
+  } catch (const Error& e) {
+    CHECK(e.where() == "wide.json: collectives[0]");
+  }
+  const ProfileMergeResult wide_last =
+      merge_profiles({{"a.json", a}, {"wide.json", wide}}, MergeOverlap::kLast);
+  CHECK(wide_last.profile.collectives.size() == a.collectives.size());
+  CHECK(profile_from_json(profile_to_json(wide_last.profile), "merged") == wide_last.profile);
+
   try {
     merge_profiles({{"a.json", a}, {"b.json", b}}, MergeOverlap::kError);
     FAIL("an overlap was accepted");

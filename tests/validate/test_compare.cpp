@@ -203,14 +203,15 @@ TEST_CASE("compare marks a scaled-down replay's communication as not comparable"
   print_comparison(text, c);
   CHECK_THAT(text.str(), Catch::Contains("scaled down: dp_shard 2 of the schedule's 8") &&
                              Catch::Contains("step time (*)") &&
-                             !Catch::Contains("busy and end (*)"));
+                             !Catch::Contains("stages' busy and end times"));
   // A pipeline's stage rows hold communication too: marked (found by QA).
   Comparison staged = c;
   staged.stages.push_back(StageComparison{});
   std::ostringstream staged_text;
   print_comparison(staged_text, staged);
-  CHECK_THAT(staged_text.str(), Catch::Contains("\nbusy and end (*): they hold the stage's "
-                                                "communication, which ran over fewer ranks\n"));
+  CHECK_THAT(staged_text.str(),
+             Catch::Contains("\nthe stages' busy and end times hold their communication too, "
+                             "which ran over fewer ranks (*)\n"));
   // A mesh that does not replay the schedule (2 x 2 shards != 8) names the field.
   measured.shards_per_rank = 2;
   try {
