@@ -1128,9 +1128,12 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
     job.virtual_stages = o.virtual_stages.value_or(1);
   }
 
-  // normalize_job names flags; a value the config gave is the config's field.
+  // normalize_job names flags; a value the config gave is the config's field. The
+  // pipeline's rules too (found by QA: 5 microbatches of Interleaved1F1B on PP 2 named
+  // --microbatches, which the user never gave).
   try {
     job = normalize_job(model, job);
+    validate_pipeline(job);
   } catch (const Error& e) {
     const auto field = [&](bool overridden, const std::string& where) {
       return overridden ? e.where() : where;

@@ -273,6 +273,16 @@ TEST_CASE("job-toml: errors name the file and field and exit 2", "[cli][torchtit
   rejected("workload --job-toml " + kData + "llama3_70b_pp.toml",
            {"llama3_70b_pp.toml: [parallelism] pipeline_parallel_degree",
             "`workload` does not take pipeline parallelism"});
+  // Interleaved1F1B's rounds (9 microbatches on PP 4: 2 rounds that do not divide them):
+  // the config's local batch, not a flag the user never gave (found by QA).
+  std::string pp9 = fsdptune::read_text_file(kData + "llama3_70b_pp.toml");
+  const std::size_t at = pp9.find("local_batch_size = 8");
+  REQUIRE(at != std::string::npos);
+  pp9.replace(at, 20, "local_batch_size = 9");
+  const std::string nine = write_config(dir, "pp9.toml", pp9);
+  rejected("simulate --job-toml " + nine + " --hardware h100-sxm",
+           {"pp9.toml: [training] local_batch_size: interleaved-1f1b runs max(1, microbatches / "
+            "pp) = 2 rounds"});
   const std::string broken = write_config(dir, "broken.toml", "[training\nseq_len = 1\n");
   rejected("workload --model tiny --job-toml " + broken, {"broken.toml", "not a valid TOML file"});
   rejected("workload --model tiny --job-toml " + dir + "/missing.toml", {"missing.toml"});
