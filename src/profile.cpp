@@ -167,6 +167,10 @@ int read_part(const nlohmann::json& object, std::size_t parts, const std::string
 
 }  // namespace
 
+std::int64_t sweep_ranks_per_node(const CommGroup& group) {
+  return std::min(group.ranks_per_node, group.ranks);
+}
+
 Profile profile_from_json(const nlohmann::json& json, const std::string& source) {
   if (!json.is_object()) throw_bad_input(source, "a profile must be a JSON object");
   check_format_field(json, kFormat, source + ": field 'format'");
@@ -247,7 +251,7 @@ Profile profile_from_json(const nlohmann::json& json, const std::string& source)
     // Keyed as the cost model looks sweeps up: a per-node count above the group counts as
     // the group (profile_cost.cpp), so 8 ranks at 16 per node is the sweep at 8 per node
     // (a tester's file held both; the lookup took the later one).
-    const std::int64_t per_node = std::min(sweep.group.ranks_per_node, sweep.group.ranks);
+    const std::int64_t per_node = sweep_ranks_per_node(sweep.group);
     if (!sweeps.insert({sweep.kind, sweep.group.ranks, per_node}).second) {
       throw_bad_input(
           where, fmt::format("a second {} sweep over {} ({} per node{})", to_string(sweep.kind),

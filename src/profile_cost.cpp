@@ -106,7 +106,7 @@ using SweepKey = std::tuple<CollectiveKind, std::int64_t, std::int64_t>;
 
 SweepKey sweep_key(CollectiveKind kind, const CommGroup& group) {
   // A per-node count above the group size means the same thing as the group size.
-  return {kind, group.ranks, std::min(group.ranks_per_node, group.ranks)};
+  return {kind, group.ranks, sweep_ranks_per_node(group)};
 }
 
 // Memory-bound entries of this name are device-to-device copies (CostModel::copy).

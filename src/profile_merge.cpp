@@ -1,7 +1,6 @@
 // Merging cost profiles (profile_merge.hpp, docs/profile-format.md "Merged profiles").
 #include "fsdptune/profile_merge.hpp"
 
-#include <algorithm>
 #include <cstddef>
 #include <map>
 #include <optional>
@@ -128,8 +127,8 @@ ProfileMergeResult merge_profiles(const std::vector<NamedProfile>& inputs, Merge
       // As the reader and the cost model key sweeps: a per-node count above the group's
       // size is the group's size (found in review: 8 ranks at 16 and at 8 per node were
       // merged as two sweeps, which the reader then refused).
-      const auto key = std::make_tuple(sweep.kind, sweep.group.ranks,
-                                       std::min(sweep.group.ranks_per_node, sweep.group.ranks));
+      const auto key =
+          std::make_tuple(sweep.kind, sweep.group.ranks, sweep_ranks_per_node(sweep.group));
       const auto found = sweeps.find(key);
       if (found == sweeps.end()) {
         sweeps.emplace(key, Seen{merged.collectives.size(), i, field});

@@ -45,6 +45,11 @@ struct CollectiveSweep {
   bool operator==(const CollectiveSweep&) const = default;
 };
 
+// The per-node count a sweep over `group` is keyed by (the reader, the cost model's lookup,
+// profile merge, `cost`'s source label): one above the group's size is the group's size, so
+// 8 ranks at 16 per node is the sweep at 8 per node.
+std::int64_t sweep_ranks_per_node(const CommGroup& group);
+
 struct Provenance {
   std::string tool;     // "fsdptune 0.1.0"
   std::string date;     // ISO 8601

@@ -17,6 +17,7 @@
 #include "fsdptune/io.hpp"
 #include "fsdptune/job.hpp"
 #include "fsdptune/model.hpp"
+#include "fsdptune/profile.hpp"
 #include "fsdptune/units.hpp"
 #include "fsdptune/workload.hpp"
 
@@ -109,8 +110,7 @@ std::string collective_source(const CostEstimate& estimate, const ResolvedCostMo
   bool exact = false;
   for (const CollectiveSweep& sweep : resolved.profile->collectives) {
     if (sweep.kind != kind || sweep.group.ranks != group.ranks ||
-        std::min(sweep.group.ranks_per_node, sweep.group.ranks) !=
-            std::min(group.ranks_per_node, group.ranks)) {
+        sweep_ranks_per_node(sweep.group) != sweep_ranks_per_node(group)) {
       continue;
     }
     for (const CollectivePoint& point : sweep.points) {

@@ -421,6 +421,13 @@ std::string torchtitan_keep_gathered_note(const JobSpec& job,
                    "before all but the last microbatch");
 }
 
+std::string torchtitan_keep_gathered_note(const ScheduleFile& schedule) {
+  if (!schedule.pipeline) return "";
+  std::vector<bool> keep;
+  for (const ScheduleChunk& chunk : schedule.pipeline->chunks) keep.push_back(chunk.keep_gathered);
+  return torchtitan_keep_gathered_note(schedule.job, keep);
+}
+
 std::string pipeline_any_timing_text(const std::vector<StageAnyTiming>& stages,
                                      std::int64_t limit_bytes, bool fits_as_predicted) {
   FSDPTUNE_CHECK(!stages.empty(), "pipeline_any_timing_text: no stage");

@@ -100,7 +100,8 @@ nlohmann::json schedule_trace(const ScheduleFile& schedule, const Workload& work
 // of a pipelined job's chunks (`keep_gathered`, one flag per chunk) do not run across
 // microbatches as torchtitan runs them unchanged (default_keep_gathered): its config alone
 // does not reproduce the schedule's figures. "" when they all do (or the job is not
-// pipelined).
+// pipelined). Of a schedule: its chunks' flags ("" for a version 1 schedule).
+std::string torchtitan_keep_gathered_note(const ScheduleFile& schedule);
 std::string torchtitan_keep_gathered_note(const JobSpec& job,
                                           const std::vector<bool>& keep_gathered);
 

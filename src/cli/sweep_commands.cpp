@@ -359,9 +359,9 @@ void run_sweep(const SweepCliOptions& o) {
     if (!without_fsdp.empty())
       fmt::print(stderr, "note: {}: {}\n", o.torchtitan_toml, without_fsdp);
   }
-  // The winner's chunks as its figures run them: its written schedule's, else its
-  // search's, else fsdp2's.
-  std::optional<std::vector<bool>> written_keep;
+  // The note on the winner's chunks as its figures run them: its written schedule's (set
+  // below), else its search's, else fsdp2's.
+  std::optional<std::string> written_note;
   std::string best_written;
   if (!o.out.empty() && !result.ranked.empty()) {
     // The best configuration's tuned schedule (per stage when pipelined): version 1 for
@@ -421,12 +421,7 @@ void run_sweep(const SweepCliOptions& o) {
     }
     if (options.fit_at_any_timing) schedule.provenance.command += " --fit any-timing";
     outputs.push_back({o.out, schedule_file_text(schedule, o.out), "--out"});
-    written_keep.emplace();
-    if (schedule.pipeline) {
-      for (const ScheduleChunk& chunk : schedule.pipeline->chunks) {
-        written_keep->push_back(chunk.keep_gathered);
-      }
-    }
+    written_note = torchtitan_keep_gathered_note(schedule);
     // Its memory beside its time, and, where the ranked row's figures were fsdp2's, those
     // (found by QA: a 0.5% faster plan reserving 24 GiB more was announced by its time).
     // A version 2 schedule's predicted peaks are its largest stage's.
@@ -445,13 +440,14 @@ void run_sweep(const SweepCliOptions& o) {
   const std::string& note_subject = o.torchtitan_toml.empty() ? o.out : o.torchtitan_toml;
   if (!note_subject.empty() && !result.ranked.empty()) {
     const JobSpec& best = result.ranked.front().job;
-    const std::vector<bool> keep =
-        written_keep ? *written_keep
-        : result.best_tuning && result.best_tuning->pipeline
-            ? result.best_tuning->pipeline->best.chunk_keep_gathered
-            : std::vector<bool>(static_cast<std::size_t>(best.pp * best.virtual_stages),
-                                baseline_keep_gathered(options.keep_gathered, best));
-    const std::string note = torchtitan_keep_gathered_note(best, keep);
+    const std::string note =
+        written_note ? *written_note
+                     : torchtitan_keep_gathered_note(
+                           best, result.best_tuning && result.best_tuning->pipeline
+                                     ? result.best_tuning->pipeline->best.chunk_keep_gathered
+                                     : std::vector<bool>(
+                                           static_cast<std::size_t>(best.pp * best.virtual_stages),
+                                           baseline_keep_gathered(options.keep_gathered, best)));
     if (!note.empty()) fmt::print(stderr, "note: {}: {}\n", note_subject, note);
   }
   write_files_atomically(outputs);

@@ -176,14 +176,8 @@ std::vector<OutputFile> schedule_outputs(ScheduleFile& schedule, const TuneOptio
   }
   // Said with or without the config (found 2026-12-06: tune's default `any` picked chunks
   // re-gathered per microbatch for Llama 3 8B under PP 2, 1.4% faster than kept, silently).
-  if (schedule.pipeline) {
-    std::vector<bool> keep;
-    for (const ScheduleChunk& chunk : schedule.pipeline->chunks) {
-      keep.push_back(chunk.keep_gathered);
-    }
-    const std::string note = torchtitan_keep_gathered_note(schedule.job, keep);
-    if (!note.empty()) fmt::print(stderr, "note: {}: {}\n", note_subject(options), note);
-  }
+  const std::string note = torchtitan_keep_gathered_note(schedule);
+  if (!note.empty()) fmt::print(stderr, "note: {}: {}\n", note_subject(options), note);
   return outputs;
 }
 
