@@ -113,10 +113,10 @@ std::vector<JobSpec> sweep_jobs(const ModelSpec& model, const HardwareSpec& hard
               schedules.push_back({PipelineSchedule::k1F1B, 1});
             } else {
               schedules.push_back({PipelineSchedule::k1F1B, 1});
-              // Interleaving where pp divides the microbatches (PyTorch runs other counts
-              // too: docs/parallelism.md "Schedules"); too few blocks for 2 x pp:
-              // normalize_job skips it.
-              if (microbatches % pp == 0) {
+              // Interleaving wherever PyTorch's rounds take the microbatches (6 on pp 4:
+              // one round of 6; not 9 on pp 4: docs/parallelism.md "Schedules"); too few
+              // blocks for 2 x pp: normalize_job skips it.
+              if (interleaved_rounds_fill(pp, microbatches)) {
                 schedules.push_back({PipelineSchedule::kInterleaved1F1B, 2});
               }
             }

@@ -21,11 +21,10 @@ void validate_pipeline(const JobSpec& job, const std::string& source) {
       throw_bad_input(at("--virtual-stages"),
                       "interleaved-1f1b needs at least 2 virtual stages per rank");
     }
-    // PyTorch's ScheduleInterleaved1F1B runs max(1, M / pp) rounds of equal size: M a
-    // multiple of the rounds (M < pp, or M % pp == 0, or e.g. 3 on pp 2; found by QA: a
-    // torchtitan config of 3 microbatches on pp 2, which PyTorch runs, was refused).
-    const std::int64_t rounds = std::max<std::int64_t>(1, job.microbatches / job.pp);
-    if (job.microbatches % rounds != 0) {
+    // Found by QA: a torchtitan config of 3 microbatches on pp 2, which PyTorch runs, was
+    // refused when M had to be a multiple of pp.
+    if (!interleaved_rounds_fill(job.pp, job.microbatches)) {
+      const std::int64_t rounds = std::max<std::int64_t>(1, job.microbatches / job.pp);
       throw_bad_input(at("--microbatches"),
                       fmt::format("interleaved-1f1b runs max(1, microbatches / pp) = {} rounds "
                                   "of equal size, which {} microbatches do not fill, as "
@@ -41,6 +40,11 @@ void validate_pipeline(const JobSpec& job, const std::string& source) {
                                 "interleaved-1f1b for virtual stages",
                                 to_string(job.pp_schedule)));
   }
+}
+
+bool interleaved_rounds_fill(std::int64_t pp, std::int64_t microbatches) {
+  // M a multiple of the rounds: M < pp, or M % pp == 0, or e.g. 3 on pp 2.
+  return microbatches % std::max<std::int64_t>(1, microbatches / pp) == 0;
 }
 
 bool is_pipelined(const JobSpec& job) { return job.pp > 1 || job.microbatches > 1; }

@@ -190,11 +190,17 @@ struct PipelineResult {
 std::vector<PipelineAction> pipeline_order(int stages, int virtual_stages, int microbatches,
                                            PipelineSchedule schedule, int rank, int steps = 1);
 
-// Throws Error(kBadInput) naming the flag: interleaved-1f1b needs microbatches divisible by
-// pp and virtual_stages >= 2; 1f1b and gpipe take virtual_stages == 1; microbatches >= 1.
-// With `source` (a file's job), errors name its fields rather than the flags (job_where).
-// Implemented in the core (src/pipeline_chunks.cpp).
+// Throws Error(kBadInput) naming the flag: interleaved-1f1b needs microbatches its rounds
+// fill (interleaved_rounds_fill) and virtual_stages >= 2; 1f1b and gpipe take
+// virtual_stages == 1; microbatches >= 1. With `source` (a file's job), errors name its
+// fields rather than the flags (job_where). Implemented in the core
+// (src/pipeline_chunks.cpp).
 void validate_pipeline(const JobSpec& job, const std::string& source = "");
+
+// PyTorch's ScheduleInterleaved1F1B runs max(1, microbatches / pp) rounds of equal size:
+// whether `microbatches` fill them (3 on pp 2 do, 5 on pp 2 do not).
+// REQUIRES: pp >= 1, microbatches >= 1.
+bool interleaved_rounds_fill(std::int64_t pp, std::int64_t microbatches);
 
 PipelineResult simulate_pipeline(const PipelineSpec& spec);
 

@@ -1543,6 +1543,24 @@ TEST_CASE("the sweep tries gradient accumulation without PP, as FSDP2 runs it",
   CHECK(candidate.peak_reserved_bytes == full.result.stages[0].peak_reserved_bytes);
 }
 
+TEST_CASE("the sweep tries interleaving wherever PyTorch's rounds take the microbatches",
+          "[pipeline][sweep]") {
+  const ModelSpec model = builtin_model("tiny");  // 4 blocks: 2 chunks of 1 per rank on pp 2
+  const auto interleaved_counts = [&](std::int64_t global_batch) {
+    std::vector<std::int64_t> out;  // M of each interleaved candidate
+    for (const JobSpec& job :
+         sweep_jobs(model, builtin_hardware("h100-sxm"), tiny_sweep_options(global_batch, 2))) {
+      if (job.pp_schedule == PipelineSchedule::kInterleaved1F1B) out.push_back(job.microbatches);
+    }
+    return out;
+  };
+  // 3 on pp 2: one round of 3, as ScheduleInterleaved1F1B runs it (tried since 2026-12-06).
+  CHECK(interleaved_counts(3) == std::vector<std::int64_t>{3});
+  CHECK(interleaved_counts(4) == std::vector<std::int64_t>{4, 2});
+  // 5 on pp 2: 2 rounds that 5 does not fill, which PyTorch refuses.
+  CHECK(interleaved_counts(5).empty());
+}
+
 TEST_CASE("the sweep leaves out float8 over the context-parallel ranks alone",
           "[pipeline][sweep]") {
   // torchtitan all-gathers those in bf16 (data_parallel_shard_degree 1); ranked as float8
