@@ -374,6 +374,9 @@ ActionMemory any_timing_action(const Program& program, const ChunkActionEvents& 
         events.push_back(at);
         memory.held_bytes += at.bytes;
         memory.held_breakdown[static_cast<int>(at.category)] += at.bytes;
+        (at.category == MemoryCategory::kShardedState ? memory.held_sharded_rounded_bytes
+                                                      : memory.held_transient_rounded_bytes) +=
+            round_to_segment(at.bytes, options.allocator_segment_bytes);
       }
     }
     task.memory = std::move(events);

@@ -361,6 +361,8 @@ ActionMemory action_memory(std::vector<TimedEvent> events, const SimOptions& opt
                  reserved_estimate_bytes(sharded_rounded, transient_rounded, options));
   }
   memory.held_breakdown = level;
+  memory.held_sharded_rounded_bytes = sharded_rounded;
+  memory.held_transient_rounded_bytes = transient_rounded;
   return memory;
 }
 

@@ -179,17 +179,15 @@ StageMemory stage_memory(const PipelineSpec& spec, int rank,
     allocated += memory.persistent_bytes;
     level[static_cast<int>(MemoryCategory::kShardedState)] += memory.persistent_bytes;
   }
-  // The reserved estimate of what the rank holds: its sharded state and the rest, each
-  // rounded to segments once.
+  // The reserved estimate of what the rank holds: its sharded state rounded to segments
+  // once (as the simulator rounds a Program's), every event its actions left rounded as it
+  // was allocated (ActionMemory's held rounded sizes), so that one stage of one microbatch
+  // is the simulator's Program.
+  std::int64_t sharded_rounded = round_to_segment(
+      level[static_cast<int>(MemoryCategory::kShardedState)], allocator.allocator_segment_bytes);
+  std::int64_t transient_rounded = 0;
   const auto reserved = [&] {
-    std::int64_t transient = 0;
-    for (std::size_t k = 0; k < level.size(); ++k) {
-      if (k != static_cast<std::size_t>(MemoryCategory::kShardedState)) transient += level[k];
-    }
-    return reserved_estimate_bytes(
-        round_to_segment(level[static_cast<int>(MemoryCategory::kShardedState)],
-                         allocator.allocator_segment_bytes),
-        round_to_segment(transient, allocator.allocator_segment_bytes), allocator);
+    return reserved_estimate_bytes(sharded_rounded, transient_rounded, allocator);
   };
   stage.start_bytes = allocated;
   stage.peak_allocated_bytes = allocated;
@@ -205,6 +203,8 @@ StageMemory stage_memory(const PipelineSpec& spec, int rank,
     }
     stage.peak_reserved_bytes =
         std::max(stage.peak_reserved_bytes, reserved() + action.peak_reserved_bytes);
+    sharded_rounded += action.held_sharded_rounded_bytes;
+    transient_rounded += action.held_transient_rounded_bytes;
     allocated += action.held_bytes;
     for (std::size_t k = 0; k < level.size(); ++k) level[k] += action.held_breakdown[k];
     return peak;

@@ -358,11 +358,12 @@ TEST_CASE("sweep and pipeline: bad flags exit 2 naming the flag", "[cli][sweep]"
 
 TEST_CASE("sweep --fit any-timing ranks what fits at every timing, and writes its schedule",
           "[cli][sweep]") {
-  // Tiny on 16 GPUs at 24 MiB (2026-12-05, second session: 96 configurations fit as
-  // predicted, 94 at any timing).
+  // Tiny on 16 GPUs at 28 MiB (2026-12-06: 33 configurations fit as predicted, 27 at any
+  // timing; at 24 MiB until a pipelined stage rounded each event it holds to segments, as
+  // the simulator does, which raised tiny's pipelined peaks by a few MiB).
   const std::string dir = make_temp_dir("sweep-any-timing");
   const std::string sweep =
-      "sweep --model tiny --gpus 16 --global-batch 32 --seq 256 --memory-limit 24MiB "
+      "sweep --model tiny --gpus 16 --global-batch 32 --seq 256 --memory-limit 28MiB "
       "--tune-evaluations 60 --threads 2 --json";
   const auto loose = run_fsdptune(sweep);
   REQUIRE(loose.exit_code == 0);
@@ -376,7 +377,7 @@ TEST_CASE("sweep --fit any-timing ranks what fits at every timing, and writes it
   CHECK(safe["fitting"].get<int>() < predicted["fitting"].get<int>());
   CHECK_FALSE(predicted["top"][0].contains("any_timing_reserved_bytes"));
   for (const nlohmann::json& row : safe["top"]) {
-    CHECK(row["any_timing_reserved_bytes"].get<std::int64_t>() <= 24 << 20);
+    CHECK(row["any_timing_reserved_bytes"].get<std::int64_t>() <= 28 << 20);
     CHECK(row["any_timing_reserved_bytes"].get<std::int64_t>() >=
           row["peak_reserved_bytes"].get<std::int64_t>());
   }
@@ -390,15 +391,15 @@ TEST_CASE("sweep --fit any-timing ranks what fits at every timing, and writes it
   CHECK(replayed["any_timing_reserved_bytes"] == safe["top"][0]["any_timing_reserved_bytes"]);
   // The table has the column.
   const auto text = run_fsdptune(
-      "sweep --model tiny --gpus 16 --global-batch 32 --seq 256 --memory-limit 24MiB "
+      "sweep --model tiny --gpus 16 --global-batch 32 --seq 256 --memory-limit 28MiB "
       "--tune-evaluations 60 --threads 2 --fit any-timing");
-  CHECK_THAT(text.out, Catch::Contains("memory limit 24.0 MiB at any timing (--fit any-timing)") &&
+  CHECK_THAT(text.out, Catch::Contains("memory limit 28.0 MiB at any timing (--fit any-timing)") &&
                            Catch::Contains(" any timing\n"));
   // The configurations tuned without a plan within the limit at every timing, counted as
-  // such (2; 4 before the compositions stepped each stage down alone, 2026-12-05: two
-  // pipelined configurations whose fit at every timing needed one stage lowered and not
-  // the others).
-  CHECK_THAT(text.out, Catch::Contains("\n       2  no plan found within the limit at every "
+  // such (6 at 28 MiB; at 24 MiB 2, and 4 before the compositions stepped each stage down
+  // alone, 2026-12-05: two pipelined configurations whose fit at every timing needed one
+  // stage lowered and not the others).
+  CHECK_THAT(text.out, Catch::Contains("\n       6  no plan found within the limit at every "
                                        "timing (--fit any-timing)\n"));
   // Nothing fits at any timing: the error says how fit was judged, and the other way.
   const auto none = run_fsdptune(

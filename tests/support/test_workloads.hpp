@@ -49,9 +49,11 @@ inline ChunkMemory activation_memory(std::int64_t persistent, std::int64_t bytes
   forward.peak_bytes = forward.held_bytes = bytes;
   forward.peak_reserved_bytes = reserved;
   forward.peak_breakdown[kActivations] = forward.held_breakdown[kActivations] = bytes;
+  forward.held_transient_rounded_bytes = bytes;  // the test specs round to no segment
   ActionMemory backward;
   backward.held_bytes = -bytes;
   backward.held_breakdown[kActivations] = -bytes;
+  backward.held_transient_rounded_bytes = -bytes;
   memory.first_forward = memory.forward = forward;
   memory.first_backward = memory.backward = memory.last_backward = backward;
   return memory;
