@@ -11,6 +11,7 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -94,19 +95,31 @@ void write_in_place(const std::string& path, const std::filesystem::path& target
   if (!out) throw_runtime(path, "write failed" + errno_reason());
 }
 
+// The longest file name fsdptune writes: 255 bytes, what Linux file systems take.
+constexpr std::size_t kMaxFileName = 255;
+
 // Creates `target`'s temporary exclusively (O_EXCL: never through a link someone left at
 // its name, never into another process's file) as TARGET.tmp.PID, or TARGET.tmp.PID.N where
-// that exists (a stale one of an earlier process of the same pid); writes `content` into it.
-// Returns its path.
+// that exists (a stale one of an earlier process of the same pid), the target's name cut
+// short where the suffix would pass kMaxFileName (found by QA: names of 246 to 255 bytes
+// could not be written); writes `content` into it with the existing target's permissions
+// (found by QA: a 0600 file came back 0644) and flushes it to the disk before the rename
+// (fsync: else a crash soon after can leave the renamed file empty). Returns its path.
 std::filesystem::path write_temporary(const std::string& path, const std::filesystem::path& target,
                                       const std::string& content) {
+  struct stat existing {};
+  const bool replaces = ::stat(target.c_str(), &existing) == 0 && S_ISREG(existing.st_mode);
   for (int n = 0; n < 100; ++n) {
-    const std::string name = n == 0 ? fmt::format("{}.tmp.{}", target.string(), ::getpid())
-                                    : fmt::format("{}.tmp.{}.{}", target.string(), ::getpid(), n);
+    const std::string suffix =
+        n == 0 ? fmt::format(".tmp.{}", ::getpid()) : fmt::format(".tmp.{}.{}", ::getpid(), n);
+    std::string stem = target.filename().string();
+    stem.resize(std::min(stem.size(), kMaxFileName - suffix.size()));
+    const std::string name = (target.parent_path() / (stem + suffix)).string();
     errno = 0;
     const int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0 && errno == EEXIST) continue;
     if (fd < 0) throw_runtime(path, "cannot open for writing" + errno_reason());
+    if (replaces) ::fchmod(fd, existing.st_mode & 07777);  // best effort, as cp's
     std::size_t written = 0;
     while (written < content.size()) {
       const ssize_t wrote = ::write(fd, content.data() + written, content.size() - written);
@@ -118,6 +131,13 @@ std::filesystem::path write_temporary(const std::string& path, const std::filesy
         throw_runtime(path, "write failed" + reason);
       }
       written += static_cast<std::size_t>(wrote);
+    }
+    // EINVAL: a file system that cannot sync (nothing to wait for).
+    if (::fsync(fd) != 0 && errno != EINVAL) {
+      const std::string reason = errno_reason();
+      ::close(fd);
+      ::unlink(name.c_str());
+      throw_runtime(path, "write failed" + reason);
     }
     if (::close(fd) != 0) {
       const std::string reason = errno_reason();
@@ -235,6 +255,16 @@ void require_creatable(const std::string& flag, const std::string& path) {
   fs::path folder = target.parent_path();
   while (!folder.empty() && !fs::exists(folder, ec) && folder != folder.parent_path()) {
     folder = folder.parent_path();
+  }
+  // A name no file system takes: refused before the run, as bad input (found by QA: exit 1
+  // after the whole run).
+  const std::string name = target.filename().string();
+  if (name.size() > kMaxFileName) {
+    throw_bad_input(flag + " " + path,
+                    fmt::format("the file name is {} bytes long, more than the {} a file "
+                                "system takes",
+                                name.size(), kMaxFileName),
+                    "a shorter file name");
   }
   const fs::path probe = folder / fmt::format(".fsdptune-write-check.{}", ::getpid());
   errno = 0;

@@ -104,6 +104,40 @@ TEST_CASE("write_file_atomically replaces the file and leaves no temporary", "[i
   std::filesystem::remove_all(dir);
 }
 
+// Found by QA: a 0600 file came back 0644 (world-readable), and names of 246 to 255 bytes
+// could not be written (the temporary's suffix took them past the 255 a name may have).
+TEST_CASE("write_file_atomically keeps the file's permissions and takes any name length", "[io]") {
+  const auto dir = std::filesystem::temp_directory_path() / unique("fsdptune-io-mode");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "private.json").string();
+  write_file_atomically(path, "first\n");
+  REQUIRE(::chmod(path.c_str(), 0600) == 0);
+  write_file_atomically(path, "second\n");
+  struct stat status {};
+  REQUIRE(::stat(path.c_str(), &status) == 0);
+  CHECK((status.st_mode & 07777) == 0600);
+  CHECK(read_text_file(path) == "second\n");
+  for (const std::size_t length : {245, 250, 255}) {
+    const std::string name = (dir / std::string(length, 'e')).string();
+    write_file_atomically(name, "x\n");
+    CHECK(read_text_file(name) == "x\n");
+  }
+  // What no file system takes: refused before anything is written, as bad input.
+  const std::string too_long = (dir / std::string(256, 'e')).string();
+  try {
+    require_distinct_files({{"--out", too_long}});
+    FAIL("a 256-byte name was taken");
+  } catch (const Error& error) {
+    CHECK(error.kind() == ErrorKind::kBadInput);
+    CHECK_THAT(error.message(), Catch::Contains("the file name is 256 bytes long"));
+  }
+  // Nothing but the outputs: no temporary left.
+  CHECK(std::distance(std::filesystem::directory_iterator(dir),
+                      std::filesystem::directory_iterator()) == 4);
+  std::filesystem::remove_all(dir);
+}
+
 // Found by QA: the temporary was opened with truncation, so a link left at its name
 // (out.json.tmp.<pid>) was written through.
 TEST_CASE("write_file_atomically makes its temporary afresh, never through a link", "[io]") {
