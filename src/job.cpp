@@ -370,10 +370,11 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& so
     if (bound > std::ldexp(1.0, 60)) {
       throw_bad_input(
           at("--seq"),
-          fmt::format("{:.0f} tokens per step on a rank ({} sequences of {} x {} "
-                      "microbatches) through {:.0f} blocks of {} are more than "
-                      "fsdptune simulates: their activations would pass 2^60 bytes",
-                      tokens, job.local_batch, job.seq_len, job.microbatches, blocks, model.name),
+          fmt::format("{:.0f} tokens per step on a rank ({} of {} x {}) through {:.0f} blocks "
+                      "of {} are more than fsdptune simulates: their activations would pass "
+                      "2^60 bytes",
+                      tokens, counted(job.local_batch, "sequence"), job.seq_len,
+                      counted(job.microbatches, "microbatch", "microbatches"), blocks, model.name),
           "a shorter --seq, a smaller --batch or fewer --microbatches");
     }
   }

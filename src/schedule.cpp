@@ -10,6 +10,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -942,9 +943,11 @@ void check_program(const Program& program, const Workload& workload, const std::
     for (std::size_t d = 0; d < task.deps.size(); ++d) {
       const int dep = task.deps[d];
       if (dep < 0 || dep >= task.id) {
-        throw_bad_input(
-            where(indexed(path + ".deps", d)),
-            fmt::format("{} must be the id of an earlier task (0..{})", dep, task.id - 1));
+        throw_bad_input(where(indexed(path + ".deps", d)),
+                        // Task 0 has none (found by QA: "(0..-1)").
+                        task.id == 0 ? fmt::format("{}: the first task can depend on none", dep)
+                                     : fmt::format("{} must be the id of an earlier task (0..{})",
+                                                   dep, task.id - 1));
       }
     }
   }
@@ -1353,6 +1356,7 @@ void check_pipeline_figures(const SchedulePipeline& pipeline, const JobSpec& job
         where("pipeline.bubble_fraction"),
         fmt::format("is {}, above 1: an idle share of the pipeline", pipeline.bubble_fraction));
   }
+  std::int64_t most_allocated = 0, most_reserved = 0;
   for (std::size_t r = 0; r < pipeline.stages.size(); ++r) {
     const ScheduleStage& stage = pipeline.stages[r];
     const std::string path = indexed("pipeline.stages", r);
@@ -1372,12 +1376,39 @@ void check_pipeline_figures(const SchedulePipeline& pipeline, const JobSpec& job
                                     stage.end_s));
       }
     }
+    // Its peaks hold at least its chunks' sharded state (a stage's walk starts there), and
+    // the largest are predicted's (pipeline_summary). Found by QA: a stage edited to 1 B
+    // allocated, or 0 B reserved, was reported as read.
+    std::int64_t sharded = 0;
+    for (const ScheduleChunk& chunk : pipeline.chunks) {
+      if (chunk.rank == stage.rank) sharded += chunk.program.persistent_bytes;
+    }
+    for (const auto& [name, bytes] :
+         {std::pair{"peak_allocated_bytes", stage.peak_allocated_bytes},
+          std::pair{"peak_reserved_bytes", stage.peak_reserved_bytes}}) {
+      if (bytes < sharded) {
+        throw_bad_input(
+            where(fmt::format("{}.{}", path, name)),
+            fmt::format("is {}, below the {} of sharded state its chunks hold", bytes, sharded));
+      }
+    }
+    most_allocated = std::max(most_allocated, stage.peak_allocated_bytes);
+    most_reserved = std::max(most_reserved, stage.peak_reserved_bytes);
     const std::int64_t most = job.virtual_stages * job.microbatches;
     if (stage.max_in_flight > most) {
       throw_bad_input(where(path + ".max_in_flight"),
                       fmt::format("is {}, more than its {} x {}", stage.max_in_flight,
                                   counted(job.virtual_stages, "chunk"),
                                   counted(job.microbatches, "microbatch", "microbatches")));
+    }
+  }
+  for (const auto& [name, predicted_bytes, most_bytes] :
+       {std::tuple{"peak_allocated_bytes", predicted.peak_allocated_bytes, most_allocated},
+        std::tuple{"peak_reserved_bytes", predicted.peak_reserved_bytes, most_reserved}}) {
+    if (predicted_bytes != most_bytes) {
+      throw_bad_input(where(fmt::format("predicted.{}", name)),
+                      fmt::format("is {}, but the largest of pipeline.stages[].{} is {}",
+                                  predicted_bytes, name, most_bytes));
     }
   }
   for (std::size_t c = 0; c < pipeline.chunks.size(); ++c) {
@@ -1638,7 +1669,9 @@ ScheduleFile schedule_from_json(const json& json_in, const std::string& source) 
   }
   validate_plan(schedule.plan, static_cast<int>(workload.units.size()), fields.where("plan"));
   check_program(schedule.program, workload, source);
-  if (!schedule.timings.empty() && schedule.timings.size() != schedule.program.tasks.size()) {
+  // One per task, none missing (found by QA: an emptied list was read, and the report drew
+  // no Gantt chart without a word).
+  if (schedule.timings.size() != schedule.program.tasks.size()) {
     throw_bad_input(fields.where("timings"),
                     fmt::format("{} entries for {} tasks", schedule.timings.size(),
                                 schedule.program.tasks.size()));

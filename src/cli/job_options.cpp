@@ -422,10 +422,13 @@ std::int64_t given_memory_limit(const std::string& text, const HardwareSpec& har
   const std::int64_t limit = parse_size_bytes(text, "--memory-limit");
   // Found by QA: `tune --memory-limit 1EiB` searched, then could not write its schedule.
   if (limit > kMaxScheduleBytes) {
-    throw_bad_input("--memory-limit " + text,
-                    fmt::format("is {}, more than a schedule holds (at most {})",
-                                format_bytes(limit), format_bytes(kMaxScheduleBytes)),
-                    "give a GPU's memory, e.g. 70GiB");
+    throw_bad_input(
+        "--memory-limit " + text,
+        // In bytes too: both round to the same figure just above (found by QA).
+        fmt::format("is {} ({} bytes), more than a schedule holds (at most {}, {} "
+                    "bytes)",
+                    format_bytes(limit), limit, format_bytes(kMaxScheduleBytes), kMaxScheduleBytes),
+        "give a GPU's memory, e.g. 70GiB");
   }
   if (hardware.hbm_bytes > 0 && limit > hardware.hbm_bytes) {
     fmt::print(stderr,

@@ -212,12 +212,14 @@ void resolve_schedule_costs(const CostOptions& flags, const ScheduleFile& schedu
     if (!why.empty()) {
       inputs.cost_note = fmt::format(
           "costs: the analytic model of {}, not the profile {} that {} was tuned with: it {}. "
-          "{}Pass --profile to use measured costs.",
+          "{}",
           hardware.id, recorded, path, why,
+          // A version 1 replay costs nothing: --profile would change nothing there.
           schedule.pipeline ? "The chunks' compute times and sends are costed again, so the "
-                              "step time may differ from the schedule's prediction. "
+                              "step time may differ from the schedule's prediction. Pass "
+                              "--profile to use measured costs."
                             : "The stored program's durations are replayed as they are, so the "
-                              "step time is the schedule's. ");
+                              "step time is the schedule's.");
     }
   } else if (!flags.profile.empty()) {
     inputs.costs.profile = read_profile_option(flags.profile);
@@ -261,6 +263,13 @@ SimulateInputs resolve_inputs(const SimulateOptions& options) {
   const std::vector<std::string> builtins = builtin_plan_names();
   const bool builtin = std::find(builtins.begin(), builtins.end(), path) != builtins.end();
   const std::string required = "--model is required (or pass a schedule file to --plan)";
+  // Found by QA: a missing schedule said "--model is required", its path in the hint only.
+  std::error_code ec;
+  if (!builtin && !std::filesystem::exists(path, ec)) {
+    throw_bad_input("--plan " + path, "no such file",
+                    "a schedule file (fsdptune tune --out), or --model and the job flags with a "
+                    "plan");
+  }
   if (builtin || !std::filesystem::is_regular_file(path)) {
     throw_bad_input(
         "", required,
@@ -315,6 +324,15 @@ void run_simulate(const SimulateOptions& options) {
   // was tuned for.
   const std::optional<ScheduleFile> schedule =
       schedule_of_plan_option(options.plan, model, job, costs.hardware);
+  // Found by QA: --profile was read, checked against the hardware and then not used, without
+  // a word (the stored Program's durations are the costs it was tuned with).
+  if (schedule && !options.cost.profile.empty()) {
+    fmt::print(stderr,
+               "note: --profile {}: {} replays its stored program, whose durations are the costs "
+               "it was tuned with; the profile changes nothing here (tune with --profile to "
+               "cost a plan with it)\n",
+               options.cost.profile, options.plan.plan);
+  }
   const std::int64_t limit_bytes = schedule && options.plan.memory_limit.empty()
                                        ? schedule->memory_limit_bytes
                                        : resolve_memory_limit(options.plan, costs.hardware);

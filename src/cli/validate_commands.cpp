@@ -183,7 +183,10 @@ void run_validate(const ValidateArgs& args) {
 }
 
 void run_compare(const CompareArgs& args) {
-  if (args.top < 0) throw_bad_input("--top", fmt::format("must be >= 0, got {}", args.top));
+  // Bounded as report's --top-errors (found by QA: any count was taken).
+  if (args.top < 0 || args.top > 1000000) {
+    throw_bad_input("--top", fmt::format("must be 0 to 1000000, got {}", args.top));
+  }
   const ScheduleFile schedule = load_schedule(args.schedule);
   const MeasuredResult measured = measured_from_json(read_json_file(args.measured), args.measured);
   const Comparison comparison = compare(schedule, measured, args.measured, args.top);

@@ -255,6 +255,9 @@ TEST_CASE("command words and whole numbers: what was typed is what runs", "[cli]
        "--iters: 99999999999 is out of range for this option"},
       {"compare no-such-schedule.json no-such-m.json --top 99999999999",
        "--top: 99999999999 is out of range for this option"},
+      // Bounded as report's --top-errors (QA, 2026-12-06: any count was taken).
+      {"compare no-such-schedule.json no-such-m.json --top 1000001",
+       "--top: must be 0 to 1000000, got 1000001"},
       // An empty value after '=' (CLI11 took the next word as the value and named the one
       // after it).
       {"simulate --model= --hardware h100-sxm", "--model: an empty value ('--model=')"},

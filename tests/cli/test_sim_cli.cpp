@@ -479,7 +479,8 @@ TEST_CASE(
   const auto limit =
       run_fsdptune("tune --model tiny --gpus 2 --memory-limit 1EiB --out " + dir + "/s.json");
   CHECK(limit.exit_code == 2);
-  CHECK_THAT(limit.err, Catch::Contains("--memory-limit 1EiB: is 1.00 EiB, more than a schedule "
-                                        "holds (at most 1.00 PiB)"));
+  CHECK_THAT(limit.err, Catch::Contains("--memory-limit 1EiB: is 1.00 EiB (1152921504606846976 "
+                                        "bytes), more than a schedule holds (at most 1.00 PiB, "
+                                        "1125899906842624 bytes)"));
   CHECK_FALSE(std::filesystem::exists(dir + "/s.json"));
 }

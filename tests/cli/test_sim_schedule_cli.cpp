@@ -144,6 +144,17 @@ TEST_CASE("every reader of a version 1 schedule holds its prediction to its prog
   fsdptune::write_file_atomically(path, fsdptune::dump_json(moved));
   check_rejected("simulate --plan " + path,
                  {path + ": timings[3]", "but the schedule's program simulates task 3 to"});
+  // None at all (found by QA: read, and the report drew no Gantt chart without a word).
+  nlohmann::json untimed = file;
+  untimed["timings"] = nlohmann::json::array();
+  fsdptune::write_file_atomically(path, fsdptune::dump_json(untimed));
+  check_rejected("report " + path, {path + ": timings: 0 entries for"});
+  // A first task that depends on another (found by QA: "an earlier task (0..-1)").
+  nlohmann::json looped = file;
+  looped["program"]["tasks"][0]["deps"] = {1};
+  fsdptune::write_file_atomically(path, fsdptune::dump_json(looped));
+  check_rejected("simulate --plan " + path,
+                 {"program.tasks[0].deps[0]", "the first task can depend on none"});
   // The file as written passes.
   CHECK(run_fsdptune("simulate --plan " + out).exit_code == 0);
   std::filesystem::remove_all(dir);
@@ -228,7 +239,9 @@ TEST_CASE("simulate without --model needs a schedule file", "[cli][simulate][sch
   check_rejected("simulate --hardware h100-sxm --gpus 2", {required});
   check_rejected("simulate --hardware h100-sxm --plan simplefsdp-block",
                  {required, "simplefsdp-block"});
-  check_rejected("simulate --plan " + dir + "/missing.json", {required, "missing.json"});
+  // Found by QA: a missing file said "--model is required", its path in the hint only.
+  check_rejected("simulate --plan " + dir + "/missing.json",
+                 {"--plan " + dir + "/missing.json: no such file"});
   const std::string plan = dir + "/plan.json";
   fsdptune::write_file_atomically(plan, R"({"version": 1, "name": "one",
       "forward_buckets": [[0, 5]]})");
@@ -275,6 +288,15 @@ TEST_CASE("simulate --plan schedule.json without --model: which costs",
   write_profile(other, 1.3);
   json = run_json("simulate --json --profile " + other + " --plan " + out);
   CHECK(json.at("cost_source") == other);
+  // Which changes nothing in a version 1 replay, and says so (found by QA: read, checked,
+  // and silently unused).
+  CommandResult noted = run_fsdptune("simulate --profile " + other + " --plan " + out);
+  REQUIRE(noted.exit_code == 0);
+  CHECK_THAT(noted.err, Catch::Contains("note: --profile " + other + ": " + out +
+                                        " replays its stored program") &&
+                            Catch::Contains("the profile changes nothing here"));
+  noted = run_fsdptune("simulate --plan " + out);
+  CHECK_THAT(noted.err, !Catch::Contains("note: --profile"));
 
   // Changed since: the analytic model, and the output says so (stderr with --json, stdout
   // in the text form); a version 1 replay keeps the schedule's step time all the same.
@@ -290,7 +312,8 @@ TEST_CASE("simulate --plan schedule.json without --model: which costs",
   result = run_fsdptune("simulate --plan " + out);
   REQUIRE(result.exit_code == 0);
   CHECK_THAT(result.out, Catch::Contains("is not found"));
-  CHECK_THAT(result.out, Catch::Contains("Pass --profile"));
+  // Not to pass --profile: a version 1 replay costs nothing with it.
+  CHECK_THAT(result.out, !Catch::Contains("Pass --profile"));
 
   // A profile of other hardware is refused, naming it.
   fsdptune::Profile a100;

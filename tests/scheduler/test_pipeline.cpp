@@ -1420,6 +1420,19 @@ TEST_CASE("pipeline schedule (version 2) round-trips and is checked on load",
   bad = json;
   bad["pipeline"]["stages"][0]["max_in_flight"] = 99;
   refused(bad, "pipeline.stages[0].max_in_flight");
+  // Stage peaks below the sharded state of its chunks, or whose largest is not predicted's
+  // (found by QA: a stage edited to 1 B allocated or 0 B reserved was reported as read).
+  bad = json;
+  bad["pipeline"]["stages"][0]["peak_allocated_bytes"] = 1;
+  refused(bad, "pipeline.stages[0].peak_allocated_bytes: is 1, below the");
+  bad = json;
+  bad["pipeline"]["stages"][1]["peak_reserved_bytes"] = 0;
+  refused(bad, "pipeline.stages[1].peak_reserved_bytes: is 0, below the");
+  bad = json;
+  for (auto& stage : bad["pipeline"]["stages"]) {
+    stage["peak_reserved_bytes"] = stage["peak_reserved_bytes"].get<std::int64_t>() - 1;
+  }
+  refused(bad, "predicted.peak_reserved_bytes: is");
   bad = json;
   auto& kept = bad["pipeline"]["chunks"][1];
   kept["keep_gathered"] = true;
