@@ -7,6 +7,9 @@
 #include <limits>
 #include <optional>
 #include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -1160,16 +1163,33 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
         {"--seq", field(o.seq_len.has_value(), c.seq_len_where)},
         {"--param-dtype", field(o.param_dtype.has_value(), c.mixed_precision_param_where)},
         {"--reduce-dtype", field(o.reduce_dtype.has_value(), c.mixed_precision_reduce_where)}};
+    // The config's degrees that a world size must divide by, where no flag replaced them
+    // (found by QA: `--gpus 32` against data_parallel_replicate_degree = 3 and PP 4 named
+    // --gpus alone).
+    std::vector<std::string> degrees;
+    for (const auto& [value, key, flagged] :
+         {std::tuple{c.dp_replicate, "data_parallel_replicate_degree", o.dp_replicate.has_value()},
+          std::tuple{c.tp, "tensor_parallel_degree", o.tp.has_value()},
+          std::tuple{c.pp, "pipeline_parallel_degree", o.pp.has_value()}}) {
+      if (value > 1 && !flagged) degrees.push_back(fmt::format("{} = {}", key, value));
+    }
     for (const auto& [flag, where] : kFields) {
       if (e.where() != flag) continue;
       // A world size nobody gave: the launcher's, which the config leaves open.
       const bool launcher_gpus = e.where() == "--gpus" && !o.gpus && c.dp_shard <= 0;
-      throw Error(e.kind(), where, e.message(),
-                  launcher_gpus ? fmt::format("{} leaves the world size to the launcher "
-                                              "(data_parallel_shard_degree = -1): give --gpus "
-                                              "(default 8)",
-                                              c.source)
-                                : e.hint());
+      std::string hint = e.hint();
+      if (launcher_gpus) {
+        hint = fmt::format(
+            "{} leaves the world size to the launcher "
+            "(data_parallel_shard_degree = -1): give --gpus (default 8)",
+            c.source);
+      } else if (e.where() == "--gpus" && hint.empty() && !degrees.empty()) {
+        hint = fmt::format(
+            "{} sets [parallelism] {}: change {}, or give --gpus a multiple "
+            "of tp*pp*dp_replicate",
+            c.source, join_alternatives(degrees, " and "), degrees.size() == 1 ? "it" : "them");
+      }
+      throw Error(e.kind(), where, e.message(), hint);
     }
     throw;
   }

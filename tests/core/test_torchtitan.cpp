@@ -231,6 +231,28 @@ TEST_CASE("torchtitan defaults fill what a config leaves out", "[torchtitan]") {
   });
   CHECK(gpus.where() == "--gpus");
   CHECK_THAT(gpus.hint(), Catch::Contains("leaves the world size to the launcher"));
+  // Given, it names the config's degrees it must divide by (found by QA: --gpus alone),
+  // not those a flag replaced.
+  JobOverrides twelve;
+  twelve.gpus = 12;
+  const auto given = [&](const JobOverrides& flags) {
+    return error_of([&] {
+      job_8b(kOpAc +
+                 "[parallelism]\ntensor_parallel_degree = 8\n"
+                 "data_parallel_replicate_degree = 2\n",
+             flags);
+    });
+  };
+  CHECK(given(twelve).where() == "--gpus");
+  CHECK(given(twelve).hint() ==
+        "train.toml sets [parallelism] data_parallel_replicate_degree = 2 and "
+        "tensor_parallel_degree = 8: change them, or give --gpus a multiple of "
+        "tp*pp*dp_replicate");
+  twelve.tp = 4;
+  twelve.gpus = 12;
+  CHECK(given(twelve).hint() ==
+        "train.toml sets [parallelism] data_parallel_replicate_degree = 2: change it, or give "
+        "--gpus a multiple of tp*pp*dp_replicate");
   // selective_ac_option = 1 checkpoints every block: full AC.
   CHECK(job_8b("[activation_checkpoint]\nselective_ac_option = '1'\n").ac ==
         ActivationCheckpointing::kFull);
