@@ -37,6 +37,12 @@ struct CollectorOptions {
                                     // gpus_per_node capped at the world size
   // cuda: the attention the compute ops run (KernelOptions::attention); cpu: kAuto only.
   AttentionKernel attention = AttentionKernel::kAuto;
+  // Seconds a rank may wait for the others (a collective, a barrier) before every rank is
+  // aborted with a message: a rank that stops responding left the others waiting forever
+  // (found by QA). >= 0.1.
+  double timeout_s = 300;
+  // Test hook: this rank stops responding (sleeps) before its first measurement; -1: none.
+  int stall_rank = -1;
   std::string hardware;  // Profile::hardware: the HardwareSpec id measured on
   std::string command;   // Provenance::command
   std::string tool;      // Provenance::tool ("fsdptune 0.1.0")

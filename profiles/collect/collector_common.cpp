@@ -29,6 +29,11 @@ void validate_collector_options(const CollectorOptions& options) {
     if (bytes <= 0) throw_bad_input("--sizes", fmt::format("size {} is not positive", bytes));
   }
   if (options.ranks_per_node < 0) throw_bad_input("--ranks-per-node", "must not be negative");
+  // Waits are polled at up to 1 ms: a tenth of a second is the least worth asking for.
+  if (!(options.timeout_s >= 0.1) || !std::isfinite(options.timeout_s)) {
+    throw_bad_input("--timeout", fmt::format("must be a finite number of seconds >= 0.1, got {}",
+                                             options.timeout_s));
+  }
   for (std::size_t i = 0; i < options.collective_kinds.size(); ++i) {
     const CollectiveKind kind = options.collective_kinds[i];
     if (kind == CollectiveKind::kSendRecv) {

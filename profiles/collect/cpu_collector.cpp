@@ -92,8 +92,9 @@ class BackgroundLoop {
 // convention), the calls the cpu executor makes for the same collective kinds.
 class MpiCollective {
  public:
-  MpiCollective(CollectiveKind kind, std::int64_t bytes, int ranks, MPI_Comm comm)
-      : kind_(kind), comm_(comm), ranks_(ranks) {
+  MpiCollective(const collect::MpiWorld& world, CollectiveKind kind, std::int64_t bytes, int ranks,
+                MPI_Comm comm)
+      : world_(&world), kind_(kind), comm_(comm), ranks_(ranks) {
     elements_ = bytes / 4;
     shard_elements_ = elements_ / ranks;
     count_ = call_count(kind, bytes, ranks);
@@ -134,11 +135,7 @@ class MpiCollective {
         throw_bad_input("--collectives",
                         "the cpu collector sweeps all_gather, reduce_scatter and all_reduce only");
     }
-    poll_until([&] {
-      int done = 0;
-      collect::check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), call);
-      return done != 0;
-    });
+    world_->wait(request, call, "running a collective");
   }
   int ranks() const { return ranks_; }
 
@@ -161,6 +158,7 @@ class MpiCollective {
   }
 
  private:
+  const collect::MpiWorld* world_;
   CollectiveKind kind_;
   MPI_Comm comm_;
   int ranks_;
@@ -268,6 +266,11 @@ std::int64_t CpuCollector::ranks_per_node(const CollectorOptions& options) const
 
 Profile CpuCollector::collect(const Workload& workload, const CollectorOptions& options) {
   validate_collector_options(options);
+  world_.set_timeout(options.timeout_s);
+  if (options.stall_rank == world_.rank()) {
+    // Longer than any wait of the others: they abort the job first.
+    std::this_thread::sleep_for(std::chrono::duration<double>(10 * options.timeout_s + 5));
+  }
   // Every collective size fits an MPI count, checked before anything is measured.
   if (world_.size() > 1) {
     for (const std::int64_t bytes : collective_sweep_bytes(options, "cpu", world_.size())) {
@@ -346,7 +349,7 @@ Profile CpuCollector::collect(const Workload& workload, const CollectorOptions& 
     for (const CollectiveKind kind : options.collective_kinds) {
       CollectiveSweep sweep{kind, group, {}};
       for (const std::int64_t bytes : sizes) {
-        MpiCollective collective(kind, bytes, ranks, world_.comm());
+        MpiCollective collective(world_, kind, bytes, ranks, world_.comm());
         sweep.points.push_back(
             CollectivePoint{bytes, time_on_all_ranks(options, [&] { collective.run(); })});
       }
@@ -425,8 +428,8 @@ std::string CpuCollector::measure_contention(const std::vector<ComputeEntry>& co
   MPI_Comm comm_b = MPI_COMM_NULL;
   collect::check_mpi(MPI_Comm_dup(world_.comm(), &comm_a), "MPI_Comm_dup");
   collect::check_mpi(MPI_Comm_dup(world_.comm(), &comm_b), "MPI_Comm_dup");
-  MpiCollective first(CollectiveKind::kAllGather, bytes, ranks, comm_a);
-  MpiCollective second(CollectiveKind::kAllGather, bytes, ranks, comm_b);
+  MpiCollective first(world_, CollectiveKind::kAllGather, bytes, ranks, comm_a);
+  MpiCollective second(world_, CollectiveKind::kAllGather, bytes, ranks, comm_b);
   const double single_s = median_seconds(time_on_all_ranks(options, [&] { first.run(); }));
 
   // GEMM beside a stream of all-gathers. Every rank runs the same number of all-gathers
@@ -545,7 +548,7 @@ std::string CpuCollector::measure_comm_beside_compute(const std::vector<ComputeE
   const std::int64_t bytes = collective_buffer_bytes(4 * kMiB, ranks);
   MPI_Comm comm = MPI_COMM_NULL;
   collect::check_mpi(MPI_Comm_dup(world_.comm(), &comm), "MPI_Comm_dup");
-  MpiCollective reduce_scatter(CollectiveKind::kReduceScatter, bytes, ranks, comm);
+  MpiCollective reduce_scatter(world_, CollectiveKind::kReduceScatter, bytes, ranks, comm);
   const double alone_s = median_seconds(time_on_all_ranks(options, [&] { reduce_scatter.run(); }));
 
   BackgroundLoop compute_thread(gemm->op, options.attention);

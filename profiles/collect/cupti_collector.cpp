@@ -319,6 +319,8 @@ class CuptiCollector final : public Collector {
 
 Profile CuptiCollector::collect(const Workload& workload, const CollectorOptions& options) {
   validate_collector_options(options);
+  // Its MPI waits (barriers, the samples' reductions); a hung NCCL kernel is not one.
+  world_.set_timeout(options.timeout_s);
   int devices = 0;
   const cudaError_t counted = cudaGetDeviceCount(&devices);
   if (counted != cudaSuccess || devices < 1) {

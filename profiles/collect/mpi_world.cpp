@@ -1,8 +1,13 @@
 #include "mpi_world.hpp"
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
 #include <fmt/format.h>
 
 #include "fsdptune/error.hpp"
+#include "fsdptune/polling.hpp"
 
 namespace fsdptune::collect {
 
@@ -36,13 +41,43 @@ MpiWorld::~MpiWorld() {
   if (finalised == 0) MPI_Finalize();
 }
 
-void MpiWorld::barrier() const { check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+void MpiWorld::wait(MPI_Request& request, const char* call, const char* doing) const {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  poll_until([&] {
+    int done = 0;
+    check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), call);
+    if (done != 0) return true;
+    const double waited_s = std::chrono::duration<double>(Clock::now() - start).count();
+    if (timeout_s_ > 0 && waited_s > timeout_s_) {
+      // As validate's watchdog: every rank's MPI_Abort ends the job (a throw would leave
+      // this rank in MPI_Finalize, waiting for the one that stopped).
+      std::fprintf(stderr,
+                   "fsdptune: error: rank %d: no progress for %.1f s while %s (--timeout %g s): "
+                   "a rank stopped responding or a collective hangs\n"
+                   "  aborting every rank (MPI_Abort)\n",
+                   rank_, waited_s, doing, timeout_s_);
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+      std::_Exit(1);
+    }
+    return false;
+  });
+}
+
+void MpiWorld::barrier() const {
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi(MPI_Ibarrier(MPI_COMM_WORLD, &request), "MPI_Ibarrier");
+  wait(request, "MPI_Ibarrier", "waiting for every rank at a barrier");
+}
 
 void MpiWorld::max_over_ranks(std::vector<double>& values) const {
   if (size_ == 1 || values.empty()) return;
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE,
-                          MPI_MAX, MPI_COMM_WORLD),
-            "MPI_Allreduce");
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE,
+                           MPI_MAX, MPI_COMM_WORLD, &request),
+            "MPI_Iallreduce");
+  wait(request, "MPI_Iallreduce", "gathering every rank's samples");
 }
 
 double MpiWorld::max_over_ranks(double value) const {
@@ -55,17 +90,22 @@ std::vector<double> MpiWorld::gather_from_ranks(const std::vector<double>& value
   if (size_ == 1 || values.empty()) return values;
   std::vector<double> all(values.size() * static_cast<std::size_t>(size_));
   const int count = static_cast<int>(values.size());
-  check_mpi(MPI_Allgather(values.data(), count, MPI_DOUBLE, all.data(), count, MPI_DOUBLE,
-                          MPI_COMM_WORLD),
-            "MPI_Allgather");
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi(MPI_Iallgather(values.data(), count, MPI_DOUBLE, all.data(), count, MPI_DOUBLE,
+                           MPI_COMM_WORLD, &request),
+            "MPI_Iallgather");
+  wait(request, "MPI_Iallgather", "gathering every rank's samples");
   return all;
 }
 
 std::string MpiWorld::broadcast(const std::string& text) const {
   int length = static_cast<int>(text.size());
-  check_mpi(MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast");
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi(MPI_Ibcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD, &request), "MPI_Ibcast");
+  wait(request, "MPI_Ibcast", "receiving rank 0's environment");
   std::string out = rank_ == 0 ? text : std::string(static_cast<std::size_t>(length), '\0');
-  check_mpi(MPI_Bcast(out.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD), "MPI_Bcast");
+  check_mpi(MPI_Ibcast(out.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD, &request), "MPI_Ibcast");
+  wait(request, "MPI_Ibcast", "receiving rank 0's environment");
   return out;
 }
 

@@ -21,6 +21,14 @@ class MpiWorld {
   bool thread_multiple() const { return thread_multiple_; }
   MPI_Comm comm() const { return MPI_COMM_WORLD; }
 
+  // Seconds a wait for other ranks may last before every rank is aborted (MPI_Abort, with a
+  // message naming the rank and what it waited for): a rank that stops responding would
+  // leave the others waiting forever (found by QA: `profile --backend cpu` hung). 0: none.
+  void set_timeout(double seconds) { timeout_s_ = seconds; }
+  // Waits for `request` as the cpu executor does (poll_until), within the timeout;
+  // `doing` names what it waits for if it aborts.
+  void wait(MPI_Request& request, const char* call, const char* doing) const;
+
   void barrier() const;
   // Element-wise maximum over ranks, in place. REQUIRES: the same size on every rank.
   void max_over_ranks(std::vector<double>& values) const;
@@ -32,6 +40,7 @@ class MpiWorld {
   std::string broadcast(const std::string& text) const;
 
  private:
+  double timeout_s_ = 0;
   bool initialised_here_ = false;
   bool thread_multiple_ = false;
   int rank_ = 0;

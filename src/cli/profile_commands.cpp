@@ -176,6 +176,8 @@ struct CollectFlags {
   std::vector<std::string> sizes;
   std::vector<std::string> collectives;
   bool no_contention = false;
+  double timeout_s = CollectorOptions{}.timeout_s;
+  int stall_rank = -1;
   std::int64_t ranks_per_node = 0;
   std::string attention = "auto";
   std::string out;
@@ -261,6 +263,8 @@ void run_collect(const CollectFlags& flags) {
     }
   }
   options.measure_contention = !flags.no_contention;
+  options.timeout_s = flags.timeout_s;
+  options.stall_rank = flags.stall_rank;
   options.ranks_per_node = flags.ranks_per_node;
   options.attention = attention_kernel_from_string(flags.attention, "--attention");
   if (flags.backend == "cpu" && options.attention != AttentionKernel::kAuto) {
@@ -409,6 +413,12 @@ void add_collect(CLI::App& profile) {
       ->capture_default_str();
   profile.add_flag("--no-contention", collect->no_contention,
                    "skip the overlap measurements (keep the default factors)");
+  profile
+      .add_option("--timeout", collect->timeout_s,
+                  "seconds a rank waits for the others before every rank aborts")
+      ->capture_default_str();
+  // Test hook, hidden from --help.
+  profile.add_option("--debug-stall-rank", collect->stall_rank)->group("");
   profile
       .add_option("--ranks-per-node", collect->ranks_per_node,
                   "ranks per node recorded for the sweeps (default: cpu, the ranks sharing "

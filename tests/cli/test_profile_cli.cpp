@@ -169,6 +169,8 @@ TEST_CASE("profile flag errors name the flag and exit 2", "[cli][profile]") {
       // 0 was the "not given" value, read as the ranks sharing this host (exit 0).
       {"--backend cpu " + kTinyJob + " --ranks-per-node 0 --out " + out,
        "--ranks-per-node: must be at least 1, got 0"},
+      {"--backend cpu " + kTinyJob + " --timeout 0.01 --out " + out,
+       "--timeout: must be a finite number of seconds >= 0.1, got 0.01"},
   };
   for (const auto& c : cases) {
     const auto run = run_fsdptune("profile " + c.flags);
@@ -185,6 +187,20 @@ TEST_CASE("profile flag errors name the flag and exit 2", "[cli][profile]") {
   CHECK(huge.exit_code != 0);
   CHECK_THAT(huge.err, Catch::Contains("--sizes: all_gather of 8.00 GiB over 2 ranks"));
   CHECK_THAT(huge.err, Catch::Contains("more than an int count takes (2147483647)"));
+  CHECK_FALSE(std::filesystem::exists(out));
+}
+
+// Found by QA: a rank that stopped responding left the others waiting forever.
+TEST_CASE("profile --backend cpu aborts every rank when one stops responding", "[cli][profile]") {
+  const std::string out = make_temp_dir("fsdptune-profile-stall") + "/p.json";
+  const auto run = run_command(mpirun(2) + FSDPTUNE_BINARY + " profile --backend cpu " + kTinyJob +
+                               " --reps 1 --warmup 0 --sizes 1KiB --no-contention --timeout 1 "
+                               "--debug-stall-rank 1 --out " +
+                               out);
+  CHECK(run.exit_code != 0);
+  CHECK_THAT(run.err, Catch::Contains("rank 0: no progress for") &&
+                          Catch::Contains("(--timeout 1 s): a rank stopped responding") &&
+                          Catch::Contains("aborting every rank"));
   CHECK_FALSE(std::filesystem::exists(out));
 }
 
