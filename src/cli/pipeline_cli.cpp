@@ -1,6 +1,7 @@
 #include "pipeline_cli.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <utility>
@@ -71,21 +72,35 @@ std::string single_program_job_line(const ModelSpec& model, const JobSpec& job,
       execution_suffix(job.execution));
 }
 
-void check_trace_size(const JobSpec& job, const std::string& trace_path) {
+void check_trace_size(const ModelSpec& model, const JobSpec& job, const std::string& trace_path) {
   if (trace_path.empty() || (job.pp == 1 && job.microbatches == 1)) return;
   // In double: the product of the job's limits passes 2^63.
   const double actions =
       2.0 * static_cast<double>(job.pp) * static_cast<double>(job.virtual_stages) *
       static_cast<double>(job.microbatches) * static_cast<double>(job.pipeline_steps);
-  if (actions <= static_cast<double>(kMaxTraceActions)) return;
-  throw_bad_input(
-      "--trace " + trace_path,
-      fmt::format("the step runs {:.0f} pipeline actions (2 x {} chunks x {} microbatches "
-                  "x {} pipeline steps), more than a trace draws (at most {})",
-                  actions, job.pp * job.virtual_stages, job.microbatches, job.pipeline_steps,
-                  kMaxTraceActions),
-      "trace the job with fewer microbatches or pipeline steps (its figures "
-      "per microbatch are the same), or leave out --trace");
+  const std::string counts =
+      fmt::format("{:.0f} pipeline actions (2 x {} chunks x {} microbatches x {} pipeline steps)",
+                  actions, job.pp * job.virtual_stages, job.microbatches, job.pipeline_steps);
+  const char* hint =
+      "trace the job with fewer microbatches or pipeline steps (its figures per microbatch "
+      "are the same), or leave out --trace";
+  if (actions > static_cast<double>(kMaxTraceActions)) {
+    throw_bad_input("--trace " + trace_path,
+                    fmt::format("the step runs {}, more than a trace draws (at most {})", counts,
+                                kMaxTraceActions),
+                    hint);
+  }
+  // The blocks, the embedding and the norm + output, over the chunks.
+  const double chunks = static_cast<double>(job.pp) * static_cast<double>(job.virtual_stages);
+  const double units = std::ceil((static_cast<double>(model.n_layers) + 2) / chunks);
+  if (actions * units > static_cast<double>(kMaxTraceUnitActions)) {
+    throw_bad_input(
+        "--trace " + trace_path,
+        fmt::format("the step runs {} of about {:.0f} units each, {:.0f} actions x units, more "
+                    "than a trace draws (at most {}: about 600 MB of trace)",
+                    counts, units, actions * units, kMaxTraceUnitActions),
+        hint);
+  }
 }
 
 std::string trace_title(const std::string& model, const std::string& plan) {
@@ -115,7 +130,7 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
                             const PlanOptions& plan_options, std::int64_t limit_bytes, bool json,
                             bool require_fit, const std::string& trace_path) {
   validate_pipeline(job);
-  check_trace_size(job, trace_path);
+  check_trace_size(model, job, trace_path);
   const Workload workload = build_workload(model, job);
   const std::vector<std::vector<int>> chunks = pipeline_chunks(workload);
   SimOptions sim_options;

@@ -84,8 +84,13 @@ TunedSchedule schedule_of_tuning(const Workload& workload, const HardwareSpec& h
 // refused before any work (found by QA: 8B, PP 8, V 4, 65536 microbatches grew past 17 GB
 // building its trace; a tiny model's 262,144 actions wrote 485 MB).
 inline constexpr std::int64_t kMaxTraceActions = 131072;
-// Error(kBadInput) naming --trace when `job`'s step has more pipeline actions than that.
-void check_trace_size(const JobSpec& job, const std::string& trace_path);
+// And the most actions x units per chunk: a trace grows with the tasks each action draws,
+// about 2.4 KB per unit (found by QA: 8B on PP 2 drew 39 KB per action, 405B 149 KB, so
+// that 405B's 131,072 actions would have written about 19 GB): at most about 600 MB.
+inline constexpr std::int64_t kMaxTraceUnitActions = 262144;
+// Error(kBadInput) naming --trace when `job`'s step has more pipeline actions, or actions x
+// units per chunk of `model`, than those.
+void check_trace_size(const ModelSpec& model, const JobSpec& job, const std::string& trace_path);
 
 // A trace's process name: "MODEL PLAN", one for every command that draws a plan (found by
 // QA: simulate --plan of a schedule named it "... on N GPUs", tune not).

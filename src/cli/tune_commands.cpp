@@ -258,7 +258,7 @@ void run_tune(const TuneOptions& options) {
   const HardwareSpec& hardware = resolved.hardware;
   const JobSpec job = to_job_spec(options.job, model, &hardware);
   check_job_hardware(job, hardware);
-  check_trace_size(job, options.trace_path);
+  check_trace_size(model, job, options.trace_path);
   const CostModel& costs = *resolved.model;
   // What the costs came from, for the provenance: the profile (measured, with the
   // hardware's analytic model where unmeasured) or the hardware spec alone.

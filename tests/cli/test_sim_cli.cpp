@@ -471,6 +471,19 @@ TEST_CASE(
                                Catch::Contains("(at most 131072)"));
     CHECK_FALSE(std::filesystem::exists(trace));
   }
+  // Fewer actions of more units each (found by QA: 405B's 131,072 actions would have written
+  // about 19 GB).
+  const auto units = run_fsdptune(
+      "simulate --hardware h100-sxm --model llama3-8b --gpus 16 --pp 2 "
+      "--microbatches 8192 --seq 128 --trace " +
+      trace);
+  CHECK(units.exit_code == 2);
+  CHECK_THAT(units.err, Catch::Contains("--trace " + trace +
+                                        ": the step runs 32768 pipeline "
+                                        "actions (2 x 2 chunks x 8192 microbatches x 1 "
+                                        "pipeline steps) of about 17 units each, 557056 actions "
+                                        "x units, more than a trace draws (at most 262144"));
+  CHECK_FALSE(std::filesystem::exists(trace));
   // The same job traced with fewer microbatches is drawn.
   CHECK(run_fsdptune("simulate --hardware h100-sxm --model tiny --gpus 2 --pp 2 --microbatches 8 "
                      "--seq 128 --trace " +
