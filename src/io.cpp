@@ -109,11 +109,12 @@ std::filesystem::path write_temporary(const std::string& path, const std::filesy
                                       const std::string& content) {
   struct stat existing {};
   const bool replaces = ::stat(target.c_str(), &existing) == 0 && S_ISREG(existing.st_mode);
+  // Room for the longest suffix (".tmp.PID.99"), so that every attempt has one stem.
+  std::string stem = target.filename().string();
+  stem.resize(std::min(stem.size(), kMaxFileName - fmt::format(".tmp.{}.99", ::getpid()).size()));
   for (int n = 0; n < 100; ++n) {
     const std::string suffix =
         n == 0 ? fmt::format(".tmp.{}", ::getpid()) : fmt::format(".tmp.{}.{}", ::getpid(), n);
-    std::string stem = target.filename().string();
-    stem.resize(std::min(stem.size(), kMaxFileName - suffix.size()));
     const std::string name = (target.parent_path() / (stem + suffix)).string();
     errno = 0;
     const int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
@@ -147,7 +148,7 @@ std::filesystem::path write_temporary(const std::string& path, const std::filesy
     return name;
   }
   throw_runtime(path, "cannot open for writing: 100 temporaries of its name exist",
-                "remove the stale " + target.string() + ".tmp.* files");
+                "remove the stale " + (target.parent_path() / stem).string() + ".tmp.* files");
 }
 
 // The folders above `target` that do not exist yet, deepest first: what creating it makes.
@@ -256,15 +257,17 @@ void require_creatable(const std::string& flag, const std::string& path) {
   while (!folder.empty() && !fs::exists(folder, ec) && folder != folder.parent_path()) {
     folder = folder.parent_path();
   }
-  // A name no file system takes: refused before the run, as bad input (found by QA: exit 1
-  // after the whole run).
-  const std::string name = target.filename().string();
-  if (name.size() > kMaxFileName) {
-    throw_bad_input(flag + " " + path,
-                    fmt::format("the file name is {} bytes long, more than the {} a file "
-                                "system takes",
-                                name.size(), kMaxFileName),
-                    "a shorter file name");
+  // A name no file system takes, the file's or a folder's to be made: refused before the
+  // run, as bad input (found by QA: exit 1 after the whole run).
+  for (const fs::path& part : target) {
+    const std::string name = part.string();
+    if (name.size() > kMaxFileName) {
+      throw_bad_input(flag + " " + path,
+                      fmt::format("a name of {} bytes in the path, more than the {} a file "
+                                  "system takes",
+                                  name.size(), kMaxFileName),
+                      "shorter names");
+    }
   }
   const fs::path probe = folder / fmt::format(".fsdptune-write-check.{}", ::getpid());
   errno = 0;

@@ -1167,6 +1167,9 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
     // (found by QA: `--gpus 32` against data_parallel_replicate_degree = 3 and PP 4 named
     // --gpus alone).
     std::vector<std::string> degrees;
+    // Only where the world size does not divide by them (review: not "--gpus must be > 0").
+    const std::int64_t divisor = job.tp * job.pp * job.dp_replicate;
+    const bool world_size_undivided = job.gpus > 0 && divisor > 0 && job.gpus % divisor != 0;
     for (const auto& [value, key, flagged] :
          {std::tuple{c.dp_replicate, "data_parallel_replicate_degree", o.dp_replicate.has_value()},
           std::tuple{c.tp, "tensor_parallel_degree", o.tp.has_value()},
@@ -1183,7 +1186,8 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
             "{} leaves the world size to the launcher "
             "(data_parallel_shard_degree = -1): give --gpus (default 8)",
             c.source);
-      } else if (e.where() == "--gpus" && hint.empty() && !degrees.empty()) {
+      } else if (e.where() == "--gpus" && hint.empty() && !degrees.empty() &&
+                 world_size_undivided) {
         hint = fmt::format(
             "{} sets [parallelism] {}: change {}, or give --gpus a multiple "
             "of tp*pp*dp_replicate",

@@ -129,7 +129,9 @@ struct PipelineSpec {
   // (chunk_base_reserved_bytes).
   double allocator_fragmentation = SimOptions{}.allocator_fragmentation;
   // Its segment (SimOptions::allocator_segment_bytes): a stage's reserved estimate rounds
-  // what the rank holds to it (stage_memory).
+  // the rank's sharded state to it (stage_memory); the events its actions hold are rounded
+  // when the chunks' memory is built (chunk_memory, chunk_any_timing_memory), to the
+  // default segment.
   std::int64_t allocator_segment_bytes = SimOptions{}.allocator_segment_bytes;
   bool operator==(const PipelineSpec&) const = default;
 };
@@ -302,7 +304,8 @@ const ActionMemory& chunk_action_memory(const ChunkMemory& memory, bool backward
 struct StageMemory {
   std::int64_t peak_allocated_bytes = 0;
   // The simulator's reserved estimate, at its highest: what the rank holds (its sharded
-  // state and the rest, each rounded to segments once) plus the running action's own.
+  // state rounded to segments once, every other event it holds rounded as allocated) plus
+  // the running action's own.
   std::int64_t peak_reserved_bytes = 0;
   MemoryBreakdown peak_breakdown{};  // peak_allocated_bytes by category
   std::int64_t start_bytes = 0;      // allocated before the first action

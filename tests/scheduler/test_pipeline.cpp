@@ -1036,6 +1036,10 @@ TEST_CASE("a stage's peaks at any timing: its actions in order, each at any timi
            {&ChunkMemory::first_forward, &ChunkMemory::forward, &ChunkMemory::first_backward,
             &ChunkMemory::backward, &ChunkMemory::last_backward, &ChunkMemory::optimizer}) {
         CHECK((any.*member).held_bytes == (predicted.*member).held_bytes);
+        CHECK((any.*member).held_sharded_rounded_bytes ==
+              (predicted.*member).held_sharded_rounded_bytes);
+        CHECK((any.*member).held_transient_rounded_bytes ==
+              (predicted.*member).held_transient_rounded_bytes);
         CHECK((any.*member).peak_bytes >= (predicted.*member).peak_bytes);
         CHECK((any.*member).peak_reserved_bytes >= (predicted.*member).peak_reserved_bytes);
         some_excess = some_excess || (any.*member).peak_bytes > (predicted.*member).peak_bytes;
