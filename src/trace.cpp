@@ -184,10 +184,15 @@ nlohmann::json pipeline_chrome_trace(const PipelineSimulation& sim, const std::s
     for (int c = stage.rank; c < C; c += P) {
       for (const Stream& stream : sim.chunk_programs[c].streams) thread_of(stream.name);
     }
-    if (P > 1) {
-      thread_of("send activations");
-      thread_of("send gradients");
+    // The sends it makes: activations from a chunk before the last, gradients from one
+    // after the first (found by QA: 1F1B's first stage showed an empty "send gradients").
+    bool sends_activations = false, sends_gradients = false;
+    for (int c = stage.rank; c < C && P > 1; c += P) {
+      sends_activations = sends_activations || c + 1 < C;
+      sends_gradients = sends_gradients || c > 0;
     }
+    if (sends_activations) thread_of("send activations");
+    if (sends_gradients) thread_of("send gradients");
     for (std::size_t t = 0; t < threads.size(); ++t) {
       add_thread(events, pid, static_cast<int>(t), threads[t]);
     }

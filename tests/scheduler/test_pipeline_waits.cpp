@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -351,6 +352,19 @@ TEST_CASE("the pipeline trace draws every reduce-scatter waited for, its memory 
   }
   CHECK(peak_mib * 1024 * 1024 == Approx(static_cast<double>(stage.peak_allocated_bytes)));
   CHECK(reduce_scatters == std::vector<int>{2, 2, 2});
+  // Every thread named draws something (found by QA: under 1F1B stage 0 had an empty "send
+  // gradients" track, the last stage an empty "send activations").
+  std::set<std::pair<int, int>> named, drawn;
+  for (const auto& event : trace.at("traceEvents")) {
+    const std::pair<int, int> thread{event["pid"].get<int>(), event.value("tid", -1)};
+    if (event["ph"] == "M" && event["name"] == "thread_name") named.insert(thread);
+    if (event["ph"] == "X") drawn.insert(thread);
+  }
+  CHECK(named.size() > 4);
+  for (const auto& thread : named) {
+    INFO("stage " << thread.first << " thread " << thread.second);
+    CHECK(drawn.count(thread) == 1);
+  }
 }
 
 TEST_CASE("a pipeline schedule stores the optimizer's part of the tail, reads older ones",
