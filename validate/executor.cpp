@@ -1177,9 +1177,10 @@ void check_host_memory(const ScheduleFile& schedule, int local_ranks, std::int64
   if (host_bytes <= 0 || needed <= static_cast<double>(host_bytes)) return;
   throw_runtime(
       source + ": predicted.peak_allocated_bytes",
-      fmt::format("{} ranks on this host at a predicted peak of {} each need {}, more than its "
+      fmt::format("{} on this host at a predicted peak of {} each need {}, more than its "
                   "{} of memory (the cpu backend allocates what the schedule does)",
-                  local_ranks, format_bytes(schedule.predicted.peak_allocated_bytes),
+                  counted(local_ranks, "rank"),
+                  format_bytes(schedule.predicted.peak_allocated_bytes),
                   format_bytes(static_cast<std::int64_t>(needed)), format_bytes(host_bytes)),
       "validate a scaled job on CPUs (e.g. --model tiny, docs/validation.md), fewer ranks per "
       "host, or replay this schedule with --backend cuda on its GPUs");

@@ -74,6 +74,11 @@ void check_test_hooks(const ScheduleFile& schedule, const ExecutorOptions& optio
     }
     const bool messages = hook.target == Target::kMessage;
     const std::size_t count = messages ? layout.messages.size() : layout.buckets.size();
+    // A schedule without pipeline messages has none to name (found by QA: "(0 to -1)").
+    if (messages && count == 0) {
+      throw_bad_input(hook.flag, "the last rank sends no pipeline message to corrupt",
+                      "a pipelined schedule (--pp 2 or more)");
+    }
     if (hook.value < 0 ||
         (hook.target != Target::kTpCollective && static_cast<std::size_t>(hook.value) >= count)) {
       throw_bad_input(hook.flag, fmt::format("{} is not a {} of the last rank (0 to {})",

@@ -335,6 +335,13 @@ TEST_CASE("validate --check-data names the bucket and parameter of a corrupted b
                                                         hook.rfind(' ') - hook.rfind(" --") - 1)));
     CHECK_FALSE(exists(dir + "/m.json"));
   }
+  // A message hook on a schedule that sends none (found by QA: "(0 to -1)").
+  const auto no_messages = run_command(
+      mpirun(2) + binary() + " validate " + tiny_schedule() +
+      " --iters 1 --warmup 0 --check-data --debug-corrupt-message 0 --out " + dir + "/m.json");
+  CHECK(no_messages.exit_code == 2);
+  CHECK_THAT(no_messages.err, Catch::Contains("--debug-corrupt-message: the last rank sends no "
+                                              "pipeline message to corrupt"));
 }
 
 TEST_CASE("validate aborts every rank when one stops responding", "[cli][validate]") {
