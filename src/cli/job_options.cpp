@@ -446,6 +446,17 @@ std::int64_t given_memory_limit(const std::string& text, const HardwareSpec& har
   return limit;
 }
 
+void run_naming_memory_limit(const std::string& given, const std::function<void()>& run) {
+  try {
+    run();
+  } catch (const Error& e) {
+    if (!given.empty() || e.kind() != ErrorKind::kDoesNotFit || e.where() != "--memory-limit") {
+      throw;
+    }
+    throw Error(e.kind(), "--memory-limit (not given)", e.message(), e.hint());
+  }
+}
+
 std::int64_t resolve_memory_limit(const PlanOptions& options, const HardwareSpec& hardware) {
   if (!options.memory_limit.empty()) return given_memory_limit(options.memory_limit, hardware);
   const std::int64_t limit = default_memory_limit_bytes(hardware);

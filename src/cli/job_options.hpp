@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -164,6 +165,11 @@ bool resolve_keep_gathered(const PlanOptions& options, const JobSpec& job);
 // --memory-limit parsed (Error naming the flag), or default_memory_limit_bytes(hardware):
 // HBM less the hardware's reserve.
 std::int64_t resolve_memory_limit(const PlanOptions& options, const HardwareSpec& hardware);
+
+// Runs `run`; a does-not-fit error that names --memory-limit when `given` is empty says
+// the flag was not given (the limit was the hardware's default, or a schedule's own): it
+// named a flag the user never gave (found by QA).
+void run_naming_memory_limit(const std::string& given, const std::function<void()>& run);
 // --memory-limit as given (parse_size_bytes), with a note on stderr when it is above the
 // GPU's memory (a limit no plan can use; accepted, to explore what a larger part would fit).
 std::int64_t given_memory_limit(const std::string& text, const HardwareSpec& hardware);

@@ -487,7 +487,9 @@ void register_sim_commands(CLI::App& app) {
                       "write a Chrome trace (Perfetto, chrome://tracing) of the step to FILE");
   command->add_flag("--require-fit", options->require_fit,
                     "exit 3 when the peak exceeds the memory limit");
-  command->callback([options] { run_simulate(*options); });
+  command->callback([options] {
+    run_naming_memory_limit(options->plan.memory_limit, [&] { run_simulate(*options); });
+  });
 }
 
 }  // namespace fsdptune::cli

@@ -746,7 +746,7 @@ void register_sweep_commands(CLI::App& app) {
     command->callback([options, command] {
       options->seq_given = command->count("--seq") > 0;
       options->cp_given = command->count("--cp") > 0;
-      run_sweep(*options);
+      run_naming_memory_limit(options->memory_limit, [&] { run_sweep(*options); });
     });
   }
   {
@@ -765,7 +765,9 @@ void register_sweep_commands(CLI::App& app) {
     command->add_flag("--json", options->json, "print JSON instead of a table");
     command->add_flag("--require-fit", options->require_fit,
                       "exit 3 when a stage's reserved peak exceeds the memory limit");
-    command->callback([options] { run_pipeline(*options); });
+    command->callback([options] {
+      run_naming_memory_limit(options->memory_limit, [&] { run_pipeline(*options); });
+    });
   }
 }
 

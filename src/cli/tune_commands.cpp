@@ -648,7 +648,8 @@ void register_tune_commands(CLI::App& app) {
                    "--step-tolerance). Jobs without a pipeline")
       ->take_all();
   tune->add_flag("--json", options->json, "Print one JSON object instead of the table");
-  tune->callback([options] { run_tune(*options); });
+  tune->callback(
+      [options] { run_naming_memory_limit(options->memory_limit, [&] { run_tune(*options); }); });
 }
 
 }  // namespace fsdptune::cli

@@ -969,3 +969,22 @@ TEST_CASE("a search that converges gives the same bytes for the same seed, any t
   // measurement of the other (found probing: --threads gave another schedule_hash).
   CHECK(hashes[2] == hashes[0]);
 }
+
+// Found by QA: a limit nobody gave (the hardware's default) was named as the flag, as if
+// the user had given it.
+TEST_CASE("nothing fits: the error says when --memory-limit was not given", "[cli][tune]") {
+  const std::string dir = make_temp_dir("fsdptune-default-limit");
+  const std::string job = " --model llama3-70b --gpus 8 --hardware h100-sxm";
+  for (const std::string& command : {"tune" + job + " --max-evaluations 5 --out " + dir + "/s.json",
+                                     "simulate" + job + " --require-fit",
+                                     "pipeline" + job + " --pp 2 --microbatches 2 --require-fit"}) {
+    INFO(command);
+    const CommandResult defaulted = run_fsdptune(command);
+    CHECK(defaulted.exit_code == 3);
+    CHECK_THAT(defaulted.err, Catch::Contains("fsdptune: error: --memory-limit (not given): "));
+    const CommandResult given = run_fsdptune(command + " --memory-limit 70GiB");
+    CHECK(given.exit_code == 3);
+    CHECK_THAT(given.err, Catch::Contains("fsdptune: error: --memory-limit: "));
+  }
+  CHECK_FALSE(std::filesystem::exists(dir + "/s.json"));
+}
