@@ -1,7 +1,6 @@
 #include "pipeline_cli.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <utility>
@@ -90,9 +89,14 @@ void check_trace_size(const ModelSpec& model, const JobSpec& job, const std::str
                                 kMaxTraceActions),
                     hint);
   }
-  // The blocks, the embedding and the norm + output, over the chunks.
-  const double chunks = static_cast<double>(job.pp) * static_cast<double>(job.virtual_stages);
-  const double units = std::ceil((static_cast<double>(model.n_layers) + 2) / chunks);
+  // Units of the largest chunk: its blocks as the job splits them, the embedding with the
+  // first chunk and the norm + output with the last.
+  const std::vector<std::int64_t> blocks = pipeline_chunk_blocks(job, model.n_layers);
+  double units = 0;
+  for (std::size_t c = 0; c < blocks.size(); ++c) {
+    units = std::max(units, static_cast<double>(blocks[c] + (c == 0 ? 1 : 0) +
+                                                (c + 1 == blocks.size() ? 1 : 0)));
+  }
   if (actions * units > static_cast<double>(kMaxTraceUnitActions)) {
     throw_bad_input(
         "--trace " + trace_path,
