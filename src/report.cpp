@@ -482,7 +482,7 @@ std::vector<std::string> any_timing_lines(const ScheduleReport& schedule) {
     if (above != schedule.stages.end()) {
       lines.push_back(fmt::format(
           "stage {} stores a peak of {} allocated, above that bound: the schedule's figures "
-          "are an older fsdptune's composition; `fsdptune simulate --plan` gives today's",
+          "are an older fsdptune's composition; fsdptune simulate --plan gives today's",
           above->rank, format_bytes(above->peak_allocated_bytes)));
     }
     return lines;

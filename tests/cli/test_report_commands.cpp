@@ -218,12 +218,17 @@ TEST_CASE("report --html draws a pipelined schedule's actions, a row per stage",
   CHECK_THAT(first.out, !Catch::Contains("stores a peak"));
   // An older fsdptune's version 2 schedule stores its own composition's figures, above the
   // bound (QA, 2026-12-05: 57.5 MiB stored beside a 47.5 MiB bound, not said).
-  const auto stale = run_fsdptune("report " + std::string(FSDPTUNE_TEST_DATA) +
-                                  "/schedules/tiny-interleaved-v2-even-split.json");
+  const auto stale =
+      run_fsdptune("report " + std::string(FSDPTUNE_TEST_DATA) +
+                   "/schedules/tiny-interleaved-v2-even-split.json --md " + dir + "/stale.md");
   REQUIRE(stale.exit_code == 0);
   CHECK_THAT(stale.out, Catch::Contains("stage 0 stores a peak of 57.5 MiB allocated, above "
                                         "that bound: the schedule's figures are an older "
                                         "fsdptune's composition"));
+  // The command it names reads as plain text in Markdown too (it had backticks, which the
+  // Markdown report escaped into literal ones).
+  CHECK_THAT(read_text_file(dir + "/stale.md"),
+             Catch::Contains("composition; fsdptune simulate --plan gives today's"));
   const std::string html = read_text_file(dir + "/a.html");
   // A Program per chunk (QA, 2026-12-05: "tasks in the program").
   CHECK_THAT(html, Catch::Contains(" tasks in its 2 chunks' programs;"));
