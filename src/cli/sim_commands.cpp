@@ -72,6 +72,15 @@ std::string overflow_line(const SimResult& result, std::int64_t limit_bytes) {
       format_bytes(limit_bytes), format_bytes(result.peak_reserved_bytes - limit_bytes), largest);
 }
 
+// Where a version 1 schedule's replayed costs come from: its stored Program's durations,
+// the costs it was tuned with (the profile path `tune` recorded, or the analytic model of
+// its hardware), whatever --profile says (found by QA: `cost_source` named a --profile the
+// replay did not use, and "analytic" for a recorded profile since changed).
+std::string stored_program_cost_source(const ScheduleFile& schedule) {
+  const std::string& recorded = schedule.provenance.cost_source;
+  return recorded.empty() || recorded == schedule.hardware.id ? "analytic" : recorded;
+}
+
 // `--plan FILE` naming a schedule file (docs/schedule-format.md): read, and checked to be
 // made for the model, job and hardware that the flags describe (Error(kBadInput) naming
 // the file and field otherwise). nullopt for a built-in plan or a plan file.
@@ -209,17 +218,20 @@ void resolve_schedule_costs(const CostOptions& flags, const ScheduleFile& schedu
         why = fmt::format("cannot be read ({})", error.what());
       }
     }
-    if (!why.empty()) {
+    if (!why.empty() && schedule.pipeline) {
       inputs.cost_note = fmt::format(
           "costs: the analytic model of {}, not the profile {} that {} was tuned with: it {}. "
-          "{}",
-          hardware.id, recorded, path, why,
-          // A version 1 replay costs nothing: --profile would change nothing there.
-          schedule.pipeline ? "The chunks' compute times and sends are costed again, so the "
-                              "step time may differ from the schedule's prediction. Pass "
-                              "--profile to use measured costs."
-                            : "The stored program's durations are replayed as they are, so the "
-                              "step time is the schedule's.");
+          "The chunks' compute times and sends are costed again, so the step time may differ "
+          "from the schedule's prediction. Pass --profile to use measured costs.",
+          hardware.id, recorded, path, why);
+    } else if (!why.empty()) {
+      // A version 1 replay costs nothing: its durations are the recorded profile's even
+      // when the file is gone (it said "costs: the analytic model" and then that the step
+      // was the schedule's).
+      inputs.cost_note = fmt::format(
+          "costs: {} replays its stored program, whose durations are those of the profile {} "
+          "it was tuned with (that file {} now), so the step time is the schedule's",
+          path, recorded, why);
     }
   } else if (!flags.profile.empty()) {
     inputs.costs.profile = read_profile_option(flags.profile);
@@ -370,8 +382,9 @@ void run_simulate(const SimulateOptions& options) {
         {"model", model.name},
         {"job", job_to_json(job)},
         {"hardware", costs.hardware.id},
-        {"cost_source",
-         inputs.cost_options.profile.empty() ? "analytic" : inputs.cost_options.profile},
+        {"cost_source", schedule ? stored_program_cost_source(*schedule)
+                        : inputs.cost_options.profile.empty() ? "analytic"
+                                                              : inputs.cost_options.profile},
         {"plan", plan_to_json(plan)},
         {"step_time_s", result.step_time_s},
         {"tokens_per_s_per_gpu", metrics.tokens_per_s_per_gpu},

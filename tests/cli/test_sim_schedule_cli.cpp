@@ -283,13 +283,14 @@ TEST_CASE("simulate --plan schedule.json without --model: which costs",
   nlohmann::json json = run_json("simulate --json --plan " + out);
   CHECK(json.at("cost_source") == profile);
   CHECK(json.at("step_time_s").get<double>() == predicted_s);
-  // --profile given: that one.
+  // --profile given: it changes nothing in a version 1 replay, and `cost_source` still
+  // names the costs of the stored program (found by QA: it named the unused --profile).
   const std::string other = dir + "/other.json";
   write_profile(other, 1.3);
   json = run_json("simulate --json --profile " + other + " --plan " + out);
-  CHECK(json.at("cost_source") == other);
-  // Which changes nothing in a version 1 replay, and says so (found by QA: read, checked,
-  // and silently unused).
+  CHECK(json.at("cost_source") == profile);
+  CHECK(json.at("step_time_s").get<double>() == predicted_s);
+  // ...and says so (found by QA: read, checked, and silently unused).
   CommandResult noted = run_fsdptune("simulate --profile " + other + " --plan " + out);
   REQUIRE(noted.exit_code == 0);
   CHECK_THAT(noted.err, Catch::Contains("note: --profile " + other + ": " + out +
@@ -298,16 +299,20 @@ TEST_CASE("simulate --plan schedule.json without --model: which costs",
   noted = run_fsdptune("simulate --plan " + out);
   CHECK_THAT(noted.err, !Catch::Contains("note: --profile"));
 
-  // Changed since: the analytic model, and the output says so (stderr with --json, stdout
-  // in the text form); a version 1 replay keeps the schedule's step time all the same.
+  // Changed since: a version 1 replay keeps the schedule's step time, the recorded
+  // profile's costs, and says that the file has changed (stderr with --json, stdout in the
+  // text form; it said "costs: the analytic model" and `cost_source` "analytic").
   write_profile(profile, 1.25);
   CommandResult result = run_fsdptune("simulate --json --plan " + out);
   REQUIRE(result.exit_code == 0);
   json = nlohmann::json::parse(result.out);
-  CHECK(json.at("cost_source") == "analytic");
+  CHECK(json.at("cost_source") == profile);
   CHECK(json.at("step_time_s").get<double>() == predicted_s);
-  CHECK_THAT(result.err, Catch::Contains("costs: the analytic model of h100-sxm"));
-  CHECK_THAT(result.err, Catch::Contains("has changed since"));
+  CHECK_THAT(result.err, Catch::Contains("replays its stored program, whose durations are "
+                                         "those of the profile " +
+                                         profile) &&
+                             Catch::Contains("has changed since"));
+  CHECK_THAT(result.err, !Catch::Contains("the analytic model"));
   std::filesystem::remove(profile);
   result = run_fsdptune("simulate --plan " + out);
   REQUIRE(result.exit_code == 0);
