@@ -1258,7 +1258,24 @@ std::vector<std::string> torchtitan_notes(const TorchtitanConfig& c) {
         c.source, key, key.ends_with(']') ? "a table fsdptune reads" : "read there", known));
   }
   // Under PP torchtitan's default is already never to reshard, as fsdptune models it.
-  if (c.reshard_after_forward == "always" || (c.reshard_after_forward == "never" && c.pp == 1)) {
+  if (c.reshard_after_forward == "always" && c.pp > 1) {
+    // PipelineStage runs every backward of an FSDP stage with reshard_after_backward and
+    // gradient sync off and reduces once after the last, so with "always" each chunk
+    // reshards after every forward, gathers again in every backward, and stays gathered
+    // from a backward to its next forward (which then gathers nothing): a way of running a
+    // chunk that fsdptune has no model of (found reading torchtitan's apply_fsdp and
+    // PipelineStage.backward_maybe_with_nosync; the note said the fsdp2 plan reshards as
+    // 'default' only).
+    notes.push_back(fmt::format(
+        "{} = 'always' under PP is not modelled: torchtitan then reshards every chunk after "
+        "each microbatch's forward and gathers it again in each backward (reducing once per "
+        "step); fsdptune prices the chunks as 'default' does under PP, kept gathered across "
+        "the microbatches: one round of all-gathers per step, where torchtitan runs one in "
+        "every backward and in every forward that does not follow one (--keep-gathered no "
+        "prices each microbatch gathered and reduced on its own instead)",
+        c.reshard_after_forward_where));
+  } else if (c.reshard_after_forward == "always" ||
+             (c.reshard_after_forward == "never" && c.pp == 1)) {
     notes.push_back(fmt::format(
         "{} = '{}' is a plan's choice: the fsdp2 plan reshards as torchtitan's 'default' "
         "(all but the last block; never under PP), `tune` searches resharding per bucket, "

@@ -108,12 +108,20 @@ TEST_CASE("torchtitan 70B pipeline: world size of the degrees, microbatches, sta
   // what PP does anyway (torchtitan's default under PP).
   const auto notes = torchtitan_notes(config);
   REQUIRE(notes.size() == 1);
-  CHECK_THAT(notes[0], Catch::Contains("fsdp_reshard_after_forward = 'always'"));
+  CHECK_THAT(notes[0], Catch::Contains("fsdp_reshard_after_forward = 'always' under PP is "
+                                       "not modelled") &&
+                           Catch::Contains("gathers it again in each backward"));
   TorchtitanConfig never = config;
   never.reshard_after_forward = "never";
   CHECK(torchtitan_notes(never).empty());
   never.pp = 1;
   CHECK(torchtitan_notes(never).size() == 1);
+  // Without PP "always" is a plan's choice the fsdp2 plan and the tuner cover.
+  TorchtitanConfig always = config;
+  always.pp = 1;
+  REQUIRE(torchtitan_notes(always).size() == 1);
+  CHECK_THAT(torchtitan_notes(always)[0],
+             Catch::Contains("is a plan's choice") && !Catch::Contains("not modelled"));
 
   SECTION("a world size that disagrees with the fixed degrees names the shard degree") {
     JobOverrides overrides;
