@@ -214,16 +214,18 @@ ModelSpec model_from_our_format(const nlohmann::json& json, const std::string& s
   // The format first: another of fsdptune's files (a schedule, `model --json`'s summary) is
   // named as such, not by its first unknown field (found by QA).
   check_format_field(json, kModelFormatName, field_where(source, "format"));
-  for (const auto& [key, value] : json.items()) {
-    if (known.count(key) == 0) {
-      throw_bad_input(field_where(source, key), "unknown field (docs/model-format.md lists them)");
-    }
-  }
+  // Then the version: a newer file's new fields are named as a version it does not read,
+  // not as unknown fields (found by QA).
   const std::int64_t version = positive_int(json, source, "version");
   if (version != kModelFormatVersion) {
     throw_bad_input(field_where(source, "version"),
                     fmt::format("unsupported version {} (this fsdptune reads version {})", version,
                                 kModelFormatVersion));
+  }
+  for (const auto& [key, value] : json.items()) {
+    if (known.count(key) == 0) {
+      throw_bad_input(field_where(source, key), "unknown field (docs/model-format.md lists them)");
+    }
   }
   // Free text, ignored, but a string as documented (found by QA: "source": 5 was read).
   if (const auto it = json.find("source"); it != json.end() && !it->is_string()) {

@@ -180,16 +180,18 @@ Plan plan_from_json(const nlohmann::json& json_value, const std::string& source)
                                                "copy_in_out",
                                                "reorder",
                                                "reduce_after_backward"};
+  // The version before the fields: a newer plan's new fields are named as a version this
+  // fsdptune does not read, not as unknown fields (found by QA).
+  const int version = read_int(require(json_value, "version", source), field(source, "version"));
+  if (version != kPlanFormatVersion) {
+    throw_bad_input(field(source, "version"), fmt::format("is {}, this fsdptune reads version {}",
+                                                          version, kPlanFormatVersion));
+  }
   for (const auto& item : json_value.items()) {
     if (!kKnown.count(item.key())) {
       throw_bad_input(field(source, item.key()), "unknown field",
                       "see docs/plan-format.md for the fields of a plan");
     }
-  }
-  const int version = read_int(require(json_value, "version", source), field(source, "version"));
-  if (version != kPlanFormatVersion) {
-    throw_bad_input(field(source, "version"), fmt::format("is {}, this fsdptune reads version {}",
-                                                          version, kPlanFormatVersion));
   }
   Plan plan;
   const json& name = require(json_value, "name", source);

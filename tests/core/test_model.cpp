@@ -203,6 +203,9 @@ TEST_CASE("bad model files name the file and the field", "[model][errors]") {
     auto json = tiny_json();
     json["version"] = 7;
     expect_bad_input([&] { model_from_json(json, "m.json"); }, {"'version'", "7"});
+    // A newer file's new field: the version is named, not the field (found by QA).
+    json["foo"] = 1;
+    expect_bad_input([&] { model_from_json(json, "m.json"); }, {"'version'", "7"});
   }
   SECTION("HF config missing a field") {
     const auto json = nlohmann::json::parse(R"({"hidden_size": 64, "num_hidden_layers": 2,

@@ -79,6 +79,9 @@ TEST_CASE("plan JSON errors name the field", "[plan]") {
   CHECK(where_of(R"({"name": "x", "forward_buckets": [[0, 0]]})") == "p.json: version");
   CHECK(where_of(R"({"version": 9, "name": "x", "forward_buckets": [[0, 0]]})") ==
         "p.json: version");
+  // A newer plan's new field: its version named, not the field (found by QA).
+  CHECK(where_of(R"({"version": 9, "name": "x", "forward_buckets": [[0, 0]], "foo": 1})") ==
+        "p.json: version");
   CHECK(where_of(R"({"version": 1, "name": "x"})") == "p.json: forward_buckets");
   CHECK(where_of(R"({"version": 1, "name": "x", "forward_buckets": [[0]]})") ==
         "p.json: forward_buckets[0]");
