@@ -1715,10 +1715,16 @@ void refuse_other_format(const json& json_in, const std::string& source) {
   }
   if (const auto format = json_in.find("format");
       format != json_in.end() && format->is_string() && *format != kScheduleFormatName) {
+    // A measured file where the schedule goes (found by QA: `report s.json m.json`, and
+    // `compare` with its two files swapped, were asked whether it was a schedule).
+    const bool measured = *format == "fsdptune-measured";
     throw_bad_input(
         source + ": format",
         fmt::format("\"{}\", expected \"{}\"", format->get<std::string>(), kScheduleFormatName),
-        "is this a schedule file written by `fsdptune tune`?");
+        measured ? "this is a measured file (validate --out): `fsdptune compare SCHEDULE "
+                   "MEASURED` takes the schedule first, `fsdptune report SCHEDULE --measured "
+                   "MEASURED` takes it after --measured"
+                 : "is this a schedule file written by `fsdptune tune`?");
   }
   // A plan file has neither field: an object with them and no format is a schedule file
   // whose format was lost, which is not read as a plan either.

@@ -198,6 +198,8 @@ Comparison compare(const ScheduleFile& schedule, const MeasuredResult& measured,
   comparison.pp = measured.pp;
   comparison.microbatches = std::max<std::int64_t>(1, schedule.job.microbatches);
   comparison.pipeline_steps = std::max<std::int64_t>(1, schedule.job.pipeline_steps);
+  comparison.pp_schedule = to_string(schedule.job.pp_schedule);
+  comparison.virtual_stages = std::max<std::int64_t>(1, schedule.job.virtual_stages);
   comparison.dp_replicate = measured.dp_replicate;
   comparison.dp_shard = measured.shard_ranks();
   comparison.tp = measured.tp;
@@ -417,7 +419,13 @@ void print_comparison(std::ostream& out, const Comparison& c) {
              c.stages.empty() ? "rank 0's" : "the last-ending rank's");
   if (!c.stages.empty()) {
     // One stage is gradient accumulation's (its microbatches without a pipeline).
-    fmt::print(out, "\npipeline: {}, {}{}\n", counted(c.pp, "stage"),
+    // Its schedule and virtual stages too (found by QA: an interleaved run read as 1F1B).
+    const std::string schedule =
+        c.pp == 1 ? ""
+        : c.virtual_stages > 1
+            ? fmt::format(" ({}, {} virtual stages)", c.pp_schedule, c.virtual_stages)
+            : fmt::format(" ({})", c.pp_schedule);
+    fmt::print(out, "\npipeline: {}{}, {}{}\n", counted(c.pp, "stage"), schedule,
                counted(c.microbatches, "microbatch", "microbatches"),
                c.pipeline_steps > 1 ? fmt::format(" x {} pipeline steps", c.pipeline_steps) : "");
     fmt::print(out, "{:>5} {:>12} {:>12} {:>9} {:>12} {:>12} {:>9} {:>12} {:>12} {:>9}\n", "stage",

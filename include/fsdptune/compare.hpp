@@ -72,6 +72,9 @@ struct Comparison {
   std::int64_t pp = 1;
   std::int64_t microbatches = 1;    // of one pipeline step
   std::int64_t pipeline_steps = 1;  // JobSpec::pipeline_steps
+  // The pipeline schedule ("1f1b", ...) and its virtual stages: in the text only.
+  std::string pp_schedule;
+  std::int64_t virtual_stages = 1;
   std::int64_t dp_replicate = 1;
   std::int64_t dp_shard = 0;
   std::int64_t tp = 1;

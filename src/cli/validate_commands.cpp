@@ -176,7 +176,11 @@ void run_validate(const ValidateArgs& args) {
                measured.pipeline->pipeline_steps > 1
                    ? fmt::format(" x {} pipeline steps", measured.pipeline->pipeline_steps)
                    : "",
-               measured.pp > 1 ? measured.pipeline->schedule : "gradient accumulation",
+               measured.pp == 1 ? std::string("gradient accumulation")
+               : measured.pipeline->virtual_stages > 1
+                   ? fmt::format("{}, {} virtual stages", measured.pipeline->schedule,
+                                 measured.pipeline->virtual_stages)
+                   : measured.pipeline->schedule,
                measured.pp > 1 ? ", messages of " + format_bytes(measured.pipeline->message_bytes)
                                : std::string());
     for (const MeasuredStage& stage : measured.pipeline->stages) {

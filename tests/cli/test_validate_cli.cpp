@@ -177,6 +177,16 @@ TEST_CASE("validate replays a tuned tiny schedule on 2 cpu ranks with --check-da
   REQUIRE(comparison.contains("any_timing_peak_allocated_bytes"));
   check_within_any_timing_peak(comparison);
   CHECK_THAT(table.out, Catch::Contains("any timing") && Catch::Contains("within"));
+  // The measured file where the schedule goes: the order is said (found by QA: the hint
+  // asked whether it was a schedule written by tune).
+  for (const std::string& command : {"compare " + measured_path + " " + tiny_schedule(),
+                                     "report " + tiny_schedule() + " " + measured_path}) {
+    const auto swapped = run_fsdptune(command);
+    CHECK(swapped.exit_code == 2);
+    CHECK_THAT(swapped.err, Catch::Contains("measured.json: format") &&
+                                Catch::Contains("this is a measured file (validate --out)") &&
+                                Catch::Contains("takes it after --measured"));
+  }
 }
 
 TEST_CASE("validate with full AC: the measured peak stays within the any-timing peak",

@@ -37,6 +37,9 @@ std::pair<MeasuredResult, nlohmann::json> validate_pipeline(
   CHECK(measured.world_size == ranks);
   CHECK(measured.timings.empty());  // no single Program
   REQUIRE(measured.pipeline.has_value());
+  // An interleaved run's line names its virtual stages (found by QA: it read as 1F1B's).
+  CHECK((run.out.find(" virtual stages)") != std::string::npos) ==
+        (measured.pipeline->virtual_stages > 1));
   REQUIRE(static_cast<std::int64_t>(measured.pipeline->stages.size()) == measured.pp);
   REQUIRE(static_cast<int>(measured.ranks.size()) == ranks);
   for (const MeasuredStage& stage : measured.pipeline->stages) {
@@ -153,6 +156,10 @@ TEST_CASE("validate replays interleaved 1F1B (2 virtual stages) and gradient acc
   const auto [measured, comparison] = validate_pipeline(interleaved, 2);
   CHECK(measured.pipeline->virtual_stages == 2);
   CHECK(measured.pipeline->schedule == "interleaved-1f1b");
+  const auto table = run_fsdptune("compare " + interleaved + " " + interleaved + ".measured.json");
+  REQUIRE(table.exit_code == 0);
+  CHECK_THAT(table.out, Catch::Contains("pipeline: 2 stages (interleaved-1f1b, 2 virtual "
+                                        "stages), 4 microbatches"));
   // 3 microbatches on 2 stages: one round of 3, as PyTorch runs it (since 2026-12-06).
   const std::string round_of_3 =
       tuned_tiny(dir, "interleaved3",
