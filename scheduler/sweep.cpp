@@ -364,8 +364,9 @@ std::vector<SweepCandidate> evaluate_plannings(const ModelSpec& model, const Job
     candidate.fits = candidate.peak_reserved_bytes <= memory_limit_bytes;
     if (!candidate.fits) {
       candidate.rejected =
-          fmt::format("peak reserved {} > limit {}", format_bytes(candidate.peak_reserved_bytes),
-                      format_bytes(memory_limit_bytes));
+          fmt::format("peak reserved {} > limit {} by {}",
+                      format_bytes(candidate.peak_reserved_bytes), format_bytes(memory_limit_bytes),
+                      format_bytes(candidate.peak_reserved_bytes - memory_limit_bytes));
       candidate.rejection = SweepRejection::kPeak;
     }
     if (at_any_timing) {
@@ -375,9 +376,10 @@ std::vector<SweepCandidate> evaluate_plannings(const ModelSpec& model, const Job
           pipeline_any_timing(sim.spec, sim.result.stages, by_chunk));
       if (candidate.fits && candidate.any_timing_reserved_bytes > memory_limit_bytes) {
         candidate.fits = false;
-        candidate.rejected = fmt::format("peak reserved at any timing {} > limit {}",
-                                         format_bytes(candidate.any_timing_reserved_bytes),
-                                         format_bytes(memory_limit_bytes));
+        candidate.rejected = fmt::format(
+            "peak reserved at any timing {} > limit {} by {}",
+            format_bytes(candidate.any_timing_reserved_bytes), format_bytes(memory_limit_bytes),
+            format_bytes(candidate.any_timing_reserved_bytes - memory_limit_bytes));
         candidate.rejection = SweepRejection::kPeakAtAnyTiming;
       }
     }

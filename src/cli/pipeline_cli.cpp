@@ -285,8 +285,11 @@ void require_pipeline_fit(const JobSpec& job, const PipelineResult& result,
     const StageResult& stage = *worst;
     throw Error(
         ErrorKind::kDoesNotFit, "--memory-limit",
-        fmt::format("stage {} reserves {}, over the {} limit", stage.rank,
-                    format_bytes(stage.peak_reserved_bytes), format_bytes(limit_bytes)),
+        // By how much, as a single Program's error says (found by QA: "reserves 12.6 GiB,
+        // over the 12.6 GiB limit" for 1 B).
+        fmt::format("stage {} reserves {}, over the {} limit by {}", stage.rank,
+                    format_bytes(stage.peak_reserved_bytes), format_bytes(limit_bytes),
+                    format_bytes(stage.peak_reserved_bytes - limit_bytes)),
         job.pp_schedule == PipelineSchedule::k1F1B
             ? does_not_fit_hint(job)
             : does_not_fit_hint(job) + " (or fewer microbatches in flight: --pp-schedule 1f1b)");

@@ -99,9 +99,9 @@ TEST_CASE("simulate --pp --trace: a process per stage, every microbatch's tasks"
 // (57.9 MiB), which is the one to fix. Sequences of 1,024 tokens: at 512 both stages reserve
 // 66.3 MiB since a stage rounds each event it holds to segments (2026-12-06).
 TEST_CASE("pipeline --require-fit names the stage furthest over the limit", "[cli][pipeline]") {
-  const std::string job =
-      "pipeline --model tiny --gpus 4 --seq 1024 --pp 2 --microbatches 4 --hardware h100-sxm "
-      "--memory-limit 1MiB";
+  const std::string base =
+      "pipeline --model tiny --gpus 4 --seq 1024 --pp 2 --microbatches 4 --hardware h100-sxm";
+  const std::string job = base + " --memory-limit 1MiB";
   const auto listed = run_fsdptune(job + " --json");
   REQUIRE(listed.exit_code == 0);
   const auto stages = nlohmann::json::parse(listed.out).at("stages");
@@ -115,6 +115,14 @@ TEST_CASE("pipeline --require-fit names the stage furthest over the limit", "[cl
   CHECK(over.exit_code == 3);
   CHECK_THAT(over.err, Catch::Contains(fmt::format("stage {} reserves {}", worst,
                                                    fsdptune::format_bytes(reserved(worst)))));
+  // ...and by how much (found by QA: 1 B over read "12.6 GiB, over the 12.6 GiB limit").
+  const auto by_one =
+      run_fsdptune(base + " --require-fit --memory-limit " + std::to_string(reserved(worst) - 1));
+  CHECK(by_one.exit_code == 3);
+  CHECK_THAT(by_one.err,
+             Catch::Contains(fmt::format("stage {} reserves {}, over the {} limit by 1 B", worst,
+                                         fsdptune::format_bytes(reserved(worst)),
+                                         fsdptune::format_bytes(reserved(worst) - 1))));
 }
 
 // Found by QA: fewer microbatches than stages ran without a word, where torchtitan warns.

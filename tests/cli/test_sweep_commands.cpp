@@ -15,6 +15,7 @@
 #include "cli_support.hpp"
 #include "fsdptune/io.hpp"
 #include "fsdptune/job.hpp"
+#include "fsdptune/units.hpp"
 
 using fsdptune::testing::make_temp_dir;
 using fsdptune::testing::run_fsdptune;
@@ -261,6 +262,20 @@ TEST_CASE("sweep: a memory limit rejects configurations and says why", "[cli][sw
   CHECK(result.exit_code == 3);
   CHECK(result.out.find("0 fit") != std::string::npos);
   CHECK(result.out.find("rejected:") != std::string::npos);
+  // A row over the limit says by how much (found by QA: a row 1 B over read "47.8 MiB >
+  // limit 47.8 MiB").
+  const auto over = run_fsdptune(
+      "sweep --model tiny --gpus 8 --global-batch 8 --seq 256 --memory-limit 30MiB --threads 1 "
+      "--json");
+  REQUIRE(over.exit_code == 0);  // a few fit
+  const auto rejected = nlohmann::json::parse(over.out).at("rejected");
+  REQUIRE(!rejected.empty());
+  for (const auto& row : rejected) {
+    const std::int64_t excess = row.at("peak_reserved_bytes").get<std::int64_t>() - (30LL << 20);
+    CHECK_THAT(row.at("rejected").get<std::string>(),
+               Catch::StartsWith("peak reserved ") &&
+                   Catch::Contains("> limit 30.0 MiB by " + fsdptune::format_bytes(excess)));
+  }
   CHECK(result.out.find("configuration  ") == std::string::npos);  // no header over no rows
   CHECK(result.err.find("no configuration fits under 1.00 MiB") != std::string::npos);
   const std::string out = make_temp_dir("sweep-nothing-fits") + "/s.json";
