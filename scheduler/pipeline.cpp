@@ -356,9 +356,13 @@ ActionMemory action_memory(std::vector<TimedEvent> events, const SimOptions& opt
       memory.peak_bytes = memory.held_bytes;
       memory.peak_breakdown = level;
     }
-    memory.peak_reserved_bytes =
-        std::max(memory.peak_reserved_bytes,
-                 reserved_estimate_bytes(sharded_rounded, transient_rounded, options));
+    const std::int64_t reserved =
+        reserved_estimate_bytes(sharded_rounded, transient_rounded, options);
+    if (reserved > memory.peak_reserved_bytes) {
+      memory.peak_reserved_bytes = reserved;
+      memory.peak_reserved_sharded_rounded_bytes = sharded_rounded;
+      memory.peak_reserved_transient_rounded_bytes = transient_rounded;
+    }
   }
   memory.held_breakdown = level;
   memory.held_sharded_rounded_bytes = sharded_rounded;

@@ -201,8 +201,14 @@ StageMemory stage_memory(const PipelineSpec& spec, int rank,
         stage.peak_breakdown[k] = level[k] + action.peak_breakdown[k];
       }
     }
-    stage.peak_reserved_bytes =
-        std::max(stage.peak_reserved_bytes, reserved() + action.peak_reserved_bytes);
+    // The two estimates added can truncate a byte under the estimate of the sums, which the
+    // simulator takes: the larger (the second is no more than reserved() where the action
+    // recorded no rounded sizes at its peak).
+    stage.peak_reserved_bytes = std::max(
+        {stage.peak_reserved_bytes, reserved() + action.peak_reserved_bytes,
+         reserved_estimate_bytes(sharded_rounded + action.peak_reserved_sharded_rounded_bytes,
+                                 transient_rounded + action.peak_reserved_transient_rounded_bytes,
+                                 allocator)});
     sharded_rounded += action.held_sharded_rounded_bytes;
     transient_rounded += action.held_transient_rounded_bytes;
     allocated += action.held_bytes;
