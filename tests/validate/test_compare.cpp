@@ -270,7 +270,7 @@ TEST_CASE("compare puts a pipeline's stages next to the measured ones", "[compar
   CHECK(json["actions_differing_most"].empty());
   std::ostringstream table;
   print_comparison(table, c);
-  CHECK_THAT(table.str(), Catch::Contains("pipeline: 2 stages, 4 microbatches"));
+  CHECK_THAT(table.str(), Catch::Contains("pipeline: 2 stages (1f1b), 4 microbatches"));
   // A pipeline's compute is the rank that ended last's (measured-format.md).
   CHECK_THAT(table.str(), Catch::Contains("compute = the last-ending rank's compute-stream"));
   // A pipeline run of other microbatches or another schedule is not this schedule's.
