@@ -280,7 +280,18 @@ AnyTimingPeak any_timing_peak(const Program& program) {
   return peak;
 }
 
-std::int64_t any_timing_reserved_bytes(const Program& program, const SimOptions& options) {
+namespace {
+
+// The reserved bound at any timing and, at the state that reaches it, the segment-rounded
+// bytes of the events applied: the sharded state's and the rest's (the persistent bytes
+// left out).
+struct ReservedAtAnyTiming {
+  std::int64_t bytes = 0;
+  std::int64_t sharded_rounded_bytes = 0;
+  std::int64_t transient_rounded_bytes = 0;
+};
+
+ReservedAtAnyTiming reserved_at_any_timing(const Program& program, const SimOptions& options) {
   // The simulator's estimate at a state: persistent + sharded-state events, rounded to
   // segments, plus (1 + fragmentation) x the other events rounded. Each event weighs its
   // whole segments (bytes when segments are off) times kScale, a transient one times
@@ -296,23 +307,38 @@ std::int64_t any_timing_reserved_bytes(const Program& program, const SimOptions&
   const auto largest_units = static_cast<std::int64_t>(
       static_cast<double>(std::int64_t{1} << 52) / std::max(factor, static_cast<double>(kScale)));
   const EventOrder order(program);
-  const std::int64_t heaviest =
-      order
-          .heaviest_ideal(order.node_weights([&](const MemoryEvent& event) -> std::int64_t {
-            const std::int64_t units = round_to_segment(event.bytes, unit) / unit;
-            FSDPTUNE_CHECK(units < largest_units && units > -largest_units,
-                           "memory event too large for the reserved bound");
-            if (event.category == MemoryCategory::kShardedState) return units * kScale;
-            if (whole_factor) return units * std::llround(factor);
-            return static_cast<std::int64_t>(std::ceil(factor * static_cast<double>(units)));
-          }))
-          .first;
+  const auto [heaviest, closure] =
+      order.heaviest_ideal(order.node_weights([&](const MemoryEvent& event) -> std::int64_t {
+        const std::int64_t units = round_to_segment(event.bytes, unit) / unit;
+        FSDPTUNE_CHECK(units < largest_units && units > -largest_units,
+                       "memory event too large for the reserved bound");
+        if (event.category == MemoryCategory::kShardedState) return units * kScale;
+        if (whole_factor) return units * std::llround(factor);
+        return static_cast<std::int64_t>(std::ceil(factor * static_cast<double>(units)));
+      }));
+  ReservedAtAnyTiming reserved;
+  for (std::size_t n = 2; n < closure.size(); ++n) {
+    if (!closure[n]) continue;
+    for (int e = order.first_event[n]; e < order.first_event[n + 1]; ++e) {
+      const MemoryEvent& event = order.events[static_cast<std::size_t>(e)];
+      (event.category == MemoryCategory::kShardedState ? reserved.sharded_rounded_bytes
+                                                       : reserved.transient_rounded_bytes) +=
+          round_to_segment(event.bytes, options.allocator_segment_bytes);
+    }
+  }
   const std::int64_t persistent = round_to_segment(program.persistent_bytes, unit);
   // heaviest x unit / kScale in whole bytes, truncated as the simulator truncates its
   // estimate (so equal at the same state), without overflowing: whole and remainder apart.
   const std::int64_t whole = heaviest / kScale;
   const std::int64_t remainder = heaviest % kScale;
-  return persistent + whole * unit + remainder * unit / kScale;
+  reserved.bytes = persistent + whole * unit + remainder * unit / kScale;
+  return reserved;
+}
+
+}  // namespace
+
+std::int64_t any_timing_reserved_bytes(const Program& program, const SimOptions& options) {
+  return reserved_at_any_timing(program, options).bytes;
 }
 
 std::string describe_any_timing_state(const Program& program, const AnyTimingPeak& peak) {
@@ -385,7 +411,10 @@ ActionMemory any_timing_action(const Program& program, const ChunkActionEvents& 
   const AnyTimingPeak peak = any_timing_peak(part);
   memory.peak_bytes = peak.peak_allocated_bytes;
   memory.peak_breakdown = peak.breakdown;
-  memory.peak_reserved_bytes = any_timing_reserved_bytes(part, options);
+  const ReservedAtAnyTiming reserved = reserved_at_any_timing(part, options);
+  memory.peak_reserved_bytes = reserved.bytes;
+  memory.peak_reserved_sharded_rounded_bytes = reserved.sharded_rounded_bytes;
+  memory.peak_reserved_transient_rounded_bytes = reserved.transient_rounded_bytes;
   return memory;
 }
 

@@ -45,7 +45,8 @@ struct ActionMemory {
   // 64 MiB under `simulate`).
   std::int64_t held_sharded_rounded_bytes = 0;
   std::int64_t held_transient_rounded_bytes = 0;
-  // The rounded sizes at its reserved peak (chunk_memory's; 0 and 0 at any timing), so that
+  // The rounded sizes at its reserved peak (chunk_memory's, or the state of the bound at any
+  // timing, chunk_any_timing_memory's), so that
   // a stage estimates its reserved peak from the sums, as the simulator does, and not as
   // two truncated estimates added (found by QA: `pipeline --pp 1` and `sweep` put a job's
   // reserved peak 1 B under `simulate`'s, and judged it fitting at that limit).
