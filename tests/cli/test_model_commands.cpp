@@ -272,6 +272,9 @@ TEST_CASE("command words and whole numbers: what was typed is what runs", "[cli]
        "--warmup: must be 0 to 16777216, got 16777217"},
       {"validate no-such-schedule.json --out m.json --timeout 0.001",
        "--timeout: must be a finite number of seconds >= 0.1, got 0.001"},
+      // A real number takes a decimal exponent (README): read, then judged by its range.
+      {"validate no-such-schedule.json --out m.json --timeout 1e-3",
+       "--timeout: must be a finite number of seconds >= 0.1, got 0.001"},
       {"report " + std::string(FSDPTUNE_TEST_DATA) +
            "/schedules/tiny-interleaved-v2-even-split.json --measured no-such-m.json",
        "error: --measured no-such-m.json: no such file"},
