@@ -222,6 +222,13 @@ bool torchtitan_mixed_precision(const JobSpec& job);
 // shards (dp_shard > 1).
 std::string torchtitan_without_fsdp_note(const JobSpec& job);
 
+// torchtitan's JobConfig declares mixed_precision_param "bfloat16" or "float32" and
+// mixed_precision_reduce "float32" (some versions "bfloat16" too): for a job of other
+// dtypes, which a written config says all the same, the note for the CLI to print (and
+// the config's comment); "" otherwise (found by QA: fp16 and a bf16 reduction were
+// written without a word).
+std::string torchtitan_dtype_note(const JobSpec& job);
+
 // Whether torchtitan would run `job`'s float8 linears with bf16 all-gathers: its float8
 // converter enables float8 all-gathers only where data_parallel_shard_degree > 1
 // (ParallelDims.dp_shard_enabled), and a mesh sharding over its context-parallel ranks

@@ -355,9 +355,11 @@ void run_sweep(const SweepCliOptions& o) {
     const JobSpec& best = result.ranked.front().job;
     outputs.push_back({o.torchtitan_toml, torchtitan_config_toml(model_name, model, best),
                        "--emit-torchtitan-toml"});
-    const std::string without_fsdp = torchtitan_without_fsdp_note(best);
-    if (!without_fsdp.empty())
-      fmt::print(stderr, "note: {}: {}\n", o.torchtitan_toml, without_fsdp);
+    for (const std::string& config_note :
+         {torchtitan_without_fsdp_note(best), torchtitan_dtype_note(best)}) {
+      if (!config_note.empty())
+        fmt::print(stderr, "note: {}: {}\n", o.torchtitan_toml, config_note);
+    }
   }
   // The note on the winner's chunks as its figures run them: its written schedule's (set
   // below), else its search's, else fsdp2's.

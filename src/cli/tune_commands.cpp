@@ -169,9 +169,11 @@ std::vector<OutputFile> schedule_outputs(ScheduleFile& schedule, const TuneOptio
     outputs.push_back({options.torchtitan_toml,
                        torchtitan_config_toml(model, schedule.model, schedule.job),
                        "--emit-torchtitan-toml"});
-    const std::string without_fsdp = torchtitan_without_fsdp_note(schedule.job);
-    if (!without_fsdp.empty()) {
-      fmt::print(stderr, "note: {}: {}\n", options.torchtitan_toml, without_fsdp);
+    for (const std::string& config_note :
+         {torchtitan_without_fsdp_note(schedule.job), torchtitan_dtype_note(schedule.job)}) {
+      if (!config_note.empty()) {
+        fmt::print(stderr, "note: {}: {}\n", options.torchtitan_toml, config_note);
+      }
     }
   }
   // Said with or without the config (found 2026-12-06: tune's default `any` picked chunks

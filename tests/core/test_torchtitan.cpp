@@ -179,6 +179,10 @@ TEST_CASE("torchtitan: stages named module by module become the job's blocks per
                                 "pipeline_parallel_split_points = ['layers.10', 'layers.20', "
                                 "'norm']\n");
   CHECK(points.pp_chunk_blocks == std::vector<std::int64_t>{10, 10, 12, 0});
+  // ...also as one comma-separated string, as its command line took them (found by QA).
+  CHECK(job_8b(kOpAc + "[experimental]\npipeline_parallel_degree = 4\n"
+                       "pipeline_parallel_split_points = 'layers.10, layers.20,norm'\n")
+            .pp_chunk_blocks == points.pp_chunk_blocks);
   // Four stages on two ranks: interleaved, two per rank; GPipe runs one.
   const std::string four =
       "pipeline_parallel_degree = 2\npipeline_parallel_split_points = ['layers.8', "
@@ -405,9 +409,20 @@ TEST_CASE("torchtitan settings fsdptune does not model are rejected by their fie
       "[parallelism]\ntensor_parallel_degree = 2\nenable_async_tensor_parallel = true\n"
       "[compile]\nenable = true\ncomponents = ['loss']\n",
       "[parallelism] enable_async_tensor_parallel", "only compiled");
-  CHECK(job_8b(kOpAc + "[parallelism]\ntensor_parallel_degree = 2\nenable_async_tensor_parallel = "
-                       "true\n[compile]\nenable = true\ncomponents = ['model', 'loss']\n")
-            .async_tp);
+  const std::string async_compiled =
+      "[parallelism]\ntensor_parallel_degree = 2\nenable_async_tensor_parallel = "
+      "true\n[compile]\nenable = true\ncomponents = ['model', 'loss']\n";
+  CHECK(job_8b(kOpAc + async_compiled).async_tp);
+  // --execution eager over the config's async TP: the flag named, and the config's key to
+  // drop (found by QA: the hint said "drop --async-tp", a flag never given).
+  JobOverrides eager;
+  eager.execution = Execution::kEager;
+  const Error async_eager = error_of([&] { job_8b(kOpAc + async_compiled, eager); });
+  CHECK(async_eager.where() == "--execution");
+  CHECK_THAT(async_eager.hint(),
+             Catch::Contains("give --execution compiled, or set enable_async_tensor_parallel = "
+                             "false (train.toml: [parallelism] enable_async_tensor_parallel)") &&
+                 !Catch::Contains("--async-tp"));
   // The blocks run compiled only when the model component is compiled; eager is PyTorch's
   // of today (RMSNorm fused), the older unfused eager only by override.
   CHECK(job_8b(kOpAc).execution == Execution::kEager);
@@ -1010,6 +1025,32 @@ TEST_CASE("torchtitan: the global batch a config trains on N GPUs", "[torchtitan
                                 32) == 16);
 }
 
+TEST_CASE("torchtitan: dtypes outside torchtitan's JobConfig are noted", "[torchtitan]") {
+  const ModelSpec model = builtin_model("tiny");
+  JobSpec job;
+  job.gpus = 8;
+  CHECK(torchtitan_dtype_note(job).empty());  // bf16 and fp32, torchtitan's defaults
+  job.param_dtype = DType::kFP32;
+  CHECK(torchtitan_dtype_note(job).empty());
+  job.param_dtype = DType::kFP16;
+  job.reduce_dtype = DType::kBF16;
+  const std::string note = torchtitan_dtype_note(job);
+  CHECK_THAT(note, Catch::StartsWith("mixed_precision_param = \"float16\" and "
+                                     "mixed_precision_reduce = \"bfloat16\": torchtitan's "
+                                     "JobConfig declares") &&
+                       Catch::Contains("may be refused as written"));
+  // The written config says so in a comment, and reads back as the job all the same.
+  const std::string toml = torchtitan_config_toml("tiny", model, normalize_job(model, job));
+  CHECK_THAT(toml, Catch::Contains("\n# mixed_precision_param = \"float16\" and"));
+  // In lines of at most 88 characters, up to the next setting.
+  std::size_t at = toml.find("\n# mixed_precision_param") + 1;
+  for (std::size_t end = 0; at < toml.size() && toml[at] == '#'; at = end + 1) {
+    end = std::min(toml.find('\n', at), toml.size());
+    CHECK(end - at <= 88);
+  }
+  CHECK_THAT(toml.substr(0, at), Catch::EndsWith("as written\n"));
+}
+
 TEST_CASE("torchtitan: a job that shards over no rank runs without fully_shard there",
           "[torchtitan]") {
   JobSpec job;
@@ -1021,13 +1062,19 @@ TEST_CASE("torchtitan: a job that shards over no rank runs without fully_shard t
   const std::string tp_pp = torchtitan_without_fsdp_note(job);
   CHECK_THAT(tp_pp, Catch::Contains("applies no fully_shard and, with TP and PP, no mixed "
                                     "precision either: it trains this mesh in fp32") &&
-                        Catch::Contains("one-rank shard groups in bf16") &&
+                        Catch::Contains("one-rank shard groups in bf16 (reductions in fp32)") &&
                         Catch::Contains("--param-dtype fp32 --reduce-dtype fp32 prices that"));
   CHECK_FALSE(torchtitan_mixed_precision(job));
   job.param_dtype = DType::kFP32;  // as torchtitan_job reads it
   CHECK_THAT(torchtitan_without_fsdp_note(job),
              Catch::Contains("fsdptune prices it in fp32 too, with the copies of FSDP2's one-rank "
                              "all-gathers and reduce-scatters"));
+  // A --reduce-dtype bf16 beside it is not "fp32 too" (found by QA).
+  job.reduce_dtype = DType::kBF16;
+  CHECK_THAT(torchtitan_without_fsdp_note(job),
+             !Catch::Contains("in fp32 too") &&
+                 Catch::Contains("one-rank shard groups in fp32 (reductions in bf16)"));
+  job.reduce_dtype = DType::kFP32;
   job.param_dtype = DType::kBF16;
   job.tp = 1;
   job.pp = 8;
