@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "commands.hpp"
 #include "cost_options.hpp"
@@ -99,7 +100,22 @@ GemmShape parse_gemm_shape(const std::string& text) {
 // labelled "measured").
 std::string collective_source(const CostEstimate& estimate, const ResolvedCostModel& resolved,
                               CollectiveKind kind, std::int64_t bytes, const CommGroup& group) {
-  if (!estimate.measured) return "analytic model";
+  if (!estimate.measured) {
+    if (!resolved.profile) return "analytic model";
+    // Why the profile did not answer (found by QA: "(analytic model)" alone beside a
+    // profile measured over other rank counts).
+    std::vector<std::string> groups;
+    for (const CollectiveSweep& sweep : resolved.profile->collectives) {
+      if (sweep.kind != kind) continue;
+      groups.push_back(fmt::format("{} ({} per node)", counted(sweep.group.ranks, "rank"),
+                                   sweep_ranks_per_node(sweep.group)));
+    }
+    if (groups.empty()) {
+      return fmt::format("analytic model: the profile has no {} sweep", to_string(kind));
+    }
+    return fmt::format("analytic model: the profile measured {} over {} only", to_string(kind),
+                       fmt::join(groups, ", "));
+  }
   // One rank: nothing to measure but a reduce-scatter's copy, the profile's copy curve
   // (found in review: "measured" for the free all-gather too).
   if (group.ranks == 1) {

@@ -183,6 +183,16 @@ TEST_CASE("cost with a profile uses its measurements", "[cli][cost]") {
                                      " --collective all_reduce --bytes 64MiB --gpus 8 --json");
   REQUIRE(fallback.exit_code == 0);
   CHECK(nlohmann::json::parse(fallback.out)["measured"] == false);
+  // ...and why, in the text (found by QA: "(analytic model)" alone).
+  CHECK_THAT(
+      run_fsdptune("cost --profile " + profile + " --collective all_reduce --bytes 64MiB --gpus 8")
+          .out,
+      Catch::Contains("(analytic model: the profile has no all_reduce sweep)"));
+  CHECK_THAT(
+      run_fsdptune("cost --profile " + profile + " --collective all_gather --bytes 64MiB --gpus 16")
+          .out,
+      Catch::Contains("(analytic model: the profile measured all_gather over 8 ranks (8 "
+                      "per node) only)"));
   // A profile and another GPU's spec do not mix.
   const auto mismatch =
       run_fsdptune("cost --profile " + profile + " --hardware a100-80g --gemm 1024,1024,1024");
