@@ -84,6 +84,22 @@ fsdptune_gpu_binary() {
   FSDPTUNE=$FSDPTUNE_ROOT/build-gpu/src/cli/fsdptune
 }
 
+# fsdptune_backend_binary BACKEND: FSDPTUNE for replays on BACKEND: the cuda backend's as
+# fsdptune_gpu_binary builds it; the cpu backend's FSDPTUNE if set, else build/'s (what
+# scripts/demo builds), which must be there (found by QA: BACKEND=cpu built the CUDA tree,
+# or failed on an unset FSDPTUNE).
+fsdptune_backend_binary() {
+  if [[ $1 == cuda ]]; then
+    fsdptune_gpu_binary fsdptune
+    return
+  fi
+  FSDPTUNE=${FSDPTUNE:-$FSDPTUNE_ROOT/build/src/cli/fsdptune}
+  if [[ ! -x $FSDPTUNE ]]; then
+    echo "no fsdptune at $FSDPTUNE: build it (scripts/demo) or set FSDPTUNE" >&2
+    return 1
+  fi
+}
+
 # fsdptune_llama3_8b_2layers DIR: writes DIR/llama3-8b-2layers.json, Llama 3 8B with 2
 # blocks (every per-layer shape of the 8B model in a step that fits one GPU), and prints
 # its path.
