@@ -183,6 +183,27 @@ std::vector<OutputFile> schedule_outputs(ScheduleFile& schedule, const TuneOptio
   return outputs;
 }
 
+// Stamps `schedule` as schedule_outputs does and writes its files together: --out,
+// --emit-torchtitan-toml, --emit-torchtitan (the pipeline's module groups per chunk, or the
+// Program's) and --trace.
+void write_schedule_outputs(ScheduleFile& schedule, const TuneOptions& options,
+                            const std::string& cost_source, const std::string& cost_hash,
+                            const Workload& workload, const CostModel& costs) {
+  std::vector<OutputFile> outputs = schedule_outputs(schedule, options, cost_source, cost_hash);
+  if (!options.torchtitan_out.empty()) {
+    outputs.push_back(
+        {options.torchtitan_out,
+         dump_json(schedule.pipeline ? torchtitan_pipeline_to_json(workload, *schedule.pipeline)
+                                     : torchtitan_plan_to_json(workload, schedule.plan)),
+         "--emit-torchtitan"});
+  }
+  if (!options.trace_path.empty()) {
+    outputs.push_back(
+        {options.trace_path, dump_json(schedule_trace(schedule, workload, costs)), "--trace"});
+  }
+  write_files_atomically(outputs);
+}
+
 // `tune --json` (docs/tuner.md "tune --json"): its format's name and version.
 nlohmann::json tune_json_header() {
   return nlohmann::json{{"format", "fsdptune-tune"}, {"version", 1}};
@@ -321,17 +342,7 @@ void run_tune(const TuneOptions& options) {
     const double pipeline_elapsed_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - pipeline_started).count();
     ScheduleFile& schedule = tuned.schedule;
-    std::vector<OutputFile> outputs = schedule_outputs(schedule, options, cost_source, cost_hash);
-    if (!options.torchtitan_out.empty()) {
-      outputs.push_back({options.torchtitan_out,
-                         dump_json(torchtitan_pipeline_to_json(workload, *schedule.pipeline)),
-                         "--emit-torchtitan"});
-    }
-    if (!options.trace_path.empty()) {
-      outputs.push_back(
-          {options.trace_path, dump_json(schedule_trace(schedule, workload, costs)), "--trace"});
-    }
-    write_files_atomically(outputs);
+    write_schedule_outputs(schedule, options, cost_source, cost_hash, workload, costs);
     const double efficiency = schedule.predicted.step_time_s > 0
                                   ? schedule.lower_bound_s / schedule.predicted.step_time_s
                                   : 0.0;
@@ -486,17 +497,7 @@ void run_tune(const TuneOptions& options) {
   ScheduleFile schedule = schedule_of_tuned_plan(workload, hardware, result, costs);
   schedule.model = model;
   schedule.job = job;
-  std::vector<OutputFile> outputs = schedule_outputs(schedule, options, cost_source, cost_hash);
-  if (!options.torchtitan_out.empty()) {
-    outputs.push_back({options.torchtitan_out,
-                       dump_json(torchtitan_plan_to_json(workload, schedule.plan)),
-                       "--emit-torchtitan"});
-  }
-  if (!options.trace_path.empty()) {
-    outputs.push_back(
-        {options.trace_path, dump_json(schedule_trace(schedule, workload, costs)), "--trace"});
-  }
-  write_files_atomically(outputs);
+  write_schedule_outputs(schedule, options, cost_source, cost_hash, workload, costs);
 
   const double efficiency = schedule.predicted.step_time_s > 0
                                 ? result.lower_bound_s / schedule.predicted.step_time_s
