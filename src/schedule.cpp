@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "fsdptune/error.hpp"
 #include "fsdptune/io.hpp"
@@ -2029,6 +2030,12 @@ json torchtitan_plan_to_json(const Workload& workload, const Plan& plan) {
       {"reshard_after_forward", plan.reshard_after_forward},
       {"forward_prefetch", plan.forward_prefetch},
       {"backward_prefetch", plan.backward_prefetch},
+      // The rest of the plan (since 2026-12-06; found by QA: a plan on one shared stream,
+      // or without copies, was written as if it were its buckets alone).
+      {"one_collective_per_parameter", plan.one_collective_per_parameter},
+      {"copy_in_out", plan.copy_in_out},
+      {"stream_layout", to_string(plan.stream_layout)},
+      {"reorder", plan.reorder},
   };
 
   // FSDP2 has one grouping for both directions and both collectives: the forward
@@ -2052,15 +2059,38 @@ json torchtitan_plan_to_json(const Workload& workload, const Plan& plan) {
              {"forward_prefetch", std::move(forward_prefetch)},
              {"backward_prefetch", std::move(backward_prefetch)}});
   }
-  const bool exact = plan.backward_buckets == plan.forward_buckets &&
-                     plan.reduce_scatter_buckets == plan.forward_buckets &&
-                     !plan.one_collective_per_parameter;
+  // What FSDP2's groups cannot run as the plan does (found by QA: only the buckets were
+  // compared). Backward buckets matter only where a bucket reshards after forward (else the
+  // backward gathers nothing).
+  std::vector<std::string> differences;
+  if (plan.one_collective_per_parameter) {
+    differences.push_back("the plan issues one collective per parameter, FSDP2 one per group");
+  }
+  const bool regathers =
+      std::find(plan.reshard_after_forward.begin(), plan.reshard_after_forward.end(), true) !=
+      plan.reshard_after_forward.end();
+  if (regathers && plan.backward_buckets != plan.forward_buckets) {
+    differences.push_back("its backward all-gather buckets are not its forward ones");
+  }
+  if (plan.reduce_scatter_buckets != plan.forward_buckets) {
+    differences.push_back("its reduce-scatter buckets are not its forward ones");
+  }
+  if (plan.stream_layout != StreamLayout::kSeparate) {
+    differences.push_back(
+        "it runs all-gathers and reduce-scatters on one stream, FSDP2 on one each");
+  }
+  if (!plan.copy_in_out) {
+    differences.push_back("it collects without flat-buffer copies, which FSDP2 makes");
+  }
+  const bool exact = differences.empty();
   json fsdp2{{"fully_shard_groups", std::move(groups)},
              {"exact", exact},
-             {"note", exact ? "the plan's buckets are the same in both directions: FSDP2 "
-                              "groups reproduce it"
-                            : "FSDP2 groups parameters the same way in forward, backward and "
-                              "reduce-scatter: the forward buckets are used for all three"}};
+             {"note", exact ? std::string("FSDP2 groups reproduce the plan (one grouping for "
+                                          "forward, backward and reduce-scatter, two streams, "
+                                          "flat-buffer copies)")
+                            : fmt::format("FSDP2 groups do not reproduce the plan: {}; the "
+                                          "forward buckets are its groups",
+                                          fmt::join(differences, "; "))}};
 
   return json{{"format", kTorchtitanFormatName},     {"version", kTorchtitanPlanFormatVersion},
               {"model", workload.model.name},        {"plan", plan.name},

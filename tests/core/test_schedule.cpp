@@ -972,6 +972,38 @@ TEST_CASE("torchtitan export names the modules of each bucket", "[schedule]") {
   CHECK(groups[0].at("backward_prefetch").empty());
   CHECK(groups[2].at("reshard_after_forward") == false);
   CHECK(out.at("fsdp2").at("exact") == false);
+  // The plan's other knobs, and every reason FSDP2 does not reproduce it (found by QA: the
+  // buckets alone were compared, and a shared stream or no copies went unsaid).
+  CHECK(simple.at("stream_layout") == "shared");
+  CHECK(simple.at("copy_in_out") == true);
+  CHECK(simple.at("one_collective_per_parameter") == false);
+  CHECK(simple.at("reorder") == true);
+  CHECK_THAT(out.at("fsdp2").at("note").get<std::string>(),
+             Catch::StartsWith("FSDP2 groups do not reproduce the plan: its backward all-gather "
+                               "buckets are not its forward ones; its reduce-scatter buckets "
+                               "are not its forward ones; it runs all-gathers and "
+                               "reduce-scatters on one stream"));
+
+  Plan same = three_bucket_plan();
+  same.backward_buckets = same.forward_buckets;
+  same.reduce_scatter_buckets = same.forward_buckets;
+  same.stream_layout = StreamLayout::kSeparate;
+  CHECK(torchtitan_plan_to_json(workload, same).at("fsdp2").at("exact") == true);
+  // Nothing resharded: the backward gathers nothing, its buckets do not matter.
+  Plan kept = same;
+  kept.reshard_after_forward = {false, false, false};
+  kept.backward_buckets = {{0, 1}, {2, 5}};
+  CHECK(torchtitan_plan_to_json(workload, kept).at("fsdp2").at("exact") == true);
+  same.reshard_after_forward = {false, true, false};
+  same.backward_buckets = kept.backward_buckets;
+  CHECK(torchtitan_plan_to_json(workload, same).at("fsdp2").at("exact") == false);
+  Plan per_parameter = kept;
+  per_parameter.one_collective_per_parameter = true;
+  per_parameter.copy_in_out = false;
+  const json note = torchtitan_plan_to_json(workload, per_parameter).at("fsdp2").at("note");
+  CHECK_THAT(note.get<std::string>(),
+             Catch::Contains("one collective per parameter, FSDP2 one per group") &&
+                 Catch::Contains("without flat-buffer copies"));
 }
 
 TEST_CASE("a version 2 schedule written before the split fields reads with its even split",
