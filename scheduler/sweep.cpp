@@ -95,9 +95,11 @@ std::vector<JobSpec> sweep_jobs(const ModelSpec& model, const HardwareSpec& hard
           if (shard % cp != 0) continue;
           const std::int64_t data_parallel = dp / cp;
           if (options.global_batch_sequences % data_parallel != 0) {
-            skip.add("--global-batch",
-                     fmt::format("{} sequences do not divide over {} data-parallel ranks",
-                                 options.global_batch_sequences, data_parallel));
+            skip.add(
+                "--global-batch",
+                fmt::format("{} {} not divide over {} data-parallel ranks",
+                            counted(options.global_batch_sequences, "sequence"),
+                            options.global_batch_sequences == 1 ? "does" : "do", data_parallel));
             continue;
           }
           const std::int64_t per_rank = options.global_batch_sequences / data_parallel;

@@ -438,7 +438,7 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& so
       throw_bad_input(
           at("--tp"),
           fmt::format("TP groups of {} straddle nodes of {} GPUs", job.tp, job.gpus_per_node),
-          "tp dividing --gpus-per-node (or a multiple of it)");
+          "give a --tp that divides --gpus-per-node (or a multiple of it)");
     }
   }
   job.dp_shard = dp_shard;

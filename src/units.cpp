@@ -77,7 +77,9 @@ std::int64_t parse_size_bytes(std::string_view text, std::string_view what) {
     throw_bad_input(std::string(what), fmt::format("size '{}' must be positive", original));
   }
   if (bytes > 9.0e18) {
-    throw_bad_input(std::string(what), fmt::format("size '{}' is too large", original));
+    // Its bound said (found by QA: "too large" alone, where 1EiB named the limit).
+    throw_bad_input(std::string(what),
+                    fmt::format("size '{}' is too large (at most 9e18 bytes, 7.8 EiB)", original));
   }
   // A plain number is whole bytes ("1.5" was rounded to 2 B, "0.5" called not positive),
   // with the slack of a decimal fraction's rounding; a number of a unit is rounded to the
@@ -174,6 +176,12 @@ std::string shell_word(const std::string& word) {
   std::string quoted = "'";
   for (const char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return quoted + "'";
+}
+
+std::string format_change(double value, double base, std::string_view what) {
+  const double percent = 100.0 * (value / base - 1.0);
+  if (std::abs(percent) < 0.005) return fmt::format("the same {}", what);
+  return fmt::format("{:+.2f}% {}", percent, what);
 }
 
 std::string format_seconds(double seconds) {

@@ -31,6 +31,11 @@ std::string format_bytes(std::int64_t bytes);
 // "1.234 s", "12.3 ms", "45.6 us".
 std::string format_seconds(double seconds);
 
+// `value` against `base` as a signed percentage of `what` to two decimals, "-0.30% step
+// time", or "the same step time" where it rounds to no change (never "-0.00%").
+// REQUIRES: base > 0.
+std::string format_change(double value, double base, std::string_view what);
+
 // A rate with the largest decimal prefix that keeps it at least 1 (kilo at the least):
 // "989.4 TFLOP/s", "2.1 GFLOP/s", "450.0 GB/s", "3.2 kB/s".
 std::string format_flops_per_s(double flops_per_s);

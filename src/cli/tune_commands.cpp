@@ -414,10 +414,10 @@ void run_tune(const TuneOptions& options) {
       const std::int64_t tuned_reserved =
           judged.empty() ? schedule.predicted.peak_reserved_bytes : judged[1];
       fmt::print(
-          "\ntuned vs fsdp2 per stage: {:.2f}x faster ({:+.2f}% step time), {} reserved{} "
+          "\ntuned vs fsdp2 per stage: {:.2f}x faster ({}), {} reserved{} "
           "against {} (from {})\n",
           fsdp2.step_time_s / schedule.predicted.step_time_s,
-          100.0 * (schedule.predicted.step_time_s / fsdp2.step_time_s - 1.0),
+          format_change(schedule.predicted.step_time_s, fsdp2.step_time_s, "step time"),
           format_bytes(tuned_reserved), judged.empty() ? "" : " at any timing",
           format_bytes(fsdp2_reserved), tuned.derived_from);
     } else {
@@ -570,10 +570,10 @@ void run_tune(const TuneOptions& options) {
     // The memory the speed costs beside it (found by QA: "1.00x faster" of a plan 0.3%
     // faster that reserved 23 GiB more).
     fmt::print(
-        "tuned vs best baseline ({}): {:.2f}x faster ({:+.1f}% step time), {} reserved "
+        "tuned vs best baseline ({}): {:.2f}x faster ({}), {} reserved "
         "against {}\n",
         best_baseline->plan_name, best_baseline->step_time_s / schedule.predicted.step_time_s,
-        100.0 * (schedule.predicted.step_time_s / best_baseline->step_time_s - 1.0),
+        format_change(schedule.predicted.step_time_s, best_baseline->step_time_s, "step time"),
         format_bytes(schedule.predicted.peak_reserved_bytes),
         format_bytes(best_baseline->peak_reserved_bytes));
   }

@@ -26,6 +26,14 @@ TEST_CASE("parse_size_bytes reads binary, decimal and plain sizes", "[units]") {
   CHECK(parse_size_bytes("3EB", "--bytes") == 3'000'000'000'000'000'000);
 }
 
+TEST_CASE("format_change says no change rather than -0.00%", "[units]") {
+  CHECK(format_change(0.997, 1.0, "step time") == "-0.30% step time");
+  CHECK(format_change(1.5, 1.0, "step time") == "+50.00% step time");
+  // Found by QA: "1.00x faster (-0.00% step time)".
+  CHECK(format_change(0.99999, 1.0, "step time") == "the same step time");
+  CHECK(format_change(1.0, 1.0, "step time") == "the same step time");
+}
+
 TEST_CASE("parse_size_bytes names a size past int64 as too large, not as junk", "[units]") {
   // "8EiB" read as "not a size" while the units stopped at TiB.
   for (const char* big : {"8EiB", "9.5EB", "9300PB", "1e19"}) {
@@ -34,7 +42,7 @@ TEST_CASE("parse_size_bytes names a size past int64 as too large, not as junk", 
       FAIL("accepted '" << big << "'");
     } catch (const Error& e) {
       CHECK(e.where() == "--bytes");
-      CHECK_THAT(e.what(), Catch::Matchers::Contains("too large"));
+      CHECK_THAT(e.what(), Catch::Matchers::Contains("too large (at most 9e18 bytes, 7.8 EiB)"));
     }
   }
 }
