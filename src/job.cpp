@@ -481,6 +481,24 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& so
                     to_string(job.execution)),
         fmt::format("give {} compiled, or drop {}", at("--execution"), at("--async-tp")));
   }
+  {
+    // Last, the rest of the job being valid (in doubles all the same).
+    const double chunks = static_cast<double>(job.pp) * static_cast<double>(job.virtual_stages);
+    const double actions = 2 * chunks * static_cast<double>(job.microbatches) *
+                           static_cast<double>(job.pipeline_steps);
+    if (actions > static_cast<double>(kMaxPipelineActions)) {
+      throw_bad_input(
+          at("--microbatches"),
+          fmt::format("{:.0f} pipeline stages x {} microbatches{} make {:.0f} forward and "
+                      "backward actions, more than fsdptune simulates (at most {})",
+                      chunks, job.microbatches,
+                      job.pipeline_steps > 1
+                          ? fmt::format(" x {} pipeline steps", job.pipeline_steps)
+                          : std::string(),
+                      actions, kMaxPipelineActions),
+          "fewer microbatches or pipeline stages");
+    }
+  }
   return job;
 }
 

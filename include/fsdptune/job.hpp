@@ -100,6 +100,12 @@ std::string features_suffix(const JobSpec& job);
 inline constexpr std::int64_t kMaxJobGpus = std::int64_t{1} << 24;              // 16777216
 inline constexpr std::int64_t kMaxJobMicrobatches = std::int64_t{1} << 16;      // 65536
 inline constexpr std::int64_t kMaxJobMicrobatchTokens = std::int64_t{1} << 30;  // 1073741824
+// A pipeline's actions (a forward and a backward per chunk and microbatch of every pipeline
+// step: 2 x pp x virtual_stages x microbatches x pipeline_steps), which its simulation holds
+// at about 60 bytes each: at most 2^25, about 2 GB, 16.5 million more than 405B's largest
+// (126 chunks of one block x 65536 microbatches) needs (found by QA: a 65536-layer model on
+// pp 8192 x 65536 microbatches was killed for memory after a minute).
+inline constexpr std::int64_t kMaxPipelineActions = std::int64_t{1} << 25;  // 33554432
 
 // Whether `hardware` can run `job`: float8 needs fp8 tensor cores (peak_fp8_flops_per_s >
 // 0; torchao's float8 training needs SM 8.9 or newer, an A100 has none). Throws

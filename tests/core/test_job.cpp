@@ -491,3 +491,27 @@ TEST_CASE("pipeline steps: PP only, bounded, round-trip, left out of the JSON at
   CHECK_THAT(where_of(many), Catch::StartsWith("--pipeline-steps") &&
                                  Catch::Contains("more than fsdptune simulates"));
 }
+
+// Found by QA: a 65536-layer model on pp 8192 x 65536 microbatches (a billion actions) was
+// killed for memory after a minute.
+TEST_CASE("normalize_job bounds a pipeline's actions", "[job]") {
+  ModelSpec model = builtin_model("tiny");
+  model.n_layers = 65536;
+  JobSpec job;
+  job.pp = 8192;
+  job.gpus = 8192;
+  job.microbatches = kMaxJobMicrobatches;
+  try {
+    normalize_job(model, job);
+    FAIL("accepted");
+  } catch (const Error& e) {
+    CHECK(e.where() == "--microbatches");
+    CHECK_THAT(e.message(), Catch::Contains("8192 pipeline stages x 65536 microbatches make "
+                                            "1073741824 forward and backward actions") &&
+                                Catch::Contains("(at most 33554432)"));
+  }
+  // 405B's largest pipeline (126 chunks of one block at most) is within the bound.
+  CHECK(2 * 126 * kMaxJobMicrobatches <= kMaxPipelineActions);
+  job.microbatches = kMaxPipelineActions / (2 * 8192);
+  CHECK_NOTHROW(normalize_job(model, job));
+}
