@@ -143,7 +143,7 @@ bool known(const std::vector<PipelineComposition>& compositions, const std::vect
 
 std::vector<PipelineComposition> pipeline_compositions(
     const PipelineSpec& spec, const std::vector<std::vector<ChunkTimes>>& options,
-    std::int64_t limit) {
+    std::int64_t limit, const std::function<bool()>& out_of_time) {
   const int P = spec.stages;
   const int C = spec.stages * spec.virtual_stages;
   const double later = static_cast<double>(spec.microbatches - 1);
@@ -311,6 +311,9 @@ std::vector<PipelineComposition> pipeline_compositions(
   // `trial` simulated: kept when every stage fits and the step is strictly shorter (a tie
   // keeps the earlier choice: deterministic, no cycling).
   const auto try_choice = [&](const std::vector<int>& trial) {
+    // Out of time: no more trials (found by QA: 405B on PP 16 with 65536 microbatches ran
+    // 30 s under --time-budget 2, each trial a whole pipeline's simulation).
+    if (out_of_time && out_of_time()) return;
     if (!tried.insert(trial).second) return;
     PipelineResult result = simulate_pipeline(composed_spec(spec, options, trial));
     if (largest_stage_reserved_bytes(result) > limit || result.step_time_s >= best_s) return;

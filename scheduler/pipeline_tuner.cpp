@@ -338,7 +338,20 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
     }
     return options_times;
   };
-  const auto compose = [&] { return pipeline_compositions(spec, judged_times(), limit); };
+  // The compositions' improvements stop with the time budget (the compositions themselves,
+  // the fsdp2 baselines and the pick's simulation are made regardless): then the search
+  // says it stopped for time.
+  const auto out_of_time = [&] {
+    return options.time_budget_s > 0 &&
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >=
+               options.time_budget_s;
+  };
+  const auto compose = [&] {
+    std::vector<PipelineComposition> composed =
+        pipeline_compositions(spec, judged_times(), limit, out_of_time);
+    if (out_of_time()) tuning.budget_exhausted = true;
+    return composed;
+  };
   std::vector<PipelineComposition> compositions = compose();
   FSDPTUNE_CHECK(!compositions.empty(), "tune_pipelined_job: no composition");
   // The last resort, under either criterion: when neither a composition nor fsdp2 fits,

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "fsdptune/cost_model.hpp"
@@ -85,10 +86,12 @@ struct PipelineComposition {
 // buckets gathered (ChunkTimes::accumulates), each to an option of its own front of (busy
 // time, bytes), each improvement followed by one more pass of the above, at most 2
 // times. Only strictly shorter steps are kept: never slower than without that last step.
+// `out_of_time` (when given) ends those improvements early once it says true (a time
+// budget; the compositions of the thresholds and the step-down are always made).
 // REQUIRES: options.size() == stages * virtual_stages, every options[c] non-empty.
 std::vector<PipelineComposition> pipeline_compositions(
     const PipelineSpec& spec, const std::vector<std::vector<ChunkTimes>>& options,
-    std::int64_t limit = 0);
+    std::int64_t limit = 0, const std::function<bool()>& out_of_time = {});
 
 // The PipelineSpec of one composition (spec with chunks[c] = options[c][choice[c]]).
 PipelineSpec composed_spec(const PipelineSpec& spec,

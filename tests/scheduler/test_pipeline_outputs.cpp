@@ -483,6 +483,10 @@ TEST_CASE("pipeline_compositions: under a limit, the fastest one improved chunk 
   CHECK(limited[0] == thresholds[0]);
   CHECK(limited[1].choice == std::vector<int>{1, 0});
   CHECK(limited[1].step_time_s == Approx(b_s));
+  // Out of time (a time budget spent), the improvement tries nothing: the thresholds'
+  // composition alone; with time left, the same as without a clock.
+  CHECK(pipeline_compositions(spec, options, 1000, [] { return true; }) == thresholds);
+  CHECK(pipeline_compositions(spec, options, 1000, [] { return false; }) == limited);
   // Under a limit B does not fit, nothing more.
   ChunkTimes big = option(2, 2.1);
   big.memory = fsdptune::testing::activation_memory(900, 10, 12);
