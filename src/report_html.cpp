@@ -636,6 +636,18 @@ std::string gantt_chart(const std::string& id, const std::string& title, const P
   return gantt_svg(frame, bars);
 }
 
+// The most bars a chart of the report draws (the --trace bound, kMaxTraceActions): a
+// pipeline of more actions, or a Program of more tasks, gets a note instead (found by QA:
+// 405B on PP 16 with 65536 microbatches wrote a 340 MB page).
+constexpr std::size_t kMaxChartBars = 131072;
+
+std::string chart_left_out(std::size_t bars, const char* what) {
+  return fmt::format(
+      "<p class=\"note\">{} {}, more than a chart draws (at most {}): no Gantt chart. The "
+      "tables above hold the figures.</p>\n",
+      bars, what, kMaxChartBars);
+}
+
 // Does every stage of this pipeline schedule store its actions (schedules written since
 // 2026-12-01)?
 bool has_pipeline_actions(const SchedulePipeline& pipeline) {
@@ -1268,7 +1280,11 @@ std::string schedule_section(const Report& report, std::size_t index, const Repo
   const Program& program = file.program;
   if (file.pipeline) {
     out += "<h3>Pipeline stages</h3>\n" + stages_table(file, schedule, index);
-    if (has_pipeline_actions(*file.pipeline)) {
+    std::size_t actions = 0;
+    for (const ScheduleStage& stage : file.pipeline->stages) actions += stage.actions.size();
+    if (actions > kMaxChartBars) {
+      out += chart_left_out(actions, "pipeline actions");
+    } else if (has_pipeline_actions(*file.pipeline)) {
       out += "<h3>One step, predicted (pipeline schedule)</h3>\n";
       out += pipeline_gantt_chart(fmt::format("pipeline-{}", index + 1), file);
     } else {
@@ -1278,6 +1294,8 @@ std::string schedule_section(const Report& report, std::size_t index, const Repo
     }
   } else if (program.tasks.empty() || file.timings.size() != program.tasks.size()) {
     out += "<p class=\"note\">This schedule has no per-task timings: no Gantt chart.</p>\n";
+  } else if (program.tasks.size() > kMaxChartBars) {
+    out += chart_left_out(program.tasks.size(), "tasks");
   } else {
     double step_s = file.predicted.step_time_s;
     for (const TaskTiming& timing : file.timings) step_s = std::max(step_s, timing.end_s);
@@ -1294,7 +1312,7 @@ std::string schedule_section(const Report& report, std::size_t index, const Repo
     }
   }
   // A pipeline schedule has per-stage peaks (above), no memory timeline.
-  if (!file.pipeline) {
+  if (!file.pipeline && program.tasks.size() <= kMaxChartBars) {
     out += "<h3>Memory over the step</h3>\n";
     out += memory_timeline_chart(fmt::format("memory-{}", index + 1), file);
   }
@@ -1310,7 +1328,7 @@ std::string schedule_section(const Report& report, std::size_t index, const Repo
     out += measured_chart(fmt::format("measured-{}", index + 1), index, m);
     out += measured_tables(index, m);
     if (entry.measured && entry.measured->timings.size() == program.tasks.size() &&
-        !program.tasks.empty()) {
+        !program.tasks.empty() && program.tasks.size() <= kMaxChartBars) {
       double step_s = entry.measured->step_time_s;
       for (const TaskTiming& timing : entry.measured->timings)
         step_s = std::max(step_s, timing.end_s);

@@ -202,6 +202,30 @@ TEST_CASE("report attaches a measurement naming its schedule's whole-text digest
   CHECK(compared.exit_code == 0);
 }
 
+// Found by QA: 405B on PP 16 with 65536 microbatches wrote a 340 MB page, a bar per
+// action. Past the --trace bound (131072 bars) the chart is left out, said in a note.
+TEST_CASE("report --html leaves out a chart of more bars than a trace draws", "[cli][report]") {
+  const std::string dir = fsdptune::testing::make_temp_dir("fsdptune-report-large");
+  const std::string schedule = dir + "/s.json";
+  const auto tuned = run_fsdptune(
+      "tune --model tiny --gpus 2 --pp 2 --microbatches 33000 --seq 128 --hardware h100-sxm "
+      "--max-evaluations 5 --time-budget 0 --out " +
+      schedule);
+  INFO(tuned.err);
+  REQUIRE(tuned.exit_code == 0);
+  const auto report = run_fsdptune("report " + schedule + " --html " + dir + "/r.html");
+  REQUIRE(report.exit_code == 0);
+  const std::string html = read_text_file(dir + "/r.html");
+  // 2 stages x 33000 microbatches x a forward and a backward.
+  CHECK_THAT(html, Catch::Contains("132000 pipeline actions, more than a chart draws (at most "
+                                   "131072): no Gantt chart."));
+  CHECK(html.size() < 1'000'000);
+  XmlElement root;
+  REQUIRE_NOTHROW(root = XmlParser(html).parse());
+  CHECK(fsdptune::report_test::chart_with_id(root, "pipeline-1") == nullptr);
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("report --html draws a pipelined schedule's actions, a row per stage",
           "[cli][report][pipeline]") {
   const std::string dir = fsdptune::testing::make_temp_dir("fsdptune-report-pp");
