@@ -288,8 +288,11 @@ JobSpec noted_job(JobSpec job) {
   }
   // PyTorch's schedules run fewer microbatches than stages, and torchtitan warns of the
   // bubble (build_pipeline_schedule); so does fsdptune (found by QA: said nothing).
+  // A schedule the pipeline then refuses is refused first, its note unsaid (found by QA:
+  // the note, then the error of 1f1b with 2 virtual stages).
   const std::int64_t stages = job.pp * job.virtual_stages;
   if (job.pp > 1 && job.microbatches < stages) {
+    validate_pipeline(job);
     fmt::print(stderr,
                "note: {} over {} ({} x {}): fewer microbatches than stages, which "
                "torchtitan warns leaves a bubble; the figures include it\n",

@@ -135,6 +135,11 @@ TEST_CASE("pipeline notes fewer microbatches than stages", "[cli][pipeline]") {
   const auto enough = run_fsdptune(job + " --microbatches 4");
   REQUIRE(enough.exit_code == 0);
   CHECK_THAT(enough.err, !Catch::Contains("fewer microbatches than stages"));
+  // A schedule refused next is refused without the note first (found by QA).
+  const auto refused = run_fsdptune(job + " --virtual-stages 2");
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.err, Catch::StartsWith("fsdptune: error: --virtual-stages: 1f1b takes one "
+                                            "stage per rank"));
 }
 
 TEST_CASE("simulate --pipeline-steps --trace: every step's actions, the optimizer once",
