@@ -136,7 +136,8 @@ TEST_CASE("pipeline notes fewer microbatches than stages", "[cli][pipeline]") {
   REQUIRE(enough.exit_code == 0);
   CHECK_THAT(enough.err, !Catch::Contains("fewer microbatches than stages"));
   // A schedule refused next is refused without the note first (found by QA).
-  const auto refused = run_fsdptune(job + " --virtual-stages 2");
+  const auto refused = run_fsdptune(
+      "pipeline --model tiny --gpus 4 --seq 512 --hardware h100-sxm --pp 2 --virtual-stages 2");
   CHECK(refused.exit_code == 2);
   CHECK_THAT(refused.err, Catch::StartsWith("fsdptune: error: --virtual-stages: 1f1b takes one "
                                             "stage per rank"));
