@@ -32,7 +32,10 @@ void validate_pipeline(const JobSpec& job, const std::string& source) {
                                   rounds, job.microbatches),
                       // Not "a multiple of the rounds": they change with the count (review:
                       // 10 on pp 3 makes 3 rounds).
-                      fmt::format("a multiple of pp ({}), or fewer microbatches than pp", job.pp));
+                      // Fewer than 2 pp is one round (found by QA: the hint left out 3 on
+                      // pp 2, which runs).
+                      fmt::format("a multiple of pp ({}), or fewer than 2 x pp ({}: one round)",
+                                  job.pp, 2 * job.pp));
     }
   } else if (job.virtual_stages != 1) {
     throw_bad_input(at("--virtual-stages"),

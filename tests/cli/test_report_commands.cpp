@@ -226,6 +226,31 @@ TEST_CASE("report --html leaves out a chart of more bars than a trace draws", "[
   std::filesystem::remove_all(dir);
 }
 
+// Found by QA: the stage of the largest reserved bound at any timing was said alone, its
+// allocated bound (46.0 MiB) under another stage's predicted peak (48.5 MiB).
+TEST_CASE("tune and report name the stage that allocates the most at any timing",
+          "[cli][report]") {
+  const std::string dir = fsdptune::testing::make_temp_dir("fsdptune-report-most-allocated");
+  const std::string schedule = dir + "/s.json";
+  const auto tuned = run_fsdptune(
+      "tune --model tiny --gpus 2 --gpus-per-node 2 --pp 2 --microbatches 4 --keep-gathered no "
+      "--batch 1 --seq 128 --hardware h100-sxm --max-evaluations 20 --time-budget 0 --seed 1 "
+      "--json --out " +
+      schedule);
+  REQUIRE(tuned.exit_code == 0);
+  const auto stages = nlohmann::json::parse(tuned.out).at("any_timing_stages");
+  REQUIRE(stages.size() == 2);
+  const auto value = [&](int s, const char* key) { return stages[s].at(key).get<std::int64_t>(); };
+  // This search's pick: stage 0 reserves the most at any timing, stage 1 allocates the most.
+  REQUIRE(value(0, "peak_reserved_bytes") > value(1, "peak_reserved_bytes"));
+  REQUIRE(value(1, "peak_allocated_bytes") > value(0, "peak_allocated_bytes"));
+  const std::string said = fmt::format("stage 1 allocates the most, {} at most)",
+                                       format_bytes(value(1, "peak_allocated_bytes")));
+  CHECK_THAT(run_fsdptune("simulate --plan " + schedule).out, Catch::Contains(said));
+  CHECK_THAT(run_fsdptune("report " + schedule).out, Catch::Contains(said));
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("report --html draws a pipelined schedule's actions, a row per stage",
           "[cli][report][pipeline]") {
   const std::string dir = fsdptune::testing::make_temp_dir("fsdptune-report-pp");

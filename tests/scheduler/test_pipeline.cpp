@@ -384,6 +384,13 @@ TEST_CASE("pipeline flags are validated", "[pipeline]") {
     job.microbatches = refused;
     CHECK_THROWS_AS(validate_pipeline(job), Error);
   }
+  // The hint names one round too (found by QA: "or fewer microbatches than pp" left out 6).
+  job.microbatches = 9;
+  try {
+    validate_pipeline(job);
+  } catch (const Error& e) {
+    CHECK(e.hint() == "a multiple of pp (4), or fewer than 2 x pp (8: one round)");
+  }
   job.microbatches = 8;
   job.pp_schedule = PipelineSchedule::k1F1B;
   CHECK_THROWS_AS(validate_pipeline(job), Error);  // virtual stages without interleaving
