@@ -341,15 +341,17 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
   // The compositions' improvements stop with the time budget (the compositions themselves,
   // the fsdp2 baselines and the pick's simulation are made regardless): then the search
   // says it stopped for time.
+  bool cut = false;  // a trial left out for time (review: not merely the clock past it)
   const auto out_of_time = [&] {
-    return options.time_budget_s > 0 &&
-           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >=
-               options.time_budget_s;
+    cut = cut || (options.time_budget_s > 0 &&
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >=
+                      options.time_budget_s);
+    return cut;
   };
   const auto compose = [&] {
     std::vector<PipelineComposition> composed =
         pipeline_compositions(spec, judged_times(), limit, out_of_time);
-    if (out_of_time()) tuning.budget_exhausted = true;
+    if (cut) tuning.budget_exhausted = true;
     return composed;
   };
   std::vector<PipelineComposition> compositions = compose();

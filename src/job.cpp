@@ -489,14 +489,15 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& so
     if (actions > static_cast<double>(kMaxPipelineActions)) {
       throw_bad_input(
           at("--microbatches"),
-          fmt::format("{:.0f} pipeline stages x {} microbatches{} make {:.0f} forward and "
-                      "backward actions, more than fsdptune simulates (at most {})",
-                      chunks, job.microbatches,
+          fmt::format("{:.0f} chunks ({} pipeline stages x {} virtual stages) x {} "
+                      "microbatches{} make {:.0f} forward and backward actions, more than "
+                      "fsdptune simulates (at most {})",
+                      chunks, job.pp, job.virtual_stages, job.microbatches,
                       job.pipeline_steps > 1
                           ? fmt::format(" x {} pipeline steps", job.pipeline_steps)
                           : std::string(),
                       actions, kMaxPipelineActions),
-          "fewer microbatches or pipeline stages");
+          "fewer microbatches, pipeline stages or virtual stages");
     }
   }
   return job;

@@ -202,8 +202,8 @@ StageMemory stage_memory(const PipelineSpec& spec, int rank,
       }
     }
     // The two estimates added can truncate a byte under the estimate of the sums, which the
-    // simulator takes: the larger (the second is no more than reserved() where an action
-    // records no rounded sizes at its peak).
+    // simulator takes: the larger (the estimate of the sums is no more than reserved()
+    // where an action records no rounded sizes at its peak).
     stage.peak_reserved_bytes = std::max(
         {stage.peak_reserved_bytes, reserved() + action.peak_reserved_bytes,
          reserved_estimate_bytes(sharded_rounded + action.peak_reserved_sharded_rounded_bytes,

@@ -641,11 +641,11 @@ std::string gantt_chart(const std::string& id, const std::string& title, const P
 // 405B on PP 16 with 65536 microbatches wrote a 340 MB page).
 constexpr std::size_t kMaxChartBars = 131072;
 
-std::string chart_left_out(std::size_t bars, const char* what) {
+std::string chart_left_out(std::size_t bars, const char* what, const char* charts) {
   return fmt::format(
-      "<p class=\"note\">{} {}, more than a chart draws (at most {}): no Gantt chart. The "
-      "tables above hold the figures.</p>\n",
-      bars, what, kMaxChartBars);
+      "<p class=\"note\">{} {}, more than a chart draws (at most {}): no {}. The tables "
+      "above hold the figures.</p>\n",
+      bars, what, kMaxChartBars, charts);
 }
 
 // Does every stage of this pipeline schedule store its actions (schedules written since
@@ -1283,7 +1283,7 @@ std::string schedule_section(const Report& report, std::size_t index, const Repo
     std::size_t actions = 0;
     for (const ScheduleStage& stage : file.pipeline->stages) actions += stage.actions.size();
     if (actions > kMaxChartBars) {
-      out += chart_left_out(actions, "pipeline actions");
+      out += chart_left_out(actions, "pipeline actions", "Gantt chart");
     } else if (has_pipeline_actions(*file.pipeline)) {
       out += "<h3>One step, predicted (pipeline schedule)</h3>\n";
       out += pipeline_gantt_chart(fmt::format("pipeline-{}", index + 1), file);
@@ -1295,7 +1295,8 @@ std::string schedule_section(const Report& report, std::size_t index, const Repo
   } else if (program.tasks.empty() || file.timings.size() != program.tasks.size()) {
     out += "<p class=\"note\">This schedule has no per-task timings: no Gantt chart.</p>\n";
   } else if (program.tasks.size() > kMaxChartBars) {
-    out += chart_left_out(program.tasks.size(), "tasks");
+    out += chart_left_out(program.tasks.size(), "tasks",
+                          "Gantt chart, memory chart or measured Gantt chart");
   } else {
     double step_s = file.predicted.step_time_s;
     for (const TaskTiming& timing : file.timings) step_s = std::max(step_s, timing.end_s);

@@ -1722,9 +1722,9 @@ void refuse_other_format(const json& json_in, const std::string& source) {
     throw_bad_input(
         source + ": format",
         fmt::format("\"{}\", expected \"{}\"", format->get<std::string>(), kScheduleFormatName),
-        measured ? "this is a measured file (validate --out): `fsdptune compare SCHEDULE "
-                   "MEASURED` takes the schedule first, `fsdptune report SCHEDULE --measured "
-                   "MEASURED` takes it after --measured"
+        measured ? "this is a measured file (validate --out), not a schedule: compare and "
+                   "report take it after the schedule (`fsdptune compare SCHEDULE MEASURED`, "
+                   "`fsdptune report SCHEDULE --measured MEASURED`)"
                  : "is this a schedule file written by `fsdptune tune`?");
   }
   // A plan file has neither field: an object with them and no format is a schedule file

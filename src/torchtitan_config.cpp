@@ -709,9 +709,11 @@ void read_config_keys(const toml::value& root, const std::string& source, Torcht
     c.pp_explicit_split_where = fqns_where;
   }
   if (points != nullptr) {
-    // An array, or one comma-separated string as older torchtitan's command line took it
-    // (its string_list; found by QA: refused, where converters take both).
-    c.pp_split_points = name_list(*points, points_where);
+    // An array (each item one module), or one comma-separated string as older torchtitan's
+    // command line took it (its string_list; found by QA: refused, where converters take
+    // both).
+    c.pp_split_points =
+        points->is_string() ? name_list(*points, points_where) : strings(*points, points_where);
     c.pp_explicit_split_where = points_where;
   }
   r.integer(
@@ -924,8 +926,8 @@ std::int64_t named_stages_per_rank(const TorchtitanConfig& c, const JobSpec& job
   }
   const auto stages = static_cast<std::int64_t>(job.pp_chunk_blocks.size());
   if (stages % job.pp != 0) {
-    throw_bad_input(at,
-                    fmt::format("{} stages do not divide over pipeline degree {}", stages, job.pp));
+    throw_bad_input(at, fmt::format("{} {} not divide over pipeline degree {}",
+                                    counted(stages, "stage"), stages == 1 ? "does" : "do", job.pp));
   }
   const std::int64_t per_rank = stages / job.pp;
   check_stages_per_rank(job, per_rank, at);
@@ -1100,18 +1102,9 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
     }
   } else {
     job.async_tp = c.async_tp && job.tp > 1;
-    if (job.async_tp && !c.compile) {
-      throw_bad_input(c.async_tp_where, "torchtitan runs async TP only compiled",
-                      c.compile_without_model_where.empty()
-                          ? "set [compile] enable = true (or [training] compile = true in "
-                            "older torchtitan), or enable_async_tensor_parallel = false"
-                          : fmt::format("{} leaves out \"model\": add it, or set "
-                                        "enable_async_tensor_parallel = false",
-                                        c.compile_without_model_where));
-    }
     // The config's async TP under a --execution other than compiled: the flag is at fault,
     // and the config's key is what to drop (found by QA: the hint said "drop --async-tp",
-    // a flag never given).
+    // a flag never given). First: the config's compile setting is then beside the point.
     if (job.async_tp && o.execution && *o.execution != Execution::kCompiled) {
       throw_bad_input("--execution",
                       fmt::format("async TP runs only compiled, not {} (torchtitan refuses it)",
@@ -1119,6 +1112,16 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
                       fmt::format("give --execution compiled, or set "
                                   "enable_async_tensor_parallel = false ({})",
                                   c.async_tp_where));
+    }
+    // An eager config's async TP (unless --execution compiled replaces its compile setting).
+    if (job.async_tp && !c.compile && !o.execution) {
+      throw_bad_input(c.async_tp_where, "torchtitan runs async TP only compiled",
+                      c.compile_without_model_where.empty()
+                          ? "set [compile] enable = true (or [training] compile = true in "
+                            "older torchtitan), or enable_async_tensor_parallel = false"
+                          : fmt::format("{} leaves out \"model\": add it, or set "
+                                        "enable_async_tensor_parallel = false",
+                                        c.compile_without_model_where));
     }
   }
   job.execution = o.execution ? *o.execution : torchtitan_execution(c);

@@ -107,6 +107,15 @@ std::string collective_source(const CostEstimate& estimate, const ResolvedCostMo
     std::vector<std::string> groups;
     for (const CollectiveSweep& sweep : resolved.profile->collectives) {
       if (sweep.kind != kind) continue;
+      // This very group: a sweep of one size answers that size alone (review).
+      if (sweep.group.ranks == group.ranks &&
+          sweep_ranks_per_node(sweep.group) == sweep_ranks_per_node(group) &&
+          sweep.points.size() == 1) {
+        return fmt::format(
+            "analytic model: the profile measured {} over this group at {} alone, which "
+            "answers that size only",
+            to_string(kind), format_bytes(sweep.points.front().bytes));
+      }
       groups.push_back(fmt::format("{} ({} per node)", counted(sweep.group.ranks, "rank"),
                                    sweep_ranks_per_node(sweep.group)));
     }

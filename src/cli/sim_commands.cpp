@@ -230,8 +230,8 @@ void resolve_schedule_costs(const CostOptions& flags, const ScheduleFile& schedu
       // was the schedule's).
       inputs.cost_note = fmt::format(
           "costs: {} replays its stored program, whose durations are those of the profile {} "
-          "it was tuned with (that file {} now), so the step time is the schedule's",
-          path, recorded, why);
+          "it was tuned with, so the step time is the schedule's; {} {}",
+          path, recorded, recorded, why);
     }
   } else if (!flags.profile.empty()) {
     inputs.costs.profile = read_profile_option(flags.profile);

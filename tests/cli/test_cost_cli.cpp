@@ -193,6 +193,20 @@ TEST_CASE("cost with a profile uses its measurements", "[cli][cost]") {
           .out,
       Catch::Contains("(analytic model: the profile measured all_gather over 8 ranks (8 "
                       "per node) only)"));
+  // Its own group measured at one size: that size alone is answered (review: it said the
+  // group was not measured).
+  nlohmann::json one_point = fsdptune::read_json_file(profile);
+  for (auto& sweep : one_point.at("collectives")) {
+    auto& points = sweep.at("points");
+    points = nlohmann::json::array({points[points.size() / 2]});
+  }
+  const std::string single = dir + "/single.json";
+  fsdptune::write_file_atomically(single, fsdptune::dump_json(one_point));
+  CHECK_THAT(
+      run_fsdptune("cost --profile " + single + " --collective all_gather --bytes 3GiB --gpus 8")
+          .out,
+      Catch::Contains("(analytic model: the profile measured all_gather over this group at ") &&
+          Catch::Contains(" alone, which answers that size only)"));
   // A profile and another GPU's spec do not mix.
   const auto mismatch =
       run_fsdptune("cost --profile " + profile + " --hardware a100-80g --gemm 1024,1024,1024");

@@ -185,8 +185,12 @@ TEST_CASE("validate replays a tuned tiny schedule on 2 cpu ranks with --check-da
     CHECK(swapped.exit_code == 2);
     CHECK_THAT(swapped.err, Catch::Contains("measured.json: format") &&
                                 Catch::Contains("this is a measured file (validate --out)") &&
-                                Catch::Contains("takes it after --measured"));
+                                Catch::Contains("fsdptune report SCHEDULE --measured MEASURED"));
   }
+  // Also where no measured file goes: the same words fit (review: "takes the schedule
+  // first" read oddly under simulate --plan).
+  CHECK_THAT(run_fsdptune("simulate --plan " + measured_path).err,
+             Catch::Contains("not a schedule: compare and report take it after the schedule"));
 }
 
 TEST_CASE("validate with full AC: the measured peak stays within the any-timing peak",

@@ -506,12 +506,20 @@ TEST_CASE("normalize_job bounds a pipeline's actions", "[job]") {
     FAIL("accepted");
   } catch (const Error& e) {
     CHECK(e.where() == "--microbatches");
-    CHECK_THAT(e.message(), Catch::Contains("8192 pipeline stages x 65536 microbatches make "
-                                            "1073741824 forward and backward actions") &&
+    CHECK_THAT(e.message(), Catch::Contains("8192 chunks (8192 pipeline stages x 1 virtual "
+                                            "stages) x 65536 microbatches make 1073741824 "
+                                            "forward and backward actions") &&
                                 Catch::Contains("(at most 33554432)"));
   }
-  // 405B's largest pipeline (126 chunks of one block at most) is within the bound.
-  CHECK(2 * 126 * kMaxJobMicrobatches <= kMaxPipelineActions);
   job.microbatches = kMaxPipelineActions / (2 * 8192);
   CHECK_NOTHROW(normalize_job(model, job));
+  // 405B's largest pipeline (126 chunks of one block) is within the bound.
+  const ModelSpec llama = builtin_model("llama3-405b");
+  JobSpec largest;
+  largest.gpus = 1008;
+  largest.pp = 63;
+  largest.virtual_stages = 2;
+  largest.pp_schedule = PipelineSchedule::kInterleaved1F1B;
+  largest.microbatches = kMaxJobMicrobatches;
+  CHECK_NOTHROW(normalize_job(llama, largest));
 }

@@ -179,10 +179,17 @@ TEST_CASE("torchtitan: stages named module by module become the job's blocks per
                                 "pipeline_parallel_split_points = ['layers.10', 'layers.20', "
                                 "'norm']\n");
   CHECK(points.pp_chunk_blocks == std::vector<std::int64_t>{10, 10, 12, 0});
-  // ...also as one comma-separated string, as its command line took them (found by QA).
+  // ...also as one comma-separated string, as its command line took them (found by QA);
+  // an array's item is one module name, commas and all (review).
   CHECK(job_8b(kOpAc + "[experimental]\npipeline_parallel_degree = 4\n"
                        "pipeline_parallel_split_points = 'layers.10, layers.20,norm'\n")
             .pp_chunk_blocks == points.pp_chunk_blocks);
+  CHECK_THAT(error_of([&] {
+               job_8b(kOpAc +
+                      "[experimental]\npipeline_parallel_degree = 4\n"
+                      "pipeline_parallel_split_points = ['layers.10,layers.20', 'norm']\n");
+             }).message(),
+             Catch::Contains("'layers.10,layers.20' is no split point"));
   // Four stages on two ranks: interleaved, two per rank; GPipe runs one.
   const std::string four =
       "pipeline_parallel_degree = 2\npipeline_parallel_split_points = ['layers.8', "
@@ -423,6 +430,15 @@ TEST_CASE("torchtitan settings fsdptune does not model are rejected by their fie
              Catch::Contains("give --execution compiled, or set enable_async_tensor_parallel = "
                              "false (train.toml: [parallelism] enable_async_tensor_parallel)") &&
                  !Catch::Contains("--async-tp"));
+  // Also over an eager config: the flag, not the config's compile setting, is at fault
+  // (review: the hint said to set [compile] enable, then failed on --execution); and
+  // --execution compiled replaces that setting.
+  const std::string async_eager_config =
+      "[parallelism]\ntensor_parallel_degree = 2\nenable_async_tensor_parallel = true\n";
+  CHECK(error_of([&] { job_8b(kOpAc + async_eager_config, eager); }).where() == "--execution");
+  JobOverrides compiled;
+  compiled.execution = Execution::kCompiled;
+  CHECK(job_8b(kOpAc + async_eager_config, compiled).async_tp);
   // The blocks run compiled only when the model component is compiled; eager is PyTorch's
   // of today (RMSNorm fused), the older unfused eager only by override.
   CHECK(job_8b(kOpAc).execution == Execution::kEager);
