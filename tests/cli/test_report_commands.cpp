@@ -228,8 +228,7 @@ TEST_CASE("report --html leaves out a chart of more bars than a trace draws", "[
 
 // Found by QA: the stage of the largest reserved bound at any timing was said alone, its
 // allocated bound (46.0 MiB) under another stage's predicted peak (48.5 MiB).
-TEST_CASE("tune and report name the stage that allocates the most at any timing",
-          "[cli][report]") {
+TEST_CASE("tune and report name the stage that allocates the most at any timing", "[cli][report]") {
   const std::string dir = fsdptune::testing::make_temp_dir("fsdptune-report-most-allocated");
   const std::string schedule = dir + "/s.json";
   const auto tuned = run_fsdptune(
