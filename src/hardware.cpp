@@ -240,4 +240,10 @@ HardwareSpec builtin_hardware(const std::string& id) {
                   fmt::format("built-in hardware: {}", fmt::join(builtin_hardware_names(), ", ")));
 }
 
+bool same_figures(const HardwareSpec& a, const HardwareSpec& b) {
+  HardwareSpec renamed = b;
+  renamed.name = a.name;
+  return a == renamed;
+}
+
 }  // namespace fsdptune

@@ -1760,7 +1760,7 @@ bool schedule_has_hash(const ScheduleFile& schedule, const std::string& hash) {
 
 void check_schedule_hardware(const ScheduleFile& schedule, const HardwareSpec& hardware,
                              const std::string& source) {
-  if (schedule.hardware == hardware) return;
+  if (same_figures(schedule.hardware, hardware)) return;
   const std::string& id = schedule.hardware.id;
   if (id != hardware.id) {
     throw_bad_input(
@@ -1778,6 +1778,7 @@ void check_schedule_hardware(const ScheduleFile& schedule, const HardwareSpec& h
   both.update(theirs);
   for (const auto& item : both.items()) {
     const std::string& key = item.key();
+    if (key == "name") continue;
     const auto figure = [&key](const json& spec) {
       return spec.contains(key) ? spec.at(key).dump() : std::string("absent");
     };

@@ -51,6 +51,10 @@ struct HardwareSpec {
   bool operator==(const HardwareSpec&) const = default;
 };
 
+// Whether `a` and `b` price alike: every field but the free-text name equal (a schedule's
+// spec and a --hardware file; found by QA: a copy renamed was refused as another spec).
+bool same_figures(const HardwareSpec& a, const HardwareSpec& b);
+
 // Reads a hardware spec ("format": "fsdptune-hardware", "version": 1). Fields with a
 // default above may be omitted; unknown fields, missing required ones, negative or
 // non-numeric values throw Error(kBadInput) naming `source` and the field.

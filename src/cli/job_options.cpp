@@ -357,7 +357,18 @@ JobSpec to_job_spec(const JobOptions& options, const ModelSpec& model,
   if (!options.pp_chunk_blocks.empty()) {
     job.pp_chunk_blocks = parse_chunk_blocks(options.pp_chunk_blocks);
   }
-  return noted_job(normalize_job(model, job));
+  try {
+    return noted_job(normalize_job(model, job));
+  } catch (const Error& e) {
+    // Nodes of the hardware spec's size, not of a flag given (found by QA: "(--gpus-per-node)"
+    // for a spec's gpus_per_node 3; cost says "the hardware's").
+    const std::string flag_named = "(--gpus-per-node)";
+    const std::size_t at = e.message().find(flag_named);
+    if (per_node_given || hardware == nullptr || at == std::string::npos) throw;
+    std::string message = e.message();
+    message.replace(at, flag_named.size(), "(--gpus-per-node, the hardware's)");
+    throw Error(e.kind(), e.where(), message, e.hint());
+  }
 }
 
 void add_plan_options(CLI::App* command, PlanOptions& options, bool with_plan) {

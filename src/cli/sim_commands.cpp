@@ -186,7 +186,7 @@ void resolve_schedule_costs(const CostOptions& flags, const ScheduleFile& schedu
   const HardwareSpec& hardware = schedule.hardware;
   if (!flags.hardware.empty()) {
     const HardwareSpec given = resolve_hardware_option(flags.hardware);
-    if (given != hardware) {
+    if (!same_figures(given, hardware)) {
       throw_bad_input(
           "--hardware",
           given.id == hardware.id

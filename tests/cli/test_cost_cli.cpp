@@ -337,3 +337,28 @@ TEST_CASE("a profile of another version is refused by cost", "[cli][cost]") {
   CHECK_THAT(result.err, Catch::Contains("old.json"));
   CHECK_THAT(result.err, Catch::Contains("version"));
 }
+
+// Found by QA: nodes of a spec's own gpus_per_node were blamed on --gpus-per-node, a flag
+// never given, by the job commands (cost said "the hardware's").
+TEST_CASE("nodes of the hardware spec's size are named as the hardware's", "[cli][cost]") {
+  const std::string dir = fsdptune::testing::make_temp_dir("fsdptune-nodes-of-3");
+  nlohmann::json spec =
+      fsdptune::read_json_file(std::string(FSDPTUNE_SOURCE_DIR) + "/profiles/h100-sxm.json");
+  spec["id"] = "nodes-of-3";
+  spec["gpus_per_node"] = 3;
+  const std::string path = dir + "/spec.json";
+  fsdptune::write_file_atomically(path, fsdptune::dump_json(spec));
+  for (const std::string& command :
+       {"cost --hardware " + path + " --collective all_gather --bytes 1MiB --gpus 8",
+        "simulate --model tiny --hardware " + path + " --gpus 8"}) {
+    const auto result = run_fsdptune(command);
+    CHECK(result.exit_code == 2);
+    CHECK_THAT(result.err, Catch::Contains("8 GPUs do not fill nodes of 3 (--gpus-per-node, the "
+                                           "hardware's)"));
+  }
+  // Given as a flag, the flag is named.
+  CHECK_THAT(
+      run_fsdptune("simulate --model tiny --hardware " + path + " --gpus 8 --gpus-per-node 3").err,
+      Catch::Contains("do not fill nodes of 3 (--gpus-per-node)"));
+  std::filesystem::remove_all(dir);
+}
