@@ -545,9 +545,12 @@ Unit output_unit(const ModelSpec& model, const JobSpec& job, const Dims& dims, i
   fwd.push_back(output_gemm);
   if (dims.tp > 1) {
     // Loss parallel: the softmax over vocab shards all-reduces the per-token max, the
-    // sum of exponentials and the target logit (3 fp32 per token).
-    fwd.push_back(collective_op("loss.parallel_all_reduce", CollectiveKind::kAllReduce,
-                                3 * T * kFp32Bytes, dims, false));
+    // sum of exponentials and the target logit (3 fp32 per token), in fp32 (found by QA:
+    // the op kept the activation dtype, and the replay all-reduced twice as many bf16).
+    Op loss_reduce = collective_op("loss.parallel_all_reduce", CollectiveKind::kAllReduce,
+                                   3 * T * kFp32Bytes, dims, false);
+    loss_reduce.dtype = DType::kFP32;
+    fwd.push_back(std::move(loss_reduce));
   }
   // torchtitan: cross_entropy(logits.float(), labels): the upcast reads the logits and
   // writes fp32 (a + 4), log_softmax reads and writes fp32 (4 + 4).

@@ -365,12 +365,17 @@ std::string tp_mismatch_message(const TpCollective& collective, const std::strin
   const std::string from = collective.kind == CollectiveKind::kAllGather
                                ? fmt::format("the part of {} rank {}", dim, index / collective.part)
                                : fmt::format("the sum over {} {} ranks", collective.ranks, dim);
+  // An all-reduce's operand is every rank's whole (found by QA: "384 elements per rank" of
+  // an all-reduce of 768).
+  const std::string elements =
+      collective.kind == CollectiveKind::kAllReduce
+          ? counted(collective.input_elements(), "element") + " on every rank"
+          : counted(collective.part, "element") + " per rank";
   return fmt::format(
-      "{}: {} {} ({} over {} ranks, {} elements per rank) on rank {} ({} rank {}): output "
+      "{}: {} {} ({} over {} ranks, {}) on rank {} ({} rank {}): output "
       "element {} ({}): expected {}, got {}",
       what, dim, to_string(collective.kind), to_string(collective.dtype), collective.ranks,
-      collective.part, rank, dim, tp_rank, index, from, tp_expected(collective, tp_rank, index),
-      actual);
+      elements, rank, dim, tp_rank, index, from, tp_expected(collective, tp_rank, index), actual);
 }
 
 std::optional<std::string> check_tp_output(const TpCollective& collective, const std::string& what,

@@ -302,6 +302,11 @@ TEST_CASE("TP adds sequence-parallel collectives, mirrored in backward", "[workl
   // Column-parallel wq: n = 2 heads * 4 / 2.
   CHECK(find_op(block.forward_ops, "layers.0.attention.wq").gemm == GemmShape{512, 4, 8});
   CHECK(find_op(block.forward_ops, "layers.0.attention.sdpa").attention.heads == 1);
+  // The parallel loss all-reduces 3 fp32 values per token, in fp32 (found by QA: the op kept
+  // bf16, and the replay all-reduced 2 x 1536 bf16 values).
+  const Op& loss = find_op(w.units.back().forward_ops, "loss.parallel_all_reduce");
+  CHECK(loss.dtype == DType::kFP32);
+  CHECK(loss.bytes == 3 * 512 * 4);
   // No collectives at tp = 1.
   const Workload untouched = make(model, 16, 1, 2, 256);  // outlives the loop below
   for (const Op& op : untouched.units.at(1).forward_ops) {
