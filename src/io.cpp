@@ -1,7 +1,10 @@
 #include "fsdptune/io.hpp"
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -98,6 +101,72 @@ void write_in_place(const std::string& path, const std::filesystem::path& target
 // The longest file name fsdptune writes: 255 bytes, what Linux file systems take.
 constexpr std::size_t kMaxFileName = 255;
 
+// What an interrupted write leaves to remove: its temporaries and the folders it made
+// (found by QA: SIGINT or SIGTERM between a temporary's creation and its rename left both).
+// Slots a signal handler reads without locks or allocation: unlink and rmdir are
+// async-signal-safe. Folders are registered deepest first, and removed only when empty.
+struct PendingPath {
+  std::atomic<bool> used{false};
+  bool folder = false;
+  std::array<char, 4096> path{};
+};
+constexpr int kMaxPending = 64;
+std::array<PendingPath, kMaxPending> pending_paths;
+
+extern "C" void remove_pending_and_reraise(int signal_number) {
+  // Files, then folders three times over (a later output's deeper folder may have been
+  // registered after its parent).
+  for (const bool folders : {false, true, true, true}) {
+    for (PendingPath& entry : pending_paths) {
+      if (!entry.used.load() || entry.folder != folders) continue;
+      if (folders) {
+        ::rmdir(entry.path.data());
+      } else {
+        ::unlink(entry.path.data());
+      }
+    }
+  }
+  std::signal(signal_number, SIG_DFL);
+  std::raise(signal_number);
+}
+
+// The handler for SIGINT, SIGTERM and SIGHUP, where they would end the process (their
+// default): one ignored (a background job's SIGINT) or handled by someone else stays so.
+// Looked at on every write (a few system calls beside a file's): a disposition set back to
+// the default since (a forked child's) gets the handler again.
+void install_cleanup_handlers() {
+  for (const int signal_number : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction current {};
+    if (::sigaction(signal_number, nullptr, &current) != 0 || current.sa_handler != SIG_DFL)
+      continue;
+    struct sigaction action {};
+    action.sa_handler = remove_pending_and_reraise;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(signal_number, &action, nullptr);
+  }
+}
+
+// `path` in a free slot until unregister_pending(slot); -1 (not registered) when the slots
+// are taken or the path is too long: it is then left behind if a signal comes.
+int register_pending(const std::string& path, bool folder) {
+  if (path.size() >= PendingPath{}.path.size()) return -1;
+  install_cleanup_handlers();
+  for (int slot = 0; slot < kMaxPending; ++slot) {
+    PendingPath& entry = pending_paths[static_cast<std::size_t>(slot)];
+    if (entry.used.load()) continue;
+    std::copy(path.begin(), path.end(), entry.path.begin());
+    entry.path[path.size()] = '\0';
+    entry.folder = folder;
+    entry.used.store(true);
+    return slot;
+  }
+  return -1;
+}
+
+void unregister_pending(int slot) {
+  if (slot >= 0) pending_paths[static_cast<std::size_t>(slot)].used.store(false);
+}
+
 // Creates `target`'s temporary exclusively (O_EXCL: never through a link someone left at
 // its name, never into another process's file) as TARGET.tmp.PID, or TARGET.tmp.PID.N where
 // that exists (a stale one of an earlier process of the same pid), the target's name cut
@@ -106,7 +175,7 @@ constexpr std::size_t kMaxFileName = 255;
 // (found by QA: a 0600 file came back 0644) and flushes it to the disk before the rename
 // (fsync: else a crash soon after can leave the renamed file empty). Returns its path.
 std::filesystem::path write_temporary(const std::string& path, const std::filesystem::path& target,
-                                      const std::string& content) {
+                                      const std::string& content, std::vector<int>& pending) {
   struct stat existing {};
   const bool replaces = ::stat(target.c_str(), &existing) == 0 && S_ISREG(existing.st_mode);
   // Room for the longest suffix (".tmp.PID.99"), so that every attempt has one stem.
@@ -116,10 +185,18 @@ std::filesystem::path write_temporary(const std::string& path, const std::filesy
     const std::string suffix =
         n == 0 ? fmt::format(".tmp.{}", ::getpid()) : fmt::format(".tmp.{}.{}", ::getpid(), n);
     const std::string name = (target.parent_path() / (stem + suffix)).string();
+    // Registered before it exists, so that a signal never finds it made and unregistered.
+    const int slot = register_pending(name, false);
     errno = 0;
     const int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 && errno == EEXIST) continue;
-    if (fd < 0) throw_runtime(path, "cannot open for writing" + errno_reason());
+    if (fd < 0) {
+      const int error = errno;
+      unregister_pending(slot);
+      if (error == EEXIST) continue;
+      errno = error;
+      throw_runtime(path, "cannot open for writing" + errno_reason());
+    }
+    pending.push_back(slot);
     if (replaces) ::fchmod(fd, existing.st_mode & 07777);  // best effort, as cp's
     std::size_t written = 0;
     while (written < content.size()) {
@@ -179,6 +256,14 @@ void write_files_atomically(const std::vector<OutputFile>& files) {
   };
   std::vector<Staged> staged;
   std::vector<fs::path> created;  // folders made for the outputs, deepest first per output
+  // Removed by a SIGINT, SIGTERM or SIGHUP until the renames are done (pending_paths).
+  std::vector<int> pending;
+  struct Unregister {
+    std::vector<int>& slots;
+    ~Unregister() {
+      for (const int slot : slots) unregister_pending(slot);
+    }
+  } unregister{pending};
   // On failure nothing is left behind: no temporary, no folder made for an output
   // (found by QA: a failed write left the folders it had created).
   const auto remove_temporaries = [&staged, &created] {
@@ -206,6 +291,7 @@ void write_files_atomically(const std::vector<OutputFile>& files) {
       const fs::path target = follow_links(file.path);
       if (target.has_parent_path()) {
         const std::vector<fs::path> missing = missing_folders(target);
+        for (const fs::path& folder : missing) pending.push_back(register_pending(folder, true));
         std::error_code ec;
         fs::create_directories(target.parent_path(), ec);
         // Deeper folders of a later output come first in `created`, so removing in order
@@ -216,7 +302,8 @@ void write_files_atomically(const std::vector<OutputFile>& files) {
       }
       // Per process: two runs writing one file (a sweep of jobs with the same --out) must
       // not rename each other's temporary away.
-      staged.push_back({&file, target, write_temporary(named(file), target, file.content)});
+      staged.push_back(
+          {&file, target, write_temporary(named(file), target, file.content, pending)});
     }
     // Devices and FIFOs before any rename: /dev/full failing after the renames left the
     // other outputs replaced. (What was written into a FIFO cannot be taken back.)

@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -7,6 +9,7 @@
 #include <thread>
 
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -310,6 +313,45 @@ TEST_CASE("write_file_atomically writes through a link and into a FIFO", "[io]")
   CHECK(received == "through\n");
   CHECK(fs::is_fifo(fifo));
   CHECK(std::distance(fs::directory_iterator(dir), fs::directory_iterator()) == 4);
+  fs::remove_all(dir);
+}
+
+// Found by QA: SIGINT or SIGTERM between a temporary's creation and its rename left the
+// temporary and the folders made for it. A child writes a file into a new folder and a
+// FIFO, which blocks (no reader) after the file's temporary is written and before any
+// rename; killed there, it leaves nothing.
+TEST_CASE("write_files_atomically: a SIGTERM mid-write leaves no temporary or folder", "[io]") {
+  namespace fs = std::filesystem;
+  const auto dir = fs::temp_directory_path() / unique("fsdptune-io-signal");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path fifo = dir / "fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    std::signal(SIGTERM, SIG_DFL);  // as in fsdptune (Catch2 handles it in the tests)
+    write_files_atomically({{(dir / "new" / "deeper" / "out.json").string(), "{}\n", "--out"},
+                            {fifo.string(), "blocked\n", "--trace"}});
+    std::_Exit(0);  // not reached: nothing reads the FIFO
+  }
+  // Its temporary made (registered before it exists), the child goes on to the FIFO
+  // (polled: no time is asserted; killed before the FIFO, it leaves nothing either).
+  const auto temporary_written = [&] {
+    if (!fs::exists(dir / "new" / "deeper")) return false;
+    for (const auto& entry : fs::directory_iterator(dir / "new" / "deeper")) {
+      if (entry.path().filename().string().rfind("out.json.tmp.", 0) == 0) return true;
+    }
+    return false;
+  };
+  while (!temporary_written()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(::kill(child, SIGTERM) == 0);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGTERM);
+  CHECK_FALSE(fs::exists(dir / "new"));  // the temporary, then both folders made for it
+  CHECK(fs::is_fifo(fifo));
   fs::remove_all(dir);
 }
 
