@@ -312,6 +312,9 @@ int main(int argc, char** argv) {
           "than this machine has\n");
       return 1;
     } catch (const std::exception& e) {
+      // A write to standard output that failed (fmt's "cannot write to file"): said once,
+      // below, naming standard output (found by QA: two lines, the first naming a file).
+      if (std::ferror(stdout) != 0) return 1;
       say(fmt::format("fsdptune: error: {}\n", e.what()));
       return 1;
     }

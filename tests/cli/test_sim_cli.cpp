@@ -150,6 +150,14 @@ TEST_CASE("simulate: a failed write names its flag", "[cli][simulate]") {
   const auto full = run_fsdptune(kTiny + " --trace /dev/full");
   CHECK(full.exit_code == 1);
   CHECK_THAT(full.err, Catch::Contains("error: --trace /dev/full: write failed"));
+  // Standard output full: one line naming it (found by QA: workload --json said "cannot write
+  // to file" first).
+  for (const std::string& command :
+       {std::string("workload --model tiny --gpus 2 --json"), kTiny + " --json"}) {
+    const auto out_full = run_fsdptune(command + " > /dev/full");
+    CHECK(out_full.exit_code == 1);
+    CHECK(out_full.err == "fsdptune: error: standard output: the output could not be written\n");
+  }
 }
 
 TEST_CASE("simulate: a limit that is too small", "[cli][simulate]") {
