@@ -106,7 +106,8 @@ constexpr std::size_t kMaxFileName = 255;
 // Slots a signal handler reads without locks or allocation: unlink and rmdir are
 // async-signal-safe. Folders are registered deepest first, and removed only when empty.
 struct PendingPath {
-  std::atomic<bool> used{false};
+  std::atomic<bool> claimed{false};  // taken by a writer (its path may be half copied)
+  std::atomic<bool> used{false};     // its path complete: the handler's to remove
   bool folder = false;
   std::array<char, 4096> path{};
 };
@@ -153,7 +154,10 @@ int register_pending(const std::string& path, bool folder) {
   install_cleanup_handlers();
   for (int slot = 0; slot < kMaxPending; ++slot) {
     PendingPath& entry = pending_paths[static_cast<std::size_t>(slot)];
-    if (entry.used.load()) continue;
+    bool free = false;
+    // Claimed first (two threads writing at once take different slots), marked used once
+    // the path is whole (a signal never reads a half-copied one).
+    if (!entry.claimed.compare_exchange_strong(free, true)) continue;
     std::copy(path.begin(), path.end(), entry.path.begin());
     entry.path[path.size()] = '\0';
     entry.folder = folder;
@@ -164,7 +168,10 @@ int register_pending(const std::string& path, bool folder) {
 }
 
 void unregister_pending(int slot) {
-  if (slot >= 0) pending_paths[static_cast<std::size_t>(slot)].used.store(false);
+  if (slot < 0) return;
+  PendingPath& entry = pending_paths[static_cast<std::size_t>(slot)];
+  entry.used.store(false);
+  entry.claimed.store(false);
 }
 
 // Creates `target`'s temporary exclusively (O_EXCL: never through a link someone left at
