@@ -470,11 +470,7 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
   std::int64_t best_reserved = judged_reserved(tuning.best);
   double fastest_s = tuning.best.result.step_time_s;
   if (any_fits) fastest_s = std::min(fastest_s, compositions[fastest].step_time_s);
-  for (const Alternative& alternative : alternatives) {
-    if (alternative.reserved <= limit) {
-      fastest_s = std::min(fastest_s, alternative.sim->result.step_time_s);
-    }
-  }
+  fastest_s = std::min(fastest_s, baseline_s);  // the fastest alternative that fits (if any)
   const double allowed_s = std::min(fastest_s * (1 + options.step_time_tolerance), baseline_s);
   for (const Alternative& alternative : alternatives) {
     if (alternative.reserved > limit) continue;

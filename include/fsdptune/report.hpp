@@ -231,6 +231,13 @@ std::string render_report_html(const std::vector<ReportEntry>& entries,
 std::string any_timing_verdict(std::int64_t allocated_bytes, std::int64_t reserved_bytes,
                                std::int64_t limit_bytes, bool fits_as_predicted = true);
 
+// Of a pipeline's stages at any timing: the one of the largest reserved bound (ties by
+// allocated), which the any-timing lines of tune, simulate and report name; and "; stage r
+// allocates the most, X at most" where another stage allocates more ("" otherwise).
+// REQUIRES: stages non-empty.
+const StageAnyTiming& largest_reserved_stage(const std::vector<StageAnyTiming>& stages);
+std::string most_allocated_clause(const std::vector<StageAnyTiming>& stages);
+
 // Shared by the renderers (exposed for tests).
 // Escapes & < > " ' for XML text and attribute values.
 std::string escape_xml(const std::string& text);

@@ -453,31 +453,16 @@ std::string torchtitan_keep_gathered_note(const ScheduleFile& schedule) {
 std::string pipeline_any_timing_text(const std::vector<StageAnyTiming>& stages,
                                      std::int64_t limit_bytes, bool fits_as_predicted) {
   FSDPTUNE_CHECK(!stages.empty(), "pipeline_any_timing_text: no stage");
-  const auto largest = std::max_element(
-      stages.begin(), stages.end(), [](const StageAnyTiming& a, const StageAnyTiming& b) {
-        // Ties (reserved rounds to segments) by allocated.
-        return std::pair(a.peak_reserved_bytes, a.peak_allocated_bytes) <
-               std::pair(b.peak_reserved_bytes, b.peak_allocated_bytes);
-      });
-  // The stage of the largest reserved bound may not allocate the most: then that one is said
-  // too (found by QA: "46.0 MiB allocated ... at most" beside another stage's predicted 48.5).
-  const auto most_allocated = std::max_element(
-      stages.begin(), stages.end(), [](const StageAnyTiming& a, const StageAnyTiming& b) {
-        return a.peak_allocated_bytes < b.peak_allocated_bytes;
-      });
-  const std::string other =
-      most_allocated->peak_allocated_bytes > largest->peak_allocated_bytes
-          ? fmt::format("; stage {} allocates the most, {} at most", most_allocated->rank,
-                        format_bytes(most_allocated->peak_allocated_bytes))
-          : std::string();
+  const StageAnyTiming& largest = largest_reserved_stage(stages);
+  const std::string other = most_allocated_clause(stages);
   std::string text = fmt::format(
       "any timing         {} allocated, {} reserved at most (stage {}: its actions in order, each "
       "at any timing of its tasks{})\n",
-      format_bytes(largest->peak_allocated_bytes), format_bytes(largest->peak_reserved_bytes),
-      largest->rank, other);
-  if (largest->peak_reserved_bytes > limit_bytes) {
+      format_bytes(largest.peak_allocated_bytes), format_bytes(largest.peak_reserved_bytes),
+      largest.rank, other);
+  if (largest.peak_reserved_bytes > limit_bytes) {
     text += "  " +
-            any_timing_verdict(largest->peak_allocated_bytes, largest->peak_reserved_bytes,
+            any_timing_verdict(largest.peak_allocated_bytes, largest.peak_reserved_bytes,
                                limit_bytes, fits_as_predicted) +
             "\n";
   }
