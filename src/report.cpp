@@ -1203,7 +1203,17 @@ std::string render_report_markdown(const std::vector<ReportEntry>& entries,
            markdown_cell(report_detail::efficiency_line(schedule)) + ".\n";
     const std::vector<std::string> any_timing = report_detail::any_timing_lines(schedule);
     for (std::size_t l = 0; l < any_timing.size(); ++l) {
-      out += (l == 0 ? "\n" : "- ") + markdown_cell(any_timing[l]) + (l == 0 ? ".\n\n" : "\n");
+      // The first line is a paragraph, the rest a list after it; one blank line before
+      // what follows (a pipeline's one line had two, found by QA).
+      if (l == 0) {
+        out += "\n";
+        out += markdown_cell(any_timing[l]);
+        out += ".\n";
+      } else {
+        out += l == 1 ? "\n- " : "- ";
+        out += markdown_cell(any_timing[l]);
+        out += "\n";
+      }
     }
     if (entries[i].schedule.pipeline) {
       out +=

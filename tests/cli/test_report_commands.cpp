@@ -363,6 +363,13 @@ TEST_CASE("report --html draws a pipelined schedule's actions, a row per stage",
   CHECK_THAT(text.out, Catch::Contains("  tuned pipeline at any timing: ") &&
                            Catch::Contains("within the 75.2 GiB limit at every timing") &&
                            Catch::Contains(" any timing "));
+  // Markdown: the any-timing line is one paragraph, one blank line before the stages (it
+  // had two, found by QA).
+  const auto markdown = run_fsdptune("report " + schedule + " --md " + dir + "/a.md");
+  REQUIRE(markdown.exit_code == 0);
+  const std::string md = read_text_file(dir + "/a.md");
+  CHECK_THAT(md, Catch::Contains("tuned pipeline at any timing: "));
+  CHECK(md.find("\n\n\n") == std::string::npos);
   // The same bytes again.
   const auto second = run_fsdptune("report " + schedule + " --html " + dir + "/b.html");
   REQUIRE(second.exit_code == 0);
