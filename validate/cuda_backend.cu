@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <cublas_v2.h>
 
@@ -186,22 +187,62 @@ struct BucketBuffers {
   std::int64_t receive_bytes = 0;
 };
 
+// The GPU a rank of a node would replay on (CudaBackend's constructor), gathered over the
+// node's ranks.
+struct DeviceClaim {
+  char usable = 0;
+  char uuid[16] = {};  // cudaDeviceProp::uuid
+};
+
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(int device, AttentionKernel attention) : attention_(attention) {
+  CudaBackend(int local_rank, AttentionKernel attention) : attention_(attention) {
     int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-      throw_runtime("--backend cuda", "no CUDA device is visible to this process");
+    const bool visible = cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+    // A launcher that binds each rank its own GPU (srun --gpus-per-task=1, or
+    // CUDA_VISIBLE_DEVICES set per rank) shows each rank one device, its own; otherwise the
+    // rank takes the device of its index on the node (found by review: ranks 1 and up of a
+    // bound node stopped, one device visible each).
+    const int device = cuda_device_of_rank(local_rank, count);
+    // Every rank of the node says which GPU it would take before any stops: NCCL refuses two
+    // ranks of a communicator on one device ("Duplicate GPU detected", an error only after
+    // every rank entered ncclCommInitRank), so ranks that share one stop here, on every rank
+    // of the node, with what to do.
+    DeviceClaim mine;
+    if (visible && device < count) {
+      cudaDeviceProp properties{};
+      mine.usable = cudaGetDeviceProperties(&properties, device) == cudaSuccess ? 1 : 0;
+      std::memcpy(mine.uuid, properties.uuid.bytes, sizeof mine.uuid);
     }
-    // One GPU per rank: NCCL refuses two ranks of a communicator on one device ("Duplicate
-    // GPU detected", an error only after every rank entered ncclCommInitRank), so a node
-    // with more ranks than GPUs stops here, on every rank, with what to do.
+    MPI_Comm node = MPI_COMM_NULL;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    int node_ranks = 1;
+    MPI_Comm_size(node, &node_ranks);
+    std::vector<DeviceClaim> claims(static_cast<std::size_t>(node_ranks));
+    MPI_Allgather(&mine, sizeof mine, MPI_BYTE, claims.data(), sizeof mine, MPI_BYTE, node);
+    MPI_Comm_free(&node);
+    if (!visible) throw_runtime("--backend cuda", "no CUDA device is visible to this process");
+    const std::string one_per_gpu =
+        "start at most one rank per GPU (mpirun -np), or replay a scaled-down schedule on "
+        "fewer ranks (--scale-down)";
     if (device >= count) {
       throw_runtime("--backend cuda",
-                    "rank " + std::to_string(device) + " of its node needs its own GPU, but only " +
-                        counted(count, "CUDA device") + " visible",
-                    "start at most one rank per GPU (mpirun -np), or replay a scaled-down "
-                    "schedule on fewer ranks (--scale-down)");
+                    "rank " + std::to_string(local_rank) + " of its node needs its own GPU, " +
+                        "but only " + counted(count, "CUDA device") + " visible",
+                    one_per_gpu);
+    }
+    std::vector<std::string> gpus;
+    for (const DeviceClaim& claim : claims) {
+      gpus.push_back(claim.usable != 0 ? std::string(claim.uuid, sizeof claim.uuid) : "");
+    }
+    if (const auto shared = ranks_sharing_a_gpu(gpus)) {
+      const std::string taken = "rank " + std::to_string(shared->first) + " of its node takes";
+      throw_runtime("--backend cuda",
+                    "rank " + std::to_string(shared->second) +
+                        " of its node needs its own GPU, but " +
+                        (count == 1 ? "only 1 CUDA device visible, the one " + taken
+                                    : "its device is the GPU " + taken),
+                    one_per_gpu);
     }
     device_ = device;
     FSDPTUNE_CUDA_CHECK(cudaSetDevice(device_));
@@ -220,10 +261,10 @@ class CudaBackend final : public Backend {
     cudaSetDevice(device_);
     cudaDeviceSynchronize();
     kernels_.clear();
-    for (ncclComm_t comm :
-         {pipeline_send_[0], pipeline_send_[1], pipeline_receive_[0], pipeline_receive_[1]}) {
-      if (comm != nullptr) ncclCommDestroy(comm);
-    }
+    // In the order of their creation, the same on every rank (by its role -- this rank's
+    // sends first -- two stages destroyed their channels in different orders, and a destroy
+    // waits for the communicator's other rank; found by review).
+    for (ncclComm_t comm : pipeline_comms_) ncclCommDestroy(comm);
     for (StreamComms& comms : comms_) {
       for (ncclComm_t comm : {comms.shard, comms.replica, comms.tp, comms.cp, comms.world}) {
         if (comm != nullptr) ncclCommDestroy(comm);
@@ -345,6 +386,7 @@ class CudaBackend final : public Backend {
               sends ? 0 : 1, &comm, nullptr));
           if (sends) pipeline_send_[gradient] = comm;
           if (receives) pipeline_receive_[gradient] = comm;
+          if (comm != nullptr) pipeline_comms_.push_back(comm);
           ++progress_;
         }
       }
@@ -713,9 +755,7 @@ class CudaBackend final : public Backend {
           FSDPTUNE_NCCL_CHECK(async);
         }
       }
-      for (ncclComm_t comm :
-           {pipeline_send_[0], pipeline_send_[1], pipeline_receive_[0], pipeline_receive_[1]}) {
-        if (comm == nullptr) continue;
+      for (ncclComm_t comm : pipeline_comms_) {
         ncclResult_t async = ncclSuccess;
         FSDPTUNE_NCCL_CHECK(ncclCommGetAsyncError(comm, &async));
         FSDPTUNE_NCCL_CHECK(async);
@@ -946,6 +986,7 @@ class CudaBackend final : public Backend {
   // Pipeline channels by kind (0 activations, 1 gradients): this rank's sends and receives.
   ncclComm_t pipeline_send_[2] = {nullptr, nullptr};
   ncclComm_t pipeline_receive_[2] = {nullptr, nullptr};
+  std::vector<ncclComm_t> pipeline_comms_;  // this rank's channels, in creation order
   std::int64_t staging_bytes_ = 0;
   std::int64_t max_pitch_bytes_ = 0;   // cudaDevAttrMaxPitch
   std::int64_t peak_floor_bytes_ = 0;  // the pool's use at reset_peak()
@@ -958,8 +999,8 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cuda_backend(int device, AttentionKernel attention) {
-  return std::make_unique<CudaBackend>(device, attention);
+std::unique_ptr<Backend> make_cuda_backend(int local_rank, AttentionKernel attention) {
+  return std::make_unique<CudaBackend>(local_rank, attention);
 }
 
 int cuda_backend_device_count() { return cuda_device_count(); }

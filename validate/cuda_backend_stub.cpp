@@ -4,7 +4,7 @@
 
 namespace fsdptune {
 
-std::unique_ptr<Backend> make_cuda_backend(int /*device*/, AttentionKernel /*attention*/) {
+std::unique_ptr<Backend> make_cuda_backend(int /*local_rank*/, AttentionKernel /*attention*/) {
   throw_runtime("--backend cuda", "fsdptune was built without CUDA",
                 "rebuild with the CUDA toolkit (cuBLAS, NCCL) and -DFSDPTUNE_CUDA=ON, or use "
                 "--backend cpu");

@@ -917,6 +917,18 @@ ReplayMesh make_replay_mesh(int rank, int dp_replicate, int dp_shard, int tp, in
   return mesh;
 }
 
+int cuda_device_of_rank(int local_rank, int visible) { return visible == 1 ? 0 : local_rank; }
+
+std::optional<std::pair<int, int>> ranks_sharing_a_gpu(const std::vector<std::string>& gpus) {
+  for (std::size_t j = 1; j < gpus.size(); ++j) {
+    if (gpus[j].empty()) continue;
+    for (std::size_t i = 0; i < j; ++i) {
+      if (gpus[i] == gpus[j]) return std::pair{static_cast<int>(i), static_cast<int>(j)};
+    }
+  }
+  return std::nullopt;
+}
+
 int compute_collective_ranks(const Op& op, const ReplayMesh& mesh) {
   return op.parallel_dim == ParallelDim::kContext ? mesh.cp : mesh.tp;
 }

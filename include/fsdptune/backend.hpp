@@ -38,6 +38,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fsdptune/kernels.hpp"
@@ -359,15 +360,25 @@ class Backend {
 // communicators split from MPI_COMM_WORLD per group and stream. REQUIRES: MPI initialized with
 // MPI_THREAD_MULTIPLE (or a world of one rank).
 std::unique_ptr<Backend> make_cpu_backend();
-// The cuda backend on `device` (the rank's index on its node: one GPU per rank): CUDA
+// The cuda backend on one GPU per rank: the rank's index on its node (`local_rank`), or
+// device 0 where one device is visible (a launcher bound the rank its GPU); ranks of a node
+// on one GPU stop, every one of the node, before NCCL starts (a collective over the node's
+// ranks: every rank creates its backend). CUDA
 // streams and events, cuBLAS kernels, NCCL communicators (per stream one of the world,
 // unique id broadcast over MPI, split with ncclCommSplit into the shard, replica and TP
 // groups), memory events from a cudaMallocAsync pool; `attention` picks the kernels'
 // attention (KernelOptions::attention). Throws Error(kRuntime) when built without CUDA,
-// with no device, or when `device` is not below the visible device count.
-std::unique_ptr<Backend> make_cuda_backend(int device,
+// with no device, or when the rank has no GPU of its own.
+std::unique_ptr<Backend> make_cuda_backend(int local_rank,
                                            AttentionKernel attention = AttentionKernel::kAuto);
 // CUDA devices visible; 0 when built without CUDA.
 int cuda_backend_device_count();
+// The device the cuda backend takes for a rank of index `local_rank` on its node among
+// `visible` devices: device 0 where one is visible (a launcher bound the rank its GPU, or a
+// node of one GPU), else the rank's index (not below `visible`: the rank has no GPU).
+int cuda_device_of_rank(int local_rank, int visible);
+// Of a node's ranks' GPUs (by UUID, indexed by node rank; empty where a rank has none), the
+// first pair of ranks (i < j, by j then i) that are one GPU; none when every rank has its own.
+std::optional<std::pair<int, int>> ranks_sharing_a_gpu(const std::vector<std::string>& gpus);
 
 }  // namespace fsdptune

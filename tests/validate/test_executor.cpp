@@ -792,3 +792,25 @@ TEST_CASE("mpi_count refuses a count MPI's int cannot hold", "[executor]") {
     }
   }
 }
+
+TEST_CASE("the cuda backend's GPU per rank: bound by the launcher or by node index, never shared",
+          "[executor]") {
+  // srun --gpus-per-task=1 (or CUDA_VISIBLE_DEVICES per rank): each rank sees one device, its
+  // own (ranks 1 and up of such a node stopped, found by review).
+  CHECK(cuda_device_of_rank(0, 1) == 0);
+  CHECK(cuda_device_of_rank(3, 1) == 0);
+  // Every GPU visible to every rank: the rank's index on its node; past them, no GPU.
+  CHECK(cuda_device_of_rank(3, 8) == 3);
+  CHECK(cuda_device_of_rank(8, 8) == 8);
+  const std::string a(16, 'a');
+  const std::string b(16, 'b');
+  CHECK_FALSE(ranks_sharing_a_gpu({}).has_value());
+  CHECK_FALSE(ranks_sharing_a_gpu({a}).has_value());
+  CHECK_FALSE(ranks_sharing_a_gpu({a, b}).has_value());
+  // Ranks without a GPU (they stop for that) share none.
+  CHECK_FALSE(ranks_sharing_a_gpu({"", ""}).has_value());
+  // Two ranks of one node on one GPU (one visible to both): the first pair, by the later rank.
+  CHECK(ranks_sharing_a_gpu({a, a}) == std::pair{0, 1});
+  CHECK(ranks_sharing_a_gpu({a, b, b, a}) == std::pair{1, 2});
+  CHECK(ranks_sharing_a_gpu({b, a, "", a}) == std::pair{1, 3});
+}
