@@ -271,7 +271,10 @@ class CudaBackend final : public Backend {
       }
     }
     for (void* message : messages_) cudaFree(message);
-    for (void* scratch : tp_scratch_) cudaFree(scratch);
+    for (void* scratch : tp_scratch_) {
+      if (scratch != nullptr) cudaFree(scratch);
+    }
+    if (scratch_pool_ != nullptr) cudaMemPoolDestroy(scratch_pool_);
     if (tp_mismatch_ != nullptr) cudaFree(tp_mismatch_);
     if (separate_storage_ != nullptr) cudaFree(separate_storage_);
     for (BucketBuffers& buffers : buckets_) {
@@ -326,6 +329,12 @@ class CudaBackend final : public Backend {
     FSDPTUNE_CUDA_CHECK(cudaSetDevice(device_));
     tp_scratch_.assign(layout.streams.size(), nullptr);
     tp_scratch_bytes_.assign(layout.streams.size(), 0);
+    // The TP/CP collectives' scratch (tp_collective), apart from the measured default pool.
+    cudaMemPoolProps scratch_pool{};
+    scratch_pool.allocType = cudaMemAllocationTypePinned;
+    scratch_pool.location.type = cudaMemLocationTypeDevice;
+    scratch_pool.location.id = device_;
+    FSDPTUNE_CUDA_CHECK(cudaMemPoolCreate(&scratch_pool_, &scratch_pool));
     const std::size_t mismatch_bytes = sizeof(TpMismatch) * layout.streams.size();
     FSDPTUNE_CUDA_CHECK(cudaMalloc(&tp_mismatch_, mismatch_bytes));
     FSDPTUNE_CUDA_CHECK(cudaMemset(tp_mismatch_, 0xFF, mismatch_bytes));
@@ -882,7 +891,7 @@ class CudaBackend final : public Backend {
 
   // A tensor- or context-parallel collective of the compute path (TpCollective,
   // data_check.hpp; see the cpu backend) on `stream`'s scratch buffer grown to the
-  // largest op (cudaFree of the old one waits for the work that used it), enqueued on
+  // largest op (the old one freed in `cuda`'s order, after the work that used it), enqueued on
   // `cuda` (the stream or its side stream). Checked, the input is written with tp_input
   // before it and the output compared with tp_expected after it, on `cuda`.
   void tp_collective(int stream, cudaStream_t cuda, const Op& op, const std::string& task) {
@@ -894,8 +903,13 @@ class CudaBackend final : public Backend {
     const std::int64_t needed = 2 * part * ranks * size;
     const auto s = static_cast<std::size_t>(stream);
     if (tp_scratch_bytes_[s] < needed) {
-      if (tp_scratch_[s] != nullptr) FSDPTUNE_CUDA_CHECK(cudaFree(tp_scratch_[s]));
-      FSDPTUNE_CUDA_CHECK(cudaMalloc(&tp_scratch_[s], static_cast<std::size_t>(needed)));
+      // From the scratch pool in `cuda`'s order: a cudaFree waits for the whole device, the
+      // NCCL kernels of other streams too, which can wait for a peer rank blocked the same
+      // way (found by review). The stream and its side stream use the scratch one after the
+      // other, ordered by their events.
+      if (tp_scratch_[s] != nullptr) FSDPTUNE_CUDA_CHECK(cudaFreeAsync(tp_scratch_[s], cuda));
+      FSDPTUNE_CUDA_CHECK(cudaMallocFromPoolAsync(&tp_scratch_[s], static_cast<std::size_t>(needed),
+                                                  scratch_pool_, cuda));
       // On the stream that uses it next: the legacy default stream a plain cudaMemset runs
       // on does not order with the non-blocking streams.
       FSDPTUNE_CUDA_CHECK(
@@ -967,6 +981,7 @@ class CudaBackend final : public Backend {
   std::vector<StreamComms> comms_;
   std::vector<void*> tp_scratch_;  // per stream
   std::vector<std::int64_t> tp_scratch_bytes_;
+  cudaMemPool_t scratch_pool_ = nullptr;
   // --check-data of the TP collectives: what each checked one was, by sequence (enqueue
   // order), and per stream the first mismatch on the device.
   struct TpChecked {

@@ -195,12 +195,29 @@ class CudaKernels final : public OpKernels {
                       "--attention auto runs the cuBLAS attention where cuDNN is absent");
       }
     }
+    // Last: nothing after it throws (no destructor runs for a constructor that throws).
+    // The default release threshold (0) returns an operand's memory to the device at the
+    // next synchronization once it is freed.
+    cudaMemPoolProps pool{};
+    pool.allocType = cudaMemAllocationTypePinned;
+    pool.location.type = cudaMemLocationTypeDevice;
+    pool.location.id = device_;
+    if (cudaMemPoolCreate(&operand_pool_, &pool) != cudaSuccess) {
+      sdpa_.reset();
+      cublasDestroy(blas_);
+      if (owns_stream_) cudaStreamDestroy(stream_);
+      throw_runtime("cuda", "could not create a memory pool for the kernels' operands");
+    }
   }
 
   ~CudaKernels() override {
     cudaStreamSynchronize(stream_);
     sdpa_.reset();  // its handle is bound to the stream
-    for (auto& operand : operands_) cudaFree(operand.data);
+    for (auto& operand : operands_) {
+      if (operand.data != nullptr) cudaFreeAsync(operand.data, stream_);
+    }
+    cudaStreamSynchronize(stream_);
+    cudaMemPoolDestroy(operand_pool_);
     cublasDestroy(blas_);
     if (owns_stream_) cudaStreamDestroy(stream_);
   }
@@ -364,16 +381,19 @@ class CudaKernels final : public OpKernels {
   };
 
   // Operand `slot` of at least `bytes`, filled with small deterministic values when grown.
-  // Plain cudaMalloc (not the stream-ordered pool): the executor's peak memory is the
-  // pool's high-water mark of the schedule's own buffers, and operands are reported apart.
+  // From the kernels' own pool (operand_pool_), not the device's default one: the
+  // executor's peak memory is that pool's high-water mark of the schedule's own buffers, and
+  // operands are reported apart. Freed and allocated in the stream's order: a cudaFree waits
+  // for the whole device, NCCL kernels of other streams too, which can wait for a peer rank
+  // blocked the same way (a pipeline's receive posted early; found by review).
   void* operand(std::size_t slot, std::int64_t bytes) {
     if (operands_.size() <= slot) operands_.resize(slot + 1);
     Operand& operand = operands_[slot];
     if (operand.bytes < bytes) {
-      FSDPTUNE_CUDA_CHECK(cudaStreamSynchronize(stream_));
-      if (operand.data != nullptr) FSDPTUNE_CUDA_CHECK(cudaFree(operand.data));
+      if (operand.data != nullptr) FSDPTUNE_CUDA_CHECK(cudaFreeAsync(operand.data, stream_));
       operand.data = nullptr;
-      FSDPTUNE_CUDA_CHECK(cudaMalloc(&operand.data, static_cast<std::size_t>(bytes)));
+      FSDPTUNE_CUDA_CHECK(cudaMallocFromPoolAsync(&operand.data, static_cast<std::size_t>(bytes),
+                                                  operand_pool_, stream_));
       operand.bytes = bytes;
       const std::int64_t halves = bytes / 2;
       fill_kernel<<<grid_for(halves), kThreads, 0, stream_>>>(
@@ -552,6 +572,7 @@ class CudaKernels final : public OpKernels {
   cublasHandle_t blas_ = nullptr;
   std::string name_;
   std::vector<Operand> operands_;
+  cudaMemPool_t operand_pool_ = nullptr;
   // cuDNN's fused attention; nullptr with the reason in cudnn_absent_ (or --attention
   // cublas). What ran, for attention(): cuDNN, cuBLAS, and why cuDNN declined ops.
   std::unique_ptr<CudnnSdpa> sdpa_;
