@@ -1,6 +1,8 @@
 // `fsdptune sweep`: rank every mesh / microbatching / AC / float8 configuration of a model
 // on N GPUs; `fsdptune pipeline`: simulate one job with pipeline parallelism, stage by
 // stage (docs/parallelism.md).
+#include <sched.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -39,6 +41,18 @@ std::string mesh_label(const JobSpec& job) {
   return label;
 }
 
+// The cores this process may run on (its CPU affinity: taskset, a container's or a Slurm
+// step's cpuset), all of the machine's where that is unknown (found by QA: --threads 0
+// said 2 threads under `taskset -c 0`).
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  return static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+}
+
+constexpr const char* kShardedStateReason = "sharded state alone over the memory limit";
+
 nlohmann::json candidate_json(const SweepCandidate& candidate) {
   nlohmann::json json{{"job", job_to_json(candidate.job)},
                       {"fits", candidate.fits},
@@ -56,6 +70,9 @@ nlohmann::json candidate_json(const SweepCandidate& candidate) {
     json["any_timing_reserved_bytes"] = candidate.any_timing_reserved_bytes;
   }
   if (!candidate.fits) json["rejected"] = candidate.rejected;
+  // Rejected by its sharded state alone: never simulated, its figures 0 (found by QA: they
+  // read as a simulation's).
+  json["simulated"] = candidate.rejection != SweepRejection::kShardedState;
   return json;
 }
 
@@ -86,12 +103,13 @@ struct SweepCliOptions {
   std::string model;
   std::string hardware = kDefaultTuneHardware;
   std::int64_t gpus = 0;  // --gpus, required (checked in run_sweep, with a hint)
+  bool gpus_given = false;
   std::optional<std::int64_t> gpus_per_node;  // --gpus-per-node; absent: the hardware's
   std::string global_batch;
   std::int64_t seq = 8192;
   std::string memory_limit;
   int top = 10;
-  int threads = 0;  // 0 = all cores
+  int threads = 0;  // 0 = every core this process may run on
   std::int64_t max_pp = 16;
   // --cp: the context-parallel degrees tried, comma-separated; not given (cp_given): 1, and
   // --job-toml's degree when it has one, or every power of two up to a node for sequences
@@ -171,11 +189,12 @@ void run_sweep(const SweepCliOptions& o) {
   if (o.top < 1) throw_bad_input("--top", "must be >= 1");
   if (o.threads < 0 || o.threads > kMaxThreads) {
     throw_bad_input("--threads",
-                    fmt::format("must be 0 (all cores) to {}, got {}", kMaxThreads, o.threads));
+                    fmt::format("must be 0 (every core this process may run on) to {}, got {}",
+                                kMaxThreads, o.threads));
   }
   // A torchtitan config gives no world size (its launcher does): said so (found by QA:
   // "--gpus is required" for `sweep --job-toml`, where simulate takes its degrees').
-  if (o.gpus == 0) {
+  if (!o.gpus_given) {
     throw_bad_input("--gpus", "required: the world size the sweep lays out",
                     o.job_toml.empty() ? ""
                                        : "a --job-toml gives the model, sequence length and "
@@ -275,9 +294,7 @@ void run_sweep(const SweepCliOptions& o) {
   if (!o.step_tolerance.empty()) {
     options.step_time_tolerance = parse_fraction(o.step_tolerance, "--step-tolerance");
   }
-  options.threads = o.threads > 0
-                        ? o.threads
-                        : static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+  options.threads = o.threads > 0 ? o.threads : usable_cores();
   SweepSkips skipped;
   const std::size_t total = sweep_jobs(model, hardware, options, &skipped).size();
   if (total == 0 && options.cp_degrees != std::vector<std::int64_t>{1}) {
@@ -314,8 +331,9 @@ void run_sweep(const SweepCliOptions& o) {
                             gpus_per_node)
               : "");
   }
-  fmt::print(stderr, "sweep: {} configurations ({} skipped{}), {} threads\n", total, skipped.count,
-             skipped.count > 0 ? ": " + skipped.summary() : std::string(), options.threads);
+  fmt::print(stderr, "sweep: {} configurations ({} skipped{}), {}\n", total, skipped.count,
+             skipped.count > 0 ? ": " + skipped.summary() : std::string(),
+             counted(options.threads, "thread"));
   std::int64_t last_percent = -1;
   bool last_tuning = false;
   options.progress = [&](const SweepProgress& progress) {
@@ -329,8 +347,12 @@ void run_sweep(const SweepCliOptions& o) {
     }
   };
   const SweepResult result = sweep(model, *costs, options);
-  fmt::print(stderr, "sweep: {} configurations tuned ({} plans simulated, at most {} per chunk)\n",
-             result.tuned, result.plans_evaluated, o.tune_evaluations);
+  if (result.tuned == 0) {
+    fmt::print(stderr, "sweep: no configuration tuned\n");
+  } else {
+    fmt::print(stderr, "sweep: {} tuned ({} plans simulated, at most {} per chunk)\n",
+               counted(result.tuned, "configuration"), result.plans_evaluated, o.tune_evaluations);
+  }
 
   // Nothing fits: the rankings and rejections are printed, nothing is written, exit 3 (as
   // tune's).
@@ -457,10 +479,12 @@ void run_sweep(const SweepCliOptions& o) {
   const std::size_t shown =
       std::min<std::size_t>(static_cast<std::size_t>(o.top), result.ranked.size());
   std::map<std::string, std::int64_t> reasons;
+  const auto unsimulated = static_cast<std::size_t>(std::count_if(
+      result.rejected.begin(), result.rejected.end(),
+      [](const SweepCandidate& c) { return c.rejection == SweepRejection::kShardedState; }));
   for (const SweepCandidate& candidate : result.rejected) {
     // Not simulated (the sharded state alone is too large) or simulated over the limit.
-    ++reasons[candidate.rejection == SweepRejection::kShardedState
-                  ? "sharded state alone over the memory limit"
+    ++reasons[candidate.rejection == SweepRejection::kShardedState ? kShardedStateReason
               : candidate.rejection == SweepRejection::kPeakAtAnyTiming
                   ? "no plan found within the limit at every timing (--fit any-timing)"
                   : "simulated peak reserved memory over the limit"];
@@ -483,6 +507,7 @@ void run_sweep(const SweepCliOptions& o) {
                                 {"seq_len", seq},
                                 {"memory_limit_bytes", result.memory_limit_bytes},
                                 {"evaluated", total},
+                                {"simulated", total - unsimulated},
                                 {"fitting", result.ranked.size()},
                                 {"tuned", result.tuned},
                                 {"tune_evaluations", o.tune_evaluations},
@@ -500,20 +525,33 @@ void run_sweep(const SweepCliOptions& o) {
              model.name, o.gpus, hardware.id, options.global_batch_sequences, seq,
              format_bytes(result.memory_limit_bytes),
              options.fit_at_any_timing ? " at any timing (--fit any-timing)" : "");
-  fmt::print("{} configurations simulated, {} fit; {} tuned ({} plans per chunk at most)\n\n",
-             total, result.ranked.size(), result.tuned, o.tune_evaluations);
+  // A blank line before the table, none over no table (the rejections start with one).
+  fmt::print("{} configurations simulated{}, {} fit; {} tuned{}\n{}", total - unsimulated,
+             unsimulated == 0 ? std::string()
+                              : fmt::format(" ({} more not: {})", unsimulated, kShardedStateReason),
+             result.ranked.size(), result.tuned,
+             o.tune_top == "0" ? std::string()
+                               : fmt::format(" ({} plans per chunk at most)", o.tune_evaluations),
+             shown > 0 ? "\n" : "");
   const bool any_timing = options.fit_at_any_timing;
+  // The configuration column as wide as its longest label (found by QA: a split of an
+  // interleaved async-TP row pushed its figures right).
+  std::size_t label_width = 62;
+  for (std::size_t i = 0; i < shown; ++i) {
+    const SweepCandidate& c = result.ranked[i];
+    label_width = std::max(label_width, config_label(c.job).size() + (c.tuned ? 6 : 0));
+  }
   if (shown > 0) {  // no header over no rows when nothing fits
-    fmt::print("{:>3}  {:<62} {:>11} {:>13} {:>7} {:>7} {:>12}{}\n", "#", "configuration",
-               "step time", "tokens/s/GPU", "MFU", "bubble", "peak reserv",
+    fmt::print("{:>3}  {:<{}} {:>11} {:>13} {:>7} {:>7} {:>12}{}\n", "#", "configuration",
+               label_width, "step time", "tokens/s/GPU", "MFU", "bubble", "peak reserv",
                any_timing ? fmt::format(" {:>12}", "any timing") : "");
   }
   for (std::size_t i = 0; i < shown; ++i) {
     const SweepCandidate& c = result.ranked[i];
-    fmt::print("{:>3}  {:<62} {:>11} {:>13.1f} {:>6.1f}% {:>6.1f}% {:>12}{}\n", i + 1,
-               config_label(c.job) + (c.tuned ? " tuned" : ""), format_seconds(c.step_time_s),
-               c.tokens_per_s_per_gpu, 100.0 * c.mfu, 100.0 * c.bubble_fraction,
-               format_bytes(c.peak_reserved_bytes),
+    fmt::print("{:>3}  {:<{}} {:>11} {:>13.1f} {:>6.1f}% {:>6.1f}% {:>12}{}\n", i + 1,
+               config_label(c.job) + (c.tuned ? " tuned" : ""), label_width,
+               format_seconds(c.step_time_s), c.tokens_per_s_per_gpu, 100.0 * c.mfu,
+               100.0 * c.bubble_fraction, format_bytes(c.peak_reserved_bytes),
                any_timing ? fmt::format(" {:>12}", format_bytes(c.any_timing_reserved_bytes)) : "");
   }
   // Two bases in one column, said so (found by QA: the fastest rows, fp8, showed a lower MFU
@@ -694,8 +732,8 @@ void register_sweep_commands(CLI::App& app) {
     command->add_option("--top", options->top, "configurations to print")->capture_default_str();
     command
         ->add_option("--threads", options->threads,
-                     "configurations simulated / tuned at once, one per thread (0 = all cores; at "
-                     "most 1024)")
+                     "configurations simulated / tuned at once, one per thread (0 = every core "
+                     "this process may run on; at most 1024)")
         ->capture_default_str();
     command->add_option("--max-pp", options->max_pp, "largest pipeline degree tried")
         ->capture_default_str();
@@ -747,6 +785,7 @@ void register_sweep_commands(CLI::App& app) {
         ->capture_default_str();
     command->callback([options, command] {
       options->seq_given = command->count("--seq") > 0;
+      options->gpus_given = command->count("--gpus") > 0;
       options->cp_given = command->count("--cp") > 0;
       run_naming_memory_limit(options->memory_limit, [&] { run_sweep(*options); });
     });

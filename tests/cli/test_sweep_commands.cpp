@@ -268,15 +268,30 @@ TEST_CASE("sweep: a memory limit rejects configurations and says why", "[cli][sw
       "sweep --model tiny --gpus 8 --global-batch 8 --seq 256 --memory-limit 30MiB --threads 1 "
       "--json");
   REQUIRE(over.exit_code == 0);  // a few fit
-  const auto rejected = nlohmann::json::parse(over.out).at("rejected");
+  const nlohmann::json over_json = nlohmann::json::parse(over.out);
+  CHECK(over_json.at("simulated") == over_json.at("evaluated"));
+  const auto rejected = over_json.at("rejected");
   REQUIRE(!rejected.empty());
   for (const auto& row : rejected) {
+    CHECK(row.at("simulated") == true);
     const std::int64_t excess = row.at("peak_reserved_bytes").get<std::int64_t>() - (30LL << 20);
     CHECK_THAT(row.at("rejected").get<std::string>(),
                Catch::StartsWith("peak reserved ") &&
                    Catch::Contains("> limit 30.0 MiB by " + fsdptune::format_bytes(excess)));
   }
   CHECK(result.out.find("configuration  ") == std::string::npos);  // no header over no rows
+  CHECK(result.out.find("\n\n\n") == std::string::npos);
+  // Every one rejected by its sharded state alone: none simulated, and said so (found by
+  // QA: "126 configurations simulated", each row's figures 0 as if a simulation's).
+  CHECK_THAT(result.out,
+             Catch::Contains("0 configurations simulated (126 more not: sharded state alone "
+                             "over the memory limit), 0 fit"));
+  CHECK_THAT(result.err,
+             Catch::Contains("sweep: no configuration tuned\n") && Catch::Contains(", 1 thread\n"));
+  const nlohmann::json none = nlohmann::json::parse(run_fsdptune(sweep + " --json").out);
+  CHECK(none.at("evaluated") == 126);
+  CHECK(none.at("simulated") == 0);
+  for (const auto& row : none.at("rejected")) CHECK(row.at("simulated") == false);
   CHECK(result.err.find("no configuration fits under 1.00 MiB") != std::string::npos);
   const std::string out = make_temp_dir("sweep-nothing-fits") + "/s.json";
   const auto with_out = run_fsdptune(sweep + " --json --out " + out);
@@ -338,7 +353,12 @@ TEST_CASE("sweep and pipeline: bad flags exit 2 naming the flag", "[cli][sweep]"
   // Found probing: --threads 40000 aborted (exit 134) starting more threads than allowed.
   bad = run_fsdptune("sweep --model tiny --gpus 8 --global-batch 8 --seq 256 --threads 40000");
   CHECK(bad.exit_code == 2);
-  CHECK(bad.err.find("--threads: must be 0 (all cores) to 1024") != std::string::npos);
+  CHECK(bad.err.find("--threads: must be 0 (every core this process may run on) to 1024") !=
+        std::string::npos);
+  // Given as 0, not missing (found by QA: "--gpus: required").
+  bad = run_fsdptune("sweep --model tiny --gpus 0 --global-batch 8 --seq 256");
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("--gpus: must be >= 1"));
   bad = run_fsdptune("sweep --model tiny --gpus 8 --global-batch 8 --seq 256 --tune-top some");
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("--tune-top") != std::string::npos);
