@@ -182,6 +182,12 @@ void check_option_values(CLI::App& app) {
 // (`2>&-`), and from a catch handler below that ended the program in std::terminate.
 void say(const std::string& text) { std::fputs(text.c_str(), stderr); }
 
+// An error of the command line: the same on every rank a launcher started with it (mpirun
+// -np N fsdptune validate ...), said by the first only (found by QA: N times).
+void say_usage_error(const std::string& text) {
+  if (!fsdptune::cli::launched_as_a_later_rank()) say(text);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -212,7 +218,7 @@ int main(int argc, char** argv) {
         commands += (commands.empty() ? "" : ", ") + command->get_name();
       }
       if (!known) {
-        say(
+        say_usage_error(
             fmt::format("fsdptune: error: '{}' is not a command (commands: {})\nrun with "
                         "--help for usage\n",
                         word, commands));
@@ -229,7 +235,8 @@ int main(int argc, char** argv) {
       if (word == "--") break;
       if (word.size() > 3 && word.starts_with("--") && word.ends_with('=') &&
           is_an_option(app, std::string(word.substr(2, word.size() - 3)))) {
-        say(fmt::format("fsdptune: error: {}: an empty value ('{}')\nrun with --help for usage\n",
+        say_usage_error(
+            fmt::format("fsdptune: error: {}: an empty value ('{}')\nrun with --help for usage\n",
                         word.substr(0, word.size() - 1), word));
         return 2;
       }
@@ -245,7 +252,7 @@ int main(int argc, char** argv) {
     } catch (const CLI::ExtrasError&) {
       const std::string unknown = unknown_option_message(app, positional_only);
       if (!unknown.empty()) {
-        say(fmt::format("fsdptune: error: {}\nrun with --help for usage\n", unknown));
+        say_usage_error(fmt::format("fsdptune: error: {}\nrun with --help for usage\n", unknown));
         return 2;
       }
       // A word after a command that has commands of its own (`profile bogus`): name them.
@@ -256,11 +263,13 @@ int main(int argc, char** argv) {
         commands += (commands.empty() ? "" : ", ") + sub->get_name();
       }
       if (command != &app && !commands.empty()) {
-        say(fmt::format("fsdptune: error: {} (the commands of {}: {})\nrun with --help for usage\n",
+        say_usage_error(
+            fmt::format("fsdptune: error: {} (the commands of {}: {})\nrun with --help for usage\n",
                         unexpected_words(app), command->get_name(), commands));
         return 2;
       }
-      say(fmt::format("fsdptune: error: {}\nrun with --help for usage\n", unexpected_words(app)));
+      say_usage_error(
+          fmt::format("fsdptune: error: {}\nrun with --help for usage\n", unexpected_words(app)));
       return 2;
     } catch (const CLI::ConversionError& e) {
       // The validators of check_option_values took every other value: a whole number out of
@@ -270,12 +279,12 @@ int main(int argc, char** argv) {
       const std::string prefix = "Could not convert: ";
       const std::size_t equals = what.find(" = ");
       if (what.rfind(prefix, 0) == 0 && equals != std::string::npos) {
-        say(fmt::format(
+        say_usage_error(fmt::format(
             "fsdptune: error: {}: {} is out of range for this option\nrun with --help "
             "for usage\n",
             what.substr(prefix.size(), equals - prefix.size()), what.substr(equals + 3)));
       } else {
-        say(fmt::format("fsdptune: error: {}\nrun with --help for usage\n", what));
+        say_usage_error(fmt::format("fsdptune: error: {}\nrun with --help for usage\n", what));
       }
       return 2;
     } catch (const CLI::ArgumentMismatch& e) {
@@ -285,12 +294,12 @@ int main(int argc, char** argv) {
       const std::string marker = ": At Most 1 required but received ";
       const std::size_t at = what.find(marker);
       if (at != std::string::npos) {
-        say(
+        say_usage_error(
             fmt::format("fsdptune: error: {}: given {} times; give it once\nrun with --help for "
                         "usage\n",
                         what.substr(0, at), what.substr(at + marker.size())));
       } else {
-        say(fmt::format("fsdptune: error: {}\nrun with --help for usage\n", what));
+        say_usage_error(fmt::format("fsdptune: error: {}\nrun with --help for usage\n", what));
       }
       return 2;
     } catch (const CLI::ParseError& e) {
@@ -298,8 +307,8 @@ int main(int argc, char** argv) {
       // "--out is required". A mistyped option or a stray word is the cause: say it first.
       std::string what = unknown_option_message(app, positional_only);
       if (what.empty() && !app.remaining(true).empty()) what = unexpected_words(app);
-      say(fmt::format("fsdptune: error: {}\nrun with --help for usage\n",
-                      what.empty() ? std::string(e.what()) : what));
+      say_usage_error(fmt::format("fsdptune: error: {}\nrun with --help for usage\n",
+                                  what.empty() ? std::string(e.what()) : what));
       return 2;
     } catch (const fsdptune::Error& e) {
       if (e.printed_by_another_rank()) return e.exit_code();

@@ -2,11 +2,13 @@
 // `fsdptune compare` (prediction vs measurement).
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <iostream>
 #include <iterator>
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -88,7 +90,8 @@ void check_test_hooks(const ScheduleFile& schedule, const ExecutorOptions& optio
   }
 }
 
-void run_validate(const ValidateArgs& args) {
+// The checks of validate's flags, before MPI starts: each rank makes them alike.
+ExecutorOptions checked_options(const ValidateArgs& args) {
   require_distinct_files({{"--out", args.out}}, {{"the schedule", args.schedule}});
   ExecutorOptions options = args.options;
   if (options.iterations < 1 || options.iterations > kMaxMeasuredIterations) {
@@ -121,8 +124,19 @@ void run_validate(const ValidateArgs& args) {
       options.iterations, options.warmup, options.check_data ? " --check-data" : "",
       options.scale_down ? " --scale-down" : "",
       options.serial_collectives ? " --serial-collectives" : "", args.out);
-
   options.source = args.schedule;
+  return options;
+}
+
+void run_validate(const ValidateArgs& args) {
+  ExecutorOptions options;
+  try {
+    options = checked_options(args);
+  } catch (Error& e) {
+    // Every rank of `mpirun -np N` found the same: said once (found by QA: N times).
+    if (launched_as_a_later_rank()) e.mark_printed_by_another_rank();
+    throw;
+  }
   MpiSession mpi;
   Watchdog watchdog(mpi.rank(), options.timeout_s, "reading the schedule");
   ScheduleFile schedule;
@@ -219,6 +233,14 @@ void run_compare(const CompareArgs& args) {
 }
 
 }  // namespace
+
+bool launched_as_a_later_rank() {
+  for (const char* variable : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    const char* value = std::getenv(variable);
+    if (value != nullptr && *value != '\0' && std::string_view(value) != "0") return true;
+  }
+  return false;
+}
 
 void register_validate_commands(CLI::App& app) {
   auto validate_args = std::make_shared<ValidateArgs>();

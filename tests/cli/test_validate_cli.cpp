@@ -415,6 +415,23 @@ TEST_CASE("validate and compare reject bad flags and files", "[cli][validate]") 
                      dir + "/m.json");
   CHECK(run.exit_code == 2);
   CHECK_THAT(run.err, Catch::Contains("--attention: unknown attention 'flash'"));
+  // Under mpirun each rank finds the same error of its command line: said once, by the
+  // first rank (found by QA: once per rank), for a flag's value and a mistyped flag alike.
+  const auto count = [](const std::string& text, const std::string& what) {
+    std::size_t n = 0;
+    for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1))
+      ++n;
+    return n;
+  };
+  run = run_command(mpirun(3) + binary() + " validate " + tiny_schedule() + " --iters 0 --out " +
+                    dir + "/m.json");
+  CHECK(run.exit_code != 0);
+  CHECK(count(run.err, "--iters: must be 1 to") == 1);
+  run = run_command(mpirun(3) + binary() + " validate " + tiny_schedule() + " --itres 3 --out " +
+                    dir + "/m.json");
+  CHECK(run.exit_code != 0);
+  CHECK(count(run.err, "validate has no option --itres") == 1);
+  CHECK_FALSE(std::filesystem::exists(dir + "/m.json"));
   write_file_atomically(dir + "/m.json", "{\"format\": \"fsdptune-measured\", \"version\": 1}\n");
   run = run_fsdptune("compare " + tiny_schedule() + " " + dir + "/m.json");
   CHECK(run.exit_code == 2);
