@@ -469,7 +469,20 @@ void check_format_field(const nlohmann::json& json, const std::string& expected,
   if (format == json.end() || (format->is_string() && format->get<std::string>() == expected)) {
     return;
   }
-  throw_bad_input(where, fmt::format("expected \"{}\", got {}", expected, format->dump()));
+  // Another of fsdptune's files: which flag takes it (found by QA: a hardware spec given to
+  // --profile, a profile to --hardware, said only what the field held).
+  static const std::map<std::string, std::string> kTakenBy = {
+      {"fsdptune-hardware", "a hardware spec: give it to --hardware"},
+      {"fsdptune-profile", "a cost profile: give it to --profile"},
+      {"fsdptune-model", "a model file: give it to --model"},
+      {"fsdptune-schedule",
+       "a schedule: simulate --plan, report, validate and compare's first argument read it"},
+      {"fsdptune-measured",
+       "a measured file: compare's second argument and report --measured read it"}};
+  const auto taken =
+      format->is_string() ? kTakenBy.find(format->get<std::string>()) : kTakenBy.end();
+  throw_bad_input(where, fmt::format("expected \"{}\", got {}", expected, format->dump()),
+                  taken == kTakenBy.end() ? "" : "this is " + taken->second);
 }
 
 namespace {

@@ -338,6 +338,25 @@ TEST_CASE("a profile of another version is refused by cost", "[cli][cost]") {
   CHECK_THAT(result.err, Catch::Contains("version"));
 }
 
+TEST_CASE("another of fsdptune's files given to a flag says which flag takes it", "[cli][cost]") {
+  // Found by QA: a profile given to --hardware said only what its format field held.
+  const std::string dir = fsdptune::testing::make_temp_dir("fsdptune-format-cli");
+  const std::string path = dir + "/profile.json";
+  Profile profile;
+  profile.hardware = "h100-sxm";
+  write_file_atomically(path, dump_json(profile_to_json(profile)));
+  for (const std::string& command :
+       {"cost --hardware " + path + " --gemm 64,64,64", "model --model " + path}) {
+    const auto result = run_fsdptune(command);
+    INFO(command);
+    CHECK(result.exit_code == 2);
+    CHECK_THAT(result.err, Catch::Contains("got \"fsdptune-profile\"") &&
+                               Catch::Contains("hint: this is a cost profile: give it to "
+                                               "--profile"));
+  }
+  std::filesystem::remove_all(dir);
+}
+
 // Found by QA: nodes of a spec's own gpus_per_node were blamed on --gpus-per-node, a flag
 // never given, by the job commands (cost said "the hardware's").
 TEST_CASE("nodes of the hardware spec's size are named as the hardware's", "[cli][cost]") {
