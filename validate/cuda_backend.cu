@@ -187,13 +187,6 @@ struct BucketBuffers {
   std::int64_t receive_bytes = 0;
 };
 
-// The GPU a rank of a node would replay on (CudaBackend's constructor), gathered over the
-// node's ranks.
-struct DeviceClaim {
-  char usable = 0;
-  char uuid[16] = {};  // cudaDeviceProp::uuid
-};
-
 class CudaBackend final : public Backend {
  public:
   CudaBackend(int local_rank, AttentionKernel attention) : attention_(attention) {
@@ -208,41 +201,37 @@ class CudaBackend final : public Backend {
     // ranks of a communicator on one device ("Duplicate GPU detected", an error only after
     // every rank entered ncclCommInitRank), so ranks that share one stop here, on every rank
     // of the node, with what to do.
-    DeviceClaim mine;
-    if (visible && device < count) {
+    GpuClaim mine;
+    cudaError_t properties_status = cudaSuccess;
+    if (visible) {
       cudaDeviceProp properties{};
-      mine.usable = cudaGetDeviceProperties(&properties, device) == cudaSuccess ? 1 : 0;
-      std::memcpy(mine.uuid, properties.uuid.bytes, sizeof mine.uuid);
+      properties_status = cudaGetDeviceProperties(&properties, device);
+      if (properties_status == cudaSuccess) {
+        mine.usable = 1;
+        std::memcpy(mine.uuid, properties.uuid.bytes, sizeof mine.uuid);
+      }
     }
     MPI_Comm node = MPI_COMM_NULL;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
     int node_ranks = 1;
     MPI_Comm_size(node, &node_ranks);
-    std::vector<DeviceClaim> claims(static_cast<std::size_t>(node_ranks));
+    std::vector<GpuClaim> claims(static_cast<std::size_t>(node_ranks));
     MPI_Allgather(&mine, sizeof mine, MPI_BYTE, claims.data(), sizeof mine, MPI_BYTE, node);
     MPI_Comm_free(&node);
     if (!visible) throw_runtime("--backend cuda", "no CUDA device is visible to this process");
-    const std::string one_per_gpu =
-        "start at most one rank per GPU (mpirun -np), or replay a scaled-down schedule on "
-        "fewer ranks (--scale-down)";
-    if (device >= count) {
-      throw_runtime("--backend cuda",
-                    "rank " + std::to_string(local_rank) + " of its node needs its own GPU, " +
-                        "but only " + counted(count, "CUDA device") + " visible",
-                    one_per_gpu);
-    }
-    std::vector<std::string> gpus;
-    for (const DeviceClaim& claim : claims) {
-      gpus.push_back(claim.usable != 0 ? std::string(claim.uuid, sizeof claim.uuid) : "");
-    }
-    if (const auto shared = ranks_sharing_a_gpu(gpus)) {
+    // Its own failure said (found by review: the rank went on unchecked).
+    FSDPTUNE_CUDA_CHECK(properties_status);
+    if (const auto shared = ranks_sharing_a_gpu(claims)) {
       const std::string taken = "rank " + std::to_string(shared->first) + " of its node takes";
-      throw_runtime("--backend cuda",
-                    "rank " + std::to_string(shared->second) +
-                        " of its node needs its own GPU, but " +
-                        (count == 1 ? "only 1 CUDA device visible, the one " + taken
-                                    : "its device is the GPU " + taken),
-                    one_per_gpu);
+      throw_runtime(
+          "--backend cuda",
+          "rank " + std::to_string(shared->second) + " of its node needs its own GPU, but " +
+              (count == 1 ? "only 1 CUDA device visible, the one " + taken
+                          : "of the " + counted(count, "CUDA device") +
+                                " it sees, the one of its node index is the GPU " + taken),
+          "start at most one rank per GPU (mpirun -np), bind each rank its own GPUs (srun "
+          "--gpus-per-task=1) or unset a CUDA_VISIBLE_DEVICES every rank shares; or replay a "
+          "scaled-down schedule on fewer ranks (--scale-down)");
     }
     device_ = device;
     FSDPTUNE_CUDA_CHECK(cudaSetDevice(device_));
@@ -335,6 +324,12 @@ class CudaBackend final : public Backend {
     scratch_pool.location.type = cudaMemLocationTypeDevice;
     scratch_pool.location.id = device_;
     FSDPTUNE_CUDA_CHECK(cudaMemPoolCreate(&scratch_pool_, &scratch_pool));
+    // A stream's scratch reuses another stream's freed memory only once that stream passed
+    // the free by the schedule's own order: no dependency between streams the schedule does
+    // not have (which could wait on a peer rank through NCCL; found by review).
+    int no = 0;
+    FSDPTUNE_CUDA_CHECK(
+        cudaMemPoolSetAttribute(scratch_pool_, cudaMemPoolReuseAllowInternalDependencies, &no));
     const std::size_t mismatch_bytes = sizeof(TpMismatch) * layout.streams.size();
     FSDPTUNE_CUDA_CHECK(cudaMalloc(&tp_mismatch_, mismatch_bytes));
     FSDPTUNE_CUDA_CHECK(cudaMemset(tp_mismatch_, 0xFF, mismatch_bytes));

@@ -202,11 +202,19 @@ class CudaKernels final : public OpKernels {
     pool.allocType = cudaMemAllocationTypePinned;
     pool.location.type = cudaMemLocationTypeDevice;
     pool.location.id = device_;
-    if (cudaMemPoolCreate(&operand_pool_, &pool) != cudaSuccess) {
+    int pools = 0;
+    cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device_);
+    const cudaError_t created =
+        pools != 0 ? cudaMemPoolCreate(&operand_pool_, &pool) : cudaErrorNotSupported;
+    if (created != cudaSuccess) {
       sdpa_.reset();
       cublasDestroy(blas_);
       if (owns_stream_) cudaStreamDestroy(stream_);
-      throw_runtime("cuda", "could not create a memory pool for the kernels' operands");
+      throw_runtime("cuda",
+                    name_ + ": could not create a memory pool for the kernels' operands (" +
+                        cudaGetErrorString(created) + ")",
+                    "the kernels need stream-ordered memory pools (CUDA 11.2 or later, a "
+                    "driver and device that support them: cudaDevAttrMemoryPoolsSupported)");
     }
   }
 

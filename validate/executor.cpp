@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <deque>
 #include <map>
@@ -917,13 +918,18 @@ ReplayMesh make_replay_mesh(int rank, int dp_replicate, int dp_shard, int tp, in
   return mesh;
 }
 
-int cuda_device_of_rank(int local_rank, int visible) { return visible == 1 ? 0 : local_rank; }
+int cuda_device_of_rank(int local_rank, int visible) {
+  return visible > 0 ? local_rank % visible : 0;
+}
 
-std::optional<std::pair<int, int>> ranks_sharing_a_gpu(const std::vector<std::string>& gpus) {
-  for (std::size_t j = 1; j < gpus.size(); ++j) {
-    if (gpus[j].empty()) continue;
+std::optional<std::pair<int, int>> ranks_sharing_a_gpu(const std::vector<GpuClaim>& claims) {
+  for (std::size_t j = 1; j < claims.size(); ++j) {
+    if (claims[j].usable == 0) continue;
     for (std::size_t i = 0; i < j; ++i) {
-      if (gpus[i] == gpus[j]) return std::pair{static_cast<int>(i), static_cast<int>(j)};
+      if (claims[i].usable != 0 &&
+          std::memcmp(claims[i].uuid, claims[j].uuid, sizeof claims[j].uuid) == 0) {
+        return std::pair{static_cast<int>(i), static_cast<int>(j)};
+      }
     }
   }
   return std::nullopt;

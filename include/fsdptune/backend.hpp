@@ -360,25 +360,32 @@ class Backend {
 // communicators split from MPI_COMM_WORLD per group and stream. REQUIRES: MPI initialized with
 // MPI_THREAD_MULTIPLE (or a world of one rank).
 std::unique_ptr<Backend> make_cpu_backend();
-// The cuda backend on one GPU per rank: the rank's index on its node (`local_rank`), or
-// device 0 where one device is visible (a launcher bound the rank its GPU); ranks of a node
-// on one GPU stop, every one of the node, before NCCL starts (a collective over the node's
-// ranks: every rank creates its backend). CUDA
-// streams and events, cuBLAS kernels, NCCL communicators (per stream one of the world,
-// unique id broadcast over MPI, split with ncclCommSplit into the shard, replica and TP
-// groups), memory events from a cudaMallocAsync pool; `attention` picks the kernels'
-// attention (KernelOptions::attention). Throws Error(kRuntime) when built without CUDA,
-// with no device, or when the rank has no GPU of its own.
+// The cuda backend on one GPU per rank (cuda_device_of_rank of its index on its node,
+// `local_rank`; ranks of a node on one GPU stop, every one of the node, before NCCL starts:
+// a collective over the node's ranks, every rank creates its backend): CUDA streams and
+// events, cuBLAS kernels, NCCL communicators (per stream one of the world, unique id
+// broadcast over MPI, split with ncclCommSplit into the shard, replica and TP groups),
+// memory events from a cudaMallocAsync pool; `attention` picks the kernels' attention
+// (KernelOptions::attention). Throws Error(kRuntime) when built without CUDA, with no
+// device, or when the rank has no GPU of its own.
 std::unique_ptr<Backend> make_cuda_backend(int local_rank,
                                            AttentionKernel attention = AttentionKernel::kAuto);
 // CUDA devices visible; 0 when built without CUDA.
 int cuda_backend_device_count();
-// The device the cuda backend takes for a rank of index `local_rank` on its node among
-// `visible` devices: device 0 where one is visible (a launcher bound the rank its GPU, or a
-// node of one GPU), else the rank's index (not below `visible`: the rank has no GPU).
+// The device the cuda backend takes for a rank of index `local_rank` on its node among the
+// `visible` devices it sees: its index modulo them -- its index where every GPU of the node
+// is visible, device 0 where a launcher bound the rank one GPU (srun --gpus-per-task=1),
+// its index among its own where it bound several. Ranks that land on one GPU are found by
+// ranks_sharing_a_gpu.
 int cuda_device_of_rank(int local_rank, int visible);
-// Of a node's ranks' GPUs (by UUID, indexed by node rank; empty where a rank has none), the
-// first pair of ranks (i < j, by j then i) that are one GPU; none when every rank has its own.
-std::optional<std::pair<int, int>> ranks_sharing_a_gpu(const std::vector<std::string>& gpus);
+// The GPU a rank of a node would replay on, gathered over the node's ranks (raw bytes: a
+// UUID may hold zeros).
+struct GpuClaim {
+  char usable = 0;              // 1 where the rank has a device and read its properties
+  unsigned char uuid[16] = {};  // cudaDeviceProp::uuid
+};
+// Of a node's ranks' claims (indexed by node rank), the first pair of usable ones (i < j, by
+// j then i) that are one GPU; none when every rank has its own.
+std::optional<std::pair<int, int>> ranks_sharing_a_gpu(const std::vector<GpuClaim>& claims);
 
 }  // namespace fsdptune

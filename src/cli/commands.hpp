@@ -50,9 +50,10 @@ auto read_flag_file(const char* flag, const std::string& path, Read&& read) -> d
 std::string any_timing_text(const Program& program, std::int64_t limit_bytes,
                             bool fits_as_predicted = true);
 
-// Whether a launcher (mpirun, srun) started this process as a rank other than the first
-// (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK or SLURM_PROCID above 0): an error of its
-// command line, the same on every rank, is said by the first rank only (validate_commands.cpp).
+// Whether a launcher (mpirun, srun) started this process as a rank other than the first:
+// the first of OMPI_COMM_WORLD_RANK, PMIX_RANK and PMI_RANK that is set, else SLURM_PROCID
+// within an srun step (SLURM_STEP_ID set), is above 0. An error of validate's command line,
+// the same on every rank, is said by the first rank only (validate_commands.cpp).
 bool launched_as_a_later_rank();
 
 }  // namespace fsdptune::cli

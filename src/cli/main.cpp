@@ -182,15 +182,19 @@ void check_option_values(CLI::App& app) {
 // (`2>&-`), and from a catch handler below that ended the program in std::terminate.
 void say(const std::string& text) { std::fputs(text.c_str(), stderr); }
 
-// An error of the command line: the same on every rank a launcher started with it (mpirun
-// -np N fsdptune validate ...), said by the first only (found by QA: N times).
+// Whether the command is `validate`, the one a launcher starts once per rank.
+bool validate_command = false;
+
+// An error of the command line: the same on every rank a launcher started `validate` with
+// (mpirun -np N fsdptune validate ...), said by the first only (found by QA: N times).
 void say_usage_error(const std::string& text) {
-  if (!fsdptune::cli::launched_as_a_later_rank()) say(text);
+  if (!validate_command || !fsdptune::cli::launched_as_a_later_rank()) say(text);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  validate_command = argc > 1 && std::string_view(argv[1]) == "validate";
   CLI::App app{"fsdptune: performance simulator and schedule autotuner for FSDP training"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("fsdptune ") + FSDPTUNE_VERSION);

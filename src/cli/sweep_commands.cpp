@@ -526,9 +526,11 @@ void run_sweep(const SweepCliOptions& o) {
              format_bytes(result.memory_limit_bytes),
              options.fit_at_any_timing ? " at any timing (--fit any-timing)" : "");
   // A blank line before the table, none over no table (the rejections start with one).
-  fmt::print("{} configurations simulated{}, {} fit; {} tuned{}\n{}", total - unsimulated,
+  fmt::print("{} simulated{}, {} fit; {} tuned{}\n{}",
+             counted(total - unsimulated, "configuration"),
              unsimulated == 0 ? std::string()
-                              : fmt::format(" ({} more not: {})", unsimulated, kShardedStateReason),
+                              : fmt::format(" ({} more rejected before simulation: {})",
+                                            unsimulated, kShardedStateReason),
              result.ranked.size(), result.tuned,
              o.tune_top == "0" ? std::string()
                                : fmt::format(" ({} plans per chunk at most)", o.tune_evaluations),

@@ -90,9 +90,9 @@ void check_test_hooks(const ScheduleFile& schedule, const ExecutorOptions& optio
   }
 }
 
-// The checks of validate's flags, before MPI starts: each rank makes them alike.
+// The checks of validate's flags' values, before MPI starts: each rank makes them alike
+// from its command line alone (no file is looked at).
 ExecutorOptions checked_options(const ValidateArgs& args) {
-  require_distinct_files({{"--out", args.out}}, {{"the schedule", args.schedule}});
   ExecutorOptions options = args.options;
   if (options.iterations < 1 || options.iterations > kMaxMeasuredIterations) {
     throw_bad_input("--iters", fmt::format("must be 1 to {}, got {}", kMaxMeasuredIterations,
@@ -137,6 +137,8 @@ void run_validate(const ValidateArgs& args) {
     if (launched_as_a_later_rank()) e.mark_printed_by_another_rank();
     throw;
   }
+  // The files each rank sees on its own node: said by every rank that fails.
+  require_distinct_files({{"--out", args.out}}, {{"the schedule", args.schedule}});
   MpiSession mpi;
   Watchdog watchdog(mpi.rank(), options.timeout_s, "reading the schedule");
   ScheduleFile schedule;
@@ -235,11 +237,18 @@ void run_compare(const CompareArgs& args) {
 }  // namespace
 
 bool launched_as_a_later_rank() {
-  for (const char* variable : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+  // The launcher's own variable first (Open MPI's, PMIx's, PMI's); Slurm's task id only in
+  // an srun step and where none of those is set: a batch script's shell and what it starts
+  // inherit SLURM_PROCID (found by review: any variable above 0 counted, an inherited one
+  // too).
+  for (const char* variable : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
     const char* value = std::getenv(variable);
-    if (value != nullptr && *value != '\0' && std::string_view(value) != "0") return true;
+    if (value != nullptr && *value != '\0') return std::string_view(value) != "0";
   }
-  return false;
+  const char* step = std::getenv("SLURM_STEP_ID");
+  const char* task = std::getenv("SLURM_PROCID");
+  return step != nullptr && *step != '\0' && task != nullptr && *task != '\0' &&
+         std::string_view(task) != "0";
 }
 
 void register_validate_commands(CLI::App& app) {

@@ -284,8 +284,8 @@ TEST_CASE("sweep: a memory limit rejects configurations and says why", "[cli][sw
   // Every one rejected by its sharded state alone: none simulated, and said so (found by
   // QA: "126 configurations simulated", each row's figures 0 as if a simulation's).
   CHECK_THAT(result.out,
-             Catch::Contains("0 configurations simulated (126 more not: sharded state alone "
-                             "over the memory limit), 0 fit"));
+             Catch::Contains("0 configurations simulated (126 more rejected before "
+                             "simulation: sharded state alone over the memory limit), 0 fit"));
   CHECK_THAT(result.err,
              Catch::Contains("sweep: no configuration tuned\n") && Catch::Contains(", 1 thread\n"));
   const nlohmann::json none = nlohmann::json::parse(run_fsdptune(sweep + " --json").out);
@@ -355,6 +355,17 @@ TEST_CASE("sweep and pipeline: bad flags exit 2 naming the flag", "[cli][sweep]"
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("--threads: must be 0 (every core this process may run on) to 1024") !=
         std::string::npos);
+  // --threads 0 counts the cores this process may run on (found by QA: 2 under taskset -c 0).
+  if (fsdptune::testing::run_command("command -v taskset > /dev/null").exit_code == 0) {
+    const auto pinned =
+        fsdptune::testing::run_command("taskset -c 0 " + std::string(FSDPTUNE_BINARY) +
+                                       " sweep --model tiny --gpus 2 --gpus-per-node 2 "
+                                       "--global-batch 2 --seq 256 --tune-top 0 --threads 0");
+    CHECK(pinned.exit_code == 0);
+    CHECK_THAT(pinned.err, Catch::Contains(", 1 thread\n"));
+  } else {
+    WARN("skipped: no taskset");
+  }
   // Given as 0, not missing (found by QA: "--gpus: required").
   bad = run_fsdptune("sweep --model tiny --gpus 0 --global-batch 8 --seq 256");
   CHECK(bad.exit_code == 2);

@@ -432,6 +432,30 @@ TEST_CASE("validate and compare reject bad flags and files", "[cli][validate]") 
   CHECK(run.exit_code != 0);
   CHECK(count(run.err, "validate has no option --itres") == 1);
   CHECK_FALSE(std::filesystem::exists(dir + "/m.json"));
+  // Which process is a later rank: the launcher's own variable first, Slurm's task id only
+  // in an srun step; other commands always say their errors (found by review).
+  const std::string bad_iters =
+      binary() + " validate " + tiny_schedule() + " --iters 0 --out " + dir + "/m.json";
+  for (const auto& [environment, said] : std::vector<std::pair<std::string, bool>>{
+           {"env -u SLURM_STEP_ID PMI_RANK=1", false},
+           {"env -u SLURM_STEP_ID OMPI_COMM_WORLD_RANK=0 SLURM_PROCID=2", true},
+           {"env -u SLURM_STEP_ID SLURM_PROCID=1", true},  // a batch script's shell
+           {"env SLURM_STEP_ID=0 SLURM_PROCID=1", false}}) {
+    INFO(environment);
+    run = run_command("env -u OMPI_COMM_WORLD_RANK -u PMIX_RANK -u PMI_RANK -u SLURM_PROCID " +
+                      environment + " " + bad_iters);
+    CHECK(run.exit_code == 2);
+    CHECK(count(run.err, "--iters: must be 1 to") == (said ? 1U : 0U));
+  }
+  run = run_command("env PMI_RANK=1 " + binary() + " sweep --model tiny --gpus 8 --thread 2");
+  CHECK(run.exit_code == 2);
+  CHECK_THAT(run.err, Catch::Contains("--thread"));
+  // A file each rank sees on its own node is said by every rank.
+  write_file_atomically(dir + "/file", "");
+  run = run_command("env PMI_RANK=1 " + binary() + " validate " + tiny_schedule() + " --out " +
+                    dir + "/file/m.json");
+  CHECK(run.exit_code == 2);
+  CHECK_THAT(run.err, Catch::Contains("--out"));
   write_file_atomically(dir + "/m.json", "{\"format\": \"fsdptune-measured\", \"version\": 1}\n");
   run = run_fsdptune("compare " + tiny_schedule() + " " + dir + "/m.json");
   CHECK(run.exit_code == 2);

@@ -799,18 +799,30 @@ TEST_CASE("the cuda backend's GPU per rank: bound by the launcher or by node ind
   // own (ranks 1 and up of such a node stopped, found by review).
   CHECK(cuda_device_of_rank(0, 1) == 0);
   CHECK(cuda_device_of_rank(3, 1) == 0);
-  // Every GPU visible to every rank: the rank's index on its node; past them, no GPU.
+  // Every GPU visible to every rank: the rank's index on its node.
   CHECK(cuda_device_of_rank(3, 8) == 3);
-  CHECK(cuda_device_of_rank(8, 8) == 8);
-  const std::string a(16, 'a');
-  const std::string b(16, 'b');
+  // --gpus-per-task=2: local rank 2 sees its own two GPUs and takes the first.
+  CHECK(cuda_device_of_rank(2, 2) == 0);
+  CHECK(cuda_device_of_rank(3, 2) == 1);
+  // More ranks than the GPUs every rank sees: two ranks on one GPU, which the claims show.
+  CHECK(cuda_device_of_rank(8, 8) == 0);
+  const auto claim = [](unsigned char first, unsigned char last) {
+    GpuClaim c;
+    c.usable = 1;
+    c.uuid[0] = first;
+    c.uuid[15] = last;
+    return c;
+  };
+  const GpuClaim none;  // a rank without a GPU (it stops for that)
   CHECK_FALSE(ranks_sharing_a_gpu({}).has_value());
-  CHECK_FALSE(ranks_sharing_a_gpu({a}).has_value());
-  CHECK_FALSE(ranks_sharing_a_gpu({a, b}).has_value());
-  // Ranks without a GPU (they stop for that) share none.
-  CHECK_FALSE(ranks_sharing_a_gpu({"", ""}).has_value());
-  // Two ranks of one node on one GPU (one visible to both): the first pair, by the later rank.
-  CHECK(ranks_sharing_a_gpu({a, a}) == std::pair{0, 1});
-  CHECK(ranks_sharing_a_gpu({a, b, b, a}) == std::pair{1, 2});
-  CHECK(ranks_sharing_a_gpu({b, a, "", a}) == std::pair{1, 3});
+  CHECK_FALSE(ranks_sharing_a_gpu({claim(1, 0)}).has_value());
+  CHECK_FALSE(ranks_sharing_a_gpu({claim(1, 0), claim(2, 0)}).has_value());
+  CHECK_FALSE(ranks_sharing_a_gpu({none, none}).has_value());
+  // UUIDs are raw bytes: a leading zero, and ones that differ in their last byte only.
+  CHECK_FALSE(ranks_sharing_a_gpu({claim(0, 1), claim(0, 2)}).has_value());
+  CHECK(ranks_sharing_a_gpu({claim(0, 1), claim(0, 1)}) == std::pair{0, 1});
+  // The first pair, by the later rank.
+  CHECK(ranks_sharing_a_gpu({claim(1, 0), claim(2, 0), claim(2, 0), claim(1, 0)}) ==
+        std::pair{1, 2});
+  CHECK(ranks_sharing_a_gpu({claim(2, 0), claim(1, 0), none, claim(1, 0)}) == std::pair{1, 3});
 }
