@@ -395,9 +395,10 @@ std::optional<Op> attention_from_op(const std::string& name, const AttentionOpNa
   shape.seq = q[seq_axis];
   shape.head_dim = q[3];
   shape.kv_heads = k[head_axis];
-  if (k[0] != q[0] || k[seq_axis] != q[seq_axis] || k[3] != q[3] || shape.kv_heads <= 0 ||
-      shape.heads % shape.kv_heads != 0 || shape.batch <= 0 || shape.seq <= 0 ||
-      shape.head_dim <= 0) {
+  // Zero query heads too (found by fuzzing: imported, then refused by the profile reader).
+  if (k[0] != q[0] || k[seq_axis] != q[seq_axis] || k[3] != q[3] || shape.heads <= 0 ||
+      shape.kv_heads <= 0 || shape.heads % shape.kv_heads != 0 || shape.batch <= 0 ||
+      shape.seq <= 0 || shape.head_dim <= 0) {
     why = fmt::format("{} with q {} and k {} (not self-attention with grouped heads)", name,
                       json(q).dump(), json(k).dump());
     return std::nullopt;

@@ -272,6 +272,19 @@ TEST_CASE("torchtitan defaults fill what a config leaves out", "[torchtitan]") {
   CHECK(given(twelve).hint() ==
         "train.toml sets [parallelism] data_parallel_replicate_degree = 2: change it, or give "
         "--gpus a multiple of tp*pp*dp_replicate");
+  // Degrees whose product passes 2^63 (found by fuzzing: a signed overflow, and no hint):
+  // the world size does not divide by them either.
+  JobOverrides only_gpus;
+  only_gpus.gpus = 12;
+  const Error huge = error_of([&] {
+    job_8b(kOpAc +
+               "[parallelism]\ntensor_parallel_degree = 2\n"
+               "data_parallel_replicate_degree = 4611686018427387904\n",
+           only_gpus);
+  });
+  CHECK(huge.where() == "--gpus");
+  CHECK_THAT(huge.hint(), Catch::Contains("data_parallel_replicate_degree = 4611686018427387904 "
+                                          "and tensor_parallel_degree = 2: change them"));
   // selective_ac_option = 1 checkpoints every block: full AC.
   CHECK(job_8b("[activation_checkpoint]\nselective_ac_option = '1'\n").ac ==
         ActivationCheckpointing::kFull);

@@ -240,6 +240,26 @@ TEST_CASE("Kineto import: attention layouts, is_causal, and ops without usable s
              Catch::Contains("aten::embedding_dense_backward without num_weights"));
 }
 
+TEST_CASE("Kineto import: an attention of no query heads is skipped, not written",
+          "[profiler][kineto]") {
+  // Found by fuzzing (tests/fuzz/corpus/kineto/crash-attention-zero-heads.json): imported,
+  // then refused by the profile reader ("attention.heads: is 0").
+  const json events = json::parse(R"([
+    {"ph": "X", "cat": "cpu_op", "name": "aten::_scaled_dot_product_flash_attention",
+     "pid": 1, "tid": 1, "ts": 10, "dur": 30, "args": {"External id": 1,
+       "Input Dims": [[1, 0, 8192, 128], [1, 32, 8192, 128]],
+       "Input type": ["c10::BFloat16"]}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+     "ts": 20, "dur": 4, "args": {"correlation": 7, "External id": 1}},
+    {"ph": "X", "cat": "kernel", "name": "flash_fwd_kernel", "pid": 0, "tid": 7,
+     "ts": 100, "dur": 30, "args": {"correlation": 7, "External id": 1, "stream": 7}}
+  ])");
+  const auto result = import_kineto_trace(events, {"h100-sxm", 8}, "inline");
+  CHECK(result.profile.compute.empty());
+  REQUIRE(result.notes.size() == 1);
+  CHECK_THAT(result.notes[0], Catch::Contains("not self-attention with grouped heads"));
+}
+
 TEST_CASE("Kineto import: a profile written from a trace loads back identically",
           "[profiler][kineto]") {
   for (const std::string& fixture : {kFixture, kBlockFixture}) {
