@@ -153,6 +153,36 @@ struct Float8Arrival {
   bool output_grad_fp8 = false;
 };
 
+// Eager PyTorch's upcast of an activation to fp32 (`x.float()`) or back (`type_as`): read
+// a bytes and write 4 per element; no kernel when activations are fp32.
+std::int64_t eager_cast_bytes(std::int64_t activation_bytes) {
+  return activation_bytes == kFp32Bytes ? 0 : activation_bytes + kFp32Bytes;
+}
+
+// torchao's tensorwise dynamic float8 cast (torchtitan's float8), bytes per element of the
+// activations. Compiled: one fused kernel, the amax pass and the scaled cast (a + a + 1).
+// Eager (no torch.compile; found by QA: priced as compiled, and float8 ranked ahead of
+// bf16 without compile, which torchtitan's float8 docs call required): its ATen ops, abs
+// (a + a), max (a), the upcast to fp32 (a + 4; none from fp32), the multiply by the scale
+// (4 + 4), the saturating clamp (4 + 4) and the cast to fp8 (4 + 1), 6 kernels (the scale's
+// scalar ops not counted).
+std::int64_t float8_cast_bytes(const Dims& dims) {
+  const std::int64_t a = dims.act_bytes;
+  if (dims.execution == Execution::kCompiled) return 2 * a + 1;
+  return 3 * a + eager_cast_bytes(a) + 21;
+}
+// A cast with a known scale (the forward input re-cast transposed for wgrad): compiled a + 1;
+// eager the upcast, multiply, clamp and cast (a + 4, 4 + 4, 4 + 4, 4 + 1), 4 kernels.
+std::int64_t float8_recast_bytes(const Dims& dims) {
+  const std::int64_t a = dims.act_bytes;
+  if (dims.execution == Execution::kCompiled) return a + 1;
+  return eager_cast_bytes(a) + 21;
+}
+std::string float8_cast_kernel(const Dims& dims, bool backward) {
+  if (dims.execution == Execution::kCompiled) return "float8_cast";
+  return backward ? "float8_cast_bwd_eager" : "float8_cast_eager";
+}
+
 // The backward of a GEMM C[m,n] = A[m,k] B[k,n]: dgrad dA = dC B^T (m, k, n) and
 // wgrad dB = A^T dC (k, n, m). Returned in the order they run: dgrad, then wgrad.
 void add_gemm_backward(const Op& forward, const Dims& dims, std::vector<Op>& out,
@@ -164,15 +194,16 @@ void add_gemm_backward(const Op& forward, const Dims& dims, std::vector<Op>& out
     // amax all-reduce first) unless it arrived in fp8, and an fp8 transposed copy for
     // wgrad (1 + 1); the input is re-cast transposed for wgrad with the forward's scale
     // (a + 1), or only transposed when it was saved in fp8 (1 + 1).
-    const std::int64_t a = dims.act_bytes;
-    const std::int64_t output_grad_cast = arrival.output_grad_fp8 ? 0 : g.m * g.n * (2 * a + 1);
+    // Eager, each cast as its ATen ops (float8_cast_bytes, float8_recast_bytes).
+    const std::int64_t output_grad_cast =
+        arrival.output_grad_fp8 ? 0 : g.m * g.n * float8_cast_bytes(dims);
     if (!arrival.output_grad_fp8 && dims.tp > 1) {
       out.push_back(float8_amax_op(forward.name + ".backward_float8_amax", dims, true));
     }
-    out.push_back(
-        memory_op(forward.name + ".backward_float8_cast", "float8_cast",
-                  output_grad_cast + g.m * g.n * 2 + g.m * g.k * (arrival.input_fp8 ? 2 : a + 1),
-                  dims, true));
+    out.push_back(memory_op(forward.name + ".backward_float8_cast", float8_cast_kernel(dims, true),
+                            output_grad_cast + g.m * g.n * 2 +
+                                g.m * g.k * (arrival.input_fp8 ? 2 : float8_recast_bytes(dims)),
+                            dims, true));
   }
   out.push_back(gemm_op(forward.name + ".dgrad", g.m, g.k, g.n, forward.dtype, dims, true));
   out.push_back(gemm_op(forward.name + ".wgrad", g.k, g.n, g.m, forward.dtype, dims, true));
@@ -194,12 +225,6 @@ Param make_param(std::string name, std::vector<std::int64_t> shape, bool tp_shar
   param.shard_numel = rows_per_shard * row_numel;
   param.padded_numel = param.shard_numel * job.dp_shard;
   return param;
-}
-
-// Eager PyTorch's upcast of an activation to fp32 (`x.float()`) or back (`type_as`): read
-// a bytes and write 4 per element; no kernel when activations are fp32.
-std::int64_t eager_cast_bytes(std::int64_t activation_bytes) {
-  return activation_bytes == kFp32Bytes ? 0 : activation_bytes + kFp32Bytes;
 }
 
 // An RMSNorm over `tokens` rows of d, fused or the unfused composite (rmsnorm_traffic).
@@ -324,13 +349,16 @@ Unit block_unit(const ModelSpec& model, const JobSpec& job, const Dims& dims, in
   const std::int64_t gathered_input_bytes = T * d * (float8_tp ? 1 : a);
   auto& fwd = unit.forward_ops;
   // A float8 cast of `elements` (tensorwise dynamic scaling: an amax pass and a scaled
-  // cast, a + a + 1 bytes per element), after the amax all-reduce of a TP-sharded tensor.
+  // cast, a + a + 1 bytes per element compiled, float8_cast_bytes), after the amax
+  // all-reduce of a TP-sharded tensor.
   auto float8_cast = [&](std::vector<Op>& ops, const std::string& name, std::int64_t elements,
                          bool backward) {
     const std::string suffix = backward ? ".backward_float8" : ".float8";
     if (sharded) ops.push_back(float8_amax_op(name + suffix + "_amax", dims, backward));
-    ops.push_back(
-        memory_op(name + suffix + "_cast", "float8_cast", elements * (2 * a + 1), dims, backward));
+    // The forward's kernel kind for a cast in the backward too: one cast, not the backward's
+    // three parts.
+    ops.push_back(memory_op(name + suffix + "_cast", float8_cast_kernel(dims, false),
+                            elements * float8_cast_bytes(dims), dims, backward));
   };
   // A block linear y[T,n] = x[T,k] W^T. Float8 (torchao Float8Linear with tensorwise
   // dynamic scaling, what torchtitan's float8 uses) casts each linear's input first unless
@@ -815,8 +843,9 @@ RmsnormTraffic rmsnorm_traffic(std::int64_t activation_bytes, bool unfused, bool
 
 int memory_op_kernels(const std::string& memory_op) {
   static const std::pair<const char*, int> kKernels[] = {
-      {"rope_fwd_eager", 6},   {"rope_bwd_eager", 6},      {"swiglu_fwd_eager", 2},
-      {"swiglu_bwd_eager", 3}, {"rmsnorm_fwd_unfused", 8}, {"rmsnorm_bwd_unfused", 15}};
+      {"rope_fwd_eager", 6},    {"rope_bwd_eager", 6},        {"swiglu_fwd_eager", 2},
+      {"swiglu_bwd_eager", 3},  {"rmsnorm_fwd_unfused", 8},   {"rmsnorm_bwd_unfused", 15},
+      {"float8_cast_eager", 6}, {"float8_cast_bwd_eager", 11}};
   for (const auto& [name, kernels] : kKernels) {
     if (memory_op == name) return kernels;
   }

@@ -85,10 +85,10 @@ struct Op {
   // "cross_entropy_bwd", "adamw", "float8_cast" (docs/workload.md lists their byte counts);
   // under eager execution (JobSpec::execution) "rope_fwd_eager", "rope_bwd_eager",
   // "swiglu_fwd_eager", "swiglu_bwd_eager", "rmsnorm_fwd_unfused", "rmsnorm_bwd_unfused",
-  // each several kernels (memory_op_kernels); under context parallelism "cp_merge_fwd",
-  // "cp_merge_bwd" (the fp32 merge of the per-chunk attention results).
-  // Profiles also hold "copy" entries, the bucket copies (CostModel::copy): there `bytes` is
-  // the size copied, each byte read once and written once (twice `bytes` of traffic).
+  // "float8_cast_eager", "float8_cast_bwd_eager", each several kernels (memory_op_kernels); under
+  // context parallelism "cp_merge_fwd", "cp_merge_bwd" (the fp32 merge of the per-chunk attention
+  // results). Profiles also hold "copy" entries, the bucket copies (CostModel::copy): there `bytes`
+  // is the size copied, each byte read once and written once (twice `bytes` of traffic).
   std::string memory_op;
 
   // The cost-profile key: same signature, same cost. E.g. "gemm bf16 m=8192 n=4096 k=4096",
@@ -101,7 +101,8 @@ struct Op {
 // How many kernels PyTorch launches for a memory-bound op of this kind: 1, or for the
 // unfused eager ops their ATen kernels (rope_*_eager 6: upcast, complex multiply, downcast
 // of q and of k; swiglu_fwd_eager 2; swiglu_bwd_eager 3; rmsnorm_fwd_unfused 8;
-// rmsnorm_bwd_unfused 15; docs/workload.md "Eager"). The cost model charges a launch each,
+// rmsnorm_bwd_unfused 15; float8_cast_eager 6; float8_cast_bwd_eager 11; docs/workload.md
+// "Eager"). The cost model charges a launch each,
 // the executors launch as many.
 int memory_op_kernels(const std::string& memory_op);
 

@@ -169,6 +169,42 @@ TEST_CASE("eager execution: unfused RoPE, SwiGLU and RMSNorm, hand-counted", "[w
   CHECK(memory_op_kernels("copy") == 1);
 }
 
+TEST_CASE("eager float8 casts: torchao's ATen ops, hand-counted", "[workload]") {
+  // Found by QA: eager float8 casts were priced as compiled's one fused kernel, and sweep
+  // ranked float8 without torch.compile 1.28x ahead of bf16. The hand model, bf16 (a = 2),
+  // T = 4 tokens: wq's input cast over T * d = 32 elements, its backward over dC [4, 8] and
+  // the input [4, 8].
+  JobSpec job;
+  job.gpus = 3;
+  job.local_batch = 1;
+  job.seq_len = 4;
+  job.float8 = true;
+  const ModelSpec model = hand_model();
+  auto block_of = [&](Execution execution) {
+    job.execution = execution;
+    return build_workload(model, normalize_job(model, job)).units.at(1);
+  };
+  const Unit compiled = block_of(Execution::kCompiled);
+  const Unit eager = block_of(Execution::kEager);
+  // Compiled: 2a + 1 = 5 bytes per element. Eager: abs 2a, max a, upcast a + 4, multiply 8,
+  // clamp 8, cast 5: 33.
+  const Op& cast = find_op(compiled.forward_ops, "layers.0.attention.wq.float8_cast");
+  CHECK(cast.bytes == 32 * 5);
+  CHECK(cast.memory_op == "float8_cast");
+  const Op& eager_cast = find_op(eager.forward_ops, "layers.0.attention.wq.float8_cast");
+  CHECK(eager_cast.bytes == 32 * 33);
+  CHECK(eager_cast.memory_op == "float8_cast_eager");
+  // Backward: dC's cast, its fp8 transposed copy (2 per element), the input re-cast with the
+  // forward's scale (compiled a + 1 = 3; eager upcast 6, multiply 8, clamp 8, cast 5: 27).
+  const std::string backward = "layers.0.attention.wq.backward_float8_cast";
+  CHECK(find_op(compiled.backward_ops, backward).bytes == 32 * 5 + 32 * 2 + 32 * 3);
+  CHECK(find_op(eager.backward_ops, backward).bytes == 32 * 33 + 32 * 2 + 32 * 27);
+  CHECK(find_op(eager.backward_ops, backward).memory_op == "float8_cast_bwd_eager");
+  CHECK(memory_op_kernels("float8_cast_eager") == 6);
+  CHECK(memory_op_kernels("float8_cast_bwd_eager") == 11);
+  CHECK(memory_op_kernels("float8_cast") == 1);
+}
+
 TEST_CASE("eager selective AC replays the eager ops and regenerates what they keep", "[workload]") {
   JobSpec job;
   job.gpus = 3;
