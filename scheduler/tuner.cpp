@@ -611,9 +611,14 @@ std::vector<Evaluation> Search::evaluate(const std::vector<std::pair<Plan, std::
 }
 
 void Search::record(const Evaluation& evaluation) {
+  // Under fsdp2_exact a plan FSDP2 cannot run is no candidate (only the baselines and start
+  // plans can be such: the space searched is FSDP2's).
+  const bool candidate = !options_.fsdp2_exact || fsdp2_differences(evaluation.plan).empty();
   if (evaluation.aborted) {
     ++aborted_;
-  } else {
+  }
+  if (!candidate) return;
+  if (!evaluation.aborted) {
     if (!smallest_peak_ || evaluation.peak_bytes < smallest_peak_->peak_bytes) {
       smallest_peak_ = evaluation;
     }
@@ -1025,7 +1030,8 @@ TunerResult Search::run() {
     double within_s = best_->step_time_s * (1 + options_.step_time_tolerance);
     for (const Evaluation& evaluation : fixed) {
       if (evaluation.fits && evaluation.label != "min-memory" &&
-          !evaluation.label.starts_with("start plan")) {
+          !evaluation.label.starts_with("start plan") &&
+          (!options_.fsdp2_exact || fsdp2_differences(evaluation.plan).empty())) {
         within_s = std::min(within_s, evaluation.step_time_s);
       }
     }
@@ -1196,6 +1202,10 @@ Tuner::Tuner(TunerOptions options) : options_(std::move(options)) {
 TunerResult Tuner::tune(const Workload& workload, const CostModel& costs) const {
   FSDPTUNE_CHECK(!workload.units.empty(), "tune() needs a workload with units");
   TunerOptions options = options_;
+  if (options.fsdp2_exact) {
+    options.search_layout = false;
+    options.independent_partitions = false;
+  }
   if (options.memory_limit_bytes == 0) {
     options.memory_limit_bytes = default_memory_limit_bytes(costs.hardware());
   }

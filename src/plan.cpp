@@ -1,6 +1,8 @@
 // Plans: validation and the plan JSON format (docs/plan-format.md).
 #include "fsdptune/plan.hpp"
 
+#include <algorithm>
+
 #include <cmath>
 #include <set>
 #include <string>
@@ -112,6 +114,32 @@ std::string to_string(StreamLayout layout) {
       return "shared";
   }
   return "separate";
+}
+
+std::vector<std::string> fsdp2_differences(const Plan& plan) {
+  // Found by QA: only the buckets were compared. Backward buckets matter only where a
+  // bucket reshards after forward (else the backward gathers nothing).
+  std::vector<std::string> differences;
+  if (plan.one_collective_per_parameter) {
+    differences.push_back("the plan issues one collective per parameter, FSDP2 one per group");
+  }
+  const bool regathers =
+      std::find(plan.reshard_after_forward.begin(), plan.reshard_after_forward.end(), true) !=
+      plan.reshard_after_forward.end();
+  if (regathers && plan.backward_buckets != plan.forward_buckets) {
+    differences.push_back("its backward all-gather buckets are not its forward ones");
+  }
+  if (plan.reduce_scatter_buckets != plan.forward_buckets) {
+    differences.push_back("its reduce-scatter buckets are not its forward ones");
+  }
+  if (plan.stream_layout != StreamLayout::kSeparate) {
+    differences.push_back(
+        "it runs all-gathers and reduce-scatters on one stream, FSDP2 on one each");
+  }
+  if (!plan.copy_in_out) {
+    differences.push_back("it collects without flat-buffer copies, which FSDP2 makes");
+  }
+  return differences;
 }
 
 void validate_plan(const Plan& plan, int unit_count, const std::string& where) {

@@ -2060,29 +2060,7 @@ json torchtitan_plan_to_json(const Workload& workload, const Plan& plan) {
              {"forward_prefetch", std::move(forward_prefetch)},
              {"backward_prefetch", std::move(backward_prefetch)}});
   }
-  // What FSDP2's groups cannot run as the plan does (found by QA: only the buckets were
-  // compared). Backward buckets matter only where a bucket reshards after forward (else the
-  // backward gathers nothing).
-  std::vector<std::string> differences;
-  if (plan.one_collective_per_parameter) {
-    differences.push_back("the plan issues one collective per parameter, FSDP2 one per group");
-  }
-  const bool regathers =
-      std::find(plan.reshard_after_forward.begin(), plan.reshard_after_forward.end(), true) !=
-      plan.reshard_after_forward.end();
-  if (regathers && plan.backward_buckets != plan.forward_buckets) {
-    differences.push_back("its backward all-gather buckets are not its forward ones");
-  }
-  if (plan.reduce_scatter_buckets != plan.forward_buckets) {
-    differences.push_back("its reduce-scatter buckets are not its forward ones");
-  }
-  if (plan.stream_layout != StreamLayout::kSeparate) {
-    differences.push_back(
-        "it runs all-gathers and reduce-scatters on one stream, FSDP2 on one each");
-  }
-  if (!plan.copy_in_out) {
-    differences.push_back("it collects without flat-buffer copies, which FSDP2 makes");
-  }
+  const std::vector<std::string> differences = fsdp2_differences(plan);
   const bool exact = differences.empty();
   json fsdp2{{"fully_shard_groups", std::move(groups)},
              {"exact", exact},

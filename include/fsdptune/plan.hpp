@@ -59,6 +59,12 @@ struct Plan {
 // length, or when prefetch is negative (or zero with reordering). `where` names the source.
 void validate_plan(const Plan& plan, int unit_count, const std::string& where);
 
+// What FSDP2's fully_shard groups cannot run as `plan` does (torchtitan export's `exact`,
+// docs/torchtitan-config.md): one collective per parameter, backward all-gather or
+// reduce-scatter buckets other than the forward ones, one stream for both collectives, no
+// flat-buffer copies. Empty when FSDP2 runs it as simulated.
+std::vector<std::string> fsdp2_differences(const Plan& plan);
+
 nlohmann::json plan_to_json(const Plan& plan);
 Plan plan_from_json(const nlohmann::json& json, const std::string& source);
 
