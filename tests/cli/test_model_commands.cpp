@@ -141,6 +141,11 @@ TEST_CASE("bad input is one line naming the culprit, exit 2", "[cli][errors]") {
   SECTION("unknown model lists the built-ins") {
     expect_one_line_error(run_fsdptune("model --model llama4"),
                           {"--model", "llama4", "llama3-8b", "llama3.2-3b", "tiny"});
+    // Llama 3.1's names: the hint says which built-ins they are (found by QA).
+    const auto result = run_fsdptune("model --model llama3.1-70b");
+    CHECK(result.exit_code == 2);
+    CHECK_THAT(result.err,
+               Catch::Contains("hint: llama3-8b, llama3-70b and llama3-405b are Llama 3.1's"));
   }
   SECTION("a model path that is not there is a missing file (found by QA)") {
     expect_one_line_error(run_fsdptune("model --model " + dir + "/nofile.json"),
