@@ -362,8 +362,10 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
   // tuner's space (no buckets, no FSDP2 configuration, its host-side cost unmeasured;
   // docs/tuner.md), so it is never picked for speed: offered to --fit any-timing alone, it
   // made that criterion pick faster plans than the default (found by QA 2026-12-05).
+  // Not under fsdp2_exact (found by review: FSDP2 runs no such plan), where nothing fitting
+  // is said instead.
   if (compositions[fastest_composition(compositions, limit)].peak_reserved_bytes > limit &&
-      !an_alternative_fits) {
+      !an_alternative_fits && !options.fsdp2_exact) {
     for (int c = 0; c < C; ++c) {
       const Plan none = simplefsdp_none_plan(chunk_workloads[c]);
       for (const bool keep : allowed_keep_gathered(options.keep_gathered, job)) {

@@ -1202,6 +1202,10 @@ Tuner::Tuner(TunerOptions options) : options_(std::move(options)) {
 TunerResult Tuner::tune(const Workload& workload, const CostModel& costs) const {
   FSDPTUNE_CHECK(!workload.units.empty(), "tune() needs a workload with units");
   TunerOptions options = options_;
+  // Without torch.compile only FSDP2 runs the job (SimpleFSDP runs compiled only): the plans
+  // FSDP2 runs as simulated are the space (found by QA: an eager job was given a plan on one
+  // shared stream, which neither runs).
+  if (workload.job.execution != Execution::kCompiled) options.fsdp2_exact = true;
   if (options.fsdp2_exact) {
     options.search_layout = false;
     options.independent_partitions = false;

@@ -2,7 +2,6 @@
 #include "fsdptune/plan.hpp"
 
 #include <algorithm>
-
 #include <cmath>
 #include <set>
 #include <string>

@@ -1184,15 +1184,14 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
     // --gpus alone).
     std::vector<std::string> degrees;
     // Only where the world size does not divide by them (review: not "--gpus must be > 0").
-    // The product in floating point first: degrees read from the file can multiply past
-    // 2^63 (found by fuzzing: tensor_parallel_degree 2^63 - 1 x PP 8, signed overflow). A
-    // product above the world size does not divide it.
-    const double product = static_cast<double>(job.tp) * static_cast<double>(job.pp) *
-                           static_cast<double>(job.dp_replicate);
-    const bool too_large = std::fabs(product) > static_cast<double>(job.gpus);
-    const std::int64_t divisor = too_large ? 0 : job.tp * job.pp * job.dp_replicate;
+    // Bounded: degrees read from the file can multiply past 2^63 (found by fuzzing:
+    // tensor_parallel_degree 2^63 - 1 x PP 8, signed overflow). A product above the bound
+    // (0) does not divide a world size either.
+    const std::int64_t divisor = job.tp > 0 && job.pp > 0 && job.dp_replicate > 0
+                                     ? bounded_product({job.tp, job.pp, job.dp_replicate})
+                                     : -1;
     const bool world_size_undivided =
-        job.gpus > 0 && (too_large || (divisor > 0 && job.gpus % divisor != 0));
+        job.gpus > 0 && (divisor == 0 || (divisor > 0 && job.gpus % divisor != 0));
     for (const auto& [value, key, flagged] :
          {std::tuple{c.dp_replicate, "data_parallel_replicate_degree", o.dp_replicate.has_value()},
           std::tuple{c.tp, "tensor_parallel_degree", o.tp.has_value()},

@@ -171,12 +171,22 @@ std::int64_t float8_cast_bytes(const Dims& dims) {
   if (dims.execution == Execution::kCompiled) return 2 * a + 1;
   return 3 * a + eager_cast_bytes(a) + 21;
 }
-// A cast with a known scale (the forward input re-cast transposed for wgrad): compiled a + 1;
-// eager the upcast, multiply, clamp and cast (a + 4, 4 + 4, 4 + 4, 4 + 1), 4 kernels.
-std::int64_t float8_recast_bytes(const Dims& dims) {
-  const std::int64_t a = dims.act_bytes;
-  if (dims.execution == Execution::kCompiled) return a + 1;
-  return eager_cast_bytes(a) + 21;
+// The backward's casts per element of dC [m, n] and of the input [m, k] (torchao's
+// matmul_with_hp_or_float8_args, the tensorwise path: the forward saves the input in high
+// precision). Compiled, AOT autograd's joint graph merges the duplicate work: dC cast once
+// (a + a + 1) with its fp8 transposed copy for wgrad (1 + 1), the input re-cast transposed
+// with the forward's scale (a + 1). Eager (found by review: modelled as compiled's path
+// at first) each of its casts runs whole: dC cast for dgrad and again for wgrad, then made
+// contiguous transposed for _scaled_mm (1 + 1); the input cast afresh (its amax again) and
+// copied into _scaled_mm's layout (1 + 1). 20 kernels.
+struct Float8BackwardBytes {
+  std::int64_t per_output_grad = 0;  // per element of dC: its cast(s) and transposed copy
+  std::int64_t per_input = 0;        // per element of the input: re-cast and laid out
+};
+Float8BackwardBytes float8_backward_bytes(const Dims& dims) {
+  const std::int64_t cast = float8_cast_bytes(dims);
+  if (dims.execution == Execution::kCompiled) return {cast + 2, dims.act_bytes + 1};
+  return {2 * cast + 2, cast + 2};
 }
 std::string float8_cast_kernel(const Dims& dims, bool backward) {
   if (dims.execution == Execution::kCompiled) return "float8_cast";
@@ -194,15 +204,15 @@ void add_gemm_backward(const Op& forward, const Dims& dims, std::vector<Op>& out
     // amax all-reduce first) unless it arrived in fp8, and an fp8 transposed copy for
     // wgrad (1 + 1); the input is re-cast transposed for wgrad with the forward's scale
     // (a + 1), or only transposed when it was saved in fp8 (1 + 1).
-    // Eager, each cast as its ATen ops (float8_cast_bytes, float8_recast_bytes).
-    const std::int64_t output_grad_cast =
-        arrival.output_grad_fp8 ? 0 : g.m * g.n * float8_cast_bytes(dims);
+    // Eager, each cast as its ATen ops, some twice (float8_backward_bytes); a dC that
+    // arrived in fp8 is only copied transposed (1 + 1).
+    const Float8BackwardBytes bytes = float8_backward_bytes(dims);
     if (!arrival.output_grad_fp8 && dims.tp > 1) {
       out.push_back(float8_amax_op(forward.name + ".backward_float8_amax", dims, true));
     }
     out.push_back(memory_op(forward.name + ".backward_float8_cast", float8_cast_kernel(dims, true),
-                            output_grad_cast + g.m * g.n * 2 +
-                                g.m * g.k * (arrival.input_fp8 ? 2 : float8_recast_bytes(dims)),
+                            g.m * g.n * (arrival.output_grad_fp8 ? 2 : bytes.per_output_grad) +
+                                g.m * g.k * (arrival.input_fp8 ? 2 : bytes.per_input),
                             dims, true));
   }
   out.push_back(gemm_op(forward.name + ".dgrad", g.m, g.k, g.n, forward.dtype, dims, true));
@@ -845,7 +855,7 @@ int memory_op_kernels(const std::string& memory_op) {
   static const std::pair<const char*, int> kKernels[] = {
       {"rope_fwd_eager", 6},    {"rope_bwd_eager", 6},        {"swiglu_fwd_eager", 2},
       {"swiglu_bwd_eager", 3},  {"rmsnorm_fwd_unfused", 8},   {"rmsnorm_bwd_unfused", 15},
-      {"float8_cast_eager", 6}, {"float8_cast_bwd_eager", 11}};
+      {"float8_cast_eager", 6}, {"float8_cast_bwd_eager", 20}};
   for (const auto& [name, kernels] : kKernels) {
     if (memory_op == name) return kernels;
   }

@@ -76,7 +76,8 @@ struct TunerOptions {
   // Only plans FSDP2's fully_shard groups run as simulated (fsdp2_differences empty; `tune
   // --fsdp2-exact`): one partition, separate streams; a baseline or start plan outside
   // them is simulated and listed but never returned, nor caps the step tolerance (fsdp2
-  // does). Found by QA: a torchtitan user could not apply the plans tune picked.
+  // does). Found by QA: a torchtitan user could not apply the plans tune picked. Always on
+  // for a job without torch.compile (JobSpec::execution not compiled): only FSDP2 runs it.
   bool fsdp2_exact = false;
   // Pipelined jobs (tune_pipelined_job): whether a chunk may keep its parameters gathered
   // across microbatches, re-gather them in each, or either (the faster that fits).

@@ -560,10 +560,14 @@ void run_tune(const TuneOptions& options) {
              format_bytes(result.memory_limit_bytes),
              tuner_options.fit_at_any_timing ? " at any timing (--fit any-timing)" : "");
   print_table(rows, result.memory_limit_bytes, any_timing);
+  // Of the baselines the pick could have been (found by review: under --fsdp2-exact, or
+  // without torch.compile, the simplefsdp-* plans cannot).
+  const bool fsdp2_only = tuner_options.fsdp2_exact || job.execution != Execution::kCompiled;
   const PlanSummary* best_baseline = nullptr;
   for (std::size_t i = 0; i < schedule.baselines.size(); ++i) {
     const PlanSummary& row = schedule.baselines[i];
     const bool fits = any_timing.empty() ? row.fits : any_timing[i].fits;
+    if (fsdp2_only && !fsdp2_differences(result.baselines[i].plan).empty()) continue;
     if (fits && (best_baseline == nullptr || row.step_time_s < best_baseline->step_time_s)) {
       best_baseline = &row;
     }
@@ -584,7 +588,8 @@ void run_tune(const TuneOptions& options) {
     const double gain = 1 - schedule.predicted.step_time_s / best_baseline->step_time_s;
     const std::int64_t more =
         schedule.predicted.peak_reserved_bytes - best_baseline->peak_reserved_bytes;
-    if (gain > 0 && gain < 0.01 && more * 10 >= best_baseline->peak_reserved_bytes) {
+    if (gain > 0 && gain < 0.01 && more * 10 >= best_baseline->peak_reserved_bytes &&
+        tuner_options.step_time_tolerance < 0.01) {
       fmt::print(
           "note: {:.2f}% faster for {} more reserved, a gain within what the predictions "
           "resolve (docs/calibration.md \"Relative effects\"); --step-tolerance 0.01 takes "

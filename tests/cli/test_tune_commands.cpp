@@ -143,6 +143,21 @@ TEST_CASE("tune --fsdp2-exact writes a plan torchtitan's FSDP2 runs as simulated
   REQUIRE(result.exit_code == 0);
   CHECK_THAT(result.out, Catch::Contains("a gain within what the predictions resolve") &&
                              Catch::Contains("--step-tolerance 0.01"));
+  // Not to a user who already gave that tolerance.
+  result = run_fsdptune(
+      "tune --model llama3-70b --gpus 64 --ac full --hardware h100-sxm --time-budget 0 "
+      "--step-tolerance 0.01 --out " +
+      dir + "/70b.json");
+  REQUIRE(result.exit_code == 0);
+  CHECK_THAT(result.out, !Catch::Contains("a gain within what the predictions resolve"));
+  // Pipelined, where nothing FSDP2 runs fits: said so, not SimpleFSDP's unbucketed plan
+  // (found by review: every stage came back with one collective per parameter).
+  result = run_fsdptune(
+      "tune --model llama3-70b --gpus 64 --pp 4 --microbatches 8 --ac full --hardware h100-sxm "
+      "--max-evaluations 100 --time-budget 0 --fsdp2-exact --memory-limit 37.5GiB --out " +
+      dir + "/pp.json");
+  CHECK(result.exit_code == 3);
+  CHECK_THAT(result.err, Catch::Contains("no per-stage plan fits"));
   std::filesystem::remove_all(dir);
 }
 
