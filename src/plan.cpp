@@ -141,6 +141,42 @@ std::vector<std::string> fsdp2_differences(const Plan& plan) {
   return differences;
 }
 
+std::vector<std::string> simplefsdp_differences(const Plan& plan) {
+  // Found by QA: the export's SimpleFSDP section looked ready to use, and the one list its
+  // manual bucketing takes did not fit where the tuned plan did.
+  std::vector<std::string> differences;
+  const bool regathers =
+      std::find(plan.reshard_after_forward.begin(), plan.reshard_after_forward.end(), true) !=
+      plan.reshard_after_forward.end();
+  if ((regathers && plan.backward_buckets != plan.forward_buckets) ||
+      plan.reduce_scatter_buckets != plan.forward_buckets) {
+    differences.push_back(
+        "its backward all-gather or reduce-scatter buckets are not its forward ones, where "
+        "SimpleFSDP's manual bucketing takes one list for all");
+  }
+  const bool keeps = std::find(plan.reshard_after_forward.begin(), plan.reshard_after_forward.end(),
+                               false) != plan.reshard_after_forward.end();
+  if (regathers && keeps) {
+    differences.push_back(
+        "it reshards some buckets after forward and keeps others, where SimpleFSDP's "
+        "fsdp_reshard_after_forward is one setting for all");
+  }
+  if (plan.stream_layout != StreamLayout::kShared) {
+    differences.push_back(
+        "it runs all-gathers and reduce-scatters on two streams, SimpleFSDP's functional "
+        "collectives on one");
+  }
+  if (plan.forward_prefetch != 1 || plan.backward_prefetch != 1) {
+    differences.push_back(
+        fmt::format("it prefetches {} / {} buckets ahead, SimpleFSDP's reordering one",
+                    plan.forward_prefetch, plan.backward_prefetch));
+  }
+  if (!plan.copy_in_out && !plan.one_collective_per_parameter) {
+    differences.push_back("its buckets collect without the flat-buffer copies SimpleFSDP makes");
+  }
+  return differences;
+}
+
 void validate_plan(const Plan& plan, int unit_count, const std::string& where) {
   if (unit_count <= 0) throw_bad_input(where, "the workload has no units");
   validate_partition(plan.forward_buckets, unit_count, field(where, "forward_buckets"));

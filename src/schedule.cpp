@@ -2038,6 +2038,18 @@ json torchtitan_plan_to_json(const Workload& workload, const Plan& plan) {
       {"stream_layout", to_string(plan.stream_layout)},
       {"reorder", plan.reorder},
   };
+  // Whether SimpleFSDP's manual bucketing runs it as simulated (since 2026-12-06).
+  const std::vector<std::string> simplefsdp_gaps = simplefsdp_differences(plan);
+  simplefsdp["exact"] = simplefsdp_gaps.empty();
+  simplefsdp["note"] =
+      simplefsdp_gaps.empty()
+          ? std::string(
+                "SimpleFSDP's manual bucketing reproduces the plan (one list of "
+                "buckets, one reshard setting, one stream, one bucket ahead)")
+          : fmt::format(
+                "SimpleFSDP's manual bucketing does not reproduce the plan: {}; its "
+                "forward buckets are the list to give it",
+                fmt::join(simplefsdp_gaps, "; "));
 
   // FSDP2 has one grouping for both directions and both collectives: the forward
   // buckets become the fully_shard groups. Explicit prefetch lists follow the plan's

@@ -64,6 +64,12 @@ void validate_plan(const Plan& plan, int unit_count, const std::string& where);
 // reduce-scatter buckets other than the forward ones, one stream for both collectives, no
 // flat-buffer copies. Empty when FSDP2 runs it as simulated.
 std::vector<std::string> fsdp2_differences(const Plan& plan);
+// The same for torchtitan's SimpleFSDP (experiments/simple_fsdp: one list of manual buckets
+// for both all-gathers and the reduce-scatters, fsdp_reshard_after_forward one setting for
+// all, functional collectives on one stream, its reordering one bucket ahead): where its
+// buckets differ from the forward ones, the reshard flags are mixed, the streams are
+// separate, the prefetch is not 1 / 1, or buckets collect without copies.
+std::vector<std::string> simplefsdp_differences(const Plan& plan);
 
 nlohmann::json plan_to_json(const Plan& plan);
 Plan plan_from_json(const nlohmann::json& json, const std::string& source);

@@ -1013,6 +1013,40 @@ TEST_CASE("torchtitan export names the modules of each bucket", "[schedule]") {
                  Catch::Contains("without flat-buffer copies"));
 }
 
+TEST_CASE("torchtitan export: whether SimpleFSDP's manual bucketing runs the plan", "[schedule]") {
+  // Found by QA: the SimpleFSDP section of a tuned plan looked ready to use; the one list
+  // SimpleFSDP takes did not fit where the plan did.
+  const ModelSpec model = builtin_model("tiny");
+  const Workload workload = build_workload(model, normalize_job(model, tiny_job()));
+  // SimpleFSDP's own: one list, every bucket resharded, one stream, one bucket ahead.
+  Plan simple = three_bucket_plan();
+  simple.backward_buckets = simple.forward_buckets;
+  simple.reduce_scatter_buckets = simple.forward_buckets;
+  simple.reshard_after_forward.assign(simple.forward_buckets.size(), true);
+  simple.stream_layout = StreamLayout::kShared;
+  simple.forward_prefetch = 1;
+  simple.backward_prefetch = 1;
+  CHECK(torchtitan_plan_to_json(workload, simple).at("simplefsdp").at("exact") == true);
+  Plan unbucketed = simple;  // SimpleFSDP without bucketing
+  unbucketed.one_collective_per_parameter = true;
+  unbucketed.copy_in_out = false;
+  CHECK(torchtitan_plan_to_json(workload, unbucketed).at("simplefsdp").at("exact") == true);
+  Plan plan = simple;
+  plan.stream_layout = StreamLayout::kSeparate;
+  plan.forward_prefetch = 2;
+  plan.reshard_after_forward.back() = false;
+  const json section = torchtitan_plan_to_json(workload, plan).at("simplefsdp");
+  CHECK(section.at("exact") == false);
+  CHECK_THAT(section.at("note").get<std::string>(),
+             Catch::Contains("reshards some buckets after forward and keeps others") &&
+                 Catch::Contains("on two streams") && Catch::Contains("prefetches 2 / 1") &&
+                 !Catch::Contains("not its forward ones"));
+  // Nothing resharded: one setting (never), exact as to resharding.
+  plan = simple;
+  plan.reshard_after_forward.assign(plan.reshard_after_forward.size(), false);
+  CHECK(torchtitan_plan_to_json(workload, plan).at("simplefsdp").at("exact") == true);
+}
+
 TEST_CASE("a version 2 schedule written before the split fields reads with its even split",
           "[schedule][pipeline]") {
   // Tuned 2026-12-01 (tiny, pp 2, interleaved 1F1B, V 2): its job has no

@@ -49,6 +49,12 @@ TEST_CASE("built-in plans have the documented shape", "[plans]") {
   const Plan block = simplefsdp_block_plan(workload);
   CHECK(block.reshard_after_forward == std::vector<bool>(5, true));
   CHECK(block.stream_layout == StreamLayout::kShared);
+  // Each runs as simulated in its framework (the torchtitan export's `exact`).
+  CHECK(fsdp2_differences(fsdp2).empty());
+  for (const Plan& simple : {none, block, simplefsdp_greedy_plan(workload, costs, kGiB)}) {
+    INFO(simple.name);
+    CHECK(simplefsdp_differences(simple).empty());
+  }
   try {
     builtin_plan("fsdp3", workload, costs, kGiB);
     FAIL("accepted an unknown plan");
