@@ -1303,7 +1303,12 @@ std::string schedule_section(const Report& report, std::size_t index, const Repo
   } else {
     double step_s = file.predicted.step_time_s;
     for (const TaskTiming& timing : file.timings) step_s = std::max(step_s, timing.end_s);
-    out += "<h3>One step, predicted (Gantt)</h3>\n";
+    // The schedule's plan alone (found by QA: a user comparing SimpleFSDP with FSDP2 looked
+    // for the baselines' overlap in it).
+    out += "<h3>One step of the " + escape_xml(file.plan.name) +
+           " plan, predicted (Gantt)</h3>\n<p class=\"note\">The baselines' steps: <code>fsdptune "
+           "simulate --model ... --plan fsdp2 --trace FILE</code> (or simplefsdp-block, "
+           "simplefsdp-greedy) writes one as a Chrome trace.</p>\n";
     out += gantt_chart(fmt::format("gantt-{}", index + 1), "Gantt chart of one predicted step",
                        program, file.timings, 0, step_s);
     // A dense step (hundreds of tasks) gets a readable close-up of its start: the first
