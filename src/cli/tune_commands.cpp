@@ -600,10 +600,33 @@ void run_tune(const TuneOptions& options) {
   fmt::print("lower bound {}: efficiency {:.1f}%\n", format_seconds(result.lower_bound_s),
              100.0 * efficiency);
   const Plan& plan = schedule.plan;
+  // Backward buckets whose units all stayed gathered after forward gather nothing (found
+  // by QA: "82 backward all-gather buckets" of which one gathered).
+  std::vector<bool> resharded(static_cast<std::size_t>(workload.units.size()), false);
+  for (std::size_t b = 0; b < plan.forward_buckets.size(); ++b) {
+    for (int u = plan.forward_buckets[b].first; u <= plan.forward_buckets[b].last; ++u) {
+      resharded[static_cast<std::size_t>(u)] = plan.reshard_after_forward[b];
+    }
+  }
+  const auto gathering = std::count_if(plan.backward_buckets.begin(), plan.backward_buckets.end(),
+                                       [&](const UnitRange& bucket) {
+                                         for (int u = bucket.first; u <= bucket.last; ++u) {
+                                           if (resharded[static_cast<std::size_t>(u)]) return true;
+                                         }
+                                         return false;
+                                       });
+  const std::string backward =
+      static_cast<std::size_t>(gathering) == plan.backward_buckets.size()
+          ? std::to_string(plan.backward_buckets.size())
+      : gathering == 0
+          ? fmt::format("{} (none gathering: every unit stays gathered after forward)",
+                        plan.backward_buckets.size())
+          : fmt::format("{} ({} gathering: the others' units stay gathered after forward)",
+                        plan.backward_buckets.size(), gathering);
   fmt::print(
       "plan: {} forward / {} backward all-gather buckets, {} reduce-scatter buckets, "
       "prefetch {}/{}, {} streams{}{} (started from {})\n",
-      plan.forward_buckets.size(), plan.backward_buckets.size(), plan.reduce_scatter_buckets.size(),
+      plan.forward_buckets.size(), backward, plan.reduce_scatter_buckets.size(),
       plan.forward_prefetch, plan.backward_prefetch, to_string(plan.stream_layout),
       // The knobs the buckets do not say (found by QA: a plan of one collective per
       // parameter read as 34 buckets).

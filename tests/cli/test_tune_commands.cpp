@@ -143,6 +143,15 @@ TEST_CASE("tune --fsdp2-exact writes a plan torchtitan's FSDP2 runs as simulated
   REQUIRE(result.exit_code == 0);
   CHECK_THAT(result.out, Catch::Contains("a gain within what the predictions resolve") &&
                              Catch::Contains("--step-tolerance 0.01"));
+  // Backward buckets that gather nothing are counted as such (found by QA: "82 backward
+  // all-gather buckets", of which one gathered).
+  result = run_fsdptune(
+      "tune --model llama3-70b --gpus 64 --tp 8 --ac full --hardware h100-sxm --time-budget 0 "
+      "--out " +
+      dir + "/70b-tp8.json");
+  REQUIRE(result.exit_code == 0);
+  CHECK_THAT(result.out, Catch::Contains(" gathering: the others' units stay gathered after "
+                                         "forward) backward all-gather buckets"));
   // Not to a user who already gave that tolerance.
   result = run_fsdptune(
       "tune --model llama3-70b --gpus 64 --ac full --hardware h100-sxm --time-budget 0 "
