@@ -365,7 +365,7 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
   // Not under fsdp2_exact (found by review: FSDP2 runs no such plan), where nothing fitting
   // is said instead.
   if (compositions[fastest_composition(compositions, limit)].peak_reserved_bytes > limit &&
-      !an_alternative_fits && !options.fsdp2_exact) {
+      !an_alternative_fits && !fsdp2_only(options, job)) {
     for (int c = 0; c < C; ++c) {
       const Plan none = simplefsdp_none_plan(chunk_workloads[c]);
       for (const bool keep : allowed_keep_gathered(options.keep_gathered, job)) {

@@ -1189,6 +1189,10 @@ PlanSummary summarize_plan(const std::string& plan_name, const Workload& workloa
   return summary;
 }
 
+bool fsdp2_only(const TunerOptions& options, const JobSpec& job) {
+  return options.fsdp2_exact || job.execution != Execution::kCompiled;
+}
+
 Tuner::Tuner(TunerOptions options) : options_(std::move(options)) {
   if (options_.threads < 1) throw_bad_input("--threads", "must be >= 1");
   if (options_.max_prefetch < 1) throw_bad_input("max_prefetch", "must be >= 1");
@@ -1205,7 +1209,7 @@ TunerResult Tuner::tune(const Workload& workload, const CostModel& costs) const 
   // Without torch.compile only FSDP2 runs the job (SimpleFSDP runs compiled only): the plans
   // FSDP2 runs as simulated are the space (found by QA: an eager job was given a plan on one
   // shared stream, which neither runs).
-  if (workload.job.execution != Execution::kCompiled) options.fsdp2_exact = true;
+  options.fsdp2_exact = fsdp2_only(options, workload.job);
   if (options.fsdp2_exact) {
     options.search_layout = false;
     options.independent_partitions = false;

@@ -2038,18 +2038,30 @@ json torchtitan_plan_to_json(const Workload& workload, const Plan& plan) {
       {"stream_layout", to_string(plan.stream_layout)},
       {"reorder", plan.reorder},
   };
-  // Whether SimpleFSDP's manual bucketing runs it as simulated (since 2026-12-06).
-  const std::vector<std::string> simplefsdp_gaps = simplefsdp_differences(plan);
+  // Whether SimpleFSDP runs it as simulated (since 2026-12-06): the plan's knobs, and the
+  // job (found by review: SimpleFSDP runs compiled only).
+  std::vector<std::string> simplefsdp_gaps = simplefsdp_differences(plan);
+  if (workload.job.execution != Execution::kCompiled) {
+    simplefsdp_gaps.insert(simplefsdp_gaps.begin(),
+                           "the job runs without torch.compile, SimpleFSDP compiled only");
+  }
   simplefsdp["exact"] = simplefsdp_gaps.empty();
-  simplefsdp["note"] =
-      simplefsdp_gaps.empty()
-          ? std::string(
-                "SimpleFSDP's manual bucketing reproduces the plan (one list of "
-                "buckets, one reshard setting, one stream, one bucket ahead)")
-          : fmt::format(
-                "SimpleFSDP's manual bucketing does not reproduce the plan: {}; its "
-                "forward buckets are the list to give it",
-                fmt::join(simplefsdp_gaps, "; "));
+  if (!simplefsdp_gaps.empty()) {
+    simplefsdp["note"] = fmt::format(
+        "SimpleFSDP does not reproduce the plan: {}; its forward buckets are the list to use "
+        "in place of get_transformer_block_buckets' (--compile.graph_passes "
+        "transformer_block_bucketing)",
+        fmt::join(simplefsdp_gaps, "; "));
+  } else if (plan.one_collective_per_parameter) {
+    simplefsdp["note"] =
+        "SimpleFSDP without a bucketing pass reproduces the plan (a collective per parameter; "
+        "its prefetch of one is the model's assumption)";
+  } else {
+    simplefsdp["note"] =
+        "SimpleFSDP's manual bucketing (--compile.graph_passes transformer_block_bucketing, "
+        "with these buckets in place of get_transformer_block_buckets') reproduces the plan: "
+        "one list of buckets, one reshard setting, one stream, one bucket ahead";
+  }
 
   // FSDP2 has one grouping for both directions and both collectives: the forward
   // buckets become the fully_shard groups. Explicit prefetch lists follow the plan's

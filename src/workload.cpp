@@ -205,7 +205,9 @@ void add_gemm_backward(const Op& forward, const Dims& dims, std::vector<Op>& out
     // wgrad (1 + 1); the input is re-cast transposed for wgrad with the forward's scale
     // (a + 1), or only transposed when it was saved in fp8 (1 + 1).
     // Eager, each cast as its ATen ops, some twice (float8_backward_bytes); a dC that
-    // arrived in fp8 is only copied transposed (1 + 1).
+    // arrived in fp8 is only copied transposed (1 + 1). With TP one amax all-reduce is
+    // counted, as compiled (eager's second dC cast and the input's fresh amax would each
+    // all-reduce theirs: not modelled, a few small collectives per linear).
     const Float8BackwardBytes bytes = float8_backward_bytes(dims);
     if (!arrival.output_grad_fp8 && dims.tp > 1) {
       out.push_back(float8_amax_op(forward.name + ".backward_float8_amax", dims, true));

@@ -77,7 +77,8 @@ struct TunerOptions {
   // --fsdp2-exact`): one partition, separate streams; a baseline or start plan outside
   // them is simulated and listed but never returned, nor caps the step tolerance (fsdp2
   // does). Found by QA: a torchtitan user could not apply the plans tune picked. Always on
-  // for a job without torch.compile (JobSpec::execution not compiled): only FSDP2 runs it.
+  // for a job without torch.compile (JobSpec::execution not compiled): only FSDP2 runs it
+  // (fsdp2_only).
   bool fsdp2_exact = false;
   // Pipelined jobs (tune_pipelined_job): whether a chunk may keep its parameters gathered
   // across microbatches, re-gather them in each, or either (the faster that fits).
@@ -113,6 +114,13 @@ struct TunerOptions {
   // Called after every batch; returning false stops the search (keeping the best so far).
   std::function<bool(const TunerProgress&)> progress;
 };
+
+// Whether only plans FSDP2 runs as simulated may be returned for `job`: under
+// TunerOptions::fsdp2_exact, or for a job without torch.compile (SimpleFSDP runs compiled
+// only, and FSDP2 runs no plan on one stream). The single-Program and the pipelined tuner
+// and tune's output all ask this (found by review: the pipelined tuner asked the option
+// alone).
+bool fsdp2_only(const TunerOptions& options, const JobSpec& job);
 
 // Everything the tuner learned about one plan it evaluated in full.
 struct EvaluatedPlan {

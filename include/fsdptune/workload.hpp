@@ -101,7 +101,7 @@ struct Op {
 // How many kernels PyTorch launches for a memory-bound op of this kind: 1, or for the
 // unfused eager ops their ATen kernels (rope_*_eager 6: upcast, complex multiply, downcast
 // of q and of k; swiglu_fwd_eager 2; swiglu_bwd_eager 3; rmsnorm_fwd_unfused 8;
-// rmsnorm_bwd_unfused 15; float8_cast_eager 6; float8_cast_bwd_eager 11; docs/workload.md
+// rmsnorm_bwd_unfused 15; float8_cast_eager 6; float8_cast_bwd_eager 20; docs/workload.md
 // "Eager"). The cost model charges a launch each,
 // the executors launch as many.
 int memory_op_kernels(const std::string& memory_op);

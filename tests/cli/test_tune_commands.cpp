@@ -167,6 +167,14 @@ TEST_CASE("tune --fsdp2-exact writes a plan torchtitan's FSDP2 runs as simulated
       dir + "/pp.json");
   CHECK(result.exit_code == 3);
   CHECK_THAT(result.err, Catch::Contains("no per-stage plan fits"));
+  // The same job without torch.compile and without the flag (found by review: its stages
+  // came back as SimpleFSDP's unbucketed plan, which SimpleFSDP runs compiled only).
+  result = run_fsdptune(
+      "tune --model llama3-70b --gpus 64 --pp 4 --microbatches 8 --ac full --hardware h100-sxm "
+      "--execution eager --max-evaluations 100 --time-budget 0 --memory-limit 37.5GiB --out " +
+      dir + "/pp-eager.json");
+  CHECK(result.exit_code == 3);
+  CHECK_THAT(result.err, Catch::Contains("no per-stage plan fits"));
   std::filesystem::remove_all(dir);
 }
 

@@ -240,6 +240,21 @@ TEST_CASE("a measured file without per-task timings still compares the step", "[
   CHECK(html.find("The measured file has no per-task timings.") != std::string::npos);
 }
 
+TEST_CASE("the Gantt chart is headed with its plan's name, escaped", "[report][html]") {
+  // Found by QA: a user comparing SimpleFSDP with FSDP2 looked for the baselines' overlap
+  // in it; it is the schedule's own plan's.
+  auto input = entries(false);
+  const std::string html = render_report_html(input);
+  CHECK_NOTHROW(XmlParser(html).parse());
+  CHECK(html.find("One step of the " + input[0].schedule.plan.name + " plan, predicted (Gantt)") !=
+        std::string::npos);
+  CHECK(html.find("--plan fsdp2 --trace FILE") != std::string::npos);
+  input[0].schedule.plan.name = "a<b&c";
+  const std::string odd = render_report_html(input);
+  CHECK_NOTHROW(XmlParser(odd).parse());
+  CHECK(odd.find("One step of the a&lt;b&amp;c plan") != std::string::npos);
+}
+
 TEST_CASE("no task error rows asked for is not a file without per-task timings", "[report]") {
   // `report --top-errors 0`: the HTML said the file had no per-task timings above its
   // measured Gantt chart (found by QA); the text and Markdown leave the table out.

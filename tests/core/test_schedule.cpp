@@ -1041,6 +1041,18 @@ TEST_CASE("torchtitan export: whether SimpleFSDP's manual bucketing runs the pla
              Catch::Contains("reshards some buckets after forward and keeps others") &&
                  Catch::Contains("on two streams") && Catch::Contains("prefetches 2 / 1") &&
                  !Catch::Contains("not its forward ones"));
+  // Without torch.compile, SimpleFSDP does not run at all.
+  JobSpec eager_job = normalize_job(model, tiny_job());
+  eager_job.execution = Execution::kEager;
+  const Workload eager = build_workload(model, eager_job);
+  const json eager_section = torchtitan_plan_to_json(eager, simple).at("simplefsdp");
+  CHECK(eager_section.at("exact") == false);
+  CHECK_THAT(eager_section.at("note").get<std::string>(),
+             Catch::Contains("without torch.compile, SimpleFSDP compiled only"));
+  // One collective per parameter: SimpleFSDP without a bucketing pass.
+  CHECK_THAT(
+      torchtitan_plan_to_json(workload, unbucketed).at("simplefsdp").at("note").get<std::string>(),
+      Catch::Contains("without a bucketing pass"));
   // Nothing resharded: one setting (never), exact as to resharding.
   plan = simple;
   plan.reshard_after_forward.assign(plan.reshard_after_forward.size(), false);

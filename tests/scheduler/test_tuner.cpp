@@ -684,6 +684,19 @@ TEST_CASE("fsdp2_exact returns only plans FSDP2's groups run, never slower than 
   REQUIRE(fsdp2 != exact.baselines.end());
   CHECK(exact.best.step_time_s <= fsdp2->summary.step_time_s);
   for (const Plan& plan : exact.pareto_plans) CHECK(fsdp2_differences(plan).empty());
+  // Without torch.compile only FSDP2 runs the job: searched so without the option.
+  JobSpec eager_job;
+  eager_job.execution = Execution::kEager;
+  const Workload eager = build_workload(model, normalize_job(model, eager_job));
+  TunerOptions plain;
+  plain.time_budget_s = 0;
+  plain.max_evaluations = 600;
+  CHECK(fsdp2_only(plain, eager.job));
+  CHECK_FALSE(fsdp2_only(plain, workload.job));
+  const TunerResult eager_result = Tuner(plain).tune(eager, *costs);
+  REQUIRE(eager_result.fits);
+  CHECK(fsdp2_differences(eager_result.best_plan).empty());
+  CHECK(eager_result.best_plan.stream_layout == StreamLayout::kSeparate);
 }
 
 TEST_CASE("when nothing fits the tuner says so with the smallest peak", "[tuner][fit]") {
