@@ -160,21 +160,18 @@ TEST_CASE("tune --fsdp2-exact writes a plan torchtitan's FSDP2 runs as simulated
   REQUIRE(result.exit_code == 0);
   CHECK_THAT(result.out, !Catch::Contains("a gain within what the predictions resolve"));
   // Pipelined, where nothing FSDP2 runs fits: said so, not SimpleFSDP's unbucketed plan
-  // (found by review: every stage came back with one collective per parameter).
-  result = run_fsdptune(
-      "tune --model llama3-70b --gpus 64 --pp 4 --microbatches 8 --ac full --hardware h100-sxm "
-      "--max-evaluations 100 --time-budget 0 --fsdp2-exact --memory-limit 37.5GiB --out " +
-      dir + "/pp.json");
-  CHECK(result.exit_code == 3);
-  CHECK_THAT(result.err, Catch::Contains("no per-stage plan fits"));
-  // The same job without torch.compile and without the flag (found by review: its stages
-  // came back as SimpleFSDP's unbucketed plan, which SimpleFSDP runs compiled only).
-  result = run_fsdptune(
-      "tune --model llama3-70b --gpus 64 --pp 4 --microbatches 8 --ac full --hardware h100-sxm "
-      "--execution eager --max-evaluations 100 --time-budget 0 --memory-limit 37.5GiB --out " +
-      dir + "/pp-eager.json");
-  CHECK(result.exit_code == 3);
-  CHECK_THAT(result.err, Catch::Contains("no per-stage plan fits"));
+  // (found by review: every stage came back with one collective per parameter), with the
+  // flag and for a job without torch.compile, which SimpleFSDP does not run.
+  for (const char* only_fsdp2 : {"--fsdp2-exact", "--execution eager"}) {
+    INFO(only_fsdp2);
+    result = run_fsdptune(
+        std::string("tune --model llama3-70b --gpus 64 --pp 4 --microbatches 8 --ac full "
+                    "--hardware h100-sxm --max-evaluations 100 --time-budget 0 --memory-limit "
+                    "37.5GiB ") +
+        only_fsdp2 + " --out " + dir + "/pp.json");
+    CHECK(result.exit_code == 3);
+    CHECK_THAT(result.err, Catch::Contains("no per-stage plan fits"));
+  }
   std::filesystem::remove_all(dir);
 }
 
