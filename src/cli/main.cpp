@@ -182,19 +182,16 @@ void check_option_values(CLI::App& app) {
 // (`2>&-`), and from a catch handler below that ended the program in std::terminate.
 void say(const std::string& text) { std::fputs(text.c_str(), stderr); }
 
-// Whether the command is `validate`, the one a launcher starts once per rank.
-bool validate_command = false;
-
-// An error of the command line: the same on every rank a launcher started `validate` with
-// (mpirun -np N fsdptune validate ...), said by the first only (found by QA: N times).
-void say_usage_error(const std::string& text) {
-  if (!validate_command || !fsdptune::cli::launched_as_a_later_rank()) say(text);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  validate_command = argc > 1 && std::string_view(argv[1]) == "validate";
+  // An error of the command line: the same on every rank a launcher started `validate` with
+  // (mpirun -np N fsdptune validate ...), said by the first only (found by QA: N times).
+  const bool later_rank_of_validate = argc > 1 && std::string_view(argv[1]) == "validate" &&
+                                      fsdptune::cli::launched_as_a_later_rank();
+  const auto say_usage_error = [later_rank_of_validate](const std::string& text) {
+    if (!later_rank_of_validate) say(text);
+  };
   CLI::App app{"fsdptune: performance simulator and schedule autotuner for FSDP training"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("fsdptune ") + FSDPTUNE_VERSION);
