@@ -115,6 +115,24 @@ std::string to_string(StreamLayout layout) {
   return "separate";
 }
 
+int gathering_backward_buckets(const Plan& plan) {
+  int units = 0;
+  for (const UnitRange& bucket : plan.forward_buckets) units = std::max(units, bucket.last + 1);
+  std::vector<bool> resharded(static_cast<std::size_t>(units), false);
+  for (std::size_t b = 0; b < plan.forward_buckets.size(); ++b) {
+    for (int u = plan.forward_buckets[b].first; u <= plan.forward_buckets[b].last; ++u) {
+      resharded[static_cast<std::size_t>(u)] = plan.reshard_after_forward[b];
+    }
+  }
+  return static_cast<int>(std::count_if(
+      plan.backward_buckets.begin(), plan.backward_buckets.end(), [&](const UnitRange& bucket) {
+        for (int u = bucket.first; u <= bucket.last && u < units; ++u) {
+          if (resharded[static_cast<std::size_t>(u)]) return true;
+        }
+        return false;
+      }));
+}
+
 std::vector<std::string> fsdp2_differences(const Plan& plan) {
   // Found by QA: only the buckets were compared. Backward buckets matter only where a
   // bucket reshards after forward (else the backward gathers nothing).

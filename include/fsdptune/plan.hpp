@@ -71,6 +71,10 @@ std::vector<std::string> fsdp2_differences(const Plan& plan);
 // separate, the prefetch is not 1 / 1, or buckets collect without copies.
 std::vector<std::string> simplefsdp_differences(const Plan& plan);
 
+// The backward all-gather buckets that gather anything: those with a unit whose forward
+// bucket reshards after forward (the others' units stay gathered from the forward).
+int gathering_backward_buckets(const Plan& plan);
+
 nlohmann::json plan_to_json(const Plan& plan);
 Plan plan_from_json(const nlohmann::json& json, const std::string& source);
 

@@ -411,9 +411,14 @@ void run_simulate(const SimulateOptions& options) {
   } else {
     fmt::print("{}\n", single_program_job_line(model, job, costs.hardware.id));
     // A plan's reduce_after_backward changes the timeline: said (found by QA, 2026-12-06).
+    // Backward buckets that gather nothing said, as tune says them (found by review).
+    const int gathering = gathering_backward_buckets(plan);
+    const std::string backward =
+        static_cast<std::size_t>(gathering) == plan.backward_buckets.size()
+            ? std::to_string(gathering)
+            : fmt::format("{} ({} gathering)", plan.backward_buckets.size(), gathering);
     fmt::print("plan {}: {} forward / {} backward / {} reduce-scatter buckets{}, {} tasks\n",
-               plan.name, plan.forward_buckets.size(), plan.backward_buckets.size(),
-               plan.reduce_scatter_buckets.size(),
+               plan.name, plan.forward_buckets.size(), backward, plan.reduce_scatter_buckets.size(),
                plan.reduce_after_backward ? " (after the backward)" : "", program.tasks.size());
     const double step = result.step_time_s;
     fmt::print("step time          {}\n", format_seconds(step));

@@ -602,19 +602,7 @@ void run_tune(const TuneOptions& options) {
   const Plan& plan = schedule.plan;
   // Backward buckets whose units all stayed gathered after forward gather nothing (found
   // by QA: "82 backward all-gather buckets" of which one gathered).
-  std::vector<bool> resharded(static_cast<std::size_t>(workload.units.size()), false);
-  for (std::size_t b = 0; b < plan.forward_buckets.size(); ++b) {
-    for (int u = plan.forward_buckets[b].first; u <= plan.forward_buckets[b].last; ++u) {
-      resharded[static_cast<std::size_t>(u)] = plan.reshard_after_forward[b];
-    }
-  }
-  const auto gathering = std::count_if(plan.backward_buckets.begin(), plan.backward_buckets.end(),
-                                       [&](const UnitRange& bucket) {
-                                         for (int u = bucket.first; u <= bucket.last; ++u) {
-                                           if (resharded[static_cast<std::size_t>(u)]) return true;
-                                         }
-                                         return false;
-                                       });
+  const int gathering = gathering_backward_buckets(plan);
   const std::string backward =
       static_cast<std::size_t>(gathering) == plan.backward_buckets.size()
           ? std::to_string(plan.backward_buckets.size())

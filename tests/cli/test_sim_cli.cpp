@@ -110,6 +110,12 @@ TEST_CASE("simulate prints the step, the breakdowns and whether it fits", "[cli]
     INFO(text);
     CHECK(result.out.find(text) != std::string::npos);
   }
+  // fsdp2 keeps its last bucket gathered from the forward: its backward bucket gathers
+  // nothing, said (README's example; as tune says it).
+  const auto fsdp2 = run_fsdptune("simulate --model llama3-8b --hardware h100-sxm --gpus 8");
+  REQUIRE(fsdp2.exit_code == 0);
+  CHECK_THAT(fsdp2.out, Catch::Contains("plan fsdp2: 34 forward / 34 (33 gathering) backward / "
+                                        "34 reduce-scatter buckets"));
 }
 
 TEST_CASE("simulate --trace writes the same bytes every run", "[cli][simulate]") {
