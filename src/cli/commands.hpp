@@ -50,6 +50,11 @@ auto read_flag_file(const char* flag, const std::string& path, Read&& read) -> d
 std::string any_timing_text(const Program& program, std::int64_t limit_bytes,
                             bool fits_as_predicted = true);
 
+// A plan's backward all-gather bucket count for simulate's and tune's plan lines, with how
+// many gather anything where some do not (gathering_backward_buckets, plan.hpp): "34 (33
+// gathering)"; `explained` adds why the others gather nothing, as tune says it.
+std::string backward_buckets_text(const Plan& plan, bool explained);
+
 // Whether a launcher (mpirun, srun) started this process as a rank other than the first:
 // the first of OMPI_COMM_WORLD_RANK, PMIX_RANK and PMI_RANK that is set, else SLURM_PROCID
 // within an srun step (SLURM_STEP_ID set), is above 0. An error of validate's command line,

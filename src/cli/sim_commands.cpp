@@ -412,13 +412,9 @@ void run_simulate(const SimulateOptions& options) {
     fmt::print("{}\n", single_program_job_line(model, job, costs.hardware.id));
     // A plan's reduce_after_backward changes the timeline: said (found by QA, 2026-12-06).
     // Backward buckets that gather nothing said, as tune says them (found by review).
-    const int gathering = gathering_backward_buckets(plan);
-    const std::string backward =
-        static_cast<std::size_t>(gathering) == plan.backward_buckets.size()
-            ? std::to_string(gathering)
-            : fmt::format("{} ({} gathering)", plan.backward_buckets.size(), gathering);
     fmt::print("plan {}: {} forward / {} backward / {} reduce-scatter buckets{}, {} tasks\n",
-               plan.name, plan.forward_buckets.size(), backward, plan.reduce_scatter_buckets.size(),
+               plan.name, plan.forward_buckets.size(), backward_buckets_text(plan, false),
+               plan.reduce_scatter_buckets.size(),
                plan.reduce_after_backward ? " (after the backward)" : "", program.tasks.size());
     const double step = result.step_time_s;
     fmt::print("step time          {}\n", format_seconds(step));
@@ -459,6 +455,18 @@ void run_simulate(const SimulateOptions& options) {
 }
 
 }  // namespace
+
+std::string backward_buckets_text(const Plan& plan, bool explained) {
+  const int gathering = gathering_backward_buckets(plan);
+  const std::size_t count = plan.backward_buckets.size();
+  if (static_cast<std::size_t>(gathering) == count) return std::to_string(count);
+  if (!explained) return fmt::format("{} ({} gathering)", count, gathering);
+  if (gathering == 0) {
+    return fmt::format("{} (none gathering: every unit stays gathered after forward)", count);
+  }
+  return fmt::format("{} ({} gathering: the others' units stay gathered after forward)", count,
+                     gathering);
+}
 
 std::string any_timing_text(const Program& program, std::int64_t limit_bytes,
                             bool fits_as_predicted) {

@@ -602,15 +602,7 @@ void run_tune(const TuneOptions& options) {
   const Plan& plan = schedule.plan;
   // Backward buckets whose units all stayed gathered after forward gather nothing (found
   // by QA: "82 backward all-gather buckets" of which one gathered).
-  const int gathering = gathering_backward_buckets(plan);
-  const std::string backward =
-      static_cast<std::size_t>(gathering) == plan.backward_buckets.size()
-          ? std::to_string(plan.backward_buckets.size())
-      : gathering == 0
-          ? fmt::format("{} (none gathering: every unit stays gathered after forward)",
-                        plan.backward_buckets.size())
-          : fmt::format("{} ({} gathering: the others' units stay gathered after forward)",
-                        plan.backward_buckets.size(), gathering);
+  const std::string backward = backward_buckets_text(plan, true);
   fmt::print(
       "plan: {} forward / {} backward all-gather buckets, {} reduce-scatter buckets, "
       "prefetch {}/{}, {} streams{}{} (started from {})\n",
