@@ -827,6 +827,18 @@ std::vector<Evaluation> Search::keep_gathered_variants(std::vector<Evaluation> s
     for (int b = 0; b < k; ++b) out.reshard_after_forward[b] = b < k - kept;
     return out;
   };
+  // Each start also with its forward partition one unit per bucket: the boundary between
+  // resharded and kept then moves unit by unit (single moves move it by whole buckets).
+  std::vector<std::pair<Plan, std::string>> split_plans;
+  for (const Evaluation& start : starts) {
+    Plan split = start.plan;
+    split.forward_buckets = one_unit_per_bucket_plan(unit_count_).forward_buckets;
+    split.reshard_after_forward.assign(split.forward_buckets.size(), true);
+    split_plans.emplace_back(project(std::move(split)), start.label + ", forward per unit");
+  }
+  for (const Evaluation& split : evaluate(split_plans, /*abort_over_limit=*/true)) {
+    if (split.fits) starts.push_back(split);
+  }
   constexpr int kSteps = 8;
   std::vector<Evaluation> found;
   for (const Evaluation& start : starts) {
