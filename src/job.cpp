@@ -185,6 +185,12 @@ std::string job_where(const std::string& flag, const std::string& source) {
 
 namespace {
 
+// Whether groups of `ranks` consecutive ranks lie within nodes of `gpus_per_node` or fill
+// whole ones (none straddles a node boundary).
+bool fills_nodes(std::int64_t ranks, std::int64_t gpus_per_node) {
+  return ranks <= gpus_per_node ? gpus_per_node % ranks == 0 : ranks % gpus_per_node == 0;
+}
+
 // Blocks given chunk by chunk: one count per chunk, together the model's blocks, and every
 // chunk but the first (the embedding's) and the last (norm+output's) holding one at least.
 void check_chunk_blocks(const ModelSpec& model, const JobSpec& job, const std::string& source) {
@@ -432,9 +438,7 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& so
                                   job.gpus_per_node),
                       "give whole nodes: --gpus a multiple of --gpus-per-node");
     }
-    const bool aligned = job.tp <= job.gpus_per_node ? job.gpus_per_node % job.tp == 0
-                                                     : job.tp % job.gpus_per_node == 0;
-    if (!aligned) {
+    if (!fills_nodes(job.tp, job.gpus_per_node)) {
       throw_bad_input(
           at("--tp"),
           fmt::format("TP groups of {} straddle nodes of {} GPUs", job.tp, job.gpus_per_node),
@@ -447,6 +451,28 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& so
                     fmt::format("context parallelism splits the FSDP shard group: cp {} does not "
                                 "divide dp_shard {} (gpus / (tp*pp*dp_replicate))",
                                 job.cp, dp_shard));
+  }
+  // Shard groups (dp_shard x tp consecutive ranks) and CP groups (cp x tp) do not straddle
+  // nodes either: their collectives are costed with gpus_per_node / tp of their ranks in
+  // every node (found by QA: 24 GPUs with --dp-replicate 8 put shard group {6, 7, 8} across
+  // two nodes, its all-gathers priced at NVLink's bandwidth, 7x under one NIC's).
+  if (job.gpus > job.gpus_per_node) {
+    if (!fills_nodes(dp_shard * job.tp, job.gpus_per_node)) {
+      throw_bad_input(
+          at(job.dp_replicate > 1 ? "--dp-replicate" : "--pp"),
+          fmt::format("FSDP shard groups of dp_shard {} x tp {} = {} ranks straddle nodes of {} "
+                      "GPUs",
+                      dp_shard, job.tp, dp_shard * job.tp, job.gpus_per_node),
+          "give --dp-replicate and --pp that leave dp_shard x tp dividing --gpus-per-node (or "
+          "a multiple of it)");
+    }
+    if (!fills_nodes(job.cp * job.tp, job.gpus_per_node)) {
+      throw_bad_input(at("--cp"),
+                      fmt::format("context-parallel groups of cp {} x tp {} = {} ranks straddle "
+                                  "nodes of {} GPUs",
+                                  job.cp, job.tp, job.cp * job.tp, job.gpus_per_node),
+                      "give a --cp whose cp x tp divides --gpus-per-node (or is a multiple of it)");
+    }
   }
   // Load-balanced causal CP cuts each sequence into 2 cp chunks, each rank taking two; the
   // rank's seq / cp tokens are then sharded over tp by sequence parallelism.

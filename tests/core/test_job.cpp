@@ -71,6 +71,29 @@ TEST_CASE("normalize_job names the flag at fault", "[job][errors]") {
     job.tp = 8;
     CHECK(normalize_job(builtin_model("llama3-8b"), job).dp_shard == 2);
   }
+  SECTION("FSDP shard groups and CP groups across nodes") {
+    // Found by QA: accepted before, their collectives costed as within nodes they cross.
+    job.gpus = 24;
+    job.tp = 1;
+    job.dp_replicate = 8;  // shard groups of 3 ranks: {6, 7, 8} spans two nodes of 8
+    CHECK(rejected_flag(job) == "--dp-replicate");
+    job.dp_replicate = 2;  // 12 ranks: 8 on one node, 4 on the next
+    CHECK(rejected_flag(job) == "--dp-replicate");
+    job.dp_replicate = 1;
+    job.pp = 8;  // stages of 3 ranks
+    CHECK(rejected_flag(job) == "--pp");
+    job.pp = 1;
+    job.cp = 3;  // CP groups of 3 ranks within shard groups of 24
+    CHECK(rejected_flag(job) == "--cp");
+    // Groups within a node or of whole nodes are fine.
+    job.cp = 1;
+    job.dp_replicate = 3;  // shard groups of 8: one node each
+    CHECK(normalize_job(builtin_model("llama3-8b"), job).dp_shard == 8);
+    job.gpus = 32;
+    job.dp_replicate = 2;  // 16: two nodes each
+    job.cp = 4;
+    CHECK(normalize_job(builtin_model("llama3-8b"), job).dp_shard == 16);
+  }
   SECTION("zero and negative sizes") {
     job.local_batch = 0;
     CHECK(rejected_flag(job) == "--batch");
