@@ -58,7 +58,16 @@ std::string backward_buckets_text(const Plan& plan, bool explained);
 // Whether a launcher (mpirun, srun) started this process as a rank other than the first:
 // the first of OMPI_COMM_WORLD_RANK, PMIX_RANK and PMI_RANK that is set, else SLURM_PROCID
 // within an srun step (SLURM_STEP_ID set), is above 0. An error of validate's command line,
-// the same on every rank, is said by the first rank only (validate_commands.cpp).
+// the same on every rank, is said by the first rank, the others waiting (below).
 bool launched_as_a_later_rank();
+
+// A later rank's error of validate's command line is said after kLaterRankGraceSeconds:
+// mpirun stops the job when the first rank exits with the same error (said once), and a
+// rank whose error the first rank does not share (an MPMD launch), or a launcher that
+// leaves the other ranks running (srun without --kill-on-bad-exit), still says it (found by
+// QA: a later rank exiting silently at once got the first killed before it spoke, and the
+// job's only output was mpirun's).
+constexpr int kLaterRankGraceSeconds = 5;
+void wait_as_a_later_rank();
 
 }  // namespace fsdptune::cli

@@ -1,6 +1,7 @@
 // `fsdptune validate` (replay a schedule under mpirun / srun and measure it) and
 // `fsdptune compare` (prediction vs measurement).
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
@@ -9,6 +10,7 @@
 #include <optional>
 #include <sstream>
 #include <string_view>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -132,9 +134,9 @@ void run_validate(const ValidateArgs& args) {
   ExecutorOptions options;
   try {
     options = checked_options(args);
-  } catch (Error& e) {
+  } catch (const Error&) {
     // Every rank of `mpirun -np N` found the same: said once (found by QA: N times).
-    if (launched_as_a_later_rank()) e.mark_printed_by_another_rank();
+    if (launched_as_a_later_rank()) wait_as_a_later_rank();
     throw;
   }
   // The files each rank sees on its own node: said by every rank that fails.
@@ -249,6 +251,10 @@ bool launched_as_a_later_rank() {
   const char* task = std::getenv("SLURM_PROCID");
   return step != nullptr && *step != '\0' && task != nullptr && *task != '\0' &&
          std::string_view(task) != "0";
+}
+
+void wait_as_a_later_rank() {
+  std::this_thread::sleep_for(std::chrono::seconds(kLaterRankGraceSeconds));
 }
 
 void register_validate_commands(CLI::App& app) {
