@@ -1849,6 +1849,8 @@ void check_schedule_matches(const ScheduleFile& schedule, const ModelSpec& model
       fields["pp_first_stage_less_layers"] = of.pp_first_stage_less_layers;
       fields["pp_last_stage_less_layers"] = of.pp_last_stage_less_layers;
       fields["pp_chunk_blocks"] = of.pp_chunk_blocks;
+      fields["cp"] = of.cp;
+      fields["pipeline_steps"] = of.pipeline_steps;
       return fields;
     };
     const json theirs_job = all_fields(schedule.job);
@@ -1861,17 +1863,21 @@ void check_schedule_matches(const ScheduleFile& schedule, const ModelSpec& model
       return fields.contains(key) ? fields.at(key) : json();
     };
     std::string differences;
+    std::string others;  // the differing fields that are not the split of the stages
+    bool split = false;
     for (const auto& [key, unused] : keys.items()) {
       const json their_value = value_of(theirs_job, key);
       const json our_value = value_of(ours_job, key);
       if (their_value == our_value) continue;
       differences += fmt::format("{}{} {} (the flags: {})", differences.empty() ? "" : ", ", key,
                                  their_value.dump(), our_value.dump());
+      if (key == "pp_first_stage_less_layers" || key == "pp_last_stage_less_layers" ||
+          key == "pp_chunk_blocks") {
+        split = true;
+      } else {
+        others += fmt::format("{}{} {}", others.empty() ? "" : ", ", key, their_value.dump());
+      }
     }
-    const bool split =
-        theirs_job.at("pp_first_stage_less_layers") != ours_job.at("pp_first_stage_less_layers") ||
-        theirs_job.at("pp_last_stage_less_layers") != ours_job.at("pp_last_stage_less_layers") ||
-        theirs_job.at("pp_chunk_blocks") != ours_job.at("pp_chunk_blocks");
     const std::string split_flags =
         pp_split_flags(schedule.job) +
         (schedule.job.pp_chunk_blocks.empty()
@@ -1881,9 +1887,11 @@ void check_schedule_matches(const ScheduleFile& schedule, const ModelSpec& model
         fmt::format("{}: job", source),
         fmt::format("the schedule was made for another job than the flags describe: {}",
                     differences),
-        split ? fmt::format("pass {} for the schedule's split of the stages, or leave out "
+        split ? fmt::format("pass {} for the schedule's split of the stages{}, or leave out "
                             "--model and the job flags: the schedule's job is then taken",
-                            split_flags)
+                            split_flags,
+                            others.empty() ? std::string()
+                                           : fmt::format(" and the flags of its {}", others))
               : "pass the job flags that describe the schedule's job (`fsdptune report` "
                 "prints it), or tune again for this job");
   }

@@ -659,6 +659,7 @@ void run_pipeline(const PipelineCliOptions& o) {
       stages.push_back({{"rank", stage.rank},
                         {"chunks", chunk_units},
                         {"busy_s", stage.busy_s},
+                        {"pipeline_end_s", stage.pipeline_end_s},
                         {"end_s", stage.end_s},
                         {"max_in_flight", stage.max_in_flight},
                         {"peak_allocated_bytes", stage.peak_allocated_bytes},

@@ -542,6 +542,17 @@ TEST_CASE("pipeline prints every stage, the first holding the most in flight", "
   CHECK(json["stages"][0]["max_in_flight"] == 4);
   CHECK(json["stages"][3]["max_in_flight"] == 1);
   CHECK(json["bubble_fraction"].get<double>() > 0);
+  // The bubble from the printed figures: 1 - sum busy / (P x the latest last action's end),
+  // which ends before the step's tails (found by QA: the makespan was printed nowhere).
+  double busy = 0;
+  double makespan = 0;
+  for (const auto& stage : json["stages"]) {
+    busy += stage.at("busy_s").get<double>();
+    makespan = std::max(makespan, stage.at("pipeline_end_s").get<double>());
+    CHECK(stage.at("pipeline_end_s").get<double>() <= stage.at("end_s").get<double>());
+  }
+  CHECK(json["bubble_fraction"].get<double>() == Approx(1 - busy / (4 * makespan)).epsilon(1e-12));
+  CHECK(makespan < json["step_time_s"].get<double>());
   // One stage and one microbatch: no pipeline and no accumulation (found by QA: "no
   // pipeline (gradient accumulation)").
   const auto single = run_fsdptune("pipeline --model tiny --gpus 8 --seq 256");
@@ -657,6 +668,7 @@ TEST_CASE("simulate --pp: every stage of the FSDP 8 x TP 8 x PP 8 mesh", "[cli][
   CHECK(json["stages"][0]["max_in_flight"] == 8);
   CHECK(json["stages"][7]["max_in_flight"] == 1);
   CHECK(json["bubble_fraction"].get<double>() > 0);
+  CHECK(json["stages"][0].contains("pipeline_end_s"));
   CHECK(json.at("chunks").size() == 8);
   // Interleaved: 16 chunks (16 blocks + 1 + 1 effective layers: chunk 1 takes two
   // blocks, the last chunk norm+output alone); rank r holds 2 (P - r - 1) + (V - 1) P + 1

@@ -901,6 +901,31 @@ TEST_CASE("check_schedule_matches rejects another model or job", "[schedule]") {
       CHECK_THAT(e.message(), Catch::Contains(text));
     }
   }
+  // A field job_to_json leaves out at its default shows its value, not null, and the hint
+  // for another split of the stages names the other fields that differ too (found by QA:
+  // "pipeline_steps null (the flags: 2)", and a hint naming --pp-chunk-blocks only).
+  JobSpec piped = schedule.job;
+  piped.gpus = 4;
+  piped.dp_shard = 2;
+  piped.pp = 2;
+  piped.microbatches = 2;
+  JobSpec accumulating = piped;
+  accumulating.pipeline_steps = 2;
+  accumulating.pp_chunk_blocks = {1, 3};
+  for (const auto& [theirs, ours, text, hint] :
+       {std::tuple{piped, accumulating, "pipeline_steps 1 (the flags: 2)", ""},
+        std::tuple{accumulating, piped, "pipeline_steps 2 (the flags: 1)",
+                   "and the flags of its pipeline_steps 2"}}) {
+    ScheduleFile file = schedule;
+    file.job = theirs;
+    try {
+      check_schedule_matches(file, file.model, ours, "s.json");
+      FAIL("accepted another job");
+    } catch (const Error& e) {
+      CHECK_THAT(e.message(), Catch::Contains(text) && !Catch::Contains("null"));
+      CHECK_THAT(e.hint(), Catch::Contains(hint));
+    }
+  }
 }
 
 TEST_CASE("check_schedule_hardware names another spec or the figures that differ", "[schedule]") {
