@@ -186,6 +186,11 @@ ModelSpec model_from_hf_config(const nlohmann::json& json, const std::string& so
       throw_bad_input(fmt::format("{}: field '{}'", source, experts),
                       fmt::format("{} is not a number of experts", it->dump()));
     }
+    // Below 0 it was read as a dense model, said nowhere (found by QA: -4).
+    if (it != json.end() && it->is_number() && it->get<double>() < 0) {
+      throw_bad_input(fmt::format("{}: field '{}'", source, experts),
+                      fmt::format("{} is not a number of experts (0 or more)", it->dump()));
+    }
     if (it != json.end() && it->is_number() && it->get<double>() > 1) {
       throw_bad_input(fmt::format("{}: field '{}'", source, experts),
                       fmt::format("{} experts: a mixture-of-experts model is not modelled by "

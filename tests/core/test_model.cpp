@@ -128,6 +128,14 @@ TEST_CASE("an HF config's name: the last part of _name_or_path or of its folder"
                     Catch::Contains("mixture-of-experts model is not modelled"));
   moe["num_local_experts"] = 1;
   CHECK_NOTHROW(model_from_json(moe, "one.json"));
+  moe["num_local_experts"] = 0;
+  CHECK_NOTHROW(model_from_json(moe, "none.json"));
+  // A negative count is no count of experts (found by QA: read as a dense model, silently).
+  moe.erase("num_local_experts");
+  moe["num_experts"] = -4;
+  CHECK_THROWS_WITH(model_from_json(moe, "neg.json"),
+                    Catch::Contains("neg.json: field 'num_experts'") &&
+                        Catch::Contains("-4 is not a number of experts"));
 }
 
 TEST_CASE("HF config without head_dim and kv heads takes the defaults", "[model]") {
