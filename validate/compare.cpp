@@ -224,6 +224,17 @@ Comparison compare(const ScheduleFile& schedule, const MeasuredResult& measured,
   comparison.shards_per_rank = measured.shards_per_rank;
   comparison.schedule_dp_shard = job.dp_shard;
   comparison.communication_comparable = measured.shards_per_rank == 1;
+  // Ranks laid out on nodes other than the job's: its collectives crossed other links (found
+  // by QA: a schedule of 2 nodes x 2 GPUs replayed on one host compared as usual).
+  if (const auto node = measured.environment.find("ranks_per_node");
+      node != measured.environment.end() && measured.shards_per_rank == 1) {
+    const std::int64_t expected = std::min(job.gpus, job.gpus_per_node);
+    if (node->second != std::to_string(expected)) {
+      comparison.node_layout =
+          fmt::format("{} ranks per node, the schedule's job {}", node->second, expected);
+      comparison.communication_comparable = false;
+    }
+  }
   comparison.data_checked = measured.data_checked;
   comparison.step_time_s = compare_values(predicted.step_time_s, measured.step_time_s);
   comparison.compute_s = compare_values(predicted.compute_s, measured.compute_s);
@@ -357,6 +368,7 @@ nlohmann::json comparison_to_json(const Comparison& comparison) {
   if (!comparison.overlaps_not_replayed.empty()) {
     json["overlaps_not_replayed"] = comparison.overlaps_not_replayed;
   }
+  if (!comparison.node_layout.empty()) json["node_layout"] = comparison.node_layout;
   // Likewise only with several pipeline steps.
   if (comparison.pipeline_steps != 1) json["pipeline_steps"] = comparison.pipeline_steps;
   return json;
@@ -365,7 +377,12 @@ nlohmann::json comparison_to_json(const Comparison& comparison) {
 void print_comparison(std::ostream& out, const Comparison& c) {
   fmt::print(out, "schedule {}  backend {}  ranks {}  data {}\n", c.schedule_hash, c.backend,
              c.world_size, c.data_checked ? "checked" : "not checked");
-  if (!c.communication_comparable) {
+  if (!c.node_layout.empty()) {
+    fmt::print(out,
+               "node layout: {} (--gpus-per-node); compute and peak memory compare, "
+               "communication (*) crossed other links and does not\n",
+               c.node_layout);
+  } else if (!c.communication_comparable) {
     fmt::print(out,
                "scaled down: dp_shard {} of the schedule's {} ({} shards per rank); compute and "
                "peak memory compare, communication (*) ran over fewer ranks and does not\n",

@@ -1580,6 +1580,13 @@ MeasuredResult execute(const ScheduleFile& schedule, const std::string& hash,
   const int rank = mpi.rank();
   const int world = mpi.world_size();
 
+  // How many ranks share each node, fewest and most (compare: the job's layout or not).
+  int node_ranks[2] = {-mpi.local_size(), mpi.local_size()};
+  MPI_Allreduce(MPI_IN_PLACE, node_ranks, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  const std::string ranks_per_node = -node_ranks[0] == node_ranks[1]
+                                         ? std::to_string(node_ranks[1])
+                                         : fmt::format("{} to {}", -node_ranks[0], node_ranks[1]);
+
   // Setting up the backend is local: agree on its outcome before the replay.
   watchdog.beat("laying out the replay's buffers");
   const Workload workload = workload_of(schedule);
@@ -1782,6 +1789,7 @@ MeasuredResult execute(const ScheduleFile& schedule, const std::string& hash,
     }
     measured.environment = backend->environment();
     measured.environment["host"] = host_name();
+    measured.environment["ranks_per_node"] = ranks_per_node;
     measured.environment["date"] = iso_date_utc();
     measured.environment["command"] = options.command;
     measured.environment["compute_collectives"] =

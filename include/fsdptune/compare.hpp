@@ -95,6 +95,11 @@ struct Comparison {
   // The measurement's environment.overlaps_not_replayed: overlapped collectives that ran
   // whole because their partner op does not split (op_steps); "" when there were none.
   std::string overlaps_not_replayed;
+  // A replay (not scaled down) whose ranks per node (environment.ranks_per_node) are not
+  // the schedule's min(gpus, gpus_per_node): "4 ranks per node, the schedule's job 2"; its
+  // communication ran over other links and is not comparable. "" when they agree or the
+  // measurement does not say (measured before 2026-12-06).
+  std::string node_layout;
   ComparedValue step_time_s;
   ComparedValue compute_s;
   ComparedValue exposed_comm_s;

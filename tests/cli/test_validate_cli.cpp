@@ -501,6 +501,32 @@ TEST_CASE("validate --scale-down replays a dp_shard 8 schedule on 2 ranks with -
                             Catch::Contains("compute tasks differing most"));
 }
 
+TEST_CASE("compare marks the communication of a replay on another node layout", "[cli][validate]") {
+  // Found by QA: a schedule of nodes of 2 GPUs replayed with 4 ranks on one host compared
+  // its communication as usual. Here a schedule of 2 nodes of 1 GPU, on one host.
+  const std::string dir = make_temp_dir("fsdptune-validate");
+  const std::string schedule = tuned_tiny(dir, "two-nodes", "--gpus 2 --gpus-per-node 1");
+  const MeasuredResult measured = validate_checked(schedule, 2, "");
+  CHECK(measured.environment.at("ranks_per_node") == "2");
+  const std::string measured_path = schedule + ".measured.json";
+  const auto table = run_fsdptune("compare " + schedule + " " + measured_path);
+  REQUIRE(table.exit_code == 0);
+  CHECK_THAT(table.out, Catch::Contains("node layout: 2 ranks per node, the schedule's job 1 "
+                                        "(--gpus-per-node)") &&
+                            Catch::Contains("exposed comm (*)") && !Catch::Contains("scaled down"));
+  const auto json = nlohmann::json::parse(
+      run_fsdptune("compare " + schedule + " " + measured_path + " --json").out);
+  CHECK(json.at("node_layout") == "2 ranks per node, the schedule's job 1");
+  CHECK(json.at("communication_comparable") == false);
+  // The same layout as the job's (nodes of 2): comparable, no node_layout.
+  const std::string same = tuned_tiny(dir, "one-node", "--gpus 2 --gpus-per-node 2");
+  validate_checked(same, 2, "");
+  const auto agreed = nlohmann::json::parse(
+      run_fsdptune("compare " + same + " " + same + ".measured.json --json").out);
+  CHECK_FALSE(agreed.contains("node_layout"));
+  CHECK(agreed.at("communication_comparable") == true);
+}
+
 TEST_CASE("validate replays HSDP (2 replicas x 1 shard) with the replica all-reduce checked",
           "[cli][validate]") {
   const std::string dir = make_temp_dir("fsdptune-validate");
