@@ -519,20 +519,23 @@ void print_pipeline_schedule(const ScheduleFile& schedule, const Workload& workl
              "prefetch", "gathered", "peak alone");
   for (std::size_t c = 0; c < pipeline.chunks.size(); ++c) {
     const ScheduleChunk& chunk = pipeline.chunks[c];
-    fmt::print(
-        "{:>5} {:>5} {:<34} {:>8} {:>8} {:>9} {:>12}\n", c, chunk.rank,
-        unit_range(workload, chunk.units),
-        fmt::format("{}/{}/{}", chunk.plan.forward_buckets.size(),
-                    chunk.plan.backward_buckets.size(), chunk.plan.reduce_scatter_buckets.size()),
-        fmt::format("{}/{}", chunk.plan.forward_prefetch, chunk.plan.backward_prefetch),
-        chunk.keep_gathered ? "kept" : "per mb",
-        format_bytes(chunk.predicted.peak_allocated_bytes));
+    fmt::print("{:>5} {:>5} {:<34} {:>8} {:>8} {:>9} {:>12}\n", c, chunk.rank,
+               unit_range(workload, chunk.units),
+               fmt::format("{}/{}/{}", chunk.plan.forward_buckets.size(),
+                           gathering_backward_buckets(chunk.plan),
+                           chunk.plan.reduce_scatter_buckets.size()),
+               fmt::format("{}/{}", chunk.plan.forward_prefetch, chunk.plan.backward_prefetch),
+               chunk.keep_gathered ? "kept" : "per mb",
+               format_bytes(chunk.predicted.peak_allocated_bytes));
   }
   // Not a stage's peak, which holds its microbatches in flight too (found by QA: the column
   // was "peak alloc", 43.0 MiB beside a stage peak of 45.0 MiB).
+  // The backward buckets that gather anything, as the plan lines of simulate and tune count
+  // them (found by QA: buckets of units kept gathered after forward were counted).
   fmt::print(
-      "peak alone = the chunk's one-microbatch Program simulated alone, allocated (a "
-      "stage's peak: simulate --plan FILE)\n");
+      "buckets = forward all-gather / backward all-gather (those that gather) / "
+      "reduce-scatter; peak alone = the chunk's one-microbatch Program simulated alone, "
+      "allocated (a stage's peak: simulate --plan FILE)\n");
 }
 
 }  // namespace fsdptune::cli

@@ -475,8 +475,18 @@ void run_tune(const TuneOptions& options) {
   }
   const std::size_t baseline_rows = result.baselines.size();
 
+  // The job as simulate heads it (found by QA: tune's said neither the mesh nor the dtypes),
+  // above the table whether or not a plan fits (found by QA: not when none did).
+  const auto print_job_line = [&] {
+    fmt::print("{}; memory limit {}{}\n\n", single_program_job_line(model, job, hardware.id),
+               format_bytes(result.memory_limit_bytes),
+               tuner_options.fit_at_any_timing ? " at any timing (--fit any-timing)" : "");
+  };
   if (!result.fits) {
-    if (!options.json) print_table(rows, result.memory_limit_bytes, any_timing);
+    if (!options.json) {
+      print_job_line();
+      print_table(rows, result.memory_limit_bytes, any_timing);
+    }
     throw Error(
         ErrorKind::kDoesNotFit, "--memory-limit",
         fmt::format("no plan fits in {} per GPU{}: the smallest peak found is {} ({}), "
@@ -555,10 +565,7 @@ void run_tune(const TuneOptions& options) {
   if (tuner_options.fit_at_any_timing) {
     any_timing.push_back({result.best_any_timing_reserved_bytes, result.fits});
   }
-  // The job as simulate heads it (found by QA: tune's said neither the mesh nor the dtypes).
-  fmt::print("{}; memory limit {}{}\n\n", single_program_job_line(model, job, hardware.id),
-             format_bytes(result.memory_limit_bytes),
-             tuner_options.fit_at_any_timing ? " at any timing (--fit any-timing)" : "");
+  print_job_line();
   print_table(rows, result.memory_limit_bytes, any_timing);
   // Of the baselines the pick could have been (found by review: under --fsdp2-exact, or
   // without torch.compile, the simplefsdp-* plans cannot).

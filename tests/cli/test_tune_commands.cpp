@@ -18,6 +18,7 @@
 #include "fsdptune/error.hpp"
 #include "fsdptune/io.hpp"
 #include "fsdptune/memory_bound.hpp"
+#include "fsdptune/plan.hpp"
 #include "fsdptune/schedule.hpp"
 #include "fsdptune/units.hpp"
 
@@ -463,6 +464,8 @@ TEST_CASE("tune exits 3 when nothing fits, naming the smallest peak and what to 
   CHECK(result.exit_code == 3);
   CHECK(result.err.find("no plan fits") != std::string::npos);
   CHECK(result.err.find("smallest peak") != std::string::npos);
+  // The job heads the table, as when a plan fits (found by QA: no header then).
+  CHECK_THAT(result.out, Catch::StartsWith("llama3-70b on 8 x h100-sxm (dp_shard 8, "));
   CHECK_THAT(result.err,
              Catch::Contains("hint: shard over at least 16 GPUs (--gpus 16: the sharded state "
                              "alone, 131 GiB, is over the limit); with that, checkpoint "
@@ -840,7 +843,17 @@ TEST_CASE("tune and sweep --keep-gathered restrict what a microbatch keeps", "[c
   // Its chunk table's peak is the chunk alone, said under it (found by QA).
   const CommandResult table = run_fsdptune("tune " + job + " --out " + dir + "/table.json");
   CHECK_THAT(table.out, Catch::Contains("gathered   peak alone\n") &&
-                            Catch::Contains("\npeak alone = the chunk's one-microbatch Program"));
+                            Catch::Contains("; peak alone = the chunk's one-microbatch Program"));
+  // Its backward buckets are those that gather anything (found by QA: every one counted).
+  const nlohmann::json table_chunk =
+      nlohmann::json::parse(slurp(dir + "/table.json")).at("pipeline").at("chunks").at(0);
+  const fsdptune::Plan chunk_plan = fsdptune::plan_from_json(table_chunk.at("plan"), "table.json");
+  CHECK_THAT(table.out,
+             Catch::Contains(fmt::format(" {}/{}/{} ", chunk_plan.forward_buckets.size(),
+                                         fsdptune::gathering_backward_buckets(chunk_plan),
+                                         chunk_plan.reduce_scatter_buckets.size())) &&
+                 Catch::Contains("buckets = forward all-gather / backward all-gather (those "
+                                 "that gather) / reduce-scatter"));
   CHECK(chunks_kept("no") == std::vector<bool>{false});
   CHECK(chunks_kept("torchtitan") == std::vector<bool>{false});
   // Written as a torchtitan config, a schedule torchtitan does not run as it is says so.
