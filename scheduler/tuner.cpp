@@ -539,6 +539,13 @@ class Search {
   // `plan` moved into the search space of the options (TunerOptions): fixed knobs set,
   // prefetch depths clamped, one shared partition when partitions are not independent.
   Plan project(Plan plan) const;
+  // Whether the framework the options restrict to (fsdp2_exact, simplefsdp_exact) runs
+  // `plan` as simulated; true without either.
+  bool runs_as_simulated(const Plan& plan) const {
+    if (options_.fsdp2_exact) return fsdp2_differences(plan).empty();
+    if (options_.simplefsdp_exact) return simplefsdp_differences(plan).empty();
+    return true;
+  }
   // One local move of a plan, cheap to list: the plan it leads to is built by apply().
   struct Move {
     enum Kind {
@@ -547,7 +554,7 @@ class Search {
       kShiftCut,          // cut `index` of partition `dim` moved to `value`
       kForwardPrefetch,   // forward prefetch depth := value
       kBackwardPrefetch,  // backward prefetch depth := value
-      kFlipReshard,       // reshard_after_forward[index] flipped
+      kFlipReshard,       // reshard_after_forward[index] flipped (index -1: every one)
       kSwitchLayout,      // the other stream layout
     };
     Kind kind = kToggleCut;
@@ -611,9 +618,9 @@ std::vector<Evaluation> Search::evaluate(const std::vector<std::pair<Plan, std::
 }
 
 void Search::record(const Evaluation& evaluation) {
-  // Under fsdp2_exact a plan FSDP2 cannot run is no candidate (only the baselines and start
-  // plans can be such: the space searched is FSDP2's).
-  const bool candidate = !options_.fsdp2_exact || fsdp2_differences(evaluation.plan).empty();
+  // Under fsdp2_exact (simplefsdp_exact) a plan FSDP2 (SimpleFSDP) cannot run is no
+  // candidate (only the baselines and start plans can be such: the space searched is its).
+  const bool candidate = runs_as_simulated(evaluation.plan);
   if (evaluation.aborted) {
     ++aborted_;
   }
@@ -673,10 +680,16 @@ Plan Search::project(Plan plan) const {
     plan.backward_buckets = plan.forward_buckets;
     plan.reduce_scatter_buckets = plan.forward_buckets;
   }
-  if (!options_.search_reshard) {
+  const bool regathers =
+      std::find(plan.reshard_after_forward.begin(), plan.reshard_after_forward.end(), true) !=
+      plan.reshard_after_forward.end();
+  if (!options_.search_reshard || (options_.simplefsdp_exact && regathers)) {
     plan.reshard_after_forward.assign(plan.forward_buckets.size(), true);
   }
-  if (!options_.search_layout) plan.stream_layout = StreamLayout::kSeparate;
+  if (!options_.search_layout) {
+    plan.stream_layout =
+        options_.simplefsdp_exact ? StreamLayout::kShared : StreamLayout::kSeparate;
+  }
   plan.forward_prefetch = std::clamp(plan.forward_prefetch, 1, options_.max_prefetch);
   plan.backward_prefetch = std::clamp(plan.backward_prefetch, 1, options_.max_prefetch);
   return plan;
@@ -726,7 +739,9 @@ std::vector<Search::Move> Search::moves(const Plan& plan) const {
       }
     }
   }
-  if (options_.search_reshard) {
+  if (options_.search_reshard && options_.simplefsdp_exact) {
+    out.push_back({Move::kFlipReshard, 0, -1, 0});  // one setting for every bucket
+  } else if (options_.search_reshard) {
     for (std::size_t b = 0; b < plan.reshard_after_forward.size(); ++b) {
       out.push_back({Move::kFlipReshard, 0, static_cast<int>(b), 0});
     }
@@ -777,7 +792,11 @@ Plan Search::apply(const Plan& plan, const Move& move) const {
     }
     case Move::kFlipReshard: {
       Plan next = plan;
-      next.reshard_after_forward[move.index] = !next.reshard_after_forward[move.index];
+      if (move.index < 0) {
+        next.reshard_after_forward.flip();
+      } else {
+        next.reshard_after_forward[move.index] = !next.reshard_after_forward[move.index];
+      }
       return next;
     }
     case Move::kSwitchLayout: {
@@ -851,6 +870,7 @@ std::vector<Evaluation> Search::keep_gathered_variants(std::vector<Evaluation> s
       for (int j = 1; j <= kSteps; ++j) {
         const int kept = low + (j * (high - low) + kSteps - 1) / kSteps;
         if (kept <= low || (!kept_counts.empty() && kept == kept_counts.back())) continue;
+        if (options_.simplefsdp_exact && kept < k) continue;  // one setting: all or none
         kept_counts.push_back(kept);
         batch.emplace_back(keep_last(start.plan, kept),
                            fmt::format("{}, last {} kept", start.label, kept));
@@ -1042,8 +1062,7 @@ TunerResult Search::run() {
     double within_s = best_->step_time_s * (1 + options_.step_time_tolerance);
     for (const Evaluation& evaluation : fixed) {
       if (evaluation.fits && evaluation.label != "min-memory" &&
-          !evaluation.label.starts_with("start plan") &&
-          (!options_.fsdp2_exact || fsdp2_differences(evaluation.plan).empty())) {
+          !evaluation.label.starts_with("start plan") && runs_as_simulated(evaluation.plan)) {
         within_s = std::min(within_s, evaluation.step_time_s);
       }
     }
@@ -1213,6 +1232,12 @@ Tuner::Tuner(TunerOptions options) : options_(std::move(options)) {
   if (!(options_.step_time_tolerance >= 0 && options_.step_time_tolerance < 1)) {
     throw_bad_input("--step-tolerance", "must be a fraction in [0, 1), e.g. 0.001 (0.1%)");
   }
+  if (options_.simplefsdp_exact && options_.fsdp2_exact) {
+    throw_bad_input("--simplefsdp-exact",
+                    "not with --fsdp2-exact: FSDP2 runs its collectives on two streams, "
+                    "SimpleFSDP on one, so no plan runs as simulated under both",
+                    "give one of them");
+  }
 }
 
 TunerResult Tuner::tune(const Workload& workload, const CostModel& costs) const {
@@ -1221,7 +1246,18 @@ TunerResult Tuner::tune(const Workload& workload, const CostModel& costs) const 
   // Without torch.compile only FSDP2 runs the job (SimpleFSDP runs compiled only): the plans
   // FSDP2 runs as simulated are the space (found by QA: an eager job was given a plan on one
   // shared stream, which neither runs).
+  if (options.simplefsdp_exact && workload.job.execution != Execution::kCompiled) {
+    throw_bad_input("--simplefsdp-exact",
+                    fmt::format("SimpleFSDP runs under torch.compile only, and the job is {}",
+                                to_string(workload.job.execution)),
+                    "tune the compiled job (--execution compiled), or --fsdp2-exact");
+  }
   options.fsdp2_exact = fsdp2_only(options, workload.job);
+  if (options.simplefsdp_exact) {
+    options.search_layout = false;  // one shared stream (project)
+    options.independent_partitions = false;
+    options.max_prefetch = 1;
+  }
   if (options.fsdp2_exact) {
     options.search_layout = false;
     options.independent_partitions = false;

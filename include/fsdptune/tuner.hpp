@@ -80,6 +80,13 @@ struct TunerOptions {
   // for a job without torch.compile (JobSpec::execution not compiled): only FSDP2 runs it
   // (fsdp2_only).
   bool fsdp2_exact = false;
+  // Only plans SimpleFSDP's manual bucketing runs as simulated (simplefsdp_differences
+  // empty; `tune --simplefsdp-exact`): one bucket list for every collective, one
+  // reshard-after-forward setting for every bucket, one shared stream, one bucket ahead; a
+  // baseline or start plan outside them (fsdp2) is simulated and listed but never returned,
+  // nor caps the step tolerance. Found by QA: a SimpleFSDP user could only read in the
+  // export whether the pick ran as simulated. Compiled jobs only; not with fsdp2_exact.
+  bool simplefsdp_exact = false;
   // Pipelined jobs (tune_pipelined_job): whether a chunk may keep its parameters gathered
   // across microbatches, re-gather them in each, or either (the faster that fits).
   KeepGatheredChoice keep_gathered = KeepGatheredChoice::kAny;

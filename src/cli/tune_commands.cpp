@@ -63,6 +63,7 @@ struct TuneOptions {
   std::string keep_gathered = "any";          // --keep-gathered: TunerOptions::keep_gathered
   std::string fit = "predicted";              // --fit: TunerOptions::fit_at_any_timing
   bool fsdp2_exact = false;                   // --fsdp2-exact: TunerOptions::fsdp2_exact
+  bool simplefsdp_exact = false;              // --simplefsdp-exact: TunerOptions::simplefsdp_exact
   std::vector<std::string> start_plans;       // --start-plan: TunerOptions::start_plans
 };
 
@@ -143,6 +144,7 @@ std::string canonical_command(const TuneOptions& o, const std::string& model, co
   // under the other criterion.
   if (o.fit != "predicted") command += " --fit " + o.fit;
   if (o.fsdp2_exact) command += " --fsdp2-exact";
+  if (o.simplefsdp_exact) command += " --simplefsdp-exact";
   return command;
 }
 
@@ -312,6 +314,7 @@ void run_tune(const TuneOptions& options) {
   }
   tuner_options.fit_at_any_timing = parse_fit_at_any_timing(options.fit);
   tuner_options.fsdp2_exact = options.fsdp2_exact;
+  tuner_options.simplefsdp_exact = options.simplefsdp_exact;
   // Progress on stderr once a search has run for a second: rewritten in place twice a
   // second on a terminal, a line every two seconds otherwise (logs).
   const bool terminal = isatty(fileno(stderr)) != 0;
@@ -575,6 +578,10 @@ void run_tune(const TuneOptions& options) {
     const PlanSummary& row = schedule.baselines[i];
     const bool fits = any_timing.empty() ? row.fits : any_timing[i].fits;
     if (only_fsdp2 && !fsdp2_differences(result.baselines[i].plan).empty()) continue;
+    if (tuner_options.simplefsdp_exact &&
+        !simplefsdp_differences(result.baselines[i].plan).empty()) {
+      continue;
+    }
     if (fits && (best_baseline == nullptr || row.step_time_s < best_baseline->step_time_s)) {
       best_baseline = &row;
     }
@@ -664,6 +671,10 @@ void register_tune_commands(CLI::App& app) {
                  "Search only plans FSDP2's fully_shard groups run as simulated (one grouping "
                  "for both collectives, separate streams): what torchtitan can apply "
                  "(--emit-torchtitan says exact)");
+  tune->add_flag("--simplefsdp-exact", options->simplefsdp_exact,
+                 "Search only plans SimpleFSDP's manual bucketing runs as simulated (one bucket "
+                 "list, one reshard setting, one stream, one bucket ahead; compiled jobs "
+                 "only): what its torchtitan section can apply (--emit-torchtitan says exact)");
   tune->add_option("--seed", options->seed, "Seed of the search")
       ->check(CLI::Validator(
           [](std::string& value) {

@@ -176,6 +176,41 @@ TEST_CASE("tune --fsdp2-exact writes a plan torchtitan's FSDP2 runs as simulated
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("tune --simplefsdp-exact writes a plan SimpleFSDP's bucketing runs as simulated",
+          "[cli][tune]") {
+  const std::string dir = make_temp_dir("fsdptune-tune-simplefsdp-exact");
+  const std::string job = "--model llama3-8b --gpus 8 --hardware h100-sxm --time-budget 0 ";
+  auto result = run_fsdptune("tune " + job + "--out " + dir + "/free.json --emit-torchtitan " +
+                             dir + "/free-tt.json");
+  REQUIRE(result.exit_code == 0);
+  CHECK(fsdptune::read_json_file(dir + "/free-tt.json")["simplefsdp"]["exact"] == false);
+  result = run_fsdptune("tune " + job + "--simplefsdp-exact --out " + dir +
+                        "/exact.json --emit-torchtitan " + dir + "/exact-tt.json");
+  INFO(result.err);
+  REQUIRE(result.exit_code == 0);
+  CHECK(fsdptune::read_json_file(dir + "/exact-tt.json")["simplefsdp"]["exact"] == true);
+  CHECK_THAT(result.out, Catch::Contains("prefetch 1/1, shared streams"));
+  const nlohmann::json schedule = fsdptune::read_json_file(dir + "/exact.json");
+  CHECK_THAT(schedule["provenance"]["command"].get<std::string>(),
+             Catch::EndsWith(" --simplefsdp-exact"));
+  // The schedule's recorded command gives the same bytes again.
+  result = run_fsdptune("tune " + job + "--simplefsdp-exact --out " + dir + "/again.json");
+  REQUIRE(result.exit_code == 0);
+  CHECK(slurp(dir + "/again.json") == slurp(dir + "/exact.json"));
+  // Errors name the flag.
+  result =
+      run_fsdptune("tune " + job + "--simplefsdp-exact --fsdp2-exact --out " + dir + "/x.json");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Catch::Contains("--simplefsdp-exact: not with --fsdp2-exact"));
+  result =
+      run_fsdptune("tune " + job + "--simplefsdp-exact --execution eager --out " + dir + "/x.json");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Catch::Contains("--simplefsdp-exact: SimpleFSDP runs under "
+                                         "torch.compile only, and the job is eager"));
+  CHECK_FALSE(std::filesystem::exists(dir + "/x.json"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("tune with the same seed writes the same bytes", "[cli][tune]") {
   const std::string dir = make_temp_dir("fsdptune-tune-seed");
   const std::string out = dir + "/schedule.json";
