@@ -154,6 +154,7 @@ def main():
               "AdamW", flush=True)
         optimizers.clear()
         optimizers["foreach"] = torch.optim.AdamW(model.parameters(), lr=1e-5, foreach=True)
+        step()  # the first step again, so that 1 + --warmup steps precede the timed ones
     for _ in range(args.warmup):
         step()
     torch.cuda.synchronize()
@@ -181,6 +182,7 @@ def main():
 
     result = {
         "format": "fsdptune-torch-reference",
+        "version": 1,  # since 2026-12-06; the committed files of 2026-12-04 have none
         "mode": args.mode,
         "job": {"layers": args.layers, "dim": args.dim, "heads": args.heads,
                 "kv_heads": args.kv_heads, "ffn": args.ffn, "vocab": args.vocab,
