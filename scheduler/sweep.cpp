@@ -510,6 +510,8 @@ SweepResult sweep(const ModelSpec& model, const CostModel& costs, const SweepOpt
   tuner_options.step_time_tolerance = options.step_time_tolerance;
   tuner_options.keep_gathered = options.keep_gathered;
   tuner_options.fit_at_any_timing = options.fit_at_any_timing;
+  tuner_options.fsdp2_exact = options.fsdp2_exact;
+  tuner_options.simplefsdp_exact = options.simplefsdp_exact;
   tuner_options.threads = 1;
   std::vector<std::int64_t> plans_evaluated(to_tune.size(), 0);
   // The best tuned configuration so far (ranking order) and its search: kept for one

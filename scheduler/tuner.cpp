@@ -1232,11 +1232,22 @@ Tuner::Tuner(TunerOptions options) : options_(std::move(options)) {
   if (!(options_.step_time_tolerance >= 0 && options_.step_time_tolerance < 1)) {
     throw_bad_input("--step-tolerance", "must be a fraction in [0, 1), e.g. 0.001 (0.1%)");
   }
-  if (options_.simplefsdp_exact && options_.fsdp2_exact) {
+}
+
+void check_exactness(const TunerOptions& options, Execution execution, const std::string& what) {
+  if (!options.simplefsdp_exact) return;
+  if (options.fsdp2_exact) {
     throw_bad_input("--simplefsdp-exact",
                     "not with --fsdp2-exact: FSDP2 runs its collectives on two streams, "
                     "SimpleFSDP on one, so no plan runs as simulated under both",
                     "give one of them");
+  }
+  if (execution != Execution::kCompiled) {
+    throw_bad_input("--simplefsdp-exact",
+                    fmt::format("SimpleFSDP runs under torch.compile only, and the {} is {}", what,
+                                to_string(execution)),
+                    fmt::format("{} the compiled job (--execution compiled), or --fsdp2-exact",
+                                what == "sweep" ? "sweep" : "tune"));
   }
 }
 
@@ -1246,12 +1257,7 @@ TunerResult Tuner::tune(const Workload& workload, const CostModel& costs) const 
   // Without torch.compile only FSDP2 runs the job (SimpleFSDP runs compiled only): the plans
   // FSDP2 runs as simulated are the space (found by QA: an eager job was given a plan on one
   // shared stream, which neither runs).
-  if (options.simplefsdp_exact && workload.job.execution != Execution::kCompiled) {
-    throw_bad_input("--simplefsdp-exact",
-                    fmt::format("SimpleFSDP runs under torch.compile only, and the job is {}",
-                                to_string(workload.job.execution)),
-                    "tune the compiled job (--execution compiled), or --fsdp2-exact");
-  }
+  check_exactness(options, workload.job.execution, "job");
   options.fsdp2_exact = fsdp2_only(options, workload.job);
   if (options.simplefsdp_exact) {
     options.search_layout = false;  // one shared stream (project)

@@ -74,6 +74,11 @@ struct SweepOptions {
   // timing of its chunks' Programs (pipeline_any_timing) is within the limit, fsdp2's as
   // its tuned plans' (TunerOptions::fit_at_any_timing), not only at the predicted timing.
   bool fit_at_any_timing = false;
+  // Each search's TunerOptions::fsdp2_exact / simplefsdp_exact (`sweep --fsdp2-exact`,
+  // `--simplefsdp-exact`): tuned rows of plans torchtitan's FSDP2 (SimpleFSDP) runs as
+  // simulated. Eager sweeps are FSDP2-exact without the flag.
+  bool fsdp2_exact = false;
+  bool simplefsdp_exact = false;
   int threads = 1;  // configurations evaluated / tuned at once, one per thread
   // Called from worker threads (serialized) after each configuration of each phase.
   std::function<void(const SweepProgress&)> progress;

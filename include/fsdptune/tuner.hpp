@@ -129,6 +129,11 @@ struct TunerOptions {
 // alone).
 bool fsdp2_only(const TunerOptions& options, const JobSpec& job);
 
+// Refuses (exit 2, naming --simplefsdp-exact) simplefsdp_exact with fsdp2_exact (no plan
+// runs as simulated under both) or for an `execution` other than compiled (SimpleFSDP runs
+// under torch.compile only); `what` names the job ("job", "sweep") in the message.
+void check_exactness(const TunerOptions& options, Execution execution, const std::string& what);
+
 // Everything the tuner learned about one plan it evaluated in full.
 struct EvaluatedPlan {
   Plan plan;

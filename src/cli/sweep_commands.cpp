@@ -134,6 +134,8 @@ struct SweepCliOptions {
   std::string tune_top = "all";       // "all" or K: which configurations are tuned
   std::string keep_gathered = "any";  // --keep-gathered: SweepOptions::keep_gathered
   std::string fit = "predicted";      // --fit: SweepOptions::fit_at_any_timing
+  bool fsdp2_exact = false;           // --fsdp2-exact: SweepOptions::fsdp2_exact
+  bool simplefsdp_exact = false;      // --simplefsdp-exact: SweepOptions::simplefsdp_exact
 };
 
 // The sweep's flag behind a job flag the sweep sets itself: the microbatches come from
@@ -275,6 +277,13 @@ void run_sweep(const SweepCliOptions& o) {
   options.max_pp = o.max_pp;
   options.keep_gathered = parse_keep_gathered(o.keep_gathered, "--keep-gathered");
   options.fit_at_any_timing = parse_fit_at_any_timing(o.fit);
+  options.fsdp2_exact = o.fsdp2_exact;
+  options.simplefsdp_exact = o.simplefsdp_exact;
+  // What each search would refuse, said before the sweep.
+  TunerOptions exactness;
+  exactness.fsdp2_exact = o.fsdp2_exact;
+  exactness.simplefsdp_exact = o.simplefsdp_exact;
+  check_exactness(exactness, options.execution, "sweep");
   options.cp_degrees = parse_cp_degrees(cp);
   options.pp_first_stage_less_layers = o.pp_first_less.value_or(first_less);
   options.pp_last_stage_less_layers = o.pp_last_less.value_or(last_less);
@@ -408,6 +417,8 @@ void run_sweep(const SweepCliOptions& o) {
       tuner_options.step_time_tolerance = options.step_time_tolerance;
       tuner_options.keep_gathered = options.keep_gathered;
       tuner_options.fit_at_any_timing = options.fit_at_any_timing;
+      tuner_options.fsdp2_exact = options.fsdp2_exact;
+      tuner_options.simplefsdp_exact = options.simplefsdp_exact;
       tuner_options.threads = options.threads;
       tuned = tune_schedule(workload, hardware, *costs, tuner_options);
     }
@@ -444,6 +455,8 @@ void run_sweep(const SweepCliOptions& o) {
       schedule.provenance.command += " --step-tolerance " + shell_word(o.step_tolerance);
     }
     if (options.fit_at_any_timing) schedule.provenance.command += " --fit any-timing";
+    if (options.fsdp2_exact) schedule.provenance.command += " --fsdp2-exact";
+    if (options.simplefsdp_exact) schedule.provenance.command += " --simplefsdp-exact";
     outputs.push_back({o.out, schedule_file_text(schedule, o.out), "--out"});
     written_note = torchtitan_keep_gathered_note(schedule);
     // Its memory beside its time, and, where the ranked row's figures were fsdp2's, those
@@ -779,6 +792,12 @@ void register_sweep_commands(CLI::App& app) {
                         "(0.001 or 0.1%), the one that reserves the least (default 0.1%; 0 = "
                         "the fastest)");
     command->add_option("--fit", options->fit, kFitHelp)->capture_default_str();
+    command->add_flag("--fsdp2-exact", options->fsdp2_exact,
+                      "tune only plans FSDP2's fully_shard groups run as simulated (as tune "
+                      "--fsdp2-exact; eager sweeps always)");
+    command->add_flag("--simplefsdp-exact", options->simplefsdp_exact,
+                      "tune only plans SimpleFSDP's manual bucketing runs as simulated (as tune "
+                      "--simplefsdp-exact; compiled sweeps only)");
     command
         ->add_option("--keep-gathered", options->keep_gathered,
                      "pipelined configurations (PP, or gradient accumulation): any, yes "

@@ -15,6 +15,7 @@
 #include "cli_support.hpp"
 #include "fsdptune/io.hpp"
 #include "fsdptune/job.hpp"
+#include "fsdptune/plan.hpp"
 #include "fsdptune/units.hpp"
 
 using fsdptune::testing::make_temp_dir;
@@ -251,6 +252,45 @@ TEST_CASE("sweep names the listed meshes that shard over no rank", "[cli][sweep]
     named += is_named ? 1 : 0;
   }
   CHECK(named >= 1);
+}
+
+TEST_CASE("sweep --fsdp2-exact and --simplefsdp-exact tune only plans the framework runs",
+          "[cli][sweep]") {
+  // Found by QA: sweep's tuned rows searched the whole space, which neither framework runs.
+  const std::string dir = make_temp_dir("fsdptune-sweep-exact");
+  const std::string sweep =
+      "sweep --model tiny --hardware h100-sxm --gpus 8 --global-batch 16 --seq 256 "
+      "--threads 1 --tune-top 2 --tune-evaluations 30 ";
+  for (const std::string flag : {"--fsdp2-exact", "--simplefsdp-exact"}) {
+    INFO(flag);
+    const std::string out = dir + "/" + flag.substr(2) + ".json";
+    const auto result = run_fsdptune(sweep + flag + " --out " + out);
+    INFO(result.err);
+    REQUIRE(result.exit_code == 0);
+    const nlohmann::json schedule = fsdptune::read_json_file(out);
+    CHECK_THAT(schedule.at("provenance").at("command").get<std::string>(),
+               Catch::EndsWith(" " + flag));
+    std::vector<nlohmann::json> plans;
+    if (schedule.contains("pipeline")) {
+      for (const auto& chunk : schedule["pipeline"]["chunks"]) plans.push_back(chunk["plan"]);
+    } else {
+      plans.push_back(schedule.at("plan"));
+    }
+    for (const nlohmann::json& plan_json : plans) {
+      const fsdptune::Plan plan = fsdptune::plan_from_json(plan_json, out);
+      CHECK((flag == "--fsdp2-exact" ? fsdptune::fsdp2_differences(plan)
+                                     : fsdptune::simplefsdp_differences(plan))
+                .empty());
+    }
+  }
+  auto refused = run_fsdptune(sweep + "--fsdp2-exact --simplefsdp-exact");
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.err, Catch::Contains("--simplefsdp-exact: not with --fsdp2-exact"));
+  refused = run_fsdptune(sweep + "--simplefsdp-exact --execution eager");
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.err, Catch::Contains("--simplefsdp-exact: SimpleFSDP runs under "
+                                          "torch.compile only, and the sweep is eager"));
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("sweep: a memory limit rejects configurations and says why", "[cli][sweep]") {

@@ -746,7 +746,8 @@ TEST_CASE(
   CHECK(exact.best.step_time_s < block->summary.step_time_s * 0.99);
   // Not with fsdp2_exact, nor for a job without torch.compile.
   options.fsdp2_exact = true;
-  CHECK_THROWS_WITH(Tuner(options), Catch::Contains("not with --fsdp2-exact"));
+  CHECK_THROWS_WITH(Tuner(options).tune(workload, *costs),
+                    Catch::Contains("not with --fsdp2-exact"));
   options.fsdp2_exact = false;
   JobSpec eager_job;
   eager_job.execution = Execution::kEager;
