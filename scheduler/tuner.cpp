@@ -70,21 +70,33 @@ std::vector<UnitRange> ranges_of(const std::vector<bool>& cuts) {
 }
 
 // Replaces one partition of `plan`. New forward buckets take the reshard flag of the old
-// bucket that held their first unit: a merge keeps the first half's flag, a split gives
-// both halves the old flag.
+// bucket that held most of their units (ties: the first): a split gives both halves the
+// old flag, a merge keeps the larger part's, and a boundary shifted by a unit leaves that
+// unit the flag of the bucket it joins (found by QA: with the first unit's flag, the
+// boundary between resharded and kept-gathered buckets could move later, never earlier).
 Plan with_partition(const Plan& plan, int dim, const std::vector<bool>& cuts) {
   Plan out = plan;
   std::vector<UnitRange> ranges = ranges_of(cuts);
   if (dim == kForwardDim) {
     std::vector<bool> reshard;
     reshard.reserve(ranges.size());
-    // Both lists are in unit order: one pass finds the old bucket of each range's first
-    // unit (O(n), this runs for every neighbour generated).
+    // Both lists are in unit order: one pass over the old buckets each range overlaps
+    // (O(n + k), this runs for every neighbour generated).
     std::size_t b = 0;
     const std::size_t old_count = plan.forward_buckets.size();
     for (const UnitRange& range : ranges) {
       while (b < old_count && plan.forward_buckets[b].last < range.first) ++b;
-      reshard.push_back(b < old_count ? static_cast<bool>(plan.reshard_after_forward[b]) : true);
+      bool flag = true;
+      int most = 0;
+      for (std::size_t c = b; c < old_count && plan.forward_buckets[c].first <= range.last; ++c) {
+        const int overlap = std::min(range.last, plan.forward_buckets[c].last) -
+                            std::max(range.first, plan.forward_buckets[c].first) + 1;
+        if (overlap > most) {
+          most = overlap;
+          flag = plan.reshard_after_forward[c];
+        }
+      }
+      reshard.push_back(flag);
     }
     out.reshard_after_forward = std::move(reshard);
   }
@@ -855,8 +867,11 @@ std::vector<Evaluation> Search::keep_gathered_variants(std::vector<Evaluation> s
     split.reshard_after_forward.assign(split.forward_buckets.size(), true);
     split_plans.emplace_back(project(std::move(split)), start.label + ", forward per unit");
   }
-  for (const Evaluation& split : evaluate(split_plans, /*abort_over_limit=*/true)) {
-    if (split.fits) starts.push_back(split);
+  if (!out_of_budget()) {
+    for (const Evaluation& split : evaluate(split_plans, /*abort_over_limit=*/true)) {
+      if (split.fits) starts.push_back(split);
+    }
+    report_progress();
   }
   constexpr int kSteps = 8;
   std::vector<Evaluation> found;
