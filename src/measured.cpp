@@ -278,6 +278,14 @@ double prediction_error(double predicted, double measured) {
   return predicted != 0 ? 1 : 0;
 }
 
+std::string node_layout_difference(const MeasuredResult& measured, const JobSpec& job) {
+  const auto node = measured.environment.find("ranks_per_node");
+  if (node == measured.environment.end() || measured.shards_per_rank != 1) return "";
+  const std::int64_t expected = std::min(job.gpus, job.gpus_per_node);
+  if (node->second == std::to_string(expected)) return "";
+  return fmt::format("{} ranks per node, the schedule's job {}", node->second, expected);
+}
+
 MeasuredResult measured_from_json(const nlohmann::json& json, const std::string& source) {
   if (!json.is_object()) throw_bad_input(source, "expected a JSON object");
   if (const std::string format = text(json, "format", source); format != kFormat) {

@@ -55,6 +55,7 @@ MeasuredComparison compare_measured(const ScheduleFile& schedule, const Measured
   comparison.predicted_peak_allocated_bytes = schedule.predicted.peak_allocated_bytes;
   comparison.measured_peak_allocated_bytes = measured.peak_allocated_bytes;
   comparison.shards_per_rank = measured.shards_per_rank;
+  comparison.node_layout = node_layout_difference(measured, schedule.job);
   comparison.exposed_comm_relative_error =
       prediction_error(schedule.predicted.exposed_comm_s, measured.exposed_comm_s);
   comparison.peak_relative_error =
@@ -70,8 +71,8 @@ MeasuredComparison compare_measured(const ScheduleFile& schedule, const Measured
   for (const Task& task : program.tasks) {
     const auto stream = static_cast<std::size_t>(task.stream);
     if (stream >= program.streams.size()) continue;
-    // A scaled-down replay's collectives run over fewer ranks with more bytes each: only
-    // compute compares (as in compare).
+    // A scaled-down replay's collectives run over fewer ranks with more bytes each, and a
+    // replay on other nodes' over other links: only compute compares (as in compare).
     if (!comparison.communication_comparable() && !on_compute_stream(program, task)) continue;
     predicted_busy[stream] += predicted[static_cast<std::size_t>(task.id)];
     if (!have_measured) continue;
@@ -383,7 +384,12 @@ std::string measured_heading(const MeasuredComparison& measured) {
   std::string heading = fmt::format(
       "{} backend, {}, {}{}", measured.backend, counted(measured.world_size, "rank"),
       counted(measured.iterations, "iteration"), measured.data_checked ? ", data checked" : "");
-  if (!measured.communication_comparable()) {
+  if (!measured.node_layout.empty()) {
+    heading += fmt::format(
+        "; node layout: {}: step time and communication are not the prediction's, only "
+        "compute tasks ranked",
+        measured.node_layout);
+  } else if (!measured.communication_comparable()) {
     heading += fmt::format(
         "; scaled down, {} shards per rank: step time and communication are not the "
         "prediction's, only compute tasks ranked",
@@ -790,6 +796,7 @@ nlohmann::json report_to_json(const Report& report) {
       measured["peak_relative_error"] = m.peak_relative_error;
       // Only for a scaled-down replay: other summaries keep their text.
       if (m.shards_per_rank != 1) measured["shards_per_rank"] = m.shards_per_rank;
+      if (!m.node_layout.empty()) measured["node_layout"] = m.node_layout;  // likewise
       measured["streams"] = nlohmann::json::array();
       for (const StreamComparison& stream : m.streams) {
         measured["streams"].push_back({{"stream", stream.stream},
@@ -1001,6 +1008,9 @@ Report report_from_json(const nlohmann::json& json, const std::string& source) {
         if (measured.shards_per_rank < 1) {
           throw_bad_input(measured_where + "/shards_per_rank", "must be >= 1");
         }
+      }
+      if (m.contains("node_layout")) {
+        measured.node_layout = field<std::string>(m, "node_layout", measured_where);
       }
       // Since 2026-12-03; of an older summary, from its figures.
       measured.exposed_comm_relative_error =

@@ -226,15 +226,8 @@ Comparison compare(const ScheduleFile& schedule, const MeasuredResult& measured,
   comparison.communication_comparable = measured.shards_per_rank == 1;
   // Ranks laid out on nodes other than the job's: its collectives crossed other links (found
   // by QA: a schedule of 2 nodes x 2 GPUs replayed on one host compared as usual).
-  if (const auto node = measured.environment.find("ranks_per_node");
-      node != measured.environment.end() && measured.shards_per_rank == 1) {
-    const std::int64_t expected = std::min(job.gpus, job.gpus_per_node);
-    if (node->second != std::to_string(expected)) {
-      comparison.node_layout =
-          fmt::format("{} ranks per node, the schedule's job {}", node->second, expected);
-      comparison.communication_comparable = false;
-    }
-  }
+  comparison.node_layout = node_layout_difference(measured, job);
+  if (!comparison.node_layout.empty()) comparison.communication_comparable = false;
   comparison.data_checked = measured.data_checked;
   comparison.step_time_s = compare_values(predicted.step_time_s, measured.step_time_s);
   comparison.compute_s = compare_values(predicted.compute_s, measured.compute_s);

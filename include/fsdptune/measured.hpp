@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fsdptune/job.hpp"
 #include "fsdptune/pipeline.hpp"
 #include "fsdptune/simulator.hpp"
 
@@ -132,6 +133,13 @@ double measured_median(std::vector<double> values);
 // as compare and report give it: 0 when both are 0, and 1 (+100%, not infinity) for a
 // nonzero prediction of a zero measurement.
 double prediction_error(double predicted, double measured);
+
+// A replay (not scaled down) whose ranks per node (environment.ranks_per_node) are not
+// `job`'s min(gpus, gpus_per_node), as "4 ranks per node, the schedule's job 2": its
+// collectives crossed other links than the prediction's, and compare and report mark its
+// communication not comparable. "" when they agree, or the measurement does not say (before
+// 2026-12-06). The count only: ranks placed round-robin over nodes are not told apart.
+std::string node_layout_difference(const MeasuredResult& measured, const JobSpec& job);
 
 nlohmann::json measured_to_json(const MeasuredResult& measured);
 MeasuredResult measured_from_json(const nlohmann::json& json, const std::string& source);

@@ -123,7 +123,10 @@ struct MeasuredComparison {
   // replay, whose collectives are not the prediction's (docs/validation.md "Scaled-down
   // replay"): streams and largest_task_errors then hold the compute streams' only.
   std::int64_t shards_per_rank = 1;
-  bool communication_comparable() const { return shards_per_rank == 1; }
+  // node_layout_difference (measured.hpp): a replay on other nodes than the job's, whose
+  // collectives are not the prediction's either; "" otherwise.
+  std::string node_layout;
+  bool communication_comparable() const { return shards_per_rank == 1 && node_layout.empty(); }
   std::vector<StreamComparison> streams;  // in Program::streams order
   // Largest |error_s| first; ties by task id. At most ReportOptions::largest_task_errors.
   std::vector<TaskError> largest_task_errors;

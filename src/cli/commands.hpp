@@ -55,11 +55,12 @@ std::string any_timing_text(const Program& program, std::int64_t limit_bytes,
 // gathering)"; `explained` adds why the others gather nothing, as tune says it.
 std::string backward_buckets_text(const Plan& plan, bool explained);
 
-// Whether a launcher (mpirun, srun) started this process as a rank other than the first:
+// The rank a launcher (mpirun, srun) started this process as, where it is not the first:
 // the first of OMPI_COMM_WORLD_RANK, PMIX_RANK and PMI_RANK that is set, else SLURM_PROCID
-// within an srun step (SLURM_STEP_ID set), is above 0. An error of validate's command line,
-// the same on every rank, is said by the first rank, the others waiting (below).
-bool launched_as_a_later_rank();
+// within an srun step (SLURM_STEP_ID set), when not "0"; "" otherwise. An error of
+// validate's command line, the same on every rank, is said by the first rank, the others
+// waiting (below) and then naming their rank.
+std::string later_launched_rank();
 
 // A later rank's error of validate's command line is said after kLaterRankGraceSeconds:
 // mpirun stops the job when the first rank exits with the same error (said once), and a
@@ -69,5 +70,9 @@ bool launched_as_a_later_rank();
 // job's only output was mpirun's).
 constexpr int kLaterRankGraceSeconds = 5;
 void wait_as_a_later_rank();
+
+// `text` ("fsdptune: error: ...") as later rank `rank` says it: "fsdptune: error: rank 2:
+// ...".
+std::string said_by_rank(const std::string& text, const std::string& rank);
 
 }  // namespace fsdptune::cli

@@ -188,11 +188,16 @@ int main(int argc, char** argv) {
   // An error of the command line: the same on every rank a launcher started `validate` with
   // (mpirun -np N fsdptune validate ...), said by the first, the others waiting to be
   // stopped (found by QA: N times; commands.hpp, kLaterRankGraceSeconds).
-  const bool later_rank_of_validate = argc > 1 && std::string_view(argv[1]) == "validate" &&
-                                      fsdptune::cli::launched_as_a_later_rank();
-  const auto say_usage_error = [later_rank_of_validate](const std::string& text) {
-    if (later_rank_of_validate) fsdptune::cli::wait_as_a_later_rank();
-    say(text);
+  const std::string later_rank = argc > 1 && std::string_view(argv[1]) == "validate"
+                                     ? fsdptune::cli::later_launched_rank()
+                                     : std::string();
+  const auto say_usage_error = [&later_rank](const std::string& text) {
+    if (later_rank.empty()) {
+      say(text);
+    } else {
+      fsdptune::cli::wait_as_a_later_rank();
+      say(fsdptune::cli::said_by_rank(text, later_rank));
+    }
   };
   CLI::App app{"fsdptune: performance simulator and schedule autotuner for FSDP training"};
   app.require_subcommand(1);

@@ -134,10 +134,12 @@ void run_validate(const ValidateArgs& args) {
   ExecutorOptions options;
   try {
     options = checked_options(args);
-  } catch (const Error&) {
+  } catch (const Error& e) {
     // Every rank of `mpirun -np N` found the same: said once (found by QA: N times).
-    if (launched_as_a_later_rank()) wait_as_a_later_rank();
-    throw;
+    const std::string later = later_launched_rank();
+    if (later.empty()) throw;
+    wait_as_a_later_rank();
+    throw Error(e.kind(), fmt::format("rank {}: {}", later, e.where()), e.message(), e.hint());
   }
   // The files each rank sees on its own node: said by every rank that fails.
   require_distinct_files({{"--out", args.out}}, {{"the schedule", args.schedule}});
@@ -238,19 +240,28 @@ void run_compare(const CompareArgs& args) {
 
 }  // namespace
 
-bool launched_as_a_later_rank() {
+std::string later_launched_rank() {
   // The launcher's own variable first (Open MPI's, PMIx's, PMI's); Slurm's task id only in
   // an srun step and where none of those is set: a batch script's shell and what it starts
   // inherit SLURM_PROCID (found by review: any variable above 0 counted, an inherited one
   // too).
   for (const char* variable : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
     const char* value = std::getenv(variable);
-    if (value != nullptr && *value != '\0') return std::string_view(value) != "0";
+    if (value != nullptr && *value != '\0') {
+      return std::string_view(value) == "0" ? std::string() : std::string(value);
+    }
   }
   const char* step = std::getenv("SLURM_STEP_ID");
   const char* task = std::getenv("SLURM_PROCID");
-  return step != nullptr && *step != '\0' && task != nullptr && *task != '\0' &&
-         std::string_view(task) != "0";
+  const bool later = step != nullptr && *step != '\0' && task != nullptr && *task != '\0' &&
+                     std::string_view(task) != "0";
+  return later ? std::string(task) : std::string();
+}
+
+std::string said_by_rank(const std::string& text, const std::string& rank) {
+  const std::string head = "fsdptune: error: ";
+  if (!text.starts_with(head)) return fmt::format("rank {}: {}", rank, text);
+  return fmt::format("{}rank {}: {}", head, rank, text.substr(head.size()));
 }
 
 void wait_as_a_later_rank() {
