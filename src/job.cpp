@@ -151,36 +151,48 @@ PipelineSchedule pipeline_schedule_from_string(const std::string& text, const st
                               text));
 }
 
+namespace {
+
+// The flags and the job_to_json fields they set.
+constexpr std::pair<const char*, const char*> kFields[] = {
+    {"--gpus", "gpus"},
+    {"--gpus-per-node", "gpus_per_node"},
+    {"--dp-shard", "dp_shard"},
+    {"--dp-replicate", "dp_replicate"},
+    {"--tp", "tp"},
+    {"--cp", "cp"},
+    {"--pp", "pp"},
+    {"--microbatches", "microbatches"},
+    {"--pipeline-steps", "pipeline_steps"},
+    {"--virtual-stages", "virtual_stages"},
+    {"--pp-first-stage-less-layers", "pp_first_stage_less_layers"},
+    {"--pp-last-stage-less-layers", "pp_last_stage_less_layers"},
+    {"--pp-chunk-blocks", "pp_chunk_blocks"},
+    {"--pp-schedule", "pp_schedule"},
+    {"--batch", "local_batch"},
+    {"--seq", "seq_len"},
+    {"--ac", "activation_checkpointing"},
+    {"--param-dtype", "param_dtype"},
+    {"--reduce-dtype", "reduce_dtype"},
+    {"--execution", "execution"},
+    {"--async-tp", "async_tp"},
+    {"--float8", "float8"}};
+
+}  // namespace
+
 std::string job_where(const std::string& flag, const std::string& source) {
   if (source.empty()) return flag;
-  // The flags and the job_to_json fields they set.
-  static const std::pair<const char*, const char*> kFields[] = {
-      {"--gpus", "gpus"},
-      {"--gpus-per-node", "gpus_per_node"},
-      {"--dp-shard", "dp_shard"},
-      {"--dp-replicate", "dp_replicate"},
-      {"--tp", "tp"},
-      {"--cp", "cp"},
-      {"--pp", "pp"},
-      {"--microbatches", "microbatches"},
-      {"--pipeline-steps", "pipeline_steps"},
-      {"--virtual-stages", "virtual_stages"},
-      {"--pp-first-stage-less-layers", "pp_first_stage_less_layers"},
-      {"--pp-last-stage-less-layers", "pp_last_stage_less_layers"},
-      {"--pp-chunk-blocks", "pp_chunk_blocks"},
-      {"--pp-schedule", "pp_schedule"},
-      {"--batch", "local_batch"},
-      {"--seq", "seq_len"},
-      {"--ac", "activation_checkpointing"},
-      {"--param-dtype", "param_dtype"},
-      {"--reduce-dtype", "reduce_dtype"},
-      {"--execution", "execution"},
-      {"--async-tp", "async_tp"},
-      {"--float8", "float8"}};
   for (const auto& [name, field] : kFields) {
     if (flag == name) return field_where(source, field);
   }
   return field_where(source, flag);
+}
+
+std::string job_flag_of_field(const std::string& field) {
+  for (const auto& [name, of] : kFields) {
+    if (field == of) return name;
+  }
+  return field;
 }
 
 namespace {

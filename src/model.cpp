@@ -1,6 +1,7 @@
 #include "fsdptune/model.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <set>
@@ -186,10 +187,13 @@ ModelSpec model_from_hf_config(const nlohmann::json& json, const std::string& so
       throw_bad_input(fmt::format("{}: field '{}'", source, experts),
                       fmt::format("{} is not a number of experts", it->dump()));
     }
-    // Below 0 it was read as a dense model, said nowhere (found by QA: -4).
-    if (it != json.end() && it->is_number() && it->get<double>() < 0) {
-      throw_bad_input(fmt::format("{}: field '{}'", source, experts),
-                      fmt::format("{} is not a number of experts (0 or more)", it->dump()));
+    // Below 0, or not whole, it was read as a dense model, said nowhere (found by QA: -4;
+    // by review: 0.5).
+    if (it != json.end() && it->is_number() &&
+        (it->get<double>() < 0 || it->get<double>() != std::floor(it->get<double>()))) {
+      throw_bad_input(
+          fmt::format("{}: field '{}'", source, experts),
+          fmt::format("{} is not a number of experts (a whole number, 0 or more)", it->dump()));
     }
     if (it != json.end() && it->is_number() && it->get<double>() > 1) {
       throw_bad_input(fmt::format("{}: field '{}'", source, experts),

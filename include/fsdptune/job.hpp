@@ -126,6 +126,10 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& so
 // the field of a file's job that sets it ("--batch" -> "SOURCE: field 'local_batch'").
 std::string job_where(const std::string& flag, const std::string& source);
 
+// The flag that sets a job_to_json field ("local_batch" -> "--batch"); the field itself
+// where none does.
+std::string job_flag_of_field(const std::string& field);
+
 // The shard group for a job's one-line description: "8", or "8 (cp 2)" with context
 // parallelism.
 std::string dp_shard_text(std::int64_t dp_shard, std::int64_t cp);

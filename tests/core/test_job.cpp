@@ -73,18 +73,24 @@ TEST_CASE("normalize_job names the flag at fault", "[job][errors]") {
   }
   SECTION("FSDP shard groups and CP groups across nodes") {
     // Found by QA: accepted before, their collectives costed as within nodes they cross.
+    // The message of the straddle check itself, not of another rule naming the flag.
+    const auto straddles = [&](const char* flag, const char* groups) {
+      CHECK(rejected_flag(job) == flag);
+      CHECK_THROWS_WITH(normalize_job(builtin_model("llama3-8b"), job),
+                        Catch::Contains(groups) && Catch::Contains("straddle nodes of 8 GPUs"));
+    };
     job.gpus = 24;
     job.tp = 1;
     job.dp_replicate = 8;  // shard groups of 3 ranks: {6, 7, 8} spans two nodes of 8
-    CHECK(rejected_flag(job) == "--dp-replicate");
+    straddles("--dp-replicate", "FSDP shard groups of dp_shard 3 x tp 1 = 3 ranks");
     job.dp_replicate = 2;  // 12 ranks: 8 on one node, 4 on the next
-    CHECK(rejected_flag(job) == "--dp-replicate");
+    straddles("--dp-replicate", "= 12 ranks");
     job.dp_replicate = 1;
     job.pp = 8;  // stages of 3 ranks
-    CHECK(rejected_flag(job) == "--pp");
+    straddles("--pp", "= 3 ranks");
     job.pp = 1;
     job.cp = 3;  // CP groups of 3 ranks within shard groups of 24
-    CHECK(rejected_flag(job) == "--cp");
+    straddles("--cp", "context-parallel groups of cp 3 x tp 1 = 3 ranks");
     // Groups within a node or of whole nodes are fine.
     job.cp = 1;
     job.dp_replicate = 3;  // shard groups of 8: one node each
@@ -93,6 +99,16 @@ TEST_CASE("normalize_job names the flag at fault", "[job][errors]") {
     job.dp_replicate = 2;  // 16: two nodes each
     job.cp = 4;
     CHECK(normalize_job(builtin_model("llama3-8b"), job).dp_shard == 16);
+    job.cp = 1;
+    job.dp_replicate = 1;
+    job.gpus_per_node = 4;
+    job.tp = 8;  // TP groups of two whole nodes, shard groups of two of them
+    CHECK(normalize_job(builtin_model("llama3-8b"), job).dp_shard == 4);
+    job.gpus_per_node = 8;
+    job.gpus = 6;  // one node, partly used: nothing crosses a node
+    job.tp = 1;
+    job.dp_replicate = 2;
+    CHECK(normalize_job(builtin_model("llama3-8b"), job).dp_shard == 3);
   }
   SECTION("zero and negative sizes") {
     job.local_batch = 0;

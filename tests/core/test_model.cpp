@@ -136,6 +136,9 @@ TEST_CASE("an HF config's name: the last part of _name_or_path or of its folder"
   CHECK_THROWS_WITH(model_from_json(moe, "neg.json"),
                     Catch::Contains("neg.json: field 'num_experts'") &&
                         Catch::Contains("-4 is not a number of experts"));
+  moe["num_experts"] = 0.5;
+  CHECK_THROWS_WITH(model_from_json(moe, "half.json"),
+                    Catch::Contains("0.5 is not a number of experts"));
 }
 
 TEST_CASE("HF config without head_dim and kv heads takes the defaults", "[model]") {
