@@ -40,7 +40,10 @@ std::string stop_reason(const TunerResult& result, std::int64_t stall_evaluation
   if (result.budget_exhausted) return "; stopped by the time budget";
   if (result.max_evaluations_reached) return "; stopped at --max-evaluations";
   if (result.stalled) {
-    return fmt::format("; converged: no better plan in the last {} simulations", stall_evaluations);
+    // The stall rule counts improvements above 0.01% only (found by QA: 15 smaller ones, 0.02%
+    // together, remained after "no better plan").
+    return fmt::format("; converged: no plan 0.01% better in the last {} simulations",
+                       stall_evaluations);
   }
   return "; converged: every move from every start was tried";
 }
