@@ -569,6 +569,7 @@ void run_sweep(const SweepCliOptions& o) {
                100.0 * c.bubble_fraction, format_bytes(c.peak_reserved_bytes),
                any_timing ? fmt::format(" {:>12}", format_bytes(c.any_timing_reserved_bytes)) : "");
   }
+  fmt::print("{}\n", kThroughputCaveat);
   // Two bases in one column, said so (found by QA: the fastest rows, fp8, showed a lower MFU
   // than a slower bf16 one).
   if (std::any_of(result.ranked.begin(), result.ranked.begin() + static_cast<std::ptrdiff_t>(shown),
@@ -705,13 +706,14 @@ void run_pipeline(const PipelineCliOptions& o) {
   fmt::print("fsdp2 per chunk, parameters {}\n",
              keep ? "kept gathered across microbatches" : "re-gathered every microbatch");
   // Without a pipeline nothing is sent (and there is no bubble to speak of).
-  fmt::print("step time {}   tokens/s/GPU {:.1f}   MFU {:.1f}%{}{}\n\n",
+  fmt::print("step time {}   tokens/s/GPU {:.1f}   MFU {:.1f}%{}{}\n{}\n\n",
              format_seconds(sim.result.step_time_s), sim.tokens_per_s_per_gpu, 100.0 * sim.mfu,
              mfu_basis_note(sim.mfu, job, hardware),
              job.pp > 1
                  ? fmt::format("   bubble {:.1f}%   send {}", 100.0 * sim.result.bubble_fraction,
                                format_seconds(sim.spec.send_s))
-                 : std::string());
+                 : std::string(),
+             kThroughputCaveat);
   print_stage_table(workload, chunks, sim.result.stages, any_timing, limit);
   const bool fits = pipeline_fits(sim.result, limit);
   fmt::print("{}", pipeline_any_timing_text(any_timing, limit, fits));

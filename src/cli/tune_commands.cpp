@@ -253,6 +253,7 @@ void print_table(const std::vector<PlanSummary>& rows, std::int64_t limit_bytes,
                format_bytes(row.peak_reserved_bytes), bound_column,
                fits ? "yes" : fmt::format("no (limit {})", format_bytes(limit_bytes)));
   }
+  fmt::print("{}\n", kThroughputCaveat);
 }
 
 void run_tune(const TuneOptions& options) {
