@@ -178,7 +178,8 @@ PipelineResult simulate_pipeline(const PipelineSpec& spec) {
   for (StageResult& stage : result.stages) {
     stage.pipeline_end_s = free_at[stage.rank];
     makespan = std::max(makespan, stage.pipeline_end_s);
-    busy += stage.busy_s + held_s[stage.rank];
+    stage.held_s = held_s[stage.rank];
+    busy += stage.busy_s + stage.held_s;
     // Each chunk's reduce-scatters follow its last backward; the optimizers of the rank's
     // chunks run after all of them and after the rank's last action, one after another on
     // the compute stream (torchtitan steps the optimizers after the pipeline schedule; the

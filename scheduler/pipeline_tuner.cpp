@@ -243,8 +243,9 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
         plans.push_back(std::move(plan));
       }
       // The same candidates whatever --fit (SimpleFSDP's unbucketed plan only as the last
-      // resort of step 3).
-      plans.push_back(fsdp2_plan(chunk_workloads[c]));
+      // resort of step 3); fsdp2 not under simplefsdp_exact, which it is not (found by QA
+      // and review: pipelined jobs came back with fsdp2 chunks).
+      if (!options.simplefsdp_exact) plans.push_back(fsdp2_plan(chunk_workloads[c]));
       for (const Plan& plan : plans) {
         for (const bool keep : allowed_keep_gathered(options.keep_gathered, job)) {
           ChunkCandidate candidate = evaluators[c].evaluate(plan, keep, shared_in_flight[c]);
@@ -316,9 +317,13 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
                               judged_reserved(other_fsdp2.back())});
     }
   }
+  // Under simplefsdp_exact fsdp2 is simulated and listed, never picked (SimpleFSDP does not
+  // run it).
+  const auto candidate_alternative = [&](const Alternative& alternative) {
+    return alternative.reserved <= limit && !options.simplefsdp_exact;
+  };
   const bool an_alternative_fits =
-      std::any_of(alternatives.begin(), alternatives.end(),
-                  [&](const Alternative& alternative) { return alternative.reserved <= limit; });
+      std::any_of(alternatives.begin(), alternatives.end(), candidate_alternative);
 
   // 3. The compositions of the candidates under every per-stage memory threshold
   //    (pipeline_compositions): the fastest whose largest stage peak fits; when none
@@ -440,7 +445,7 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
   // the row's fsdp2 figures).
   double baseline_s = std::numeric_limits<double>::infinity();
   for (const Alternative& alternative : alternatives) {
-    if (alternative.reserved <= limit) {
+    if (candidate_alternative(alternative)) {
       baseline_s = std::min(baseline_s, alternative.sim->result.step_time_s);
     }
   }
@@ -475,7 +480,7 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
   fastest_s = std::min(fastest_s, baseline_s);  // the fastest alternative that fits (if any)
   const double allowed_s = std::min(fastest_s * (1 + options.step_time_tolerance), baseline_s);
   for (const Alternative& alternative : alternatives) {
-    if (alternative.reserved > limit) continue;
+    if (!candidate_alternative(alternative)) continue;
     const double alternative_s = alternative.sim->result.step_time_s;
     const double best_s = tuning.best.result.step_time_s;
     const bool preferred = alternative.reserved < best_reserved ||

@@ -443,7 +443,28 @@ bool ranks_before(double tokens_a, std::size_t index_a, double tokens_b, std::si
 
 }  // namespace
 
+TunerOptions sweep_tuner_options(const SweepOptions& options, std::int64_t memory_limit_bytes,
+                                 int threads) {
+  TunerOptions tuner_options;
+  tuner_options.memory_limit_bytes = memory_limit_bytes;
+  tuner_options.time_budget_s = 0;
+  tuner_options.max_evaluations = options.tune_evaluations;
+  tuner_options.step_time_tolerance = options.step_time_tolerance;
+  tuner_options.keep_gathered = options.keep_gathered;
+  tuner_options.fit_at_any_timing = options.fit_at_any_timing;
+  tuner_options.fsdp2_exact = options.fsdp2_exact;
+  tuner_options.simplefsdp_exact = options.simplefsdp_exact;
+  tuner_options.threads = threads;
+  return tuner_options;
+}
+
 SweepResult sweep(const ModelSpec& model, const CostModel& costs, const SweepOptions& options) {
+  // Before anything runs: each search would refuse it, from a worker thread (found by
+  // review: a library caller's eager sweep under simplefsdp_exact).
+  TunerOptions exactness;
+  exactness.fsdp2_exact = options.fsdp2_exact;
+  exactness.simplefsdp_exact = options.simplefsdp_exact;
+  check_exactness(exactness, options.execution, "sweep");
   SweepResult result;
   result.memory_limit_bytes = options.memory_limit_bytes > 0
                                   ? options.memory_limit_bytes
@@ -504,15 +525,8 @@ SweepResult sweep(const ModelSpec& model, const CostModel& costs, const SweepOpt
 
   // 3. Tune them, one configuration per thread (each search single-threaded, with a
   //    budget of evaluations and no clock: the same result whatever the thread count).
-  TunerOptions tuner_options;
-  tuner_options.time_budget_s = 0;
-  tuner_options.max_evaluations = options.tune_evaluations;
-  tuner_options.step_time_tolerance = options.step_time_tolerance;
-  tuner_options.keep_gathered = options.keep_gathered;
-  tuner_options.fit_at_any_timing = options.fit_at_any_timing;
-  tuner_options.fsdp2_exact = options.fsdp2_exact;
-  tuner_options.simplefsdp_exact = options.simplefsdp_exact;
-  tuner_options.threads = 1;
+  const TunerOptions tuner_options =
+      sweep_tuner_options(options, result.memory_limit_bytes, /*threads=*/1);
   std::vector<std::int64_t> plans_evaluated(to_tune.size(), 0);
   // The best tuned configuration so far (ranking order) and its search: kept for one
   // configuration only (a pipelined search holds every chunk's Programs).
@@ -523,9 +537,7 @@ SweepResult sweep(const ModelSpec& model, const CostModel& costs, const SweepOpt
     const std::size_t i = to_tune[k];
     SweepCandidate& candidate = candidates[i];
     const Workload workload = build_workload(model, jobs[i]);
-    TunerOptions config_options = tuner_options;
-    config_options.memory_limit_bytes = result.memory_limit_bytes;
-    ConfigurationTuning tuning = tune_configuration(workload, costs, config_options);
+    ConfigurationTuning tuning = tune_configuration(workload, costs, tuner_options);
     SweepCandidate tuned = candidate;
     bool tuner_fits = false;
     if (tuning.pipeline) {
@@ -563,11 +575,14 @@ SweepResult sweep(const ModelSpec& model, const CostModel& costs, const SweepOpt
     }
     // The tuned figures replace fsdp2's when they fit and are not slower (the tuners keep
     // fsdp2 among their candidates and judge fit as the sweep does, so a slower tuned
-    // plan would be a bug of theirs; the row then keeps its fsdp2 figures).
+    // plan would be a bug of theirs; the row then keeps its fsdp2 figures). Under
+    // simplefsdp_exact fsdp2 is no candidate: a slower SimpleFSDP plan replaces it (found by
+    // review: the row showed fsdp2's figures).
     const bool fits = tuner_fits && (options.fit_at_any_timing
                                          ? tuned.any_timing_reserved_bytes
                                          : tuned.peak_reserved_bytes) <= result.memory_limit_bytes;
-    if (!fits || (candidate.fits && tuned.step_time_s > candidate.step_time_s)) {
+    if (!fits || (candidate.fits && tuned.step_time_s > candidate.step_time_s &&
+                  !options.simplefsdp_exact)) {
       if (!candidate.fits) {
         // Under --fit any-timing the tuned plan's bound where it has one (0: not computed,
         // its predicted peak being over already), and the row counted as one whose search

@@ -661,9 +661,8 @@ void Search::record(const Evaluation& evaluation) {
     }
   }
   if (!best_ || better(evaluation, *best_)) {
-    constexpr double kStallImprovement = 1e-4;  // relative step time
     if (!best_ || !best_->fits ||
-        evaluation.step_time_s < best_->step_time_s * (1 - kStallImprovement)) {
+        evaluation.step_time_s < best_->step_time_s * (1 - TunerOptions::kStallImprovement)) {
       last_improvement_ = evaluation.index + 1;
     }
     best_ = evaluation;
@@ -1261,8 +1260,7 @@ void check_exactness(const TunerOptions& options, Execution execution, const std
     throw_bad_input("--simplefsdp-exact",
                     fmt::format("SimpleFSDP runs under torch.compile only, and the {} is {}", what,
                                 to_string(execution)),
-                    fmt::format("{} the compiled job (--execution compiled), or --fsdp2-exact",
-                                what == "sweep" ? "sweep" : "tune"));
+                    "give --execution compiled, or --fsdp2-exact");
   }
 }
 

@@ -1878,7 +1878,7 @@ void check_schedule_matches(const ScheduleFile& schedule, const ModelSpec& model
         // As flags (found by review: the JSON fields were named, "local_batch 2").
         const std::string flag = job_flag_of_field(key);
         const std::string given =
-            their_value.is_boolean() ? (their_value.get<bool>() ? flag : "no " + flag)
+            their_value.is_boolean() ? (their_value.get<bool>() ? flag : "without " + flag)
                                      : flag + " " +
                                            (their_value.is_string() ? their_value.get<std::string>()
                                                                     : their_value.dump());
@@ -1897,7 +1897,7 @@ void check_schedule_matches(const ScheduleFile& schedule, const ModelSpec& model
         split ? fmt::format("pass {} for the schedule's split of the stages{}, or leave out "
                             "--model and the job flags: the schedule's job is then taken",
                             split_flags,
-                            others.empty() ? std::string() : fmt::format(" and its {}", others))
+                            others.empty() ? std::string() : fmt::format(" (and its {})", others))
               : "pass the job flags that describe the schedule's job (`fsdptune report` "
                 "prints it), or tune again for this job");
   }

@@ -171,6 +171,9 @@ struct StageResult {
   int rank = 0;
   double busy_s = 0;          // time running forward/backward actions
   double pipeline_end_s = 0;  // its last action's end
+  // Held up between actions by its own reduce-scatters (exposed communication, not
+  // bubble: the bubble counts it busy).
+  double held_s = 0;
   // The rank's last action's end or its chunks' last reduce-scatters, whichever is later,
   // then its chunks' optimizers one after another.
   double end_s = 0;

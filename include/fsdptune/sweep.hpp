@@ -178,6 +178,12 @@ SweepCandidate evaluate_job(const ModelSpec& model, const JobSpec& job, const Co
 
 SweepResult sweep(const ModelSpec& model, const CostModel& costs, const SweepOptions& options);
 
+// The options of a configuration's search in sweep(): no time budget, `tune_evaluations`
+// plans, the sweep's tolerance, keep-gathered choice, fit and exactness, under
+// `memory_limit_bytes` on `threads` threads (the sweep's own searches: one each).
+TunerOptions sweep_tuner_options(const SweepOptions& options, std::int64_t memory_limit_bytes,
+                                 int threads);
+
 // Parses --global-batch: a plain count is sequences ("1024"); a count with the suffix
 // "tok" is tokens ("8388608tok", "8Mtok" with k/M/G = 2^10/2^20/2^30), converted at
 // `seq_len` (must divide). Throws Error(kBadInput) naming --global-batch.

@@ -100,9 +100,11 @@ struct TunerOptions {
   int pair_moves = 1024;
   // Perturbation restarts after the local search from every seed has converged.
   int perturbations = 8;
-  // Stop once the best plan has not improved by more than 0.01% in this many
-  // simulations (deterministic, unlike the time budget); 0 = search to convergence.
+  // Stop once the best plan has not improved by more than kStallImprovement (0.01%) in
+  // this many simulations (deterministic, unlike the time budget); 0 = search to
+  // convergence.
   std::int64_t stall_evaluations = 1500;
+  static constexpr double kStallImprovement = 1e-4;  // relative step time
   // Which plan the search returns: of the plans that fit within this fraction of the
   // fastest plan's step time (on the Pareto front of peak against step), the one with the
   // smallest reserved peak (then the faster). Simulated step times that differ by 0.1%

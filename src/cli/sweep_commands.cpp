@@ -279,11 +279,6 @@ void run_sweep(const SweepCliOptions& o) {
   options.fit_at_any_timing = parse_fit_at_any_timing(o.fit);
   options.fsdp2_exact = o.fsdp2_exact;
   options.simplefsdp_exact = o.simplefsdp_exact;
-  // What each search would refuse, said before the sweep.
-  TunerOptions exactness;
-  exactness.fsdp2_exact = o.fsdp2_exact;
-  exactness.simplefsdp_exact = o.simplefsdp_exact;
-  check_exactness(exactness, options.execution, "sweep");
   options.cp_degrees = parse_cp_degrees(cp);
   options.pp_first_stage_less_layers = o.pp_first_less.value_or(first_less);
   options.pp_last_stage_less_layers = o.pp_last_less.value_or(last_less);
@@ -410,17 +405,9 @@ void run_sweep(const SweepCliOptions& o) {
     } else {
       fmt::print(stderr, "sweep: tuning the best configuration ({} plans per chunk at most)\n",
                  o.tune_evaluations);
-      TunerOptions tuner_options;
-      tuner_options.memory_limit_bytes = result.memory_limit_bytes;
-      tuner_options.time_budget_s = 0;
-      tuner_options.max_evaluations = o.tune_evaluations;
-      tuner_options.step_time_tolerance = options.step_time_tolerance;
-      tuner_options.keep_gathered = options.keep_gathered;
-      tuner_options.fit_at_any_timing = options.fit_at_any_timing;
-      tuner_options.fsdp2_exact = options.fsdp2_exact;
-      tuner_options.simplefsdp_exact = options.simplefsdp_exact;
-      tuner_options.threads = options.threads;
-      tuned = tune_schedule(workload, hardware, *costs, tuner_options);
+      tuned =
+          tune_schedule(workload, hardware, *costs,
+                        sweep_tuner_options(options, result.memory_limit_bytes, options.threads));
     }
     ScheduleFile& schedule = tuned.schedule;
     schedule.provenance.tool = std::string("fsdptune ") + FSDPTUNE_VERSION;
@@ -456,6 +443,9 @@ void run_sweep(const SweepCliOptions& o) {
     }
     if (options.fit_at_any_timing) schedule.provenance.command += " --fit any-timing";
     if (options.fsdp2_exact) schedule.provenance.command += " --fsdp2-exact";
+    // As given, as tune's: the file's provenance.threads is the count used (found by QA:
+    // rerun without it on another core count, the bytes differed there).
+    if (o.threads > 0) schedule.provenance.command += fmt::format(" --threads {}", o.threads);
     if (options.simplefsdp_exact) schedule.provenance.command += " --simplefsdp-exact";
     outputs.push_back({o.out, schedule_file_text(schedule, o.out), "--out"});
     written_note = torchtitan_keep_gathered_note(schedule);
@@ -511,26 +501,31 @@ void run_sweep(const SweepCliOptions& o) {
     for (const SweepCandidate& candidate : result.rejected) {
       rejected.push_back(candidate_json(candidate));
     }
-    fmt::print("{}", dump_json({{"format", "fsdptune-sweep"},
-                                {"version", 1},
-                                {"model", model.name},
-                                {"hardware", hardware.id},
-                                {"gpus", o.gpus},
-                                {"global_batch_sequences", options.global_batch_sequences},
-                                {"seq_len", seq},
-                                {"memory_limit_bytes", result.memory_limit_bytes},
-                                {"evaluated", total},
-                                {"simulated", total - unsimulated},
-                                {"fitting", result.ranked.size()},
-                                {"tuned", result.tuned},
-                                {"tune_evaluations", o.tune_evaluations},
-                                {"step_time_tolerance", options.step_time_tolerance},
-                                {"fit", o.fit},
-                                {"plans_evaluated", result.plans_evaluated},
-                                {"skipped_meshes", skipped.count},
-                                {"skipped_by_flag", skipped_by_flag(skipped)},
-                                {"top", top},
-                                {"rejected", rejected}}));
+    nlohmann::json out = {{"format", "fsdptune-sweep"},
+                          {"version", 1},
+                          {"model", model.name},
+                          {"hardware", hardware.id},
+                          {"gpus", o.gpus},
+                          {"global_batch_sequences", options.global_batch_sequences},
+                          {"seq_len", seq},
+                          {"memory_limit_bytes", result.memory_limit_bytes},
+                          {"evaluated", total},
+                          {"simulated", total - unsimulated},
+                          {"fitting", result.ranked.size()},
+                          {"tuned", result.tuned},
+                          {"tune_evaluations", o.tune_evaluations},
+                          {"step_time_tolerance", options.step_time_tolerance},
+                          {"fit", o.fit},
+                          {"plans_evaluated", result.plans_evaluated},
+                          {"skipped_meshes", skipped.count},
+                          {"skipped_by_flag", skipped_by_flag(skipped)},
+                          {"top", top},
+                          {"rejected", rejected}};
+    // Only when given: the JSON of other sweeps keeps its text (found by review: the
+    // restriction was recorded nowhere but in --out's command).
+    if (options.fsdp2_exact) out["fsdp2_exact"] = true;
+    if (options.simplefsdp_exact) out["simplefsdp_exact"] = true;
+    fmt::print("{}", dump_json(out));
     if (result.ranked.empty()) throw nothing_fits();
     return;
   }
@@ -673,6 +668,7 @@ void run_pipeline(const PipelineCliOptions& o) {
       stages.push_back({{"rank", stage.rank},
                         {"chunks", chunk_units},
                         {"busy_s", stage.busy_s},
+                        {"held_s", stage.held_s},
                         {"pipeline_end_s", stage.pipeline_end_s},
                         {"end_s", stage.end_s},
                         {"max_in_flight", stage.max_in_flight},

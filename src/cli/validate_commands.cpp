@@ -139,7 +139,10 @@ void run_validate(const ValidateArgs& args) {
     const std::string later = later_launched_rank();
     if (later.empty()) throw;
     wait_as_a_later_rank();
-    throw Error(e.kind(), fmt::format("rank {}: {}", later, e.where()), e.message(), e.hint());
+    throw Error(e.kind(),
+                e.where().empty() ? fmt::format("rank {}", later)
+                                  : fmt::format("rank {}: {}", later, e.where()),
+                e.message(), e.hint());
   }
   // The files each rank sees on its own node: said by every rank that fails.
   require_distinct_files({{"--out", args.out}}, {{"the schedule", args.schedule}});

@@ -197,6 +197,16 @@ TEST_CASE("tune --simplefsdp-exact writes a plan SimpleFSDP's bucketing runs as 
   result = run_fsdptune("tune " + job + "--simplefsdp-exact --out " + dir + "/again.json");
   REQUIRE(result.exit_code == 0);
   CHECK(slurp(dir + "/again.json") == slurp(dir + "/exact.json"));
+  // With microbatches the chunks are SimpleFSDP's too, fsdp2 listed and never picked (found
+  // by QA and review: fsdp2 came back, "exact": false), and a slower pick said so.
+  result = run_fsdptune("tune " + job + "--microbatches 2 --simplefsdp-exact --out " + dir +
+                        "/mb.json --emit-torchtitan " + dir + "/mb-tt.json");
+  REQUIRE(result.exit_code == 0);
+  for (const auto& stage : fsdptune::read_json_file(dir + "/mb-tt.json").at("stages")) {
+    CHECK(stage.at("simplefsdp").at("exact") == true);
+  }
+  CHECK_THAT(result.out,
+             Catch::Contains("x slower (+") && Catch::Contains("fsdp2 is no plan SimpleFSDP runs"));
   // Errors name the flag.
   result =
       run_fsdptune("tune " + job + "--simplefsdp-exact --fsdp2-exact --out " + dir + "/x.json");

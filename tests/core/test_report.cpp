@@ -227,6 +227,28 @@ TEST_CASE("a scaled-down replay compares compute only as compare does", "[report
       "shards_per_rank"));
 }
 
+TEST_CASE("a replay on another node layout compares compute only, and reads back", "[report]") {
+  // Found by review: report compared such a replay's communication where compare did not.
+  auto input = entries(true);
+  input[0].measured->environment["ranks_per_node"] = "1000";
+  const Report report = summarize_report(input);
+  const MeasuredComparison& m = *report.schedules[0].measured;
+  CHECK_FALSE(m.communication_comparable());
+  CHECK_THAT(m.node_layout, Catch::StartsWith("1000 ranks per node, the schedule's job "));
+  REQUIRE(m.streams.size() == 1);
+  CHECK(m.streams[0].stream == "compute");
+  CHECK_THAT(render_report_text(input), Catch::Contains("node layout: 1000 ranks per node"));
+  const nlohmann::json json = report_to_json(report);
+  CHECK(json["schedules"][0]["measured"]["node_layout"] == m.node_layout);
+  CHECK(report_from_json(json, "r.json") == report);
+  // The job's own layout: comparable, nothing written.
+  input[0].measured->environment["ranks_per_node"] =
+      std::to_string(std::min(input[0].schedule.job.gpus, input[0].schedule.job.gpus_per_node));
+  const Report same = summarize_report(input);
+  CHECK(same.schedules[0].measured->communication_comparable());
+  CHECK_FALSE(report_to_json(same)["schedules"][0]["measured"].contains("node_layout"));
+}
+
 TEST_CASE("a measured file without per-task timings still compares the step", "[report]") {
   auto input = entries(true);
   input[0].measured->timings.clear();
