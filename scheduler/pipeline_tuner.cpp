@@ -505,6 +505,9 @@ PipelineTuning tune_pipelined_job(const Workload& workload, const CostModel& cos
        largest_stage_reserved_bytes(tuning.best.result)},
       {tuning.fsdp2.result.step_time_s, largest_stage_peak_bytes(tuning.fsdp2.result), "fsdp2",
        largest_stage_reserved_bytes(tuning.fsdp2.result)}};
+  // Not fsdp2 under simplefsdp_exact: SimpleFSDP does not run it (found by review: it
+  // dominated the tuned point on the front).
+  if (options.simplefsdp_exact) points.pop_back();
   for (std::size_t k = 0; k < compositions.size(); ++k) {
     PipelineComposition predicted = compositions[k];
     if (options.fit_at_any_timing) {

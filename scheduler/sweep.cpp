@@ -619,7 +619,19 @@ SweepResult sweep(const ModelSpec& model, const CostModel& costs, const SweepOpt
   result.tuned = static_cast<std::int64_t>(to_tune.size());
   for (const std::int64_t count : plans_evaluated) result.plans_evaluated += count;
 
-  // 4. Rank by the figures, tuned where tuned.
+  // 4. Rank by the figures, tuned where tuned. Under simplefsdp_exact only tuned rows: the
+  //    others' figures are fsdp2's (found by review: with --tune-top K an untuned row ranked
+  //    above tuned ones, and could win).
+  if (options.simplefsdp_exact) {
+    for (SweepCandidate& candidate : candidates) {
+      if (!candidate.fits || candidate.tuned) continue;
+      candidate.fits = false;
+      candidate.rejection = SweepRejection::kNotSimpleFsdp;
+      candidate.rejected =
+          "no plan SimpleFSDP runs within the limit: not tuned (--tune-top), or its search "
+          "found none (its figures, fsdp2's, are no SimpleFSDP plan's)";
+    }
+  }
   std::vector<std::size_t> order(candidates.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {

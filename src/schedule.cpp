@@ -1897,7 +1897,7 @@ void check_schedule_matches(const ScheduleFile& schedule, const ModelSpec& model
         split ? fmt::format("pass {} for the schedule's split of the stages{}, or leave out "
                             "--model and the job flags: the schedule's job is then taken",
                             split_flags,
-                            others.empty() ? std::string() : fmt::format(" (and its {})", others))
+                            others.empty() ? std::string() : fmt::format(" (and {})", others))
               : "pass the job flags that describe the schedule's job (`fsdptune report` "
                 "prints it), or tune again for this job");
   }

@@ -92,6 +92,9 @@ enum class SweepRejection {
   // --fit any-timing: fsdp2's plans fit as predicted but not at some timing, or the
   // configuration was tuned and its search found no plan within the limit at every timing.
   kPeakAtAnyTiming,
+  // --simplefsdp-exact: not tuned (--tune-top K), or its search found no plan SimpleFSDP
+  // runs within the limit: its figures would be fsdp2's, which SimpleFSDP does not run.
+  kNotSimpleFsdp,
 };
 
 struct SweepCandidate {

@@ -67,7 +67,7 @@ std::string later_launched_rank();
 // reached 1/1.75 to 1/1.1 of what the analytic model predicted for them.
 inline constexpr const char* kThroughputCaveat =
     "tokens/s/GPU and MFU are upper bounds: torchtitan's published runs reached 57-91% of "
-    "the throughput predicted for them (docs/calibration.md)";
+    "what the analytic model predicted for them (docs/calibration.md)";
 
 // A later rank's error of validate's command line is said after kLaterRankGraceSeconds:
 // mpirun stops the job when the first rank exits with the same error (said once), and a

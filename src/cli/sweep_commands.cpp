@@ -279,6 +279,11 @@ void run_sweep(const SweepCliOptions& o) {
   options.fit_at_any_timing = parse_fit_at_any_timing(o.fit);
   options.fsdp2_exact = o.fsdp2_exact;
   options.simplefsdp_exact = o.simplefsdp_exact;
+  // Before the configurations are laid out (sweep() checks it too, for library callers).
+  TunerOptions exactness;
+  exactness.fsdp2_exact = o.fsdp2_exact;
+  exactness.simplefsdp_exact = o.simplefsdp_exact;
+  check_exactness(exactness, options.execution, "sweep");
   options.cp_degrees = parse_cp_degrees(cp);
   options.pp_first_stage_less_layers = o.pp_first_less.value_or(first_less);
   options.pp_last_stage_less_layers = o.pp_last_less.value_or(last_less);
@@ -442,10 +447,10 @@ void run_sweep(const SweepCliOptions& o) {
       schedule.provenance.command += " --step-tolerance " + shell_word(o.step_tolerance);
     }
     if (options.fit_at_any_timing) schedule.provenance.command += " --fit any-timing";
-    if (options.fsdp2_exact) schedule.provenance.command += " --fsdp2-exact";
-    // As given, as tune's: the file's provenance.threads is the count used (found by QA:
-    // rerun without it on another core count, the bytes differed there).
+    // Where given: the file's provenance.threads is the count used (found by QA: rerun
+    // without it on another core count, the bytes differed there).
     if (o.threads > 0) schedule.provenance.command += fmt::format(" --threads {}", o.threads);
+    if (options.fsdp2_exact) schedule.provenance.command += " --fsdp2-exact";
     if (options.simplefsdp_exact) schedule.provenance.command += " --simplefsdp-exact";
     outputs.push_back({o.out, schedule_file_text(schedule, o.out), "--out"});
     written_note = torchtitan_keep_gathered_note(schedule);
@@ -490,6 +495,8 @@ void run_sweep(const SweepCliOptions& o) {
     ++reasons[candidate.rejection == SweepRejection::kShardedState ? kShardedStateReason
               : candidate.rejection == SweepRejection::kPeakAtAnyTiming
                   ? "no plan found within the limit at every timing (--fit any-timing)"
+              : candidate.rejection == SweepRejection::kNotSimpleFsdp
+                  ? "not tuned to a plan SimpleFSDP runs (--simplefsdp-exact)"
                   : "simulated peak reserved memory over the limit"];
   }
   if (o.json) {

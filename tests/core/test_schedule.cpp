@@ -914,9 +914,9 @@ TEST_CASE("check_schedule_matches rejects another model or job", "[schedule]") {
   accumulating.pp_chunk_blocks = {1, 3};
   for (const auto& [theirs, ours, text, hint] :
        {std::tuple{piped, accumulating, "pipeline_steps 1 (the flags: 2)",
-                   "for the schedule's split of the stages (and its --pipeline-steps 1), or"},
+                   "for the schedule's split of the stages (and --pipeline-steps 1), or"},
         std::tuple{accumulating, piped, "pipeline_steps 2 (the flags: 1)",
-                   "for the schedule's split of the stages (and its --pipeline-steps 2), or"}}) {
+                   "for the schedule's split of the stages (and --pipeline-steps 2), or"}}) {
     ScheduleFile file = schedule;
     file.job = theirs;
     try {

@@ -1910,3 +1910,29 @@ TEST_CASE("a chunk kept gathered pays each backward's gradient accumulation", "[
     CHECK(regathered.spec.chunks[c].accumulate_s == 0);
   }
 }
+
+TEST_CASE("the sweep under simplefsdp_exact ranks tuned rows only, and checks its options",
+          "[pipeline][sweep]") {
+  // Found by review: with tune_top K an untuned row, ranked by fsdp2's figures (no plan
+  // SimpleFSDP runs), came above tuned ones; and a library caller's eager sweep under
+  // simplefsdp_exact threw from a worker thread.
+  const ModelSpec model = builtin_model("tiny");
+  const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
+  SweepOptions options;
+  options.gpus = 16;
+  options.global_batch_sequences = 32;
+  options.seq_len = 256;
+  options.tune_evaluations = 30;
+  options.tune_top = 2;
+  options.simplefsdp_exact = true;
+  const SweepResult result = sweep(model, *costs, options);
+  REQUIRE_FALSE(result.ranked.empty());
+  CHECK(result.ranked.size() <= 2);
+  for (const SweepCandidate& row : result.ranked) CHECK(row.tuned);
+  CHECK(std::any_of(result.rejected.begin(), result.rejected.end(), [](const SweepCandidate& c) {
+    return c.rejection == SweepRejection::kNotSimpleFsdp;
+  }));
+  options.execution = Execution::kEager;
+  CHECK_THROWS_WITH(sweep(model, *costs, options),
+                    Catch::Contains("--simplefsdp-exact: SimpleFSDP runs under torch.compile"));
+}
