@@ -1791,16 +1791,26 @@ TEST_CASE("the sweep tries each distinct split of the stages once", "[pipeline][
   CHECK(splits(2) == std::vector<Split>{{1, 1, 2, 2}, {0, 1, 3, 1}, {2, 0, 1, 3}});
 }
 
+namespace {
+
+// Tiny on 16 GPUs, 32 sequences of 256 tokens: the sweep the tests below vary.
+SweepOptions tiny_sweep_options() {
+  SweepOptions options;
+  options.gpus = 16;
+  options.global_batch_sequences = 32;
+  options.seq_len = 256;
+  return options;
+}
+
+}  // namespace
+
 TEST_CASE("the sweep tunes in parallel to the same result, and its figures are the tuners'",
           "[pipeline][sweep]") {
   // Tiny on 16 GPUs at 30 MiB: fsdp2 per chunk fits some configurations, tuned plans more
   // (the CLI test counts them); pipelined and single-job winners both occur.
   const ModelSpec model = builtin_model("tiny");
   const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
-  SweepOptions options;
-  options.gpus = 16;
-  options.global_batch_sequences = 32;
-  options.seq_len = 256;
+  SweepOptions options = tiny_sweep_options();
   options.memory_limit_bytes = 30LL << 20;
   options.tune_evaluations = 60;
   options.threads = 1;
@@ -1918,10 +1928,7 @@ TEST_CASE("the sweep under simplefsdp_exact ranks tuned rows only, and checks it
   // simplefsdp_exact threw from a worker thread.
   const ModelSpec model = builtin_model("tiny");
   const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
-  SweepOptions options;
-  options.gpus = 16;
-  options.global_batch_sequences = 32;
-  options.seq_len = 256;
+  SweepOptions options = tiny_sweep_options();
   options.tune_evaluations = 30;
   options.tune_top = 2;
   options.simplefsdp_exact = true;
