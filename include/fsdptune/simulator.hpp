@@ -103,4 +103,12 @@ struct StepMetrics {
 StepMetrics step_metrics(const Workload& workload, const HardwareSpec& hardware,
                          const SimResult& result);
 
+// Said under every predicted tokens/s/GPU and MFU, by the CLI and the reports (found by QA,
+// a first-time user: read as what a run reaches). docs/calibration.md "Throughput":
+// torchtitan's published runs reached 1/1.75 to 1/1.1 of what the analytic model predicted
+// for them.
+inline constexpr const char* kThroughputCaveat =
+    "tokens/s/GPU and MFU are upper bounds: torchtitan's published runs reached 57-91% of "
+    "what the analytic model predicted for them (docs/calibration.md)";
+
 }  // namespace fsdptune

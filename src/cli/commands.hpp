@@ -62,13 +62,6 @@ std::string backward_buckets_text(const Plan& plan, bool explained);
 // waiting (below) and then naming their rank.
 std::string later_launched_rank();
 
-// Said under every predicted tokens/s/GPU and MFU (found by QA, a first-time user: read as
-// what a run reaches). docs/calibration.md "Throughput": torchtitan's published runs
-// reached 1/1.75 to 1/1.1 of what the analytic model predicted for them.
-inline constexpr const char* kThroughputCaveat =
-    "tokens/s/GPU and MFU are upper bounds: torchtitan's published runs reached 57-91% of "
-    "what the analytic model predicted for them (docs/calibration.md)";
-
 // A later rank's error of validate's command line is said after kLaterRankGraceSeconds:
 // mpirun stops the job when the first rank exits with the same error (said once), and a
 // rank whose error the first rank does not share (an MPMD launch), or a launcher that

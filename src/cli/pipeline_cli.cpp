@@ -8,7 +8,6 @@
 
 #include <fmt/format.h>
 
-#include "commands.hpp"
 #include "fsdptune/error.hpp"
 #include "fsdptune/io.hpp"
 #include "fsdptune/memory_bound.hpp"

@@ -25,6 +25,7 @@
 #include "fsdptune/pipeline.hpp"
 #include "fsdptune/plans.hpp"
 #include "fsdptune/schedule.hpp"
+#include "fsdptune/simulator.hpp"
 #include "fsdptune/sweep.hpp"
 #include "fsdptune/torchtitan.hpp"
 #include "fsdptune/units.hpp"

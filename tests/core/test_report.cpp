@@ -227,6 +227,15 @@ TEST_CASE("a scaled-down replay compares compute only as compare does", "[report
       "shards_per_rank"));
 }
 
+TEST_CASE("every report format says its throughput figures are upper bounds", "[report]") {
+  // Found by QA (a first-time user) of the CLI's outputs; a report is what gets shared.
+  const auto input = entries(false);
+  CHECK_THAT(render_report_text(input), Catch::Contains(kThroughputCaveat));
+  CHECK_THAT(render_report_markdown(input), Catch::Contains(kThroughputCaveat));
+  CHECK_THAT(render_report_html(input), Catch::Contains("<p class=\"note\">tokens/s/GPU and MFU "
+                                                        "are upper bounds: "));
+}
+
 TEST_CASE("a replay on another node layout compares compute only, and reads back", "[report]") {
   // Found by review: report compared such a replay's communication where compare did not.
   auto input = entries(true);
