@@ -554,9 +554,7 @@ class Search {
   // Whether the framework the options restrict to (fsdp2_exact, simplefsdp_exact) runs
   // `plan` as simulated; true without either.
   bool runs_as_simulated(const Plan& plan) const {
-    if (options_.fsdp2_exact) return fsdp2_differences(plan).empty();
-    if (options_.simplefsdp_exact) return simplefsdp_differences(plan).empty();
-    return true;
+    return fsdptune::runs_as_simulated(options_, workload_.job, plan);
   }
   // One local move of a plan, cheap to list: the plan it leads to is built by apply().
   struct Move {
@@ -857,12 +855,14 @@ std::vector<Evaluation> Search::keep_gathered_variants(std::vector<Evaluation> s
     for (int b = 0; b < k; ++b) out.reshard_after_forward[b] = b < k - kept;
     return out;
   };
-  // Each start also with its forward partition one unit per bucket: the boundary between
-  // resharded and kept then moves unit by unit (single moves move it by whole buckets).
+  // Each start also with its forward partition one unit per bucket: the sweep below then
+  // puts the boundary between resharded and kept on any unit at once (single moves shift
+  // it one unit per move).
+  const std::vector<UnitRange> unit_buckets = one_unit_per_bucket_plan(unit_count_).forward_buckets;
   std::vector<std::pair<Plan, std::string>> split_plans;
   for (const Evaluation& start : starts) {
     Plan split = start.plan;
-    split.forward_buckets = one_unit_per_bucket_plan(unit_count_).forward_buckets;
+    split.forward_buckets = unit_buckets;
     split.reshard_after_forward.assign(split.forward_buckets.size(), true);
     split_plans.emplace_back(project(std::move(split)), start.label + ", forward per unit");
   }
@@ -1236,6 +1236,12 @@ PlanSummary summarize_plan(const std::string& plan_name, const Workload& workloa
 
 bool fsdp2_only(const TunerOptions& options, const JobSpec& job) {
   return options.fsdp2_exact || job.execution != Execution::kCompiled;
+}
+
+bool runs_as_simulated(const TunerOptions& options, const JobSpec& job, const Plan& plan) {
+  if (fsdp2_only(options, job)) return fsdp2_differences(plan).empty();
+  if (options.simplefsdp_exact) return simplefsdp_differences(plan).empty();
+  return true;
 }
 
 Tuner::Tuner(TunerOptions options) : options_(std::move(options)) {

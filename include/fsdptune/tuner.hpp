@@ -131,6 +131,11 @@ struct TunerOptions {
 // alone).
 bool fsdp2_only(const TunerOptions& options, const JobSpec& job);
 
+// Whether `plan` is one the tuner may return for `job` under `options`: FSDP2 runs it as
+// simulated where fsdp2_only, SimpleFSDP where simplefsdp_exact, any plan otherwise. The
+// search and tune's baseline comparison both ask it.
+bool runs_as_simulated(const TunerOptions& options, const JobSpec& job, const Plan& plan);
+
 // Refuses (exit 2, naming --simplefsdp-exact) simplefsdp_exact with fsdp2_exact (no plan
 // runs as simulated under both) or for an `execution` other than compiled (SimpleFSDP runs
 // under torch.compile only); `what` names the job ("job", "sweep") in the message.

@@ -580,16 +580,11 @@ void run_tune(const TuneOptions& options) {
   print_table(rows, result.memory_limit_bytes, any_timing);
   // Of the baselines the pick could have been (found by review: under --fsdp2-exact, or
   // without torch.compile, the simplefsdp-* plans cannot).
-  const bool only_fsdp2 = fsdp2_only(tuner_options, job);
   const PlanSummary* best_baseline = nullptr;
   for (std::size_t i = 0; i < schedule.baselines.size(); ++i) {
     const PlanSummary& row = schedule.baselines[i];
     const bool fits = any_timing.empty() ? row.fits : any_timing[i].fits;
-    if (only_fsdp2 && !fsdp2_differences(result.baselines[i].plan).empty()) continue;
-    if (tuner_options.simplefsdp_exact &&
-        !simplefsdp_differences(result.baselines[i].plan).empty()) {
-      continue;
-    }
+    if (!runs_as_simulated(tuner_options, job, result.baselines[i].plan)) continue;
     if (fits && (best_baseline == nullptr || row.step_time_s < best_baseline->step_time_s)) {
       best_baseline = &row;
     }

@@ -660,6 +660,17 @@ TEST_CASE("within the step-time tolerance the tuner takes the plan that reserves
 
 namespace {
 
+// Llama 3 70B on `gpus` GPUs with TP 8 (batch 1 x seq 8192), activation checkpointing `ac`.
+Workload llama3_70b_tp8(std::int64_t gpus,
+                        ActivationCheckpointing ac = ActivationCheckpointing::kNone) {
+  const ModelSpec model = builtin_model("llama3-70b");
+  JobSpec job;
+  job.gpus = gpus;
+  job.tp = 8;
+  job.ac = ac;
+  return build_workload(model, normalize_job(model, job));
+}
+
 // A search of 600 simulations without a time budget, and the options of one that starts
 // from its pick: a plan a restricted search must list and never return.
 std::pair<TunerResult, TunerOptions> free_pick_as_start(const Workload& workload,
@@ -719,11 +730,7 @@ TEST_CASE(
   // Found by QA: a SimpleFSDP user could only read in the export that the pick was not one
   // SimpleFSDP runs. Llama 3 70B on 64 H100s, TP 8: the free search's pick (on two streams,
   // resharding some buckets only) is a start plan, simulated and never returned.
-  const ModelSpec model = builtin_model("llama3-70b");
-  JobSpec job;
-  job.gpus = 64;
-  job.tp = 8;
-  const Workload workload = build_workload(model, normalize_job(model, job));
+  const Workload workload = llama3_70b_tp8(64);
   const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
   auto [free, options] = free_pick_as_start(workload, *costs);
   CHECK_FALSE(simplefsdp_differences(free.best_plan).empty());
@@ -855,13 +862,7 @@ TEST_CASE(
   // Found by QA: on Llama 3 70B, 64 H100s, TP 8 the pick kept gathered the last of its
   // three-unit forward buckets, and single moves shift that boundary by whole buckets; its
   // forward partition split into units with the first 8 resharded was 0.75% faster, fitting.
-  const ModelSpec model = builtin_model("llama3-70b");
-  JobSpec job;
-  job.gpus = 64;
-  job.tp = 8;
-  job.local_batch = 1;
-  job.seq_len = 8192;
-  const Workload workload = build_workload(model, normalize_job(model, job));
+  const Workload workload = llama3_70b_tp8(64);
   const HardwareSpec hardware = builtin_hardware("h100-sxm");
   const auto costs = make_analytic_cost_model(hardware);
   const std::int64_t limit = default_memory_limit_bytes(hardware);
@@ -895,12 +896,7 @@ TEST_CASE("the boundary between resharded and kept-gathered buckets moves a unit
   // and kept-gathered forward buckets could move later, never earlier: the pick with that
   // boundary one unit earlier (the unit kept gathered with its new bucket) was 0.09%
   // faster, fitting.
-  const ModelSpec model = builtin_model("llama3-70b");
-  JobSpec job;
-  job.gpus = 128;
-  job.tp = 8;
-  job.ac = ActivationCheckpointing::kSelective;
-  const Workload workload = build_workload(model, normalize_job(model, job));
+  const Workload workload = llama3_70b_tp8(128, ActivationCheckpointing::kSelective);
   const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
   const std::int64_t limit = std::int64_t{40} << 30;
   TunerOptions options;
