@@ -272,10 +272,10 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
     if (write_trace) fmt::print("wrote {}\n", trace_path);
   }
   std::fflush(stdout);
-  if (require_fit) require_pipeline_fit(job, sim.result, limit_bytes);
+  if (require_fit) require_pipeline_fit(workload.model, job, sim.result, limit_bytes);
 }
 
-void require_pipeline_fit(const JobSpec& job, const PipelineResult& result,
+void require_pipeline_fit(const ModelSpec& model, const JobSpec& job, const PipelineResult& result,
                           std::int64_t limit_bytes) {
   // The stage furthest over, the one to fix (found by QA: the first over was named, 55.8
   // MiB, beside a stage of 57.9 MiB).
@@ -286,20 +286,20 @@ void require_pipeline_fit(const JobSpec& job, const PipelineResult& result,
   }
   if (worst != nullptr) {
     const StageResult& stage = *worst;
-    throw Error(
-        ErrorKind::kDoesNotFit, "--memory-limit",
-        // By how much, as a single Program's error says (found by QA: "reserves 12.6 GiB,
-        // over the 12.6 GiB limit" for 1 B).
-        fmt::format("stage {} reserves {}, over the {} limit by {}", stage.rank,
-                    format_bytes(stage.peak_reserved_bytes), format_bytes(limit_bytes),
-                    format_bytes(stage.peak_reserved_bytes - limit_bytes)),
-        job.pp_schedule == PipelineSchedule::k1F1B
-            ? does_not_fit_hint(job)
-            : does_not_fit_hint(job) + " (or fewer microbatches in flight: --pp-schedule 1f1b)");
+    throw Error(ErrorKind::kDoesNotFit, "--memory-limit",
+                // By how much, as a single Program's error says (found by QA: "reserves 12.6 GiB,
+                // over the 12.6 GiB limit" for 1 B).
+                fmt::format("stage {} reserves {}, over the {} limit by {}", stage.rank,
+                            format_bytes(stage.peak_reserved_bytes), format_bytes(limit_bytes),
+                            format_bytes(stage.peak_reserved_bytes - limit_bytes)),
+                job.pp_schedule == PipelineSchedule::k1F1B
+                    ? does_not_fit_hint(model, job)
+                    : does_not_fit_hint(model, job) +
+                          " (or fewer microbatches in flight: --pp-schedule 1f1b)");
   }
 }
 
-std::string does_not_fit_hint(const JobSpec& job, bool fit_at_any_timing,
+std::string does_not_fit_hint(const ModelSpec& model, const JobSpec& job, bool fit_at_any_timing,
                               const std::optional<ShardingGain>& sharding,
                               const std::vector<std::string>& more) {
   std::vector<std::string> changes;
@@ -354,6 +354,21 @@ std::string does_not_fit_hint(const JobSpec& job, bool fit_at_any_timing,
       (job.seq_len / more_cp) % job.tp == 0 && !(job.float8 && job.dp_shard == more_cp)) {
     changes.push_back(fmt::format("split each sequence over more ranks (--cp {})", more_cp));
   }
+  // Tensor parallelism splits each layer's weights and, with sequence parallelism, its
+  // activations over more ranks (noticed in several notes: never offered). Offered where
+  // the doubled degree stays within a node, as torchtitan runs TP, and is a job
+  // normalize_job takes (heads, kv heads, ffn, vocabulary and sequence divisible by it).
+  if (const std::int64_t more_tp = job.tp * 2; more_tp <= job.gpus_per_node) {
+    JobSpec wider = job;
+    wider.tp = more_tp;
+    wider.dp_shard = 0;
+    try {
+      normalize_job(model, wider);
+      changes.push_back(fmt::format("split each layer over more GPUs (--tp {})", more_tp));
+    } catch (const Error&) {
+      // Not a job this model or mesh can run: not offered.
+    }
+  }
   if (job.local_batch > 1)
     changes.push_back(fmt::format("use a smaller --batch (now {})", job.local_batch));
   if (job.seq_len > 1) changes.push_back(fmt::format("use a shorter --seq (now {})", job.seq_len));
@@ -386,7 +401,7 @@ TunedSchedule schedule_of_tuning(const Workload& workload, const HardwareSpec& h
                               format_bytes(tuning.memory_limit_bytes),
                               any_timing ? " at any timing (--fit any-timing)" : "",
                               format_bytes(peak), format_bytes(peak - tuning.memory_limit_bytes)),
-                  does_not_fit_hint(job, any_timing));
+                  does_not_fit_hint(workload.model, job, any_timing));
     }
     tuned.schedule =
         pipeline_schedule(workload, tuning.best, hardware, tuning.memory_limit_bytes, "tuned");
@@ -414,7 +429,7 @@ TunedSchedule schedule_of_tuning(const Workload& workload, const HardwareSpec& h
                     format_bytes(result.smallest_peak_bytes), result.smallest_peak_plan,
                     format_bytes(result.smallest_peak_bytes - result.memory_limit_bytes)),
         does_not_fit_hint(
-            job, false,
+            workload.model, job, false,
             ShardingGain{result.smallest_peak_bytes, workload.persistent_state_bytes(),
                          result.memory_limit_bytes}));
   }

@@ -63,14 +63,16 @@ struct ShardingGain {
   std::int64_t limit_bytes = 0;
 };
 // `more`: the command's own ways out, listed last.
-std::string does_not_fit_hint(const JobSpec& job, bool fit_at_any_timing = false,
+// `model`: the job's, to offer only a --tp it can take.
+std::string does_not_fit_hint(const ModelSpec& model, const JobSpec& job,
+                              bool fit_at_any_timing = false,
                               const std::optional<ShardingGain>& sharding = std::nullopt,
                               const std::vector<std::string>& more = {});
 
 // --require-fit of a pipelined step (`simulate --pp`, `pipeline`): Error(kDoesNotFit) on
 // --memory-limit naming the first stage whose reserved peak is over `limit_bytes`, with
 // does_not_fit_hint; nothing where every stage fits.
-void require_pipeline_fit(const JobSpec& job, const PipelineResult& result,
+void require_pipeline_fit(const ModelSpec& model, const JobSpec& job, const PipelineResult& result,
                           std::int64_t limit_bytes);
 
 TunedSchedule tune_schedule(const Workload& workload, const HardwareSpec& hardware,

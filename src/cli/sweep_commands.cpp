@@ -700,7 +700,7 @@ void run_pipeline(const PipelineCliOptions& o) {
     add_pipeline_any_timing_json(out, any_timing, limit);
     fmt::print("{}", dump_json(out));
     std::fflush(stdout);
-    if (o.require_fit) require_pipeline_fit(job, sim.result, limit);
+    if (o.require_fit) require_pipeline_fit(workload.model, job, sim.result, limit);
     return;
   }
   fmt::print("{} on {} x {}: {}, {} of {} x {} tokens, {}{}\n", model.name, job.gpus, hardware.id,
@@ -722,7 +722,7 @@ void run_pipeline(const PipelineCliOptions& o) {
   const bool fits = pipeline_fits(sim.result, limit);
   fmt::print("{}", pipeline_any_timing_text(any_timing, limit, fits));
   std::fflush(stdout);
-  if (o.require_fit) require_pipeline_fit(job, sim.result, limit);
+  if (o.require_fit) require_pipeline_fit(workload.model, job, sim.result, limit);
 }
 
 }  // namespace

@@ -512,7 +512,7 @@ void run_tune(const TuneOptions& options) {
                           "predicted peak, a lower bound of it)"
                         : ""),
         does_not_fit_hint(
-            job, tuner_options.fit_at_any_timing,
+            workload.model, job, tuner_options.fit_at_any_timing,
             ShardingGain{result.smallest_peak_bytes, workload.persistent_state_bytes(),
                          result.memory_limit_bytes}));
   }

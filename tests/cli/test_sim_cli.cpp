@@ -186,6 +186,15 @@ TEST_CASE("simulate: a limit that is too small", "[cli][simulate]") {
   CHECK_THAT(run_fsdptune(two).err,
              Catch::Contains("split each sequence over more ranks (--cp 2)"));
   CHECK_THAT(run_fsdptune(two + " --float8").err, !Catch::Contains("--cp"));
+  // Tensor parallelism where the doubled degree is a job within a node (noticed in old
+  // notes: never offered): not past the node, nor past tiny's 4 kv heads.
+  CHECK_THAT(run_fsdptune(two).err, Catch::Contains("split each layer over more GPUs (--tp 2)"));
+  const std::string eight =
+      "simulate --model tiny --gpus 8 --seq 128 --hardware h100-sxm --memory-limit 1MiB "
+      "--require-fit";
+  CHECK_THAT(run_fsdptune(eight + " --gpus-per-node 1").err, !Catch::Contains("--tp"));
+  CHECK_THAT(run_fsdptune(eight + " --tp 2").err, Catch::Contains("(--tp 4)"));
+  CHECK_THAT(run_fsdptune(eight + " --tp 4").err, !Catch::Contains("--tp"));
   const auto full = run_fsdptune(kTiny + " --ac full --memory-limit 1MiB --require-fit");
   CHECK(full.exit_code == 3);
   CHECK_THAT(full.err, !Catch::Contains("--ac full") && Catch::Contains("--seq"));

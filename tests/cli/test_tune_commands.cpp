@@ -519,7 +519,8 @@ TEST_CASE("tune exits 3 when nothing fits, naming the smallest peak and what to 
              Catch::Contains("hint: shard over at least 16 GPUs (--gpus 16: the sharded state "
                              "alone, 131 GiB, is over the limit); with that, checkpoint "
                              "activations (--ac full), split each sequence over more ranks "
-                             "(--cp 2), or use a shorter --seq (now 8192)"));
+                             "(--cp 2), split each layer over more GPUs (--tp 2), or use a "
+                             "shorter --seq (now 8192)"));
   // With full AC it is the sharded state: the fewest GPUs (doubling) whose share brings
   // the smallest peak under the limit, 160 GiB - 131 GiB * 3/4 at 32 (16 leave 94.6 GiB).
   const CommandResult sharded =
@@ -529,8 +530,9 @@ TEST_CASE("tune exits 3 when nothing fits, naming the smallest peak and what to 
   CHECK_THAT(sharded.err,
              Catch::Contains("hint: shard over at least 16 GPUs (--gpus 16: the sharded state "
                              "alone, 131 GiB, is over the limit); with that, shard over more "
-                             "GPUs (--gpus 32), split each sequence over more ranks (--cp 2), or "
-                             "use a shorter --seq (now 8192)"));
+                             "GPUs (--gpus 32), split each sequence over more ranks (--cp 2), "
+                             "split each layer over more GPUs (--tp 2), or use a shorter --seq "
+                             "(now 8192)"));
   CHECK_FALSE(std::ifstream(out).good());  // no schedule written
   // Where the GPUs that bring the sharded state under the limit fit the whole peak, they
   // are the one change offered (under 100 GiB: 160 GiB - 131 GiB / 2 at 16).
@@ -548,8 +550,9 @@ TEST_CASE("tune exits 3 when nothing fits, naming the smallest peak and what to 
       out);
   CHECK(full.exit_code == 3);
   CHECK_THAT(full.err, Catch::Contains("with that, shard over more GPUs (--gpus 64), split each "
-                                       "sequence over more ranks (--cp 2), use a smaller --batch "
-                                       "(now 2), or use a shorter --seq (now 8192)"));
+                                       "sequence over more ranks (--cp 2), split each layer over "
+                                       "more GPUs (--tp 2), use a smaller --batch (now 2), or use "
+                                       "a shorter --seq (now 8192)"));
   // Pipelined, likewise (found probing: it offered --ac full with full AC and a smaller
   // batch than 1, and printed a peak 19 MiB over the limit as the limit itself).
   const CommandResult staged = run_fsdptune(
@@ -560,7 +563,8 @@ TEST_CASE("tune exits 3 when nothing fits, naming the smallest peak and what to 
   CHECK_THAT(staged.err, Catch::Contains("MiB over") &&
                              Catch::Contains("hint: more pipeline stages (--pp), shard over "
                                              "more GPUs (--gpus 8), split each sequence over "
-                                             "more ranks (--cp 2), or use a shorter --seq"));
+                                             "more ranks (--cp 2), split each layer over more "
+                                             "GPUs (--tp 2), or use a shorter --seq"));
 }
 
 // Found by QA: a job of 2^30 tokens per sequence was tuned and written with a step of
