@@ -526,15 +526,7 @@ class Search {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   }
   bool out_of_budget() {
-    if (stopped_ || capped_ || stalled_) return true;
-    // Converged for practical purposes: the best plan has not improved by more than
-    // kStallImprovement in the last stall_evaluations simulations. Counted in
-    // simulations, not seconds, so it keeps the search deterministic.
-    if (options_.stall_evaluations > 0 && best_ && best_->fits &&
-        evaluated_ - last_improvement_ >= options_.stall_evaluations) {
-      stalled_ = true;
-      return true;
-    }
+    if (stopped_ || capped_) return true;
     if (options_.time_budget_s > 0 && elapsed_s() >= options_.time_budget_s) stopped_ = true;
     if (!stopped_ && options_.max_evaluations > 0 && evaluated_ >= options_.max_evaluations) {
       capped_ = true;
@@ -548,6 +540,15 @@ class Search {
   std::vector<Evaluation> evaluate(const std::vector<std::pair<Plan, std::string>>& plans,
                                    bool abort_over_limit, bool every_plan = false);
   void record(const Evaluation& evaluation);
+  // Whether the local search under way has converged for practical purposes: its plan is
+  // not kStallImprovement faster than the plan it held stall_evaluations simulations
+  // before. Per local search (found by QA: one stall counter for the whole search ended
+  // it in the first local search, before the other starts and the perturbations, and
+  // counted a step against the previous best, so a run of small gains that together beat
+  // 0.01% in the window went on unnoticed; a start plan at a local optimum then made the
+  // pick slower than without it). Counted in simulations, not seconds, so it keeps the
+  // search deterministic.
+  bool local_search_stalled();
   // `plan` moved into the search space of the options (TunerOptions): fixed knobs set,
   // prefetch depths clamped, one shared partition when partitions are not independent.
   Plan project(Plan plan) const;
@@ -600,8 +601,10 @@ class Search {
   std::int64_t aborted_ = 0;
   bool stopped_ = false;  // by the time budget or the progress callback
   bool capped_ = false;   // by max_evaluations
-  bool stalled_ = false;
-  std::int64_t last_improvement_ = 0;  // evaluated_ when the best last improved notably
+  bool stalled_ = false;  // some local search stopped by the stall rule
+  // The local search under way: (evaluated_, step time) each time its plan improved, the
+  // start first.
+  std::vector<std::pair<std::int64_t, double>> local_steps_;
   std::optional<Evaluation> best_;
   std::optional<Evaluation> smallest_peak_;
   // Kept non-dominated, sorted by peak, with the evaluation of each point.
@@ -658,13 +661,24 @@ void Search::record(const Evaluation& evaluation) {
       pareto_.insert(at, {point, evaluation});
     }
   }
-  if (!best_ || better(evaluation, *best_)) {
-    if (!best_ || !best_->fits ||
-        evaluation.step_time_s < best_->step_time_s * (1 - TunerOptions::kStallImprovement)) {
-      last_improvement_ = evaluation.index + 1;
-    }
-    best_ = evaluation;
+  if (!best_ || better(evaluation, *best_)) best_ = evaluation;
+}
+
+bool Search::local_search_stalled() {
+  if (options_.stall_evaluations <= 0 || local_steps_.empty()) return false;
+  const std::int64_t window_start = evaluated_ - options_.stall_evaluations;
+  if (window_start < local_steps_.front().first) return false;  // not that many yet
+  // The plan held at the window's start: the last improvement at or before it.
+  const auto held =
+      std::prev(std::upper_bound(local_steps_.begin(), local_steps_.end(), window_start,
+                                 [](std::int64_t at, const std::pair<std::int64_t, double>& step) {
+                                   return at < step.first;
+                                 }));
+  if (local_steps_.back().second < held->second * (1 - TunerOptions::kStallImprovement)) {
+    return false;
   }
+  stalled_ = true;
+  return true;
 }
 
 void Search::report_progress() {
@@ -947,7 +961,7 @@ bool Search::improve(Evaluation& current, std::vector<Plan> candidates) {
     std::swap(candidates[i - 1], candidates[rng_() % i]);
   }
   for (std::size_t begin = 0; begin < candidates.size(); begin += batch_size) {
-    if (out_of_budget()) return false;
+    if (out_of_budget() || local_search_stalled()) return false;
     std::vector<std::pair<Plan, std::string>> batch;
     for (std::size_t i = begin; i < std::min(begin + batch_size, candidates.size()); ++i) {
       batch.emplace_back(std::move(candidates[i]), "");
@@ -960,6 +974,7 @@ bool Search::improve(Evaluation& current, std::vector<Plan> candidates) {
     }
     if (best_in_batch && better(*best_in_batch, current)) {
       current = *best_in_batch;
+      local_steps_.emplace_back(evaluated_, current.step_time_s);
       return true;
     }
   }
@@ -969,7 +984,8 @@ bool Search::improve(Evaluation& current, std::vector<Plan> candidates) {
 Evaluation Search::descend(Evaluation current) {
   // Variable neighbourhood descent: single moves until none improves, then pairs of
   // moves; back to single moves after any improvement.
-  while (!out_of_budget()) {
+  local_steps_ = {{evaluated_, current.step_time_s}};
+  while (!out_of_budget() && !local_search_stalled()) {
     if (improve(current, neighbours(current.plan))) continue;
     if (improve(current, pair_moves(current.plan))) continue;
     break;  // a local optimum of both neighbourhoods (or out of budget)

@@ -100,9 +100,10 @@ struct TunerOptions {
   int pair_moves = 1024;
   // Perturbation restarts after the local search from every seed has converged.
   int perturbations = 8;
-  // Stop once the best plan has not improved by more than kStallImprovement (0.01%) in
-  // this many simulations (deterministic, unlike the time budget); 0 = search to
-  // convergence.
+  // Stop a local search (from a start or a perturbation; the search goes on with the next)
+  // once its plan is not kStallImprovement (0.01%) faster than the one it held this many
+  // simulations before (deterministic, unlike the time budget); 0 = every local search to
+  // its local optimum.
   std::int64_t stall_evaluations = 1500;
   static constexpr double kStallImprovement = 1e-4;  // relative step time
   // Which plan the search returns: of the plans that fit within this fraction of the
@@ -177,8 +178,9 @@ struct TunerResult {
   std::int64_t plans_aborted = 0;        // stopped early: over the memory limit
   bool budget_exhausted = false;         // the time budget or the callback stopped the search
   bool max_evaluations_reached = false;  // max_evaluations stopped it (deterministic)
-  // It converged by the stall rule (stall_evaluations without improvement); none of the
-  // three: it ran out of moves, restarts and perturbations.
+  // Some local search was stopped by the stall rule (stall_evaluations without a notable
+  // gain); the search itself ends when the starts and perturbations are searched (or a
+  // budget above stops it).
   bool stalled = false;
   bool operator==(const TunerResult&) const = default;
 };

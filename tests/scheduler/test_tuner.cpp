@@ -686,6 +686,34 @@ std::pair<TunerResult, TunerOptions> free_pick_as_start(const Workload& workload
 
 }  // namespace
 
+// Found by QA (2026-12-06): one stall counter for the whole search ended it inside the
+// first local search, so from a start plan at a local optimum it stopped there, before
+// the other starts and the perturbations (the pick then slower than without the start
+// plan). The rule ends a local search; the search goes on to the next start.
+TEST_CASE("the stall rule ends a local search, not the search", "[tuner]") {
+  const Workload workload = llama3_70b_tp8(64);
+  const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
+  TunerOptions options;
+  options.time_budget_s = 0;
+  options.stall_evaluations = 300;
+  options.step_time_tolerance = 0;  // the fastest plan: where a local search ended
+  const TunerResult first = Tuner(options).tune(workload, *costs);
+  REQUIRE(first.fits);
+  options.start_plans = {first.best_plan};
+  int last_restart = -1;
+  int restarts = 0;
+  options.progress = [&](const TunerProgress& progress) {
+    last_restart = std::max(last_restart, progress.restart);
+    restarts = progress.restarts;
+    return true;
+  };
+  const TunerResult again = Tuner(options).tune(workload, *costs);
+  CHECK(again.stalled);
+  REQUIRE(restarts > 1);
+  CHECK(last_restart == restarts - 1);  // every start was searched
+  CHECK(again.best.step_time_s <= first.best.step_time_s);
+}
+
 TEST_CASE("fsdp2_exact returns only plans FSDP2's groups run, never slower than fsdp2", "[tuner]") {
   // Found by QA: the plans tune picked were not FSDP2's (on Llama 3 8B on 8 H100s its
   // backward all-gather buckets differ from its forward ones), so a torchtitan user could
