@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <span>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -425,6 +426,13 @@ bool float8_of(const TorchtitanConfig& c, std::int64_t layers) {
                    "default [] converts the output projection too)");
     }
   }
+  if (float8 && !c.float8_scaling.empty()) {
+    not_modelled(c.float8_scaling_where,
+                 fmt::format("float8 linears with '{}' scaling", c.float8_scaling),
+                 "set scaling_type_input, scaling_type_weight and scaling_type_grad_output "
+                 "to \"dynamic\" (what --float8 models: tensorwise dynamic scaling), or drop "
+                 "the float8 converter");
+  }
   if (float8 && !c.float8_all_gather) {
     not_modelled(c.float8_all_gather_where,
                  "float8 linears with bf16 all-gathers (enable_fsdp_float8_all_gather = false)",
@@ -434,11 +442,22 @@ bool float8_of(const TorchtitanConfig& c, std::int64_t layers) {
   return float8;
 }
 
+// Other names of those schedules: torchtitan of 2024 ([experimental]) chose among 1f1b,
+// gpipe, interleaved_1f1b and flexible_interleaved_1f1b, and PyTorch's
+// FlexibleInterleaved1F1B (microbatches not a multiple of the stages) became its
+// Interleaved1F1B (found by QA: a 2024 config's interleaved_1f1b was "not modelled").
+constexpr std::pair<const char*, PipelineSchedule> kScheduleAliases[] = {
+    {"interleaved_1f1b", PipelineSchedule::kInterleaved1F1B},
+    {"flexible_interleaved_1f1b", PipelineSchedule::kInterleaved1F1B},
+    {"FlexibleInterleaved1F1B", PipelineSchedule::kInterleaved1F1B}};
+
 PipelineSchedule schedule_of(const TorchtitanConfig& c) {
   // torchtitan looks schedules up by name, ignoring case.
   const std::string name = to_lower(c.pp_schedule);
-  for (const auto& [text, schedule] : kSchedules) {
-    if (name == to_lower(text)) return schedule;
+  for (const auto& table : {std::span(kSchedules), std::span(kScheduleAliases)}) {
+    for (const auto& [text, schedule] : table) {
+      if (name == to_lower(text)) return schedule;
+    }
   }
   not_modelled(c.pp_schedule_where, fmt::format("the pipeline schedule '{}'", c.pp_schedule),
                "use 1F1B, Interleaved1F1B or GPipe, or pass --pp-schedule");
@@ -507,7 +526,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& read_keys()
       {"activation_checkpoint", {"mode", "selective_ac_option"}},
       {"float8",
        {"enable_fsdp_float8_all_gather", "recipe_name", "filter_fqns", "enable_float8_linear",
-        "emulate"}},
+        "emulate", "scaling_type_input", "scaling_type_weight", "scaling_type_grad_output"}},
       {"quantize.linear.float8",
        {"enable_fsdp_float8_all_gather", "recipe_name", "filter_fqns", "emulate"}}};
   return kKeys;
@@ -763,6 +782,19 @@ void read_config_keys(const toml::value& root, const std::string& source, Torcht
   // torchtitan of 2024 (the published runs' 9dec370 among them) switched float8 linears on
   // with [float8] enable_float8_linear, before the converters list: read as the float8
   // converter (it was silently ignored, the job simulated without float8).
+  // Its scaling types (found by QA: "delayed" simulated as dynamic, unnoted).
+  for (const char* key :
+       {"scaling_type_input", "scaling_type_weight", "scaling_type_grad_output"}) {
+    std::string where;
+    const toml::value* scaling = r.lookup({{"float8", key}}, where);
+    if (scaling == nullptr) continue;
+    if (!scaling->is_string())
+      throw_bad_input(where, "expected a string (\"dynamic\" or \"delayed\")");
+    if (to_lower(scaling->as_string().str) != "dynamic" && c.float8_scaling.empty()) {
+      c.float8_scaling = scaling->as_string().str;
+      c.float8_scaling_where = where;
+    }
+  }
   bool float8_linear = false;
   std::string float8_linear_where;
   r.boolean({{"float8", "enable_float8_linear"}}, float8_linear, float8_linear_where);
@@ -1203,6 +1235,18 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
       // A world size nobody gave: the launcher's, which the config leaves open.
       const bool launcher_gpus = e.where() == "--gpus" && !o.gpus && c.dp_shard <= 0;
       std::string hint = e.hint();
+      // Likewise where the context-parallel degree is what the default world size cannot
+      // hold (found by QA: cp 2 x tp 2 x pp 2 x replicate 2 on the default 8 GPUs said only
+      // that cp does not divide dp_shard 1).
+      const std::int64_t with_cp =
+          job.cp > 0 && divisor > 0 ? bounded_product({job.cp, divisor}) : -1;
+      if (e.where() == "--cp" && !o.gpus && c.dp_shard <= 0 && hint.empty() && job.gpus > 0 &&
+          (with_cp == 0 || (with_cp > 0 && job.gpus % with_cp != 0))) {
+        hint = fmt::format(
+            "{} leaves the world size to the launcher (data_parallel_shard_degree = -1): give "
+            "--gpus (default 8) a multiple of cp*tp*pp*dp_replicate{}",
+            c.source, with_cp > 0 ? fmt::format(" = {}", with_cp) : "");
+      }
       if (launcher_gpus) {
         hint = fmt::format(
             "{} leaves the world size to the launcher "
@@ -1271,7 +1315,7 @@ Execution torchtitan_execution(const TorchtitanConfig& config) {
   return config.compile ? Execution::kCompiled : Execution::kEager;
 }
 
-std::vector<std::string> torchtitan_notes(const TorchtitanConfig& c) {
+std::vector<std::string> torchtitan_key_notes(const TorchtitanConfig& c) {
   std::vector<std::string> notes;
   for (const auto& [key, known] : c.near_miss_keys) {
     notes.push_back(fmt::format(
@@ -1279,6 +1323,11 @@ std::vector<std::string> torchtitan_notes(const TorchtitanConfig& c) {
         "keys); ignored",
         c.source, key, key.ends_with(']') ? "a table fsdptune reads" : "read there", known));
   }
+  return notes;
+}
+
+std::vector<std::string> torchtitan_notes(const TorchtitanConfig& c) {
+  std::vector<std::string> notes = torchtitan_key_notes(c);
   // Under PP torchtitan's default is already never to reshard, as fsdptune models it.
   if (c.reshard_after_forward == "always" && c.pp > 1) {
     // PipelineStage runs every backward of an FSDP stage with reshard_after_backward and

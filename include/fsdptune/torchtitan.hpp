@@ -116,6 +116,12 @@ struct TorchtitanConfig {
   // --float8 models).
   std::optional<std::string> float8_recipe;
   std::string float8_recipe_where;
+  // torchtitan of 2024's [float8] scaling_type_input, scaling_type_weight and
+  // scaling_type_grad_output: the first that is not "dynamic" ("delayed": amax history
+  // scaling), with where it is; empty: all dynamic (tensorwise scaling, what --float8
+  // models).
+  std::string float8_scaling;
+  std::string float8_scaling_where;
   // filter_fqns: the linears left in bf16 are those whose name holds one of these; absent
   // (nullopt), the output projection alone (older torchtitan's fixed filter, fsdptune's
   // model).
@@ -184,6 +190,9 @@ std::int64_t torchtitan_global_batch(const TorchtitanConfig& config, std::int64_
 // What the config sets that is a plan's choice rather than the job's, or read and not
 // modelled: one line each, for the CLI to print as notes (empty when none).
 std::vector<std::string> torchtitan_notes(const TorchtitanConfig& config);
+// Of those, the ones about its keys (near misses of keys it reads, ignored): what a command
+// that takes only some settings of the config (sweep) says.
+std::vector<std::string> torchtitan_key_notes(const TorchtitanConfig& config);
 
 // How the config runs the blocks: compiled when it compiles the model, else eager as PyTorch
 // runs it today (RMSNorm fused; docs/workload.md "Eager and compiled execution"). A compile

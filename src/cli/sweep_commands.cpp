@@ -140,9 +140,10 @@ struct SweepCliOptions {
 };
 
 // The sweep's flag behind a job flag the sweep sets itself: the microbatches come from
-// --global-batch, the pipeline degrees from --max-pp, the TP degree from the node size.
-std::string sweep_flag_of(const std::string& job_flag) {
-  if (job_flag == "--microbatches" || job_flag == "--batch") return "--global-batch";
+// the global batch (`batch_flag`: --global-batch, or the --job-toml it came from), the
+// pipeline degrees from --max-pp, the TP degree from the node size.
+std::string sweep_flag_of(const std::string& job_flag, const std::string& batch_flag) {
+  if (job_flag == "--microbatches" || job_flag == "--batch") return batch_flag;
   if (job_flag == "--pp" || job_flag == "--virtual-stages") return "--max-pp";
   if (job_flag == "--tp") return "--gpus-per-node";
   return job_flag;
@@ -217,12 +218,17 @@ void run_sweep(const SweepCliOptions& o) {
   std::int64_t last_less = JobSpec{}.pp_last_stage_less_layers;
   Execution execution = Execution::kCompiled;
   std::string cp = o.cp_given ? o.cp : "1";
+  // What the skips and errors of the global batch name: the flag, or the config it came
+  // from (found by QA: "11 --global-batch" skipped where no --global-batch was given).
+  std::string batch_flag = "--global-batch";
   if (!o.job_toml.empty()) {
     const TorchtitanConfig config = read_flag_file(
         "--job-toml", o.job_toml, [&] { return read_torchtitan_config(o.job_toml); });
     // As the other commands say them (QA, 2026-12-05: a misspelt degree changed the global
     // batch without a word).
-    for (const std::string& note : torchtitan_notes(config)) {
+    // Only those about the keys read: the sweep ranks its own meshes, not the config's
+    // (found by QA: its reshard policy under PP was noted as priced).
+    for (const std::string& note : torchtitan_key_notes(config)) {
       fmt::print(stderr, "note: {}\n", note);
     }
     if (o.execution.empty()) execution = torchtitan_execution(config);
@@ -233,6 +239,7 @@ void run_sweep(const SweepCliOptions& o) {
     if (!o.seq_given) seq = config.seq_len;
     if (global_batch.empty()) {
       global_batch = std::to_string(torchtitan_global_batch(config, o.gpus));
+      batch_flag = "--job-toml's global batch";
     }
   } else if (model_name.empty() || global_batch.empty()) {
     throw_bad_input(model_name.empty() ? "--model" : "--global-batch", "is required",
@@ -307,6 +314,9 @@ void run_sweep(const SweepCliOptions& o) {
   options.threads = o.threads > 0 ? o.threads : usable_cores();
   SweepSkips skipped;
   const std::size_t total = sweep_jobs(model, hardware, options, &skipped).size();
+  for (SweepSkips::Reason& reason : skipped.reasons) {
+    if (reason.flag == "--global-batch") reason.flag = batch_flag;
+  }
   if (total == 0 && options.cp_degrees != std::vector<std::int64_t>{1}) {
     // The CP degrees asked for divide no mesh's shard group or sequence, where without CP
     // there would be configurations: --cp is at fault, not --gpus.
@@ -327,8 +337,9 @@ void run_sweep(const SweepCliOptions& o) {
     // 99999999999` and a global batch of more microbatches than simulated both blamed
     // --gpus).
     const bool nodes = o.gpus > gpus_per_node && o.gpus % gpus_per_node != 0;
-    const std::string flag =
-        nodes || skipped.count == 0 ? "--gpus" : sweep_flag_of(skipped.main_reason().flag);
+    const std::string flag = nodes || skipped.count == 0
+                                 ? "--gpus"
+                                 : sweep_flag_of(skipped.main_reason().flag, batch_flag);
     throw_bad_input(
         flag,
         fmt::format("no valid configuration of {} on {} at a global batch of {}{}", model.name,

@@ -224,6 +224,19 @@ TEST_CASE("sweep --job-toml ranks the config's model, sequence and global batch"
   CHECK(output_of("sweep --model tiny --job-toml " + config +
                   " --seq 512 --global-batch 16 --execution compiled" + sweep) ==
         output_of("sweep --model tiny --global-batch 16 --seq 512" + sweep));
+  // The skips of its global batch name the config, and it says nothing of the settings it
+  // does not take (found by QA: "--global-batch" skips where none was given, and the note
+  // that a reshard policy under PP was priced as 'default').
+  const std::string twelve =
+      write_config(dir, "twelve.toml",
+                   "[training]\nlocal_batch_size = 2\nglobal_batch_size = 12\nseq_len = 256\n"
+                   "[parallelism]\npipeline_parallel_degree = 2\n"
+                   "fsdp_reshard_after_forward = 'always'\n");
+  const CommandResult skipping = run_fsdptune("sweep --model tiny --job-toml " + twelve +
+                                              " --hardware h100-sxm --gpus 16 --tune-top 0");
+  CHECK(skipping.exit_code == 0);
+  CHECK_THAT(skipping.err, Catch::Contains("--job-toml's global batch") &&
+                               !Catch::Contains("--global-batch") && !Catch::Contains("note:"));
   const CommandResult missing = run_fsdptune("sweep --model tiny --gpus 16");
   CHECK(missing.exit_code == 2);
   CHECK_THAT(missing.err, Catch::Contains("--global-batch") && Catch::Contains("--job-toml"));

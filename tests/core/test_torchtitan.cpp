@@ -198,6 +198,13 @@ TEST_CASE("torchtitan: stages named module by module become the job's blocks per
       job_8b(kOpAc + "[parallelism]\npipeline_parallel_schedule = 'Interleaved1F1B'\n" + four);
   CHECK(interleaved.virtual_stages == 2);
   CHECK(interleaved.pp_chunk_blocks == std::vector<std::int64_t>{8, 8, 8, 8});
+  // torchtitan of 2024's names of it ([experimental]; found by QA: "not modelled").
+  for (const char* name : {"interleaved_1f1b", "flexible_interleaved_1f1b"}) {
+    const JobSpec old =
+        job_8b(kOpAc + "[experimental]\npipeline_parallel_schedule = '" + name + "'\n" + four);
+    CHECK(old.pp_schedule == PipelineSchedule::kInterleaved1F1B);
+    CHECK(old.pp_chunk_blocks == interleaved.pp_chunk_blocks);
+  }
   CHECK_THAT(error_of([&] {
                job_8b(kOpAc + "[parallelism]\npipeline_parallel_schedule = 'GPipe'\n" + four);
              }).message(),
@@ -250,6 +257,16 @@ TEST_CASE("torchtitan defaults fill what a config leaves out", "[torchtitan]") {
   });
   CHECK(gpus.where() == "--gpus");
   CHECK_THAT(gpus.hint(), Catch::Contains("leaves the world size to the launcher"));
+  // Likewise where the CP degree is what the default 8 GPUs cannot hold (found by QA: only
+  // "cp 2 does not divide dp_shard 1").
+  const Error cp = error_of([&] {
+    job_8b(kOpAc +
+           "[parallelism]\ntensor_parallel_degree = 2\npipeline_parallel_degree = 2\n"
+           "data_parallel_replicate_degree = 2\ncontext_parallel_degree = 2\n");
+  });
+  CHECK_THAT(cp.where(), Catch::Contains("context_parallel_degree"));
+  CHECK_THAT(cp.hint(), Catch::Contains("leaves the world size to the launcher") &&
+                            Catch::Contains("a multiple of cp*tp*pp*dp_replicate = 16"));
   // Given, it names the config's degrees it must divide by (found by QA: --gpus alone),
   // not those a flag replaced.
   JobOverrides twelve;
@@ -722,6 +739,16 @@ TEST_CASE("torchtitan: older layouts, types and TOML syntax", "[torchtitan]") {
                "[float8]\nenable_float8_linear = true\nenable_fsdp_float8_all_gather = true\n")
             .float8);
   CHECK_FALSE(job_8b(kOpAc + "[float8]\nenable_float8_linear = false\n").float8);
+  // ...and its scaling types: dynamic is what --float8 models, delayed is not (found by QA:
+  // simulated as dynamic, unnoted).
+  const std::string linear =
+      "[float8]\nenable_float8_linear = true\nenable_fsdp_float8_all_gather = true\n";
+  CHECK(job_8b(kOpAc + linear + "scaling_type_weight = 'dynamic'\n").float8);
+  const Error delayed =
+      error_of([&] { job_8b(kOpAc + linear + "scaling_type_grad_output = 'delayed'\n"); });
+  CHECK_THAT(delayed.where(), Catch::Contains("[float8] scaling_type_grad_output"));
+  CHECK_THAT(delayed.message(), Catch::Contains("'delayed' scaling is not modelled"));
+  CHECK_FALSE(job_8b(kOpAc + "[float8]\nscaling_type_input = 'delayed'\n").float8);  // no float8
   CHECK_THAT(error_of([&] { job_8b(kOpAc + "[float8]\nenable_float8_linear = true\n"); }).message(),
              Catch::Contains("float8 linears with bf16 all-gathers"));
   const std::string three =
