@@ -611,6 +611,7 @@ class Search {
   std::vector<std::pair<ParetoPoint, Evaluation>> pareto_;
   int restart_ = 0;
   int restarts_ = 0;
+  int perturbation_ = 0;
 };
 
 std::vector<Evaluation> Search::evaluate(const std::vector<std::pair<Plan, std::string>>& plans,
@@ -689,6 +690,7 @@ void Search::report_progress() {
   progress.elapsed_s = elapsed_s();
   progress.restart = restart_;
   progress.restarts = restarts_;
+  progress.perturbation = perturbation_;
   if (!options_.progress(progress)) stopped_ = true;
 }
 
@@ -1071,6 +1073,7 @@ TunerResult Search::run() {
     }
     // 4. Perturbation restarts from the best plan found.
     for (int p = 0; p < options_.perturbations && !out_of_budget(); ++p) {
+      perturbation_ = p + 1;
       // (The best may be a baseline outside the space: kick its projection.)
       const Plan kicked = perturb(project(best_->plan));
       if (seen_.contains(plan_key(kicked, unit_count_))) continue;

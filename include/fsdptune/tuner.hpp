@@ -43,6 +43,7 @@ struct TunerProgress {
   double elapsed_s = 0;         // wall clock since tune() began
   int restart = 0;              // which seed the local search is refining (0-based)
   int restarts = 0;             // how many seeds there are
+  int perturbation = 0;         // which perturbation restart (1-based); 0 before them
 };
 
 struct TunerOptions {

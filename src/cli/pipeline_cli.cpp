@@ -18,6 +18,7 @@
 #include "fsdptune/report.hpp"
 #include "fsdptune/schedule.hpp"
 #include "fsdptune/simulator.hpp"
+#include "fsdptune/torchtitan.hpp"
 #include "fsdptune/trace.hpp"
 #include "fsdptune/units.hpp"
 
@@ -357,14 +358,18 @@ std::string does_not_fit_hint(const ModelSpec& model, const JobSpec& job, bool f
   // Tensor parallelism splits each layer's weights and, with sequence parallelism, its
   // activations over more ranks (noticed in several notes: never offered). Offered where
   // the doubled degree stays within a node, as torchtitan runs TP, and is a job
-  // normalize_job takes (heads, kv heads, ffn, vocabulary and sequence divisible by it).
+  // normalize_job takes (heads, kv heads, ffn, vocabulary and sequence divisible by it),
+  // but for a float8 job that would then shard over its CP ranks alone, as for --cp
+  // (review: offered, and refused as not modelled).
   if (const std::int64_t more_tp = job.tp * 2; more_tp <= job.gpus_per_node) {
     JobSpec wider = job;
     wider.tp = more_tp;
     wider.dp_shard = 0;
     try {
-      normalize_job(model, wider);
-      changes.push_back(fmt::format("split each layer over more GPUs (--tp {})", more_tp));
+      wider = normalize_job(model, wider);
+      if (!torchtitan_float8_gathers_bf16(wider)) {
+        changes.push_back(fmt::format("split each layer over more GPUs (--tp {})", more_tp));
+      }
     } catch (const Error&) {
       // Not a job this model or mesh can run: not offered.
     }

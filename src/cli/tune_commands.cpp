@@ -280,7 +280,8 @@ void run_tune(const TuneOptions& options) {
     throw_bad_input(
         "--time-budget",
         fmt::format("must be a finite number of seconds >= 0, got {}", options.time_budget_s),
-        "0 runs the search until it stalls or --max-evaluations");
+        "0 runs the search until it converges (every start and perturbation searched) or "
+        "--max-evaluations");
   }
   if (options.max_evaluations < 0) throw_bad_input("--max-evaluations", "must be >= 0");
   check_try_pp_splits(options.try_pp_splits);
@@ -661,8 +662,8 @@ void register_tune_commands(CLI::App& app) {
                    "take the one that reserves the least memory (default 0.1%; 0 = the "
                    "fastest)");
   tune->add_option("--time-budget", options->time_budget_s,
-                   "Search time limit in seconds (0 = none: the search runs until it stalls or "
-                   "--max-evaluations)")
+                   "Search time limit in seconds (0 = none: the search runs until it converges "
+                   "or --max-evaluations)")
       ->capture_default_str();
   tune->add_option("--max-evaluations", options->max_evaluations,
                    "Stop the search once this many plans were simulated (0 = no limit; "

@@ -195,6 +195,9 @@ TEST_CASE("simulate: a limit that is too small", "[cli][simulate]") {
   CHECK_THAT(run_fsdptune(eight + " --gpus-per-node 1").err, !Catch::Contains("--tp"));
   CHECK_THAT(run_fsdptune(eight + " --tp 2").err, Catch::Contains("(--tp 4)"));
   CHECK_THAT(run_fsdptune(eight + " --tp 4").err, !Catch::Contains("--tp"));
+  // Nor where a float8 job would then shard over its CP ranks alone (review).
+  CHECK_THAT(run_fsdptune(eight + " --cp 2 --tp 2 --float8").err, !Catch::Contains("(--tp"));
+  CHECK_THAT(run_fsdptune(eight + " --cp 2 --tp 2").err, Catch::Contains("(--tp 4)"));
   const auto full = run_fsdptune(kTiny + " --ac full --memory-limit 1MiB --require-fit");
   CHECK(full.exit_code == 3);
   CHECK_THAT(full.err, !Catch::Contains("--ac full") && Catch::Contains("--seq"));
