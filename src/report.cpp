@@ -1162,7 +1162,10 @@ std::string render_report_text(const std::vector<ReportEntry>& entries,
     out += schedule_heading(schedule) + "\n";
     out += text_table(report_detail::plan_table_rows(schedule), "  ");
     out += "  (* = the schedule's tuned plan)\n";
-    out += std::string("  ") + kThroughputCaveat + "\n";
+    const ScheduleFile& file = entries[i].schedule;
+    if (throughput_caveat_applies(file.cost_queries, file.cost_fallbacks)) {
+      out += std::string("  ") + kThroughputCaveat + "\n";
+    }
     out += "  " + report_detail::efficiency_line(schedule) + "\n";
     const std::vector<std::string> any_timing = report_detail::any_timing_lines(schedule);
     for (std::size_t l = 0; l < any_timing.size(); ++l) {
@@ -1211,8 +1214,12 @@ std::string render_report_markdown(const std::vector<ReportEntry>& entries,
     out += "\n## " + markdown_cell(schedule_heading(schedule)) + "\n\n";
     out += markdown_table(report_detail::plan_table_rows(schedule));
     out += "\n`*` marks the schedule's tuned plan. " +
-           markdown_cell(report_detail::efficiency_line(schedule)) + ". " +
-           markdown_cell(kThroughputCaveat) + ".\n";
+           markdown_cell(report_detail::efficiency_line(schedule)) + ".";
+    const ScheduleFile& file = entries[i].schedule;
+    if (throughput_caveat_applies(file.cost_queries, file.cost_fallbacks)) {
+      out += fmt::format(" {}.", markdown_cell(kThroughputCaveat));
+    }
+    out += "\n";
     const std::vector<std::string> any_timing = report_detail::any_timing_lines(schedule);
     for (std::size_t l = 0; l < any_timing.size(); ++l) {
       // The first line is a paragraph, the rest a list after it; one blank line before

@@ -269,7 +269,13 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
     print_stage_table(workload, chunks, sim.result.stages, any_timing, limit_bytes);
     fmt::print("{}\n", summary.fits ? "fits" : "does not fit: a stage's peak exceeds the limit");
     fmt::print("{}", pipeline_any_timing_text(any_timing, limit_bytes, summary.fits));
-    fmt::print("{}\n", kThroughputCaveat);
+    std::int64_t queries = 0;
+    std::int64_t fallbacks = 0;
+    for (const Program& program : sim.chunk_programs) {
+      queries += program.cost_queries;
+      fallbacks += program.cost_fallbacks;
+    }
+    if (throughput_caveat_applies(queries, fallbacks)) fmt::print("{}\n", kThroughputCaveat);
     if (write_trace) fmt::print("wrote {}\n", trace_path);
   }
   std::fflush(stdout);
@@ -530,7 +536,9 @@ void print_pipeline_schedule(const ScheduleFile& schedule, const Workload& workl
         any_timing ? fmt::format(" {:>12}", format_bytes(any_timing_reserved_bytes.at(i))) : "",
         fits ? "yes" : "no");
   }
-  fmt::print("{}\n", kThroughputCaveat);
+  if (throughput_caveat_applies(schedule.cost_queries, schedule.cost_fallbacks)) {
+    fmt::print("{}\n", kThroughputCaveat);
+  }
   if (schedule.job.pp > 1) {
     fmt::print("\nbubble {:.1f}%, send {} per microbatch\n", 100.0 * pipeline.bubble_fraction,
                format_seconds(pipeline.send_s));

@@ -583,7 +583,8 @@ void run_sweep(const SweepCliOptions& o) {
                100.0 * c.bubble_fraction, format_bytes(c.peak_reserved_bytes),
                any_timing ? fmt::format(" {:>12}", format_bytes(c.any_timing_reserved_bytes)) : "");
   }
-  fmt::print("{}\n", kThroughputCaveat);
+  // (The sweep prices with the analytic model; nothing to qualify without a row: QA.)
+  if (shown > 0) fmt::print("{}\n", kThroughputCaveat);
   // Two bases in one column, said so (found by QA: the fastest rows, fp8, showed a lower MFU
   // than a slower bf16 one).
   if (std::any_of(result.ranked.begin(), result.ranked.begin() + static_cast<std::ptrdiff_t>(shown),

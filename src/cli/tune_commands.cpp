@@ -233,8 +233,9 @@ struct AnyTimingFit {
 };
 
 // `any_timing`: one per row with --fit any-timing, else empty (fit at the predicted timing).
+// `caveat`: kThroughputCaveat under the table (throughput_caveat_applies).
 void print_table(const std::vector<PlanSummary>& rows, std::int64_t limit_bytes,
-                 const std::vector<AnyTimingFit>& any_timing = {}) {
+                 const std::vector<AnyTimingFit>& any_timing, bool caveat) {
   const bool judged_at_any_timing = !any_timing.empty();
   fmt::print("{:<20} {:>11} {:>13} {:>7} {:>12} {:>12} {:>12}{}  {}\n", "plan", "step time",
              "tokens/s/GPU", "MFU", "exposed comm", "peak alloc", "peak reserv",
@@ -254,7 +255,7 @@ void print_table(const std::vector<PlanSummary>& rows, std::int64_t limit_bytes,
                format_bytes(row.peak_reserved_bytes), bound_column,
                fits ? "yes" : fmt::format("no (limit {})", format_bytes(limit_bytes)));
   }
-  fmt::print("{}\n", kThroughputCaveat);
+  if (caveat) fmt::print("{}\n", kThroughputCaveat);
 }
 
 void run_tune(const TuneOptions& options) {
@@ -498,7 +499,8 @@ void run_tune(const TuneOptions& options) {
   if (!result.fits) {
     if (!options.json) {
       print_job_line();
-      print_table(rows, result.memory_limit_bytes, any_timing);
+      // How the plans' costs were priced is not counted here (no schedule): said.
+      print_table(rows, result.memory_limit_bytes, any_timing, true);
     }
     throw Error(
         ErrorKind::kDoesNotFit, "--memory-limit",
@@ -579,7 +581,8 @@ void run_tune(const TuneOptions& options) {
     any_timing.push_back({result.best_any_timing_reserved_bytes, result.fits});
   }
   print_job_line();
-  print_table(rows, result.memory_limit_bytes, any_timing);
+  print_table(rows, result.memory_limit_bytes, any_timing,
+              throughput_caveat_applies(schedule.cost_queries, schedule.cost_fallbacks));
   // Of the baselines the pick could have been (found by review: under --fsdp2-exact, or
   // without torch.compile, the simplefsdp-* plans cannot).
   const PlanSummary* best_baseline = nullptr;
