@@ -3,10 +3,13 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <sstream>
+#include <string>
 #include <string_view>
 #include <system_error>
 #include <tuple>
 #include <unordered_map>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -539,6 +542,62 @@ std::optional<Op> memory_from_op(const std::string& name, const std::string& mem
   return with_bytes(28 * elements);
 }
 
+// How many of a collective's `group_size` ranks share a node of `ranks_per_node` GPUs, from
+// where the metadata says they are: `Process Group Ranks` (a list, or the text of one, as
+// PyTorch writes it; a truncated one is not read), else `Global rank start` and `Global
+// rank stride` (PyTorch's stride is -1 for ranks not evenly spaced), else consecutive ranks
+// from 0, as a job's first group lies (found by QA: an HSDP all-reduce over ranks 0 and 8
+// of 8-GPU nodes was recorded as an NVLink pair). nullopt where the ranks spread unevenly
+// over their nodes: a profile's sweep has the same count in every node.
+std::optional<std::int64_t> group_ranks_per_node(const json& args, std::int64_t group_size,
+                                                 std::int64_t ranks_per_node) {
+  std::vector<std::int64_t> ranks;
+  if (const auto listed = args.find("Process Group Ranks"); listed != args.end()) {
+    if (listed->is_array()) {
+      for (const json& rank : *listed) {
+        if (!rank.is_number_integer() || rank.get<std::int64_t>() < 0) {
+          ranks.clear();
+          break;
+        }
+        ranks.push_back(rank.get<std::int64_t>());
+      }
+    } else if (listed->is_string()) {
+      std::string text = listed->get<std::string>();
+      for (char& c : text) {
+        if (c == '[' || c == ']' || c == ',') c = ' ';
+      }
+      std::istringstream words(text);
+      std::string word;
+      while (words >> word) {
+        std::int64_t rank = -1;
+        const auto [end, error] = std::from_chars(word.data(), word.data() + word.size(), rank);
+        if (error != std::errc() || end != word.data() + word.size() || rank < 0) {
+          ranks.clear();  // "..." of a truncated list, or not a list of ranks
+          break;
+        }
+        ranks.push_back(rank);
+      }
+    }
+    if (static_cast<std::int64_t>(ranks.size()) != group_size) ranks.clear();
+  }
+  if (ranks.empty()) {
+    const std::optional<std::int64_t> start = int_arg(args, "Global rank start");
+    const std::optional<std::int64_t> stride = int_arg(args, "Global rank stride");
+    const bool spaced = start && stride && *start >= 0 && *stride >= 1 &&
+                        *start + (group_size - 1) * *stride <= kMaxJobGpus;
+    for (std::int64_t i = 0; i < group_size; ++i) {
+      ranks.push_back(spaced ? *start + i * *stride : i);
+    }
+  }
+  std::map<std::int64_t, std::int64_t> per_node;
+  for (const std::int64_t rank : ranks) ++per_node[rank / ranks_per_node];
+  const std::int64_t first = per_node.begin()->second;
+  for (const auto& [node, count] : per_node) {
+    if (count != first) return std::nullopt;
+  }
+  return first;
+}
+
 std::optional<CollectiveKind> collective_from_metadata(const json& args) {
   const auto name = args.find("Collective name");
   if (name == args.end() || !name->is_string()) return std::nullopt;
@@ -702,7 +761,9 @@ KinetoImportResult import_kineto_trace(const json& trace, const KinetoImportOpti
   };
 
   std::map<std::size_t, OpCall> op_calls;  // by op event index
-  std::map<std::tuple<int, std::int64_t, std::int64_t>, CollectivePoint> collective_points;
+  // By (kind, ranks, ranks per node, bytes).
+  std::map<std::tuple<int, std::int64_t, std::int64_t, std::int64_t>, CollectivePoint>
+      collective_points;
   std::map<std::tuple<int, std::int64_t, std::int64_t>, CollectiveSweep> sweeps;
   for (const std::size_t k : kernel_events) {
     const json& kernel = events[k];
@@ -809,9 +870,16 @@ KinetoImportResult import_kineto_trace(const json& trace, const KinetoImportOpti
                                          : "NCCL kernel of zero duration (under 1 ps)");
         continue;
       }
+      const std::optional<std::int64_t> per_node =
+          group_ranks_per_node(*metadata, *group_size, options.ranks_per_node);
+      if (!per_node) {
+        skip("NCCL kernel of a group spread unevenly over nodes (Process Group Ranks)");
+        continue;
+      }
       const std::int64_t bytes = *elements * element_size;
-      const CommGroup group{*group_size, std::min(*group_size, options.ranks_per_node)};
-      const auto key = std::tuple(static_cast<int>(*kind), group.ranks, bytes);
+      const CommGroup group{*group_size, *per_node};
+      const auto key =
+          std::tuple(static_cast<int>(*kind), group.ranks, group.ranks_per_node, bytes);
       auto& point = collective_points[key];
       point.bytes = bytes;
       point.samples_s.push_back(seconds);
@@ -889,7 +957,8 @@ KinetoImportResult import_kineto_trace(const json& trace, const KinetoImportOpti
   for (auto& [key, sweep] : sweeps) {
     for (auto& [point_key, point] : collective_points) {
       if (std::get<0>(point_key) == std::get<0>(key) &&
-          std::get<1>(point_key) == std::get<1>(key)) {
+          std::get<1>(point_key) == std::get<1>(key) &&
+          std::get<2>(point_key) == std::get<2>(key)) {
         sweep.points.push_back(point);  // map order: ascending bytes
       }
     }

@@ -287,6 +287,65 @@ TEST_CASE("Kineto import options: hardware and ranks per node", "[profiler][kine
   CHECK_THROWS_AS(import_kineto_trace(read_json_file(kFixture), options, kFixture), Error);
 }
 
+// Found by QA: the ranks per node of a group were min(Group size, --ranks-per-node), so an
+// HSDP all-reduce over ranks 0 and 8 of 8-GPU nodes was recorded as an NVLink pair.
+TEST_CASE("Kineto import: where a group's ranks lie sets its ranks per node",
+          "[profiler][kineto]") {
+  const auto all_reduce_with = [](const json& placement) {
+    json trace = read_json_file(kFixture);
+    trace["distributedInfo"]["world_size"] = 16;
+    for (json& event : trace["traceEvents"]) {
+      if (!event.contains("args") || event["args"].value("Collective name", "") != "allreduce") {
+        continue;
+      }
+      event["args"]["Group size"] = 2;
+      event["args"].update(placement);
+    }
+    KinetoImportOptions options;
+    options.ranks_per_node = 8;
+    return import_kineto_trace(trace, options, kFixture);
+  };
+  const auto all_reduce_group = [&](const json& placement) {
+    return sweep_of(all_reduce_with(placement).profile, CollectiveKind::kAllReduce).group;
+  };
+  // The list, as PyTorch writes it (text) or as an array; then start and stride.
+  CHECK(all_reduce_group({{"Process Group Ranks", "[0, 8]"}}) == CommGroup{2, 1});
+  CHECK(all_reduce_group({{"Process Group Ranks", json::array({3, 11})}}) == CommGroup{2, 1});
+  CHECK(all_reduce_group({{"Process Group Ranks", "[4, 5]"}}) == CommGroup{2, 2});
+  CHECK(all_reduce_group({{"Global rank start", 0}, {"Global rank stride", 8}}) == CommGroup{2, 1});
+  // A truncated list, or a stride of ranks not evenly spaced (-1): the stride, else
+  // consecutive ranks, as before.
+  CHECK(all_reduce_group({{"Process Group Ranks", "[0, ...]"},
+                          {"Global rank start", 0},
+                          {"Global rank stride", 8}}) == CommGroup{2, 1});
+  CHECK(all_reduce_group({{"Global rank start", 0}, {"Global rank stride", -1}}) ==
+        CommGroup{2, 2});
+  CHECK(all_reduce_group(json::object()) == CommGroup{2, 2});
+  // The fixture's 8-rank groups are one node's.
+  const KinetoImportResult result = all_reduce_with({{"Process Group Ranks", "[0, 8]"}});
+  CHECK(sweep_of(result.profile, CollectiveKind::kAllGather).group == CommGroup{8, 8});
+}
+
+// Ranks spread unevenly over their nodes are no sweep a profile holds: skipped, said.
+TEST_CASE("Kineto import: a group spread unevenly over nodes is skipped", "[profiler][kineto]") {
+  json trace = read_json_file(kFixture);
+  for (json& event : trace["traceEvents"]) {
+    if (!event.contains("args") || event["args"].value("Collective name", "") != "allreduce") {
+      continue;
+    }
+    event["args"]["Process Group Ranks"] = "[0, 1, 2, 3, 4, 5, 6, 9]";
+  }
+  KinetoImportOptions options;
+  options.ranks_per_node = 4;
+  const KinetoImportResult result = import_kineto_trace(trace, options, kFixture);
+  CHECK(result.nccl_kernels == 2);  // the all-gather and the reduce-scatter
+  CHECK(std::none_of(result.profile.collectives.begin(), result.profile.collectives.end(),
+                     [](const auto& sweep) { return sweep.kind == CollectiveKind::kAllReduce; }));
+  CHECK(std::any_of(result.notes.begin(), result.notes.end(), [](const std::string& note) {
+    return note.find("spread unevenly over nodes") != std::string::npos;
+  }));
+}
+
 namespace {
 
 // A bare event array: linear(x[4, 16, 64], W[32, 64], b[32]) in fp32, its launch and its
