@@ -20,84 +20,84 @@ void add_job_options(CLI::App* command, JobOptions& options, JobFlags flags) {
   options.command = command;
   CLI::Option* model =
       command->add_option("--model", options.model,
-                          "built-in model name, model JSON file, or Hugging Face config.json");
+                          "Built-in model name, model JSON file, or Hugging Face config.json");
   if (flags == JobFlags::kModelOnly) {
     model->required();
     return;
   }
   model->description(
-      "built-in model name, model JSON file, or Hugging Face config.json (required unless "
+      "Built-in model name, model JSON file, or Hugging Face config.json (required unless "
       "--job-toml names a model fsdptune has built in)");
   command->add_option("--job-toml", options.job_toml,
                       "torchtitan train config (TOML) to take the job (and model) from; job "
                       "flags given replace its fields (docs/torchtitan-config.md)");
   // Values are validated by normalize_job so that every error names its flag the same way.
-  command->add_option("--gpus", options.gpus, "world size (GPUs)")->capture_default_str();
+  command->add_option("--gpus", options.gpus, "World size (GPUs)")->capture_default_str();
   command->add_option("--gpus-per-node", options.gpus_per_node,
                       "GPUs per node (default: the hardware spec's gpus_per_node where the "
                       "command takes --hardware, 8 for the built-in GPUs; else 8)");
-  command->add_option("--tp", options.tp, "tensor-parallel degree")->capture_default_str();
+  command->add_option("--tp", options.tp, "Tensor-parallel degree")->capture_default_str();
   command->add_option("--dp-replicate", options.dp_replicate, "HSDP replica groups")
       ->capture_default_str();
   command
       ->add_option("--cp", options.cp,
-                   "context-parallel degree: ranks of the FSDP shard group that split each "
+                   "Context-parallel degree: ranks of the FSDP shard group that split each "
                    "sequence (torchtitan's context_parallel_degree)")
       ->capture_default_str();
-  command->add_option("--batch", options.batch, "local batch: sequences per data-parallel rank")
+  command->add_option("--batch", options.batch, "Local batch: sequences per data-parallel rank")
       ->capture_default_str();
-  command->add_option("--seq", options.seq, "sequence length (tokens)")->capture_default_str();
-  command->add_option("--ac", options.ac, "activation checkpointing: none, selective or full")
+  command->add_option("--seq", options.seq, "Sequence length (tokens)")->capture_default_str();
+  command->add_option("--ac", options.ac, "Activation checkpointing: none, selective or full")
       ->capture_default_str();
   command
       ->add_option("--param-dtype", options.param_dtype,
-                   "dtype of gathered params: bf16, fp16, fp32")
+                   "Dtype of gathered params: bf16, fp16, fp32")
       ->capture_default_str();
   command
       ->add_option("--reduce-dtype", options.reduce_dtype,
-                   "dtype of gradient reduce-scatter: fp32, bf16, fp16")
+                   "Dtype of gradient reduce-scatter: fp32, bf16, fp16")
       ->capture_default_str();
   command->add_flag("--float8", options.float8, "float8 linears and float8 all-gather");
   command->add_flag("--async-tp", options.async_tp,
-                    "overlap the tensor-parallel collectives with the GEMMs");
+                    "Overlap the tensor-parallel collectives with the GEMMs");
   command
       ->add_option("--execution", options.execution,
-                   "how PyTorch runs the norms, RoPE and SwiGLU: compiled (torch.compile, "
+                   "How PyTorch runs the norms, RoPE and SwiGLU: compiled (torch.compile, "
                    "fused), eager (PyTorch >= 2.8) or eager-unfused-rmsnorm (older eager)")
       ->capture_default_str();
 }
 
 void add_pipeline_options(CLI::App* command, JobOptions& options) {
-  command->add_option("--pp", options.pp, "pipeline-parallel stages")->capture_default_str();
+  command->add_option("--pp", options.pp, "Pipeline-parallel stages")->capture_default_str();
   command
       ->add_option("--microbatches", options.microbatches,
-                   "pipeline microbatches per step (each of --batch sequences)")
+                   "Pipeline microbatches per step (each of --batch sequences)")
       ->capture_default_str();
   command
       ->add_option("--pipeline-steps", options.pipeline_steps,
-                   "pipeline schedule runs per optimizer step (gradient accumulation under PP, "
+                   "Pipeline schedule runs per optimizer step (gradient accumulation under PP, "
                    "as torchtitan's global_batch_size above one step makes it)")
       ->capture_default_str();
   command
       ->add_option("--pp-schedule", options.pp_schedule,
-                   "pipeline schedule: 1f1b, interleaved-1f1b or gpipe")
+                   "Pipeline schedule: 1f1b, interleaved-1f1b or gpipe")
       ->capture_default_str();
   command
       ->add_option("--virtual-stages", options.virtual_stages,
-                   "model chunks per pipeline rank (interleaved-1f1b)")
+                   "Model chunks per pipeline rank (interleaved-1f1b)")
       ->capture_default_str();
   command
       ->add_option("--pp-first-stage-less-layers", options.pp_first_less,
-                   "blocks the embedding counts as when the blocks split into the chunks "
+                   "Blocks the embedding counts as when the blocks split into the chunks "
                    "(torchtitan's pipeline_parallel_first_stage_less_layers)")
       ->capture_default_str();
   command
       ->add_option("--pp-last-stage-less-layers", options.pp_last_less,
-                   "blocks norm+output count as in that split (0 and 0: the blocks alone "
+                   "Blocks norm+output count as in that split (0 and 0: the blocks alone "
                    "evenly, Megatron's)")
       ->capture_default_str();
   command->add_option("--pp-chunk-blocks", options.pp_chunk_blocks,
-                      "the blocks of each chunk, in order, comma-separated (e.g. 15,16,16,15; "
+                      "The blocks of each chunk, in order, comma-separated (e.g. 15,16,16,15; "
                       "torchtitan's module_fqns_per_model_part) instead of the weights' split");
 }
 
@@ -381,13 +381,13 @@ void add_plan_options(CLI::App* command, PlanOptions& options, bool with_plan) {
                      fmt::format("built-in plan ({}), plan JSON file or schedule file", names))
         ->capture_default_str();
     command->add_option("--keep-gathered", options.keep_gathered,
-                        "pipelined jobs with a built-in plan: yes keeps the parameters gathered "
+                        "Pipelined jobs with a built-in plan: yes keeps the parameters gathered "
                         "across microbatches (one round of collectives), no re-gathers and "
                         "reduce-scatters in each; torchtitan (the default): yes under PP, no "
                         "without");
   }
   command->add_option("--memory-limit", options.memory_limit,
-                      "memory a step may allocate per GPU, e.g. 70GiB (default: HBM less the "
+                      "Memory a step may allocate per GPU, e.g. 70GiB (default: HBM less the "
                       "hardware's reserve)");
 }
 

@@ -129,9 +129,9 @@ void register_model_commands(CLI::App& app) {
     auto options = std::make_shared<JobOptions>();
     auto json = std::make_shared<bool>(false);
     add_job_options(command, *options, JobFlags::kModelOnly);
-    command->add_option("--seq", options->seq, "sequence length for FLOPs per token")
+    command->add_option("--seq", options->seq, "Sequence length for FLOPs per token")
         ->capture_default_str();
-    command->add_flag("--json", *json, "print JSON instead of text");
+    command->add_flag("--json", *json, "Print JSON instead of text");
     command->callback([options, json] {
       // The jobs' bound (normalize_job): 2^63 - 1 printed 1.45e25 FLOPs per token.
       if (options->seq <= 0 || options->seq > kMaxJobMicrobatchTokens) {
@@ -152,7 +152,7 @@ void register_model_commands(CLI::App& app) {
     auto options = std::make_shared<JobOptions>();
     auto json = std::make_shared<bool>(false);
     add_job_options(command, *options);
-    command->add_flag("--json", *json, "print the whole workload as JSON (docs/workload.md)");
+    command->add_flag("--json", *json, "Print the whole workload as JSON (docs/workload.md)");
     command->callback([options, json] {
       const ModelSpec model = resolve_model_option(*options);
       const JobSpec job = to_job_spec(*options, model);

@@ -388,18 +388,18 @@ void add_collect(CLI::App& profile) {
   // --model is required to measure, not to import: checked in the callback.
   profile.get_option("--model")->required(false);
   profile.add_option("--backend", collect->backend,
-                     "measure on: cpu (Eigen + MPI) or cuda "
+                     "Measure on: cpu (Eigen + MPI) or cuda "
                      "(CUPTI + NCCL)");
   profile.add_option("--hardware", collect->hardware,
                      "HardwareSpec id recorded in the profile, or a spec file whose id to "
                      "record (default: the backend name)");
-  profile.add_option("--reps", collect->reps, "timed repetitions per op and size")
+  profile.add_option("--reps", collect->reps, "Timed repetitions per op and size")
       ->capture_default_str();
-  profile.add_option("--warmup", collect->warmup, "untimed repetitions before each")
+  profile.add_option("--warmup", collect->warmup, "Untimed repetitions before each")
       ->capture_default_str();
   profile
       .add_option("--sizes", collect->sizes,
-                  "collective sizes: 64MiB, or 1KiB:64MiB for powers of two (default: cpu "
+                  "Collective sizes: 64MiB, or 1KiB:64MiB for powers of two (default: cpu "
                   "1KiB:64MiB, cuda 1KiB:4GiB)")
       ->delimiter(',');
   profile
@@ -412,16 +412,16 @@ void add_collect(CLI::App& profile) {
                   "cudnn or cublas")
       ->capture_default_str();
   profile.add_flag("--no-contention", collect->no_contention,
-                   "skip the overlap measurements (keep the default factors)");
+                   "Skip the overlap measurements (keep the default factors)");
   profile
       .add_option("--timeout", collect->timeout_s,
-                  "seconds a rank waits for the others before every rank aborts")
+                  "Seconds a rank waits for the others before every rank aborts")
       ->capture_default_str();
   // Test hook, hidden from --help.
   profile.add_option("--debug-stall-rank", collect->stall_rank)->group("");
   profile
       .add_option("--ranks-per-node", collect->ranks_per_node,
-                  "ranks per node recorded for the sweeps (default: cpu, the ranks sharing "
+                  "Ranks per node recorded for the sweeps (default: cpu, the ranks sharing "
                   "this host; cuda, --gpus-per-node; at most the ranks swept)")
       // (CLI::PositiveNumber's message quoted the largest double in 300 digits.)
       ->check(CLI::Validator(
@@ -434,7 +434,7 @@ void add_collect(CLI::App& profile) {
                                          : std::string();
           },
           ""));
-  profile.add_option("--out", collect->out, "profile file to write");
+  profile.add_option("--out", collect->out, "Profile file to write");
   profile.add_option("--hardware-out", collect->hardware_out,
                      "cpu: also write a hardware spec of this host derived from the profile "
                      "(for --hardware of simulate/tune)");
@@ -458,16 +458,16 @@ void add_import_kineto(CLI::App& profile) {
   auto kineto = std::make_shared<KinetoFlags>();
   CLI::App* import = profile.add_subcommand(
       "import-kineto",
-      "take GEMM, attention, norm/embedding/AdamW and NCCL kernel times from a PyTorch "
+      "Take GEMM, attention, norm/embedding/AdamW and NCCL kernel times from a PyTorch "
       "profiler Chrome trace");
-  import->add_option("trace", kineto->trace, "trace JSON (torch.profiler export_chrome_trace)")
+  import->add_option("trace", kineto->trace, "Trace JSON (torch.profiler export_chrome_trace)")
       ->required();
   import->add_option("--hardware", kineto->hardware,
                      "HardwareSpec id, or a spec file whose id to record (default: from the "
                      "trace's deviceProperties)");
   import->add_option("--ranks-per-node", kineto->ranks_per_node, "GPUs per node of the traced job")
       ->capture_default_str();
-  import->add_option("--out", kineto->out, "profile file to write")->required();
+  import->add_option("--out", kineto->out, "Profile file to write")->required();
   import->callback([kineto] { run_import_kineto(*kineto);
 });
 }  // namespace
@@ -483,11 +483,11 @@ void add_merge(CLI::App& profile) {
   CLI::App* merge = profile.add_subcommand(
       "merge",
       "Merge profiles of one hardware into one (e.g. CUPTI compute + nccl-tests collectives)");
-  merge->add_option("profiles", options->inputs, "profile files, two or more")->required();
-  merge->add_option("--out", options->out, "profile file to write")->required();
+  merge->add_option("profiles", options->inputs, "Profile files, two or more")->required();
+  merge->add_option("--out", options->out, "Profile file to write")->required();
   merge
       ->add_option("--prefer", options->prefer,
-                   "when two inputs measured the same op, sweep or contention: keep the "
+                   "When two inputs measured the same op, sweep or contention: keep the "
                    "first's or the last's (default: error)")
       ->capture_default_str();
   merge->callback([options] {
@@ -543,12 +543,12 @@ void add_compare(CLI::App& profile) {
   auto options = std::make_shared<Options>();
   CLI::App* compare = profile.add_subcommand(
       "compare", "Compare a measured profile with the analytic model, op by op and size by size");
-  compare->add_option("profile", options->profile, "profile file")->required();
+  compare->add_option("profile", options->profile, "Profile file")->required();
   compare->add_option("--hardware", options->hardware,
-                      "analytic model of: a built-in id or a spec file (default: the profile's "
+                      "Analytic model of: a built-in id or a spec file (default: the profile's "
                       "hardware)");
-  compare->add_flag("--json", options->json, "print one JSON object");
-  compare->add_flag("--markdown", options->markdown, "print Markdown tables");
+  compare->add_flag("--json", options->json, "Print one JSON object");
+  compare->add_flag("--markdown", options->markdown, "Print Markdown tables");
   compare->callback([options] {
     if (options->json && options->markdown) {
       throw_bad_input("--json/--markdown", "give at most one of --json and --markdown");

@@ -506,16 +506,16 @@ void register_sim_commands(CLI::App& app) {
   add_pipeline_options(command, options->job);
   // A schedule file says its model, job and hardware: --model is then optional.
   command->get_option("--model")->description(
-      "built-in model name, model JSON file, or Hugging Face config.json; without it (and "
+      "Built-in model name, model JSON file, or Hugging Face config.json; without it (and "
       "without --job-toml) --plan must be a schedule file, whose model, job and hardware are "
       "used (job flags given must agree with it)");
   add_cost_options(command, options->cost);
   add_plan_options(command, options->plan);
-  command->add_flag("--json", options->json, "print one JSON object instead of text");
+  command->add_flag("--json", options->json, "Print one JSON object instead of text");
   command->add_option("--trace", options->trace_path,
-                      "write a Chrome trace (Perfetto, chrome://tracing) of the step to FILE");
+                      "Write a Chrome trace (Perfetto, chrome://tracing) of the step to FILE");
   command->add_flag("--require-fit", options->require_fit,
-                    "exit 3 when the peak exceeds the memory limit");
+                    "Exit 3 when the peak exceeds the memory limit");
   command->callback([options] {
     run_naming_memory_limit(options->plan.memory_limit, [&] { run_simulate(*options); });
   });

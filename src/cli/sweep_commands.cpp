@@ -361,7 +361,9 @@ void run_sweep(const SweepCliOptions& o) {
     const std::int64_t percent = 100 * progress.done / progress.total;
     if (progress.tuning != last_tuning || percent / 10 != last_percent / 10 ||
         progress.done == progress.total) {
-      fmt::print(stderr, "sweep: {} {}/{} ({}%)\n", progress.tuning ? "tuned" : "simulated",
+      // "checked": simulated, or rejected before simulation, as the summary counts them
+      // (found by QA: "simulated 3120/3120" above "2160 configurations simulated").
+      fmt::print(stderr, "sweep: {} {}/{} ({}%)\n", progress.tuning ? "tuned" : "checked",
                  progress.done, progress.total, percent);
       last_percent = percent;
       last_tuning = progress.tuning;
@@ -746,79 +748,79 @@ void register_sweep_commands(CLI::App& app) {
         "sweep",
         "Tune and rank meshes, microbatching, AC and float8 for a model on N GPUs by tokens/s/GPU");
     command->add_option("--model", options->model,
-                        "built-in model, model file or config.json (or --job-toml's)");
+                        "Built-in model, model file or config.json (or --job-toml's)");
     command->add_option("--job-toml", options->job_toml,
                         "torchtitan train config: its model, seq_len and global batch (local "
                         "batch x data-parallel degree on --gpus) unless given "
                         "(docs/torchtitan-config.md)");
-    command->add_option("--hardware", options->hardware, "built-in hardware id or spec file")
+    command->add_option("--hardware", options->hardware, "Built-in hardware id or spec file")
         ->capture_default_str();
-    command->add_option("--gpus", options->gpus, "world size (required)");
+    command->add_option("--gpus", options->gpus, "World size (required)");
     command->add_option("--gpus-per-node", options->gpus_per_node,
                         "GPUs per node (default: the hardware spec's gpus_per_node, 8 for the "
                         "built-in GPUs)");
     command->add_option("--global-batch", options->global_batch,
-                        "sequences per step (1024), or tokens with 'tok' (8Mtok, 8388608tok); "
+                        "Sequences per step (1024), or tokens with 'tok' (8Mtok, 8388608tok); "
                         "required unless --job-toml");
-    command->add_option("--seq", options->seq, "sequence length")->capture_default_str();
+    command->add_option("--seq", options->seq, "Sequence length")->capture_default_str();
     command->add_option("--memory-limit", options->memory_limit,
-                        "per-GPU limit (e.g. 70GiB); default: HBM less the hardware reserve");
-    command->add_option("--top", options->top, "configurations to print")->capture_default_str();
+                        "Per-GPU limit (e.g. 70GiB); default: HBM less the hardware reserve");
+    command->add_option("--top", options->top, "Configurations to print")->capture_default_str();
     command
         ->add_option("--threads", options->threads,
-                     "configurations simulated / tuned at once, one per thread (0 = every core "
+                     "Configurations simulated / tuned at once, one per thread (0 = every core "
                      "this process may run on; at most 1024)")
         ->capture_default_str();
-    command->add_option("--max-pp", options->max_pp, "largest pipeline degree tried")
+    command->add_option("--max-pp", options->max_pp, "Largest pipeline degree tried")
         ->capture_default_str();
     command->add_option("--cp", options->cp,
-                        "context-parallel degrees tried, comma-separated (e.g. 1,2,4), each where "
+                        "Context-parallel degrees tried, comma-separated (e.g. 1,2,4), each where "
                         "it divides a mesh's shard group and the sequence (default 1, and "
                         "--job-toml's degree; for sequences of 32768 tokens and more every "
                         "power of two up to a node)");
     command->add_option("--pp-first-stage-less-layers", options->pp_first_less,
-                        "blocks the embedding counts as in the split into pipeline stages "
+                        "Blocks the embedding counts as in the split into pipeline stages "
                         "(default 1, torchtitan's; or --job-toml's)");
     command->add_option("--pp-last-stage-less-layers", options->pp_last_less,
-                        "blocks norm+output count as in the split (default 1; or --job-toml's)");
+                        "Blocks norm+output count as in the split (default 1; or --job-toml's)");
     command->add_option("--try-pp-splits", options->try_pp_splits,
-                        "also try every split of the blocks into pipeline stages with the "
+                        "Also try every split of the blocks into pipeline stages with the "
                         "embedding and norm+output counted as 0..N blocks each (N <= 4)");
-    command->add_flag("--no-float8", options->no_float8, "do not try float8");
-    command->add_flag("--async-tp", options->async_tp, "also try async TP where tp > 1");
+    command->add_flag("--no-float8", options->no_float8, "Do not try float8");
+    command->add_flag("--async-tp", options->async_tp, "Also try async TP where tp > 1");
     command->add_option("--execution", options->execution,
                         "compiled, eager or eager-unfused-rmsnorm (default: compiled, or "
                         "--job-toml's compile setting)");
-    command->add_flag("--json", options->json, "print JSON instead of a table");
+    command->add_flag("--json", options->json, "Print JSON instead of a table");
     command->add_option("--out", options->out,
-                        "write the best configuration's tuned schedule file here");
+                        "Write the best configuration's tuned schedule file here");
     command->add_option("--emit-torchtitan-toml", options->torchtitan_toml,
-                        "write the best configuration as a torchtitan train config (TOML) here");
+                        "Write the best configuration as a torchtitan train config (TOML) here");
     command
         ->add_option("--tune-top", options->tune_top,
-                     "which configurations are tuned before ranking: 'all' (every one that "
+                     "Which configurations are tuned before ranking: 'all' (every one that "
                      "fits with fsdp2, and those over the limit whose least-memory plans fit), "
                      "or K (the K best by fsdp2; 0 = none: fsdp2 per stage figures)")
         ->capture_default_str();
     command
         ->add_option("--tune-evaluations", options->tune_evaluations,
-                     "plans simulated per chunk by each configuration's search (deterministic "
+                     "Plans simulated per chunk by each configuration's search (deterministic "
                      "budget)")
         ->capture_default_str();
     command->add_option("--step-tolerance", options->step_tolerance,
-                        "each search takes, of the plans within this fraction of its fastest "
+                        "Each search takes, of the plans within this fraction of its fastest "
                         "(0.001 or 0.1%), the one that reserves the least (default 0.1%; 0 = "
                         "the fastest)");
     command->add_option("--fit", options->fit, kFitHelp)->capture_default_str();
     command->add_flag("--fsdp2-exact", options->fsdp2_exact,
-                      "tune only plans FSDP2's fully_shard groups run as simulated (as tune "
+                      "Tune only plans FSDP2's fully_shard groups run as simulated (as tune "
                       "--fsdp2-exact; eager sweeps always)");
     command->add_flag("--simplefsdp-exact", options->simplefsdp_exact,
-                      "tune only plans SimpleFSDP's manual bucketing runs as simulated (as tune "
+                      "Tune only plans SimpleFSDP's manual bucketing runs as simulated (as tune "
                       "--simplefsdp-exact; compiled sweeps only)");
     command
         ->add_option("--keep-gathered", options->keep_gathered,
-                     "pipelined configurations (PP, or gradient accumulation): any, yes "
+                     "Pipelined configurations (PP, or gradient accumulation): any, yes "
                      "(parameters kept gathered across microbatches), no (gathered and "
                      "reduce-scattered in each) or torchtitan (what it runs unchanged: yes "
                      "under PP, no without)")
@@ -836,16 +838,16 @@ void register_sweep_commands(CLI::App& app) {
         "pipeline", "Simulate a job with pipeline parallelism, stage by stage (fsdp2 per stage)");
     add_job_options(command, options->job);
     add_pipeline_options(command, options->job);
-    command->add_option("--hardware", options->hardware, "built-in hardware id or spec file")
+    command->add_option("--hardware", options->hardware, "Built-in hardware id or spec file")
         ->capture_default_str();
-    command->add_option("--memory-limit", options->memory_limit, "per-GPU limit (e.g. 70GiB)");
+    command->add_option("--memory-limit", options->memory_limit, "Per-GPU limit (e.g. 70GiB)");
     command->add_option("--keep-gathered", options->keep_gathered,
                         "yes keeps every chunk's parameters gathered across microbatches, no "
                         "re-gathers and reduce-scatters in each; torchtitan (the default): yes "
                         "under PP, no without");
-    command->add_flag("--json", options->json, "print JSON instead of a table");
+    command->add_flag("--json", options->json, "Print JSON instead of a table");
     command->add_flag("--require-fit", options->require_fit,
-                      "exit 3 when a stage's reserved peak exceeds the memory limit");
+                      "Exit 3 when a stage's reserved peak exceeds the memory limit");
     command->callback([options] {
       run_naming_memory_limit(options->memory_limit, [&] { run_pipeline(*options); });
     });

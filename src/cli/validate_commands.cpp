@@ -285,24 +285,24 @@ void register_validate_commands(CLI::App& app) {
                    "cuda: auto (cuDNN's fused attention where it runs the op, else cuBLAS), "
                    "cudnn or cublas")
       ->capture_default_str();
-  validate->add_option("--iters", validate_args->options.iterations, "measured steps")
+  validate->add_option("--iters", validate_args->options.iterations, "Measured steps")
       ->capture_default_str();
-  validate->add_option("--warmup", validate_args->options.warmup, "untimed steps before them")
+  validate->add_option("--warmup", validate_args->options.warmup, "Untimed steps before them")
       ->capture_default_str();
   validate->add_flag("--check-data", validate_args->options.check_data,
-                     "check every bucket's gathered parameters and reduced gradients, the "
+                     "Check every bucket's gathered parameters and reduced gradients, the "
                      "accumulated fp32 gradient shards and every TP collective's output in one "
                      "extra step before the warm-up");
   validate->add_flag("--scale-down", validate_args->options.scale_down,
-                     "replay a schedule for a larger dp_shard on fewer ranks (a divisor of "
+                     "Replay a schedule for a larger dp_shard on fewer ranks (a divisor of "
                      "dp_shard times dp_replicate x tp), each rank holding several shards "
                      "(docs/validation.md)");
   validate->add_flag("--serial-collectives", validate_args->options.serial_collectives,
-                     "run the compute tasks' TP and CP collectives in op order, not beside the "
+                     "Run the compute tasks' TP and CP collectives in op order, not beside the "
                      "compute the model overlaps them with (async TP, the CP K/V gather)");
   validate
       ->add_option("--timeout", validate_args->options.timeout_s,
-                   "seconds without progress after which every rank aborts")
+                   "Seconds without progress after which every rank aborts")
       ->capture_default_str();
   validate->add_option("--out", validate_args->out, "measured.json to write (rank 0)")->required();
   // Test hooks, hidden from --help.
@@ -324,7 +324,7 @@ void register_validate_commands(CLI::App& app) {
   compare_command->add_option("schedule", compare_args->schedule, "schedule.json")->required();
   compare_command->add_option("measured", compare_args->measured, "measured.json")->required();
   compare_command->add_flag("--json", compare_args->json, "JSON instead of a table");
-  compare_command->add_option("--top", compare_args->top, "tasks (and pipeline actions) to list")
+  compare_command->add_option("--top", compare_args->top, "Tasks (and pipeline actions) to list")
       ->capture_default_str();
   compare_command->callback([compare_args] { run_compare(*compare_args); });
 }
