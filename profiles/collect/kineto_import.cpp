@@ -544,22 +544,25 @@ std::optional<Op> memory_from_op(const std::string& name, const std::string& mem
 
 // How many of a collective's `group_size` ranks share a node of `ranks_per_node` GPUs, from
 // where the metadata says they are: `Process Group Ranks` (a list, or the text of one, as
-// PyTorch writes it; a truncated one is not read), else `Global rank start` and `Global
-// rank stride` (PyTorch's stride is -1 for ranks not evenly spaced), else consecutive ranks
-// from 0, as a job's first group lies (found by QA: an HSDP all-reduce over ranks 0 and 8
-// of 8-GPU nodes was recorded as an NVLink pair). nullopt where the ranks spread unevenly
+// PyTorch writes it; a truncated one, or one with a rank twice or past `world`, is not
+// read), else `Global rank start` and `Global rank stride` (PyTorch's stride is -1 for ranks
+// not evenly spaced) within `world`, else min(group_size, ranks_per_node), as a job's first
+// group lies (found by QA: an HSDP all-reduce over ranks 0 and 8 of 8-GPU nodes was
+// recorded as an NVLink pair). nullopt where the ranks the metadata gives spread unevenly
 // over their nodes: a profile's sweep has the same count in every node.
 std::optional<std::int64_t> group_ranks_per_node(const json& args, std::int64_t group_size,
-                                                 std::int64_t ranks_per_node) {
+                                                 std::int64_t ranks_per_node, std::int64_t world) {
   std::vector<std::int64_t> ranks;
+  const auto add = [&](std::int64_t rank) {
+    const bool fits = rank >= 0 && rank < world;
+    if (fits) ranks.push_back(rank);
+    return fits;
+  };
   if (const auto listed = args.find("Process Group Ranks"); listed != args.end()) {
+    bool read = true;
     if (listed->is_array()) {
       for (const json& rank : *listed) {
-        if (!rank.is_number_integer() || rank.get<std::int64_t>() < 0) {
-          ranks.clear();
-          break;
-        }
-        ranks.push_back(rank.get<std::int64_t>());
+        read = read && rank.is_number_integer() && add(rank.get<std::int64_t>());
       }
     } else if (listed->is_string()) {
       std::string text = listed->get<std::string>();
@@ -568,26 +571,28 @@ std::optional<std::int64_t> group_ranks_per_node(const json& args, std::int64_t 
       }
       std::istringstream words(text);
       std::string word;
-      while (words >> word) {
+      while (read && words >> word) {
         std::int64_t rank = -1;
         const auto [end, error] = std::from_chars(word.data(), word.data() + word.size(), rank);
-        if (error != std::errc() || end != word.data() + word.size() || rank < 0) {
-          ranks.clear();  // "..." of a truncated list, or not a list of ranks
-          break;
-        }
-        ranks.push_back(rank);
+        // "..." of a truncated list, or not a list of ranks
+        read = error == std::errc() && end == word.data() + word.size() && add(rank);
       }
     }
-    if (static_cast<std::int64_t>(ranks.size()) != group_size) ranks.clear();
+    std::vector<std::int64_t> sorted = ranks;
+    std::sort(sorted.begin(), sorted.end());
+    const bool distinct = std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end();
+    if (!read || !distinct || static_cast<std::int64_t>(ranks.size()) != group_size) {
+      ranks.clear();
+    }
   }
   if (ranks.empty()) {
     const std::optional<std::int64_t> start = int_arg(args, "Global rank start");
     const std::optional<std::int64_t> stride = int_arg(args, "Global rank stride");
-    const bool spaced = start && stride && *start >= 0 && *stride >= 1 &&
-                        *start + (group_size - 1) * *stride <= kMaxJobGpus;
-    for (std::int64_t i = 0; i < group_size; ++i) {
-      ranks.push_back(spaced ? *start + i * *stride : i);
+    if (!start || !stride || *start < 0 || *stride < 1 ||
+        *start + (group_size - 1) * *stride >= world) {
+      return std::min(group_size, ranks_per_node);  // no placement said: as before
     }
+    for (std::int64_t i = 0; i < group_size; ++i) ranks.push_back(*start + i * *stride);
   }
   std::map<std::int64_t, std::int64_t> per_node;
   for (const std::int64_t rank : ranks) ++per_node[rank / ranks_per_node];
@@ -761,6 +766,13 @@ KinetoImportResult import_kineto_trace(const json& trace, const KinetoImportOpti
   };
 
   std::map<std::size_t, OpCall> op_calls;  // by op event index
+  // The traced job's ranks (where a group's ranks can lie): distributedInfo's world size,
+  // else as many as a job has GPUs.
+  std::int64_t world = kMaxJobGpus;
+  if (trace.is_object() && trace.contains("distributedInfo")) {
+    const std::optional<std::int64_t> size = int_arg(trace["distributedInfo"], "world_size");
+    if (size && *size >= 1 && *size <= kMaxJobGpus) world = *size;
+  }
   // By (kind, ranks, ranks per node, bytes).
   std::map<std::tuple<int, std::int64_t, std::int64_t, std::int64_t>, CollectivePoint>
       collective_points;
@@ -871,9 +883,9 @@ KinetoImportResult import_kineto_trace(const json& trace, const KinetoImportOpti
         continue;
       }
       const std::optional<std::int64_t> per_node =
-          group_ranks_per_node(*metadata, *group_size, options.ranks_per_node);
+          group_ranks_per_node(*metadata, *group_size, options.ranks_per_node, world);
       if (!per_node) {
-        skip("NCCL kernel of a group spread unevenly over nodes (Process Group Ranks)");
+        skip("NCCL kernel of a group its metadata spreads unevenly over nodes");
         continue;
       }
       const std::int64_t bytes = *elements * element_size;

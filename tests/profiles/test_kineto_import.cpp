@@ -321,12 +321,35 @@ TEST_CASE("Kineto import: where a group's ranks lie sets its ranks per node",
   CHECK(all_reduce_group({{"Global rank start", 0}, {"Global rank stride", -1}}) ==
         CommGroup{2, 2});
   CHECK(all_reduce_group(json::object()) == CommGroup{2, 2});
+  // A list with a rank twice or past the world (16), or a start past it: not read (review).
+  CHECK(all_reduce_group({{"Process Group Ranks", "[8, 8]"}}) == CommGroup{2, 2});
+  CHECK(all_reduce_group({{"Process Group Ranks", "[0, 100]"}}) == CommGroup{2, 2});
+  CHECK(all_reduce_group({{"Global rank start", 20}, {"Global rank stride", 1}}) ==
+        CommGroup{2, 2});
   // The fixture's 8-rank groups are one node's.
   const KinetoImportResult result = all_reduce_with({{"Process Group Ranks", "[0, 8]"}});
   CHECK(sweep_of(result.profile, CollectiveKind::kAllGather).group == CommGroup{8, 8});
 }
 
-// Ranks spread unevenly over their nodes are no sweep a profile holds: skipped, said.
+// Ranks the metadata spreads unevenly over their nodes are no sweep a profile holds:
+// skipped, said. Without placement metadata a group is taken as before (review: 12 ranks
+// on nodes of 8 were skipped for the guess of consecutive ranks).
+TEST_CASE("Kineto import: a group without placement keeps min(group, ranks per node)",
+          "[profiler][kineto]") {
+  json trace = read_json_file(kFixture);
+  for (json& event : trace["traceEvents"]) {
+    if (!event.contains("args") || event["args"].value("Collective name", "") != "allreduce") {
+      continue;
+    }
+    event["args"]["Group size"] = 12;
+  }
+  trace["distributedInfo"]["world_size"] = 16;
+  KinetoImportOptions options;
+  options.ranks_per_node = 8;
+  const KinetoImportResult result = import_kineto_trace(trace, options, kFixture);
+  CHECK(sweep_of(result.profile, CollectiveKind::kAllReduce).group == CommGroup{12, 8});
+}
+
 TEST_CASE("Kineto import: a group spread unevenly over nodes is skipped", "[profiler][kineto]") {
   json trace = read_json_file(kFixture);
   for (json& event : trace["traceEvents"]) {
@@ -335,6 +358,7 @@ TEST_CASE("Kineto import: a group spread unevenly over nodes is skipped", "[prof
     }
     event["args"]["Process Group Ranks"] = "[0, 1, 2, 3, 4, 5, 6, 9]";
   }
+  trace["distributedInfo"]["world_size"] = 16;
   KinetoImportOptions options;
   options.ranks_per_node = 4;
   const KinetoImportResult result = import_kineto_trace(trace, options, kFixture);
@@ -342,7 +366,7 @@ TEST_CASE("Kineto import: a group spread unevenly over nodes is skipped", "[prof
   CHECK(std::none_of(result.profile.collectives.begin(), result.profile.collectives.end(),
                      [](const auto& sweep) { return sweep.kind == CollectiveKind::kAllReduce; }));
   CHECK(std::any_of(result.notes.begin(), result.notes.end(), [](const std::string& note) {
-    return note.find("spread unevenly over nodes") != std::string::npos;
+    return note.find("spreads unevenly over nodes") != std::string::npos;
   }));
 }
 
