@@ -1163,7 +1163,7 @@ std::string render_report_text(const std::vector<ReportEntry>& entries,
     out += text_table(report_detail::plan_table_rows(schedule), "  ");
     out += "  (* = the schedule's tuned plan)\n";
     const ScheduleFile& file = entries[i].schedule;
-    if (throughput_caveat_applies(file.cost_queries, file.cost_fallbacks)) {
+    if (throughput_caveat_applies(file.cost_queries, file.cost_fallbacks, file.job.pp)) {
       out += std::string("  ") + kThroughputCaveat + "\n";
     }
     out += "  " + report_detail::efficiency_line(schedule) + "\n";
@@ -1216,7 +1216,7 @@ std::string render_report_markdown(const std::vector<ReportEntry>& entries,
     out += "\n`*` marks the schedule's tuned plan. " +
            markdown_cell(report_detail::efficiency_line(schedule)) + ".";
     const ScheduleFile& file = entries[i].schedule;
-    if (throughput_caveat_applies(file.cost_queries, file.cost_fallbacks)) {
+    if (throughput_caveat_applies(file.cost_queries, file.cost_fallbacks, file.job.pp)) {
       out += fmt::format(" {}.", markdown_cell(kThroughputCaveat));
     }
     out += "\n";

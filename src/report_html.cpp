@@ -1270,7 +1270,8 @@ std::string schedule_section(const Report& report, std::size_t index, const Repo
   }
   out += "</div>\n";
   out += "<h3>Plans</h3>\n" + plans_table(report, index);
-  if (throughput_caveat_applies(entry.schedule.cost_queries, entry.schedule.cost_fallbacks)) {
+  if (throughput_caveat_applies(entry.schedule.cost_queries, entry.schedule.cost_fallbacks,
+                                entry.schedule.job.pp)) {
     out += std::string("<p class=\"note\">") + escape_xml(kThroughputCaveat) + ".</p>\n";
   }
   out += "<h3>Peak memory breakdown</h3>\n" + memory_table(report, index);

@@ -110,12 +110,15 @@ StepMetrics step_metrics(const Workload& workload, const HardwareSpec& hardware,
 inline constexpr const char* kThroughputCaveat =
     "tokens/s/GPU and MFU are upper bounds: torchtitan's published runs reached 57-91% of "
     "what the analytic model predicted for them (docs/calibration.md)";
-// Whether kThroughputCaveat applies to figures of `cost_queries` costs of which
-// `cost_fallbacks` came from the analytic model: some did, or none was counted (a schedule
-// of before the counts). Not where a measured profile priced every cost (found by QA: said
-// of a schedule tuned on a CPU profile, every cost looked up).
-inline bool throughput_caveat_applies(std::int64_t cost_queries, std::int64_t cost_fallbacks) {
-  return cost_fallbacks > 0 || cost_queries == 0;
+// Whether kThroughputCaveat applies to figures of a job of `pp` stages whose Programs
+// looked up `cost_queries` costs, `cost_fallbacks` of them from the analytic model: some
+// were, or none was counted, or the job is pipelined (its sends between stages are priced by
+// the analytic model: a profile measures no send/recv; review). Not where a measured profile
+// priced every cost (found by QA: said of a schedule tuned on a CPU profile, every cost
+// looked up).
+inline bool throughput_caveat_applies(std::int64_t cost_queries, std::int64_t cost_fallbacks,
+                                      std::int64_t pp) {
+  return cost_fallbacks > 0 || cost_queries == 0 || pp > 1;
 }
 
 }  // namespace fsdptune

@@ -275,7 +275,9 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
       queries += program.cost_queries;
       fallbacks += program.cost_fallbacks;
     }
-    if (throughput_caveat_applies(queries, fallbacks)) fmt::print("{}\n", kThroughputCaveat);
+    if (throughput_caveat_applies(queries, fallbacks, job.pp)) {
+      fmt::print("{}\n", kThroughputCaveat);
+    }
     if (write_trace) fmt::print("wrote {}\n", trace_path);
   }
   std::fflush(stdout);
@@ -536,7 +538,7 @@ void print_pipeline_schedule(const ScheduleFile& schedule, const Workload& workl
         any_timing ? fmt::format(" {:>12}", format_bytes(any_timing_reserved_bytes.at(i))) : "",
         fits ? "yes" : "no");
   }
-  if (throughput_caveat_applies(schedule.cost_queries, schedule.cost_fallbacks)) {
+  if (throughput_caveat_applies(schedule.cost_queries, schedule.cost_fallbacks, schedule.job.pp)) {
     fmt::print("{}\n", kThroughputCaveat);
   }
   if (schedule.job.pp > 1) {

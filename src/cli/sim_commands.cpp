@@ -441,7 +441,7 @@ void run_simulate(const SimulateOptions& options) {
     fmt::print("{}\n", fits ? "fits" : overflow_line(result, limit_bytes));
     fmt::print("costs              {} looked up, {} from the analytic model\n",
                program.cost_queries, program.cost_fallbacks);
-    if (throughput_caveat_applies(program.cost_queries, program.cost_fallbacks)) {
+    if (throughput_caveat_applies(program.cost_queries, program.cost_fallbacks, job.pp)) {
       fmt::print("{}\n", kThroughputCaveat);
     }
     if (write_trace) fmt::print("wrote {}\n", options.trace_path);

@@ -582,7 +582,7 @@ void run_tune(const TuneOptions& options) {
   }
   print_job_line();
   print_table(rows, result.memory_limit_bytes, any_timing,
-              throughput_caveat_applies(schedule.cost_queries, schedule.cost_fallbacks));
+              throughput_caveat_applies(schedule.cost_queries, schedule.cost_fallbacks, job.pp));
   // Of the baselines the pick could have been (found by review: under --fsdp2-exact, or
   // without torch.compile, the simplefsdp-* plans cannot).
   const PlanSummary* best_baseline = nullptr;

@@ -59,6 +59,13 @@ TEST_CASE("CPU loop: profile -> tune --profile -> validate (mpirun -np 2) -> com
   // Every cost measured: its throughput is no analytic upper bound (found by QA: said so).
   CHECK_THAT(tuned.out,
              Catch::Contains("0 from the analytic model") && !Catch::Contains("are upper bounds"));
+  const std::string costs = " --hardware " + host_path + " --profile " + profile_path;
+  CHECK_THAT(run_fsdptune("simulate " + job + costs).out,
+             Catch::Contains("0 from the analytic model") && !Catch::Contains("are upper bounds"));
+  // A pipeline's sends are priced by the analytic model (a profile measures no send/recv;
+  // review): said there.
+  CHECK_THAT(run_fsdptune("simulate " + job + costs + " --pp 2 --microbatches 2").out,
+             Catch::Contains("are upper bounds"));
   const auto validated =
       step("validate",
            run_command(mpirun_two() + "validate " + schedule_path +
