@@ -409,11 +409,14 @@ TunedSchedule schedule_of_tuning(const Workload& workload, const HardwareSpec& h
                                     ? largest_any_timing_reserved_bytes(tuning.best_any_timing)
                                     : largest_stage_reserved_bytes(tuning.best.result);
       throw Error(ErrorKind::kDoesNotFit, "--memory-limit",
+                  // The figure is the bound at any timing under --fit any-timing, said so
+                  // (QA: read as the predicted peak).
                   fmt::format("no per-stage plan fits in {} per GPU{}: the smallest largest-stage "
-                              "reserved peak found is {}, {} over",
+                              "reserved peak {}found is {}, {} over",
                               format_bytes(tuning.memory_limit_bytes),
                               any_timing ? " at any timing (--fit any-timing)" : "",
-                              format_bytes(peak), format_bytes(peak - tuning.memory_limit_bytes)),
+                              any_timing ? "at any timing " : "", format_bytes(peak),
+                              format_bytes(peak - tuning.memory_limit_bytes)),
                   does_not_fit_hint(workload.model, job, any_timing));
     }
     tuned.schedule =

@@ -430,6 +430,8 @@ TEST_CASE("tune --fit any-timing of a pipelined job: every stage within the limi
   CHECK(tight.exit_code == 3);
   CHECK_THAT(tight.err,
              Catch::Contains("no per-stage plan fits in 20.0 MiB per GPU at any timing"));
+  // ...and that its figure is the bound at any timing (QA: read as the predicted peak).
+  CHECK_THAT(tight.err, Catch::Contains("largest-stage reserved peak at any timing found is"));
   CHECK_FALSE(std::ifstream(dir + "/tight.json").good());
 }
 
