@@ -227,7 +227,8 @@ void run_compare(const CompareArgs& args) {
   if (measured.backend == "cpu" && is_builtin_hardware(schedule.hardware.id)) {
     fmt::print(stderr,
                "note: {}: measured by the cpu backend, predicted for {}: its time errors compare "
-               "this host with that GPU, not the model (the memory compares); to compare times, "
+               "this host with that GPU, not the model (the memory compares, up to timing: a "
+               "stage's or Program's peak may reach its bound at any timing); to compare times, "
                "tune on a profile of this host (docs/validation.md \"The CPU loop on measured "
                "costs\")\n",
                args.measured, schedule.hardware.id);
