@@ -426,6 +426,13 @@ bool float8_of(const TorchtitanConfig& c, std::int64_t layers) {
                    "default [] converts the output projection too)");
     }
   }
+  if (float8 && !c.float8_scaling.empty()) {
+    not_modelled(c.float8_scaling_where,
+                 fmt::format("float8 linears with '{}' scaling", c.float8_scaling),
+                 "set scaling_type_input, scaling_type_weight and scaling_type_grad_output "
+                 "to \"dynamic\" (what --float8 models: tensorwise dynamic scaling), or drop "
+                 "the float8 converter");
+  }
   if (float8 && !c.float8_all_gather) {
     not_modelled(c.float8_all_gather_where,
                  "float8 linears with bf16 all-gathers (enable_fsdp_float8_all_gather = false)",
@@ -1109,22 +1116,6 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
                          ? *o.reduce_dtype
                          : dtype_of(c.mixed_precision_reduce, c.mixed_precision_reduce_where);
   job.float8 = o.float8 ? *o.float8 : float8_of(c, model.n_layers);
-  // The file's float8 settings hold for float8 however it was switched on (review: with
-  // --float8 its delayed scaling and its recipe went unread, simulated as --float8's).
-  if (job.float8 && !c.float8_scaling.empty()) {
-    not_modelled(c.float8_scaling_where,
-                 fmt::format("float8 linears with '{}' scaling", c.float8_scaling),
-                 "set scaling_type_input, scaling_type_weight and scaling_type_grad_output "
-                 "to \"dynamic\" (what --float8 models: tensorwise dynamic scaling), or drop "
-                 "the float8 converter");
-  }
-  if (job.float8 && o.float8 && c.float8_recipe) {
-    not_modelled(
-        c.float8_recipe_where,
-        fmt::format("float8 linears of the '{}' recipe (bf16 all-gathers)", *c.float8_recipe),
-        "drop recipe_name (tensorwise scaling with float8 all-gathers, what --float8 "
-        "models)");
-  }
   if (job.float8 && c.float8_emulate) {
     not_modelled(c.float8_emulate_where,
                  "emulated float8 matmuls (torchtitan's test mode; --float8 is the hardware's)",

@@ -749,19 +749,6 @@ TEST_CASE("torchtitan: older layouts, types and TOML syntax", "[torchtitan]") {
   CHECK_THAT(delayed.where(), Catch::Contains("[float8] scaling_type_grad_output"));
   CHECK_THAT(delayed.message(), Catch::Contains("'delayed' scaling is not modelled"));
   CHECK_FALSE(job_8b(kOpAc + "[float8]\nscaling_type_input = 'delayed'\n").float8);  // no float8
-  // ...however float8 is switched on: --float8 reads the file's float8 settings too (review:
-  // its delayed scaling, and its recipe, went unread).
-  JobOverrides float8_flag;
-  float8_flag.float8 = true;
-  CHECK_THAT(error_of([&] {
-               job_8b(kOpAc + "[float8]\nscaling_type_input = 'delayed'\n", float8_flag);
-             }).message(),
-             Catch::Contains("'delayed' scaling is not modelled"));
-  CHECK_THAT(error_of([&] {
-               job_8b(kOpAc + "[float8]\nrecipe_name = 'rowwise'\n", float8_flag);
-             }).message(),
-             Catch::Contains("'rowwise' recipe"));
-  CHECK(job_8b(kOpAc + "[float8]\nscaling_type_input = 'dynamic'\n", float8_flag).float8);
   CHECK_THAT(error_of([&] { job_8b(kOpAc + "[float8]\nenable_float8_linear = true\n"); }).message(),
              Catch::Contains("float8 linears with bf16 all-gathers"));
   const std::string three =
