@@ -378,7 +378,7 @@ void add_plan_options(CLI::App* command, PlanOptions& options, bool with_plan) {
       names += (names.empty() ? "" : ", ") + name;
     command
         ->add_option("--plan", options.plan,
-                     fmt::format("built-in plan ({}), plan JSON file or schedule file", names))
+                     fmt::format("Built-in plan ({}), plan JSON file or schedule file", names))
         ->capture_default_str();
     command->add_option("--keep-gathered", options.keep_gathered,
                         "Pipelined jobs with a built-in plan: yes keeps the parameters gathered "

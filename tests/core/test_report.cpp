@@ -244,6 +244,12 @@ TEST_CASE("every report format says its throughput figures are upper bounds", "[
   CHECK_THAT(render_report_html(measured), !Catch::Contains("are upper bounds"));
   measured[0].schedule.cost_fallbacks = 1;  // one analytic cost is enough
   CHECK_THAT(render_report_text(measured), Catch::Contains(kThroughputCaveat));
+  // The rule: a pipeline's sends are the analytic model's (a profile measures no send/recv;
+  // review), and a schedule that counted nothing is not known to be measured.
+  CHECK_FALSE(throughput_caveat_applies(12, 0, 1));
+  CHECK(throughput_caveat_applies(12, 0, 2));
+  CHECK(throughput_caveat_applies(12, 3, 1));
+  CHECK(throughput_caveat_applies(0, 0, 1));
 }
 
 TEST_CASE("a replay on another node layout compares compute only, and reads back", "[report]") {

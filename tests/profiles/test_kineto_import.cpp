@@ -322,9 +322,10 @@ TEST_CASE("Kineto import: where a group's ranks lie sets its ranks per node",
         CommGroup{2, 2});
   CHECK(all_reduce_group(json::object()) == CommGroup{2, 2});
   // A list with a rank twice or past the world (16), or a start past it: not read (review).
-  CHECK(all_reduce_group({{"Process Group Ranks", "[8, 8]"}}) == CommGroup{2, 2});
+  CHECK(all_reduce_group({{"Group size", 3}, {"Process Group Ranks", "[0, 0, 8]"}}) ==
+        CommGroup{3, 3});
   CHECK(all_reduce_group({{"Process Group Ranks", "[0, 100]"}}) == CommGroup{2, 2});
-  CHECK(all_reduce_group({{"Global rank start", 20}, {"Global rank stride", 1}}) ==
+  CHECK(all_reduce_group({{"Global rank start", 12}, {"Global rank stride", 4}}) ==
         CommGroup{2, 2});
   // The fixture's 8-rank groups are one node's.
   const KinetoImportResult result = all_reduce_with({{"Process Group Ranks", "[0, 8]"}});
