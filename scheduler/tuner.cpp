@@ -137,6 +137,9 @@ struct Evaluation {
   // any_timing_reserved_bytes (0 otherwise).
   std::int64_t any_timing_reserved_bytes = 0;
   SimResult result;  // scalars only (no timings, no timeline)
+  // A start of a DP seed with deeper prefetch, or a variant of one (its own slots among
+  // the starts: TunerOptions::deep_prefetch_starts).
+  bool deep_prefetch = false;
 };
 
 // Strictly better: a plan that fits beats one that does not; among plans that fit the
@@ -581,6 +584,9 @@ class Search {
   Plan perturb(const Plan& plan);
   std::vector<Plan> pair_moves(const Plan& plan);
   std::vector<Evaluation> keep_gathered_variants(std::vector<Evaluation> starts);
+  // Of `starts`, those that fit, best first: the best `restarts` of the others, then the
+  // best `deep_prefetch_starts` deep-prefetch ones.
+  std::vector<Evaluation> best_starts(std::vector<Evaluation> starts) const;
   // Simulates `candidates` in seeded order, batch by batch; moves `current` to the best
   // of the first batch that holds a strictly better plan. False when none does.
   bool improve(Evaluation& current, std::vector<Plan> candidates);
@@ -852,6 +858,20 @@ Plan Search::perturb(const Plan& plan) {
   return current;
 }
 
+std::vector<Evaluation> Search::best_starts(std::vector<Evaluation> starts) const {
+  std::stable_sort(starts.begin(), starts.end(),
+                   [](const Evaluation& a, const Evaluation& b) { return better(a, b); });
+  std::erase_if(starts, [](const Evaluation& e) { return !e.fits; });
+  std::vector<Evaluation> plain;
+  std::vector<Evaluation> deep;
+  for (Evaluation& start : starts) (start.deep_prefetch ? deep : plain).push_back(std::move(start));
+  plain.resize(std::min(plain.size(), static_cast<std::size_t>(std::max(options_.restarts, 1))));
+  deep.resize(
+      std::min(deep.size(), static_cast<std::size_t>(std::max(options_.deep_prefetch_starts, 0))));
+  plain.insert(plain.end(), deep.begin(), deep.end());
+  return plain;
+}
+
 std::vector<Evaluation> Search::keep_gathered_variants(std::vector<Evaluation> starts) {
   // Keeping a bucket gathered from forward to backward (reshard_after_forward false)
   // saves its backward all-gather and costs its parameters' memory until its backward;
@@ -859,11 +879,7 @@ std::vector<Evaluation> Search::keep_gathered_variants(std::vector<Evaluation> s
   // number m of last forward buckets kept is swept for the best starting points: eight
   // values evenly spread over 1..k, then eight between the best that fits and the next,
   // so ~16 simulations per start find the most that memory allows.
-  std::stable_sort(starts.begin(), starts.end(),
-                   [](const Evaluation& a, const Evaluation& b) { return better(a, b); });
-  std::erase_if(starts, [](const Evaluation& e) { return !e.fits; });
-  const auto count = static_cast<std::size_t>(std::max(options_.restarts, 1));
-  if (starts.size() > count) starts.resize(count);
+  starts = best_starts(std::move(starts));
 
   const auto keep_last = [](const Plan& plan, int kept) {
     Plan out = plan;
@@ -883,8 +899,12 @@ std::vector<Evaluation> Search::keep_gathered_variants(std::vector<Evaluation> s
     split_plans.emplace_back(project(std::move(split)), start.label + ", forward per unit");
   }
   if (!out_of_budget()) {
-    for (const Evaluation& split : evaluate(split_plans, /*abort_over_limit=*/true)) {
-      if (split.fits) starts.push_back(split);
+    // In split_plans' order, less those seen before: each its start's kind.
+    std::size_t from = 0;
+    for (Evaluation& split : evaluate(split_plans, /*abort_over_limit=*/true)) {
+      while (split_plans[from].first != split.plan) ++from;
+      split.deep_prefetch = starts[from].deep_prefetch;
+      if (split.fits) starts.push_back(std::move(split));
     }
     report_progress();
   }
@@ -905,11 +925,12 @@ std::vector<Evaluation> Search::keep_gathered_variants(std::vector<Evaluation> s
         batch.emplace_back(keep_last(start.plan, kept),
                            fmt::format("{}, last {} kept", start.label, kept));
       }
-      const std::vector<Evaluation> results = evaluate(batch, /*abort_over_limit=*/true);
+      std::vector<Evaluation> results = evaluate(batch, /*abort_over_limit=*/true);
       report_progress();
       int next_high = high;
       int next_low = low;
-      for (const Evaluation& result : results) {
+      for (Evaluation& result : results) {
+        result.deep_prefetch = start.deep_prefetch;
         found.push_back(result);
         const int kept =
             static_cast<int>(std::count(result.plan.reshard_after_forward.begin(),
@@ -1047,6 +1068,27 @@ TunerResult Search::run() {
     }
   }
   std::vector<Evaluation> starts = evaluate(seed_plans, /*abort_over_limit=*/true);
+  // The seeds with a deeper prefetch, in each stream layout (TunerOptions::
+  // deep_prefetch_starts: starts of their own).
+  std::vector<std::pair<Plan, std::string>> deep_plans;
+  for (std::size_t s = 0; s < seeds.size() && options_.deep_prefetch_starts > 0; ++s) {
+    for (int depth = 2; depth <= options_.max_prefetch; ++depth) {
+      for (const StreamLayout layout : {StreamLayout::kSeparate, StreamLayout::kShared}) {
+        Plan deeper = seeds[s];
+        deeper.forward_prefetch = depth;
+        deeper.backward_prefetch = depth;
+        deeper.stream_layout = layout;
+        deep_plans.emplace_back(
+            project(std::move(deeper)),
+            fmt::format("dp seed {}, prefetch {}, {} streams", s, depth,
+                        layout == StreamLayout::kShared ? "shared" : "separate"));
+      }
+    }
+  }
+  for (Evaluation& deeper : evaluate(deep_plans, /*abort_over_limit=*/true)) {
+    deeper.deep_prefetch = true;
+    starts.push_back(std::move(deeper));
+  }
   const std::vector<Evaluation> projected =
       evaluate(projected_baselines, /*abort_over_limit=*/true);
   report_progress();
@@ -1059,13 +1101,10 @@ TunerResult Search::run() {
     starts.insert(starts.end(), kept.begin(), kept.end());
   }
 
-  // 3. Local search from the most promising starts, best first.
+  // 3. Local search from the most promising starts, best first (then the deep-prefetch
+  //    ones).
   if (best_ && best_->fits) {
-    std::stable_sort(starts.begin(), starts.end(),
-                     [](const Evaluation& a, const Evaluation& b) { return better(a, b); });
-    std::erase_if(starts, [](const Evaluation& e) { return !e.fits; });
-    const auto restarts = static_cast<std::size_t>(std::max(options_.restarts, 1));
-    if (starts.size() > restarts) starts.resize(restarts);
+    starts = best_starts(std::move(starts));
     restarts_ = static_cast<int>(starts.size());
     for (std::size_t r = 0; r < starts.size() && !out_of_budget(); ++r) {
       restart_ = static_cast<int>(r);

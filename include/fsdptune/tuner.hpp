@@ -96,6 +96,13 @@ struct TunerOptions {
   int batch_size = 32;
   // Local searches from the best starting points (seeds and baselines), best first.
   int restarts = 3;
+  // ...and from the best this many starts of the DP seeds with a deeper prefetch (both
+  // depths 2..max_prefetch, each stream layout) and their kept-gathered variants, which
+  // compete only among themselves: a deeper backward prefetch pays only with coarser
+  // backward buckets all over the model, which no local move reaches from a start of
+  // prefetch 1 (found by QA: on Llama 3 70B, 128 H100s, TP 8, selective AC under 40 GiB,
+  // seeds 0-5 picked 1.511-1.532 s; with these 1.510-1.513 s).
+  int deep_prefetch_starts = 2;
   // Pairs of moves tried when no single move improves: all of them when there are at
   // most this many, else a seeded sample of this many. 0 = single moves only.
   int pair_moves = 1024;

@@ -716,6 +716,30 @@ TEST_CASE("the stall rule ends a local search, not the search", "[tuner]") {
   CHECK(perturbation > 0);              // and the perturbations ran
 }
 
+// Found by QA (2026-12-06): a deeper backward prefetch pays only with coarser backward
+// buckets all over the model, which no local move reaches from the DP seeds' prefetch 1;
+// on Llama 3 70B on 128 H100s, TP 8, selective AC under 40 GiB seeds 0-5 picked
+// 1.511-1.532 s (seed 4 1.525 s). The seeds with deeper prefetch start local searches of
+// their own (TunerOptions::deep_prefetch_starts): 1.510-1.513 s.
+TEST_CASE("the DP seeds with deeper prefetch start local searches of their own", "[tuner]") {
+  const Workload workload = llama3_70b_tp8(128, ActivationCheckpointing::kSelective);
+  const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
+  TunerOptions options;
+  options.time_budget_s = 0;
+  options.memory_limit_bytes = 40LL << 30;
+  options.seed = 4;
+  options.threads = 2;
+  int restarts = 0;
+  options.progress = [&](const TunerProgress& progress) {
+    restarts = std::max(restarts, progress.restarts);
+    return true;
+  };
+  const TunerResult tuned = Tuner(options).tune(workload, *costs);
+  REQUIRE(tuned.fits);
+  CHECK(restarts == options.restarts + options.deep_prefetch_starts);
+  CHECK(tuned.best.step_time_s < 1.515);
+}
+
 TEST_CASE("fsdp2_exact returns only plans FSDP2's groups run, never slower than fsdp2", "[tuner]") {
   // Found by QA: the plans tune picked were not FSDP2's (on Llama 3 8B on 8 H100s its
   // backward all-gather buckets differ from its forward ones), so a torchtitan user could
