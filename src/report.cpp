@@ -4,6 +4,7 @@
 #include "fsdptune/report.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -309,8 +310,21 @@ std::string markdown_table(const std::vector<std::vector<std::string>>& rows) {
     }
     out += "\n";
     if (r == 0) {
+      // Figures right-aligned, text (the first column, yes/no, labels) left (found by QA:
+      // every column after the first was right-aligned, text too).
+      const auto is_figure = [](const std::string& cell) {
+        return cell.empty() || std::isdigit(static_cast<unsigned char>(cell[0])) != 0 ||
+               ((cell[0] == '-' || cell[0] == '+') && cell.size() > 1 &&
+                std::isdigit(static_cast<unsigned char>(cell[1])) != 0);
+      };
       out += "|";
-      for (std::size_t c = 0; c < rows[r].size(); ++c) out += c == 0 ? " --- |" : " ---: |";
+      for (std::size_t c = 0; c < rows[r].size(); ++c) {
+        bool figures = c > 0;
+        for (std::size_t body = 1; body < rows.size() && figures; ++body) {
+          figures = c >= rows[body].size() || is_figure(rows[body][c]);
+        }
+        out += figures ? " ---: |" : " --- |";
+      }
       out += "\n";
     }
   }

@@ -605,6 +605,10 @@ TEST_CASE("markdown: tables with a separator row, pipes escaped", "[report]") {
   CHECK(markdown.rfind("# fsdptune report\n", 0) == 0);
   CHECK(markdown.find("| plan | step time | tokens/s/GPU |") != std::string::npos);
   CHECK(markdown.find("| --- | ---: |") != std::string::npos);
+  // Text columns left-aligned, figures right (found by QA: "yes" right-aligned): the plans
+  // table ends with the reserved peak, then fits.
+  CHECK(markdown.find("| peak reserved | fits |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: "
+                      "| --- |\n") != std::string::npos);
   CHECK(markdown.find("a\\|b") != std::string::npos);
   CHECK(markdown.find("### Predicted vs measured") != std::string::npos);
   CHECK(markdown.find("#### Largest per-task errors") != std::string::npos);
