@@ -617,6 +617,12 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& sourc
     case JsonChecker::Fault::kNone:
       return nlohmann::json::parse(text);
     case JsonChecker::Fault::kSyntax:
+      // A number beyond a double (1e400) is valid JSON that no field takes: said as such
+      // (carried QA note: "malformed JSON" for a well-formed file).
+      if (checker.message.find("number overflow") != std::string::npos) {
+        throw_bad_input(text_position(text, checker.byte, source),
+                        fmt::format("a number out of range ({})", checker.message));
+      }
       throw_bad_input(text_position(text, checker.byte, source),
                       fmt::format("malformed JSON ({})", checker.message));
     case JsonChecker::Fault::kTooDeep:

@@ -51,6 +51,8 @@ TEST_CASE("parse_json_text reports a number out of a double's range at its place
     CHECK(e.kind() == ErrorKind::kBadInput);
     CHECK(e.where() == "model.json:2:12");
     CHECK_THAT(e.message(), Catch::Contains("number overflow parsing '1e400'"));
+    // Well-formed JSON: not "malformed" (carried QA note).
+    CHECK_THAT(e.message(), Catch::StartsWith("a number out of range"));
   }
 }
 
