@@ -42,8 +42,8 @@ struct TunerProgress {
   double best_step_time_s = 0;  // of the best plan that fits; 0 while none fits
   double elapsed_s = 0;         // wall clock since tune() began
   int restart = 0;              // which seed the local search is refining (0-based)
-  int restarts = 0;             // how many seeds there are
-  int perturbation = 0;         // which perturbation restart (1-based); 0 before them
+  int restarts = 0;      // how many starts are searched (restarts + deep_prefetch_starts at most)
+  int perturbation = 0;  // which perturbation restart (1-based); 0 before them
 };
 
 struct TunerOptions {
