@@ -427,9 +427,9 @@ void run_sweep(const SweepCliOptions& o) {
       tuned = schedule_of_tuning(workload, hardware, *costs, *result.best_tuning);
     } else {
       fmt::print(stderr,
-                 "sweep: tuning the best configuration (capped at {} plans per chunk past its "
+                 "sweep: tuning the best configuration (capped at {} per chunk past its "
                  "baselines and seeds)\n",
-                 o.tune_evaluations);
+                 counted(o.tune_evaluations, "plan"));
       tuned =
           tune_schedule(workload, hardware, *costs,
                         sweep_tuner_options(options, result.memory_limit_bytes, options.threads));
@@ -568,9 +568,9 @@ void run_sweep(const SweepCliOptions& o) {
                                             unsimulated, kShardedStateReason),
              result.ranked.size(), result.tuned,
              o.tune_top == "0" ? std::string()
-                               : fmt::format(" (capped at {} plans per chunk past the baselines "
-                                             "and seeds)",
-                                             o.tune_evaluations),
+                               : fmt::format(" (capped at {} per chunk past the baselines and "
+                                             "seeds)",
+                                             counted(o.tune_evaluations, "plan")),
              shown > 0 ? "\n" : "");
   const bool any_timing = options.fit_at_any_timing;
   // The configuration column as wide as its longest label (found by QA: a split of an

@@ -324,18 +324,33 @@ void run_tune(const TuneOptions& options) {
   tuner_options.simplefsdp_exact = options.simplefsdp_exact;
   // Progress on stderr once a search has run for a second: rewritten in place twice a
   // second on a terminal, a line every two seconds otherwise (logs).
+  // A pipelined job runs one search per chunk, each counting from 0 (found by QA: the line
+  // showed one chunk's count, clock and one-microbatch best, and went quiet once a later
+  // chunk's clock stayed under the last report): plans and seconds of the whole command,
+  // and a best only of a single Program's search.
   const bool terminal = isatty(fileno(stderr)) != 0;
+  const auto progress_started = std::chrono::steady_clock::now();
+  const bool one_search = !is_pipelined(job);
   double last_report_s = 0;
   bool reported = false;
+  std::int64_t earlier_searches_plans = 0;
+  std::int64_t search_plans = 0;
   tuner_options.progress = [&](const TunerProgress& progress) {
+    if (progress.plans_evaluated < search_plans) earlier_searches_plans += search_plans;
+    search_plans = progress.plans_evaluated;
+    const double elapsed_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - progress_started).count();
     const double interval_s = terminal ? 0.5 : 2.0;
-    if (progress.elapsed_s >= 1.0 && progress.elapsed_s - last_report_s >= interval_s) {
-      last_report_s = progress.elapsed_s;
+    if (elapsed_s >= 1.0 && elapsed_s - last_report_s >= interval_s) {
+      last_report_s = elapsed_s;
       reported = terminal;
-      fmt::print(stderr, "{}tuning: {} plans simulated, best {}, {:.1f} s{}", terminal ? "\r" : "",
-                 progress.plans_evaluated,
-                 progress.best_step_time_s > 0 ? format_seconds(progress.best_step_time_s) : "-",
-                 progress.elapsed_s, terminal ? "" : "\n");
+      fmt::print(stderr, "{}tuning: {} plans simulated{}, {:.1f} s{}", terminal ? "\r" : "",
+                 earlier_searches_plans + search_plans,
+                 !one_search ? std::string(" (chunk by chunk)")
+                 : progress.best_step_time_s > 0
+                     ? ", best " + format_seconds(progress.best_step_time_s)
+                     : std::string(", best -"),
+                 elapsed_s, terminal ? "" : "\n");
       std::fflush(stderr);
     }
     return true;
