@@ -626,8 +626,10 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& sourc
       throw_bad_input(text_position(text, checker.byte, source),
                       fmt::format("malformed JSON ({})", checker.message));
     case JsonChecker::Fault::kTooDeep:
-      throw_bad_input(source,
-                      fmt::format("malformed JSON (nested deeper than {} levels)", kMaxJsonDepth));
+      // Well-formed JSON maybe, but deeper than any format of fsdptune (review: "malformed").
+      throw_bad_input(source, fmt::format("nested deeper than {} levels (fsdptune's limit: no "
+                                          "format of it nests so deep)",
+                                          kMaxJsonDepth));
     case JsonChecker::Fault::kDuplicateKey:
       throw_bad_input(fmt::format("{}: field '{}'", source, checker.message), "given twice",
                       "keep one of the two");

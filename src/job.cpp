@@ -655,6 +655,12 @@ JobSpec job_from_json(const nlohmann::json& json, const std::string& source) {
       throw_bad_input(field_where(source, field),
                       fmt::format("expected an integer, got {}", it->dump()));
     }
+    // Above INT64_MAX get<int64_t> wraps (review: 2^64 - 1 was said as "got -1"), as the
+    // model reader guards.
+    if (it->is_number_unsigned() && it->get<std::uint64_t>() > std::uint64_t{INT64_MAX}) {
+      throw_bad_input(field_where(source, field),
+                      fmt::format("{} does not fit in a 64-bit integer", it->dump()));
+    }
     out = it->get<std::int64_t>();
   };
   auto text = [&](const char* field) -> std::optional<std::string> {

@@ -313,7 +313,8 @@ std::string markdown_table(const std::vector<std::vector<std::string>>& rows) {
       // Figures right-aligned, text (the first column, yes/no, labels) left (found by QA:
       // every column after the first was right-aligned, text too).
       const auto is_figure = [](const std::string& cell) {
-        return cell.empty() || std::isdigit(static_cast<unsigned char>(cell[0])) != 0 ||
+        return cell.empty() || cell == "-" ||
+               std::isdigit(static_cast<unsigned char>(cell[0])) != 0 ||
                ((cell[0] == '-' || cell[0] == '+') && cell.size() > 1 &&
                 std::isdigit(static_cast<unsigned char>(cell[1])) != 0);
       };

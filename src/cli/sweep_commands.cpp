@@ -376,8 +376,8 @@ void run_sweep(const SweepCliOptions& o) {
     // The cap is checked once the baselines and seeds are simulated (review: "at most 1 per
     // chunk" beside 39 plans simulated).
     fmt::print(stderr,
-               "sweep: {} tuned ({} plans simulated; each chunk's search capped at {} past its "
-               "baselines and seeds)\n",
+               "sweep: {} tuned ({} plans simulated; each chunk's search capped at {}, checked "
+               "once its baselines and seeds are simulated)\n",
                counted(result.tuned, "configuration"), result.plans_evaluated, o.tune_evaluations);
   }
 
@@ -427,8 +427,8 @@ void run_sweep(const SweepCliOptions& o) {
       tuned = schedule_of_tuning(workload, hardware, *costs, *result.best_tuning);
     } else {
       fmt::print(stderr,
-                 "sweep: tuning the best configuration (capped at {} per chunk past its "
-                 "baselines and seeds)\n",
+                 "sweep: tuning the best configuration (capped at {} per chunk, checked once "
+                 "its baselines and seeds are simulated)\n",
                  counted(o.tune_evaluations, "plan"));
       tuned =
           tune_schedule(workload, hardware, *costs,
@@ -568,8 +568,8 @@ void run_sweep(const SweepCliOptions& o) {
                                             unsimulated, kShardedStateReason),
              result.ranked.size(), result.tuned,
              o.tune_top == "0" ? std::string()
-                               : fmt::format(" (capped at {} per chunk past the baselines and "
-                                             "seeds)",
+                               : fmt::format(" (capped at {} per chunk, checked once the "
+                                             "baselines and seeds are simulated)",
                                              counted(o.tune_evaluations, "plan")),
              shown > 0 ? "\n" : "");
   const bool any_timing = options.fit_at_any_timing;

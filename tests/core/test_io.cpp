@@ -67,6 +67,7 @@ TEST_CASE("parse_json_text rejects JSON nested deeper than any format", "[io]") 
     CHECK(e.kind() == ErrorKind::kBadInput);
     CHECK(e.where() == "model.json");
     CHECK_THAT(e.message(), Catch::Contains("nested deeper than"));
+    CHECK_THAT(e.message(), !Catch::Contains("malformed"));  // maybe well-formed (review)
   }
   // A schedule's 7 levels and more are fine.
   CHECK(parse_json_text(std::string(64, '[') + std::string(64, ']'), "x").is_array());

@@ -272,6 +272,13 @@ TEST_CASE("job_from_json names bad fields", "[job][errors]") {
     CHECK(std::string(e.what()).find("job.json: field 'gpus'") != std::string::npos);
   }
   CHECK_THROWS_AS(job_from_json(nlohmann::json::parse(R"({"gpu": 8})"), "job.json"), Error);
+  // Above INT64_MAX: said as such, not wrapped to a negative number (review: "got -1").
+  try {
+    job_from_json(nlohmann::json::parse(R"({"seq_len": 18446744073709551615})"), "job.json");
+    FAIL("accepted 2^64 - 1");
+  } catch (const Error& e) {
+    CHECK_THAT(e.message(), Catch::Contains("does not fit in a 64-bit integer"));
+  }
 }
 
 TEST_CASE("the execution round-trips, files without it read as compiled, async TP only compiled",
