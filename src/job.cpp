@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "fsdptune/error.hpp"
+#include "fsdptune/io.hpp"
 #include "fsdptune/units.hpp"
 
 namespace fsdptune {
@@ -655,13 +656,8 @@ JobSpec job_from_json(const nlohmann::json& json, const std::string& source) {
       throw_bad_input(field_where(source, field),
                       fmt::format("expected an integer, got {}", it->dump()));
     }
-    // Above INT64_MAX get<int64_t> wraps (review: 2^64 - 1 was said as "got -1"), as the
-    // model reader guards.
-    if (it->is_number_unsigned() && it->get<std::uint64_t>() > std::uint64_t{INT64_MAX}) {
-      throw_bad_input(field_where(source, field),
-                      fmt::format("{} does not fit in a 64-bit integer", it->dump()));
-    }
-    out = it->get<std::int64_t>();
+    // Above INT64_MAX get<int64_t> wraps (review: 2^64 - 1 was said as "got -1").
+    out = json_int64(*it, field_where(source, field));
   };
   auto text = [&](const char* field) -> std::optional<std::string> {
     const auto it = json.find(field);

@@ -57,14 +57,16 @@ std::string require_string(const nlohmann::json& object, const char* key,
 std::int64_t require_positive_integer(const nlohmann::json& object, const char* key,
                                       const std::string& where, std::int64_t max) {
   const nlohmann::json& value = require(object, key, where);
-  if (!value.is_number_integer() || value.get<std::int64_t>() <= 0) {
+  if (!value.is_number_integer()) {
     throw_bad_input(key_path(where, key), "must be a positive integer");
   }
-  if (value.get<std::int64_t>() > max) {
-    throw_bad_input(key_path(where, key),
-                    fmt::format("is {}, expected at most {}", value.get<std::int64_t>(), max));
+  // Above INT64_MAX said as such, not wrapped to a negative (review).
+  const std::int64_t number = json_int64(value, key_path(where, key));
+  if (number <= 0) throw_bad_input(key_path(where, key), "must be a positive integer");
+  if (number > max) {
+    throw_bad_input(key_path(where, key), fmt::format("is {}, expected at most {}", number, max));
   }
-  return value.get<std::int64_t>();
+  return number;
 }
 
 double require_positive_number(const nlohmann::json& object, const char* key,

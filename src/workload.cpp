@@ -968,7 +968,8 @@ Op op_from_json(const nlohmann::json& json, const std::string& where) {
       throw_bad_input(fmt::format("{}: field '{}.{}'", where, context, name),
                       "missing or not an integer");
     }
-    const auto value = it->get<std::int64_t>();
+    const std::int64_t value =
+        json_int64(*it, fmt::format("{}: field '{}.{}'", where, context, name));
     if (value < low || value > high) {
       throw_bad_input(fmt::format("{}: field '{}.{}'", where, context, name),
                       fmt::format("is {}, expected {} to {}", value, low, high));
@@ -1028,7 +1029,7 @@ Op op_from_json(const nlohmann::json& json, const std::string& where) {
     if (!field("bytes").is_number_integer()) {
       throw_bad_input(fmt::format("{}: field 'bytes'", where), "expected an integer");
     }
-    op.bytes = field("bytes").get<std::int64_t>();
+    op.bytes = json_int64(field("bytes"), fmt::format("{}: field 'bytes'", where));
     in_range("bytes", static_cast<double>(op.bytes), static_cast<double>(kMaxOpCount));
     switch (op.kind) {
       case OpKind::kGemm: {

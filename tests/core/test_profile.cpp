@@ -290,6 +290,15 @@ TEST_CASE("a profile's op shapes and sweeps beyond a workload's are rejected", "
   json["collectives"][0]["ranks"] = std::numeric_limits<std::int64_t>::max();
   require_rejected(json, "collectives[0].ranks");
   json = good;
+  // Above INT64_MAX: said so (review: wrapped to a negative, "must be a positive integer").
+  json["collectives"][0]["ranks"] = std::numeric_limits<std::uint64_t>::max();
+  try {
+    profile_from_json(json, "p.json");
+    FAIL("accepted 2^64 - 1 ranks");
+  } catch (const Error& e) {
+    CHECK_THAT(e.message(), Catch::Contains("more than 2^63 - 1"));
+  }
+  json = good;
   json["collectives"][0]["points"][1]["samples_s"][0] = 1e300;
   require_rejected(json, "collectives[0].points[1].samples_s[0]");
 }
