@@ -592,6 +592,10 @@ class Search {
   bool improve(Evaluation& current, std::vector<Plan> candidates);
   // First-improvement local search from `start`; returns the local optimum reached.
   Evaluation descend(Evaluation start);
+  // The local searches of FSDP2's part of the space (one partition for both collectives,
+  // separate streams) from the best of `starts` moved into it; the best plan they reach
+  // (TunerOptions::one_partition_phase).
+  std::optional<Evaluation> one_partition_search(const std::vector<Evaluation>& starts);
   void report_progress();
 
   const Workload& workload_;
@@ -618,6 +622,7 @@ class Search {
   int restart_ = 0;
   int restarts_ = 0;
   int perturbation_ = 0;
+  bool one_partition_phase_ = false;
 };
 
 std::vector<Evaluation> Search::evaluate(const std::vector<std::pair<Plan, std::string>>& plans,
@@ -697,6 +702,7 @@ void Search::report_progress() {
   progress.restart = restart_;
   progress.restarts = restarts_;
   progress.perturbation = perturbation_;
+  progress.one_partition = one_partition_phase_;
   if (!options_.progress(progress)) stopped_ = true;
 }
 
@@ -1016,6 +1022,46 @@ Evaluation Search::descend(Evaluation current) {
   return current;
 }
 
+std::optional<Evaluation> Search::one_partition_search(const std::vector<Evaluation>& starts) {
+  const TunerOptions whole = options_;
+  options_.independent_partitions = false;
+  options_.search_layout = false;  // separate streams (project)
+  one_partition_phase_ = true;
+  // The starts moved into the part (each keeps its kind), and those already in it.
+  std::vector<std::pair<Plan, std::string>> moved;
+  std::vector<bool> moved_deep;
+  std::vector<Evaluation> part_starts;
+  for (const Evaluation& start : starts) {
+    Plan plan = project(start.plan);
+    if (plan == start.plan) {
+      part_starts.push_back(start);
+    } else {
+      moved.emplace_back(std::move(plan), start.label + ", one partition");
+      moved_deep.push_back(start.deep_prefetch);
+    }
+  }
+  if (!out_of_budget()) {
+    std::size_t from = 0;
+    for (Evaluation& evaluation : evaluate(moved, /*abort_over_limit=*/true)) {
+      while (moved[from].first != evaluation.plan) ++from;
+      evaluation.deep_prefetch = moved_deep[from];
+      part_starts.push_back(std::move(evaluation));
+    }
+  }
+  part_starts = best_starts(std::move(part_starts));
+  restarts_ = static_cast<int>(part_starts.size());
+  std::optional<Evaluation> reached;
+  for (std::size_t r = 0; r < part_starts.size() && !out_of_budget(); ++r) {
+    restart_ = static_cast<int>(r);
+    const Evaluation optimum = descend(part_starts[r]);
+    if (!reached || better(optimum, *reached)) reached = optimum;
+  }
+  options_ = whole;
+  one_partition_phase_ = false;
+  if (reached) reached->deep_prefetch = false;
+  return reached;
+}
+
 TunerResult Search::run() {
   TunerResult result;
   const HardwareSpec& hardware = costs_.hardware();
@@ -1103,8 +1149,17 @@ TunerResult Search::run() {
 
   // 3. Local search from the most promising starts, best first (then the deep-prefetch
   //    ones).
+  //    First, where the space has independent partitions and both stream layouts, the
+  //    local searches of FSDP2's part of it (TunerOptions::one_partition_phase); the plan
+  //    they reach starts a local search of its own after the others.
   if (best_ && best_->fits) {
+    std::optional<Evaluation> one_partition;
+    if (options_.one_partition_phase && options_.independent_partitions && options_.search_layout &&
+        options_.max_evaluations == 0) {
+      one_partition = one_partition_search(starts);
+    }
     starts = best_starts(std::move(starts));
+    if (one_partition && one_partition->fits) starts.push_back(*one_partition);
     restarts_ = static_cast<int>(starts.size());
     for (std::size_t r = 0; r < starts.size() && !out_of_budget(); ++r) {
       restart_ = static_cast<int>(r);

@@ -44,6 +44,8 @@ struct TunerProgress {
   int restart = 0;              // which seed the local search is refining (0-based)
   int restarts = 0;      // how many starts are searched (restarts + deep_prefetch_starts at most)
   int perturbation = 0;  // which perturbation restart (1-based); 0 before them
+  // In the local searches of FSDP2's part of the space (TunerOptions::one_partition_phase).
+  bool one_partition = false;
 };
 
 struct TunerOptions {
@@ -103,6 +105,16 @@ struct TunerOptions {
   // prefetch 1 (found by QA: on Llama 3 70B, 128 H100s, TP 8, selective AC under 40 GiB,
   // seeds 0-5 picked 1.511-1.532 s; with these 1.510-1.513 s).
   int deep_prefetch_starts = 2;
+  // Before the local searches of the whole space, local searches of FSDP2's part of it (one
+  // partition for all-gathers and reduce-scatters, separate streams: what --fsdp2-exact
+  // searches) from the best starts moved into it; the plan they reach starts a local search
+  // of its own after the others. Where the space has independent partitions and both
+  // layouts, and no max_evaluations (a capped search spends its plans on the whole space).
+  // Found in review: on Llama 3 70B on 64 H100s, TP 8, --fsdp2-exact found 1.199-1.202 s,
+  // the whole space 1.202-1.205 s (its moves change one partition at a time and never reach
+  // FSDP2's coarse, deep-prefetch region); with this phase 1.193-1.197 s, for ~40% more
+  // plans.
+  bool one_partition_phase = true;
   // Pairs of moves tried when no single move improves: all of them when there are at
   // most this many, else a seeded sample of this many. 0 = single moves only.
   int pair_moves = 1024;
