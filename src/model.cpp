@@ -104,6 +104,10 @@ struct ShapeFieldNames {
   // transformers omits num_key_value_heads for multi-head attention (= num_attention_heads);
   // our format always writes n_kv_heads.
   bool kv_heads_default_to_heads;
+  // transformers also omits tie_word_embeddings when it is true (PretrainedConfig's
+  // default, and Gemma's; Llama, Mistral and Qwen2 configs write false): tied when absent.
+  // Our format's tie_embeddings defaults to false.
+  bool tie_embeddings_by_default;
 };
 
 constexpr ShapeFieldNames kHfConfigFields = {"_name_or_path (or the file's folder)",
@@ -117,10 +121,12 @@ constexpr ShapeFieldNames kHfConfigFields = {"_name_or_path (or the file's folde
                                              "tie_word_embeddings",
                                              "rope_theta",
                                              "rms_norm_eps",
+                                             true,
                                              true};
-constexpr ShapeFieldNames kOurFields = {"name",           "dim",        "n_layers", "n_heads",
-                                        "n_kv_heads",     "head_dim",   "ffn_dim",  "vocab_size",
-                                        "tie_embeddings", "rope_theta", "norm_eps", false};
+constexpr ShapeFieldNames kOurFields = {
+    "name",     "dim",     "n_layers",   "n_heads",        "n_kv_heads",
+    "head_dim", "ffn_dim", "vocab_size", "tie_embeddings", "rope_theta",
+    "norm_eps", false,     false};
 
 // Reads the shape of `model` from `json`; defaults as torchtitan's / transformers' Llama
 // (rope_theta 500000 and norm_eps 1e-5 are Llama 3's).
@@ -140,7 +146,8 @@ void read_shape_fields(const nlohmann::json& json, const std::string& source,
   model.head_dim = positive_int(json, source, names.head_dim, &default_head_dim);
   model.ffn_dim = positive_int(json, source, names.ffn_dim);
   model.vocab_size = positive_int(json, source, names.vocab_size);
-  model.tie_embeddings = boolean(json, source, names.tie_embeddings, false);
+  model.tie_embeddings =
+      boolean(json, source, names.tie_embeddings, names.tie_embeddings_by_default);
   model.rope_theta = positive_number(json, source, names.rope_theta, 500000.0);
   model.norm_eps = positive_number(json, source, names.norm_eps, 1e-5);
 }
@@ -384,6 +391,15 @@ std::vector<std::string> hf_config_notes(const nlohmann::json& json) {
           "are a few per mille of the weights')",
           bias));
     }
+  }
+  // Found by QA: Gemma's configs leave tie_word_embeddings out (transformers omits a field
+  // equal to PretrainedConfig's default, true), and were counted with an output layer of
+  // their own (Gemma 2 9B: 10.16B parameters, not 9.24B). Absent, it is read as tied.
+  if (const auto tie = json.find("tie_word_embeddings"); tie == json.end() || tie->is_null()) {
+    notes.push_back(
+        "no tie_word_embeddings: read as true, transformers' default (a config it saves leaves "
+        "the field out when true); give \"tie_word_embeddings\": false for a separate output "
+        "layer");
   }
   // Qwen2 writes sliding_window with use_sliding_window false; Mistral v0.1 writes 4096.
   const auto window = json.find("sliding_window");

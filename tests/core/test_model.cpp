@@ -148,7 +148,16 @@ TEST_CASE("HF config without head_dim and kv heads takes the defaults", "[model]
   const ModelSpec model = model_from_json(json, "cfg.json");
   CHECK(model.head_dim == 16);
   CHECK(model.n_kv_heads == 4);
-  CHECK_FALSE(model.tie_embeddings);
+  // tied, as transformers reads a config without tie_word_embeddings (found by QA: Gemma's
+  // configs leave it out and were counted with a separate output layer), and said so
+  CHECK(model.tie_embeddings);
+  const std::vector<std::string> notes = hf_config_notes(json);
+  REQUIRE(notes.size() == 1);
+  CHECK_THAT(notes[0], Catch::Contains("no tie_word_embeddings: read as true"));
+  auto untied = json;
+  untied["tie_word_embeddings"] = false;
+  CHECK_FALSE(model_from_json(untied, "cfg.json").tie_embeddings);
+  CHECK(hf_config_notes(untied).empty());
 }
 
 TEST_CASE("bad model files name the file and the field", "[model][errors]") {
@@ -303,7 +312,8 @@ TEST_CASE("an HF config of what the Llama model leaves out gets notes naming the
   auto json = nlohmann::json::parse(
       R"({"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
           "num_attention_heads": 4, "vocab_size": 100, "model_type": "llama",
-          "hidden_act": "silu", "attention_bias": false, "mlp_bias": false})");
+          "hidden_act": "silu", "attention_bias": false, "mlp_bias": false,
+          "tie_word_embeddings": false})");
   CHECK(hf_config_notes(json).empty());
   CHECK(hf_config_notes(model_to_json(builtin_model("tiny"))).empty());
   auto gemma = json;
