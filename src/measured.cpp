@@ -283,7 +283,9 @@ std::string node_layout_difference(const MeasuredResult& measured, const JobSpec
   if (node == measured.environment.end() || measured.shards_per_rank != 1) return "";
   const std::int64_t expected = std::min(job.gpus, job.gpus_per_node);
   if (node->second == std::to_string(expected)) return "";
-  return fmt::format("{} ranks per node, the schedule's job {}", node->second, expected);
+  // (QA: one rank per node, two hosts of one rank each, read "1 ranks per node")
+  return fmt::format("{} {} per node, the schedule's job {}", node->second,
+                     node->second == "1" ? "rank" : "ranks", expected);
 }
 
 MeasuredResult measured_from_json(const nlohmann::json& json, const std::string& source) {

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "fsdptune/error.hpp"
+#include "fsdptune/units.hpp"
 
 namespace fsdptune {
 namespace {
@@ -202,10 +203,15 @@ void validate_plan(const Plan& plan, int unit_count, const std::string& where) {
   validate_partition(plan.reduce_scatter_buckets, unit_count,
                      field(where, "reduce_scatter_buckets"));
   if (plan.reshard_after_forward.size() != plan.forward_buckets.size()) {
-    throw_bad_input(field(where, "reshard_after_forward"),
-                    fmt::format("has {} entries but there are {} forward buckets",
-                                plan.reshard_after_forward.size(), plan.forward_buckets.size()),
-                    "give one true/false per forward bucket");
+    throw_bad_input(
+        field(where, "reshard_after_forward"),
+        fmt::format(
+            "has {} but there {} {}",
+            counted(static_cast<std::int64_t>(plan.reshard_after_forward.size()), "entry",
+                    "entries"),
+            plan.forward_buckets.size() == 1 ? "is" : "are",
+            counted(static_cast<std::int64_t>(plan.forward_buckets.size()), "forward bucket")),
+        "give one true/false per forward bucket");
   }
   const std::pair<const char*, int> depths[] = {{"forward_prefetch", plan.forward_prefetch},
                                                 {"backward_prefetch", plan.backward_prefetch}};

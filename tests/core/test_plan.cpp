@@ -144,6 +144,14 @@ TEST_CASE("validate_plan checks reshard length and prefetch against reorder", "[
   Plan reshard = four_unit_plan();
   reshard.reshard_after_forward = {true, false};
   CHECK(rejected_at(reshard, 4) == "plan.json: reshard_after_forward");
+  // Counted in English (QA: "has 0 entries but there are 1 forward buckets").
+  reshard.forward_buckets = {{0, 3}};
+  reshard.reshard_after_forward = {};
+  CHECK_THROWS_WITH(validate_plan(reshard, 4, "plan.json"),
+                    Catch::Contains("has 0 entries but there is 1 forward bucket"));
+  reshard.reshard_after_forward = {true, false};
+  CHECK_THROWS_WITH(validate_plan(reshard, 4, "plan.json"),
+                    Catch::Contains("has 2 entries but there is 1 forward bucket"));
 
   Plan zero = four_unit_plan();
   zero.forward_prefetch = 0;  // reorder is true: gathers must run ahead

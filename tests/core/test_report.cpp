@@ -263,6 +263,10 @@ TEST_CASE("a replay on another node layout compares compute only, and reads back
   REQUIRE(m.streams.size() == 1);
   CHECK(m.streams[0].stream == "compute");
   CHECK_THAT(render_report_text(input), Catch::Contains("node layout: 1000 ranks per node"));
+  // One rank per node (two hosts of one rank each) in English (QA: "1 ranks per node").
+  input[0].measured->environment["ranks_per_node"] = "1";
+  CHECK_THAT(summarize_report(input).schedules[0].measured->node_layout,
+             Catch::StartsWith("1 rank per node, the schedule's job "));
   const nlohmann::json json = report_to_json(report);
   CHECK(json["schedules"][0]["measured"]["node_layout"] == m.node_layout);
   CHECK(report_from_json(json, "r.json") == report);
