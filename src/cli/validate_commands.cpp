@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <iterator>
 #include <memory>
@@ -131,21 +132,28 @@ ExecutorOptions checked_options(const ValidateArgs& args) {
 }
 
 void run_validate(const ValidateArgs& args) {
+  // Every rank of `mpirun -np N` finds the same: said once, by the first rank; a later rank
+  // says its own after the grace (found by QA: N times, for the flags' values and then for
+  // --out's path).
+  const auto said_once = [](const std::function<void()>& check) {
+    try {
+      check();
+    } catch (const Error& e) {
+      const std::string later = later_launched_rank();
+      if (later.empty()) throw;
+      wait_as_a_later_rank();
+      throw Error(e.kind(),
+                  e.where().empty() ? fmt::format("rank {}", later)
+                                    : fmt::format("rank {}: {}", later, e.where()),
+                  e.message(), e.hint());
+    }
+  };
   ExecutorOptions options;
-  try {
-    options = checked_options(args);
-  } catch (const Error& e) {
-    // Every rank of `mpirun -np N` found the same: said once (found by QA: N times).
-    const std::string later = later_launched_rank();
-    if (later.empty()) throw;
-    wait_as_a_later_rank();
-    throw Error(e.kind(),
-                e.where().empty() ? fmt::format("rank {}", later)
-                                  : fmt::format("rank {}: {}", later, e.where()),
-                e.message(), e.hint());
-  }
-  // The files each rank sees on its own node: said by every rank that fails.
-  require_distinct_files({{"--out", args.out}}, {{"the schedule", args.schedule}});
+  said_once([&] { options = checked_options(args); });
+  // The files each rank sees on its own node (a later rank on another node says its own).
+  said_once([&] {
+    require_distinct_files({{"--out", args.out}}, {{"the schedule", args.schedule}});
+  });
   MpiSession mpi;
   Watchdog watchdog(mpi.rank(), options.timeout_s, "reading the schedule");
   ScheduleFile schedule;

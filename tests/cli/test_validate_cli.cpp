@@ -432,6 +432,11 @@ TEST_CASE("validate and compare reject bad flags and files", "[cli][validate]") 
   CHECK(run.exit_code != 0);
   CHECK(count(run.err, "validate has no option --itres") == 1);
   CHECK_FALSE(std::filesystem::exists(dir + "/m.json"));
+  // So is an --out each rank finds unwritable (found by QA: once per rank).
+  run = run_command(mpirun(3) + binary() + " validate " + tiny_schedule() + " --out " +
+                    tiny_schedule());
+  CHECK(run.exit_code != 0);
+  CHECK(count(run.err, "would overwrite that input") == 1);
   // A later rank's own error, which the first rank does not share (an MPMD launch), is said
   // too: after its grace, by that rank (found by QA: said by no rank).
   run = run_command(mpirun(2) + binary() + " validate " + tiny_schedule() +
@@ -466,12 +471,12 @@ TEST_CASE("validate and compare reject bad flags and files", "[cli][validate]") 
   run = run_command("env PMI_RANK=1 " + binary() + " sweep --model tiny --gpus 8 --thread 2");
   CHECK(run.exit_code == 2);
   CHECK_THAT(run.err, Catch::Contains("--thread"));
-  // A file each rank sees on its own node is said by every rank.
+  // A file each rank sees on its own node is said by a later rank too (after its grace).
   write_file_atomically(dir + "/file", "");
   run = run_command("env PMI_RANK=1 " + binary() + " validate " + tiny_schedule() + " --out " +
                     dir + "/file/m.json");
   CHECK(run.exit_code == 2);
-  CHECK_THAT(run.err, Catch::Contains("--out"));
+  CHECK_THAT(run.err, Catch::Contains("error: rank 1: --out"));
   write_file_atomically(dir + "/m.json", "{\"format\": \"fsdptune-measured\", \"version\": 1}\n");
   run = run_fsdptune("compare " + tiny_schedule() + " " + dir + "/m.json");
   CHECK(run.exit_code == 2);
