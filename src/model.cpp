@@ -169,6 +169,18 @@ ModelSpec model_from_hf_config(const nlohmann::json& json, const std::string& so
   if (name_it != json.end() && name_it->is_string()) {
     model.name = last_part(name_it->get<std::string>());
   }
+  // A pipe (`--model <(...)`, /dev/fd/63) names no model: its model_type, else "model"
+  // (found by QA: named "63").
+  const std::string folder_of_source =
+      std::filesystem::path(source).lexically_normal().parent_path().string();
+  if (model.name.empty() &&
+      (folder_of_source == "/dev/fd" ||
+       (folder_of_source.starts_with("/proc/") && folder_of_source.ends_with("/fd")))) {
+    const auto type = json.find("model_type");
+    model.name = type != json.end() && type->is_string() && !type->get<std::string>().empty()
+                     ? type->get<std::string>()
+                     : "model";
+  }
   if (model.name.empty()) {
     const std::filesystem::path path = std::filesystem::absolute(source).lexically_normal();
     model.name = path.stem().string();

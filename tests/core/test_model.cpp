@@ -115,6 +115,13 @@ TEST_CASE("an HF config's name: the last part of _name_or_path or of its folder"
   CHECK(name("", "/m/Llama/config.json") == "Llama");
   CHECK(name(nullptr, "/m/Llama/./config.json") == "Llama");
   CHECK(name(nullptr, "cfg.json") == "cfg");
+  // A pipe (--model <(...)) names no model (found by QA: "63"): its model_type, else "model".
+  CHECK(name(nullptr, "/dev/fd/63") == "model");
+  CHECK(name(nullptr, "/proc/self/fd/63") == "model");
+  json["model_type"] = "llama";
+  CHECK(name(nullptr, "/dev/fd/63") == "llama");
+  CHECK(name("meta-llama/Llama-3.2-1B", "/dev/fd/63") == "Llama-3.2-1B");
+  json.erase("model_type");
   CHECK(name(nullptr, "/config.json") == "config");
   const std::string here = std::filesystem::current_path().filename().string();
   if (!here.empty()) CHECK(name(nullptr, "./config.json") == here);
