@@ -341,7 +341,8 @@ void run_tune(const TuneOptions& options) {
     const double elapsed_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - progress_started).count();
     const double interval_s = terminal ? 0.5 : 2.0;
-    if (elapsed_s >= 1.0 && elapsed_s - last_report_s >= interval_s) {
+    // (The first line at 1 s on a log too: it waited for the 2 s interval.)
+    if (elapsed_s >= 1.0 && (last_report_s == 0 || elapsed_s - last_report_s >= interval_s)) {
       last_report_s = elapsed_s;
       reported = terminal;
       fmt::print(stderr, "{}tuning: {} plans simulated{}, {:.1f} s{}", terminal ? "\r" : "",
