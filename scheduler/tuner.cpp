@@ -677,16 +677,7 @@ void Search::record(const Evaluation& evaluation) {
 }
 
 bool Search::local_search_stalled() {
-  if (options_.stall_evaluations <= 0 || local_steps_.empty()) return false;
-  const std::int64_t window_start = evaluated_ - options_.stall_evaluations;
-  if (window_start < local_steps_.front().first) return false;  // not that many yet
-  // The plan held at the window's start: the last improvement at or before it.
-  const auto held =
-      std::prev(std::upper_bound(local_steps_.begin(), local_steps_.end(), window_start,
-                                 [](std::int64_t at, const std::pair<std::int64_t, double>& step) {
-                                   return at < step.first;
-                                 }));
-  if (local_steps_.back().second < held->second * (1 - TunerOptions::kStallImprovement)) {
+  if (!fsdptune::local_search_stalled(local_steps_, evaluated_, options_.stall_evaluations)) {
     return false;
   }
   stalled_ = true;
@@ -1148,22 +1139,29 @@ TunerResult Search::run() {
   }
 
   // 3. Local search from the most promising starts, best first (then the deep-prefetch
-  //    ones).
-  //    First, where the space has independent partitions and both stream layouts, the
-  //    local searches of FSDP2's part of it (TunerOptions::one_partition_phase); the plan
-  //    they reach starts a local search of its own after the others.
+  //    ones). Then, where the space has independent partitions and both stream layouts,
+  //    the local searches of FSDP2's part of it (TunerOptions::one_partition_phase), and
+  //    one of the whole space from the plan they reach. (After the whole space's starts:
+  //    first, it took a time budget's whole on large jobs, review.)
   if (best_ && best_->fits) {
-    std::optional<Evaluation> one_partition;
-    if (options_.one_partition_phase && options_.independent_partitions && options_.search_layout &&
-        options_.max_evaluations == 0) {
-      one_partition = one_partition_search(starts);
-    }
+    const bool one_partition_phase = options_.one_partition_phase &&
+                                     options_.independent_partitions && options_.search_layout &&
+                                     options_.max_evaluations == 0;
+    const std::vector<Evaluation> every_start =
+        one_partition_phase ? starts : std::vector<Evaluation>{};
     starts = best_starts(std::move(starts));
-    if (one_partition && one_partition->fits) starts.push_back(*one_partition);
-    restarts_ = static_cast<int>(starts.size());
+    const int whole_starts = static_cast<int>(starts.size());
+    const int searched = whole_starts + (one_partition_phase ? 1 : 0);
+    restarts_ = searched;
     for (std::size_t r = 0; r < starts.size() && !out_of_budget(); ++r) {
       restart_ = static_cast<int>(r);
       descend(starts[r]);
+    }
+    if (one_partition_phase && !out_of_budget()) {
+      const std::optional<Evaluation> reached = one_partition_search(every_start);
+      restarts_ = searched;
+      restart_ = whole_starts;
+      if (reached && reached->fits && !out_of_budget()) descend(*reached);
     }
     // 4. Perturbation restarts from the best plan found.
     for (int p = 0; p < options_.perturbations && !out_of_budget(); ++p) {
@@ -1345,6 +1343,20 @@ PlanSummary summarize_plan(const std::string& plan_name, const Workload& workloa
   summary.mfu = metrics.mfu;
   summary.fits = plan_fits(result, memory_limit_bytes);
   return summary;
+}
+
+bool local_search_stalled(const std::vector<std::pair<std::int64_t, double>>& steps,
+                          std::int64_t evaluated, std::int64_t window) {
+  if (window <= 0 || steps.empty()) return false;
+  const std::int64_t window_start = evaluated - window;
+  if (window_start < steps.front().first) return false;  // not that many yet
+  // The plan held at the window's start: the last improvement at or before it.
+  const auto held =
+      std::prev(std::upper_bound(steps.begin(), steps.end(), window_start,
+                                 [](std::int64_t at, const std::pair<std::int64_t, double>& step) {
+                                   return at < step.first;
+                                 }));
+  return steps.back().second >= held->second * (1 - TunerOptions::kStallImprovement);
 }
 
 bool fsdp2_only(const TunerOptions& options, const JobSpec& job) {

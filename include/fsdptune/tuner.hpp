@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fsdptune/cost_model.hpp"
@@ -105,15 +106,15 @@ struct TunerOptions {
   // prefetch 1 (found by QA: on Llama 3 70B, 128 H100s, TP 8, selective AC under 40 GiB,
   // seeds 0-5 picked 1.511-1.532 s; with these 1.510-1.513 s).
   int deep_prefetch_starts = 2;
-  // Before the local searches of the whole space, local searches of FSDP2's part of it (one
-  // partition for all-gathers and reduce-scatters, separate streams: what --fsdp2-exact
-  // searches) from the best starts moved into it; the plan they reach starts a local search
-  // of its own after the others. Where the space has independent partitions and both
-  // layouts, and no max_evaluations (a capped search spends its plans on the whole space).
-  // Found in review: on Llama 3 70B on 64 H100s, TP 8, --fsdp2-exact found 1.199-1.202 s,
-  // the whole space 1.202-1.205 s (its moves change one partition at a time and never reach
-  // FSDP2's coarse, deep-prefetch region); with this phase 1.193-1.197 s, for ~40% more
-  // plans.
+  // After the local searches of the whole space from its starts, local searches of FSDP2's
+  // part of it (one partition for all-gathers and reduce-scatters, separate streams: what
+  // --fsdp2-exact searches) from the best starts moved into it; the plan they reach starts
+  // a local search of the whole space, before the perturbations. Where the space has
+  // independent partitions and both layouts, and no max_evaluations (a capped search spends
+  // its plans on the whole space). Found in review: on Llama 3 70B on 64 H100s, TP 8,
+  // --fsdp2-exact found 1.199-1.202 s, the whole space 1.202-1.205 s (its moves change one
+  // partition at a time and did not reach FSDP2's coarse, deep-prefetch region); with this
+  // phase, seeds 0-5, 1.193-1.204 s (mean 1.1965 s) for ~40% more plans.
   bool one_partition_phase = true;
   // Pairs of moves tried when no single move improves: all of them when there are at
   // most this many, else a seeded sample of this many. 0 = single moves only.
@@ -151,6 +152,14 @@ struct TunerOptions {
 // and tune's output all ask this (found by review: the pipelined tuner asked the option
 // alone).
 bool fsdp2_only(const TunerOptions& options, const JobSpec& job);
+
+// The stall rule (TunerOptions::stall_evaluations): whether a local search has converged
+// for practical purposes after `evaluated` simulations of the whole search, its plan not
+// kStallImprovement faster than the plan it held `window` simulations before. `steps`:
+// (simulations so far, step time) each time its plan improved, its start first. False
+// while the search is younger than `window`, and for `window` <= 0.
+bool local_search_stalled(const std::vector<std::pair<std::int64_t, double>>& steps,
+                          std::int64_t evaluated, std::int64_t window);
 
 // Whether `plan` is one the tuner may return for `job` under `options`: FSDP2 runs it as
 // simulated where fsdp2_only, SimpleFSDP where simplefsdp_exact, any plan otherwise. The

@@ -722,6 +722,23 @@ TEST_CASE("the stall rule ends a local search, not the search", "[tuner]") {
   CHECK(perturbation > 0);              // and the perturbations ran
 }
 
+// The window's start half of the stall rule (found by QA, 2026-12-06: each gain was
+// compared with the previous best, so gains each under 0.01%, 0.099% together, went on
+// while the search was said to have converged; the rule compares with the plan held at the
+// window's start). Steps of 0.006% every 500 simulations, window 1,500.
+TEST_CASE("the stall rule compares with the plan held at the window's start", "[tuner]") {
+  const std::vector<std::pair<std::int64_t, double>> steps = {
+      {0, 100.0}, {500, 99.994}, {1000, 99.988}, {1400, 99.982}};
+  CHECK_FALSE(local_search_stalled(steps, 1499, 1500));   // younger than the window
+  CHECK_FALSE(local_search_stalled(steps, 1500, 1500));   // 0.018% since the plan at 0
+  CHECK_FALSE(local_search_stalled(steps, 1999, 1500));   // held at 499: still the start's
+  CHECK_FALSE(local_search_stalled(steps, 2000, 1500));   // 0.012% since the plan at 500
+  CHECK(local_search_stalled(steps, 2500, 1500));         // 0.006% since the plan at 1000
+  CHECK_FALSE(local_search_stalled(steps, 2500, 0));      // 0: no stall rule
+  CHECK(local_search_stalled({{0, 100.0}}, 1500, 1500));  // no gain in the window
+  CHECK_FALSE(local_search_stalled({}, 1500, 1500));
+}
+
 // Found by QA (2026-12-06): a deeper backward prefetch pays only with coarser backward
 // buckets all over the model, which no local move reaches from the DP seeds' prefetch 1;
 // on Llama 3 70B on 128 H100s, TP 8, selective AC under 40 GiB seeds 0-5 picked
@@ -750,8 +767,8 @@ TEST_CASE("the DP seeds with deeper prefetch start local searches of their own",
 // Found in review (2026-12-07): on Llama 3 70B on 64 H100s, TP 8, --fsdp2-exact (a part of
 // the space) found 1.199-1.202 s where the whole space's search found 1.202-1.205 s: moves
 // that change one partition at a time never reached FSDP2's region of coarse buckets and
-// deep prefetch. Local searches of that part come first (TunerOptions::
-// one_partition_phase); the whole search is then at least as fast as the restricted one.
+// deep prefetch. Local searches of that part run too (TunerOptions::one_partition_phase),
+// and one of the whole space from where they end: here as fast as the restricted search.
 TEST_CASE("the whole search is not slower than its FSDP2 part", "[tuner]") {
   const Workload workload = llama3_70b_tp8(64);
   const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
