@@ -323,6 +323,9 @@ TEST_CASE("job-toml: settings that change a step and are not modelled are refuse
   refused("workload --job-toml " + emulate, {"emulate.toml: [float8] emulate", "not modelled"});
   CHECK(output_of("workload --job-toml " + emulate + " --float8=false").find("llama3-8b") !=
         std::string::npos);
+  // --float8 replaces the config's float8 settings, emulate too (review: still refused).
+  CHECK(output_of("workload --job-toml " + emulate + " --float8").find("llama3-8b") !=
+        std::string::npos);
   // A schedule from a CSV file, which torchtitan runs whenever it is given.
   const std::string csv = write_config(
       dir, "csv.toml",
