@@ -104,10 +104,6 @@ struct ShapeFieldNames {
   // transformers omits num_key_value_heads for multi-head attention (= num_attention_heads);
   // our format always writes n_kv_heads.
   bool kv_heads_default_to_heads;
-  // transformers also omits tie_word_embeddings when it is true (PretrainedConfig's
-  // default, and Gemma's; Llama, Mistral and Qwen2 configs write false): tied when absent.
-  // Our format's tie_embeddings defaults to false.
-  bool tie_embeddings_by_default;
 };
 
 constexpr ShapeFieldNames kHfConfigFields = {"_name_or_path (or the file's folder)",
@@ -121,12 +117,10 @@ constexpr ShapeFieldNames kHfConfigFields = {"_name_or_path (or the file's folde
                                              "tie_word_embeddings",
                                              "rope_theta",
                                              "rms_norm_eps",
-                                             true,
                                              true};
-constexpr ShapeFieldNames kOurFields = {
-    "name",     "dim",     "n_layers",   "n_heads",        "n_kv_heads",
-    "head_dim", "ffn_dim", "vocab_size", "tie_embeddings", "rope_theta",
-    "norm_eps", false,     false};
+constexpr ShapeFieldNames kOurFields = {"name",           "dim",        "n_layers", "n_heads",
+                                        "n_kv_heads",     "head_dim",   "ffn_dim",  "vocab_size",
+                                        "tie_embeddings", "rope_theta", "norm_eps", false};
 
 // Reads the shape of `model` from `json`; defaults as torchtitan's / transformers' Llama
 // (rope_theta 500000 and norm_eps 1e-5 are Llama 3's).
@@ -146,10 +140,19 @@ void read_shape_fields(const nlohmann::json& json, const std::string& source,
   model.head_dim = positive_int(json, source, names.head_dim, &default_head_dim);
   model.ffn_dim = positive_int(json, source, names.ffn_dim);
   model.vocab_size = positive_int(json, source, names.vocab_size);
-  model.tie_embeddings =
-      boolean(json, source, names.tie_embeddings, names.tie_embeddings_by_default);
+  model.tie_embeddings = boolean(json, source, names.tie_embeddings, false);
   model.rope_theta = positive_number(json, source, names.rope_theta, 500000.0);
   model.norm_eps = positive_number(json, source, names.norm_eps, 1e-5);
+}
+
+// transformers reads a field a config.json leaves out as its model's config class's
+// default: tie_word_embeddings is false for Llama, Mistral, Qwen2 (and our Llama-style
+// reading of other types), true for Gemma's (whose saved configs leave it out: found by
+// QA, Gemma 2 9B counted with an output layer of its own, 10.16B parameters, not 9.24B;
+// review: the LLaMA-1 conversions leave it out too, and are untied).
+bool hf_ties_by_default(const nlohmann::json& json) {
+  const auto type = json.find("model_type");
+  return type != json.end() && type->is_string() && type->get<std::string>().starts_with("gemma");
 }
 
 // A Hugging Face transformers LlamaConfig (config.json).
@@ -169,12 +172,12 @@ ModelSpec model_from_hf_config(const nlohmann::json& json, const std::string& so
   if (name_it != json.end() && name_it->is_string()) {
     model.name = last_part(name_it->get<std::string>());
   }
-  // A pipe (`--model <(...)`, /dev/fd/63) names no model: its model_type, else "model"
-  // (found by QA: named "63").
+  // A pipe (`--model <(...)`, /dev/fd/63, /dev/stdin) names no model: its model_type, else
+  // "model" (found by QA: named "63"; review: "stdin").
   const std::string folder_of_source =
       std::filesystem::path(source).lexically_normal().parent_path().string();
   if (model.name.empty() &&
-      (folder_of_source == "/dev/fd" ||
+      (folder_of_source == "/dev/fd" || source == "/dev/stdin" ||
        (folder_of_source.starts_with("/proc/") && folder_of_source.ends_with("/fd")))) {
     const auto type = json.find("model_type");
     model.name = type != json.end() && type->is_string() && !type->get<std::string>().empty()
@@ -231,6 +234,9 @@ ModelSpec model_from_hf_config(const nlohmann::json& json, const std::string& so
     }
   }
   read_shape_fields(json, source, kHfConfigFields, model);
+  if (const auto tie = json.find("tie_word_embeddings"); tie == json.end() || tie->is_null()) {
+    model.tie_embeddings = hf_ties_by_default(json);
+  }
   return model;
 }
 
@@ -404,14 +410,14 @@ std::vector<std::string> hf_config_notes(const nlohmann::json& json) {
           bias));
     }
   }
-  // Found by QA: Gemma's configs leave tie_word_embeddings out (transformers omits a field
-  // equal to PretrainedConfig's default, true), and were counted with an output layer of
-  // their own (Gemma 2 9B: 10.16B parameters, not 9.24B). Absent, it is read as tied.
+  // Absent, tie_word_embeddings is the model class's default (hf_ties_by_default): said.
   if (const auto tie = json.find("tie_word_embeddings"); tie == json.end() || tie->is_null()) {
-    notes.push_back(
-        "no tie_word_embeddings: read as true, transformers' default (a config it saves leaves "
-        "the field out when true); give \"tie_word_embeddings\": false for a separate output "
-        "layer");
+    const bool tied = hf_ties_by_default(json);
+    notes.push_back(fmt::format(
+        "no tie_word_embeddings: read as {}, as transformers reads a {} config without it; "
+        "give \"tie_word_embeddings\": {} for {}",
+        tied, tied ? "Gemma" : "Llama-style", !tied,
+        tied ? "a separate output layer" : "an output layer tied to the embedding"));
   }
   // Qwen2 writes sliding_window with use_sliding_window false; Mistral v0.1 writes 4096.
   const auto window = json.find("sliding_window");
