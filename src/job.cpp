@@ -211,8 +211,9 @@ void check_chunk_blocks(const ModelSpec& model, const JobSpec& job, const std::s
   const std::vector<std::int64_t>& blocks = job.pp_chunk_blocks;
   const std::int64_t chunks = job.pp * job.virtual_stages;
   if (static_cast<std::int64_t>(blocks.size()) != chunks) {
-    throw_bad_input(at, fmt::format("{} chunks given, but pp {} x virtual_stages {} makes {}",
-                                    blocks.size(), job.pp, job.virtual_stages, chunks));
+    throw_bad_input(at, fmt::format("{} given, but pp {} x virtual_stages {} makes {}",
+                                    counted(static_cast<std::int64_t>(blocks.size()), "chunk"),
+                                    job.pp, job.virtual_stages, chunks));
   }
   std::int64_t total = 0;
   for (std::size_t c = 0; c < blocks.size(); ++c) {
@@ -429,8 +430,9 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& so
                                           : 0;
   if (model_parallel == 0 || job.gpus % model_parallel != 0) {
     throw_bad_input(at("--gpus"),
-                    fmt::format("{} GPUs are not divisible by tp*pp*dp_replicate = {}*{}*{} = {}",
-                                job.gpus, job.tp, job.pp, job.dp_replicate,
+                    fmt::format("{} {} not divisible by tp*pp*dp_replicate = {}*{}*{} = {}",
+                                counted(job.gpus, "GPU"), job.gpus == 1 ? "is" : "are", job.tp,
+                                job.pp, job.dp_replicate,
                                 model_parallel == 0 ? fmt::format("{:.0f}", model_parallel_degree)
                                                     : std::to_string(model_parallel)));
   }

@@ -14,6 +14,7 @@
 #include "fsdptune/io.hpp"
 #include "fsdptune/job.hpp"
 #include "fsdptune/schedule.hpp"
+#include "fsdptune/units.hpp"
 
 namespace fsdptune {
 namespace {
@@ -378,8 +379,10 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
   }
   if (static_cast<std::int64_t>(measured.step_times_s.size()) != measured.iterations) {
     throw_bad_input(source + ": step_times_s",
-                    fmt::format("{} entries for {} iterations", measured.step_times_s.size(),
-                                measured.iterations));
+                    fmt::format("{} for {}",
+                                counted(static_cast<std::int64_t>(measured.step_times_s.size()),
+                                        "entry", "entries"),
+                                counted(measured.iterations, "iteration")));
   }
   measured.step_time_s = number(json, "step_time_s", source);
   // validate writes the median of the steps (executor.cpp): a step time that is not is
@@ -429,9 +432,11 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
     if (!ranks.is_array()) throw_bad_input(source + ": ranks", "expected an array");
     // Empty in a file re-written from version 1 or 2 (no per-rank views were measured).
     if (!ranks.empty() && static_cast<std::int64_t>(ranks.size()) != measured.world_size) {
-      throw_bad_input(source + ": ranks",
-                      fmt::format("{} entries, expected one per rank of world_size {} (or none)",
-                                  ranks.size(), measured.world_size));
+      throw_bad_input(
+          source + ": ranks",
+          fmt::format("{}, expected one per rank of world_size {} (or none)",
+                      counted(static_cast<std::int64_t>(ranks.size()), "entry", "entries"),
+                      measured.world_size));
     }
     // Every rank's timings one length, another than the top-level's: the top-level's is
     // the one cut short or edited.
@@ -447,8 +452,10 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
           std::all_of(ranks.begin(), ranks.end(),
                       [&](const nlohmann::json& rank) { return timings_size(rank) == first; })) {
         throw_bad_input(source + ": timings",
-                        fmt::format("{} entries, while every rank's timings have {}",
-                                    measured.timings.size(), *first));
+                        fmt::format("{}, while every rank's timings have {}",
+                                    counted(static_cast<std::int64_t>(measured.timings.size()),
+                                            "entry", "entries"),
+                                    *first));
       }
     }
     for (std::size_t r = 0; r < ranks.size(); ++r) {

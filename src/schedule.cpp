@@ -1262,8 +1262,10 @@ void check_stage_actions(const ScheduleStage& stage, const JobSpec& job, const s
                       fmt::format("chunk {} does not run on rank {}", action.chunk, stage.rank));
     }
     if (action.microbatch >= microbatches) {
-      throw_bad_input(at + ".microbatch", fmt::format("is {}, but there are {} microbatches",
-                                                      action.microbatch, microbatches));
+      throw_bad_input(
+          at + ".microbatch",
+          fmt::format("is {}, but there {} {}", action.microbatch, microbatches == 1 ? "is" : "are",
+                      counted(microbatches, "microbatch", "microbatches")));
     }
     if (!(action.start_s >= 0 && action.end_s >= action.start_s) || !std::isfinite(action.end_s)) {
       throw_bad_input(at, fmt::format("start_s {} and end_s {}: expected 0 <= start_s <= end_s",
@@ -1673,9 +1675,11 @@ ScheduleFile schedule_from_json(const json& json_in, const std::string& source) 
   // One per task, none missing (found by QA: an emptied list was read, and the report drew
   // no Gantt chart without a word).
   if (schedule.timings.size() != schedule.program.tasks.size()) {
-    throw_bad_input(fields.where("timings"),
-                    fmt::format("{} entries for {} tasks", schedule.timings.size(),
-                                schedule.program.tasks.size()));
+    throw_bad_input(
+        fields.where("timings"),
+        fmt::format("{} for {}",
+                    counted(static_cast<std::int64_t>(schedule.timings.size()), "entry", "entries"),
+                    counted(static_cast<std::int64_t>(schedule.program.tasks.size()), "task")));
   }
   if (!schedule.timings.empty()) {
     double last_end_s = 0;

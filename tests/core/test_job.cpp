@@ -54,6 +54,11 @@ TEST_CASE("normalize_job names the flag at fault", "[job][errors]") {
     job.tp = 2;
     job.dp_replicate = 4;  // 12 / 8
     CHECK(rejected_flag(job) == "--gpus");
+    // Counted in English (review: "1 GPUs are not divisible").
+    job.gpus = 1;
+    job.dp_replicate = 1;
+    CHECK_THROWS_WITH(normalize_job(builtin_model("llama3-8b"), job),
+                      Catch::Contains("1 GPU is not divisible by tp*pp*dp_replicate"));
   }
   SECTION("GPUs that do not fill whole nodes, TP groups across nodes") {
     // Accepted before: a TP pair across two nodes of 3 was costed as within one.
@@ -433,6 +438,7 @@ TEST_CASE("blocks given chunk by chunk: checked, round-trip, and the weights the
   };
   CHECK_THAT(rejected({2, 2, 0}, 2), Catch::Contains("field 'pp_chunk_blocks': 3 chunks given, "
                                                      "but pp 2 x virtual_stages 1 makes 2"));
+  CHECK_THAT(rejected({4}, 2), Catch::Contains("1 chunk given, but pp 2"));
   CHECK_THAT(rejected({3, 2}, 2), Catch::Contains("5 blocks in all, but tiny has 4"));
   CHECK_THAT(rejected({2, 0, 2, 0}, 4), Catch::Contains("chunk 1 holds 0 blocks"));
   CHECK(rejected({4, 0, 0, 0}, 4) != "");
