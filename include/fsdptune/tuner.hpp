@@ -10,8 +10,9 @@
 // plan are simulated first; a dynamic program over bucket boundaries, fed with per-unit
 // compute and collective costs, gives structured seeds; then simulator-in-the-loop local
 // search (merge, split, shift a boundary, change prefetch, reshard or stream layout) with
-// batches of candidates simulated in parallel and reduced in a fixed order, restarted from
-// each seed. The result is never slower than a fitting baseline (the baselines are
+// batches of candidates simulated in parallel and reduced in a fixed order, from the best
+// starts, the plan reached in FSDP2's part of the space, and perturbations of the best
+// (docs/tuner.md "How"). The result is never slower than a fitting baseline (the baselines are
 // candidates like any other, and the step-time tolerance stops at them).
 //
 // Determinism: for a given seed the result does not depend on the thread count, and is
@@ -57,7 +58,8 @@ struct TunerOptions {
   // Judge fit by the reserved estimate at the worst order of starts and ends under any
   // durations (any_timing_reserved_bytes, memory_bound.hpp) instead of at the predicted
   // timing: a plan chosen so still fits when its collectives run much faster or slower
-  // than the costs say. Single-Program jobs only (tune_pipelined_job refuses it).
+  // than the costs say. Pipelined jobs too (tune_pipelined_job judges each chunk's budget
+  // and each composition at any timing).
   bool fit_at_any_timing = false;
   // Wall-clock budget of the whole search; 0 = none. Checked between batches.
   double time_budget_s = 10.0;
@@ -132,7 +134,8 @@ struct TunerOptions {
   // smallest reserved peak (then the faster). Simulated step times that differ by 0.1%
   // are a tie for any real run (docs/calibration.md), while the memory they trade is
   // headroom against the model's memory error: on the demo's 405B job the fastest plan
-  // reserves 2.3 GiB more than one 0.07% slower. 0 = the fastest plan that fits.
+  // once reserved 2.3 GiB more than one 0.07% slower (0.1 GiB for 0.03% on 2026-12-07).
+  // 0 = the fastest plan that fits.
   double step_time_tolerance = 0.001;
   // Plans the caller starts from (`tune --start-plan`: a plan tuned before, for other
   // hardware or another mesh of the same model), each of the workload's units. Simulated
@@ -185,9 +188,12 @@ struct EvaluatedPlan {
 };
 
 struct TunerResult {
-  Plan best_plan;                          // named "tuned"
-  PlanSummary best;                        // of best_plan
-  std::string derived_from;                // "fsdp2", "dp seed 2", ... : where the search started
+  Plan best_plan;    // named "tuned"
+  PlanSummary best;  // of best_plan
+  // The picked plan's label: "fsdp2", "dp seed 2", "start plan 1", ... where the pick is
+  // that plan unchanged, else "candidate #N", the plan found after N simulations (QA: said
+  // to be where the search started).
+  std::string derived_from;
   std::vector<EvaluatedPlan> baselines;    // fsdp2, simplefsdp-block, simplefsdp-greedy
   std::vector<EvaluatedPlan> start_plans;  // TunerOptions::start_plans', in their order
   std::vector<ParetoPoint> pareto;         // non-dominated (peak allocated, step time), by peak

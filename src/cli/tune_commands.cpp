@@ -643,7 +643,7 @@ void run_tune(const TuneOptions& options) {
   const std::string backward = backward_buckets_text(plan, true);
   fmt::print(
       "plan: {} forward / {} backward all-gather buckets, {} reduce-scatter buckets, "
-      "prefetch {}/{}, {} streams{}{} (started from {})\n",
+      "prefetch {}/{}, {} streams{}{} (found as {})\n",
       plan.forward_buckets.size(), backward, plan.reduce_scatter_buckets.size(),
       plan.forward_prefetch, plan.backward_prefetch, to_string(plan.stream_layout),
       // The knobs the buckets do not say (found by QA: a plan of one collective per
