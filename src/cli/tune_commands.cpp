@@ -42,11 +42,14 @@ std::string stop_reason(const TunerResult& result, std::int64_t stall_evaluation
   if (result.stalled) {
     // The stall rule ends a local search, not the search (TunerOptions::stall_evaluations).
     return fmt::format(
-        "; converged: every start searched until no move improved or its plan gained under "
+        "; converged: every local search ran until no move improved or its plan gained under "
         "{:g}% in {} simulations",
         100 * TunerOptions::kStallImprovement, stall_evaluations);
   }
-  return "; converged: every move from every start was tried";
+  // (QA: "every move from every start was tried" said more than the search does: the best
+  // starts are searched, and pairs of moves are sampled.)
+  return "; converged: every local search ran until no move (nor sampled pair of moves) "
+         "improved";
 }
 
 struct TuneOptions {
