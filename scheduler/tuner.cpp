@@ -140,6 +140,11 @@ struct Evaluation {
   // A start of a DP seed with deeper prefetch, or a variant of one (its own slots among
   // the starts: TunerOptions::deep_prefetch_starts).
   bool deep_prefetch = false;
+  // With fit_at_any_timing, of a plan that fits at the predicted timing whose bound is not
+  // computed yet (Evaluator::evaluate's `defer_any_timing`): `fits` and `peak_bytes` are
+  // then the predicted ones, as good as the plan can be, and Evaluator::settle makes them
+  // exact.
+  bool any_timing_pending = false;
 };
 
 // Strictly better: a plan that fits beats one that does not; among plans that fit the
@@ -173,10 +178,23 @@ class Evaluator {
   // Worker 0's lowerer (the calling thread's), for full lowerings between batches.
   Lowerer& lowerer() { return workers_.front().lowerer; }
 
+  // Computes a pending bound at any timing (any_timing_pending) on the calling thread,
+  // with worker 0's lowerer: `evaluation` as if evaluated without deferring it. Between
+  // batches only.
+  void settle(Evaluation& evaluation) {
+    if (!evaluation.any_timing_pending) return;
+    Worker& worker = workers_.front();
+    worker.lowerer.lower_for_simulation(evaluation.plan, worker.program);
+    settle_with(evaluation, worker.program);
+  }
+
   // Simulates every plan of `batch` (in parallel when threads > 1); results in batch order.
   // `abort_over_limit` stops a simulation as soon as the reserved estimate passes the
   // limit (so such a plan cannot fit).
-  std::vector<Evaluation> evaluate(std::vector<Evaluation> batch, bool abort_over_limit) {
+  // `defer_any_timing` leaves the bound at any timing of the plans that fit at the
+  // predicted timing to settle() (any_timing_pending).
+  std::vector<Evaluation> evaluate(std::vector<Evaluation> batch, bool abort_over_limit,
+                                   bool defer_any_timing = false) {
     SimOptions options;
     options.record_timings = false;
     options.record_timeline = false;
@@ -197,9 +215,11 @@ class Evaluator {
           // Only a plan that fits at the predicted timing pays for the bound (a maximum
           // flow, a few simulations' time: docs/performance.md), at least its predicted
           // peak; the others keep their predicted peak, a lower bound of it, to rank by.
-          evaluation.any_timing_reserved_bytes = any_timing_reserved_bytes(worker.program, options);
-          evaluation.peak_bytes = evaluation.any_timing_reserved_bytes;
-          evaluation.fits = evaluation.peak_bytes <= memory_limit_bytes_;
+          if (defer_any_timing) {
+            evaluation.any_timing_pending = true;
+          } else {
+            settle_with(evaluation, worker.program);
+          }
         }
       }
     };
@@ -227,6 +247,15 @@ class Evaluator {
     Program program;
     SimWorkspace simulation;
   };
+  // The bound at any timing of `evaluation`, a plan that fits at the predicted timing,
+  // lowered into `program`: its peak, and whether it fits by it.
+  void settle_with(Evaluation& evaluation, const Program& program) const {
+    SimOptions options;  // the bound reads the allocator's settings only
+    evaluation.any_timing_reserved_bytes = any_timing_reserved_bytes(program, options);
+    evaluation.peak_bytes = evaluation.any_timing_reserved_bytes;
+    evaluation.fits = evaluation.peak_bytes <= memory_limit_bytes_;
+    evaluation.any_timing_pending = false;
+  }
   std::int64_t memory_limit_bytes_;
   int threads_;
   bool fit_at_any_timing_;
@@ -540,9 +569,12 @@ class Search {
   // Simulates the plans not seen before; returns their evaluations in the given order.
   // `every_plan` simulates plans seen before too (the baselines: each gets its row even
   // when two build the same plan).
+  // `defer_any_timing`: see Evaluator::evaluate; record() settles what it must, the caller
+  // the rest it reads (improve()).
   std::vector<Evaluation> evaluate(const std::vector<std::pair<Plan, std::string>>& plans,
-                                   bool abort_over_limit, bool every_plan = false);
-  void record(const Evaluation& evaluation);
+                                   bool abort_over_limit, bool every_plan = false,
+                                   bool defer_any_timing = false);
+  void record(Evaluation& evaluation);
   // Whether the local search under way has converged for practical purposes: its plan is
   // not kStallImprovement faster than the plan it held stall_evaluations simulations
   // before. Per local search (found by QA: one stall counter for the whole search ended
@@ -626,7 +658,8 @@ class Search {
 };
 
 std::vector<Evaluation> Search::evaluate(const std::vector<std::pair<Plan, std::string>>& plans,
-                                         bool abort_over_limit, bool every_plan) {
+                                         bool abort_over_limit, bool every_plan,
+                                         bool defer_any_timing) {
   std::vector<Evaluation> batch;
   for (const auto& [plan, label] : plans) {
     if (!seen_.insert(plan_key(plan, unit_count_)).second && !every_plan) continue;
@@ -636,13 +669,13 @@ std::vector<Evaluation> Search::evaluate(const std::vector<std::pair<Plan, std::
     evaluation.label = label.empty() ? fmt::format("candidate #{}", evaluation.index) : label;
     batch.push_back(std::move(evaluation));
   }
-  batch = evaluator_.evaluate(std::move(batch), abort_over_limit);
-  for (const Evaluation& evaluation : batch) record(evaluation);
+  batch = evaluator_.evaluate(std::move(batch), abort_over_limit, defer_any_timing);
+  for (Evaluation& evaluation : batch) record(evaluation);
   evaluated_ += static_cast<std::int64_t>(batch.size());
   return batch;
 }
 
-void Search::record(const Evaluation& evaluation) {
+void Search::record(Evaluation& evaluation) {
   // Under fsdp2_exact (simplefsdp_exact) a plan FSDP2 (SimpleFSDP) cannot run is no
   // candidate (only the baselines and start plans can be such: the space searched is its).
   const bool candidate = runs_as_simulated(evaluation.plan);
@@ -650,6 +683,14 @@ void Search::record(const Evaluation& evaluation) {
     ++aborted_;
   }
   if (!candidate) return;
+  // A pending bound at any timing only makes the plan worse (no fit, a larger peak): it is
+  // settled where the plan as good as it can be would be the smallest peak or the best.
+  const bool could_be_smallest =
+      !smallest_peak_ || evaluation.peak_bytes < smallest_peak_->peak_bytes;
+  const bool could_be_best = !best_ || better(evaluation, *best_);
+  if (evaluation.any_timing_pending && (could_be_smallest || could_be_best)) {
+    evaluator_.settle(evaluation);
+  }
   if (!evaluation.aborted) {
     if (!smallest_peak_ || evaluation.peak_bytes < smallest_peak_->peak_bytes) {
       smallest_peak_ = evaluation;
@@ -986,12 +1027,22 @@ bool Search::improve(Evaluation& current, std::vector<Plan> candidates) {
     for (std::size_t i = begin; i < std::min(begin + batch_size, candidates.size()); ++i) {
       batch.emplace_back(std::move(candidates[i]), "");
     }
-    const std::vector<Evaluation> results = evaluate(batch, /*abort_over_limit=*/true);
+    // The bounds at any timing deferred (TunerOptions::defer_any_timing): the best of the
+    // batch as good as each plan can be, settled until the best is exact -- the plan the
+    // bounds of all would have given (settling only makes a plan worse).
+    std::vector<Evaluation> results =
+        evaluate(batch, /*abort_over_limit=*/true, /*every_plan=*/false,
+                 options_.fit_at_any_timing && options_.defer_any_timing);
     report_progress();
-    const Evaluation* best_in_batch = nullptr;
-    for (const Evaluation& evaluation : results) {
-      if (!best_in_batch || better(evaluation, *best_in_batch)) best_in_batch = &evaluation;
-    }
+    Evaluation* best_in_batch = nullptr;
+    do {
+      best_in_batch = nullptr;
+      for (Evaluation& evaluation : results) {
+        if (!best_in_batch || better(evaluation, *best_in_batch)) best_in_batch = &evaluation;
+      }
+      if (best_in_batch == nullptr || !best_in_batch->any_timing_pending) break;
+      evaluator_.settle(*best_in_batch);
+    } while (true);
     if (best_in_batch && better(*best_in_batch, current)) {
       current = *best_in_batch;
       local_steps_.emplace_back(evaluated_, current.step_time_s);
@@ -1191,8 +1242,10 @@ TunerResult Search::run() {
         within_s = std::min(within_s, evaluation.step_time_s);
       }
     }
-    for (const auto& [point, evaluation] : pareto_) {
-      if (!evaluation.fits || evaluation.step_time_s > within_s) continue;
+    for (auto& [point, evaluation] : pareto_) {
+      if (evaluation.step_time_s > within_s) continue;
+      evaluator_.settle(evaluation);  // a bound deferred (record())
+      if (!evaluation.fits) continue;
       if (evaluation.peak_bytes < chosen->peak_bytes ||
           (evaluation.peak_bytes == chosen->peak_bytes &&
            evaluation.step_time_s < chosen->step_time_s)) {

@@ -61,6 +61,12 @@ struct TunerOptions {
   // than the costs say. Pipelined jobs too (tune_pipelined_job judges each chunk's budget
   // and each composition at any timing).
   bool fit_at_any_timing = false;
+  // With fit_at_any_timing, compute a local search's bounds at any timing only where the
+  // search reads them: for the best plan of a batch, a plan that could be the best or the
+  // smallest peak so far, and the Pareto points within the step tolerance of the pick.
+  // Bounds only make plans worse, so the search and its result are those of computing
+  // every bound (a test compares them), for a fraction of the maximum flows.
+  bool defer_any_timing = true;
   // Wall-clock budget of the whole search; 0 = none. Checked between batches.
   double time_budget_s = 10.0;
   // Deterministic budget: stop after this many simulations; 0 = none.
