@@ -792,6 +792,18 @@ TEST_CASE("the DP seeds with deeper prefetch start local searches of their own",
   CHECK(tuned.best.step_time_s < 1.515);
 }
 
+// Found by QA (2026-12-07): on Llama 3 70B on 128 H100s, TP 8, full AC, every seed picked
+// 1.5075 s: forward buckets of ~6 units, all kept gathered, where buckets of 3 or 4 units
+// ran 0.3-0.7% faster, every single split on the way 0.005% slower (a plateau). A move
+// spaces one partition evenly, buckets of k units (kMaxRespaceUnits): 1.4970-1.4975 s.
+TEST_CASE("a move spaces a partition evenly: a plateau of single splits is crossed", "[tuner]") {
+  const Workload workload = llama3_70b_tp8(128, ActivationCheckpointing::kFull);
+  const auto costs = make_analytic_cost_model(builtin_hardware("h100-sxm"));
+  const TunerResult tuned = Tuner(fastest_plan_options()).tune(workload, *costs);
+  REQUIRE(tuned.fits);
+  CHECK(tuned.best.step_time_s < 1.500);
+}
+
 // Found in review (2026-12-07): on Llama 3 70B on 64 H100s, TP 8, --fsdp2-exact (a part of
 // the space) found 1.199-1.202 s where the whole space's search found 1.202-1.205 s: moves
 // that change one partition at a time never reached FSDP2's region of coarse buckets and
