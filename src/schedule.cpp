@@ -1298,13 +1298,16 @@ void check_pipeline(const SchedulePipeline& pipeline, const Workload& workload,
   const std::vector<std::vector<int>> chunks = pipeline_chunks(workload);
   if (pipeline.chunks.size() != chunks.size()) {
     throw_bad_input(where("pipeline.chunks"),
-                    fmt::format("{} chunks, but pp {} x virtual_stages {} makes {}",
-                                pipeline.chunks.size(), job.pp, job.virtual_stages, chunks.size()),
+                    fmt::format("{}, but pp {} x virtual_stages {} makes {}",
+                                counted(static_cast<std::int64_t>(pipeline.chunks.size()), "chunk"),
+                                job.pp, job.virtual_stages, chunks.size()),
                     kOtherJobHint);
   }
   if (pipeline.stages.size() != static_cast<std::size_t>(job.pp)) {
-    throw_bad_input(where("pipeline.stages"),
-                    fmt::format("{} stages for pp {}", pipeline.stages.size(), job.pp));
+    throw_bad_input(
+        where("pipeline.stages"),
+        fmt::format("{} for pp {}",
+                    counted(static_cast<std::int64_t>(pipeline.stages.size()), "stage"), job.pp));
   }
   // Actions stored for every stage or none (schedules before 2026-12-01): one stage without
   // them beside another with them was replayed and compared as if it had none.

@@ -1113,4 +1113,12 @@ TEST_CASE("a version 2 schedule written before the split fields reads with its e
   } catch (const Error& e) {
     CHECK(e.where() == "other.json: pipeline.chunks[1].units");
   }
+  // Counts in English (QA: "1 chunks", "1 stages").
+  nlohmann::json one_chunk = again;
+  one_chunk["pipeline"]["chunks"] = nlohmann::json::array({again["pipeline"]["chunks"][0]});
+  CHECK_THROWS_WITH(schedule_from_json(one_chunk, "one.json"),
+                    Catch::Contains("1 chunk, but pp 2 x virtual_stages 2 makes 4"));
+  nlohmann::json one_stage = again;
+  one_stage["pipeline"]["stages"] = nlohmann::json::array({again["pipeline"]["stages"][0]});
+  CHECK_THROWS_WITH(schedule_from_json(one_stage, "one.json"), Catch::Contains("1 stage for pp 2"));
 }
