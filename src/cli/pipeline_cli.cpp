@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -59,6 +60,17 @@ std::string job_line(const ModelSpec& model, const JobSpec& job, const std::stri
       job.pp, microbatches_text(job), job.local_batch, job.seq_len, pipeline_schedule_text(job),
       job.virtual_stages > 1 ? fmt::format(" ({} virtual stages)", job.virtual_stages) : "",
       to_string(job.ac), dtype_suffix(job), features_suffix(job), execution_suffix(job.execution));
+}
+
+// The cost lookups of a pipeline's chunk Programs: how many, and how many of them the
+// analytic model priced (Program::cost_queries, cost_fallbacks), summed.
+std::pair<std::int64_t, std::int64_t> chunk_cost_counts(const std::vector<Program>& programs) {
+  std::pair<std::int64_t, std::int64_t> counts{0, 0};
+  for (const Program& program : programs) {
+    counts.first += program.cost_queries;
+    counts.second += program.cost_fallbacks;
+  }
+  return counts;
 }
 
 }  // namespace
@@ -269,12 +281,7 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
     print_stage_table(workload, chunks, sim.result.stages, any_timing, limit_bytes);
     fmt::print("{}\n", summary.fits ? "fits" : "does not fit: a stage's peak exceeds the limit");
     fmt::print("{}", pipeline_any_timing_text(any_timing, limit_bytes, summary.fits));
-    std::int64_t queries = 0;
-    std::int64_t fallbacks = 0;
-    for (const Program& program : sim.chunk_programs) {
-      queries += program.cost_queries;
-      fallbacks += program.cost_fallbacks;
-    }
+    const auto [queries, fallbacks] = chunk_cost_counts(sim.chunk_programs);
     if (throughput_caveat_applies(queries, fallbacks, job.pp)) {
       fmt::print("{}\n", kThroughputCaveat);
     }
@@ -425,10 +432,8 @@ TunedSchedule schedule_of_tuning(const Workload& workload, const HardwareSpec& h
         pipeline_summary(tuning.fsdp2, "fsdp2", tuning.memory_limit_bytes));
     tuned.schedule.pareto = tuning.pareto;
     tuned.schedule.lower_bound_s = tuning.lower_bound_s;
-    for (const Program& program : tuning.best.chunk_programs) {
-      tuned.schedule.cost_queries += program.cost_queries;
-      tuned.schedule.cost_fallbacks += program.cost_fallbacks;
-    }
+    std::tie(tuned.schedule.cost_queries, tuned.schedule.cost_fallbacks) =
+        chunk_cost_counts(tuning.best.chunk_programs);
     tuned.derived_from = tuning.derived_from;
     tuned.plans_evaluated = tuning.plans_evaluated;
     tuned.budget_exhausted = tuning.budget_exhausted;
