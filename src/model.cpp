@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <string_view>
 #include <utility>
@@ -150,7 +151,10 @@ void read_shape_fields(const nlohmann::json& json, const std::string& source,
 // reading of other types), true for Gemma's (whose saved configs leave it out: found by
 // QA, Gemma 2 9B counted with an output layer of its own, 10.16B parameters, not 9.24B;
 // review: the LLaMA-1 conversions leave it out too, and are untied).
-bool hf_ties_by_default(const nlohmann::json& json) {
+// Where the config leaves the field out (or null): that default; else nothing.
+std::optional<bool> hf_tie_when_absent(const nlohmann::json& json) {
+  const auto tie = json.find("tie_word_embeddings");
+  if (tie != json.end() && !tie->is_null()) return std::nullopt;
   const auto type = json.find("model_type");
   return type != json.end() && type->is_string() && type->get<std::string>().starts_with("gemma");
 }
@@ -234,9 +238,7 @@ ModelSpec model_from_hf_config(const nlohmann::json& json, const std::string& so
     }
   }
   read_shape_fields(json, source, kHfConfigFields, model);
-  if (const auto tie = json.find("tie_word_embeddings"); tie == json.end() || tie->is_null()) {
-    model.tie_embeddings = hf_ties_by_default(json);
-  }
+  if (const std::optional<bool> tied = hf_tie_when_absent(json)) model.tie_embeddings = *tied;
   return model;
 }
 
@@ -410,9 +412,9 @@ std::vector<std::string> hf_config_notes(const nlohmann::json& json) {
           bias));
     }
   }
-  // Absent, tie_word_embeddings is the model class's default (hf_ties_by_default): said.
-  if (const auto tie = json.find("tie_word_embeddings"); tie == json.end() || tie->is_null()) {
-    const bool tied = hf_ties_by_default(json);
+  // Absent, tie_word_embeddings is the model class's default (hf_tie_when_absent): said.
+  if (const std::optional<bool> absent = hf_tie_when_absent(json)) {
+    const bool tied = *absent;
     notes.push_back(fmt::format(
         "no tie_word_embeddings: read as {}, as transformers reads a {} config without it; "
         "give \"tie_word_embeddings\": {} for {}",
