@@ -80,10 +80,60 @@ bool is_special_file(const std::string& path) {
          !std::filesystem::is_directory(status);
 }
 
+// Where an output is the process's stdout (`--out /dev/stdout | jq`, `--trace t.json >
+// t.json`), the command's report, printed to stdout, would be mixed into that file (found
+// by QA: jq read the schedule, then the table, "Extra data"). The first such output moves
+// stdout to a descriptor of its own (`stdout_output.fd`) and points descriptor 1 at stderr,
+// where the report then goes; the outputs of `paths` are written to the moved descriptor,
+// in place (after the move their names may name stderr, and the shell has emptied a file).
+// A terminal or /dev/null as both is left alone: nothing reads the mix as one file.
+struct StdoutOutput {
+  int fd = -1;
+  std::set<std::string> paths;
+};
+StdoutOutput stdout_output;
+
+bool names_consumed_stdout(const std::string& path) {
+  struct stat out_status {};
+  struct stat path_status {};
+  if (::fstat(STDOUT_FILENO, &out_status) != 0 || ::stat(path.c_str(), &path_status) != 0) {
+    return false;
+  }
+  const bool read_as_file =
+      S_ISFIFO(out_status.st_mode) || S_ISREG(out_status.st_mode) || S_ISSOCK(out_status.st_mode);
+  return read_as_file && out_status.st_dev == path_status.st_dev &&
+         out_status.st_ino == path_status.st_ino;
+}
+
+void give_stdout_to(const std::string& path) {
+  if (stdout_output.fd < 0) {
+    std::fflush(stdout);
+    const int moved = ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+    if (moved < 0 || ::dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+      if (moved >= 0) ::close(moved);
+      return;  // the report stays mixed in: no worse than before
+    }
+    stdout_output.fd = moved;
+  }
+  stdout_output.paths.insert(path);  // only once moved: written to `fd`
+}
+
 // ": <the C library's reason>" when the last failed call set errno (fstream does not say).
 std::string errno_reason() {
   const int error = errno;
   return error != 0 ? fmt::format(": {}", std::strerror(error)) : std::string();
+}
+
+// Writes all of `content` to `fd`, again after a signal; false with errno set on failure.
+bool write_all(int fd, const std::string& content) {
+  std::size_t written = 0;
+  while (written < content.size()) {
+    const ssize_t wrote = ::write(fd, content.data() + written, content.size() - written);
+    if (wrote < 0 && errno == EINTR) continue;
+    if (wrote <= 0) return false;
+    written += static_cast<std::size_t>(wrote);
+  }
+  return true;
 }
 
 // Writes `content` straight into a FIFO, character device or socket (/dev/stdout): such a
@@ -91,6 +141,10 @@ std::string errno_reason() {
 void write_in_place(const std::string& path, const std::filesystem::path& target,
                     const std::string& content) {
   errno = 0;
+  if (stdout_output.paths.count(target.string()) > 0) {
+    if (!write_all(stdout_output.fd, content)) throw_runtime(path, "write failed" + errno_reason());
+    return;
+  }
   std::ofstream out(target, std::ios::binary);
   if (!out) throw_runtime(path, "cannot open for writing" + errno_reason());
   out << content;
@@ -205,17 +259,11 @@ std::filesystem::path write_temporary(const std::string& path, const std::filesy
     }
     pending.push_back(slot);
     if (replaces) ::fchmod(fd, existing.st_mode & 07777);  // best effort, as cp's
-    std::size_t written = 0;
-    while (written < content.size()) {
-      const ssize_t wrote = ::write(fd, content.data() + written, content.size() - written);
-      if (wrote < 0 && errno == EINTR) continue;
-      if (wrote <= 0) {
-        const std::string reason = errno_reason();
-        ::close(fd);
-        ::unlink(name.c_str());
-        throw_runtime(path, "write failed" + reason);
-      }
-      written += static_cast<std::size_t>(wrote);
+    if (!write_all(fd, content)) {
+      const std::string reason = errno_reason();
+      ::close(fd);
+      ::unlink(name.c_str());
+      throw_runtime(path, "write failed" + reason);
     }
     // EINVAL: a file system that cannot sync (nothing to wait for).
     if (::fsync(fd) != 0 && errno != EINVAL) {
@@ -291,7 +339,7 @@ void write_files_atomically(const std::vector<OutputFile>& files) {
   try {
     for (const OutputFile& file : files) {
       if (file.path.empty()) continue;
-      if (is_special_file(file.path)) {
+      if (is_special_file(file.path) || stdout_output.paths.count(file.path) > 0) {
         staged.push_back({&file, fs::path(file.path), fs::path()});
         continue;
       }
@@ -436,6 +484,9 @@ void require_distinct_files(const NamedFiles& outputs, const NamedFiles& inputs)
   }
   for (const auto& [flag, path] : outputs) {
     if (!path.empty()) require_creatable(flag, path);
+  }
+  for (const auto& [flag, path] : outputs) {
+    if (!path.empty() && names_consumed_stdout(path)) give_stdout_to(path);
   }
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     if (outputs[i].second.empty()) continue;

@@ -48,7 +48,9 @@ void write_files_atomically(const std::vector<OutputFile>& files);
 // followed and "./a" = "a": Error(kBadInput) naming both flags; and an output that is a
 // folder, or one where no file can be created (a probe file is made and removed in its
 // folder, or the nearest existing one above), before anything is written (a command of
-// several outputs wrote the others, then failed on it). Empty paths are skipped.
+// several outputs wrote the others, then failed on it). Empty paths are skipped. An output
+// that is the process's stdout, a pipe or file (`--out /dev/stdout | jq`), takes stdout:
+// what the command prints there from then on goes to stderr, so the output is read alone.
 using NamedFiles = std::vector<std::pair<std::string, std::string>>;
 void require_distinct_files(const NamedFiles& outputs, const NamedFiles& inputs = {});
 // The file `path` names, as require_distinct_files compares paths: links followed, made

@@ -317,10 +317,41 @@ TEST_CASE("tune --out /dev/stdout writes into a pipe", "[cli][errors]") {
   // "pipe:[N]", no file; `--out /dev/stdout | jq` exited 2 ("cannot create a file in
   // /proc/self/fd") where a terminal or a named FIFO worked.
   const CommandResult result =
-      run_command(std::string(FSDPTUNE_BINARY) +
+      run_command("{ " + std::string(FSDPTUNE_BINARY) +
                   " tune --model tiny --gpus 2 --gpus-per-node 2 --seq 128 --hardware h100-sxm "
-                  "--max-evaluations 5 --out /dev/stdout | cat");
+                  "--max-evaluations 5 --out /dev/stdout | cat; }");
   INFO(result.err);
   CHECK(result.exit_code == 0);
-  CHECK_THAT(result.out, Catch::Contains("\"format\": \"fsdptune-schedule\""));
+  // The pipe holds the schedule alone (found by QA: the table followed it, and `| jq` said
+  // "Extra data"); the table goes to stderr.
+  const auto schedule = nlohmann::json::parse(result.out);
+  CHECK(schedule.at("format") == "fsdptune-schedule");
+  CHECK_THAT(result.err, Catch::Contains("step time") && Catch::Contains("wrote /dev/stdout"));
+}
+
+TEST_CASE("an output that is stdout's file takes stdout, its report going to stderr",
+          "[cli][errors]") {
+  // Found by QA: `simulate --json --trace /dev/stdout > f` left only the trace in f (the
+  // report was written first, then the trace over it).
+  const std::string dir = make_temp_dir("fsdptune-stdout-output");
+  const std::string simulate = std::string(FSDPTUNE_BINARY) +
+                               " simulate --model tiny --gpus 2 --gpus-per-node 2 --seq 128 "
+                               "--hardware h100-sxm --json";
+  const CommandResult to_file =
+      run_command(simulate + " --trace /dev/stdout > " + dir + "/trace.json");
+  INFO(to_file.err);
+  REQUIRE(to_file.exit_code == 0);
+  const auto trace = fsdptune::read_json_file(dir + "/trace.json");
+  CHECK(trace.contains("traceEvents"));
+  CHECK(nlohmann::json::parse(to_file.err.substr(to_file.err.find('{'))).contains("step_time_s"));
+  // The file stdout is redirected to, named by its path.
+  const CommandResult same_file =
+      run_command(simulate + " --trace " + dir + "/t2.json > " + dir + "/t2.json");
+  REQUIRE(same_file.exit_code == 0);
+  CHECK(fsdptune::read_json_file(dir + "/t2.json").contains("traceEvents"));
+  // Stdout elsewhere: the report stays on stdout.
+  const CommandResult apart = run_command(simulate + " --trace " + dir + "/t3.json");
+  REQUIRE(apart.exit_code == 0);
+  CHECK(nlohmann::json::parse(apart.out).contains("step_time_s"));
+  CHECK(fsdptune::read_json_file(dir + "/t3.json").contains("traceEvents"));
 }
