@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <system_error>
 #include <vector>
@@ -84,28 +85,38 @@ bool is_special_file(const std::string& path) {
 // t.json`), the command's report, printed to stdout, would be mixed into that file (found
 // by QA: jq read the schedule, then the table, "Extra data"). The first such output moves
 // stdout to a descriptor of its own (`stdout_output.fd`) and points descriptor 1 at stderr,
-// where the report then goes; the outputs of `paths` are written to the moved descriptor,
-// in place (after the move their names may name stderr, and the shell has emptied a file).
-// A terminal or /dev/null as both is left alone: nothing reads the mix as one file.
+// where the report then goes. After the move a name like /dev/stdout names stderr, so each
+// such output is known by the name it was given: a pipe, FIFO, socket or terminal is written
+// in place to the moved descriptor (`in_place`); a regular file is written as any other, to
+// a temporary renamed over the file it named before the move (`files`). A terminal counts:
+// under mpirun each rank's stdout is a pseudo-terminal that mpirun forwards into the user's
+// pipe (found by QA: `mpirun ... validate --out /dev/stdout | jq` read the report after the
+// measured file). /dev/null as both is left alone.
 struct StdoutOutput {
   int fd = -1;
-  std::set<std::string> paths;
+  std::set<std::string> in_place;
+  std::map<std::string, std::filesystem::path> files;
 };
 StdoutOutput stdout_output;
 
-bool names_consumed_stdout(const std::string& path) {
+bool names_stdout(const std::string& path) {
   struct stat out_status {};
   struct stat path_status {};
   if (::fstat(STDOUT_FILENO, &out_status) != 0 || ::stat(path.c_str(), &path_status) != 0) {
     return false;
   }
-  const bool read_as_file =
-      S_ISFIFO(out_status.st_mode) || S_ISREG(out_status.st_mode) || S_ISSOCK(out_status.st_mode);
+  const bool read_as_file = S_ISFIFO(out_status.st_mode) || S_ISREG(out_status.st_mode) ||
+                            S_ISSOCK(out_status.st_mode) || ::isatty(STDOUT_FILENO) == 1;
   return read_as_file && out_status.st_dev == path_status.st_dev &&
          out_status.st_ino == path_status.st_ino;
 }
 
 void give_stdout_to(const std::string& path) {
+  struct stat out_status {};
+  if (::fstat(STDOUT_FILENO, &out_status) != 0) return;
+  // Before the move: /dev/stdout's link names the file only until then.
+  const std::filesystem::path file =
+      S_ISREG(out_status.st_mode) ? follow_links(path) : std::filesystem::path();
   if (stdout_output.fd < 0) {
     std::fflush(stdout);
     const int moved = ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
@@ -115,7 +126,11 @@ void give_stdout_to(const std::string& path) {
     }
     stdout_output.fd = moved;
   }
-  stdout_output.paths.insert(path);  // only once moved: written to `fd`
+  if (file.empty()) {
+    stdout_output.in_place.insert(path);
+  } else {
+    stdout_output.files.emplace(path, file);
+  }
 }
 
 // ": <the C library's reason>" when the last failed call set errno (fstream does not say).
@@ -141,7 +156,7 @@ bool write_all(int fd, const std::string& content) {
 void write_in_place(const std::string& path, const std::filesystem::path& target,
                     const std::string& content) {
   errno = 0;
-  if (stdout_output.paths.count(target.string()) > 0) {
+  if (stdout_output.in_place.count(target.string()) > 0) {
     if (!write_all(stdout_output.fd, content)) throw_runtime(path, "write failed" + errno_reason());
     return;
   }
@@ -339,11 +354,14 @@ void write_files_atomically(const std::vector<OutputFile>& files) {
   try {
     for (const OutputFile& file : files) {
       if (file.path.empty()) continue;
-      if (is_special_file(file.path) || stdout_output.paths.count(file.path) > 0) {
+      const auto moved_file = stdout_output.files.find(file.path);
+      if (stdout_output.in_place.count(file.path) > 0 ||
+          (moved_file == stdout_output.files.end() && is_special_file(file.path))) {
         staged.push_back({&file, fs::path(file.path), fs::path()});
         continue;
       }
-      const fs::path target = follow_links(file.path);
+      const fs::path target =
+          moved_file != stdout_output.files.end() ? moved_file->second : follow_links(file.path);
       if (target.has_parent_path()) {
         const std::vector<fs::path> missing = missing_folders(target);
         for (const fs::path& folder : missing) pending.push_back(register_pending(folder, true));
@@ -486,7 +504,7 @@ void require_distinct_files(const NamedFiles& outputs, const NamedFiles& inputs)
     if (!path.empty()) require_creatable(flag, path);
   }
   for (const auto& [flag, path] : outputs) {
-    if (!path.empty() && names_consumed_stdout(path)) give_stdout_to(path);
+    if (!path.empty() && names_stdout(path)) give_stdout_to(path);
   }
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     if (outputs[i].second.empty()) continue;

@@ -349,6 +349,18 @@ TEST_CASE("an output that is stdout's file takes stdout, its report going to std
       run_command(simulate + " --trace " + dir + "/t2.json > " + dir + "/t2.json");
   REQUIRE(same_file.exit_code == 0);
   CHECK(fsdptune::read_json_file(dir + "/t2.json").contains("traceEvents"));
+  // A regular file is still replaced by a rename, not written through stdout (found by QA:
+  // stderr redirected there too put the report after the trace; a longer old file's tail
+  // stayed after it under `1<>`).
+  const CommandResult both =
+      run_command(simulate + " --trace " + dir + "/t4.json > " + dir + "/t4.json 2>&1");
+  REQUIRE(both.exit_code == 0);
+  CHECK(fsdptune::read_json_file(dir + "/t4.json").contains("traceEvents"));
+  std::ofstream(dir + "/t5.json") << std::string(4 << 20, 'X');
+  const CommandResult read_write =
+      run_command(simulate + " --trace /dev/stdout 1<>" + dir + "/t5.json");
+  REQUIRE(read_write.exit_code == 0);
+  CHECK(fsdptune::read_json_file(dir + "/t5.json").contains("traceEvents"));
   // Stdout elsewhere: the report stays on stdout.
   const CommandResult apart = run_command(simulate + " --trace " + dir + "/t3.json");
   REQUIRE(apart.exit_code == 0);

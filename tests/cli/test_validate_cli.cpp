@@ -193,6 +193,19 @@ TEST_CASE("validate replays a tuned tiny schedule on 2 cpu ranks with --check-da
              Catch::Contains("not a schedule: compare and report take it after the schedule"));
 }
 
+TEST_CASE("validate --out /dev/stdout under mpirun: the pipe holds the measured file alone",
+          "[cli][validate]") {
+  // Found by QA: under mpirun each rank's stdout is a pseudo-terminal mpirun forwards into
+  // the pipe, and the report followed the measured file there (`| jq`: parse error).
+  const auto run = run_command("{ " + mpirun(2) + binary() + " validate " + tiny_schedule() +
+                               " --backend cpu --iters 1 --warmup 0 --out /dev/stdout | cat; }");
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  const auto measured = parse_json_text(run.out, "validate --out /dev/stdout");
+  CHECK(measured.at("format") == "fsdptune-measured");
+  CHECK_THAT(run.err, Catch::Contains("validated") && Catch::Contains("wrote /dev/stdout"));
+}
+
 TEST_CASE("validate with full AC: the measured peak stays within the any-timing peak",
           "[cli][validate]") {
   // On the CPU the reduce-scatters run long beside the recomputes, so a bucket's gradients
