@@ -14,7 +14,7 @@ void add_cost_options(CLI::App* command, CostOptions& options,
       "--hardware", options.hardware,
       "Hardware: a built-in id (h100-sxm, h200, a100-80g) or a spec file" +
           (default_hardware.empty()
-               ? std::string()
+               ? std::string(" (no default: give it or --profile)")
                : fmt::format(" (default: {}, or the hardware of --profile)", default_hardware)));
   command->add_option("--profile", options.profile,
                       "Cost profile (JSON) with measured costs; its hardware id selects the "

@@ -47,15 +47,17 @@ void add_job_options(CLI::App* command, JobOptions& options, JobFlags flags) {
   command->add_option("--batch", options.batch, "Local batch: sequences per data-parallel rank")
       ->capture_default_str();
   command->add_option("--seq", options.seq, "Sequence length (tokens)")->capture_default_str();
-  command->add_option("--ac", options.ac, "Activation checkpointing: none, selective or full")
+  command
+      ->add_option("--ac", options.ac,
+                   "Activation checkpointing: none, selective (torchtitan's 'op' too) or full")
       ->capture_default_str();
   command
       ->add_option("--param-dtype", options.param_dtype,
-                   "Dtype of gathered params: bf16, fp16, fp32")
+                   "Dtype of gathered params: bf16, fp16, fp32 (or bfloat16, float16, float32)")
       ->capture_default_str();
   command
       ->add_option("--reduce-dtype", options.reduce_dtype,
-                   "Dtype of gradient reduce-scatter: fp32, bf16, fp16")
+                   "Dtype of gradient reduce-scatter: fp32, bf16, fp16 (or float32, ...)")
       ->capture_default_str();
   command->add_flag("--float8", options.float8, "float8 linears and float8 all-gather");
   command->add_flag("--async-tp", options.async_tp,
@@ -86,16 +88,12 @@ void add_pipeline_options(CLI::App* command, JobOptions& options) {
       ->add_option("--virtual-stages", options.virtual_stages,
                    "Model chunks per pipeline rank (interleaved-1f1b)")
       ->capture_default_str();
-  command
-      ->add_option("--pp-first-stage-less-layers", options.pp_first_less,
-                   "Blocks the embedding counts as when the blocks split into the chunks "
-                   "(torchtitan's pipeline_parallel_first_stage_less_layers)")
-      ->capture_default_str();
-  command
-      ->add_option("--pp-last-stage-less-layers", options.pp_last_less,
-                   "Blocks norm+output count as in that split (0 and 0: the blocks alone "
-                   "evenly, Megatron's)")
-      ->capture_default_str();
+  command->add_option("--pp-first-stage-less-layers", options.pp_first_less,
+                      "With --pp: blocks the embedding counts as when the blocks split into the "
+                      "chunks (default 1, torchtitan's pipeline_parallel_first_stage_less_layers)");
+  command->add_option("--pp-last-stage-less-layers", options.pp_last_less,
+                      "With --pp: blocks the final norm and output layer count as in that split "
+                      "(default 1; 0 and 0 split the blocks alone evenly, as Megatron does)");
   command->add_option("--pp-chunk-blocks", options.pp_chunk_blocks,
                       "The blocks of each chunk, in order, comma-separated (e.g. 15,16,16,15; "
                       "torchtitan's module_fqns_per_model_part) instead of the weights' split");
@@ -381,14 +379,13 @@ void add_plan_options(CLI::App* command, PlanOptions& options, bool with_plan) {
                      fmt::format("Built-in plan ({}), plan JSON file or schedule file", names))
         ->capture_default_str();
     command->add_option("--keep-gathered", options.keep_gathered,
-                        "Pipelined jobs with a built-in plan: yes keeps the parameters gathered "
+                        "Pipelined jobs (--pp, or --microbatches above 1) with a built-in plan: "
+                        "yes keeps the parameters gathered "
                         "across microbatches (one round of collectives), no re-gathers and "
                         "reduce-scatters in each; torchtitan (the default): yes under PP, no "
                         "without");
   }
-  command->add_option("--memory-limit", options.memory_limit,
-                      "Memory a step may allocate per GPU, e.g. 70GiB (default: HBM less the "
-                      "hardware's reserve)");
+  command->add_option("--memory-limit", options.memory_limit, kMemoryLimitHelp);
 }
 
 KeepGatheredChoice parse_keep_gathered(const std::string& text, const std::string& flag,

@@ -152,6 +152,12 @@ inline constexpr const char* kFitHelp =
     "under the memory limit: predicted (its reserved peak at the predicted timing; default) "
     "or any-timing (at the worst order of starts and ends under any durations)";
 
+// --memory-limit's help text (every command that takes it; found by QA: the texts differed,
+// and none said a number without a unit is bytes).
+inline constexpr const char* kMemoryLimitHelp =
+    "Memory a step may reserve per GPU: bytes, or with a unit (70GiB; 75GB is 75e9 bytes); "
+    "default: the GPU's HBM less the hardware's reserve";
+
 // Error(kBadInput) naming --keep-gathered, given for a `job` that is not pipelined.
 void require_pipelined_for_keep_gathered(const JobSpec& job);
 

@@ -512,8 +512,10 @@ void register_sim_commands(CLI::App& app) {
   add_cost_options(command, options->cost);
   add_plan_options(command, options->plan);
   command->add_flag("--json", options->json, "Print one JSON object instead of text");
-  command->add_option("--trace", options->trace_path,
-                      "Write a Chrome trace (Perfetto, chrome://tracing) of the step to FILE");
+  command
+      ->add_option("--trace", options->trace_path,
+                   "Write a Chrome trace (Perfetto, chrome://tracing) of the step to FILE")
+      ->type_name("FILE");
   command->add_flag("--require-fit", options->require_fit,
                     "Exit 3 when the peak exceeds the memory limit");
   command->callback([options] {

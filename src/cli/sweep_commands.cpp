@@ -761,7 +761,9 @@ void register_sweep_commands(CLI::App& app) {
                         "torchtitan train config: its model, seq_len and global batch (local "
                         "batch x data-parallel degree on --gpus) unless given "
                         "(docs/torchtitan-config.md)");
-    command->add_option("--hardware", options->hardware, "Built-in hardware id or spec file")
+    command
+        ->add_option("--hardware", options->hardware,
+                     "Hardware: a built-in id (h100-sxm, h200, a100-80g) or a spec file")
         ->capture_default_str();
     command->add_option("--gpus", options->gpus, "World size (required)");
     command->add_option("--gpus-per-node", options->gpus_per_node,
@@ -771,8 +773,7 @@ void register_sweep_commands(CLI::App& app) {
                         "Sequences per step (1024), or tokens with 'tok' (8Mtok, 8388608tok); "
                         "required unless --job-toml");
     command->add_option("--seq", options->seq, "Sequence length")->capture_default_str();
-    command->add_option("--memory-limit", options->memory_limit,
-                        "Per-GPU limit (e.g. 70GiB); default: HBM less the hardware reserve");
+    command->add_option("--memory-limit", options->memory_limit, kMemoryLimitHelp);
     command->add_option("--top", options->top, "Configurations to print")->capture_default_str();
     command
         ->add_option("--threads", options->threads,
@@ -846,9 +847,11 @@ void register_sweep_commands(CLI::App& app) {
         "pipeline", "Simulate a job with pipeline parallelism, stage by stage (fsdp2 per stage)");
     add_job_options(command, options->job);
     add_pipeline_options(command, options->job);
-    command->add_option("--hardware", options->hardware, "Built-in hardware id or spec file")
+    command
+        ->add_option("--hardware", options->hardware,
+                     "Hardware: a built-in id (h100-sxm, h200, a100-80g) or a spec file")
         ->capture_default_str();
-    command->add_option("--memory-limit", options->memory_limit, "Per-GPU limit (e.g. 70GiB)");
+    command->add_option("--memory-limit", options->memory_limit, kMemoryLimitHelp);
     command->add_option("--keep-gathered", options->keep_gathered,
                         "yes keeps every chunk's parameters gathered across microbatches, no "
                         "re-gathers and reduce-scatters in each; torchtitan (the default): yes "

@@ -677,8 +677,7 @@ void register_tune_commands(CLI::App& app) {
   add_job_options(tune, options->job);
   add_pipeline_options(tune, options->job);
   add_cost_options(tune, options->cost, kDefaultTuneHardware);
-  tune->add_option("--memory-limit", options->memory_limit,
-                   "Peak memory per GPU, e.g. 76GiB (default: HBM minus the hardware's reserve)");
+  tune->add_option("--memory-limit", options->memory_limit, kMemoryLimitHelp);
   tune->add_option("--step-tolerance", options->step_tolerance,
                    "Of the plans within this fraction of the fastest step (0.001 or 0.1%), "
                    "take the one that reserves the least memory (default 0.1%; 0 = the "
@@ -717,7 +716,8 @@ void register_tune_commands(CLI::App& app) {
                    "Also write the job as a torchtitan train config (TOML)");
   tune->add_option("--trace", options->trace_path,
                    "Also write a Chrome trace (Perfetto) of the tuned step to FILE (a process "
-                   "per pipeline stage when pipelined)");
+                   "per pipeline stage when pipelined)")
+      ->type_name("FILE");
   tune->add_option("--try-pp-splits", options->try_pp_splits,
                    "Also tune every other split of the blocks into the pipeline stages with "
                    "the embedding and norm+output counted as 0..N blocks each (N <= 4), and "
@@ -733,7 +733,7 @@ void register_tune_commands(CLI::App& app) {
                    "Also start from this plan (a plan file or a schedule file of tune --out, "
                    "e.g. tuned for other hardware or another mesh of the model; repeatable): "
                    "the tuned plan is never slower than one that fits (beyond "
-                   "--step-tolerance). Jobs without a pipeline")
+                   "--step-tolerance); jobs without a pipeline only")
       ->take_all();
   tune->add_flag("--json", options->json, "Print one JSON object instead of the table");
   tune->callback(

@@ -303,9 +303,9 @@ void register_validate_commands(CLI::App& app) {
                      "accumulated fp32 gradient shards and every TP collective's output in one "
                      "extra step before the warm-up");
   validate->add_flag("--scale-down", validate_args->options.scale_down,
-                     "Replay a schedule for a larger dp_shard on fewer ranks (a divisor of "
-                     "dp_shard times dp_replicate x tp), each rank holding several shards "
-                     "(docs/validation.md)");
+                     "Replay a schedule for a larger dp_shard on fewer ranks (pp x "
+                     "dp_replicate x tp x a divisor of dp_shard), each rank holding several "
+                     "shards (docs/validation.md)");
   validate->add_flag("--serial-collectives", validate_args->options.serial_collectives,
                      "Run the compute tasks' TP and CP collectives in op order, not beside the "
                      "compute the model overlaps them with (async TP, the CP K/V gather)");
@@ -333,7 +333,8 @@ void register_validate_commands(CLI::App& app) {
   compare_command->add_option("schedule", compare_args->schedule, "schedule.json")->required();
   compare_command->add_option("measured", compare_args->measured, "measured.json")->required();
   compare_command->add_flag("--json", compare_args->json, "JSON instead of a table");
-  compare_command->add_option("--top", compare_args->top, "Tasks (and pipeline actions) to list")
+  compare_command
+      ->add_option("--top", compare_args->top, "Tasks (and pipeline actions) to list, 0 to 1000000")
       ->capture_default_str();
   compare_command->callback([compare_args] { run_compare(*compare_args); });
 }
