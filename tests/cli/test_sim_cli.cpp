@@ -524,7 +524,7 @@ TEST_CASE(
   CHECK_FALSE(std::filesystem::exists(dir + "/s.json"));
 }
 
-TEST_CASE("--memory-limit's help is one text, saying a bare number is bytes", "[cli][help]") {
+TEST_CASE("the help of --memory-limit is one text, saying a bare number is bytes", "[cli][help]") {
   // Found by QA: four wordings, none saying that `--memory-limit 70` is 70 bytes; the
   // pipeline's stated no default.
   for (const std::string command : {"simulate", "tune", "sweep", "pipeline"}) {
