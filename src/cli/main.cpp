@@ -180,7 +180,12 @@ void check_option_values(CLI::App& app) {
 
 // Writes `text` to stderr without throwing: fmt::print throws when stderr is closed
 // (`2>&-`), and from a catch handler below that ended the program in std::terminate.
-void say(const std::string& text) { std::fputs(text.c_str(), stderr); }
+// After what the command printed to stdout, where both go to one file or pipe (found by QA:
+// tune's exit-3 error came before its table under `> log 2>&1`, stdout being buffered).
+void say(const std::string& text) {
+  std::fflush(stdout);
+  std::fputs(text.c_str(), stderr);
+}
 
 }  // namespace
 

@@ -1115,3 +1115,20 @@ TEST_CASE("nothing fits: the error says when --memory-limit was not given", "[cl
   }
   CHECK_FALSE(std::filesystem::exists(dir + "/s.json"));
 }
+
+TEST_CASE("tune's error follows its table where stdout and stderr are one file", "[cli][tune]") {
+  // Found by QA: under `> log 2>&1` the exit-3 error came before the table (stdout buffered).
+  const std::string dir = make_temp_dir("fsdptune-tune-log");
+  const auto result =
+      fsdptune::testing::run_command("{ " + std::string(FSDPTUNE_BINARY) +
+                                     " tune --model tiny --gpus 2 --gpus-per-node 2 --seq 128 "
+                                     "--hardware h100-sxm --memory-limit 10MiB --out " +
+                                     dir + "/s.json > " + dir + "/log.txt 2>&1; }");
+  CHECK(result.exit_code == 3);
+  const std::string log = fsdptune::read_text_file(dir + "/log.txt");
+  const std::size_t table = log.find("fsdp2 ");
+  const std::size_t error = log.find("fsdptune: error: --memory-limit");
+  REQUIRE(table != std::string::npos);
+  REQUIRE(error != std::string::npos);
+  CHECK(table < error);
+}
