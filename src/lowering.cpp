@@ -87,7 +87,31 @@ CommGroup replicate_group(const JobSpec& job) {
   // smaller than a node.
   const std::int64_t stride =
       std::max<std::int64_t>(1, job.dp_shard) * std::max<std::int64_t>(1, job.tp);
-  group.ranks_per_node = std::clamp<std::int64_t>(job.gpus_per_node / stride, 1, group.ranks);
+  const std::int64_t per_node = std::max<std::int64_t>(1, job.gpus_per_node);
+  group.ranks_per_node = std::clamp<std::int64_t>(per_node / stride, 1, group.ranks);
+  // Under PP a stage need not be whole nodes (24 GPUs, pp 2, 8 per node: ranks 0-11 and
+  // 12-23), and its replica groups then split unevenly over nodes ({0, 4, 8}: two GPUs on
+  // one node, one on the next). The node holding the fewest of a group's GPUs drives the
+  // fewest NICs (docs/hardware.md): the fewest any node holds of any group, every stage's
+  // (found by QA: such a group was priced at two NICs where one carries its ring).
+  const std::int64_t stage_ranks = stride * group.ranks;
+  if (group.ranks > 1 && stage_ranks % per_node != 0) {
+    std::int64_t fewest = group.ranks;
+    for (std::int64_t stage = 0; stage < std::max<std::int64_t>(1, job.pp); ++stage) {
+      for (std::int64_t offset = 0; offset < stride; ++offset) {
+        std::int64_t node = -1;
+        std::int64_t count = 0;
+        for (std::int64_t k = 0; k < group.ranks; ++k) {
+          const std::int64_t rank_node = (stage * stage_ranks + offset + k * stride) / per_node;
+          if (rank_node != node && count > 0) fewest = std::min(fewest, count);
+          count = rank_node != node ? 1 : count + 1;
+          node = rank_node;
+        }
+        fewest = std::min(fewest, count);
+      }
+    }
+    group.ranks_per_node = fewest;
+  }
   return group;
 }
 

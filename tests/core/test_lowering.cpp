@@ -474,3 +474,38 @@ TEST_CASE("a Lowerer lowers like lower(), and for simulation without names or sl
     }
   }
 }
+
+TEST_CASE("replicate_group: the fewest GPUs of a replica group on any node", "[lowering]") {
+  JobSpec job;
+  job.gpus_per_node = 8;
+  job.tp = 1;
+  // Without PP the replicas lie evenly: dp_shard 2 puts 4 of 8 replicas on a node, dp_shard
+  // 8 one per node.
+  job.dp_shard = 2;
+  job.dp_replicate = 8;
+  job.pp = 1;
+  CHECK(replicate_group(job).ranks == 8);
+  CHECK(replicate_group(job).ranks_per_node == 4);
+  job.dp_shard = 8;
+  CHECK(replicate_group(job).ranks_per_node == 1);
+  // PP with stages of whole nodes: 32 GPUs, pp 2, replicas {0, 4, 8, 12}: 2 per node.
+  job.dp_shard = 4;
+  job.dp_replicate = 4;
+  job.pp = 2;
+  CHECK(replicate_group(job).ranks_per_node == 2);
+  // Found by QA: 24 GPUs, pp 2, 3 replicas of dp_shard 4: stages of 12 ranks, groups {0, 4,
+  // 8} (node 0 holds two, node 1 one) and {12, 16, 20} (one, then two): one GPU drives a
+  // node's NICs, not the two an even split would give.
+  job.dp_replicate = 3;
+  CHECK(replicate_group(job).ranks == 3);
+  CHECK(replicate_group(job).ranks_per_node == 1);
+  // 48 GPUs, pp 2, 3 replicas of dp_shard 8: stages of 24, each replica its own node.
+  job.dp_shard = 8;
+  CHECK(replicate_group(job).ranks_per_node == 1);
+  // 4-GPU nodes, 6 replicas of dp_shard 1 over pp 2 (stages of 6): {0..5} and {6..11}
+  // split 4 + 2 and 2 + 4: 2.
+  job.gpus_per_node = 4;
+  job.dp_shard = 1;
+  job.dp_replicate = 6;
+  CHECK(replicate_group(job).ranks_per_node == 2);
+}
