@@ -4,13 +4,16 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
+#include <string_view>
 #include <system_error>
 #include <vector>
 
@@ -455,6 +458,28 @@ std::filesystem::path resolved_file(const std::string& path) {
   return ec ? absolute.lexically_normal() : canonical;
 }
 
+bool stdout_taken_by_output() { return stdout_output.fd >= 0; }
+
+namespace {
+
+// The descriptor `path` names, if it names one: /dev/stdin, /dev/stdout, /dev/stderr,
+// /dev/fd/N or /proc/self/fd/N.
+std::optional<int> named_descriptor(const std::string& path) {
+  if (path == "/dev/stdin") return 0;
+  if (path == "/dev/stdout") return 1;
+  if (path == "/dev/stderr") return 2;
+  for (const std::string_view prefix : {"/dev/fd/", "/proc/self/fd/"}) {
+    if (!path.starts_with(prefix)) continue;
+    const std::string_view number = std::string_view(path).substr(prefix.size());
+    int fd = -1;
+    const auto [end, error] = std::from_chars(number.data(), number.data() + number.size(), fd);
+    if (error == std::errc() && end == number.data() + number.size()) return fd;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 void require_distinct_files(const NamedFiles& outputs, const NamedFiles& inputs) {
   namespace fs = std::filesystem;
   // A link that cannot be followed (a loop) is bad input of its flag (found by QA: exit 1
@@ -468,6 +493,16 @@ void require_distinct_files(const NamedFiles& outputs, const NamedFiles& inputs)
   };
   std::vector<fs::path> written;
   for (const auto& [flag, path] : outputs) {
+    // Found by review: `--out /dev/stdout >&-` said "cannot create a file in /proc/self/fd".
+    if (const std::optional<int> fd = named_descriptor(path); fd && ::fcntl(*fd, F_GETFD) < 0) {
+      constexpr std::array<const char*, 3> kStandard = {" (standard input)", " (standard output)",
+                                                        " (standard error)"};
+      throw_bad_input(
+          flag + " " + path,
+          fmt::format("names descriptor {}{}, which is not open", *fd,
+                      *fd >= 0 && *fd < 3 ? kStandard[static_cast<std::size_t>(*fd)] : ""),
+          "give a file, or run it with that descriptor open");
+    }
     written.push_back(path.empty() ? fs::path() : resolved(flag, path));
     std::error_code ec;
     if (!path.empty() && fs::is_directory(written.back(), ec)) {

@@ -53,6 +53,8 @@ void write_files_atomically(const std::vector<OutputFile>& files);
 // what the command prints there from then on goes to stderr, so the output is read alone.
 using NamedFiles = std::vector<std::pair<std::string, std::string>>;
 void require_distinct_files(const NamedFiles& outputs, const NamedFiles& inputs = {});
+// Whether an output took stdout (require_distinct_files), descriptor 1 then being stderr's.
+bool stdout_taken_by_output();
 // The file `path` names, as require_distinct_files compares paths: links followed, made
 // absolute, "." and ".." resolved (lexically where the path does not exist).
 std::filesystem::path resolved_file(const std::string& path);

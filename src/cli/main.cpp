@@ -11,11 +11,14 @@
 #include <system_error>
 #include <vector>
 
+#include <signal.h>
+
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
 #include "commands.hpp"
 #include "fsdptune/error.hpp"
+#include "fsdptune/io.hpp"
 #include "fsdptune/units.hpp"
 
 namespace {
@@ -182,8 +185,15 @@ void check_option_values(CLI::App& app) {
 // (`2>&-`), and from a catch handler below that ended the program in std::terminate.
 // After what the command printed to stdout, where both go to one file or pipe (found by QA:
 // tune's exit-3 error came before its table under `> log 2>&1`, stdout being buffered).
+// Flushed with SIGPIPE ignored: a reader of stdout that is gone must not take the message
+// with it (found by review: `| true` left no error); the failed flush is said at the end.
 void say(const std::string& text) {
+  struct sigaction ignore {};
+  struct sigaction previous {};
+  ignore.sa_handler = SIG_IGN;
+  const bool ignored = ::sigaction(SIGPIPE, &ignore, &previous) == 0;
   std::fflush(stdout);
+  if (ignored) ::sigaction(SIGPIPE, &previous, nullptr);
   std::fputs(text.c_str(), stderr);
 }
 
@@ -346,7 +356,11 @@ int main(int argc, char** argv) {
   // What went to stdout is buffered: a write that failed (stdout closed, a full disk)
   // shows only here, and the output is lost (it exited 0).
   if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0) {
-    say("fsdptune: error: standard output: the output could not be written\n");
+    // Where an output took stdout, what went there is the report, sent to stderr.
+    say(fsdptune::stdout_taken_by_output()
+            ? "fsdptune: error: standard error: the report (moved there, an output having "
+              "taken standard output) could not be written\n"
+            : "fsdptune: error: standard output: the output could not be written\n");
     return code == 0 ? 1 : code;
   }
   return code;

@@ -1132,3 +1132,24 @@ TEST_CASE("tune's error follows its table where stdout and stderr are one file",
   REQUIRE(error != std::string::npos);
   CHECK(table < error);
 }
+
+TEST_CASE("tune's error is said where the reader of its stdout is gone", "[cli][tune]") {
+  // Found by review: stdout flushed before the error met the closed pipe, and SIGPIPE took
+  // the message with it (`| true`).
+  const auto result = fsdptune::testing::run_command(
+      fmt::format("{{ {} tune --model tiny --gpus 2 --gpus-per-node 2 --seq 128 --hardware "
+                  "h100-sxm --memory-limit 10MiB --out {}/s.json | true; }}",
+                  FSDPTUNE_BINARY, make_temp_dir("fsdptune-tune-gone")));
+  CHECK_THAT(result.err, Catch::Contains("fsdptune: error: --memory-limit: no plan fits"));
+}
+
+TEST_CASE("an output naming a closed descriptor says so", "[cli][tune]") {
+  // Found by review: `--out /dev/stdout >&-` said "cannot create a file in /proc/self/fd".
+  const auto result = fsdptune::testing::run_command(
+      std::string(FSDPTUNE_BINARY) +
+      " tune --model tiny --gpus 2 --gpus-per-node 2 --seq 128 --hardware h100-sxm "
+      "--max-evaluations 5 --out /dev/stdout >&-");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Catch::Contains("--out /dev/stdout: names descriptor 1 (standard "
+                                         "output), which is not open"));
+}
