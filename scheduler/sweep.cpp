@@ -100,6 +100,9 @@ std::vector<JobSpec> sweep_jobs(const ModelSpec& model, const HardwareSpec& hard
                 fmt::format("{} {} not divide over {} data-parallel ranks",
                             counted(options.global_batch_sequences, "sequence"),
                             options.global_batch_sequences == 1 ? "does" : "do", data_parallel));
+            if (skip.fewest_undivided_ranks == 0 || data_parallel < skip.fewest_undivided_ranks) {
+              skip.fewest_undivided_ranks = data_parallel;
+            }
             continue;
           }
           const std::int64_t per_rank = options.global_batch_sequences / data_parallel;

@@ -429,12 +429,18 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& so
                                           ? job.tp * job.pp * job.dp_replicate
                                           : 0;
   if (model_parallel == 0 || job.gpus % model_parallel != 0) {
-    throw_bad_input(at("--gpus"),
-                    fmt::format("{} {} not divisible by tp*pp*dp_replicate = {}*{}*{} = {}",
-                                counted(job.gpus, "GPU"), job.gpus == 1 ? "is" : "are", job.tp,
-                                job.pp, job.dp_replicate,
-                                model_parallel == 0 ? fmt::format("{:.0f}", model_parallel_degree)
-                                                    : std::to_string(model_parallel)));
+    throw_bad_input(
+        at("--gpus"),
+        fmt::format("{} {} not divisible by tp*pp*dp_replicate = {}*{}*{} = {}",
+                    counted(job.gpus, "GPU"), job.gpus == 1 ? "is" : "are", job.tp, job.pp,
+                    job.dp_replicate,
+                    model_parallel == 0 ? fmt::format("{:.0f}", model_parallel_degree)
+                                        : std::to_string(model_parallel)),
+        // Found by QA: no value offered.
+        model_parallel == 0
+            ? "give degrees whose product divides --gpus"
+            : fmt::format("give --gpus a multiple of {}, or degrees whose product divides {}",
+                          step_with_nearest(job.gpus, model_parallel), job.gpus));
   }
   const std::int64_t dp_shard = job.gpus / model_parallel;
   if (job.dp_shard != 0 && job.dp_shard != dp_shard) {
@@ -451,7 +457,8 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& so
       throw_bad_input(at("--gpus"),
                       fmt::format("{} GPUs do not fill nodes of {} (--gpus-per-node)", job.gpus,
                                   job.gpus_per_node),
-                      "give whole nodes: --gpus a multiple of --gpus-per-node");
+                      fmt::format("give whole nodes: --gpus a multiple of --gpus-per-node ({})",
+                                  nearest_multiples(job.gpus, job.gpus_per_node)));
     }
     if (!fills_nodes(job.tp, job.gpus_per_node)) {
       throw_bad_input(

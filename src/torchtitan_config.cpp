@@ -1254,12 +1254,13 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
             "{} leaves the world size to the launcher "
             "(data_parallel_shard_degree = -1): give --gpus (default 8)",
             c.source);
-      } else if (e.where() == "--gpus" && hint.empty() && !degrees.empty() &&
-                 world_size_undivided) {
+      } else if (e.where() == "--gpus" && !degrees.empty() && world_size_undivided) {
+        // The config's degrees at fault, with the values normalize_job's hint offers.
         hint = fmt::format(
             "{} sets [parallelism] {}: change {}, or give --gpus a multiple "
-            "of tp*pp*dp_replicate",
-            c.source, join_alternatives(degrees, " and "), degrees.size() == 1 ? "it" : "them");
+            "of tp*pp*dp_replicate{}",
+            c.source, join_alternatives(degrees, " and "), degrees.size() == 1 ? "it" : "them",
+            divisor > 0 ? " = " + step_with_nearest(job.gpus, divisor) : std::string());
       }
       throw Error(e.kind(), where, e.message(), hint);
     }

@@ -139,6 +139,18 @@ std::string counted(std::int64_t count, std::string_view noun, std::string_view 
   return fmt::format("{} {}", count, plural);
 }
 
+std::string nearest_multiples(std::int64_t value, std::int64_t step) {
+  const std::int64_t below = value / step * step;
+  if (below <= 0) return std::to_string(step);
+  if (below == value) return std::to_string(value);
+  return fmt::format("{} or {}", below, below + step);
+}
+
+std::string step_with_nearest(std::int64_t value, std::int64_t step) {
+  const std::string nearest = nearest_multiples(value, step);
+  return nearest == std::to_string(step) ? nearest : fmt::format("{} ({})", step, nearest);
+}
+
 std::size_t edit_distance(const std::string& a, const std::string& b, std::size_t limit) {
   if ((a.size() > b.size() ? a.size() - b.size() : b.size() - a.size()) > limit) return limit + 1;
   std::vector<std::size_t> row(b.size() + 1);

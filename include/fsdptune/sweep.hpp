@@ -155,6 +155,8 @@ struct SweepSkips {
   };
   std::int64_t count = 0;
   std::vector<Reason> reasons;  // by first occurrence
+  // The fewest data-parallel ranks of a mesh the global batch did not divide over (0: none).
+  std::int64_t fewest_undivided_ranks = 0;
   void add(const std::string& flag, const std::string& message);
   // The most frequent reason (the first of equals); REQUIRES: count > 0.
   const Reason& main_reason() const;

@@ -178,7 +178,8 @@ void run_collective(const CostCommandOptions& options, const ResolvedCostModel& 
     throw_bad_input("--gpus",
                     fmt::format("{} GPUs do not fill nodes of {} (--gpus-per-node{})", options.gpus,
                                 per_node, options.gpus_per_node > 0 ? "" : ", the hardware's"),
-                    "give whole nodes: --gpus a multiple of --gpus-per-node");
+                    fmt::format("give whole nodes: --gpus a multiple of --gpus-per-node ({})",
+                                nearest_multiples(options.gpus, per_node)));
   }
   const CommGroup group{options.gpus, std::min(per_node, options.gpus)};
   if (kind == CollectiveKind::kSendRecv && group.ranks != 2) {

@@ -350,7 +350,14 @@ void run_sweep(const SweepCliOptions& o) {
                                       skipped.summary(), skipped.main_reason().message)),
         nodes ? fmt::format("{} GPUs do not fill nodes of {} (--gpus-per-node)", o.gpus,
                             gpus_per_node)
-              : "");
+        // Found by QA: no value offered.
+        : flag == batch_flag && skipped.fewest_undivided_ranks > 0
+            ? fmt::format(
+                  "give {} a multiple of {} (the fewest data-parallel ranks of a mesh "
+                  "here), e.g. {} sequences",
+                  batch_flag, skipped.fewest_undivided_ranks,
+                  nearest_multiples(options.global_batch_sequences, skipped.fewest_undivided_ranks))
+            : "");
   }
   fmt::print(stderr, "sweep: {} configurations ({} skipped{}), {}\n", total, skipped.count,
              skipped.count > 0 ? ": " + skipped.summary() : std::string(),
@@ -625,7 +632,8 @@ void run_sweep(const SweepCliOptions& o) {
              : "");
   }
   if (!result.rejected.empty()) {
-    fmt::print("\nrejected: {} configurations\n", result.rejected.size());
+    fmt::print("\nrejected: {}\n",
+               counted(static_cast<std::int64_t>(result.rejected.size()), "configuration"));
     for (const auto& [reason, count] : reasons) fmt::print("  {:>6}  {}\n", count, reason);
     // The rejected configuration with the highest throughput: what memory cost it.
     const SweepCandidate* fastest = nullptr;

@@ -178,10 +178,18 @@ TEST_CASE("bad input is one line naming the culprit, exit 2", "[cli][errors]") {
     expect_one_line_error(run_fsdptune("workload --model llama3-8b --gpus 32 --tp 16"),
                           {"--tp", "kv heads"});
   }
-  SECTION("gpus not divisible by tp * dp_replicate") {
-    expect_one_line_error(run_fsdptune("workload --model llama3-8b --gpus 12 --tp 8"), {"--gpus"});
-    expect_one_line_error(
-        run_fsdptune("workload --model llama3-8b --gpus 12 --tp 2 --dp-replicate 4"), {"--gpus"});
+  SECTION("gpus not divisible by tp * dp_replicate: a hint offers values (found by QA)") {
+    for (const std::string command : {"workload --model llama3-8b --gpus 12 --tp 8",
+                                      "workload --model llama3-8b --gpus 12 --tp 2 "
+                                      "--dp-replicate 4"}) {
+      const auto result = run_fsdptune(command);
+      CHECK(result.exit_code == 2);
+      CHECK(result.out.empty());
+      CHECK_THAT(result.err,
+                 Catch::StartsWith("fsdptune: error: --gpus: 12 GPUs are not divisible") &&
+                     Catch::EndsWith("\n  hint: give --gpus a multiple of 8 (8 or 16), or "
+                                     "degrees whose product divides 12\n"));
+    }
   }
   SECTION("zero or negative sizes") {
     expect_one_line_error(run_fsdptune("workload --model tiny --gpus 2 --batch 0"), {"--batch"});

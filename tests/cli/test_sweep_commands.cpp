@@ -1092,3 +1092,17 @@ TEST_CASE("sweep --job-toml tries the config's context-parallel degree besides n
   }
   CHECK(degrees == std::set<std::int64_t>{1, 4});
 }
+
+TEST_CASE("sweep: a global batch no mesh divides over is answered with a multiple",
+          "[cli][sweep]") {
+  // Found by QA: "20 sequences do not divide over 24 data-parallel ranks" offered no value;
+  // on 24 GPUs the fewest data-parallel ranks are 3 (tp 8).
+  const auto result = run_fsdptune(
+      "sweep --model llama3-8b --gpus 24 --global-batch 20 --tune-top 0 --hardware h100-sxm");
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Catch::Contains("hint: give --global-batch a multiple of 3 (the fewest "
+                                         "data-parallel ranks of a mesh here), e.g. 18 or 21"));
+  const auto eighteen = run_fsdptune(
+      "sweep --model llama3-8b --gpus 24 --global-batch 18 --tune-top 0 --hardware h100-sxm");
+  CHECK(eighteen.exit_code == 0);
+}

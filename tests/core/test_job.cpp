@@ -59,6 +59,15 @@ TEST_CASE("normalize_job names the flag at fault", "[job][errors]") {
     job.dp_replicate = 1;
     CHECK_THROWS_WITH(normalize_job(builtin_model("llama3-8b"), job),
                       Catch::Contains("1 GPU is not divisible by tp*pp*dp_replicate"));
+    // The hint offers values (found by QA).
+    job.gpus = 6;
+    job.tp = 4;
+    try {
+      normalize_job(builtin_model("llama3-8b"), job);
+      FAIL("accepted");
+    } catch (const Error& e) {
+      CHECK(e.hint() == "give --gpus a multiple of 4 (4 or 8), or degrees whose product divides 6");
+    }
   }
   SECTION("GPUs that do not fill whole nodes, TP groups across nodes") {
     // Accepted before: a TP pair across two nodes of 3 was costed as within one.

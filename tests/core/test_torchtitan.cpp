@@ -283,12 +283,12 @@ TEST_CASE("torchtitan defaults fill what a config leaves out", "[torchtitan]") {
   CHECK(given(twelve).hint() ==
         "train.toml sets [parallelism] data_parallel_replicate_degree = 2 and "
         "tensor_parallel_degree = 8: change them, or give --gpus a multiple of "
-        "tp*pp*dp_replicate");
+        "tp*pp*dp_replicate = 16");
   twelve.tp = 4;
   twelve.gpus = 12;
   CHECK(given(twelve).hint() ==
         "train.toml sets [parallelism] data_parallel_replicate_degree = 2: change it, or give "
-        "--gpus a multiple of tp*pp*dp_replicate");
+        "--gpus a multiple of tp*pp*dp_replicate = 8 (8 or 16)");
   // Degrees whose product passes 2^63 (found by fuzzing: a signed overflow, and no hint):
   // the world size does not divide by them either.
   JobOverrides only_gpus;
