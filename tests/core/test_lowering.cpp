@@ -508,4 +508,33 @@ TEST_CASE("replicate_group: the fewest GPUs of a replica group on any node", "[l
   job.dp_shard = 1;
   job.dp_replicate = 6;
   CHECK(replicate_group(job).ranks_per_node == 2);
+  // Against a walk of every rank of every group, over meshes whose shard groups stay within
+  // nodes (the counting is O(1) a group; review).
+  for (const std::int64_t per_node : {2, 4, 8, 16}) {
+    for (std::int64_t stride = 1; stride <= 2 * per_node; stride *= 2) {
+      for (std::int64_t replicas = 2; replicas <= 13; ++replicas) {
+        for (std::int64_t pp = 1; pp <= 5; ++pp) {
+          JobSpec mesh;
+          mesh.gpus_per_node = per_node;
+          mesh.tp = 1;
+          mesh.dp_shard = stride;
+          mesh.dp_replicate = replicas;
+          mesh.pp = pp;
+          std::int64_t fewest = replicas;
+          for (std::int64_t stage = 0; stage < pp; ++stage) {
+            for (std::int64_t offset = 0; offset < stride; ++offset) {
+              std::map<std::int64_t, std::int64_t> on_node;
+              for (std::int64_t k = 0; k < replicas; ++k) {
+                ++on_node[(stage * stride * replicas + offset + k * stride) / per_node];
+              }
+              for (const auto& [node, count] : on_node) fewest = std::min(fewest, count);
+            }
+          }
+          INFO(per_node << " per node, stride " << stride << ", " << replicas << " replicas, pp "
+                        << pp);
+          CHECK(replicate_group(mesh).ranks_per_node == fewest);
+        }
+      }
+    }
+  }
 }
