@@ -77,6 +77,25 @@ std::vector<JobSpec> sweep_jobs(const ModelSpec& model, const HardwareSpec& hard
   if (options.try_async_tp && options.execution == Execution::kCompiled) {
     async_modes.push_back(true);
   }
+  // A configuration of the mesh, one sequence a rank, one microbatch, AC as first asked.
+  const auto mesh_job = [&](std::int64_t tp, std::int64_t cp, std::int64_t pp,
+                            std::int64_t replicate) {
+    JobSpec job;
+    job.gpus = options.gpus;
+    job.gpus_per_node = options.gpus_per_node;
+    job.tp = tp;
+    job.cp = cp;
+    job.pp = pp;
+    job.dp_replicate = replicate;
+    job.pp_first_stage_less_layers = options.pp_first_stage_less_layers;
+    job.pp_last_stage_less_layers = options.pp_last_stage_less_layers;
+    job.seq_len = options.seq_len;
+    if (!options.ac_modes.empty()) job.ac = options.ac_modes.front();
+    job.param_dtype = options.param_dtype;
+    job.reduce_dtype = options.reduce_dtype;
+    job.execution = options.execution;
+    return job;
+  };
   for (std::int64_t tp = 1; tp <= options.gpus_per_node; tp *= 2) {
     if (options.gpus_per_node % tp != 0 || options.gpus % tp != 0) continue;
     for (std::int64_t pp = 1; pp <= options.max_pp && pp <= model.n_layers; pp *= 2) {
@@ -100,8 +119,22 @@ std::vector<JobSpec> sweep_jobs(const ModelSpec& model, const HardwareSpec& hard
                 fmt::format("{} {} not divide over {} data-parallel ranks",
                             counted(options.global_batch_sequences, "sequence"),
                             options.global_batch_sequences == 1 ? "does" : "do", data_parallel));
-            if (skip.fewest_undivided_ranks == 0 || data_parallel < skip.fewest_undivided_ranks) {
-              skip.fewest_undivided_ranks = data_parallel;
+            // The global batches nearest it that this mesh would take, where the mesh is one
+            // the model takes (found by review: tp 8 on a model of 4 kv heads offered its
+            // batch): a multiple of its data-parallel ranks, enough for a pipeline's
+            // microbatches.
+            JobSpec probe = mesh_job(tp, cp, pp, replicate);
+            probe.microbatches = pp;
+            try {
+              validate_pipeline(normalize_job(model, probe));
+              const std::int64_t least = data_parallel * pp;
+              const std::int64_t under =
+                  options.global_batch_sequences / data_parallel * data_parallel;
+              const std::int64_t over = std::max(least, under + data_parallel);
+              if (under >= least && under > skip.batch_below) skip.batch_below = under;
+              if (skip.batch_above == 0 || over < skip.batch_above) skip.batch_above = over;
+            } catch (const Error&) {
+              // A mesh refused for itself: no batch makes it run.
             }
             continue;
           }
@@ -130,26 +163,14 @@ std::vector<JobSpec> sweep_jobs(const ModelSpec& model, const HardwareSpec& hard
                 for (bool float8 : float8_modes) {
                   for (bool async_tp : async_modes) {
                     if (async_tp && tp == 1) continue;
-                    JobSpec job;
-                    job.gpus = options.gpus;
-                    job.gpus_per_node = options.gpus_per_node;
-                    job.tp = tp;
-                    job.cp = cp;
-                    job.pp = pp;
-                    job.dp_replicate = replicate;
+                    JobSpec job = mesh_job(tp, cp, pp, replicate);
                     job.local_batch = batch;
                     job.microbatches = microbatches;
                     job.pp_schedule = schedule;
                     job.virtual_stages = virtual_stages;
-                    job.pp_first_stage_less_layers = options.pp_first_stage_less_layers;
-                    job.pp_last_stage_less_layers = options.pp_last_stage_less_layers;
-                    job.seq_len = options.seq_len;
                     job.ac = ac;
-                    job.param_dtype = options.param_dtype;
-                    job.reduce_dtype = options.reduce_dtype;
                     job.float8 = float8;
                     job.async_tp = async_tp;
-                    job.execution = options.execution;
                     try {
                       job = normalize_job(model, job);
                       validate_pipeline(job);

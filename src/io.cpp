@@ -460,6 +460,15 @@ std::filesystem::path resolved_file(const std::string& path) {
 
 bool stdout_taken_by_output() { return stdout_output.fd >= 0; }
 
+void flush_stdout_before_error() {
+  struct sigaction ignore {};
+  struct sigaction previous {};
+  ignore.sa_handler = SIG_IGN;
+  const bool ignored = ::sigaction(SIGPIPE, &ignore, &previous) == 0;
+  std::fflush(stdout);
+  if (ignored) ::sigaction(SIGPIPE, &previous, nullptr);
+}
+
 namespace {
 
 // The descriptor `path` names, if it names one: /dev/stdin, /dev/stdout, /dev/stderr,
@@ -473,7 +482,7 @@ std::optional<int> named_descriptor(const std::string& path) {
     const std::string_view number = std::string_view(path).substr(prefix.size());
     int fd = -1;
     const auto [end, error] = std::from_chars(number.data(), number.data() + number.size(), fd);
-    if (error == std::errc() && end == number.data() + number.size()) return fd;
+    if (error == std::errc() && end == number.data() + number.size() && fd >= 0) return fd;
   }
   return std::nullopt;
 }
@@ -493,15 +502,23 @@ void require_distinct_files(const NamedFiles& outputs, const NamedFiles& inputs)
   };
   std::vector<fs::path> written;
   for (const auto& [flag, path] : outputs) {
-    // Found by review: `--out /dev/stdout >&-` said "cannot create a file in /proc/self/fd".
-    if (const std::optional<int> fd = named_descriptor(path); fd && ::fcntl(*fd, F_GETFD) < 0) {
+    // Found by review: `--out /dev/stdout >&-` said "cannot create a file in /proc/self/fd";
+    // `--trace /dev/fd/0` wrote into the command's own input.
+    if (const std::optional<int> fd = named_descriptor(path)) {
       constexpr std::array<const char*, 3> kStandard = {" (standard input)", " (standard output)",
                                                         " (standard error)"};
-      throw_bad_input(
-          flag + " " + path,
-          fmt::format("names descriptor {}{}, which is not open", *fd,
-                      *fd >= 0 && *fd < 3 ? kStandard[static_cast<std::size_t>(*fd)] : ""),
-          "give a file, or run it with that descriptor open");
+      const char* standard = *fd < 3 ? kStandard[static_cast<std::size_t>(*fd)] : "";
+      const int flags = ::fcntl(*fd, F_GETFL);
+      if (flags < 0) {
+        throw_bad_input(flag + " " + path,
+                        fmt::format("names descriptor {}{}, which is not open", *fd, standard),
+                        "give a file, or run it with that descriptor open");
+      }
+      if ((flags & O_ACCMODE) == O_RDONLY) {
+        throw_bad_input(flag + " " + path,
+                        fmt::format("names descriptor {}{}, open for reading only", *fd, standard),
+                        "give a file, or a descriptor open for writing");
+      }
     }
     written.push_back(path.empty() ? fs::path() : resolved(flag, path));
     std::error_code ec;

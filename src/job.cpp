@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <string>
@@ -437,10 +438,16 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& so
                     model_parallel == 0 ? fmt::format("{:.0f}", model_parallel_degree)
                                         : std::to_string(model_parallel)),
         // Found by QA: no value offered.
-        model_parallel == 0
+        model_parallel_degree > static_cast<double>(kMaxJobGpus)
             ? "give degrees whose product divides --gpus"
-            : fmt::format("give --gpus a multiple of {}, or degrees whose product divides {}",
-                          step_with_nearest(job.gpus, model_parallel), job.gpus));
+            : fmt::format(
+                  "give --gpus {} (a multiple of {}{}), or degrees whose product divides {}",
+                  gpu_counts_near(job.gpus, static_cast<std::int64_t>(model_parallel_degree),
+                                  job.gpus_per_node),
+                  static_cast<std::int64_t>(model_parallel_degree),
+                  model_parallel_degree > static_cast<double>(job.gpus_per_node) ? " in whole nodes"
+                                                                                 : "",
+                  job.gpus));
   }
   const std::int64_t dp_shard = job.gpus / model_parallel;
   if (job.dp_shard != 0 && job.dp_shard != dp_shard) {
@@ -457,8 +464,8 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& so
       throw_bad_input(at("--gpus"),
                       fmt::format("{} GPUs do not fill nodes of {} (--gpus-per-node)", job.gpus,
                                   job.gpus_per_node),
-                      fmt::format("give whole nodes: --gpus a multiple of --gpus-per-node ({})",
-                                  nearest_multiples(job.gpus, job.gpus_per_node)));
+                      fmt::format("give whole nodes: --gpus {}",
+                                  gpu_counts_near(job.gpus, model_parallel, job.gpus_per_node)));
     }
     if (!fills_nodes(job.tp, job.gpus_per_node)) {
       throw_bad_input(
@@ -549,6 +556,28 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& so
     }
   }
   return job;
+}
+
+std::string gpu_counts_near(std::int64_t gpus, std::int64_t model_parallel, std::int64_t per_node) {
+  if (model_parallel < 1 || per_node < 1 || model_parallel > kMaxJobGpus) return "";
+  const std::int64_t whole = std::lcm(model_parallel, per_node);
+  std::int64_t below = 0;
+  std::int64_t above = 0;
+  // On one node: multiples of the mesh up to a node.
+  if (gpus > model_parallel) below = std::min(gpus - 1, per_node) / model_parallel * model_parallel;
+  if (const std::int64_t next = (gpus / model_parallel + 1) * model_parallel; next <= per_node) {
+    above = next;
+  }
+  // Above a node: multiples of both.
+  if (whole <= kMaxJobGpus) {
+    if (const std::int64_t under = (gpus - 1) / whole * whole; under > per_node) {
+      below = std::max(below, under);
+    }
+    if (above == 0) above = std::max(whole, (gpus / whole + 1) * whole);
+  }
+  if (above > kMaxJobGpus) above = 0;
+  if (below > 0 && above > 0) return fmt::format("{} or {}", below, above);
+  return below > 0 ? std::to_string(below) : above > 0 ? std::to_string(above) : "";
 }
 
 std::string dp_shard_text(std::int64_t dp_shard, std::int64_t cp) {

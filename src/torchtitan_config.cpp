@@ -1256,11 +1256,16 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
             c.source);
       } else if (e.where() == "--gpus" && !degrees.empty() && world_size_undivided) {
         // The config's degrees at fault, with the values normalize_job's hint offers.
+        const std::string near =
+            divisor > 0 ? gpu_counts_near(job.gpus, divisor, job.gpus_per_node) : "";
         hint = fmt::format(
             "{} sets [parallelism] {}: change {}, or give --gpus a multiple "
             "of tp*pp*dp_replicate{}",
             c.source, join_alternatives(degrees, " and "), degrees.size() == 1 ? "it" : "them",
-            divisor > 0 ? " = " + step_with_nearest(job.gpus, divisor) : std::string());
+            divisor <= 0 ? std::string()
+            : near == std::to_string(divisor) || near.empty()
+                ? fmt::format(" = {}", divisor)
+                : fmt::format(" = {} ({})", divisor, near));
       }
       throw Error(e.kind(), where, e.message(), hint);
     }

@@ -146,11 +146,6 @@ std::string nearest_multiples(std::int64_t value, std::int64_t step) {
   return fmt::format("{} or {}", below, below + step);
 }
 
-std::string step_with_nearest(std::int64_t value, std::int64_t step) {
-  const std::string nearest = nearest_multiples(value, step);
-  return nearest == std::to_string(step) ? nearest : fmt::format("{} ({})", step, nearest);
-}
-
 std::size_t edit_distance(const std::string& a, const std::string& b, std::size_t limit) {
   if ((a.size() > b.size() ? a.size() - b.size() : b.size() - a.size()) > limit) return limit + 1;
   std::vector<std::size_t> row(b.size() + 1);

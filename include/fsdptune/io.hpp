@@ -55,6 +55,10 @@ using NamedFiles = std::vector<std::pair<std::string, std::string>>;
 void require_distinct_files(const NamedFiles& outputs, const NamedFiles& inputs = {});
 // Whether an output took stdout (require_distinct_files), descriptor 1 then being stderr's.
 bool stdout_taken_by_output();
+// Flushes stdout before an error is said, with SIGPIPE ignored meanwhile: a reader of stdout
+// that is gone must not take the error with it (found by review: `| true` left none); the
+// failed write stays in stdout's error flag.
+void flush_stdout_before_error();
 // The file `path` names, as require_distinct_files compares paths: links followed, made
 // absolute, "." and ".." resolved (lexically where the path does not exist).
 std::filesystem::path resolved_file(const std::string& path);

@@ -155,8 +155,10 @@ struct SweepSkips {
   };
   std::int64_t count = 0;
   std::vector<Reason> reasons;  // by first occurrence
-  // The fewest data-parallel ranks of a mesh the global batch did not divide over (0: none).
-  std::int64_t fewest_undivided_ranks = 0;
+  // Of the meshes the global batch did not divide over, the nearest global batches below
+  // and above it one of them would take (0: none).
+  std::int64_t batch_below = 0;
+  std::int64_t batch_above = 0;
   void add(const std::string& flag, const std::string& message);
   // The most frequent reason (the first of equals); REQUIRES: count > 0.
   const Reason& main_reason() const;

@@ -46,9 +46,6 @@ std::string counted(std::int64_t count, std::string_view noun, std::string_view 
 // The multiples of `step` nearest `value` for a hint: "16 or 24" (value 20, step 8), "8"
 // below the first. REQUIRES: step > 0.
 std::string nearest_multiples(std::int64_t value, std::int64_t step);
-// `step` with the multiples nearest `value`, for "a multiple of ...": "8 (8 or 16)"
-// (value 12), "16" (value 12, step 16: the step is the nearest).
-std::string step_with_nearest(std::int64_t value, std::int64_t step);
 // `items` as a list of alternatives: "a, b or c" with `last` " or ", "a, b, or c" with
 // ", or" (hints' ways out). Empty for none.
 std::string join_alternatives(const std::vector<std::string>& items, std::string_view last);

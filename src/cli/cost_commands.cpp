@@ -171,6 +171,10 @@ void run_collective(const CostCommandOptions& options, const ResolvedCostModel& 
   }
   const std::int64_t per_node =
       options.gpus_per_node > 0 ? options.gpus_per_node : resolved.hardware.gpus_per_node;
+  // Before whole nodes, whose hint would offer counts it refuses (review).
+  if (kind == CollectiveKind::kSendRecv && options.gpus != 2) {
+    throw_bad_input("--gpus", "send_recv is between 2 GPUs");
+  }
   // Whole nodes, as a job's groups are (normalize_job): the model prices every node as
   // holding `per_node` ranks, so 9 GPUs in nodes of 8 were priced as two full nodes (338
   // GB/s where the lone ninth GPU's NIC carries the ring).
@@ -182,9 +186,6 @@ void run_collective(const CostCommandOptions& options, const ResolvedCostModel& 
                                 nearest_multiples(options.gpus, per_node)));
   }
   const CommGroup group{options.gpus, std::min(per_node, options.gpus)};
-  if (kind == CollectiveKind::kSendRecv && group.ranks != 2) {
-    throw_bad_input("--gpus", "send_recv is between 2 GPUs");
-  }
   const CostEstimate estimate = resolved.model->collective(kind, bytes, group);
   const double algbw = estimate.seconds > 0 ? static_cast<double>(bytes) / estimate.seconds : 0;
   const double busbw = algbw * busbw_factor(kind, group.ranks);

@@ -11,8 +11,6 @@
 #include <system_error>
 #include <vector>
 
-#include <signal.h>
-
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
@@ -185,15 +183,10 @@ void check_option_values(CLI::App& app) {
 // (`2>&-`), and from a catch handler below that ended the program in std::terminate.
 // After what the command printed to stdout, where both go to one file or pipe (found by QA:
 // tune's exit-3 error came before its table under `> log 2>&1`, stdout being buffered).
-// Flushed with SIGPIPE ignored: a reader of stdout that is gone must not take the message
-// with it (found by review: `| true` left no error); the failed flush is said at the end.
+// Flushed with SIGPIPE ignored (flush_stdout_before_error); the failed flush is said at the
+// end.
 void say(const std::string& text) {
-  struct sigaction ignore {};
-  struct sigaction previous {};
-  ignore.sa_handler = SIG_IGN;
-  const bool ignored = ::sigaction(SIGPIPE, &ignore, &previous) == 0;
-  std::fflush(stdout);
-  if (ignored) ::sigaction(SIGPIPE, &previous, nullptr);
+  fsdptune::flush_stdout_before_error();
   std::fputs(text.c_str(), stderr);
 }
 

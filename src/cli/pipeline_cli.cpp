@@ -1,8 +1,10 @@
 #include "pipeline_cli.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <numeric>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -287,50 +289,112 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
     }
     if (write_trace) fmt::print("wrote {}\n", trace_path);
   }
-  std::fflush(stdout);
-  if (require_fit) require_pipeline_fit(workload.model, job, sim.result, limit_bytes);
+  flush_stdout_before_error();
+  if (require_fit) require_pipeline_fit(workload.model, job, sim, limit_bytes);
 }
 
-void require_pipeline_fit(const ModelSpec& model, const JobSpec& job, const PipelineResult& result,
+ShardingGain largest_stage_gain(const PipelineSimulation& sim, std::int64_t peak_bytes,
+                                std::int64_t limit_bytes) {
+  const StageResult* largest = nullptr;
+  for (const StageResult& stage : sim.result.stages) {
+    if (largest == nullptr || stage.peak_reserved_bytes > largest->peak_reserved_bytes) {
+      largest = &stage;
+    }
+  }
+  std::int64_t sharded = 0;
+  const auto stages = static_cast<std::size_t>(std::max(1, sim.spec.stages));
+  for (std::size_t c = 0; largest != nullptr && c < sim.chunk_workloads.size(); ++c) {
+    if (c % stages == static_cast<std::size_t>(largest->rank)) {
+      sharded += sim.chunk_workloads[c].persistent_state_bytes();
+    }
+  }
+  return ShardingGain{peak_bytes, sharded, limit_bytes};
+}
+
+void require_pipeline_fit(const ModelSpec& model, const JobSpec& job, const PipelineSimulation& sim,
                           std::int64_t limit_bytes) {
   // The stage furthest over, the one to fix (found by QA: the first over was named, 55.8
   // MiB, beside a stage of 57.9 MiB).
   const StageResult* worst = nullptr;
-  for (const StageResult& stage : result.stages) {
+  for (const StageResult& stage : sim.result.stages) {
     if (stage_fits(stage, limit_bytes)) continue;
     if (worst == nullptr || stage.peak_reserved_bytes > worst->peak_reserved_bytes) worst = &stage;
   }
-  if (worst != nullptr) {
-    const StageResult& stage = *worst;
-    throw Error(ErrorKind::kDoesNotFit, "--memory-limit",
-                // By how much, as a single Program's error says (found by QA: "reserves 12.6 GiB,
-                // over the 12.6 GiB limit" for 1 B).
-                fmt::format("stage {} reserves {}, over the {} limit by {}", stage.rank,
-                            format_bytes(stage.peak_reserved_bytes), format_bytes(limit_bytes),
-                            format_bytes(stage.peak_reserved_bytes - limit_bytes)),
-                job.pp_schedule == PipelineSchedule::k1F1B
-                    ? does_not_fit_hint(model, job)
-                    : does_not_fit_hint(model, job) +
-                          " (or fewer microbatches in flight: --pp-schedule 1f1b)");
+  if (worst == nullptr) return;
+  const StageResult& stage = *worst;
+  // Parameters kept gathered across microbatches do not shrink with more GPUs; re-gathered
+  // they are freed after each use (found by QA: 405B on PP 4 was offered 512 GPUs, still
+  // 646 GiB over, never --keep-gathered no, 112 GiB).
+  std::vector<std::string> more;
+  if (std::find(sim.chunk_keep_gathered.begin(), sim.chunk_keep_gathered.end(), true) !=
+      sim.chunk_keep_gathered.end()) {
+    more.emplace_back("re-gather the parameters every microbatch (--keep-gathered no)");
   }
+  const std::string hint = does_not_fit_hint(
+      model, job, false, largest_stage_gain(sim, stage.peak_reserved_bytes, limit_bytes), more);
+  throw Error(ErrorKind::kDoesNotFit, "--memory-limit",
+              // By how much, as a single Program's error says (found by QA: "reserves 12.6 GiB,
+              // over the 12.6 GiB limit" for 1 B).
+              fmt::format("stage {} reserves {}, over the {} limit by {}", stage.rank,
+                          format_bytes(stage.peak_reserved_bytes), format_bytes(limit_bytes),
+                          format_bytes(stage.peak_reserved_bytes - limit_bytes)),
+              job.pp_schedule == PipelineSchedule::k1F1B
+                  ? hint
+                  : hint + " (or fewer microbatches in flight: --pp-schedule 1f1b)");
 }
+
+namespace {
+
+// The fewest GPUs, more than the job's and at least `at_least`, of a job normalize_job takes
+// with the job's other degrees (whole nodes above one, groups within them); 0 where there
+// is none up to kMaxJobGpus (a few candidates are tried past the first refused).
+std::int64_t fewest_valid_gpus(const ModelSpec& model, const JobSpec& job, double at_least) {
+  if (!(at_least < static_cast<double>(kMaxJobGpus))) return 0;
+  const std::int64_t per_node = std::max<std::int64_t>(1, job.gpus_per_node);
+  const std::int64_t model_parallel = std::max<std::int64_t>(1, job.tp * job.pp * job.dp_replicate);
+  const std::int64_t across_nodes = std::lcm(per_node, model_parallel);
+  const auto round_up = [](std::int64_t value, std::int64_t step) {
+    return (value + step - 1) / step * step;
+  };
+  std::int64_t from =
+      std::max<std::int64_t>(job.gpus + 1, static_cast<std::int64_t>(std::ceil(at_least)));
+  for (int tries = 0; tries < 16; ++tries) {
+    std::int64_t count = round_up(from, model_parallel);
+    if (count > per_node) count = round_up(from, across_nodes);
+    if (count > kMaxJobGpus) return 0;
+    JobSpec more = job;
+    more.gpus = count;
+    more.dp_shard = 0;
+    try {
+      normalize_job(model, more);
+      return count;
+    } catch (const Error&) {
+      from = count + 1;  // e.g. a CP or shard group across nodes
+    }
+  }
+  return 0;
+}
+
+}  // namespace
 
 std::string does_not_fit_hint(const ModelSpec& model, const JobSpec& job, bool fit_at_any_timing,
                               const std::optional<ShardingGain>& sharding,
                               const std::vector<std::string>& more) {
   std::vector<std::string> changes;
   if (job.pp > 1) changes.push_back("more pipeline stages (--pp)");
-  std::int64_t gpus = job.gpus * 2;
+  std::int64_t gpus = 0;
   if (sharding) {
-    // The sharded state at gpus GPUs is job.gpus / gpus of today's.
-    const auto peak_at = [&](std::int64_t at) {
-      const double kept = static_cast<double>(job.gpus) / static_cast<double>(at);
-      return static_cast<double>(sharding->peak_bytes) -
-             static_cast<double>(sharding->sharded_state_bytes) * (1 - kept);
-    };
-    while (gpus <= kMaxJobGpus && peak_at(gpus) > static_cast<double>(sharding->limit_bytes)) {
-      gpus *= 2;
+    // The sharded state at c GPUs is job.gpus / c of today's: the peak fits where
+    // c >= sharded * job.gpus / (limit - (peak - sharded)), never where the rest is over.
+    const double rest = static_cast<double>(sharding->peak_bytes - sharding->sharded_state_bytes);
+    const double room = static_cast<double>(sharding->limit_bytes) - rest;
+    if (room > 0) {
+      gpus = fewest_valid_gpus(model, job,
+                               static_cast<double>(sharding->sharded_state_bytes) *
+                                   static_cast<double>(job.gpus) / room);
     }
+  } else {
+    gpus = fewest_valid_gpus(model, job, 2.0 * static_cast<double>(job.gpus));
   }
   // Where the sharded state alone is over the limit, nothing else fits it without more
   // GPUs: the fewest that bring it under come first, needed beside the rest (found by QA,
@@ -338,26 +402,23 @@ std::string does_not_fit_hint(const ModelSpec& model, const JobSpec& job, bool f
   // over 75.2 GiB; and in review, with full AC, --cp 2 or a shorter --seq beside --gpus 32).
   // Where those GPUs fit the whole peak too, they are the only change offered.
   std::string needed;
-  if (sharding && sharding->sharded_state_bytes > sharding->limit_bytes) {
-    std::int64_t at = job.gpus * 2;
-    while (at <= kMaxJobGpus && static_cast<double>(sharding->sharded_state_bytes) *
-                                        static_cast<double>(job.gpus) / static_cast<double>(at) >
-                                    static_cast<double>(sharding->limit_bytes)) {
-      at *= 2;
-    }
-    if (at <= kMaxJobGpus && gpus == at) {
+  if (sharding && sharding->sharded_state_bytes > sharding->limit_bytes &&
+      sharding->limit_bytes > 0) {
+    const std::int64_t at = fewest_valid_gpus(model, job,
+                                              static_cast<double>(sharding->sharded_state_bytes) *
+                                                  static_cast<double>(job.gpus) /
+                                                  static_cast<double>(sharding->limit_bytes));
+    if (at > 0 && gpus == at) {
       return fmt::format("shard over more GPUs (--gpus {})", gpus);
     }
-    if (at <= kMaxJobGpus) {
+    if (at > 0) {
       needed = fmt::format(
           "shard over at least {} GPUs (--gpus {}: the sharded state alone, {}, is over the "
           "limit); with that, ",
           at, at, format_bytes(sharding->sharded_state_bytes));
     }
   }
-  if (gpus <= kMaxJobGpus) {
-    changes.push_back(fmt::format("shard over more GPUs (--gpus {})", gpus));
-  }
+  if (gpus > 0) changes.push_back(fmt::format("shard over more GPUs (--gpus {})", gpus));
   if (job.ac != ActivationCheckpointing::kFull)
     changes.push_back("checkpoint activations (--ac full)");
   // Context parallelism splits each sequence over more of the shard group's ranks: its
@@ -415,16 +476,18 @@ TunedSchedule schedule_of_tuning(const Workload& workload, const HardwareSpec& h
       const std::int64_t peak = any_timing
                                     ? largest_any_timing_reserved_bytes(tuning.best_any_timing)
                                     : largest_stage_reserved_bytes(tuning.best.result);
-      throw Error(ErrorKind::kDoesNotFit, "--memory-limit",
-                  // The figure is the bound at any timing under --fit any-timing, said so
-                  // (QA: read as the predicted peak).
-                  fmt::format("no per-stage plan fits in {} per GPU{}: the smallest largest-stage "
-                              "reserved peak {}found is {}, {} over",
-                              format_bytes(tuning.memory_limit_bytes),
-                              any_timing ? " at any timing (--fit any-timing)" : "",
-                              any_timing ? "at any timing " : "", format_bytes(peak),
-                              format_bytes(peak - tuning.memory_limit_bytes)),
-                  does_not_fit_hint(workload.model, job, any_timing));
+      throw Error(
+          ErrorKind::kDoesNotFit, "--memory-limit",
+          // The figure is the bound at any timing under --fit any-timing, said so
+          // (QA: read as the predicted peak).
+          fmt::format("no per-stage plan fits in {} per GPU{}: the smallest largest-stage "
+                      "reserved peak {}found is {}, {} over",
+                      format_bytes(tuning.memory_limit_bytes),
+                      any_timing ? " at any timing (--fit any-timing)" : "",
+                      any_timing ? "at any timing " : "", format_bytes(peak),
+                      format_bytes(peak - tuning.memory_limit_bytes)),
+          does_not_fit_hint(workload.model, job, any_timing,
+                            largest_stage_gain(tuning.best, peak, tuning.memory_limit_bytes)));
     }
     tuned.schedule =
         pipeline_schedule(workload, tuning.best, hardware, tuning.memory_limit_bytes, "tuned");

@@ -51,9 +51,11 @@ std::string single_program_job_line(const ModelSpec& model, const JobSpec& job,
 // stages under PP, more GPUs up to kMaxJobGpus, full AC unless it has it, a smaller batch
 // or sequence).
 // With `fit_at_any_timing` (--fit any-timing) also judging fit as predicted.
-// With `sharding` (a single Program's smallest peak, its sharded state and the limit), more
-// GPUs are offered only where they could fit it: the fewest (doubling) whose sharded state,
-// shrunk in proportion, brings the peak under the limit; none where the peak less the whole
+// With `sharding` (a single Program's smallest peak, or a stage's, its sharded state and the
+// limit), more GPUs are offered only where they could fit it: the fewest that make a job
+// normalize_job takes (whole nodes; found by QA: 6 GPUs were offered 12 on nodes of 8)
+// whose sharded state, shrunk in proportion, brings the peak under the limit; without it,
+// the fewest such from twice today's; none where the peak less the whole
 // sharded state is over it (QA, 2026-12-05: 70B at 64 GPUs was told to double the GPUs at
 // every size, activations alone over the limit) -- then, where the sharded state alone is
 // over the limit, the fewest GPUs that bring it under come first, needed with the rest.
@@ -69,10 +71,16 @@ std::string does_not_fit_hint(const ModelSpec& model, const JobSpec& job,
                               const std::optional<ShardingGain>& sharding = std::nullopt,
                               const std::vector<std::string>& more = {});
 
+// The sharding gain of the stage of `sim` with the largest reserved peak (its chunks'
+// sharded state), at `peak_bytes` (that stage's peak, or a bound of it).
+ShardingGain largest_stage_gain(const PipelineSimulation& sim, std::int64_t peak_bytes,
+                                std::int64_t limit_bytes);
+
 // --require-fit of a pipelined step (`simulate --pp`, `pipeline`): Error(kDoesNotFit) on
-// --memory-limit naming the first stage whose reserved peak is over `limit_bytes`, with
-// does_not_fit_hint; nothing where every stage fits.
-void require_pipeline_fit(const ModelSpec& model, const JobSpec& job, const PipelineResult& result,
+// --memory-limit naming the stage whose reserved peak is furthest over `limit_bytes`, with
+// does_not_fit_hint (that stage's sharding gain; --keep-gathered no where a chunk keeps its
+// parameters gathered); nothing where every stage fits.
+void require_pipeline_fit(const ModelSpec& model, const JobSpec& job, const PipelineSimulation& sim,
                           std::int64_t limit_bytes);
 
 TunedSchedule tune_schedule(const Workload& workload, const HardwareSpec& hardware,

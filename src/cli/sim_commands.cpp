@@ -446,7 +446,7 @@ void run_simulate(const SimulateOptions& options) {
     }
     if (write_trace) fmt::print("wrote {}\n", options.trace_path);
   }
-  std::fflush(stdout);
+  flush_stdout_before_error();
   if (!fits && options.require_fit) {
     // The ways out this job has (found by QA: --ac full was offered under --ac full).
     throw Error(ErrorKind::kDoesNotFit, "--memory-limit", overflow_line(result, limit_bytes),

@@ -351,12 +351,13 @@ void run_sweep(const SweepCliOptions& o) {
         nodes ? fmt::format("{} GPUs do not fill nodes of {} (--gpus-per-node)", o.gpus,
                             gpus_per_node)
         // Found by QA: no value offered.
-        : flag == batch_flag && skipped.fewest_undivided_ranks > 0
-            ? fmt::format(
-                  "give {} a multiple of {} (the fewest data-parallel ranks of a mesh "
-                  "here), e.g. {} sequences",
-                  batch_flag, skipped.fewest_undivided_ranks,
-                  nearest_multiples(options.global_batch_sequences, skipped.fewest_undivided_ranks))
+        : flag == batch_flag && skipped.batch_above > 0
+            ? fmt::format("give {} a batch one of the meshes here divides over its "
+                          "data-parallel ranks, e.g. {} sequences",
+                          batch_flag,
+                          skipped.batch_below > 0
+                              ? fmt::format("{} or {}", skipped.batch_below, skipped.batch_above)
+                              : std::to_string(skipped.batch_above))
             : "");
   }
   fmt::print(stderr, "sweep: {} configurations ({} skipped{}), {}\n", total, skipped.count,
@@ -729,8 +730,8 @@ void run_pipeline(const PipelineCliOptions& o) {
                           {"stages", stages}};
     add_pipeline_any_timing_json(out, any_timing, limit);
     fmt::print("{}", dump_json(out));
-    std::fflush(stdout);
-    if (o.require_fit) require_pipeline_fit(workload.model, job, sim.result, limit);
+    flush_stdout_before_error();
+    if (o.require_fit) require_pipeline_fit(workload.model, job, sim, limit);
     return;
   }
   fmt::print("{} on {} x {}: {}, {} of {} x {} tokens, {}{}\n", model.name, job.gpus, hardware.id,
@@ -751,8 +752,8 @@ void run_pipeline(const PipelineCliOptions& o) {
   print_stage_table(workload, chunks, sim.result.stages, any_timing, limit);
   const bool fits = pipeline_fits(sim.result, limit);
   fmt::print("{}", pipeline_any_timing_text(any_timing, limit, fits));
-  std::fflush(stdout);
-  if (o.require_fit) require_pipeline_fit(workload.model, job, sim.result, limit);
+  flush_stdout_before_error();
+  if (o.require_fit) require_pipeline_fit(workload.model, job, sim, limit);
 }
 
 }  // namespace

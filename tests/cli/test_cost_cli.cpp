@@ -380,6 +380,6 @@ TEST_CASE("nodes of the hardware spec's size are named as the hardware's", "[cli
       run_fsdptune("simulate --model tiny --hardware " + path + " --gpus 8 --gpus-per-node 3").err,
       Catch::Contains("do not fill nodes of 3 (--gpus-per-node)") &&
           // Found by QA: no value offered.
-          Catch::Contains("--gpus a multiple of --gpus-per-node (6 or 9)"));
+          Catch::Contains("give whole nodes: --gpus 6 or 9"));
   std::filesystem::remove_all(dir);
 }

@@ -1100,9 +1100,19 @@ TEST_CASE("sweep: a global batch no mesh divides over is answered with a multipl
   const auto result = run_fsdptune(
       "sweep --model llama3-8b --gpus 24 --global-batch 20 --tune-top 0 --hardware h100-sxm");
   CHECK(result.exit_code == 2);
-  CHECK_THAT(result.err, Catch::Contains("hint: give --global-batch a multiple of 3 (the fewest "
-                                         "data-parallel ranks of a mesh here), e.g. 18 or 21"));
+  CHECK_THAT(result.err, Catch::Contains("hint: give --global-batch a batch one of the meshes "
+                                         "here divides over its data-parallel ranks, e.g. 18 or "
+                                         "21 sequences"));
   const auto eighteen = run_fsdptune(
       "sweep --model llama3-8b --gpus 24 --global-batch 18 --tune-top 0 --hardware h100-sxm");
   CHECK(eighteen.exit_code == 0);
+  // A mesh refused for itself offers no batch (review: tiny's 4 kv heads refuse tp 8, whose
+  // 2 data-parallel ranks offered 2 sequences, which no configuration took).
+  const auto tiny = run_fsdptune(
+      "sweep --model tiny --gpus 16 --global-batch 3 --seq 1024 --threads 1 --tune-top 0");
+  CHECK(tiny.exit_code == 2);
+  CHECK_THAT(tiny.err, Catch::Contains("e.g. 4 sequences"));
+  CHECK(run_fsdptune("sweep --model tiny --gpus 16 --global-batch 4 --seq 1024 --threads 1 "
+                     "--tune-top 0")
+            .exit_code == 0);
 }

@@ -1,6 +1,7 @@
 // JobSpec: normalization, validation messages, JSON round trip.
 #include <catch2/catch.hpp>
 
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -66,7 +67,7 @@ TEST_CASE("normalize_job names the flag at fault", "[job][errors]") {
       normalize_job(builtin_model("llama3-8b"), job);
       FAIL("accepted");
     } catch (const Error& e) {
-      CHECK(e.hint() == "give --gpus a multiple of 4 (4 or 8), or degrees whose product divides 6");
+      CHECK(e.hint() == "give --gpus 4 or 8 (a multiple of 4), or degrees whose product divides 6");
     }
   }
   SECTION("GPUs that do not fill whole nodes, TP groups across nodes") {
@@ -583,4 +584,40 @@ TEST_CASE("normalize_job bounds a pipeline's actions", "[job]") {
   largest.pp_schedule = PipelineSchedule::kInterleaved1F1B;
   largest.microbatches = kMaxJobMicrobatches;
   CHECK_NOTHROW(normalize_job(llama, largest));
+}
+
+TEST_CASE("gpu_counts_near offers world sizes the mesh fills, in whole nodes above one", "[job]") {
+  // Found by QA and review: 6 GPUs were offered 12 on nodes of 8; 12 with 3 replicas 8 or 16.
+  CHECK(gpu_counts_near(6, 4, 8) == "4 or 8");
+  CHECK(gpu_counts_near(14, 4, 8) == "8 or 16");
+  CHECK(gpu_counts_near(12, 3, 8) == "6 or 24");
+  CHECK(gpu_counts_near(10, 3, 8) == "6 or 24");
+  CHECK(gpu_counts_near(20, 3, 8) == "6 or 24");
+  CHECK(gpu_counts_near(30, 3, 8) == "24 or 48");
+  CHECK(gpu_counts_near(24, 1, 16) == "16 or 32");
+  CHECK(gpu_counts_near(6, 8, 8) == "8");
+  CHECK(gpu_counts_near(kMaxJobGpus - 1, 1, 6) == std::to_string(kMaxJobGpus - 4));
+  // Every count offered is a job normalize_job takes.
+  for (const std::int64_t per_node : {2, 4, 8}) {
+    for (const std::int64_t tp : {1, 2, 4}) {
+      for (const std::int64_t replicas : {1, 3}) {
+        for (std::int64_t gpus = 1; gpus <= 40; ++gpus) {
+          const std::string near = gpu_counts_near(gpus, tp * replicas, per_node);
+          std::istringstream words(near);
+          for (std::string word; words >> word;) {
+            if (word == "or") continue;
+            JobSpec job;
+            job.gpus = std::stoll(word);
+            job.gpus_per_node = per_node;
+            job.tp = tp;
+            job.dp_replicate = replicas;
+            job.seq_len = 1024;
+            INFO(gpus << " GPUs, tp " << tp << ", " << replicas << " replicas, " << per_node
+                      << " per node: offered " << word);
+            CHECK_NOTHROW(normalize_job(builtin_model("llama3-8b"), job));
+          }
+        }
+      }
+    }
+  }
 }

@@ -140,6 +140,4 @@ TEST_CASE("nearest_multiples offers the multiples around a value", "[units]") {
   CHECK(nearest_multiples(6, 4) == "4 or 8");
   CHECK(nearest_multiples(3, 8) == "8");
   CHECK(nearest_multiples(16, 8) == "16");
-  CHECK(step_with_nearest(12, 8) == "8 (8 or 16)");
-  CHECK(step_with_nearest(12, 16) == "16");
 }
