@@ -1159,3 +1159,36 @@ TEST_CASE("an output naming a closed descriptor says so", "[cli][tune]") {
   CHECK_THAT(result.err, Catch::Contains("--out /dev/stdout: names descriptor 1 (standard "
                                          "output), which is not open"));
 }
+
+TEST_CASE("a pipelined step over the limit is offered re-gathering, and says so past a pipe",
+          "[cli][pipeline]") {
+  // Found by QA: parameters kept gathered across microbatches do not shrink with more GPUs,
+  // and --keep-gathered no was never offered. Found by review: simulate and pipeline flushed
+  // stdout into a closed pipe before the error, and SIGPIPE took it.
+  const auto result = fsdptune::testing::run_command(
+      fmt::format("{{ {} pipeline --model tiny --gpus 4 --pp 2 --microbatches 2 --hardware "
+                  "h100-sxm --memory-limit 30MiB --seq 128 --require-fit | true; }}",
+                  FSDPTUNE_BINARY));
+  CHECK(result.exit_code == 0);  // true's
+  CHECK_THAT(result.err,
+             Catch::Contains("fsdptune: error: --memory-limit: stage 1 reserves") &&
+                 Catch::Contains("or re-gather the parameters every microbatch (--keep-gathered "
+                                 "no)"));
+  const auto regathered = run_fsdptune(
+      "pipeline --model tiny --gpus 4 --pp 2 --microbatches 2 --hardware h100-sxm "
+      "--memory-limit 30MiB --seq 128 --require-fit --keep-gathered no");
+  CHECK_THAT(regathered.err, !Catch::Contains("--keep-gathered no"));
+}
+
+TEST_CASE("an output naming a descriptor open for reading is refused", "[cli][tune]") {
+  // Found by review: `--trace /dev/fd/0` wrote into the command's own input.
+  const std::string dir = make_temp_dir("fsdptune-read-descriptor");
+  std::ofstream(dir + "/in.txt") << "input\n";
+  const auto result = fsdptune::testing::run_command(
+      fmt::format("{} simulate --model tiny --hardware h100-sxm --seq 512 --trace /dev/fd/3 3< {}",
+                  FSDPTUNE_BINARY, dir + "/in.txt"));
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err, Catch::Contains("--trace /dev/fd/3: names descriptor 3, open for "
+                                         "reading only"));
+  CHECK(fsdptune::read_text_file(dir + "/in.txt") == "input\n");
+}
