@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -397,14 +398,42 @@ void run_sweep(const SweepCliOptions& o) {
          {std::pair{"--out", &o.out}, std::pair{"--emit-torchtitan-toml", &o.torchtitan_toml}}) {
       if (!path->empty()) unwritten += fmt::format("; nothing written to {}", flag);
     }
+    // Where every configuration's sharded state alone is over the limit, the GPUs that
+    // bring the model's (16 bytes a parameter: fp32 weights, gradients, AdamW's m and v)
+    // under it, in whole nodes; a limit raised only where one was given (the default is
+    // the GPU's memory less its reserve). Found by QA: "raise --memory-limit or add GPUs"
+    // where simulate and tune name the GPUs.
+    std::vector<std::string> ways;
+    if (!o.memory_limit.empty()) ways.emplace_back("raise --memory-limit");
+    const bool state_alone =
+        !result.rejected.empty() &&
+        std::all_of(result.rejected.begin(), result.rejected.end(), [](const auto& candidate) {
+          return candidate.rejection == SweepRejection::kShardedState;
+        });
+    const double state_bytes = 16.0 * static_cast<double>(parameter_count(model));
+    std::int64_t gpus = 0;
+    if (state_alone && result.memory_limit_bytes > 0) {
+      const double at_least = state_bytes / static_cast<double>(result.memory_limit_bytes);
+      if (at_least < static_cast<double>(kMaxJobGpus)) {
+        gpus = std::max<std::int64_t>(o.gpus + 1, static_cast<std::int64_t>(std::ceil(at_least)));
+        if (gpus > gpus_per_node) gpus = (gpus + gpus_per_node - 1) / gpus_per_node * gpus_per_node;
+        if (gpus > kMaxJobGpus) gpus = 0;
+      }
+    }
+    ways.push_back(gpus > 0 ? fmt::format("shard over at least {} GPUs (--gpus {}: the model's "
+                                          "sharded state, {} in all, is over the limit on "
+                                          "fewer)",
+                                          gpus, gpus,
+                                          format_bytes(static_cast<std::int64_t>(state_bytes)))
+                            : "add GPUs");
+    if (options.fit_at_any_timing)
+      ways.emplace_back("judge fit at the predicted timing (--fit predicted)");
     return Error(
         ErrorKind::kDoesNotFit, "--memory-limit",
         fmt::format("no configuration fits under {}{}{}", format_bytes(result.memory_limit_bytes),
                     options.fit_at_any_timing ? " at any timing (--fit any-timing)" : "",
                     unwritten),
-        options.fit_at_any_timing ? "raise --memory-limit, add GPUs, or judge fit at the "
-                                    "predicted timing (--fit predicted)"
-                                  : "raise --memory-limit or add GPUs");
+        join_alternatives(ways, ", or "));
   };
   // --out and --emit-torchtitan-toml, written together: both or neither.
   std::vector<OutputFile> outputs;

@@ -349,6 +349,13 @@ TEST_CASE("sweep: a memory limit rejects configurations and says why", "[cli][sw
   CHECK(none.at("simulated") == 0);
   for (const auto& row : none.at("rejected")) CHECK(row.at("simulated") == false);
   CHECK(result.err.find("no configuration fits under 1.00 MiB") != std::string::npos);
+  // The GPUs that bring the model's sharded state under the limit, in whole nodes (found by
+  // QA: "raise --memory-limit or add GPUs", where simulate and tune name them): a little
+  // over 64 MiB against 1 MiB needs 65 GPUs, 72 in whole nodes of 8.
+  CHECK_THAT(result.err,
+             Catch::Contains("hint: raise --memory-limit, or shard over at least 72 GPUs (--gpus "
+                             "72: the model's sharded state, 64.0 MiB in all, is over the limit "
+                             "on fewer)"));
   const std::string out = make_temp_dir("sweep-nothing-fits") + "/s.json";
   const auto with_out = run_fsdptune(sweep + " --json --out " + out);
   CHECK(with_out.exit_code == 3);
