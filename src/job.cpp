@@ -430,24 +430,23 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& so
                                           ? job.tp * job.pp * job.dp_replicate
                                           : 0;
   if (model_parallel == 0 || job.gpus % model_parallel != 0) {
-    throw_bad_input(
-        at("--gpus"),
-        fmt::format("{} {} not divisible by tp*pp*dp_replicate = {}*{}*{} = {}",
-                    counted(job.gpus, "GPU"), job.gpus == 1 ? "is" : "are", job.tp, job.pp,
-                    job.dp_replicate,
-                    model_parallel == 0 ? fmt::format("{:.0f}", model_parallel_degree)
-                                        : std::to_string(model_parallel)),
-        // Found by QA: no value offered.
-        model_parallel_degree > static_cast<double>(kMaxJobGpus)
-            ? "give degrees whose product divides --gpus"
-            : fmt::format(
-                  "give --gpus {} (a multiple of {}{}), or degrees whose product divides {}",
-                  gpu_counts_near(job.gpus, static_cast<std::int64_t>(model_parallel_degree),
-                                  job.gpus_per_node),
-                  static_cast<std::int64_t>(model_parallel_degree),
-                  model_parallel_degree > static_cast<double>(job.gpus_per_node) ? " in whole nodes"
-                                                                                 : "",
-                  job.gpus));
+    const std::string near = gpu_counts_near(job);
+    throw_bad_input(at("--gpus"),
+                    fmt::format("{} {} not divisible by tp*pp*dp_replicate = {}*{}*{} = {}",
+                                counted(job.gpus, "GPU"), job.gpus == 1 ? "is" : "are", job.tp,
+                                job.pp, job.dp_replicate,
+                                model_parallel == 0 ? fmt::format("{:.0f}", model_parallel_degree)
+                                                    : std::to_string(model_parallel)),
+                    // Found by QA: no value offered.
+                    near.empty()
+                        ? "give degrees whose product divides --gpus"
+                        : fmt::format("give --gpus {} (a multiple of {:.0f}{}), or degrees whose "
+                                      "product divides {}",
+                                      near, model_parallel_degree,
+                                      model_parallel_degree > static_cast<double>(job.gpus_per_node)
+                                          ? " in whole nodes"
+                                          : "",
+                                      job.gpus));
   }
   const std::int64_t dp_shard = job.gpus / model_parallel;
   if (job.dp_shard != 0 && job.dp_shard != dp_shard) {
@@ -464,8 +463,9 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& so
       throw_bad_input(at("--gpus"),
                       fmt::format("{} GPUs do not fill nodes of {} (--gpus-per-node)", job.gpus,
                                   job.gpus_per_node),
-                      fmt::format("give whole nodes: --gpus {}",
-                                  gpu_counts_near(job.gpus, model_parallel, job.gpus_per_node)));
+                      gpu_counts_near(job).empty()
+                          ? "give whole nodes: --gpus a multiple of --gpus-per-node"
+                          : fmt::format("give whole nodes: --gpus {}", gpu_counts_near(job)));
     }
     if (!fills_nodes(job.tp, job.gpus_per_node)) {
       throw_bad_input(
@@ -558,24 +558,44 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& so
   return job;
 }
 
-std::string gpu_counts_near(std::int64_t gpus, std::int64_t model_parallel, std::int64_t per_node) {
-  if (model_parallel < 1 || per_node < 1 || model_parallel > kMaxJobGpus) return "";
-  const std::int64_t whole = std::lcm(model_parallel, per_node);
+std::string gpu_counts_near(const JobSpec& job) {
+  const std::int64_t per_node = job.gpus_per_node;
+  const double degree = static_cast<double>(job.tp) * static_cast<double>(job.pp) *
+                        static_cast<double>(job.dp_replicate);
+  if (per_node < 1 || job.tp < 1 || job.pp < 1 || job.dp_replicate < 1 || job.cp < 1 ||
+      degree > static_cast<double>(kMaxJobGpus)) {
+    return "";
+  }
+  const std::int64_t model_parallel = job.tp * job.pp * job.dp_replicate;
+  // The mesh's own rules (normalize_job's): whole nodes above one, and TP, shard and CP
+  // groups that do not straddle them (found by review: 36 GPUs offered on nodes of 6 put
+  // shard groups of 9 across them).
+  const auto takes = [&](std::int64_t count) {
+    const std::int64_t dp_shard = count / model_parallel;
+    if (count % model_parallel != 0 || dp_shard % job.cp != 0) return false;
+    return count <= per_node ||
+           (count % per_node == 0 && fills_nodes(job.tp, per_node) &&
+            fills_nodes(dp_shard * job.tp, per_node) && fills_nodes(job.cp * job.tp, per_node));
+  };
+  constexpr int kTries = 4096;
   std::int64_t below = 0;
   std::int64_t above = 0;
-  // On one node: multiples of the mesh up to a node.
-  if (gpus > model_parallel) below = std::min(gpus - 1, per_node) / model_parallel * model_parallel;
-  if (const std::int64_t next = (gpus / model_parallel + 1) * model_parallel; next <= per_node) {
-    above = next;
-  }
-  // Above a node: multiples of both.
-  if (whole <= kMaxJobGpus) {
-    if (const std::int64_t under = (gpus - 1) / whole * whole; under > per_node) {
-      below = std::max(below, under);
+  int tries = 0;
+  for (std::int64_t count = (job.gpus - 1) / model_parallel * model_parallel;
+       count > 0 && ++tries < kTries; count -= model_parallel) {
+    if (takes(count)) {
+      below = count;
+      break;
     }
-    if (above == 0) above = std::max(whole, (gpus / whole + 1) * whole);
   }
-  if (above > kMaxJobGpus) above = 0;
+  tries = 0;
+  for (std::int64_t count = (job.gpus / model_parallel + 1) * model_parallel;
+       count <= kMaxJobGpus && ++tries < kTries; count += model_parallel) {
+    if (takes(count)) {
+      above = count;
+      break;
+    }
+  }
   if (below > 0 && above > 0) return fmt::format("{} or {}", below, above);
   return below > 0 ? std::to_string(below) : above > 0 ? std::to_string(above) : "";
 }

@@ -1256,8 +1256,7 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
             c.source);
       } else if (e.where() == "--gpus" && !degrees.empty() && world_size_undivided) {
         // The config's degrees at fault, with the values normalize_job's hint offers.
-        const std::string near =
-            divisor > 0 ? gpu_counts_near(job.gpus, divisor, job.gpus_per_node) : "";
+        const std::string near = divisor > 0 ? gpu_counts_near(job) : "";
         hint = fmt::format(
             "{} sets [parallelism] {}: change {}, or give --gpus a multiple "
             "of tp*pp*dp_replicate{}",

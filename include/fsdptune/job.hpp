@@ -134,12 +134,12 @@ std::string job_flag_of_field(const std::string& field);
 // parallelism.
 std::string dp_shard_text(std::int64_t dp_shard, std::int64_t cp);
 
-// The world sizes nearest `gpus` that a mesh of `model_parallel` ranks (tp*pp*dp_replicate)
-// fills on nodes of `per_node`: multiples of it on one node, multiples of it in whole nodes
-// above one; "6 or 24" (12 GPUs, 3, nodes of 8), "8" where none is below, at most
-// kMaxJobGpus; empty where none is (found by QA and review: hints offered 12 GPUs on nodes
-// of 8).
-std::string gpu_counts_near(std::int64_t gpus, std::int64_t model_parallel, std::int64_t per_node);
+// The world sizes nearest job.gpus that its mesh (tp, pp, dp_replicate, cp on nodes of
+// gpus_per_node) takes as normalize_job does: multiples of tp*pp*dp_replicate, in whole
+// nodes above one with no group across them; "6 or 24" (12 GPUs, 3 replicas, nodes of 8),
+// "8" where none is below, at most kMaxJobGpus; empty where none is found (found by QA and
+// review: hints offered 12 GPUs on nodes of 8, and 36 on nodes of 6 with 4 replicas).
+std::string gpu_counts_near(const JobSpec& job);
 
 // The microbatches of a job's step for its one-line description: "4 microbatches", or
 // "4 microbatches x 2 pipeline steps" (JobSpec::pipeline_steps).

@@ -1192,3 +1192,24 @@ TEST_CASE("an output naming a descriptor open for reading is refused", "[cli][tu
                                          "reading only"));
   CHECK(fsdptune::read_text_file(dir + "/in.txt") == "input\n");
 }
+
+TEST_CASE("the GPUs a does-not-fit hint offers make the step fit", "[cli][simulate]") {
+  // Found by review: the gathered parameters grow with the padding to the shard group, and
+  // 405B on 16 GPUs was offered 1,224, still 1.2 GiB over.
+  for (const std::string& job :
+       {std::string("--model llama3-405b --gpus 16 --ac full"),
+        std::string("--model llama3-405b --gpus 8 --gpus-per-node 4 --ac full --seq 1024"),
+        std::string("--model llama3-70b --gpus 8 --ac full")}) {
+    const auto over = run_fsdptune("simulate --hardware h100-sxm --require-fit " + job);
+    REQUIRE(over.exit_code == 3);
+    const std::string marker = "shard over more GPUs (--gpus ";
+    const std::size_t at = over.err.find(marker);
+    REQUIRE(at != std::string::npos);
+    const std::string gpus =
+        over.err.substr(at + marker.size(), over.err.find(')', at) - at - marker.size());
+    const std::string followed = job.substr(0, job.find("--gpus ")) + "--gpus " + gpus +
+                                 job.substr(job.find(' ', job.find("--gpus ") + 7));
+    INFO(followed);
+    CHECK(run_fsdptune("simulate --hardware h100-sxm --require-fit " + followed).exit_code == 0);
+  }
+}

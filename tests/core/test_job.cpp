@@ -586,24 +586,35 @@ TEST_CASE("normalize_job bounds a pipeline's actions", "[job]") {
   CHECK_NOTHROW(normalize_job(llama, largest));
 }
 
-TEST_CASE("gpu_counts_near offers world sizes the mesh fills, in whole nodes above one", "[job]") {
-  // Found by QA and review: 6 GPUs were offered 12 on nodes of 8; 12 with 3 replicas 8 or 16.
-  CHECK(gpu_counts_near(6, 4, 8) == "4 or 8");
-  CHECK(gpu_counts_near(14, 4, 8) == "8 or 16");
-  CHECK(gpu_counts_near(12, 3, 8) == "6 or 24");
-  CHECK(gpu_counts_near(10, 3, 8) == "6 or 24");
-  CHECK(gpu_counts_near(20, 3, 8) == "6 or 24");
-  CHECK(gpu_counts_near(30, 3, 8) == "24 or 48");
-  CHECK(gpu_counts_near(24, 1, 16) == "16 or 32");
-  CHECK(gpu_counts_near(6, 8, 8) == "8");
-  CHECK(gpu_counts_near(kMaxJobGpus - 1, 1, 6) == std::to_string(kMaxJobGpus - 4));
+TEST_CASE("gpu_counts_near offers world sizes the mesh takes, in whole nodes above one", "[job]") {
+  // Found by QA and review: 6 GPUs were offered 12 on nodes of 8; 12 with 3 replicas 8 or
+  // 16; 30 with 4 replicas on nodes of 6 offered 36 (shard groups of 9 across nodes).
+  const auto near = [](std::int64_t gpus, std::int64_t tp, std::int64_t replicas,
+                       std::int64_t per_node) {
+    JobSpec job;
+    job.gpus = gpus;
+    job.tp = tp;
+    job.dp_replicate = replicas;
+    job.gpus_per_node = per_node;
+    return gpu_counts_near(job);
+  };
+  CHECK(near(6, 4, 1, 8) == "4 or 8");
+  CHECK(near(14, 4, 1, 8) == "8 or 16");
+  CHECK(near(12, 1, 3, 8) == "6 or 24");
+  CHECK(near(10, 1, 3, 8) == "6 or 24");
+  CHECK(near(30, 1, 3, 8) == "24 or 48");
+  CHECK(near(24, 1, 1, 16) == "16 or 32");
+  CHECK(near(6, 8, 1, 8) == "8");
+  CHECK(near(30, 1, 4, 6) == "24 or 48");
+  CHECK(near(9, 1, 3, 6) == "6 or 18");
+  CHECK(near(8, 1, 8388608, 6).empty());  // none up to kMaxJobGpus
+  CHECK(near(kMaxJobGpus - 1, 1, 1, 6) == std::to_string(kMaxJobGpus - 4));
   // Every count offered is a job normalize_job takes.
-  for (const std::int64_t per_node : {2, 4, 8}) {
+  for (const std::int64_t per_node : {2, 4, 6, 8}) {
     for (const std::int64_t tp : {1, 2, 4}) {
-      for (const std::int64_t replicas : {1, 3}) {
+      for (const std::int64_t replicas : {1, 3, 4}) {
         for (std::int64_t gpus = 1; gpus <= 40; ++gpus) {
-          const std::string near = gpu_counts_near(gpus, tp * replicas, per_node);
-          std::istringstream words(near);
+          std::istringstream words(near(gpus, tp, replicas, per_node));
           for (std::string word; words >> word;) {
             if (word == "or") continue;
             JobSpec job;
