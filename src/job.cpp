@@ -431,22 +431,24 @@ JobSpec normalize_job(const ModelSpec& model, JobSpec job, const std::string& so
                                           : 0;
   if (model_parallel == 0 || job.gpus % model_parallel != 0) {
     const std::string near = gpu_counts_near(job);
-    throw_bad_input(at("--gpus"),
-                    fmt::format("{} {} not divisible by tp*pp*dp_replicate = {}*{}*{} = {}",
-                                counted(job.gpus, "GPU"), job.gpus == 1 ? "is" : "are", job.tp,
-                                job.pp, job.dp_replicate,
-                                model_parallel == 0 ? fmt::format("{:.0f}", model_parallel_degree)
-                                                    : std::to_string(model_parallel)),
-                    // Found by QA: no value offered.
-                    near.empty()
-                        ? "give degrees whose product divides --gpus"
-                        : fmt::format("give --gpus {} (a multiple of {:.0f}{}), or degrees whose "
-                                      "product divides {}",
-                                      near, model_parallel_degree,
-                                      model_parallel_degree > static_cast<double>(job.gpus_per_node)
-                                          ? " in whole nodes"
-                                          : "",
-                                      job.gpus));
+    throw_bad_input(
+        at("--gpus"),
+        fmt::format("{} {} not divisible by tp*pp*dp_replicate = {}*{}*{} = {}",
+                    counted(job.gpus, "GPU"), job.gpus == 1 ? "is" : "are", job.tp, job.pp,
+                    job.dp_replicate,
+                    model_parallel == 0 ? fmt::format("{:.0f}", model_parallel_degree)
+                                        : std::to_string(model_parallel)),
+        // Found by QA: no value offered.
+        near.empty() ? "give degrees whose product divides --gpus"
+                     : fmt::format("give --gpus {} (a multiple of {:.0f}{}), or degrees whose "
+                                   "product divides {}",
+                                   near, model_parallel_degree,
+                                   // Said where a count offered is above a node (review:
+                                   // "24 or 48" on nodes of 6 did not say it).
+                                   std::stoll(near.substr(near.rfind(' ') + 1)) > job.gpus_per_node
+                                       ? ", in whole nodes above one"
+                                       : "",
+                                   job.gpus));
   }
   const std::int64_t dp_shard = job.gpus / model_parallel;
   if (job.dp_shard != 0 && job.dp_shard != dp_shard) {

@@ -399,7 +399,7 @@ std::string does_not_fit_hint(const ModelSpec& model, const JobSpec& job, bool f
   // job.gpus / c of today's), and the rest of the peak grows at most as the parameters and
   // gradients padded to the shard group do (found by review: 405B on 16 GPUs offered 1,224,
   // where 0.5 GiB more of gathered parameters left it 1.2 GiB over).
-  const Workload today = build_workload(model, job);
+  const Workload today = sharding ? build_workload(model, job) : Workload{};
   const double today_state = static_cast<double>(today.persistent_state_bytes());
   const double today_padded = padded_unsharded_bytes(today);
   const auto sharded_at = [&](const Workload& at) {

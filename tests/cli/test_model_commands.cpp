@@ -187,7 +187,8 @@ TEST_CASE("bad input is one line naming the culprit, exit 2", "[cli][errors]") {
       CHECK(result.out.empty());
       CHECK_THAT(result.err,
                  Catch::StartsWith("fsdptune: error: --gpus: 12 GPUs are not divisible") &&
-                     Catch::EndsWith("\n  hint: give --gpus 8 or 16 (a multiple of 8), or "
+                     Catch::EndsWith("\n  hint: give --gpus 8 or 16 (a multiple of 8, in whole "
+                                     "nodes above one), or "
                                      "degrees whose product divides 12\n"));
     }
   }

@@ -68,6 +68,19 @@ TEST_CASE("normalize_job names the flag at fault", "[job][errors]") {
       FAIL("accepted");
     } catch (const Error& e) {
       CHECK(e.hint() == "give --gpus 4 or 8 (a multiple of 4), or degrees whose product divides 6");
+      // Where a count offered is above a node, whole nodes are said (review).
+      job.gpus = 30;
+      job.tp = 1;
+      job.dp_replicate = 4;
+      job.gpus_per_node = 6;
+      try {
+        normalize_job(builtin_model("llama3-8b"), job);
+        FAIL("accepted");
+      } catch (const Error& e2) {
+        CHECK(e2.hint() ==
+              "give --gpus 24 or 48 (a multiple of 4, in whole nodes above one), or "
+              "degrees whose product divides 30");
+      }
     }
   }
   SECTION("GPUs that do not fill whole nodes, TP groups across nodes") {
