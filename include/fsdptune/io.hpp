@@ -49,8 +49,10 @@ void write_files_atomically(const std::vector<OutputFile>& files);
 // folder, or one where no file can be created (a probe file is made and removed in its
 // folder, or the nearest existing one above), before anything is written (a command of
 // several outputs wrote the others, then failed on it). Empty paths are skipped. An output
-// that is the process's stdout, a pipe or file (`--out /dev/stdout | jq`), takes stdout:
-// what the command prints there from then on goes to stderr, so the output is read alone.
+// naming a descriptor (/dev/stdout, /dev/fd/N, /proc/self/fd/N) that is closed or open for
+// reading only is refused likewise. An output that is the process's stdout, a pipe,
+// terminal or file (`--out /dev/stdout | jq`), takes stdout: what the command prints there
+// from then on goes to stderr, so the output is read alone.
 using NamedFiles = std::vector<std::pair<std::string, std::string>>;
 void require_distinct_files(const NamedFiles& outputs, const NamedFiles& inputs = {});
 // Whether an output took stdout (require_distinct_files), descriptor 1 then being stderr's.
