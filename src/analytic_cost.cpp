@@ -70,7 +70,7 @@ class AnalyticCostModel final : public CostModel {
     if (ranks == 1)
       return kind == CollectiveKind::kReduceScatter ? copy(bytes) : CostEstimate{0, false};
     const std::int64_t ranks_per_node = std::min(group.ranks_per_node, ranks);
-    const std::int64_t nodes = ceil_div(ranks, ranks_per_node);
+    const std::int64_t nodes = group.nodes();
     const double size_bytes = static_cast<double>(bytes);
 
     if (kind == CollectiveKind::kSendRecv) {

@@ -787,6 +787,17 @@ JobSpec job_from_json(const nlohmann::json& json, const std::string& source) {
   if (auto value = text("execution")) {
     job.execution = execution_from_string(*value, field_where(source, "execution"));
   }
+  // The fields job_to_json writes in every job (every file since the first has them): one
+  // missing was taken as its flag's default (found by QA: a schedule without dp_shard
+  // stopped at an internal check, one without gpus was read as 8 GPUs and blamed dp_shard).
+  for (const char* field :
+       {"gpus", "gpus_per_node", "dp_shard", "dp_replicate", "tp", "pp", "microbatches",
+        "virtual_stages", "pp_schedule", "local_batch", "seq_len", "activation_checkpointing",
+        "param_dtype", "reduce_dtype", "float8", "async_tp"}) {
+    if (!json.contains(field)) {
+      throw_bad_input(field_where(source, field), "missing field (every job holds it)");
+    }
+  }
   return job;
 }
 

@@ -215,7 +215,10 @@ json summary_to_json(const PlanSummary& summary) {
 }
 
 json group_to_json(const CommGroup& group) {
-  return json{{"ranks", group.ranks}, {"ranks_per_node", group.ranks_per_node}};
+  json out{{"ranks", group.ranks}, {"ranks_per_node", group.ranks_per_node}};
+  // Only where the ranks split unevenly over the nodes (files of other jobs unchanged).
+  if (group.spanned_nodes > 0) out["nodes"] = group.spanned_nodes;
+  return out;
 }
 
 json task_to_json(const Task& task) {
@@ -325,6 +328,12 @@ void check_fits(const PlanSummary& summary, std::int64_t limit_bytes, const Fiel
   }
 }
 
+// The hint of a summary whose figures do not hold together (found by QA: a committed file
+// written before these checks was refused without one).
+constexpr const char* kFiguresHint =
+    "was this schedule edited, or written by an fsdptune before 2026-12-04 (which did not "
+    "hold its figures together)? Tune again";
+
 // A summary's figures hold together as the simulation wrote them (a hand-edited file was
 // reported as it read: a 1.0 s step at 500% MFU): tokens/s/GPU and MFU are what its step
 // time makes of the job's tokens and model FLOPs (step_metrics, fill_pipeline_throughput),
@@ -340,12 +349,14 @@ void check_summary_figures(const PlanSummary& summary, const Workload& workload,
   if (std::abs(parts_s - step_s) > 1e-6 * step_s + 1e-12) {
     throw_bad_input(
         fields.where("step_time_s"),
-        fmt::format("is {} s, but compute_s + exposed_comm_s + idle_s is {} s", step_s, parts_s));
+        fmt::format("is {} s, but compute_s + exposed_comm_s + idle_s is {} s", step_s, parts_s),
+        kFiguresHint);
   }
   if (summary.exposed_comm_s > summary.comm_s * (1 + 1e-9) + 1e-12) {
     throw_bad_input(
         fields.where("exposed_comm_s"),
-        fmt::format("is {} s, more than comm_s {} s", summary.exposed_comm_s, summary.comm_s));
+        fmt::format("is {} s, more than comm_s {} s", summary.exposed_comm_s, summary.comm_s),
+        kFiguresHint);
   }
   // A step of no time (found by QA: a baseline edited to 0 s, with its compute left at 5 s,
   // was read and reported as 0.0 us at 61.2% MFU) has no rates either.
@@ -354,7 +365,8 @@ void check_summary_figures(const PlanSummary& summary, const Workload& workload,
          {std::pair{"tokens_per_s_per_gpu", summary.tokens_per_s_per_gpu},
           std::pair{"mfu", summary.mfu}}) {
       if (value != 0) {
-        throw_bad_input(fields.where(key), fmt::format("is {}, but step_time_s is 0 s", value));
+        throw_bad_input(fields.where(key), fmt::format("is {}, but step_time_s is 0 s", value),
+                        kFiguresHint);
       }
     }
     return;
@@ -368,13 +380,15 @@ void check_summary_figures(const PlanSummary& summary, const Workload& workload,
                     fmt::format("is {}, but step_time_s {} s makes the job's {} tokens per step "
                                 "{} per GPU per second",
                                 summary.tokens_per_s_per_gpu, step_s, workload.tokens_per_step(),
-                                expected.tokens_per_s_per_gpu));
+                                expected.tokens_per_s_per_gpu),
+                    kFiguresHint);
   }
   if (!close(summary.mfu, expected.mfu)) {
     throw_bad_input(fields.where("mfu"),
                     fmt::format("is {}, but step_time_s {} s makes the job's model FLOPs {} "
                                 "of the hardware's peak",
-                                summary.mfu, step_s, expected.mfu));
+                                summary.mfu, step_s, expected.mfu),
+                    kFiguresHint);
   }
 }
 
@@ -417,6 +431,11 @@ Task task_from_json(const Fields& fields) {
   // As many ranks as a job may have GPUs (normalize_job).
   task.group.ranks = group.integer_in("ranks", 1, kMaxJobGpus);
   task.group.ranks_per_node = group.integer_in("ranks_per_node", 1, kMaxJobGpus);
+  if (group.has("nodes")) {
+    // Nodes each holding at least ranks_per_node of the ranks.
+    const std::int64_t per_node = std::min(task.group.ranks_per_node, task.group.ranks);
+    task.group.spanned_nodes = group.integer_in("nodes", 1, task.group.ranks / per_node);
+  }
   group.finish();
   task.duration_s = fields.seconds("duration_s");
   const json& deps = fields.array("deps");
@@ -865,12 +884,19 @@ void check_program_flow(const Program& program, const Workload& workload,
     const Task& task = program.tasks[static_cast<std::size_t>(off_group)];
     const bool replicas = task.kind == TaskKind::kAllReduce;
     const CommGroup& group = expected_group;
+    // "3 ranks (1 per node)", or where the ranks split unevenly "3 ranks on 2 nodes (at
+    // fewest 1 per node)".
+    const auto described = [](const CommGroup& g) {
+      if (g.spanned_nodes > 0) {
+        return fmt::format("{} on {} (at fewest {} per node)", counted(g.ranks, "rank"),
+                           counted(g.nodes(), "node"), g.ranks_per_node);
+      }
+      return fmt::format("{} ({} per node)", counted(g.ranks, "rank"), g.ranks_per_node);
+    };
     throw_bad_input(
         where(task_path(off_group) + ".group"),
-        fmt::format("{} over {} ({} per node), while the job's {} group is {} ({} per node)",
-                    a(to_string(task.kind)), counted(task.group.ranks, "rank"),
-                    task.group.ranks_per_node, replicas ? "replica" : "shard",
-                    counted(group.ranks, "rank"), group.ranks_per_node),
+        fmt::format("{} over {}, while the job's {} group is {}", a(to_string(task.kind)),
+                    described(task.group), replicas ? "replica" : "shard", described(group)),
         kEditedHint);
   }
 }
@@ -1628,6 +1654,21 @@ ScheduleFile schedule_from_json(const json& json_in, const std::string& source) 
   const ModelSpec& model = schedule.model;
   validate_model(model, fields.where("model"));
   const JobSpec job = normalize_job(model, schedule.job, fields.where("job"));
+  // A schedule holds its job normalized, as tune wrote it (found by QA: dp_shard 0, the
+  // flag's "derived", passed here and stopped the workload builder at an internal check).
+  if (job != schedule.job) {
+    const json normalized = job_to_json(job);
+    const json written = job_to_json(schedule.job);
+    for (const auto& [key, value] : normalized.items()) {
+      if (written.contains(key) && written.at(key) == value) continue;
+      throw_bad_input(
+          fields.where("job." + key),
+          fmt::format("is {}, where the job normalized says {}",
+                      written.contains(key) ? written.at(key).dump() : "absent", value.dump()),
+          kEditedHint);
+    }
+    throw_bad_input(fields.where("job"), "is not normalized", kEditedHint);
+  }
   if (has_job_hash) {
     // The stored Programs' durations and memory are those of the job they were tuned for:
     // a `job` edited since (batch, sequence, AC, float8) would be replayed and reported

@@ -22,8 +22,19 @@ CollectiveKind collective_from_string(const std::string& text, const std::string
 struct CommGroup {
   std::int64_t ranks = 1;
   std::int64_t ranks_per_node = 1;  // how many of the ranks share a node (NVLink domain)
-  std::int64_t nodes() const { return (ranks + ranks_per_node - 1) / ranks_per_node; }
-  bool operator==(const CommGroup&) const = default;
+  // The nodes the group spans where its ranks split unevenly over them (ranks_per_node then
+  // the fewest any node holds: HSDP replicas across stages of part-nodes, replicate_group);
+  // 0: as many as ranks_per_node fill.
+  std::int64_t spanned_nodes = 0;
+  std::int64_t nodes() const {
+    return spanned_nodes > 0 ? spanned_nodes : (ranks + ranks_per_node - 1) / ranks_per_node;
+  }
+  // The same ranks, per node and nodes (a count that spanned_nodes states or leaves to the
+  // others is the same group).
+  bool operator==(const CommGroup& other) const {
+    return ranks == other.ranks && ranks_per_node == other.ranks_per_node &&
+           nodes() == other.nodes();
+  }
 };
 
 enum class OpKind {

@@ -330,3 +330,42 @@ TEST_CASE("tune --pp: the step tolerance trades time for memory only, tuned on t
   CHECK(tuned);
   std::filesystem::remove_all(dir);
 }
+
+// 24 GPUs on 8-GPU nodes, pp 2, 3 replicas of dp_shard 4: stages of 12 ranks, replica groups
+// {0, 4, 8} over 2 nodes. The schedule states the nodes the all-reduce spans (3 ranks at 1
+// per node would say 3); a file without them, as written before, is refused naming the group.
+TEST_CASE("an HSDP all-reduce across part-node stages keeps the nodes it spans",
+          "[cli][pipeline]") {
+  const std::string dir = make_temp_dir("hsdp-nodes");
+  const std::string schedule = dir + "/s.json";
+  const auto tuned = run_fsdptune(
+      "tune --model " + std::string(FSDPTUNE_TEST_DATA) +
+      "/models/llama3.2-1b-untied.json --gpus 24 --pp 2 --dp-replicate 3 --microbatches 4 "
+      "--seq 1024 --hardware h100-sxm --max-evaluations 20 --threads 1 --out " +
+      schedule);
+  INFO(tuned.err);
+  REQUIRE(tuned.exit_code == 0);
+  nlohmann::json file = fsdptune::read_json_file(schedule);
+  int all_reduces = 0;
+  for (auto& chunk : file["pipeline"]["chunks"]) {
+    for (auto& task : chunk["program"]["tasks"]) {
+      if (task["kind"] != "all_reduce") continue;
+      ++all_reduces;
+      CHECK(task["group"] == nlohmann::json{{"ranks", 3}, {"ranks_per_node", 1}, {"nodes", 2}});
+      task["group"].erase("nodes");
+    }
+  }
+  CHECK(all_reduces > 0);
+  // Read back as written.
+  const auto replay = run_fsdptune("simulate --plan " + schedule);
+  INFO(replay.err);
+  CHECK(replay.exit_code == 0);
+  const std::string old = dir + "/old.json";
+  std::ofstream(old) << file.dump();
+  const auto refused = run_fsdptune("simulate --plan " + old);
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.err, Catch::Contains(".group: an all_reduce over 3 ranks (1 per node), while "
+                                          "the job's replica group is 3 ranks on 2 nodes (at "
+                                          "fewest 1 per node)"));
+  std::filesystem::remove_all(dir);
+}

@@ -220,6 +220,28 @@ TEST_CASE("across nodes the NIC is the bottleneck", "[cost]") {
         model->collective(CollectiveKind::kAllGather, kMiB, {8, 8}).seconds);
 }
 
+TEST_CASE("a group split unevenly over nodes is priced over the nodes it spans", "[cost]") {
+  // HSDP replicas {0, 4, 8} of stages of 12 ranks on 8-GPU nodes (replicate_group): one
+  // NIC's bandwidth, as 3 ranks one per node, but one network step fewer (2 nodes, not 3).
+  const HardwareSpec hardware = builtin_hardware("h100-sxm");
+  const auto model = make_analytic_cost_model(hardware);
+  const CommGroup spread{3, 1};
+  const CommGroup uneven{3, 1, 2};
+  CHECK(spread.nodes() == 3);
+  CHECK(uneven.nodes() == 2);
+  CHECK_FALSE(spread == uneven);
+  // nodes() is the group: a count stated that ranks_per_node would give is the same group.
+  CHECK(CommGroup{16, 8, 2} == CommGroup{16, 8});
+  for (const std::int64_t bytes : {kMiB, kGiB}) {
+    const double spread_s = model->collective(CollectiveKind::kAllReduce, bytes, spread).seconds;
+    const double uneven_s = model->collective(CollectiveKind::kAllReduce, bytes, uneven).seconds;
+    // An all-reduce is two phases, each a network hop traded for an NVLink one.
+    CHECK(
+        spread_s - uneven_s ==
+        Approx(2 * (hardware.network_hop_latency_s - hardware.nvlink_hop_latency_s)).epsilon(1e-6));
+  }
+}
+
 TEST_CASE("GEMM model: calibrated ceiling, quantization, monotone", "[cost]") {
   const HardwareSpec h200 = builtin_hardware("h200");
   const auto model = make_analytic_cost_model(h200);

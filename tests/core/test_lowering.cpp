@@ -499,6 +499,8 @@ TEST_CASE("replicate_group: the fewest GPUs of a replica group on any node", "[l
   job.dp_replicate = 3;
   CHECK(replicate_group(job).ranks == 3);
   CHECK(replicate_group(job).ranks_per_node == 1);
+  // Over 2 nodes, not the 3 that 3 ranks at 1 per node would fill (review).
+  CHECK(replicate_group(job).nodes() == 2);
   // 48 GPUs, pp 2, 3 replicas of dp_shard 8: stages of 24, each replica its own node.
   job.dp_shard = 8;
   CHECK(replicate_group(job).ranks_per_node == 1);
@@ -521,6 +523,7 @@ TEST_CASE("replicate_group: the fewest GPUs of a replica group on any node", "[l
           mesh.dp_replicate = replicas;
           mesh.pp = pp;
           std::int64_t fewest = replicas;
+          std::int64_t most_nodes = 1;
           for (std::int64_t stage = 0; stage < pp; ++stage) {
             for (std::int64_t offset = 0; offset < stride; ++offset) {
               std::map<std::int64_t, std::int64_t> on_node;
@@ -528,11 +531,13 @@ TEST_CASE("replicate_group: the fewest GPUs of a replica group on any node", "[l
                 ++on_node[(stage * stride * replicas + offset + k * stride) / per_node];
               }
               for (const auto& [node, count] : on_node) fewest = std::min(fewest, count);
+              most_nodes = std::max(most_nodes, static_cast<std::int64_t>(on_node.size()));
             }
           }
           INFO(per_node << " per node, stride " << stride << ", " << replicas << " replicas, pp "
                         << pp);
           CHECK(replicate_group(mesh).ranks_per_node == fewest);
+          CHECK(replicate_group(mesh).nodes() == most_nodes);
         }
       }
     }

@@ -199,6 +199,23 @@ TEST_CASE("a schedule's provenance.job_hash refuses a job edited after tuning", 
   const ScheduleFile old = schedule_from_json(document, "schedule.json");
   CHECK(old.provenance.job_hash.empty());
   CHECK_FALSE(schedule_to_json(old).at("provenance").contains("job_hash"));
+  // Found by QA on such files: a job without dp_shard, or dp_shard 0 (the flag's "derived"),
+  // stopped the workload builder at an internal check; one without gpus was read as 8 GPUs.
+  for (const char* field : {"dp_shard", "gpus", "activation_checkpointing"}) {
+    json missing = document;
+    missing["job"].erase(field);
+    const Error error = load_error(missing);
+    CHECK(error.exit_code() == 2);
+    CHECK(error.where() == fmt::format("schedule.json: job: field '{}'", field));
+    CHECK(error.message() == "missing field (every job holds it)");
+  }
+  json derived = document;
+  derived["job"]["dp_shard"] = 0;
+  const Error unnormalized = load_error(derived);
+  CHECK(unnormalized.exit_code() == 2);
+  CHECK(unnormalized.where() == "schedule.json: job.dp_shard");
+  CHECK(unnormalized.message() ==
+        fmt::format("is 0, where the job normalized says {}", schedule.job.dp_shard));
 }
 
 // Found probing report: a task timing that ends before it starts was read, and the HTML
@@ -399,8 +416,8 @@ TEST_CASE("a schedule with an unknown field is rejected naming it", "[schedule]"
        "schedule.json: program.contention.compute_slowdown"},
       {json::json_pointer("/program/tasks/3"), "duration",
        "schedule.json: program.tasks[3].duration"},
-      {json::json_pointer("/program/tasks/3/group"), "nodes",
-       "schedule.json: program.tasks[3].group.nodes"},
+      {json::json_pointer("/program/tasks/3/group"), "nics",
+       "schedule.json: program.tasks[3].group.nics"},
       {json::json_pointer("/program/buckets/1/slots/0"), "size",
        "schedule.json: program.buckets[1].slots[0].size"},
       {json::json_pointer("/baselines/0"), "name", "schedule.json: baselines[0].name"},
@@ -413,6 +430,22 @@ TEST_CASE("a schedule with an unknown field is rejected naming it", "[schedule]"
     CHECK(load_error(broken).where() == item.where);
     CHECK(load_error(broken).message() == "unknown field");
   }
+  // A group's nodes (written where its ranks split unevenly over them) are 1 to its ranks
+  // over its ranks per node, and those of the job's group.
+  json spanning = document;
+  REQUIRE(spanning["program"]["tasks"][3]["group"]["ranks"] == 8);
+  spanning["program"]["tasks"][3]["group"]["nodes"] = 9;
+  CHECK(load_error(spanning).where() == "schedule.json: program.tasks[3].group.nodes");
+  CHECK(load_error(spanning).message() == "is 9, expected 1 to 1");
+  spanning["program"]["tasks"][3]["group"]["ranks_per_node"] = 2;
+  spanning["program"]["tasks"][3]["group"]["nodes"] = 3;
+  CHECK(load_error(spanning).where() == "schedule.json: program.tasks[3].group");
+  CHECK_THAT(load_error(spanning).message(),
+             Catch::Contains("over 8 ranks on 3 nodes (at fewest 2 per node), while the job's "
+                             "shard group is 8 ranks (8 per node)"));
+  spanning["program"]["tasks"][3]["group"]["ranks_per_node"] = 8;
+  spanning["program"]["tasks"][3]["group"]["nodes"] = 1;  // as 8 per node says: the same
+  CHECK_NOTHROW(schedule_from_json(spanning, "schedule.json"));
   // A version 1 file does not carry a pipeline.
   json broken = document;
   broken["pipeline"] = json::object();
