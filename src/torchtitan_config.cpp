@@ -816,6 +816,42 @@ void read_config_keys(const toml::value& root, const std::string& source, Torcht
   throw Error(e.kind(), e.where(), e.message(), hint);
 }
 
+// toml11's message in one line: its first line, with the line of the file it quotes last and
+// what its last marker says there ("... at line 3, `local_batch_size =`: expected value, but
+// got nothing").
+std::string toml_error_line(const std::string& what) {
+  std::istringstream lines(what);
+  std::string first, line, number, quoted, note;
+  std::getline(lines, first);
+  if (first.rfind("[error] ", 0) == 0) first.erase(0, std::string("[error] ").size());
+  while (first.ends_with('.')) first.pop_back();
+  while (std::getline(lines, line)) {
+    const std::size_t bar = line.find(" | ");
+    if (bar == std::string::npos) continue;
+    const std::string left = line.substr(0, bar);
+    const std::size_t digit = left.find_first_not_of(' ');
+    if (digit != std::string::npos &&
+        std::all_of(left.begin() + static_cast<std::ptrdiff_t>(digit), left.end(),
+                    [](char c) { return c >= '0' && c <= '9'; })) {
+      number = left.substr(digit);
+      quoted = line.substr(bar + 3);
+      quoted.erase(0, std::min(quoted.size(), quoted.find_first_not_of(' ')));
+      while (!quoted.empty() && quoted.back() == ' ') quoted.pop_back();
+      if (quoted.size() > 40) quoted = quoted.substr(0, 40) + "...";
+      continue;
+    }
+    // "   |   ^--- expected value" or "   | ~~~~ table defined twice": a marker, then what
+    // it says.
+    const std::size_t mark = line.find_first_not_of(' ', bar + 3);
+    if (mark == std::string::npos || (line[mark] != '^' && line[mark] != '~')) continue;
+    const std::size_t text_at = line.find_first_not_of("^~- ", mark);
+    note = text_at == std::string::npos ? "" : line.substr(text_at);
+  }
+  if (note == "here") note.clear();
+  return first + (number.empty() ? "" : " at line " + number) +
+         (quoted.empty() ? "" : ", `" + quoted + "`") + (note.empty() ? "" : ": " + note);
+}
+
 }  // namespace
 
 TorchtitanConfig torchtitan_config_from_toml(const std::string& text, const std::string& source) {
@@ -842,8 +878,9 @@ TorchtitanConfig torchtitan_config_from_toml(const std::string& text, const std:
     std::istringstream stream(text);
     root = toml::parse(stream, source);
   } catch (const std::exception& e) {
-    // toml11's message names the file, line and column, with the line quoted.
-    throw_bad_input(source, fmt::format("not a valid TOML file: {}", e.what()));
+    // toml11's message is several lines (the file, the line quoted and marked, hints): said
+    // in one (found by QA: nine lines, where every other error is one).
+    throw_bad_input(source, fmt::format("not a valid TOML file: {}", toml_error_line(e.what())));
   }
   if (!root.is_table()) throw_bad_input(source, "not a TOML table");
 
