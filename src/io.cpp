@@ -787,6 +787,17 @@ std::int64_t json_int64(const nlohmann::json& value, const std::string& where) {
   return value.get<std::int64_t>();
 }
 
+bool json_integer_outside(const nlohmann::json& value, std::int64_t low, std::int64_t high) {
+  if (!value.is_number_integer()) return false;
+  if (value.is_number_unsigned()) {
+    const auto number = value.get<std::uint64_t>();
+    return number > static_cast<std::uint64_t>(INT64_MAX) ||
+           static_cast<std::int64_t>(number) < low || static_cast<std::int64_t>(number) > high;
+  }
+  const auto number = value.get<std::int64_t>();
+  return number < low || number > high;
+}
+
 std::optional<std::string> unknown_field(const nlohmann::json& object,
                                          const std::vector<std::string>& known) {
   for (const auto& item : object.items()) {

@@ -298,12 +298,13 @@ MeasuredResult measured_from_json(const nlohmann::json& json, const std::string&
                     "is this a measured.json written by fsdptune validate?");
   }
   MeasuredResult measured;
-  const std::int64_t version = integer(json, "version", source);
-  if (version < 1 || version > kMeasuredFormatVersion) {
+  if (const auto at = json.find("version");
+      at != json.end() && json_integer_outside(*at, 1, kMeasuredFormatVersion)) {
     throw_bad_input(source + ": version",
                     fmt::format("unsupported version {} (this fsdptune reads versions 1 to {})",
-                                version, kMeasuredFormatVersion));
+                                at->dump(), kMeasuredFormatVersion));
   }
+  const std::int64_t version = integer(json, "version", source);
   measured.version = static_cast<int>(version);
   const int read_version = measured.version;
   // The fields of the file's version (mesh since 2, ranks since 3, pipeline since 4).

@@ -237,6 +237,20 @@ ModelSpec model_from_hf_config(const nlohmann::json& json, const std::string& so
                       fmt::format("expected true or false, got {}", it->dump()));
     }
   }
+  // The strings it reads, and the window, likewise (found by QA: hidden_act 5, model_type 5
+  // and sliding_window "4096" said nothing, where "gelu", "gemma2" and 4096 are noted).
+  for (const char* text : {"model_type", "hidden_act"}) {
+    const auto it = json.find(text);
+    if (it != json.end() && !it->is_null() && !it->is_string()) {
+      throw_bad_input(fmt::format("{}: field '{}'", source, text),
+                      fmt::format("expected a string, got {}", it->dump()));
+    }
+  }
+  if (const auto it = json.find("sliding_window");
+      it != json.end() && !it->is_null() && !it->is_number() && !it->is_boolean()) {
+    throw_bad_input(fmt::format("{}: field 'sliding_window'", source),
+                    fmt::format("expected a number of tokens or null, got {}", it->dump()));
+  }
   read_shape_fields(json, source, kHfConfigFields, model);
   if (const std::optional<bool> tied = hf_tie_when_absent(json)) model.tie_embeddings = *tied;
   return model;
@@ -252,12 +266,17 @@ ModelSpec model_from_our_format(const nlohmann::json& json, const std::string& s
   check_format_field(json, kModelFormatName, field_where(source, "format"));
   // Then the version: a newer file's new fields are named as a version it does not read,
   // not as unknown fields (found by QA).
-  const std::int64_t version = positive_int(json, source, "version");
-  if (version != kModelFormatVersion) {
+  const auto unsupported = [&](const std::string& version) {
     throw_bad_input(field_where(source, "version"),
                     fmt::format("unsupported version {} (this fsdptune reads version {})", version,
                                 kModelFormatVersion));
+  };
+  if (const auto at = json.find("version");
+      at != json.end() && json_integer_outside(*at, kModelFormatVersion, kModelFormatVersion)) {
+    unsupported(at->dump());
   }
+  const std::int64_t version = positive_int(json, source, "version");
+  if (version != kModelFormatVersion) unsupported(std::to_string(version));
   for (const auto& [key, value] : json.items()) {
     if (known.count(key) == 0) {
       throw_bad_input(field_where(source, key), "unknown field (docs/model-format.md lists them)");
@@ -426,7 +445,8 @@ std::vector<std::string> hf_config_notes(const nlohmann::json& json) {
   const auto use_window = json.find("use_sliding_window");
   const bool window_off =
       use_window != json.end() && use_window->is_boolean() && !use_window->get<bool>();
-  if (window != json.end() && window->is_number() && !window_off) {
+  // A window of no tokens (0, or -1 as some configs write it) is none.
+  if (window != json.end() && window->is_number() && window->get<double>() > 0 && !window_off) {
     notes.push_back(fmt::format(
         "sliding_window {}: attention is priced as full causal attention over the whole "
         "sequence (a window shorter than --seq costs less)",

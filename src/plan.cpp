@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "fsdptune/error.hpp"
+#include "fsdptune/io.hpp"
 #include "fsdptune/units.hpp"
 
 namespace fsdptune {
@@ -269,11 +270,12 @@ Plan plan_from_json(const nlohmann::json& json_value, const std::string& source)
                                                "reduce_after_backward"};
   // The version before the fields: a newer plan's new fields are named as a version this
   // fsdptune does not read, not as unknown fields (found by QA).
-  const int version = read_int(require(json_value, "version", source), field(source, "version"));
-  if (version != kPlanFormatVersion) {
+  const json& version = require(json_value, "version", source);
+  if (json_integer_outside(version, kPlanFormatVersion, kPlanFormatVersion)) {
     throw_bad_input(field(source, "version"), fmt::format("is {}, this fsdptune reads version {}",
-                                                          version, kPlanFormatVersion));
+                                                          version.dump(), kPlanFormatVersion));
   }
+  read_int(version, field(source, "version"));  // a whole number (a float or string named)
   for (const auto& item : json_value.items()) {
     if (!kKnown.count(item.key())) {
       throw_bad_input(field(source, item.key()), "unknown field",

@@ -79,6 +79,11 @@ void check_format_field(const nlohmann::json& json, const std::string& expected,
 // negative number, reported as "must not be negative") throws Error(kBadInput) naming
 // `where`. REQUIRES: value.is_number_integer().
 std::int64_t json_int64(const nlohmann::json& value, const std::string& where);
+// Whether `value` is a JSON whole number (signed or unsigned, any size) other than those of
+// [low, high]: a version field's readers name such a value as a version they do not read,
+// with the versions they do (0, -1 and 2^40 were "must be > 0", "must not be negative" and
+// "out of range": found by QA).
+bool json_integer_outside(const nlohmann::json& value, std::int64_t low, std::int64_t high);
 // The first key of `object` (in sorted order) that is not one of `known`, if any: readers
 // refuse it, as a misspelt field would otherwise be ignored.
 std::optional<std::string> unknown_field(const nlohmann::json& object,

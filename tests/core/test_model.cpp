@@ -1,6 +1,8 @@
 // Model specs: parameter totals, FLOPs per token, the model file and HF config readers.
 #include <catch2/catch.hpp>
 
+#include <fmt/format.h>
+
 #include <filesystem>
 #include <limits>
 #include <string>
@@ -241,6 +243,15 @@ TEST_CASE("bad model files name the file and the field", "[model][errors]") {
     // A newer file's new field: the version is named, not the field (found by QA).
     json["foo"] = 1;
     expect_bad_input([&] { model_from_json(json, "m.json"); }, {"'version'", "7"});
+    // Any whole number but 1, with the version read (found by QA: 0 and -1 were "must be
+    // > 0").
+    for (const nlohmann::json& version :
+         {nlohmann::json(0), nlohmann::json(-1), nlohmann::json(18446744073709551615ULL)}) {
+      json["version"] = version;
+      expect_bad_input([&] { model_from_json(json, "m.json"); },
+                       {"'version'", "unsupported version " + version.dump() +
+                                         " (this fsdptune reads version 1)"});
+    }
   }
   SECTION("HF config missing a field") {
     const auto json = nlohmann::json::parse(R"({"hidden_size": 64, "num_hidden_layers": 2,
@@ -357,4 +368,18 @@ TEST_CASE("an HF config of what the Llama model leaves out gets notes naming the
   CHECK_THAT(biases[1], Catch::StartsWith("mlp_bias true"));
   // The notes do not change what is read.
   CHECK(model_from_json(gemma, "g.json").dim == model_from_json(json, "g.json").dim);
+  // A window of no tokens is none (found by QA: -1 was "a window shorter than --seq").
+  auto unwindowed = json;
+  unwindowed["sliding_window"] = -1;
+  CHECK(hf_config_notes(unwindowed).empty());
+  // The fields read for a note, of another type, are refused naming them (found by QA:
+  // hidden_act 5 said nothing).
+  const std::pair<const char*, nlohmann::json> mistyped[] = {
+      {"model_type", 5}, {"hidden_act", 5}, {"sliding_window", "4096"}};
+  for (const auto& [key, value] : mistyped) {
+    auto bad = json;
+    bad[key] = value;
+    expect_bad_input([&] { model_from_json(bad, "g.json"); },
+                     {fmt::format("g.json: field '{}'", key), value.dump()});
+  }
 }

@@ -83,6 +83,17 @@ TEST_CASE("plan JSON errors name the field", "[plan]") {
   CHECK(where_of(R"({"version": 9, "name": "x", "forward_buckets": [[0, 0]], "foo": 1})") ==
         "p.json: version");
   CHECK(where_of(R"({"version": 1, "name": "x"})") == "p.json: forward_buckets");
+  // A version of any size is named with the version read (found by QA: 99999999999 was
+  // "out of range").
+  try {
+    plan_from_json(nlohmann::json::parse(
+                       R"({"version": 99999999999, "name": "x", "forward_buckets": [[0, 0]]})"),
+                   "p.json");
+    FAIL("accepted");
+  } catch (const Error& e) {
+    CHECK(e.where() == "p.json: version");
+    CHECK(e.message() == "is 99999999999, this fsdptune reads version 1");
+  }
   CHECK(where_of(R"({"version": 1, "name": "x", "forward_buckets": [[0]]})") ==
         "p.json: forward_buckets[0]");
   CHECK(where_of(R"({"version": 1, "name": "x", "forward_buckets": [[0, 0]], "prefetch": 2})") ==

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <limits>
 
+#include <fmt/format.h>
+
 #include "fsdptune/error.hpp"
 #include "fsdptune/io.hpp"
 #include "fsdptune/measured.hpp"
@@ -190,6 +192,21 @@ TEST_CASE("measured.json sizes out of range are rejected naming the field", "[me
   bad = good;
   bad["version"] = 4294967297;
   expect_error(bad, "m.json: version");
+  // Any whole number out of range, with the versions read (found by QA: -1 was "must not
+  // be negative").
+  for (const nlohmann::json& version : {nlohmann::json(-1), nlohmann::json(0)}) {
+    bad = good;
+    bad["version"] = version;
+    try {
+      measured_from_json(bad, "m.json");
+      FAIL("accepted");
+    } catch (const Error& e) {
+      CHECK(e.where() == "m.json: version");
+      CHECK(e.message() == fmt::format("unsupported version {} (this fsdptune reads versions 1 "
+                                       "to {})",
+                                       version.dump(), kMeasuredFormatVersion));
+    }
+  }
   // Found by QA: 2^63 and above wrapped to a negative int64 ("must not be negative").
   bad = good;
   bad["iterations"] = std::uint64_t{1} << 63;
