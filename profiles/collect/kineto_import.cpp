@@ -100,6 +100,19 @@ std::optional<std::int64_t> int_arg(const json& args, const char* key) {
   return std::nullopt;
 }
 
+// A field linking a kernel to its launch or op (correlation, External id): absent, or a whole
+// number; anything else names the event's field (found by QA: a string there was taken as
+// absent, and its kernel skipped as "not launched by an op fsdptune models").
+std::optional<std::int64_t> link_arg(const json& args, const char* key, const std::string& source,
+                                     std::size_t index) {
+  const std::optional<std::int64_t> value = int_arg(args, key);
+  if (!value && args.contains(key)) {
+    throw_bad_input(fmt::format("{}.args.{}", event_where(source, index), key),
+                    fmt::format("expected a whole number, got {}", args.at(key).dump()));
+  }
+  return value;
+}
+
 // Microseconds, as Chrome traces count them.
 struct Interval {
   double begin_us = 0;
@@ -749,10 +762,10 @@ KinetoImportResult import_kineto_trace(const json& trace, const KinetoImportOpti
       host_of_event[item.event] = &item;
       const json& args = args_of(events[item.event]);
       if (item.is_op) {
-        if (const auto external = int_arg(args, "External id")) {
+        if (const auto external = link_arg(args, "External id", source, item.event)) {
           op_by_external_id.emplace(*external, item.event);
         }
-      } else if (const auto correlation = int_arg(args, "correlation")) {
+      } else if (const auto correlation = link_arg(args, "correlation", source, item.event)) {
         launch_by_correlation.emplace(*correlation, item.event);
       }
     }
@@ -784,14 +797,16 @@ KinetoImportResult import_kineto_trace(const json& trace, const KinetoImportOpti
     // The host event the kernel came from: its launch (by correlation), else the op with
     // its External id.
     const HostEvent* origin = nullptr;
-    if (const auto correlation = int_arg(kernel_args, "correlation")) {
+    const auto correlation = link_arg(kernel_args, "correlation", source, k);
+    const auto external = link_arg(kernel_args, "External id", source, k);
+    if (correlation) {
       if (const auto launch = launch_by_correlation.find(*correlation);
           launch != launch_by_correlation.end()) {
         origin = host_of_event[launch->second];
       }
     }
     if (origin == nullptr) {
-      if (const auto external = int_arg(kernel_args, "External id")) {
+      if (external) {
         if (const auto op = op_by_external_id.find(*external); op != op_by_external_id.end()) {
           origin = host_of_event[op->second];
         }

@@ -11,6 +11,8 @@
 // backward, the embedding backward (a fill and the row updates); then a fused AdamW.
 #include <catch2/catch.hpp>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "fsdptune/error.hpp"
@@ -454,6 +456,33 @@ TEST_CASE("Kineto import: a name that is not a string is an error naming it",
   CHECK(import_linear(events).profile.compute.empty());
   const json header = json::parse(R"({"traceEvents": [], "deviceProperties": [{"name": 7}]})");
   CHECK_THROWS_AS(import_kineto_trace(header, {}, "t.json"), Error);
+}
+
+// Found by QA: a link field (correlation, External id) of another type was taken as absent,
+// and its kernel skipped as "not launched by an op fsdptune models"; a string of digits is
+// a whole number, as Kineto writes some.
+TEST_CASE("Kineto import: a kernel's link fields are whole numbers or an error naming them",
+          "[profiler][kineto]") {
+  json events = linear_trace();
+  events[2]["args"]["correlation"] = "7";
+  CHECK(import_linear(events).profile.compute.size() == 1);
+  const struct {
+    int event;
+    const char* key;
+  } links[] = {{2, "correlation"}, {2, "External id"}, {1, "correlation"}, {0, "External id"}};
+  for (const auto& link : links) {
+    events = linear_trace();
+    events[link.event]["args"][link.key] = "abc";
+    INFO(link.event << " " << link.key);
+    try {
+      import_linear(events);
+      FAIL("expected an error");
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::kBadInput);
+      CHECK(e.where() == fmt::format("t.json: traceEvents[{}].args.{}", link.event, link.key));
+      CHECK(e.message() == "expected a whole number, got \"abc\"");
+    }
+  }
 }
 
 // Fuzzing found: dims of 2^62 overflowed int64 in the GEMM's rows and bytes (undefined
