@@ -14,6 +14,12 @@
 
 namespace fsdptune::cli {
 
+// A validator of a whole-number option held in an int: refuses a value outside [low, high]
+// before CLI11 converts it ("must be 1 to 1024, got 3000000000"; `low_text` in place of
+// `low` where it says more: "0 (every core ...)"). A value beyond an int was "out of range
+// for this option", its range unsaid (found by QA). Other values are check_option_values'.
+CLI::Validator int_range(std::int64_t low, std::int64_t high, const std::string& low_text = "");
+
 // Registered subcommands (one line per area; keep the order of the README).
 void register_model_commands(CLI::App& app);     // model, workload (model_commands.cpp)
 void register_cost_commands(CLI::App& app);      // cost (cost_commands.cpp)

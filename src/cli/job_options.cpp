@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -164,6 +165,22 @@ DType job_dtype(const std::string& text, const std::string& flag) {
 }
 
 }  // namespace
+
+const nlohmann::json& read_plan_json(const std::string& flag, const std::string& path) {
+  static std::map<std::string, nlohmann::json> read;
+  const auto known = read.find(path);
+  if (known != read.end()) return known->second;
+  return read
+      .emplace(path, read_flag_file(flag.c_str(), path, [&] { return read_json_file(path); }))
+      .first->second;
+}
+
+bool names_plan_input(const std::string& path) {
+  const std::vector<std::string> names = builtin_plan_names();
+  std::error_code error;
+  return !path.empty() && std::find(names.begin(), names.end(), path) == names.end() &&
+         std::filesystem::exists(path, error);
+}
 
 std::string input_file(const std::string& value) {
   std::error_code error;
@@ -496,11 +513,9 @@ Plan resolve_plan_option(const PlanOptions& options, const Workload& workload,
 
 Plan plan_of_file(const std::string& path, const std::string& flag, const Workload& workload) {
   const int unit_count = static_cast<int>(workload.units.size());
-  if (!std::filesystem::is_regular_file(path)) {
-    throw_bad_input(flag, fmt::format("'{}' is not a file", path),
-                    "give a plan file (docs/plan-format.md) or a schedule file of `tune --out`");
-  }
-  const nlohmann::json json = read_json_file(path);
+  // A folder is named by read_json_file; a pipe is read as every other input is (found by
+  // QA: `--start-plan <(...)` was "not a file").
+  const nlohmann::json& json = read_plan_json(flag, path);
   refuse_other_format(json, path);
   if (json.is_object() && json.contains("pipeline")) {
     throw_bad_input(flag,

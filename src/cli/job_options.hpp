@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "fsdptune/cost_model.hpp"
 #include "fsdptune/hardware.hpp"
@@ -192,5 +193,15 @@ Plan resolve_plan_option(const PlanOptions& options, const Workload& workload,
 // when it is no file or a pipeline schedule (whose chunks have a plan each). A note on
 // stderr when a schedule's model is not the workload's.
 Plan plan_of_file(const std::string& path, const std::string& flag, const Workload& workload);
+
+// The JSON of a file given to `flag` (--plan, --start-plan), read once however often a
+// command asks (a pipe, `--plan <(...)`, has its text once; simulate asks for the schedule's
+// costs, its job and its Program); an error about the file as a whole names the flag
+// (read_flag_file).
+const nlohmann::json& read_plan_json(const std::string& flag, const std::string& path);
+
+// Whether `path` names something a plan file could be read from: not a built-in plan's
+// name nor a missing path (a file, a pipe; a folder is named when read).
+bool names_plan_input(const std::string& path);
 
 }  // namespace fsdptune::cli

@@ -192,6 +192,34 @@ void say(const std::string& text) {
 
 }  // namespace
 
+namespace fsdptune::cli {
+
+CLI::Validator int_range(std::int64_t low, std::int64_t high, const std::string& low_text) {
+  return CLI::Validator(
+      [=](std::string& value) {
+        // Not a whole number in decimal digits (or empty): check_option_values' validators
+        // name it.
+        const std::size_t first = sign_length(value);
+        if (value.size() <= first ||
+            !std::all_of(value.begin() + static_cast<std::ptrdiff_t>(first), value.end(),
+                         [](char c) { return c >= '0' && c <= '9'; })) {
+          return std::string();
+        }
+        std::int64_t parsed = 0;
+        const char* begin = value.data() + (value[0] == '+' ? 1 : 0);
+        const auto [end, error] = std::from_chars(begin, value.data() + value.size(), parsed);
+        if (error == std::errc() && end == value.data() + value.size() && parsed >= low &&
+            parsed <= high) {
+          return std::string();
+        }
+        return fmt::format("must be {} to {}, got {}",
+                           low_text.empty() ? std::to_string(low) : low_text, high, value);
+      },
+      "");
+}
+
+}  // namespace fsdptune::cli
+
 int main(int argc, char** argv) {
   // An error of the command line: the same on every rank a launcher started `validate` with
   // (mpirun -np N fsdptune validate ...), said by the first, the others waiting to be
@@ -294,7 +322,20 @@ int main(int argc, char** argv) {
       const std::string what = e.what();
       const std::string prefix = "Could not convert: ";
       const std::size_t equals = what.find(" = ");
-      if (what.rfind(prefix, 0) == 0 && equals != std::string::npos) {
+      const std::string name = equals == std::string::npos
+                                   ? std::string()
+                                   : what.substr(prefix.size(), equals - prefix.size());
+      // A flag given a value (`--json=garbage`) was "garbage is out of range" (found by QA).
+      const CLI::Option* option = nullptr;
+      for (CLI::App* command = &last_command(app); command != nullptr && option == nullptr;
+           command = command->get_parent()) {
+        option = command->get_option_no_throw(name);
+      }
+      if (what.rfind(prefix, 0) == 0 && option != nullptr && option->get_expected_min() == 0) {
+        say_usage_error(fmt::format(
+            "fsdptune: error: {}: a flag takes no value, got '{}'\nrun with --help for usage\n",
+            name, what.substr(equals + 3)));
+      } else if (what.rfind(prefix, 0) == 0 && equals != std::string::npos) {
         say_usage_error(fmt::format(
             "fsdptune: error: {}: {} is out of range for this option\nrun with --help "
             "for usage\n",

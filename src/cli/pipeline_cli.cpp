@@ -181,7 +181,7 @@ void run_simulate_pipelined(const ModelSpec& model, const JobSpec& job,
                                   "schedule stores each chunk's choice)",
                                   plan_options.plan));
     }
-    const nlohmann::json file = read_json_file(plan_options.plan);
+    const nlohmann::json& file = read_plan_json("--plan", plan_options.plan);
     refuse_other_format(file, plan_options.plan);
     if (!file.contains("pipeline")) {
       throw_bad_input("--plan " + plan_options.plan,

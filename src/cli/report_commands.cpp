@@ -80,12 +80,8 @@ void attach_measured(std::vector<ReportEntry>& entries, const std::vector<std::s
 }
 
 void run_report(const ReportCommandOptions& options) {
-  // Checked here, not by a CLI11 range, which ran before the empty-value check and said
-  // "Value  not in range" of an empty value (QA, 2026-12-05).
-  if (options.top_errors < 0 || options.top_errors > 1000000) {
-    throw_bad_input("--top-errors",
-                    fmt::format("must be 0 to 1000000, got {}", options.top_errors));
-  }
+  // --top-errors: int_range at the flag (not CLI11's range, which said "Value  not in range"
+  // of an empty value: QA, 2026-12-05).
   NamedFiles inputs;
   for (const std::string& path : options.schedules) inputs.emplace_back("a schedule", path);
   for (const std::string& path : options.measured) inputs.emplace_back("--measured", path);
@@ -145,6 +141,7 @@ void register_report_commands(CLI::App& app) {
   report
       ->add_option("--top-errors", options->top_errors,
                    "Rows of the largest per-task errors table (0 to 1000000)")
+      ->check(int_range(0, 1000000))
       ->capture_default_str();
   report->callback([options] { run_report(*options); });
 }

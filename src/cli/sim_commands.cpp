@@ -87,12 +87,8 @@ std::string stored_program_cost_source(const ScheduleFile& schedule) {
 std::optional<ScheduleFile> schedule_of_plan_option(const PlanOptions& options,
                                                     const ModelSpec& model, const JobSpec& job,
                                                     const HardwareSpec& hardware) {
-  const std::vector<std::string> builtins = builtin_plan_names();
-  if (std::find(builtins.begin(), builtins.end(), options.plan) != builtins.end() ||
-      !std::filesystem::is_regular_file(options.plan)) {
-    return std::nullopt;
-  }
-  const nlohmann::json json = read_json_file(options.plan);
+  if (!names_plan_input(options.plan)) return std::nullopt;
+  const nlohmann::json& json = read_plan_json("--plan", options.plan);
   refuse_other_format(json, options.plan);
   if (!is_schedule_json(json)) return std::nullopt;
   ScheduleFile schedule = checked_schedule_from_json(json, options.plan);
@@ -256,9 +252,8 @@ SimulateInputs resolve_inputs(const SimulateOptions& options) {
     // Without --hardware or --profile, a schedule given to --plan has them (found by QA:
     // "--hardware: no hardware given" for the schedule's own model and job).
     const std::string& plan = options.plan.plan;
-    if (options.cost.hardware.empty() && options.cost.profile.empty() &&
-        std::filesystem::is_regular_file(plan)) {
-      const nlohmann::json json = read_json_file(plan);
+    if (options.cost.hardware.empty() && options.cost.profile.empty() && names_plan_input(plan)) {
+      const nlohmann::json& json = read_plan_json("--plan", plan);
       refuse_other_format(json, plan);
       if (is_schedule_json(json)) {
         resolve_schedule_costs(options.cost, checked_schedule_from_json(json, plan), plan, inputs);
@@ -282,15 +277,15 @@ SimulateInputs resolve_inputs(const SimulateOptions& options) {
                     "a schedule file (fsdptune tune --out), or --model and the job flags with a "
                     "plan");
   }
-  if (builtin || !std::filesystem::is_regular_file(path)) {
+  if (builtin) {
     throw_bad_input(
         "", required,
-        builtin ? fmt::format(
-                      "--plan {} is a built-in plan: give --model and the job flags to apply it to",
-                      path)
-                : fmt::format("--plan {} is not a file", path));
+        fmt::format("--plan {} is a built-in plan: give --model and the job flags to apply it to",
+                    path));
   }
-  const nlohmann::json json = read_json_file(path);
+  // A folder is named by read_json_file; a pipe is read as every other input is (found by
+  // QA: `--plan <(...)` was "not a file", blamed on --model).
+  const nlohmann::json& json = read_plan_json("--plan", path);
   refuse_other_format(json, path);
   if (!is_schedule_json(json)) {
     throw_bad_input("", required,

@@ -275,10 +275,7 @@ void run_tune(const TuneOptions& options) {
                           {"--emit-torchtitan-toml", options.torchtitan_toml},
                           {"--trace", options.trace_path}},
                          inputs);
-  if (options.threads < 1 || options.threads > kMaxThreads) {
-    throw_bad_input("--threads",
-                    fmt::format("must be 1 to {}, got {}", kMaxThreads, options.threads));
-  }
+  // --threads: int_range at the flag.
   // Finite: 1e400 read as infinity, an unbounded search (0 is how to ask for none).
   if (!(options.time_budget_s >= 0) || !std::isfinite(options.time_budget_s)) {
     throw_bad_input(
@@ -692,6 +689,7 @@ void register_tune_commands(CLI::App& app) {
   tune->add_option(
           "--threads", options->threads,
           "Plans simulated in parallel (1 to 1024; a batch is 32 plans, more threads idle)")
+      ->check(int_range(1, kMaxThreads))
       ->capture_default_str();
   tune->add_flag("--fsdp2-exact", options->fsdp2_exact,
                  "Search only plans FSDP2's fully_shard groups run as simulated (one grouping "

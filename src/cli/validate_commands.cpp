@@ -223,10 +223,7 @@ void run_validate(const ValidateArgs& args) {
 }
 
 void run_compare(const CompareArgs& args) {
-  // Bounded as report's --top-errors (found by QA: any count was taken).
-  if (args.top < 0 || args.top > 1000000) {
-    throw_bad_input("--top", fmt::format("must be 0 to 1000000, got {}", args.top));
-  }
+  // --top: bounded as report's --top-errors at the flag (found by QA: any count was taken).
   const ScheduleFile schedule = load_schedule(args.schedule);
   const MeasuredResult measured = measured_from_json(read_json_file(args.measured), args.measured);
   const Comparison comparison = compare(schedule, measured, args.measured, args.top);
@@ -295,8 +292,10 @@ void register_validate_commands(CLI::App& app) {
                    "cudnn or cublas")
       ->capture_default_str();
   validate->add_option("--iters", validate_args->options.iterations, "Measured steps")
+      ->check(int_range(1, kMaxMeasuredIterations))
       ->capture_default_str();
   validate->add_option("--warmup", validate_args->options.warmup, "Untimed steps before them")
+      ->check(int_range(0, kMaxMeasuredIterations))
       ->capture_default_str();
   validate->add_flag("--check-data", validate_args->options.check_data,
                      "Check every bucket's gathered parameters and reduced gradients, the "
@@ -335,6 +334,7 @@ void register_validate_commands(CLI::App& app) {
   compare_command->add_flag("--json", compare_args->json, "JSON instead of a table");
   compare_command
       ->add_option("--top", compare_args->top, "Tasks (and pipeline actions) to list, 0 to 1000000")
+      ->check(int_range(0, 1000000))
       ->capture_default_str();
   compare_command->callback([compare_args] { run_compare(*compare_args); });
 }

@@ -264,11 +264,22 @@ TEST_CASE("command words and whole numbers: what was typed is what runs", "[cli]
       {"validate no-such-schedule.json --out m.json --timeout inf",
        "--timeout: 'inf' is not a number in decimal digits"},
       // Out of range for an option narrower than 64 bits (QA, 2026-12-05: CLI11's "Could
-      // not convert: --iters = 99999999999").
+      // not convert: --iters = 99999999999"; QA, 2026-12-07: "out of range for this
+      // option", the range unsaid).
       {"validate no-such-schedule.json --out m.json --iters 99999999999",
-       "--iters: 99999999999 is out of range for this option"},
+       "--iters: must be 1 to 16777216, got 99999999999"},
       {"compare no-such-schedule.json no-such-m.json --top 99999999999",
-       "--top: 99999999999 is out of range for this option"},
+       "--top: must be 0 to 1000000, got 99999999999"},
+      {"tune --model tiny --out s.json --threads 3000000000",
+       "--threads: must be 1 to 1024, got 3000000000"},
+      {"sweep --model tiny --gpus 8 --global-batch 8 --top 3000000000",
+       "--top: must be 1 to 2147483647, got 3000000000"},
+      {"sweep --model tiny --gpus 8 --global-batch 8 --threads 3000000000",
+       "--threads: must be 0 (every core this process may run on) to 1024, got 3000000000"},
+      {"report no-such-schedule.json --top-errors 3000000000",
+       "--top-errors: must be 0 to 1000000, got 3000000000"},
+      {"simulate --model tiny --hardware h100-sxm --json=garbage",
+       "--json: a flag takes no value, got 'garbage'"},
       // Bounded as report's --top-errors (QA, 2026-12-06: any count was taken).
       {"compare no-such-schedule.json no-such-m.json --top 1000001",
        "--top: must be 0 to 1000000, got 1000001"},

@@ -2,6 +2,7 @@
 // come from the schedule (docs/schedule-format.md), explicit job flags must agree with it,
 // and the costs it still needs come from --profile, the recorded profile, or the analytic
 // model of the schedule's hardware.
+#include <sys/stat.h>
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -326,5 +327,42 @@ TEST_CASE("simulate --plan schedule.json without --model: which costs",
   fsdptune::write_file_atomically(other, fsdptune::dump_json(fsdptune::profile_to_json(a100)));
   check_rejected("simulate --profile " + other + " --plan " + out,
                  {"--profile " + other, "a100-80g", "h100-sxm"});
+  std::filesystem::remove_all(dir);
+}
+
+// Found by QA: `--plan <(...)` was "not a file" (blamed on --model without it) and
+// `--start-plan <(...)` likewise, where every other input file is read from a pipe. A pipe
+// holds its text once: simulate reads the schedule for its costs, its job and its Programs.
+TEST_CASE("a schedule is read from a named pipe by --plan and --start-plan",
+          "[cli][simulate][schedule]") {
+  const std::string dir = make_temp_dir("fsdptune-plan-pipe");
+  const std::string v1 = tuned(kTinyTune, dir + "/v1.json");
+  const std::string v2 = tuned(kTinyPipelineTune, dir + "/v2.json");
+  const std::string pipe = dir + "/pipe.json";
+  REQUIRE(::mkfifo(pipe.c_str(), 0600) == 0);
+  const auto through_pipe = [&](const std::string& file, const std::string& arguments) {
+    return fsdptune::testing::run_command("cat " + file + " > " + pipe + " & " + FSDPTUNE_BINARY +
+                                          " " + arguments);
+  };
+  for (const std::string& file : {v1, v2}) {
+    const nlohmann::json direct = run_json("simulate --json --plan " + file);
+    const CommandResult piped = through_pipe(file, "simulate --json --plan " + pipe);
+    INFO(file << "\n" << piped.err);
+    REQUIRE(piped.exit_code == 0);
+    CHECK(nlohmann::json::parse(piped.out).at("step_time_s") == direct.at("step_time_s"));
+  }
+  // With --model and the job flags (the schedule's hardware, then its Program).
+  const CommandResult with_model =
+      through_pipe(v1, "simulate --json --model tiny --gpus 8 --batch 2 --seq 1024 --plan " + pipe);
+  INFO(with_model.err);
+  CHECK(with_model.exit_code == 0);
+  const CommandResult start =
+      through_pipe(v1, kTinyTune + " --out " + dir + "/again.json --start-plan " + pipe);
+  INFO(start.err);
+  CHECK(start.exit_code == 0);
+  // A folder is named as such.
+  check_rejected("simulate --plan " + dir, {"--plan " + dir + ": is a folder, not a file"});
+  check_rejected(kTinyTune + " --out " + dir + "/x.json --start-plan " + dir,
+                 {"--start-plan " + dir + ": is a folder, not a file"});
   std::filesystem::remove_all(dir);
 }
