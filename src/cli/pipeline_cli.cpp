@@ -424,6 +424,30 @@ std::string does_not_fit_hint(const ModelSpec& model, const JobSpec& job, bool f
     gpus = fewest_valid_gpus(model, job, 2.0 * static_cast<double>(job.gpus),
                              [](const Workload&) { return true; });
   }
+  // HSDP: fewer replicas shard the state over more of the same GPUs (found by QA: 8B on 8
+  // GPUs with 8 replicas was offered 16 GPUs, where one replica reserves 32 GiB). The most
+  // replicas whose workload fits as the GPUs above are judged, offered first.
+  std::string replicas;
+  if (sharding && job.dp_replicate > 1 && today_state > 0 && today_padded > 0) {
+    const double rest = static_cast<double>(sharding->peak_bytes - sharding->sharded_state_bytes);
+    for (std::int64_t fewer = job.dp_replicate - 1; fewer >= 1 && replicas.empty(); --fewer) {
+      JobSpec other = job;
+      other.dp_replicate = fewer;
+      other.dp_shard = 0;
+      try {
+        const Workload at = build_workload(model, normalize_job(model, other));
+        if (sharded_at(at) + rest * padded_unsharded_bytes(at) / today_padded <=
+            static_cast<double>(sharding->limit_bytes)) {
+          replicas = fmt::format(
+              "keep the {} with fewer replicas (--dp-replicate {}: each shards "
+              "the state over {} GPUs), or ",
+              counted(job.gpus, "GPU"), fewer, at.job.dp_shard * at.job.tp);
+        }
+      } catch (const Error&) {
+        // Not a mesh of these GPUs: not offered.
+      }
+    }
+  }
   // Where the sharded state alone is over the limit, nothing else fits it without more
   // GPUs: the fewest that bring it under come first, needed beside the rest (found by QA,
   // 2026-12-06: 70B on 8 GPUs was offered --ac full, which left 131 GiB of sharded state
@@ -440,7 +464,7 @@ std::string does_not_fit_hint(const ModelSpec& model, const JobSpec& job, bool f
           return sharded_at(workload) <= static_cast<double>(sharding->limit_bytes);
         });
     if (at > 0 && gpus == at) {
-      return fmt::format("shard over more GPUs (--gpus {})", gpus);
+      return replicas + fmt::format("shard over more GPUs (--gpus {})", gpus);
     }
     if (at > 0) {
       needed = fmt::format(
@@ -486,7 +510,7 @@ std::string does_not_fit_hint(const ModelSpec& model, const JobSpec& job, bool f
   if (job.seq_len > 1) changes.push_back(fmt::format("use a shorter --seq (now {})", job.seq_len));
   if (fit_at_any_timing) changes.push_back("judge fit at the predicted timing (--fit predicted)");
   changes.insert(changes.end(), more.begin(), more.end());
-  return needed + join_alternatives(changes, ", or ");
+  return replicas + needed + join_alternatives(changes, ", or ");
 }
 
 TunedSchedule tune_schedule(const Workload& workload, const HardwareSpec& hardware,

@@ -123,6 +123,8 @@ std::vector<JobFlagValues> job_flag_values(const JobOptions& flags, const JobSpe
       {"--gpus-per-node", std::to_string(flags.gpus_per_node), std::to_string(job.gpus_per_node)},
       {"--tp", std::to_string(flags.tp), std::to_string(job.tp)},
       {"--dp-replicate", std::to_string(flags.dp_replicate), std::to_string(job.dp_replicate)},
+      // Found by QA: --cp was left out, and a --cp that disagreed was taken silently.
+      {"--cp", std::to_string(flags.cp), std::to_string(job.cp)},
       {"--batch", std::to_string(flags.batch), std::to_string(job.local_batch)},
       {"--seq", std::to_string(flags.seq), std::to_string(job.seq_len)},
       {"--ac", to_string(ac_from_string(flags.ac, "--ac")), to_string(job.ac)},

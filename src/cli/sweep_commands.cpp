@@ -319,19 +319,26 @@ void run_sweep(const SweepCliOptions& o) {
   for (SweepSkips::Reason& reason : skipped.reasons) {
     if (reason.flag == "--global-batch") reason.flag = batch_flag;
   }
-  if (total == 0 && options.cp_degrees != std::vector<std::int64_t>{1}) {
-    // The CP degrees asked for divide no mesh's shard group or sequence, where without CP
-    // there would be configurations: --cp is at fault, not --gpus.
+  // A sequence that splits into no 2 x cp chunks is --seq's (found by QA: `--seq 8190 --cp
+  // 2` blamed --cp, "try powers of two"), named below with its reason.
+  if (total == 0 && options.cp_degrees != std::vector<std::int64_t>{1} &&
+      (skipped.count == 0 || skipped.main_reason().flag != "--seq")) {
+    // The CP degrees asked for divide no mesh's shard group, where without CP there would
+    // be configurations: --cp is at fault, not --gpus.
     SweepOptions without_cp = options;
     without_cp.cp_degrees = {1};
     if (!sweep_jobs(model, hardware, without_cp).empty()) {
+      const bool powers_of_two =
+          std::all_of(options.cp_degrees.begin(), options.cp_degrees.end(),
+                      [](std::int64_t degree) { return (degree & (degree - 1)) == 0; });
       throw_bad_input("--cp " + cp,
                       fmt::format("no configuration of {} on {} at a global batch of {} "
                                   "has these context-parallel degrees",
                                   model.name, counted(o.gpus, "GPU"),
                                   counted(options.global_batch_sequences, "sequence")),
-                      "a CP degree must divide a shard group (dp_shard) and the sequence into "
-                      "2 x cp chunks; try powers of two");
+                      fmt::format("a CP degree must divide a shard group (dp_shard) and the "
+                                  "sequence into 2 x cp chunks{}",
+                                  powers_of_two ? "" : "; try powers of two"));
     }
   }
   if (total == 0) {

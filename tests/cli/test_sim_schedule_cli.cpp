@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cli_support.hpp"
@@ -103,6 +104,32 @@ TEST_CASE("simulate --plan schedule.json without --model: a version 1 schedule",
   check_rejected("simulate --pp-schedule gpipe --plan " + out,
                  {"--pp-schedule gpipe (the schedule's: 1f1b)"});
   check_rejected("simulate --ac sometimes --plan " + out, {"--ac", "sometimes"});
+  // Every job flag, each alone (found by QA: a --cp that disagreed was taken silently).
+  for (const char* flag : {"--gpus 16",
+                           "--gpus-per-node 4",
+                           "--tp 2",
+                           "--dp-replicate 2",
+                           "--cp 2",
+                           "--batch 1",
+                           "--seq 512",
+                           "--ac full",
+                           "--param-dtype fp32",
+                           "--reduce-dtype bf16",
+                           "--float8",
+                           "--async-tp",
+                           "--execution eager",
+                           "--pp 2",
+                           "--microbatches 2",
+                           "--pipeline-steps 2",
+                           "--pp-schedule gpipe",
+                           "--virtual-stages 2",
+                           "--pp-first-stage-less-layers 0",
+                           "--pp-last-stage-less-layers 0",
+                           "--pp-chunk-blocks 2,2"}) {
+    const std::string name = std::string(flag).substr(0, std::string(flag).find(' '));
+    check_rejected(fmt::format("simulate {} --plan {}", flag, out),
+                   {name + ": disagrees with the job of"});
+  }
   check_rejected("simulate --hardware a100-80g --plan " + out,
                  {"--hardware", "a100-80g", "h100-sxm"});
   std::filesystem::remove_all(dir);

@@ -449,6 +449,13 @@ TEST_CASE("sweep and pipeline: bad flags exit 2 naming the flag", "[cli][sweep]"
   bad = run_fsdptune("sweep --model tiny --gpus 8 --global-batch 16 --seq 128 --cp 3");
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("--cp 3: no configuration") != std::string::npos);
+  CHECK_THAT(bad.err, Catch::Contains("try powers of two"));
+  // A sequence that splits into no 2 x cp chunks names --seq with that reason (found by QA:
+  // `--cp 2` was blamed, "try powers of two").
+  bad = run_fsdptune("sweep --model tiny --gpus 8 --global-batch 16 --seq 130 --cp 2");
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("error: --seq: no valid configuration") &&
+                          Catch::Contains("does not split into 2 x cp = 4 chunks"));
   bad = run_fsdptune(
       "pipeline --model tiny --gpus 8 --pp 2 --microbatches 5 --pp-schedule interleaved-1f1b "
       "--virtual-stages 2 --seq 256");

@@ -1213,3 +1213,31 @@ TEST_CASE("the GPUs a does-not-fit hint offers make the step fit", "[cli][simula
     CHECK(run_fsdptune("simulate --hardware h100-sxm --require-fit " + followed).exit_code == 0);
   }
 }
+
+// Found by QA: an HSDP job that fits with fewer replicas on the same GPUs was offered only
+// more GPUs (8B on 8 GPUs with 8 replicas: 16; one replica reserves 32 GiB).
+TEST_CASE("a does-not-fit hint offers fewer HSDP replicas that fit on the same GPUs",
+          "[cli][simulate]") {
+  for (const std::string& job :
+       {std::string("--model llama3-8b --gpus 8 --dp-replicate 8 --ac full"),
+        std::string("--model llama3-8b --gpus 16 --dp-replicate 4")}) {
+    const auto over = run_fsdptune("simulate --hardware h100-sxm --require-fit " + job);
+    REQUIRE(over.exit_code == 3);
+    const std::string marker = "with fewer replicas (--dp-replicate ";
+    const std::size_t at = over.err.find(marker);
+    INFO(over.err);
+    REQUIRE(at != std::string::npos);
+    const std::string replicas =
+        over.err.substr(at + marker.size(), over.err.find(':', at) - at - marker.size());
+    const std::size_t flag = job.find("--dp-replicate ");
+    const std::string followed = job.substr(0, flag) + "--dp-replicate " + replicas +
+                                 job.substr(std::min(job.size(), job.find(' ', flag + 15)));
+    INFO(followed);
+    CHECK(run_fsdptune("simulate --hardware h100-sxm --require-fit " + followed).exit_code == 0);
+  }
+  // Without replicas, none offered.
+  const auto plain =
+      run_fsdptune("simulate --hardware h100-sxm --require-fit --model llama3-70b --gpus 8");
+  CHECK(plain.exit_code == 3);
+  CHECK_THAT(plain.err, !Catch::Contains("fewer replicas"));
+}
