@@ -186,7 +186,9 @@ void print_profile_comparison(std::ostream& out, const ProfileComparison& compar
       row({fmt::format("{} {}", to_string(c.kind), format_bytes(c.bytes)),
            fmt::format("{}/{}", c.group.ranks, c.group.ranks_per_node),
            format_seconds(c.measured_s), format_seconds(c.model_s), percent(c.relative_error),
-           fmt::format("{:.1f} GB/s", c.measured_busbw_bytes_per_s * 1e-9)});
+           // In the unit its size reads in, as cost prints it (found by QA: 1 KiB's 28.9 MB/s
+           // read 0.0 GB/s).
+           format_bytes_per_s(c.measured_busbw_bytes_per_s)});
     }
     fmt::print(out, "\n");
   }

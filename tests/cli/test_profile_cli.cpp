@@ -159,7 +159,12 @@ TEST_CASE("profile flag errors name the flag and exit 2", "[cli][profile]") {
       {"--backend cpu " + kTinyJob + " --reps 0 --out " + out, "--reps"},
       {"--backend cpu " + kTinyJob + " --warmup -1 --out " + out, "--warmup"},
       {"--backend cpu " + kTinyJob + " --sizes 3KiB:1MiB --out " + out, "--sizes"},
-      {"--backend cpu " + kTinyJob + " --collectives all_to_all --out " + out, "--collectives"},
+      // The kinds a profile sweeps (found by QA: send_recv was listed, then refused).
+      {"--backend cpu " + kTinyJob + " --collectives all_to_all --out " + out,
+       "--collectives: unknown collective 'all_to_all' (expected all_gather, reduce_scatter or "
+       "all_reduce)"},
+      {"--backend cpu " + kTinyJob + " --collectives send_recv --out " + out,
+       "--collectives: send_recv is not swept"},
       {"--backend cuda " + kTinyJob + " --hardware-out x.json --out " + out, "--hardware-out"},
       {"--backend cpu " + kTinyJob + " --attention cudnn --out " + out,
        "--attention: the cpu backend has one attention (Eigen), not cudnn"},
