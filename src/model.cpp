@@ -247,7 +247,7 @@ ModelSpec model_from_hf_config(const nlohmann::json& json, const std::string& so
     }
   }
   if (const auto it = json.find("sliding_window");
-      it != json.end() && !it->is_null() && !it->is_number() && !it->is_boolean()) {
+      it != json.end() && !it->is_null() && !it->is_number()) {
     throw_bad_input(fmt::format("{}: field 'sliding_window'", source),
                     fmt::format("expected a number of tokens or null, got {}", it->dump()));
   }

@@ -884,11 +884,20 @@ void check_program_flow(const Program& program, const Workload& workload,
     const Task& task = program.tasks[static_cast<std::size_t>(off_group)];
     const bool replicas = task.kind == TaskKind::kAllReduce;
     const CommGroup& group = expected_group;
-    // "3 ranks (1 per node)", or where the ranks split unevenly "3 ranks on 2 nodes (at
-    // fewest 1 per node)".
-    const auto described = [](const CommGroup& g) {
+    // Groups that differ in their nodes alone: a file of an fsdptune before 2026-12-07, which
+    // priced a group split unevenly over nodes over as many as its ranks per node fill
+    // (found by review: said "edited", its node count unsaid).
+    const bool nodes_only =
+        task.group.ranks == group.ranks && task.group.ranks_per_node == group.ranks_per_node;
+    // "3 ranks (1 per node)"; where the ranks split unevenly "3 ranks on 2 nodes (at fewest
+    // 1 per node)", and the nodes of both where they alone differ.
+    const auto described = [&](const CommGroup& g) {
       if (g.spanned_nodes > 0) {
         return fmt::format("{} on {} (at fewest {} per node)", counted(g.ranks, "rank"),
+                           counted(g.nodes(), "node"), g.ranks_per_node);
+      }
+      if (nodes_only) {
+        return fmt::format("{} on {} ({} per node)", counted(g.ranks, "rank"),
                            counted(g.nodes(), "node"), g.ranks_per_node);
       }
       return fmt::format("{} ({} per node)", counted(g.ranks, "rank"), g.ranks_per_node);
@@ -897,7 +906,9 @@ void check_program_flow(const Program& program, const Workload& workload,
         where(task_path(off_group) + ".group"),
         fmt::format("{} over {}, while the job's {} group is {}", a(to_string(task.kind)),
                     described(task.group), replicas ? "replica" : "shard", described(group)),
-        kEditedHint);
+        nodes_only ? "was this schedule written by an fsdptune before 2026-12-07, which priced a "
+                     "group split unevenly over nodes as spanning more of them? Tune again"
+                   : kEditedHint);
   }
 }
 

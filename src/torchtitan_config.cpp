@@ -816,15 +816,17 @@ void read_config_keys(const toml::value& root, const std::string& source, Torcht
   throw Error(e.kind(), e.where(), e.message(), hint);
 }
 
-// toml11's message in one line: its first line, with the line of the file it quotes last and
-// what its last marker says there ("... at line 3, `local_batch_size =`: expected value, but
-// got nothing").
+// toml11's message in one line: its first line, then each line of the file it quotes with
+// what its marker says there ("... at line 3, `local_batch_size =`: expected value, but got
+// nothing"; an array left open: "at line 2, `seq_len = [1, 2`: array starts here; line 6,
+// ...", found by review where the last line alone named an innocent one).
 std::string toml_error_line(const std::string& what) {
   std::istringstream lines(what);
-  std::string first, line, number, quoted, note;
+  std::string first, line;
   std::getline(lines, first);
   if (first.rfind("[error] ", 0) == 0) first.erase(0, std::string("[error] ").size());
   while (first.ends_with('.')) first.pop_back();
+  std::vector<std::string> places;  // "line 3, `quoted`: note"
   while (std::getline(lines, line)) {
     const std::size_t bar = line.find(" | ");
     if (bar == std::string::npos) continue;
@@ -833,23 +835,28 @@ std::string toml_error_line(const std::string& what) {
     if (digit != std::string::npos &&
         std::all_of(left.begin() + static_cast<std::ptrdiff_t>(digit), left.end(),
                     [](char c) { return c >= '0' && c <= '9'; })) {
-      number = left.substr(digit);
-      quoted = line.substr(bar + 3);
+      std::string quoted = line.substr(bar + 3);
       quoted.erase(0, std::min(quoted.size(), quoted.find_first_not_of(' ')));
       while (!quoted.empty() && quoted.back() == ' ') quoted.pop_back();
       if (quoted.size() > 40) quoted = quoted.substr(0, 40) + "...";
+      places.push_back(
+          fmt::format("line {}{}", left.substr(digit), quoted.empty() ? "" : ", `" + quoted + "`"));
       continue;
     }
     // "   |   ^--- expected value" or "   | ~~~~ table defined twice": a marker, then what
-    // it says.
+    // it says of the line quoted above it.
     const std::size_t mark = line.find_first_not_of(' ', bar + 3);
-    if (mark == std::string::npos || (line[mark] != '^' && line[mark] != '~')) continue;
+    if (places.empty() || mark == std::string::npos || (line[mark] != '^' && line[mark] != '~')) {
+      continue;
+    }
     const std::size_t text_at = line.find_first_not_of("^~- ", mark);
-    note = text_at == std::string::npos ? "" : line.substr(text_at);
+    std::string note = text_at == std::string::npos ? "" : line.substr(text_at);
+    while (note.ends_with('.')) note.pop_back();
+    if (!note.empty() && note != "here") places.back() += ": " + note;
   }
-  if (note == "here") note.clear();
-  return first + (number.empty() ? "" : " at line " + number) +
-         (quoted.empty() ? "" : ", `" + quoted + "`") + (note.empty() ? "" : ": " + note);
+  std::string out = first;
+  for (std::size_t i = 0; i < places.size(); ++i) out += (i == 0 ? " at " : "; ") + places[i];
+  return out;
 }
 
 }  // namespace

@@ -514,7 +514,12 @@ Plan resolve_plan_option(const PlanOptions& options, const Workload& workload,
 Plan plan_of_file(const std::string& path, const std::string& flag, const Workload& workload) {
   const int unit_count = static_cast<int>(workload.units.size());
   // A folder is named by read_json_file; a pipe is read as every other input is (found by
-  // QA: `--start-plan <(...)` was "not a file").
+  // QA: `--start-plan <(...)` was "not a file"). A missing file keeps its hint (review).
+  std::error_code missing;
+  if (!std::filesystem::exists(path, missing)) {
+    throw_bad_input(flag + " " + path, "no such file",
+                    "give a plan file (docs/plan-format.md) or a schedule file of `tune --out`");
+  }
   const nlohmann::json& json = read_plan_json(flag, path);
   refuse_other_format(json, path);
   if (json.is_object() && json.contains("pipeline")) {

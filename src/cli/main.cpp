@@ -21,6 +21,9 @@
 
 namespace {
 
+// The name check_option_values knows an int_range validator by.
+constexpr const char* kIntRangeName = "int_range";
+
 // The length of a leading sign of `value` (0 or 1).
 std::size_t sign_length(const std::string& value) {
   return !value.empty() && (value[0] == '-' || value[0] == '+') ? 1 : 0;
@@ -110,9 +113,11 @@ void check_option_values(CLI::App& app) {
                              : std::string();
       },
       "");
-  const auto whole_number = [](bool is_unsigned) {
+  // `ranged`: the option has an int_range validator, which says its range of a value past
+  // 64 bits too (found by review: "(a 64-bit integer)" of an int option).
+  const auto whole_number = [](bool is_unsigned, bool ranged) {
     return CLI::Validator(
-        [is_unsigned](std::string& value) {
+        [is_unsigned, ranged](std::string& value) {
           if (value.empty()) return std::string();  // non_empty's to say
           const std::size_t first = sign_length(value);
           const bool digits = value.size() > first &&
@@ -132,7 +137,7 @@ void check_option_values(CLI::App& app) {
             std::int64_t parsed = 0;
             error = std::from_chars(begin, end, parsed).ec;
           }
-          return error == std::errc::result_out_of_range
+          return error == std::errc::result_out_of_range && !ranged
                      ? fmt::format("{} is out of range (a 64-bit {}integer)", value,
                                    is_unsigned ? "unsigned " : "")
                      : std::string();
@@ -170,7 +175,13 @@ void check_option_values(CLI::App& app) {
     const std::string full_type = option->get_type_name();
     const std::string type = full_type.substr(0, full_type.find(':'));
     if (type == "INT" || type == "UINT") {
-      option->transform(whole_number(type == "UINT"));
+      bool ranged = true;
+      try {
+        option->get_validator(kIntRangeName);
+      } catch (const CLI::OptionNotFound&) {
+        ranged = false;
+      }
+      option->transform(whole_number(type == "UINT", ranged));
     } else if (type == "FLOAT") {
       option->check(decimal_real);
     }
@@ -215,7 +226,7 @@ CLI::Validator int_range(std::int64_t low, std::int64_t high, const std::string&
         return fmt::format("must be {} to {}, got {}",
                            low_text.empty() ? std::to_string(low) : low_text, high, value);
       },
-      "");
+      "", kIntRangeName);
 }
 
 }  // namespace fsdptune::cli

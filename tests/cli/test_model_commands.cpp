@@ -272,6 +272,12 @@ TEST_CASE("command words and whole numbers: what was typed is what runs", "[cli]
        "--top: must be 0 to 1000000, got 99999999999"},
       {"tune --model tiny --out s.json --threads 3000000000",
        "--threads: must be 1 to 1024, got 3000000000"},
+      // Past 64 bits too (review: "(a 64-bit integer)" of an int option).
+      {"tune --model tiny --out s.json --threads 99999999999999999999",
+       "--threads: must be 1 to 1024, got 99999999999999999999"},
+      {"tune --model tiny --out s.json --threads -099999999999999999999",
+       "--threads: must be 1 to 1024, got -99999999999999999999"},
+      {"tune --model tiny --out s.json --threads 0x10", "--threads: '0x10' is not a whole number"},
       {"sweep --model tiny --gpus 8 --global-batch 8 --top 3000000000",
        "--top: must be 1 to 2147483647, got 3000000000"},
       {"sweep --model tiny --gpus 8 --global-batch 8 --threads 3000000000",

@@ -364,8 +364,10 @@ TEST_CASE("an HSDP all-reduce across part-node stages keeps the nodes it spans",
   std::ofstream(old) << file.dump();
   const auto refused = run_fsdptune("simulate --plan " + old);
   CHECK(refused.exit_code == 2);
-  CHECK_THAT(refused.err, Catch::Contains(".group: an all_reduce over 3 ranks (1 per node), while "
-                                          "the job's replica group is 3 ranks on 2 nodes (at "
-                                          "fewest 1 per node)"));
+  CHECK_THAT(refused.err, Catch::Contains(".group: an all_reduce over 3 ranks on 3 nodes (1 per "
+                                          "node), while the job's replica group is 3 ranks on 2 "
+                                          "nodes (at fewest 1 per node)"));
+  CHECK_THAT(refused.err, Catch::Contains("hint: was this schedule written by an fsdptune before "
+                                          "2026-12-07"));
   std::filesystem::remove_all(dir);
 }

@@ -698,7 +698,10 @@ TEST_CASE("tune --start-plan starts from a plan tuned before and is never slower
     CHECK(result.err.find(says) != std::string::npos);
     CHECK_FALSE(std::filesystem::exists(dir + "/x.json"));
   };
-  refused("--start-plan " + dir + "/none.json", "--start-plan " + dir + "/none.json: no such file");
+  refused("--start-plan " + dir + "/none.json",
+          "--start-plan " + dir +
+              "/none.json: no such file\n  hint: give a plan file (docs/plan-format.md) or a "
+              "schedule file of `tune --out`");
   refused("--start-plan " + dir, "--start-plan " + dir + ": is a folder, not a file");
   refused("--start-plan " + dir + "/h100.json --pp 2 --gpus-per-node 4",
           "--start-plan: a pipelined job");

@@ -375,7 +375,7 @@ TEST_CASE("an HF config of what the Llama model leaves out gets notes naming the
   // The fields read for a note, of another type, are refused naming them (found by QA:
   // hidden_act 5 said nothing).
   const std::pair<const char*, nlohmann::json> mistyped[] = {
-      {"model_type", 5}, {"hidden_act", 5}, {"sliding_window", "4096"}};
+      {"model_type", 5}, {"hidden_act", 5}, {"sliding_window", "4096"}, {"sliding_window", true}};
   for (const auto& [key, value] : mistyped) {
     auto bad = json;
     bad[key] = value;

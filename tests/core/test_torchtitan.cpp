@@ -789,7 +789,14 @@ TEST_CASE("torchtitan: older layouts, types and TOML syntax", "[torchtitan]") {
         "separator '=' at line 3, `local_batch_size =`: expected value, but got nothing");
   CHECK(error_of([&] { parse("[training]\nseq_len = 1\n[training]\nsteps = 1\n"); }).message() ==
         "not a valid TOML file: toml::insert_value: table (\"training\") already exists at line "
-        "3, `[training]`: table defined twice");
+        "1, `[training]`: table already exists here; line 3, `[training]`: table defined twice");
+  // Every line toml11 quotes: an array left open names where it starts (review: the last
+  // line alone named an innocent one).
+  CHECK(error_of([&] {
+          parse("[training]\nseq_len = [1, 2\n\n# a comment\n\n[parallelism]\nx = 1\n");
+        }).message() ==
+        "not a valid TOML file: toml::parse_array: missing array separator `,` after a value at "
+        "line 2, `seq_len = [1, 2`: array starts here; line 6, `[parallelism]`: should be `,`");
   // Nesting that would overflow toml11's recursion is refused before parsing; brackets in
   // strings and comments do not count.
   rejected("x = " + std::string(100000, '[') + "\n", "train.toml", "nested more than 64 deep");
