@@ -210,25 +210,14 @@ std::string schedule_heading(const ScheduleReport& schedule) {
 std::string pipeline_line(const ScheduleFile& file) {
   const JobSpec& job = file.job;
   const SchedulePipeline& pipeline = *file.pipeline;
-  // A split given chunk by chunk (--pp-chunk-blocks) is the blocks of each (found by QA:
-  // the line named the weights, 0 and 0, of another split).
-  const std::string split =
-      job.pp * job.virtual_stages == 1 ? ""
-      : job.pp_chunk_blocks.empty()
-          ? fmt::format(", stages split with the embedding and norm+output as {} and {} blocks",
-                        job.pp_first_stage_less_layers, job.pp_last_stage_less_layers)
-          : fmt::format(", stages split as given: {} blocks per chunk",
-                        chunk_blocks_text(job.pp_chunk_blocks));
-  return fmt::format(
-      "pipeline: pp {} x tp {} x dp_shard {} x dp_replicate {}, {}, {}{}{}{}", job.pp, job.tp,
-      dp_shard_text(job.dp_shard, job.cp), job.dp_replicate, microbatches_text(job),
-      pipeline_schedule_text(job),
-      job.virtual_stages > 1 ? fmt::format(" ({} virtual stages)", job.virtual_stages) : "", split,
-      // One stage sends nothing and idles nowhere.
-      job.pp > 1
-          ? fmt::format(": bubble {}, send {} per microbatch",
-                        format_percent(pipeline.bubble_fraction), format_seconds(pipeline.send_s))
-          : "");
+  return fmt::format("pipeline: pp {} x tp {} x dp_shard {} x dp_replicate {}, {}, {}{}", job.pp,
+                     job.tp, dp_shard_text(job.dp_shard, job.cp), job.dp_replicate,
+                     microbatches_text(job), report_detail::pipeline_shape_text(job),
+                     // One stage sends nothing and idles nowhere.
+                     job.pp > 1 ? fmt::format(": bubble {}, send {} per microbatch",
+                                              format_percent(pipeline.bubble_fraction),
+                                              format_seconds(pipeline.send_s))
+                                : "");
 }
 
 // `report`: the summary's stages (their bounds at any timing, a column where given).
@@ -340,6 +329,34 @@ namespace report_detail {
 // a schedule's memory timeline use one vocabulary.
 std::string category_key(MemoryCategory category) { return to_string(category); }
 
+std::string mfu_basis_line(const ScheduleFile& file) {
+  const HardwareSpec& hardware = file.hardware;
+  if (!file.job.float8 || !(hardware.peak_fp8_flops_per_s > 0) ||
+      !(hardware.peak_bf16_flops_per_s > 0)) {
+    return "";
+  }
+  return fmt::format(
+      "MFU is of the fp8 peak: the tuned plan's {} is {} of bf16's, as torchtitan logs it",
+      format_percent(file.predicted.mfu),
+      format_percent(file.predicted.mfu * hardware.peak_fp8_flops_per_s /
+                     hardware.peak_bf16_flops_per_s));
+}
+
+std::string pipeline_shape_text(const JobSpec& job) {
+  // A split given chunk by chunk (--pp-chunk-blocks) is the blocks of each (found by QA:
+  // the line named the weights, 0 and 0, of another split).
+  const std::string split =
+      job.pp * job.virtual_stages == 1 ? ""
+      : job.pp_chunk_blocks.empty()
+          ? fmt::format(", stages split with the embedding and norm+output as {} and {} blocks",
+                        job.pp_first_stage_less_layers, job.pp_last_stage_less_layers)
+          : fmt::format(", stages split as given: {} blocks per chunk",
+                        chunk_blocks_text(job.pp_chunk_blocks));
+  return fmt::format(
+      "{}{}{}", pipeline_schedule_text(job),
+      job.virtual_stages > 1 ? fmt::format(" ({} virtual stages)", job.virtual_stages) : "", split);
+}
+
 std::string job_text(const ScheduleReport& schedule) {
   std::string text = "dp_shard " + dp_shard_text(schedule.dp_shard, schedule.cp);
   if (schedule.dp_replicate != 1) text += fmt::format(", dp_replicate {}", schedule.dp_replicate);
@@ -437,7 +454,7 @@ std::string pareto_legend(const ScheduleFile& schedule) {
       {"min-memory", false, "min-memory = one unit per bucket, prefetch 1, everything resharded"},
       {"start plan ", false, "start plan n = the n-th --start-plan"},
       {"composition #", false,
-       "composition #k = the per-stage tuner's whole-pipeline composition k (from 0)"},
+       "composition #k = the per-stage tuner's composition k of its chunks' plans (from 0)"},
   };
   std::string legend;
   for (const Kind& kind : kKinds) {
@@ -480,11 +497,17 @@ std::vector<std::string> any_timing_lines(const ScheduleReport& schedule) {
     for (const ReportStage& stage : schedule.stages) bounds.push_back(*stage.any_timing);
     const StageAnyTiming& largest = largest_reserved_stage(bounds);
     const std::string other = most_allocated_clause(bounds);
+    // Gradient accumulation without a pipeline is one stage of microbatches, not a pipeline
+    // (found by QA: "tuned pipeline" above "no pipeline (gradient accumulation)").
+    const bool pipelined = schedule.pp > 1;
     std::vector<std::string> lines = {fmt::format(
-        "tuned pipeline at any timing: {} allocated, {} reserved at most (stage {}, its actions "
-        "in order, each at any timing of its tasks{}), {}",
-        format_bytes(largest.peak_allocated_bytes), format_bytes(largest.peak_reserved_bytes),
-        largest.rank, other,
+        "tuned {} at any timing: {} allocated, {} reserved at most ({} in order, each at any "
+        "timing of its tasks{}), {}",
+        pipelined ? "pipeline" : "plan", format_bytes(largest.peak_allocated_bytes),
+        format_bytes(largest.peak_reserved_bytes),
+        pipelined ? fmt::format("stage {}, its actions", largest.rank)
+                  : std::string("its microbatches' actions"),
+        other,
         any_timing_verdict(largest.peak_allocated_bytes, largest.peak_reserved_bytes,
                            schedule.memory_limit_bytes))};
     // The bound walks today's composition of the stored Programs; a version 2 schedule of
@@ -1181,6 +1204,9 @@ std::string render_report_text(const std::vector<ReportEntry>& entries,
     if (throughput_caveat_applies(file.cost_queries, file.cost_fallbacks, file.job.pp)) {
       out += std::string("  ") + kThroughputCaveat + "\n";
     }
+    if (const std::string basis = report_detail::mfu_basis_line(file); !basis.empty()) {
+      out += "  " + basis + "\n";
+    }
     out += "  " + report_detail::efficiency_line(schedule) + "\n";
     const std::vector<std::string> any_timing = report_detail::any_timing_lines(schedule);
     for (std::size_t l = 0; l < any_timing.size(); ++l) {
@@ -1233,6 +1259,9 @@ std::string render_report_markdown(const std::vector<ReportEntry>& entries,
     const ScheduleFile& file = entries[i].schedule;
     if (throughput_caveat_applies(file.cost_queries, file.cost_fallbacks, file.job.pp)) {
       out += fmt::format(" {}.", markdown_cell(kThroughputCaveat));
+    }
+    if (const std::string basis = report_detail::mfu_basis_line(file); !basis.empty()) {
+      out += fmt::format(" {}.", markdown_cell(basis));
     }
     out += "\n";
     const std::vector<std::string> any_timing = report_detail::any_timing_lines(schedule);

@@ -1179,16 +1179,18 @@ std::string stages_table(const ScheduleFile& file, const ScheduleReport& report,
   // against this workload).
   const Workload workload =
       pipeline.chunks.empty() ? Workload{} : build_workload(file.model, file.job);
+  // The shape as the text says it (found by QA: the virtual stages and the split were left
+  // out, and "1 stages").
   std::string out = fmt::format(
-      "<p class=\"meta\">{} stages, {}, {}. The trace of this step: "
+      "<p class=\"meta\">{}, {}, {}. The trace of this step: "
       "<code>fsdptune simulate ... --plan FILE --trace trace.json</code>.</p>\n",
-      file.job.pp, microbatches_text(file.job),
+      counted(file.job.pp, "stage"), microbatches_text(file.job),
       // pp = 1: gradient accumulation, no pipeline schedule, nothing sent.
-      file.job.pp > 1 ? fmt::format("{}: bubble {}, send {} per microbatch between stages",
-                                    escape_xml(to_string(file.job.pp_schedule)),
-                                    format_percent(pipeline.bubble_fraction),
-                                    escape_xml(format_seconds(pipeline.send_s)))
-                      : pipeline_schedule_text(file.job));
+      escape_xml(report_detail::pipeline_shape_text(file.job)) +
+          (file.job.pp > 1 ? fmt::format(": bubble {}, send {} per microbatch between stages",
+                                         format_percent(pipeline.bubble_fraction),
+                                         escape_xml(format_seconds(pipeline.send_s)))
+                           : ""));
   const bool bounded = !report.stages.empty() && report.stages.front().any_timing;
   std::vector<std::string> headers = {"stage",     "chunks",         "busy",          "end",
                                       "in flight", "peak allocated", "peak reserved", "fits"};
@@ -1235,8 +1237,10 @@ std::string schedule_section(const Report& report, std::size_t index, const Repo
                      escape_xml(schedule.model), schedule.gpus, escape_xml(schedule.hardware));
   // A pipeline has a Program per chunk (QA, 2026-12-05: "in the program" of 4 chunks').
   const std::string programs =
-      file.pipeline ? fmt::format("its {} chunks' programs", file.pipeline->chunks.size())
-                    : std::string("the program");
+      !file.pipeline ? std::string("the program")
+      : file.pipeline->chunks.size() == 1
+          ? std::string("its 1 chunk's program")
+          : fmt::format("its {} chunks' programs", file.pipeline->chunks.size());
   out += fmt::format(
       "<p class=\"meta\">{}, memory limit {}, {} tasks in {}; tool {}, costs from {}</p>\n",
       escape_xml(report_detail::job_text(schedule)),
@@ -1273,6 +1277,9 @@ std::string schedule_section(const Report& report, std::size_t index, const Repo
   if (throughput_caveat_applies(entry.schedule.cost_queries, entry.schedule.cost_fallbacks,
                                 entry.schedule.job.pp)) {
     out += std::string("<p class=\"note\">") + escape_xml(kThroughputCaveat) + ".</p>\n";
+  }
+  if (const std::string basis = report_detail::mfu_basis_line(entry.schedule); !basis.empty()) {
+    out += "<p class=\"note\">" + escape_xml(basis) + ".</p>\n";
   }
   out += "<h3>Peak memory breakdown</h3>\n" + memory_table(report, index);
   const std::vector<std::string> any_timing = report_detail::any_timing_lines(schedule);

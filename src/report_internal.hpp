@@ -22,6 +22,16 @@ std::string job_text(const ScheduleReport& schedule);
 // the standalone cost recorded at lowering.
 std::vector<double> task_durations(const Program& program, const std::vector<TaskTiming>& timings);
 
+// A pipelined job's schedule, virtual stages and split of the blocks: "interleaved-1f1b (2
+// virtual stages), stages split as given: 7,8,8,9 blocks per chunk"; "no pipeline (gradient
+// accumulation)" for one stage.
+std::string pipeline_shape_text(const JobSpec& job);
+
+// A float8 schedule's MFU basis: "MFU is of the fp8 peak: the tuned plan's 39.8% is 79.7%
+// of bf16's, as torchtitan logs it"; empty for another schedule or hardware without both
+// peaks (found by QA: float8's MFU read as half bf16's with no word).
+std::string mfu_basis_line(const ScheduleFile& file);
+
 // The plan comparison table (header row first) as the text and Markdown renderers show it.
 std::vector<std::vector<std::string>> plan_table_rows(const ScheduleReport& schedule);
 // "tuned plan vs lower bound: 92.3% (lower bound 1.234 s, tuned 1.337 s)".

@@ -1673,7 +1673,7 @@ ScheduleFile schedule_from_json(const json& json_in, const std::string& source) 
     for (const auto& [key, value] : normalized.items()) {
       if (written.contains(key) && written.at(key) == value) continue;
       throw_bad_input(
-          fields.where("job." + key),
+          fmt::format("{}: field '{}'", fields.where("job"), key),
           fmt::format("is {}, where the job normalized says {}",
                       written.contains(key) ? written.at(key).dump() : "absent", value.dump()),
           kEditedHint);

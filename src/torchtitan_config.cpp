@@ -838,7 +838,13 @@ std::string toml_error_line(const std::string& what) {
       std::string quoted = line.substr(bar + 3);
       quoted.erase(0, std::min(quoted.size(), quoted.find_first_not_of(' ')));
       while (!quoted.empty() && quoted.back() == ' ') quoted.pop_back();
-      if (quoted.size() > 40) quoted = quoted.substr(0, 40) + "...";
+      if (quoted.size() > 40) {
+        // At a character's start: a UTF-8 character cut in two left a stray byte in the
+        // message (found by fuzzing review).
+        std::size_t cut = 40;
+        while (cut > 0 && (static_cast<unsigned char>(quoted[cut]) & 0xC0) == 0x80) --cut;
+        quoted = quoted.substr(0, cut) + "...";
+      }
       places.push_back(
           fmt::format("line {}{}", left.substr(digit), quoted.empty() ? "" : ", `" + quoted + "`"));
       continue;

@@ -10,7 +10,9 @@
 #include <CLI/CLI.hpp>
 
 #include "fsdptune/error.hpp"
+#include "fsdptune/measured.hpp"
 #include "fsdptune/program.hpp"
+#include "fsdptune/schedule.hpp"
 
 namespace fsdptune::cli {
 
@@ -19,6 +21,13 @@ namespace fsdptune::cli {
 // `low` where it says more: "0 (every core ...)"). A value beyond an int was "out of range
 // for this option", its range unsaid (found by QA). Other values are check_option_values'.
 CLI::Validator int_range(std::int64_t low, std::int64_t high, const std::string& low_text = "");
+
+// A GPU's prediction replayed on CPUs (the README's loop does it to check the data and the
+// memory): a note on stderr that its time errors say nothing of the model (found by QA:
+// compare's, then report's, -99% unexplained). Nothing for another backend or a spec file's
+// hardware (a profile of this host).
+void note_cpu_replay(const ScheduleFile& schedule, const MeasuredResult& measured,
+                     const std::string& measured_path);
 
 // Registered subcommands (one line per area; keep the order of the README).
 void register_model_commands(CLI::App& app);     // model, workload (model_commands.cpp)

@@ -227,17 +227,7 @@ void run_compare(const CompareArgs& args) {
   const ScheduleFile schedule = load_schedule(args.schedule);
   const MeasuredResult measured = measured_from_json(read_json_file(args.measured), args.measured);
   const Comparison comparison = compare(schedule, measured, args.measured, args.top);
-  // A GPU's prediction replayed on CPUs (the README's loop does it to check the data and
-  // the memory): its time errors say nothing of the model (found by QA: -99% unexplained).
-  if (measured.backend == "cpu" && is_builtin_hardware(schedule.hardware.id)) {
-    fmt::print(stderr,
-               "note: {}: measured by the cpu backend, predicted for {}: its time errors compare "
-               "this host with that GPU, not the model (the memory compares, up to timing: a "
-               "stage's or Program's peak may reach its bound at any timing); to compare times, "
-               "tune on a profile of this host (docs/validation.md \"The CPU loop on measured "
-               "costs\")\n",
-               args.measured, schedule.hardware.id);
-  }
+  note_cpu_replay(schedule, measured, args.measured);
   if (args.json) {
     std::cout << dump_json(comparison_to_json(comparison));
   } else {
@@ -248,6 +238,19 @@ void run_compare(const CompareArgs& args) {
 }
 
 }  // namespace
+
+void note_cpu_replay(const ScheduleFile& schedule, const MeasuredResult& measured,
+                     const std::string& measured_path) {
+  if (measured.backend == "cpu" && is_builtin_hardware(schedule.hardware.id)) {
+    fmt::print(stderr,
+               "note: {}: measured by the cpu backend, predicted for {}: its time errors compare "
+               "this host with that GPU, not the model (the memory compares, up to timing: a "
+               "stage's or Program's peak may reach its bound at any timing); to compare times, "
+               "tune on a profile of this host (docs/validation.md \"The CPU loop on measured "
+               "costs\")\n",
+               measured_path, schedule.hardware.id);
+  }
+}
 
 std::string later_launched_rank() {
   // The launcher's own variable first (Open MPI's, PMIx's, PMI's); Slurm's task id only in

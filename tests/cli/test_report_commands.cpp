@@ -200,6 +200,11 @@ TEST_CASE("report attaches a measurement naming its schedule's whole-text digest
   CHECK(nlohmann::json::parse(result.out)["schedules"][0]["measured"].is_object());
   const auto compared = run_fsdptune("compare " + tiny_schedule() + " " + measured);
   CHECK(compared.exit_code == 0);
+  // A cpu replay of an H100 prediction: report says what its time errors are, as compare
+  // does (found by QA: -99.4% with no word).
+  const std::string note = "measured by the cpu backend, predicted for h100-sxm";
+  CHECK_THAT(compared.err, Catch::Contains(note));
+  CHECK_THAT(result.err, Catch::Contains(note));
 }
 
 // Found by QA: 405B on PP 16 with 65536 microbatches wrote a 340 MB page, a bar per
@@ -469,4 +474,54 @@ TEST_CASE("report names the file at fault", "[cli][report]") {
     CHECK(result.exit_code == 2);
     CHECK_THAT(result.err, Catch::Contains("--top-errors: an empty value: give one"));
   }
+}
+
+// Found by QA of the report across job kinds: gradient accumulation was called a pipeline
+// beside "no pipeline"; float8's MFU read as half bf16's with no word of its peak; the HTML
+// left out an interleaved pipeline's virtual stages and split, and said "1 stages".
+TEST_CASE("report says what each job kind is: accumulation, float8's MFU, an interleaved split",
+          "[cli][report]") {
+  const std::string dir = fsdptune::testing::make_temp_dir("fsdptune-report-kinds");
+  const auto tuned = [&](const std::string& job, const std::string& name) {
+    const std::string out = dir + "/" + name + ".json";
+    const auto run = run_fsdptune("tune " + job +
+                                  " --hardware h100-sxm --time-budget 0 --max-evaluations 20 "
+                                  "--threads 1 --out " +
+                                  out);
+    INFO(run.err);
+    REQUIRE(run.exit_code == 0);
+    return out;
+  };
+  const std::string accumulation = tuned("--model tiny --gpus 2 --seq 256 --microbatches 4", "ga");
+  auto report = run_fsdptune("report " + accumulation + " --html " + dir + "/ga.html");
+  REQUIRE(report.exit_code == 0);
+  CHECK_THAT(report.out, Catch::Contains("tuned plan at any timing: ") &&
+                             Catch::Contains("(its microbatches' actions in order") &&
+                             !Catch::Contains("tuned pipeline") &&
+                             Catch::Contains("no pipeline (gradient accumulation)"));
+  const std::string ga_html = read_text_file(dir + "/ga.html");
+  CHECK_THAT(ga_html, Catch::Contains("<p class=\"meta\">1 stage, 4 microbatches, no pipeline "
+                                      "(gradient accumulation).") &&
+                          Catch::Contains("in its 1 chunk's program;"));
+
+  const std::string float8 = tuned("--model llama3-8b --gpus 8 --seq 1024 --float8", "f8");
+  report = run_fsdptune("report " + float8 + " --md " + dir + "/f8.md");
+  REQUIRE(report.exit_code == 0);
+  CHECK_THAT(report.out, Catch::Contains("  MFU is of the fp8 peak: the tuned plan's "));
+  CHECK_THAT(read_text_file(dir + "/f8.md"), Catch::Contains("MFU is of the fp8 peak"));
+  report = run_fsdptune("report " + accumulation);
+  CHECK_THAT(report.out, !Catch::Contains("fp8 peak"));
+
+  const std::string interleaved = tuned(
+      "--model tiny --gpus 4 --gpus-per-node 4 --seq 256 --pp 2 --microbatches 4 "
+      "--pp-schedule interleaved-1f1b --virtual-stages 2 --pp-chunk-blocks 1,1,1,1",
+      "int");
+  report = run_fsdptune("report " + interleaved + " --html " + dir + "/int.html");
+  REQUIRE(report.exit_code == 0);
+  const std::string shape =
+      "interleaved-1f1b (2 virtual stages), stages split as given: 1,1,1,1 blocks per chunk";
+  CHECK_THAT(report.out, Catch::Contains(shape));
+  CHECK_THAT(read_text_file(dir + "/int.html"),
+             Catch::Contains("<p class=\"meta\">2 stages, 4 microbatches, " + shape + ": bubble "));
+  std::filesystem::remove_all(dir);
 }

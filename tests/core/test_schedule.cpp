@@ -213,7 +213,7 @@ TEST_CASE("a schedule's provenance.job_hash refuses a job edited after tuning", 
   derived["job"]["dp_shard"] = 0;
   const Error unnormalized = load_error(derived);
   CHECK(unnormalized.exit_code() == 2);
-  CHECK(unnormalized.where() == "schedule.json: job.dp_shard");
+  CHECK(unnormalized.where() == "schedule.json: job: field 'dp_shard'");
   CHECK(unnormalized.message() ==
         fmt::format("is 0, where the job normalized says {}", schedule.job.dp_shard));
 }

@@ -790,6 +790,12 @@ TEST_CASE("torchtitan: older layouts, types and TOML syntax", "[torchtitan]") {
   CHECK(error_of([&] { parse("[training]\nseq_len = 1\n[training]\nsteps = 1\n"); }).message() ==
         "not a valid TOML file: toml::insert_value: table (\"training\") already exists at line "
         "1, `[training]`: table already exists here; line 3, `[training]`: table defined twice");
+  // A long line quoted is cut at a character's start (fuzzing review: a stray byte of "é").
+  const std::string cut =
+      error_of([&] {
+        parse("description = \"" + std::string(24, 'a') + "\xc3\xa9\xc3\xa9\xc3\xa9\" x\n");
+      }).message();
+  CHECK_THAT(cut, Catch::Contains("`description = \"" + std::string(24, 'a') + "...`"));
   // Every line toml11 quotes: an array left open names where it starts (review: the last
   // line alone named an innocent one).
   CHECK(error_of([&] {
