@@ -884,19 +884,19 @@ void check_program_flow(const Program& program, const Workload& workload,
     const Task& task = program.tasks[static_cast<std::size_t>(off_group)];
     const bool replicas = task.kind == TaskKind::kAllReduce;
     const CommGroup& group = expected_group;
-    // Groups that differ in their nodes alone: a file of an fsdptune before 2026-12-07, which
-    // priced a group split unevenly over nodes over as many as its ranks per node fill
-    // (found by review: said "edited", its node count unsaid).
-    const bool nodes_only =
-        task.group.ranks == group.ranks && task.group.ranks_per_node == group.ranks_per_node;
+    // A replica group of the job's ranks placed otherwise: a file of an fsdptune before
+    // 2026-12-07, which priced a group split unevenly over nodes at an even split's ranks
+    // per node, or over as many nodes as those fill (found by review: said "edited", the
+    // node counts unsaid).
+    const bool placed_otherwise = replicas && task.group.ranks == group.ranks;
     // "3 ranks (1 per node)"; where the ranks split unevenly "3 ranks on 2 nodes (at fewest
-    // 1 per node)", and the nodes of both where they alone differ.
+    // 1 per node)", and the nodes of both where a replica group is placed otherwise.
     const auto described = [&](const CommGroup& g) {
       if (g.spanned_nodes > 0) {
         return fmt::format("{} on {} (at fewest {} per node)", counted(g.ranks, "rank"),
                            counted(g.nodes(), "node"), g.ranks_per_node);
       }
-      if (nodes_only) {
+      if (placed_otherwise) {
         return fmt::format("{} on {} ({} per node)", counted(g.ranks, "rank"),
                            counted(g.nodes(), "node"), g.ranks_per_node);
       }
@@ -906,9 +906,10 @@ void check_program_flow(const Program& program, const Workload& workload,
         where(task_path(off_group) + ".group"),
         fmt::format("{} over {}, while the job's {} group is {}", a(to_string(task.kind)),
                     described(task.group), replicas ? "replica" : "shard", described(group)),
-        nodes_only ? "was this schedule written by an fsdptune before 2026-12-07, which priced a "
-                     "group split unevenly over nodes as spanning more of them? Tune again"
-                   : kEditedHint);
+        placed_otherwise
+            ? "was this schedule written by an fsdptune before 2026-12-07, which priced a "
+              "replica group split unevenly over nodes as an even one? Tune again"
+            : kEditedHint);
   }
 }
 

@@ -369,5 +369,19 @@ TEST_CASE("an HSDP all-reduce across part-node stages keeps the nodes it spans",
                                           "nodes (at fewest 1 per node)"));
   CHECK_THAT(refused.err, Catch::Contains("hint: was this schedule written by an fsdptune before "
                                           "2026-12-07"));
+  // As written before 5069b4a (that morning): at an even split's 2 per node, no nodes.
+  for (auto& chunk : file["pipeline"]["chunks"]) {
+    for (auto& task : chunk["program"]["tasks"]) {
+      if (task["kind"] == "all_reduce") task["group"]["ranks_per_node"] = 2;
+    }
+  }
+  std::ofstream(old) << file.dump();
+  const auto earlier = run_fsdptune("simulate --plan " + old);
+  CHECK(earlier.exit_code == 2);
+  CHECK_THAT(earlier.err, Catch::Contains("an all_reduce over 3 ranks on 2 nodes (2 per node), "
+                                          "while the job's replica group is 3 ranks on 2 nodes "
+                                          "(at fewest 1 per node)") &&
+                              Catch::Contains("hint: was this schedule written by an fsdptune "
+                                              "before 2026-12-07"));
   std::filesystem::remove_all(dir);
 }
