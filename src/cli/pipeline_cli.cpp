@@ -393,7 +393,24 @@ std::string does_not_fit_hint(const ModelSpec& model, const JobSpec& job, bool f
                               const std::optional<ShardingGain>& sharding,
                               const std::vector<std::string>& more) {
   std::vector<std::string> changes;
-  if (job.pp > 1) changes.push_back("more pipeline stages (--pp)");
+  // The next degree of these GPUs that is a job fsdptune takes (found by QA: offered where
+  // none is, 24 GPUs at pp 4 with 6 replicas; the split given chunk by chunk left out).
+  if (job.pp > 1) {
+    for (std::int64_t more_pp = job.pp + 1; more_pp <= job.gpus; ++more_pp) {
+      if (job.gpus % (more_pp * job.tp * job.dp_replicate) != 0) continue;
+      JobSpec deeper = job;
+      deeper.pp = more_pp;
+      deeper.dp_shard = 0;
+      deeper.pp_chunk_blocks.clear();
+      try {
+        normalize_job(model, deeper);
+        changes.push_back(fmt::format("more pipeline stages (--pp {})", more_pp));
+        break;
+      } catch (const Error&) {
+        // Not a job this model or mesh can run: the next.
+      }
+    }
+  }
   std::int64_t gpus = 0;
   // At c GPUs the sharded state is what the workload at c holds, in proportion (about
   // job.gpus / c of today's), and the rest of the peak grows at most as the parameters and

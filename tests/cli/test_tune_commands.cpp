@@ -572,7 +572,7 @@ TEST_CASE("tune exits 3 when nothing fits, naming the smallest peak and what to 
   CHECK_THAT(staged.err, Catch::Contains("MiB over") &&
                              Catch::Contains("hint: shard over at least 80 GPUs (--gpus 80: the "
                                              "sharded state alone, 16.0 MiB, is over the limit); "
-                                             "with that, more pipeline stages (--pp), split each "
+                                             "with that, more pipeline stages (--pp 4), split each "
                                              "sequence over more ranks (--cp 2), split each layer "
                                              "over more GPUs (--tp 2), or use a shorter --seq"));
 }
@@ -1238,6 +1238,19 @@ TEST_CASE("a does-not-fit hint offers fewer HSDP replicas that fit on the same G
     INFO(followed);
     CHECK(run_fsdptune("simulate --hardware h100-sxm --require-fit " + followed).exit_code == 0);
   }
+  // More pipeline stages only where a deeper pipeline of these GPUs is a job (found by QA:
+  // offered at pp 4 with 6 replicas on 24 GPUs, where pp 8 needs 48).
+  const std::string untied =
+      "pipeline --hardware h100-sxm --require-fit --memory-limit 10GiB --seq 512 "
+      "--microbatches 4 --model " +
+      std::string(FSDPTUNE_TEST_DATA) + "/models/llama3.2-1b-untied.json --gpus 24";
+  const auto deepest = run_fsdptune(untied + " --pp 4 --dp-replicate 6");
+  CHECK(deepest.exit_code == 3);
+  CHECK_THAT(deepest.err, Catch::Contains("hint: keep the 24 GPUs with fewer replicas") &&
+                              !Catch::Contains("more pipeline stages"));
+  const auto deeper = run_fsdptune(untied + " --pp 2 --dp-replicate 6");
+  CHECK(deeper.exit_code == 3);
+  CHECK_THAT(deeper.err, Catch::Contains("more pipeline stages (--pp 4)"));
   // Without replicas, none offered.
   const auto plain =
       run_fsdptune("simulate --hardware h100-sxm --require-fit --model llama3-70b --gpus 8");
