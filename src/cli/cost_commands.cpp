@@ -39,6 +39,7 @@ struct CostCommandOptions {
   std::string bytes;               // --bytes (parse_size_bytes)
   std::int64_t gpus = 0;           // --gpus
   std::int64_t gpus_per_node = 0;  // --gpus-per-node; 0: the hardware's
+  std::int64_t nodes = 0;          // --nodes; 0: as many as --gpus-per-node fill
   std::string gemm;                // --gemm M,N,K
   std::string attention;           // --attention B,H,S,D
   std::int64_t kv_heads = 0;       // --kv-heads; 0: as many as query heads
@@ -175,17 +176,35 @@ void run_collective(const CostCommandOptions& options, const ResolvedCostModel& 
   if (kind == CollectiveKind::kSendRecv && options.gpus != 2) {
     throw_bad_input("--gpus", "send_recv is between 2 GPUs");
   }
+  // A group split unevenly over nodes (an HSDP replica group across pipeline stages of
+  // part-nodes, as a schedule's `nodes` says): --gpus-per-node the fewest a node holds, over
+  // --nodes (found by QA: such a schedule's all-reduce could not be priced here).
+  const bool uneven = options.nodes > 0;
+  if (uneven) {
+    const std::int64_t fewest = std::min(per_node, options.gpus);
+    if (kind == CollectiveKind::kSendRecv) {
+      throw_bad_input("--nodes", "goes with a group's collective, not send_recv");
+    }
+    if (options.nodes * fewest > options.gpus) {
+      throw_bad_input("--nodes",
+                      fmt::format("{} nodes holding at least {} of the {} each (--gpus-per-node, "
+                                  "with --nodes the fewest a node holds) are more than the GPUs",
+                                  options.nodes, fewest, counted(options.gpus, "GPU")),
+                      "at most " + counted(options.gpus / fewest, "node"));
+    }
+  }
   // Whole nodes, as a job's groups are (normalize_job): the model prices every node as
   // holding `per_node` ranks, so 9 GPUs in nodes of 8 were priced as two full nodes (338
   // GB/s where the lone ninth GPU's NIC carries the ring).
-  if (options.gpus > per_node && options.gpus % per_node != 0) {
+  if (!uneven && options.gpus > per_node && options.gpus % per_node != 0) {
     throw_bad_input("--gpus",
                     fmt::format("{} GPUs do not fill nodes of {} (--gpus-per-node{})", options.gpus,
                                 per_node, options.gpus_per_node > 0 ? "" : ", the hardware's"),
                     fmt::format("give whole nodes: --gpus a multiple of --gpus-per-node ({})",
                                 nearest_multiples(options.gpus, per_node)));
   }
-  const CommGroup group{options.gpus, std::min(per_node, options.gpus)};
+  CommGroup group{options.gpus, std::min(per_node, options.gpus)};
+  if (uneven && options.nodes != group.nodes()) group.spanned_nodes = options.nodes;
   const CostEstimate estimate = resolved.model->collective(kind, bytes, group);
   const double algbw = estimate.seconds > 0 ? static_cast<double>(bytes) / estimate.seconds : 0;
   const double busbw = algbw * busbw_factor(kind, group.ranks);
@@ -199,9 +218,10 @@ void run_collective(const CostCommandOptions& options, const ResolvedCostModel& 
     print_cost_json(json);
     return;
   }
-  fmt::print("{} of {} over {} ({} per node, {}) on {}: {}\n", to_string(kind), format_bytes(bytes),
-             counted(group.ranks, "GPU"), group.ranks_per_node, counted(group.nodes(), "node"),
-             resolved.hardware.id, format_seconds(estimate.seconds));
+  fmt::print("{} of {} over {} ({}{} per node, {}) on {}: {}\n", to_string(kind),
+             format_bytes(bytes), counted(group.ranks, "GPU"), uneven ? "at fewest " : "",
+             group.ranks_per_node, counted(group.nodes(), "node"), resolved.hardware.id,
+             format_seconds(estimate.seconds));
   const std::string source = collective_source(estimate, resolved, kind, bytes, group);
   if (group.ranks == 1) {
     // Nothing crosses a link: no bus bandwidth to speak of (it printed "busbw 0.0 MB/s").
@@ -327,7 +347,11 @@ void register_cost_commands(CLI::App& app) {
                    "input): 64MiB, 1GiB, 2e9");
   cost->add_option("--gpus", options->gpus, "GPUs in the collective");
   cost->add_option("--gpus-per-node", options->gpus_per_node,
-                   "GPUs per node (default: the hardware's)");
+                   "GPUs per node (default: the hardware's); with --nodes the fewest a node holds");
+  cost->add_option("--nodes", options->nodes,
+                   "With --collective: the nodes a group split unevenly over them spans (a "
+                   "schedule's group `nodes`, an HSDP replica group across pipeline stages of "
+                   "part-nodes); default: as many as --gpus-per-node fill");
   cost->add_option("--gemm", options->gemm, "GEMM shape M,N,K: C[M,N] = A[M,K] B[K,N]");
   cost->add_option("--attention", options->attention,
                    "Attention shape B,H,S,D (batch, query heads, sequence, head dim): a flash "
@@ -352,7 +376,7 @@ void register_cost_commands(CLI::App& app) {
       if (!applies && cost->count(flag) > 0) throw_bad_input(flag, kind);
     };
     const bool collective = !options->collective.empty();
-    for (const char* flag : {"--bytes", "--gpus", "--gpus-per-node"}) {
+    for (const char* flag : {"--bytes", "--gpus", "--gpus-per-node", "--nodes"}) {
       refuse_unless(collective, flag, "only with --collective");
     }
     refuse_unless(!collective, "--dtype", "only with --gemm or --attention");
@@ -362,6 +386,9 @@ void register_cost_commands(CLI::App& app) {
     // Given, 0 is not "the default".
     if (cost->count("--gpus-per-node") > 0 && options->gpus_per_node <= 0) {
       throw_bad_input("--gpus-per-node", "must be positive");
+    }
+    if (cost->count("--nodes") > 0 && options->nodes <= 0) {
+      throw_bad_input("--nodes", fmt::format("must be > 0, got {}", options->nodes));
     }
     if (cost->count("--gpus") > 0 && options->gpus <= 0) {
       throw_bad_input("--gpus", fmt::format("must be > 0, got {}", options->gpus));

@@ -383,3 +383,61 @@ TEST_CASE("nodes of the hardware spec's size are named as the hardware's", "[cli
           Catch::Contains("give whole nodes: --gpus 6 or 9"));
   std::filesystem::remove_all(dir);
 }
+
+// Found by QA: a replica group split unevenly over nodes (24 GPUs, PP 2, 3 replicas: {0, 4,
+// 8} over 2 nodes) could not be priced by cost, which took 3 GPUs at 1 per node over 3. With
+// --nodes it gives the schedule's all-reduce exactly.
+TEST_CASE("cost --nodes prices a group split unevenly over nodes as a schedule does",
+          "[cli][cost]") {
+  const std::string dir = fsdptune::testing::make_temp_dir("fsdptune-cost-nodes");
+  const std::string schedule = dir + "/s.json";
+  const auto tuned = run_fsdptune("tune --model " + kData +
+                                  "/models/llama3.2-1b-untied.json --gpus 24 --pp 2 "
+                                  "--dp-replicate 3 --microbatches 2 --seq 256 --hardware h100-sxm "
+                                  "--max-evaluations 20 --threads 1 --out " +
+                                  schedule);
+  INFO(tuned.err);
+  REQUIRE(tuned.exit_code == 0);
+  const nlohmann::json file = read_json_file(schedule);
+  int checked = 0;
+  for (const auto& task : file["pipeline"]["chunks"][0]["program"]["tasks"]) {
+    if (task["kind"] != "all_reduce" || checked > 0) continue;
+    REQUIRE(task["group"] == nlohmann::json{{"ranks", 3}, {"ranks_per_node", 1}, {"nodes", 2}});
+    const std::string bytes = std::to_string(task["bytes"].get<std::int64_t>());
+    const auto priced = run_fsdptune(
+        "cost --hardware h100-sxm --collective all_reduce --gpus 3 --gpus-per-node 1 --nodes 2 "
+        "--json --bytes " +
+        bytes);
+    INFO(priced.err);
+    REQUIRE(priced.exit_code == 0);
+    const auto json = nlohmann::json::parse(priced.out);
+    CHECK(json["nodes"] == 2);
+    CHECK(json["time_s"].get<double>() == Approx(task["duration_s"].get<double>()).epsilon(1e-12));
+    // Over 3 nodes (no --nodes), two network hops' latency more.
+    const auto spread = run_fsdptune(
+        "cost --hardware h100-sxm --collective all_reduce --gpus 3 --gpus-per-node 1 --json "
+        "--bytes " +
+        bytes);
+    CHECK(nlohmann::json::parse(spread.out)["time_s"].get<double>() > json["time_s"].get<double>());
+    ++checked;
+  }
+  CHECK(checked == 1);
+  const auto text = run_fsdptune(
+      "cost --hardware h100-sxm --collective all_reduce --bytes 1MiB --gpus 3 --gpus-per-node 1 "
+      "--nodes 2");
+  CHECK_THAT(text.out, Catch::Contains("over 3 GPUs (at fewest 1 per node, 2 nodes)"));
+  for (const auto& [arguments, says] :
+       {std::pair{std::string("--gpus 3 --gpus-per-node 1 --nodes 4"),
+                  std::string("--nodes: 4 nodes holding at least 1 of the 3 GPUs each")},
+        std::pair{std::string("--gpus 3 --gpus-per-node 1 --nodes 0"),
+                  std::string("--nodes: must be > 0, got 0")}}) {
+    const auto refused =
+        run_fsdptune("cost --hardware h100-sxm --collective all_reduce --bytes 1MiB " + arguments);
+    CHECK(refused.exit_code == 2);
+    CHECK_THAT(refused.err, Catch::Contains(says));
+  }
+  const auto gemm = run_fsdptune("cost --hardware h100-sxm --gemm 8,8,8 --nodes 2");
+  CHECK(gemm.exit_code == 2);
+  CHECK_THAT(gemm.err, Catch::Contains("--nodes: only with --collective"));
+  std::filesystem::remove_all(dir);
+}
