@@ -127,6 +127,7 @@ void check_option_values(CLI::App& app) {
           const std::size_t nonzero =
               std::min(value.find_first_not_of('0', first), value.size() - 1);
           value.erase(first, nonzero - first);
+          if (value == "-0" || value == "+0") value = "0";  // zero has no sign
           const char* begin = value.data() + (value[0] == '+' ? 1 : 0);
           const char* end = value.data() + value.size();
           std::errc error{};

@@ -702,8 +702,10 @@ void register_tune_commands(CLI::App& app) {
   tune->add_option("--seed", options->seed, "Seed of the search")
       ->check(CLI::Validator(
           [](std::string& value) {
-            return value.find('-') == std::string::npos ? std::string()
-                                                        : std::string("must not be negative");
+            // "-0" is zero (check_option_values makes it "0").
+            const bool negative = value.find('-') != std::string::npos &&
+                                  value.find_first_of("123456789") != std::string::npos;
+            return negative ? std::string("must not be negative") : std::string();
           },
           ""))
       ->capture_default_str();

@@ -792,6 +792,13 @@ TEST_CASE("tune rejects bad tuner flags with exit 2 naming the flag", "[cli][tun
     CHECK(result.exit_code == 2);
     CHECK(result.err.find(flags.substr(0, flags.find(' '))) != std::string::npos);
   }
+  // "-0" is zero: the seed 0's schedule (it was refused as negative).
+  for (const std::string seed : {"0", "-0"}) {
+    result = run_fsdptune("tune --model tiny --gpus 2 --max-evaluations 5 --seed " + seed +
+                          " --out " + dir + "/seed" + seed + ".json");
+    CHECK(result.exit_code == 0);
+  }
+  CHECK(slurp(dir + "/seed-0.json") == slurp(dir + "/seed0.json"));
   // An unknown dtype lists what a job takes (it listed fp8, then refused it).
   result = run_fsdptune("simulate --model tiny --hardware h100-sxm --reduce-dtype int8");
   CHECK(result.exit_code == 2);
