@@ -170,7 +170,13 @@ void check_option_values(CLI::App& app) {
       },
       "");
   for (CLI::Option* option : app.get_options()) {
-    if (option->get_type_size() == 0) continue;
+    if (option->get_items_expected_max() == 0) {
+      // A flag given twice is refused as an option given twice is (`--float8 --float8` ran);
+      // asking for help twice is still asking for help.
+      if (option != app.get_help_ptr() && option != app.get_version_ptr())
+        option->multi_option_policy(CLI::MultiOptionPolicy::Throw);
+      continue;
+    }
     option->check(non_empty);
     // "INT", or "INT:INT in [0 - 1000000]" with a range check.
     const std::string full_type = option->get_type_name();

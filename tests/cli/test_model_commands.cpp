@@ -295,6 +295,11 @@ TEST_CASE("command words and whole numbers: what was typed is what runs", "[cli]
       // A flag given twice (QA, 2026-12-06: CLI11's "At Most 1 required but received 2").
       {"simulate --model tiny --gpus 2 --gpus 4 --hardware h100-sxm",
        "--gpus: given 2 times; give it once"},
+      // So is a flag (it was taken: `--float8 --float8`).
+      {"simulate --model tiny --gpus 2 --float8 --hardware h100-sxm --float8",
+       "--float8: given 2 times; give it once"},
+      {"validate no-such-schedule.json --out m.json --check-data --check-data",
+       "--check-data: given 2 times; give it once"},
       // validate refuses what its measured file could not hold, and a timeout shorter than
       // the watchdog's look (QA, 2026-12-05: --timeout 0.001 said "no progress for 0.1 s").
       {"validate no-such-schedule.json --out m.json --iters 16777217",
@@ -318,6 +323,10 @@ TEST_CASE("command words and whole numbers: what was typed is what runs", "[cli]
     CHECK(result.exit_code == 2);
     CHECK_THAT(result.err, Catch::Contains(needle));
   }
+  // Asking for help (or the version) twice is still asking.
+  for (const std::string command :
+       {"--help --help", "simulate --help --help", "--version --version"})
+    CHECK(run_fsdptune(command).exit_code == 0);
   const CommandResult result =
       run_fsdptune("simulate --model tiny --gpus 8 --hardware h100-sxm --seq 0128 --json");
   REQUIRE(result.exit_code == 0);
