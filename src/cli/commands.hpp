@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include <fmt/format.h>
@@ -89,5 +90,9 @@ void wait_as_a_later_rank();
 // `text` ("fsdptune: error: ...") as later rank `rank` says it: "fsdptune: error: rank 2:
 // ...".
 std::string said_by_rank(const std::string& text, const std::string& rank);
+
+// Runs `check` of what every rank of a launch finds alike (the command line, its files):
+// its error is said by the first rank, a later rank's after the grace, naming its rank.
+void said_once(const std::function<void()>& check);
 
 }  // namespace fsdptune::cli

@@ -242,7 +242,8 @@ int main(int argc, char** argv) {
   // An error of the command line: the same on every rank a launcher started `validate` with
   // (mpirun -np N fsdptune validate ...), said by the first, the others waiting to be
   // stopped (found by QA: N times; commands.hpp, kLaterRankGraceSeconds).
-  const std::string later_rank = argc > 1 && std::string_view(argv[1]) == "validate"
+  const std::string later_rank = argc > 1 && (std::string_view(argv[1]) == "validate" ||
+                                              std::string_view(argv[1]) == "profile")
                                      ? fsdptune::cli::later_launched_rank()
                                      : std::string();
   const auto say_usage_error = [&later_rank](const std::string& text) {

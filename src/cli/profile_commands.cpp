@@ -234,7 +234,9 @@ std::vector<std::int64_t> parse_sizes(const std::vector<std::string>& items) {
   return sizes;
 }
 
-void run_collect(const CollectFlags& flags) {
+// What every rank of `mpirun -np N fsdptune profile` finds alike, checked before the
+// collector starts MPI: said once (found by QA: each rank said it).
+CollectorOptions checked_collector_options(const CollectFlags& flags) {
   if (flags.backend != "cpu" && flags.backend != "cuda") {
     throw_bad_input("--backend", fmt::format("'{}' is not a backend", flags.backend),
                     "use --backend cpu or --backend cuda");
@@ -248,10 +250,6 @@ void run_collect(const CollectFlags& flags) {
     throw_bad_input("--hardware-out", "only the cpu backend derives a hardware spec",
                     "GPUs have built-in specs (--hardware h200)");
   }
-  const ModelSpec model = resolve_model_option(flags.job);
-  const JobSpec job = to_job_spec(flags.job, model);
-  const Workload workload = build_workload(model, job);
-
   CollectorOptions options;
   options.reps = flags.reps;
   options.warmup = flags.warmup;
@@ -285,10 +283,20 @@ void run_collect(const CollectFlags& flags) {
   options.date = provenance_date();
   options.command = this_command_line();
   validate_collector_options(options);
+  return options;
+}
 
+void run_collect(const CollectFlags& flags) {
+  CollectorOptions options;
+  std::optional<Workload> workload;
+  said_once([&] {
+    options = checked_collector_options(flags);
+    const ModelSpec model = resolve_model_option(flags.job);
+    workload = build_workload(model, to_job_spec(flags.job, model));
+  });
   std::unique_ptr<Collector> collector =
       flags.backend == "cpu" ? make_cpu_collector() : make_cuda_collector();
-  const Profile profile = collector->collect(workload, options);
+  const Profile profile = collector->collect(*workload, options);
   if (collector->rank() != 0) return;  // rank 0 writes and reports
 
   // The profile and its hardware spec (--hardware-out), written together: both or neither.
@@ -314,8 +322,8 @@ void run_collect(const CollectFlags& flags) {
   std::size_t points = 0;
   for (const auto& sweep : profile.collectives) points += sweep.points.size();
   fmt::print("profiled {} distinct compute ops of {} ({} after {} warm-up each) on {}\n",
-             profile.compute.size(), model.name, counted(options.reps, "rep"), options.warmup,
-             counted(collector->world_size(), "rank"));
+             profile.compute.size(), workload->model.name, counted(options.reps, "rep"),
+             options.warmup, counted(collector->world_size(), "rank"));
   fmt::print("collectives: {}, {} -- {}\n",
              counted(static_cast<std::int64_t>(profile.collectives.size()), "sweep"),
              counted(static_cast<std::int64_t>(points), "point"),
@@ -330,11 +338,11 @@ void run_collect(const CollectFlags& flags) {
              profile.contention.copy_slowdown_with_compute,
              profile.contention.compute_slowdown_with_copy,
              profile.provenance.environment.at("copy_beside_compute"));
-  if (collector->world_size() > 1 && collector->world_size() != job.dp_shard) {
+  if (collector->world_size() > 1 && collector->world_size() != workload->job.dp_shard) {
     fmt::print(
         "note: the sweep ran over {} ranks but the job shards over {} (--gpus); a "
         "cost model looks collectives up by group size\n",
-        collector->world_size(), job.dp_shard);
+        collector->world_size(), workload->job.dp_shard);
   }
   fmt::print("wrote {}\n", flags.out);
   if (!flags.hardware_out.empty()) {

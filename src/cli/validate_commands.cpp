@@ -132,22 +132,8 @@ ExecutorOptions checked_options(const ValidateArgs& args) {
 }
 
 void run_validate(const ValidateArgs& args) {
-  // Every rank of `mpirun -np N` finds the same: said once, by the first rank; a later rank
-  // says its own after the grace (found by QA: N times, for the flags' values and then for
-  // --out's path).
-  const auto said_once = [](const std::function<void()>& check) {
-    try {
-      check();
-    } catch (const Error& e) {
-      const std::string later = later_launched_rank();
-      if (later.empty()) throw;
-      wait_as_a_later_rank();
-      throw Error(e.kind(),
-                  e.where().empty() ? fmt::format("rank {}", later)
-                                    : fmt::format("rank {}: {}", later, e.where()),
-                  e.message(), e.hint());
-    }
-  };
+  // Every rank of `mpirun -np N` finds the same: said once (found by QA: N times, for the
+  // flags' values and then for --out's path).
   ExecutorOptions options;
   said_once([&] { options = checked_options(args); });
   // The files each rank sees on its own node (a later rank on another node says its own).
@@ -278,6 +264,20 @@ std::string said_by_rank(const std::string& text, const std::string& rank) {
 
 void wait_as_a_later_rank() {
   std::this_thread::sleep_for(std::chrono::seconds(kLaterRankGraceSeconds));
+}
+
+void said_once(const std::function<void()>& check) {
+  try {
+    check();
+  } catch (const Error& e) {
+    const std::string later = later_launched_rank();
+    if (later.empty()) throw;
+    wait_as_a_later_rank();
+    throw Error(e.kind(),
+                e.where().empty() ? fmt::format("rank {}", later)
+                                  : fmt::format("rank {}: {}", later, e.where()),
+                e.message(), e.hint());
+  }
 }
 
 void register_validate_commands(CLI::App& app) {
