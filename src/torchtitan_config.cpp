@@ -1486,10 +1486,12 @@ std::string torchtitan_without_fsdp_note(const JobSpec& job) {
 namespace {
 
 // `text` for a TOML comment: its control characters (a newline would end the comment and
-// start TOML of the text's own, found probing a --model path with newlines) as \xNN.
+// start TOML of the text's own, found probing a --model path with newlines) as \xNN, and
+// bytes that are not UTF-8 (a file name in another encoding) as U+FFFD: TOML is UTF-8 (found
+// by QA: the file was refused on reading).
 std::string comment_text(const std::string& text) {
   std::string out;
-  for (const char c : text) {
+  for (const char c : valid_utf8(text)) {
     const auto byte = static_cast<unsigned char>(c);
     if (byte < 0x20 || byte == 0x7f) {
       out += fmt::format("\\x{:02x}", byte);

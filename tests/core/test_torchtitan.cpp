@@ -603,6 +603,11 @@ TEST_CASE("torchtitan: a global batch of several local steps is gradient accumul
       torchtitan_config_toml("m\n[parallelism]\ntensor_parallel_degree = 4\n#.json", model, job);
   CHECK_THAT(injected, Catch::Contains("m\\x0a[parallelism]\\x0atensor_parallel_degree = 4"));
   CHECK(torchtitan_job(torchtitan_config_from_toml(injected, "written.toml"), model) == job);
+  // A path's bytes that are not UTF-8 are U+FFFD in its comment: a TOML file is UTF-8 (QA:
+  // the file written was refused on reading, "not UTF-8 text").
+  const std::string latin1 = torchtitan_config_toml("m\xff.json", model, job);
+  CHECK_THAT(latin1, Catch::Contains("m\xEF\xBF\xBD.json on"));
+  CHECK(torchtitan_job(torchtitan_config_from_toml(latin1, "written.toml"), model) == job);
   // Under PP the local batch holds the step's microbatches and no global batch is written.
   const JobSpec staged_job = job_8b(kOpAc + pp2 + batch);
   const std::string staged_text = torchtitan_config_toml("llama3-8b", model, staged_job);
