@@ -172,6 +172,8 @@ void write_in_place(const std::string& path, const std::filesystem::path& target
 
 // The longest file name fsdptune writes: 255 bytes, what Linux file systems take.
 constexpr std::size_t kMaxFileName = 255;
+// The bytes of a path the system takes, its terminating NUL included (Linux's PATH_MAX).
+constexpr std::size_t kMaxPath = 4096;
 
 // What an interrupted write leaves to remove: its temporaries and the folders it made
 // (found by QA: SIGINT or SIGTERM between a temporary's creation and its rename left both).
@@ -181,7 +183,7 @@ struct PendingPath {
   std::atomic<bool> claimed{false};  // taken by a writer (its path may be half copied)
   std::atomic<bool> used{false};     // its path complete: the handler's to remove
   bool folder = false;
-  std::array<char, 4096> path{};
+  std::array<char, kMaxPath> path{};
 };
 constexpr int kMaxPending = 64;
 std::array<PendingPath, kMaxPending> pending_paths;
@@ -431,6 +433,16 @@ void require_creatable(const std::string& flag, const std::string& path) {
                                   name.size(), kMaxFileName),
                       "shorter names");
     }
+  }
+  // So is a path the system takes no longer (PATH_MAX with its NUL), its temporary's
+  // suffix counted (found by QA: exit 1 after the whole run, "File name too long").
+  const std::size_t written = target.string().size() + fmt::format(".tmp.{}.99", ::getpid()).size();
+  if (written >= kMaxPath) {
+    throw_bad_input(flag + " " + path,
+                    fmt::format("a path of {} bytes with its temporary's suffix, where the "
+                                "system takes fewer than {}",
+                                written, kMaxPath),
+                    "a shorter path");
   }
   const fs::path probe = folder / fmt::format(".fsdptune-write-check.{}", ::getpid());
   errno = 0;
