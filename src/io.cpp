@@ -73,6 +73,12 @@ std::filesystem::path follow_links(const std::string& path) {
   throw_runtime(path, "too many levels of symbolic links");
 }
 
+// Whether `path` is a character device (/dev/null, a terminal).
+bool is_character_device(const std::filesystem::path& path) {
+  struct stat status {};
+  return ::stat(path.c_str(), &status) == 0 && S_ISCHR(status.st_mode);
+}
+
 // Whether `path`, as the kernel resolves it, is a FIFO, device or socket (written in place).
 // Asked of the path itself, not of follow_links' target: /dev/stdout names
 // /proc/self/fd/1, whose link text for a pipe is "pipe:[N]", no file (found by a tester:
@@ -567,13 +573,31 @@ void require_distinct_files(const NamedFiles& outputs, const NamedFiles& inputs)
   for (const auto& [flag, path] : outputs) {
     if (!path.empty()) require_creatable(flag, path);
   }
+  // An output that is the file stderr goes to (`--out /dev/stdout > f 2>&1`, `--trace t.json
+  // > t.json 2>&1`): renamed over it, the messages said since would be in the file replaced
+  // (found by QA: the report, notes and `wrote` line were lost without a word).
+  struct stat error_status {};
+  if (::fstat(STDERR_FILENO, &error_status) == 0 && S_ISREG(error_status.st_mode)) {
+    for (const auto& [flag, path] : outputs) {
+      struct stat path_status {};
+      if (!path.empty() && ::stat(path.c_str(), &path_status) == 0 &&
+          path_status.st_dev == error_status.st_dev && path_status.st_ino == error_status.st_ino) {
+        throw_bad_input(flag + " " + path,
+                        "is the file stderr goes to: replaced by it, the command's messages "
+                        "would be lost",
+                        "send stderr elsewhere (2> FILE), or write the output to another file");
+      }
+    }
+  }
   for (const auto& [flag, path] : outputs) {
     if (!path.empty() && names_stdout(path)) give_stdout_to(path);
   }
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     if (outputs[i].second.empty()) continue;
     for (std::size_t j = 0; j < i; ++j) {
-      if (!outputs[j].second.empty() && written[j] == written[i]) {
+      // A character device (/dev/null) takes both: neither overwrites the other (QA).
+      if (!outputs[j].second.empty() && written[j] == written[i] &&
+          !is_character_device(written[i])) {
         throw_bad_input(
             outputs[i].first + " " + outputs[i].second,
             fmt::format("is the file of {} too: one would overwrite the other", outputs[j].first),
