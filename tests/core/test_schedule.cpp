@@ -277,6 +277,15 @@ TEST_CASE("a schedule's predicted figures must agree with its step time", "[sche
   const Error error = load_error(late);
   CHECK(error.where() == "schedule.json: predicted.step_time_s");
   CHECK_THAT(error.message(), Catch::Contains("the last of the timings ends at"));
+  // And where every timing ends before it (found by mutation testing: one direction only).
+  json early = document;
+  for (json& timing : early["timings"]) {
+    timing[0] = 0.5 * timing[0].get<double>();
+    timing[1] = 0.5 * timing[1].get<double>();
+  }
+  const Error early_error = load_error(early);
+  CHECK(early_error.where() == "schedule.json: predicted.step_time_s");
+  CHECK_THAT(early_error.message(), Catch::Contains("the last of the timings ends at"));
 }
 
 TEST_CASE("a Pareto point without a reserved peak (written before it had one) reads as 0",

@@ -92,6 +92,14 @@ TEST_CASE("greedy auto-wrap: time and memory decide the buckets", "[plans]") {
     // one unit adds 2 * 8 + 8 + 16 = 40 MiB, two add 80 MiB. Limit 240 MiB: one unit only.
     const Plan plan = simplefsdp_greedy_plan(workload, FixedCostModel(), 240 * kMiB);
     CHECK(plan.forward_buckets.size() == 6);
+    // The estimate holds a bucket's gathered parameters twice (it and the prefetched next,
+    // docs/plan-format.md): two units need 272 MiB, at a byte less one unit only ([0] opens alone,
+    // as above; found by mutation testing: once, 256 MiB, passed the limit above too).
+    CHECK(
+        simplefsdp_greedy_plan(workload, FixedCostModel(), 272 * kMiB - 1).forward_buckets.size() ==
+        6);
+    CHECK(simplefsdp_greedy_plan(workload, FixedCostModel(), 272 * kMiB).forward_buckets ==
+          std::vector<UnitRange>{{0, 0}, {1, 2}, {3, 4}, {5, 5}});
   }
 }
 

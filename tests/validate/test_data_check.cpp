@@ -344,6 +344,25 @@ TEST_CASE("check_bucket: scaled-down ranks hold several shards, HSDP sums every 
   // Without the all-reduce replica 1's shard must hold data-parallel rank 1's gradient only.
   CHECK(check_bucket(single, 0, BucketBuffer::kReduced, mesh, 1, reduced).has_value());
   CHECK(data_pattern::gradient_sum(1, 1, sa, 0) == data_pattern::gradient_value(1, sa, 0));
+  // 2 replicas x 2 shards, before the all-reduce: rank 2 (replica 1, shard 0) holds the sum
+  // over its own replica's data-parallel ranks 2 and 3, not replica 0's (found by mutation
+  // testing: no test set a replica's first rank).
+  mesh = shard_mesh(2, 2, 1, 2);
+  REQUIRE(mesh.replica == 1);
+  const auto replica_shard = [&](int first_rank) {
+    std::vector<std::byte> shard(20);
+    for (const ReplaySlot& slot : single.slots) {
+      for (std::int64_t j = 0; j < slot.slot.shard_numel; ++j) {
+        put(shard, DType::kFP32, slot.byte_offset + 4 * j,
+            data_pattern::gradient_sum(first_rank, 2, slot.salt, j));
+      }
+    }
+    return shard;
+  };
+  CHECK_FALSE(
+      check_bucket(single, 0, BucketBuffer::kReduced, mesh, 2, replica_shard(2)).has_value());
+  CHECK_THAT(*check_bucket(single, 0, BucketBuffer::kReduced, mesh, 2, replica_shard(0)),
+             Catch::Contains("parameter a element 0"));
 }
 
 TEST_CASE("check_gradient_shards: accumulated fp32 shards of HSDP, bf16 reduce, two copy-outs",
