@@ -508,7 +508,9 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& read_keys()
       {"training",
        {"local_batch_size", "batch_size", "global_batch_size", "seq_len", "mixed_precision_param",
         "mixed_precision_reduce", "compile", "enable_cpu_offload", "data_parallel_replicate_degree",
-        "data_parallel_shard_degree", "data_parallel_degree", "tensor_parallel_degree"}},
+        "data_parallel_shard_degree", "data_parallel_degree", "tensor_parallel_degree",
+        "enable_float8_linear", "enable_fsdp_float8_all_gather", "float8_scaling_type_input",
+        "float8_scaling_type_weight", "float8_scaling_type_grad_output"}},
       {"compile", {"enable", "components", "backend"}},
       {"parallelism",
        {"data_parallel_replicate_degree", "data_parallel_shard_degree", "tensor_parallel_degree",
@@ -763,8 +765,13 @@ void read_config_keys(const toml::value& root, const std::string& source, Torcht
     }
     c.selective_ac_option = option->as_string().str;
   }
+  // Mid-2024 torchtitan kept its float8 settings in [training] (its float8_linear.py read
+  // job_config.training.enable_float8_linear, .enable_fsdp_float8_all_gather and
+  // .float8_scaling_type_*), beside the data_parallel_degree read above (found by QA: said
+  // "did you mean [float8]", ignored, the job simulated in bf16).
   r.boolean({{"float8", "enable_fsdp_float8_all_gather"},
-             {"quantize.linear.float8", "enable_fsdp_float8_all_gather"}},
+             {"quantize.linear.float8", "enable_fsdp_float8_all_gather"},
+             {"training", "enable_fsdp_float8_all_gather"}},
             c.float8_all_gather, c.float8_all_gather_where);
   r.boolean({{"float8", "emulate"}, {"quantize.linear.float8", "emulate"}}, c.float8_emulate,
             c.float8_emulate_where);
@@ -783,10 +790,12 @@ void read_config_keys(const toml::value& root, const std::string& source, Torcht
   // with [float8] enable_float8_linear, before the converters list: read as the float8
   // converter (it was silently ignored, the job simulated without float8).
   // Its scaling types (found by QA: "delayed" simulated as dynamic, unnoted).
-  for (const char* key :
-       {"scaling_type_input", "scaling_type_weight", "scaling_type_grad_output"}) {
+  for (const auto& [key, training_key] :
+       {std::pair{"scaling_type_input", "float8_scaling_type_input"},
+        std::pair{"scaling_type_weight", "float8_scaling_type_weight"},
+        std::pair{"scaling_type_grad_output", "float8_scaling_type_grad_output"}}) {
     std::string where;
-    const toml::value* scaling = r.lookup({{"float8", key}}, where);
+    const toml::value* scaling = r.lookup({{"float8", key}, {"training", training_key}}, where);
     if (scaling == nullptr) continue;
     if (!scaling->is_string())
       throw_bad_input(where, "expected a string (\"dynamic\" or \"delayed\")");
@@ -797,7 +806,8 @@ void read_config_keys(const toml::value& root, const std::string& source, Torcht
   }
   bool float8_linear = false;
   std::string float8_linear_where;
-  r.boolean({{"float8", "enable_float8_linear"}}, float8_linear, float8_linear_where);
+  r.boolean({{"float8", "enable_float8_linear"}, {"training", "enable_float8_linear"}},
+            float8_linear, float8_linear_where);
   if (float8_linear &&
       std::none_of(c.converters.begin(), c.converters.end(), is_float8_converter)) {
     if (c.converters.empty()) c.converters_where = float8_linear_where;

@@ -756,6 +756,18 @@ TEST_CASE("torchtitan: older layouts, types and TOML syntax", "[torchtitan]") {
   CHECK_FALSE(job_8b(kOpAc + "[float8]\nscaling_type_input = 'delayed'\n").float8);  // no float8
   CHECK_THAT(error_of([&] { job_8b(kOpAc + "[float8]\nenable_float8_linear = true\n"); }).message(),
              Catch::Contains("float8 linears with bf16 all-gathers"));
+  // Mid-2024 torchtitan kept them in [training] (found by QA: "did you mean [float8]",
+  // ignored, the job simulated in bf16); one setting with [float8]'s.
+  const std::string training_float8 =
+      "[training]\nenable_float8_linear = true\nenable_fsdp_float8_all_gather = true\n";
+  CHECK(job_8b(kOpAc + training_float8).float8);
+  const Error training_delayed = error_of(
+      [&] { job_8b(kOpAc + training_float8 + "float8_scaling_type_input = 'delayed'\n"); });
+  CHECK_THAT(training_delayed.where(), Catch::Contains("[training] float8_scaling_type_input"));
+  CHECK_THAT(error_of([&] {
+               job_8b(kOpAc + training_float8 + "[float8]\nenable_float8_linear = true\n");
+             }).message(),
+             Catch::Contains("also set as"));
   const std::string three =
       "[training]\nbatch_size = 4\n[experimental]\n"
       "pipeline_parallel_microbatches = 3\n";
