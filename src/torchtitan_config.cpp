@@ -1240,6 +1240,27 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
     job.pp_schedule = o.pp_schedule.value_or(job.pp_schedule);
     job.virtual_stages = o.virtual_stages.value_or(1);
   }
+  // torchtitan with the pipeline settings in [experimental] (2024) split the local batch into
+  // one microbatch per stage when pipeline_parallel_microbatches was not set (its
+  // build_pipeline_schedule: n_microbatches = the PP degree x the stages per rank; the
+  // earliest, the PP degree, the same for one stage per rank), where newer torchtitan's
+  // microbatches are of one sequence (found by QA: a 2024 config ran 16 microbatches where
+  // its torchtitan ran 2). The product, the local batch, is unchanged.
+  if (job.pp > 1 && c.pp_where.find("[experimental]") != std::string::npos &&
+      c.pp_microbatches == 0 && defaulted(c.pp_microbatch_size_where) && !o.local_batch &&
+      !o.microbatches) {
+    const std::int64_t stages = job.pp * job.virtual_stages;
+    if (local % stages != 0) {
+      throw_bad_input(c.pp_where,
+                      fmt::format("{} stages do not divide the local batch of {} ({}): "
+                                  "torchtitan of this layout splits it into one microbatch per "
+                                  "stage when pipeline_parallel_microbatches is not set",
+                                  stages, local, c.local_batch_size_where),
+                      "set [experimental] pipeline_parallel_microbatches");
+    }
+    job.local_batch = local / stages;
+    job.microbatches = stages;
+  }
 
   // normalize_job names flags; a value the config gave is the config's field. The
   // pipeline's rules too (found by QA: 5 microbatches of Interleaved1F1B on PP 2 named

@@ -738,6 +738,23 @@ TEST_CASE("torchtitan: older layouts, types and TOML syntax", "[torchtitan]") {
   CHECK(counted.pp == 2);
   CHECK(counted.microbatches == 2);
   CHECK(counted.local_batch == 2);
+  // Not counted, that torchtitan split the local batch into one microbatch per stage (found
+  // by QA: microbatches of one sequence, newer torchtitan's default); refused where the
+  // stages do not divide it, as torchtitan's split does.
+  const JobSpec per_stage = job_8b(kOpAc +
+                                   "[training]\nbatch_size = 8\n"
+                                   "[experimental]\npipeline_parallel_degree = 2\n");
+  CHECK(per_stage.microbatches == 2);
+  CHECK(per_stage.local_batch == 4);
+  const Error undivided_stages = error_of([&] {
+    job_8b(kOpAc + "[training]\nbatch_size = 3\n[experimental]\npipeline_parallel_degree = 2\n");
+  });
+  CHECK_THAT(undivided_stages.where(), Catch::Contains("[experimental] pipeline_parallel_degree"));
+  CHECK_THAT(undivided_stages.message(), Catch::Contains("2 stages do not divide the local batch"));
+  // The newer layout's default: microbatches of one sequence.
+  CHECK(job_8b(kOpAc + "[training]\nlocal_batch_size = 8\n"
+                       "[parallelism]\npipeline_parallel_degree = 2\n")
+            .microbatches == 8);
   // torchtitan of 2024 switched float8 on with [float8] enable_float8_linear (ignored, so
   // the job ran without float8); with bf16 all-gathers it is not modelled, as for converters.
   CHECK(job_8b(kOpAc +
