@@ -501,7 +501,8 @@ std::int64_t stages_per_rank(const TorchtitanConfig& c, const ModelSpec& model,
 }
 
 // The keys fsdptune reads, per table (ConfigReader's lookups below, older layouts
-// included).
+// included), for the near misses; but [optimizer] early_step_in_backward, read to be
+// refused, whose table's other keys (`name` among them) are none of fsdptune's.
 const std::vector<std::pair<std::string, std::vector<std::string>>>& read_keys() {
   static const std::vector<std::pair<std::string, std::vector<std::string>>> kKeys = {
       {"model", {"name", "flavor", "converters"}},
@@ -510,7 +511,8 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& read_keys()
         "mixed_precision_reduce", "compile", "enable_cpu_offload", "data_parallel_replicate_degree",
         "data_parallel_shard_degree", "data_parallel_degree", "tensor_parallel_degree",
         "enable_float8_linear", "enable_fsdp_float8_all_gather", "float8_scaling_type_input",
-        "float8_scaling_type_weight", "float8_scaling_type_grad_output"}},
+        "float8_scaling_type_weight", "float8_scaling_type_grad_output", "dtype",
+        "disable_loss_parallel"}},
       {"compile", {"enable", "components", "backend"}},
       {"parallelism",
        {"data_parallel_replicate_degree", "data_parallel_shard_degree", "tensor_parallel_degree",
@@ -520,7 +522,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& read_keys()
         "pipeline_parallel_last_stage_less_layers", "module_fqns_per_model_part",
         "pipeline_parallel_split_points", "context_parallel_degree",
         "context_parallel_rotate_method", "expert_parallel_degree", "fsdp_reshard_after_forward",
-        "pipeline_parallel_schedule_csv"}},
+        "pipeline_parallel_schedule_csv", "disable_loss_parallel"}},
       {"experimental",
        {"pipeline_parallel_degree", "pipeline_parallel_schedule", "pipeline_parallel_microbatches",
         "pipeline_parallel_split_points", "context_parallel_degree",
@@ -644,6 +646,13 @@ void read_config_keys(const toml::value& root, const std::string& source, Torcht
     }
   }
   r.boolean({{"training", "enable_cpu_offload"}}, c.cpu_offload, c.cpu_offload_where);
+  // Read to be refused where they change what fsdptune models (found by QA: a real 131k
+  // config's dtype = "bfloat16" and early_step_in_backward ran as if absent).
+  r.string({{"training", "dtype"}}, c.training_dtype, c.training_dtype_where);
+  r.boolean({{"parallelism", "disable_loss_parallel"}, {"training", "disable_loss_parallel"}},
+            c.disable_loss_parallel, c.disable_loss_parallel_where);
+  r.boolean({{"optimizer", "early_step_in_backward"}}, c.early_step_in_backward,
+            c.early_step_in_backward_where);
 
   r.integer({{"parallelism", "data_parallel_replicate_degree"},
              {"training", "data_parallel_replicate_degree"}},
@@ -1045,6 +1054,29 @@ JobSpec torchtitan_job(const TorchtitanConfig& c, const ModelSpec& model, const 
   }
   if (c.cpu_offload) {
     not_modelled(c.cpu_offload_where, "FSDP CPU offload", "set enable_cpu_offload = false");
+  }
+  if (c.training_dtype == "bfloat16") {
+    not_modelled(c.training_dtype_where,
+                 "training in bfloat16 (parameters, gradients and optimizer states in bf16, "
+                 "no fp32 copy)",
+                 "set dtype = \"float32\" (torchtitan's default): fsdptune models fp32 "
+                 "parameters under bf16 mixed precision");
+  }
+  if (c.training_dtype != "float32" && c.training_dtype != "bfloat16") {
+    throw_bad_input(
+        c.training_dtype_where,
+        fmt::format("unknown dtype '{}' (expected float32 or bfloat16)", c.training_dtype));
+  }
+  if (c.disable_loss_parallel && o.tp.value_or(c.tp) > 1) {
+    not_modelled(c.disable_loss_parallel_where,
+                 "the loss without loss parallelism under TP (the full-vocabulary logits "
+                 "replicated on every TP rank)",
+                 "set disable_loss_parallel = false (torchtitan's default)");
+  }
+  if (c.early_step_in_backward) {
+    not_modelled(c.early_step_in_backward_where,
+                 "the optimizer step in backward (each gradient freed once its step ran)",
+                 "set early_step_in_backward = false (torchtitan's default)");
   }
   // Read and refused rather than ignored (QA, 2026-12-05: each ran as if absent).
   // torchtitan runs a schedule from the CSV whenever it is given (_PipelineScheduleRuntime).

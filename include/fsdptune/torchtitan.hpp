@@ -57,6 +57,18 @@ struct TorchtitanConfig {
   std::string compile_without_model_where;
   bool cpu_offload = false;
   std::string cpu_offload_where;
+  // dtype: "float32" (parameters in fp32, bf16 under mixed precision: what fsdptune models)
+  // or "bfloat16" (everything in bf16, no fp32 copy: not modelled).
+  std::string training_dtype = "float32";
+  std::string training_dtype_where;
+  // [parallelism] disable_loss_parallel: the logits replicated on every TP rank (not
+  // modelled under TP).
+  bool disable_loss_parallel = false;
+  std::string disable_loss_parallel_where;
+  // [optimizer] early_step_in_backward: each parameter's step in backward, its gradient
+  // freed there (not modelled).
+  bool early_step_in_backward = false;
+  std::string early_step_in_backward_where;
 
   // [parallelism] (older configs: [training] and [experimental])
   std::int64_t dp_replicate = 1;

@@ -810,6 +810,25 @@ TEST_CASE("torchtitan: older layouts, types and TOML syntax", "[torchtitan]") {
   rejected("[training]\nglobal_batch_size = 0\n", "[training] global_batch_size",
            "must be negative");
   rejected("[training]\ncompile = 'yes'\n", "[training] compile", "expected true or false");
+  // What changes time or memory and is not modelled (found by QA: a real config's dtype and
+  // early_step_in_backward ran as if absent, and disable_loss_parallel under TP).
+  const auto refused_job = [](const std::string& text, const std::string& where,
+                              const std::string& what) {
+    INFO(text);
+    const Error e = error_of([&] { job_8b(kOpAc + text); });
+    CHECK(e.where() == "train.toml: " + where);
+    CHECK_THAT(e.message(), Catch::Contains(what));
+  };
+  refused_job("[training]\ndtype = 'bfloat16'\n", "[training] dtype",
+              "training in bfloat16 (parameters, gradients and optimizer states in bf16");
+  refused_job("[training]\ndtype = 'float16'\n", "[training] dtype", "unknown dtype 'float16'");
+  CHECK(job_8b(kOpAc + "[training]\ndtype = 'float32'\n").gpus == 8);
+  refused_job("[parallelism]\ntensor_parallel_degree = 2\ndisable_loss_parallel = true\n",
+              "[parallelism] disable_loss_parallel", "the loss without loss parallelism under TP");
+  CHECK(job_8b(kOpAc + "[parallelism]\ndisable_loss_parallel = true\n").tp == 1);
+  refused_job("[optimizer]\nname = 'AdamW'\nearly_step_in_backward = true\n",
+              "[optimizer] early_step_in_backward", "the optimizer step in backward");
+  CHECK(torchtitan_notes(parse("[optimizer]\nname = 'AdamW'\n")).empty());
   rejected("parallelism = 3\n", "[parallelism]", "expected a table");
   rejected("[model]\nconverters = [1]\n", "[model] converters", "expected strings");
   rejected("[parallelism]\nfsdp_reshard_after_forward = 'sometimes'\n",
