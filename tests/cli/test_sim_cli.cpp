@@ -170,6 +170,16 @@ TEST_CASE("simulate: a limit that is too small", "[cli][simulate]") {
   const auto report = run_fsdptune(kTiny + " --memory-limit 1MiB");
   CHECK(report.exit_code == 0);
   CHECK(report.out.find("does not fit") != std::string::npos);
+  // The excess is the reserved peak's over the limit (found by mutation testing: the
+  // allocated peak's passed every test).
+  const auto json = run_fsdptune(kTiny + " --memory-limit 10MiB --json");
+  REQUIRE(json.exit_code == 0);
+  const auto peaks = nlohmann::json::parse(json.out);
+  const auto reserved = peaks.at("peak_reserved_bytes").get<std::int64_t>();
+  REQUIRE(reserved != peaks.at("peak_allocated_bytes").get<std::int64_t>());
+  CHECK_THAT(run_fsdptune(kTiny + " --memory-limit 10MiB").out,
+             Catch::Contains("exceeds the 10.0 MiB limit by " +
+                             fsdptune::format_bytes(reserved - 10 * fsdptune::kMiB) + " ("));
   const auto strict = run_fsdptune(kTiny + " --memory-limit 1MiB --require-fit");
   CHECK(strict.exit_code == 3);
   CHECK(strict.err.find("--memory-limit") != std::string::npos);

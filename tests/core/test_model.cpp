@@ -199,6 +199,25 @@ TEST_CASE("bad model files name the file and the field", "[model][errors]") {
     expect_bad_input([&] { model_from_json(json, "m.json"); },
                      {"m.json", "'format'", "expected \"fsdptune-model\""});
   }
+  SECTION("more parameters than fsdptune models, an untied model's two embeddings counted") {
+    // Found by mutation testing: the cap counted no test. Untied: 2 V d + the block, 1.24e15
+    // against 2^50 = 1.13e15; tied, the same shapes hold 9.57e14 and are read.
+    auto json = tiny_json();
+    json["dim"] = 1 << 24;
+    json["n_layers"] = 1;
+    json["n_heads"] = 1;
+    json["n_kv_heads"] = 1;
+    json["head_dim"] = 1;
+    json["ffn_dim"] = 13421773;
+    json["vocab_size"] = 1 << 24;
+    json["tie_embeddings"] = false;
+    expect_bad_input([&] { model_from_json(json, "m.json"); },
+                     {"m.json",
+                      "1238490025033728 parameters are more than fsdptune models (at "
+                      "most 1125899906842624)"});
+    json["tie_embeddings"] = true;
+    CHECK(parameter_count(model_from_json(json, "m.json")) == 957015048323072);
+  }
   SECTION("zero size") {
     auto json = tiny_json();
     json["dim"] = 0;
