@@ -422,12 +422,15 @@ void require_creatable(const std::string& flag, const std::string& path) {
   namespace fs = std::filesystem;
   if (is_special_file(path)) return;
   std::error_code ec;
-  const fs::path target = fs::absolute(follow_links(path), ec);
+  // The path as it is opened (relative stays relative), and absolute for its names.
+  const fs::path opened = follow_links(path);
+  const fs::path target = fs::absolute(opened, ec);
   if (ec) return;
-  fs::path folder = target.parent_path();
+  fs::path folder = opened.parent_path();
   while (!folder.empty() && !fs::exists(folder, ec) && folder != folder.parent_path()) {
     folder = folder.parent_path();
   }
+  if (folder.empty()) folder = ".";
   // A name no file system takes, the file's or a folder's to be made: refused before the
   // run, as bad input (found by QA: exit 1 after the whole run).
   for (const fs::path& part : target) {
@@ -440,9 +443,10 @@ void require_creatable(const std::string& flag, const std::string& path) {
                       "shorter names");
     }
   }
-  // So is a path the system takes no longer (PATH_MAX with its NUL), its temporary's
-  // suffix counted (found by QA: exit 1 after the whole run, "File name too long").
-  const std::size_t written = target.string().size() + fmt::format(".tmp.{}.99", ::getpid()).size();
+  // So is a path the system takes no longer (PATH_MAX with its NUL), as it is opened, its
+  // temporary's suffix counted (found by QA: exit 1 after the whole run, "File name too
+  // long"; review: a short relative path in a deep folder is opened as it is).
+  const std::size_t written = opened.string().size() + fmt::format(".tmp.{}.99", ::getpid()).size();
   if (written >= kMaxPath) {
     throw_bad_input(flag + " " + path,
                     fmt::format("a path of {} bytes with its temporary's suffix, where the "

@@ -156,6 +156,19 @@ TEST_CASE("write_file_atomically keeps the file's permissions and takes any name
     CHECK_THAT(error.message(), Catch::Contains("bytes with its temporary's suffix, where the "
                                                 "system takes fewer than 4096"));
   }
+  // A relative path is measured as it is opened, not in its absolute form (review: refused
+  // in a deep folder): 20 folders of 200 bytes, then a 200-byte name with its suffix.
+  std::filesystem::path nested = dir;
+  for (int i = 0; i < 20; ++i) nested /= std::string(200, 'c');
+  std::filesystem::create_directories(nested);
+  const std::filesystem::path before = std::filesystem::current_path();
+  std::filesystem::current_path(nested);
+  const std::string relative = std::string(200, 'n') + ".json";
+  CHECK(nested.string().size() + relative.size() > 4096);
+  CHECK_NOTHROW(require_distinct_files({{"--out", relative}}));
+  CHECK_NOTHROW(write_file_atomically(relative, "x\n"));
+  std::filesystem::current_path(before);
+  std::filesystem::remove_all(dir / std::string(200, 'c'));
   // Nothing but the outputs: no temporary left.
   CHECK(std::distance(std::filesystem::directory_iterator(dir),
                       std::filesystem::directory_iterator()) == 4);
