@@ -426,18 +426,29 @@ bool float8_of(const TorchtitanConfig& c, std::int64_t layers) {
                    "default [] converts the output projection too)");
     }
   }
+  // How this config's layout switches float8 off.
+  const std::string float8_off =
+      c.float8_in_training ? "switch float8 off in [training]" : "drop the float8 converter";
   if (float8 && !c.float8_scaling.empty()) {
+    const std::string prefix =
+        c.float8_scaling_where.find("[training]") != std::string::npos ? "float8_" : "";
     not_modelled(c.float8_scaling_where,
                  fmt::format("float8 linears with '{}' scaling", c.float8_scaling),
-                 "set scaling_type_input, scaling_type_weight and scaling_type_grad_output "
-                 "to \"dynamic\" (what --float8 models: tensorwise dynamic scaling), or drop "
-                 "the float8 converter");
+                 fmt::format("set {0}scaling_type_input, {0}scaling_type_weight and "
+                             "{0}scaling_type_grad_output to \"dynamic\" (what --float8 "
+                             "models: tensorwise dynamic scaling), or {1}",
+                             prefix, float8_off));
   }
   if (float8 && !c.float8_all_gather) {
+    const std::string key =
+        c.float8_all_gather_where.find("enable_fsdp_fp8_all_gather") != std::string::npos
+            ? "enable_fsdp_fp8_all_gather"
+            : "enable_fsdp_float8_all_gather";
     not_modelled(c.float8_all_gather_where,
-                 "float8 linears with bf16 all-gathers (enable_fsdp_float8_all_gather = false)",
-                 "set enable_fsdp_float8_all_gather = true (what --float8 models: float8 "
-                 "linears and float8 all-gathers), or drop the float8 converter");
+                 fmt::format("float8 linears with bf16 all-gathers ({} = false)", key),
+                 fmt::format("set {} = true (what --float8 models: float8 linears and float8 "
+                             "all-gathers), or {}",
+                             key, float8_off));
   }
   return float8;
 }
@@ -501,18 +512,33 @@ std::int64_t stages_per_rank(const TorchtitanConfig& c, const ModelSpec& model,
 }
 
 // The keys fsdptune reads, per table (ConfigReader's lookups below, older layouts
-// included), for the near misses; but [optimizer] early_step_in_backward, read to be
-// refused, whose table's other keys (`name` among them) are none of fsdptune's.
+// included), for the near misses.
 const std::vector<std::pair<std::string, std::vector<std::string>>>& read_keys() {
   static const std::vector<std::pair<std::string, std::vector<std::string>>> kKeys = {
       {"model", {"name", "flavor", "converters"}},
       {"training",
-       {"local_batch_size", "batch_size", "global_batch_size", "seq_len", "mixed_precision_param",
-        "mixed_precision_reduce", "compile", "enable_cpu_offload", "data_parallel_replicate_degree",
-        "data_parallel_shard_degree", "data_parallel_degree", "tensor_parallel_degree",
-        "enable_float8_linear", "enable_fsdp_float8_all_gather", "float8_scaling_type_input",
-        "float8_scaling_type_weight", "float8_scaling_type_grad_output", "dtype",
+       {"local_batch_size",
+        "batch_size",
+        "global_batch_size",
+        "seq_len",
+        "mixed_precision_param",
+        "mixed_precision_reduce",
+        "compile",
+        "enable_cpu_offload",
+        "data_parallel_replicate_degree",
+        "data_parallel_shard_degree",
+        "data_parallel_degree",
+        "tensor_parallel_degree",
+        "enable_float8_linear",
+        "enable_fsdp_float8_all_gather",
+        "float8_scaling_type_input",
+        "float8_scaling_type_weight",
+        "float8_scaling_type_grad_output",
+        "fp8_linear",
+        "enable_fsdp_fp8_all_gather",
+        "dtype",
         "disable_loss_parallel"}},
+      {"optimizer", {"early_step_in_backward"}},
       {"compile", {"enable", "components", "backend"}},
       {"parallelism",
        {"data_parallel_replicate_degree", "data_parallel_shard_degree", "tensor_parallel_degree",
@@ -582,7 +608,9 @@ std::vector<std::pair<std::string, std::string>> near_miss_keys(const toml::valu
     if (at == nullptr || !at->is_table()) continue;
     for (const auto& [key, value] : at->as_table()) {
       if (key.size() < 4 || std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
-      if (const auto other = read_elsewhere(table, key)) {
+      // [optimizer]'s keys are its own (its `name` is no [model] name): typos only.
+      const auto other = table == "optimizer" ? std::nullopt : read_elsewhere(table, key);
+      if (other) {
         found.emplace_back(fmt::format("[{}] {}", table, key), fmt::format("[{}] {}", *other, key));
         continue;
       }
@@ -780,7 +808,8 @@ void read_config_keys(const toml::value& root, const std::string& source, Torcht
   // "did you mean [float8]", ignored, the job simulated in bf16).
   r.boolean({{"float8", "enable_fsdp_float8_all_gather"},
              {"quantize.linear.float8", "enable_fsdp_float8_all_gather"},
-             {"training", "enable_fsdp_float8_all_gather"}},
+             {"training", "enable_fsdp_float8_all_gather"},
+             {"training", "enable_fsdp_fp8_all_gather"}},
             c.float8_all_gather, c.float8_all_gather_where);
   r.boolean({{"float8", "emulate"}, {"quantize.linear.float8", "emulate"}}, c.float8_emulate,
             c.float8_emulate_where);
@@ -815,12 +844,24 @@ void read_config_keys(const toml::value& root, const std::string& source, Torcht
   }
   bool float8_linear = false;
   std::string float8_linear_where;
-  r.boolean({{"float8", "enable_float8_linear"}, {"training", "enable_float8_linear"}},
+  // (June 2024's torchtitan named them fp8_linear and enable_fsdp_fp8_all_gather; review.)
+  r.boolean({{"float8", "enable_float8_linear"},
+             {"training", "enable_float8_linear"},
+             {"training", "fp8_linear"}},
             float8_linear, float8_linear_where);
   if (float8_linear &&
       std::none_of(c.converters.begin(), c.converters.end(), is_float8_converter)) {
     if (c.converters.empty()) c.converters_where = float8_linear_where;
     c.converters.emplace_back("float8");
+    // The all-gather left at its default is named in the same layout (review: the error
+    // named [float8] of a config without one).
+    c.float8_in_training = float8_linear_where.find("[training]") != std::string::npos;
+    if (c.float8_in_training && defaulted(c.float8_all_gather_where)) {
+      c.float8_all_gather_where = r.where("training", float8_linear_where.ends_with("fp8_linear")
+                                                          ? "enable_fsdp_fp8_all_gather"
+                                                          : "enable_fsdp_float8_all_gather") +
+                                  kDefaulted;
+    }
   }
 }
 

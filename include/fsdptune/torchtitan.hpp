@@ -134,6 +134,9 @@ struct TorchtitanConfig {
   // models).
   std::string float8_scaling;
   std::string float8_scaling_where;
+  // Float8 switched on in [training], as mid-2024 torchtitan read it (enable_float8_linear,
+  // or fp8_linear before that): the hints name that layout's keys.
+  bool float8_in_training = false;
   // filter_fqns: the linears left in bf16 are those whose name holds one of these; absent
   // (nullopt), the output projection alone (older torchtitan's fixed filter, fsdptune's
   // model).

@@ -781,6 +781,15 @@ TEST_CASE("torchtitan: older layouts, types and TOML syntax", "[torchtitan]") {
   const Error training_delayed = error_of(
       [&] { job_8b(kOpAc + training_float8 + "float8_scaling_type_input = 'delayed'\n"); });
   CHECK_THAT(training_delayed.where(), Catch::Contains("[training] float8_scaling_type_input"));
+  CHECK_THAT(training_delayed.hint(), Catch::Contains("set float8_scaling_type_input, ") &&
+                                          Catch::Contains("or switch float8 off in [training]"));
+  // June 2024's names (review); without the all-gather, that layout's key is named.
+  CHECK(
+      job_8b(kOpAc + "[training]\nfp8_linear = true\nenable_fsdp_fp8_all_gather = true\n").float8);
+  const Error no_gather = error_of([&] { job_8b(kOpAc + "[training]\nfp8_linear = true\n"); });
+  CHECK(no_gather.where() ==
+        "train.toml: [training] enable_fsdp_fp8_all_gather (torchtitan's default)");
+  CHECK_THAT(no_gather.hint(), Catch::Contains("set enable_fsdp_fp8_all_gather = true"));
   CHECK_THAT(error_of([&] {
                job_8b(kOpAc + training_float8 + "[float8]\nenable_float8_linear = true\n");
              }).message(),
@@ -829,6 +838,9 @@ TEST_CASE("torchtitan: older layouts, types and TOML syntax", "[torchtitan]") {
   refused_job("[optimizer]\nname = 'AdamW'\nearly_step_in_backward = true\n",
               "[optimizer] early_step_in_backward", "the optimizer step in backward");
   CHECK(torchtitan_notes(parse("[optimizer]\nname = 'AdamW'\n")).empty());
+  // Its typo is noted as any read key's (review: ignored without a word).
+  CHECK_THAT(torchtitan_notes(parse("[optimizer]\nearly_step_in_backwards = true\n")).at(0),
+             Catch::Contains("(did you mean early_step_in_backward?"));
   rejected("parallelism = 3\n", "[parallelism]", "expected a table");
   rejected("[model]\nconverters = [1]\n", "[model] converters", "expected strings");
   rejected("[parallelism]\nfsdp_reshard_after_forward = 'sometimes'\n",
