@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "fsdptune/error.hpp"
+#include "fsdptune/hardware.hpp"
 #include "fsdptune/io.hpp"
 #include "fsdptune/workload.hpp"
 
@@ -627,4 +628,24 @@ TEST_CASE("context-parallel ops round-trip through JSON and bad fields are named
   sdpa["attention"]["context_parallel"] = 2;
   sdpa["attention"]["causal"] = false;  // the load balancing is of a causal mask
   rejected(sdpa, "attention.context_parallel");
+}
+
+TEST_CASE("step_throughput shares a rank's tokens over its tp x pp GPUs, MFU of the dtype's peak",
+          "[workload]") {
+  // Found by mutation testing: dividing by tp alone failed only a stored fixture's check.
+  JobSpec job;
+  job.tp = 2;
+  job.pp = 4;
+  HardwareSpec hardware;
+  hardware.peak_bf16_flops_per_s = 1e15;
+  hardware.peak_fp8_flops_per_s = 2e15;
+  StepThroughput throughput = step_throughput(job, 8192, 2.5e14, hardware, 0.5);
+  CHECK(throughput.tokens_per_s_per_gpu == Approx(8192.0 / 8 / 0.5));
+  CHECK(throughput.mfu == Approx(2.5e14 / (0.5 * 1e15)));
+  job.float8 = true;
+  CHECK(step_throughput(job, 8192, 2.5e14, hardware, 0.5).mfu == Approx(2.5e14 / (0.5 * 2e15)));
+  // A step of no time has no rates.
+  throughput = step_throughput(job, 8192, 2.5e14, hardware, 0);
+  CHECK(throughput.tokens_per_s_per_gpu == 0);
+  CHECK(throughput.mfu == 0);
 }
