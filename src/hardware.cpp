@@ -11,6 +11,7 @@
 #include "fsdptune/error.hpp"
 #include "fsdptune/io.hpp"
 #include "fsdptune/job.hpp"
+#include "fsdptune/units.hpp"
 
 namespace fsdptune {
 namespace {
@@ -147,6 +148,11 @@ HardwareSpec hardware_from_json(const nlohmann::json& json, const std::string& s
     if (!json.contains(key) || !json[key].is_string() || json[key].get<std::string>().empty()) {
       throw_bad_input(field_where(source, key), "missing or not a non-empty string");
     }
+    // One line of text, as a model's name (found by QA: a newline split tune's heading).
+    if (has_control_character(json[key].get<std::string>())) {
+      throw_bad_input(field_where(source, key), "holds a control character (newline, tab, NUL...)",
+                      "a spec's id and name are one line of text");
+    }
   }
   spec.id = json["id"].get<std::string>();
   spec.name = json["name"].get<std::string>();
@@ -244,6 +250,26 @@ bool same_figures(const HardwareSpec& a, const HardwareSpec& b) {
   HardwareSpec renamed = b;
   renamed.name = a.name;
   return a == renamed;
+}
+
+std::string figure_differences(const HardwareSpec& theirs_spec, const HardwareSpec& ours_spec) {
+  const nlohmann::json theirs = hardware_to_json(theirs_spec);
+  const nlohmann::json ours = hardware_to_json(ours_spec);
+  std::string differences;
+  // Over the fields of either (a field left out at its default is in one only), by name.
+  nlohmann::json both = ours;
+  both.update(theirs);
+  for (const auto& item : both.items()) {
+    const std::string& key = item.key();
+    if (key == "name") continue;
+    const auto figure = [&key](const nlohmann::json& spec) {
+      return spec.contains(key) ? spec.at(key).dump() : std::string("absent");
+    };
+    if (figure(theirs) == figure(ours)) continue;
+    differences += fmt::format("{}{} {} (here: {})", differences.empty() ? "" : ", ", key,
+                               figure(theirs), figure(ours));
+  }
+  return differences.empty() ? "(no field differs)" : differences;
 }
 
 }  // namespace fsdptune

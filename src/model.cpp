@@ -297,8 +297,7 @@ void validate_model_fields(const ModelSpec& model, const std::string& source,
                            const ShapeFieldNames& names) {
   if (model.name.empty()) throw_bad_input(field_where(source, names.name), "must not be empty");
   // One line of text: a newline or NUL in it split or cut every report's heading.
-  if (std::any_of(model.name.begin(), model.name.end(),
-                  [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7F; })) {
+  if (has_control_character(model.name)) {
     throw_bad_input(field_where(source, names.name),
                     "holds a control character (newline, tab, NUL...)",
                     "a model's name is one line of text");

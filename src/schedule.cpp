@@ -1830,27 +1830,11 @@ void check_schedule_hardware(const ScheduleFile& schedule, const HardwareSpec& h
                     "program), or tune again for {}",
                     id, hardware.id));
   }
-  const json theirs = hardware_to_json(schedule.hardware);
-  const json ours = hardware_to_json(hardware);
-  std::string differences;
-  // Over the fields of either (a field left out at its default is in one only), by name.
-  json both = ours;
-  both.update(theirs);
-  for (const auto& item : both.items()) {
-    const std::string& key = item.key();
-    if (key == "name") continue;
-    const auto figure = [&key](const json& spec) {
-      return spec.contains(key) ? spec.at(key).dump() : std::string("absent");
-    };
-    if (figure(theirs) == figure(ours)) continue;
-    differences += fmt::format("{}{} {} (here: {})", differences.empty() ? "" : ", ", key,
-                               figure(theirs), figure(ours));
-  }
   throw_bad_input(
       fmt::format("{}: hardware", source),
       fmt::format("the schedule was made for hardware \"{}\" with other figures than this "
                   "\"{}\": {}",
-                  id, hardware.id, differences.empty() ? "(no field differs)" : differences),
+                  id, hardware.id, figure_differences(schedule.hardware, hardware)),
       "its costs are frozen in the schedule's program: replay it on its own hardware "
       "(simulate --plan FILE without job flags, or --hardware with a spec file of the "
       "schedule's \"hardware\" object), or tune again");

@@ -265,4 +265,9 @@ std::string valid_utf8(const std::string& text) {
   return out;
 }
 
+bool has_control_character(const std::string& text) {
+  return std::any_of(text.begin(), text.end(),
+                     [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7F; });
+}
+
 }  // namespace fsdptune

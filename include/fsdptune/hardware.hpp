@@ -55,6 +55,11 @@ struct HardwareSpec {
 // spec and a --hardware file; found by QA: a copy renamed was refused as another spec).
 bool same_figures(const HardwareSpec& a, const HardwareSpec& b);
 
+// The fields in which `theirs` and `ours` differ, by name ("peak_bf16_flops_per_s 2.25e+15
+// (here: 2e+15), ..."; a field left out at its default in one only is "absent"), name
+// excepted; "(no field differs)" when none.
+std::string figure_differences(const HardwareSpec& theirs, const HardwareSpec& ours);
+
 // Reads a hardware spec ("format": "fsdptune-hardware", "version": 1). Fields with a
 // default above may be omitted; unknown fields, missing required ones, negative or
 // non-numeric values throw Error(kBadInput) naming `source` and the field.

@@ -1,5 +1,8 @@
 #include "cost_options.hpp"
 
+#include <set>
+#include <string>
+
 #include <fmt/format.h>
 
 #include "commands.hpp"
@@ -30,7 +33,23 @@ Profile read_profile_option(const std::string& path) {
 }
 
 HardwareSpec resolve_hardware_option(const std::string& id_or_path) {
-  return read_flag_file("--hardware", id_or_path, [&] { return resolve_hardware(id_or_path); });
+  HardwareSpec spec =
+      read_flag_file("--hardware", id_or_path, [&] { return resolve_hardware(id_or_path); });
+  // A spec file under a built-in's id with other figures is read (a what-if copy), but
+  // every output names it as the built-in: said, once per file (found by QA: two reports
+  // both headed "h100-sxm", one of a B200's figures).
+  if (!is_builtin_hardware(id_or_path) && is_builtin_hardware(spec.id)) {
+    const HardwareSpec builtin = builtin_hardware(spec.id);
+    static std::set<std::string> noted;
+    if (!same_figures(builtin, spec) && noted.insert(id_or_path).second) {
+      fmt::print(stderr,
+                 "note: --hardware {}: its id \"{}\" is a built-in's, with other figures "
+                 "({}): outputs name it \"{}\" as they name the built-in; give the file its "
+                 "own id\n",
+                 id_or_path, spec.id, figure_differences(builtin, spec), spec.id);
+    }
+  }
+  return spec;
 }
 
 ResolvedCostModel resolve_cost_model(const CostOptions& options,

@@ -188,8 +188,8 @@ void resolve_schedule_costs(const CostOptions& flags, const ScheduleFile& schedu
       throw_bad_input(
           "--hardware",
           given.id == hardware.id
-              ? fmt::format("{} is another spec of \"{}\" than the one {} was made with",
-                            flags.hardware, hardware.id, path)
+              ? fmt::format("{} is another spec of \"{}\" than the one {} was made with: {}",
+                            flags.hardware, hardware.id, path, figure_differences(hardware, given))
               : fmt::format("{} (\"{}\") but {} was made for hardware \"{}\"", flags.hardware,
                             given.id, path, hardware.id),
           "drop --hardware: without --model the schedule's own hardware spec is used (its "

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_support.hpp"
+#include "fsdptune/hardware.hpp"
 #include "fsdptune/io.hpp"
 #include "fsdptune/profile.hpp"
 
@@ -354,6 +355,34 @@ TEST_CASE("simulate --plan schedule.json without --model: which costs",
   fsdptune::write_file_atomically(other, fsdptune::dump_json(fsdptune::profile_to_json(a100)));
   check_rejected("simulate --profile " + other + " --plan " + out,
                  {"--profile " + other, "a100-80g", "h100-sxm"});
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a spec file under a built-in's id: noted, and a replay names the figures it changes",
+          "[cli][simulate][schedule]") {
+  const std::string dir = make_temp_dir("fsdptune-sim-schedule-spec");
+  const std::string out = tuned(kTinyTune + " --hardware h100-sxm", dir + "/schedule.json");
+  nlohmann::json spec = fsdptune::hardware_to_json(fsdptune::builtin_hardware("h100-sxm"));
+  // A copy of the built-in: read as it, without a word.
+  const std::string copy = dir + "/copy.json";
+  fsdptune::write_file_atomically(copy, fsdptune::dump_json(spec));
+  CommandResult result = run_fsdptune("simulate --plan " + out + " --hardware " + copy);
+  CHECK(result.exit_code == 0);
+  CHECK_THAT(result.err, !Catch::Contains("note: --hardware"));
+  // Other figures under its id (found by QA: outputs named a B200's figures "h100-sxm"
+  // without a word, and the replay's refusal named no field).
+  spec["peak_bf16_flops_per_s"] = 2e15;
+  const std::string faster = dir + "/faster.json";
+  fsdptune::write_file_atomically(faster, fsdptune::dump_json(spec));
+  result = run_fsdptune("simulate --plan " + out + " --hardware " + faster);
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.err,
+             Catch::Contains("note: --hardware " + faster +
+                             ": its id \"h100-sxm\" is a built-in's, with other figures "
+                             "(peak_bf16_flops_per_s 989000000000000.0 (here: 2e+15))") &&
+                 Catch::Contains("is another spec of \"h100-sxm\" than the one " + out +
+                                 " was made with: peak_bf16_flops_per_s 989000000000000.0 "
+                                 "(here: 2e+15)"));
   std::filesystem::remove_all(dir);
 }
 

@@ -127,6 +127,24 @@ TEST_CASE("bad hardware specs name the field", "[hardware]") {
   json = good;
   json["memory_reserve_bytes"] = json["hbm_bytes"];
   require_bad_input_naming(json, "memory_reserve_bytes");
+
+  // One line of text (found by QA: a newline in the id split tune's heading).
+  for (const char* key : {"id", "name"}) {
+    json = good;
+    json[key] = "b200\nx";
+    require_bad_input_naming(json, key);
+  }
+}
+
+TEST_CASE("figure_differences names each field that differs, the name aside", "[hardware]") {
+  const HardwareSpec h100 = builtin_hardware("h100-sxm");
+  HardwareSpec faster = h100;
+  faster.name = "another name";
+  CHECK(figure_differences(h100, faster) == "(no field differs)");
+  faster.peak_bf16_flops_per_s = 2e15;
+  faster.sm_count = 148;
+  CHECK(figure_differences(h100, faster) ==
+        "peak_bf16_flops_per_s 989000000000000.0 (here: 2e+15), sm_count 132 (here: 148)");
 }
 
 // Fuzzing found: a whole-number float too large for int64 (hbm_bytes 4.3e44) was cast to
