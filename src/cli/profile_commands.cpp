@@ -44,9 +44,12 @@ void note_hardware_override(const Profile& profile) {
   const auto gpu = profile.provenance.environment.find("gpu");
   if (gpu == profile.provenance.environment.end()) return;
   const std::string from_device = hardware_id_from_device_name(gpu->second);
-  if (!from_device.empty() && from_device != profile.hardware) {
+  if (from_device != profile.hardware) {
+    // A device of no built-in's too (found by QA: an A100 40GB and an MI300X taken as
+    // a100-80g and h100-sxm without a word).
     fmt::print(stderr, "note: --hardware: recorded as {}, the input names '{}' ({})\n",
-               profile.hardware, gpu->second, from_device);
+               profile.hardware, gpu->second,
+               from_device.empty() ? "no built-in hardware" : from_device);
   }
 }
 

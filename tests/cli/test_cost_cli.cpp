@@ -258,6 +258,20 @@ TEST_CASE("profile import-nccl-tests writes a deterministic profile", "[cli][cos
   // ... and the logs' own device named where it is other hardware (found by QA).
   CHECK_THAT(device.err, Catch::Contains("note: --hardware: recorded as b300, the input names "
                                          "'NVIDIA H100 80GB HBM3' (h100-sxm)"));
+  // ...and where it is no built-in (found by QA: an A100 40GB log recorded as a100-80g
+  // without a word).
+  std::string a100_40g = read_text_file(kLogs + "all_gather_perf_h100x8.log");
+  for (std::size_t at = a100_40g.find("NVIDIA H100 80GB HBM3"); at != std::string::npos;
+       at = a100_40g.find("NVIDIA H100 80GB HBM3")) {
+    a100_40g.replace(at, std::string("NVIDIA H100 80GB HBM3").size(), "NVIDIA A100-SXM4-40GB");
+  }
+  write_file_atomically(dir + "/all_gather_perf_a100.log", a100_40g);
+  const auto unknown =
+      run_command(binary + " profile import-nccl-tests " + dir +
+                  "/all_gather_perf_a100.log --hardware a100-80g --out " + dir + "/d.json");
+  CHECK(unknown.exit_code == 0);
+  CHECK_THAT(unknown.err, Catch::Contains("note: --hardware: recorded as a100-80g, the input "
+                                          "names 'NVIDIA A100-SXM4-40GB' (no built-in hardware)"));
 }
 
 TEST_CASE("cost and profile commands reject bad input with exit 2", "[cli][cost]") {

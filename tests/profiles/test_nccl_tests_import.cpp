@@ -301,6 +301,39 @@ TEST_CASE("nccl-tests: NCCL's log lines skipped, every row and run read or refus
   require_rejected({good.name, after}, "all_gather_perf_h100x8.log:", "after the run's end");
 }
 
+TEST_CASE("nccl-tests: logs as rccl-tests, older nccl-tests and mpirun --tag-output print them",
+          "[nccl-tests]") {
+  // Found by QA with real logs: each was refused, or imported wrong.
+  const TextSource good = fixture("all_gather_perf_h100x8.log");
+  const NcclTestsLog plain = parse_nccl_tests_log(good);
+  // Rank lines without "Group G" (rccl-tests, older nccl-tests).
+  std::string no_group = good.text;
+  for (std::size_t at = no_group.find(" Group  0"); at != std::string::npos;
+       at = no_group.find(" Group  0")) {
+    no_group.erase(at, std::string(" Group  0").size());
+  }
+  CHECK(parse_nccl_tests_log({good.name, no_group}) == plain);
+  // Every line behind mpirun's "[JOB,RANK]<stdout>:".
+  std::istringstream lines(good.text);
+  std::string tagged, line;
+  while (std::getline(lines, line)) tagged += "[1,0]<stdout>:" + line + "\n";
+  CHECK(parse_nccl_tests_log({good.name, tagged}) == plain);
+  // Rows of 0 bytes (sizes below one element per rank) move no data: skipped.
+  const std::string row = "     1048576 ";
+  const std::string zero =
+      "           0             0     float    none      -1     6.36    0.00    0.00      0"
+      "     6.10    0.00    0.00      0\n";
+  CHECK(parse_nccl_tests_log({good.name, replace_once(good.text, row, zero + row)}) == plain);
+  // Rank lines cut: numbers past the count prove it (a 2-rank sweep was imported).
+  std::string cut = good.text;
+  for (const char* rank : {"#  Rank  0 ", "#  Rank  1 "}) {
+    const std::size_t at = cut.find(rank);
+    cut.erase(at, cut.find('\n', at) + 1 - at);
+  }
+  require_rejected({good.name, cut}, good.name,
+                   "its '#  Rank' lines list 6 ranks but number them 2 to 7");
+}
+
 TEST_CASE("several logs merge into one profile", "[nccl-tests]") {
   const std::vector<TextSource> logs = {
       fixture("all_gather_perf_h100x8.log"), fixture("reduce_scatter_perf_h100x8.log"),
