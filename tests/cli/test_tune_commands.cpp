@@ -1230,7 +1230,10 @@ TEST_CASE("a does-not-fit hint offers fewer HSDP replicas that fit on the same G
           "[cli][simulate]") {
   for (const std::string& job :
        {std::string("--model llama3-8b --gpus 8 --dp-replicate 8 --ac full"),
-        std::string("--model llama3-8b --gpus 16 --dp-replicate 4")}) {
+        std::string("--model llama3-8b --gpus 16 --dp-replicate 4"),
+        // Down to one replica (found by mutation testing: never offered, untested).
+        std::string(
+            "--model llama3-8b --gpus 8 --dp-replicate 2 --ac full --memory-limit 40GiB")}) {
     const auto over = run_fsdptune("simulate --hardware h100-sxm --require-fit " + job);
     REQUIRE(over.exit_code == 3);
     const std::string marker = "with fewer replicas (--dp-replicate ";

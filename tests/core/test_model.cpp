@@ -172,6 +172,10 @@ TEST_CASE("HF config without head_dim and kv heads takes the defaults", "[model]
   notes = hf_config_notes(gemma);
   REQUIRE(notes.size() == 2);  // and the model_type's
   CHECK_THAT(notes[1], Catch::Contains("no tie_word_embeddings: read as true"));
+  // null is left out too (found by mutation testing: untested, a null read as untied).
+  gemma["tie_word_embeddings"] = nullptr;
+  CHECK(model_from_json(gemma, "cfg.json").tie_embeddings);
+  CHECK(hf_config_notes(gemma).size() == 2);
   gemma["tie_word_embeddings"] = false;
   CHECK_FALSE(model_from_json(gemma, "cfg.json").tie_embeddings);
   CHECK(hf_config_notes(gemma).size() == 1);
