@@ -52,6 +52,12 @@ TempDirRegistry& temp_dirs() {
 
 }  // namespace
 
+std::size_t occurrences(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 std::string make_temp_dir(const std::string& prefix) {
   static std::atomic<int> counter{0};
   const auto dir = std::filesystem::temp_directory_path() /

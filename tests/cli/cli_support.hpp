@@ -1,6 +1,7 @@
 // Runs the fsdptune executable built with the tests and captures what it did.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -21,6 +22,10 @@ CommandResult run_command(const std::string& command_line);
 // The prefix that starts `ranks` processes under MPI (as root, oversubscribed), e.g.
 // mpirun(2) + FSDPTUNE_BINARY + " validate ...".
 std::string mpirun(int ranks);
+
+// How many times `what` occurs in `text` (overlaps counted): an error said once by every
+// rank of a launch, or once in all.
+std::size_t occurrences(const std::string& text, const std::string& what);
 
 // A fresh empty directory under the system temp dir, unique per call; removed with its
 // contents when the test program exits (unless FSDPTUNE_KEEP_TEST_FILES is set).

@@ -40,25 +40,19 @@ std::size_t tiny_distinct_ops() {
 TEST_CASE("profile under mpirun says an error every rank finds once", "[cli][profile]") {
   // Found by QA: each rank said it (validate said it once).
   const std::string dir = make_temp_dir("fsdptune-profile-once");
-  const auto count = [](const std::string& text, const std::string& what) {
-    std::size_t n = 0;
-    for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1))
-      ++n;
-    return n;
-  };
   const std::string command = mpirun(2) + FSDPTUNE_BINARY + " profile --backend cpu " + kTinyJob +
                               " --reps 2 --warmup 1 --sizes 1KiB:16KiB --out " + dir + "/p.json";
   // Its files: the same path for both outputs.
   CommandResult run = run_command(command + " --hardware-out " + dir + "/./p.json");
   CHECK(run.exit_code != 0);
-  CHECK(count(run.err, "is the file of --out too") == 1);
+  CHECK(occurrences(run.err, "is the file of --out too") == 1);
   // A flag's value (read by the job's checks) and a mistyped flag.
   run = run_command(command + " --seq 0");
   CHECK(run.exit_code != 0);
-  CHECK(count(run.err, "--seq") == 1);
+  CHECK(occurrences(run.err, "--seq") == 1);
   run = run_command(command + " --rpes 2");
   CHECK(run.exit_code != 0);
-  CHECK(count(run.err, "profile has no option --rpes") == 1);
+  CHECK(occurrences(run.err, "profile has no option --rpes") == 1);
   CHECK_FALSE(std::filesystem::exists(dir + "/p.json"));
 }
 

@@ -430,26 +430,20 @@ TEST_CASE("validate and compare reject bad flags and files", "[cli][validate]") 
   CHECK_THAT(run.err, Catch::Contains("--attention: unknown attention 'flash'"));
   // Under mpirun each rank finds the same error of its command line: said once, by the
   // first rank (found by QA: once per rank), for a flag's value and a mistyped flag alike.
-  const auto count = [](const std::string& text, const std::string& what) {
-    std::size_t n = 0;
-    for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1))
-      ++n;
-    return n;
-  };
   run = run_command(mpirun(3) + binary() + " validate " + tiny_schedule() + " --iters 0 --out " +
                     dir + "/m.json");
   CHECK(run.exit_code != 0);
-  CHECK(count(run.err, "--iters: must be 1 to") == 1);
+  CHECK(occurrences(run.err, "--iters: must be 1 to") == 1);
   run = run_command(mpirun(3) + binary() + " validate " + tiny_schedule() + " --itres 3 --out " +
                     dir + "/m.json");
   CHECK(run.exit_code != 0);
-  CHECK(count(run.err, "validate has no option --itres") == 1);
+  CHECK(occurrences(run.err, "validate has no option --itres") == 1);
   CHECK_FALSE(std::filesystem::exists(dir + "/m.json"));
   // So is an --out each rank finds unwritable (found by QA: once per rank).
   run = run_command(mpirun(3) + binary() + " validate " + tiny_schedule() + " --out " +
                     tiny_schedule());
   CHECK(run.exit_code != 0);
-  CHECK(count(run.err, "would overwrite that input") == 1);
+  CHECK(occurrences(run.err, "would overwrite that input") == 1);
   // A later rank's own error, which the first rank does not share (an MPMD launch), is said
   // too: after its grace, by that rank (found by QA: said by no rank).
   run = run_command(mpirun(2) + binary() + " validate " + tiny_schedule() +
@@ -457,7 +451,7 @@ TEST_CASE("validate and compare reject bad flags and files", "[cli][validate]") 
                     binary() + " validate " + tiny_schedule() +
                     " --backend cpu --iters 1 --warmup 0 --out " + dir + "/m.json --chek-data");
   CHECK(run.exit_code != 0);
-  CHECK(count(run.err, "validate has no option --chek-data") == 1);
+  CHECK(occurrences(run.err, "validate has no option --chek-data") == 1);
   CHECK_THAT(run.err, Catch::Contains("fsdptune: error: rank 2: validate has no option"));
   CHECK_FALSE(std::filesystem::exists(dir + "/m.json"));
   // Which process is a later rank: the launcher's own variable first, Slurm's task id only
@@ -477,7 +471,7 @@ TEST_CASE("validate and compare reject bad flags and files", "[cli][validate]") 
         environment + " ";
     run = run_command(unset + bad_iters);
     CHECK(run.exit_code == 2);
-    CHECK(count(run.err, "--iters: must be 1 to") == 1);
+    CHECK(occurrences(run.err, "--iters: must be 1 to") == 1);
     // A later rank names itself (after its grace, kLaterRankGraceSeconds).
     CHECK((run.err.find("error: rank ") != std::string::npos) == later);
   }
