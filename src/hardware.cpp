@@ -256,14 +256,21 @@ std::string figure_differences(const HardwareSpec& theirs_spec, const HardwareSp
   const nlohmann::json theirs = hardware_to_json(theirs_spec);
   const nlohmann::json ours = hardware_to_json(ours_spec);
   std::string differences;
-  // Over the fields of either (a field left out at its default is in one only), by name.
+  // Over the fields of either, by name: hardware_to_json leaves out only an
+  // attention_backward_efficiency of 0 ("same as attention_efficiency"), said as 0 (review:
+  // "absent" of a field the file gave); numbers as JSON writes them, a whole number's ".0"
+  // dropped.
   nlohmann::json both = ours;
   both.update(theirs);
   for (const auto& item : both.items()) {
     const std::string& key = item.key();
     if (key == "name") continue;
     const auto figure = [&key](const nlohmann::json& spec) {
-      return spec.contains(key) ? spec.at(key).dump() : std::string("absent");
+      if (!spec.contains(key)) return std::string("0");
+      const nlohmann::json& value = spec.at(key);
+      std::string text = value.is_string() ? value.get<std::string>() : value.dump();
+      if (value.is_number_float() && text.ends_with(".0")) text.resize(text.size() - 2);
+      return text;
     };
     if (figure(theirs) == figure(ours)) continue;
     differences += fmt::format("{}{} {} (here: {})", differences.empty() ? "" : ", ", key,

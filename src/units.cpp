@@ -266,8 +266,18 @@ std::string valid_utf8(const std::string& text) {
 }
 
 bool has_control_character(const std::string& text) {
-  return std::any_of(text.begin(), text.end(),
-                     [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7F; });
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    if (byte < 0x20 || byte == 0x7F) return true;
+    // U+0080..U+009F (C1 controls, NEL among them: C2 80..9F) and the line and paragraph
+    // separators U+2028, U+2029 (E2 80 A8, A9): line breaks too (review).
+    const auto next = [&](std::size_t k) {
+      return i + k < text.size() ? static_cast<unsigned char>(text[i + k]) : 0;
+    };
+    if (byte == 0xC2 && next(1) >= 0x80 && next(1) <= 0x9F) return true;
+    if (byte == 0xE2 && next(1) == 0x80 && (next(2) == 0xA8 || next(2) == 0xA9)) return true;
+  }
+  return false;
 }
 
 }  // namespace fsdptune

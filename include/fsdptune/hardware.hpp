@@ -55,9 +55,8 @@ struct HardwareSpec {
 // spec and a --hardware file; found by QA: a copy renamed was refused as another spec).
 bool same_figures(const HardwareSpec& a, const HardwareSpec& b);
 
-// The fields in which `theirs` and `ours` differ, by name ("peak_bf16_flops_per_s 2.25e+15
-// (here: 2e+15), ..."; a field left out at its default in one only is "absent"), name
-// excepted; "(no field differs)" when none.
+// The fields in which `theirs` and `ours` differ, by name ("peak_bf16_flops_per_s
+// 989000000000000 (here: 2e+15), ..."), name excepted; "(no field differs)" when none.
 std::string figure_differences(const HardwareSpec& theirs, const HardwareSpec& ours);
 
 // Reads a hardware spec ("format": "fsdptune-hardware", "version": 1). Fields with a

@@ -69,8 +69,9 @@ std::size_t utf8_sequence_length(const std::string& text, std::size_t at);
 // and U+FFFE / U+FFFF, replaced by U+FFFD; everything else unchanged.
 std::string valid_utf8(const std::string& text);
 
-// Whether `text` holds a control character (below 0x20, or DEL): a name that is no one line
-// of text (a newline or NUL split or cut the reports' headings).
+// Whether `text` holds a control character (below 0x20, DEL, UTF-8's C1 controls U+0080 to
+// U+009F) or a Unicode line or paragraph separator: a name that is no one line of text (a
+// newline or NUL split or cut the reports' headings).
 bool has_control_character(const std::string& text);
 
 // ceil(a / b) for a >= 0, b > 0, without a + b overflowing.

@@ -176,6 +176,13 @@ std::string without_tag(const std::string& line) {
   return line;
 }
 
+// "#", spaces, then the word "Rank": a line that must parse as a rank line.
+bool is_rank_word_line(const std::string& line) {
+  const std::size_t word = line.find_first_not_of(" \t", 1);
+  return line[0] == '#' && word != 1 && word != std::string::npos &&
+         line.compare(word, 5, "Rank ") == 0;
+}
+
 bool is_utf8(const std::string& text) {
   // nlohmann's serializer is what rejects it when the profile is written.
   try {
@@ -226,6 +233,12 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
     std::string redop;  // empty where the header has no redop column
   };
   std::vector<RowShape> rows;
+  int zero_rows = 0;  // rows of 0 bytes, skipped
+  struct Bandwidths {
+    int line = 0;
+    double algbw = 0;  // GB/s, as printed
+    double busbw = 0;
+  } widest;
 
   std::istringstream stream(log.text);
   std::string line;
@@ -273,6 +286,15 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
                                       device_rank, device),
                           "import logs of one kind of GPU into one profile");
         }
+      } else if (is_rank_word_line(trimmed)) {
+        // "#  Rank ..." that is no rank line: a rank left out of the count, which an
+        // all-reduce's columns cannot show (found by fuzzing: a damaged last line imported
+        // an 8-rank log as 7 ranks).
+        throw_bad_input(at_line(line_number),
+                        fmt::format("'{}' is no '#  Rank N Group G Pid P on HOST device D [BUS] "
+                                    "NAME' line",
+                                    trimmed.substr(0, 120)),
+                        "import the log as nccl-tests printed it");
       } else if (trimmed.find("size") != std::string::npos &&
                  trimmed.find("count") != std::string::npos &&
                  trimmed.find("time") != std::string::npos) {
@@ -342,7 +364,10 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
     const std::optional<std::int64_t> size = parse_integer(tokens[0]);
     // nccl-tests prints rows of 0 bytes for the sizes below one element of each rank (`-b`
     // small): they move no data and are skipped (found by QA: real logs were refused).
-    if (size && *size == 0) continue;
+    if (size && *size == 0) {
+      ++zero_rows;
+      continue;
+    }
     if (!size || *size <= 0) {
       throw_bad_input(at_line(line_number),
                       fmt::format("size '{}' is not a positive integer", tokens[0]));
@@ -401,6 +426,13 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
     }
     rows.push_back({line_number, *size, parse_integer(tokens[1]), tokens[2],
                     header_has_redop ? tokens[3] : std::string()});
+    // The out-of-place algbw and busbw of the row that moves the most: their ratio tells the
+    // ranks (checked below).
+    const std::optional<double> algbw = parse_number(tokens[n - 7]);
+    const std::optional<double> busbw = parse_number(tokens[n - 6]);
+    if (algbw && busbw && std::isfinite(*algbw) && std::isfinite(*busbw) && *algbw > widest.algbw) {
+      widest = {line_number, *algbw, *busbw};
+    }
   }
 
   if (!header_seen) {
@@ -413,18 +445,27 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
   // Ranks are numbered from 0: a rank number at or past the count proves lines missing
   // (found by QA: a 16-rank log keeping ranks 7 and 15 imported as a 2-rank sweep).
   if (*ranks.rbegin() != static_cast<std::int64_t>(ranks.size()) - 1 || *ranks.begin() != 0) {
+    // Numbered from 0 to count - 1 by nccl-tests: lines missing, or numbers edited (review:
+    // 1 to 8 said "missing").
     throw_bad_input(source,
-                    fmt::format("its '#  Rank' lines list {} but number them {} to {}: lines of "
-                                "the run's ranks are missing",
+                    fmt::format("its '#  Rank' lines list {} numbered {} to {}, where a run's "
+                                "are numbered 0 to {}: lines missing, or numbers edited",
                                 counted(static_cast<std::int64_t>(ranks.size()), "rank"),
-                                *ranks.begin(), *ranks.rbegin()),
+                                *ranks.begin(), *ranks.rbegin(), ranks.size() - 1),
                     "import the log as nccl-tests printed it, every rank's line included");
   }
   if (!footer_seen) {
     throw_bad_input(source, "truncated: no '# Avg bus bandwidth' line at the end",
                     "the run did not finish; re-run it or import a complete log");
   }
-  if (samples_by_bytes.empty()) throw_bad_input(source, "no data rows");
+  if (samples_by_bytes.empty()) {
+    throw_bad_input(source,
+                    zero_rows > 0 ? fmt::format("no data rows but {} of 0 bytes, which "
+                                                "move no data",
+                                                zero_rows)
+                                  : std::string("no data rows"),
+                    zero_rows > 0 ? "run nccl-tests with a larger -b" : "");
+  }
   // An older log's rows give deviations, not a count of wrong elements: whether the data
   // was right is its verdict line's to say (found by QA: without it, a large deviation
   // imported silently).
@@ -514,6 +555,24 @@ NcclTestsLog parse_nccl_tests_log(const TextSource& log) {
                     "name the file after it, e.g. all_gather_perf.log");
   }
   result.kind = *kind;
+  // nccl-tests' bus bandwidth is the algorithm bandwidth times 2 (n - 1) / n for an
+  // all-reduce, (n - 1) / n for the others: a ratio that is not the listed ranks' says rank
+  // lines are missing, which an all-reduce's count column cannot show (found by fuzzing: a
+  // log keeping 2 of its 8 rank lines imported as a 2-rank sweep). Checked on the row of
+  // the largest algbw (printed to 2 decimals), within 0.5%.
+  if (widest.algbw >= 1 && result.group.ranks > 1) {
+    const double n = static_cast<double>(result.group.ranks);
+    const double factor = (result.kind == CollectiveKind::kAllReduce ? 2.0 : 1.0) * (n - 1) / n;
+    const double ratio = widest.busbw / widest.algbw;
+    if (std::abs(ratio - factor) > 0.005 * factor) {
+      throw_bad_input(
+          at_line(widest.line),
+          fmt::format("busbw / algbw is {:.4f}, where {} over the {} its '#  Rank' "
+                      "lines list gives {:.4f}: rank lines are missing",
+                      ratio, to_string(result.kind), counted(result.group.ranks, "rank"), factor),
+          "import the log as nccl-tests printed it, every rank's line included");
+    }
+  }
   // The first row decided the collective; every other row must be one of it, in the same
   // type (a row edited or pasted from another run was pooled with the rest).
   for (const RowShape& row : rows) {

@@ -32,23 +32,29 @@ Profile read_profile_option(const std::string& path) {
   return read_flag_file("--profile", path, [&] { return read_profile_file(path); });
 }
 
-HardwareSpec resolve_hardware_option(const std::string& id_or_path) {
-  HardwareSpec spec =
-      read_flag_file("--hardware", id_or_path, [&] { return resolve_hardware(id_or_path); });
+namespace {
+
+void note_builtin_id_taken(const std::string& id_or_path, const HardwareSpec& spec) {
   // A spec file under a built-in's id with other figures is read (a what-if copy), but
   // every output names it as the built-in: said, once per file (found by QA: two reports
   // both headed "h100-sxm", one of a B200's figures).
-  if (!is_builtin_hardware(id_or_path) && is_builtin_hardware(spec.id)) {
-    const HardwareSpec builtin = builtin_hardware(spec.id);
-    static std::set<std::string> noted;
-    if (!same_figures(builtin, spec) && noted.insert(id_or_path).second) {
-      fmt::print(stderr,
-                 "note: --hardware {}: its id \"{}\" is a built-in's, with other figures "
-                 "({}): outputs name it \"{}\" as they name the built-in; give the file its "
-                 "own id\n",
-                 id_or_path, spec.id, figure_differences(builtin, spec), spec.id);
-    }
+  if (is_builtin_hardware(id_or_path) || !is_builtin_hardware(spec.id)) return;
+  const HardwareSpec builtin = builtin_hardware(spec.id);
+  static std::set<std::string> noted;
+  if (!same_figures(builtin, spec) && noted.insert(id_or_path).second) {
+    fmt::print(stderr,
+               "note: --hardware {}: its id \"{}\" is a built-in's, with other figures ({}): "
+               "outputs name it \"{}\" as they name the built-in; give the file its own id\n",
+               id_or_path, spec.id, figure_differences(builtin, spec), spec.id);
   }
+}
+
+}  // namespace
+
+HardwareSpec resolve_hardware_option(const std::string& id_or_path) {
+  HardwareSpec spec =
+      read_flag_file("--hardware", id_or_path, [&] { return resolve_hardware(id_or_path); });
+  note_builtin_id_taken(id_or_path, spec);
   return spec;
 }
 

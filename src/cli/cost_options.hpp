@@ -35,6 +35,7 @@ Profile read_profile_file(const std::string& path);
 // The same for the file given to --profile, and resolve_hardware of the value of
 // --hardware: an unreadable file names the flag too (read_flag_file).
 Profile read_profile_option(const std::string& path);
+// A spec file under a built-in's id with other figures is noted on stderr, once per file.
 HardwareSpec resolve_hardware_option(const std::string& id_or_path);
 
 struct ResolvedCostModel {

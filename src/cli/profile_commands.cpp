@@ -44,9 +44,12 @@ void note_hardware_override(const Profile& profile) {
   const auto gpu = profile.provenance.environment.find("gpu");
   if (gpu == profile.provenance.environment.end()) return;
   const std::string from_device = hardware_id_from_device_name(gpu->second);
-  if (from_device != profile.hardware) {
-    // A device of no built-in's too (found by QA: an A100 40GB and an MI300X taken as
-    // a100-80g and h100-sxm without a word).
+  // Another built-in's device, or a device of no built-in recorded as a built-in (found by
+  // QA: an A100 40GB and an MI300X taken as a100-80g and h100-sxm without a word; a B200
+  // recorded as "b200" is as asked).
+  const bool other_builtin = !from_device.empty() && from_device != profile.hardware;
+  const bool taken_for_builtin = from_device.empty() && is_builtin_hardware(profile.hardware);
+  if (other_builtin || taken_for_builtin) {
     fmt::print(stderr, "note: --hardware: recorded as {}, the input names '{}' ({})\n",
                profile.hardware, gpu->second,
                from_device.empty() ? "no built-in hardware" : from_device);
@@ -104,8 +107,17 @@ std::string provenance_date() {
 // word that is no built-in id is kept (a device with no spec yet), with a note that reading
 // the profile then takes --hardware with a spec file of that id.
 std::string profile_hardware_id(const std::string& id_or_path) {
+  // A word the spec reader would refuse as an id is no id a profile can record (review: a
+  // tab made a profile no spec file could name).
+  if (has_control_character(id_or_path)) {
+    throw_bad_input("--hardware", "holds a control character (newline, tab, NUL...)",
+                    "a hardware id is one line of text");
+  }
   const std::string id =
       read_flag_file("--hardware", id_or_path, [&] { return recorded_hardware_id(id_or_path); });
+  // A spec file under a built-in's id: noted as resolve_hardware_option notes it (review:
+  // its figures dropped without a word).
+  if (id != id_or_path) (void)resolve_hardware_option(id_or_path);
   if (id == id_or_path && !is_builtin_hardware(id)) {
     fmt::print(stderr,
                "note: --hardware {}: no built-in hardware ({}); the profile records '{}', and "

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_support.hpp"
+#include "fsdptune/hardware.hpp"
 #include "fsdptune/io.hpp"
 #include "fsdptune/profile.hpp"
 
@@ -272,6 +273,31 @@ TEST_CASE("profile import-nccl-tests writes a deterministic profile", "[cli][cos
   CHECK(unknown.exit_code == 0);
   CHECK_THAT(unknown.err, Catch::Contains("note: --hardware: recorded as a100-80g, the input "
                                           "names 'NVIDIA A100-SXM4-40GB' (no built-in hardware)"));
+  // Not where it is recorded as asked, under an id of its own (review: every B200 import
+  // said so).
+  const auto own_id =
+      run_command(binary + " profile import-nccl-tests " + dir +
+                  "/all_gather_perf_a100.log --hardware a100-40g --out " + dir + "/e.json");
+  CHECK(own_id.exit_code == 0);
+  CHECK_THAT(own_id.err, !Catch::Contains("recorded as"));
+  // A word no spec could take as its id is refused (review: a tab made a profile no spec
+  // file could name).
+  const auto tab = run_command(binary + " profile import-nccl-tests " + logs +
+                               " --hardware \"$(printf 'b2\\t00')\" --out " + dir + "/f.json");
+  CHECK(tab.exit_code == 2);
+  CHECK_THAT(tab.err, Catch::Contains("--hardware: holds a control character"));
+  // A spec file under a built-in's id with other figures: noted, as for every other command
+  // (review: its figures dropped without a word).
+  nlohmann::json faster = fsdptune::hardware_to_json(fsdptune::builtin_hardware("h100-sxm"));
+  faster["peak_bf16_flops_per_s"] = 2e15;
+  write_file_atomically(dir + "/faster.json", faster.dump());
+  const auto spec_file =
+      run_command(binary + " profile import-nccl-tests " + logs + " --hardware " + dir +
+                  "/faster.json --out " + dir + "/g.json");
+  CHECK(spec_file.exit_code == 0);
+  CHECK_THAT(spec_file.err, Catch::Contains("its id \"h100-sxm\" is a built-in's, with other "
+                                            "figures (peak_bf16_flops_per_s 989000000000000 "
+                                            "(here: 2e+15))"));
 }
 
 TEST_CASE("cost and profile commands reject bad input with exit 2", "[cli][cost]") {

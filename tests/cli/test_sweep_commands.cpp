@@ -818,7 +818,7 @@ TEST_CASE("simulate --plan with a schedule of the even split names the split fla
                                     "--pp-last-stage-less-layers 0");
   CHECK(changed.exit_code == 2);
   CHECK(changed.err.find("with other figures than this \"h100-sxm\": "
-                         "attention_backward_efficiency absent (here: 0.3), "
+                         "attention_backward_efficiency 0 (here: 0.3), "
                          "attention_efficiency 0.55 (here: 0.35)") != std::string::npos);
   const std::string spec = make_temp_dir("even-split") + "/h100-then.json";
   std::ofstream(spec) << fsdptune::read_json_file(old)["hardware"].dump();

@@ -130,10 +130,16 @@ TEST_CASE("bad hardware specs name the field", "[hardware]") {
 
   // One line of text (found by QA: a newline in the id split tune's heading).
   for (const char* key : {"id", "name"}) {
-    json = good;
-    json[key] = "b200\nx";
-    require_bad_input_naming(json, key);
+    // Unicode's line breaks too: NEL (U+0085), the line separator U+2028 (review).
+    for (const char* text : {"b200\nx", "b200\u0085x", "b200\u2028x", "b200\x7fx"}) {
+      json = good;
+      json[key] = text;
+      require_bad_input_naming(json, key);
+    }
   }
+  json = good;
+  json["name"] = "H100 \u00e9t\u00e9 \u2013 SXM";  // other non-ASCII text is taken
+  CHECK_NOTHROW(hardware_from_json(json, "spec.json"));
 }
 
 TEST_CASE("figure_differences names each field that differs, the name aside", "[hardware]") {
@@ -144,7 +150,7 @@ TEST_CASE("figure_differences names each field that differs, the name aside", "[
   faster.peak_bf16_flops_per_s = 2e15;
   faster.sm_count = 148;
   CHECK(figure_differences(h100, faster) ==
-        "peak_bf16_flops_per_s 989000000000000.0 (here: 2e+15), sm_count 132 (here: 148)");
+        "peak_bf16_flops_per_s 989000000000000 (here: 2e+15), sm_count 132 (here: 148)");
 }
 
 // Fuzzing found: a whole-number float too large for int64 (hbm_bytes 4.3e44) was cast to

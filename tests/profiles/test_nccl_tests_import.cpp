@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <cctype>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -330,8 +331,36 @@ TEST_CASE("nccl-tests: logs as rccl-tests, older nccl-tests and mpirun --tag-out
     const std::size_t at = cut.find(rank);
     cut.erase(at, cut.find('\n', at) + 1 - at);
   }
-  require_rejected({good.name, cut}, good.name,
-                   "its '#  Rank' lines list 6 ranks but number them 2 to 7");
+  require_rejected(
+      {good.name, cut}, good.name,
+      "its '#  Rank' lines list 6 ranks numbered 2 to 7, where a run's are numbered 0 to 5");
+  // A line that starts as a rank line but is none, and an all-reduce keeping its first rank
+  // lines only: refused (found by fuzzing; an all-reduce's count column cannot tell, its
+  // busbw / algbw of 2 (n - 1) / n does).
+  const TextSource all_reduce = fixture("all_reduce_perf_h100x8.log");
+  require_rejected({all_reduce.name, replace_once(all_reduce.text, "#  Rank  7", "#  Rank -7")},
+                   all_reduce.name + ":12", "is no '#  Rank N Group G Pid P on HOST device D");
+  std::string first_two = all_reduce.text;
+  for (const char* rank :
+       {"#  Rank  2 ", "#  Rank  3 ", "#  Rank  4 ", "#  Rank  5 ", "#  Rank  6 ", "#  Rank  7 "}) {
+    const std::size_t at = first_two.find(rank);
+    first_two.erase(at, first_two.find('\n', at) + 1 - at);
+  }
+  require_rejected({all_reduce.name, first_two}, all_reduce.name + ":",
+                   "busbw / algbw is 1.7500, where all_reduce over the 2 ranks its '#  Rank' "
+                   "lines list gives 1.0000");
+  // Only rows of 0 bytes: said so (review: "no data rows").
+  std::string zeros;
+  std::istringstream lines_of(good.text);
+  for (std::string kept; std::getline(lines_of, kept);) {
+    const std::size_t first = kept.find_first_not_of(' ');
+    if (first != std::string::npos && std::isdigit(static_cast<unsigned char>(kept[first]))) {
+      if (zeros.find(zero) == std::string::npos) zeros += zero;
+    } else {
+      zeros += kept + "\n";
+    }
+  }
+  require_rejected({good.name, zeros}, good.name, "no data rows but 1 of 0 bytes");
 }
 
 TEST_CASE("several logs merge into one profile", "[nccl-tests]") {
