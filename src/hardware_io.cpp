@@ -32,10 +32,8 @@ HardwareSpec resolve_hardware(const std::string& id_or_path) {
   return hardware_from_json(read_json_file(id_or_path), id_or_path);
 }
 
-std::string recorded_hardware_id(const std::string& id_or_path) {
-  return !is_builtin_hardware(id_or_path) && looks_like_path(id_or_path)
-             ? resolve_hardware(id_or_path).id
-             : id_or_path;
+bool names_hardware_file(const std::string& id_or_path) {
+  return !is_builtin_hardware(id_or_path) && looks_like_path(id_or_path);
 }
 
 }  // namespace fsdptune

@@ -95,9 +95,8 @@ std::optional<std::string> unknown_field(const nlohmann::json& object,
 ModelSpec resolve_model(const std::string& name_or_path, std::vector<std::string>* notes = nullptr);
 // --hardware: a built-in id or a path to a hardware spec file.
 HardwareSpec resolve_hardware(const std::string& id_or_path);
-// The hardware id a profile records for --hardware `id_or_path`: the id of the spec file it
-// names (read as resolve_hardware reads a path), else the word itself (a built-in id, or a
-// device with no spec yet).
-std::string recorded_hardware_id(const std::string& id_or_path);
+// Whether --hardware `id_or_path` names a spec file, as resolve_hardware reads it (no
+// built-in id, and a path); else it is a word (a built-in id, or a device with no spec yet).
+bool names_hardware_file(const std::string& id_or_path);
 
 }  // namespace fsdptune

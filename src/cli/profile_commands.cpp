@@ -103,9 +103,10 @@ std::string provenance_date() {
   return text;
 }
 
-// The hardware id a profile records for --hardware `id_or_path` (recorded_hardware_id): a
-// word that is no built-in id is kept (a device with no spec yet), with a note that reading
-// the profile then takes --hardware with a spec file of that id.
+// The hardware id a profile records for --hardware `id_or_path`: the id of the spec file it
+// names (read once, noted where it takes a built-in's id with other figures), else the word
+// itself; a word that is no built-in id is kept (a device with no spec yet), with a note
+// that reading the profile then takes --hardware with a spec file of that id.
 std::string profile_hardware_id(const std::string& id_or_path) {
   // A word the spec reader would refuse as an id is no id a profile can record (review: a
   // tab made a profile no spec file could name).
@@ -114,10 +115,7 @@ std::string profile_hardware_id(const std::string& id_or_path) {
                     "a hardware id is one line of text");
   }
   const std::string id =
-      read_flag_file("--hardware", id_or_path, [&] { return recorded_hardware_id(id_or_path); });
-  // A spec file under a built-in's id: noted as resolve_hardware_option notes it (review:
-  // its figures dropped without a word).
-  if (id != id_or_path) (void)resolve_hardware_option(id_or_path);
+      names_hardware_file(id_or_path) ? resolve_hardware_option(id_or_path).id : id_or_path;
   if (id == id_or_path && !is_builtin_hardware(id)) {
     fmt::print(stderr,
                "note: --hardware {}: no built-in hardware ({}); the profile records '{}', and "
