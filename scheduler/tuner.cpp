@@ -1270,9 +1270,8 @@ TunerResult Search::run() {
       if (evaluation.step_time_s > within_s) continue;
       evaluator_.settle(evaluation);  // a bound deferred (record())
       if (!evaluation.fits) continue;
-      if (evaluation.peak_bytes < chosen->peak_bytes ||
-          (evaluation.peak_bytes == chosen->peak_bytes &&
-           evaluation.step_time_s < chosen->step_time_s)) {
+      if (leaner_within_tolerance(evaluation.peak_bytes, evaluation.step_time_s, chosen->peak_bytes,
+                                  chosen->step_time_s)) {
         chosen = &evaluation;
       }
     }
@@ -1434,6 +1433,12 @@ bool local_search_stalled(const std::vector<std::pair<std::int64_t, double>>& st
                                    return at < step.first;
                                  }));
   return steps.back().second >= held->second * (1 - TunerOptions::kStallImprovement);
+}
+
+bool leaner_within_tolerance(std::int64_t peak_bytes, double step_time_s,
+                             std::int64_t chosen_peak_bytes, double chosen_step_time_s) {
+  if (peak_bytes != chosen_peak_bytes) return peak_bytes < chosen_peak_bytes;
+  return step_time_s < chosen_step_time_s;
 }
 
 bool fsdp2_only(const TunerOptions& options, const JobSpec& job) {

@@ -170,6 +170,13 @@ bool fsdp2_only(const TunerOptions& options, const JobSpec& job);
 bool local_search_stalled(const std::vector<std::pair<std::int64_t, double>>& steps,
                           std::int64_t evaluated, std::int64_t window);
 
+// The pick among plans within the step-time tolerance of the fastest
+// (TunerOptions::step_time_tolerance): whether a plan of `peak_bytes` reserved and
+// `step_time_s` replaces the one chosen so far. The smaller reserved peak wins, then the
+// shorter step; a full tie keeps the chosen one (the front's order).
+bool leaner_within_tolerance(std::int64_t peak_bytes, double step_time_s,
+                             std::int64_t chosen_peak_bytes, double chosen_step_time_s);
+
 // Whether `plan` is one the tuner may return for `job` under `options`: FSDP2 runs it as
 // simulated where fsdp2_only, SimpleFSDP where simplefsdp_exact, any plan otherwise. The
 // search and tune's baseline comparison both ask it.

@@ -767,6 +767,18 @@ TEST_CASE("the stall rule compares with the plan held at the window's start", "[
   CHECK_FALSE(local_search_stalled({}, 1500, 1500));
 }
 
+// The pick within the step-time tolerance (found by mutation testing, 2026-12-07: the
+// tie-break between plans of equal reserved peak had no test). The front is kept on the
+// allocated peak, so two of its plans may reserve the same bytes at different steps.
+TEST_CASE("within the tolerance the smaller reserved peak wins, then the faster step", "[tuner]") {
+  constexpr std::int64_t kGiB = std::int64_t{1} << 30;
+  CHECK(leaner_within_tolerance(70 * kGiB, 1.02, 71 * kGiB, 1.00));        // less memory
+  CHECK_FALSE(leaner_within_tolerance(71 * kGiB, 1.00, 70 * kGiB, 1.02));  // more memory
+  CHECK(leaner_within_tolerance(70 * kGiB, 1.00, 70 * kGiB, 1.01));        // tie: faster
+  CHECK_FALSE(leaner_within_tolerance(70 * kGiB, 1.01, 70 * kGiB, 1.00));  // tie: slower
+  CHECK_FALSE(leaner_within_tolerance(70 * kGiB, 1.00, 70 * kGiB, 1.00));  // full tie: kept
+}
+
 // Found by QA (2026-12-06): a deeper backward prefetch pays only with coarser backward
 // buckets all over the model, which no local move reaches from the DP seeds' prefetch 1;
 // on Llama 3 70B on 128 H100s, TP 8, selective AC under 40 GiB seeds 0-5 picked
