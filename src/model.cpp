@@ -150,11 +150,16 @@ void read_shape_fields(const nlohmann::json& json, const std::string& source,
 // default: tie_word_embeddings is false for Llama, Mistral, Qwen2 (and our Llama-style
 // reading of other types), true for Gemma's (whose saved configs leave it out: found by
 // QA, Gemma 2 9B counted with an output layer of its own, 10.16B parameters, not 9.24B;
-// review: the LLaMA-1 conversions leave it out too, and are untied).
-// Where the config leaves the field out (or null): that default; else nothing.
+// review: the LLaMA-1 conversions leave it out too, and are untied). A null is not left
+// out: transformers passes it to the config class, which keeps None, and tie_weights ties
+// only on a true value, so null is untied for every class (Gemma's too: it was read as the
+// class default until 2026-12-07).
+// Where the config leaves the field out: that default; null: false; else nothing.
 std::optional<bool> hf_tie_when_absent(const nlohmann::json& json) {
   const auto tie = json.find("tie_word_embeddings");
-  if (tie != json.end() && !tie->is_null()) return std::nullopt;
+  if (tie != json.end()) {
+    return tie->is_null() ? std::optional<bool>(false) : std::nullopt;
+  }
   const auto type = json.find("model_type");
   return type != json.end() && type->is_string() && type->get<std::string>().starts_with("gemma");
 }
@@ -430,8 +435,15 @@ std::vector<std::string> hf_config_notes(const nlohmann::json& json) {
           bias));
     }
   }
-  // Absent, tie_word_embeddings is the model class's default (hf_tie_when_absent): said.
-  if (const std::optional<bool> absent = hf_tie_when_absent(json)) {
+  // Absent, tie_word_embeddings is the model class's default, null is false
+  // (hf_tie_when_absent): said.
+  const auto tie = json.find("tie_word_embeddings");
+  if (tie != json.end() && tie->is_null()) {
+    notes.push_back(
+        "tie_word_embeddings null: read as false, as transformers reads it (the config keeps "
+        "None, and weights are tied only on true); give \"tie_word_embeddings\": true for an "
+        "output layer tied to the embedding");
+  } else if (const std::optional<bool> absent = hf_tie_when_absent(json)) {
     const bool tied = *absent;
     notes.push_back(fmt::format(
         "no tie_word_embeddings: read as {}, as transformers reads a {} config without it; "

@@ -172,10 +172,17 @@ TEST_CASE("HF config without head_dim and kv heads takes the defaults", "[model]
   notes = hf_config_notes(gemma);
   REQUIRE(notes.size() == 2);  // and the model_type's
   CHECK_THAT(notes[1], Catch::Contains("no tie_word_embeddings: read as true"));
-  // null is left out too (found by mutation testing: untested, a null read as untied).
+  // null is not left out: transformers keeps None, and ties only on true, so it is untied
+  // for Gemma too (review, 2026-12-07: it was read as the class default), and said.
   gemma["tie_word_embeddings"] = nullptr;
-  CHECK(model_from_json(gemma, "cfg.json").tie_embeddings);
-  CHECK(hf_config_notes(gemma).size() == 2);
+  CHECK_FALSE(model_from_json(gemma, "cfg.json").tie_embeddings);
+  notes = hf_config_notes(gemma);
+  REQUIRE(notes.size() == 2);
+  CHECK_THAT(notes[1], Catch::Contains("tie_word_embeddings null: read as false"));
+  auto llama_null = json;
+  llama_null["tie_word_embeddings"] = nullptr;
+  CHECK_FALSE(model_from_json(llama_null, "cfg.json").tie_embeddings);
+  CHECK(hf_config_notes(llama_null).size() == 1);
   gemma["tie_word_embeddings"] = false;
   CHECK_FALSE(model_from_json(gemma, "cfg.json").tie_embeddings);
   CHECK(hf_config_notes(gemma).size() == 1);
