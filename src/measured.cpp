@@ -2,9 +2,11 @@
 #include "fsdptune/measured.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <system_error>
 #include <tuple>
 #include <vector>
 
@@ -287,6 +289,29 @@ std::string node_layout_difference(const MeasuredResult& measured, const JobSpec
   // (QA: one rank per node, two hosts of one rank each, read "1 ranks per node")
   return fmt::format("{} {} per node, the schedule's job {}", node->second,
                      node->second == "1" ? "rank" : "ranks", expected);
+}
+
+std::string host_oversubscription(const MeasuredResult& measured) {
+  const auto node = measured.environment.find("ranks_per_node");
+  const auto threads = measured.environment.find("hardware_threads");
+  if (measured.backend != "cpu" || node == measured.environment.end() ||
+      threads == measured.environment.end()) {
+    return "";
+  }
+  // "4", or "3 to 8": the most ranks on a host.
+  const std::string& ranks_text = node->second;
+  const std::size_t to = ranks_text.rfind(' ');
+  const std::string most = to == std::string::npos ? ranks_text : ranks_text.substr(to + 1);
+  std::int64_t ranks = 0;
+  std::int64_t cores = 0;
+  const auto whole = [](const std::string& digits, std::int64_t& value) {
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    return error == std::errc() && end == digits.data() + digits.size() && value > 0;
+  };
+  // (hardware_concurrency may say 0, not known: no note.)
+  if (!whole(most, ranks) || !whole(threads->second, cores) || ranks <= cores) return "";
+  return fmt::format("{} ranks on a host of {} hardware {}", ranks, cores,
+                     cores == 1 ? "thread" : "threads");
 }
 
 MeasuredResult measured_from_json(const nlohmann::json& json, const std::string& source) {

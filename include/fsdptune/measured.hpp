@@ -141,6 +141,14 @@ double prediction_error(double predicted, double measured);
 // 2026-12-06). The count only: ranks placed round-robin over nodes are not told apart.
 std::string node_layout_difference(const MeasuredResult& measured, const JobSpec& job);
 
+// A cpu replay whose ranks on one host (environment.ranks_per_node, the most) outnumber
+// the host's hardware threads (environment.hardware_threads, rank 0's host), as "8 ranks on
+// a host of 2 hardware threads": the ranks' compute threads took turns on the cores, so its
+// times are the oversubscription's, not the model's (found by QA: an 8-rank replay on 2
+// threads read -87% step error, unsaid). "" otherwise, for the cuda backend, and where the
+// file does not say.
+std::string host_oversubscription(const MeasuredResult& measured);
+
 nlohmann::json measured_to_json(const MeasuredResult& measured);
 MeasuredResult measured_from_json(const nlohmann::json& json, const std::string& source);
 

@@ -236,6 +236,14 @@ void note_cpu_replay(const ScheduleFile& schedule, const MeasuredResult& measure
                "costs\")\n",
                measured_path, schedule.hardware.id);
   }
+  if (const std::string crowded = host_oversubscription(measured); !crowded.empty()) {
+    fmt::print(stderr,
+               "note: {}: {}: the ranks' compute threads took turns on its cores, so its times "
+               "are the crowding's, not the model's (the memory compares); replay with at most "
+               "as many ranks a host as it has hardware threads (--scale-down replays a large "
+               "schedule on fewer ranks: docs/validation.md)\n",
+               measured_path, crowded);
+  }
 }
 
 std::string later_launched_rank() {

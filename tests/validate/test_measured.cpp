@@ -99,6 +99,27 @@ TEST_CASE("measured.json round-trips exactly, through text too", "[measured]") {
   CHECK(dump_json(measured_to_json(measured_from_json(parse_json_text(text, "m"), "m"))) == text);
 }
 
+// Found by QA (2026-12-07): 8 cpu ranks on a host of 2 hardware threads compared at -87%
+// step error, unsaid; the same schedule on 2 ranks within 12%.
+TEST_CASE("a cpu replay with more ranks on a host than hardware threads is said", "[measured]") {
+  MeasuredResult m = sample();
+  m.environment = {{"ranks_per_node", "8"}, {"hardware_threads", "2"}};
+  CHECK(host_oversubscription(m) == "8 ranks on a host of 2 hardware threads");
+  m.environment["ranks_per_node"] = "2 to 3";  // the most ranks on a host
+  m.environment["hardware_threads"] = "1";
+  CHECK(host_oversubscription(m) == "3 ranks on a host of 1 hardware thread");
+  m.environment["hardware_threads"] = "3";  // as many ranks as threads
+  CHECK(host_oversubscription(m).empty());
+  m.environment["hardware_threads"] = "0";  // not known
+  CHECK(host_oversubscription(m).empty());
+  m.environment["hardware_threads"] = "2";
+  m.backend = "cuda";  // one GPU each: the host's threads do not set the times
+  CHECK(host_oversubscription(m).empty());
+  m.backend = "cpu";
+  m.environment.erase("ranks_per_node");  // a file written before the field
+  CHECK(host_oversubscription(m).empty());
+}
+
 TEST_CASE("measured.json writes the CP degree only under context parallelism", "[measured]") {
   CHECK_FALSE(measured_to_json(sample()).at("mesh").contains("cp"));
   MeasuredResult m = sample();
