@@ -149,6 +149,21 @@ TEST_CASE("an HF config's name: the last part of _name_or_path or of its folder"
   moe["num_experts"] = 0.5;
   CHECK_THROWS_WITH(model_from_json(moe, "half.json"),
                     Catch::Contains("0.5 is not a number of experts"));
+  // ERNIE 4.5's key, and its vision-language configs' list of counts (found by QA: 21B-A3B
+  // read as a dense 3.35B).
+  moe.erase("num_experts");
+  moe["moe_num_experts"] = 64;
+  CHECK_THROWS_WITH(model_from_json(moe, "ernie.json"),
+                    Catch::Contains("ernie.json: field 'moe_num_experts'") &&
+                        Catch::Contains("64 experts: a mixture-of-experts model"));
+  moe["moe_num_experts"] = nlohmann::json::array({64, 64});
+  CHECK_THROWS_WITH(model_from_json(moe, "ernie-vl.json"),
+                    Catch::Contains("[64,64] experts: a mixture-of-experts model"));
+  moe["moe_num_experts"] = nlohmann::json::array({1, "x"});
+  CHECK_THROWS_WITH(model_from_json(moe, "x.json"),
+                    Catch::Contains("[1,\"x\"] is not a number of experts"));
+  moe["moe_num_experts"] = 1;
+  CHECK_NOTHROW(model_from_json(moe, "one.json"));
 }
 
 TEST_CASE("HF config without head_dim and kv heads takes the defaults", "[model]") {
@@ -396,6 +411,36 @@ TEST_CASE("an HF config of what the Llama model leaves out gets notes naming the
   REQUIRE(biases.size() == 2);
   CHECK_THAT(biases[0], Catch::StartsWith("attention_bias true: the biases are not counted"));
   CHECK_THAT(biases[1], Catch::StartsWith("mlp_bias true"));
+  // Gemma 3 names its activation hidden_activation only; Gemma 2 writes both, transformers
+  // using hidden_activation (found by QA: Gemma 3 got no note).
+  auto gemma3 = json;
+  gemma3.erase("hidden_act");
+  gemma3["hidden_activation"] = "gelu_pytorch_tanh";
+  REQUIRE(hf_config_notes(gemma3).size() == 1);
+  CHECK_THAT(hf_config_notes(gemma3)[0], Catch::StartsWith("hidden_activation 'gelu_pytorch_"));
+  gemma3["hidden_act"] = "silu";
+  REQUIRE(hf_config_notes(gemma3).size() == 1);
+  gemma3["hidden_activation"] = "silu";
+  CHECK(hf_config_notes(gemma3).empty());
+  // Qwen2 has q, k and v biases without an attention_bias field (found by QA).
+  auto qwen_biased = json;
+  qwen_biased.erase("attention_bias");
+  qwen_biased["model_type"] = "qwen2";
+  const auto qwen_notes = hf_config_notes(qwen_biased);
+  REQUIRE(qwen_notes.size() == 2);
+  CHECK_THAT(qwen_notes[1], Catch::StartsWith("model_type 'qwen2' has q, k and v biases"));
+  // A non-gated FFN is said as such, with the excess (found by QA: phi-2 counted 3.62B, its
+  // card 2.7B, under a note that did not say which kind of FFN it had).
+  auto phi = json;
+  phi["model_type"] = "phi";
+  phi["hidden_act"] = "gelu_new";
+  phi["num_hidden_layers"] = 32;
+  phi["hidden_size"] = 2560;
+  phi["intermediate_size"] = 10240;
+  const auto phi_notes = hf_config_notes(phi);
+  REQUIRE(phi_notes.size() == 2);
+  CHECK_THAT(phi_notes[1], Catch::StartsWith("model_type 'phi' has an FFN that is not gated") &&
+                               Catch::Contains("(0.84B parameters in excess)"));
   // The notes do not change what is read.
   CHECK(model_from_json(gemma, "g.json").dim == model_from_json(json, "g.json").dim);
   // A window of no tokens is none (found by QA: -1 was "a window shorter than --seq").
@@ -404,8 +449,11 @@ TEST_CASE("an HF config of what the Llama model leaves out gets notes naming the
   CHECK(hf_config_notes(unwindowed).empty());
   // The fields read for a note, of another type, are refused naming them (found by QA:
   // hidden_act 5 said nothing).
-  const std::pair<const char*, nlohmann::json> mistyped[] = {
-      {"model_type", 5}, {"hidden_act", 5}, {"sliding_window", "4096"}, {"sliding_window", true}};
+  const std::pair<const char*, nlohmann::json> mistyped[] = {{"model_type", 5},
+                                                             {"hidden_act", 5},
+                                                             {"hidden_activation", 5},
+                                                             {"sliding_window", "4096"},
+                                                             {"sliding_window", true}};
   for (const auto& [key, value] : mistyped) {
     auto bad = json;
     bad[key] = value;
