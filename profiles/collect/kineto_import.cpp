@@ -15,6 +15,7 @@
 
 #include "activity.hpp"
 #include "fsdptune/error.hpp"
+#include "fsdptune/hardware.hpp"
 #include "fsdptune/importers.hpp"
 #include "fsdptune/units.hpp"
 
@@ -23,6 +24,11 @@ namespace fsdptune {
 namespace {
 
 using nlohmann::json;
+
+// How far a trace's totalGlobalMem may lie from the built-in spec's hbm_bytes its device
+// name maps to: the same part's reads agree to the byte across drivers within a few MiB; an
+// H100 NVL (94 GB) or a 96 GB H100 lies 12% or more away from h100-sxm's.
+constexpr double kDeviceMemoryTolerance = 0.03;
 
 // Event categories of Kineto traces; older releases capitalise them ("Kernel").
 enum class EventClass { kCpuOp, kLaunch, kKernel, kOther };
@@ -994,13 +1000,34 @@ KinetoImportResult import_kineto_trace(const json& trace, const KinetoImportOpti
 
   // Hardware and environment from the trace header.
   std::string device_name;
+  std::int64_t device_memory = 0;  // totalGlobalMem where the trace gives it
   if (trace.is_object() && trace.contains("deviceProperties") &&
       trace["deviceProperties"].is_array() && !trace["deviceProperties"].empty()) {
-    device_name =
-        string_member(trace["deviceProperties"][0], "name", source + ": deviceProperties[0]");
+    const json& device = trace["deviceProperties"][0];
+    device_name = string_member(device, "name", source + ": deviceProperties[0]");
+    if (device.is_object() && device.contains("totalGlobalMem") &&
+        device["totalGlobalMem"].is_number_integer()) {
+      device_memory = device["totalGlobalMem"].get<std::int64_t>();
+    }
   }
   profile.hardware =
       options.hardware.empty() ? hardware_id_from_device_name(device_name) : options.hardware;
+  // A device name the built-in is taken for, with another memory, is another part (found by
+  // QA: an "NVIDIA H100" of 95 GiB, an H100 NVL's memory, read as the 80 GB h100-sxm, whose
+  // memory then set the limit). The built-ins' hbm_bytes are totalGlobalMem's.
+  if (options.hardware.empty() && !profile.hardware.empty() && device_memory > 0) {
+    const std::int64_t spec_memory = builtin_hardware(profile.hardware).hbm_bytes;
+    if (std::abs(static_cast<double>(device_memory - spec_memory)) >
+        kDeviceMemoryTolerance * static_cast<double>(spec_memory)) {
+      throw_bad_input(
+          source + ": deviceProperties[0].totalGlobalMem",
+          fmt::format("device '{}' has {} ({} bytes): not the memory of the built-in {} ({} "
+                      "bytes), another part",
+                      device_name, format_bytes(device_memory), device_memory, profile.hardware,
+                      spec_memory),
+          "pass --hardware with the id or file of the hardware it was recorded on");
+    }
+  }
   if (profile.hardware.empty()) {
     throw_bad_input(source + ": deviceProperties",
                     device_name.empty()

@@ -430,6 +430,26 @@ TEST_CASE("Kineto import of a bare event array with an fp32 aten::linear", "[pro
     CHECK(e.where() == "inline: deviceProperties");
     CHECK(e.hint().find("--hardware") != std::string::npos);
   }
+  // A device name taken for a built-in, with another memory, is another part (found by QA:
+  // an "NVIDIA H100" of 95 GiB was read as the 80 GB h100-sxm).
+  json traced = {{"traceEvents", events}};
+  traced["deviceProperties"] = json::array(
+      {{{"id", 0}, {"name", "NVIDIA H100"}, {"totalGlobalMem", std::int64_t{101997215744}}}});
+  try {
+    import_kineto_trace(traced, {}, "h100-96.json");
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(e.where() == "h100-96.json: deviceProperties[0].totalGlobalMem");
+    CHECK_THAT(e.what(), Catch::Contains("device 'NVIDIA H100' has 95.0 GiB") &&
+                             Catch::Contains("built-in h100-sxm (85027979264 bytes)"));
+    CHECK(e.hint().find("--hardware") != std::string::npos);
+  }
+  KinetoImportOptions given;
+  given.hardware = "h100-sxm";  // said by the user: taken
+  CHECK(import_kineto_trace(traced, given, "h100-96.json").profile.hardware == "h100-sxm");
+  // An 80 GB H100's memory as another driver reports it: the built-in.
+  traced["deviceProperties"][0]["totalGlobalMem"] = std::int64_t{85029158912};
+  CHECK(import_kineto_trace(traced, {}, "h100.json").profile.hardware == "h100-sxm");
 }
 
 TEST_CASE("Kineto import rejects malformed traces, naming the event", "[profiler][kineto]") {
