@@ -412,6 +412,89 @@ std::vector<std::vector<std::string>> plan_table_rows(const ScheduleReport& sche
   return rows;
 }
 
+namespace {
+
+const ReportPlan* tuned_plan(const ScheduleReport& schedule) {
+  const auto it = std::find_if(schedule.plans.begin(), schedule.plans.end(),
+                               [](const ReportPlan& plan) { return plan.tuned; });
+  return it == schedule.plans.end() ? nullptr : &*it;
+}
+
+// Tokens a step: tokens/s/GPU x GPUs x step time (0 without a tuned plan).
+double tokens_per_step(const ScheduleReport& schedule) {
+  const ReportPlan* plan = tuned_plan(schedule);
+  return plan == nullptr ? 0
+                         : plan->summary.tokens_per_s_per_gpu * static_cast<double>(schedule.gpus) *
+                               plan->summary.step_time_s;
+}
+
+}  // namespace
+
+std::vector<std::vector<std::string>> ranking_rows(const Report& report) {
+  std::vector<std::vector<std::string>> rows;
+  if (report.schedules.size() < 2) return rows;
+  std::vector<std::size_t> order;
+  for (std::size_t i = 0; i < report.schedules.size(); ++i) {
+    if (tuned_plan(report.schedules[i]) != nullptr) order.push_back(i);
+  }
+  const auto summary = [&](std::size_t i) { return tuned_plan(report.schedules[i])->summary; };
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    if (summary(a).fits != summary(b).fits) return summary(a).fits;
+    return summary(a).tokens_per_s_per_gpu > summary(b).tokens_per_s_per_gpu;
+  });
+  rows.push_back({"rank", "schedule", "tokens/s/GPU", "vs first", "step time", "MFU",
+                  "peak reserved", "fits"});
+  for (std::size_t r = 0; r < order.size(); ++r) {
+    const ScheduleReport& schedule = report.schedules[order[r]];
+    const PlanSummary s = summary(order[r]);
+    const double first = summary(order.front()).tokens_per_s_per_gpu;
+    std::string fits = s.fits ? "yes" : "no";
+    if (s.fits && schedule.any_timing && !schedule.fits_at_any_timing) {
+      fits += " (not at any timing)";
+    }
+    rows.push_back(
+        {std::to_string(r + 1), schedule.source, format_rate(s.tokens_per_s_per_gpu),
+         r == 0 || first <= 0 ? "" : format_signed_percent(s.tokens_per_s_per_gpu / first - 1),
+         format_seconds(s.step_time_s), format_percent(s.mfu), format_bytes(s.peak_reserved_bytes),
+         fits});
+  }
+  return rows;
+}
+
+std::string ranking_caveat(const Report& report) {
+  if (report.schedules.size() < 2) return "";
+  std::vector<std::string> parts;
+  // "512 in a.json, 256 in b.json and c.json": each value with the schedules of it.
+  const auto differing = [&](const std::string& what, auto value_of) {
+    std::vector<std::pair<std::string, std::vector<std::string>>> values;
+    for (const ScheduleReport& schedule : report.schedules) {
+      const std::string value = value_of(schedule);
+      const auto it = std::find_if(values.begin(), values.end(),
+                                   [&](const auto& entry) { return entry.first == value; });
+      if (it == values.end()) {
+        values.push_back({value, {schedule.source}});
+      } else {
+        it->second.push_back(schedule.source);
+      }
+    }
+    if (values.size() < 2) return;
+    std::vector<std::string> said;
+    for (const auto& [value, sources] : values) {
+      said.push_back(fmt::format("{} in {}", value, join_alternatives(sources, " and ")));
+    }
+    parts.push_back(fmt::format("{} differ: {}", what, fmt::join(said, ", ")));
+  };
+  differing("the models", [](const ScheduleReport& s) { return s.model; });
+  differing("the hardware", [](const ScheduleReport& s) { return s.hardware; });
+  differing("the sequence lengths",
+            [](const ScheduleReport& s) { return std::to_string(s.seq_len); });
+  differing("the tokens a step",
+            [](const ScheduleReport& s) { return fmt::format("{:.0f}", tokens_per_step(s)); });
+  if (parts.empty()) return "";
+  return fmt::format("{}: tokens/s/GPU compares their throughput, not the same training",
+                     fmt::join(parts, "; "));
+}
+
 std::string measured_heading(const MeasuredComparison& measured) {
   std::string heading = fmt::format(
       "{} backend, {}, {}{}", measured.backend, counted(measured.world_size, "rank"),
@@ -1243,6 +1326,14 @@ std::string render_report_text(const std::vector<ReportEntry>& entries,
       out += text_table(task_rows, "    ");
     }
   }
+  // Several schedules: which is best, last (what a terminal shows).
+  if (const auto ranking = report_detail::ranking_rows(report); !ranking.empty()) {
+    out += "\nranking of the tuned plans (those that fit first, then by tokens/s/GPU):\n";
+    out += text_table(ranking, "  ");
+    if (const std::string caveat = report_detail::ranking_caveat(report); !caveat.empty()) {
+      out += "  note: " + caveat + "\n";
+    }
+  }
   return out;
 }
 
@@ -1250,6 +1341,14 @@ std::string render_report_markdown(const std::vector<ReportEntry>& entries,
                                    const ReportOptions& options) {
   const Report report = summarize_report(entries, options);
   std::string out = "# fsdptune report\n";
+  // Several schedules: which is best, first.
+  if (const auto ranking = report_detail::ranking_rows(report); !ranking.empty()) {
+    out += "\n## Ranking of the tuned plans\n\nThose that fit first, then by tokens/s/GPU.\n\n";
+    out += markdown_table(ranking);
+    if (const std::string caveat = report_detail::ranking_caveat(report); !caveat.empty()) {
+      out += "\nNote: " + markdown_cell(caveat) + ".\n";
+    }
+  }
   for (std::size_t i = 0; i < report.schedules.size(); ++i) {
     const ScheduleReport& schedule = report.schedules[i];
     out += "\n## " + markdown_cell(schedule_heading(schedule)) + "\n\n";

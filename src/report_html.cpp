@@ -1424,7 +1424,25 @@ std::string render_report_html(const std::vector<ReportEntry>& entries,
   }
   out += ". Times are per training step, memory is per GPU.</p>\n";
   if (!report.schedules.empty()) {
-    out += "<section id=\"overview\">\n<h2>All plans</h2>\n<h3>Step time breakdown</h3>\n";
+    out += "<section id=\"overview\">\n<h2>All plans</h2>\n";
+    // Several schedules: which is best (found by QA: the step-time bars read the reverse of
+    // tokens/s/GPU for a pipeline of several microbatches a step).
+    if (const auto ranking = report_detail::ranking_rows(report); !ranking.empty()) {
+      out +=
+          "<h3>Ranking of the tuned plans</h3>\n<p>Those that fit first, then by "
+          "tokens/s/GPU; a step's time compares only steps of the same tokens.</p>\n";
+      out += "<table class=\"ranking\">\n" + header_row(ranking.front());
+      for (std::size_t r = 1; r < ranking.size(); ++r) {
+        out += r == 1 ? "<tr class=\"tuned\">" : "<tr>";
+        for (const std::string& cell : ranking[r]) out += text_cell(cell);
+        out += "</tr>\n";
+      }
+      out += "</table>\n";
+      if (const std::string caveat = report_detail::ranking_caveat(report); !caveat.empty()) {
+        out += "<p class=\"note\">Note: " + escape_xml(caveat) + ".</p>\n";
+      }
+    }
+    out += "<h3>Step time breakdown</h3>\n";
     out += step_time_chart(report);
     out += "<h3>Peak memory breakdown</h3>\n";
     out += memory_chart(report);

@@ -46,6 +46,16 @@ std::string measured_heading(const MeasuredComparison& measured);
 // "error = predicted / measured - 1; busy = rank 0's ...": what the predicted-vs-measured
 // table's figures are.
 std::string measured_legend(const MeasuredComparison& measured);
+// With two or more schedules, their tuned plans ranked (header row first): those that fit
+// (predicted) first, then more tokens/s/GPU, ties in the order given, each against the
+// first's; empty for one schedule (found by QA: a report of five schedules said none was
+// best, and its HTML's step-time bars read the reverse of tokens/s/GPU for a pipeline).
+std::vector<std::vector<std::string>> ranking_rows(const Report& report);
+// What the ranked schedules do not share that tokens/s/GPU does not weigh ("the models
+// differ: llama3-8b, tiny; ..."); empty where they share model, hardware, sequence and
+// tokens a step.
+std::string ranking_caveat(const Report& report);
+
 // What the Pareto front's labels of the kinds present mean ("candidate #k = the k-th plan
 // the search simulated; ..."); empty when every label names itself (baselines, tuned).
 std::string pareto_legend(const ScheduleFile& schedule);

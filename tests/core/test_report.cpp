@@ -623,6 +623,55 @@ TEST_CASE("markdown: tables with a separator row, pipes escaped", "[report]") {
   CHECK(markdown.find("#### Largest per-task errors") != std::string::npos);
 }
 
+// Found by QA (2026-12-07): a report of five schedules said none was best, and its HTML's
+// step-time bars read the reverse of tokens/s/GPU for a pipeline of several microbatches.
+TEST_CASE("several schedules are ranked: those that fit first, then by tokens/s/GPU", "[report]") {
+  auto input = entries(false);
+  CHECK(render_report_text(input).find("ranking") == std::string::npos);  // one schedule
+  ReportEntry fastest = input[0];  // 12 units, but 2 GiB reserved: does not fit
+  fastest.source = "out/fast.json";
+  fastest.schedule.predicted = make_summary("tuned", 12, 1800, 2048);
+  ReportEntry slower = input[0];  // 20 units: fits, 20% fewer tokens/s/GPU than 16 units
+  slower.source = "out/slow.json";
+  slower.schedule.predicted = make_summary("tuned", 20, 500, 600);
+  input.push_back(fastest);
+  input.push_back(slower);
+  const std::string text = render_report_text(input);
+  const std::size_t at = text.find(
+      "ranking of the tuned plans (those that fit first, then by "
+      "tokens/s/GPU):");
+  REQUIRE(at != std::string::npos);
+  const std::string ranking = text.substr(at);
+  const std::size_t first = ranking.find("1     out/schedule.json");
+  const std::size_t second = ranking.find("2         out/slow.json");
+  const std::size_t third = ranking.find("3         out/fast.json");
+  CHECK(first != std::string::npos);
+  CHECK(second > first);
+  CHECK(third > second);
+  CHECK(third != std::string::npos);
+  CHECK_THAT(ranking, Catch::Contains("-20.0%") && Catch::Contains("+33.3%"));
+  CHECK(ranking.find("note:") == std::string::npos);  // one model, hardware and batch
+  const std::string markdown = render_report_markdown(input);
+  CHECK(markdown.find("## Ranking of the tuned plans") < markdown.find("## out/schedule.json"));
+  CHECK_THAT(markdown, Catch::Contains("| 3 | out/fast.json"));
+  const std::string html = render_report_html(input);
+  XmlElement root;
+  REQUIRE_NOTHROW(root = XmlParser(html).parse());
+  CHECK_THAT(html, Catch::Contains("<table class=\"ranking\">") &&
+                       Catch::Contains("<h3>Ranking of the tuned plans</h3>"));
+  // What tokens/s/GPU does not weigh is said: another model, other tokens a step.
+  input[2].schedule.model.name = "llama3-8b";
+  input[2].schedule.job.gpus = 16;  // 128 x 16 tokens a step
+  const std::string mixed = render_report_text(input);
+  CHECK_THAT(mixed, Catch::Contains("note: the models differ: tiny in out/schedule.json and "
+                                    "out/fast.json, llama3-8b in out/slow.json; the tokens a step "
+                                    "differ: 1024 in out/schedule.json and out/fast.json, 2048 in "
+                                    "out/slow.json: tokens/s/GPU compares their throughput, not "
+                                    "the same training"));
+  CHECK_THAT(render_report_markdown(input), Catch::Contains("Note: the models differ"));
+  CHECK_THAT(render_report_html(input), Catch::Contains("Note: the models differ"));
+}
+
 TEST_CASE("the HTML is well-formed and self-contained", "[report][html]") {
   const std::string html = render_report_html(entries(true));
   XmlElement root;
