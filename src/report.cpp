@@ -519,6 +519,13 @@ std::string measured_legend(const MeasuredComparison& measured) {
     legend +=
         "; busy = rank 0's task durations on the stream, each the median of the steps, summed";
   }
+  // As compare marks them (found by QA: report's stage table of a scaled-down pipeline
+  // said nothing of its stages' times).
+  if (!measured.stages.empty() && !measured.communication_comparable()) {
+    legend +=
+        fmt::format("; the stages' busy and end times hold their communication too, which ran {}",
+                    measured.node_layout.empty() ? "over fewer ranks" : "over other links");
+  }
   return legend;
 }
 

@@ -505,6 +505,13 @@ void print_comparison(std::ostream& out, const Comparison& c) {
                  percent(action.duration_s.relative_error),
                  format_seconds(action.start_s.predicted), format_seconds(action.start_s.measured));
     }
+    if (!comm) {
+      // Found by QA: the stages' rows were marked, the actions' not, though a chunk's
+      // gathers and reduce-scatters run inside its actions.
+      fmt::print(out,
+                 "the actions hold their chunk's communication too (a chunk kept gathered: its "
+                 "all-gathers in microbatch 0's forward), which ran over fewer ranks (*)\n");
+    }
   }
   if (c.tasks_differing_most.empty()) return;
   const bool chunks = !c.stages.empty();

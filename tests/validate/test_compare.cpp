@@ -211,7 +211,21 @@ TEST_CASE("compare marks a scaled-down replay's communication as not comparable"
   print_comparison(staged_text, staged);
   CHECK_THAT(staged_text.str(),
              Catch::Contains("\nthe stages' busy and end times hold their communication too, "
-                             "which ran over fewer ranks (*)\n"));
+                             "which ran over fewer ranks (*)\n") &&
+                 !Catch::Contains("the actions hold"));
+  // Its actions too (found by QA: a chunk kept gathered runs its all-gathers in microbatch
+  // 0's forward).
+  staged.actions_differing_most.push_back(ActionDifference{});
+  std::ostringstream actions_text;
+  print_comparison(actions_text, staged);
+  CHECK_THAT(actions_text.str(),
+             Catch::Contains("\nthe actions hold their chunk's communication too (a chunk kept "
+                             "gathered: its all-gathers in microbatch 0's forward), which ran "
+                             "over fewer ranks (*)\n"));
+  staged.communication_comparable = true;
+  std::ostringstream comparable_text;
+  print_comparison(comparable_text, staged);
+  CHECK(comparable_text.str().find("the actions hold") == std::string::npos);
   // A mesh that does not replay the schedule (2 x 2 shards != 8) names the field.
   measured.shards_per_rank = 2;
   try {
