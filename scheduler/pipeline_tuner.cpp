@@ -134,8 +134,8 @@ std::size_t pick_composition(const std::vector<PipelineComposition>& composition
     const PipelineComposition& a = compositions[k];
     const PipelineComposition& b = compositions[pick];
     if (a.peak_reserved_bytes > limit || a.step_time_s > within_s) continue;
-    if (a.peak_reserved_bytes < b.peak_reserved_bytes ||
-        (a.peak_reserved_bytes == b.peak_reserved_bytes && a.step_time_s < b.step_time_s)) {
+    if (leaner_within_tolerance(a.peak_reserved_bytes, a.step_time_s, b.peak_reserved_bytes,
+                                b.step_time_s)) {
       pick = k;
     }
   }

@@ -310,8 +310,13 @@ std::string host_oversubscription(const MeasuredResult& measured) {
   };
   // (hardware_concurrency may say 0, not known: no note.)
   if (!whole(most, ranks) || !whole(threads->second, cores) || ranks <= cores) return "";
-  return fmt::format("{} ranks on a host of {} hardware {}", ranks, cores,
-                     cores == 1 ? "thread" : "threads");
+  const std::string thread_count = counted(cores, "hardware thread");
+  // Hosts of different counts: the busiest's, against rank 0's threads (review: said as one
+  // host's).
+  if (to != std::string::npos) {
+    return fmt::format("up to {} ranks a host, rank 0's host of {}", ranks, thread_count);
+  }
+  return fmt::format("{} ranks on a host of {}", ranks, thread_count);
 }
 
 MeasuredResult measured_from_json(const nlohmann::json& json, const std::string& source) {

@@ -428,15 +428,27 @@ double tokens_per_step(const ScheduleReport& schedule) {
                                plan->summary.step_time_s;
 }
 
+// Whether schedule `i` is the first given from its file.
+bool first_of_source(const Report& report, std::size_t i) {
+  for (std::size_t j = 0; j < i; ++j) {
+    if (report.schedules[j].source == report.schedules[i].source) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::vector<std::vector<std::string>> ranking_rows(const Report& report) {
   std::vector<std::vector<std::string>> rows;
   if (report.schedules.size() < 2) return rows;
+  // A schedule given twice (one measured file each) is ranked once (review).
   std::vector<std::size_t> order;
   for (std::size_t i = 0; i < report.schedules.size(); ++i) {
-    if (tuned_plan(report.schedules[i]) != nullptr) order.push_back(i);
+    if (tuned_plan(report.schedules[i]) != nullptr && first_of_source(report, i)) {
+      order.push_back(i);
+    }
   }
+  if (order.size() < 2) return rows;
   const auto summary = [&](std::size_t i) { return tuned_plan(report.schedules[i])->summary; };
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
     if (summary(a).fits != summary(b).fits) return summary(a).fits;
@@ -467,7 +479,9 @@ std::string ranking_caveat(const Report& report) {
   // "512 in a.json, 256 in b.json and c.json": each value with the schedules of it.
   const auto differing = [&](const std::string& what, auto value_of) {
     std::vector<std::pair<std::string, std::vector<std::string>>> values;
-    for (const ScheduleReport& schedule : report.schedules) {
+    for (std::size_t i = 0; i < report.schedules.size(); ++i) {
+      if (!first_of_source(report, i)) continue;
+      const ScheduleReport& schedule = report.schedules[i];
       const std::string value = value_of(schedule);
       const auto it = std::find_if(values.begin(), values.end(),
                                    [&](const auto& entry) { return entry.first == value; });

@@ -399,6 +399,8 @@ void print_comparison(std::ostream& out, const Comparison& c) {
                format_seconds(v.measured), percent(v.relative_error));
   };
   const bool comm = c.communication_comparable;
+  // Why not (review: a node layout's replay was said to run over fewer ranks).
+  const char* comm_ran = c.node_layout.empty() ? "over fewer ranks" : "over other links";
   seconds_row(comm ? "step time" : "step time (*)", c.step_time_s);
   seconds_row("compute", c.compute_s);
   seconds_row(comm ? "exposed comm" : "exposed comm (*)", c.exposed_comm_s);
@@ -454,8 +456,9 @@ void print_comparison(std::ostream& out, const Comparison& c) {
     if (!comm) {
       // Found by QA: the step's rows were marked, the stages' not.
       fmt::print(out,
-                 "the stages' busy and end times hold their communication too, which ran over "
-                 "fewer ranks (*)\n");
+                 "the stages' busy and end times hold their communication too, which ran {} "
+                 "(*)\n",
+                 comm_ran);
     }
     // Each stage's measured peak against the most its actions can allocate at any timing.
     std::vector<std::string> bounds;
@@ -510,7 +513,8 @@ void print_comparison(std::ostream& out, const Comparison& c) {
       // gathers and reduce-scatters run inside its actions.
       fmt::print(out,
                  "the actions hold their chunk's communication too (a chunk kept gathered: its "
-                 "all-gathers in microbatch 0's forward), which ran over fewer ranks (*)\n");
+                 "all-gathers in microbatch 0's forward), which ran {} (*)\n",
+                 comm_ran);
     }
   }
   if (c.tasks_differing_most.empty()) return;

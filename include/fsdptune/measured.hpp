@@ -143,8 +143,9 @@ std::string node_layout_difference(const MeasuredResult& measured, const JobSpec
 
 // A cpu replay whose ranks on one host (environment.ranks_per_node, the most) outnumber
 // the host's hardware threads (environment.hardware_threads, rank 0's host), as "8 ranks on
-// a host of 2 hardware threads": the ranks' compute threads took turns on the cores, so its
-// times are the oversubscription's, not the model's (found by QA: an 8-rank replay on 2
+// a host of 2 hardware threads" ("up to 8 ranks a host, rank 0's host of 2 hardware
+// threads" where hosts held different counts): the ranks' compute threads took turns on the cores,
+// so its times are the oversubscription's, not the model's (found by QA: an 8-rank replay on 2
 // threads read -87% step error, unsaid). "" otherwise, for the cuda backend, and where the
 // file does not say.
 std::string host_oversubscription(const MeasuredResult& measured);

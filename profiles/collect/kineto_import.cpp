@@ -1,6 +1,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -1005,9 +1007,21 @@ KinetoImportResult import_kineto_trace(const json& trace, const KinetoImportOpti
       trace["deviceProperties"].is_array() && !trace["deviceProperties"].empty()) {
     const json& device = trace["deviceProperties"][0];
     device_name = string_member(device, "name", source + ": deviceProperties[0]");
-    if (device.is_object() && device.contains("totalGlobalMem") &&
-        device["totalGlobalMem"].is_number_integer()) {
-      device_memory = device["totalGlobalMem"].get<std::int64_t>();
+    // Read where it picks the hardware (no --hardware): of another type, or no size, it is
+    // refused (review: 1e11, "101997215744" and -5 skipped the check).
+    if (options.hardware.empty() && device.is_object() && device.contains("totalGlobalMem")) {
+      const json& memory = device["totalGlobalMem"];
+      const bool whole =
+          memory.is_number_integer() &&
+          !(memory.is_number_unsigned() &&
+            memory.get<std::uint64_t>() >
+                static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()));
+      if (!whole || memory.get<std::int64_t>() <= 0) {
+        throw_bad_input(source + ": deviceProperties[0].totalGlobalMem",
+                        fmt::format("expected the device's memory in bytes, got {}", memory.dump()),
+                        "pass --hardware with the id or file of the hardware it was recorded on");
+      }
+      device_memory = memory.get<std::int64_t>();
     }
   }
   profile.hardware =

@@ -401,7 +401,7 @@ TEST_CASE("an HF config of what the Llama model leaves out gets notes naming the
   qwen["model_type"] = "qwen2";
   qwen["sliding_window"] = 131072;
   qwen["use_sliding_window"] = false;
-  REQUIRE(hf_config_notes(qwen).size() == 1);
+  REQUIRE(hf_config_notes(qwen).size() == 2);  // its type, and its biases (below)
   auto mistral = json;
   mistral["model_type"] = "mistral";
   mistral["sliding_window"] = nullptr;
@@ -429,6 +429,11 @@ TEST_CASE("an HF config of what the Llama model leaves out gets notes naming the
   const auto qwen_notes = hf_config_notes(qwen_biased);
   REQUIRE(qwen_notes.size() == 2);
   CHECK_THAT(qwen_notes[1], Catch::StartsWith("model_type 'qwen2' has q, k and v biases"));
+  qwen_biased["attention_bias"] = false;  // not read by transformers' Qwen2 (review)
+  CHECK(hf_config_notes(qwen_biased) == qwen_notes);
+  qwen_biased["attention_bias"] = true;  // said once, as attention_bias
+  REQUIRE(hf_config_notes(qwen_biased).size() == 2);
+  CHECK_THAT(hf_config_notes(qwen_biased)[1], Catch::StartsWith("attention_bias true"));
   // A non-gated FFN is said as such, with the excess (found by QA: phi-2 counted 3.62B, its
   // card 2.7B, under a note that did not say which kind of FFN it had).
   auto phi = json;
@@ -441,6 +446,16 @@ TEST_CASE("an HF config of what the Llama model leaves out gets notes naming the
   REQUIRE(phi_notes.size() == 2);
   CHECK_THAT(phi_notes[1], Catch::StartsWith("model_type 'phi' has an FFN that is not gated") &&
                                Catch::Contains("(0.84B parameters in excess)"));
+  // Nemotron's FFN is not gated either (review: up_proj, then down_proj); a Llama's is.
+  auto nemotron = phi;
+  nemotron["model_type"] = "nemotron";
+  nemotron["hidden_act"] = "relu2";
+  CHECK_THAT(hf_config_notes(nemotron)[1], Catch::StartsWith("model_type 'nemotron' has an FFN "
+                                                             "that is not gated"));
+  auto gated = phi;
+  gated["model_type"] = "llama";
+  REQUIRE(hf_config_notes(gated).size() == 1);
+  CHECK_THAT(hf_config_notes(gated)[0], Catch::StartsWith("hidden_act 'gelu_new'"));
   // The notes do not change what is read.
   CHECK(model_from_json(gemma, "g.json").dim == model_from_json(json, "g.json").dim);
   // A window of no tokens is none (found by QA: -1 was "a window shorter than --seq").

@@ -670,6 +670,16 @@ TEST_CASE("several schedules are ranked: those that fit first, then by tokens/s/
                                     "the same training"));
   CHECK_THAT(render_report_markdown(input), Catch::Contains("Note: the models differ"));
   CHECK_THAT(render_report_html(input), Catch::Contains("Note: the models differ"));
+  // A schedule given twice (a measured file each) is ranked and named once (review).
+  input.push_back(input[0]);
+  const std::string copied = render_report_text(input);
+  const std::string copied_ranking = copied.substr(copied.find("ranking of the tuned plans"));
+  CHECK(count(copied_ranking, "out/schedule.json") == 3);  // its row, and twice in the note
+  CHECK(copied_ranking.find("\n  4 ") == std::string::npos);
+  CHECK_THAT(copied_ranking, Catch::Contains("tiny in out/schedule.json and out/fast.json,"));
+  // Two copies of one schedule: nothing to rank.
+  const std::vector<ReportEntry> twice = {input[0], input[0]};
+  CHECK(render_report_text(twice).find("ranking") == std::string::npos);
 }
 
 TEST_CASE("the HTML is well-formed and self-contained", "[report][html]") {

@@ -447,6 +447,21 @@ TEST_CASE("Kineto import of a bare event array with an fp32 aten::linear", "[pro
   KinetoImportOptions given;
   given.hardware = "h100-sxm";  // said by the user: taken
   CHECK(import_kineto_trace(traced, given, "h100-96.json").profile.hardware == "h100-sxm");
+  // Of another type, or no size, refused where it picks the hardware (review: each skipped
+  // the check).
+  for (const json& odd : {json(101997215744.0), json("101997215744"), json(-5),
+                          json(std::uint64_t{18446744073709551615ULL})}) {
+    traced["deviceProperties"][0]["totalGlobalMem"] = odd;
+    try {
+      import_kineto_trace(traced, {}, "odd.json");
+      FAIL("accepted totalGlobalMem " << odd.dump());
+    } catch (const Error& e) {
+      CHECK(e.where() == "odd.json: deviceProperties[0].totalGlobalMem");
+      CHECK_THAT(e.what(),
+                 Catch::Contains("expected the device's memory in bytes, got " + odd.dump()));
+    }
+    CHECK(import_kineto_trace(traced, given, "odd.json").profile.hardware == "h100-sxm");
+  }
   // An 80 GB H100's memory as another driver reports it: the built-in.
   traced["deviceProperties"][0]["totalGlobalMem"] = std::int64_t{85029158912};
   CHECK(import_kineto_trace(traced, {}, "h100.json").profile.hardware == "h100-sxm");

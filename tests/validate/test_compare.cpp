@@ -222,6 +222,16 @@ TEST_CASE("compare marks a scaled-down replay's communication as not comparable"
              Catch::Contains("\nthe actions hold their chunk's communication too (a chunk kept "
                              "gathered: its all-gathers in microbatch 0's forward), which ran "
                              "over fewer ranks (*)\n"));
+  // Not scaled down but on another node layout: other links (review).
+  staged.node_layout = "2 ranks per node, the schedule's job 4";
+  std::ostringstream layout_text;
+  print_comparison(layout_text, staged);
+  CHECK_THAT(layout_text.str(), Catch::Contains("end times hold their communication too, which "
+                                                "ran over other links (*)") &&
+                                    Catch::Contains("microbatch 0's forward), which ran over "
+                                                    "other links (*)") &&
+                                    !Catch::Contains("fewer ranks"));
+  staged.node_layout.clear();
   staged.communication_comparable = true;
   std::ostringstream comparable_text;
   print_comparison(comparable_text, staged);

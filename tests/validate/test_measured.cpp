@@ -107,7 +107,7 @@ TEST_CASE("a cpu replay with more ranks on a host than hardware threads is said"
   CHECK(host_oversubscription(m) == "8 ranks on a host of 2 hardware threads");
   m.environment["ranks_per_node"] = "2 to 3";  // the most ranks on a host
   m.environment["hardware_threads"] = "1";
-  CHECK(host_oversubscription(m) == "3 ranks on a host of 1 hardware thread");
+  CHECK(host_oversubscription(m) == "up to 3 ranks a host, rank 0's host of 1 hardware thread");
   m.environment["hardware_threads"] = "3";  // as many ranks as threads
   CHECK(host_oversubscription(m).empty());
   m.environment["hardware_threads"] = "0";  // not known
