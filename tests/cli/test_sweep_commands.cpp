@@ -549,6 +549,14 @@ TEST_CASE("sweep counts what it skips by the flag at fault", "[cli][sweep]") {
   CHECK(parsed["skipped_by_flag"] == nlohmann::json{{"--pp", 18}});
   // With --max-pp 2 nothing is skipped.
   CHECK(run_fsdptune(sweep + " --max-pp 2").out.find("skipped") == std::string::npos);
+  // Several flags at fault: the most skipped first (found by mutation testing, 2026-12-07:
+  // the order was never asserted).
+  const auto several = run_fsdptune(
+      "sweep --model tiny --gpus 16 --global-batch 4 --seq 1024 --tune-top 0 --threads 1");
+  REQUIRE(several.exit_code == 0);
+  CHECK_THAT(several.out,
+             Catch::Contains("skipped: 59 configurations (48 --tp, 6 --pp, 5 --global-batch)"));
+  CHECK_THAT(several.err, Catch::Contains("(59 skipped: 48 --tp, 6 --pp, 5 --global-batch)"));
 }
 
 TEST_CASE("sweep --execution eager ranks every configuration eager, slower", "[cli][sweep]") {

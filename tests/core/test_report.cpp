@@ -682,6 +682,22 @@ TEST_CASE("several schedules are ranked: those that fit first, then by tokens/s/
   CHECK(render_report_text(twice).find("ranking") == std::string::npos);
 }
 
+// The whole sentence, both figures (found by mutation testing, 2026-12-07: the bf16 figure
+// as the fp8 one, "14.6% is 14.6% of bf16's", passed the prefix the tests checked).
+TEST_CASE("a float8 schedule's MFU is said of the fp8 peak, with bf16's figure", "[report]") {
+  auto input = entries(false);
+  ScheduleFile& file = input[0].schedule;
+  file.job.float8 = true;
+  file.hardware.peak_bf16_flops_per_s = 989e12;
+  file.hardware.peak_fp8_flops_per_s = 1979e12;  // the fixture's MFU 45.0% is 90.0% of bf16's
+  const std::string line =
+      "MFU is of the fp8 peak: the tuned plan's 45.0% is 90.0% of bf16's, as torchtitan logs it";
+  CHECK_THAT(render_report_text(input), Catch::Contains("  " + line + "\n"));
+  CHECK_THAT(render_report_markdown(input), Catch::Contains(line));
+  file.job.float8 = false;
+  CHECK(render_report_text(input).find("fp8 peak") == std::string::npos);
+}
+
 TEST_CASE("the HTML is well-formed and self-contained", "[report][html]") {
   const std::string html = render_report_html(entries(true));
   XmlElement root;

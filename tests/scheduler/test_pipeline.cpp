@@ -1677,6 +1677,18 @@ TEST_CASE("tune_pipelined_job searches only the keep-gathered choices it is allo
   CHECK(kept_by(staged, Choice::kTorchtitan) == std::vector<bool>{true, true});
 }
 
+// The token counts' binary scales (found by mutation testing, 2026-12-07: no valid k, M or G
+// count was parsed in any test, so M read as 10^6 went unseen).
+TEST_CASE("the sweep's --global-batch reads tokens with binary scales", "[sweep]") {
+  CHECK(parse_global_batch_sequences("1024", 8192) == 1024);
+  CHECK(parse_global_batch_sequences("8388608tok", 8192) == 1024);
+  CHECK(parse_global_batch_sequences("8Mtok", 8192) == 1024);
+  CHECK(parse_global_batch_sequences("4ktok", 1024) == 4);
+  CHECK(parse_global_batch_sequences("4Ktok", 1024) == 4);
+  CHECK(parse_global_batch_sequences("1Gtok", std::int64_t{1} << 20) == 1024);
+  CHECK_THROWS_AS(parse_global_batch_sequences("1000000tok", 1024), Error);  // not whole
+}
+
 TEST_CASE("the sweep tries gradient accumulation without PP, as FSDP2 runs it",
           "[pipeline][sweep]") {
   const ModelSpec model = builtin_model("tiny");
