@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "fsdptune/data_check.hpp"
+#include "fsdptune/intervals.hpp"
 #include "fsdptune/pipeline.hpp"
 #include "fsdptune/units.hpp"
 #include "fsdptune/workload.hpp"
@@ -34,44 +35,6 @@ using Clock = std::chrono::steady_clock;
 struct AgreedError {
   Error error;
 };
-
-struct Interval {
-  double start_s;
-  double end_s;
-};
-
-std::vector<Interval> merge(std::vector<Interval> intervals) {
-  std::sort(intervals.begin(), intervals.end(),
-            [](const Interval& a, const Interval& b) { return a.start_s < b.start_s; });
-  std::vector<Interval> merged;
-  for (const Interval& interval : intervals) {
-    if (!merged.empty() && interval.start_s <= merged.back().end_s) {
-      merged.back().end_s = std::max(merged.back().end_s, interval.end_s);
-    } else {
-      merged.push_back(interval);
-    }
-  }
-  return merged;
-}
-
-double length(const std::vector<Interval>& merged) {
-  double total = 0;
-  for (const Interval& interval : merged) total += interval.end_s - interval.start_s;
-  return total;
-}
-
-// Length of the overlap of two merged interval lists.
-double overlap(const std::vector<Interval>& a, const std::vector<Interval>& b) {
-  double total = 0;
-  std::size_t i = 0, j = 0;
-  while (i < a.size() && j < b.size()) {
-    const double start = std::max(a[i].start_s, b[j].start_s);
-    const double end = std::min(a[i].end_s, b[j].end_s);
-    if (end > start) total += end - start;
-    (a[i].end_s < b[j].end_s) ? ++i : ++j;
-  }
-  return total;
-}
 
 std::string iso_date_utc() {
   const std::time_t now = std::time(nullptr);
@@ -415,11 +378,12 @@ class StepReplay {
 };
 
 // The busy time of the compute stream and the communication not overlapped by it.
-void add_overlap(std::vector<Interval> compute, std::vector<Interval> comm, StepRecord& record) {
-  const auto compute_union = merge(std::move(compute));
-  const auto comm_union = merge(std::move(comm));
-  record.compute_s = length(compute_union);
-  record.exposed_comm_s = length(comm_union) - overlap(comm_union, compute_union);
+void add_overlap(std::vector<TimeInterval> compute, std::vector<TimeInterval> comm,
+                 StepRecord& record) {
+  const auto compute_union = merge_intervals(std::move(compute));
+  const auto comm_union = merge_intervals(std::move(comm));
+  record.compute_s = total_length(compute_union);
+  record.exposed_comm_s = total_length(comm_union) - overlap_length(comm_union, compute_union);
 }
 
 // A version 1 schedule: its Program once per step.
@@ -461,7 +425,7 @@ class Replay final : public StepReplay {
     backend_.synchronize();
 
     StepRecord record;
-    std::vector<Interval> compute, comm;
+    std::vector<TimeInterval> compute, comm;
     for (const Task& task : program_.tasks) {
       const TaskTiming timing{backend_.elapsed_s(begin, starts[static_cast<std::size_t>(task.id)]),
                               backend_.elapsed_s(begin, ends[static_cast<std::size_t>(task.id)])};
@@ -587,12 +551,12 @@ class PipelineReplay final : public StepReplay {
     for (std::size_t i = 0; i < work_.size(); ++i) {
       record.task_runs_s[i].resize(work_[i]->program().tasks.size());
     }
-    std::vector<Interval> compute, comm;
+    std::vector<TimeInterval> compute, comm;
     for (const Span& span : spans_) {
-      const Interval interval{backend_.elapsed_s(begin, span.start),
-                              backend_.elapsed_s(begin, span.end)};
+      const TimeInterval interval{backend_.elapsed_s(begin, span.start),
+                                  backend_.elapsed_s(begin, span.end)};
       record.task_runs_s[static_cast<std::size_t>(span.local)][static_cast<std::size_t>(span.task)]
-          .push_back(interval.end_s - interval.start_s);
+          .push_back(interval.end - interval.start);
       (span.on_compute ? compute : comm).push_back(interval);
     }
     add_overlap(std::move(compute), std::move(comm), record);
@@ -1575,6 +1539,24 @@ std::string agree_on_schedule(const ScheduleFile& schedule, const ExecutorOption
   return hash;
 }
 
+PipelineStageFigures pipeline_stage_figures(const std::vector<RankStepFigures>& ranks,
+                                            int stage_size) {
+  PipelineStageFigures figures;
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    const RankStepFigures& rank = ranks[r];
+    const std::size_t s = r / static_cast<std::size_t>(stage_size);
+    if (figures.stages.size() <= s) figures.stages.resize(s + 1);
+    MeasuredStage& stage = figures.stages[s];
+    stage.rank = static_cast<int>(s);
+    stage.end_s = std::max(stage.end_s, rank.end_s);
+    stage.busy_s = std::max(stage.busy_s, rank.busy_s);
+    stage.pipeline_end_s = std::max(stage.pipeline_end_s, rank.pipeline_end_s);
+    stage.peak_allocated_bytes = std::max(stage.peak_allocated_bytes, rank.peak_allocated_bytes);
+    if (rank.end_s > ranks[figures.slowest_rank].end_s) figures.slowest_rank = r;
+  }
+  return figures;
+}
+
 MeasuredResult execute(const ScheduleFile& schedule, const std::string& hash,
                        const ExecutorOptions& options, const MpiSession& mpi, Watchdog& watchdog) {
   const int rank = mpi.rank();
@@ -1770,21 +1752,16 @@ MeasuredResult execute(const ScheduleFile& schedule, const std::string& hash,
       pipeline.virtual_stages = schedule.job.virtual_stages;
       pipeline.schedule = to_string(schedule.job.pp_schedule);
       pipeline.message_bytes = pipeline_send_bytes(workload);
-      pipeline.stages.resize(static_cast<std::size_t>(mesh.pp));
-      std::size_t slowest = 0;
-      for (int r = 0; r < world; ++r) {
-        const auto& head = heads[static_cast<std::size_t>(r)];
-        MeasuredStage& stage = pipeline.stages[static_cast<std::size_t>(r / mesh.stage_size())];
-        stage.rank = r / mesh.stage_size();
-        stage.end_s = std::max(stage.end_s, head[0]);
-        stage.busy_s = std::max(stage.busy_s, head[3]);
-        stage.pipeline_end_s = std::max(stage.pipeline_end_s, head[4]);
-        stage.peak_allocated_bytes =
-            std::max(stage.peak_allocated_bytes, peaks[static_cast<std::size_t>(r)]);
-        if (head[0] > heads[slowest][0]) slowest = static_cast<std::size_t>(r);
+      std::vector<RankStepFigures> figures;
+      for (std::size_t r = 0; r < heads.size(); ++r) {
+        figures.push_back(
+            {heads[r][0], heads[r][1], heads[r][2], heads[r][3], heads[r][4], peaks[r]});
       }
-      measured.compute_s = heads[slowest][1];
-      measured.exposed_comm_s = heads[slowest][2];
+      const PipelineStageFigures stages =
+          pipeline_stage_figures(figures, static_cast<int>(mesh.stage_size()));
+      pipeline.stages = stages.stages;
+      measured.compute_s = figures[stages.slowest_rank].compute_s;
+      measured.exposed_comm_s = figures[stages.slowest_rank].exposed_comm_s;
       measured.pipeline = std::move(pipeline);
     }
     measured.environment = backend->environment();

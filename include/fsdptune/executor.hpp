@@ -217,6 +217,28 @@ struct PipelineReplayPlan {
 PipelineReplayPlan plan_pipeline_replay(const ScheduleFile& schedule, const ReplayMesh& mesh,
                                         int rank);
 
+// One rank's step of a pipeline replay, each the median over the measured steps.
+struct RankStepFigures {
+  double end_s = 0;  // its last task's end: its step
+  double compute_s = 0;
+  double exposed_comm_s = 0;
+  double busy_s = 0;          // its actions' time (MeasuredStage::busy_s)
+  double pipeline_end_s = 0;  // its last action's end
+  std::int64_t peak_allocated_bytes = 0;
+};
+
+struct PipelineStageFigures {
+  std::vector<MeasuredStage> stages;  // by pipeline rank
+  std::size_t slowest_rank = 0;       // the latest end (the first of equal ends)
+};
+
+// A pipeline replay's stages from its ranks' figures (rank r in stage r / stage_size): each
+// stage as its slowest rank, figure by figure; and the rank of the latest end, whose compute
+// and exposed communication the measured file reports, as the prediction's summary takes
+// the slowest rank (docs/measured-format.md). REQUIRES: ranks not empty, stage_size >= 1.
+PipelineStageFigures pipeline_stage_figures(const std::vector<RankStepFigures>& ranks,
+                                            int stage_size);
+
 // Replays the schedule (check step, warm-up, measured steps) on every rank. Returns the
 // measured result; complete on rank 0 (others hold their own view). A failure after the
 // replay started aborts every rank with MPI_Abort after printing the reason: there is no

@@ -19,6 +19,7 @@
 #include "fsdptune/error.hpp"
 #include "fsdptune/hardware.hpp"
 #include "fsdptune/importers.hpp"
+#include "fsdptune/intervals.hpp"
 #include "fsdptune/units.hpp"
 
 namespace fsdptune {
@@ -656,21 +657,10 @@ struct OpCall {
 // GPU time of one op call: the union of its kernels' intervals (split-K GEMMs, flash
 // attention's several backward kernels, an unfused norm's elementwise kernels). Gaps
 // between the kernels are the host being late, not the op's cost.
-double busy_seconds(std::vector<Interval> kernels) {
-  std::sort(kernels.begin(), kernels.end(),
-            [](const Interval& a, const Interval& b) { return a.begin_us < b.begin_us; });
-  double total_us = 0;
-  double open_begin_us = kernels.front().begin_us;
-  double open_end_us = kernels.front().end_us;
-  for (const Interval& kernel : kernels) {
-    if (kernel.begin_us > open_end_us) {
-      total_us += open_end_us - open_begin_us;
-      open_begin_us = kernel.begin_us;
-    }
-    open_end_us = std::max(open_end_us, kernel.end_us);
-  }
-  total_us += open_end_us - open_begin_us;
-  return total_us * 1e-6;
+double busy_seconds(const std::vector<Interval>& kernels) {
+  std::vector<TimeInterval> spans;
+  for (const Interval& kernel : kernels) spans.push_back({kernel.begin_us, kernel.end_us});
+  return total_length(merge_intervals(std::move(spans))) * 1e-6;
 }
 
 }  // namespace

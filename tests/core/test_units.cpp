@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "fsdptune/error.hpp"
+#include "fsdptune/intervals.hpp"
 #include "fsdptune/units.hpp"
 
 using namespace fsdptune;
@@ -140,4 +141,23 @@ TEST_CASE("nearest_multiples offers the multiples around a value", "[units]") {
   CHECK(nearest_multiples(6, 4) == "4 or 8");
   CHECK(nearest_multiples(3, 8) == "8");
   CHECK(nearest_multiples(16, 8) == "16");
+}
+
+// The replay's exposed communication and a Kineto op's busy time (found by mutation
+// testing, 2026-12-07: advancing the list that ends later missed overlaps, and no test saw
+// it; CPU timings are too noisy for the CLI's to).
+TEST_CASE("interval unions and overlaps", "[units]") {
+  const std::vector<TimeInterval> compute =
+      merge_intervals({{2.0, 3.0}, {0.0, 1.0}, {0.5, 0.75}, {3.0, 3.5}});
+  CHECK(compute == std::vector<TimeInterval>{{0.0, 1.0}, {2.0, 3.5}});  // touching joined
+  CHECK(total_length(compute) == 2.5);
+  // Communication [0.5, 2.5] beside compute [0, 1] and [2, 3.5]: 1.0 of it overlapped.
+  const std::vector<TimeInterval> comm = {{0.5, 2.5}};
+  CHECK(overlap_length(comm, compute) == 1.0);
+  CHECK(overlap_length(compute, comm) == 1.0);
+  CHECK(total_length(comm) - overlap_length(comm, compute) == 1.0);  // exposed
+  CHECK(overlap_length({{0.0, 4.0}}, compute) == 2.5);               // all of it
+  CHECK(overlap_length({{1.0, 2.0}}, compute) == 0.0);               // between, touching
+  CHECK(overlap_length({}, compute) == 0.0);
+  CHECK(merge_intervals({}).empty());
 }

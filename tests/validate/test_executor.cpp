@@ -92,6 +92,26 @@ Workload workload_of(const ScheduleFile& schedule) {
 
 }  // namespace
 
+// Found by mutation testing (2026-12-07): the pick of the fastest rank for the measured
+// compute and exposed communication survived every test.
+TEST_CASE("a pipeline replay's stages are their slowest ranks', its step the latest end's",
+          "[executor]") {
+  // 2 stages of 2 ranks: end, compute, exposed, busy, pipeline end, peak.
+  const std::vector<RankStepFigures> ranks = {{9.0, 5.0, 1.0, 6.0, 8.0, 100},
+                                              {9.5, 4.0, 2.0, 5.5, 8.5, 120},
+                                              {8.0, 6.0, 0.5, 7.0, 7.5, 90},
+                                              {8.5, 5.5, 0.7, 6.5, 7.0, 80}};
+  const PipelineStageFigures figures = pipeline_stage_figures(ranks, 2);
+  CHECK(figures.slowest_rank == 1);  // the latest end, 9.5
+  REQUIRE(figures.stages.size() == 2);
+  CHECK(figures.stages[0] == MeasuredStage{0, 6.0, 8.5, 9.5, 120});
+  CHECK(figures.stages[1] == MeasuredStage{1, 7.0, 7.5, 8.5, 90});
+  // Equal ends: the first.
+  const std::vector<RankStepFigures> tied = {{1.0, 0.5, 0.1, 0.5, 1.0, 1},
+                                             {1.0, 0.4, 0.2, 0.5, 1.0, 1}};
+  CHECK(pipeline_stage_figures(tied, 1).slowest_rank == 0);
+}
+
 TEST_CASE("the replay layout places every parameter shard once in the fp32 storage", "[executor]") {
   const ScheduleFile schedule = tiny_fsdp2();
   REQUIRE_NOTHROW(check_replayable(schedule, 2, "s.json"));
