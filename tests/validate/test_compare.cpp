@@ -92,6 +92,16 @@ TEST_CASE("compare puts prediction and measurement side by side", "[compare]") {
   print_comparison(text, c);
   CHECK_THAT(text.str(), Catch::Contains("step time") && Catch::Contains("-25.0%") &&
                              Catch::Contains("task 0"));
+  // A task faster than predicted ranks by the size of its difference too (found by mutation
+  // testing, 2026-12-07: every task here was slower, so a signed order passed): task 1 at
+  // 1.2 ms of its 2 ms (0.8 ms) before task 0's 0.5 ms.
+  MeasuredResult faster = measurement_of(schedule);
+  faster.timings[1] = {2e-3, 3.2e-3};
+  const Comparison ranked = compare(schedule, faster, "m.json", 3);
+  REQUIRE(ranked.tasks_differing_most.size() == 3);
+  CHECK(ranked.tasks_differing_most[0].task == 1);
+  CHECK(ranked.tasks_differing_most[1].task == 0);
+  CHECK(ranked.tasks_differing_most[2].task == 2);
 }
 
 TEST_CASE("compare states the any-timing peak and whether the measured one is within it",
