@@ -498,4 +498,31 @@ TEST_CASE("profile compare: a profile against the analytic model, and its flag e
   const auto missing = run_fsdptune("profile compare " + dir + "/none.json");
   CHECK(missing.exit_code == 2);
   CHECK_THAT(missing.err, Catch::Contains("none.json"));
+  CHECK(json_run.err.find("TF32") == std::string::npos);  // no fp32 GEMM there
+
+  // An fp32 GEMM past the fp32 peak ran on TF32 tensor cores: said (found by QA: a real
+  // trace's cutlass tensorop GEMM read +476.7% with no word). The step trace's 8192 x 4096
+  // x 4096 GEMM, made fp32.
+  const std::string step = dir + "/step.json";
+  REQUIRE(run_fsdptune("profile import-kineto " + data + "/kineto_fsdp_step.json --out " + step)
+              .exit_code == 0);
+  auto edited = read_json_file(step);
+  int made_fp32 = 0;
+  for (auto& entry : edited.at("compute")) {
+    if (entry.at("signature") != "gemm bf16 m=8192 n=4096 k=4096") continue;
+    entry["signature"] = "gemm fp32 m=8192 n=4096 k=4096";
+    entry["op"]["signature"] = entry["signature"];
+    entry["op"]["dtype"] = "fp32";
+    ++made_fp32;
+  }
+  REQUIRE(made_fp32 == 1);
+  const std::string tf32 = dir + "/tf32.json";
+  write_file_atomically(tf32, dump_json(edited));
+  for (const char* flags : {"", " --json", " --markdown"}) {
+    const auto noted = run_fsdptune("profile compare " + tf32 + flags);
+    REQUIRE(noted.exit_code == 0);
+    CHECK_THAT(noted.err, Catch::Contains(": 1 fp32 GEMM at up to ") &&
+                              Catch::Contains("past the fp32 peak of h100-sxm (67.0 TFLOP/s): "
+                                              "TF32 tensor cores"));
+  }
 }
