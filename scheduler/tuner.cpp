@@ -1296,6 +1296,7 @@ TunerResult Search::run() {
   if (smallest_peak_) {
     result.smallest_peak_bytes = smallest_peak_->peak_bytes;
     result.smallest_peak_plan = smallest_peak_->label;
+    result.smallest_peak_breakdown = smallest_peak_->result.peak_breakdown;
   }
   bool labelled = false;
   for (const auto& [point, evaluation] : pareto_) {

@@ -222,10 +222,11 @@ struct TunerResult {
   // predicted peak: a lower bound of its bound).
   std::int64_t smallest_peak_bytes = 0;
   std::string smallest_peak_plan;
-  std::int64_t plans_evaluated = 0;      // simulations run (including aborted ones)
-  std::int64_t plans_aborted = 0;        // stopped early: over the memory limit
-  bool budget_exhausted = false;         // the time budget or the callback stopped the search
-  bool max_evaluations_reached = false;  // max_evaluations stopped it (deterministic)
+  MemoryBreakdown smallest_peak_breakdown{};  // its allocated peak by category
+  std::int64_t plans_evaluated = 0;           // simulations run (including aborted ones)
+  std::int64_t plans_aborted = 0;             // stopped early: over the memory limit
+  bool budget_exhausted = false;              // the time budget or the callback stopped the search
+  bool max_evaluations_reached = false;       // max_evaluations stopped it (deterministic)
   // Some local search was stopped by the stall rule (stall_evaluations without a notable
   // gain); the search itself ends when the starts and perturbations are searched (or a
   // budget above stops it).

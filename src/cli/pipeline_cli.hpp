@@ -63,6 +63,9 @@ struct ShardingGain {
   std::int64_t peak_bytes = 0;
   std::int64_t sharded_state_bytes = 0;
   std::int64_t limit_bytes = 0;
+  // Of the peak, the tensors padded to the shard group (gathered parameters, gradients and
+  // reduce-scatter buffers: the peak breakdown's); -1 where not known.
+  std::int64_t padded_peak_bytes = -1;
 };
 // `more`: the command's own ways out, listed last.
 // `model`: the job's, to offer only a --tp it can take.
@@ -70,6 +73,10 @@ std::string does_not_fit_hint(const ModelSpec& model, const JobSpec& job,
                               bool fit_at_any_timing = false,
                               const std::optional<ShardingGain>& sharding = std::nullopt,
                               const std::vector<std::string>& more = {});
+
+// The bytes of a peak `breakdown` padded to the shard group: its gathered parameters and
+// gradients (ShardingGain::padded_peak_bytes).
+std::int64_t padded_peak_bytes(const MemoryBreakdown& breakdown);
 
 // The sharding gain of the stage of `sim` with the largest reserved peak (its chunks'
 // sharded state), at `peak_bytes` (that stage's peak, or a bound of it).

@@ -447,10 +447,11 @@ void run_simulate(const SimulateOptions& options) {
   if (!fits && options.require_fit) {
     // The ways out this job has (found by QA: --ac full was offered under --ac full).
     throw Error(ErrorKind::kDoesNotFit, "--memory-limit", overflow_line(result, limit_bytes),
-                does_not_fit_hint(workload.model, job, false,
-                                  ShardingGain{result.peak_reserved_bytes,
-                                               workload.persistent_state_bytes(), limit_bytes},
-                                  {"use another --plan"}));
+                does_not_fit_hint(
+                    workload.model, job, false,
+                    ShardingGain{result.peak_reserved_bytes, workload.persistent_state_bytes(),
+                                 limit_bytes, padded_peak_bytes(result.peak_breakdown)},
+                    {"use another --plan"}));
   }
 }
 

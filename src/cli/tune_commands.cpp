@@ -531,10 +531,10 @@ void run_tune(const TuneOptions& options) {
                         ? " (at any timing where the predicted peak fits, else the "
                           "predicted peak, a lower bound of it)"
                         : ""),
-        does_not_fit_hint(
-            workload.model, job, tuner_options.fit_at_any_timing,
-            ShardingGain{result.smallest_peak_bytes, workload.persistent_state_bytes(),
-                         result.memory_limit_bytes}));
+        does_not_fit_hint(workload.model, job, tuner_options.fit_at_any_timing,
+                          ShardingGain{result.smallest_peak_bytes,
+                                       workload.persistent_state_bytes(), result.memory_limit_bytes,
+                                       padded_peak_bytes(result.smallest_peak_breakdown)}));
   }
 
   // The chosen plan, simulated once more with per-task timings and the memory timeline.

@@ -1136,7 +1136,7 @@ TEST_CASE("tune's error follows its table where stdout and stderr are one file",
   // Found by QA: under `> log 2>&1` the exit-3 error came before the table (stdout buffered).
   const std::string dir = make_temp_dir("fsdptune-tune-log");
   const auto result =
-      fsdptune::testing::run_command("{ " + std::string(FSDPTUNE_BINARY) +
+      fsdptune::testing::run_command(std::string("{ ") + FSDPTUNE_BINARY +
                                      " tune --model tiny --gpus 2 --gpus-per-node 2 --seq 128 "
                                      "--hardware h100-sxm --memory-limit 10MiB --out " +
                                      dir + "/s.json > " + dir + "/log.txt 2>&1; }");
@@ -1222,6 +1222,12 @@ TEST_CASE("the GPUs a does-not-fit hint offers make the step fit", "[cli][simula
     INFO(followed);
     CHECK(run_fsdptune("simulate --hardware h100-sxm --require-fit " + followed).exit_code == 0);
   }
+  // The next node, where it fits (found by QA, 2026-12-07: 405B on 1,360 GPUs, its rows
+  // padded by 8% to the shard group, was offered 2,064; 1,368, padded by 0.2%, fits).
+  const auto near = run_fsdptune(
+      "simulate --hardware h100-sxm --require-fit --model llama3-405b --gpus 1360 --ac full");
+  CHECK(near.exit_code == 3);
+  CHECK_THAT(near.err, Catch::Contains("shard over more GPUs (--gpus 1368)"));
 }
 
 // Found by QA: an HSDP job that fits with fewer replicas on the same GPUs was offered only
