@@ -114,6 +114,9 @@ TEST_CASE("bad hardware specs name the field", "[hardware]") {
   json = good;
   json["nvlink_busbw_bytes_per_s"] = 500e9;  // above the 450 GB/s link
   require_bad_input_naming(json, "nvlink_busbw_bytes_per_s");
+  json = good;  // the all-reduce's too (found by mutation testing: untested)
+  json["nvlink_allreduce_busbw_bytes_per_s"] = 500e9;
+  require_bad_input_naming(json, "nvlink_allreduce_busbw_bytes_per_s");
 
   json = good;
   json["busbw_ramp_exponent"] = 1.5;

@@ -137,6 +137,23 @@ TEST_CASE("normalize_job names the flag at fault", "[job][errors]") {
     job.tp = 1;
     job.dp_replicate = 2;
     CHECK(normalize_job(builtin_model("llama3-8b"), job).dp_shard == 3);
+    // The groups count their TP ranks (found by mutation testing, 2026-12-07: checked with
+    // tp 1 only, and on nodes of 8 every cp x tp divides them): on nodes of 6, cp 2 x tp 2
+    // and dp_shard 2 x tp 2 are groups of 4 that straddle them.
+    job.gpus = 12;
+    job.gpus_per_node = 6;
+    job.tp = 2;
+    job.dp_replicate = 1;
+    job.cp = 2;
+    CHECK(rejected_flag(job) == "--cp");
+    CHECK_THROWS_WITH(normalize_job(builtin_model("llama3-8b"), job),
+                      Catch::Contains("context-parallel groups of cp 2 x tp 2 = 4 ranks") &&
+                          Catch::Contains("straddle nodes of 6 GPUs"));
+    job.cp = 1;
+    job.dp_replicate = 3;
+    CHECK(rejected_flag(job) == "--dp-replicate");
+    CHECK_THROWS_WITH(normalize_job(builtin_model("llama3-8b"), job),
+                      Catch::Contains("FSDP shard groups of dp_shard 2 x tp 2 = 4 ranks"));
   }
   SECTION("zero and negative sizes") {
     job.local_batch = 0;

@@ -570,6 +570,15 @@ TEST_CASE("torchtitan: a global batch of several local steps is gradient accumul
   CHECK(partial.where() == "train.toml: [training] global_batch_size");
   CHECK_THAT(partial.message(),
              Catch::Contains("40 sequences are not a multiple") && Catch::Contains("(16)"));
+  // The data-parallel degree counts the replicas too: 32 / (2 x 4 shards x 2 replicas) = 2
+  // (found by mutation testing, 2026-12-07: the replicas left out gave 4, untested).
+  const std::string replicated = "[parallelism]\ndata_parallel_replicate_degree = 2\n";
+  const JobSpec hsdp = job_8b(kOpAc + batch + "global_batch_size = 32\n" + replicated);
+  CHECK(hsdp.dp_replicate == 2);
+  CHECK(hsdp.microbatches == 2);
+  CHECK_THAT(
+      error_of([&] { job_8b(kOpAc + batch + "global_batch_size = 24\n" + replicated); }).message(),
+      Catch::Contains("24 sequences are not a multiple") && Catch::Contains("(16)"));
   // More steps than fsdptune models.
   CHECK_THAT(error_of([&] { job_8b(kOpAc + batch + "global_batch_size = 16777216\n"); }).message(),
              Catch::Contains("1048576 gradient accumulation steps"));
@@ -738,6 +747,14 @@ TEST_CASE("torchtitan: older layouts, types and TOML syntax", "[torchtitan]") {
   CHECK(counted.pp == 2);
   CHECK(counted.microbatches == 2);
   CHECK(counted.local_batch == 2);
+  // A count, not a size (found by mutation testing, 2026-12-07: 4 / 2 read the same either
+  // way): 8 sequences in 2 microbatches are 2 of 4.
+  const JobSpec counted8 = job_8b(kOpAc +
+                                  "[training]\nbatch_size = 8\n"
+                                  "[experimental]\npipeline_parallel_degree = 2\n"
+                                  "pipeline_parallel_microbatches = 2\n");
+  CHECK(counted8.microbatches == 2);
+  CHECK(counted8.local_batch == 4);
   // Not counted, that torchtitan split the local batch into one microbatch per stage (found
   // by QA: microbatches of one sequence, newer torchtitan's default); refused where the
   // stages do not divide it, as torchtitan's split does.
@@ -746,6 +763,15 @@ TEST_CASE("torchtitan: older layouts, types and TOML syntax", "[torchtitan]") {
                                    "[experimental]\npipeline_parallel_degree = 2\n");
   CHECK(per_stage.microbatches == 2);
   CHECK(per_stage.local_batch == 4);
+  // Stages, not ranks: an interleaved schedule's 2 stages a rank make 4 microbatches (found
+  // by mutation testing, 2026-12-07: tested with one stage a rank only).
+  const JobSpec interleaved = job_8b(kOpAc +
+                                     "[training]\nbatch_size = 8\n"
+                                     "[experimental]\npipeline_parallel_degree = 2\n"
+                                     "pipeline_parallel_schedule = \"Interleaved1F1B\"\n");
+  CHECK(interleaved.virtual_stages == 2);
+  CHECK(interleaved.microbatches == 4);
+  CHECK(interleaved.local_batch == 2);
   const Error undivided_stages = error_of([&] {
     job_8b(kOpAc + "[training]\nbatch_size = 3\n[experimental]\npipeline_parallel_degree = 2\n");
   });

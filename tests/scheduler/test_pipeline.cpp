@@ -163,6 +163,21 @@ TEST_CASE("a stage's memory is its actions' in the rank's order", "[pipeline][me
   CHECK(walk.peak_breakdown[static_cast<int>(MemoryCategory::kGradients)] == 2000);
 }
 
+// Found by mutation testing (2026-12-07): no test pipelined with CP or TP, so sends of the
+// whole sequence went unseen.
+TEST_CASE("a pipeline message is one rank's tokens: b x s / (cp x tp) x dim", "[pipeline]") {
+  Workload workload;
+  workload.model = builtin_model("llama3-8b");  // dim 4096
+  workload.job.local_batch = 2;
+  workload.job.seq_len = 4096;
+  workload.job.param_dtype = DType::kBF16;
+  CHECK(pipeline_send_bytes(workload) == 2 * 4096 * 4096 * 2);
+  workload.job.cp = 2;
+  CHECK(pipeline_send_bytes(workload) == 2 * 4096 / 2 * 4096 * 2);
+  workload.job.tp = 4;
+  CHECK(pipeline_send_bytes(workload) == 2 * 4096 / 8 * 4096 * 2);
+}
+
 TEST_CASE("pipeline sends cross a node boundary link by link", "[pipeline]") {
   // Found probing: one send time served every link, within a node whenever the stage
   // stride (dp_replicate x dp_shard x tp) was narrower than a node.
