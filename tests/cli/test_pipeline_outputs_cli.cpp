@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -143,6 +144,72 @@ TEST_CASE("pipeline notes fewer microbatches than stages", "[cli][pipeline]") {
                                             "stage per rank"));
 }
 
+// Found by mutation testing (2026-12-07): a gradient send priced on the wrong link, and a
+// task starting at its forward's end drawn inside the forward, passed every test.
+TEST_CASE("simulate --pp --trace: sends on their links, tasks inside their actions",
+          "[cli][pipeline][trace]") {
+  const std::string dir = make_temp_dir("pp-links-trace");
+  // 4 stages of 4 GPUs on nodes of 8: the link between stages 1 and 2 crosses nodes.
+  const std::string trace_path = dir + "/links.json";
+  REQUIRE(run_fsdptune("simulate --model llama3-8b --gpus 16 --gpus-per-node 8 --pp 4 "
+                       "--microbatches 4 --seq 1024 --hardware h100-sxm --trace " +
+                       trace_path)
+              .exit_code == 0);
+  std::map<std::string, double> sends;                      // name -> dur
+  const auto links = fsdptune::read_json_file(trace_path);  // (a temporary would dangle)
+  for (const auto& event : links.at("traceEvents")) {
+    if (event["ph"] == "X" && event["cat"] == "send") {
+      sends[event["name"].get<std::string>()] = event["dur"].get<double>();
+    }
+  }
+  int pairs = 0;
+  for (int c = 1; c < 4; ++c) {
+    for (int m = 0; m < 4; ++m) {
+      const std::string forward = fmt::format("send activations chunk {}->{} mb {}", c - 1, c, m);
+      const std::string backward = fmt::format("send gradients chunk {}->{} mb {}", c, c - 1, m);
+      REQUIRE(sends.count(forward) == 1);
+      REQUIRE(sends.count(backward) == 1);
+      CHECK(sends[backward] == Approx(sends[forward]));  // the same link both ways
+      ++pairs;
+    }
+  }
+  CHECK(pairs == 12);
+  CHECK(sends["send activations chunk 1->2 mb 0"] > 2 * sends["send activations chunk 0->1 mb 0"]);
+  // Re-gathered every microbatch: each task of a microbatch lies inside its action.
+  const std::string regathered = dir + "/regathered.json";
+  REQUIRE(run_fsdptune("simulate --model llama3-8b --gpus 8 --pp 2 --microbatches 4 --seq 1024 "
+                       "--keep-gathered no --hardware h100-sxm --trace " +
+                       regathered)
+              .exit_code == 0);
+  const auto events = fsdptune::read_json_file(regathered).at("traceEvents");
+  std::map<std::tuple<int, int, int, bool>, std::pair<double, double>> actions;
+  for (const auto& event : events) {
+    if (event["ph"] != "X" || event["cat"] != "pipeline") continue;
+    const std::string name = event["name"];
+    const double ts = event["ts"];
+    actions[{event["pid"].get<int>(), event["args"]["chunk"].get<int>(),
+             event["args"]["microbatch"].get<int>(), name.rfind("B ", 0) == 0}] = {
+        ts, ts + event["dur"].get<double>()};
+  }
+  int inside = 0;
+  for (const auto& event : events) {
+    if (event["ph"] != "X" || !event.contains("args") || !event["args"].contains("bucket")) {
+      continue;
+    }
+    const std::string name = event["name"];
+    if (name.find("AG bwd") == std::string::npos) continue;
+    const auto action = actions.find({event["pid"].get<int>(), event["args"]["chunk"].get<int>(),
+                                      event["args"]["microbatch"].get<int>(), true});
+    REQUIRE(action != actions.end());
+    INFO(name);
+    CHECK(event["ts"].get<double>() >= action->second.first - 1e-6);
+    CHECK(event["ts"].get<double>() + event["dur"].get<double>() <= action->second.second + 1e-6);
+    ++inside;
+  }
+  CHECK(inside > 0);
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("simulate --pipeline-steps --trace: every step's actions, the optimizer once",
           "[cli][pipeline][trace]") {
   const std::string dir = make_temp_dir("pp-steps-trace");
@@ -160,6 +227,12 @@ TEST_CASE("simulate --pipeline-steps --trace: every step's actions, the optimize
     if (event["ph"] != "X") continue;
     ++by_category[event["cat"].get<std::string>()];
     CHECK(event["ts"].get<double>() + event["dur"].get<double>() <= step_us * (1 + 1e-9));
+    // The optimizer after the last microbatch of the last step (found by mutation testing,
+    // 2026-12-07: the first step's last, 3, passed).
+    if (event["cat"] == "optimizer") {
+      CHECK(event["args"]["microbatch"] == 7);
+      CHECK_THAT(event["name"].get<std::string>(), Catch::EndsWith(" mb7"));
+    }
   }
   // 2 steps of 4 microbatches: twice the actions, sends and compute of one step, each
   // chunk's reduce-scatters after each step's last backward, its optimizer once.
