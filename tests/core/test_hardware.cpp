@@ -85,6 +85,14 @@ TEST_CASE("unknown hardware lists the built-ins", "[hardware]") {
   }
   CHECK_THROWS_AS(resolve_hardware("tpu-v5"), Error);
   CHECK(resolve_hardware("h200") == builtin_hardware("h200"));
+  // A word ending in .json is a spec file, missing or not (found by mutation testing,
+  // 2026-12-07: read as an unknown id, untested).
+  try {
+    resolve_hardware("no-such-spec.json");
+    FAIL("accepted a missing spec file");
+  } catch (const Error& e) {
+    CHECK_THAT(e.what(), Catch::Contains("no such file") && !Catch::Contains("unknown hardware"));
+  }
 }
 
 TEST_CASE("bad hardware specs name the field", "[hardware]") {

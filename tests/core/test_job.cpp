@@ -250,6 +250,23 @@ TEST_CASE("normalize_job refuses activations past 64-bit sums", "[job][errors]")
   large.pp = 16;
   large.microbatches = 64;
   CHECK_NOTHROW(normalize_job(builtin_model("llama3-405b"), large));
+  // The microbatches count: one of 2^30 tokens is within it, 4,096 are not (found by
+  // mutation testing, 2026-12-07: leaving them out ran and printed 8.00 EiB).
+  JobSpec many;
+  many.gpus = 8;
+  many.pp = 2;
+  many.pp_schedule = PipelineSchedule::kGPipe;
+  many.seq_len = std::int64_t{1} << 30;
+  many.microbatches = 1;
+  CHECK_NOTHROW(normalize_job(builtin_model("llama3-8b"), many));
+  many.microbatches = 4096;
+  try {
+    normalize_job(builtin_model("llama3-8b"), many);
+    FAIL("accepted");
+  } catch (const Error& e) {
+    CHECK(e.where() == "--seq");
+    CHECK_THAT(e.message(), Catch::Contains("4096 microbatches") && Catch::Contains("2^60 bytes"));
+  }
 }
 
 TEST_CASE("normalize_job of a file's job names the file's field", "[job][errors]") {
