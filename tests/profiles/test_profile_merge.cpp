@@ -191,6 +191,17 @@ TEST_CASE("overlapping entries: an error by default, else the first or the last 
   CHECK(last.profile.collectives[0].part == 1);
   REQUIRE(last.notes.size() == 2);
   CHECK_THAT(last.notes[0], Catch::Contains("kept b.json (compute[1]), dropped a.json"));
+  // A third input drops the second's, the one kept until then (found by mutation testing,
+  // 2026-12-07: the notes named the first, untested with two inputs).
+  const ProfileMergeResult third =
+      merge_profiles({{"a.json", a}, {"b.json", b}, {"c.json", b}}, MergeOverlap::kLast);
+  std::string notes;
+  for (const std::string& note : third.notes) notes += note + "\n";
+  INFO(notes);
+  CHECK_THAT(notes, Catch::Contains("kept c.json (compute[1]), dropped b.json") &&
+                        Catch::Contains("kept c.json (collectives[0]), dropped b.json") &&
+                        !Catch::Contains("kept c.json (compute[1]), dropped a.json") &&
+                        !Catch::Contains("kept c.json (collectives[0]), dropped a.json"));
 }
 
 TEST_CASE("contention: measured factors win over defaults, two different ones overlap",
