@@ -738,43 +738,36 @@ TEST_CASE("torchtitan: older layouts, types and TOML syntax", "[torchtitan]") {
            "-99_999_999_999_999_999_999 is out of range");
   CHECK(parse("[training]\nseq_len = 9_223_372_036_854_775_807\n").seq_len ==
         std::numeric_limits<std::int64_t>::max());
+  // A 2024 config: a local batch, PP 2 in [experimental], and `more` of that section.
+  const auto experimental_pp2 = [&](int batch, const std::string& more) {
+    return job_8b(kOpAc + "[training]\nbatch_size = " + std::to_string(batch) +
+                  "\n[experimental]\npipeline_parallel_degree = 2\n" + more);
+  };
   // Older torchtitan counted the microbatches (pipeline_parallel_microbatches), newer sizes
   // them; the count was silently ignored (4 microbatches of 1 instead of 2 of 2).
-  const JobSpec counted = job_8b(kOpAc +
-                                 "[training]\nbatch_size = 4\n"
-                                 "[experimental]\npipeline_parallel_degree = 2\n"
-                                 "pipeline_parallel_microbatches = 2\n");
+  const JobSpec counted = experimental_pp2(4, "pipeline_parallel_microbatches = 2\n");
   CHECK(counted.pp == 2);
   CHECK(counted.microbatches == 2);
   CHECK(counted.local_batch == 2);
   // A count, not a size (found by mutation testing, 2026-12-07: 4 / 2 read the same either
   // way): 8 sequences in 2 microbatches are 2 of 4.
-  const JobSpec counted8 = job_8b(kOpAc +
-                                  "[training]\nbatch_size = 8\n"
-                                  "[experimental]\npipeline_parallel_degree = 2\n"
-                                  "pipeline_parallel_microbatches = 2\n");
+  const JobSpec counted8 = experimental_pp2(8, "pipeline_parallel_microbatches = 2\n");
   CHECK(counted8.microbatches == 2);
   CHECK(counted8.local_batch == 4);
   // Not counted, that torchtitan split the local batch into one microbatch per stage (found
   // by QA: microbatches of one sequence, newer torchtitan's default); refused where the
   // stages do not divide it, as torchtitan's split does.
-  const JobSpec per_stage = job_8b(kOpAc +
-                                   "[training]\nbatch_size = 8\n"
-                                   "[experimental]\npipeline_parallel_degree = 2\n");
+  const JobSpec per_stage = experimental_pp2(8, "");
   CHECK(per_stage.microbatches == 2);
   CHECK(per_stage.local_batch == 4);
   // Stages, not ranks: an interleaved schedule's 2 stages a rank make 4 microbatches (found
   // by mutation testing, 2026-12-07: tested with one stage a rank only).
-  const JobSpec interleaved = job_8b(kOpAc +
-                                     "[training]\nbatch_size = 8\n"
-                                     "[experimental]\npipeline_parallel_degree = 2\n"
-                                     "pipeline_parallel_schedule = \"Interleaved1F1B\"\n");
+  const JobSpec interleaved =
+      experimental_pp2(8, "pipeline_parallel_schedule = \"Interleaved1F1B\"\n");
   CHECK(interleaved.virtual_stages == 2);
   CHECK(interleaved.microbatches == 4);
   CHECK(interleaved.local_batch == 2);
-  const Error undivided_stages = error_of([&] {
-    job_8b(kOpAc + "[training]\nbatch_size = 3\n[experimental]\npipeline_parallel_degree = 2\n");
-  });
+  const Error undivided_stages = error_of([&] { experimental_pp2(3, ""); });
   CHECK_THAT(undivided_stages.where(), Catch::Contains("[experimental] pipeline_parallel_degree"));
   CHECK_THAT(undivided_stages.message(), Catch::Contains("2 stages do not divide the local batch"));
   // The newer layout's default: microbatches of one sequence.
