@@ -449,17 +449,19 @@ std::vector<std::vector<std::string>> ranking_rows(const Report& report) {
     }
   }
   if (order.size() < 2) return rows;
-  const auto summary = [&](std::size_t i) { return tuned_plan(report.schedules[i])->summary; };
+  const auto summary = [&](std::size_t i) -> const PlanSummary& {
+    return tuned_plan(report.schedules[i])->summary;
+  };
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
     if (summary(a).fits != summary(b).fits) return summary(a).fits;
     return summary(a).tokens_per_s_per_gpu > summary(b).tokens_per_s_per_gpu;
   });
   rows.push_back({"rank", "schedule", "tokens/s/GPU", "vs first", "step time", "MFU",
                   "peak reserved", "fits"});
+  const double first = summary(order.front()).tokens_per_s_per_gpu;
   for (std::size_t r = 0; r < order.size(); ++r) {
     const ScheduleReport& schedule = report.schedules[order[r]];
-    const PlanSummary s = summary(order[r]);
-    const double first = summary(order.front()).tokens_per_s_per_gpu;
+    const PlanSummary& s = summary(order[r]);
     std::string fits = s.fits ? "yes" : "no";
     if (s.fits && schedule.any_timing && !schedule.fits_at_any_timing) {
       fits += " (not at any timing)";
