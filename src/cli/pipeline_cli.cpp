@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <functional>
 #include <numeric>
+#include <optional>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -353,7 +354,9 @@ namespace {
 
 // The fewest GPUs, more than the job's and at least `at_least`, of a job normalize_job takes
 // with the job's other degrees (whole nodes above one, groups within them) and whose
-// workload `fits`; 0 where there is none up to kMaxJobGpus (64 candidates are tried).
+// workload `fits`; 0 where there is none up to kMaxJobGpus (64 jobs normalize_job takes are
+// tried, of at most 1,024 counts: found by review, half the counts of nodes of 4 with 2
+// replicas straddle nodes, and the window ended short of the count that fits).
 std::int64_t fewest_valid_gpus(const ModelSpec& model, const JobSpec& job, double at_least,
                                const std::function<bool(const Workload&)>& fits) {
   if (!(at_least < static_cast<double>(kMaxJobGpus))) return 0;
@@ -365,7 +368,8 @@ std::int64_t fewest_valid_gpus(const ModelSpec& model, const JobSpec& job, doubl
   };
   std::int64_t from =
       std::max<std::int64_t>(job.gpus + 1, static_cast<std::int64_t>(std::ceil(at_least)));
-  for (int tries = 0; tries < 64; ++tries) {
+  int jobs = 0;
+  for (int counts = 0; counts < 1024 && jobs < 64; ++counts) {
     std::int64_t count = round_up(from, model_parallel);
     if (count > per_node) count = round_up(from, across_nodes);
     if (count > kMaxJobGpus) return 0;
@@ -373,11 +377,14 @@ std::int64_t fewest_valid_gpus(const ModelSpec& model, const JobSpec& job, doubl
     more.gpus = count;
     more.dp_shard = 0;
     from = count + 1;
+    std::optional<JobSpec> taken;
     try {
-      if (fits(build_workload(model, normalize_job(model, more)))) return count;
+      taken = normalize_job(model, more);
     } catch (const Error&) {
-      // e.g. a CP or shard group across nodes
+      continue;  // e.g. a CP or shard group across nodes
     }
+    ++jobs;
+    if (fits(build_workload(model, *taken))) return count;
   }
   return 0;
 }
