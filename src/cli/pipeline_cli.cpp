@@ -511,6 +511,10 @@ std::string does_not_fit_hint(const ModelSpec& model, const JobSpec& job, bool f
   // 2026-12-06: 70B on 8 GPUs was offered --ac full, which left 131 GiB of sharded state
   // over 75.2 GiB; and in review, with full AC, --cp 2 or a shorter --seq beside --gpus 32).
   // Where those GPUs fit the whole peak too, they are the only change offered.
+  // Judged at any timing, the peak the estimate starts from is the predicted one where that
+  // does not fit (TunerResult::smallest_peak_bytes' mixed measures): said (found by review:
+  // 405B on 16 GPUs under --fit any-timing was offered 568, 3.6 GiB over at any timing).
+  const std::string judged = fit_at_any_timing ? ", judged at the predicted timing" : "";
   std::string needed;
   if (sharding && sharding->sharded_state_bytes > sharding->limit_bytes &&
       sharding->limit_bytes > 0 && today_state > 0) {
@@ -522,7 +526,7 @@ std::string does_not_fit_hint(const ModelSpec& model, const JobSpec& job, bool f
           return sharded_at(workload) <= static_cast<double>(sharding->limit_bytes);
         });
     if (at > 0 && gpus == at) {
-      return replicas + fmt::format("shard over more GPUs (--gpus {})", gpus);
+      return replicas + fmt::format("shard over more GPUs (--gpus {}{})", gpus, judged);
     }
     if (at > 0) {
       needed = fmt::format(
@@ -531,7 +535,9 @@ std::string does_not_fit_hint(const ModelSpec& model, const JobSpec& job, bool f
           at, at, format_bytes(sharding->sharded_state_bytes));
     }
   }
-  if (gpus > 0) changes.push_back(fmt::format("shard over more GPUs (--gpus {})", gpus));
+  if (gpus > 0) {
+    changes.push_back(fmt::format("shard over more GPUs (--gpus {}{})", gpus, judged));
+  }
   if (job.ac != ActivationCheckpointing::kFull)
     changes.push_back("checkpoint activations (--ac full)");
   // Context parallelism splits each sequence over more of the shard group's ranks: its
@@ -625,10 +631,10 @@ TunedSchedule schedule_of_tuning(const Workload& workload, const HardwareSpec& h
                     format_bytes(result.memory_limit_bytes),
                     format_bytes(result.smallest_peak_bytes), result.smallest_peak_plan,
                     format_bytes(result.smallest_peak_bytes - result.memory_limit_bytes)),
-        does_not_fit_hint(
-            workload.model, job, false,
-            ShardingGain{result.smallest_peak_bytes, workload.persistent_state_bytes(),
-                         result.memory_limit_bytes}));
+        does_not_fit_hint(workload.model, job, false,
+                          ShardingGain{result.smallest_peak_bytes,
+                                       workload.persistent_state_bytes(), result.memory_limit_bytes,
+                                       padded_peak_bytes(result.smallest_peak_breakdown)}));
   }
   ScheduleFile& schedule = tuned.schedule;
   schedule = schedule_of_tuned_plan(workload, hardware, result, costs);

@@ -1232,6 +1232,19 @@ TEST_CASE("the GPUs a does-not-fit hint offers make the step fit", "[cli][simula
       "simulate --hardware h100-sxm --require-fit --model llama3-405b --gpus 1360 --ac full");
   CHECK(near.exit_code == 3);
   CHECK_THAT(near.err, Catch::Contains("shard over more GPUs (--gpus 1368)"));
+  // tune's offer, from its smallest peak's breakdown (review: untested), fits as tune judges;
+  // under --fit any-timing it is said to be judged at the predicted timing (review: 405B on
+  // 16 GPUs was offered 568, 3.6 GiB over at any timing).
+  const std::string tune =
+      "tune --hardware h100-sxm --max-evaluations 20 --model llama3-405b "
+      "--ac selective --seq 1024 --out " +
+      make_temp_dir("fsdptune-hint-tune") + "/s.json --gpus ";
+  const auto over = run_fsdptune(tune + "256");
+  CHECK(over.exit_code == 3);
+  CHECK_THAT(over.err, Catch::Contains("shard over more GPUs (--gpus 472)"));
+  CHECK(run_fsdptune(tune + "472").exit_code == 0);
+  CHECK_THAT(run_fsdptune(tune + "256 --fit any-timing").err,
+             Catch::Contains("(--gpus 472, judged at the predicted timing)"));
 }
 
 // Found by QA: an HSDP job that fits with fewer replicas on the same GPUs was offered only
