@@ -389,22 +389,14 @@ std::int64_t fewest_valid_gpus(const ModelSpec& model, const JobSpec& job, doubl
   return 0;
 }
 
-// What a unit's parameters and gradients take unsharded, padded to the shard group: what
-// grows, with the padding, as the group does.
-double padded_unsharded_bytes(const Workload& workload) {
-  double bytes = 0;
-  for (const Unit& unit : workload.units) {
-    bytes += static_cast<double>(unit.gathered_bytes() + unit.gradient_bytes());
-  }
-  return bytes;
-}
-
-// The same without the padding: what they take at a shard group that divides every dim 0.
-double unpadded_unsharded_bytes(const Workload& workload) {
+// What the units' parameters and gradients take unsharded (gather and reduce dtypes):
+// `padded` to the shard group, what grows with the padding as the group does; else at a
+// shard group that divides every dim 0.
+double unsharded_bytes(const Workload& workload, bool padded) {
   double bytes = 0;
   for (const Unit& unit : workload.units) {
     for (const Param& param : unit.params) {
-      bytes += static_cast<double>(param.numel) *
+      bytes += static_cast<double>(padded ? param.padded_numel : param.numel) *
                static_cast<double>(bytes_per_element(param.gather_dtype) +
                                    bytes_per_element(param.reduce_dtype));
     }
@@ -443,7 +435,7 @@ std::string does_not_fit_hint(const ModelSpec& model, const JobSpec& job, bool f
   // where 0.5 GiB more of gathered parameters left it 1.2 GiB over).
   const Workload today = sharding ? build_workload(model, job) : Workload{};
   const double today_state = static_cast<double>(today.persistent_state_bytes());
-  const double today_padded = padded_unsharded_bytes(today);
+  const double today_padded = unsharded_bytes(today, true);
   const auto sharded_at = [&](const Workload& at) {
     return static_cast<double>(sharding->sharded_state_bytes) *
            static_cast<double>(at.persistent_state_bytes()) / today_state;
@@ -456,7 +448,7 @@ std::string does_not_fit_hint(const ModelSpec& model, const JobSpec& job, bool f
       sharding ? static_cast<double>(sharding->peak_bytes - sharding->sharded_state_bytes) : 0;
   const bool padded_known = sharding && sharding->padded_peak_bytes >= 0;
   const auto rest_at = [&](const Workload& at) {
-    const double ratio = padded_unsharded_bytes(at) / today_padded;
+    const double ratio = unsharded_bytes(at, true) / today_padded;
     return padded_known ? rest + static_cast<double>(sharding->padded_peak_bytes) * (ratio - 1)
                         : rest * std::max(ratio, 1.0);
   };
@@ -466,7 +458,7 @@ std::string does_not_fit_hint(const ModelSpec& model, const JobSpec& job, bool f
     // would be without today's padding, the least they can be at any count (found by QA:
     // 405B on 1,360 GPUs, 1.6 GiB over with rows padded by 8% to the shard group, was
     // offered 2,064 where 1,368, padded by 0.2%, fits).
-    const double unpadded = unpadded_unsharded_bytes(today) / today_padded;
+    const double unpadded = unsharded_bytes(today, false) / today_padded;
     const double least_rest =
         padded_known ? rest - static_cast<double>(sharding->padded_peak_bytes) * (1 - unpadded)
                      : rest;
